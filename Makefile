@@ -1,0 +1,40 @@
+.DEFAULT_GOAL := help
+PY := .venv/bin/python
+
+.PHONY: help setup demo test test-rust test-python lint bench bench-report clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+setup: ## virtualenv, pinned dependencies, release build of the extension, verified model
+	@bash scripts/setup.sh
+
+demo: setup ## route a few queries over the built-in demo catalog
+	$(PY) -m toolgate demo
+
+test: setup test-rust test-python ## the whole suite: cargo test for the core, then pytest
+
+test-rust: ## cargo test for the pure Rust core (no libpython)
+	cargo test --quiet
+
+test-python: ## pytest against the installed extension
+	$(PY) -m pytest -q
+
+lint: setup ## rustfmt, clippy, ruff, mypy and stubtest
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets --features python -- -D warnings
+	$(PY) -m ruff check python tests benches
+	$(PY) -m ruff format --check python tests benches
+	$(PY) -m mypy
+	$(PY) -m mypy.stubtest toolgate._toolgate
+
+bench: setup ## pytest-benchmark suites, ratios against the peers printed at the end
+	$(PY) -m pytest benches -q -p no:cacheprovider
+
+bench-report: setup ## regenerate every results table, plot and the README results section
+	$(PY) -m benches.report
+
+clean: ## remove build products (keeps .venv and the model cache)
+	cargo clean
+	rm -f python/toolgate/_toolgate*.so

