@@ -3,8 +3,16 @@
 //! The binding layer in [`py`] is compiled only with the `python` feature, so `cargo test`
 //! exercises this crate without libpython.
 
+pub mod bm25;
+pub mod cache;
 pub mod error;
+pub mod fusion;
+pub mod gating;
+pub mod index;
 pub mod kernels;
+pub mod matrix_file;
+pub mod quantize;
+pub mod topk;
 
 #[cfg(feature = "python")]
 mod py;

@@ -74,9 +74,10 @@ pub fn active() -> Isa {
 /// Meant for tests and benchmarks that compare paths; fails when the CPU lacks `isa`.
 pub fn force(isa: Option<Isa>) -> Result<()> {
     match isa {
-        Some(isa) if !isa.is_available() => {
-            Err(Error::invalid(format!("instruction set {} is not available on this CPU", isa.name())))
-        }
+        Some(isa) if !isa.is_available() => Err(Error::invalid(format!(
+            "instruction set {} is not available on this CPU",
+            isa.name()
+        ))),
         Some(isa) => {
             ACTIVE.store(isa.code(), Ordering::Relaxed);
             Ok(())

@@ -6,14 +6,19 @@ use pyo3::prelude::*;
 
 use crate::error::Error;
 
-create_exception!(_toolgate, ToolgateError, PyException, "Base class of every toolgate error.");
+create_exception!(toolgate, ToolgateError, PyException, "Base class of every toolgate error.");
 create_exception!(
-    _toolgate,
+    toolgate,
     IndexFormatError,
     ToolgateError,
     "An index file is not a well-formed toolgate index: wrong magic or version, truncated, corrupted."
 );
-create_exception!(_toolgate, InvalidInputError, ToolgateError, "An argument has a value toolgate cannot use.");
+create_exception!(
+    toolgate,
+    InvalidInputError,
+    ToolgateError,
+    "An argument has a value toolgate cannot use."
+);
 
 impl From<Error> for PyErr {
     fn from(err: Error) -> Self {

@@ -4,6 +4,9 @@
 //! around O(N) work, convert results after. All logic lives in the pure core.
 
 mod errors;
+mod index;
+mod kernels;
+mod text;
 
 use pyo3::prelude::*;
 
@@ -11,5 +14,8 @@ use pyo3::prelude::*;
 fn _toolgate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
+    index::register(m)?;
+    kernels::register(m)?;
+    text::register(m)?;
     Ok(())
 }

@@ -1,0 +1,1 @@
+//! BM25 over tool names, descriptions and parameter text.

@@ -1,0 +1,1 @@
+//! The bounded LRU schema cache.

@@ -1,0 +1,1 @@
+//! Normalised fusion of dense and BM25 scores.

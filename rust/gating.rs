@@ -1,0 +1,1 @@
+//! Precondition bitmask gating and allow / deny scopes.

@@ -1,0 +1,1 @@
+//! The on-disk embedding matrix: header, checksum, atomic write, zero-copy mmap open.

@@ -1,0 +1,7 @@
+//! `Index`: build, open, search.
+
+use pyo3::prelude::*;
+
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}

@@ -1,0 +1,7 @@
+//! BM25, score fusion and the schema cache.
+
+use pyo3::prelude::*;
+
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}

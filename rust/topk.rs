@@ -1,0 +1,1 @@
+//! Top-k selection with deterministic ties and an optional score threshold.
