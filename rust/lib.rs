@@ -12,6 +12,8 @@ pub mod index;
 pub mod kernels;
 pub mod matrix_file;
 pub mod quantize;
+pub mod route;
+pub mod tokenize;
 pub mod topk;
 
 #[cfg(feature = "python")]

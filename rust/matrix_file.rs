@@ -1,1 +1,423 @@
 //! The on-disk embedding matrix: header, checksum, atomic write, zero-copy mmap open.
+//!
+//! # Layout (format version 1, little-endian)
+//!
+//! A 128-byte header, then sections, each starting on a 64-byte boundary:
+//!
+//! | offset | field                                                                   |
+//! |-------:|-------------------------------------------------------------------------|
+//! | 0      | magic `b"TGINDEX\x1a"`                                                  |
+//! | 8      | u32 format version (1)                                                  |
+//! | 12     | u32 dtype: 1 f32, 2 int8, 3 bf16                                        |
+//! | 16     | u32 dimension                                                           |
+//! | 20     | u32 mask words per row (64 flags each; 0 = no gating masks)             |
+//! | 24     | u64 row count                                                           |
+//! | 32     | u32 f32 row stride, u32 quantized row stride (elements; 0 for f32)      |
+//! | 40     | u32 model id length, f32 quantization residual                          |
+//! | 48     | u64 offsets: model id, row ids, masks, scales, quantized rows, f32 rows |
+//! | 96     | u64 file length                                                         |
+//! | 104    | u32 CRC-32 of bytes 128.., u32 CRC-32 of the header (this field zeroed) |
+//! | 112    | 16 reserved bytes, zero                                                 |
+//!
+//! Sections: model id (UTF-8), row ids (u64 per row), masks (`words` u64 per row), scales (f32
+//! per row, int8 only), quantized rows (int8 or bf16, int8/bf16 only), f32 rows. Every row
+//! starts 64-byte aligned (strides are padded with zeros), which suits every SIMD load width.
+//!
+//! int8 and bf16 files keep the f32 rows as well, for exact re-scoring: the file is 1.25x
+//! (int8) or 1.5x (bf16) the size of an f32 one, but a search reads only the quantized
+//! section plus the f32 rows of a few dozen candidates, so the hot working set is 1/4 (int8)
+//! or 1/2 (bf16) of the f32 one.
+//!
+//! # Integrity
+//!
+//! Opening always checks the magic, version, header checksum and that every size and offset
+//! agrees with the dimension and row count, so a truncated or inconsistent file is rejected
+//! before any row is read. The payload checksum reads the whole file; [`OpenOptions::verify`]
+//! (on by default) runs it at open. Callers that open large indexes often may turn it off and
+//! call [`MatrixFile::verify`] when convenient.
+//!
+//! Files are only ever replaced by atomic rename, never modified in place, so a mapping held
+//! by a reader keeps seeing the complete file it opened.
+
+mod header;
+mod write;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use crate::error::{Error, Result};
+use header::{Header, Layout, Shape};
+pub use write::{write, MatrixData, Quantized};
+
+#[cfg(target_endian = "big")]
+compile_error!("the toolgate index format is little-endian and is mapped without conversion");
+
+/// The first eight bytes of every index file. The `\x1a` catches text-mode mangling.
+pub const MAGIC: [u8; 8] = *b"TGINDEX\x1a";
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Header size in bytes.
+pub const HEADER_LEN: usize = 128;
+/// Alignment of every section and every row, in bytes.
+pub const ALIGN: usize = 64;
+/// Largest dimension accepted, a guard against absurd headers.
+pub const MAX_DIM: usize = 1 << 16;
+/// Largest number of mask words per row (65,536 flags).
+pub const MAX_MASK_WORDS: usize = 1024;
+/// Largest model id, in bytes.
+pub const MAX_MODEL_ID_LEN: usize = 4096;
+
+/// Storage type of the scanned matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    /// 4 bytes per value; scanned directly.
+    F32,
+    /// 1 byte per value plus an f32 scale per row; re-scored in f32.
+    Int8,
+    /// 2 bytes per value (upper half of an f32); re-scored in f32.
+    Bf16,
+}
+
+impl Dtype {
+    /// Every storage type, in the order of their codes.
+    pub const ALL: [Dtype; 3] = [Dtype::F32, Dtype::Int8, Dtype::Bf16];
+
+    /// The name used in the Python API: `"f32"`, `"int8"` or `"bf16"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::Int8 => "int8",
+            Dtype::Bf16 => "bf16",
+        }
+    }
+
+    /// Parses a name produced by [`Dtype::name`].
+    pub fn parse(name: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == name).ok_or_else(|| {
+            Error::invalid(format!(
+                "unknown dtype {name:?}; expected \"f32\", \"int8\" or \"bf16\""
+            ))
+        })
+    }
+
+    pub(super) fn code(self) -> u32 {
+        match self {
+            Dtype::F32 => 1,
+            Dtype::Int8 => 2,
+            Dtype::Bf16 => 3,
+        }
+    }
+
+    pub(super) fn from_code(code: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.code() == code)
+    }
+
+    /// Bytes per value of the quantized matrix; `None` for f32 (no quantized matrix).
+    pub(super) fn quantized_size(self) -> Option<usize> {
+        match self {
+            Dtype::F32 => None,
+            Dtype::Int8 => Some(1),
+            Dtype::Bf16 => Some(2),
+        }
+    }
+}
+
+/// Types every bit pattern of which is a valid value, with no padding: safe to view as bytes
+/// and to view bytes as. Sealed to the four types the format uses.
+pub trait Plain: Copy + sealed::Sealed {}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! plain {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Plain for $t {}
+    )*};
+}
+plain!(u8, i8, u16, u32, u64, f32);
+
+pub(crate) fn as_bytes<T: Plain>(values: &[T]) -> &[u8] {
+    // SAFETY: `T: Plain` has no padding and no invalid bit patterns, u8 has alignment 1, and
+    // the byte length is exactly that of `values`.
+    unsafe {
+        std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+    }
+}
+
+fn cast_slice<T: Plain>(bytes: &[u8]) -> &[T] {
+    // SAFETY: every bit pattern is a valid `T` (`Plain`); `align_to` only returns a correctly
+    // aligned middle part, and the assert below rejects any misaligned or ragged input.
+    let (head, body, tail) = unsafe { bytes.align_to::<T>() };
+    assert!(head.is_empty() && tail.is_empty(), "section misaligned; checked at open");
+    body
+}
+
+/// How to open a matrix file.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    /// Check the payload CRC-32 at open (reads the whole file once). On by default.
+    pub verify: bool,
+    /// Reject the file unless its dimension is this one.
+    pub expected_dim: Option<usize>,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self { verify: true, expected_dim: None }
+    }
+}
+
+/// A matrix file mapped read-only. Cheap to share between threads: every accessor borrows
+/// the mapping, nothing is copied.
+#[derive(Debug)]
+pub struct MatrixFile {
+    path: PathBuf,
+    map: Mmap,
+    shape: Shape,
+    layout: Layout,
+    residual: f32,
+    payload_crc: u32,
+}
+
+impl MatrixFile {
+    /// Maps `path` and checks its header (see the module docs for what is checked).
+    pub fn open(path: &Path, options: OpenOptions) -> Result<Self> {
+        let io_err = |source| Error::Io { path: path.to_path_buf(), source };
+        let file = File::open(path).map_err(io_err)?;
+        let actual_len = file.metadata().map_err(io_err)?.len();
+        let bad = |reason: String| Error::format(path, reason);
+        if actual_len < HEADER_LEN as u64 {
+            return Err(bad(format!(
+                "truncated: {actual_len} bytes, shorter than the {HEADER_LEN}-byte header"
+            )));
+        }
+        // SAFETY: the mapping is read-only and toolgate only ever replaces index files by
+        // atomic rename, so the mapped inode is never written while mapped. Modifying an
+        // index in place with other tools is unsupported (documented in the module docs).
+        let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
+        if map.as_ptr().align_offset(ALIGN) != 0 {
+            return Err(bad("memory map is not 64-byte aligned".into()));
+        }
+        let header = Header::parse(&map[..HEADER_LEN]).map_err(bad)?;
+        let layout = header.shape.layout().ok_or_else(|| {
+            bad("header sizes overflow (dimension, rows or model id length is corrupt)".into())
+        })?;
+        header.check_layout(&layout).map_err(bad)?;
+        if (map.len() as u64) < layout.file_len as u64 {
+            return Err(bad(format!(
+                "truncated: the header describes {} bytes, the file has {}",
+                layout.file_len,
+                map.len()
+            )));
+        }
+        if map.len() > layout.file_len {
+            return Err(bad(format!(
+                "{} unexpected bytes after the end of the index ({} bytes expected)",
+                map.len() - layout.file_len,
+                layout.file_len
+            )));
+        }
+        let model_id = &map[layout.model_id_off..layout.model_id_off + header.shape.model_id_len];
+        if std::str::from_utf8(model_id).is_err() {
+            return Err(bad("model id is not valid UTF-8".into()));
+        }
+        if let Some(expected) = options.expected_dim {
+            if expected != header.shape.dim {
+                return Err(bad(format!("dimension is {}, expected {expected}", header.shape.dim)));
+            }
+        }
+        let file = Self {
+            path: path.to_path_buf(),
+            map,
+            shape: header.shape,
+            layout,
+            residual: header.residual,
+            payload_crc: header.payload_crc,
+        };
+        if options.verify {
+            file.verify()?;
+        }
+        Ok(file)
+    }
+
+    /// Recomputes the payload CRC-32 and compares it with the header's. Reads every page.
+    pub fn verify(&self) -> Result<()> {
+        let actual = crc32fast::hash(&self.map[HEADER_LEN..]);
+        if actual == self.payload_crc {
+            Ok(())
+        } else {
+            Err(Error::format(
+                &self.path,
+                format!(
+                    "payload checksum mismatch (stored {:08x}, computed {actual:08x}): \
+                     the file is corrupted",
+                    self.payload_crc
+                ),
+            ))
+        }
+    }
+
+    /// The path the file was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Storage type of the scanned matrix.
+    pub fn dtype(&self) -> Dtype {
+        self.shape.dtype
+    }
+
+    /// Values per row.
+    pub fn dim(&self) -> usize {
+        self.shape.dim
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.shape.rows
+    }
+
+    /// Elements between the starts of consecutive f32 rows.
+    pub fn stride(&self) -> usize {
+        self.layout.stride
+    }
+
+    /// Elements between the starts of consecutive quantized rows (0 for f32 storage).
+    pub fn quant_stride(&self) -> usize {
+        self.layout.quant_stride
+    }
+
+    /// Words per gating mask (0 when the index has no masks).
+    pub fn mask_words(&self) -> usize {
+        self.shape.mask_words
+    }
+
+    /// The quantization residual stored at build time (0 for f32).
+    pub fn residual(&self) -> f32 {
+        self.residual
+    }
+
+    /// The model id the index was built with.
+    pub fn model_id(&self) -> &str {
+        let off = self.layout.model_id_off;
+        let bytes = &self.map[off..off + self.shape.model_id_len];
+        std::str::from_utf8(bytes).expect("checked at open")
+    }
+
+    fn section<T: Plain>(&self, offset: usize, count: usize) -> &[T] {
+        cast_slice(&self.map[offset..offset + count * std::mem::size_of::<T>()])
+    }
+
+    /// One caller-defined id per row.
+    pub fn ids(&self) -> &[u64] {
+        self.section(self.layout.ids_off, self.rows())
+    }
+
+    /// Required-flag masks, `rows x mask_words`.
+    pub fn masks(&self) -> &[u64] {
+        self.section(self.layout.masks_off, self.rows() * self.mask_words())
+    }
+
+    /// The f32 rows, `rows x stride` (padding is zero).
+    pub fn f32_rows(&self) -> &[f32] {
+        self.section(self.layout.f32_off, self.rows() * self.stride())
+    }
+
+    /// The int8 codes and per-row scales, for int8 storage.
+    pub fn int8_rows(&self) -> Option<(&[i8], &[f32])> {
+        (self.dtype() == Dtype::Int8).then(|| {
+            let codes = self.section(self.layout.quant_off, self.rows() * self.quant_stride());
+            (codes, self.section(self.layout.scales_off, self.rows()))
+        })
+    }
+
+    /// The bf16 rows (raw bits), for bf16 storage.
+    pub fn bf16_rows(&self) -> Option<&[u16]> {
+        (self.dtype() == Dtype::Bf16)
+            .then(|| self.section(self.layout.quant_off, self.rows() * self.quant_stride()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+
+    fn sample(dim: usize, rows: usize) -> (Vec<f32>, Vec<u64>) {
+        let values = (0..rows * dim).map(|i| (i as f32 * 0.37).sin()).collect();
+        (values, (0..rows as u64).map(|i| i * 10).collect())
+    }
+
+    fn write_f32(path: &Path, dim: usize, rows: usize) {
+        let (values, ids) = sample(dim, rows);
+        let masks: Vec<u64> = (0..rows as u64 * 2).collect();
+        let data = MatrixData {
+            dim,
+            rows,
+            model_id: "test-model",
+            ids: &ids,
+            masks: &masks,
+            mask_words: 2,
+            f32_rows: &values,
+            quantized: Quantized::None,
+            residual: 0.0,
+        };
+        write(path, &data).unwrap();
+    }
+
+    #[test]
+    fn round_trip_keeps_every_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.tgi");
+        let (dim, rows) = (7, 5);
+        write_f32(&path, dim, rows);
+        let file = MatrixFile::open(&path, OpenOptions::default()).unwrap();
+        let (values, ids) = sample(dim, rows);
+        assert_eq!((file.dim(), file.rows(), file.stride()), (7, 5, 16));
+        assert_eq!(file.model_id(), "test-model");
+        assert_eq!(file.ids(), &ids[..]);
+        assert_eq!(file.masks(), &(0..10).collect::<Vec<u64>>()[..]);
+        for r in 0..rows {
+            assert_eq!(&file.f32_rows()[r * 16..r * 16 + 7], &values[r * 7..r * 7 + 7]);
+            assert!(file.f32_rows()[r * 16 + 7..(r + 1) * 16].iter().all(|&x| x == 0.0));
+        }
+        assert_eq!(file.f32_rows().as_ptr().align_offset(ALIGN), 0);
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "the temporary file must be renamed away");
+    }
+
+    #[test]
+    fn damaged_files_are_format_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.tgi");
+        write_f32(&path, 7, 5);
+        let good = fs::read(&path).unwrap();
+        type Damage = Box<dyn Fn(&mut Vec<u8>)>;
+        let cases: Vec<(&str, Damage)> = vec![
+            ("truncated", Box::new(|b| b.truncate(b.len() - 1))),
+            ("truncated", Box::new(|b| b.truncate(60))),
+            ("payload checksum", Box::new(|b| *b.last_mut().unwrap() ^= 1)),
+            ("magic", Box::new(|b| b[0] = b'X')),
+            ("version", Box::new(|b| b[8] = 2)),
+            ("header checksum", Box::new(|b| b[16] = 9)),
+            ("unexpected bytes", Box::new(|b| b.push(0))),
+        ];
+        for (needle, damage) in cases {
+            let mut bytes = good.clone();
+            damage(&mut bytes);
+            fs::write(&path, &bytes).unwrap();
+            let err = MatrixFile::open(&path, OpenOptions::default()).unwrap_err();
+            assert!(matches!(err, Error::Format { .. }), "{needle}: {err}");
+            assert!(err.to_string().contains(needle), "{needle}: {err}");
+        }
+        fs::write(&path, &good).unwrap();
+        let wrong_dim = OpenOptions { verify: true, expected_dim: Some(8) };
+        let err = MatrixFile::open(&path, wrong_dim).unwrap_err();
+        assert!(err.to_string().contains("dimension is 7, expected 8"), "{err}");
+    }
+}

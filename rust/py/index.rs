@@ -1,7 +1,593 @@
 //! `Index`: build, open, search.
+//!
+//! Arguments are borrowed from numpy without copies where the core can use them as they are
+//! (queries); the GIL is released around every scan; results go back as numpy arrays that
+//! take ownership of the Rust buffers.
 
+use std::path::PathBuf;
+
+use numpy::{
+    PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray, PyUntypedArrayMethods, ToPyArray,
+};
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use super::errors::InvalidInputError;
+use crate::gating::{pack_masks, Gate};
+use crate::index::{BuildOptions, GatedCandidate, Index, SearchResult};
+use crate::matrix_file::{Dtype, OpenOptions};
+use crate::topk::Hit;
+
+/// `(rows, scores)` of one search, as numpy arrays.
+type Hits<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>);
+
+/// A memory-mapped embedding index. Immutable once opened, so safe to share between threads.
+#[pyclass(frozen, name = "Index", module = "toolgate._toolgate")]
+pub struct PyIndex {
+    pub(super) index: Index,
+}
+
+#[pymethods]
+impl PyIndex {
+    /// Writes an index of `vectors` ((N, d) float32) to `path` atomically and opens it.
+    #[staticmethod]
+    #[pyo3(signature = (path, vectors, *, dtype = "f32", model_id = "", masks = None, ids = None))]
+    fn build(
+        py: Python<'_>,
+        path: PathBuf,
+        vectors: &Bound<'_, PyAny>,
+        dtype: &str,
+        model_id: &str,
+        masks: Option<&Bound<'_, PyAny>>,
+        ids: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let dtype = Dtype::parse(dtype)?;
+        let vectors = borrow_array::<f32, numpy::Ix2>(vectors, "vectors", "a 2-D float32 array")?;
+        let [rows, dim] = [vectors.shape()[0], vectors.shape()[1]];
+        // The core normalises into a new buffer anyway, so a strided input costs one copy here.
+        let values: Vec<f32> = match vectors.as_slice() {
+            Ok(values) => values.to_vec(),
+            Err(_) => vectors.as_array().iter().copied().collect(),
+        };
+        let (masks, mask_words) = match masks {
+            Some(masks) => extract_masks(masks, rows)?,
+            None => (Vec::new(), 0),
+        };
+        let ids = ids.map(|ids| extract_ids(ids, rows)).transpose()?;
+        let options =
+            BuildOptions { dtype, model_id, ids: ids.as_deref(), masks: &masks, mask_words };
+        py.detach(|| Index::build(&path, &values, dim, &options))?;
+        let index = Index::open(&path, OpenOptions { verify: false, expected_dim: None }, 1)?;
+        Ok(Self { index })
+    }
+
+    /// Maps the index at `path` read-only.
+    #[staticmethod]
+    #[pyo3(signature = (path, *, verify = true, expected_dim = None, threads = 1))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        verify: bool,
+        expected_dim: Option<i64>,
+        threads: i64,
+    ) -> PyResult<Self> {
+        let positive = |value: i64, what: &str| {
+            usize::try_from(value).ok().filter(|&v| v > 0).ok_or_else(|| {
+                InvalidInputError::new_err(format!(
+                    "{what} must be a positive integer, got {value}"
+                ))
+            })
+        };
+        let expected_dim = expected_dim.map(|dim| positive(dim, "expected_dim")).transpose()?;
+        let threads = positive(threads, "threads")?;
+        let options = OpenOptions { verify, expected_dim };
+        let index = py.detach(|| Index::open(&path, options, threads))?;
+        Ok(Self { index })
+    }
+
+    /// The best `k` eligible rows for `query`, as `(rows, scores)`, best first.
+    #[pyo3(
+        signature = (query, k = Some(10), *, threshold = None, flags = None, allow = None, deny = None),
+        text_signature = "(self, query, k=10, *, threshold=None, flags=None, allow=None, deny=None)"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        query: &Bound<'py, PyAny>,
+        k: Option<i64>,
+        threshold: Option<f32>,
+        flags: Option<&Bound<'py, PyAny>>,
+        allow: Option<&Bound<'py, PyAny>>,
+        deny: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Hits<'py>> {
+        let result = self.run(py, query, 1, k, threshold, [flags, allow, deny])?.pop();
+        Ok(hits_to_numpy(py, &result.expect("one query, one result").hits))
+    }
+
+    /// Like `search`, returning a `SearchResult` that also reports the rows gated out.
+    #[pyo3(
+        signature = (query, k = Some(10), *, threshold = None, flags = None, allow = None, deny = None),
+        text_signature = "(self, query, k=10, *, threshold=None, flags=None, allow=None, deny=None)"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    fn search_gated(
+        &self,
+        py: Python<'_>,
+        query: &Bound<'_, PyAny>,
+        k: Option<i64>,
+        threshold: Option<f32>,
+        flags: Option<&Bound<'_, PyAny>>,
+        allow: Option<&Bound<'_, PyAny>>,
+        deny: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PySearchResult> {
+        let result = self.run(py, query, 1, k, threshold, [flags, allow, deny])?.pop();
+        Ok(PySearchResult::new(py, result.expect("one query, one result")))
+    }
+
+    /// `search` for each row of `queries` ((M, d) float32), reading the matrix once.
+    #[pyo3(
+        signature = (queries, k = Some(10), *, threshold = None, flags = None, allow = None, deny = None),
+        text_signature = "(self, queries, k=10, *, threshold=None, flags=None, allow=None, deny=None)"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    fn search_batch<'py>(
+        &self,
+        py: Python<'py>,
+        queries: &Bound<'py, PyAny>,
+        k: Option<i64>,
+        threshold: Option<f32>,
+        flags: Option<&Bound<'py, PyAny>>,
+        allow: Option<&Bound<'py, PyAny>>,
+        deny: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Vec<Hits<'py>>> {
+        let results = self.run(py, queries, 2, k, threshold, [flags, allow, deny])?;
+        Ok(results.iter().map(|result| hits_to_numpy(py, &result.hits)).collect())
+    }
+
+    /// Dense scores of `query` against every row, at the storage precision.
+    fn scores<'py>(
+        &self,
+        py: Python<'py>,
+        query: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<f32>>> {
+        let query = borrow_array::<f32, numpy::Ix1>(query, "query", "a 1-D float32 array")?;
+        let values = contiguous(&query, "query")?;
+        let scores = py.detach(|| self.index.scores(values))?;
+        Ok(PyArray1::from_vec(py, scores))
+    }
+
+    /// Exact f32 scores of `query` against `rows`.
+    fn rescore<'py>(
+        &self,
+        py: Python<'py>,
+        query: &Bound<'py, PyAny>,
+        rows: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<f32>>> {
+        let query = borrow_array::<f32, numpy::Ix1>(query, "query", "a 1-D float32 array")?;
+        let values = contiguous(&query, "query")?;
+        let rows = row_list(rows, "rows", self.index.len())?;
+        let scores = py.detach(|| self.index.rescore(values, &rows))?;
+        Ok(PyArray1::from_vec(py, scores))
+    }
+
+    /// Re-reads the whole file and checks the payload checksum.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        Ok(py.detach(|| self.index.file().verify())?)
+    }
+
+    /// The flags `row` requires, ascending.
+    fn required_flags(&self, row: i64) -> PyResult<Vec<u32>> {
+        let row = row_list_values(&[row], "row", self.index.len())?[0];
+        let gate = Gate::new(self.index.len(), self.index.file().masks(), self.mask_words())?;
+        Ok(gate.required_flags(row as usize))
+    }
+
+    fn __len__(&self) -> usize {
+        self.index.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Index(path={:?}, rows={}, dim={}, dtype={:?}, model_id={:?})",
+            self.index.path().display().to_string(),
+            self.index.len(),
+            self.index.dim(),
+            self.dtype(),
+            self.model_id()
+        )
+    }
+
+    /// Vector dimension.
+    #[getter]
+    fn dim(&self) -> usize {
+        self.index.dim()
+    }
+
+    /// Storage type: "f32", "int8" or "bf16".
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.index.file().dtype().name()
+    }
+
+    /// The model id stored at build time.
+    #[getter]
+    fn model_id(&self) -> &str {
+        self.index.file().model_id()
+    }
+
+    /// The path the index was opened from.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.index.path().to_path_buf()
+    }
+
+    /// Words per gating mask (64 flags each); 0 when the index has no masks.
+    #[getter]
+    fn mask_words(&self) -> usize {
+        self.index.file().mask_words()
+    }
+
+    /// Number of row ranges a scan is split into.
+    #[getter]
+    fn threads(&self) -> usize {
+        self.index.threads()
+    }
+
+    /// The row ids stored at build time, as a uint64 array.
+    #[getter]
+    fn ids<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        self.index.file().ids().to_pyarray(py)
+    }
+}
+
+impl PyIndex {
+    /// Shared body of the search methods: parse, release the GIL, search.
+    fn run(
+        &self,
+        py: Python<'_>,
+        queries: &Bound<'_, PyAny>,
+        ndim: usize,
+        k: Option<i64>,
+        threshold: Option<f32>,
+        [flags, allow, deny]: [Option<&Bound<'_, PyAny>>; 3],
+    ) -> PyResult<Vec<SearchResult>> {
+        let k = match k {
+            None => usize::MAX,
+            Some(k) if k >= 1 => usize::try_from(k).unwrap_or(usize::MAX),
+            Some(k) => {
+                return Err(InvalidInputError::new_err(format!(
+                    "k must be a positive integer or None, got {k}"
+                )))
+            }
+        };
+        if threshold.is_some_and(|t| t.is_nan()) {
+            return Err(InvalidInputError::new_err("threshold must not be NaN"));
+        }
+        let n = self.index.len();
+        let flags = flags.map(|flags| flag_list(flags)).transpose()?.unwrap_or_default();
+        let allow = allow.map(|rows| row_list(rows, "allow", n)).transpose()?;
+        let deny = deny.map(|rows| row_list(rows, "deny", n)).transpose()?;
+        let gate = self.index.gate(&flags, allow.as_deref(), deny.as_deref())?;
+        let run =
+            |values: &[f32]| py.detach(|| self.index.search_batch(values, k, threshold, &gate));
+        let results = if ndim == 1 {
+            let query = borrow_array::<f32, numpy::Ix1>(queries, "query", "a 1-D float32 array")?;
+            run(contiguous(&query, "query")?)?
+        } else {
+            let queries =
+                borrow_array::<f32, numpy::Ix2>(queries, "queries", "a 2-D float32 array")?;
+            if queries.shape()[0] == 0 {
+                return Ok(Vec::new());
+            }
+            if queries.shape()[1] != self.index.dim() {
+                return Err(InvalidInputError::new_err(format!(
+                    "queries have dimension {}, the index has dimension {}",
+                    queries.shape()[1],
+                    self.index.dim()
+                )));
+            }
+            run(contiguous(&queries, "queries")?)?
+        };
+        Ok(results)
+    }
+}
+
+/// The outcome of `Index.search_gated`: the hits plus what the gate kept out.
+#[pyclass(frozen, name = "SearchResult", module = "toolgate._toolgate")]
+pub struct PySearchResult {
+    rows: Py<PyArray1<i64>>,
+    scores: Py<PyArray1<f32>>,
+    n_gated: usize,
+    n_out_of_scope: usize,
+    gated: Vec<Py<PyGatedCandidate>>,
+}
+
+impl PySearchResult {
+    fn new(py: Python<'_>, result: SearchResult) -> Self {
+        let (rows, scores) = hits_to_numpy(py, &result.hits);
+        let gated = result
+            .gated
+            .into_iter()
+            .map(|candidate| Py::new(py, PyGatedCandidate::from(candidate)))
+            .collect::<PyResult<_>>()
+            .expect("allocating a small pyclass");
+        Self {
+            rows: rows.unbind(),
+            scores: scores.unbind(),
+            n_gated: result.n_gated,
+            n_out_of_scope: result.n_out_of_scope,
+            gated,
+        }
+    }
+}
+
+#[pymethods]
+impl PySearchResult {
+    /// Row numbers of the hits (int64), best first.
+    #[getter]
+    fn rows(&self, py: Python<'_>) -> Py<PyArray1<i64>> {
+        self.rows.clone_ref(py)
+    }
+
+    /// Exact scores of the hits (float32), best first.
+    #[getter]
+    fn scores(&self, py: Python<'_>) -> Py<PyArray1<f32>> {
+        self.scores.clone_ref(py)
+    }
+
+    /// Rows in scope but gated out by missing flags.
+    #[getter]
+    fn n_gated(&self) -> usize {
+        self.n_gated
+    }
+
+    /// Rows outside the allow set or inside the deny set.
+    #[getter]
+    fn n_out_of_scope(&self) -> usize {
+        self.n_out_of_scope
+    }
+
+    /// The best few rows gated out by missing flags, best first.
+    #[getter]
+    fn gated<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.gated.iter().map(|candidate| candidate.clone_ref(py)))
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.rows.bind(py).len()
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let pairs = PyList::empty(py);
+        let (rows, scores) = (self.rows.bind(py).readonly(), self.scores.bind(py).readonly());
+        for (row, score) in rows.as_array().iter().zip(scores.as_array().iter()) {
+            pairs.append((*row, *score))?;
+        }
+        pairs.try_iter().map(Bound::into_any)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "SearchResult(hits={}, n_gated={}, n_out_of_scope={}, gated={})",
+            self.__len__(py),
+            self.n_gated,
+            self.n_out_of_scope,
+            self.gated.len()
+        )
+    }
+
+    /// Plain-Python form for logs and JSON.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        dict.set_item("rows", self.rows.bind(py).call_method0("tolist")?)?;
+        dict.set_item("scores", self.scores.bind(py).call_method0("tolist")?)?;
+        dict.set_item("n_gated", self.n_gated)?;
+        dict.set_item("n_out_of_scope", self.n_out_of_scope)?;
+        let gated = PyList::empty(py);
+        for candidate in &self.gated {
+            gated.append(candidate.get().to_dict(py)?)?;
+        }
+        dict.set_item("gated", gated)?;
+        Ok(dict)
+    }
+}
+
+/// A row kept out by missing flags: which flags would have let it through.
+#[pyclass(frozen, name = "GatedCandidate", module = "toolgate._toolgate")]
+pub struct PyGatedCandidate {
+    row: u32,
+    score: f32,
+    missing_flags: Vec<u32>,
+}
+
+impl From<GatedCandidate> for PyGatedCandidate {
+    fn from(candidate: GatedCandidate) -> Self {
+        Self { row: candidate.row, score: candidate.score, missing_flags: candidate.missing_flags }
+    }
+}
+
+#[pymethods]
+impl PyGatedCandidate {
+    /// Row number.
+    #[getter]
+    fn row(&self) -> u32 {
+        self.row
+    }
+
+    /// Exact score.
+    #[getter]
+    fn score(&self) -> f32 {
+        self.score
+    }
+
+    /// Required flags the caller did not satisfy, ascending.
+    #[getter]
+    fn missing_flags(&self) -> Vec<u32> {
+        self.missing_flags.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "GatedCandidate(row={}, score={:.4}, missing_flags={:?})",
+            self.row, self.score, self.missing_flags
+        )
+    }
+
+    /// Plain-Python form for logs and JSON.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        dict.set_item("row", self.row)?;
+        dict.set_item("score", self.score)?;
+        dict.set_item("missing_flags", self.missing_flags.clone())?;
+        Ok(dict)
+    }
+}
+
+fn hits_to_numpy<'py>(py: Python<'py>, hits: &[Hit]) -> Hits<'py> {
+    let rows = hits.iter().map(|hit| i64::from(hit.row)).collect();
+    let scores = hits.iter().map(|hit| hit.score).collect();
+    (PyArray1::from_vec(py, rows), PyArray1::from_vec(py, scores))
+}
+
+/// Borrows `obj` as a numpy array of element `T` and dimensionality `D`, or explains what
+/// was passed instead.
+fn borrow_array<'py, T: numpy::Element, D: numpy::ndarray::Dimension>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+    expected: &str,
+) -> PyResult<PyReadonlyArray<'py, T, D>> {
+    match obj.cast::<numpy::PyArray<T, D>>() {
+        Ok(array) => array.try_readonly().map_err(|err| {
+            InvalidInputError::new_err(format!("{what} is being written elsewhere: {err}"))
+        }),
+        Err(_) => Err(InvalidInputError::new_err(format!(
+            "{what} must be {expected}, got {}",
+            describe(obj)
+        ))),
+    }
+}
+
+/// `ndarray(float64, shape=(3, 4))`, or the Python type name for anything else.
+fn describe(obj: &Bound<'_, PyAny>) -> String {
+    let attr = |name: &str| obj.getattr(name).and_then(|value| value.str()).ok();
+    match (attr("dtype"), attr("shape")) {
+        (Some(dtype), Some(shape)) => format!("an array of {dtype} with shape {shape}"),
+        _ => obj
+            .get_type()
+            .name()
+            .map_or_else(|_| "an unknown object".into(), |name| name.to_string()),
+    }
+}
+
+fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
+    array: &'a PyReadonlyArray<'_, T, D>,
+    what: &str,
+) -> PyResult<&'a [T]> {
+    array.as_slice().map_err(|_| {
+        InvalidInputError::new_err(format!(
+            "{what} is not C-contiguous; pass np.ascontiguousarray({what})"
+        ))
+    })
+}
+
+/// Any iterable of integers (list, tuple, set, range, numpy integer array).
+fn int_list(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
+    let not_ints = |err: PyErr| {
+        InvalidInputError::new_err(format!("{what} must be an iterable of integers: {err}"))
+    };
+    if obj.is_instance_of::<pyo3::types::PyString>() {
+        return Err(InvalidInputError::new_err(format!(
+            "{what} must be an iterable of integers, got a str"
+        )));
+    }
+    obj.try_iter()
+        .map_err(not_ints)?
+        .map(|item| item.and_then(|item| item.extract::<i64>()))
+        .collect::<PyResult<Vec<i64>>>()
+        .map_err(not_ints)
+}
+
+/// Row numbers in `0..n_rows`, as the core's `u32`.
+fn row_list(obj: &Bound<'_, PyAny>, what: &str, n_rows: usize) -> PyResult<Vec<u32>> {
+    row_list_values(&int_list(obj, what)?, what, n_rows)
+}
+
+fn row_list_values(values: &[i64], what: &str, n_rows: usize) -> PyResult<Vec<u32>> {
+    values
+        .iter()
+        .map(|&row| match usize::try_from(row) {
+            Ok(index) if index < n_rows => Ok(index as u32),
+            _ => Err(InvalidInputError::new_err(format!(
+                "{what} contains row {row}, but the index has {n_rows} rows (valid: 0..{n_rows})"
+            ))),
+        })
+        .collect()
+}
+
+/// Flag numbers, non-negative and below 2^32.
+fn flag_list(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+    int_list(obj, "flags")?
+        .into_iter()
+        .map(|flag| {
+            u32::try_from(flag).map_err(|_| {
+                InvalidInputError::new_err(format!("flags contains {flag}; flags are 0..2^32"))
+            })
+        })
+        .collect()
+}
+
+/// Masks as an (N, W) uint64 array, or as one sequence of required flag numbers per row.
+fn extract_masks(obj: &Bound<'_, PyAny>, rows: usize) -> PyResult<(Vec<u64>, usize)> {
+    if let Ok(array) = obj.cast::<PyArray2<u64>>() {
+        let array = array.try_readonly().map_err(|err| {
+            InvalidInputError::new_err(format!("masks is being written elsewhere: {err}"))
+        })?;
+        let [n, words] = [array.shape()[0], array.shape()[1]];
+        if n != rows {
+            return Err(InvalidInputError::new_err(format!(
+                "masks has {n} rows, vectors has {rows}"
+            )));
+        }
+        return Ok((array.as_array().iter().copied().collect(), words));
+    }
+    if obj.hasattr("dtype")? {
+        return Err(InvalidInputError::new_err(format!(
+            "masks must be a 2-D uint64 array (one row of mask words per vector) or a list of \
+             flag lists, got {}",
+            describe(obj)
+        )));
+    }
+    let lists: Vec<Bound<'_, PyAny>> = obj.extract().map_err(|err| {
+        InvalidInputError::new_err(format!("masks must be a sequence of flag lists: {err}"))
+    })?;
+    if lists.len() != rows {
+        return Err(InvalidInputError::new_err(format!(
+            "masks has {} rows, vectors has {rows}",
+            lists.len()
+        )));
+    }
+    let flags: Vec<Vec<u32>> = lists.iter().map(flag_list).collect::<PyResult<_>>()?;
+    let widest = flags.iter().flatten().max().map_or(0, |&flag| flag as usize / 64 + 1);
+    Ok((pack_masks(&flags, widest)?, widest))
+}
+
+fn extract_ids(obj: &Bound<'_, PyAny>, rows: usize) -> PyResult<Vec<u64>> {
+    let ids: Vec<u64> = obj.extract().map_err(|err| {
+        InvalidInputError::new_err(format!("ids must be a sequence of integers in 0..2^64: {err}"))
+    })?;
+    if ids.len() != rows {
+        return Err(InvalidInputError::new_err(format!(
+            "ids has {} entries, vectors has {rows}",
+            ids.len()
+        )));
+    }
+    Ok(ids)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyIndex>()?;
+    m.add_class::<PySearchResult>()?;
+    m.add_class::<PyGatedCandidate>()?;
     Ok(())
 }

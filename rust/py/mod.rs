@@ -6,6 +6,7 @@
 mod errors;
 mod index;
 mod kernels;
+mod route;
 mod text;
 
 use pyo3::prelude::*;
@@ -16,6 +17,7 @@ fn _toolgate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     index::register(m)?;
     kernels::register(m)?;
+    route::register(m)?;
     text::register(m)?;
     Ok(())
 }

@@ -1,0 +1,395 @@
+"""Type stubs for the compiled core, ``toolgate._toolgate``. Hand-written: keep in step with
+``rust/py/``; ``python -m mypy.stubtest toolgate._toolgate`` checks that they agree."""
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any, Literal, final
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "Bm25",
+    "GatedCandidate",
+    "Index",
+    "IndexFormatError",
+    "InvalidInputError",
+    "SchemaCache",
+    "SearchResult",
+    "ToolgateError",
+    "__version__",
+    "_active_isa",
+    "_available_isas",
+    "_dot",
+    "_force_isa",
+    "_i8_error_bound",
+    "_read_probe",
+    "_scan",
+    "_scan_batch",
+    "analyze_text",
+    "fuse",
+    "route",
+]
+__version__: str
+
+class ToolgateError(Exception):
+    """Base class of every toolgate error."""
+
+class IndexFormatError(ToolgateError):
+    """An index file is not a well-formed toolgate index: wrong magic or version, truncated,
+    corrupted."""
+
+class InvalidInputError(ToolgateError):
+    """An argument has a value toolgate cannot use."""
+
+_Path = str | PathLike[str]
+_Dtype = Literal["f32", "int8", "bf16"]
+
+@final
+class Index:
+    """A memory-mapped embedding index: cosine top-k with precondition gating.
+
+    The file holds the rows L2-normalised (as f32, plus an int8 or bf16 copy for those
+    storage types), a model id, one uint64 id per row and per-row required-flag masks. It is
+    written atomically and mapped read-only, so many processes share one copy of its pages.
+    Int8 and bf16 indexes scan the compact copy, then re-score the candidates exactly in f32:
+    their results equal an f32 index's, bit for bit.
+
+    One index may be searched from any number of threads at once; the GIL is released while
+    it scans.
+
+    >>> import numpy as np, toolgate
+    >>> index = toolgate.Index.build("/tmp/doc.tgi", np.eye(3, dtype=np.float32))
+    >>> rows, scores = index.search(np.array([0, 1, 0], np.float32), k=2)
+    >>> rows.tolist(), scores.tolist()
+    ([1, 0], [1.0, 0.0])
+    """
+
+    @staticmethod
+    def build(
+        path: _Path,
+        vectors: NDArray[np.float32],
+        *,
+        dtype: _Dtype = "f32",
+        model_id: str = "",
+        masks: NDArray[np.uint64] | Sequence[Iterable[int]] | None = None,
+        ids: NDArray[np.uint64] | Sequence[int] | None = None,
+    ) -> Index:
+        """Writes an index of ``vectors`` ((N, d) float32; rows are L2-normalised, a zero row
+        stays zero) to ``path`` atomically, and opens it.
+
+        ``masks`` gives each row's required flags, either as an (N, W) uint64 array (flag ``f``
+        is bit ``f % 64`` of word ``f // 64``) or as one iterable of flag numbers per row.
+        ``ids`` stores one uint64 per row (default ``0..N``). Raises ``InvalidInputError`` for
+        bad input (non-finite values, wrong shapes) and ``OSError`` when the file cannot be
+        written; an existing file at ``path`` is only replaced once the new one is complete.
+        """
+
+    @staticmethod
+    def open(
+        path: _Path,
+        *,
+        verify: bool = True,
+        expected_dim: int | None = None,
+        threads: int = 1,
+    ) -> Index:
+        """Maps the index at ``path`` read-only.
+
+        The header, sizes and offsets are always checked. ``verify`` also checks the payload
+        CRC-32, which reads the whole file once (about 1 ms per 15 MB in the page cache); pass
+        ``False`` to open large indexes lazily and call :meth:`verify` later. ``expected_dim``
+        rejects an index of another dimension. ``threads > 1`` splits every scan over that many
+        row ranges.
+        Raises ``IndexFormatError`` for a damaged or foreign file.
+        """
+
+    def search(
+        self,
+        query: NDArray[np.float32],
+        k: int | None = 10,
+        *,
+        threshold: float | None = None,
+        flags: Iterable[int] | None = None,
+        allow: Iterable[int] | None = None,
+        deny: Iterable[int] | None = None,
+    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        """The best ``k`` eligible rows for ``query`` as ``(rows, scores)``, best first
+        (score descending, then row ascending). ``k=None`` returns every row passing
+        ``threshold``; ``k`` larger than the index returns them all.
+
+        Scores are cosine similarities (the query is normalised too). A row is eligible when
+        every flag its mask requires is in ``flags`` (``None`` satisfies no flag), it is in
+        ``allow`` (when given) and not in ``deny``. Raises ``InvalidInputError`` for a query
+        of the wrong shape or dtype or holding NaN or infinity, ``k < 1``, or an unknown row.
+        """
+
+    def search_gated(
+        self,
+        query: NDArray[np.float32],
+        k: int | None = 10,
+        *,
+        threshold: float | None = None,
+        flags: Iterable[int] | None = None,
+        allow: Iterable[int] | None = None,
+        deny: Iterable[int] | None = None,
+    ) -> SearchResult:
+        """Like :meth:`search`, also reporting how many rows the gate kept out and the best
+        few of them with their missing flags."""
+
+    def search_batch(
+        self,
+        queries: NDArray[np.float32],
+        k: int | None = 10,
+        *,
+        threshold: float | None = None,
+        flags: Iterable[int] | None = None,
+        allow: Iterable[int] | None = None,
+        deny: Iterable[int] | None = None,
+    ) -> list[tuple[NDArray[np.int64], NDArray[np.float32]]]:
+        """:meth:`search` for each row of ``queries`` ((M, d) float32), reading the matrix
+        from memory once for the whole batch."""
+
+    def scores(self, query: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Cosine of ``query`` against every row, at the storage precision: exact f32 for
+        ``"f32"`` indexes, within the quantisation error for ``"int8"`` / ``"bf16"`` (use
+        :meth:`rescore` on the rows you keep)."""
+
+    def rescore(self, query: NDArray[np.float32], rows: Iterable[int]) -> NDArray[np.float32]:
+        """Exact f32 cosine of ``query`` against ``rows``, in the order given."""
+
+    def verify(self) -> None:
+        """Reads the whole file and checks its payload checksum; raises ``IndexFormatError``
+        if it is corrupted."""
+
+    def required_flags(self, row: int) -> list[int]:
+        """The flags ``row`` requires, ascending."""
+
+    def __len__(self) -> int: ...
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+
+    @property
+    def dtype(self) -> _Dtype:
+        """Storage type of the scanned matrix."""
+
+    @property
+    def model_id(self) -> str:
+        """The model id stored at build time."""
+
+    @property
+    def path(self) -> Path:
+        """The path the index was opened from."""
+
+    @property
+    def mask_words(self) -> int:
+        """Words per gating mask (64 flags each); 0 when the index has no masks."""
+
+    @property
+    def threads(self) -> int:
+        """Number of row ranges each scan is split into."""
+
+    @property
+    def ids(self) -> NDArray[np.uint64]:
+        """The row ids stored at build time (a copy)."""
+
+@final
+class SearchResult:
+    """What :meth:`Index.search_gated` found, and what the gate kept out.
+
+    Iterating yields ``(row, score)`` pairs, best first.
+    """
+
+    @property
+    def rows(self) -> NDArray[np.int64]:
+        """Rows of the hits, best first."""
+
+    @property
+    def scores(self) -> NDArray[np.float32]:
+        """Exact scores of the hits, best first."""
+
+    @property
+    def n_gated(self) -> int:
+        """Rows in scope but kept out by missing flags."""
+
+    @property
+    def n_out_of_scope(self) -> int:
+        """Rows outside ``allow`` or inside ``deny``."""
+
+    @property
+    def gated(self) -> list[GatedCandidate]:
+        """The best (up to 5) rows kept out by missing flags that meet the threshold."""
+
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[tuple[int, float]]: ...
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python form for logs and JSON."""
+
+@final
+class GatedCandidate:
+    """A row the gate kept out, and the flags that would have let it through."""
+
+    @property
+    def row(self) -> int:
+        """Row number."""
+
+    @property
+    def score(self) -> float:
+        """Exact score."""
+
+    @property
+    def missing_flags(self) -> list[int]:
+        """Required flags the caller did not satisfy, ascending."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python form for logs and JSON."""
+
+@final
+class Bm25:
+    """A BM25 index over tool documents (name, description, parameter text, server).
+
+    Build with ``Bm25.build(docs)``; row ``i`` of every result is ``docs[i]``.
+    """
+
+    @staticmethod
+    def build(
+        docs: Sequence[dict[str, str] | tuple[str, ...]],
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        field_weights: dict[str, float] | None = None,
+    ) -> Bm25:
+        """Indexes ``docs``: dicts (``name`` required; ``description``, ``param_text``,
+        ``server`` optional) or tuples ``(name, description, param_text, server)``."""
+
+    @staticmethod
+    def load(path: _Path) -> Bm25:
+        """Reads an index written by :meth:`save`."""
+
+    def save(self, path: _Path) -> None:
+        """Writes the index to ``path`` atomically."""
+
+    def scores(self, query: str) -> NDArray[np.float32]:
+        """BM25 score of every tool for ``query`` (0 where nothing matched)."""
+
+    def name_has_term(self, term: str) -> NDArray[np.uint32]:
+        """Rows (ascending) whose id ``server/name`` contains every term of ``term``."""
+
+    def rows_named(self, name: str) -> list[int]:
+        """Rows whose tool name or ``server/name`` id equals ``name``."""
+
+    def mentioned_names(self, query: str) -> list[int]:
+        """Rows whose compound name or id the query mentions verbatim (ignoring case)."""
+
+    @property
+    def k1(self) -> float:
+        """Term-frequency saturation."""
+
+    @property
+    def b(self) -> float:
+        """Length normalisation."""
+
+    @property
+    def field_weights(self) -> dict[str, float]:
+        """Field weights: ``name``, ``description``, ``params``, ``server``."""
+
+    def __len__(self) -> int: ...
+
+def analyze_text(text: str, *, keep_stop_words: bool = False) -> list[str]:
+    """The terms BM25 indexes for ``text``."""
+
+def fuse(
+    dense: NDArray[np.float32],
+    sparse: NDArray[np.float32],
+    *,
+    alpha: float,
+    method: str = "minmax",
+    top: int = 100,
+    rrf_k: float = 60.0,
+) -> NDArray[np.float32]:
+    """Fuses dense (cosine) and BM25 scores into one float32 array.
+
+    ``method``: ``"rrf"``, ``"minmax"``, ``"divmax"`` or ``"<dense>+<sparse>"`` with each side
+    ``raw``, ``minmax`` or ``divmax``.
+    """
+
+_RoutedRow = tuple[int, float, float, float]
+
+def route(
+    index: Index,
+    bm25: Bm25,
+    vector: NDArray[np.float32],
+    text: str,
+    *,
+    alpha: float,
+    method: str,
+    top: int,
+    k: int,
+    threshold: float | None = None,
+    flags: NDArray[np.uint32] | None = None,
+    allow: NDArray[np.uint32] | None = None,
+    deny: NDArray[np.uint32] | None = None,
+    forced: NDArray[np.uint32] | None = None,
+) -> tuple[list[_RoutedRow], list[_RoutedRow], int, int, list[tuple[_RoutedRow, list[int]]]]:
+    """Dense scan, BM25, fusion, gating and top-k for one query, with the GIL released.
+
+    Returns ``(forced, ranked, n_gated, n_out_of_scope, gated)``; each row is
+    ``(row, fused, dense, bm25)`` and each gated entry carries its missing flags.
+    """
+
+@final
+class SchemaCache:
+    """A thread-safe LRU cache of schema JSON strings keyed by (tool id, catalog version)."""
+
+    def __new__(cls, max_entries: int, max_bytes: int) -> SchemaCache: ...
+    def get(self, tool_id: str, version: int) -> str | None:
+        """The cached schema of ``tool_id`` at ``version``, or None."""
+
+    def put(self, tool_id: str, version: int, schema: str) -> bool:
+        """Caches ``schema``; False (caching nothing) if it alone exceeds ``max_bytes``."""
+
+    def get_or_fetch(self, tool_id: str, version: int, fetch: Callable[[], str]) -> str:
+        """The cached schema, or else ``fetch()`` (called without the cache's lock)."""
+
+    def stats(self) -> dict[str, int]:
+        """Counters and sizes: hits, misses, evictions, entries, bytes."""
+
+    def clear(self) -> None:
+        """Drops every entry; counters are kept."""
+
+    def keys(self) -> list[tuple[str, int]]:
+        """``(tool_id, version)`` of every entry, most recently used first."""
+
+    @property
+    def max_entries(self) -> int:
+        """The entry-count bound."""
+
+    @property
+    def max_bytes(self) -> int:
+        """The byte bound."""
+
+    def __len__(self) -> int: ...
+
+def _available_isas() -> list[str]: ...
+def _active_isa() -> str: ...
+def _force_isa(name: str | None) -> None: ...
+def _scan(
+    query: NDArray[np.float32],
+    rows: NDArray[Any],
+    dtype: str = "f32",
+    scales: NDArray[np.float32] | None = None,
+    *,
+    padded: bool = False,
+) -> NDArray[np.float32]: ...
+def _scan_batch(
+    queries: NDArray[np.float32],
+    rows: NDArray[Any],
+    dtype: str = "f32",
+    scales: NDArray[np.float32] | None = None,
+    *,
+    padded: bool = False,
+) -> NDArray[np.float32]: ...
+def _read_probe(rows: NDArray[np.float32]) -> float: ...
+def _dot(a: NDArray[np.float32], b: NDArray[np.float32]) -> float: ...
+def _i8_error_bound(query: NDArray[np.float32], scale: float) -> float: ...

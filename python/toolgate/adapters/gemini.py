@@ -1,0 +1,268 @@
+"""Gemini function declarations, and the conversion between JSON Schema and Gemini's subset.
+
+Reading accepts ``{"function_declarations": [...]}``, ``{"functionDeclarations": [...]}``, a
+request's ``tools: [{"functionDeclarations": [...]}]`` and single declarations
+(``{"name", "description", "parameters"}`` or ``parametersJsonSchema``). Gemini's ``parameters``
+are an OpenAPI 3.0 subset; they are read back into JSON Schema (upper-case types lowered,
+``nullable: true`` becomes a ``"null"`` type, ``example`` becomes ``examples``).
+
+Writing (:func:`export`) produces ``parameters`` in that subset, because Gemini rejects much of
+JSON Schema. What is converted, and what is lost:
+
+- ``$ref`` into ``$defs``/``definitions`` is inlined (a recursive reference becomes a plain
+  ``OBJECT`` whose description says so); ``$defs``, ``$schema``, ``$id`` are dropped;
+- a ``type`` list becomes one type plus ``nullable``, or ``anyOf`` of the types;
+- ``oneOf`` becomes ``anyOf``; ``allOf`` of objects is merged into one object;
+- ``const`` becomes a one-value ``enum``; non-string enums (Gemini only has string enums) are
+  dropped and their values listed in the description instead;
+- ``examples`` becomes ``example`` (the first one); ``exclusiveMinimum``/``exclusiveMaximum``
+  become ``minimum``/``maximum`` (inclusive: the bound itself is no longer excluded);
+- formats Gemini does not know are dropped, and so are keywords outside the subset
+  (``additionalProperties``, ``patternProperties``, ``not``, ``if``/``then``/``else``...);
+- ``required`` keeps only names that are in ``properties``;
+- a tool without parameters gets no ``parameters`` field (Gemini rejects an empty ``OBJECT``).
+
+The model therefore sees slightly looser constraints than the real schema; :mod:`toolgate.verify`
+still checks calls against the full JSON Schema.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from toolgate.adapters import RawTool, extract_meta, map_subschemas, normalize_type_aliases
+
+if TYPE_CHECKING:
+    from toolgate.tool import Tool
+
+__all__ = [
+    "export",
+    "from_openapi",
+    "is_wrapper",
+    "parse_declaration",
+    "parse_wrapper",
+    "to_openapi",
+]
+
+JsonDict = dict[str, Any]
+
+_KEPT = {
+    "type",
+    "format",
+    "title",
+    "description",
+    "nullable",
+    "enum",
+    "maxItems",
+    "minItems",
+    "properties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "example",
+    "anyOf",
+    "propertyOrdering",
+    "default",
+    "items",
+    "minimum",
+    "maximum",
+}
+_FORMATS = {
+    "STRING": {"enum", "date-time"},
+    "INTEGER": {"int32", "int64"},
+    "NUMBER": {"float", "double"},
+}
+_MAX_REF_DEPTH = 32
+
+
+def is_wrapper(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` holds a list of function declarations."""
+    return "functionDeclarations" in obj or "function_declarations" in obj
+
+
+def parse_wrapper(obj: Mapping[str, Any], where: str, server: str | None) -> list[RawTool]:
+    """Read every declaration of a ``{"functionDeclarations": [...]}`` object."""
+    key = "functionDeclarations" if "functionDeclarations" in obj else "function_declarations"
+    items = obj[key]
+    if not isinstance(items, list):
+        return [RawTool(where=f"{where}.{key}", problem=f"'{key}' must be a list")]
+    out = []
+    for i, item in enumerate(items):
+        item_where = f"{where}.{key}[{i}]"
+        if not isinstance(item, Mapping):
+            out.append(RawTool(where=item_where, problem="a function declaration is an object"))
+        else:
+            out.append(parse_declaration(item, item_where, server))
+    return out
+
+
+def parse_declaration(obj: Mapping[str, Any], where: str, server: str | None) -> RawTool:
+    """Read one declaration; OpenAPI ``parameters`` are converted to JSON Schema."""
+    if "parametersJsonSchema" in obj:
+        schema = obj["parametersJsonSchema"]
+    else:
+        schema = from_openapi(obj["parameters"]) if "parameters" in obj else None
+    return RawTool(
+        where=where,
+        name=obj.get("name"),
+        description=obj.get("description"),
+        input_schema=schema,
+        server=obj.get("server", server),
+        meta=extract_meta(obj),
+    )
+
+
+def _from_openapi_node(node: JsonDict) -> JsonDict:
+    if node.pop("nullable", False) is True and isinstance(node.get("type"), str):
+        node["type"] = [node["type"], "null"]
+    if "example" in node:
+        node["examples"] = [node.pop("example")]
+    node.pop("propertyOrdering", None)
+    return node
+
+
+def from_openapi(schema: Any) -> Any:
+    """Gemini/OpenAPI ``parameters`` as JSON Schema. Non-dicts are returned unchanged."""
+    return map_subschemas(normalize_type_aliases(schema), _from_openapi_node)
+
+
+def _resolve_refs(node: Any, defs: Mapping[str, Any], stack: tuple[str, ...]) -> Any:
+    if isinstance(node, list):
+        return [_resolve_refs(item, defs, stack) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        target = defs.get(name)
+        if target is None or name in stack or len(stack) >= _MAX_REF_DEPTH:
+            why = "recursive" if name in stack else "unresolved"
+            note = f"({why} reference {ref})"
+            return {
+                "type": "object",
+                "description": f"{node.get('description', '')} {note}".strip(),
+            }
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _resolve_refs(merged, defs, (*stack, name))
+    return {
+        k: _resolve_refs(v, defs, stack)
+        for k, v in node.items()
+        if k not in ("$defs", "definitions")
+    }
+
+
+def _merge_all_of(node: JsonDict) -> JsonDict:
+    parts = [p for p in node.pop("allOf") if isinstance(p, dict)]
+    merged: JsonDict = {}
+    properties: JsonDict = {}
+    required: list[str] = []
+    for part in [*parts, node]:
+        properties.update(part.get("properties", {}))
+        required.extend(r for r in part.get("required", []) if r not in required)
+        merged.update({k: v for k, v in part.items() if k not in ("properties", "required")})
+    if properties:
+        merged["properties"] = properties
+    if required:
+        merged["required"] = required
+    return merged
+
+
+def _describe_values(node: JsonDict, values: list[Any]) -> None:
+    listed = ", ".join(json.dumps(v) for v in values)
+    node["description"] = f"{node.get('description', '')} Allowed values: {listed}.".strip()
+
+
+def _convert_type(node: JsonDict) -> None:
+    kind = node.get("type")
+    if isinstance(kind, list):
+        real = [k for k in kind if k != "null"]
+        if len(real) < len(kind):
+            node["nullable"] = True
+        if len(real) == 1:
+            node["type"] = real[0]
+        else:
+            del node["type"]
+            if real:
+                node["anyOf"] = [{"type": str(k).upper()} for k in real]
+    if node.get("type") == "null":
+        # Gemini has no null type: a null-only schema is just "nullable".
+        del node["type"]
+        node["nullable"] = True
+    if isinstance(node.get("type"), str):
+        node["type"] = node["type"].upper()
+    elif "type" not in node and "anyOf" not in node:
+        if "properties" in node:
+            node["type"] = "OBJECT"
+        elif "items" in node:
+            node["type"] = "ARRAY"
+        elif "enum" in node:
+            node["type"] = "STRING"
+
+
+def _fold_null_alternatives(node: JsonDict) -> JsonDict:
+    # anyOf [X, null] (already converted, so null is {"nullable": True}) is X made nullable.
+    alternatives = [a for a in node["anyOf"] if a != {"nullable": True}]
+    if len(alternatives) == len(node["anyOf"]):
+        return node
+    node["nullable"] = True
+    del node["anyOf"]
+    if len(alternatives) == 1 and isinstance(alternatives[0], dict):
+        return {**alternatives[0], **node}
+    if alternatives:
+        node["anyOf"] = alternatives
+    return node
+
+
+def _to_openapi_node(node: JsonDict) -> JsonDict:
+    if "allOf" in node:
+        node = _merge_all_of(node)
+    if "oneOf" in node:
+        node["anyOf"] = [*node.get("anyOf", []), *node.pop("oneOf")]
+    if "const" in node:
+        node.setdefault("enum", [node.pop("const")])
+    if isinstance(node.get("items"), list):
+        node["items"] = {"anyOf": node["items"]} if node["items"] else {}
+    if "prefixItems" in node and "items" not in node:
+        node["items"] = {"anyOf": node["prefixItems"]}
+    if isinstance(node.get("examples"), list) and node["examples"]:
+        node.setdefault("example", node["examples"][0])
+    for exclusive, inclusive in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(node.get(exclusive), (int, float)) and not isinstance(node[exclusive], bool):
+            node.setdefault(inclusive, node[exclusive])
+    if isinstance(node.get("anyOf"), list):
+        node = _fold_null_alternatives(node)
+    enum = node.get("enum")
+    if isinstance(enum, list) and not all(isinstance(v, str) for v in enum):
+        _describe_values(node, enum)
+        del node["enum"]
+    _convert_type(node)
+    if node.get("format") not in _FORMATS.get(node.get("type", ""), set()):
+        node.pop("format", None)
+    if isinstance(node.get("required"), list):
+        names = node.get("properties", {})
+        node["required"] = [r for r in node["required"] if r in names]
+        if not node["required"]:
+            del node["required"]
+    return {k: v for k, v in node.items() if k in _KEPT}
+
+
+def to_openapi(schema: Any) -> Any:
+    """JSON Schema converted to Gemini's OpenAPI subset (see the module docstring)."""
+    if not isinstance(schema, dict):
+        return schema
+    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+    return map_subschemas(_resolve_refs(schema, defs, ()), _to_openapi_node)
+
+
+def export(tool: Tool) -> dict[str, Any]:
+    """The tool as a Gemini function declaration, named by its exposed name."""
+    out: dict[str, Any] = {"name": tool.exposed_name, "description": tool.description}
+    parameters = to_openapi(tool.input_schema)
+    if isinstance(parameters, dict) and parameters.get("properties"):
+        out["parameters"] = parameters
+    return out

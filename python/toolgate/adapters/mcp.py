@@ -1,0 +1,71 @@
+"""MCP ``tools/list`` results: ``{"tools": [...]}``, one per server or several at once.
+
+Accepted shapes: a ``tools/list`` result, the JSON-RPC response around it
+(``{"jsonrpc": "2.0", "id": 1, "result": {"tools": [...]}}``), and a map of several servers'
+results (``{"github": {"tools": [...]}, "slack": {"tools": [...]}}``). Tool annotations, the
+title and ``outputSchema`` are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from toolgate.adapters import RawTool, extract_meta, parse_tool_dict
+
+if TYPE_CHECKING:
+    from toolgate.tool import Tool
+
+__all__ = ["export", "parse", "parse_tool"]
+
+
+def parse_tool(obj: Mapping[str, Any], where: str, server: str | None) -> RawTool:
+    """Read one MCP tool (``name``, ``description``, ``inputSchema``, ``annotations``...)."""
+    extra = {"outputSchema": obj["outputSchema"]} if "outputSchema" in obj else {}
+    return RawTool(
+        where=where,
+        name=obj.get("name"),
+        description=obj.get("description"),
+        input_schema=obj.get("inputSchema"),
+        server=obj.get("server", server),
+        annotations=obj.get("annotations"),
+        meta=extract_meta(obj),
+        title=obj.get("title"),
+        extra=extra,
+    )
+
+
+def _parse_result(result: Any, where: str, server: str | None) -> list[RawTool]:
+    tools = result.get("tools") if isinstance(result, Mapping) else None
+    if not isinstance(tools, list):
+        return [RawTool(where=where, problem="a tools/list result needs a 'tools' list")]
+    out: list[RawTool] = []
+    for i, item in enumerate(tools):
+        out.extend(parse_tool_dict(item, f"{where}tools[{i}]", server))
+    return out
+
+
+def parse(obj: Any, server: str | None) -> list[RawTool]:
+    """Read a ``tools/list`` result, its JSON-RPC envelope, or a ``{server: result}`` map."""
+    if not isinstance(obj, Mapping):
+        return [RawTool(where="$", problem="an MCP tools/list result is a JSON object")]
+    if isinstance(obj.get("result"), Mapping):
+        return _parse_result(obj["result"], "result.", server)
+    if "tools" in obj:
+        return _parse_result(obj, "", server)
+    out: list[RawTool] = []
+    for name, result in obj.items():
+        out.extend(_parse_result(result, f"{name}.", str(name)))
+    return out
+
+
+def export(tool: Tool) -> dict[str, Any]:
+    """The tool as an MCP ``Tool`` object, named by its exposed name."""
+    out: dict[str, Any] = {"name": tool.exposed_name}
+    if tool.title:
+        out["title"] = tool.title
+    out["description"] = tool.description
+    out["inputSchema"] = tool.input_schema
+    if tool.annotations:
+        out["annotations"] = tool.annotations
+    return out

@@ -1,0 +1,202 @@
+"""Tool budgets and the enforcer that applies them.
+
+A :class:`Budget` caps what one turn may load: the number of tools whose full schemas are sent
+(``max_tools``), their schema tokens (``max_schema_tokens``), and the share of the context window
+that the summary pool and the schemas take together (``max_context_share`` of
+``context_window``). :func:`enforce` checks a ranked set of tools against it:
+
+==========  ===============================================  ======================================
+status      mode ``"block"``                                 mode ``"warn"``
+==========  ===============================================  ======================================
+``pass``    everything fits, nothing dropped                 everything fits
+``warn``    over budget: the lowest-ranked unpinned tools    over budget: everything is sent
+            are dropped until it fits; ``dropped`` lists     anyway; ``dropped`` lists what block
+            each with the limit it broke                     mode would have dropped
+``block``   even with every unpinned tool dropped it does    (never: warn mode reports ``warn``)
+            not fit (pinned tools or the pool alone are
+            too big): nothing is promoted, ``reasons``
+            says why
+==========  ===============================================  ======================================
+
+Block mode never fails open: a breach is either trimmed visibly or blocks visibly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolgate.errors import InvalidInputError, ToolgateError
+
+__all__ = ["Budget", "BudgetDecision", "BudgetExceededError", "Candidate", "Dropped", "enforce"]
+
+
+class BudgetExceededError(ToolgateError):
+    """Raised by :meth:`BudgetDecision.raise_for_status` when a budget blocked a promotion."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Per-turn caps. ``None`` means no cap.
+
+    >>> Budget(max_tools=15, max_schema_tokens=10_000).max_context_tokens is None
+    True
+    """
+
+    max_tools: int | None = None
+    max_schema_tokens: int | None = None
+    max_context_share: float | None = None
+    context_window: int | None = None
+    mode: str = "block"
+
+    def __post_init__(self) -> None:
+        for name in ("max_tools", "max_schema_tokens", "context_window"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise InvalidInputError(f"Budget.{name} must be a non-negative int, got {value!r}")
+        share = self.max_context_share
+        if share is not None and not (isinstance(share, (int, float)) and 0 < share <= 1):
+            raise InvalidInputError(f"Budget.max_context_share must be in (0, 1], got {share!r}")
+        if share is not None and not self.context_window:
+            raise InvalidInputError("Budget.max_context_share needs context_window (in tokens)")
+        if self.mode not in ("block", "warn"):
+            raise InvalidInputError(f"Budget.mode must be 'block' or 'warn', got {self.mode!r}")
+
+    @property
+    def max_context_tokens(self) -> int | None:
+        """``max_context_share * context_window``, the cap on pool plus schema tokens."""
+        if self.max_context_share is None or self.context_window is None:
+            return None
+        return int(self.max_context_share * self.context_window)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready view."""
+        return {
+            "max_tools": self.max_tools,
+            "max_schema_tokens": self.max_schema_tokens,
+            "max_context_share": self.max_context_share,
+            "context_window": self.context_window,
+            "mode": self.mode,
+        }
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A tool asking to be promoted: its id, schema tokens, rank (0 = best), whether pinned."""
+
+    tool_id: str
+    tokens: int
+    rank: int
+    pinned: bool = False
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A tool left out (or, in warn mode, that would have been) and the limit that cost it."""
+
+    tool_id: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        """JSON-ready view."""
+        return {"tool_id": self.tool_id, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class BudgetDecision:
+    """The enforcer's verdict: ``status``, the ids kept, the drops, and the reasons."""
+
+    status: str
+    kept: tuple[str, ...]
+    dropped: tuple[Dropped, ...] = ()
+    reasons: tuple[str, ...] = ()
+    budget: Budget | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return self.status != "block"
+
+    def raise_for_status(self) -> None:
+        """Raise :class:`BudgetExceededError` if the decision is ``block``."""
+        if self.status == "block":
+            raise BudgetExceededError("; ".join(self.reasons) or "tool budget exceeded")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready view."""
+        return {
+            "status": self.status,
+            "kept": list(self.kept),
+            "dropped": [d.to_dict() for d in self.dropped],
+            "reasons": list(self.reasons),
+            "budget": self.budget.to_dict() if self.budget else None,
+            "usage": dict(self.usage),
+        }
+
+
+def _breaches(budget: Budget, count: int, schema_tokens: int, fixed_tokens: int) -> list[str]:
+    out = []
+    if budget.max_tools is not None and count > budget.max_tools:
+        out.append(f"{count} tools > max_tools {budget.max_tools}")
+    if budget.max_schema_tokens is not None and schema_tokens > budget.max_schema_tokens:
+        out.append(f"{schema_tokens} schema tokens > max_schema_tokens {budget.max_schema_tokens}")
+    limit = budget.max_context_tokens
+    if limit is not None and schema_tokens + fixed_tokens > limit:
+        out.append(
+            f"{schema_tokens + fixed_tokens} tool tokens (pool {fixed_tokens} + schemas "
+            f"{schema_tokens}) > {budget.max_context_share:.0%} of {budget.context_window} "
+            f"= {limit}"
+        )
+    return out
+
+
+def enforce(
+    budget: Budget | None,
+    candidates: Sequence[Candidate],
+    *,
+    pool_tokens: int = 0,
+    overhead_tokens: int = 0,
+) -> BudgetDecision:
+    """Fit ``candidates`` into ``budget``, dropping the lowest-ranked unpinned tools first.
+
+    ``pool_tokens`` (the phase-1 pool, which cannot be dropped) counts toward the context share.
+    ``overhead_tokens`` is the provider's fixed cost of sending any tools at all (Anthropic's
+    tool-use prompt, OpenAI's namespace header); it counts as schema tokens while any tool is
+    kept. The ``kept`` ids keep the order of ``candidates``.
+    """
+    ids = tuple(c.tool_id for c in candidates)
+
+    def schema_tokens(kept: Sequence[Candidate]) -> int:
+        return sum(c.tokens for c in kept) + (overhead_tokens if kept else 0)
+
+    total = schema_tokens(candidates)
+    usage = {"tools": len(candidates), "schema_tokens": total, "pool_tokens": pool_tokens}
+    if budget is None:
+        return BudgetDecision("pass", ids, usage=usage)
+    breaches = _breaches(budget, len(candidates), total, pool_tokens)
+    if not breaches:
+        return BudgetDecision("pass", ids, budget=budget, usage=usage)
+
+    kept = list(candidates)
+    dropped: list[Dropped] = []
+    droppable = sorted((c for c in candidates if not c.pinned), key=lambda c: -c.rank)
+    for victim in droppable:
+        now = _breaches(budget, len(kept), schema_tokens(kept), pool_tokens)
+        if not now:
+            break
+        kept.remove(victim)
+        dropped.append(Dropped(victim.tool_id, f"rank {victim.rank + 1}: " + "; ".join(now)))
+    still = _breaches(budget, len(kept), schema_tokens(kept), pool_tokens)
+    reasons = tuple(breaches)
+
+    if budget.mode == "warn":
+        return BudgetDecision("warn", ids, tuple(dropped), reasons, budget, usage)
+    if still:
+        why = tuple(f"pinned tools and the pool alone exceed the budget: {s}" for s in still)
+        return BudgetDecision("block", (), tuple(dropped), reasons + why, budget, usage)
+    kept_usage = {**usage, "tools": len(kept), "schema_tokens": schema_tokens(kept)}
+    return BudgetDecision(
+        "warn", tuple(c.tool_id for c in kept), tuple(dropped), reasons, budget, kept_usage
+    )

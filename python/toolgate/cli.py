@@ -1,0 +1,98 @@
+"""The ``toolgate`` command line: index, route, eval, calibrate, stats, demo.
+
+Every command prints a human-readable report, or one JSON object with ``--json``. Progress bars
+go to stderr, so ``--json`` output stays machine-readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolgate.errors import ToolgateError
+
+__all__ = ["main"]
+
+
+def _add_router_source(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--tools", type=Path, help="catalog file (MCP, OpenAI, Anthropic, Gemini, JSONL)"
+    )
+    source.add_argument("--index", type=Path, help="router directory written by 'toolgate index'")
+    parser.add_argument("--precision", choices=["fp32", "int8"], help="embedding model precision")
+    parser.add_argument("--lenient", action="store_true", help="skip bad tools with a warning")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolgate", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    index = commands.add_parser("index", help="embed and index a catalog into a router directory")
+    index.add_argument("--tools", type=Path, required=True)
+    index.add_argument("--out", type=Path, required=True, help="router directory to write")
+    index.add_argument("--precision", choices=["fp32", "int8"])
+    index.add_argument("--dtype", choices=["f32", "int8", "bf16"], help="matrix storage type")
+    index.add_argument("--lenient", action="store_true")
+    index.add_argument("--json", action="store_true")
+
+    route = commands.add_parser("route", help="route one query")
+    _add_router_source(route)
+    route.add_argument("query")
+    route.add_argument("--top-k", type=int)
+    route.add_argument("--threshold", type=float)
+    route.add_argument("--state", type=json.loads, help='JSON, e.g. {"scopes": ["github:write"]}')
+    route.add_argument("--json", action="store_true")
+
+    evaluate = commands.add_parser("eval", help="routing quality on a labelled query set")
+    _add_router_source(evaluate)
+    evaluate.add_argument("--queries", type=Path, required=True)
+    evaluate.add_argument("--top-k", type=int, default=10)
+    evaluate.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    evaluate.add_argument("--json", action="store_true")
+
+    calibrate = commands.add_parser("calibrate", help="fit threshold and fusion weight (max F1)")
+    _add_router_source(calibrate)
+    calibrate.add_argument("--queries", type=Path, required=True)
+    calibrate.add_argument("--limit", type=int)
+    calibrate.add_argument("--json", action="store_true")
+
+    stats = commands.add_parser("stats", help="catalog token figures, or usage from an event log")
+    _add_router_source(stats)
+    stats.add_argument("--events", type=Path, help="JSONL telemetry log to summarise")
+    stats.add_argument("--json", action="store_true")
+
+    demo = commands.add_parser("demo", help="route a few queries over the built-in demo catalog")
+    demo.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    from toolgate import commands
+
+    handler = getattr(commands, f"run_{args.command}")
+    try:
+        report: dict[str, Any] | str = handler(args)
+    except ToolgateError as exc:
+        print(f"toolgate {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    if getattr(args, "json", False):
+        print(json.dumps(report, indent=None if isinstance(report, dict) else 2))
+    else:
+        print(report if isinstance(report, str) else _render(report))
+    return 0
+
+
+def _render(report: dict[str, Any]) -> str:
+    width = max((len(k) for k in report), default=0)
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in report.items())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

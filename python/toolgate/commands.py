@@ -1,0 +1,136 @@
+"""The work behind each ``toolgate`` sub-command; ``cli.py`` only parses arguments."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from toolgate.catalog import Catalog
+from toolgate.router import Router, RouterConfig
+
+__all__ = [
+    "demo_catalog",
+    "run_calibrate",
+    "run_demo",
+    "run_eval",
+    "run_index",
+    "run_route",
+    "run_stats",
+]
+
+DEMO_QUERIES = (
+    "open an issue about the flaky login test in acme/webapp",
+    "what's the weather going to be in Lisbon this weekend?",
+    "post the release notes to the #eng slack channel",
+    "which tables in the database hold customer orders?",
+    "find a free hour for alice@example.com and bob@example.com tomorrow",
+    "select:read_file,list_directory",
+    "+github merge the approved pull request",
+)
+
+
+def demo_catalog() -> Catalog:
+    """The built-in demo catalog: 36 tools over 7 servers, some with preconditions."""
+    source = resources.files("toolgate") / "data" / "demo_catalog.json"
+    with resources.as_file(source) as path:
+        return Catalog.load(path)
+
+
+def _config(args: argparse.Namespace) -> RouterConfig:
+    config = RouterConfig()
+    if getattr(args, "precision", None):
+        config = replace(config, precision=args.precision)
+    if getattr(args, "dtype", None):
+        config = replace(config, index_dtype=args.dtype)
+    return config
+
+
+def _router(args: argparse.Namespace) -> Router:
+    if args.index is not None:
+        return Router.open(args.index)
+    catalog = Catalog.load(args.tools, lenient=args.lenient)
+    return Router.from_catalog(catalog, config=_config(args))
+
+
+def run_index(args: argparse.Namespace) -> dict[str, Any]:
+    """Embed and index ``--tools`` into the router directory ``--out``."""
+    catalog = Catalog.load(args.tools, lenient=args.lenient)
+    router = Router.from_catalog(catalog, config=_config(args))
+    router.save(args.out)
+    return {"tools": len(catalog), "path": str(args.out), "catalog_version": catalog.version}
+
+
+def run_route(args: argparse.Namespace) -> dict[str, Any] | str:
+    """Route one query and report the active tools with their scores."""
+    router = _router(args)
+    result = router.route(args.query, state=args.state, top_k=args.top_k, threshold=args.threshold)
+    if args.json:
+        return result.to_dict()
+    return format_result(result)
+
+
+def format_result(result: Any) -> str:
+    """A route result as an aligned text table."""
+    lines = [f"query: {result.query}  ({result.form}, {result.timings_ms.get('total', 0):.2f} ms)"]
+    for tool in result.tools:
+        lines.append(
+            f"  {tool.score:6.3f}  {tool.id:<36} dense {tool.dense:6.3f}  bm25 {tool.bm25:6.3f}"
+            f"  {tool.reason}"
+        )
+    for gated in result.gated_out:
+        lines.append(f"  gated   {gated.id:<36} {gated.reason}")
+    if result.unknown:
+        lines.append(f"  unknown names: {', '.join(result.unknown)}")
+    return "\n".join(lines)
+
+
+def run_eval(args: argparse.Namespace) -> dict[str, Any]:
+    """Routing quality and latency on ``--queries`` (the ``toolgate eval`` JSON contract)."""
+    from toolgate.evaluate import evaluate, load_queries
+
+    queries = load_queries(args.queries)
+    if args.limit:
+        queries = queries[: args.limit]
+    router = _router(args)
+    return evaluate(router, queries, top_k=args.top_k, progress=not args.json)
+
+
+def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
+    """Sweep threshold and fusion weight, maximising F1 (see ``toolgate.calibrate``)."""
+    from toolgate.calibrate import calibrate
+    from toolgate.evaluate import load_queries
+
+    queries = load_queries(args.queries)
+    if args.limit:
+        queries = queries[: args.limit]
+    return calibrate(_router(args), queries, progress=not args.json).to_dict()
+
+
+def run_stats(args: argparse.Namespace) -> dict[str, Any]:
+    """Catalog token figures, plus usage statistics from a telemetry log when given."""
+    router = _router(args)
+    report: dict[str, Any] = router.catalog_stats()
+    if args.events is not None:
+        from toolgate.telemetry import UsageStats
+
+        report["usage"] = UsageStats.from_log(Path(args.events), router.catalog).to_dict()
+    return report
+
+
+def run_demo(args: argparse.Namespace) -> dict[str, Any] | str:
+    """Route the demo queries over the demo catalog, first without and then with a state."""
+    router = Router.from_catalog(demo_catalog())
+    results = [router.route(q) for q in DEMO_QUERIES]
+    privileged = router.route(
+        DEMO_QUERIES[-1], state={"scopes": ["github:write"], "milestones": ["review_approved"]}
+    )
+    if args.json:
+        return {"results": [r.to_dict() for r in [*results, privileged]]}
+    blocks = [format_result(r) for r in results]
+    blocks.append("with state scopes=[github:write], milestones=[review_approved]:")
+    blocks.append(format_result(privileged))
+    header = f"toolgate demo: {len(router.catalog)} tools, model {router.model_id}"
+    return "\n\n".join([header, *blocks])

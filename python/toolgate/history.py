@@ -1,0 +1,82 @@
+"""Multi-turn routing: blend recent user turns and tool results into the query vector.
+
+Later turns often lean on earlier ones ("now post that to the channel"), so the query vector is
+the current query's embedding plus the recent turns' embeddings with geometrically decaying
+weights, re-normalised. Assistant turns are left out: they restate the plan, not the intent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from toolgate.errors import InvalidInputError
+
+__all__ = ["HistoryTurn", "blend_history", "history_texts"]
+
+HistoryTurn = str | Mapping[str, object]
+_BLENDED_ROLES = frozenset({"user", "tool", "function", "tool_result"})
+
+
+def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str]:
+    """The texts of the last ``turns`` user or tool turns, most recent first.
+
+    A turn is a string (taken as a user turn) or a mapping with ``role`` and ``content``
+    (a string, or a list of blocks with ``text``, as OpenAI and Anthropic messages carry).
+    """
+    if not history or turns <= 0:
+        return []
+    if isinstance(history, str):
+        raise InvalidInputError("history must be a list of turns, not a string")
+    texts: list[str] = []
+    for position in range(len(history) - 1, -1, -1):
+        turn = history[position]
+        if isinstance(turn, str):
+            text = turn
+        elif isinstance(turn, Mapping):
+            if str(turn.get("role", "user")) not in _BLENDED_ROLES:
+                continue
+            text = _content_text(turn.get("content"), position)
+        else:
+            raise InvalidInputError(
+                f"history[{position}] must be a string or a mapping, got {type(turn).__name__}"
+            )
+        if text.strip():
+            texts.append(text)
+        if len(texts) == turns:
+            break
+    return texts
+
+
+def _content_text(content: object, position: int) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            str(block.get("text", "")) if isinstance(block, Mapping) else str(block)
+            for block in content
+        ]
+        return " ".join(p for p in parts if p)
+    raise InvalidInputError(
+        f"history[{position}]['content'] must be a string or a list of blocks, "
+        f"got {type(content).__name__}"
+    )
+
+
+def blend_history(
+    query_vector: np.ndarray,
+    texts: Sequence[str],
+    embed: Callable[[list[str]], np.ndarray],
+    decay: float,
+) -> np.ndarray:
+    """``normalise(q + sum(decay**i * e(turn_i)))`` over turns most recent first (i from 1)."""
+    if not texts or decay == 0.0:
+        return query_vector
+    vectors = embed(list(texts))
+    weights = decay ** np.arange(1, len(texts) + 1, dtype=np.float32)
+    blended = query_vector + (weights[:, None] * vectors).sum(axis=0)
+    norm = float(np.linalg.norm(blended))
+    return (blended / norm).astype(np.float32) if norm > 0 else query_vector

@@ -1,0 +1,102 @@
+"""Retrieval metrics for routing: recall@k, complete@k, nDCG@k, MRR, irrelevant-query rejection.
+
+A gold entry is either a bare tool name, which any tool of that name satisfies, or a
+``server/name`` id, which only that tool satisfies. Relevance is binary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["QueryOutcome", "RoutingMetrics", "gold_hits"]
+
+
+def _matches(gold: str, tool_id: str) -> bool:
+    if "/" in gold:
+        return gold == tool_id
+    return tool_id.rsplit("/", 1)[-1] == gold
+
+
+def gold_hits(gold: Sequence[str], ranked_ids: Sequence[str]) -> list[int]:
+    """For each gold entry, the 1-based rank of the first routed tool matching it (0 if none)."""
+    ranks = []
+    for entry in gold:
+        rank = next((i + 1 for i, tid in enumerate(ranked_ids) if _matches(entry, tid)), 0)
+        ranks.append(rank)
+    return ranks
+
+
+@dataclass(frozen=True)
+class QueryOutcome:
+    """One query's gold set, what was routed (best first) and how long routing took."""
+
+    gold: tuple[str, ...]
+    ranked_ids: tuple[str, ...]
+    route_ms: float
+
+
+def _recall(ranks: list[int], k: int) -> float:
+    return sum(1 for r in ranks if 0 < r <= k) / len(ranks)
+
+
+def _ndcg(ranks: list[int], k: int) -> float:
+    # Binary gains at distinct ranks; several gold entries can match one tool only once.
+    hit_ranks = sorted({r for r in ranks if 0 < r <= k})
+    dcg = sum(1.0 / math.log2(r + 1) for r in hit_ranks)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(ranks), k)))
+    return dcg / ideal
+
+
+def _mrr(ranks: list[int]) -> float:
+    found = [r for r in ranks if r > 0]
+    return 1.0 / min(found) if found else 0.0
+
+
+@dataclass
+class RoutingMetrics:
+    """Accumulates :class:`QueryOutcome` s and reports the ``toolgate eval`` figures."""
+
+    outcomes: list[QueryOutcome] = field(default_factory=list)
+
+    def add(self, outcome: QueryOutcome) -> None:
+        """Record one routed query."""
+        self.outcomes.append(outcome)
+
+    def summary(self) -> dict[str, float | int]:
+        """The figures of the ``toolgate eval --json`` contract."""
+        relevant = [o for o in self.outcomes if o.gold]
+        irrelevant = [o for o in self.outcomes if not o.gold]
+        ranks = [gold_hits(o.gold, o.ranked_ids) for o in relevant]
+        n = len(relevant)
+
+        def mean(values: list[float]) -> float:
+            return round(sum(values) / n, 4) if n else 0.0
+
+        times = sorted(o.route_ms for o in self.outcomes)
+        return {
+            "queries": n,
+            "recall@5": mean([_recall(r, 5) for r in ranks]),
+            "recall@10": mean([_recall(r, 10) for r in ranks]),
+            "complete@10": mean([1.0 if all(0 < x <= 10 for x in r) else 0.0 for r in ranks]),
+            "ndcg@10": mean([_ndcg(r, 10) for r in ranks]),
+            "mrr": mean([_mrr(r) for r in ranks]),
+            "route_ms_p50": round(_percentile(times, 50), 3),
+            "route_ms_p95": round(_percentile(times, 95), 3),
+            "irrelevant": len(irrelevant),
+            "irrelevant_rejected": (
+                round(sum(1 for o in irrelevant if not o.ranked_ids) / len(irrelevant), 4)
+                if irrelevant
+                else 0.0
+            ),
+        }
+
+
+def _percentile(sorted_values: list[float], pct: float) -> float:
+    if not sorted_values:
+        return 0.0
+    position = (len(sorted_values) - 1) * pct / 100
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)

@@ -1,0 +1,363 @@
+"""Two-phase tool loading within a budget.
+
+Phase 1 is the *summary pool*: text for the system prompt that tells the model which tools
+exist. It depends only on the catalog, so it is a stable, prompt-cacheable prefix. Up to
+:data:`FULL_POOL_MAX_TOKENS` it lists every tool (``- name: summary``, in catalog order); past
+that (5,000 tools at ~16 tokens each would be an 80k-token "summary") it becomes a per-server
+digest, bounded by :data:`DIGEST_MAX_SERVERS` lines, plus a ``tool_search`` tool the model can
+call to ask for more.
+
+Phase 2 is the full definitions of the active tools (and every pinned one), in catalog order so
+the same active set always serialises the same way, in the provider's format, with schemas from
+the catalog or from a schema source through an optional cache. Both phases are counted in the
+provider's serialisation, and the :class:`~toolgate.budget.Budget` decides what is sent. The
+``tool_search`` tool, when present, is treated like a pinned tool: it counts toward the caps
+and is never dropped, since without it the model could not reach the rest of the catalog.
+
+>>> promotion = promote_tools(catalog, ["github/get_me"], format="anthropic")  # doctest: +SKIP
+>>> promotion.decision.status, len(promotion.tools)  # doctest: +SKIP
+('pass', 1)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from toolgate.budget import Budget, BudgetDecision, Candidate, enforce
+from toolgate.catalog import Catalog
+from toolgate.errors import CatalogError, InvalidInputError, ToolgateError
+from toolgate.schema_source import SchemaCacheLike, SchemaSource, as_schema_source, schema_of
+from toolgate.tool import Tool, split_name, validated_schema
+
+__all__ = [
+    "DIGEST_MAX_SERVERS",
+    "FULL_POOL_MAX_TOKENS",
+    "TOOL_SEARCH_ID",
+    "Budget",
+    "Promotion",
+    "promote_tools",
+    "render_pool",
+]
+
+#: Largest full summary pool ``pool="auto"`` keeps; past it the per-server digest is used.
+#: Claude Code's ToolSearch index, the reference point, is ~8.7k tokens for its whole catalog.
+FULL_POOL_MAX_TOKENS = 6_000
+#: Most servers the digest lists one by one; the rest are counted on one line.
+DIGEST_MAX_SERVERS = 150
+#: Most keywords the digest gives per server.
+DIGEST_KEYWORDS = 8
+#: The id reported for calls to the synthetic search tool.
+TOOL_SEARCH_ID = "toolgate/tool_search"
+
+_PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
+_POOL_MODES = ("auto", "full", "digest", "none")
+# A pool line ("- name: summary\n") is never under four tokens.
+_MIN_LINE_TOKENS = 4
+_STOP_WORDS = {
+    "get",
+    "list",
+    "create",
+    "update",
+    "delete",
+    "set",
+    "add",
+    "remove",
+    "the",
+    "a",
+    "an",
+    "of",
+    "to",
+    "by",
+    "for",
+    "and",
+    "or",
+    "in",
+    "on",
+    "with",
+    "from",
+    "all",
+}
+_SEARCH_DESCRIPTION = (
+    "Find tools that are not loaded yet. Describe what you need in words, use "
+    "'select:name1,name2' to load tools by name, or '+word' to require a word in the name. "
+    "The tools found are available on your next turn."
+)
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """What to send for one turn: tool definitions, the pool text, token counts, the decision."""
+
+    tools: list[dict[str, Any]]
+    pool_text: str
+    tokens: dict[str, int]
+    decision: BudgetDecision
+    active_ids: tuple[str, ...]
+    format: str
+    pool_mode: str
+    search_tool_name: str | None = None
+    tool_tokens: dict[str, int] = field(default_factory=dict)
+    latency_ms: float = 0.0
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.tools)
+
+    def __repr__(self) -> str:
+        return (
+            f"Promotion({len(self.tools)} {self.format} tools, pool={self.pool_mode}, "
+            f"tokens={self.tokens['pool']}+{self.tokens['schemas']}, {self.decision.status})"
+        )
+
+    def request_tools(self) -> list[dict[str, Any]]:
+        """The value for the request's ``tools`` field (Gemini wraps declarations)."""
+        if self.format == "gemini":
+            return [{"functionDeclarations": self.tools}] if self.tools else []
+        return list(self.tools)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready view."""
+        return {
+            "format": self.format,
+            "pool_mode": self.pool_mode,
+            "active_ids": list(self.active_ids),
+            "search_tool_name": self.search_tool_name,
+            "tokens": dict(self.tokens),
+            "tool_tokens": dict(self.tool_tokens),
+            "decision": self.decision.to_dict(),
+            "latency_ms": self.latency_ms,
+            "tools": self.tools,
+            "pool_text": self.pool_text,
+        }
+
+
+def _token_provider(fmt: str) -> str:
+    return "openai" if fmt == "openai-responses" else fmt
+
+
+def _name_words(name: str) -> list[str]:
+    return [w for w in split_name(name).split() if w not in _STOP_WORDS and not w.isdigit()]
+
+
+def _render_full(catalog: Catalog) -> str:
+    lines = [
+        f"Tools available ({len(catalog)}). Full definitions are attached for the ones "
+        "you can call this turn; ask for another by name if you need it."
+    ]
+    lines.extend(f"- {t.exposed_name}: {t.summary}" for t in catalog)
+    return "\n".join(lines)
+
+
+def _render_digest(catalog: Catalog, search_name: str) -> str:
+    by_server: dict[str, list[Tool]] = {}
+    for tool in catalog:
+        by_server.setdefault(tool.server, []).append(tool)
+    lines = [
+        f"Tool catalog: {len(catalog)} tools on {len(by_server)} servers. Full definitions are "
+        f"attached for the tools you can call this turn; call {search_name} to find others."
+    ]
+    ordered = sorted(by_server.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    for server, tools in ordered[:DIGEST_MAX_SERVERS]:
+        words = Counter(w for t in tools for w in dict.fromkeys(_name_words(t.name)))
+        top = [w for w, _ in sorted(words.items(), key=lambda kv: -kv[1])[:DIGEST_KEYWORDS]]
+        lines.append(f"- {server} ({len(tools)} tools): {', '.join(top)}")
+    rest = ordered[DIGEST_MAX_SERVERS:]
+    if rest:
+        lines.append(f"- and {len(rest)} more servers with {sum(len(t) for _, t in rest)} tools")
+    return "\n".join(lines)
+
+
+_POOL_CACHE: dict[tuple[str, str, str, str], tuple[str, int]] = {}
+_POOL_LOCK = threading.Lock()
+_POOL_CACHE_SIZE = 32
+
+
+def render_pool(
+    catalog: Catalog, mode: str, *, search_name: str = "tool_search", encoding: str = "cl100k_base"
+) -> tuple[str, int]:
+    """The phase-1 text for ``mode`` (``"full"``, ``"digest"`` or ``"none"``) and its tokens.
+
+    Memoised per catalog version: the pool only changes when the catalog does.
+    """
+    from toolgate.tokens import count_text
+
+    key = (catalog.version, mode, search_name, encoding)
+    with _POOL_LOCK:
+        if key in _POOL_CACHE:
+            return _POOL_CACHE[key]
+    if mode == "none":
+        text = ""
+    elif mode == "full":
+        text = _render_full(catalog)
+    else:
+        text = _render_digest(catalog, search_name)
+    result = (text, count_text(text, encoding) if text else 0)
+    with _POOL_LOCK:
+        if len(_POOL_CACHE) >= _POOL_CACHE_SIZE:
+            _POOL_CACHE.pop(next(iter(_POOL_CACHE)))
+        _POOL_CACHE[key] = result
+    return result
+
+
+def _choose_pool(
+    catalog: Catalog, pool: str, budget: Budget | None, search_name: str, encoding: str
+) -> tuple[str, str, int]:
+    if pool not in _POOL_MODES:
+        raise InvalidInputError(f"pool must be one of {', '.join(_POOL_MODES)}, got {pool!r}")
+    if pool != "auto":
+        return (pool, *render_pool(catalog, pool, search_name=search_name, encoding=encoding))
+    limit = FULL_POOL_MAX_TOKENS
+    if budget is not None and budget.max_context_tokens is not None:
+        limit = min(limit, budget.max_context_tokens // 2)
+    if len(catalog) * _MIN_LINE_TOKENS > limit:
+        # Too many tools for any full pool to fit: skip rendering and counting it.
+        return (
+            "digest",
+            *render_pool(catalog, "digest", search_name=search_name, encoding=encoding),
+        )
+    text, tokens = render_pool(catalog, "full", search_name=search_name, encoding=encoding)
+    if tokens <= limit:
+        return "full", text, tokens
+    return ("digest", *render_pool(catalog, "digest", search_name=search_name, encoding=encoding))
+
+
+def _active_ids(catalog: Catalog, active: Any) -> list[str]:
+    ids = getattr(active, "ids", active)
+    if isinstance(ids, str) or not isinstance(ids, Sequence):
+        raise InvalidInputError("active_ids must be a list of tool ids or a RouteResult")
+    unknown = [i for i in ids if i not in catalog]
+    if unknown:
+        raise InvalidInputError(f"active_ids has ids not in the catalog: {unknown}")
+    return list(dict.fromkeys(ids))
+
+
+_SEARCH_TOOLS: dict[str, Tool] = {}
+
+
+def _search_tool(catalog: Catalog) -> Tool:
+    # One per catalog version, so its token counts are cached like any other tool's.
+    found = _SEARCH_TOOLS.get(catalog.version)
+    if found is None:
+        found = _make_search_tool(catalog)
+        with _POOL_LOCK:
+            if len(_SEARCH_TOOLS) >= _POOL_CACHE_SIZE:
+                _SEARCH_TOOLS.pop(next(iter(_SEARCH_TOOLS)))
+            _SEARCH_TOOLS[catalog.version] = found
+    return found
+
+
+def _make_search_tool(catalog: Catalog) -> Tool:
+    name = "tool_search"
+    while catalog.get_exposed(name) is not None:
+        name = f"toolgate_{name}"
+    schema = {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "What you need, or select:a,b"}},
+        "required": ["query"],
+    }
+    return Tool(
+        "toolgate",
+        "tool_search",
+        _SEARCH_DESCRIPTION,
+        schema,
+        summary="Find tools that are not loaded yet.",
+        exposed_name=name,
+        pinned=True,
+    )
+
+
+def _fetch_schema(tool: Tool, source: SchemaSource, cache: SchemaCacheLike | None) -> Tool:
+    def fetch_json() -> str:
+        try:
+            fetched = source.fetch(tool.id)
+        except ToolgateError:
+            raise
+        except Exception as exc:
+            raise CatalogError(f"schema source failed for {tool.id!r}: {exc!r}") from exc
+        schema = validated_schema(schema_of(tool.id, fetched), tool.id)
+        return json.dumps(schema, sort_keys=True)
+
+    if cache is None:
+        return replace(tool, input_schema=json.loads(fetch_json()))
+    # The cache keys versions as 64-bit ints; the fingerprint's first 64 bits change with it.
+    version = int(tool.fingerprint[:16], 16)
+    text = cache.get_or_fetch(tool.id, version, fetch_json)
+    return replace(tool, input_schema=json.loads(text))
+
+
+def promote_tools(
+    catalog: Catalog,
+    active_ids: Any,
+    *,
+    format: str = "openai",
+    budget: Budget | None = None,
+    schema_source: Any = None,
+    cache: SchemaCacheLike | None = None,
+    pool: str = "auto",
+    encoding: str = "cl100k_base",
+) -> Promotion:
+    """Build both phases for one turn and apply ``budget``.
+
+    ``active_ids`` are tool ids best first (or a ``RouteResult``); pinned tools are added.
+    ``format`` is ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or
+    ``"mcp"``. ``pool`` is ``"auto"``, ``"full"``, ``"digest"`` or ``"none"``.
+    ``schema_source`` (see :mod:`toolgate.schema_source`) supplies full schemas instead of the
+    catalog, through ``cache`` (``get_or_fetch(tool_id, version, fetch)``) when given.
+    """
+    from toolgate.tokens import count_tools
+
+    started = time.perf_counter()
+    if format not in _PROVIDERS:
+        raise InvalidInputError(f"format must be one of {', '.join(_PROVIDERS)}, got {format!r}")
+    ranked = _active_ids(catalog, active_ids)
+    search = _search_tool(catalog)
+    pool_mode, pool_text, pool_tokens = _choose_pool(
+        catalog, pool, budget, search.exposed_name, encoding
+    )
+    source = as_schema_source(schema_source) if schema_source is not None else None
+    rank = {tool_id: i for i, tool_id in enumerate(ranked)}
+    chosen = [catalog[i] for i in catalog.in_catalog_order([*rank, *catalog.pinned_ids])]
+    if source is not None:
+        chosen = [_fetch_schema(t, source, cache) for t in chosen]
+    if pool_mode == "digest":
+        chosen.insert(0, search)
+    provider = _token_provider(format)
+    tool_tokens = {t.id: t.token_count(format, encoding=encoding) for t in chosen}
+    candidates = [
+        Candidate(t.id, tool_tokens[t.id], rank.get(t.id, len(rank)), t.pinned) for t in chosen
+    ]
+    all_defs = [t.to_provider(format) for t in chosen]
+    whole = count_tools(all_defs, provider, encoding=encoding) if all_defs else 0
+    overhead = max(0, whole - sum(tool_tokens.values()))
+    decision = enforce(budget, candidates, pool_tokens=pool_tokens, overhead_tokens=overhead)
+    kept = set(decision.kept)
+    sent = [t for t in chosen if t.id in kept]
+    tools = [t.to_provider(format) for t in sent]
+    if len(sent) == len(chosen):
+        schema_tokens = whole
+    else:
+        schema_tokens = count_tools(tools, provider, encoding=encoding) if tools else 0
+    return Promotion(
+        tools=tools,
+        pool_text=pool_text,
+        tokens={
+            "pool": pool_tokens,
+            "schemas": schema_tokens,
+            "total": pool_tokens + schema_tokens,
+        },
+        decision=decision,
+        active_ids=tuple(t.id for t in sent if t.id != search.id),
+        format=format,
+        pool_mode=pool_mode,
+        search_tool_name=search.exposed_name if pool_mode == "digest" else None,
+        tool_tokens=tool_tokens,
+        latency_ms=(time.perf_counter() - started) * 1000,
+    )

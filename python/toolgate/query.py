@@ -1,0 +1,63 @@
+"""ToolSearch query forms: ``select:a,b``, ``+term`` and plain text.
+
+The forms come from Claude Code's ToolSearch: ``select:Read,Edit`` fetches tools by name,
+``+slack send`` requires ``slack`` in the tool's name and ranks by the remaining terms, anything
+else is a plain query.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from toolgate.errors import InvalidInputError
+
+__all__ = ["ParsedQuery", "parse_query"]
+
+_SELECT_PREFIX = "select:"
+_REQUIRED_TERM = re.compile(r"(?:^|\s)\+(\S+)")
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """A query split into its ToolSearch parts.
+
+    ``select`` holds the names of a ``select:`` query (and nothing else is set then);
+    ``required_terms`` the ``+term`` words, lower-cased; ``text`` what is left to rank by.
+    """
+
+    text: str
+    select: tuple[str, ...] = ()
+    required_terms: tuple[str, ...] = ()
+
+    @property
+    def form(self) -> str:
+        """``"select"``, ``"required"`` or ``"text"``."""
+        if self.select:
+            return "select"
+        return "required" if self.required_terms else "text"
+
+
+def parse_query(query: str) -> ParsedQuery:
+    """Split ``query`` into a :class:`ParsedQuery`.
+
+    >>> parse_query("select:get_issue, list_issues").select
+    ('get_issue', 'list_issues')
+    >>> parse_query("+slack send a message").required_terms
+    ('slack',)
+    """
+    if not isinstance(query, str):
+        raise InvalidInputError(f"query must be a str, got {type(query).__name__}")
+    stripped = query.strip()
+    if stripped.lower().startswith(_SELECT_PREFIX):
+        names = tuple(n.strip() for n in stripped[len(_SELECT_PREFIX) :].split(",") if n.strip())
+        if not names:
+            raise InvalidInputError(f"'select:' query names no tool: {query!r}")
+        return ParsedQuery(text="", select=names)
+    required = tuple(term.lower() for term in _REQUIRED_TERM.findall(stripped))
+    if not required:
+        return ParsedQuery(text=stripped)
+    rest = _REQUIRED_TERM.sub(" ", stripped)
+    # The required terms still describe the intent, so they stay in the ranking text too.
+    text = " ".join([*required, rest.strip()]).strip()
+    return ParsedQuery(text=text, required_terms=required)

@@ -1,0 +1,87 @@
+"""The result of one ``Router.route`` call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["GatedOut", "RouteResult", "RoutedTool"]
+
+
+@dataclass(frozen=True)
+class RoutedTool:
+    """One active tool: its id, fused score, the score of each signal and why it is in.
+
+    ``reason`` is ``"ranked"`` (top-k by fused score), ``"named"`` (named verbatim in the query),
+    ``"selected"`` (a ``select:`` query) or ``"pinned"`` (always included).
+    """
+
+    id: str
+    score: float
+    dense: float
+    bm25: float
+    reason: str = "ranked"
+
+
+@dataclass(frozen=True)
+class GatedOut:
+    """A strong candidate kept out of the active set by state or scope, and why."""
+
+    id: str
+    score: float
+    missing: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class RouteResult:
+    """The tools routed for one turn, best first, with the evidence behind the choice.
+
+    >>> result = router.route("open an issue about the flaky test")  # doctest: +SKIP
+    >>> result.ids[:2]  # doctest: +SKIP
+    ['github/create_issue', 'github/list_issues']
+    """
+
+    query: str
+    form: str
+    tools: tuple[RoutedTool, ...]
+    gated_out: tuple[GatedOut, ...] = ()
+    n_gated: int = 0
+    n_out_of_scope: int = 0
+    unknown: tuple[str, ...] = ()
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    catalog_version: str = ""
+
+    @property
+    def ids(self) -> list[str]:
+        """Tool ids (``server/name``) in rank order."""
+        return [t.id for t in self.tools]
+
+    @property
+    def scores(self) -> list[float]:
+        """Fused scores, aligned with :attr:`ids`."""
+        return [t.score for t in self.tools]
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def __iter__(self) -> Iterator[RoutedTool]:
+        return iter(self.tools)
+
+    def __contains__(self, tool_id: object) -> bool:
+        return any(t.id == tool_id for t in self.tools)
+
+    def __repr__(self) -> str:
+        head = ", ".join(f"{t.id}:{t.score:.3f}" for t in self.tools[:5])
+        more = f", +{len(self.tools) - 5}" if len(self.tools) > 5 else ""
+        return f"RouteResult([{head}{more}], gated={self.n_gated})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of everything in the result."""
+        return asdict(self)
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as compact JSON."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))

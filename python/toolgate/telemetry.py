@@ -1,0 +1,461 @@
+"""Structured events for every route, promote and verify, pluggable sinks, and usage statistics.
+
+Events record what a budget audit needs (the Tool Attention paper's list): turn id, a sha256 of
+the query (never the raw query unless asked), candidates and scores, what state gated out and
+why, the active set, tokens per phase, the budget decision, and latency. A :class:`Telemetry`
+hub fans them out to sinks: :class:`JsonLogSink` (one JSON line per event through
+:mod:`logging`), :class:`MemorySink` (tests, notebooks), :class:`OpenTelemetrySink` (a span per
+event, when ``opentelemetry`` is installed) and :class:`UsageStats`, which keeps the evidence for
+pruning: tools loaded, routed and called, routing misses, and tools never routed or called.
+
+>>> stats = UsageStats(["github/get_me", "github/create_issue"])
+>>> hub = Telemetry([stats])
+>>> hub.emit(VerifyEvent(turn_id="t1", name="get_me", tool_id="github/get_me", ok=True))
+>>> stats.never_called()
+['github/create_issue']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from toolgate.errors import InvalidInputError
+
+__all__ = [
+    "Event",
+    "JsonLogSink",
+    "MemorySink",
+    "OpenTelemetrySink",
+    "PromoteEvent",
+    "RouteEvent",
+    "Sink",
+    "Telemetry",
+    "UsageStats",
+    "VerifyEvent",
+    "default_sinks",
+    "event_from_dict",
+    "hash_query",
+]
+
+_log = logging.getLogger("toolgate.telemetry")
+
+
+def hash_query(text: str, *, salt: str = "") -> str:
+    """sha256 hex of ``salt + text``: lets logs join turns on a query without storing it."""
+    return hashlib.sha256((salt + text).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Event:
+    """Fields every event has. ``kind`` names the event type in logs."""
+
+    kind: ClassVar[str] = "event"
+    turn_id: str = ""
+    timestamp: float = field(default_factory=time.time)
+    latency_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready view, with ``kind`` first."""
+        return {"kind": self.kind, **asdict(self)}
+
+    def to_json(self) -> str:
+        """One compact JSON line."""
+        return json.dumps(self.to_dict(), sort_keys=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class RouteEvent(Event):
+    """One routing decision: candidates, scores, gated-out ids with reasons, the active set."""
+
+    kind: ClassVar[str] = "route"
+    query_hash: str = ""
+    candidates: tuple[str, ...] = ()
+    scores: dict[str, float] = field(default_factory=dict)
+    gated_out: dict[str, str] = field(default_factory=dict)
+    active: tuple[str, ...] = ()
+    query: str | None = None
+
+    @classmethod
+    def from_result(
+        cls, result: Any, *, turn_id: str = "", record_query: bool = False, salt: str = ""
+    ) -> RouteEvent:
+        """Build from a ``RouteResult`` (``query``, ``tools``, ``gated_out``, ``timings_ms``)."""
+        query = str(getattr(result, "query", ""))
+        tools = list(getattr(result, "tools", ()))
+        gated = list(getattr(result, "gated_out", ()))
+        timings = getattr(result, "timings_ms", {}) or {}
+        latency = float(timings.get("total", sum(timings.values())))
+        return cls(
+            turn_id=turn_id,
+            latency_ms=latency,
+            query_hash=hash_query(query, salt=salt),
+            candidates=tuple(t.id for t in tools) + tuple(g.id for g in gated),
+            scores={t.id: float(t.score) for t in tools},
+            gated_out={g.id: str(g.reason) for g in gated},
+            active=tuple(t.id for t in tools),
+            query=query if record_query else None,
+        )
+
+
+@dataclass(frozen=True)
+class PromoteEvent(Event):
+    """One promotion: tokens per phase, the budget decision, what was sent or dropped."""
+
+    kind: ClassVar[str] = "promote"
+    active: tuple[str, ...] = ()
+    format: str = ""
+    pool_mode: str = ""
+    tokens: dict[str, int] = field(default_factory=dict)
+    decision: str = ""
+    dropped: dict[str, str] = field(default_factory=dict)
+    reasons: tuple[str, ...] = ()
+
+    @classmethod
+    def from_promotion(cls, promotion: Any, *, turn_id: str = "") -> PromoteEvent:
+        """Build from a :class:`toolgate.promote.Promotion`."""
+        decision = promotion.decision
+        return cls(
+            turn_id=turn_id,
+            latency_ms=float(promotion.latency_ms),
+            active=tuple(promotion.active_ids),
+            format=promotion.format,
+            pool_mode=promotion.pool_mode,
+            tokens=dict(promotion.tokens),
+            decision=decision.status,
+            dropped={d.tool_id: d.reason for d in decision.dropped},
+            reasons=tuple(decision.reasons),
+        )
+
+
+@dataclass(frozen=True)
+class VerifyEvent(Event):
+    """One checked tool call; ``error == "tool_not_available"`` is a routing miss."""
+
+    kind: ClassVar[str] = "verify"
+    name: str = ""
+    tool_id: str | None = None
+    ok: bool = False
+    error: str | None = None
+    path: str | None = None
+    closest: str | None = None
+
+    @classmethod
+    def from_verdict(
+        cls, verdict: Any, *, turn_id: str = "", latency_ms: float = 0.0
+    ) -> VerifyEvent:
+        """Build from a :class:`toolgate.verify.Verdict`."""
+        return cls(
+            turn_id=turn_id,
+            latency_ms=latency_ms,
+            name=verdict.name,
+            tool_id=verdict.tool_id,
+            ok=verdict.ok,
+            error=verdict.error,
+            path=verdict.path,
+            closest=verdict.closest,
+        )
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Receives events. Must be thread-safe; must not raise for a well-formed event."""
+
+    def emit(self, event: Event) -> None:
+        """Handle one event."""
+        ...
+
+
+class MemorySink:
+    """Keeps every event in a list (for tests and notebooks)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        """Append the event."""
+        with self._lock:
+            self.events.append(event)
+
+    def of_kind(self, kind: str) -> list[Event]:
+        """The events of one kind (``route``, ``promote``, ``verify``)."""
+        with self._lock:
+            return [e for e in self.events if e.kind == kind]
+
+
+class JsonLogSink:
+    """Logs each event as one JSON line through :mod:`logging` (logger ``toolgate.telemetry``)."""
+
+    def __init__(self, logger: logging.Logger | None = None, level: int = logging.INFO) -> None:
+        self._logger = logger or _log
+        self._level = level
+
+    def emit(self, event: Event) -> None:
+        """Log the event; the dict is also attached as ``record.toolgate_event``."""
+        if self._logger.isEnabledFor(self._level):
+            self._logger.log(
+                self._level, event.to_json(), extra={"toolgate_event": event.to_dict()}
+            )
+
+
+def _otel_value(value: Any) -> Any:
+    if isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return json.dumps(value, sort_keys=True)
+
+
+class OpenTelemetrySink:
+    """Records each event as an OpenTelemetry span ``toolgate.<kind>``, fields as attributes.
+
+    Needs ``opentelemetry-api``; without it the constructor raises :class:`InvalidInputError`.
+    """
+
+    def __init__(self, tracer: Any = None) -> None:
+        try:
+            # Imported by name so type checking does not need opentelemetry installed.
+            trace = importlib.import_module("opentelemetry.trace")
+        except ImportError:
+            raise InvalidInputError(
+                "OpenTelemetrySink needs opentelemetry-api: pip install opentelemetry-api"
+            ) from None
+        self._tracer = tracer or trace.get_tracer("toolgate")
+
+    def emit(self, event: Event) -> None:
+        """Start and end one span carrying the event's fields."""
+        end_ns = int(event.timestamp * 1e9)
+        start_ns = end_ns - int(event.latency_ms * 1e6)
+        span = self._tracer.start_span(f"toolgate.{event.kind}", start_time=start_ns)
+        for key, value in event.to_dict().items():
+            if value is not None:
+                span.set_attribute(f"toolgate.{key}", _otel_value(value))
+        span.end(end_time=end_ns)
+
+
+_EVENT_TYPES: dict[str, type[Event]] = {
+    "route": RouteEvent,
+    "promote": PromoteEvent,
+    "verify": VerifyEvent,
+}
+_TUPLE_FIELDS = ("candidates", "active", "reasons")
+
+
+def event_from_dict(data: Mapping[str, Any]) -> Event:
+    """Rebuild an event from :meth:`Event.to_dict` output (for replaying logs)."""
+    kind = data.get("kind")
+    event_type = _EVENT_TYPES.get(str(kind))
+    if event_type is None:
+        raise InvalidInputError(f"unknown event kind {kind!r}; expected route, promote or verify")
+    known = {f.name for f in fields(event_type)}
+    values: dict[str, Any] = {
+        k: (tuple(v) if k in _TUPLE_FIELDS else v) for k, v in data.items() if k in known
+    }
+    return event_type(**values)
+
+
+def default_sinks() -> list[Sink]:
+    """JSON logging, plus OpenTelemetry when ``opentelemetry`` is importable."""
+    sinks: list[Sink] = [JsonLogSink()]
+    with contextlib.suppress(InvalidInputError):
+        sinks.append(OpenTelemetrySink())
+    return sinks
+
+
+class Telemetry:
+    """Fans events out to sinks; a failing sink is logged and never breaks the caller."""
+
+    def __init__(
+        self, sinks: Iterable[Sink] | None = None, *, record_queries: bool = False, salt: str = ""
+    ) -> None:
+        self.sinks: list[Sink] = list(default_sinks() if sinks is None else sinks)
+        for sink in self.sinks:
+            if not isinstance(sink, Sink):
+                raise InvalidInputError(f"a sink needs an emit(event) method: {sink!r}")
+        self.record_queries = record_queries
+        self.salt = salt
+
+    def emit(self, event: Event) -> None:
+        """Send ``event`` to every sink."""
+        for sink in self.sinks:
+            try:
+                sink.emit(event)
+            except Exception:
+                _log.exception("telemetry sink %r failed on a %s event", sink, event.kind)
+
+    def route(self, result: Any, *, turn_id: str = "") -> RouteEvent:
+        """Emit and return the event for a ``RouteResult``."""
+        event = RouteEvent.from_result(
+            result, turn_id=turn_id, record_query=self.record_queries, salt=self.salt
+        )
+        self.emit(event)
+        return event
+
+    def promote(self, promotion: Any, *, turn_id: str = "") -> PromoteEvent:
+        """Emit and return the event for a ``Promotion``."""
+        event = PromoteEvent.from_promotion(promotion, turn_id=turn_id)
+        self.emit(event)
+        return event
+
+    def verify(self, verdict: Any, *, turn_id: str = "", latency_ms: float = 0.0) -> VerifyEvent:
+        """Emit and return the event for a ``Verdict``."""
+        event = VerifyEvent.from_verdict(verdict, turn_id=turn_id, latency_ms=latency_ms)
+        self.emit(event)
+        return event
+
+
+class UsageStats:
+    """Per-tool usage gathered from events: a sink, and the Pruner's evidence.
+
+    ``tool_ids`` is the registry (every tool that could be used), so tools that never appear in
+    any event still show up as never routed / never called.
+    """
+
+    def __init__(self, tool_ids: Iterable[str] = ()) -> None:
+        self._lock = threading.Lock()
+        self.registry: list[str] = list(dict.fromkeys(tool_ids))
+        self.turns: set[str] = set()
+        self.routed: Counter[str] = Counter()
+        self.loaded: Counter[str] = Counter()
+        self.called: Counter[str] = Counter()
+        self.misses: Counter[str] = Counter()
+        self.invalid: Counter[str] = Counter()
+        self.unknown: Counter[str] = Counter()
+        self.last_routed: dict[str, float] = {}
+        self.last_called: dict[str, float] = {}
+        self.last_loaded: dict[str, float] = {}
+
+    @classmethod
+    def from_log(cls, path: str | os.PathLike[str], registry: Any = ()) -> UsageStats:
+        """Replay a :class:`JsonLogSink` log (one JSON event per line, any prefix before it).
+
+        ``registry`` is a catalog (anything with ``ids``) or an iterable of tool ids. Lines
+        that hold no toolgate event are ignored; an event line that does not parse is an
+        :class:`InvalidInputError` naming the line.
+        """
+        ids = getattr(registry, "ids", registry)
+        stats = cls(ids)
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read telemetry log {path}: {exc}") from exc
+        for number, line in enumerate(lines, start=1):
+            start = line.find("{")
+            if start < 0 or '"kind"' not in line:
+                continue
+            try:
+                event = event_from_dict(json.loads(line[start:]))
+            except (json.JSONDecodeError, TypeError, InvalidInputError) as exc:
+                message = f"{path}, line {number}: not a toolgate event ({exc})"
+                raise InvalidInputError(message) from None
+            stats.emit(event)
+        return stats
+
+    def emit(self, event: Event) -> None:
+        """Count one event."""
+        with self._lock:
+            if event.turn_id:
+                self.turns.add(event.turn_id)
+            if isinstance(event, RouteEvent):
+                for tool_id in event.active:
+                    self.routed[tool_id] += 1
+                    self.last_routed[tool_id] = event.timestamp
+            elif isinstance(event, PromoteEvent):
+                self.loaded.update(event.active)
+                self.last_loaded.update(dict.fromkeys(event.active, event.timestamp))
+            elif isinstance(event, VerifyEvent):
+                self._count_call(event)
+
+    def _count_call(self, event: VerifyEvent) -> None:
+        if event.ok and event.tool_id:
+            self.called[event.tool_id] += 1
+            self.last_called[event.tool_id] = event.timestamp
+        elif event.error == "tool_not_available" and event.tool_id:
+            self.misses[event.tool_id] += 1
+        elif event.error == "invalid_arguments" and event.tool_id:
+            self.invalid[event.tool_id] += 1
+        elif event.error == "unknown_tool":
+            self.unknown[event.name] += 1
+
+    def _known(self) -> list[str]:
+        extra = [t for t in (*self.routed, *self.loaded, *self.called) if t not in self.registry]
+        return self.registry + list(dict.fromkeys(extra))
+
+    def never_called(self) -> list[str]:
+        """Registry tools with no successful call, in registry order."""
+        with self._lock:
+            return [t for t in self._known() if not self.called[t]]
+
+    def never_routed(self) -> list[str]:
+        """Registry tools never in an active set, in registry order."""
+        with self._lock:
+            return [t for t in self._known() if not self.routed[t]]
+
+    def pruning_report(
+        self, *, window_s: float | None = None, now: float | None = None
+    ) -> dict[str, Any]:
+        """Prune candidates: tools not routed / not called within the last ``window_s`` seconds.
+
+        ``window_s=None`` looks at everything seen. ``loaded_not_called`` are tools whose schemas
+        were sent but never used: pure token cost.
+        """
+        if window_s is not None and window_s <= 0:
+            raise InvalidInputError(f"window_s must be positive, got {window_s}")
+        now = time.time() if now is None else now
+        since = float("-inf") if window_s is None else now - window_s
+
+        def idle(last: dict[str, float], tool_id: str) -> bool:
+            return tool_id not in last or last[tool_id] < since
+
+        with self._lock:
+            known = self._known()
+            not_routed = [t for t in known if idle(self.last_routed, t)]
+            not_called = [t for t in known if idle(self.last_called, t)]
+            loaded_idle = [t for t in not_called if not idle(self.last_loaded, t)]
+            return {
+                "window_s": window_s,
+                "tools": len(known),
+                "not_routed": not_routed,
+                "not_called": not_called,
+                "loaded_not_called": loaded_idle,
+                "routing_misses": dict(self.misses),
+            }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every counter, JSON-ready."""
+        with self._lock:
+            known = self._known()
+            return {
+                "turns": len(self.turns),
+                "tools": len(known),
+                "routed": dict(self.routed),
+                "loaded": dict(self.loaded),
+                "called": dict(self.called),
+                "routing_misses": dict(self.misses),
+                "invalid_arguments": dict(self.invalid),
+                "unknown_tools": dict(self.unknown),
+                "never_routed": [t for t in known if not self.routed[t]],
+                "never_called": [t for t in known if not self.called[t]],
+            }
+
+    def summary(self, top: int = 10) -> dict[str, Sequence[tuple[str, int]]]:
+        """The most routed, loaded, called and missed tools."""
+        with self._lock:
+            return {
+                "routed": self.routed.most_common(top),
+                "loaded": self.loaded.most_common(top),
+                "called": self.called.most_common(top),
+                "routing_misses": self.misses.most_common(top),
+            }

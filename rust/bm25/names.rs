@@ -1,0 +1,230 @@
+//! Exact tool-name lookups: by name or `server/name` id, and names mentioned in a query.
+//!
+//! Keys are folded (lower-cased, whitespace runs collapsed to one space) and hashed; the
+//! index is one sorted array of `(hash, row, kind)`, so building it allocates no per-key
+//! strings (loading a 10,000-tool index stays in milliseconds) and a look-up is a binary
+//! search plus a check of the few candidate rows against the real names.
+
+use super::table::StrTable;
+use crate::tokenize::is_compound_name;
+
+/// Characters that end a name where it is mentioned in running text, besides whitespace:
+/// `call get_weather(city)` or `use "get_weather", then ...`.
+const MENTION_DELIMITERS: &[char] =
+    &[',', ';', '(', ')', '[', ']', '{', '}', '<', '>', '"', '\'', '`', '|', '='];
+
+/// The longest name, in whitespace-separated words, that a mention can span. Names with
+/// more words than this are still found by [`NameLookup::rows_named`].
+const MAX_MENTION_WORDS: usize = 8;
+
+/// What a key of the index is for its row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    /// The tool name, a single word (`search`): never counted as a mention.
+    PlainName,
+    /// The tool name, compound (`get_weather`).
+    CompoundName,
+    /// The `server/name` id.
+    Id,
+}
+
+/// Sorted `(hash of folded key, row, kind)` entries, derived from names and servers.
+#[derive(Debug, Default)]
+pub(super) struct NameLookup {
+    entries: Vec<(u64, u32, Kind)>,
+    /// Most whitespace-separated words in any mentionable key.
+    max_words: usize,
+}
+
+/// Lower-cases `text` and collapses each whitespace run to one space (trimming the ends).
+fn fold(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    fold_into(text, &mut out);
+    out
+}
+
+/// [`fold`] appending to `out`, so a caller can reuse one buffer.
+fn fold_into(text: &str, out: &mut String) {
+    let start = out.len();
+    for word in text.split_whitespace() {
+        if out.len() > start {
+            out.push(' ');
+        }
+        if word.is_ascii() {
+            out.extend(word.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+        } else {
+            out.extend(word.chars().flat_map(char::to_lowercase));
+        }
+    }
+}
+
+/// FNV-1a over the folded key's bytes: fast on short names and stable across builds. A
+/// collision only costs one extra candidate check, since every match is verified.
+fn hash_key(folded: &str) -> u64 {
+    folded
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+fn id_of(names: &StrTable, servers: &StrTable, row: usize) -> Option<String> {
+    let server = servers.get(row);
+    (!server.is_empty()).then(|| format!("{server}/{}", names.get(row)))
+}
+
+impl NameLookup {
+    /// Indexes tool `names` and their `servers` (parallel tables, one entry per row).
+    pub(super) fn new(names: &StrTable, servers: &StrTable) -> Self {
+        let mut lookup = Self { entries: Vec::with_capacity(2 * names.len()), max_words: 0 };
+        let mut key = String::new();
+        for row in 0..names.len() {
+            let row32 = u32::try_from(row).expect("row count checked at build");
+            let name = names.get(row);
+            let kind = if is_compound_name(name) { Kind::CompoundName } else { Kind::PlainName };
+            key.clear();
+            fold_into(name, &mut key);
+            lookup.add(&key, row32, kind);
+            let server = servers.get(row);
+            if !server.is_empty() {
+                key.clear();
+                fold_into(server, &mut key);
+                key.push('/');
+                fold_into(name, &mut key);
+                lookup.add(&key, row32, Kind::Id);
+            }
+        }
+        lookup.entries.sort_unstable();
+        lookup
+    }
+
+    fn add(&mut self, folded: &str, row: u32, kind: Kind) {
+        if kind != Kind::PlainName {
+            let words = 1 + folded.bytes().filter(|&b| b == b' ').count();
+            if words <= MAX_MENTION_WORDS {
+                self.max_words = self.max_words.max(words);
+            }
+        }
+        self.entries.push((hash_key(folded), row, kind));
+    }
+
+    /// Entries whose key folds to `folded`, verified against the real names.
+    fn matches<'a>(
+        &'a self,
+        folded: &'a str,
+        names: &'a StrTable,
+        servers: &'a StrTable,
+    ) -> impl Iterator<Item = (u32, Kind)> + 'a {
+        let hash = hash_key(folded);
+        let start = self.entries.partition_point(|e| e.0 < hash);
+        self.entries[start..].iter().take_while(move |e| e.0 == hash).filter_map(move |e| {
+            let row = e.1 as usize;
+            let key = match e.2 {
+                Kind::Id => id_of(names, servers, row).map(|id| fold(&id)),
+                _ => Some(fold(names.get(row))),
+            };
+            (key.as_deref() == Some(folded)).then_some((e.1, e.2))
+        })
+    }
+
+    /// Rows whose tool name or `server/name` id equals `name`; when none does exactly, the
+    /// rows that match ignoring case. Sorted ascending.
+    pub(super) fn rows_named(&self, name: &str, names: &StrTable, servers: &StrTable) -> Vec<u32> {
+        let folded = fold(name);
+        let mut all = Vec::new();
+        let mut exact = Vec::new();
+        for (row, kind) in self.matches(&folded, names, servers) {
+            let r = row as usize;
+            let is_exact = match kind {
+                Kind::Id => id_of(names, servers, r).is_some_and(|id| id == name),
+                _ => names.get(r) == name,
+            };
+            if is_exact {
+                exact.push(row);
+            }
+            all.push(row);
+        }
+        let mut rows = if exact.is_empty() { all } else { exact };
+        rows.sort_unstable();
+        rows.dedup();
+        rows
+    }
+
+    /// Rows whose compound name or id appears verbatim (ignoring case) in `query` as a whole
+    /// word sequence, plus the rows of any name (even a one-word one) that is the whole
+    /// query. Sorted ascending, no duplicates. The cost is a few look-ups per word of
+    /// the query, independent of the number of tools.
+    pub(super) fn mentioned(&self, query: &str, names: &StrTable, servers: &StrTable) -> Vec<u32> {
+        let folded = query.to_lowercase();
+        let words: Vec<&str> = folded
+            .split(|c: char| c.is_whitespace() || MENTION_DELIMITERS.contains(&c))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let mut rows = Vec::new();
+        let mut key = String::new();
+        for start in 0..words.len() {
+            key.clear();
+            for (extra, word) in words[start..].iter().take(self.max_words).enumerate() {
+                if extra > 0 {
+                    key.push(' ');
+                }
+                key.push_str(word);
+                // Sentence punctuation around a name (`get_weather.`, `:get_weather`) is not
+                // part of it; names start and end with a letter, digit or underscore.
+                let trimmed = key.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
+                let candidates = if trimmed == key { &[trimmed][..] } else { &[&key, trimmed][..] };
+                for candidate in candidates {
+                    rows.extend(
+                        self.matches(candidate, names, servers)
+                            .filter(|&(_, kind)| kind != Kind::PlainName)
+                            .map(|(row, _)| row),
+                    );
+                }
+            }
+        }
+        // A query that is nothing but a tool name names that tool, even a one-word one.
+        let whole = fold(query);
+        let whole = whole.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
+        rows.extend(self.matches(whole, names, servers).map(|(row, _)| row));
+        rows.sort_unstable();
+        rows.dedup();
+        rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tables() -> (StrTable, StrTable) {
+        let names = ["get_weather", "search", "Get Stock Price", "math.sum", "get_weather"];
+        let servers = ["wx", "web", "fin", "", "other"];
+        (StrTable::from_strs(names), StrTable::from_strs(servers))
+    }
+
+    #[test]
+    fn finds_rows_by_name_and_id() {
+        let (names, servers) = tables();
+        let l = NameLookup::new(&names, &servers);
+        let named = |s: &str| l.rows_named(s, &names, &servers);
+        assert_eq!(named("get_weather"), [0, 4]);
+        assert_eq!(named("other/get_weather"), [4]);
+        assert_eq!(named("GET_WEATHER"), [0, 4]);
+        assert_eq!(named("math.sum"), [3]);
+        assert_eq!(named("get  stock PRICE"), [2]);
+        assert_eq!(named("/math.sum"), Vec::<u32>::new());
+        assert_eq!(named("weather"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn finds_mentions() {
+        let (names, servers) = tables();
+        let l = NameLookup::new(&names, &servers);
+        let mentioned = |s: &str| l.mentioned(s, &names, &servers);
+        assert_eq!(mentioned("call get_weather for Paris"), [0, 4]);
+        assert_eq!(mentioned("Use `wx/get_weather`."), [0]);
+        assert_eq!(mentioned("first get_weather(city), then math.sum."), [0, 3, 4]);
+        assert_eq!(mentioned("please get   stock price of ACME"), [2]);
+        assert_eq!(mentioned("search the web for get weather"), Vec::<u32>::new());
+        assert_eq!(mentioned("get_weathers"), Vec::<u32>::new());
+        assert_eq!(mentioned(" Search. "), [1]);
+    }
+}

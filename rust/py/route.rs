@@ -1,0 +1,89 @@
+//! `route`: the router's one call into the core per turn.
+
+use numpy::PyReadonlyArray1;
+use pyo3::prelude::*;
+
+use super::errors::InvalidInputError;
+use super::index::PyIndex;
+use super::text::{parse_method, PyBm25};
+use crate::route::{route as route_core, RouteRequest, RoutedRow};
+
+/// `(row, fused, dense, bm25)` of one routed row.
+type Row = (u32, f32, f32, f32);
+
+/// `(forced, ranked, n_gated, n_out_of_scope, gated)`; `gated` rows carry their missing flags.
+type Outcome = (Vec<Row>, Vec<Row>, usize, usize, Vec<(Row, Vec<u32>)>);
+
+fn as_tuple(row: &RoutedRow) -> Row {
+    (row.row, row.fused, row.dense, row.sparse)
+}
+
+fn slice<'a>(array: &'a Option<PyReadonlyArray1<'_, u32>>, what: &str) -> PyResult<Option<&'a [u32]>> {
+    array
+        .as_ref()
+        .map(|a| {
+            a.as_slice().map_err(|_| {
+                InvalidInputError::new_err(format!(
+                    "{what} is not contiguous; pass np.ascontiguousarray({what})"
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// Dense scan, BM25, fusion, gating and top-k for one query, with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (
+    index, bm25, vector, text, *, alpha, method, top, k, threshold = None,
+    flags = None, allow = None, deny = None, forced = None
+))]
+#[allow(clippy::too_many_arguments)]
+fn route<'py>(
+    py: Python<'py>,
+    index: &Bound<'py, PyIndex>,
+    bm25: &Bound<'py, PyBm25>,
+    vector: PyReadonlyArray1<'py, f32>,
+    text: &str,
+    alpha: f32,
+    method: &str,
+    top: usize,
+    k: usize,
+    threshold: Option<f32>,
+    flags: Option<PyReadonlyArray1<'py, u32>>,
+    allow: Option<PyReadonlyArray1<'py, u32>>,
+    deny: Option<PyReadonlyArray1<'py, u32>>,
+    forced: Option<PyReadonlyArray1<'py, u32>>,
+) -> PyResult<Outcome> {
+    let method = parse_method(method, top, 60.0)?;
+    let index = &index.get().index;
+    let bm25 = &bm25.get().index;
+    let vector = vector.as_slice().map_err(|_| {
+        InvalidInputError::new_err("vector is not contiguous; pass np.ascontiguousarray(vector)")
+    })?;
+    let gate = index.gate(
+        slice(&flags, "flags")?.unwrap_or_default(),
+        slice(&allow, "allow")?,
+        slice(&deny, "deny")?,
+    )?;
+    let request = RouteRequest {
+        vector,
+        text,
+        alpha,
+        method,
+        k,
+        threshold,
+        forced: slice(&forced, "forced")?.unwrap_or_default(),
+    };
+    let outcome = py.detach(|| route_core(index, bm25, &request, &gate))?;
+    Ok((
+        outcome.forced.iter().map(as_tuple).collect(),
+        outcome.ranked.iter().map(as_tuple).collect(),
+        outcome.n_gated,
+        outcome.n_out_of_scope,
+        outcome.gated.iter().map(|(row, missing)| (as_tuple(row), missing.clone())).collect(),
+    ))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(route, m)?)
+}

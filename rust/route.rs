@@ -1,0 +1,239 @@
+//! One routing pass in one call: dense scores, BM25, fusion, gating and top-k.
+//!
+//! The router calls this once per turn with the GIL released, so the O(N) work of a route
+//! never touches Python objects.
+
+use crate::bm25::Bm25Index;
+use crate::error::{Error, Result};
+use crate::fusion::{self, FusionMethod};
+use crate::gating::{Gate, Verdict};
+use crate::index::{Index, GATED_REPORT_LEN};
+use crate::topk::TopK;
+
+/// What to route: the query's embedding and text, and how to rank.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteRequest<'a> {
+    /// The query embedding (normalised by the index before scoring).
+    pub vector: &'a [f32],
+    /// The query text BM25 ranks by.
+    pub text: &'a str,
+    /// Weight of the dense signal in the fused score, in `[0, 1]`.
+    pub alpha: f32,
+    /// How the two signals are normalised and combined.
+    pub method: FusionMethod,
+    /// At most this many ranked rows (`forced` rows come on top of them).
+    pub k: usize,
+    /// Minimum dense (cosine) score of a ranked row: the Tool Attention paper's ISO threshold.
+    /// It applies to the cosine, not the fused score, because min-max fusion is relative to
+    /// the query's best rows and so cannot tell "nothing fits" apart from "this fits best".
+    pub threshold: Option<f32>,
+    /// Rows included whenever eligible, whatever their score: tools named in the query,
+    /// pinned tools.
+    pub forced: &'a [u32],
+}
+
+/// One routed row with the evidence for it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoutedRow {
+    /// Row number in the index.
+    pub row: u32,
+    /// Fused score.
+    pub fused: f32,
+    /// Cosine similarity at the index's storage precision.
+    pub dense: f32,
+    /// BM25 score.
+    pub sparse: f32,
+}
+
+/// The outcome of [`route`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RouteOutcome {
+    /// Eligible forced rows, best fused score first.
+    pub forced: Vec<RoutedRow>,
+    /// The best `k` other eligible rows whose cosine meets the threshold, best first (fused
+    /// score descending, then row ascending).
+    pub ranked: Vec<RoutedRow>,
+    /// Rows in scope but gated out by missing flags.
+    pub n_gated: usize,
+    /// Rows outside the allow set or inside the deny set.
+    pub n_out_of_scope: usize,
+    /// The best (up to [`GATED_REPORT_LEN`]) rows gated out by missing flags that would
+    /// otherwise have been forced or ranked among the active rows, with the flags they miss.
+    pub gated: Vec<(RoutedRow, Vec<u32>)>,
+}
+
+/// Routes one query over `index` and `bm25`, which must describe the same rows in the same
+/// order, through `gate`.
+pub fn route(
+    index: &Index,
+    bm25: &Bm25Index,
+    request: &RouteRequest<'_>,
+    gate: &Gate<'_>,
+) -> Result<RouteOutcome> {
+    let n = index.len();
+    if bm25.len() != n {
+        return Err(Error::invalid(format!(
+            "the BM25 index has {} documents but the embedding index has {n} rows",
+            bm25.len()
+        )));
+    }
+    if request.k == 0 {
+        return Err(Error::invalid("k must be at least 1"));
+    }
+    if let Some(&row) = request.forced.iter().find(|&&row| row as usize >= n) {
+        return Err(Error::invalid(format!("forced row {row} is out of range for {n} rows")));
+    }
+    let dense = index.scores(request.vector)?;
+    let sparse = bm25.scores(request.text);
+    let fused = fusion::fuse(&dense, &sparse, request.alpha, request.method)?;
+    let routed = |row: u32| RoutedRow {
+        row,
+        fused: fused[row as usize],
+        dense: dense[row as usize],
+        sparse: sparse[row as usize],
+    };
+
+    let mut forced: Vec<u32> = request.forced.to_vec();
+    forced.sort_unstable();
+    forced.dedup();
+    let is_forced = |row: usize| forced.binary_search(&(row as u32)).is_ok();
+    let floor = request.threshold.unwrap_or(f32::NEG_INFINITY);
+
+    let mut outcome = RouteOutcome::default();
+    let mut ranked = TopK::new(request.k);
+    let mut gated = TopK::new(GATED_REPORT_LEN);
+    for (row, &score) in fused.iter().enumerate() {
+        let relevant = dense[row] >= floor;
+        match gate.verdict(row) {
+            Verdict::OutOfScope => outcome.n_out_of_scope += 1,
+            Verdict::MissingFlags => {
+                outcome.n_gated += 1;
+                if relevant || is_forced(row) {
+                    gated.push(row as u32, score);
+                }
+            }
+            Verdict::Eligible if is_forced(row) => outcome.forced.push(routed(row as u32)),
+            Verdict::Eligible if relevant => ranked.push(row as u32, score),
+            Verdict::Eligible => {}
+        }
+    }
+    outcome.forced.sort_by(|a, b| b.fused.total_cmp(&a.fused).then(a.row.cmp(&b.row)));
+    outcome.ranked = ranked.into_sorted().into_iter().map(|hit| routed(hit.row)).collect();
+    // Report only the gated rows that the gate actually displaced: those that would have been
+    // forced, or ranked at least as high as the last active row.
+    let cutoff = match outcome.ranked.last() {
+        Some(last) if outcome.ranked.len() == request.k => last.fused,
+        _ => f32::NEG_INFINITY,
+    };
+    outcome.gated = gated
+        .into_sorted()
+        .into_iter()
+        .filter(|hit| hit.score >= cutoff || is_forced(hit.row as usize))
+        .map(|hit| (routed(hit.row), gate.missing_flags(hit.row as usize)))
+        .collect();
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bm25::{Bm25Params, ToolDocument};
+    use crate::index::BuildOptions;
+    use crate::matrix_file::{Dtype, OpenOptions};
+
+    /// Four tools on the axes of a 4-d space; tool 2 requires flag 0.
+    fn fixture(dir: &std::path::Path) -> (Index, Bm25Index) {
+        let vectors: Vec<f32> =
+            (0..4).flat_map(|row| (0..4).map(move |col| f32::from(u8::from(row == col)))).collect();
+        let masks = [0u64, 0, 1, 0];
+        let path = dir.join("m.tgm");
+        let options = BuildOptions {
+            dtype: Dtype::F32,
+            model_id: "test",
+            ids: None,
+            masks: &masks,
+            mask_words: 1,
+        };
+        Index::build(&path, &vectors, 4, &options).unwrap();
+        let index = Index::open(&path, OpenOptions::default(), 1).unwrap();
+        let doc = |name: &str, description: &str| ToolDocument {
+            name: name.into(),
+            description: description.into(),
+            param_text: String::new(),
+            server: "s".into(),
+        };
+        let docs = [
+            doc("read_file", "read a file"),
+            doc("write_file", "write a file"),
+            doc("delete_file", "delete a file"),
+            doc("list_dir", "list a directory"),
+        ];
+        (index, Bm25Index::build(&docs, Bm25Params::default()).unwrap())
+    }
+
+    fn request<'a>(vector: &'a [f32], text: &'a str, forced: &'a [u32]) -> RouteRequest<'a> {
+        RouteRequest {
+            vector,
+            text,
+            alpha: 0.5,
+            method: FusionMethod::min_max(0),
+            k: 2,
+            threshold: None,
+            forced,
+        }
+    }
+
+    #[test]
+    fn ranks_by_fused_score_and_reports_the_displaced_gated_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, bm25) = fixture(dir.path());
+        let gate = index.gate(&[], None, None).unwrap();
+        let vector = [0.0, 0.1, 1.0, 0.0];
+        let outcome = route(&index, &bm25, &request(&vector, "delete file", &[]), &gate).unwrap();
+        assert_eq!(outcome.n_gated, 1);
+        assert_eq!(outcome.gated.len(), 1);
+        assert_eq!(outcome.gated[0].0.row, 2);
+        assert_eq!(outcome.gated[0].1, vec![0]);
+        assert!(outcome.ranked.iter().all(|r| r.row != 2));
+        assert_eq!(outcome.ranked.len(), 2);
+
+        let unlocked = index.gate(&[0], None, None).unwrap();
+        let outcome = route(&index, &bm25, &request(&vector, "delete file", &[]), &unlocked).unwrap();
+        assert_eq!(outcome.ranked[0].row, 2);
+        assert!(outcome.gated.is_empty());
+    }
+
+    #[test]
+    fn forced_rows_come_apart_and_threshold_cuts_ranked_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, bm25) = fixture(dir.path());
+        let gate = index.gate(&[], None, None).unwrap();
+        let vector = [1.0, 0.0, 0.0, 0.0];
+        let mut req = request(&vector, "read", &[3]);
+        req.threshold = Some(0.99);
+        let outcome = route(&index, &bm25, &req, &gate).unwrap();
+        assert_eq!(outcome.forced.iter().map(|r| r.row).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(outcome.ranked.iter().map(|r| r.row).collect::<Vec<_>>(), vec![0]);
+    }
+
+    #[test]
+    fn mismatched_indexes_and_bad_rows_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _) = fixture(dir.path());
+        let small = Bm25Index::build(
+            &[ToolDocument {
+                name: "x".into(),
+                description: String::new(),
+                param_text: String::new(),
+                server: String::new(),
+            }],
+            Bm25Params::default(),
+        )
+        .unwrap();
+        let gate = index.gate(&[], None, None).unwrap();
+        let vector = [1.0, 0.0, 0.0, 0.0];
+        assert!(route(&index, &small, &request(&vector, "x", &[]), &gate).is_err());
+        let (index, bm25) = fixture(dir.path());
+        assert!(route(&index, &bm25, &request(&vector, "x", &[9]), &gate).is_err());
+    }
+}

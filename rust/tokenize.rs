@@ -1,0 +1,235 @@
+//! The text analyser shared by BM25 indexing and querying.
+//!
+//! One pipeline for every field and for queries, so a query term and a document term meet
+//! exactly when they analyse to the same string:
+//!
+//! 1. **Split into words** at every character that is not alphanumeric (Unicode-aware), so
+//!    `_`, `-`, `.`, `/`, whitespace and punctuation all separate words.
+//! 2. **Split identifiers** inside a word at case and digit boundaries: `getWeather` ->
+//!    `get` `Weather`; an acronym ends before its last capital when a lowercase letter follows
+//!    (`getHTTPResponse` -> `get` `HTTP` `Response`); letters and digits part (`ipv4` ->
+//!    `ipv` `4`, `46elks` -> `46` `elks`). Letters without case (CJK, ...) never split.
+//!    A word that splits also yields itself whole, so `GitHub` gives `git`, `hub` and
+//!    `github`, and a query typed in lower case (`github`, `ipv4`) still meets it.
+//! 3. **Lower-case** each part (full Unicode lower-casing).
+//! 4. **Drop stop words** from [`STOP_WORDS`], a short list of English function words that
+//!    never name a tool's purpose (skipped by [`analyze_keep_stop_words`]).
+//! 5. **Stem** with [`stem`], a conservative English plural stripper.
+//!
+//! Everything is deterministic and independent of locale.
+
+use std::borrow::Cow;
+
+/// English function words dropped from documents and queries. Kept short on purpose: verbs
+/// such as `get`, `list`, `set` or `send` carry meaning in tool names and stay in.
+pub const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "do", "does",
+    "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me",
+    "my", "of", "on", "or", "our", "please", "should", "so", "that", "the", "their", "them",
+    "then", "there", "these", "they", "this", "those", "to", "was", "we", "were", "what", "when",
+    "where", "which", "who", "will", "with", "would", "you", "your",
+];
+
+/// Whether `word` (already lower-cased) is in [`STOP_WORDS`].
+pub fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.contains(&word)
+}
+
+/// Calls `emit` with each identifier part of `text`, in order, as a slice of `text` (not yet
+/// lower-cased): steps 1 and 2 of the module's pipeline.
+pub fn for_each_part<'t>(text: &'t str, mut emit: impl FnMut(&'t str)) {
+    for word in words(text) {
+        split_identifier(word, &mut emit);
+    }
+}
+
+/// The maximal runs of alphanumeric characters in `text`.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
+}
+
+/// Splits one run of alphanumeric characters at case and letter/digit boundaries.
+fn split_identifier<'t>(word: &'t str, emit: &mut impl FnMut(&'t str)) {
+    let mut chars = word.char_indices().peekable();
+    let Some((_, mut prev)) = chars.next() else { return };
+    let mut start = 0;
+    while let Some((at, cur)) = chars.next() {
+        let next = chars.peek().map(|&(_, c)| c);
+        let camel = prev.is_lowercase() && cur.is_uppercase();
+        // `HTTPResponse`: the `R` starts a new word because a lowercase letter follows it.
+        let acronym_end =
+            prev.is_uppercase() && cur.is_uppercase() && next.is_some_and(|n| n.is_lowercase());
+        let digit_edge = prev.is_numeric() != cur.is_numeric();
+        if camel || acronym_end || digit_edge {
+            emit(&word[start..at]);
+            start = at;
+        }
+        prev = cur;
+    }
+    emit(&word[start..]);
+}
+
+/// A conservative English plural stripper, applied only to ASCII-alphabetic words of four
+/// letters or more (other scripts and short words pass unchanged). The first matching rule
+/// wins:
+///
+/// | ending | becomes | example |
+/// |---|---|---|
+/// | `ies` (not `aies`, `eies`) | `y` | `entries` -> `entry` |
+/// | `sses` | `ss` | `addresses` -> `address` |
+/// | `xes`, `zzes`, `ches`, `shes` | drop `es` | `boxes` -> `box`, `matches` -> `match` |
+/// | `ss`, `us`, `is` | unchanged | `access`, `status`, `analysis` |
+/// | `s` | drop `s` | `files` -> `file` |
+///
+/// It never strips other suffixes (`-ing`, `-ed`): those rules conflate too many tool names.
+pub fn stem(word: &str) -> Cow<'_, str> {
+    if word.len() < 4 || !word.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return Cow::Borrowed(word);
+    }
+    if let Some(base) = word.strip_suffix("ies") {
+        if !base.ends_with('a') && !base.ends_with('e') {
+            return Cow::Owned(format!("{base}y"));
+        }
+    }
+    for ending in ["sses", "xes", "zzes", "ches", "shes"] {
+        if word.ends_with(ending) {
+            return Cow::Borrowed(&word[..word.len() - 2]);
+        }
+    }
+    if word.ends_with("ss") || word.ends_with("us") || word.ends_with("is") {
+        return Cow::Borrowed(word);
+    }
+    Cow::Borrowed(word.strip_suffix('s').unwrap_or(word))
+}
+
+/// Runs the full pipeline over `text`, calling `emit` with each analysed term. Terms are
+/// lent, not allocated: a caller that keeps one copies it.
+pub fn analyze(text: &str, emit: impl FnMut(&str)) {
+    analyze_with(text, true, emit);
+}
+
+/// Like [`analyze`] but keeps stop words: used where the user spelled a term on purpose
+/// (ToolSearch `+term` queries) and for the name-term index those queries read.
+pub fn analyze_keep_stop_words(text: &str, emit: impl FnMut(&str)) {
+    analyze_with(text, false, emit);
+}
+
+fn analyze_with(text: &str, drop_stop_words: bool, mut emit: impl FnMut(&str)) {
+    let mut lower = String::new();
+    let mut emit_term = |raw: &str| {
+        lower.clear();
+        if raw.is_ascii() {
+            lower.extend(raw.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+        } else {
+            lower.extend(raw.chars().flat_map(char::to_lowercase));
+        }
+        if !(drop_stop_words && is_stop_word(&lower)) {
+            emit(&stem(&lower));
+        }
+    };
+    for word in words(text) {
+        let mut parts = 0;
+        split_identifier(word, &mut |part| {
+            parts += 1;
+            emit_term(part);
+        });
+        if parts > 1 {
+            emit_term(word);
+        }
+    }
+}
+
+/// The analysed terms of `text`, in order, duplicates kept.
+pub fn terms(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    analyze(text, |t| out.push(t.to_owned()));
+    out
+}
+
+/// Whether a tool name reads as a compound identifier (`get_weather`, `math.sum`,
+/// `listIssues`, `server/name`) rather than a single word (`search`, `Read`). Only compound
+/// names count as "mentioned" when they appear verbatim in a query: a one-word name is plain
+/// English and would otherwise be pinned to every query that uses the word.
+pub fn is_compound_name(name: &str) -> bool {
+    let mut prev2: Option<char> = None;
+    let mut prev: Option<char> = None;
+    for c in name.chars() {
+        if let Some(p) = prev {
+            let camel = p.is_lowercase() && c.is_uppercase();
+            let separated = prev2.is_some_and(char::is_alphanumeric)
+                && !p.is_alphanumeric()
+                && c.is_alphanumeric();
+            if camel || separated {
+                return true;
+            }
+        }
+        prev2 = prev;
+        prev = Some(c);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(text: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        for_each_part(text, |p| out.push(p));
+        out
+    }
+
+    #[test]
+    fn splits_identifiers() {
+        assert_eq!(parts("get_weather"), ["get", "weather"]);
+        assert_eq!(parts("getWeather"), ["get", "Weather"]);
+        assert_eq!(parts("getHTTPResponse"), ["get", "HTTP", "Response"]);
+        assert_eq!(parts("HTTPServer2go"), ["HTTP", "Server", "2", "go"]);
+        assert_eq!(parts("46elks-sms.v2/send"), ["46", "elks", "sms", "v", "2", "send"]);
+        assert_eq!(parts("  ..__ "), Vec::<&str>::new());
+        assert_eq!(parts("ÉtatCivil"), ["État", "Civil"]);
+        assert_eq!(parts("東京weather"), ["東京weather"]);
+    }
+
+    #[test]
+    fn stems_plurals_conservatively() {
+        let cases = [
+            ("entries", "entry"),
+            ("addresses", "address"),
+            ("boxes", "box"),
+            ("matches", "match"),
+            ("files", "file"),
+            ("status", "status"),
+            ("access", "access"),
+            ("analysis", "analysis"),
+            ("keys", "key"),
+            ("gas", "gas"),
+            ("données", "données"),
+        ];
+        for (word, want) in cases {
+            assert_eq!(stem(word), want, "{word}");
+        }
+    }
+
+    #[test]
+    fn analyses_with_stop_words_and_stemming() {
+        assert_eq!(
+            terms("Get the listOfFiles for my repos"),
+            ["get", "list", "file", "listoffile", "repo"]
+        );
+        assert_eq!(terms("GitHub"), ["git", "hub", "github"]);
+        let mut kept = Vec::new();
+        analyze_keep_stop_words("list_all_the_files", |t| kept.push(t.to_owned()));
+        assert_eq!(kept, ["list", "all", "the", "file"]);
+    }
+
+    #[test]
+    fn recognises_compound_names() {
+        for name in ["get_weather", "math.sum", "listIssues", "github/search", "send-sms"] {
+            assert!(is_compound_name(name), "{name}");
+        }
+        for name in ["search", "Read", "HTTP", "s3", "_private"] {
+            assert!(!is_compound_name(name), "{name}");
+        }
+    }
+}

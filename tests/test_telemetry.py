@@ -1,0 +1,265 @@
+"""Telemetry events, sinks and usage statistics."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sys
+import threading
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolgate.budget import Budget
+from toolgate.catalog import Catalog
+from toolgate.errors import InvalidInputError
+from toolgate.promote import promote_tools
+from toolgate.telemetry import (
+    JsonLogSink,
+    MemorySink,
+    OpenTelemetrySink,
+    PromoteEvent,
+    RouteEvent,
+    Telemetry,
+    UsageStats,
+    VerifyEvent,
+    event_from_dict,
+    hash_query,
+)
+from toolgate.verify import verify_call
+
+
+@dataclass(frozen=True)
+class FakeRouted:
+    id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class FakeGated:
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FakeRouteResult:
+    """The attributes of the router's RouteResult that telemetry reads."""
+
+    query: str
+    tools: tuple[FakeRouted, ...]
+    gated_out: tuple[FakeGated, ...] = ()
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.from_tools(
+        [{"name": n, "description": f"{n} things."} for n in ("a", "b", "c", "d")], server="s"
+    )
+
+
+def _route(query: str, ids: list[str], gated: dict[str, str] | None = None) -> FakeRouteResult:
+    return FakeRouteResult(
+        query=query,
+        tools=tuple(FakeRouted(i, 1.0 / (n + 1)) for n, i in enumerate(ids)),
+        gated_out=tuple(FakeGated(i, r) for i, r in (gated or {}).items()),
+        timings_ms={"embed": 1.5, "score": 0.5},
+    )
+
+
+def test_route_event_hashes_the_query_by_default() -> None:
+    result = _route("open a secret issue", ["s/a", "s/b"], {"s/c": "missing scope repo"})
+    event = RouteEvent.from_result(result, turn_id="t1")
+    assert event.query is None
+    assert event.query_hash == hashlib.sha256(b"open a secret issue").hexdigest()
+    assert event.candidates == ("s/a", "s/b", "s/c")
+    assert event.active == ("s/a", "s/b")
+    assert event.scores == {"s/a": 1.0, "s/b": 0.5}
+    assert event.gated_out == {"s/c": "missing scope repo"}
+    assert event.latency_ms == pytest.approx(2.0)
+    text = event.to_json()
+    assert "secret" not in text
+    assert json.loads(text)["kind"] == "route"
+    salted = RouteEvent.from_result(result, salt="pepper", record_query=True)
+    assert salted.query_hash == hash_query("open a secret issue", salt="pepper")
+    assert salted.query == "open a secret issue"
+
+
+def test_promote_and_verify_events(catalog: Catalog) -> None:
+    promotion = promote_tools(catalog, ["s/b", "s/a", "s/c"], budget=Budget(max_tools=2))
+    event = PromoteEvent.from_promotion(promotion, turn_id="t1")
+    assert event.active == ("s/a", "s/b")
+    assert event.decision == "warn"
+    assert set(event.dropped) == {"s/c"}
+    assert event.tokens == promotion.tokens
+    assert json.loads(event.to_json())["tokens"]["pool"] == promotion.tokens["pool"]
+    verdict = verify_call(catalog, promotion, {"name": "c", "arguments": {}})
+    vevent = VerifyEvent.from_verdict(verdict, turn_id="t1", latency_ms=0.2)
+    assert vevent.error == "tool_not_available"
+    assert vevent.tool_id == "s/c"
+
+
+def test_hub_fans_out_and_survives_a_failing_sink(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken:
+        def emit(self, event: Any) -> None:
+            raise RuntimeError("disk full")
+
+    memory = MemorySink()
+    hub = Telemetry([Broken(), memory])
+    with caplog.at_level(logging.ERROR, logger="toolgate.telemetry"):
+        hub.route(_route("q", ["s/a"]), turn_id="t1")
+    assert [e.kind for e in memory.events] == ["route"]
+    assert "telemetry sink" in caplog.text
+    assert "disk full" in caplog.text
+    with pytest.raises(InvalidInputError, match="emit"):
+        Telemetry([object()])  # type: ignore[list-item]
+
+
+def test_json_log_sink_writes_one_line_per_event(caplog: pytest.LogCaptureFixture) -> None:
+    hub = Telemetry([JsonLogSink()])
+    with caplog.at_level(logging.INFO, logger="toolgate.telemetry"):
+        hub.emit(VerifyEvent(turn_id="t9", name="x", ok=False, error="unknown_tool"))
+    (record,) = caplog.records
+    data = json.loads(record.getMessage())
+    assert data["kind"] == "verify"
+    assert data["turn_id"] == "t9"
+    assert record.toolgate_event["error"] == "unknown_tool"  # type: ignore[attr-defined]
+
+
+def test_opentelemetry_sink_needs_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
+    with pytest.raises(InvalidInputError, match="pip install opentelemetry-api"):
+        OpenTelemetrySink()
+    assert [type(s).__name__ for s in Telemetry().sinks] == ["JsonLogSink"]
+
+
+def test_opentelemetry_sink_records_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    spans: list[dict[str, Any]] = []
+
+    class Span:
+        def __init__(self, name: str, start: int) -> None:
+            self.data: dict[str, Any] = {"name": name, "start": start, "attrs": {}}
+
+        def set_attribute(self, key: str, value: Any) -> None:
+            self.data["attrs"][key] = value
+
+        def end(self, end_time: int) -> None:
+            self.data["end"] = end_time
+            spans.append(self.data)
+
+    class Tracer:
+        def start_span(self, name: str, start_time: int) -> Span:
+            return Span(name, start_time)
+
+    trace = types.ModuleType("opentelemetry.trace")
+    trace.get_tracer = lambda name: Tracer()  # type: ignore[attr-defined]
+    package = types.ModuleType("opentelemetry")
+    package.trace = trace  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "opentelemetry", package)
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", trace)
+    hub = Telemetry([OpenTelemetrySink()])
+    hub.route(_route("q", ["s/a"], {"s/b": "needs milestone"}), turn_id="t1")
+    (span,) = spans
+    assert span["name"] == "toolgate.route"
+    assert span["end"] - span["start"] == pytest.approx(2_000_000, abs=2)
+    assert span["attrs"]["toolgate.active"] == ["s/a"]
+    assert json.loads(span["attrs"]["toolgate.gated_out"]) == {"s/b": "needs milestone"}
+
+
+def _session(catalog: Catalog, stats: UsageStats) -> None:
+    hub = Telemetry([stats])
+    turns = [(["s/a", "s/b"], "a"), (["s/a"], "a"), (["s/b"], "c"), (["s/b"], "b")]
+    for n, (routed, called) in enumerate(turns):
+        turn = f"t{n}"
+        hub.route(_route(f"query {n}", routed), turn_id=turn)
+        promotion = promote_tools(catalog, routed)
+        hub.promote(promotion, turn_id=turn)
+        hub.verify(verify_call(catalog, promotion, {"name": called, "arguments": {}}), turn_id=turn)
+    hub.verify(verify_call(catalog, ["s/a"], {"name": "nope", "arguments": {}}), turn_id="t9")
+
+
+def test_usage_stats_count_loaded_called_missed(catalog: Catalog) -> None:
+    stats = UsageStats(catalog.ids)
+    _session(catalog, stats)
+    assert stats.routed == {"s/a": 2, "s/b": 3}
+    assert stats.loaded == {"s/a": 2, "s/b": 3}
+    assert stats.called == {"s/a": 2, "s/b": 1}
+    assert stats.misses == {"s/c": 1}
+    assert stats.unknown == {"nope": 1}
+    assert stats.never_called() == ["s/c", "s/d"]
+    assert stats.never_routed() == ["s/c", "s/d"]
+    data = json.loads(json.dumps(stats.to_dict()))
+    assert data["turns"] == 5
+    assert data["routing_misses"] == {"s/c": 1}
+    assert stats.summary(1)["routed"] == [("s/b", 3)]
+
+
+def test_pruning_report_over_a_window(catalog: Catalog) -> None:
+    stats = UsageStats(catalog.ids)
+    stats.emit(RouteEvent(turn_id="old", timestamp=1000.0, active=("s/a", "s/b")))
+    stats.emit(PromoteEvent(turn_id="old", timestamp=1000.0, active=("s/a", "s/b")))
+    stats.emit(VerifyEvent(turn_id="old", timestamp=1000.0, name="a", tool_id="s/a", ok=True))
+    stats.emit(RouteEvent(turn_id="new", timestamp=5000.0, active=("s/b",)))
+    stats.emit(PromoteEvent(turn_id="new", timestamp=5000.0, active=("s/b",)))
+    report = stats.pruning_report(window_s=3600, now=5000.0)
+    assert report["not_routed"] == ["s/a", "s/c", "s/d"]
+    assert report["not_called"] == ["s/a", "s/b", "s/c", "s/d"]
+    # Loaded inside the window and never called there: pure token cost.
+    assert report["loaded_not_called"] == ["s/b"]
+    everything = stats.pruning_report(now=5000.0)
+    assert everything["not_called"] == ["s/b", "s/c", "s/d"]
+    assert everything["loaded_not_called"] == ["s/b"]
+    with pytest.raises(InvalidInputError, match="window_s"):
+        stats.pruning_report(window_s=0)
+
+
+def test_usage_stats_are_thread_safe() -> None:
+    stats = UsageStats(["s/a"])
+
+    def work() -> None:
+        for _ in range(2000):
+            stats.emit(VerifyEvent(turn_id="t", name="a", tool_id="s/a", ok=True))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert stats.called["s/a"] == 8000
+
+
+def test_memory_sink_filters_by_kind() -> None:
+    sink = MemorySink()
+    sink.emit(RouteEvent(turn_id="t"))
+    sink.emit(VerifyEvent(turn_id="t"))
+    assert [e.kind for e in sink.of_kind("verify")] == ["verify"]
+
+
+def test_usage_stats_replay_a_json_log(catalog: Catalog, tmp_path: Path) -> None:
+    memory = MemorySink()
+    hub = Telemetry([memory])
+    hub.route(_route("q", ["s/a"]), turn_id="x1")
+    hub.verify(verify_call(catalog, ["s/a"], {"name": "b", "arguments": {}}), turn_id="x1")
+    log = tmp_path / "events.log"
+    lines = [
+        "2026-01-01 INFO something unrelated",
+        *(f"INFO toolgate: {e.to_json()}" for e in memory.events),
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    replayed = UsageStats.from_log(log, catalog)
+    assert replayed.routed == {"s/a": 1}
+    assert replayed.misses == {"s/b": 1}
+    assert all(event_from_dict(e.to_dict()) == e for e in memory.events)
+    log.write_text('INFO {"kind": "route", "active": [\n')
+    with pytest.raises(InvalidInputError, match=r"events.log, line 1: not a toolgate event"):
+        UsageStats.from_log(log, catalog)
+    log.write_text('{"kind": "teleport"}\n')
+    with pytest.raises(InvalidInputError, match="unknown event kind 'teleport'"):
+        UsageStats.from_log(log, catalog)
+    with pytest.raises(InvalidInputError, match="cannot read telemetry log"):
+        UsageStats.from_log(tmp_path / "absent.log")

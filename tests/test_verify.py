@@ -1,0 +1,260 @@
+"""The hallucination gate: every provider's call shape, every error, in-band results."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from toolgate.catalog import Catalog
+from toolgate.errors import InvalidInputError
+from toolgate.promote import TOOL_SEARCH_ID, promote_tools
+from toolgate.verify import closest_name, parse_tool_call, verify_call
+
+ISSUE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "minLength": 1},
+        "options": {
+            "type": "object",
+            "properties": {"limit": {"type": "integer", "maximum": 100}},
+        },
+        "labels": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["title"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.load(
+        {
+            "github": {
+                "tools": [
+                    {
+                        "name": "create_issue",
+                        "description": "Open an issue.",
+                        "inputSchema": ISSUE_SCHEMA,
+                    },
+                    {"name": "search", "description": "Search code."},
+                    {"name": "nasa/apod", "description": "Picture of the day."},
+                    {"name": "get_me", "description": "Who am I.", "x-toolgate": {"pinned": True}},
+                ]
+            },
+            "slack": {
+                "tools": [
+                    {"name": "search", "description": "Search messages."},
+                    {"name": "post_message", "description": "Post."},
+                ]
+            },
+        }
+    )
+
+
+ACTIVE = ["github/create_issue", "slack/search"]
+GOOD_ARGS = {"title": "Flaky test", "options": {"limit": 5}}
+
+CALL_SHAPES: dict[str, Any] = {
+    "openai-chat": {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "create_issue", "arguments": json.dumps(GOOD_ARGS)},
+    },
+    "openai-responses": {
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "create_issue",
+        "arguments": json.dumps(GOOD_ARGS),
+    },
+    "anthropic": {"type": "tool_use", "id": "call_1", "name": "create_issue", "input": GOOD_ARGS},
+    "gemini-part": {"functionCall": {"name": "create_issue", "args": GOOD_ARGS, "id": "call_1"}},
+    "gemini-bare": {"name": "create_issue", "args": GOOD_ARGS, "id": "call_1"},
+    "mcp": {"name": "create_issue", "arguments": GOOD_ARGS, "id": "call_1"},
+}
+
+
+@pytest.mark.parametrize("shape", list(CALL_SHAPES))
+def test_every_call_shape_passes(catalog: Catalog, shape: str) -> None:
+    verdict = verify_call(catalog, ACTIVE, CALL_SHAPES[shape])
+    assert verdict.ok, verdict.message
+    assert verdict.tool_id == "github/create_issue"
+    assert verdict.call_id == "call_1"
+    assert verdict.arguments == GOOD_ARGS
+    assert verdict.available == ("create_issue", "get_me", "slack__search")
+
+
+def test_exposed_names_map_back(catalog: Catalog) -> None:
+    verdict = verify_call(catalog, ACTIVE, {"name": "slack__search", "arguments": {}})
+    assert verdict.ok
+    assert verdict.tool_id == "slack/search"
+    by_raw_name = verify_call(catalog, ["github/nasa/apod"], {"name": "nasa/apod"})
+    assert by_raw_name.ok
+    assert by_raw_name.tool_id == "github/nasa/apod"
+
+
+def test_pinned_tools_are_always_callable(catalog: Catalog) -> None:
+    assert verify_call(catalog, [], {"name": "get_me", "arguments": "{}"}).ok
+
+
+def test_tool_not_available_names_closest_and_available(catalog: Catalog) -> None:
+    verdict = verify_call(catalog, ACTIVE, {"name": "github__search", "arguments": {}})
+    assert not verdict.ok
+    assert verdict.error == "tool_not_available"
+    assert verdict.tool_id == "github/search"
+    assert verdict.closest == "slack__search"
+    assert "not available this turn" in verdict.message
+    assert "slack__search" in verdict.message
+
+
+def test_unknown_tool_gets_the_closest_available_name(catalog: Catalog) -> None:
+    verdict = verify_call(catalog, ACTIVE, {"name": "create_isue", "arguments": {}})
+    assert verdict.error == "unknown_tool"
+    assert verdict.tool_id is None
+    assert verdict.closest == "create_issue"
+    assert "Did you mean 'create_issue'?" in verdict.message
+    far = verify_call(catalog, ACTIVE, {"name": "zzzzzzzz", "arguments": {}})
+    assert far.error == "unknown_tool"
+    assert far.closest is None
+
+
+def _validator_paths(args: Any) -> set[str]:
+    """Reference failing paths straight from jsonschema, for comparison."""
+    paths = set()
+    for error in Draft202012Validator(ISSUE_SCHEMA).iter_errors(args):
+        paths.add(
+            "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        )
+    return paths
+
+
+@pytest.mark.parametrize(
+    ("args", "path"),
+    [
+        ({"title": "x", "options": {"limit": 500}}, "$.options.limit"),
+        ({"title": "x", "options": {"limit": "5"}}, "$.options.limit"),
+        ({"title": "x", "labels": ["ok", 3]}, "$.labels[1]"),
+        ({"title": ""}, "$.title"),
+        ({"options": {}}, "$.title"),
+        ({"title": "x", "surprise": 1}, "$"),
+    ],
+)
+def test_invalid_arguments_point_at_the_failing_path(
+    catalog: Catalog, args: dict[str, Any], path: str
+) -> None:
+    verdict = verify_call(catalog, ACTIVE, {"name": "create_issue", "arguments": args})
+    assert verdict.error == "invalid_arguments"
+    assert verdict.path == path
+    assert path in verdict.message
+    reference = _validator_paths(args)
+    assert path in reference or (path == "$.title" and "$" in reference)
+
+
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        ({"function": {"arguments": "{}"}, "type": "function"}, "no tool name"),
+        ("create_issue", "a tool call is a JSON object"),
+        ({"type": "function", "function": "create_issue"}, "'function' must be an object"),
+        ({"functionCall": []}, "'functionCall' must be an object"),
+    ],
+)
+def test_malformed_calls_without_a_name(catalog: Catalog, call: Any, fragment: str) -> None:
+    verdict = verify_call(catalog, ACTIVE, call)
+    assert verdict.error == "malformed_call"
+    assert fragment in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        ('{"title": ', "arguments are not valid JSON"),
+        ("[1, 2]", "arguments must be a JSON object, got list"),
+        (7, "arguments must be a JSON object, got int"),
+    ],
+)
+def test_malformed_arguments_name_the_tool(catalog: Catalog, arguments: Any, fragment: str) -> None:
+    call = {"type": "function", "function": {"name": "create_issue", "arguments": arguments}}
+    verdict = verify_call(catalog, ACTIVE, call)
+    assert verdict.error == "malformed_call"
+    assert verdict.tool_id == "github/create_issue"
+    assert fragment in verdict.message
+
+
+def test_empty_arguments_mean_no_arguments(catalog: Catalog) -> None:
+    call = {"type": "function", "function": {"name": "search", "arguments": ""}}
+    assert verify_call(catalog, ["github/search", "slack/post_message"], call).ok is False
+    assert verify_call(catalog, ["slack/search"], {"name": "slack__search", "arguments": ""}).ok
+
+
+def test_search_tool_calls_pass_with_a_promotion(catalog: Catalog) -> None:
+    promotion = promote_tools(catalog, ACTIVE, pool="digest")
+    verdict = verify_call(catalog, promotion, {"name": "tool_search", "arguments": {"query": "x"}})
+    assert verdict.ok
+    assert verdict.tool_id == TOOL_SEARCH_ID
+    assert verdict.available[0] == "tool_search"
+    assert not verify_call(catalog, ACTIVE, {"name": "tool_search"}).ok
+
+
+def test_bad_active_ids(catalog: Catalog) -> None:
+    with pytest.raises(InvalidInputError, match="active_ids"):
+        verify_call(catalog, "github/create_issue", {"name": "create_issue"})
+
+
+def test_tool_results_for_every_provider(catalog: Catalog) -> None:
+    verdict = verify_call(catalog, ACTIVE, {"name": "github__search", "id": "c9", "arguments": {}})
+    openai = verdict.to_tool_result("openai")
+    assert openai["role"] == "tool"
+    assert openai["tool_call_id"] == "c9"
+    body = json.loads(openai["content"])
+    assert body["error"] == "tool_not_available"
+    assert body["closest"] == "slack__search"
+    assert body["available"] == list(verdict.available)
+    responses = verdict.to_tool_result("openai-responses")
+    assert responses["type"] == "function_call_output"
+    assert responses["call_id"] == "c9"
+    anthropic = verdict.to_tool_result("anthropic")
+    assert anthropic["is_error"] is True
+    assert anthropic["tool_use_id"] == "c9"
+    gemini = verdict.to_tool_result("gemini")["functionResponse"]
+    assert gemini["name"] == "github__search"
+    assert gemini["response"]["error"] == "tool_not_available"
+    mcp = verdict.to_tool_result("mcp")
+    assert mcp["isError"] is True
+    assert "not available" in mcp["content"][0]["text"]
+    with pytest.raises(InvalidInputError, match="unknown provider"):
+        verdict.to_tool_result("bedrock")
+    ok = verify_call(catalog, ACTIVE, CALL_SHAPES["mcp"])
+    with pytest.raises(InvalidInputError, match="passed verification"):
+        ok.to_tool_result("openai")
+
+
+def test_verdict_serialises_without_arguments(catalog: Catalog) -> None:
+    verdict = verify_call(catalog, ACTIVE, CALL_SHAPES["anthropic"])
+    data = json.loads(json.dumps(verdict.to_dict()))
+    assert data["ok"] is True
+    assert "arguments" not in data
+    assert repr(verdict) == "Verdict(ok, github/create_issue)"
+
+
+def test_parse_and_closest_helpers() -> None:
+    assert parse_tool_call({"name": "x", "arguments": None}).arguments == {}
+    assert closest_name("list_issue", ["list_issues", "get_me"]) == "list_issues"
+    assert closest_name("issues list", ["list_issues", "get_me"]) == "list_issues"
+    assert closest_name("anything", []) is None
+
+
+def test_threads_get_the_same_verdicts_as_one_thread(catalog: Catalog) -> None:
+    calls = [
+        *CALL_SHAPES.values(),
+        {"name": "create_issue", "arguments": {"title": "x", "options": {"limit": 500}}},
+        {"name": "github__search", "arguments": {}},
+        {"name": "create_isue", "arguments": {}},
+    ] * 25
+    serial = [verify_call(catalog, ACTIVE, c).to_dict() for c in calls]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        parallel = list(pool.map(lambda c: verify_call(catalog, ACTIVE, c).to_dict(), calls))
+    assert parallel == serial
