@@ -439,6 +439,7 @@ def test_saving_into_a_missing_directory_fails_cleanly(small: Bm25, tmp_path: Pa
         ([{"name": "a"}], {"k1": -1.0}, "k1 must be finite"),
         ([{"name": "a"}], {"k1": float("nan")}, "k1 must be finite"),
         ([{"name": "a"}], {"field_weights": {"title": 2.0}}, 'unknown field "title"'),
+        ([{"name": "a"}], {"field_weights": (3.0, 1.0)}, "field_weights must be a dict"),
         ([{"name": "a"}], {"field_weights": {"name": -2.0}}, 'field weight "name"'),
         (
             [{"name": "a"}],

@@ -105,8 +105,9 @@ def test_wrong_dimension_when_expected(tmp_path: Path) -> None:
 
 
 def test_missing_file_and_directory_are_os_errors(tmp_path: Path) -> None:
-    with pytest.raises(OSError, match=r"absent\.tgi: No such file"):
+    with pytest.raises(OSError, match="No such file") as raised:
         Index.open(tmp_path / "absent.tgi")
+    assert "absent.tgi" in str(raised.value)
     with pytest.raises(OSError, match="no-such-dir"):
         Index.build(tmp_path / "no-such-dir" / "i.tgi", np.eye(2, dtype=np.float32))
 

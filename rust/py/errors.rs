@@ -23,7 +23,15 @@ create_exception!(
 impl From<Error> for PyErr {
     fn from(err: Error) -> Self {
         match err {
-            Error::Io { .. } => pyo3::exceptions::PyOSError::new_err(err.to_string()),
+            Error::Io { ref path, ref source } => match source.raw_os_error() {
+                // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError, ...).
+                Some(errno) => pyo3::exceptions::PyOSError::new_err((
+                    errno,
+                    source.to_string(),
+                    path.display().to_string(),
+                )),
+                None => pyo3::exceptions::PyOSError::new_err(err.to_string()),
+            },
             Error::Format { .. } => IndexFormatError::new_err(err.to_string()),
             Error::InvalidArgument(_) => InvalidInputError::new_err(err.to_string()),
         }

@@ -87,9 +87,15 @@ fn extract_document(item: &Bound<'_, PyAny>, row: usize) -> PyResult<ToolDocumen
 
 /// Field weights from a dict with any of the keys `name`, `description`, `params`, `server`
 /// (missing keys keep their defaults).
-fn extract_weights(obj: Option<&Bound<'_, PyDict>>) -> PyResult<FieldWeights> {
+fn extract_weights(obj: Option<&Bound<'_, PyAny>>) -> PyResult<FieldWeights> {
     let mut weights = FieldWeights::default();
-    let Some(dict) = obj else { return Ok(weights) };
+    let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(weights) };
+    let dict = obj.cast::<PyDict>().map_err(|_| {
+        invalid(format!(
+            "field_weights must be a dict of field name to weight, got {}",
+            type_name(obj)
+        ))
+    })?;
     for (key, value) in dict.iter() {
         let key: String =
             key.extract().map_err(|_| invalid("field_weights keys must be str".into()))?;
@@ -124,7 +130,7 @@ impl PyBm25 {
         docs: &Bound<'_, PyAny>,
         k1: f32,
         b: f32,
-        field_weights: Option<&Bound<'_, PyDict>>,
+        field_weights: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         if docs.is_instance_of::<PyString>() || docs.is_instance_of::<PyDict>() {
             return Err(invalid(format!(

@@ -1,0 +1,121 @@
+"""Fit the router's threshold and fusion weight on labelled queries, maximising F1.
+
+As the Tool Attention paper describes: sweep the ISO (cosine) threshold over [0.10, 0.50] in
+steps of 0.02 and keep the value that maximises F1 of the routed set against the gold tools;
+here the fusion weight ``alpha`` is swept alongside it. F1 is micro-averaged over (query, tool)
+pairs: a routed tool matching no gold entry is a false positive, a gold entry matched by no
+routed tool a false negative, so queries with empty gold reward routing nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from toolgate import _toolgate
+from toolgate.evaluate import LabelledQuery
+from toolgate.metrics import gold_hits
+from toolgate.router import Router, RouterConfig
+
+__all__ = ["CalibrationPoint", "CalibrationReport", "calibrate"]
+
+THRESHOLDS = tuple(round(0.10 + 0.02 * i, 2) for i in range(21))
+ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
+
+
+@dataclass(frozen=True)
+class CalibrationPoint:
+    """Precision, recall and F1 of routing at one (alpha, threshold)."""
+
+    alpha: float
+    threshold: float
+    precision: float
+    recall: float
+    f1: float
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    """The best point, the whole curve, and the config that applies the best point."""
+
+    best: CalibrationPoint
+    curve: tuple[CalibrationPoint, ...]
+    queries: int
+    top_k: int
+    config: RouterConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: best point, fitted values and the curve."""
+        return {
+            "queries": self.queries,
+            "top_k": self.top_k,
+            "best": asdict(self.best),
+            "config": {"alpha": self.config.alpha, "threshold": self.config.threshold},
+            "curve": [asdict(point) for point in self.curve],
+        }
+
+
+@dataclass
+class _Counts:
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+
+    def point(self, alpha: float, threshold: float) -> CalibrationPoint:
+        precision = self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
+        recall = self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
+        f1 = 2 * self.tp / (2 * self.tp + self.fp + self.fn) if self.tp + self.fp + self.fn else 1.0
+        return CalibrationPoint(alpha, threshold, round(precision, 4), round(recall, 4), round(f1, 4))
+
+
+def _progress(queries: Sequence[LabelledQuery], enabled: bool) -> Iterator[LabelledQuery]:
+    if not enabled:
+        yield from queries
+        return
+    from tqdm import tqdm
+
+    yield from tqdm(queries, desc="calibrating", unit="q", leave=False)
+
+
+def calibrate(
+    router: Router,
+    queries: Sequence[LabelledQuery],
+    *,
+    alphas: Sequence[float] = ALPHAS,
+    thresholds: Sequence[float] = THRESHOLDS,
+    top_k: int | None = None,
+    progress: bool = False,
+) -> CalibrationReport:
+    """Sweep ``alphas`` x ``thresholds`` over ``queries`` and return the F1-best point.
+
+    Each query is embedded once; every point reuses its dense and BM25 scores.
+    """
+    k = top_k or router.config.top_k
+    counts = {(a, t): _Counts() for a in alphas for t in thresholds}
+    ids = router.catalog.ids
+    for item in _progress(queries, progress):
+        dense, sparse = router.signals(item.query)
+        for alpha in alphas:
+            fused = _toolgate.fuse(
+                dense, sparse, alpha=alpha, method=router.config.fusion, top=router.config.fusion_top
+            )
+            order = np.lexsort((np.arange(len(fused)), -fused))[:k]
+            for threshold in thresholds:
+                routed = [ids[row] for row in order if dense[row] >= threshold]
+                _count(counts[(alpha, threshold)], item.gold, routed)
+    curve = tuple(counts[key].point(*key) for key in counts)
+    best = max(curve, key=lambda p: (p.f1, p.recall, -p.threshold))
+    config = replace(router.config, alpha=best.alpha, threshold=best.threshold)
+    return CalibrationReport(best, curve, len(queries), k, config)
+
+
+def _count(counts: _Counts, gold: Sequence[str], routed: list[str]) -> None:
+    ranks = gold_hits(gold, routed)
+    found = sum(1 for rank in ranks if rank > 0)
+    counts.tp += found
+    counts.fn += len(ranks) - found
+    matched_positions = {rank for rank in ranks if rank > 0}
+    counts.fp += len(routed) - len(matched_positions)
