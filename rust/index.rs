@@ -99,7 +99,7 @@ impl Index {
         dim: usize,
         options: &BuildOptions<'_>,
     ) -> Result<()> {
-        if dim == 0 || vectors.len() % dim != 0 {
+        if dim == 0 || !vectors.len().is_multiple_of(dim) {
             return Err(Error::invalid(format!(
                 "vectors hold {} values, not a whole number of rows of dimension {dim}",
                 vectors.len()
@@ -313,7 +313,7 @@ impl Index {
     /// Checks shape and values, and normalises each query (a zero query stays zero).
     fn prepare_queries(&self, queries: &[f32]) -> Result<Vec<f32>> {
         let dim = self.dim();
-        if queries.is_empty() || queries.len() % dim != 0 {
+        if queries.is_empty() || !queries.len().is_multiple_of(dim) {
             return Err(Error::invalid(format!(
                 "query has {} values, the index has dimension {dim}",
                 queries.len()

@@ -31,7 +31,10 @@ pub struct Bf16Rows {
 /// # Panics
 /// If `dim == 0` or `rows.len()` is not a multiple of `dim`.
 pub fn to_int8(rows: &[f32], dim: usize) -> Int8Rows {
-    assert!(dim > 0 && rows.len() % dim == 0, "rows must be a whole number of {dim}-wide rows");
+    assert!(
+        dim > 0 && rows.len().is_multiple_of(dim),
+        "rows must be a whole number of {dim}-wide rows"
+    );
     let mut codes = Vec::with_capacity(rows.len());
     let mut scales = Vec::with_capacity(rows.len() / dim);
     let mut residual = 0f64;
@@ -55,7 +58,10 @@ pub fn to_int8(rows: &[f32], dim: usize) -> Int8Rows {
 /// # Panics
 /// As [`to_int8`].
 pub fn to_bf16(rows: &[f32], dim: usize) -> Bf16Rows {
-    assert!(dim > 0 && rows.len() % dim == 0, "rows must be a whole number of {dim}-wide rows");
+    assert!(
+        dim > 0 && rows.len().is_multiple_of(dim),
+        "rows must be a whole number of {dim}-wide rows"
+    );
     let bits: Vec<u16> = rows.iter().map(|&x| f32_to_bf16(x)).collect();
     let residual = rows
         .chunks_exact(dim)

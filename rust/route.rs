@@ -102,9 +102,12 @@ pub fn route(
     let mut outcome = RouteOutcome::default();
     let mut ranked = TopK::new(request.k);
     let mut gated = TopK::new(GATED_REPORT_LEN);
+    // An open gate (no masks, no scopes) admits every row: skip the per-row checks.
+    let open = gate.is_open();
     for (row, &score) in fused.iter().enumerate() {
         let relevant = dense[row] >= floor;
-        match gate.verdict(row) {
+        let verdict = if open { Verdict::Eligible } else { gate.verdict(row) };
+        match verdict {
             Verdict::OutOfScope => outcome.n_out_of_scope += 1,
             Verdict::MissingFlags => {
                 outcome.n_gated += 1;
@@ -112,7 +115,9 @@ pub fn route(
                     gated.push(row as u32, score);
                 }
             }
-            Verdict::Eligible if is_forced(row) => outcome.forced.push(routed(row as u32)),
+            Verdict::Eligible if !forced.is_empty() && is_forced(row) => {
+                outcome.forced.push(routed(row as u32));
+            }
             Verdict::Eligible if relevant => ranked.push(row as u32, score),
             Verdict::Eligible => {}
         }
@@ -198,7 +203,8 @@ mod tests {
         assert_eq!(outcome.ranked.len(), 2);
 
         let unlocked = index.gate(&[0], None, None).unwrap();
-        let outcome = route(&index, &bm25, &request(&vector, "delete file", &[]), &unlocked).unwrap();
+        let outcome =
+            route(&index, &bm25, &request(&vector, "delete file", &[]), &unlocked).unwrap();
         assert_eq!(outcome.ranked[0].row, 2);
         assert!(outcome.gated.is_empty());
     }

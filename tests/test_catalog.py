@@ -445,3 +445,19 @@ def test_json_text_and_bytes_are_read_as_documents() -> None:
     assert Catalog.load(pretty.encode(), server="s").ids == ["s/a", "s/b"]
     with pytest.raises(CatalogError, match="not UTF-8"):
         Catalog.load(b"\xff\xfe{")
+
+
+def test_rename_duplicates_keeps_every_repeated_tool() -> None:
+    lines = [
+        {"server": "s", "name": "f", "description": "first"},
+        {"server": "s", "name": "f", "description": "second"},
+        {"server": "s", "name": "f", "description": "third"},
+        {"server": "s~2", "name": "g", "description": "unrelated"},
+    ]
+    text = "\n".join(json.dumps(line) for line in lines)
+    with pytest.raises(CatalogError, match="duplicate id"):
+        Catalog.from_jsonl(text)
+    catalog = Catalog.load(text, format="jsonl", rename_duplicates=True)
+    assert catalog.ids == ["s/f", "s~2/f", "s~3/f", "s~2/g"]
+    assert [t.description for t in catalog] == ["first", "second", "third", "unrelated"]
+    assert len({t.exposed_name for t in catalog}) == 4

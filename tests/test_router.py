@@ -95,7 +95,8 @@ def test_tool_run_before_is_a_precondition(router: Router) -> None:
 def test_allow_and_deny_patterns(router: Router) -> None:
     query = "search for something"
     allowed = router.route(query, top_k=10, allow=["search/*"])
-    assert allowed.ids and all(i.startswith("search/") for i in allowed.ids)
+    assert allowed.ids
+    assert all(i.startswith("search/") for i in allowed.ids)
     denied = router.route(query, top_k=10, deny=["search/*", "search_files"])
     assert not any(i.startswith("search/") or i.endswith("/search_files") for i in denied.ids)
     assert denied.n_out_of_scope == 4
@@ -151,7 +152,7 @@ def test_reopened_router_gives_the_same_answers(router: Router, tmp_path: Path) 
 
 
 def test_open_rejects_broken_directories(router: Router, tmp_path: Path) -> None:
-    with pytest.raises(IndexFormatError, match="router.json"):
+    with pytest.raises(IndexFormatError, match=r"router\.json"):
         Router.open(tmp_path)
     router.save(tmp_path / "r")
     manifest = tmp_path / "r" / "router.json"

@@ -68,7 +68,9 @@ class _Counts:
         precision = self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
         recall = self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
         f1 = 2 * self.tp / (2 * self.tp + self.fp + self.fn) if self.tp + self.fp + self.fn else 1.0
-        return CalibrationPoint(alpha, threshold, round(precision, 4), round(recall, 4), round(f1, 4))
+        return CalibrationPoint(
+            alpha, threshold, round(precision, 4), round(recall, 4), round(f1, 4)
+        )
 
 
 def _progress(queries: Sequence[LabelledQuery], enabled: bool) -> Iterator[LabelledQuery]:
@@ -100,7 +102,11 @@ def calibrate(
         dense, sparse = router.signals(item.query)
         for alpha in alphas:
             fused = _toolgate.fuse(
-                dense, sparse, alpha=alpha, method=router.config.fusion, top=router.config.fusion_top
+                dense,
+                sparse,
+                alpha=alpha,
+                method=router.config.fusion,
+                top=router.config.fusion_top,
             )
             order = np.lexsort((np.arange(len(fused)), -fused))[:k]
             for threshold in thresholds:

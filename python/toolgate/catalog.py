@@ -193,6 +193,7 @@ class Catalog:
         format: str | None = None,
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
         qualify: str = "auto",
+        rename_duplicates: bool = False,
     ) -> Catalog:
         """Load tools from a file path or a parsed object, detecting the format.
 
@@ -202,7 +203,9 @@ class Catalog:
         them. ``server`` names the server of tools that do not say (default: the file name up
         to its first dot, else ``"default"``). ``overrides`` maps a tool id or name to an
         ``x-toolgate`` block (see :mod:`toolgate.tool`) that wins over the tool's own.
-        ``format`` forces one of :data:`toolgate.adapters.FORMATS`.
+        ``format`` forces one of :data:`toolgate.adapters.FORMATS`. ``rename_duplicates``
+        keeps tools whose id repeats, moving each repeat to server ``<server>~2``, ``~3``, ...
+        (for evaluation sets that reuse names); otherwise a repeated id is a bad tool.
         """
         as_text = format in ("jsonl", "text_tags")
         document, label, file_server = _read_source(source, as_text=as_text)
@@ -211,7 +214,14 @@ class Catalog:
             raws = adapters.parse_document(document, fmt, server or file_server or DEFAULT_SERVER)
         except ValueError as exc:
             raise CatalogError(f"{label}: {exc}") from None
-        return cls._from_raw(raws, label, lenient=lenient, overrides=overrides, qualify=qualify)
+        return cls._from_raw(
+            raws,
+            label,
+            lenient=lenient,
+            overrides=overrides,
+            qualify=qualify,
+            rename_duplicates=rename_duplicates,
+        )
 
     @classmethod
     def from_mcp(
@@ -322,8 +332,11 @@ class Catalog:
         lenient: bool,
         overrides: Mapping[str, Mapping[str, Any]] | None,
         qualify: str = "auto",
+        rename_duplicates: bool = False,
     ) -> Catalog:
-        tools, offenders = build_tools(raws, overrides=overrides)
+        tools, offenders = build_tools(
+            raws, overrides=overrides, rename_duplicates=rename_duplicates
+        )
         if offenders and not lenient:
             raise InvalidToolsError(offenders, label)
         if offenders:

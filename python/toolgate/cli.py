@@ -53,12 +53,14 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--queries", type=Path, required=True)
     evaluate.add_argument("--top-k", type=int, default=10)
     evaluate.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    evaluate.add_argument("--strict", action="store_true", help="bad tools are an error")
     evaluate.add_argument("--json", action="store_true")
 
     calibrate = commands.add_parser("calibrate", help="fit threshold and fusion weight (max F1)")
     _add_router_source(calibrate)
     calibrate.add_argument("--queries", type=Path, required=True)
     calibrate.add_argument("--limit", type=int)
+    calibrate.add_argument("--strict", action="store_true", help="bad tools are an error")
     calibrate.add_argument("--json", action="store_true")
 
     stats = commands.add_parser("stats", help="catalog token figures, or usage from an event log")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from toolgate.catalog import Catalog
+from toolgate.catalog import Catalog, CatalogWarning
 from toolgate.router import Router, RouterConfig
 
 __all__ = [
@@ -48,16 +50,38 @@ def _config(args: argparse.Namespace) -> RouterConfig:
     return config
 
 
+def _load_catalog(path: Path, *, lenient: bool, measuring: bool = False) -> Catalog:
+    """Load ``path``; in lenient mode, summarise skipped tools on stderr in one line.
+
+    ``measuring`` (eval, calibrate) keeps tools whose id repeats under a renamed server, so
+    an evaluation set that reuses names (BFCL) is measured over all of its tools.
+    """
+    if not lenient:
+        return Catalog.load(path, rename_duplicates=measuring)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CatalogWarning)
+        catalog = Catalog.load(path, lenient=True, rename_duplicates=measuring)
+    for warning in caught:
+        text = str(warning.message)
+        shown = text if len(text) <= 300 else text[:300] + " ..."
+        print(f"toolgate: warning: {shown}", file=sys.stderr)
+    return catalog
+
+
 def _router(args: argparse.Namespace) -> Router:
     if args.index is not None:
         return Router.open(args.index)
-    catalog = Catalog.load(args.tools, lenient=args.lenient)
+    # Measuring commands read third-party sets, so they skip bad tools by default, with a
+    # warning; --strict turns that into an error.
+    measuring = hasattr(args, "strict")
+    lenient = args.lenient or (measuring and not args.strict)
+    catalog = _load_catalog(args.tools, lenient=lenient, measuring=measuring)
     return Router.from_catalog(catalog, config=_config(args))
 
 
 def run_index(args: argparse.Namespace) -> dict[str, Any]:
     """Embed and index ``--tools`` into the router directory ``--out``."""
-    catalog = Catalog.load(args.tools, lenient=args.lenient)
+    catalog = _load_catalog(args.tools, lenient=args.lenient)
     router = Router.from_catalog(catalog, config=_config(args))
     router.save(args.out)
     return {"tools": len(catalog), "path": str(args.out), "catalog_version": catalog.version}

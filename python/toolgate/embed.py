@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from toolgate.embed_cache import EmbeddingCache
 
-__all__ = ["DIM", "MAX_TOKENS", "Embedder"]
+__all__ = ["DIM", "MAX_TOKENS", "Embedder", "resolve_cache"]
 
 DIM = 384
 # sentence-transformers' max_seq_length for this model: longer texts are truncated there too.
@@ -75,7 +75,7 @@ class Embedder:
             raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
         if precision not in ("fp32", "int8"):
             raise InvalidInputError(f"precision must be 'fp32' or 'int8', got {precision!r}")
-        self._cache = _resolve_cache(cache, home)
+        self._cache = resolve_cache(cache, home)
         loaded = models.load(precision, home=home, verify=False)
         # Checksum, session and tokenizer are built side by side (hashlib and ONNX Runtime
         # release the GIL), so cold start pays for the slowest of them, not their sum. Nothing
@@ -243,7 +243,7 @@ def _make_tokenizer(tokenizer_json: str) -> Tokenizer:
 
 
 def _make_session(onnx_bytes: bytes, threads: int) -> Any:
-    import onnxruntime as ort  # type: ignore[import-untyped]
+    import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -251,6 +251,9 @@ def _make_session(onnx_bytes: bytes, threads: int) -> Any:
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3
+    # Idle pool threads would otherwise spin for a while after every run, burning a core that
+    # the host application (an agent gateway, other sessions) needs.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         return ort.InferenceSession(
             onnx_bytes, sess_options=options, providers=["CPUExecutionProvider"]
@@ -259,9 +262,10 @@ def _make_session(onnx_bytes: bytes, threads: int) -> Any:
         raise ModelError(f"ONNX Runtime cannot load the model: {exc}") from exc
 
 
-def _resolve_cache(
+def resolve_cache(
     cache: EmbeddingCache | str | Path | bool | None, home: Path | None
 ) -> EmbeddingCache | None:
+    """An :class:`EmbeddingCache` from the forms ``Embedder(cache=...)`` accepts, or ``None``."""
     if cache is None or cache is False:
         return None
     # sqlite3 is imported only by callers that want the persistent cache.
@@ -296,6 +300,6 @@ def _progress_bar(total: int, progress: bool | None) -> Any:
     show = progress if progress is not None else total > _PROGRESS_THRESHOLD
     if not show:
         return _NoBar()
-    from tqdm import tqdm  # type: ignore[import-untyped]
+    from tqdm import tqdm
 
     return tqdm(total=total, desc="embedding", unit="text", leave=False)

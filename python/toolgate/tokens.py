@@ -10,8 +10,10 @@ Tool definitions are counted the way each provider puts them into the prompt:
 
 - ``openai``: chat models see functions rendered as a TypeScript namespace in the system
   message (``namespace functions { // description\\ntype name = (_: {...}) => any; }``). The
-  rendering here follows the widely measured reconstruction of that format; counts agree with
-  the API's ``prompt_tokens`` to within a few tokens per tool.
+  rendering here follows the community's reconstruction of that format; OpenAI does not publish
+  the exact text, so small differences from the API's ``prompt_tokens`` are to be expected
+  (not verified against the API here: no network). Descriptions and defaults become ``//``
+  comments, enums and ``anyOf`` become unions, nested objects are indented.
 - ``anthropic``: each tool's JSON (``name``, ``description``, ``input_schema``) plus, once per
   request with tools, the tool-use system prompt Anthropic documents (346 tokens for
   ``tool_choice`` auto/none). Claude's tokenizer is not public; tiktoken's count approximates it.
@@ -36,7 +38,7 @@ from importlib import util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.errors import EncodingUnavailableError, InvalidInputError
 
 if TYPE_CHECKING:
     import tiktoken
@@ -90,10 +92,6 @@ _SPECIAL_TOKENS = {
     },
     "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
-
-
-class EncodingUnavailableError(ToolgateError):
-    """A tokenizer vocabulary is missing or fails its checksum; the message says which."""
 
 
 @functools.cache

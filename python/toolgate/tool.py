@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Any
 
@@ -534,7 +534,10 @@ def _label(raw: Any) -> str:
 
 
 def build_tools(
-    raws: Iterable[Any], *, overrides: Mapping[str, Mapping[str, Any]] | None = None
+    raws: Iterable[Any],
+    *,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    rename_duplicates: bool = False,
 ) -> tuple[list[Tool], list[Offender]]:
     """Validate raw tools (:class:`toolgate.adapters.RawTool`, or ready :class:`Tool`).
 
@@ -542,6 +545,9 @@ def build_tools(
     reading it, no name, a non-string description, an invalid or non-object input schema, a
     bad ``x-toolgate`` block, a duplicate id (the first one is kept), or sizes past
     :data:`MAX_NAME_CHARS`, :data:`MAX_DESCRIPTION_CHARS`, :data:`MAX_SCHEMA_BYTES`.
+    With ``rename_duplicates`` a repeated id is not an offender: the later tool's server gets
+    a ``~2``, ``~3``, ... suffix, so data sets that reuse names within one group (BFCL) keep
+    every tool, under its own name.
     """
     overrides = overrides or {}
     tools: list[Tool] = []
@@ -554,6 +560,11 @@ def build_tools(
         except _Reject as exc:
             offenders.append(Offender(position, _label(raw), str(exc)))
             continue
+        if tool.id in first_at and rename_duplicates:
+            copy = 2
+            while f"{tool.server}~{copy}/{tool.name}" in first_at:
+                copy += 1
+            tool = replace(tool, server=f"{tool.server}~{copy}", exposed_name="")
         if tool.id in first_at:
             reason = f"duplicate id (first defined at {first_at[tool.id]})"
             offenders.append(Offender(position, tool.id, reason))

@@ -22,7 +22,7 @@ use std::arch::x86_64::{
 
 use super::batch::{apply_scales, batch_shape, row_blocks, BatchShape};
 use super::query_i16::{QueryI16, INTEGER_MAX_DIM};
-use super::{check_scan, prefetch, GROUP_ROWS, PREFETCH_ROWS};
+use super::{check_scan, prefetch, row, rows_from, GROUP_ROWS, PREFETCH_ROWS};
 
 const LANES: usize = 16;
 
@@ -185,17 +185,16 @@ fn dot_tile<T: Lanes, const Q: usize, const R: usize>(
 fn scan_rows<T: Lanes>(query: &[f32], rows: &[T], stride: usize, out: &mut [f32]) {
     let dim = query.len();
     check_scan(dim, rows.len(), stride, out.len());
-    let row = |i: usize| &rows[i * stride..i * stride + dim];
     let mut groups = out.chunks_exact_mut(GROUP_ROWS);
     let mut first = 0;
     for group in &mut groups {
-        let group_rows = std::array::from_fn(|k| row(first + k));
+        let group_rows = rows_from(rows, first, stride, dim);
         let [scores] = dot_tile::<T, 1, GROUP_ROWS>([query], group_rows, PREFETCH_ROWS * stride);
         group.copy_from_slice(&scores);
         first += GROUP_ROWS;
     }
     for (i, score) in groups.into_remainder().iter_mut().enumerate() {
-        *score = dot_tile::<T, 1, 1>([query], [row(first + i)], 0)[0][0];
+        *score = dot_tile::<T, 1, 1>([query], [row(rows, first + i, stride, dim)], 0)[0][0];
     }
 }
 
@@ -233,14 +232,12 @@ fn scan_tiles<T: Lanes>(
 ) {
     let n_queries = queries.len() / dim;
     check_scan(dim, rows.len(), stride, n);
-    let row = |i: usize| &rows[i * stride..i * stride + dim];
-    let query = |q: usize| &queries[q * dim..(q + 1) * dim];
     let mut first_query = 0;
     while first_query + QUERY_TILE <= n_queries {
-        let tile_queries = std::array::from_fn(|k| query(first_query + k));
+        let tile_queries = rows_from(queries, first_query, dim, dim);
         let mut first_row = 0;
         while first_row + ROW_TILE <= n {
-            let tile_rows = std::array::from_fn(|r| row(first_row + r));
+            let tile_rows = rows_from(rows, first_row, stride, dim);
             let scores = dot_tile::<T, QUERY_TILE, ROW_TILE>(tile_queries, tile_rows, 0);
             for (k, scores) in scores.iter().enumerate() {
                 let at = (first_query + k) * out_stride + first_row;
@@ -249,7 +246,7 @@ fn scan_tiles<T: Lanes>(
             first_row += ROW_TILE;
         }
         for i in first_row..n {
-            let scores = dot_tile::<T, QUERY_TILE, 1>(tile_queries, [row(i)], 0);
+            let scores = dot_tile::<T, QUERY_TILE, 1>(tile_queries, [row(rows, i, stride, dim)], 0);
             for (k, [score]) in scores.iter().enumerate() {
                 out[(first_query + k) * out_stride + i] = *score;
             }
@@ -257,7 +254,12 @@ fn scan_tiles<T: Lanes>(
         first_query += QUERY_TILE;
     }
     for q in first_query..n_queries {
-        scan_rows(query(q), rows, stride, &mut out[q * out_stride..q * out_stride + n]);
+        scan_rows(
+            row(queries, q, dim, dim),
+            rows,
+            stride,
+            &mut out[q * out_stride..q * out_stride + n],
+        );
     }
 }
 
@@ -325,21 +327,20 @@ fn reduce_add_i32_as_i64(v: __m512i) -> i64 {
 #[target_feature(enable = "avx512f,avx512bw")]
 fn scan_rows_i8(query: &QueryI16, dim: usize, rows: &[i8], stride: usize, out: &mut [f32]) {
     check_scan(dim, rows.len(), stride, out.len());
-    let row = |i: usize| &rows[i * stride..i * stride + dim];
-    // The integer sum is exact; converting it and scaling back are the only roundings.
-    let score = |dot: i64| dot as f32 * query.scale;
     let mut groups = out.chunks_exact_mut(GROUP_ROWS);
     let mut first = 0;
     for group in &mut groups {
-        let group_rows = std::array::from_fn(|k| row(first + k));
+        let group_rows = rows_from(rows, first, stride, dim);
         let dots = dot_rows_i8::<GROUP_ROWS>(query, group_rows, PREFETCH_ROWS * stride);
         for (out, dot) in group.iter_mut().zip(dots) {
-            *out = score(dot);
+            // The integer sum is exact; converting and scaling it are the only roundings.
+            *out = dot as f32 * query.scale;
         }
         first += GROUP_ROWS;
     }
     for (i, out) in groups.into_remainder().iter_mut().enumerate() {
-        *out = score(dot_rows_i8::<1>(query, [row(first + i)], 0)[0]);
+        *out =
+            dot_rows_i8::<1>(query, [row(rows, first + i, stride, dim)], 0)[0] as f32 * query.scale;
     }
 }
 

@@ -255,6 +255,31 @@ pub(crate) fn prefetch<T>(ptr: *const T, count: usize) {
     }
 }
 
+/// Row `i` of a row-major matrix with `stride` elements between row starts, cut to `dim`.
+///
+/// A plain function rather than a closure in the kernels: closures inside `#[target_feature]`
+/// functions inherit the features, which stops LLVM from inlining them through generic
+/// helpers such as `array::from_fn` and left a call per row in the hot loop.
+#[inline(always)]
+pub(crate) fn row<T>(rows: &[T], i: usize, stride: usize, dim: usize) -> &[T] {
+    &rows[i * stride..i * stride + dim]
+}
+
+/// Rows `first .. first + R` of a row-major matrix, as [`row`] cuts them.
+#[inline(always)]
+pub(crate) fn rows_from<T, const R: usize>(
+    rows: &[T],
+    first: usize,
+    stride: usize,
+    dim: usize,
+) -> [&[T]; R] {
+    let mut out: [&[T]; R] = [&[]; R];
+    for (k, slot) in out.iter_mut().enumerate() {
+        *slot = row(rows, first + k, stride, dim);
+    }
+    out
+}
+
 /// Panics on a shape the callers must have validated already: a bug, not bad user input.
 /// Every kernel calls it first, which is what lets the SIMD kernels use unchecked loads.
 pub(crate) fn check_scan(dim: usize, stored: usize, stride: usize, n: usize) {

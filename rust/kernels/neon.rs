@@ -14,7 +14,7 @@ use std::arch::aarch64::{
 };
 
 use super::batch::{apply_scales, batch_shape, row_blocks, BatchShape};
-use super::{check_scan, GROUP_ROWS};
+use super::{check_scan, row, rows_from, GROUP_ROWS};
 
 /// Columns per step: two 4-lane registers.
 const STEP: usize = 8;
@@ -112,16 +112,15 @@ fn dot_rows<T: Lanes, const R: usize>(query: &[f32], rows: [&[T]; R]) -> [f32; R
 fn scan_rows<T: Lanes>(query: &[f32], rows: &[T], stride: usize, out: &mut [f32]) {
     let dim = query.len();
     check_scan(dim, rows.len(), stride, out.len());
-    let row = |i: usize| &rows[i * stride..i * stride + dim];
     let mut groups = out.chunks_exact_mut(GROUP_ROWS);
     let mut first = 0;
     for group in &mut groups {
-        let rows4 = [row(first), row(first + 1), row(first + 2), row(first + 3)];
-        group.copy_from_slice(&dot_rows::<T, GROUP_ROWS>(query, rows4));
+        let group_rows = rows_from(rows, first, stride, dim);
+        group.copy_from_slice(&dot_rows::<T, GROUP_ROWS>(query, group_rows));
         first += GROUP_ROWS;
     }
     for (i, score) in groups.into_remainder().iter_mut().enumerate() {
-        *score = dot_rows::<T, 1>(query, [row(first + i)])[0];
+        *score = dot_rows::<T, 1>(query, [row(rows, first + i, stride, dim)])[0];
     }
 }
 

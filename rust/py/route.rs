@@ -18,7 +18,10 @@ fn as_tuple(row: &RoutedRow) -> Row {
     (row.row, row.fused, row.dense, row.sparse)
 }
 
-fn slice<'a>(array: &'a Option<PyReadonlyArray1<'_, u32>>, what: &str) -> PyResult<Option<&'a [u32]>> {
+fn slice<'a>(
+    array: &'a Option<PyReadonlyArray1<'_, u32>>,
+    what: &str,
+) -> PyResult<Option<&'a [u32]>> {
     array
         .as_ref()
         .map(|a| {
