@@ -268,6 +268,22 @@ impl Index {
         Ok(out)
     }
 
+    /// The stored (normalised) f32 vectors of `rows`, back to back: what a caller rebuilding
+    /// an index reuses for rows whose content did not change, instead of embedding them again.
+    pub fn vectors(&self, rows: &[u32]) -> Result<Vec<f32>> {
+        let mut out = Vec::with_capacity(rows.len() * self.dim());
+        for &row in rows {
+            if row as usize >= self.len() {
+                return Err(Error::invalid(format!(
+                    "row {row} is out of range for an index of {} rows",
+                    self.len()
+                )));
+            }
+            out.extend_from_slice(self.f32_row(row));
+        }
+        Ok(out)
+    }
+
     /// Exact f32 scores of `query` against `rows` (e.g. to re-score candidates picked from
     /// [`Index::scores`] of a quantized index).
     pub fn rescore(&self, query: &[f32], rows: &[u32]) -> Result<Vec<f32>> {

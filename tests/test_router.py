@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from toolgate import IndexFormatError, InvalidInputError
+from toolgate.catalog import Catalog
 from toolgate.commands import demo_catalog
 from toolgate.router import Router, RouterConfig
+
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +150,8 @@ def test_reopened_router_gives_the_same_answers(router: Router, tmp_path: Path) 
     router.save(tmp_path / "copy")
     reopened = Router.open(tmp_path / "copy")
     assert len(reopened) == len(router)
+    reopened.route("warm up")
+    assert reopened._catalog._value is None  # routing never needs the full catalog
     for query in ["open an issue about the crash", "post to slack", "select:read_file"]:
         a, b = router.route(query), reopened.route(query)
         assert a.ids == b.ids
@@ -165,8 +172,9 @@ def test_open_rejects_broken_directories(router: Router, tmp_path: Path) -> None
     tools = json.loads(catalog.read_text())
     tools["tools"][0]["description"] = "tampered"
     catalog.write_text(json.dumps(tools))
+    reopened = Router.open(tmp_path / "r")  # the catalog loads on first use, not at open
     with pytest.raises(IndexFormatError, match="catalog"):
-        Router.open(tmp_path / "r")
+        _ = reopened.catalog
 
 
 def test_from_tools_contract() -> None:
@@ -200,3 +208,47 @@ def test_config_is_validated() -> None:
         RouterConfig(alpha=1.5)
     with pytest.raises(InvalidInputError, match="precision"):
         RouterConfig(precision="fp16")
+
+
+class _CountingEmbedder:
+    """Wraps the real embedder and records every text it is asked to embed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+
+    def embed(self, texts: list[str]) -> Any:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_refresh_embeds_only_what_changed(router: Router) -> None:
+    counting = _CountingEmbedder(router._embedder.get())
+    base = Router.from_catalog(router.catalog, embedder=counting, cache=None)  # type: ignore[arg-type]
+    assert len(counting.texts) == len(router.catalog)
+    counting.texts.clear()
+    changed = [
+        {"name": "get_forecast", "description": "Hourly and daily forecast for any city."},
+        {"name": "get_uv_index", "description": "Ultraviolet index for a city."},
+    ]
+    refreshed = base.replace_server("weather", changed)
+    assert len(counting.texts) == 2  # the changed forecast and the new UV tool
+    assert "weather/get_current_weather" not in refreshed.catalog
+    assert "weather/get_uv_index" in refreshed.catalog
+    assert refreshed.route("UV index in Madrid", top_k=1).ids == ["weather/get_uv_index"]
+    # Unchanged tools score exactly as before: their vectors were reused, not re-embedded.
+    query = "which tables hold orders"
+    before = {t.id: t.dense for t in base.route(query, top_k=5)}
+    after = {t.id: t.dense for t in refreshed.route(query, top_k=5)}
+    assert before == after
+
+
+def test_every_github_tool_found_by_its_exact_name() -> None:
+    path = DATA / "catalogs" / "github-mcp-server.tools-list.json"
+    if not path.exists():
+        pytest.skip("../shared/data is not beside the checkout")
+    router = Router.from_catalog(Catalog.load(path), cache=None)
+    missing = [t.id for t in router.catalog if t.id not in router.route(t.name, top_k=3).ids]
+    assert missing == []

@@ -155,6 +155,9 @@ class Index:
         ``"f32"`` indexes, within the quantisation error for ``"int8"`` / ``"bf16"`` (use
         :meth:`rescore` on the rows you keep)."""
 
+    def vectors(self, rows: Iterable[int]) -> NDArray[np.float32]:
+        """The stored (normalised) f32 vectors of ``rows``, as a (len(rows), d) copy."""
+
     def rescore(self, query: NDArray[np.float32], rows: Iterable[int]) -> NDArray[np.float32]:
         """Exact f32 cosine of ``query`` against ``rows``, in the order given."""
 

@@ -16,13 +16,14 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import numpy as np
 
@@ -51,6 +52,8 @@ _CATALOG = "catalog.json"
 _MATRIX = "matrix.tgm"
 _BM25 = "bm25.tgb"
 _QUERY_CACHE_SIZE = 1024
+_EMBEDDING_DIM = 384
+_T = TypeVar("_T")
 _SCHEMA_CACHE_ENTRIES = 4096
 _SCHEMA_CACHE_BYTES = 64 << 20
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -147,44 +150,72 @@ class Router:
     def __init__(
         self,
         *,
-        catalog: Catalog,
+        catalog: Catalog | Callable[[], Catalog],
         index: _toolgate.Index,
         bm25: _toolgate.Bm25,
-        embedder: Embedder,
+        embedder: Embedder | Callable[[], Embedder],
         config: RouterConfig,
         vocabulary: FlagVocabulary,
+        outline: CatalogOutline | None = None,
         telemetry: Telemetry | None = None,
         workdir: Path | None = None,
     ) -> None:
-        """Use :meth:`from_tools`, :meth:`from_catalog` or :meth:`open` instead."""
-        if len(index) != len(catalog) or len(bm25) != len(catalog):
+        """Use :meth:`from_tools`, :meth:`from_catalog` or :meth:`open` instead.
+
+        ``catalog`` and ``embedder`` may be loaders, called on first use; routing needs only
+        the ``outline`` (ids, pinned rows, version) of a catalog that is not loaded yet.
+        """
+        if isinstance(catalog, Catalog):
+            outline = CatalogOutline.of(catalog)
+        if outline is None:
+            raise InvalidInputError("a catalog loader needs the catalog's outline")
+        if len(index) != len(outline.ids) or len(bm25) != len(outline.ids):
             raise IndexFormatError(
                 f"index ({len(index)} rows) and BM25 ({len(bm25)} documents) do not match "
-                f"the catalog ({len(catalog)} tools)"
+                f"the catalog ({len(outline.ids)} tools)"
             )
-        self.catalog = catalog
         self.config = config
         self.telemetry = telemetry
+        if isinstance(catalog, Catalog):
+            self._catalog = _Lazy(catalog)
+        else:
+            self._catalog = _Lazy(None, catalog)
+        if hasattr(embedder, "embed"):
+            self._embedder: _Lazy[Embedder] = _Lazy(embedder)  # type: ignore[arg-type]
+        else:
+            load: Callable[[], Embedder] = embedder
+            self._embedder = _Lazy(None, lambda: self._checked_embedder(load()))
         self._index = index
         self._bm25 = bm25
-        self._embedder = embedder
         self._vocabulary = vocabulary
+        self._outline = outline
         if workdir is not None:
             # A router built without a path owns a temporary directory for its index files,
             # removed when the router is collected (an explicit finalizer, not
             # TemporaryDirectory, whose implicit clean-up warns).
             weakref.finalize(self, shutil.rmtree, workdir, ignore_errors=True)
-        self._ids = catalog.ids
+        self._ids = list(outline.ids)
         self._schema_cache = _toolgate.SchemaCache(_SCHEMA_CACHE_ENTRIES, _SCHEMA_CACHE_BYTES)
         self._scopes = ScopeMatcher(self._ids)
         # Recent queries and history turns recur turn after turn; embedding is most of a route.
         self._embed_text = lru_cache(maxsize=_QUERY_CACHE_SIZE)(self._embed_one)
-        self._pinned = np.asarray(
-            [row for row, tool in enumerate(catalog) if tool.pinned], dtype=np.uint32
-        )
+        self._pinned = np.asarray(outline.pinned, dtype=np.uint32)
+
+    @property
+    def catalog(self) -> Catalog:
+        """The tools this router serves (read from disk on first use after :meth:`open`)."""
+        return self._catalog.get()
+
+    def _checked_embedder(self, embedder: Embedder) -> Embedder:
+        if embedder.model_id != self._index.model_id:
+            raise IndexFormatError(
+                f"{self._index.path}: embedded with {self._index.model_id!r}, "
+                f"but the embedder is {embedder.model_id!r}; rebuild with 'toolgate index'"
+            )
+        return embedder
 
     def _embed_one(self, text: str) -> np.ndarray:
-        vector: np.ndarray = np.asarray(self._embedder.embed([text])[0], dtype=np.float32)
+        vector: np.ndarray = np.asarray(self._embedder.get().embed([text])[0], dtype=np.float32)
         vector.setflags(write=False)
         return vector
 
@@ -217,6 +248,20 @@ class Router:
         """
         config = config or RouterConfig()
         embedder = embedder or _default_embedder(config.precision)
+        vectors = _embed_tools(embedder, catalog.tools, _open_cache(cache))
+        return cls._build(catalog, vectors, config, embedder, path, telemetry)
+
+    @classmethod
+    def _build(
+        cls,
+        catalog: Catalog,
+        vectors: np.ndarray,
+        config: RouterConfig,
+        embedder: Embedder,
+        path: str | os.PathLike[str] | None,
+        telemetry: Telemetry | None,
+    ) -> Router:
+        """Index ``catalog`` with its tool ``vectors`` under ``path`` (or a temp dir)."""
         workdir = None
         if path is None:
             directory = workdir = Path(tempfile.mkdtemp(prefix="toolgate-"))
@@ -224,7 +269,6 @@ class Router:
             directory = Path(path)
             directory.mkdir(parents=True, exist_ok=True)
         tools = catalog.tools
-        vectors = _embed_tools(embedder, tools, _open_cache(cache))
         vocabulary = FlagVocabulary.from_tools(tools)
         index = _toolgate.Index.build(
             directory / _MATRIX,
@@ -259,6 +303,40 @@ class Router:
         router._write_manifest(directory)
         return router
 
+    def refresh(self, catalog: Catalog, *, path: str | os.PathLike[str] | None = None) -> Router:
+        """A router over ``catalog`` (a new version of this one's) that embeds only the tools
+        added or changed since; unchanged tools keep their stored vectors.
+
+        Use it when a file changes or an MCP server sends ``notifications/tools/list_changed``
+        (see :meth:`replace_server`). ``path`` must differ from this router's directory, which
+        stays valid until the old router is dropped.
+        """
+        old_rows = {tool.id: row for row, tool in enumerate(self.catalog)}
+        vectors = np.zeros((len(catalog), self._index.dim), dtype=np.float32)
+        reused: list[tuple[int, int]] = []
+        fresh: list[int] = []
+        for row, tool in enumerate(catalog):
+            old_row = old_rows.get(tool.id)
+            if old_row is not None and embedding_text(self.catalog.tools[old_row]) == (
+                embedding_text(tool)
+            ):
+                reused.append((row, old_row))
+            else:
+                fresh.append(row)
+        if reused:
+            new_rows, rows = zip(*reused, strict=True)
+            vectors[list(new_rows)] = self._index.vectors(list(rows))
+        if fresh:
+            texts = [embedding_text(catalog.tools[row]) for row in fresh]
+            vectors[fresh] = self._embedder.get().embed(texts)
+        embedder = self._embedder.get()
+        return self._build(catalog, vectors, self.config, embedder, path, self.telemetry)
+
+    def replace_server(self, server: str, tools: Any) -> Router:
+        """:meth:`refresh` after one server's ``tools/list`` changed: ``tools`` is its new list
+        in any format :meth:`Catalog.replace_server` accepts."""
+        return self.refresh(self.catalog.replace_server(server, tools))
+
     @classmethod
     def open(
         cls,
@@ -269,7 +347,9 @@ class Router:
     ) -> Router:
         """Reopen a router saved with :meth:`save` (or built with ``path=``).
 
-        The matrix is memory-mapped, not read, so this takes milliseconds at any N.
+        The matrix is memory-mapped, not read, and the full catalog (needed by
+        :meth:`promote` and :meth:`verify`, not by :meth:`route`) and the embedding model load
+        on first use, so opening takes milliseconds at any N.
         """
         directory = Path(path)
         manifest_path = directory / _MANIFEST
@@ -286,33 +366,34 @@ class Router:
                 f"{manifest_path}: router format {manifest.get('format')!r}, "
                 f"this toolgate reads format {FORMAT_VERSION}"
             )
-        settings = dict(manifest["config"])
-        settings["bm25_weights"] = tuple(settings["bm25_weights"])
-        config = RouterConfig(**settings)
         try:
-            saved = json.loads((directory / _CATALOG).read_text(encoding="utf-8"))
-            catalog = Catalog.from_tools(saved["tools"])
-        except (OSError, ValueError, KeyError, TypeError, CatalogError) as exc:
-            raise IndexFormatError(f"{directory / _CATALOG}: unreadable catalog: {exc}") from exc
-        if catalog.version != manifest["catalog_version"]:
-            raise IndexFormatError(
-                f"{directory / _CATALOG}: catalog version {catalog.version} does not match "
-                f"the manifest's {manifest['catalog_version']}"
+            settings = dict(manifest["config"])
+            settings["bm25_weights"] = tuple(settings["bm25_weights"])
+            config = RouterConfig(**settings)
+            outline = CatalogOutline(
+                tuple(manifest["ids"]), tuple(manifest["pinned"]), manifest["catalog_version"]
             )
-        embedder = embedder or _default_embedder(config.precision)
-        index = _toolgate.Index.open(directory / _MATRIX, expected_dim=embedder.dim)
-        if index.model_id != embedder.model_id:
+            flags = tuple(manifest["flags"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IndexFormatError(f"{manifest_path}: malformed manifest: {exc!r}") from None
+        index = _toolgate.Index.open(directory / _MATRIX, expected_dim=_EMBEDDING_DIM)
+        if index.model_id != manifest.get("model_id"):
             raise IndexFormatError(
                 f"{directory / _MATRIX}: embedded with {index.model_id!r}, "
-                f"but the embedder is {embedder.model_id!r}; rebuild with 'toolgate index'"
+                f"but {_MANIFEST} says {manifest.get('model_id')!r}"
             )
+
+        def load_catalog() -> Catalog:
+            return _load_saved_catalog(directory / _CATALOG, outline)
+
         return cls(
-            catalog=catalog,
+            catalog=load_catalog,
+            outline=outline,
             index=index,
             bm25=_toolgate.Bm25.load(directory / _BM25),
-            embedder=embedder,
+            embedder=embedder or (lambda: _default_embedder(config.precision)),
             config=config,
-            vocabulary=FlagVocabulary(tuple(manifest["flags"])),
+            vocabulary=FlagVocabulary(flags),
             telemetry=telemetry,
         )
 
@@ -330,9 +411,11 @@ class Router:
         manifest = {
             "format": FORMAT_VERSION,
             "config": asdict(self.config),
-            "catalog_version": self.catalog.version,
-            "model_id": self._embedder.model_id,
+            "catalog_version": self._outline.version,
+            "model_id": self._index.model_id,
             "flags": list(self._vocabulary.keys),
+            "ids": list(self._outline.ids),
+            "pinned": list(self._outline.pinned),
         }
         # The manifest goes last: a directory with a manifest is complete.
         _write_atomic(directory / _MANIFEST, json.dumps(manifest, indent=1))
@@ -340,10 +423,10 @@ class Router:
     @property
     def model_id(self) -> str:
         """The embedding model the index was built with."""
-        return self._embedder.model_id
+        return str(self._index.model_id)
 
     def __len__(self) -> int:
-        return len(self.catalog)
+        return len(self._ids)
 
     def __repr__(self) -> str:
         return f"Router({len(self)} tools, {self._index.dtype} index, {self.model_id})"
@@ -546,7 +629,7 @@ class Router:
             n_gated=n_gated,
             n_out_of_scope=n_out_of_scope,
             timings_ms={key: round(value, 4) for key, value in timings.items()},
-            catalog_version=self.catalog.version,
+            catalog_version=self._outline.version,
         )
 
     def promote(
@@ -603,11 +686,59 @@ class Router:
         return verdict
 
     def _check_current(self, result: RouteResult) -> None:
-        if result.catalog_version and result.catalog_version != self.catalog.version:
+        if result.catalog_version and result.catalog_version != self._outline.version:
             raise InvalidInputError(
                 f"the route result is for catalog version {result.catalog_version}, "
-                f"this router serves {self.catalog.version}"
+                f"this router serves {self._outline.version}"
             )
+
+
+@dataclass(frozen=True)
+class CatalogOutline:
+    """What routing needs of a catalog: ids in row order, pinned rows, and the version."""
+
+    ids: tuple[str, ...]
+    pinned: tuple[int, ...]
+    version: str
+
+    @classmethod
+    def of(cls, catalog: Catalog) -> CatalogOutline:
+        """The outline of a loaded catalog."""
+        pinned = tuple(row for row, tool in enumerate(catalog) if tool.pinned)
+        return cls(tuple(catalog.ids), pinned, catalog.version)
+
+
+class _Lazy(Generic[_T]):
+    """A value given up front, or produced by a loader on first use (once, thread-safe)."""
+
+    def __init__(self, value: _T | None, loader: Callable[[], _T] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._value = value
+        self._loader = loader
+
+    def get(self) -> _T:
+        value = self._value
+        if value is not None:
+            return value
+        with self._lock:
+            if self._value is None:
+                assert self._loader is not None, "a _Lazy needs a value or a loader"
+                self._value = self._loader()
+            return self._value
+
+
+def _load_saved_catalog(path: Path, outline: CatalogOutline) -> Catalog:
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        catalog = Catalog.from_tools(saved["tools"])
+    except (OSError, ValueError, KeyError, TypeError, CatalogError) as exc:
+        raise IndexFormatError(f"{path}: unreadable catalog: {exc}") from exc
+    if catalog.version != outline.version or tuple(catalog.ids) != outline.ids:
+        raise IndexFormatError(
+            f"{path}: catalog version {catalog.version} does not match the router's "
+            f"{outline.version}"
+        )
+    return catalog
 
 
 def _requires_anything(tool: Tool) -> bool:

@@ -157,6 +157,18 @@ impl PyIndex {
         Ok(PyArray1::from_vec(py, scores))
     }
 
+    /// The stored f32 vectors of `rows` as an (len(rows), d) array (a copy).
+    fn vectors<'py>(
+        &self,
+        py: Python<'py>,
+        rows: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let rows = row_list(rows, "rows", self.index.len())?;
+        let values = py.detach(|| self.index.vectors(&rows))?;
+        let array = PyArray1::from_vec(py, values);
+        Ok(array.reshape([rows.len(), self.index.dim()])?)
+    }
+
     /// Exact f32 scores of `query` against `rows`.
     fn rescore<'py>(
         &self,
