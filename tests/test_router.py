@@ -14,7 +14,6 @@ from toolgate.catalog import Catalog
 from toolgate.commands import demo_catalog
 from toolgate.router import Router, RouterConfig
 
-
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
