@@ -305,12 +305,14 @@ class Catalog:
         server: str | None = None,
         lenient: bool = False,
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        rename_duplicates: bool = False,
     ) -> Catalog:
         """From :class:`Tool` objects and/or tool dicts in any supported shape, mixed.
 
         Dicts written by :meth:`Tool.to_dict` (an index's saved catalog) are rebuilt exactly
         and without re-validation, so reopening is fast; their ``fingerprint`` must match their
-        content, else they are reported as offenders.
+        content, else they are reported as offenders. ``rename_duplicates`` is as in
+        :meth:`load`.
         """
         items = list(tools)
         raws: list[RawTool | Tool] = []
@@ -321,7 +323,13 @@ class Catalog:
                 raws.append(_saved_tool(item, f"tools[{i}]"))
             else:
                 raws.extend(adapters.parse_tool_dict(item, f"tools[{i}]", server or DEFAULT_SERVER))
-        return cls._from_raw(raws, "the tool list", lenient=lenient, overrides=overrides)
+        return cls._from_raw(
+            raws,
+            "the tool list",
+            lenient=lenient,
+            overrides=overrides,
+            rename_duplicates=rename_duplicates,
+        )
 
     @classmethod
     def _from_raw(

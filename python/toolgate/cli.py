@@ -25,6 +25,7 @@ def _add_router_source(parser: argparse.ArgumentParser) -> None:
     )
     source.add_argument("--index", type=Path, help="router directory written by 'toolgate index'")
     parser.add_argument("--precision", choices=["fp32", "int8"], help="embedding model precision")
+    parser.add_argument("--dtype", choices=["f32", "int8", "bf16"], help="matrix storage type")
     parser.add_argument("--lenient", action="store_true", help="skip bad tools with a warning")
 
 
