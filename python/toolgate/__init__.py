@@ -29,10 +29,11 @@ from toolgate.errors import (
 if TYPE_CHECKING:
     from toolgate.budget import Budget
     from toolgate.catalog import Catalog, CatalogDiff
+    from toolgate.config import RouterConfig
     from toolgate.embed import Embedder
     from toolgate.promote import Promotion, promote_tools
     from toolgate.route_result import RouteResult
-    from toolgate.router import Router, RouterConfig
+    from toolgate.router import Router
     from toolgate.state import State
     from toolgate.telemetry import Telemetry, UsageStats
     from toolgate.tool import Tool
@@ -47,7 +48,7 @@ _LAZY = {
     "Promotion": "toolgate.promote",
     "RouteResult": "toolgate.route_result",
     "Router": "toolgate.router",
-    "RouterConfig": "toolgate.router",
+    "RouterConfig": "toolgate.config",
     "State": "toolgate.state",
     "Telemetry": "toolgate.telemetry",
     "Tool": "toolgate.tool",

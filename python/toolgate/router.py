@@ -9,33 +9,44 @@ many threads.
 from __future__ import annotations
 
 import contextlib
-import enum
-import json
 import math
 import os
-import re
 import shutil
 import tempfile
-import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from toolgate import _toolgate
 from toolgate.catalog import Catalog, UnknownToolError
-from toolgate.errors import CatalogError, IndexFormatError, InvalidInputError
+from toolgate.config import DEFAULT, DefaultType, RouterConfig
+from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.history import HistoryTurn, blend_history, history_texts
+from toolgate.lazy import Lazy
 from toolgate.query import ParsedQuery, parse_query
 from toolgate.route_result import GatedOut, RoutedTool, RouteResult
+from toolgate.router_store import (
+    BM25,
+    CATALOG,
+    MANIFEST,
+    MATRIX,
+    CatalogOutline,
+    SavedRouter,
+    copy_atomic,
+    load_saved_catalog,
+    read_manifest,
+    write_catalog_and_manifest,
+)
 from toolgate.scopes import ScopeMatcher
 from toolgate.state import FlagVocabulary, State
 from toolgate.tool import Tool
+from toolgate.tool_text import bm25_document, embedding_texts
 
 if TYPE_CHECKING:
     from toolgate.embed import Embedder
@@ -44,105 +55,12 @@ if TYPE_CHECKING:
     from toolgate.telemetry import Telemetry
     from toolgate.verify import Verdict
 
-__all__ = ["Router", "RouterConfig"]
+__all__ = ["DEFAULT", "Router", "RouterConfig"]
 
-FORMAT_VERSION = 1
-_MANIFEST = "router.json"
-_CATALOG = "catalog.json"
-_MATRIX = "matrix.tgm"
-_BM25 = "bm25.tgb"
 _QUERY_CACHE_SIZE = 1024
 _EMBEDDING_DIM = 384
-_T = TypeVar("_T")
 _SCHEMA_CACHE_ENTRIES = 4096
 _SCHEMA_CACHE_BYTES = 64 << 20
-_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NAME_SEPARATORS = re.compile(r"[\s_.\-/:]+")
-
-
-class _Default(enum.Enum):
-    """The type of :data:`DEFAULT`."""
-
-    TOKEN = 0
-
-
-DEFAULT = _Default.TOKEN
-"""Stands for "the router's configured value" where ``None`` means "none at all"."""
-
-
-@dataclass(frozen=True)
-class RouterConfig:
-    """Routing defaults. The values were chosen on the dev sets; see the README's results.
-
-    ``alpha`` weighs the dense (embedding) signal against BM25 in the fused score that ranks
-    tools, and ``fusion`` / ``fusion_top`` say how each signal is normalised first (see
-    ``toolgate._toolgate.fuse``). ``threshold`` is the minimum cosine similarity of a ranked
-    tool to the query, the Tool Attention paper's ISO threshold (tools named in the query,
-    selected or pinned are exempt; ``toolgate calibrate`` fits it). It is off by default:
-    on BFCL a floor of 0.2 keeps 96% of the gold tools yet rejects only 4% of the irrelevant
-    queries, and 0.4 rejects 51% but loses 27% of the gold tools, so MiniLM cosines alone do
-    not separate "fits" from "does not fit" well enough for one default. ``history_decay`` is
-    the weight of each earlier turn relative to the next one. ``index_dtype`` is the storage
-    the scan reads: int8 halves the core's time at N = 10,000 (the matrix is a quarter of the
-    f32 size, so it stays in cache next to the model), and its cosines are within about 1e-3
-    of exact, which moves no ranking measurably.
-    """
-
-    top_k: int = 8
-    threshold: float | None = None
-    alpha: float = 0.6
-    fusion: str = "minmax"
-    fusion_top: int = 100
-    bm25_k1: float = 1.2
-    bm25_b: float = 0.75
-    bm25_weights: tuple[float, float, float, float] = (2.0, 1.0, 0.5, 0.5)
-    history_turns: int = 3
-    history_decay: float = 0.5
-    precision: Literal["fp32", "int8"] = "int8"
-    index_dtype: Literal["f32", "int8", "bf16"] = "int8"
-
-    def __post_init__(self) -> None:
-        if self.top_k < 1:
-            raise InvalidInputError(f"top_k must be >= 1, got {self.top_k}")
-        if not 0.0 <= self.alpha <= 1.0:
-            raise InvalidInputError(f"alpha must be in [0, 1], got {self.alpha}")
-        if not 0.0 <= self.history_decay <= 1.0:
-            raise InvalidInputError(f"history_decay must be in [0, 1], got {self.history_decay}")
-        if self.precision not in ("fp32", "int8"):
-            raise InvalidInputError(f"precision must be 'fp32' or 'int8', got {self.precision!r}")
-        if self.index_dtype not in ("f32", "int8", "bf16"):
-            raise InvalidInputError(
-                f"index_dtype must be 'f32', 'int8' or 'bf16', got {self.index_dtype!r}"
-            )
-
-
-def embedding_text(tool: Tool, *, with_server: bool = True) -> str:
-    """What the matrix row of ``tool`` embeds: server, name in words, summary, parameters.
-
-    Parameter names and descriptions lifted dense nDCG@10 on BFCL from 0.70 to 0.75. The
-    server name tells servers apart, so it is left out of a single-server catalog, where it
-    would be the same noise in every row (MetaTool nDCG@10: 0.70 with it, 0.71 without).
-    """
-    text = f"{humanize(tool.name)}: {tool.summary}"
-    if with_server:
-        text = f"{tool.server}: {text}"
-    return f"{text} Parameters: {tool.param_text}" if tool.param_text else text
-
-
-def embedding_texts(catalog: Catalog) -> list[str]:
-    """:func:`embedding_text` of every tool, with the server only if there are several."""
-    with_server = len(catalog.servers) > 1
-    return [embedding_text(tool, with_server=with_server) for tool in catalog]
-
-
-def bm25_document(tool: Tool) -> dict[str, str]:
-    """The fields BM25 indexes for ``tool``."""
-    return {
-        "name": tool.name,
-        "description": tool.description,
-        "param_text": tool.param_text,
-        "server": tool.server,
-    }
 
 
 def _default_embedder(precision: Literal["fp32", "int8"]) -> Embedder:
@@ -190,14 +108,14 @@ class Router:
         self.config = config
         self.telemetry = telemetry
         if isinstance(catalog, Catalog):
-            self._catalog = _Lazy(catalog)
+            self._catalog = Lazy(catalog)
         else:
-            self._catalog = _Lazy(None, catalog)
+            self._catalog = Lazy(None, catalog)
         if hasattr(embedder, "embed"):
-            self._embedder: _Lazy[Embedder] = _Lazy(embedder)  # type: ignore[arg-type]
+            self._embedder: Lazy[Embedder] = Lazy(embedder)  # type: ignore[arg-type]
         else:
             load: Callable[[], Embedder] = embedder
-            self._embedder = _Lazy(None, lambda: self._checked_embedder(load()))
+            self._embedder = Lazy(None, lambda: self._checked_embedder(load()))
         self._index = index
         self._bm25 = bm25
         self._vocabulary = vocabulary
@@ -284,7 +202,7 @@ class Router:
         tools = catalog.tools
         vocabulary = FlagVocabulary.from_tools(tools)
         index = _toolgate.Index.build(
-            directory / _MATRIX,
+            directory / MATRIX,
             vectors,
             dtype=config.index_dtype,
             model_id=embedder.model_id,
@@ -302,7 +220,7 @@ class Router:
                 "server": server,
             },
         )
-        bm25.save(directory / _BM25)
+        bm25.save(directory / BM25)
         router = cls(
             catalog=catalog,
             index=index,
@@ -364,48 +282,22 @@ class Router:
         on first use, so opening takes milliseconds at any N.
         """
         directory = Path(path)
-        manifest_path = directory / _MANIFEST
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        saved = read_manifest(directory)
+        index = _toolgate.Index.open(directory / MATRIX, expected_dim=_EMBEDDING_DIM)
+        if index.model_id != saved.model_id:
             raise IndexFormatError(
-                f"{directory}: not a toolgate router ({_MANIFEST} is missing)"
-            ) from None
-        except json.JSONDecodeError as exc:
-            raise IndexFormatError(f"{manifest_path}: not valid JSON: {exc}") from None
-        if manifest.get("format") != FORMAT_VERSION:
-            raise IndexFormatError(
-                f"{manifest_path}: router format {manifest.get('format')!r}, "
-                f"this toolgate reads format {FORMAT_VERSION}"
+                f"{directory / MATRIX}: embedded with {index.model_id!r}, "
+                f"but {MANIFEST} says {saved.model_id!r}"
             )
-        try:
-            settings = dict(manifest["config"])
-            settings["bm25_weights"] = tuple(settings["bm25_weights"])
-            config = RouterConfig(**settings)
-            outline = CatalogOutline(
-                tuple(manifest["ids"]), tuple(manifest["pinned"]), manifest["catalog_version"]
-            )
-            flags = tuple(manifest["flags"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise IndexFormatError(f"{manifest_path}: malformed manifest: {exc!r}") from None
-        index = _toolgate.Index.open(directory / _MATRIX, expected_dim=_EMBEDDING_DIM)
-        if index.model_id != manifest.get("model_id"):
-            raise IndexFormatError(
-                f"{directory / _MATRIX}: embedded with {index.model_id!r}, "
-                f"but {_MANIFEST} says {manifest.get('model_id')!r}"
-            )
-
-        def load_catalog() -> Catalog:
-            return _load_saved_catalog(directory / _CATALOG, outline)
-
+        config = saved.config
         return cls(
-            catalog=load_catalog,
-            outline=outline,
+            catalog=lambda: load_saved_catalog(directory / CATALOG, saved.outline),
+            outline=saved.outline,
             index=index,
-            bm25=_toolgate.Bm25.load(directory / _BM25),
+            bm25=_toolgate.Bm25.load(directory / BM25),
             embedder=embedder or (lambda: _default_embedder(config.precision)),
             config=config,
-            vocabulary=FlagVocabulary(flags),
+            vocabulary=FlagVocabulary(saved.flags),
             telemetry=telemetry,
         )
 
@@ -413,24 +305,15 @@ class Router:
         """Write this router to the directory ``path`` (created if needed)."""
         directory = Path(path)
         directory.mkdir(parents=True, exist_ok=True)
-        _copy_atomic(Path(self._index.path), directory / _MATRIX)
-        self._bm25.save(directory / _BM25)
+        copy_atomic(Path(self._index.path), directory / MATRIX)
+        self._bm25.save(directory / BM25)
         self._write_manifest(directory)
 
     def _write_manifest(self, directory: Path) -> None:
-        tools = [tool.to_dict() for tool in self.catalog]
-        _write_atomic(directory / _CATALOG, json.dumps({"tools": tools}))
-        manifest = {
-            "format": FORMAT_VERSION,
-            "config": asdict(self.config),
-            "catalog_version": self._outline.version,
-            "model_id": self._index.model_id,
-            "flags": list(self._vocabulary.keys),
-            "ids": list(self._outline.ids),
-            "pinned": list(self._outline.pinned),
-        }
-        # The manifest goes last: a directory with a manifest is complete.
-        _write_atomic(directory / _MANIFEST, json.dumps(manifest, indent=1))
+        saved = SavedRouter(
+            self.config, self._outline, self._vocabulary.keys, str(self._index.model_id)
+        )
+        write_catalog_and_manifest(directory, self.catalog, saved)
 
     @property
     def model_id(self) -> str:
@@ -450,7 +333,7 @@ class Router:
         state: State | Mapping[str, Iterable[str]] | None = None,
         history: Sequence[HistoryTurn] | None = None,
         top_k: int | None = None,
-        threshold: float | _Default | None = DEFAULT,
+        threshold: float | DefaultType | None = DEFAULT,
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
         turn_id: str = "",
@@ -476,7 +359,7 @@ class Router:
         state: State | Mapping[str, Iterable[str]] | None,
         history: Sequence[HistoryTurn] | None,
         top_k: int | None,
-        threshold: float | _Default | None,
+        threshold: float | DefaultType | None,
         allow: Iterable[str] | None,
         deny: Iterable[str] | None,
     ) -> RouteResult:
@@ -705,62 +588,8 @@ class Router:
             )
 
 
-@dataclass(frozen=True)
-class CatalogOutline:
-    """What routing needs of a catalog: ids in row order, pinned rows, and the version."""
-
-    ids: tuple[str, ...]
-    pinned: tuple[int, ...]
-    version: str
-
-    @classmethod
-    def of(cls, catalog: Catalog) -> CatalogOutline:
-        """The outline of a loaded catalog."""
-        pinned = tuple(row for row, tool in enumerate(catalog) if tool.pinned)
-        return cls(tuple(catalog.ids), pinned, catalog.version)
-
-
-class _Lazy(Generic[_T]):
-    """A value given up front, or produced by a loader on first use (once, thread-safe)."""
-
-    def __init__(self, value: _T | None, loader: Callable[[], _T] | None = None) -> None:
-        self._lock = threading.Lock()
-        self._value = value
-        self._loader = loader
-
-    def get(self) -> _T:
-        value = self._value
-        if value is not None:
-            return value
-        with self._lock:
-            if self._value is None:
-                assert self._loader is not None, "a _Lazy needs a value or a loader"
-                self._value = self._loader()
-            return self._value
-
-
-def _load_saved_catalog(path: Path, outline: CatalogOutline) -> Catalog:
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        catalog = Catalog.from_tools(saved["tools"])
-    except (OSError, ValueError, KeyError, TypeError, CatalogError) as exc:
-        raise IndexFormatError(f"{path}: unreadable catalog: {exc}") from exc
-    if catalog.version != outline.version or tuple(catalog.ids) != outline.ids:
-        raise IndexFormatError(
-            f"{path}: catalog version {catalog.version} does not match the router's "
-            f"{outline.version}"
-        )
-    return catalog
-
-
 def _requires_anything(tool: Tool) -> bool:
     return bool(tool.requires_scopes or tool.requires_tools or tool.requires_milestones)
-
-
-def humanize(name: str) -> str:
-    """``get_issueComments`` -> ``get issue Comments``: names read as words to the encoder."""
-    spaced = _CAMEL_BOUNDARY.sub(" ", name)
-    return " ".join(_NAME_SEPARATORS.split(spaced)).strip()
 
 
 def _open_cache(
@@ -771,9 +600,7 @@ def _open_cache(
     return resolve_cache(cache if not isinstance(cache, os.PathLike) else Path(cache), None)
 
 
-def _embed_tools(
-    embedder: Embedder, texts: list[str], cache: EmbeddingCache | None
-) -> np.ndarray:
+def _embed_tools(embedder: Embedder, texts: list[str], cache: EmbeddingCache | None) -> np.ndarray:
     """Tool vectors, taking unchanged tools from ``cache`` and embedding only the rest."""
     out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
     cached = cache.get_many(embedder.model_id, texts) if cache is not None else [None] * len(texts)
@@ -787,24 +614,3 @@ def _embed_tools(
         if cache is not None:
             cache.put_many(embedder.model_id, [texts[i] for i in missing], fresh)
     return out
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
-def _copy_atomic(source: Path, target: Path) -> None:
-    if source.resolve() == target.resolve():
-        return
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with source.open("rb") as src, tmp.open("wb") as dst:
-        while chunk := src.read(1 << 20):
-            dst.write(chunk)
-        dst.flush()
-        os.fsync(dst.fileno())
-    os.replace(tmp, target)

@@ -1,0 +1,48 @@
+"""The text each tool is known by: what its embedding row encodes and what BM25 indexes."""
+
+from __future__ import annotations
+
+import re
+
+from toolgate.catalog import Catalog
+from toolgate.tool import Tool
+
+__all__ = ["bm25_document", "embedding_text", "embedding_texts", "humanize"]
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NAME_SEPARATORS = re.compile(r"[\s_.\-/:]+")
+
+
+def humanize(name: str) -> str:
+    """``get_issueComments`` -> ``get issue Comments``: names read as words to the encoder."""
+    spaced = _CAMEL_BOUNDARY.sub(" ", name)
+    return " ".join(_NAME_SEPARATORS.split(spaced)).strip()
+
+
+def embedding_text(tool: Tool, *, with_server: bool = True) -> str:
+    """What the matrix row of ``tool`` embeds: server, name in words, summary, parameters.
+
+    Parameter names and descriptions lifted dense nDCG@10 on BFCL from 0.70 to 0.75. The
+    server name tells servers apart, so it is left out of a single-server catalog, where it
+    would be the same noise in every row (MetaTool nDCG@10: 0.70 with it, 0.71 without).
+    """
+    text = f"{humanize(tool.name)}: {tool.summary}"
+    if with_server:
+        text = f"{tool.server}: {text}"
+    return f"{text} Parameters: {tool.param_text}" if tool.param_text else text
+
+
+def embedding_texts(catalog: Catalog) -> list[str]:
+    """:func:`embedding_text` of every tool, with the server only if there are several."""
+    with_server = len(catalog.servers) > 1
+    return [embedding_text(tool, with_server=with_server) for tool in catalog]
+
+
+def bm25_document(tool: Tool) -> dict[str, str]:
+    """The fields BM25 indexes for ``tool``."""
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "param_text": tool.param_text,
+        "server": tool.server,
+    }
