@@ -1,0 +1,61 @@
+"""ToolSearch query forms, history texts and the names tools are embedded under."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolgate import InvalidInputError
+from toolgate.catalog import Catalog
+from toolgate.history import history_texts
+from toolgate.query import parse_query
+from toolgate.tool_text import embedding_texts, humanize
+
+
+def test_select_and_required_terms() -> None:
+    assert parse_query("SELECT: a , b,").select == ("a", "b")
+    parsed = parse_query("+Slack +post send the notes")
+    assert parsed.required_terms == ("slack", "post")
+    assert parsed.form == "required"
+    assert "send the notes" in parsed.text
+    assert parse_query("c++ compiler flags").form == "text"
+
+
+def test_history_keeps_user_and_tool_turns_most_recent_first() -> None:
+    turns = [
+        "first",
+        {"role": "assistant", "content": "plan"},
+        {"role": "tool", "content": [{"type": "text", "text": "42 rows"}]},
+        {"role": "user", "content": "latest"},
+    ]
+    assert history_texts(turns, 2) == ["latest", "42 rows"]
+    assert history_texts(turns, 10) == ["latest", "42 rows", "first"]
+    with pytest.raises(InvalidInputError, match=r"history\[0\]"):
+        history_texts([3], 1)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("get_issueComments", "get issue Comments"),
+        ("math.hypot", "math hypot"),
+        ("Media_3_FindMovies", "Media 3 Find Movies"),
+    ],
+)
+def test_humanize(name: str, words: str) -> None:
+    assert humanize(name) == words
+
+
+def test_server_is_embedded_only_when_it_tells_servers_apart() -> None:
+    one = Catalog.from_tools([{"name": "f", "description": "Does f."}], server="solo")
+    assert embedding_texts(one) == ["f: Does f."]
+    two = Catalog.from_tools(
+        [
+            {"server": "a", "name": "f", "description": "Does f."},
+            {"server": "b", "name": "g", "description": "Does g.", "inputSchema": {
+                "type": "object", "properties": {"n": {"type": "integer", "description": "How many"}}
+            }},
+        ]
+    )  # fmt: skip
+    texts = embedding_texts(two)
+    assert texts[0] == "a: f: Does f."
+    assert texts[1].startswith("b: g: Does g. Parameters: n")
