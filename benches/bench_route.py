@@ -12,7 +12,8 @@ One group per N, each entry timed on one thread:
   queries, more than the router's query cache holds, so every call embeds;
 * ``toolgate route, query cached``: the same query every call (the embedding is memoised);
 * ``python pipeline``: what a user would write instead: ONNX Runtime fp32 embedding of the
-  query (tokenizers + InferenceSession, no toolgate code) and a faiss ``IndexFlatIP`` search;
+  query (tokenizers + InferenceSession, no toolgate code) and a faiss ``IndexFlatIP`` search
+  over the same tool matrix;
 * ``faiss IndexFlatIP`` and ``numpy``: dense top-10 alone for a given query vector.
 
 Ratios to faiss print at the end (see ``conftest.py``); ``python -m benches.report`` turns the
@@ -144,12 +145,14 @@ class TopUpEmbedder:
         if not synthetic:
             embedder = self._queries if len(batch) == 1 else self._tools
             return embedder.embed(batch)
-        real = [i for i in range(len(batch)) if i not in set(synthetic)]
+        skip = set(synthetic)
+        real = [i for i in range(len(batch)) if i not in skip]
         out = np.empty((len(batch), self.dim), dtype=np.float32)
-        out[real] = self._tools.embed([batch[i] for i in real])
+        vectors = self._tools.embed([batch[i] for i in real])
+        out[real] = vectors
         rng = np.random.default_rng(len(batch))
         pick = rng.integers(0, len(real), size=(len(synthetic), 2))
-        mixed = out[real][pick[:, 0]] + out[real][pick[:, 1]]
+        mixed = vectors[pick[:, 0]] + vectors[pick[:, 1]]
         mixed += rng.normal(0.0, 0.02, size=mixed.shape).astype(np.float32)
         out[synthetic] = mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
         return out
@@ -159,7 +162,7 @@ class PlainPipeline:
     """A user's own pipeline: tokenizers + ONNX Runtime fp32 (one thread) + faiss."""
 
     def __init__(self, matrix: npt.NDArray[np.float32]) -> None:
-        import onnxruntime as ort  # type: ignore[import-untyped]
+        import onnxruntime as ort  # type: ignore[import-untyped,unused-ignore]
         from tokenizers import Tokenizer
 
         from toolgate import models
@@ -241,7 +244,7 @@ def setup_for(n: int) -> Setup:
 
 
 def _embedding_text(tool: Tool) -> str:
-    from toolgate.router import embedding_text
+    from toolgate.tool_text import embedding_text
 
     return embedding_text(tool)
 

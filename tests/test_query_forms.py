@@ -48,14 +48,13 @@ def test_humanize(name: str, words: str) -> None:
 def test_server_is_embedded_only_when_it_tells_servers_apart() -> None:
     one = Catalog.from_tools([{"name": "f", "description": "Does f."}], server="solo")
     assert embedding_texts(one) == ["f: Does f."]
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "description": "How many"}}}
     two = Catalog.from_tools(
         [
             {"server": "a", "name": "f", "description": "Does f."},
-            {"server": "b", "name": "g", "description": "Does g.", "inputSchema": {
-                "type": "object", "properties": {"n": {"type": "integer", "description": "How many"}}
-            }},
+            {"server": "b", "name": "g", "description": "Does g.", "inputSchema": schema},
         ]
-    )  # fmt: skip
+    )
     texts = embedding_texts(two)
     assert texts[0] == "a: f: Does f."
     assert texts[1].startswith("b: g: Does g. Parameters: n")
