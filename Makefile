@@ -30,7 +30,7 @@ lint: setup ## rustfmt, clippy, ruff, mypy and stubtest
 	$(PY) -m mypy.stubtest toolgate._toolgate
 
 bench: setup ## pytest-benchmark suites, ratios against the peers printed at the end
-	$(PY) -m pytest benches -q -p no:cacheprovider
+	$(PY) -m pytest benches -q -p no:cacheprovider -o python_files='bench_*.py'
 
 bench-report: setup ## regenerate every results table, plot and the README results section
 	$(PY) -m benches.report

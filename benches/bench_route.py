@@ -51,6 +51,7 @@ from toolgate.embed import Embedder
 from toolgate.promote import promote_tools, render_pool
 from toolgate.router import Router
 from toolgate.tool import Tool
+from toolgate.tool_text import embedding_texts
 
 if TYPE_CHECKING:
     from benches.conftest import RatioTable
@@ -235,18 +236,11 @@ def setup_for(n: int) -> Setup:
     catalog = scale_catalog(n, real)
     workdir = tempfile.TemporaryDirectory(prefix=f"toolgate-bench-{n}-")
     router = Router.from_catalog(catalog, embedder=embedder, cache=False, path=workdir.name)  # type: ignore[arg-type]
-    matrix = np.ascontiguousarray(
-        embedder.embed([_embedding_text(t) for t in catalog]), dtype=np.float32
-    )
+    # The texts the router embedded, so the peers search the same vectors.
+    matrix = np.ascontiguousarray(embedder.embed(embedding_texts(catalog)), dtype=np.float32)
     setup = Setup(n, router, matrix, PlainPipeline(matrix), token_figures(router, queries), workdir)
     _current.append(setup)
     return setup
-
-
-def _embedding_text(tool: Tool) -> str:
-    from toolgate.tool_text import embedding_text
-
-    return embedding_text(tool)
 
 
 def token_figures(router: Router, queries: Sequence[str]) -> dict[str, float]:

@@ -56,11 +56,12 @@ def eval_sets(root: Path) -> list[EvalSet]:
 
 
 def load_catalog(path: Path) -> tuple[Catalog, int]:
-    """The catalog at ``path`` loaded leniently, and how many tools lenient loading skipped."""
+    """The catalog at ``path`` as ``toolgate eval`` loads it (repeated ids kept under a renamed
+    server, malformed tools skipped), and how many tools were skipped."""
     with warnings.catch_warnings():
         # Lenient loading warns once naming every skipped tool; the count is reported instead.
         warnings.simplefilter("ignore")
-        catalog = Catalog.load(path, lenient=True)
+        catalog = Catalog.load(path, lenient=True, rename_duplicates=True)
     if path.suffix != ".jsonl":
         return catalog, 0
     with path.open(encoding="utf-8") as handle:

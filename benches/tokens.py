@@ -16,7 +16,8 @@ The methods (the Tool Attention paper's baselines, section 6.4):
 * ``B4 CLI lazy``: a CLI prompt and one shell tool; the model runs ``--list`` once (its output
   stays in the conversation) and ``--help`` for each tool it needs (perfect discovery assumed);
 * ``Tool Attention``: the full summary pool (every tool's name and summary) + top-10 dense
-  tools above cosine 0.28;
+  tools above cosine 0.28; a second row counts the pool without the names, as the paper's
+  reference code does, to show what that omission is worth;
 * ``toolgate default``: :func:`toolgate.promote.promote_tools` output for the default route.
 
 Prompt caching: the part of a request that is identical every turn (system text and fixed
@@ -62,6 +63,7 @@ METHODS = (
     "B3 simple retrieval",
     "B4 CLI lazy",
     "Tool Attention",
+    "Tool Attention, pool without names",
     "toolgate default",
 )
 
@@ -257,6 +259,22 @@ def tool_attention(catalog: Catalog, retrieved: Sequence[str]) -> Request:
     )
 
 
+def tool_attention_unnamed(catalog: Catalog, retrieved: Sequence[str]) -> Request:
+    """Tool Attention as its reference code counts it: pool lines carry summaries, no names.
+
+    Shown only to measure what leaving the names out saves; a model cannot ask for a tool it
+    cannot name.
+    """
+    header = render_pool(catalog, "full")[0].split("\n", 1)[0]
+    pool = "\n".join([header, *(f"- {t.summary}" for t in catalog)])
+    return Request(
+        METHODS[5],
+        system=pool,
+        turn_tools=definitions(catalog, retrieved),
+        visible=frozenset(retrieved),
+    )
+
+
 def toolgate_default(promotion: Promotion) -> Request:
     """toolgate: the promotion's pool and tools; its search tool, if any, is stable."""
     if promotion.format != "openai":
@@ -267,7 +285,7 @@ def toolgate_default(promotion: Promotion) -> Request:
         return search is not None and definition["function"]["name"] == search
 
     return Request(
-        METHODS[5],
+        METHODS[6],
         system=promotion.pool_text,
         stable_tools=tuple(d for d in promotion.tools if is_search(d)),
         turn_tools=tuple(d for d in promotion.tools if not is_search(d)),
@@ -412,6 +430,7 @@ def method_requests(
             simple_retrieval(catalog, retrieved),
             cli_lazy(catalog, needed),
             tool_attention(catalog, attended),
+            tool_attention_unnamed(catalog, attended),
             toolgate_default(promotion),
         ]
 

@@ -52,6 +52,7 @@ def every_method(catalog: Catalog) -> list[tokens.Request]:
         tokens.simple_retrieval(catalog, [ids[2], ids[0]]),
         tokens.cli_lazy(catalog, [ids[0]]),
         tokens.tool_attention(catalog, [ids[2], ids[0]]),
+        tokens.tool_attention_unnamed(catalog, [ids[2], ids[0]]),
         tokens.toolgate_default(promotion),
     ]
 
@@ -89,7 +90,7 @@ def test_every_method_serialises_a_tool_identically(catalog: Catalog) -> None:
 
 
 def test_methods_show_the_schemas_they_promise(catalog: Catalog) -> None:
-    b1, b2, b3, b4, attention, default = every_method(catalog)
+    b1, b2, b3, b4, attention, unnamed, default = every_method(catalog)
     assert b1.visible == frozenset(catalog.ids)
     assert b2.visible == frozenset(catalog.ids[:2])
     assert b3.visible == attention.visible == frozenset({catalog.ids[0], catalog.ids[2]})
@@ -99,6 +100,9 @@ def test_methods_show_the_schemas_they_promise(catalog: Catalog) -> None:
     # Tool Attention's pool names every tool, so the model can ask for any of them.
     for tool in catalog:
         assert f"- {tool.exposed_name}: " in attention.system
+        assert tool.exposed_name not in unnamed.system
+    counter = tokens.TokenCounter("cl100k_base")
+    assert counter.request(unnamed).steady < counter.request(attention).steady
 
 
 def test_cli_lazy_lists_once_and_reads_help_per_needed_tool(catalog: Catalog) -> None:

@@ -226,14 +226,15 @@ class _CountingEmbedder:
 def test_refresh_embeds_only_what_changed(router: Router) -> None:
     counting = _CountingEmbedder(router._embedder.get())
     base = Router.from_catalog(router.catalog, embedder=counting, cache=None)  # type: ignore[arg-type]
-    assert len(counting.texts) == len(router.catalog)
+    # Two views per tool (name/summary/parameters, and the whole description).
+    assert len(counting.texts) == 2 * len(router.catalog)
     counting.texts.clear()
     changed = [
         {"name": "get_forecast", "description": "Hourly and daily forecast for any city."},
         {"name": "get_uv_index", "description": "Ultraviolet index for a city."},
     ]
     refreshed = base.replace_server("weather", changed)
-    assert len(counting.texts) == 2  # the changed forecast and the new UV tool
+    assert len(counting.texts) == 4  # two views each of the changed forecast and the UV tool
     assert "weather/get_current_weather" not in refreshed.catalog
     assert "weather/get_uv_index" in refreshed.catalog
     assert refreshed.route("UV index in Madrid", top_k=1).ids == ["weather/get_uv_index"]

@@ -27,7 +27,9 @@ class RouterConfig:
 
     ``alpha`` weighs the dense (embedding) signal against BM25 in the fused score that ranks
     tools, and ``fusion`` / ``fusion_top`` say how each signal is normalised first (see
-    ``toolgate._toolgate.fuse``). ``threshold`` is the minimum cosine similarity of a ranked
+    ``toolgate._toolgate.fuse``): min-max over each signal's best 100 rows beat reciprocal-rank
+    fusion and max-division on both dev sets. nDCG@10 (BFCL / MetaTool single-tool) at alpha
+    0.6: 0.831 / 0.704, 0.65: 0.830 / 0.712, 0.7: 0.827 / 0.718; 0.7 has the best sum. ``threshold`` is the minimum cosine similarity of a ranked
     tool to the query, the Tool Attention paper's ISO threshold (tools named in the query,
     selected or pinned are exempt; ``toolgate calibrate`` fits it). It is off by default:
     on BFCL a floor of 0.2 keeps 96% of the gold tools yet rejects only 4% of the irrelevant
@@ -41,7 +43,7 @@ class RouterConfig:
 
     top_k: int = 8
     threshold: float | None = None
-    alpha: float = 0.6
+    alpha: float = 0.7
     fusion: str = "minmax"
     fusion_top: int = 100
     bm25_k1: float = 1.2

@@ -46,7 +46,7 @@ from toolgate.router_store import (
 from toolgate.scopes import ScopeMatcher
 from toolgate.state import FlagVocabulary, State
 from toolgate.tool import Tool
-from toolgate.tool_text import bm25_document, embedding_texts
+from toolgate.tool_text import bm25_document, embedding_views
 
 if TYPE_CHECKING:
     from toolgate.embed import Embedder
@@ -179,7 +179,7 @@ class Router:
         """
         config = config or RouterConfig()
         embedder = embedder or _default_embedder(config.precision)
-        vectors = _embed_tools(embedder, embedding_texts(catalog), _open_cache(cache))
+        vectors = _embed_tools(embedder, embedding_views(catalog), _open_cache(cache))
         return cls._build(catalog, vectors, config, embedder, path, telemetry)
 
     @classmethod
@@ -243,14 +243,14 @@ class Router:
         stays valid until the old router is dropped.
         """
         old_rows = {tool.id: row for row, tool in enumerate(self.catalog)}
-        old_texts = embedding_texts(self.catalog)
-        texts = embedding_texts(catalog)
+        old_views = embedding_views(self.catalog)
+        views = embedding_views(catalog)
         vectors = np.zeros((len(catalog), self._index.dim), dtype=np.float32)
         reused: list[tuple[int, int]] = []
         fresh: list[int] = []
         for row, tool in enumerate(catalog):
             old_row = old_rows.get(tool.id)
-            if old_row is not None and old_texts[old_row] == texts[row]:
+            if old_row is not None and old_views[old_row] == views[row]:
                 reused.append((row, old_row))
             else:
                 fresh.append(row)
@@ -258,7 +258,8 @@ class Router:
             new_rows, rows = zip(*reused, strict=True)
             vectors[list(new_rows)] = self._index.vectors(list(rows))
         if fresh:
-            vectors[fresh] = self._embedder.get().embed([texts[row] for row in fresh])
+            changed = [views[row] for row in fresh]
+            vectors[fresh] = _embed_tools(self._embedder.get(), changed, None)
         embedder = self._embedder.get()
         return self._build(catalog, vectors, self.config, embedder, path, self.telemetry)
 
@@ -600,17 +601,29 @@ def _open_cache(
     return resolve_cache(cache if not isinstance(cache, os.PathLike) else Path(cache), None)
 
 
-def _embed_tools(embedder: Embedder, texts: list[str], cache: EmbeddingCache | None) -> np.ndarray:
-    """Tool vectors, taking unchanged tools from ``cache`` and embedding only the rest."""
-    out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+def _embed_tools(
+    embedder: Embedder, views: list[tuple[str, ...]], cache: EmbeddingCache | None
+) -> np.ndarray:
+    """Each tool's row: the normalised sum of its views' embeddings.
+
+    Texts found in ``cache`` are not embedded again, so re-indexing a catalog embeds only
+    what changed.
+    """
+    texts = [text for tool_views in views for text in tool_views]
+    vectors = np.zeros((len(texts), embedder.dim), dtype=np.float32)
     cached = cache.get_many(embedder.model_id, texts) if cache is not None else [None] * len(texts)
     missing = [i for i, vector in enumerate(cached) if vector is None]
     for i, vector in enumerate(cached):
         if vector is not None:
-            out[i] = vector
+            vectors[i] = vector
     if missing:
         fresh = embedder.embed([texts[i] for i in missing])
-        out[missing] = fresh
+        vectors[missing] = fresh
         if cache is not None:
             cache.put_many(embedder.model_id, [texts[i] for i in missing], fresh)
-    return out
+    owners = np.repeat(np.arange(len(views)), [len(v) for v in views])
+    rows = np.zeros((len(views), embedder.dim), dtype=np.float32)
+    np.add.at(rows, owners, vectors)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    normalised: np.ndarray = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    return normalised

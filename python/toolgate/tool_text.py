@@ -7,7 +7,7 @@ import re
 from toolgate.catalog import Catalog
 from toolgate.tool import Tool
 
-__all__ = ["bm25_document", "embedding_text", "embedding_texts", "humanize"]
+__all__ = ["bm25_document", "embedding_text", "embedding_texts", "embedding_views", "humanize"]
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NAME_SEPARATORS = re.compile(r"[\s_.\-/:]+")
@@ -36,6 +36,20 @@ def embedding_texts(catalog: Catalog) -> list[str]:
     """:func:`embedding_text` of every tool, with the server only if there are several."""
     with_server = len(catalog.servers) > 1
     return [embedding_text(tool, with_server=with_server) for tool in catalog]
+
+
+def embedding_views(catalog: Catalog) -> list[tuple[str, ...]]:
+    """The texts whose embeddings are summed into each tool's row.
+
+    Two views: :func:`embedding_text` (name, summary, parameters) and the whole description,
+    which says more than its first sentence. The normalised sum of the two lifted nDCG@10 on
+    both dev sets (BFCL 0.821 -> 0.830, MetaTool 0.698 -> 0.707 at alpha 0.6) over the first
+    view alone. A tool without a description has the first view only.
+    """
+    return [
+        (text, tool.description) if tool.description.strip() else (text,)
+        for text, tool in zip(embedding_texts(catalog), catalog, strict=True)
+    ]
 
 
 def bm25_document(tool: Tool) -> dict[str, str]:
