@@ -166,7 +166,7 @@ impl PyIndex {
         let rows = row_list(rows, "rows", self.index.len())?;
         let values = py.detach(|| self.index.vectors(&rows))?;
         let array = PyArray1::from_vec(py, values);
-        Ok(array.reshape([rows.len(), self.index.dim()])?)
+        array.reshape([rows.len(), self.index.dim()])
     }
 
     /// Exact f32 scores of `query` against `rows`.
