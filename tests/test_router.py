@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from toolgate import IndexFormatError, InvalidInputError
+from toolgate import CatalogError, IndexFormatError, InvalidInputError
 from toolgate.catalog import Catalog
 from toolgate.commands import demo_catalog
 from toolgate.router import Router, RouterConfig
@@ -252,3 +252,14 @@ def test_every_github_tool_found_by_its_exact_name() -> None:
     router = Router.from_catalog(Catalog.load(path), cache=None)
     missing = [t.id for t in router.catalog if t.id not in router.route(t.name, top_k=3).ids]
     assert missing == []
+
+
+def test_from_tools_takes_a_multi_server_document() -> None:
+    document = {
+        "wx": {"tools": [{"name": "get_weather", "description": "Weather for a city."}]},
+        "mail": {"tools": [{"name": "send_email", "description": "Send an email."}]},
+    }
+    router = Router.from_tools(document, cache=None)
+    assert sorted(router.catalog.ids) == ["mail/send_email", "wx/get_weather"]
+    with pytest.raises(CatalogError, match="tools"):
+        Router.from_tools(["not a tool"], cache=None)

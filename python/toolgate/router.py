@@ -151,13 +151,20 @@ class Router:
         return vector
 
     @classmethod
-    def from_tools(cls, tools: Sequence[Any], **options: Any) -> Router:
-        """A router over ``tools`` in any format :meth:`Catalog.from_tools` accepts.
+    def from_tools(cls, tools: Sequence[Any] | Mapping[str, Any], **options: Any) -> Router:
+        """A router over ``tools``: a list of tool dicts in any provider's shape (or
+        :class:`Tool` objects), or a whole document such as an MCP ``tools/list`` result or
+        ``{server: result}`` for several servers.
 
-        Options are those of :meth:`from_catalog`.
+        ``lenient=True`` skips bad tools with a warning; other options are those of
+        :meth:`from_catalog`.
         """
         lenient = bool(options.pop("lenient", False))
-        return cls.from_catalog(Catalog.from_tools(tools, lenient=lenient), **options)
+        if isinstance(tools, Mapping):
+            catalog = Catalog.load(tools, lenient=lenient)
+        else:
+            catalog = Catalog.from_tools(tools, lenient=lenient)
+        return cls.from_catalog(catalog, **options)
 
     @classmethod
     def from_catalog(
