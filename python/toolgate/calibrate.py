@@ -9,14 +9,14 @@ routed tool a false negative, so queries with empty gold reward routing nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from toolgate import _toolgate
-from toolgate.evaluate import LabelledQuery
+from toolgate.evaluate import LabelledQuery, progress_bar
 from toolgate.metrics import gold_hits
 from toolgate.router import Router, RouterConfig
 
@@ -73,15 +73,6 @@ class _Counts:
         )
 
 
-def _progress(queries: Sequence[LabelledQuery], enabled: bool) -> Iterator[LabelledQuery]:
-    if not enabled:
-        yield from queries
-        return
-    from tqdm import tqdm
-
-    yield from tqdm(queries, desc="calibrating", unit="q", leave=False)
-
-
 def calibrate(
     router: Router,
     queries: Sequence[LabelledQuery],
@@ -98,7 +89,7 @@ def calibrate(
     k = top_k or router.config.top_k
     counts = {(a, t): _Counts() for a in alphas for t in thresholds}
     ids = router.catalog.ids
-    for item in _progress(queries, progress):
+    for item in progress_bar(queries, progress, "calibrating"):
         dense, sparse = router.signals(item.query)
         for alpha in alphas:
             fused = _toolgate.fuse(

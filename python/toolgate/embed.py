@@ -124,17 +124,7 @@ class Embedder:
         batch = _validate_texts(texts)
         if self._cache is None:
             return self._embed_uncached(batch)
-        cached = self._cache.get_many(self._model_id, batch)
-        missing = [i for i, row in enumerate(cached) if row is None]
-        out = np.empty((len(batch), DIM), dtype=np.float32)
-        for i, row in enumerate(cached):
-            if row is not None:
-                out[i] = row
-        if missing:
-            fresh = self._embed_uncached([batch[i] for i in missing])
-            out[missing] = fresh
-            self._cache.put_many(self._model_id, [batch[i] for i in missing], fresh)
-        return out
+        return self._cache.embed_through(self._model_id, batch, self._embed_uncached)
 
     def token_ids(self, text: str) -> list[int]:
         """The WordPiece ids the model sees for ``text`` ([CLS] ... [SEP], truncated to 256)."""

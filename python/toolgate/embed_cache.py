@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +114,22 @@ class EmbeddingCache:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+
+    def embed_through(
+        self, model_id: str, texts: Sequence[str], embed: Callable[[list[str]], np.ndarray]
+    ) -> np.ndarray:
+        """Vectors for ``texts``: cached ones read back, the rest made by ``embed`` and stored."""
+        cached = self.get_many(model_id, texts)
+        missing = [i for i, row in enumerate(cached) if row is None]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, row in enumerate(cached):
+            if row is not None:
+                out[i] = row
+        if missing:
+            fresh = embed([texts[i] for i in missing])
+            out[missing] = fresh
+            self.put_many(model_id, [texts[i] for i in missing], fresh)
+        return out
 
     def close(self) -> None:
         """Close the database connection."""

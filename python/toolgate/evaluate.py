@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from toolgate.errors import InvalidInputError
 from toolgate.metrics import QueryOutcome, RoutingMetrics
 
-__all__ = ["LabelledQuery", "evaluate", "load_queries"]
+__all__ = ["LabelledQuery", "evaluate", "load_queries", "progress_bar"]
 
 
 @dataclass(frozen=True)
@@ -51,13 +51,16 @@ def load_queries(path: str | Path) -> list[LabelledQuery]:
     return queries
 
 
-def _progress(items: list[LabelledQuery], enabled: bool) -> Iterator[LabelledQuery]:
+def progress_bar(
+    items: Sequence[LabelledQuery], enabled: bool, desc: str
+) -> Iterator[LabelledQuery]:
+    """``items``, behind a tqdm bar on stderr when ``enabled``."""
     if not enabled:
         yield from items
         return
     from tqdm import tqdm
 
-    yield from tqdm(items, desc="routing", unit="q", leave=False)
+    yield from tqdm(items, desc=desc, unit="q", leave=False)
 
 
 def evaluate(
@@ -73,7 +76,7 @@ def evaluate(
     """
     metrics = RoutingMetrics()
     route = router.route  # type: ignore[attr-defined]
-    for item in _progress(queries, progress):
+    for item in progress_bar(queries, progress, "routing"):
         start = time.perf_counter()
         result = route(item.query, top_k=top_k)
         elapsed = (time.perf_counter() - start) * 1000

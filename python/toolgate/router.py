@@ -617,17 +617,10 @@ def _embed_tools(
     what changed.
     """
     texts = [text for tool_views in views for text in tool_views]
-    vectors = np.zeros((len(texts), embedder.dim), dtype=np.float32)
-    cached = cache.get_many(embedder.model_id, texts) if cache is not None else [None] * len(texts)
-    missing = [i for i, vector in enumerate(cached) if vector is None]
-    for i, vector in enumerate(cached):
-        if vector is not None:
-            vectors[i] = vector
-    if missing:
-        fresh = embedder.embed([texts[i] for i in missing])
-        vectors[missing] = fresh
-        if cache is not None:
-            cache.put_many(embedder.model_id, [texts[i] for i in missing], fresh)
+    if cache is None:
+        vectors = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), np.float32)
+    else:
+        vectors = cache.embed_through(embedder.model_id, texts, embedder.embed)
     owners = np.repeat(np.arange(len(views)), [len(v) for v in views])
     rows = np.zeros((len(views), embedder.dim), dtype=np.float32)
     np.add.at(rows, owners, vectors)
