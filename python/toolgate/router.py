@@ -264,10 +264,9 @@ class Router:
         if reused:
             new_rows, rows = zip(*reused, strict=True)
             vectors[list(new_rows)] = self._index.vectors(list(rows))
-        if fresh:
-            changed = [views[row] for row in fresh]
-            vectors[fresh] = _embed_tools(self._embedder.get(), changed, None)
         embedder = self._embedder.get()
+        if fresh:
+            vectors[fresh] = _embed_tools(embedder, [views[row] for row in fresh], None)
         return self._build(catalog, vectors, self.config, embedder, path, self.telemetry)
 
     def replace_server(self, server: str, tools: Any) -> Router:
@@ -388,9 +387,8 @@ class Router:
             raise InvalidInputError("query is empty")
         if parsed.required_terms:
             allow_rows = self._require_name_terms(parsed.required_terms, allow_rows)
-        forced = np.union1d(
-            np.asarray(self._bm25.mentioned_names(query), dtype=np.uint32), self._pinned
-        ).astype(np.uint32)
+        named = self._bm25.mentioned_names(query)
+        forced = np.union1d(np.asarray(named, dtype=np.uint32), self._pinned).astype(np.uint32)
         embed_start = time.perf_counter()
         vector = self._query_vector(parsed.text, history)
         core_start = time.perf_counter()
@@ -405,8 +403,7 @@ class Router:
             "embed": (core_start - embed_start) * 1e3,
             "core": (end - core_start) * 1e3,
         }
-        named = set(self._bm25.mentioned_names(query))
-        return self._result(query, parsed.form, outcome, timings, start, forced_reason=named)
+        return self._result(query, parsed.form, outcome, timings, start, forced_reason=set(named))
 
     def catalog_stats(self, encoding: str = "cl100k_base") -> dict[str, Any]:
         """Size of the catalog and what sending all of it would cost, per provider."""
