@@ -7,9 +7,13 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolgate.errors import InvalidInputError
 from toolgate.metrics import QueryOutcome, RoutingMetrics
+
+if TYPE_CHECKING:
+    from toolgate.router import Router
 
 __all__ = ["LabelledQuery", "evaluate", "load_queries", "progress_bar"]
 
@@ -64,7 +68,7 @@ def progress_bar(
 
 
 def evaluate(
-    router: object,
+    router: Router,
     queries: list[LabelledQuery],
     *,
     top_k: int = 10,
@@ -75,10 +79,9 @@ def evaluate(
     ``route_ms`` is wall time of the whole ``route`` call, embedding included.
     """
     metrics = RoutingMetrics()
-    route = router.route  # type: ignore[attr-defined]
     for item in progress_bar(queries, progress, "routing"):
         start = time.perf_counter()
-        result = route(item.query, top_k=top_k)
+        result = router.route(item.query, top_k=top_k)
         elapsed = (time.perf_counter() - start) * 1000
         metrics.add(QueryOutcome(item.gold, tuple(result.ids), elapsed))
     return metrics.summary()

@@ -98,6 +98,9 @@ class Router:
         """
         if isinstance(catalog, Catalog):
             outline = CatalogOutline.of(catalog)
+            self._catalog = Lazy(catalog)
+        else:
+            self._catalog = Lazy(None, catalog)
         if outline is None:
             raise InvalidInputError("a catalog loader needs the catalog's outline")
         if len(index) != len(outline.ids) or len(bm25) != len(outline.ids):
@@ -107,10 +110,6 @@ class Router:
             )
         self.config = config
         self.telemetry = telemetry
-        if isinstance(catalog, Catalog):
-            self._catalog = Lazy(catalog)
-        else:
-            self._catalog = Lazy(None, catalog)
         if hasattr(embedder, "embed"):
             self._embedder: Lazy[Embedder] = Lazy(embedder)  # type: ignore[arg-type]
         else:
