@@ -328,7 +328,7 @@ impl Bm25Index {
     }
 
     /// Rows whose id (`server/name`) contains every analysed term of `term` (stop words
-    /// kept, plurals stemmed as everywhere): `+slack` finds the `slack/...` tools and
+    /// kept, stemmed as everywhere): `+slack` finds the `slack/...` tools and
     /// `post_message`-style names containing `slack`. Ascending. Fails when `term` has no
     /// letter or digit.
     pub fn name_has_term(&self, term: &str) -> Result<Vec<u32>> {

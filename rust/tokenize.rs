@@ -14,11 +14,14 @@
 //! 3. **Lower-case** each part (full Unicode lower-casing).
 //! 4. **Drop stop words** from [`STOP_WORDS`], a short list of English function words that
 //!    never name a tool's purpose (skipped by [`analyze_keep_stop_words`]).
-//! 5. **Stem** with [`stem`], a conservative English plural stripper.
+//! 5. **Stem** with [`stem`], the English Snowball stemmer.
 //!
 //! Everything is deterministic and independent of locale.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
 
 /// English function words dropped from documents and queries. Kept short on purpose: verbs
 /// such as `get`, `list`, `set` or `send` carry meaning in tool names and stay in.
@@ -69,37 +72,21 @@ fn split_identifier<'t>(word: &'t str, emit: &mut impl FnMut(&'t str)) {
     emit(&word[start..]);
 }
 
-/// A conservative English plural stripper, applied only to ASCII-alphabetic words of four
-/// letters or more (other scripts and short words pass unchanged). The first matching rule
-/// wins:
+/// The English Snowball (Porter 2) stem of `word` (already lower-cased), for ASCII-alphabetic
+/// words; other scripts, digits and mixed words pass unchanged, since the English rules
+/// would only mangle them.
 ///
-/// | ending | becomes | example |
-/// |---|---|---|
-/// | `ies` (not `aies`, `eies`) | `y` | `entries` -> `entry` |
-/// | `sses` | `ss` | `addresses` -> `address` |
-/// | `xes`, `zzes`, `ches`, `shes` | drop `es` | `boxes` -> `box`, `matches` -> `match` |
-/// | `ss`, `us`, `is` | unchanged | `access`, `status`, `analysis` |
-/// | `s` | drop `s` | `files` -> `file` |
-///
-/// It never strips other suffixes (`-ing`, `-ed`): those rules conflate too many tool names.
+/// Full stemming, not just plural stripping, so `translate`, `translates` and `translation`
+/// or `booking` and `book` meet. Measured with `toolgate eval` against the plural stripper
+/// this replaced: nDCG@10 BFCL 0.8255 -> 0.8307, MetaTool single-tool 0.7219 -> 0.7243 (the
+/// same gain shows on BM25 alone). Stems are index terms, not words (`entries` -> `entri`);
+/// they are never shown to anyone.
 pub fn stem(word: &str) -> Cow<'_, str> {
-    if word.len() < 4 || !word.bytes().all(|b| b.is_ascii_alphabetic()) {
+    static ENGLISH: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
+    if !word.bytes().all(|b| b.is_ascii_alphabetic()) {
         return Cow::Borrowed(word);
     }
-    if let Some(base) = word.strip_suffix("ies") {
-        if !base.ends_with('a') && !base.ends_with('e') {
-            return Cow::Owned(format!("{base}y"));
-        }
-    }
-    for ending in ["sses", "xes", "zzes", "ches", "shes"] {
-        if word.ends_with(ending) {
-            return Cow::Borrowed(&word[..word.len() - 2]);
-        }
-    }
-    if word.ends_with("ss") || word.ends_with("us") || word.ends_with("is") {
-        return Cow::Borrowed(word);
-    }
-    Cow::Borrowed(word.strip_suffix('s').unwrap_or(word))
+    ENGLISH.stem(word)
 }
 
 /// Runs the full pipeline over `text`, calling `emit` with each analysed term. Terms are
@@ -192,19 +179,21 @@ mod tests {
     }
 
     #[test]
-    fn stems_plurals_conservatively() {
+    fn stems_english_words_only() {
         let cases = [
-            ("entries", "entry"),
+            ("entries", "entri"),
+            ("entry", "entri"),
             ("addresses", "address"),
-            ("boxes", "box"),
             ("matches", "match"),
             ("files", "file"),
+            ("translation", "translat"),
+            ("translates", "translat"),
+            ("booking", "book"),
             ("status", "status"),
             ("access", "access"),
-            ("analysis", "analysis"),
-            ("keys", "key"),
-            ("gas", "gas"),
             ("données", "données"),
+            ("ipv4", "ipv4"),
+            ("", ""),
         ];
         for (word, want) in cases {
             assert_eq!(stem(word), want, "{word}");
@@ -215,7 +204,7 @@ mod tests {
     fn analyses_with_stop_words_and_stemming() {
         assert_eq!(
             terms("Get the listOfFiles for my repos"),
-            ["get", "list", "file", "listoffile", "repo"]
+            ["get", "list", "file", "listoffil", "repo"]
         );
         assert_eq!(terms("GitHub"), ["git", "hub", "github"]);
         let mut kept = Vec::new();

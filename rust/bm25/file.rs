@@ -5,7 +5,7 @@
 //! | bytes | content |
 //! |---|---|
 //! | 0..8 | magic `TGBM25\0\0` |
-//! | 8..12 | format version (`u32`, currently 1) |
+//! | 8..12 | format version (`u32`, currently 2) |
 //! | 12..16 | reserved, 0 |
 //! | 16..24 | payload length in bytes (`u64`) |
 //! | 24..28 | CRC-32 of the payload |
@@ -29,7 +29,10 @@ use super::{Bm25Index, Bm25Params, FieldWeights};
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"TGBM25\0\0";
-const VERSION: u32 = 1;
+/// Version 2: terms are Snowball stems (version 1 stripped plurals only). The stored terms
+/// are the analyser's output, so a file from another analyser would silently miss queries:
+/// it is refused instead.
+const VERSION: u32 = 2;
 const HEADER_LEN: usize = 32;
 
 impl Bm25Index {
@@ -157,7 +160,8 @@ fn check_header(bytes: &[u8]) -> Result<&[u8], String> {
     let version = u32_at(8);
     if version != VERSION {
         return Err(format!(
-            "unsupported BM25 index version {version}; this build reads {VERSION}"
+            "unsupported BM25 index version {version}; this build reads {VERSION} \
+             (rebuild the router with 'toolgate index')"
         ));
     }
     let payload_len = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));

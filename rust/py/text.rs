@@ -227,7 +227,7 @@ impl PyBm25 {
 }
 
 /// The terms BM25 indexes for `text`: split at separators, case and digit changes, lower-cased,
-/// stop words dropped (unless `keep_stop_words`), plurals stemmed.
+/// stop words dropped (unless `keep_stop_words`), words stemmed (English Snowball).
 #[pyfunction]
 #[pyo3(signature = (text, *, keep_stop_words = false))]
 fn analyze_text(text: &str, keep_stop_words: bool) -> Vec<String> {
