@@ -1,7 +1,7 @@
 .DEFAULT_GOAL := help
 PY := .venv/bin/python
 
-.PHONY: help setup demo test test-rust test-python lint bench bench-report clean
+.PHONY: help setup demo test test-rust test-python test-aarch64 lint bench bench-report clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -19,6 +19,9 @@ test-rust: ## cargo test for the pure Rust core (no libpython)
 
 test-python: ## pytest against the installed extension
 	$(PY) -m pytest -q
+
+test-aarch64: ## the Rust core's tests built for aarch64 and run under qemu (NEON kernels; root, Debian)
+	bash scripts/test-aarch64.sh
 
 lint: setup ## rustfmt, clippy, ruff, mypy and stubtest
 	cargo fmt --check

@@ -365,3 +365,12 @@ fn isa_names_round_trip_and_unavailable_isas_are_refused() {
         assert!(err.contains(missing.name()) && err.contains("not available"), "{err}");
     }
 }
+
+/// NEON is baseline on aarch64, so every aarch64 run of this suite (`make test-aarch64` runs
+/// it under qemu) must exercise it: the loops above would silently test only the serial
+/// kernel if detection ever stopped finding it.
+#[test]
+#[cfg(target_arch = "aarch64")]
+fn neon_is_available_and_preferred_on_aarch64() {
+    assert_eq!(Isa::available(), [Isa::Neon, Isa::Serial]);
+}
