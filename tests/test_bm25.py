@@ -404,6 +404,8 @@ def saved(small: Bm25, tmp_path: Path) -> Path:
         (lambda b: b + b"\0", "trailing bytes"),
         (lambda b: b"XXXXXXXX" + b[8:], "wrong magic"),
         (lambda b: b[:8] + (99).to_bytes(4, "little") + b[12:], "version 99"),
+        # Version 1 stored plural-stripped terms: refused, with the way out.
+        (lambda b: b[:8] + (1).to_bytes(4, "little") + b[12:], "rebuild the router"),
         (lambda b: b[:100] + bytes([b[100] ^ 1]) + b[101:], "checksum mismatch"),
     ],
 )
