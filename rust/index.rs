@@ -471,9 +471,9 @@ pub fn score_error_bound(dim: usize, dtype: Dtype, residual: f32, query_norm: f6
     let query_norm = query_norm * (1.0 + 1e-6);
     let mut bound = query_norm * (residual + gamma * (2.0 + 2.0 * U + residual));
     if dtype == Dtype::Int8 {
-        // The i16 query is within sqrt(d) / 65534 of q in norm, which inflates the rounding
-        // term above by at most that factor; the second term is the rounding itself.
-        bound *= 1.0 + (dim as f64).sqrt() / 32767.0;
+        // The i16 query is within sqrt(d) / (2 QUERY_I16_MAX) of q in norm, which inflates the
+        // rounding term above by at most twice that; the second term is the rounding itself.
+        bound *= 1.0 + (dim as f64).sqrt() / f64::from(kernels::QUERY_I16_MAX);
         bound += kernels::i8_query_rounding_bound(dim, query_norm, 1.0 + 2.0 * U + residual);
     }
     (bound * (1.0 + 1e-6) + 8.0 * U) as f32

@@ -316,7 +316,7 @@ fn dot_rows_i8<const R: usize>(query: &QueryI16, rows: [&[i8]; R], ahead: usize)
 /// Sum of the 16 i32 lanes, widened to i64 first so that it cannot overflow.
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
-fn reduce_add_i32_as_i64(v: __m512i) -> i64 {
+pub(super) fn reduce_add_i32_as_i64(v: __m512i) -> i64 {
     let low = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v));
     let high = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(v));
     _mm512_reduce_add_epi64(_mm512_add_epi64(low, high))

@@ -13,7 +13,7 @@ use super::{active, serial, Isa};
 #[cfg(target_arch = "aarch64")]
 use super::neon;
 #[cfg(target_arch = "x86_64")]
-use super::{avx2, avx512};
+use super::{avx2, avx512, avx512_vnni};
 
 /// Bytes of rows scored by every query before moving on: well inside the 1-2 MiB L2 of
 /// current x86 and aarch64 server cores (and the 256 KiB of older ones), large enough that
@@ -55,12 +55,26 @@ pub fn scan_i8_batch(
     scales: &[f32],
     out: &mut [f32],
 ) {
+    scan_i8_batch_on(active(), queries, n_queries, rows, stride, scales, out);
+}
+
+/// [`scan_i8_batch`] on instruction set `isa`, which must be available.
+pub(crate) fn scan_i8_batch_on(
+    isa: Isa,
+    queries: &[f32],
+    n_queries: usize,
+    rows: &[i8],
+    stride: usize,
+    scales: &[f32],
+    out: &mut [f32],
+) {
     if n_queries > 0 {
         assert_eq!(scales.len() * n_queries, out.len(), "one scale per row");
     }
     dispatch!(
-        active();
+        isa;
         scan_i8_batch_serial,
+        vnni: avx512_vnni::scan_i8_batch_avx512_vnni,
         avx512::scan_i8_batch_avx512,
         avx2::scan_i8_batch_avx2,
         neon::scan_i8_batch_neon,

@@ -13,10 +13,11 @@
 //!
 //! * widening (serial, NEON, and x86 above `INTEGER_MAX_DIM`): `a = fl(s * fl(sum q_j r_j))`,
 //!   off from `s sum q_j r_j` by at most `s * 127 ||q||_1 gamma_{d+2}`;
-//! * integer (AVX2, AVX-512): the query is rounded to `Q_j = round(q_j / t)` with
-//!   `t = max|q| / 32767`, so `|t Q_j - q_j| <= t (1/2 + 2^-10)`; `D = sum Q_j r_j` is exact and
+//! * integer (AVX2, AVX-512, AVX-512 VNNI): the query is rounded to `Q_j = round(q_j / t)`
+//!   with `t = max|q| / 32639` (`QUERY_I16_MAX`), so `|t Q_j - q_j| <= t (1/2 + 2^-10)`; `D = sum Q_j r_j` is exact and
 //!   `a = fl(fl(fl(D) t) s)`. Then `|a - s t D| <= gamma_3 s * 127 d max|q| (1 + 2^-10)` and
-//!   `|s t D - s sum q_j r_j| <= s * 127 d max|q| (1/2 + 2^-10) / 32767`.
+//!   `|s t D - s sum q_j r_j| <= s * 127 d max|q| (1/2 + 2^-10) / 32639`, and
+//!   `(1/2 + 2^-10) / 32639 < 1/65000`.
 //!
 //! Adding the row quantisation `s ||q||_1 (1/2 + 256 u)` and the f32 kernel's own error, for
 //! either path
@@ -66,8 +67,8 @@ pub fn i8_error_bound(query: &[f32], scale: f32) -> f32 {
 /// Euclidean norm at most `row_norm`.
 ///
 /// By Cauchy-Schwarz the shift is at most `||t Q - q||_2 * ||s r||_2`, and each of the `d`
-/// rounded elements moves by at most `t (1/2 + 2^-10)` with `t = max|q| / 32767 <= ||q||_2 /
-/// 32767`. This is the term to add to a bound built from row residuals (as `index.rs` does) when
+/// rounded elements moves by at most `t (1/2 + 2^-10)` with `t = max|q| / QUERY_I16_MAX <=
+/// ||q||_2 / QUERY_I16_MAX`. This is the term to add to a bound built from row residuals (as `index.rs` does) when
 /// int8 rows are scanned; the widening int8 kernels (serial, NEON, dimensions above
 /// `INTEGER_MAX_DIM`) do not round the query and stay well inside it. The integer kernels' other
 /// roundings (converting and scaling the exact integer sum: `gamma_3` relative) are smaller

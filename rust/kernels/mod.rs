@@ -19,6 +19,8 @@ pub mod serial;
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512_vnni;
 #[cfg(target_arch = "aarch64")]
 pub mod neon;
 
@@ -28,10 +30,14 @@ use crate::error::{Error, Result};
 
 pub use batch::{scan_bf16_batch, scan_f32_batch, scan_i8_batch};
 pub use error_bound::{i8_error_bound, i8_error_bound_factor, i8_query_rounding_bound};
+pub(crate) use query_i16::QUERY_I16_MAX;
 
 /// An instruction set a kernel can be built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Isa {
+    /// [`Isa::Avx512`] plus AVX512-VNNI: the same kernels, except that int8 rows go through
+    /// `vpdpbusd` (64 byte products per instruction) with bitwise the same scores.
+    Avx512Vnni,
     /// x86_64 AVX-512F and AVX-512BW: 16 f32 lanes, masked tail loads, 32-lane integer int8.
     Avx512,
     /// x86_64 AVX2 with FMA: 8 f32 lanes, 16-lane integer int8.
@@ -45,11 +51,13 @@ pub enum Isa {
 impl Isa {
     /// Every instruction set this crate knows, best first. Those the running CPU lacks are
     /// listed too; [`Isa::is_available`] tells them apart.
-    pub const ALL: &'static [Isa] = &[Isa::Avx512, Isa::Avx2, Isa::Neon, Isa::Serial];
+    pub const ALL: &'static [Isa] =
+        &[Isa::Avx512Vnni, Isa::Avx512, Isa::Avx2, Isa::Neon, Isa::Serial];
 
     /// Short lowercase name, as accepted by [`Isa::parse`].
     pub fn name(self) -> &'static str {
         match self {
+            Isa::Avx512Vnni => "avx512vnni",
             Isa::Avx512 => "avx512",
             Isa::Avx2 => "avx2",
             Isa::Neon => "neon",
@@ -70,6 +78,8 @@ impl Isa {
     pub fn is_available(self) -> bool {
         match self {
             Isa::Serial => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => avx512_vnni::is_supported(),
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => avx512::is_supported(),
             #[cfg(target_arch = "x86_64")]
@@ -92,6 +102,7 @@ impl Isa {
             Isa::Avx2 => 2,
             Isa::Neon => 3,
             Isa::Serial => 4,
+            Isa::Avx512Vnni => 5,
         }
     }
 
@@ -142,13 +153,23 @@ pub fn force(isa: Option<Isa>) -> Result<()> {
 
 /// Calls the kernel of instruction set `$isa`, which must be available. Every SIMD kernel is a
 /// `#[target_feature]` function that checks its slice shapes itself, so the only obligation of
-/// the `unsafe` call is that the CPU supports the feature.
+/// the `unsafe` call is that the CPU supports the feature. Only int8 scans have a VNNI kernel
+/// (`vnni: path`); everything else runs the AVX-512 kernel under [`Isa::Avx512Vnni`].
 macro_rules! dispatch {
     ($isa:expr; $serial:path, $avx512:path, $avx2:path, $neon:path, ($($arg:expr),*)) => {
+        dispatch!($isa; $serial, vnni: $avx512, $avx512, $avx2, $neon, ($($arg),*))
+    };
+    (
+        $isa:expr; $serial:path, vnni: $vnni:path, $avx512:path, $avx2:path, $neon:path,
+        ($($arg:expr),*)
+    ) => {
         match $isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: callers pass `active()`, which only returns instruction sets
             // `is_available()` confirmed, or an instruction set they checked themselves.
+            Isa::Avx512Vnni => unsafe { $vnni($($arg),*) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
             Isa::Avx512 => unsafe { $avx512($($arg),*) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
@@ -194,9 +215,22 @@ pub fn scan_f32(query: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
 /// # Panics
 /// As [`scan_f32`], and if `scales.len() != out.len()`.
 pub fn scan_i8(query: &[f32], rows: &[i8], stride: usize, scales: &[f32], out: &mut [f32]) {
+    scan_i8_on(active(), query, rows, stride, scales, out);
+}
+
+/// [`scan_i8`] on instruction set `isa`, which must be available.
+pub(crate) fn scan_i8_on(
+    isa: Isa,
+    query: &[f32],
+    rows: &[i8],
+    stride: usize,
+    scales: &[f32],
+    out: &mut [f32],
+) {
     dispatch!(
-        active();
+        isa;
         serial::scan_i8,
+        vnni: avx512_vnni::scan_i8_avx512_vnni,
         avx512::scan_i8_avx512,
         avx2::scan_i8_avx2,
         neon::scan_i8_neon,

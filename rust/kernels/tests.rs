@@ -116,14 +116,13 @@ fn i8_scan_matches_reference_on_every_isa() {
                 .collect();
             let scales: Vec<f32> = (0..n).map(|_| rng.unit().abs() / 127.0).collect();
             let mut out = vec![f32::NAN; n];
-            dispatch!(isa; serial::scan_i8, avx512::scan_i8_avx512, avx2::scan_i8_avx2,
-                neon::scan_i8_neon, (&query, &rows, stride, &scales, &mut out));
+            scan_i8_on(isa, &query, &rows, stride, &scales, &mut out);
             let wide: Vec<f64> = rows.iter().map(|&x| f64::from(x)).collect();
             let (dots, magnitude) = reference(&query, &wide, stride, n);
-            // The integer kernels round the query to i16 steps of max|q| / 32767: each code
-            // can move by half a step (plus slack for the division's rounding).
+            // The integer kernels round the query to i16 steps of max|q| / QUERY_I16_MAX: each
+            // code can move by half a step (plus slack for the division's rounding).
             let max_q = query.iter().fold(0.0_f64, |m, &q| m.max(f64::from(q.abs())));
-            let step = max_q / 32767.0 * (0.5 + 1.0 / 1024.0);
+            let step = max_q / f64::from(QUERY_I16_MAX) * (0.5 + 1.0 / 1024.0);
             for i in 0..n {
                 let scale = f64::from(scales[i]);
                 let codes = &wide[i * stride..i * stride + dim];
@@ -210,7 +209,7 @@ fn dot_and_read_probe_match_reference_on_every_isa() {
 
 #[test]
 fn batch_scores_equal_single_query_scores_on_every_isa() {
-    use batch::{scan_bf16_batch_serial, scan_f32_batch_serial, scan_i8_batch_serial};
+    use batch::{scan_bf16_batch_serial, scan_f32_batch_serial};
     let mut rng = Rng(6);
     // 7 queries: full query tiles plus leftovers for every tile width; 1500 rows span several
     // L2 blocks and leave a partial row tile.
@@ -231,12 +230,9 @@ fn batch_scores_equal_single_query_scores_on_every_isa() {
                 neon::scan_f32_neon, (query, &rows, stride, &mut single));
             assert_eq!(&batch[q * n..(q + 1) * n], &single[..], "{isa:?} f32 query {q}");
         }
-        dispatch!(isa; scan_i8_batch_serial, avx512::scan_i8_batch_avx512,
-            avx2::scan_i8_batch_avx2, neon::scan_i8_batch_neon,
-            (&queries, n_queries, &codes, stride, &scales, &mut batch));
+        batch::scan_i8_batch_on(isa, &queries, n_queries, &codes, stride, &scales, &mut batch);
         for (q, query) in queries.chunks(dim).enumerate() {
-            dispatch!(isa; serial::scan_i8, avx512::scan_i8_avx512, avx2::scan_i8_avx2,
-                neon::scan_i8_neon, (query, &codes, stride, &scales, &mut single));
+            scan_i8_on(isa, query, &codes, stride, &scales, &mut single);
             assert_eq!(&batch[q * n..(q + 1) * n], &single[..], "{isa:?} i8 query {q}");
         }
         dispatch!(isa; scan_bf16_batch_serial, avx512::scan_bf16_batch_avx512,
@@ -261,12 +257,9 @@ fn i8_batch_equals_single_above_the_integer_limit_on_every_isa() {
     for isa in Isa::available() {
         let mut batch = vec![f32::NAN; n * n_queries];
         let mut single = vec![f32::NAN; n];
-        dispatch!(isa; batch::scan_i8_batch_serial, avx512::scan_i8_batch_avx512,
-            avx2::scan_i8_batch_avx2, neon::scan_i8_batch_neon,
-            (&queries, n_queries, &codes, dim, &scales, &mut batch));
+        batch::scan_i8_batch_on(isa, &queries, n_queries, &codes, dim, &scales, &mut batch);
         for (q, query) in queries.chunks(dim).enumerate() {
-            dispatch!(isa; serial::scan_i8, avx512::scan_i8_avx512, avx2::scan_i8_avx2,
-                neon::scan_i8_neon, (query, &codes, dim, &scales, &mut single));
+            scan_i8_on(isa, query, &codes, dim, &scales, &mut single);
             assert_eq!(&batch[q * n..(q + 1) * n], &single[..], "{isa:?} query {q}");
         }
     }
@@ -302,8 +295,7 @@ fn i8_error_bound_covers_quantization_and_rounding() {
         for isa in Isa::available() {
             let mut approx = vec![0.0; n];
             let mut exact = vec![0.0; n];
-            dispatch!(isa; serial::scan_i8, avx512::scan_i8_avx512, avx2::scan_i8_avx2,
-                neon::scan_i8_neon, (&query, &codes, dim, &scales, &mut approx));
+            scan_i8_on(isa, &query, &codes, dim, &scales, &mut approx);
             dispatch!(isa; serial::scan_f32, avx512::scan_f32_avx512, avx2::scan_f32_avx2,
                 neon::scan_f32_neon, (&query, &rows, dim, &mut exact));
             for i in 0..n {
@@ -332,8 +324,7 @@ fn i8_query_rounding_bound_covers_the_integer_kernels() {
         let (codes, scales): (Vec<Vec<i8>>, Vec<f32>) = rows.chunks(dim).map(quantize).unzip();
         for isa in Isa::available() {
             let mut approx = vec![0.0; n];
-            dispatch!(isa; serial::scan_i8, avx512::scan_i8_avx512, avx2::scan_i8_avx2,
-                neon::scan_i8_neon, (&query, &codes.concat(), dim, &scales, &mut approx));
+            scan_i8_on(isa, &query, &codes.concat(), dim, &scales, &mut approx);
             for (i, row_codes) in codes.iter().enumerate() {
                 let dequantized: Vec<f64> =
                     row_codes.iter().map(|&c| f64::from(c) * f64::from(scales[i])).collect();
@@ -363,6 +354,66 @@ fn isa_names_round_trip_and_unavailable_isas_are_refused() {
     if let Some(&missing) = Isa::ALL.iter().find(|isa| !isa.is_available()) {
         let err = force(Some(missing)).unwrap_err().to_string();
         assert!(err.contains(missing.name()) && err.contains("not available"), "{err}");
+    }
+}
+
+/// The integer kernels all sum `Q_j r_j` exactly, so they must agree to the bit, here at the
+/// extremes of both factors (every query value at +-`QUERY_I16_MAX`, every code at +-127) and
+/// at the largest integer dimension, where an overflowing lane would show.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn integer_kernels_agree_bitwise_at_the_extremes() {
+    let integer: Vec<Isa> = [Isa::Avx512Vnni, Isa::Avx512, Isa::Avx2]
+        .into_iter()
+        .filter(|isa| isa.is_available())
+        .collect();
+    let mut rng = Rng(15);
+    for dim in [1, 63, 64, 65, 384, query_i16::INTEGER_MAX_DIM] {
+        let n = 9;
+        let query: Vec<f32> = (0..dim).map(|_| if rng.unit() < 0.0 { -1.0 } else { 1.0 }).collect();
+        let mut codes: Vec<i8> =
+            (0..n * dim).map(|_| if rng.unit() < 0.0 { -127 } else { 127 }).collect();
+        // Row 0 aligned with the query: the largest sum any lane can reach.
+        for (code, q) in codes.iter_mut().zip(&query) {
+            *code = if *q > 0.0 { 127 } else { -127 };
+        }
+        let scales = vec![1.0; n];
+        let mut reference = vec![f32::NAN; n];
+        scan_i8_on(Isa::Serial, &query, &codes, dim, &scales, &mut reference);
+        assert_eq!(reference[0], 127.0 * dim as f32);
+        // The integer kernels scale the exact sum back by an f32 step: a few ulps, where an
+        // overflowing lane would be off by far more.
+        let tolerance = 1e-5 * 127.0 * dim as f32;
+        let mut first: Option<Vec<f32>> = None;
+        for &isa in &integer {
+            let mut out = vec![f32::NAN; n];
+            scan_i8_on(isa, &query, &codes, dim, &scales, &mut out);
+            for (got, want) in out.iter().zip(&reference) {
+                assert!((got - want).abs() <= tolerance, "{isa:?} dim {dim}: {got} vs {want}");
+            }
+            if let Some(first) = &first {
+                assert_eq!(out, *first, "{isa:?} dim {dim}");
+            }
+            first = Some(out);
+        }
+    }
+    // Random queries round to values across the whole i16 range, not only the extremes.
+    for dim in [7, 97, 384, 1000] {
+        let (query, n) = (rng.vec(dim), 65);
+        let codes: Vec<i8> =
+            (0..n * dim).map(|_| ((rng.next_u64() % 255) as i32 - 127) as i8).collect();
+        let scales = rng.vec(n);
+        let outs: Vec<Vec<f32>> = integer
+            .iter()
+            .map(|&isa| {
+                let mut out = vec![f32::NAN; n];
+                scan_i8_on(isa, &query, &codes, dim, &scales, &mut out);
+                out
+            })
+            .collect();
+        for (isa, out) in integer.iter().zip(&outs) {
+            assert_eq!(out, &outs[0], "{isa:?} against {:?}, dim {dim}", integer[0]);
+        }
     }
 }
 
