@@ -58,7 +58,10 @@ pub fn scan_i8_batch(
     scan_i8_batch_on(active(), queries, n_queries, rows, stride, scales, out);
 }
 
-/// [`scan_i8_batch`] on instruction set `isa`, which must be available.
+/// [`scan_i8_batch`] on instruction set `isa`; tests compare every path through it.
+///
+/// # Panics
+/// If the CPU lacks `isa`, as well as where the dispatching entry point panics.
 pub(crate) fn scan_i8_batch_on(
     isa: Isa,
     queries: &[f32],
@@ -71,6 +74,7 @@ pub(crate) fn scan_i8_batch_on(
     if n_queries > 0 {
         assert_eq!(scales.len() * n_queries, out.len(), "one scale per row");
     }
+    assert!(isa.is_available(), "instruction set {} is not available", isa.name());
     dispatch!(
         isa;
         scan_i8_batch_serial,

@@ -218,7 +218,10 @@ pub fn scan_i8(query: &[f32], rows: &[i8], stride: usize, scales: &[f32], out: &
     scan_i8_on(active(), query, rows, stride, scales, out);
 }
 
-/// [`scan_i8`] on instruction set `isa`, which must be available.
+/// [`scan_i8`] on instruction set `isa`; tests compare every path through it.
+///
+/// # Panics
+/// If the CPU lacks `isa`, as well as where the dispatching entry point panics.
 pub(crate) fn scan_i8_on(
     isa: Isa,
     query: &[f32],
@@ -227,6 +230,7 @@ pub(crate) fn scan_i8_on(
     scales: &[f32],
     out: &mut [f32],
 ) {
+    assert!(isa.is_available(), "instruction set {} is not available", isa.name());
     dispatch!(
         isa;
         serial::scan_i8,
