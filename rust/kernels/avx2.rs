@@ -22,7 +22,7 @@ use std::arch::x86_64::{
     _mm_movehl_ps, _mm_shuffle_ps,
 };
 
-use super::batch::{apply_scales, batch_shape, row_blocks, BatchShape};
+use super::batch::{apply_scales, batch_shape, blockwise, row_blocks, BatchShape};
 use super::query_i16::{QueryI16, INTEGER_MAX_DIM};
 use super::{check_scan, prefetch, row, rows_from, GROUP_ROWS, PREFETCH_ROWS};
 
@@ -417,12 +417,9 @@ pub fn scan_i8_batch_avx2(
     } else {
         let queries: Vec<_> =
             queries.chunks_exact(dim).map(|q| QueryI16::new(q, I8_STEP)).collect();
-        for block in row_blocks(n_rows, stride, 1) {
-            let block_rows = &rows[block.start * stride..];
-            for (query, scores) in queries.iter().zip(out.chunks_exact_mut(n_rows)) {
-                scan_rows_i8(query, dim, block_rows, stride, &mut scores[block.clone()]);
-            }
-        }
+        blockwise(&queries, n_rows, stride, 1, out, |query, block, scores| {
+            scan_rows_i8(query, dim, &rows[block.start * stride..], stride, scores);
+        });
     }
     apply_scales(scales, out);
 }

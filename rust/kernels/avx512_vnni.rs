@@ -22,7 +22,7 @@ use std::arch::x86_64::{
 };
 
 use super::avx512::{self, reduce_add_i32_as_i64};
-use super::batch::{apply_scales, batch_shape, row_blocks, BatchShape};
+use super::batch::{apply_scales, batch_shape, blockwise, BatchShape};
 use super::query_i16::{QueryI16, INTEGER_MAX_DIM};
 use super::{check_scan, row, rows_from, GROUP_ROWS};
 
@@ -206,11 +206,8 @@ pub fn scan_i8_batch_avx512_vnni(
         return avx512::scan_i8_batch_avx512(queries, n_queries, rows, stride, scales, out);
     }
     let queries: Vec<_> = queries.chunks_exact(dim).map(QueryBytes::new).collect();
-    for block in row_blocks(n_rows, stride, 1) {
-        let block_rows = &rows[block.start * stride..];
-        for (query, scores) in queries.iter().zip(out.chunks_exact_mut(n_rows)) {
-            scan_rows(query, dim, block_rows, stride, &mut scores[block.clone()]);
-        }
-    }
+    blockwise(&queries, n_rows, stride, 1, out, |query, block, scores| {
+        scan_rows(query, dim, &rows[block.start * stride..], stride, scores);
+    });
     apply_scales(scales, out);
 }

@@ -211,8 +211,25 @@ fn by_query<T>(
     let Some(BatchShape { dim, n_rows }) = batch_shape(queries.len(), n_queries, out.len()) else {
         return;
     };
-    for block in row_blocks(n_rows, stride, size_of::<T>()) {
-        for (query, scores) in queries.chunks_exact(dim).zip(out.chunks_exact_mut(n_rows)) {
+    let queries: Vec<&[f32]> = queries.chunks_exact(dim).collect();
+    blockwise(&queries, n_rows, stride, size_of::<T>(), out, |query, block, out| {
+        score(query, block, out);
+    });
+}
+
+/// Calls `score(query, block, out)` for every block of about [`BLOCK_BYTES`] of rows (elements
+/// of `elem_size` bytes) and, within a block, every query, where `out` is the query's slice of
+/// scores (`out` holds `queries.len()` runs of `n_rows`) for the rows in `block`.
+pub(crate) fn blockwise<P>(
+    queries: &[P],
+    n_rows: usize,
+    stride: usize,
+    elem_size: usize,
+    out: &mut [f32],
+    mut score: impl FnMut(&P, Range<usize>, &mut [f32]),
+) {
+    for block in row_blocks(n_rows, stride, elem_size) {
+        for (query, scores) in queries.iter().zip(out.chunks_exact_mut(n_rows)) {
             score(query, block.clone(), &mut scores[block.clone()]);
         }
     }
