@@ -253,6 +253,21 @@ def test_manifest_names_the_current_graph() -> None:
     assert models.manifest()["toolchain"]["graph_version"] == GRAPH_VERSION
 
 
+def test_int8_keeps_only_the_listed_matmuls_in_float32(prepared: Path) -> None:
+    import onnx
+
+    from toolgate.onnx_export import INT8_KEEP_FP32
+
+    del prepared  # the fixture makes sure the model is built
+    graph = onnx.load_from_string(models.load("int8").onnx_bytes).graph
+    ops = [node.op_type for node in graph.node]
+    assert [node.name for node in graph.node if node.op_type == "MatMul"] == list(INT8_KEEP_FP32)
+    # Per layer the attention output and both feed-forward projections (the query, key and value
+    # projections are fused into a quantized attention node), less the ones kept.
+    assert ops.count("MatMulInteger") == 3 * 6 - len(INT8_KEEP_FP32)
+    assert ops.count("QAttention") + ops.count("Attention") == 6
+
+
 def test_stamp_agrees_with_manifest(prepared: Path) -> None:
     stamp = json.loads((prepared / "stamp.json").read_text())
     manifest = models.manifest()

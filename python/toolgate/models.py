@@ -305,9 +305,13 @@ def _quantize(model: onnx.ModelProto) -> bytes:
         quantize_dynamic,
     )
 
-    from toolgate.onnx_export import FFN_OUTPUT_SUFFIX
+    from toolgate.onnx_export import INT8_KEEP_FP32
 
-    keep_fp32 = [node.name for node in model.graph.node if node.name.endswith(FFN_OUTPUT_SUFFIX)]
+    names = {node.name for node in model.graph.node}
+    # The quantizer silently ignores names it does not find.
+    missing = [name for name in INT8_KEEP_FP32 if name not in names]
+    if missing:
+        raise ModelError(f"the graph has no nodes named {missing} to keep in float32")
     with tempfile.TemporaryDirectory(prefix="toolgate-quant-") as tmp:
         out = Path(tmp) / "int8.onnx"
         # The quantizer logs a pre-processing hint through the root logger on every call.
@@ -320,7 +324,7 @@ def _quantize(model: onnx.ModelProto) -> bytes:
                 op_types_to_quantize=["MatMul", "Attention"],
                 per_channel=True,
                 weight_type=QuantType.QInt8,
-                nodes_to_exclude=keep_fp32,
+                nodes_to_exclude=list(INT8_KEEP_FP32),
                 # Shape inference cannot see through the com.microsoft fused ops; every
                 # activation in this graph is float32.
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
