@@ -7,8 +7,10 @@
 //! `vpaddd` accumulates, `vpmovsxdq` widens the lanes to i64 for the final sum. Queries longer
 //! than `INTEGER_MAX_DIM` fall back to `vpmovsxbd` + `vcvtdq2ps` + `vfmadd231ps`.
 //!
-//! Four rows share each query load and each row keeps two accumulators, so eight independent
-//! FMA chains hide the FMA latency; `prefetcht0` hints fetch the rows two groups ahead. Batches
+//! A single f32 query of up to 384 dimensions stays in registers for the whole scan, and the
+//! rows are read strictly in order with no prefetch hints ([`scan_resident`]). Otherwise four
+//! rows share each query load and each row keeps two accumulators, so eight independent FMA
+//! chains hide the FMA latency; `prefetcht0` hints fetch the rows two groups ahead. Batches
 //! work in tiles of 4 queries x 2 rows, so every row load from L2 feeds four queries.
 
 use std::arch::x86_64::{
@@ -178,6 +180,78 @@ fn dot_tile<T: Lanes, const Q: usize, const R: usize>(
         }
     }
     sums
+}
+
+/// `out[i] = dot(query, row i)` for f32 rows: [`scan_resident`] when the query fits in
+/// registers, else [`scan_rows`].
+#[target_feature(enable = "avx512f,avx512bw")]
+fn scan_f32_rows(query: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    macro_rules! by_chunks {
+        ($($chunks:literal)*) => {
+            match query.len().div_ceil(LANES) {
+                $($chunks => scan_resident::<$chunks>(query, rows, stride, out),)*
+                _ => scan_rows(query, rows, stride, out),
+            }
+        };
+    }
+    by_chunks!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24);
+}
+
+/// `out[i] = dot(query, row i)` for f32 rows and a query of `C` 16-lane chunks (the last may
+/// be partial) held in `C` registers for the whole scan, one row at a time.
+///
+/// Holding the query makes each 64 bytes of a row one FMA with a memory operand, the
+/// instruction count of the read probe, and reading the rows strictly in order lets the
+/// hardware prefetcher stream them with no hints. [`scan_rows`] reloads the query for every
+/// group of rows and needs a hint per line, twice the instructions, which costs most when a
+/// sibling hyperthread competes for the core. At N = 10,000, d = 384 on Zen 5 this kernel took
+/// 0.77-0.86x the time of [`scan_rows`], and 1.0-1.1x the read probe against its 1.2-1.4x.
+/// bf16 rows gain nothing from it (0.98x the speed): widening them costs the instructions
+/// anyway.
+///
+/// `C <= 24` keeps 24 query and 2 accumulator registers within the 32 zmm registers, spill-free.
+/// Chunks go to the two accumulators as in [`dot_tile`], so every score is bitwise the one the
+/// batch and re-scoring paths compute.
+#[target_feature(enable = "avx512f,avx512bw")]
+fn scan_resident<const C: usize>(query: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    let dim = query.len();
+    assert!(C > 0 && dim.div_ceil(LANES) == C, "a {dim}-dimension query is not {C} chunks");
+    check_scan(dim, rows.len(), stride, out.len());
+    let partial_last = !dim.is_multiple_of(LANES);
+    let last = (C - 1) * LANES;
+    let mut held = [_mm512_setzero_ps(); C];
+    for (chunk, slot) in held.iter_mut().enumerate() {
+        // SAFETY: a whole chunk is read only when `dim` covers it; a partial one goes through
+        // the masked tail load.
+        *slot = unsafe {
+            if chunk * LANES + LANES <= dim {
+                _mm512_loadu_ps(query.as_ptr().add(chunk * LANES))
+            } else {
+                f32::load_tail(&query[chunk * LANES..])
+            }
+        };
+    }
+    for (i, score) in out.iter_mut().enumerate() {
+        let row = row(rows, i, stride, dim);
+        let mut acc = [_mm512_setzero_ps(); 2];
+        for (chunk, &q) in held[..C - 1].iter().enumerate() {
+            // SAFETY: every chunk but the last lies within the row's `dim` elements.
+            let x = unsafe { _mm512_loadu_ps(row.as_ptr().add(chunk * LANES)) };
+            acc[chunk % 2] = _mm512_fmadd_ps(x, q, acc[chunk % 2]);
+        }
+        // As in `dot_tile`: a whole last chunk keeps the alternation, a partial one goes to
+        // the second accumulator.
+        // SAFETY: a whole last chunk lies within the row; a partial one is a masked load.
+        let (x, slot) = unsafe {
+            if partial_last {
+                (f32::load_tail(&row[last..]), 1)
+            } else {
+                (_mm512_loadu_ps(row.as_ptr().add(last)), (C - 1) % 2)
+            }
+        };
+        acc[slot] = _mm512_fmadd_ps(x, held[C - 1], acc[slot]);
+        *score = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
+    }
 }
 
 /// `out[i] = dot(query, row i)`, [`GROUP_ROWS`] rows at a time.
@@ -359,7 +433,7 @@ pub fn dot_f32_avx512(a: &[f32], b: &[f32]) -> f32 {
 /// The CPU must support AVX-512F and AVX-512BW ([`is_supported`]).
 #[target_feature(enable = "avx512f,avx512bw")]
 pub fn scan_f32_avx512(query: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
-    scan_rows(query, rows, stride, out);
+    scan_f32_rows(query, rows, stride, out);
 }
 
 /// AVX-512 [`super::scan_i8`].

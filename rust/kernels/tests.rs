@@ -27,7 +27,9 @@ impl Rng {
     }
 }
 
-const DIMS: [usize; 5] = [1, 7, 16, 97, 384];
+/// Around the AVX-512 register-resident f32 kernel: whole and partial last chunks after an odd
+/// and an even number of whole ones, its largest dimension (384), and one past it (400).
+const DIMS: [usize; 7] = [1, 7, 16, 56, 97, 384, 400];
 const ROW_COUNTS: [usize; 6] = [0, 1, 3, 63, 64, 65];
 
 /// Strides worth testing for a dimension: tight, odd padding, and 64-byte alignment.
@@ -209,11 +211,17 @@ fn dot_and_read_probe_match_reference_on_every_isa() {
 
 #[test]
 fn batch_scores_equal_single_query_scores_on_every_isa() {
-    use batch::{scan_bf16_batch_serial, scan_f32_batch_serial};
     let mut rng = Rng(6);
-    // 7 queries: full query tiles plus leftovers for every tile width; 1500 rows span several
-    // L2 blocks and leave a partial row tile.
-    let (dim, n, stride, n_queries) = (97, 1501, 112, 7);
+    for dim in [56, 97, 384, 400] {
+        check_batch_equals_single(&mut rng, dim);
+    }
+}
+
+/// 7 queries: full query tiles plus leftovers for every tile width; 1501 rows span several L2
+/// blocks and leave a partial row tile.
+fn check_batch_equals_single(rng: &mut Rng, dim: usize) {
+    use batch::{scan_bf16_batch_serial, scan_f32_batch_serial};
+    let (n, stride, n_queries) = (1501, dim.div_ceil(16) * 16, 7);
     let queries = rng.vec(dim * n_queries);
     let rows = rng.vec(stored_len(n, stride, dim));
     let codes: Vec<i8> = rows.iter().map(|x| (x * 127.0).round() as i8).collect();
@@ -228,12 +236,12 @@ fn batch_scores_equal_single_query_scores_on_every_isa() {
         for (q, query) in queries.chunks(dim).enumerate() {
             dispatch!(isa; serial::scan_f32, avx512::scan_f32_avx512, avx2::scan_f32_avx2,
                 neon::scan_f32_neon, (query, &rows, stride, &mut single));
-            assert_eq!(&batch[q * n..(q + 1) * n], &single[..], "{isa:?} f32 query {q}");
+            assert_eq!(&batch[q * n..(q + 1) * n], &single[..], "{isa:?} f32 d={dim} query {q}");
         }
         batch::scan_i8_batch_on(isa, &queries, n_queries, &codes, stride, &scales, &mut batch);
         for (q, query) in queries.chunks(dim).enumerate() {
             scan_i8_on(isa, query, &codes, stride, &scales, &mut single);
-            assert_eq!(&batch[q * n..(q + 1) * n], &single[..], "{isa:?} i8 query {q}");
+            assert_eq!(&batch[q * n..(q + 1) * n], &single[..], "{isa:?} i8 d={dim} query {q}");
         }
         dispatch!(isa; scan_bf16_batch_serial, avx512::scan_bf16_batch_avx512,
             avx2::scan_bf16_batch_avx2, neon::scan_bf16_batch_neon,
@@ -241,7 +249,7 @@ fn batch_scores_equal_single_query_scores_on_every_isa() {
         for (q, query) in queries.chunks(dim).enumerate() {
             dispatch!(isa; serial::scan_bf16, avx512::scan_bf16_avx512, avx2::scan_bf16_avx2,
                 neon::scan_bf16_neon, (query, &bf16, stride, &mut single));
-            assert_eq!(&batch[q * n..(q + 1) * n], &single[..], "{isa:?} bf16 query {q}");
+            assert_eq!(&batch[q * n..(q + 1) * n], &single[..], "{isa:?} bf16 d={dim} query {q}");
         }
     }
 }
