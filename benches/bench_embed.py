@@ -32,6 +32,7 @@ from pytest_benchmark.fixture import BenchmarkFixture
 
 from toolgate import models
 from toolgate.embed import Embedder
+from toolgate.onnx_export import SENTENCE_OUTPUT
 
 if TYPE_CHECKING:
     from conftest import RatioTable
@@ -70,7 +71,9 @@ class NaiveEmbedder:
             encodings = self.tokenizer.encode_batch(texts[start : start + 32])
             ids = np.array([e.ids for e in encodings], dtype=np.int32)
             mask = np.array([e.attention_mask for e in encodings], dtype=np.int32)
-            out.append(self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0])
+            out.append(
+                self.session.run([SENTENCE_OUTPUT], {"input_ids": ids, "attention_mask": mask})[0]
+            )
         return np.vstack(out)
 
 
@@ -168,7 +171,8 @@ tokenizer = Tokenizer.from_str(m.tokenizer_json)
 session = ort.InferenceSession(m.onnx_bytes, providers=["CPUExecutionProvider"])
 e = tokenizer.encode("list open pull requests")
 ids = np.array([e.ids], np.int32)
-session.run(None, {"input_ids": ids, "attention_mask": np.array([e.attention_mask], np.int32)})
+mask = np.array([e.attention_mask], np.int32)
+session.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})
 """
 
 

@@ -48,6 +48,7 @@ from benches import tokens as accounting
 from benches.testbed import topup_tools
 from toolgate.catalog import Catalog
 from toolgate.embed import Embedder
+from toolgate.onnx_export import SENTENCE_OUTPUT
 from toolgate.promote import promote_tools, render_pool
 from toolgate.router import Router
 from toolgate.tool import Tool
@@ -186,7 +187,7 @@ class PlainPipeline:
         ids = np.asarray([self.tokenizer.encode(text).ids], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         feed = {i.name: feed[i.name].astype(_ORT_INT[i.type]) for i in self.session.get_inputs()}
-        (vector,) = self.session.run(None, feed)
+        (vector,) = self.session.run([SENTENCE_OUTPUT], feed)
         row: npt.NDArray[np.float32] = np.asarray(vector, dtype=np.float32).reshape(1, -1)
         row /= np.linalg.norm(row)
         return row

@@ -3,6 +3,8 @@
 //! The router calls this once per turn with the GIL released, so the O(N) work of a route
 //! never touches Python objects.
 
+use std::borrow::Cow;
+
 use crate::bm25::Bm25Index;
 use crate::error::{Error, Result};
 use crate::fusion::{self, FusionMethod};
@@ -15,6 +17,11 @@ use crate::topk::TopK;
 pub struct RouteRequest<'a> {
     /// The query embedding (normalised by the index before scoring).
     pub vector: &'a [f32],
+    /// Clause vectors of a multi-intent query, back to back (none: empty).
+    pub clauses: &'a [f32],
+    /// Weight of a row's best clause cosine, added to its whole-query cosine in the dense
+    /// signal that is fused; 0 leaves the whole-query cosine alone.
+    pub clause_weight: f32,
     /// The query text BM25 ranks by.
     pub text: &'a str,
     /// Weight of the dense signal in the fused score, in `[0, 1]`.
@@ -39,7 +46,7 @@ pub struct RoutedRow {
     pub row: u32,
     /// Fused score.
     pub fused: f32,
-    /// Cosine similarity at the index's storage precision.
+    /// Whole-query cosine similarity at the index's storage precision.
     pub dense: f32,
     /// BM25 score.
     pub sparse: f32,
@@ -85,7 +92,8 @@ pub fn route(
     }
     let dense = index.scores(request.vector)?;
     let sparse = bm25.scores(request.text);
-    let fused = fusion::fuse(&dense, &sparse, request.alpha, request.method)?;
+    let signal = dense_signal(index, &dense, request)?;
+    let fused = fusion::fuse(&signal, &sparse, request.alpha, request.method)?;
     let routed = |row: u32| RoutedRow {
         row,
         fused: fused[row as usize],
@@ -139,6 +147,37 @@ pub fn route(
     Ok(outcome)
 }
 
+/// The dense signal fusion reads: each row's whole-query cosine plus `clause_weight` times its
+/// best clause cosine. A row that fits one intent of a multi-intent query well gains over one
+/// that fits the blend of all intents vaguely.
+fn dense_signal<'d>(
+    index: &Index,
+    dense: &'d [f32],
+    request: &RouteRequest<'_>,
+) -> Result<Cow<'d, [f32]>> {
+    let weight = request.clause_weight;
+    if !(weight.is_finite() && weight >= 0.0) {
+        return Err(Error::invalid(format!("clause_weight must be finite and >= 0, got {weight}")));
+    }
+    let dim = index.dim();
+    if !request.clauses.len().is_multiple_of(dim) {
+        return Err(Error::invalid(format!(
+            "clauses hold {} values, not a whole number of {dim}-dimension vectors",
+            request.clauses.len()
+        )));
+    }
+    if request.clauses.is_empty() || weight == 0.0 {
+        return Ok(Cow::Borrowed(dense));
+    }
+    let mut best = vec![f32::NEG_INFINITY; dense.len()];
+    for clause in request.clauses.chunks_exact(dim) {
+        for (best, score) in best.iter_mut().zip(index.scores(clause)?) {
+            *best = best.max(score);
+        }
+    }
+    Ok(Cow::Owned(dense.iter().zip(best).map(|(&whole, clause)| whole + weight * clause).collect()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +218,8 @@ mod tests {
     fn request<'a>(vector: &'a [f32], text: &'a str, forced: &'a [u32]) -> RouteRequest<'a> {
         RouteRequest {
             vector,
+            clauses: &[],
+            clause_weight: 0.0,
             text,
             alpha: 0.5,
             method: FusionMethod::min_max(0),
@@ -207,6 +248,36 @@ mod tests {
             route(&index, &bm25, &request(&vector, "delete file", &[]), &unlocked).unwrap();
         assert_eq!(outcome.ranked[0].row, 2);
         assert!(outcome.gated.is_empty());
+    }
+
+    #[test]
+    fn clause_vectors_lift_the_rows_of_each_intent_over_the_blend() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, bm25) = fixture(dir.path());
+        let gate = index.gate(&[], None, None).unwrap();
+        // The whole query sits nearest row 3; its two clauses are rows 0 and 1 exactly.
+        let vector = [0.5, 0.5, 0.0, 0.7];
+        let clauses = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0];
+        let mut req = request(&vector, "", &[]);
+        req.clauses = &clauses;
+        let rows = |req: &RouteRequest<'_>| -> Vec<u32> {
+            let outcome = route(&index, &bm25, req, &gate).unwrap();
+            outcome.ranked.iter().map(|r| r.row).collect()
+        };
+        assert_eq!(rows(&req)[0], 3, "weight 0 ignores the clauses");
+        req.clause_weight = 1.0;
+        assert_eq!(rows(&req), [0, 1]);
+        let outcome = route(&index, &bm25, &req, &gate).unwrap();
+        let whole = 0.5 / (0.5f32 * 0.5 + 0.5 * 0.5 + 0.7 * 0.7).sqrt();
+        assert!((outcome.ranked[0].dense - whole).abs() < 1e-6, "dense stays the whole cosine");
+
+        req.clauses = &clauses[..3];
+        let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
+        assert!(err.contains("clauses hold 3 values"), "{err}");
+        req.clauses = &clauses;
+        req.clause_weight = f32::NAN;
+        let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
+        assert!(err.contains("clause_weight"), "{err}");
     }
 
     #[test]

@@ -95,6 +95,27 @@ def test_output_contract(fp32: Embedder) -> None:
     assert fp32.dim == 384
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_embed_tokens_gives_the_same_vector_and_every_token_state(
+    precision: str, fp32: Embedder, int8: Embedder
+) -> None:
+    embedder = fp32 if precision == "fp32" else int8
+    text = "Find flights to Paris, then book a hotel near the Louvre."
+    tokens = embedder.embed_tokens(text)
+    np.testing.assert_array_equal(tokens.vector, embedder.embed([text])[0])
+    n = len(embedder.token_ids(text))
+    assert tokens.states.shape == (n, 384)
+    assert tokens.states.dtype == np.float32
+    assert len(tokens.offsets) == n
+    assert tokens.offsets[0] == tokens.offsets[-1] == (0, 0)  # [CLS], [SEP]
+    assert text[slice(*tokens.offsets[1])].lower() == "find"
+    # The graph's sentence embedding is the normalised mean of these very states.
+    mean = tokens.states.mean(axis=0)
+    np.testing.assert_allclose(mean / np.linalg.norm(mean), tokens.vector, atol=1e-5)
+    with pytest.raises(toolgate.InvalidInputError, match="expected str"):
+        embedder.embed_tokens(b"bytes")  # type: ignore[arg-type]
+
+
 def test_order_preserved_across_buckets(fp32: Embedder) -> None:
     # Texts of very different lengths land in different length buckets; rows must still come
     # back in input order and equal the one-at-a-time vectors.

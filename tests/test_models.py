@@ -168,7 +168,7 @@ def test_graph_matches_float64_numpy_bert() -> None:
     mask = np.ones_like(ids)
     mask[1, 5:] = 0  # right padding, as the tokenizer produces
     mask[2, 1:] = 0
-    (got,) = session.run(None, {"input_ids": ids, "attention_mask": mask})
+    (got,) = session.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})
     expected = _reference_forward(tensors, config, ids, mask.astype(np.float64))
     np.testing.assert_allclose(got, expected, atol=2e-5)
 

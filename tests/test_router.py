@@ -7,9 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from toolgate import CatalogError, IndexFormatError, InvalidInputError
+from toolgate import CatalogError, IndexFormatError, InvalidInputError, _toolgate
 from toolgate.catalog import Catalog
 from toolgate.commands import demo_catalog
 from toolgate.router import Router, RouterConfig
@@ -39,12 +40,17 @@ def test_a_tool_named_in_the_query_is_always_included(router: Router) -> None:
     assert named.reason == "named"
 
 
-def test_every_tool_found_by_its_exact_name(router: Router) -> None:
-    everything = {
+def _everything(router: Router) -> dict[str, list[str]]:
+    """A state meeting every precondition of every tool."""
+    return {
         "scopes": [s for t in router.catalog for s in t.requires_scopes],
         "tools_run": [r for t in router.catalog for r in t.requires_tools],
         "milestones": [m for t in router.catalog for m in t.requires_milestones],
     }
+
+
+def test_every_tool_found_by_its_exact_name(router: Router) -> None:
+    everything = _everything(router)
     for tool in router.catalog:
         assert tool.id in router.route(tool.name, top_k=3, state=everything).ids, tool.id
 
@@ -205,6 +211,9 @@ def test_one_router_many_threads_same_answers(router: Router) -> None:
 def test_config_is_validated() -> None:
     with pytest.raises(InvalidInputError, match="alpha"):
         RouterConfig(alpha=1.5)
+    for weight in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(InvalidInputError, match="clause_weight"):
+            RouterConfig(clause_weight=weight)
     with pytest.raises(InvalidInputError, match="precision"):
         RouterConfig(precision="fp16")
 
@@ -221,6 +230,45 @@ class _CountingEmbedder:
     def embed(self, texts: list[str]) -> Any:
         self.texts.extend(texts)
         return self.inner.embed(texts)
+
+
+MULTI_INTENT = "what's the forecast for Lisbon this weekend, and then add a dinner to my calendar"
+
+
+def _fused_order(router: Router, dense: np.ndarray, sparse: np.ndarray, k: int) -> list[str]:
+    """The ids ``route`` returns for these signals when no tool is named, pinned or gated."""
+    config = router.config
+    fused = _toolgate.fuse(
+        dense, sparse, alpha=config.alpha, method=config.fusion, top=config.fusion_top
+    )
+    return [router.catalog.ids[row] for row in np.lexsort((np.arange(len(fused)), -fused))[:k]]
+
+
+def test_clause_vectors_enter_the_fused_ranking(router: Router) -> None:
+    result = router.route(MULTI_INTENT, top_k=10, state=_everything(router))
+    cosine, dense, sparse = router._scores(MULTI_INTENT)
+    assert not np.array_equal(dense, cosine), "the query has two clauses"
+    assert result.ids == _fused_order(router, dense, sparse, 10)
+    assert result.ids != _fused_order(router, cosine, sparse, 10)
+    rows = {tool_id: row for row, tool_id in enumerate(router.catalog.ids)}
+    for tool in result:  # the reported dense score stays the whole-query cosine
+        assert tool.dense == pytest.approx(float(cosine[rows[tool.id]]), abs=1e-6)
+
+
+def test_clause_weight_zero_or_an_embedder_without_token_states_leaves_the_cosine(
+    router: Router,
+) -> None:
+    off = Router.from_catalog(
+        router.catalog, embedder=router._embedder.get(), config=RouterConfig(clause_weight=0)
+    )
+    counting = _CountingEmbedder(router._embedder.get())
+    plain = Router.from_catalog(router.catalog, embedder=counting, cache=None)  # type: ignore[arg-type]
+    for other in (off, plain):
+        cosine, dense, sparse = other._scores(MULTI_INTENT)
+        np.testing.assert_array_equal(dense, cosine)
+        routed = other.route(MULTI_INTENT, top_k=10, state=_everything(other)).ids
+        assert routed == _fused_order(other, cosine, sparse, 10)
+    assert MULTI_INTENT in counting.texts
 
 
 def test_refresh_embeds_only_what_changed(router: Router) -> None:

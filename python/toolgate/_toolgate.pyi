@@ -334,11 +334,17 @@ def route(
     allow: NDArray[np.uint32] | None = None,
     deny: NDArray[np.uint32] | None = None,
     forced: NDArray[np.uint32] | None = None,
+    clauses: NDArray[np.float32] | None = None,
+    clause_weight: float = 0.0,
 ) -> tuple[list[_RoutedRow], list[_RoutedRow], int, int, list[tuple[_RoutedRow, list[int]]]]:
     """Dense scan, BM25, fusion, gating and top-k for one query, with the GIL released.
 
+    ``clauses`` ((m, d) float32) are clause vectors of a multi-intent query: fusion reads each
+    row's whole-query cosine plus ``clause_weight`` times its best clause cosine.
+
     Returns ``(forced, ranked, n_gated, n_out_of_scope, gated)``; each row is
-    ``(row, fused, dense, bm25)`` and each gated entry carries its missing flags.
+    ``(row, fused, dense, bm25)`` (``dense``: the whole-query cosine) and each gated entry
+    carries its missing flags.
     """
 
 @final

@@ -90,7 +90,7 @@ def calibrate(
     counts = {(a, t): _Counts() for a in alphas for t in thresholds}
     ids = router.catalog.ids
     for item in progress_bar(queries, progress, "calibrating"):
-        dense, sparse = router.signals(item.query)
+        cosine, dense, sparse = router._scores(item.query)
         for alpha in alphas:
             fused = _toolgate.fuse(
                 dense,
@@ -101,7 +101,7 @@ def calibrate(
             )
             order = np.lexsort((np.arange(len(fused)), -fused))[:k]
             for threshold in thresholds:
-                routed = [ids[row] for row in order if dense[row] >= threshold]
+                routed = [ids[row] for row in order if cosine[row] >= threshold]
                 _count(counts[(alpha, threshold)], item.gold, routed)
     curve = tuple(counts[key].point(*key) for key in counts)
     best = max(curve, key=lambda p: (p.f1, p.recall, -p.threshold))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,19 +23,37 @@ import numpy as np
 
 from toolgate import models
 from toolgate.errors import InvalidInputError, ModelError
+from toolgate.onnx_export import SENTENCE_OUTPUT, TOKEN_OUTPUT
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
 
     from toolgate.embed_cache import EmbeddingCache
 
-__all__ = ["DIM", "MAX_TOKENS", "Embedder", "resolve_cache"]
+__all__ = ["DIM", "MAX_TOKENS", "Embedder", "TokenStates", "resolve_cache"]
 
 DIM = 384
 # sentence-transformers' max_seq_length for this model: longer texts are truncated there too.
 MAX_TOKENS = 256
 # Texts above this count get a progress bar (when ``progress`` is left to decide).
 _PROGRESS_THRESHOLD = 512
+
+
+@dataclass(frozen=True)
+class TokenStates:
+    """One text's embedding with the model's last-layer state of each of its tokens.
+
+    Attributes:
+        vector: the text's embedding, as :meth:`Embedder.embed` returns it, shape (384,).
+        states: one row per token, [CLS] first and [SEP] last, shape (tokens, 384), not
+            normalised.
+        offsets: each token's ``(start, end)`` character span in the text; ``(0, 0)`` for
+            [CLS] and [SEP].
+    """
+
+    vector: np.ndarray
+    states: np.ndarray
+    offsets: tuple[tuple[int, int], ...]
 
 
 class Embedder:
@@ -127,6 +146,21 @@ class Embedder:
             return self._embed_uncached(batch)
         return self._cache.embed_through(self._model_id, batch, self._embed_uncached)
 
+    def embed_tokens(self, text: str) -> TokenStates:
+        """Embed one ``text`` and return its token states too, from the same model run.
+
+        Never cached: the states are for pooling parts of a query (:mod:`toolgate.clauses`).
+        """
+        encoding = self._tokenizer.encode(_validate_texts([text])[0])
+        ids = np.asarray(encoding.ids, dtype=np.int32)[None, :]
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        vectors, states = self._session.run([SENTENCE_OUTPUT, TOKEN_OUTPUT], feed)
+        return TokenStates(
+            vector=np.asarray(vectors[0], dtype=np.float32),
+            states=np.asarray(states[0], dtype=np.float32),
+            offsets=tuple((int(start), int(end)) for start, end in encoding.offsets),
+        )
+
     def token_ids(self, text: str) -> list[int]:
         """The WordPiece ids the model sees for ``text`` ([CLS] ... [SEP], truncated to 256)."""
         return list(self._tokenizer.encode(_validate_texts([text])[0]).ids)
@@ -194,7 +228,7 @@ class Embedder:
 
     def _run(self, ids: np.ndarray, mask: np.ndarray, session: Any = None) -> np.ndarray:
         feed = {"input_ids": ids, "attention_mask": mask}
-        (vectors,) = (session or self._session).run(None, feed)
+        (vectors,) = (session or self._session).run([SENTENCE_OUTPUT], feed)
         return np.asarray(vectors, dtype=np.float32)
 
 

@@ -6,8 +6,11 @@ written node by node with the ``onnx`` helpers. The graph uses ONNX Runtime's fu
 than leaving fusion to the runtime's pattern matcher, so every session gets the fast kernels and
 ONNX Runtime's dynamic quantizer turns ``Attention`` into ``QAttention`` for the int8 variant.
 
-Mean pooling over the attention mask and L2 normalisation are part of the graph, so the model's
-single output ``sentence_embedding`` is already what callers want.
+Mean pooling over the attention mask and L2 normalisation are part of the graph, so the output
+``sentence_embedding`` is already what callers want. A second output, ``token_embeddings``, is the
+last layer's state of every token, for pooling parts of a text (``toolgate.clauses``); ONNX
+Runtime computes only the outputs a caller asks for, so asking for the sentence embedding alone
+costs nothing extra.
 
 >>> from toolgate.onnx_export import read_safetensors, build_sentence_encoder
 >>> tensors = read_safetensors(open("model.safetensors", "rb").read())  # doctest: +SKIP
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
 __all__ = [
     "GRAPH_VERSION",
     "INT8_KEEP_FP32",
+    "SENTENCE_OUTPUT",
+    "TOKEN_OUTPUT",
     "BertConfig",
     "build_sentence_encoder",
     "read_safetensors",
@@ -39,7 +44,12 @@ __all__ = [
 
 # Bumped whenever the graph this module writes changes (or how ``models`` quantizes it), so
 # cached artifacts are rebuilt. 3: the int8 variant quantizes five of the six FFN outputs.
-GRAPH_VERSION = 3
+# 4: the ``token_embeddings`` output.
+GRAPH_VERSION = 4
+
+#: The graph's outputs: the pooled, normalised embedding of each text, and every token's state.
+SENTENCE_OUTPUT = "sentence_embedding"
+TOKEN_OUTPUT = "token_embeddings"
 
 _SAFETENSORS_DTYPES: dict[str, np.dtype[Any]] = {
     "F32": np.dtype("<f4"),
@@ -205,7 +215,8 @@ def build_sentence_encoder(
     tensors: Mapping[str, np.ndarray], config: BertConfig, *, half_word_embeddings: bool = False
 ) -> onnx.ModelProto:
     """Return the ONNX model: int32 ``input_ids`` and ``attention_mask`` of shape (batch, seq) in,
-    float32 ``sentence_embedding`` (batch, hidden), mean-pooled and L2-normalised, out.
+    float32 ``sentence_embedding`` (batch, hidden), mean-pooled and L2-normalised, and
+    ``token_embeddings`` (batch, seq, hidden), the last layer's states, out.
 
     Sequences must be right-padded (the tokenizer does that) and at most 512 tokens long.
     ``half_word_embeddings`` stores the word-embedding table (half of all weights) as float16
@@ -225,11 +236,17 @@ def build_sentence_encoder(
         helper.make_tensor_value_info("input_ids", TensorProto.INT32, ["batch", "sequence"]),
         helper.make_tensor_value_info("attention_mask", TensorProto.INT32, ["batch", "sequence"]),
     ]
-    output = helper.make_tensor_value_info(
-        "sentence_embedding", TensorProto.FLOAT, ["batch", config.hidden_size]
-    )
-    g.nodes.append(helper.make_node("Identity", [pooled], ["sentence_embedding"], name="output"))
-    graph = helper.make_graph(g.nodes, "minilm_sentence_encoder", inputs, [output], g.initializers)
+    outputs = [
+        helper.make_tensor_value_info(
+            SENTENCE_OUTPUT, TensorProto.FLOAT, ["batch", config.hidden_size]
+        ),
+        helper.make_tensor_value_info(
+            TOKEN_OUTPUT, TensorProto.FLOAT, ["batch", "sequence", config.hidden_size]
+        ),
+    ]
+    g.nodes.append(helper.make_node("Identity", [pooled], [SENTENCE_OUTPUT], name="output"))
+    g.nodes.append(helper.make_node("Identity", [hidden], [TOKEN_OUTPUT], name="token_output"))
+    graph = helper.make_graph(g.nodes, "minilm_sentence_encoder", inputs, outputs, g.initializers)
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", _OPSET), helper.make_opsetid(_MS_DOMAIN, 1)],

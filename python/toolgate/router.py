@@ -25,6 +25,7 @@ import numpy as np
 
 from toolgate import _toolgate
 from toolgate.catalog import Catalog, UnknownToolError
+from toolgate.clauses import clause_vectors
 from toolgate.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.history import HistoryTurn, blend_history, history_texts
@@ -144,10 +145,22 @@ class Router:
             )
         return embedder
 
-    def _embed_one(self, text: str) -> np.ndarray:
-        vector: np.ndarray = np.asarray(self._embedder.get().embed([text])[0], dtype=np.float32)
+    def _embed_one(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """``text``'s vector and its clause vectors (see :mod:`toolgate.clauses`), read-only.
+
+        Clause vectors need the token states of :meth:`Embedder.embed_tokens`; an embedder
+        without that method gets none, and routes on the whole-query vector alone.
+        """
+        embedder = self._embedder.get()
+        if self.config.clause_weight > 0 and hasattr(embedder, "embed_tokens"):
+            tokens = embedder.embed_tokens(text)
+            vector, clauses = tokens.vector, clause_vectors(tokens, text)
+        else:
+            vector = np.asarray(embedder.embed([text])[0], dtype=np.float32)
+            clauses = np.empty((0, len(vector)), dtype=np.float32)
         vector.setflags(write=False)
-        return vector
+        clauses.setflags(write=False)
+        return vector, clauses
 
     @classmethod
     def from_tools(cls, tools: Sequence[Any] | Mapping[str, Any], **options: Any) -> Router:
@@ -389,12 +402,13 @@ class Router:
         named = self._bm25.mentioned_names(query)
         forced = np.union1d(np.asarray(named, dtype=np.uint32), self._pinned).astype(np.uint32)
         embed_start = time.perf_counter()
-        vector = self._query_vector(parsed.text, history)
+        vector, clauses = self._query_vectors(parsed.text, history)
         core_start = time.perf_counter()
         outcome = _toolgate.route(
             self._index, self._bm25, vector, parsed.text,
             alpha=self.config.alpha, method=self.config.fusion, top=self.config.fusion_top,
             k=k, threshold=floor, flags=flags, allow=allow_rows, deny=deny_rows, forced=forced,
+            clauses=clauses, clause_weight=self.config.clause_weight,
         )  # fmt: skip
         end = time.perf_counter()
         timings = {
@@ -425,8 +439,22 @@ class Router:
 
     def signals(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The dense (cosine) and BM25 scores of every tool for ``text``, in catalog order."""
-        vector = self._query_vector(text, None)
-        return self._index.scores(vector), self._bm25.scores(text)
+        cosine, _, sparse = self._scores(text)
+        return cosine, sparse
+
+    def _scores(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each tool's cosine, the dense signal that :meth:`route` fuses, and its BM25 score.
+
+        The dense signal is the cosine plus ``clause_weight`` times the best clause cosine,
+        as ``route.rs`` computes it.
+        """
+        vector, clauses = self._query_vectors(text, None)
+        cosine = self._index.scores(vector)
+        dense = cosine
+        if len(clauses) and self.config.clause_weight > 0:
+            best = np.max([self._index.scores(clause) for clause in clauses], axis=0)
+            dense = cosine + np.float32(self.config.clause_weight) * best
+        return cosine, dense, self._bm25.scores(text)
 
     def _route_select(
         self,
@@ -482,15 +510,18 @@ class Router:
         assert rows is not None  # terms is never empty here
         return rows.astype(np.uint32)
 
-    def _query_vector(self, text: str, history: Sequence[HistoryTurn] | None) -> np.ndarray:
-        vector = self._embed_text(text)
+    def _query_vectors(
+        self, text: str, history: Sequence[HistoryTurn] | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The query vector, blended with ``history``, and the clause vectors of ``text``."""
+        vector, clauses = self._embed_text(text)
         texts = history_texts(history, self.config.history_turns)
         if texts:
             vector = blend_history(vector, texts, self._embed_texts, self.config.history_decay)
-        return np.ascontiguousarray(vector, dtype=np.float32)
+        return np.ascontiguousarray(vector, dtype=np.float32), clauses
 
     def _embed_texts(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self._embed_text(text) for text in texts])
+        return np.stack([self._embed_text(text)[0] for text in texts])
 
     def _result(
         self,

@@ -1,6 +1,6 @@
 //! `route`: the router's one call into the core per turn.
 
-use numpy::PyReadonlyArray1;
+use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use super::errors::InvalidInputError;
@@ -38,7 +38,7 @@ fn slice<'a>(
 #[pyfunction]
 #[pyo3(signature = (
     index, bm25, vector, text, *, alpha, method, top, k, threshold = None,
-    flags = None, allow = None, deny = None, forced = None
+    flags = None, allow = None, deny = None, forced = None, clauses = None, clause_weight = 0.0
 ))]
 #[allow(clippy::too_many_arguments)]
 fn route<'py>(
@@ -56,6 +56,8 @@ fn route<'py>(
     allow: Option<PyReadonlyArray1<'py, u32>>,
     deny: Option<PyReadonlyArray1<'py, u32>>,
     forced: Option<PyReadonlyArray1<'py, u32>>,
+    clauses: Option<PyReadonlyArray2<'py, f32>>,
+    clause_weight: f32,
 ) -> PyResult<Outcome> {
     let method = parse_method(method, top, 60.0)?;
     let index = &index.get().index;
@@ -68,8 +70,30 @@ fn route<'py>(
         slice(&allow, "allow")?,
         slice(&deny, "deny")?,
     )?;
+    if let Some(shape) = clauses.as_ref().map(|c| c.shape()) {
+        if shape[1] != index.dim() {
+            return Err(InvalidInputError::new_err(format!(
+                "clauses has shape ({}, {}); the index has dimension {}",
+                shape[0],
+                shape[1],
+                index.dim()
+            )));
+        }
+    }
+    let clauses = clauses
+        .as_ref()
+        .map(|c| {
+            c.as_slice().map_err(|_| {
+                InvalidInputError::new_err(
+                    "clauses is not contiguous; pass np.ascontiguousarray(clauses)",
+                )
+            })
+        })
+        .transpose()?;
     let request = RouteRequest {
         vector,
+        clauses: clauses.unwrap_or_default(),
+        clause_weight,
         text,
         alpha,
         method,
