@@ -47,7 +47,7 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from benches import tokens as accounting
 from benches.testbed import topup_tools
 from toolgate.catalog import Catalog
-from toolgate.embed import Embedder
+from toolgate.embed import Embedder, TokenStates
 from toolgate.onnx_export import SENTENCE_OUTPUT
 from toolgate.promote import promote_tools, render_pool
 from toolgate.router import Router
@@ -139,6 +139,10 @@ class TopUpEmbedder:
     def dim(self) -> int:
         """384."""
         return self._queries.dim
+
+    def embed_tokens(self, text: str) -> TokenStates:
+        """A query's vector and token states, for the router's clause vectors."""
+        return self._queries.embed_tokens(text)
 
     def embed(self, texts: Sequence[str] | str) -> npt.NDArray[np.float32]:
         """Vectors for ``texts``; a batch of tool texts may include top-ups."""

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::fusion::{self, FusionMethod};
 use crate::gating::{Gate, Verdict};
 use crate::index::{Index, GATED_REPORT_LEN};
-use crate::topk::TopK;
+use crate::topk::{top_k, TopK};
 
 /// What to route: the query's embedding and text, and how to rank.
 #[derive(Debug, Clone, Copy)]
@@ -92,7 +92,7 @@ pub fn route(
     }
     let dense = index.scores(request.vector)?;
     let sparse = bm25.scores(request.text);
-    let signal = dense_signal(index, &dense, request)?;
+    let signal = dense_signal(index, &dense, request.clauses, request.clause_weight)?;
     let fused = fusion::fuse(&signal, &sparse, request.alpha, request.method)?;
     let routed = |row: u32| RoutedRow {
         row,
@@ -147,35 +147,61 @@ pub fn route(
     Ok(outcome)
 }
 
-/// The dense signal fusion reads: each row's whole-query cosine plus `clause_weight` times its
-/// best clause cosine. A row that fits one intent of a multi-intent query well gains over one
-/// that fits the blend of all intents vaguely.
-fn dense_signal<'d>(
+/// How many rows, nearest the whole query, get their best clause cosine in the dense signal.
+///
+/// A tool that fits one intent of a multi-intent query is also near the query as a whole, so
+/// the clause cosines only matter near the top, and computing them exactly for a few rows costs
+/// a few microseconds where a clause scan of 10,000 int8 rows costs about 100. On the dev sets,
+/// clause cosines for the nearest 200 rows gave the same nDCG@10 to four decimals as for all
+/// rows (BFCL 0.8354, MetaTool multi-tool 0.7081, single-tool 0.7221), and the nearest 50 or
+/// 100 within 0.0006.
+pub const CLAUSE_CANDIDATES: usize = 200;
+
+/// The dense signal [`route`] fuses, from every row's whole-query `cosine`, the query's
+/// `clauses` (vectors back to back) and `weight`: for the [`CLAUSE_CANDIDATES`] rows nearest
+/// the whole query, the cosine plus `weight` times the row's best clause cosine (exact f32);
+/// for the other rows, `1 + weight` times the cosine, their signal had the query been a single
+/// clause. A row that fits one intent of a multi-intent query well gains over one that fits
+/// the blend of all intents vaguely. Without clauses, or at weight 0, the cosine itself.
+pub fn dense_signal<'d>(
     index: &Index,
-    dense: &'d [f32],
-    request: &RouteRequest<'_>,
+    cosine: &'d [f32],
+    clauses: &[f32],
+    weight: f32,
 ) -> Result<Cow<'d, [f32]>> {
-    let weight = request.clause_weight;
     if !(weight.is_finite() && weight >= 0.0) {
         return Err(Error::invalid(format!("clause_weight must be finite and >= 0, got {weight}")));
     }
     let dim = index.dim();
-    if !request.clauses.len().is_multiple_of(dim) {
+    if !clauses.len().is_multiple_of(dim) {
         return Err(Error::invalid(format!(
             "clauses hold {} values, not a whole number of {dim}-dimension vectors",
-            request.clauses.len()
+            clauses.len()
         )));
     }
-    if request.clauses.is_empty() || weight == 0.0 {
-        return Ok(Cow::Borrowed(dense));
+    if cosine.len() != index.len() {
+        return Err(Error::invalid(format!(
+            "{} cosines for an index of {} rows",
+            cosine.len(),
+            index.len()
+        )));
     }
-    let mut best = vec![f32::NEG_INFINITY; dense.len()];
-    for clause in request.clauses.chunks_exact(dim) {
-        for (best, score) in best.iter_mut().zip(index.scores(clause)?) {
+    if clauses.is_empty() || weight == 0.0 || cosine.is_empty() {
+        return Ok(Cow::Borrowed(cosine));
+    }
+    let candidates: Vec<u32> =
+        top_k(cosine, CLAUSE_CANDIDATES, None, |_| true).into_iter().map(|(row, _)| row).collect();
+    let mut best = vec![f32::NEG_INFINITY; candidates.len()];
+    for clause in clauses.chunks_exact(dim) {
+        for (best, score) in best.iter_mut().zip(index.rescore(clause, &candidates)?) {
             *best = best.max(score);
         }
     }
-    Ok(Cow::Owned(dense.iter().zip(best).map(|(&whole, clause)| whole + weight * clause).collect()))
+    let mut signal: Vec<f32> = cosine.iter().map(|&c| (1.0 + weight) * c).collect();
+    for (&row, best) in candidates.iter().zip(best) {
+        signal[row as usize] = cosine[row as usize] + weight * best;
+    }
+    Ok(Cow::Owned(signal))
 }
 
 #[cfg(test)]
@@ -278,6 +304,41 @@ mod tests {
         req.clause_weight = f32::NAN;
         let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
         assert!(err.contains("clause_weight"), "{err}");
+    }
+
+    #[test]
+    fn only_the_rows_nearest_the_query_get_a_clause_bonus() {
+        let dir = tempfile::tempdir().unwrap();
+        // Row i at angle i/1000 from the query's axis, so cosines fall with i; every row also
+        // leans towards the clause's axis.
+        let n = CLAUSE_CANDIDATES + 50;
+        let vectors: Vec<f32> = (0..n)
+            .flat_map(|i| {
+                let angle = i as f32 / 1000.0;
+                [angle.cos(), angle.sin(), 0.3, 0.0]
+            })
+            .collect();
+        let path = dir.path().join("c.tgm");
+        let options = BuildOptions {
+            dtype: Dtype::F32,
+            model_id: "test",
+            ids: None,
+            masks: &[],
+            mask_words: 0,
+        };
+        Index::build(&path, &vectors, 4, &options).unwrap();
+        let index = Index::open(&path, OpenOptions::default(), 1).unwrap();
+        let cosine = index.scores(&[1.0, 0.0, 0.0, 0.0]).unwrap();
+        let clause = [0.0, 0.0, 1.0, 0.0];
+        let signal = dense_signal(&index, &cosine, &clause, 0.5).unwrap();
+        let clause_cosine = index.rescore(&clause, &[0, n as u32 - 1]).unwrap();
+        assert_eq!(signal[0], cosine[0] + 0.5 * clause_cosine[0]);
+        assert_eq!(signal[n - 1], 1.5 * cosine[n - 1], "outside the candidates");
+        assert_ne!(signal[n - 1], cosine[n - 1] + 0.5 * clause_cosine[1]);
+        assert!(matches!(dense_signal(&index, &cosine, &[], 0.5).unwrap(), Cow::Borrowed(_)));
+        assert!(matches!(dense_signal(&index, &cosine, &clause, 0.0).unwrap(), Cow::Borrowed(_)));
+        let err = dense_signal(&index, &cosine[1..], &clause, 0.5).unwrap_err().to_string();
+        assert!(err.contains("cosines for an index of"), "{err}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ __all__ = [
     "_scan",
     "_scan_batch",
     "analyze_text",
+    "dense_signal",
     "fuse",
     "route",
 ]
@@ -318,6 +319,17 @@ def fuse(
     """
 
 _RoutedRow = tuple[int, float, float, float]
+
+def dense_signal(
+    index: Index,
+    cosine: NDArray[np.float32],
+    clauses: NDArray[np.float32],
+    clause_weight: float,
+) -> NDArray[np.float32]:
+    """The dense signal ``route`` fuses, from every row's whole-query cosine and the query's
+    clause vectors ((m, d) float32): for the rows nearest the query, the cosine plus
+    ``clause_weight`` times the best clause cosine; for the rest, ``1 + clause_weight`` times
+    the cosine."""
 
 def route(
     index: Index,

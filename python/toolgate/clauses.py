@@ -6,7 +6,8 @@ its own. Re-embedding every clause would cost a model run each (most of a route'
 instead each clause's vector is the mean of the last-layer states of its tokens, taken from the
 single run that embeds the whole query (:meth:`toolgate.embed.Embedder.embed_tokens`). The
 router adds each tool's best cosine against these clause vectors to its whole-query cosine
-(``RouterConfig.clause_weight``).
+(``RouterConfig.clause_weight``), for the 200 tools nearest the whole query
+(``CLAUSE_CANDIDATES`` in ``rust/route.rs``, which says why that is enough).
 
 A clause boundary is sentence or clause punctuation (ASCII and CJK) or the words "and", "then"
 and "also"; a boundary token starts the next clause. Clauses of fewer than

@@ -443,17 +443,12 @@ class Router:
         return cosine, sparse
 
     def _scores(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each tool's cosine, the dense signal that :meth:`route` fuses, and its BM25 score.
-
-        The dense signal is the cosine plus ``clause_weight`` times the best clause cosine,
-        as ``route.rs`` computes it.
-        """
+        """Each tool's cosine, the dense signal that :meth:`route` fuses (the cosine with the
+        clause bonus, see ``_toolgate.dense_signal``), and its BM25 score."""
         vector, clauses = self._query_vectors(text, None)
         cosine = self._index.scores(vector)
-        dense = cosine
-        if len(clauses) and self.config.clause_weight > 0:
-            best = np.max([self._index.scores(clause) for clause in clauses], axis=0)
-            dense = cosine + np.float32(self.config.clause_weight) * best
+        weight = self.config.clause_weight
+        dense = _toolgate.dense_signal(self._index, cosine, clauses, weight)
         return cosine, dense, self._bm25.scores(text)
 
     def _route_select(

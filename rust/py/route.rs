@@ -1,12 +1,13 @@
 //! `route`: the router's one call into the core per turn.
 
-use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use super::errors::InvalidInputError;
 use super::index::PyIndex;
 use super::text::{parse_method, PyBm25};
-use crate::route::{route as route_core, RouteRequest, RoutedRow};
+use crate::index::Index;
+use crate::route::{dense_signal as route_signal, route as route_core, RouteRequest, RoutedRow};
 
 /// `(row, fused, dense, bm25)` of one routed row.
 type Row = (u32, f32, f32, f32);
@@ -70,26 +71,7 @@ fn route<'py>(
         slice(&allow, "allow")?,
         slice(&deny, "deny")?,
     )?;
-    if let Some(shape) = clauses.as_ref().map(|c| c.shape()) {
-        if shape[1] != index.dim() {
-            return Err(InvalidInputError::new_err(format!(
-                "clauses has shape ({}, {}); the index has dimension {}",
-                shape[0],
-                shape[1],
-                index.dim()
-            )));
-        }
-    }
-    let clauses = clauses
-        .as_ref()
-        .map(|c| {
-            c.as_slice().map_err(|_| {
-                InvalidInputError::new_err(
-                    "clauses is not contiguous; pass np.ascontiguousarray(clauses)",
-                )
-            })
-        })
-        .transpose()?;
+    let clauses = clauses.as_ref().map(|c| clause_values(c, index)).transpose()?;
     let request = RouteRequest {
         vector,
         clauses: clauses.unwrap_or_default(),
@@ -111,6 +93,42 @@ fn route<'py>(
     ))
 }
 
+/// The values of an (m, d) clause array, checked against the index's dimension.
+fn clause_values<'a>(clauses: &'a PyReadonlyArray2<'_, f32>, index: &Index) -> PyResult<&'a [f32]> {
+    let shape = clauses.shape();
+    if shape[1] != index.dim() {
+        return Err(InvalidInputError::new_err(format!(
+            "clauses has shape ({}, {}); the index has dimension {}",
+            shape[0],
+            shape[1],
+            index.dim()
+        )));
+    }
+    clauses.as_slice().map_err(|_| {
+        InvalidInputError::new_err("clauses is not contiguous; pass np.ascontiguousarray(clauses)")
+    })
+}
+
+/// The dense signal `route` fuses, from every row's whole-query cosine and the query's clause
+/// vectors.
+#[pyfunction]
+fn dense_signal<'py>(
+    py: Python<'py>,
+    index: &Bound<'py, PyIndex>,
+    cosine: PyReadonlyArray1<'py, f32>,
+    clauses: PyReadonlyArray2<'py, f32>,
+    clause_weight: f32,
+) -> PyResult<Bound<'py, PyArray1<f32>>> {
+    let index = &index.get().index;
+    let cosine = cosine.as_slice().map_err(|_| {
+        InvalidInputError::new_err("cosine is not contiguous; pass np.ascontiguousarray(cosine)")
+    })?;
+    let clauses = clause_values(&clauses, index)?;
+    let signal = py.detach(|| route_signal(index, cosine, clauses, clause_weight))?;
+    Ok(PyArray1::from_vec(py, signal.into_owned()))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(route, m)?)
+    m.add_function(wrap_pyfunction!(route, m)?)?;
+    m.add_function(wrap_pyfunction!(dense_signal, m)?)
 }
