@@ -178,6 +178,15 @@ def test_threshold_alone_and_with_k(tmp_path: Path, dtype: str) -> None:
         assert_valid_top_k(rows, scores, reference, 4, threshold=threshold)
 
 
+def test_fortran_ordered_vectors_build_the_same_index(tmp_path: Path) -> None:
+    vectors = random_vectors(np.random.default_rng(4), 50, 8)
+    fortran = Index.build(tmp_path / "f.tgi", np.asfortranarray(vectors))
+    plain = Index.build(tmp_path / "c.tgi", vectors)
+    for query in vectors[:5]:
+        np.testing.assert_array_equal(fortran.search(query, 3)[0], plain.search(query, 3)[0])
+        np.testing.assert_array_equal(fortran.search(query, 3)[1], plain.search(query, 3)[1])
+
+
 def test_batch_equals_single_queries(tmp_path: Path) -> None:
     rng = np.random.default_rng(9)
     vectors = random_vectors(rng, 3000, 97)
@@ -234,6 +243,8 @@ def test_bad_arguments_raise_invalid_input(tmp_path: Path) -> None:
         (lambda: index.search(query, flags=[-1]), "flags contains -1"),
         (lambda: index.search(query, flags="ab"), "flags must be"),
         (lambda: index.search_batch(np.ones((2, 3), np.float32)), "dimension 3"),
+        # Fortran order is contiguous, but not row after row.
+        (lambda: index.search_batch(np.asfortranarray(np.eye(4, 4, dtype=np.float32)[:2])), "C-"),
         (lambda: index.rescore(query, [9]), "row 9"),
         (lambda: Index.build(tmp_path / "x", np.ones(4, np.float32)), "2-D"),
         (lambda: Index.build(tmp_path / "x", np.ones((2, 0), np.float32)), "dimension"),

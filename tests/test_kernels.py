@@ -233,6 +233,13 @@ class TestBadInput:
         with pytest.raises(InvalidInputError, match="ascontiguousarray"):
             native._scan(self.query, strided)
 
+    def test_fortran_ordered_rows_ask_for_ascontiguousarray(self) -> None:
+        # Contiguous, but column after column: read as rows it would score the wrong values.
+        with pytest.raises(InvalidInputError, match="not C-contiguous"):
+            native._scan(self.query, np.asfortranarray(self.rows))
+        with pytest.raises(InvalidInputError, match="not C-contiguous"):
+            native._scan_batch(np.asfortranarray(np.ones((2, 8), np.float32)), self.rows)
+
     def test_dimension_mismatch_names_both_dimensions(self) -> None:
         with pytest.raises(InvalidInputError, match="dimension 8 but rows have dimension 9"):
             native._scan(self.query, np.ones((4, 9), dtype=np.float32))

@@ -255,6 +255,21 @@ def test_clause_vectors_enter_the_fused_ranking(router: Router) -> None:
         assert tool.dense == pytest.approx(float(cosine[rows[tool.id]]), abs=1e-6)
 
 
+def test_dense_signal_names_bad_input(router: Router) -> None:
+    cosine, _, _ = router._scores(MULTI_INTENT)
+    clauses = np.ones((2, 384), dtype=np.float32)
+    index = router._index
+    with pytest.raises(InvalidInputError, match=r"clauses has shape \(2, 5\)"):
+        _toolgate.dense_signal(index, cosine, np.ones((2, 5), dtype=np.float32), 1.0)
+    fortran_order = np.asfortranarray(clauses)  # contiguous, but not row after row
+    with pytest.raises(InvalidInputError, match="not C-contiguous"):
+        _toolgate.dense_signal(index, cosine, fortran_order, 1.0)
+    with pytest.raises(InvalidInputError, match="cosines for an index"):
+        _toolgate.dense_signal(index, cosine[1:], clauses, 1.0)
+    with pytest.raises(InvalidInputError, match="clause_weight"):
+        _toolgate.dense_signal(index, cosine, clauses, float("nan"))
+
+
 def test_clause_weight_zero_or_an_embedder_without_token_states_leaves_the_cosine(
     router: Router,
 ) -> None:

@@ -51,11 +51,12 @@ class RouterConfig:
     ``clause_weight`` is how much of each tool's best cosine against the clauses of a
     multi-intent query (see :mod:`toolgate.clauses`) is added to its whole-query cosine before
     fusion (for the 200 tools nearest the whole query; the others get ``1 + clause_weight``
-    times their cosine); 0 turns clause vectors off. Full dev sets, nDCG@10 / complete@10 replayed from
-    dumped scores at 0, 0.5 and 1: MetaTool multi-tool 0.685 / 0.674, 0.702 / 0.710,
-    0.708 / 0.716; BFCL 0.836 / 0.912, 0.837 / 0.912, 0.835 / 0.914; MetaTool single-tool
-    0.722 at all three. Single-intent queries are untouched, so 1 is the default; with it,
-    ``toolgate eval`` gives multi-tool 0.708 / 0.716, BFCL 0.836 / 0.914, single-tool 0.722.
+    times their cosine); 0 turns clause vectors off. Full dev sets, nDCG@10 / complete@10
+    replayed from dumped scores at 0, 0.5 and 1: MetaTool multi-tool 0.685 / 0.674,
+    0.702 / 0.710, 0.708 / 0.716; BFCL 0.836 / 0.912, 0.837 / 0.912, 0.835 / 0.914; MetaTool
+    single-tool 0.722 at all three. Single-intent queries are untouched, so 1 is the default;
+    with it, ``toolgate eval`` gives multi-tool 0.708 / 0.716, BFCL 0.836 / 0.914, single-tool
+    0.722.
     ``index_dtype`` is the storage the scan reads: int8 halves the core's time at N = 10,000
     (the matrix is a quarter of the f32 size, so it stays in cache next to the model), and its
     cosines are within about 1e-3 of exact: BFCL nDCG@10 0.8217 with int8, 0.8220 with f32.

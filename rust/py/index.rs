@@ -44,10 +44,12 @@ impl PyIndex {
         let dtype = Dtype::parse(dtype)?;
         let vectors = borrow_array::<f32, numpy::Ix2>(vectors, "vectors", "a 2-D float32 array")?;
         let [rows, dim] = [vectors.shape()[0], vectors.shape()[1]];
-        // The core normalises into a new buffer anyway, so a strided input costs one copy here.
+        // The core normalises into a new buffer anyway, so a strided or Fortran-ordered input
+        // costs one copy here. `as_slice` alone would also accept Fortran order, whose memory
+        // order is not row-major.
         let values: Vec<f32> = match vectors.as_slice() {
-            Ok(values) => values.to_vec(),
-            Err(_) => vectors.as_array().iter().copied().collect(),
+            Ok(values) if vectors.is_c_contiguous() => values.to_vec(),
+            _ => vectors.as_array().iter().copied().collect(),
         };
         let (masks, mask_words) = match masks {
             Some(masks) => extract_masks(masks, rows)?,
@@ -496,7 +498,9 @@ fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
     array: &'a PyReadonlyArray<'_, T, D>,
     what: &str,
 ) -> PyResult<&'a [T]> {
-    array.as_slice().map_err(|_| {
+    // `as_slice` also accepts a Fortran-ordered array, whose memory order is not row-major.
+    let c_order = array.is_c_contiguous();
+    array.as_slice().ok().filter(|_| c_order).ok_or_else(|| {
         InvalidInputError::new_err(format!(
             "{what} is not C-contiguous; pass np.ascontiguousarray({what})"
         ))

@@ -197,7 +197,9 @@ fn contiguous<'a, T: Element, D: numpy::ndarray::Dimension>(
     array: &'a PyReadonlyArray<'_, T, D>,
     name: &str,
 ) -> PyResult<&'a [T]> {
-    array.as_slice().map_err(|_| {
+    // `as_slice` also accepts a Fortran-ordered array, whose memory order is not row-major.
+    let c_order = array.is_c_contiguous();
+    array.as_slice().ok().filter(|_| c_order).ok_or_else(|| {
         invalid(format!(
             "{name} is not C-contiguous; pass np.ascontiguousarray({name}) instead of a view"
         ))

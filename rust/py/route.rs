@@ -104,8 +104,12 @@ fn clause_values<'a>(clauses: &'a PyReadonlyArray2<'_, f32>, index: &Index) -> P
             index.dim()
         )));
     }
-    clauses.as_slice().map_err(|_| {
-        InvalidInputError::new_err("clauses is not contiguous; pass np.ascontiguousarray(clauses)")
+    // `as_slice` also accepts a Fortran-ordered array, whose memory order is not row-major.
+    let c_order = clauses.is_c_contiguous();
+    clauses.as_slice().ok().filter(|_| c_order).ok_or_else(|| {
+        InvalidInputError::new_err(
+            "clauses is not C-contiguous; pass np.ascontiguousarray(clauses)",
+        )
     })
 }
 
