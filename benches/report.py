@@ -203,8 +203,9 @@ def quality_section(embedder: Embedder, n: int) -> tuple[str, list[dict[str, Any
     text = (
         "`toolgate eval` figures at top_k = 10 (route_ms includes the int8 query embedding, "
         f"one thread). toolgate default is `RouterConfig()`: alpha {default.alpha}, cosine "
-        f"floor {default.threshold}, {default.fusion} fusion. BM25 alone is alpha 0 and dense "
-        "alone alpha 1, both without a floor. Samples (seeded): "
+        f"floor {default.threshold}, {default.fusion} fusion, clause weight "
+        f"{default.clause_weight}. BM25 alone is alpha 0 and dense alone alpha 1 (clause vectors "
+        "included), both without a floor. Samples (seeded): "
         + "; ".join(notes)
         + ".\n\n"
         + markdown(rows, QUALITY_COLUMNS)
