@@ -150,20 +150,22 @@ pub fn route(
 /// How many rows, nearest the whole query, get their best clause cosine in the dense signal.
 ///
 /// A tool that fits one intent of a multi-intent query is also near the query as a whole, so
-/// the clause cosines only matter near the top. Computing them exactly for these rows cost
-/// about 0.15 ms per route at N = 10,000 (their f32 rows come from memory), where scanning
-/// every int8 row costs about 0.1 ms per clause, and BFCL queries run to 20 clauses. On the
-/// dev sets, clause cosines for the nearest 200 rows gave the same nDCG@10 to four decimals as
-/// for all rows (BFCL 0.8354, MetaTool multi-tool 0.7081, single-tool 0.7221), and the nearest
-/// 50 or 100 within 0.0006.
+/// the clause cosines only matter near the top. Scoring just these rows ([`Index::scores_at`])
+/// costs microseconds, where scanning every row costs about 0.1 ms per clause at N = 10,000
+/// int8, and BFCL queries run to 20 clauses. (Exact f32 re-scoring of the 200 rows cost about
+/// 0.15 ms per route: an int8 scan leaves their f32 rows out of cache.) On the dev sets, clause
+/// cosines for the nearest 200 rows gave the same nDCG@10 to four decimals as for all rows
+/// (BFCL 0.8354, MetaTool multi-tool 0.7081, single-tool 0.7221), and the nearest 50 or 100
+/// within 0.0006.
 pub const CLAUSE_CANDIDATES: usize = 200;
 
 /// The dense signal [`route`] fuses, from every row's whole-query `cosine`, the query's
 /// `clauses` (vectors back to back) and `weight`: for the [`CLAUSE_CANDIDATES`] rows nearest
-/// the whole query, the cosine plus `weight` times the row's best clause cosine (exact f32);
-/// for the other rows, `1 + weight` times the cosine, their signal had the query been a single
-/// clause. A row that fits one intent of a multi-intent query well gains over one that fits
-/// the blend of all intents vaguely. Without clauses, or at weight 0, the cosine itself.
+/// the whole query, the cosine plus `weight` times the row's best clause cosine (both at the
+/// index's storage precision); for the other rows, `1 + weight` times the cosine, their signal
+/// had the query been a single clause. A row that fits one intent of a multi-intent query well
+/// gains over one that fits the blend of all intents vaguely. Without clauses, or at weight 0,
+/// the cosine itself.
 pub fn dense_signal<'d>(
     index: &Index,
     cosine: &'d [f32],
@@ -192,9 +194,10 @@ pub fn dense_signal<'d>(
     }
     let candidates: Vec<u32> =
         top_k(cosine, CLAUSE_CANDIDATES, None, |_| true).into_iter().map(|(row, _)| row).collect();
+    let scores = index.scores_at(clauses, &candidates)?;
     let mut best = vec![f32::NEG_INFINITY; candidates.len()];
-    for clause in clauses.chunks_exact(dim) {
-        for (best, score) in best.iter_mut().zip(index.rescore(clause, &candidates)?) {
+    for clause in scores.chunks_exact(candidates.len()) {
+        for (best, &score) in best.iter_mut().zip(clause) {
             *best = best.max(score);
         }
     }
@@ -332,7 +335,7 @@ mod tests {
         let cosine = index.scores(&[1.0, 0.0, 0.0, 0.0]).unwrap();
         let clause = [0.0, 0.0, 1.0, 0.0];
         let signal = dense_signal(&index, &cosine, &clause, 0.5).unwrap();
-        let clause_cosine = index.rescore(&clause, &[0, n as u32 - 1]).unwrap();
+        let clause_cosine = index.scores_at(&clause, &[0, n as u32 - 1]).unwrap();
         assert_eq!(signal[0], cosine[0] + 0.5 * clause_cosine[0]);
         assert_eq!(signal[n - 1], 1.5 * cosine[n - 1], "outside the candidates");
         assert_ne!(signal[n - 1], cosine[n - 1] + 0.5 * clause_cosine[1]);
