@@ -55,7 +55,7 @@ class RouterConfig:
     replayed from dumped scores at 0, 0.5 and 1: MetaTool multi-tool 0.685 / 0.674,
     0.702 / 0.710, 0.708 / 0.716; BFCL 0.836 / 0.912, 0.837 / 0.912, 0.835 / 0.914; MetaTool
     single-tool 0.722 at all three. Single-intent queries are untouched, so 1 is the default;
-    with it, ``toolgate eval`` gives multi-tool 0.708 / 0.716, BFCL 0.836 / 0.914, single-tool
+    with it, ``toolgate eval`` gives multi-tool 0.707 / 0.716, BFCL 0.836 / 0.914, single-tool
     0.722.
     ``index_dtype`` is the storage the scan reads: int8 halves the core's time at N = 10,000
     (the matrix is a quarter of the f32 size, so it stays in cache next to the model), and its
