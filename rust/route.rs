@@ -215,21 +215,22 @@ mod tests {
     use crate::index::BuildOptions;
     use crate::matrix_file::{Dtype, OpenOptions};
 
+    /// An f32 index of 4-d `vectors` in `dir`, with one mask word per row when `masks` is
+    /// not empty.
+    fn index_4d(dir: &std::path::Path, vectors: &[f32], masks: &[u64]) -> Index {
+        let path = dir.join("m.tgm");
+        let mask_words = usize::from(!masks.is_empty());
+        let options =
+            BuildOptions { dtype: Dtype::F32, model_id: "test", ids: None, masks, mask_words };
+        Index::build(&path, vectors, 4, &options).unwrap();
+        Index::open(&path, OpenOptions::default(), 1).unwrap()
+    }
+
     /// Four tools on the axes of a 4-d space; tool 2 requires flag 0.
     fn fixture(dir: &std::path::Path) -> (Index, Bm25Index) {
         let vectors: Vec<f32> =
             (0..4).flat_map(|row| (0..4).map(move |col| f32::from(u8::from(row == col)))).collect();
-        let masks = [0u64, 0, 1, 0];
-        let path = dir.join("m.tgm");
-        let options = BuildOptions {
-            dtype: Dtype::F32,
-            model_id: "test",
-            ids: None,
-            masks: &masks,
-            mask_words: 1,
-        };
-        Index::build(&path, &vectors, 4, &options).unwrap();
-        let index = Index::open(&path, OpenOptions::default(), 1).unwrap();
+        let index = index_4d(dir, &vectors, &[0, 0, 1, 0]);
         let doc = |name: &str, description: &str| ToolDocument {
             name: name.into(),
             description: description.into(),
@@ -322,16 +323,7 @@ mod tests {
                 [angle.cos(), angle.sin(), 0.3, 0.0]
             })
             .collect();
-        let path = dir.path().join("c.tgm");
-        let options = BuildOptions {
-            dtype: Dtype::F32,
-            model_id: "test",
-            ids: None,
-            masks: &[],
-            mask_words: 0,
-        };
-        Index::build(&path, &vectors, 4, &options).unwrap();
-        let index = Index::open(&path, OpenOptions::default(), 1).unwrap();
+        let index = index_4d(dir.path(), &vectors, &[]);
         let cosine = index.scores(&[1.0, 0.0, 0.0, 0.0]).unwrap();
         let clause = [0.0, 0.0, 1.0, 0.0];
         let signal = dense_signal(&index, &cosine, &clause, 0.5).unwrap();

@@ -152,12 +152,10 @@ class Embedder:
         Never cached: the states are for pooling parts of a query (:mod:`toolgate.clauses`).
         """
         encoding = self._tokenizer.encode(_validate_texts([text])[0])
-        ids = np.asarray(encoding.ids, dtype=np.int32)[None, :]
-        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-        vectors, states = self._session.run([SENTENCE_OUTPUT, TOKEN_OUTPUT], feed)
+        vectors, states = self._run_single(encoding, [SENTENCE_OUTPUT, TOKEN_OUTPUT])
         return TokenStates(
-            vector=np.asarray(vectors[0], dtype=np.float32),
-            states=np.asarray(states[0], dtype=np.float32),
+            vector=vectors[0],
+            states=states[0],
             offsets=tuple((int(start), int(end)) for start, end in encoding.offsets),
         )
 
@@ -223,8 +221,18 @@ class Embedder:
             return self._serial
 
     def _run_one(self, encoding: Encoding, session: Any = None) -> np.ndarray:
+        (vectors,) = self._run_single(encoding, [SENTENCE_OUTPUT], session)
+        return vectors
+
+    def _run_single(
+        self, encoding: Encoding, outputs: list[str], session: Any = None
+    ) -> list[np.ndarray]:
+        """The named graph outputs for one unpadded text, as float32 arrays."""
         ids = np.asarray(encoding.ids, dtype=np.int32)[None, :]
-        return self._run(ids, np.ones_like(ids), session)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        return [
+            np.asarray(out, np.float32) for out in (session or self._session).run(outputs, feed)
+        ]
 
     def _run(self, ids: np.ndarray, mask: np.ndarray, session: Any = None) -> np.ndarray:
         feed = {"input_ids": ids, "attention_mask": mask}

@@ -12,6 +12,7 @@ use numpy::{
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use super::arrays::row_major;
 use super::errors::InvalidInputError;
 use crate::gating::{pack_masks, Gate};
 use crate::index::{BuildOptions, GatedCandidate, Index, SearchResult};
@@ -45,11 +46,10 @@ impl PyIndex {
         let vectors = borrow_array::<f32, numpy::Ix2>(vectors, "vectors", "a 2-D float32 array")?;
         let [rows, dim] = [vectors.shape()[0], vectors.shape()[1]];
         // The core normalises into a new buffer anyway, so a strided or Fortran-ordered input
-        // costs one copy here. `as_slice` alone would also accept Fortran order, whose memory
-        // order is not row-major.
-        let values: Vec<f32> = match vectors.as_slice() {
-            Ok(values) if vectors.is_c_contiguous() => values.to_vec(),
-            _ => vectors.as_array().iter().copied().collect(),
+        // costs one copy here (`as_array` iterates in row-major order).
+        let values: Vec<f32> = match row_major(&vectors, "vectors") {
+            Ok(values) => values.to_vec(),
+            Err(_) => vectors.as_array().iter().copied().collect(),
         };
         let (masks, mask_words) = match masks {
             Some(masks) => extract_masks(masks, rows)?,
@@ -154,7 +154,7 @@ impl PyIndex {
         query: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
         let query = borrow_array::<f32, numpy::Ix1>(query, "query", "a 1-D float32 array")?;
-        let values = contiguous(&query, "query")?;
+        let values = row_major(&query, "query")?;
         let scores = py.detach(|| self.index.scores(values))?;
         Ok(PyArray1::from_vec(py, scores))
     }
@@ -179,7 +179,7 @@ impl PyIndex {
         rows: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
         let query = borrow_array::<f32, numpy::Ix1>(query, "query", "a 1-D float32 array")?;
-        let values = contiguous(&query, "query")?;
+        let values = row_major(&query, "query")?;
         let rows = row_list(rows, "rows", self.index.len())?;
         let scores = py.detach(|| self.index.rescore(values, &rows))?;
         Ok(PyArray1::from_vec(py, scores))
@@ -287,7 +287,7 @@ impl PyIndex {
             |values: &[f32]| py.detach(|| self.index.search_batch(values, k, threshold, &gate));
         let results = if ndim == 1 {
             let query = borrow_array::<f32, numpy::Ix1>(queries, "query", "a 1-D float32 array")?;
-            run(contiguous(&query, "query")?)?
+            run(row_major(&query, "query")?)?
         } else {
             let queries =
                 borrow_array::<f32, numpy::Ix2>(queries, "queries", "a 2-D float32 array")?;
@@ -301,7 +301,7 @@ impl PyIndex {
                     self.index.dim()
                 )));
             }
-            run(contiguous(&queries, "queries")?)?
+            run(row_major(&queries, "queries")?)?
         };
         Ok(results)
     }
@@ -492,19 +492,6 @@ fn describe(obj: &Bound<'_, PyAny>) -> String {
             .name()
             .map_or_else(|_| "an unknown object".into(), |name| name.to_string()),
     }
-}
-
-fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
-    array: &'a PyReadonlyArray<'_, T, D>,
-    what: &str,
-) -> PyResult<&'a [T]> {
-    // `as_slice` also accepts a Fortran-ordered array, whose memory order is not row-major.
-    let c_order = array.is_c_contiguous();
-    array.as_slice().ok().filter(|_| c_order).ok_or_else(|| {
-        InvalidInputError::new_err(format!(
-            "{what} is not C-contiguous; pass np.ascontiguousarray({what})"
-        ))
-    })
 }
 
 /// Any iterable of integers (list, tuple, set, range, numpy integer array).

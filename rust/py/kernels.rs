@@ -10,6 +10,7 @@ use numpy::{
 };
 use pyo3::prelude::*;
 
+use super::arrays::row_major;
 use super::errors::InvalidInputError;
 use crate::kernels::{self, Isa};
 
@@ -45,7 +46,7 @@ fn _scan<'py>(
     padded: bool,
 ) -> PyResult<Bound<'py, PyArray1<f32>>> {
     let query = extract_f32::<numpy::Ix1>(query, "query", "1-D")?;
-    let (scores, _) = scan_any(py, contiguous(&query, "query")?, 1, rows, dtype, scales, padded)?;
+    let (scores, _) = scan_any(py, row_major(&query, "query")?, 1, rows, dtype, scales, padded)?;
     Ok(scores.into_pyarray(py))
 }
 
@@ -63,7 +64,7 @@ fn _scan_batch<'py>(
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
     let queries = extract_f32::<numpy::Ix2>(queries, "queries", "2-D")?;
     let n_queries = queries.shape()[0];
-    let flat = contiguous(&queries, "queries")?;
+    let flat = row_major(&queries, "queries")?;
     let (scores, n_rows) = scan_any(py, flat, n_queries, rows, dtype, scales, padded)?;
     let scores = Array2::from_shape_vec((n_queries, n_rows), scores)
         .expect("scan_any returns n_queries * n_rows scores");
@@ -75,7 +76,7 @@ fn _scan_batch<'py>(
 #[pyfunction]
 fn _read_probe(py: Python<'_>, rows: &Bound<'_, PyAny>) -> PyResult<f32> {
     let rows = extract_f32::<numpy::IxDyn>(rows, "rows", "")?;
-    let values = contiguous(&rows, "rows")?;
+    let values = row_major(&rows, "rows")?;
     Ok(py.detach(|| kernels::read_probe_f32(values)))
 }
 
@@ -84,7 +85,7 @@ fn _read_probe(py: Python<'_>, rows: &Bound<'_, PyAny>) -> PyResult<f32> {
 fn _dot(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<f32> {
     let a = extract_f32::<numpy::Ix1>(a, "a", "1-D")?;
     let b = extract_f32::<numpy::Ix1>(b, "b", "1-D")?;
-    let (a, b) = (contiguous(&a, "a")?, contiguous(&b, "b")?);
+    let (a, b) = (row_major(&a, "a")?, row_major(&b, "b")?);
     if a.len() != b.len() {
         return Err(invalid(format!("a has {} elements but b has {}", a.len(), b.len())));
     }
@@ -96,7 +97,7 @@ fn _dot(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<f32> {
 #[pyfunction]
 fn _i8_error_bound(query: &Bound<'_, PyAny>, scale: f32) -> PyResult<f32> {
     let query = extract_f32::<numpy::Ix1>(query, "query", "1-D")?;
-    let query = contiguous(&query, "query")?;
+    let query = row_major(&query, "query")?;
     check_finite(query, 0, 1)?;
     Ok(kernels::i8_error_bound(query, scale))
 }
@@ -140,7 +141,7 @@ fn scan_any(
             let (flat, n, stride) = row_layout(&rows, dim, n_queries, padded)?;
             let scales = scales.ok_or_else(|| invalid("dtype='int8' needs scales".to_string()))?;
             let scales = extract_f32::<numpy::Ix1>(scales, "scales", "1-D")?;
-            let scales = contiguous(&scales, "scales")?;
+            let scales = row_major(&scales, "scales")?;
             if scales.len() != n {
                 return Err(invalid(format!("{} scales for {n} rows", scales.len())));
             }
@@ -169,7 +170,7 @@ fn row_layout<'a, T: Element>(
             "query has dimension {dim} but rows have dimension {stride} ({needed} {dim} needed)"
         )));
     }
-    Ok((contiguous(rows, "rows")?, n, stride))
+    Ok((row_major(rows, "rows")?, n, stride))
 }
 
 fn extract_rows<'py, T: Element>(
@@ -189,20 +190,6 @@ fn extract_f32<'py, D: numpy::ndarray::Dimension>(
     obj.extract().map_err(|_| {
         let shape = if ndim.is_empty() { String::new() } else { format!("{ndim} ") };
         invalid(format!("{name} must be a {shape}float32 array, got {}", describe(obj)))
-    })
-}
-
-/// The numpy buffer as a slice, or the error every binding gives for a strided array.
-fn contiguous<'a, T: Element, D: numpy::ndarray::Dimension>(
-    array: &'a PyReadonlyArray<'_, T, D>,
-    name: &str,
-) -> PyResult<&'a [T]> {
-    // `as_slice` also accepts a Fortran-ordered array, whose memory order is not row-major.
-    let c_order = array.is_c_contiguous();
-    array.as_slice().ok().filter(|_| c_order).ok_or_else(|| {
-        invalid(format!(
-            "{name} is not C-contiguous; pass np.ascontiguousarray({name}) instead of a view"
-        ))
     })
 }
 

@@ -3,6 +3,7 @@
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
+use super::arrays::row_major;
 use super::errors::InvalidInputError;
 use super::index::PyIndex;
 use super::text::{parse_method, PyBm25};
@@ -23,16 +24,7 @@ fn slice<'a>(
     array: &'a Option<PyReadonlyArray1<'_, u32>>,
     what: &str,
 ) -> PyResult<Option<&'a [u32]>> {
-    array
-        .as_ref()
-        .map(|a| {
-            a.as_slice().map_err(|_| {
-                InvalidInputError::new_err(format!(
-                    "{what} is not contiguous; pass np.ascontiguousarray({what})"
-                ))
-            })
-        })
-        .transpose()
+    array.as_ref().map(|a| row_major(a, what)).transpose()
 }
 
 /// Dense scan, BM25, fusion, gating and top-k for one query, with the GIL released.
@@ -63,9 +55,7 @@ fn route<'py>(
     let method = parse_method(method, top, 60.0)?;
     let index = &index.get().index;
     let bm25 = &bm25.get().index;
-    let vector = vector.as_slice().map_err(|_| {
-        InvalidInputError::new_err("vector is not contiguous; pass np.ascontiguousarray(vector)")
-    })?;
+    let vector = row_major(&vector, "vector")?;
     let gate = index.gate(
         slice(&flags, "flags")?.unwrap_or_default(),
         slice(&allow, "allow")?,
@@ -104,13 +94,7 @@ fn clause_values<'a>(clauses: &'a PyReadonlyArray2<'_, f32>, index: &Index) -> P
             index.dim()
         )));
     }
-    // `as_slice` also accepts a Fortran-ordered array, whose memory order is not row-major.
-    let c_order = clauses.is_c_contiguous();
-    clauses.as_slice().ok().filter(|_| c_order).ok_or_else(|| {
-        InvalidInputError::new_err(
-            "clauses is not C-contiguous; pass np.ascontiguousarray(clauses)",
-        )
-    })
+    row_major(clauses, "clauses")
 }
 
 /// The dense signal `route` fuses, from every row's whole-query cosine and the query's clause
@@ -124,9 +108,7 @@ fn dense_signal<'py>(
     clause_weight: f32,
 ) -> PyResult<Bound<'py, PyArray1<f32>>> {
     let index = &index.get().index;
-    let cosine = cosine.as_slice().map_err(|_| {
-        InvalidInputError::new_err("cosine is not contiguous; pass np.ascontiguousarray(cosine)")
-    })?;
+    let cosine = row_major(&cosine, "cosine")?;
     let clauses = clause_values(&clauses, index)?;
     let signal = py.detach(|| route_signal(index, cosine, clauses, clause_weight))?;
     Ok(PyArray1::from_vec(py, signal.into_owned()))

@@ -11,6 +11,7 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
+use super::arrays::row_major;
 use super::errors::InvalidInputError;
 use crate::bm25::{Bm25Index, Bm25Params, FieldWeights, ToolDocument};
 use crate::cache::SchemaCache;
@@ -255,11 +256,7 @@ fn extract_scores<'py>(
         };
         invalid(format!("{name} must be a 1-D float32 numpy array, got {detail}"))
     })?;
-    if array.as_slice().is_err() {
-        return Err(invalid(format!(
-            "{name} is not C-contiguous; pass np.ascontiguousarray({name}) instead of a view"
-        )));
-    }
+    row_major(&array, name)?;
     Ok(array)
 }
 
