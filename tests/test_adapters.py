@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from toolgate.adapters import gemini, jsonl, normalize_type_aliases, text_tags
-from toolgate.catalog import Catalog
+from toolgate.catalog import Catalog, CatalogWarning, InvalidToolsError
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -314,6 +314,61 @@ def test_text_tags_read_pairs_query_and_strip() -> None:
 def test_text_tags_orphan_description_is_an_offender() -> None:
     with pytest.raises(Exception, match="without a <toolname> before it"):
         Catalog.from_text_tags("<tooldescription>lost</tooldescription><toolname>a</toolname>")
+
+
+BROKEN_TAGS: list[tuple[str, str]] = [
+    (
+        "<toolname>a</toolname>\n<toolname>b\n<tooldescription>Send an email</tooldescription>",
+        "line 2 tags/b: <toolname> at line 2 is never closed (<tooldescription> opens at line 3",
+    ),
+    (
+        "<toolname>a</toolname>\n<tooldescription>Half a description",
+        "line 1 tags/a: <tooldescription> at line 2 is never closed (the text ends first)",
+    ),
+    ("\n\n<toolname>a", "line 3 tags/a: <toolname> at line 3 is never closed"),
+    (
+        "<toolname>a</tooldescription>",
+        "line 1 tags/a: <toolname> at line 1 is closed by </tooldescription> at line 1",
+    ),
+    ("<toolname>a</toolname>\n</toolname>", "line 2 '<unnamed>': </toolname> at line 2 has no"),
+    (
+        "<toolname>a</toolname><tooldescription>1</tooldescription>\n"
+        "<tooldescription>2</tooldescription>",
+        "line 1 tags/a: a second <tooldescription> at line 2",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "offender"), BROKEN_TAGS)
+def test_broken_text_tags_are_offenders_with_their_line(text: str, offender: str) -> None:
+    with pytest.raises(InvalidToolsError) as info:
+        Catalog.from_text_tags(text, server="tags")
+    assert offender in str(info.value)
+    assert len(info.value.offenders) == 1
+
+
+def test_broken_text_tags_never_move_a_description_to_a_neighbour() -> None:
+    text = "<toolname>a</toolname>\n<toolname>b\n<tooldescription>Send an email</tooldescription>"
+    with pytest.warns(CatalogWarning, match="tags/b"):
+        catalog = Catalog.from_text_tags(text, server="tags", lenient=True)
+    assert catalog.ids == ["tags/a"]
+    assert catalog["tags/a"].description == ""
+
+
+@pytest.mark.parametrize(
+    "key", ["googleSearch", "google_search", "codeExecution", "code_execution"]
+)
+def test_gemini_builtin_tools_are_offenders_not_nameless_tools(key: str) -> None:
+    request = {"tools": [{"functionDeclarations": [{"name": "forecast"}]}, {key: {}}]}
+    for load in (Catalog.load, Catalog.from_gemini):
+        with pytest.raises(InvalidToolsError) as info:
+            load(request, server="wx")
+        (offender,) = info.value.offenders
+        assert offender.position == "tools[1]"
+        assert f"built-in Gemini tool {key!r} has no function declaration" in offender.reason
+    with pytest.warns(CatalogWarning, match="built-in Gemini tool"):
+        lenient = Catalog.from_gemini(request["tools"], server="wx", lenient=True)
+    assert lenient.ids == ["wx/forecast"]
 
 
 def test_jsonl_round_trip() -> None:

@@ -6,12 +6,16 @@ import copy
 import functools
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tiktoken
 from jsonschema.validators import Draft202012Validator
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT7
 
 from toolgate.catalog import (
     Catalog,
@@ -78,6 +82,26 @@ def _drop_any_types(node: Any) -> Any:
     return node
 
 
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return own + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+def _refs_resolve(schema: Any) -> bool:
+    # The registries' references are all local ("#/..."), so a root-relative lookup suffices.
+    resolver = Registry().resolver_with_root(DRAFT7.create_resource(schema))
+    try:
+        for ref in _refs(schema):
+            resolver.lookup(ref)
+    except Unresolvable:
+        return False
+    return True
+
+
 @functools.cache
 def _expected_registry_offenders(path: Path) -> frozenset[tuple[str, str]]:
     """Offenders computed here, straight from the data and jsonschema, not from toolgate."""
@@ -88,7 +112,7 @@ def _expected_registry_offenders(path: Path) -> frozenset[tuple[str, str]]:
         row = json.loads(line)
         tool_id = f"{row['server']}/{row['name']}"
         schema = _drop_any_types(row["inputSchema"])
-        schema_ok = meta.is_valid(schema)
+        schema_ok = meta.is_valid(schema) and _refs_resolve(schema)
         if len(row["description"]) > 10_000 or not schema_ok or tool_id in seen:
             bad.add((f"line {number}", tool_id))
         else:
@@ -175,6 +199,35 @@ BAD_TOOLS: list[tuple[Any, str]] = [
     ({"name": "m5", "x-toolgate": {"summary": "word " * 100}}, "the limit is 60"),
     ({"name": "m6", "x-toolgate": ["pinned"]}, "block must be an object"),
     ({"name": "a1", "annotations": "ro"}, "annotations must be a JSON object"),
+    (
+        {"name": "r1", "inputSchema": {"properties": {"x": {"$ref": "#/$defs/nope"}}}},
+        "$ref '#/$defs/nope' at properties/x does not resolve inside the schema",
+    ),
+    (
+        {"name": "r2", "inputSchema": {"properties": {"x": {"$ref": "https://example.com/s"}}}},
+        "references are never fetched remotely",
+    ),
+    (
+        {
+            "name": "r4",
+            "inputSchema": {"properties": {"x": {"$ref": "#/required"}}, "required": ["x"]},
+        },
+        "points at a list, not a schema",
+    ),
+    (
+        {"name": "r5", "inputSchema": {"properties": {"x": {"$ref": "#/properties/x"}}}},
+        "reference cycle",
+    ),
+    (
+        {"name": "p1", "inputSchema": {"properties": {"x": {"pattern": "[unclosed"}}}},
+        "invalid regular expression '[unclosed' at properties/x/pattern",
+    ),
+    (
+        {"name": "p2", "inputSchema": {"patternProperties": {"(": {"type": "string"}}}},
+        "invalid regular expression '(' at patternProperties",
+    ),
+    ({"googleSearch": {}}, "built-in Gemini tool 'googleSearch'"),
+    ({"code_execution": {}}, "built-in Gemini tool 'code_execution'"),
     ("not a tool", "expected a JSON object"),
 ]
 
@@ -461,3 +514,101 @@ def test_rename_duplicates_keeps_every_repeated_tool() -> None:
     assert catalog.ids == ["s/f", "s~2/f", "s~3/f", "s~2/g"]
     assert [t.description for t in catalog] == ["first", "second", "third", "unrelated"]
     assert len({t.exposed_name for t in catalog}) == 4
+
+
+def _needs(name: str, *required: str) -> dict[str, Any]:
+    return _tool(name, **{"x-toolgate": {"requires": {"tools": list(required)}}})
+
+
+def test_requires_tools_naming_no_tool_of_the_catalog_are_warned_about() -> None:
+    # As toolgate.state matches them: an id, a name, or what follows any '/' in an id.
+    needs = _needs("close", "gh/list_issues", "list_issues", "nasa/apod", "apod")
+    fine = [_tool("list_issues"), _tool("nasa/apod"), needs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CatalogWarning)
+        assert Catalog.load({"gh": {"tools": fine}}).ids == [
+            "gh/list_issues",
+            "gh/nasa/apod",
+            "gh/close",
+        ]
+    typo = [_tool("list_issues"), _needs("close", "gh/list_isues")]
+    with pytest.warns(CatalogWarning, match=r"gh/close requires \['gh/list_isues'\]"):
+        catalog = Catalog.load({"gh": {"tools": typo}})
+    assert catalog.ids == ["gh/list_issues", "gh/close"]  # kept: the caller may hold it
+
+
+def test_replace_server_warns_about_requirements_it_leaves_unmet() -> None:
+    catalog = Catalog.load({"gh": {"tools": [_tool("list_issues")]}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CatalogWarning)
+        added = catalog.replace_server("jira", [_needs("sync", "gh/list_issues")])
+    assert added.ids == ["gh/list_issues", "jira/sync"]
+    with pytest.warns(CatalogWarning, match=r"jira/sync requires \['gh/list_issues'\]"):
+        stranded = added.replace_server("gh", [_tool("get_me")])
+    assert "jira/sync" in stranded
+
+
+def test_from_tools_reads_paths_and_documents_instead_of_iterating_them(tmp_path: Path) -> None:
+    path = tmp_path / "wx.jsonl"
+    path.write_text(json.dumps(_tool("a")) + "\n" + json.dumps(_tool("b")) + "\n")
+    assert Catalog.from_tools(str(path)).ids == ["wx/a", "wx/b"]
+    assert Catalog.from_tools(path, server="s").ids == ["s/a", "s/b"]
+    assert Catalog.from_tools({"tools": [_tool("a")]}, server="s").ids == ["s/a"]
+    with pytest.raises(CatalogError, match=r"catalog file not found: tools\.jsonl"):
+        Catalog.from_tools("tools.jsonl")
+    with pytest.raises(CatalogError, match="not NoneType"):
+        Catalog.from_tools(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "text_tags"])
+def test_text_formats_refuse_parsed_documents(fmt: str) -> None:
+    with pytest.raises(CatalogError, match=f"format '{fmt}' reads text .*not list"):
+        Catalog.load([_tool()], format=fmt)
+    with pytest.raises(CatalogError, match="not NoneType"):
+        Catalog.load(None, format=fmt)
+
+
+def test_none_sources_are_catalog_errors() -> None:
+    with pytest.raises(CatalogError, match="not NoneType"):
+        Catalog.from_text_tags(None)  # type: ignore[arg-type]
+    with pytest.raises(CatalogError, match="not NoneType"):
+        Catalog.from_jsonl(None)  # type: ignore[arg-type]
+    with pytest.raises(CatalogError, match="not NoneType"):
+        Catalog.load(None, format="gemini")
+
+
+def test_saved_tool_with_null_requires_is_an_offender() -> None:
+    saved = Tool("s", "t", "Does a thing.").to_dict()
+    saved["requires"] = None
+    with pytest.raises(InvalidToolsError, match=r"tools\[0\] .*'requires' must be an object"):
+        Catalog.from_tools([saved])
+
+
+def test_byte_order_marks_and_empty_paths(tmp_path: Path) -> None:
+    document = tmp_path / "wx.json"
+    document.write_text(json.dumps({"tools": [_tool()]}), encoding="utf-8-sig")
+    lines = tmp_path / "mail.jsonl"
+    lines.write_text(json.dumps(_tool()) + "\n", encoding="utf-8-sig")
+    assert Catalog.load(document).ids == ["wx/get_me"]
+    assert Catalog.load(lines).ids == ["mail/get_me"]
+    assert Catalog.load(document.read_bytes(), server="s").ids == ["s/get_me"]
+    with pytest.raises(CatalogError, match="empty string"):
+        Catalog.load("")
+
+
+def test_multi_server_json_rpc_responses() -> None:
+    def response(*tools: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": 1, "result": {"tools": list(tools)}}
+
+    catalog = Catalog.load({"github": response(_tool("search")), "slack": {"tools": [_tool()]}})
+    assert catalog.ids == ["github/search", "slack/get_me"]
+    failed = {"github": response(_tool()), "slack": {"jsonrpc": "2.0", "id": 2, "error": {}}}
+    with pytest.raises(InvalidToolsError, match=r"slack\.error .*JSON-RPC error"):
+        Catalog.load(failed)
+
+
+@pytest.mark.parametrize("own", ["result", "tools"])
+def test_one_server_beside_another_is_ambiguous(own: str) -> None:
+    first = {"result": {"tools": [_tool("a")]}} if own == "result" else {"tools": [_tool("a")]}
+    with pytest.raises(CatalogError, match=f"ambiguous catalog: top-level '{own}'.*'slack'"):
+        Catalog.load({**first, "slack": {"tools": [_tool("b")]}})

@@ -26,7 +26,7 @@ from toolgate import adapters
 from toolgate.adapters import RawTool
 from toolgate.errors import CatalogError
 from toolgate.names import assign_exposed_names
-from toolgate.tool import Offender, Tool, build_tools, tool_from_dict
+from toolgate.tool import Offender, RequirementIndex, Tool, build_tools, tool_from_dict
 
 __all__ = [
     "Catalog",
@@ -91,9 +91,16 @@ def _read_source(source: ToolSource, *, as_text: bool) -> tuple[Any, str, str | 
     """
     if isinstance(source, bytes):
         try:
-            source = source.decode("utf-8")
+            # utf-8-sig: files saved by Windows editors start with a byte order mark.
+            source = source.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise CatalogError(f"catalog bytes are not UTF-8: {exc}") from None
+    if isinstance(source, str):
+        source = source.removeprefix("\ufeff")
+        if not source.strip():
+            raise CatalogError(
+                "the catalog source is an empty string: expected a file path or the catalog text"
+            )
     if isinstance(source, str) and _looks_like_content(source):
         if as_text:
             return source, "<text>", None
@@ -105,7 +112,7 @@ def _read_source(source: ToolSource, *, as_text: bool) -> tuple[Any, str, str | 
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")
         except FileNotFoundError:
             raise CatalogError(f"catalog file not found: {path}") from None
         except (OSError, UnicodeDecodeError) as exc:
@@ -269,13 +276,8 @@ class Catalog:
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Catalog:
         """From Gemini ``function_declarations`` / ``tools[].functionDeclarations``."""
-        fmt = (
-            "gemini"
-            if isinstance(declarations, Mapping) and adapters.gemini.is_wrapper(declarations)
-            else "tools"
-        )
         return cls.load(
-            declarations, server=server, lenient=lenient, format=fmt, overrides=overrides
+            declarations, server=server, lenient=lenient, format="gemini", overrides=overrides
         )
 
     @classmethod
@@ -294,7 +296,10 @@ class Catalog:
     def from_text_tags(
         cls, text: str, *, server: str | None = None, lenient: bool = False
     ) -> Catalog:
-        """From ``<toolname>…</toolname><tooldescription>…</tooldescription>`` text."""
+        """From ``<toolname>…</toolname><tooldescription>…</tooldescription>`` text (or a path).
+
+        Unclosed or mismatched tags are bad tools, reported with their line.
+        """
         return cls.load(text, server=server, lenient=lenient, format="text_tags")
 
     @classmethod
@@ -312,8 +317,22 @@ class Catalog:
         Dicts written by :meth:`Tool.to_dict` (an index's saved catalog) are rebuilt exactly
         and without re-validation, so reopening is fast; their ``fingerprint`` must match their
         content, else they are reported as offenders. ``rename_duplicates`` is as in
-        :meth:`load`.
+        :meth:`load`. A path, text or whole document (a mapping such as ``{"tools": [...]}``)
+        is read by :meth:`load` instead of being iterated.
         """
+        if isinstance(tools, (str, bytes, os.PathLike, Mapping)):
+            return cls.load(
+                tools,
+                server=server,
+                lenient=lenient,
+                overrides=overrides,
+                rename_duplicates=rename_duplicates,
+            )
+        if not isinstance(tools, Iterable):
+            raise CatalogError(
+                "tools must be a list of tools, a document such as {'tools': [...]} or a file "
+                f"path, not {type(tools).__name__}"
+            )
         items = list(tools)
         raws: list[RawTool | Tool] = []
         for i, item in enumerate(items):
@@ -356,6 +375,7 @@ class Catalog:
             )
         catalog = cls(tools, qualify=qualify)
         catalog._overrides = dict(overrides or {})
+        catalog._warn_unmet_requirements(label)
         return catalog
 
     def __len__(self) -> int:
@@ -394,6 +414,11 @@ class Catalog:
     def with_name(self, name: str) -> list[Tool]:
         """Every tool whose original (unexposed) name is ``name``, in catalog order."""
         return list(self._by_name.get(name, ()))
+
+    @property
+    def qualify(self) -> str:
+        """How exposed names were assigned: ``"auto"`` or ``"always"`` (see ``names.py``)."""
+        return self._qualify
 
     @property
     def pinned_ids(self) -> tuple[str, ...]:
@@ -462,8 +487,8 @@ class Catalog:
         the old ones, so the order of other servers' tools is untouched. Overrides given at
         load time apply again. An empty list removes the server.
         """
-        fmt = adapters.detect_format(new_tools) if not isinstance(new_tools, list) else "tools"
         try:
+            fmt = adapters.detect_format(new_tools) if not isinstance(new_tools, list) else "tools"
             raws = adapters.parse_document(new_tools, fmt, server)
         except ValueError as exc:
             raise CatalogError(f"refresh of server {server!r}: {exc}") from None
@@ -490,4 +515,26 @@ class Catalog:
             merged.extend(fresh)
         catalog = Catalog(merged, qualify=self._qualify)
         catalog._overrides = self._overrides
+        catalog._warn_unmet_requirements(f"the refresh of server {server!r}")
         return catalog
+
+    def _warn_unmet_requirements(self, label: str) -> None:
+        """Warn about tools whose ``requires.tools`` name no tool of this catalog.
+
+        Not an error: ``tools_run`` is the caller's record, which may hold tools served
+        elsewhere, and a multi-server catalog may be refreshed server by server. But such a
+        requirement is most often a typo, which would keep the tool gated for good.
+        """
+        index = RequirementIndex(self._tools)
+        unmet = [
+            f"{tool.id} requires {missing}"
+            for tool in self._tools
+            if tool.requires_tools and (missing := index.unmet(tool))
+        ]
+        if unmet:
+            warnings.warn(
+                f"{label}: requires.tools names no tool of the catalog, so these stay gated "
+                f"until the caller reports such a tool in tools_run: {'; '.join(unmet)}",
+                CatalogWarning,
+                stacklevel=4,
+            )

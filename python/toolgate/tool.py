@@ -33,10 +33,13 @@ __all__ = [
     "MAX_SCHEMA_BYTES",
     "SUMMARY_MAX_TOKENS",
     "Offender",
+    "RequirementIndex",
     "Tool",
     "build_tools",
     "derive_summary",
     "first_sentence",
+    "id_tails",
+    "schema_validator",
     "split_name",
     "tool_from_dict",
     "validated_schema",
@@ -261,6 +264,8 @@ def tool_from_dict(data: Mapping[str, Any]) -> Tool:
     through :class:`toolgate.catalog.Catalog` instead.
     """
     requires = data.get("requires", {})
+    if not isinstance(requires, Mapping):
+        raise TypeError(f"'requires' must be an object, got {type(requires).__name__}")
     return Tool(
         server=data["server"],
         name=data["name"],
@@ -396,11 +401,132 @@ def _is_plainly_valid(node: Any, depth: int = 0) -> bool:
     return True
 
 
+def _refuse_retrieval(uri: str) -> Any:
+    from referencing.exceptions import NoSuchResource
+
+    # Tool schemas come from untrusted servers: a $ref must never make the router fetch a URL.
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+@lru_cache(maxsize=1)
+def _offline_registry() -> Any:
+    from referencing import Registry
+
+    return Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+
+
+def schema_validator(schema: Mapping[str, Any] | bool) -> Any:
+    """A jsonschema validator for ``schema`` that checks formats and never fetches anything.
+
+    The draft is the schema's ``$schema`` (2020-12 if none). A ``$ref`` resolves inside the
+    schema or to a bundled metaschema, else validation raises
+    ``referencing.exceptions.Unresolvable``; it never opens a network connection.
+    """
+    from jsonschema.validators import (  # type: ignore[import-untyped]
+        Draft202012Validator,
+        validator_for,
+    )
+
+    cls = validator_for(schema, default=Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_offline_registry())
+
+
+_MAX_REF_CHAIN = 64
+
+
+def _ref_problem(ref: str, where: str, resolver: Any) -> str | None:
+    """Why ``ref`` (found at ``where``) cannot be followed by the validator, if it cannot.
+
+    The lookup uses a registry holding only the schema itself, so a remote URL, a pointer to
+    nowhere, a target that is not a schema and a cycle of bare references (which would recurse
+    forever at verify time) are all caught here, at load.
+    """
+    from referencing.exceptions import Unresolvable
+
+    seen: set[int] = set()
+    target = ref
+    for _ in range(_MAX_REF_CHAIN):
+        try:
+            resolved = resolver.lookup(target)
+        except (Unresolvable, ValueError):  # ValueError: a malformed URL
+            outside = "" if target.startswith("#") else "; references are never fetched remotely"
+            return f"$ref {target!r} at {where} does not resolve inside the schema{outside}"
+        contents = resolved.contents
+        if not isinstance(contents, (dict, bool)):
+            return f"$ref {target!r} at {where} points at a {type(contents).__name__}, not a schema"
+        if not isinstance(contents, dict) or not isinstance(contents.get("$ref"), str):
+            return None
+        if id(contents) in seen:
+            return f"$ref {ref!r} at {where} is part of a reference cycle"
+        seen.add(id(contents))
+        target, resolver = contents["$ref"], resolved.resolver
+    return f"$ref {ref!r} at {where} starts a chain of more than {_MAX_REF_CHAIN} references"
+
+
+def _regex_problem(pattern: str, where: str) -> str | None:
+    # jsonschema matches "pattern" and "patternProperties" with Python's re at verify time.
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"invalid regular expression {pattern!r} at {where}: {exc}"
+    return None
+
+
+def _node_problem(node: dict[str, Any], where: str, resolver: Any) -> str | None:
+    at = where or "(root)"
+    for key in ("$ref", "$dynamicRef"):
+        if isinstance(node.get(key), str):
+            problem = _ref_problem(node[key], at, resolver)
+            if problem:
+                return problem
+    if isinstance(node.get("pattern"), str):
+        problem = _regex_problem(node["pattern"], f"{where}/pattern".lstrip("/"))
+        if problem:
+            return problem
+    if isinstance(node.get("patternProperties"), dict):
+        for key in node["patternProperties"]:
+            problem = _regex_problem(key, f"{where}/patternProperties".lstrip("/"))
+            if problem:
+                return problem
+    return None
+
+
+def _walk_problem(node: Any, where: str, resolver: Any, specification: Any) -> str | None:
+    from toolgate.adapters import child_schemas
+
+    if not isinstance(node, dict):
+        return None
+    # A subschema with its own $id moves the base its relative references resolve against.
+    resolver = resolver.in_subresource(specification.create_resource(node))
+    problem = _node_problem(node, where, resolver)
+    if problem:
+        return problem
+    for key, child in child_schemas(node):
+        problem = _walk_problem(child, f"{where}/{key}".lstrip("/"), resolver, specification)
+        if problem:
+            return problem
+    return None
+
+
+def _reference_and_regex_problem(schema: dict[str, Any], draft: Any) -> str | None:
+    """A ``$ref`` that does not resolve within ``schema``, or a regex Python cannot compile.
+
+    Both pass the metaschema but make verification fail; a remote ``$ref`` would also make it
+    fetch a URL the tool's server chose.
+    """
+    from referencing.jsonschema import DRAFT202012, specification_with
+
+    specification = specification_with(draft.ID_OF(draft.META_SCHEMA) or "", default=DRAFT202012)
+    root = specification.create_resource(schema)
+    resolver = _offline_registry().resolver_with_root(root)
+    return _walk_problem(schema, "", resolver, specification)
+
+
 @lru_cache(maxsize=4096)
 def _schema_problem(canonical: str) -> str | None:
     # Registries repeat the same small schemas many times; each distinct one is checked once.
     from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
-    from jsonschema.validators import (  # type: ignore[import-untyped]
+    from jsonschema.validators import (
         Draft202012Validator,
         validator_for,
     )
@@ -415,7 +541,7 @@ def _schema_problem(canonical: str) -> str | None:
     kind = schema.get("type", "object")
     if kind != "object":
         return f"input schema must have type 'object', not {kind!r}"
-    return None
+    return _reference_and_regex_problem(schema, draft)
 
 
 def _check_schema(schema: Any) -> dict[str, Any]:
@@ -425,16 +551,19 @@ def _check_schema(schema: Any) -> dict[str, Any]:
         return dict(_EMPTY_SCHEMA)
     if not isinstance(schema, dict):
         raise _Reject(f"input schema must be a JSON object, got {type(schema).__name__}")
-    normalized: dict[str, Any] = dict(normalize_type_aliases(schema))
     try:
-        canonical = _canonical(normalized)
-    except (TypeError, ValueError) as exc:
-        raise _Reject(f"input schema is not JSON-serialisable: {exc}") from None
-    if len(canonical.encode()) > MAX_SCHEMA_BYTES:
-        raise _Reject(
-            f"input schema is {len(canonical.encode()):,} bytes, the limit is {MAX_SCHEMA_BYTES:,}"
-        )
-    problem = _schema_problem(canonical)
+        normalized: dict[str, Any] = dict(normalize_type_aliases(schema))
+        try:
+            canonical = _canonical(normalized)
+        except (TypeError, ValueError) as exc:
+            raise _Reject(f"input schema is not JSON-serialisable: {exc}") from None
+        size = len(canonical.encode())
+        if size > MAX_SCHEMA_BYTES:
+            raise _Reject(f"input schema is {size:,} bytes, the limit is {MAX_SCHEMA_BYTES:,}")
+        problem = _schema_problem(canonical)
+    except RecursionError:
+        # Every schema walk recurses; thousands of levels are an attack, not a tool.
+        raise _Reject("input schema is nested too deeply to check") from None
     if problem:
         raise _Reject(problem)
     return normalized
@@ -531,6 +660,37 @@ def _build_one(raw: Any, overrides: Mapping[str, Mapping[str, Any]]) -> Tool:
 def _label(raw: Any) -> str:
     name = raw.name if isinstance(raw.name, str) and raw.name else "<unnamed>"
     return f"{raw.server}/{name}" if isinstance(raw.server, str) else repr(name)
+
+
+class RequirementIndex:
+    """What ``requires.tools`` entries can name in one catalog, built once for many checks.
+
+    :class:`toolgate.state.State` meets an entry with a tool id in ``tools_run`` or with any
+    part of one after a ``/``, so an entry is satisfiable when it is a tool's id
+    (``github/get_me``), its original name (``get_me``) or a tail of either (``apod`` for
+    ``nasa/apod``).
+
+    >>> index = RequirementIndex([Tool("gh", "list_issues")])
+    >>> index.unmet(Tool("gh", "close_issue", requires_tools=("gh/list_isues", "list_issues")))
+    ['gh/list_isues']
+    """
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._known = {tail for t in tools for tail in id_tails(t.id)}
+
+    def unmet(self, tool: Tool) -> list[str]:
+        """The entries of ``tool.requires_tools`` that no tool of the catalog satisfies."""
+        return [entry for entry in tool.requires_tools if entry not in self._known]
+
+
+def id_tails(tool_id: str) -> list[str]:
+    """``a/b/c``, ``b/c`` and ``c``: what a run of ``tool_id`` satisfies in ``requires.tools``.
+
+    A precondition may name the tool by id or bare, and names as well as servers may hold a
+    '/', so every tail after one counts.
+    """
+    parts = tool_id.split("/")
+    return ["/".join(parts[i:]) for i in range(len(parts))]
 
 
 def build_tools(

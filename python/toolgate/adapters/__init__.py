@@ -14,7 +14,7 @@ the schema walk used to normalise JSON Schema dialects.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ __all__ = [
     "FORMATS",
     "PROVIDERS",
     "RawTool",
+    "child_schemas",
     "detect_format",
     "extract_meta",
     "map_subschemas",
@@ -61,6 +62,7 @@ class RawTool:
 # Keywords whose value is a schema, a list of schemas, or a map of name -> schema.
 _SCHEMA_KEYS = (
     "additionalProperties",
+    "contentSchema",
     "not",
     "if",
     "then",
@@ -73,7 +75,14 @@ _SCHEMA_KEYS = (
     "items",
 )
 _SCHEMA_LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
-_SCHEMA_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_MAP_KEYS = (
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "dependencies",
+)
 
 
 def map_subschemas(schema: Any, fn: Callable[[JsonDict], JsonDict]) -> Any:
@@ -95,6 +104,26 @@ def map_subschemas(schema: Any, fn: Callable[[JsonDict], JsonDict]) -> Any:
         if isinstance(out.get(key), dict):
             out[key] = {k: map_subschemas(s, fn) for k, s in out[key].items()}
     return fn(out)
+
+
+def child_schemas(schema: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The direct subschemas of ``schema`` with their paths (``properties/city``, ``anyOf/0``).
+
+    Only schema positions are visited, as in :func:`map_subschemas`; a child may be a boolean
+    schema. ``dependencies`` entries that are lists of names rather than schemas are skipped.
+    """
+    for key in _SCHEMA_KEYS:
+        if isinstance(schema.get(key), (dict, bool)):
+            yield key, schema[key]
+    for key in _SCHEMA_LIST_KEYS:
+        if isinstance(schema.get(key), list):
+            for i, sub in enumerate(schema[key]):
+                yield f"{key}/{i}", sub
+    for key in _SCHEMA_MAP_KEYS:
+        if isinstance(schema.get(key), dict):
+            for name, sub in schema[key].items():
+                if isinstance(sub, (dict, bool)):
+                    yield f"{key}/{name}", sub
 
 
 # Python-flavoured type names (BFCL/Gorilla specs) and OpenAPI's upper-case ones (Gemini).
@@ -172,6 +201,9 @@ def parse_tool_dict(obj: Any, where: str, server: str | None) -> list[RawTool]:
         return [RawTool(where=where, problem=f"expected a JSON object, got {type(obj).__name__}")]
     if gemini.is_wrapper(obj):
         return gemini.parse_wrapper(obj, where, server)
+    builtin = gemini.parse_builtin(obj, where)
+    if builtin is not None:
+        return [builtin]
     if openai.is_openai_tool(obj):
         return [openai.parse_tool(obj, where, server)]
     if "inputSchema" in obj:
@@ -185,6 +217,41 @@ def parse_tool_dict(obj: Any, where: str, server: str | None) -> list[RawTool]:
         problem = f"built-in tool of type {obj['type']!r}: only function tools can be routed"
         return [RawTool(where=where, name=obj.get("name"), problem=problem)]
     return [mcp.parse_tool(obj, where, server)]
+
+
+def is_jsonrpc_response(obj: Any) -> bool:
+    """Whether ``obj`` is a JSON-RPC response around a ``tools/list`` result (or its error)."""
+    if not isinstance(obj, Mapping):
+        return False
+    if isinstance(obj.get("result"), Mapping) and "tools" in obj["result"]:
+        return True
+    return obj.get("jsonrpc") == "2.0" and ("result" in obj or "error" in obj)
+
+
+def is_tools_list(obj: Any) -> bool:
+    """Whether ``obj`` is one server's ``tools/list`` result or the JSON-RPC response around it."""
+    return isinstance(obj, Mapping) and ("tools" in obj or is_jsonrpc_response(obj))
+
+
+def _check_one_document(obj: Any) -> None:
+    """Refuse a single server's tools beside keys that hold other servers' tools.
+
+    ``{"result": {...}, "slack": {"tools": [...]}}`` is neither one response nor a
+    ``{server: response}`` map; reading either part would silently drop the other.
+    """
+    if not isinstance(obj, Mapping) or not (is_jsonrpc_response(obj) or "tools" in obj):
+        return
+    own = "result" if is_jsonrpc_response(obj) else "tools"
+    others = [str(k) for k, v in obj.items() if k not in ("result", "tools") and is_tools_list(v)]
+    if others:
+        raise ValueError(
+            f"ambiguous catalog: top-level {own!r} holds one server's tools, but "
+            f"{', '.join(repr(k) for k in others)} look(s) like other servers' tools/list "
+            "results; give one result, or a {server: result} map with every server named"
+        )
+
+
+_TEXT_FORMATS = ("jsonl", "text_tags")
 
 
 def detect_format(obj: Any) -> str:
@@ -207,11 +274,11 @@ def detect_format(obj: Any) -> str:
         )
     if "function_declarations" in obj or "functionDeclarations" in obj:
         return "gemini"
-    if isinstance(obj.get("result"), Mapping) and "tools" in obj["result"]:
+    if is_jsonrpc_response(obj):
         return "mcp"
     if "tools" in obj:
         return "tools"
-    if obj and all(isinstance(v, Mapping) and "tools" in v for v in obj.values()):
+    if obj and all(is_tools_list(v) for v in obj.values()):
         return "mcp"
     if "name" in obj:
         return "tools"
@@ -225,12 +292,17 @@ def parse_document(obj: Any, fmt: str, server: str | None) -> list[RawTool]:
     """Read a whole document in format ``fmt`` (see :func:`detect_format`) into raw tools."""
     from toolgate.adapters import gemini, jsonl, mcp, text_tags
 
+    if fmt in _TEXT_FORMATS and not isinstance(obj, str):
+        raise ValueError(
+            f"format {fmt!r} reads text (a file path or the text itself), not {type(obj).__name__}"
+        )
+    _check_one_document(obj)
     if fmt == "text_tags":
         return text_tags.parse(obj, server)
     if fmt == "jsonl":
         return jsonl.parse(obj, server)
     if fmt == "gemini":
-        return gemini.parse_wrapper(obj, "$", server)
+        return gemini.parse(obj, server)
     if fmt == "mcp":
         return mcp.parse(obj, server)
     if fmt in ("tools", "openai", "anthropic"):

@@ -2,9 +2,12 @@
 
 Reading accepts ``{"function_declarations": [...]}``, ``{"functionDeclarations": [...]}``, a
 request's ``tools: [{"functionDeclarations": [...]}]`` and single declarations
-(``{"name", "description", "parameters"}`` or ``parametersJsonSchema``). Gemini's ``parameters``
-are an OpenAPI 3.0 subset; they are read back into JSON Schema (upper-case types lowered,
-``nullable: true`` becomes a ``"null"`` type, ``example`` becomes ``examples``).
+(``{"name", "description", "parameters"}`` or ``parametersJsonSchema``). Gemini's
+``parameters`` are an OpenAPI 3.0 subset; they are read back into JSON Schema (upper-case types
+lowered, ``nullable: true`` becomes a ``"null"`` type, ``example`` becomes ``examples``).
+Built-in tools (``{"googleSearch": {}}``, ``codeExecution``...) run on Google's side and
+declare no function, so the reader reports them as bad entries, as it does OpenAI's and
+Anthropic's built-ins.
 
 Writing (:func:`export`) produces ``parameters`` in that subset, because Gemini rejects much of
 JSON Schema. What is converted, and what is lost:
@@ -41,6 +44,8 @@ __all__ = [
     "export",
     "from_openapi",
     "is_wrapper",
+    "parse",
+    "parse_builtin",
     "parse_declaration",
     "parse_wrapper",
     "to_openapi",
@@ -78,11 +83,81 @@ _FORMATS = {
     "NUMBER": {"float", "double"},
 }
 _MAX_REF_DEPTH = 32
+# Entries of a request's ``tools`` list that switch on a tool Google runs, in both casings.
+_BUILTIN_TOOLS = frozenset(
+    {
+        "googleSearch",
+        "google_search",
+        "googleSearchRetrieval",
+        "google_search_retrieval",
+        "codeExecution",
+        "code_execution",
+        "urlContext",
+        "url_context",
+        "googleMaps",
+        "google_maps",
+        "computerUse",
+        "computer_use",
+        "fileSearch",
+        "file_search",
+        "enterpriseWebSearch",
+        "enterprise_web_search",
+    }
+)
 
 
 def is_wrapper(obj: Mapping[str, Any]) -> bool:
     """Whether ``obj`` holds a list of function declarations."""
     return "functionDeclarations" in obj or "function_declarations" in obj
+
+
+def parse_builtin(obj: Mapping[str, Any], where: str) -> RawTool | None:
+    """A bad entry for the Gemini built-in tool ``obj`` switches on, or ``None`` if it is not one.
+
+    ``{"googleSearch": {}}`` runs on Google's side and declares no function, so there is
+    nothing to route; like OpenAI's built-ins it is reported, never silently dropped.
+    """
+    if "name" in obj:
+        return None
+    key = next((k for k in obj if k in _BUILTIN_TOOLS), None)
+    if key is None:
+        return None
+    problem = (
+        f"built-in Gemini tool {key!r} has no function declaration to route: "
+        "only function tools can be routed"
+    )
+    return RawTool(where=where, problem=problem)
+
+
+def parse(obj: Any, server: str | None) -> list[RawTool]:
+    """Read a Gemini document: a declarations wrapper, a request (``{"tools": [...]}``), a list
+    of wrappers or declarations, or one declaration."""
+    if isinstance(obj, Mapping) and is_wrapper(obj):
+        return parse_wrapper(obj, "$", server)
+    if isinstance(obj, Mapping) and isinstance(obj.get("tools"), list):
+        return _parse_items(obj["tools"], "tools", server)
+    if isinstance(obj, Mapping):
+        return [parse_declaration(obj, "$", server)]
+    if isinstance(obj, list):
+        return _parse_items(obj, "tools", server)
+    raise ValueError(
+        "Gemini tools are a {'functionDeclarations': [...]} object, a request's tools list or "
+        f"a declaration, not {type(obj).__name__}"
+    )
+
+
+def _parse_items(items: list[Any], where: str, server: str | None) -> list[RawTool]:
+    out: list[RawTool] = []
+    for i, item in enumerate(items):
+        item_where = f"{where}[{i}]"
+        if not isinstance(item, Mapping):
+            out.append(RawTool(where=item_where, problem="a Gemini tool is a JSON object"))
+        elif is_wrapper(item):
+            out.extend(parse_wrapper(item, item_where, server))
+        else:
+            builtin = parse_builtin(item, item_where)
+            out.append(builtin or parse_declaration(item, item_where, server))
+    return out
 
 
 def parse_wrapper(obj: Mapping[str, Any], where: str, server: str | None) -> list[RawTool]:

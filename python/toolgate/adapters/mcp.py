@@ -2,7 +2,8 @@
 
 Accepted shapes: a ``tools/list`` result, the JSON-RPC response around it
 (``{"jsonrpc": "2.0", "id": 1, "result": {"tools": [...]}}``), and a map of several servers'
-results (``{"github": {"tools": [...]}, "slack": {"tools": [...]}}``). Tool annotations, the
+results or responses (``{"github": {"tools": [...]}, "slack": {"jsonrpc": "2.0", ...}}``). A
+JSON-RPC error response is reported as a bad entry naming the server. Tool annotations, the
 title and ``outputSchema`` are kept.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolgate.adapters import RawTool, extract_meta, parse_tool_dict
+from toolgate.adapters import RawTool, extract_meta, is_jsonrpc_response, parse_tool_dict
 
 if TYPE_CHECKING:
     from toolgate.tool import Tool
@@ -35,7 +36,17 @@ def parse_tool(obj: Mapping[str, Any], where: str, server: str | None) -> RawToo
     )
 
 
+def _jsonrpc_error(response: Mapping[str, Any]) -> str:
+    error = response.get("error")
+    message = error.get("message") if isinstance(error, Mapping) else error
+    return f"the tools/list response is a JSON-RPC error: {message!r}"
+
+
 def _parse_result(result: Any, where: str, server: str | None) -> list[RawTool]:
+    if is_jsonrpc_response(result):
+        if not isinstance(result.get("result"), Mapping):
+            return [RawTool(where=f"{where}error", server=server, problem=_jsonrpc_error(result))]
+        return _parse_result(result["result"], f"{where}result.", server)
     tools = result.get("tools") if isinstance(result, Mapping) else None
     if not isinstance(tools, list):
         return [RawTool(where=where, problem="a tools/list result needs a 'tools' list")]
@@ -49,9 +60,7 @@ def parse(obj: Any, server: str | None) -> list[RawTool]:
     """Read a ``tools/list`` result, its JSON-RPC envelope, or a ``{server: result}`` map."""
     if not isinstance(obj, Mapping):
         return [RawTool(where="$", problem="an MCP tools/list result is a JSON object")]
-    if isinstance(obj.get("result"), Mapping):
-        return _parse_result(obj["result"], "result.", server)
-    if "tools" in obj:
+    if is_jsonrpc_response(obj) or "tools" in obj:
         return _parse_result(obj, "", server)
     out: list[RawTool] = []
     for name, result in obj.items():
