@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from toolgate.errors import InvalidInputError
 from toolgate.metrics import QueryOutcome, RoutingMetrics, gold_hits
 
 
@@ -35,3 +36,26 @@ def test_summary_on_a_worked_example() -> None:
     assert report["irrelevant"] == 1
     assert report["irrelevant_rejected"] == 1.0
     assert report["route_ms_p50"] == pytest.approx(2.5)
+
+
+def test_gold_names_may_contain_a_slash() -> None:
+    # Without names, a name is what follows the first '/' of the id (``nasa`` + ``nasa/apod``).
+    assert gold_hits(["nasa/apod"], ["x/apod", "nasa/nasa/apod"]) == [2]
+    assert gold_hits(["apod"], ["nasa/nasa/apod"]) == [0]
+    assert gold_hits(["nasa/nasa/apod", "nasa/apod"], ["nasa/nasa/apod"]) == [1, 1]
+
+
+def test_given_names_decide_where_a_scoped_server_ends() -> None:
+    ranked = ["@acme/xero/get_report", "nasa/nasa/apod"]
+    names = ["get_report", "nasa/apod"]
+    assert gold_hits(["get_report", "nasa/apod"], ranked, names) == [1, 2]
+    assert gold_hits(["xero/get_report"], ranked, names) == [0]
+    assert gold_hits(["@acme/xero/get_report"], ranked, names) == [1]
+    outcome = QueryOutcome(("get_report",), tuple(ranked), 1.0, tuple(names))
+    metrics = RoutingMetrics([outcome])
+    assert metrics.summary()["mrr"] == 1.0
+
+
+def test_names_must_line_up_with_ids() -> None:
+    with pytest.raises(InvalidInputError, match="ranked_names has 1 entries for 2 ranked ids"):
+        gold_hits(["a"], ["s/a", "s/b"], ["a"])

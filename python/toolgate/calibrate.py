@@ -4,7 +4,8 @@ As the Tool Attention paper describes: sweep the ISO (cosine) threshold over [0.
 steps of 0.02 and keep the value that maximises F1 of the routed set against the gold tools;
 here the fusion weight ``alpha`` is swept alongside it. F1 is micro-averaged over (query, tool)
 pairs: a routed tool matching no gold entry is a false positive, a gold entry matched by no
-routed tool a false negative, so queries with empty gold reward routing nothing.
+routed tool a false negative, so queries with empty gold reward routing nothing. Those only
+ever add false positives, so a set needs at least one query with gold tools to be fitted.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from toolgate import _toolgate
+from toolgate.errors import InvalidInputError
 from toolgate.evaluate import LabelledQuery, progress_bar
 from toolgate.metrics import gold_hits
 from toolgate.router import Router, RouterConfig
 
-__all__ = ["CalibrationPoint", "CalibrationReport", "calibrate"]
+__all__ = ["CalibrationPoint", "CalibrationReport", "calibrate", "check_fittable"]
 
 THRESHOLDS = tuple(round(0.10 + 0.02 * i, 2) for i in range(21))
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
@@ -86,9 +88,11 @@ def calibrate(
 
     Each query is embedded once; every point reuses its dense and BM25 scores.
     """
+    check_fittable(queries)
     k = top_k or router.config.top_k
     counts = {(a, t): _Counts() for a in alphas for t in thresholds}
     ids = router.catalog.ids
+    names = [tool.name for tool in router.catalog.tools]
     for item in progress_bar(queries, progress, "calibrating"):
         cosine, dense, sparse = router._scores(item.query)
         for alpha in alphas:
@@ -101,16 +105,32 @@ def calibrate(
             )
             order = np.lexsort((np.arange(len(fused)), -fused))[:k]
             for threshold in thresholds:
-                routed = [ids[row] for row in order if cosine[row] >= threshold]
-                _count(counts[(alpha, threshold)], item.gold, routed)
+                rows = [row for row in order if cosine[row] >= threshold]
+                routed = [ids[row] for row in rows]
+                _count(counts[(alpha, threshold)], item.gold, routed, [names[r] for r in rows])
     curve = tuple(counts[key].point(*key) for key in counts)
     best = max(curve, key=lambda p: (p.f1, p.recall, -p.threshold))
     config = replace(router.config, alpha=best.alpha, threshold=best.threshold)
     return CalibrationReport(best, curve, len(queries), k, config)
 
 
-def _count(counts: _Counts, gold: Sequence[str], routed: list[str]) -> None:
-    ranks = gold_hits(gold, routed)
+def check_fittable(queries: Sequence[LabelledQuery], source: str = "the query set") -> None:
+    """Raise :class:`InvalidInputError` unless some query in ``queries`` has gold tools.
+
+    Without one, F1 has no true positive to find: every point that routes nothing ties at 1.0,
+    so the fitted threshold would be arbitrary. ``source`` names the set in the message.
+    """
+    if not queries:
+        raise InvalidInputError(f"no queries in {source}")
+    if not any(item.gold for item in queries):
+        raise InvalidInputError(
+            f"no query in {source} has gold tools; calibrate needs at least one (queries with"
+            " empty gold only add false positives)"
+        )
+
+
+def _count(counts: _Counts, gold: Sequence[str], routed: list[str], names: list[str]) -> None:
+    ranks = gold_hits(gold, routed, names)
     found = sum(1 for rank in ranks if rank > 0)
     counts.tp += found
     counts.fn += len(ranks) - found

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,17 @@ from typing import Any
 from toolgate.errors import ToolgateError
 
 __all__ = ["main"]
+
+
+def _positive_int(text: str) -> int:
+    """argparse type for counts such as ``--top-k`` and ``--limit``: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _add_router_source(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     route = commands.add_parser("route", help="route one query")
     _add_router_source(route)
     route.add_argument("query")
-    route.add_argument("--top-k", type=int)
+    route.add_argument("--top-k", type=_positive_int)
     route.add_argument("--threshold", type=float)
     route.add_argument("--state", type=json.loads, help='JSON, e.g. {"scopes": ["github:write"]}')
     route.add_argument("--json", action="store_true")
@@ -52,15 +64,15 @@ def _parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("eval", help="routing quality on a labelled query set")
     _add_router_source(evaluate)
     evaluate.add_argument("--queries", type=Path, required=True)
-    evaluate.add_argument("--top-k", type=int, default=10)
-    evaluate.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    evaluate.add_argument("--top-k", type=_positive_int, default=10)
+    evaluate.add_argument("--limit", type=_positive_int, help="evaluate only the first N queries")
     evaluate.add_argument("--strict", action="store_true", help="bad tools are an error")
     evaluate.add_argument("--json", action="store_true")
 
     calibrate = commands.add_parser("calibrate", help="fit threshold and fusion weight (max F1)")
     _add_router_source(calibrate)
     calibrate.add_argument("--queries", type=Path, required=True)
-    calibrate.add_argument("--limit", type=int)
+    calibrate.add_argument("--limit", type=_positive_int, help="use only the first N queries")
     calibrate.add_argument("--strict", action="store_true", help="bad tools are an error")
     calibrate.add_argument("--json", action="store_true")
 
@@ -85,11 +97,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ToolgateError as exc:
         print(f"toolgate {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    if getattr(args, "json", False):
-        print(json.dumps(report, indent=None if isinstance(report, dict) else 2))
-    else:
-        print(report if isinstance(report, str) else _render(report))
+    try:
+        if getattr(args, "json", False):
+            print(json.dumps(report, indent=None if isinstance(report, dict) else 2))
+        else:
+            print(report if isinstance(report, str) else _render(report))
+        # Flushed here, not at exit, so a closed pipe (``| head``) is caught below.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return 1
     return 0
+
+
+def _silence_stdout() -> None:
+    """Point stdout at devnull, so the interpreter's final flush cannot raise again.
+
+    The reader of a pipe may stop early (``toolgate route ... | head -1``); the recipe in the
+    Python docs ("Note on SIGPIPE") is to drop the rest of the output and exit with 1.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _render(report: dict[str, Any]) -> str:

@@ -8,10 +8,14 @@ import warnings
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolgate.catalog import Catalog, CatalogWarning
+from toolgate.errors import InvalidInputError
 from toolgate.router import Router, RouterConfig
+
+if TYPE_CHECKING:
+    from toolgate.evaluate import LabelledQuery
 
 __all__ = [
     "demo_catalog",
@@ -81,9 +85,15 @@ def _router(args: argparse.Namespace) -> Router:
 
 def run_index(args: argparse.Namespace) -> dict[str, Any]:
     """Embed and index ``--tools`` into the router directory ``--out``."""
+    # Checked before embedding, which is the slow part, so a bad --out fails at once.
+    if args.out.exists() and not args.out.is_dir():
+        raise InvalidInputError(f"--out {args.out}: exists and is not a directory")
     catalog = _load_catalog(args.tools, lenient=args.lenient)
     router = Router.from_catalog(catalog, config=_config(args))
-    router.save(args.out)
+    try:
+        router.save(args.out)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write router directory {args.out}: {exc}") from None
     return {"tools": len(catalog), "path": str(args.out), "catalog_version": catalog.version}
 
 
@@ -113,24 +123,32 @@ def format_result(result: Any) -> str:
 
 def run_eval(args: argparse.Namespace) -> dict[str, Any]:
     """Routing quality and latency on ``--queries`` (the ``toolgate eval`` JSON contract)."""
-    from toolgate.evaluate import evaluate, load_queries
+    from toolgate.evaluate import evaluate
 
-    queries = load_queries(args.queries)
-    if args.limit:
-        queries = queries[: args.limit]
+    queries = _queries(args)
     router = _router(args)
     return evaluate(router, queries, top_k=args.top_k, progress=not args.json)
 
 
 def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
     """Sweep threshold and fusion weight, maximising F1 (see ``toolgate.calibrate``)."""
-    from toolgate.calibrate import calibrate
+    from toolgate.calibrate import calibrate, check_fittable
+
+    queries = _queries(args)
+    # Checked before the router is built, so an unusable set fails at once and by name.
+    source = str(args.queries)
+    if args.limit is not None:
+        source = f"the first {args.limit} of {source}"
+    check_fittable(queries, source)
+    return calibrate(_router(args), queries, progress=not args.json).to_dict()
+
+
+def _queries(args: argparse.Namespace) -> list[LabelledQuery]:
+    """``--queries``, cut to the first ``--limit`` (the parser rejects a limit below 1)."""
     from toolgate.evaluate import load_queries
 
     queries = load_queries(args.queries)
-    if args.limit:
-        queries = queries[: args.limit]
-    return calibrate(_router(args), queries, progress=not args.json).to_dict()
+    return queries if args.limit is None else queries[: args.limit]
 
 
 def run_stats(args: argparse.Namespace) -> dict[str, Any]:

@@ -30,29 +30,62 @@ class LabelledQuery:
 def load_queries(path: str | Path) -> list[LabelledQuery]:
     """Read a queries JSONL file (``{"qid", "query", "gold": [...]}`` per line).
 
-    Every malformed line is reported at once, with its line number.
+    Every malformed line is reported at once, with its line number; a file that cannot be read
+    or holds no query is an :class:`InvalidInputError` too.
     """
     problems: list[str] = []
     queries: list[LabelledQuery] = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                query, gold = row["query"], row.get("gold", [])
-                if not isinstance(query, str) or not isinstance(gold, list):
-                    raise TypeError("'query' must be a string and 'gold' a list")
-                queries.append(
-                    LabelledQuery(str(row.get("qid", number)), query, tuple(map(str, gold)))
-                )
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                problems.append(f"line {number}: {exc}")
+    for number, raw in enumerate(_read_lines(Path(path)), start=1):
+        if not raw.strip():
+            continue
+        try:
+            queries.append(_parse_line(raw, number))
+        except _BadLine as exc:
+            problems.append(f"line {number}: {exc}")
     if problems:
         shown = "; ".join(problems[:20])
         more = f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""
         raise InvalidInputError(f"{path}: {len(problems)} malformed queries: {shown}{more}")
+    if not queries:
+        raise InvalidInputError(f"no queries in {path}")
     return queries
+
+
+class _BadLine(Exception):
+    """One line's problem, collected by :func:`load_queries` with its line number."""
+
+
+def _read_lines(path: Path) -> list[bytes]:
+    # Bytes first and each line decoded on its own, so a bad byte is reported at its line.
+    try:
+        return path.read_bytes().splitlines()
+    except FileNotFoundError:
+        raise InvalidInputError(f"queries file not found: {path}") from None
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read queries file {path}: {exc.strerror}") from None
+
+
+def _parse_line(raw: bytes, number: int) -> LabelledQuery:
+    try:
+        row = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _BadLine(
+            f"not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise _BadLine(f"invalid JSON: {exc}") from None
+    if not isinstance(row, dict):
+        raise _BadLine(f"expected a JSON object, got {type(row).__name__}")
+    if "query" not in row:
+        raise _BadLine("missing key 'query'")
+    query, gold = row["query"], row.get("gold", [])
+    if not isinstance(query, str):
+        raise _BadLine(f"'query' must be a string, got {type(query).__name__}")
+    if not query.strip():
+        raise _BadLine("query is empty")
+    if not isinstance(gold, list):
+        raise _BadLine(f"'gold' must be a list, got {type(gold).__name__}")
+    return LabelledQuery(str(row.get("qid", number)), query, tuple(map(str, gold)))
 
 
 def progress_bar(
@@ -83,5 +116,7 @@ def evaluate(
         start = time.perf_counter()
         result = router.route(item.query, top_k=top_k)
         elapsed = (time.perf_counter() - start) * 1000
-        metrics.add(QueryOutcome(item.gold, tuple(result.ids), elapsed))
+        ids = tuple(result.ids)
+        names = tuple(router.catalog[tool_id].name for tool_id in ids)
+        metrics.add(QueryOutcome(item.gold, ids, elapsed, names))
     return metrics.summary()

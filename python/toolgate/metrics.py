@@ -1,7 +1,9 @@
 """Retrieval metrics for routing: recall@k, complete@k, nDCG@k, MRR, irrelevant-query rejection.
 
 A gold entry is either a bare tool name, which any tool of that name satisfies, or a
-``server/name`` id, which only that tool satisfies. Relevance is binary.
+``server/name`` id, which only that tool satisfies. Relevance is binary. Both server and tool
+names may contain ``/`` (``@scope/server``, ``nasa/apod``), so an id alone does not say where
+the name starts: callers that know the routed tools' names pass them.
 """
 
 from __future__ import annotations
@@ -10,31 +12,54 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from toolgate.errors import InvalidInputError
+
 __all__ = ["QueryOutcome", "RoutingMetrics", "gold_hits"]
 
 
-def _matches(gold: str, tool_id: str) -> bool:
-    if "/" in gold:
-        return gold == tool_id
-    return tool_id.rsplit("/", 1)[-1] == gold
+def gold_hits(
+    gold: Sequence[str],
+    ranked_ids: Sequence[str],
+    ranked_names: Sequence[str] | None = None,
+) -> list[int]:
+    """For each gold entry, the 1-based rank of the first routed tool matching it (0 if none).
 
+    An entry matches a tool when it equals the tool's id or the tool's name. ``ranked_names``
+    gives each routed tool's name, in the order of ``ranked_ids``; without it the name is taken
+    as what follows the first ``/`` of the id, which is exact only when no server name has a
+    ``/`` in it.
 
-def gold_hits(gold: Sequence[str], ranked_ids: Sequence[str]) -> list[int]:
-    """For each gold entry, the 1-based rank of the first routed tool matching it (0 if none)."""
+    >>> gold_hits(["nasa/apod", "search"], ["nasa/nasa/apod", "web/search"])
+    [1, 2]
+    """
+    names = _names(ranked_ids) if ranked_names is None else list(ranked_names)
+    if len(names) != len(ranked_ids):
+        raise InvalidInputError(
+            f"ranked_names has {len(names)} entries for {len(ranked_ids)} ranked ids"
+        )
     ranks = []
     for entry in gold:
-        rank = next((i + 1 for i, tid in enumerate(ranked_ids) if _matches(entry, tid)), 0)
-        ranks.append(rank)
+        matching = (i + 1 for i, tid in enumerate(ranked_ids) if entry in (tid, names[i]))
+        ranks.append(next(matching, 0))
     return ranks
+
+
+def _names(ranked_ids: Sequence[str]) -> list[str]:
+    """Names guessed from ids: after the first ``/``; an id without one is its own name."""
+    return [tool_id.partition("/")[2] or tool_id for tool_id in ranked_ids]
 
 
 @dataclass(frozen=True)
 class QueryOutcome:
-    """One query's gold set, what was routed (best first) and how long routing took."""
+    """One query's gold set, what was routed (best first) and how long routing took.
+
+    ``ranked_names`` are the routed tools' names (see :func:`gold_hits`), when known.
+    """
 
     gold: tuple[str, ...]
     ranked_ids: tuple[str, ...]
     route_ms: float
+    ranked_names: tuple[str, ...] | None = None
 
 
 def _recall(ranks: list[int], k: int) -> float:
@@ -68,7 +93,7 @@ class RoutingMetrics:
         """The figures of the ``toolgate eval --json`` contract."""
         relevant = [o for o in self.outcomes if o.gold]
         irrelevant = [o for o in self.outcomes if not o.gold]
-        ranks = [gold_hits(o.gold, o.ranked_ids) for o in relevant]
+        ranks = [gold_hits(o.gold, o.ranked_ids, o.ranked_names) for o in relevant]
         n = len(relevant)
 
         def mean(values: list[float]) -> float:

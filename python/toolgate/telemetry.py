@@ -18,6 +18,7 @@ pruning: tools loaded, routed and called, routing misses, and tools never routed
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import json
@@ -25,6 +26,8 @@ import logging
 import os
 import threading
 import time
+import types
+import typing
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -259,11 +262,49 @@ def event_from_dict(data: Mapping[str, Any]) -> Event:
     event_type = _EVENT_TYPES.get(str(kind))
     if event_type is None:
         raise InvalidInputError(f"unknown event kind {kind!r}; expected route, promote or verify")
-    known = {f.name for f in fields(event_type)}
-    values: dict[str, Any] = {
-        k: (tuple(v) if k in _TUPLE_FIELDS else v) for k, v in data.items() if k in known
-    }
+    hints = _field_types(event_type.kind)
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in hints:
+            continue
+        # A log is outside input: a wrong type would surface later as a crash in UsageStats
+        # (an unhashable turn id, say), far from the line that caused it.
+        if not _conforms(value, hints[key]):
+            hint = hints[key]
+            expected = hint.__name__ if isinstance(hint, type) else str(hint)
+            raise InvalidInputError(
+                f"field {key!r} is {type(value).__name__} {value!r:.60}, expected {expected}"
+            )
+        values[key] = tuple(value) if key in _TUPLE_FIELDS else value
     return event_type(**values)
+
+
+@functools.cache
+def _field_types(kind: str) -> dict[str, Any]:
+    """The resolved annotation of every init field of the event type named ``kind``."""
+    event_type = _EVENT_TYPES[kind]
+    hints = typing.get_type_hints(event_type)
+    return {f.name: hints[f.name] for f in fields(event_type) if f.init}
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a decoded JSON value fits an event field annotation (JSON arrays fit tuples)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        return any(_conforms(value, arm) for arm in args)
+    if hint is type(None):
+        return value is None
+    if hint in (int, float):
+        # bool is an int subclass, and JSON numbers without a fraction decode as int.
+        allowed = (int, float) if hint is float else (int,)
+        return isinstance(value, allowed) and not isinstance(value, bool)
+    if origin is tuple:
+        return isinstance(value, (list, tuple)) and all(_conforms(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _conforms(k, args[0]) and _conforms(v, args[1]) for k, v in value.items()
+        )
+    return isinstance(value, hint)
 
 
 def default_sinks() -> list[Sink]:
@@ -351,6 +392,11 @@ class UsageStats:
             lines = Path(path).read_text(encoding="utf-8").splitlines()
         except OSError as exc:
             raise InvalidInputError(f"cannot read telemetry log {path}: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            bad_line = exc.object[: exc.start].count(b"\n") + 1
+            byte = exc.object[exc.start]
+            message = f"{path}, line {bad_line}: not UTF-8 (byte {byte:#04x})"
+            raise InvalidInputError(message) from None
         for number, line in enumerate(lines, start=1):
             start = line.find("{")
             if start < 0 or '"kind"' not in line:
