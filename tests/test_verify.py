@@ -185,9 +185,52 @@ def test_malformed_arguments_name_the_tool(catalog: Catalog, arguments: Any, fra
 
 
 def test_empty_arguments_mean_no_arguments(catalog: Catalog) -> None:
-    call = {"type": "function", "function": {"name": "search", "arguments": ""}}
-    assert verify_call(catalog, ["github/search", "slack/post_message"], call).ok is False
+    call = {"type": "function", "function": {"name": "create_issue", "arguments": ""}}
+    assert verify_call(catalog, ACTIVE, call).error == "invalid_arguments"
     assert verify_call(catalog, ["slack/search"], {"name": "slack__search", "arguments": ""}).ok
+
+
+def test_a_shared_name_resolves_to_the_one_active_tool(catalog: Catalog) -> None:
+    verdict = verify_call(catalog, ["slack/search"], {"name": "search"})
+    assert verdict.ok
+    assert verdict.tool_id == "slack/search"
+    inactive = verify_call(catalog, ["github/create_issue"], {"name": "search"})
+    assert inactive.error == "tool_not_available"
+    both = verify_call(catalog, ["github/search", "slack/search"], {"name": "search"})
+    assert both.error == "unknown_tool"
+    assert "github__search" in both.message
+    assert "slack__search" in both.message
+
+
+def test_exposed_names_match_ignoring_case(catalog: Catalog) -> None:
+    verdict = verify_call(catalog, ["slack/post_message"], {"name": "POST_MESSAGE"})
+    assert verdict.ok
+    assert verdict.tool_id == "slack/post_message"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"function_call": {"name": "post_message", "args": {}}},  # Gemini, Python SDK
+        {"function_call": {"name": "post_message", "arguments": "{}"}},  # OpenAI legacy
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "post_message", "arguments": {}},
+        },
+    ],
+)
+def test_more_call_shapes(catalog: Catalog, call: dict[str, Any]) -> None:
+    verdict = verify_call(catalog, ["slack/post_message"], call)
+    assert verdict.ok
+    assert verdict.tool_id == "slack/post_message"
+
+
+def test_a_name_that_is_not_a_string_is_malformed(catalog: Catalog) -> None:
+    verdict = verify_call(catalog, ACTIVE, {"name": ["create_issue"], "arguments": {}})
+    assert verdict.error == "malformed_call"
+    assert "must be a string" in verdict.message
 
 
 def test_search_tool_calls_pass_with_a_promotion(catalog: Catalog) -> None:
@@ -258,3 +301,58 @@ def test_threads_get_the_same_verdicts_as_one_thread(catalog: Catalog) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         parallel = list(pool.map(lambda c: verify_call(catalog, ACTIVE, c).to_dict(), calls))
     assert parallel == serial
+
+
+@pytest.mark.parametrize(
+    ("fmt", "good", "bad"),
+    [
+        ("uri", "https://example.com/a", "not a uri"),
+        ("date-time", "2026-11-23T10:00:00Z", "tomorrow"),
+    ],
+)
+def test_string_formats_are_checked(fmt: str, good: str, bad: str) -> None:
+    schema = {"type": "object", "properties": {"v": {"type": "string", "format": fmt}}}
+    catalog = Catalog.from_tools([{"name": "f", "description": "F.", "inputSchema": schema}])
+    assert verify_call(catalog, ["default/f"], {"name": "f", "arguments": {"v": good}}).ok
+    verdict = verify_call(catalog, ["default/f"], {"name": "f", "arguments": {"v": bad}})
+    assert verdict.error == "invalid_arguments"
+    assert verdict.path == "$.v"
+
+
+BROKEN_SCHEMAS: dict[str, dict[str, Any]] = {
+    "pointer-to-nowhere": {"x": {"$ref": "#/$defs/nope"}},
+    "remote": {"x": {"$ref": "https://example.com/schema.json"}},
+    "bad-pattern": {"x": {"type": "string", "pattern": "[unclosed"}},
+    "cycle": {"x": {"$ref": "#/properties/x"}},
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_SCHEMAS))
+def test_broken_schemas_never_reach_verify_and_never_crash_it(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import urllib.request
+
+    import jsonschema.validators
+
+    from toolgate.catalog import InvalidToolsError
+    from toolgate.tool import Tool
+
+    fetched: list[str] = []
+
+    def no_network(url: Any, *args: Any, **kwargs: Any) -> Any:
+        fetched.append(str(url))
+        raise OSError("network access attempted")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    monkeypatch.setattr(jsonschema.validators, "urlopen", no_network, raising=False)
+    schema = {"type": "object", "properties": BROKEN_SCHEMAS[case]}
+    with pytest.raises(InvalidToolsError):
+        Catalog.from_tools([{"name": "t", "inputSchema": schema}], server="s")
+    # Tools built in code skip the load-time check; verify must still fail closed, offline.
+    built = Catalog([Tool("s", "t", "Does things.", schema)])
+    verdict = verify_call(built, ["s/t"], {"name": "t", "arguments": {"x": "y"}})
+    assert not verdict.ok
+    assert verdict.error == "invalid_arguments"
+    assert "input schema is broken" in verdict.message
+    assert fetched == []

@@ -7,7 +7,8 @@ weights, re-normalised. Assistant turns are left out: they restate the plan, not
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -22,13 +23,15 @@ _BLENDED_ROLES = frozenset({"user", "tool", "function", "tool_result"})
 def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str]:
     """The texts of the last ``turns`` user or tool turns, most recent first.
 
-    A turn is a string (taken as a user turn) or a mapping with ``role`` and ``content``
-    (a string, or a list of blocks with ``text``, as OpenAI and Anthropic messages carry).
+    A turn is a string (taken as a user turn) or a message mapping: OpenAI or Anthropic
+    (``role`` and ``content``, a string or a list of blocks, Anthropic ``tool_result``
+    blocks included) or Gemini (``role`` and ``parts``, ``functionResponse`` included).
     """
-    if not history or turns <= 0:
+    if history is None or turns <= 0:
         return []
-    if isinstance(history, str):
-        raise InvalidInputError("history must be a list of turns, not a string")
+    if isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Iterable):
+        raise InvalidInputError(f"history must be a list of turns, got {type(history).__name__}")
+    history = list(history)
     texts: list[str] = []
     for position in range(len(history) - 1, -1, -1):
         turn = history[position]
@@ -37,7 +40,8 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
         elif isinstance(turn, Mapping):
             if str(turn.get("role", "user")) not in _BLENDED_ROLES:
                 continue
-            text = _content_text(turn.get("content"), position)
+            content = turn["parts"] if "parts" in turn else turn.get("content")
+            text = _content_text(content, position)
         else:
             raise InvalidInputError(
                 f"history[{position}] must be a string or a mapping, got {type(turn).__name__}"
@@ -55,15 +59,26 @@ def _content_text(content: object, position: int) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [
-            str(block.get("text", "")) if isinstance(block, Mapping) else str(block)
-            for block in content
-        ]
-        return " ".join(p for p in parts if p)
+        return " ".join(p for p in (_block_text(b, position) for b in content) if p)
     raise InvalidInputError(
         f"history[{position}]['content'] must be a string or a list of blocks, "
         f"got {type(content).__name__}"
     )
+
+
+def _block_text(block: object, position: int) -> str:
+    """A content block's text: ``text``, a tool result's ``content``, a Gemini function
+    response (as JSON); blocks without text (images, tool calls) give nothing."""
+    if not isinstance(block, Mapping):
+        return str(block)
+    if "text" in block:
+        return str(block["text"])
+    if block.get("type") == "tool_result":
+        return _content_text(block.get("content"), position)
+    response = block.get("functionResponse", block.get("function_response"))
+    if isinstance(response, Mapping):
+        return json.dumps(response.get("response", {}), ensure_ascii=False, default=str)
+    return ""
 
 
 def blend_history(

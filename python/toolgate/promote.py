@@ -230,13 +230,25 @@ def _choose_pool(
 
 
 def _active_ids(catalog: Catalog, active: Any) -> list[str]:
-    ids = getattr(active, "ids", active)
+    """The ids to promote, best first.
+
+    A ``RouteResult`` is taken as it is: the router already added the pinned tools that the
+    gate and the allow / deny lists admit, and a pinned tool they shut out must stay out. A
+    bare list of ids carries no state, so the pinned tools are added to it.
+    """
+    ids = getattr(active, "ids", None)
+    routed = ids is not None
+    if ids is None:
+        ids = active
     if isinstance(ids, str) or not isinstance(ids, Sequence):
-        raise InvalidInputError("active_ids must be a list of tool ids or a RouteResult")
-    unknown = [i for i in ids if i not in catalog]
+        raise InvalidInputError(
+            f"active_ids must be a list of tool ids or a RouteResult, got {type(ids).__name__}"
+        )
+    unknown = [i for i in ids if not isinstance(i, str) or i not in catalog]
     if unknown:
         raise InvalidInputError(f"active_ids has ids not in the catalog: {unknown}")
-    return list(dict.fromkeys(ids))
+    pinned = () if routed else catalog.pinned_ids
+    return list(dict.fromkeys([*ids, *pinned]))
 
 
 _SEARCH_TOOLS: dict[str, Tool] = {}
@@ -306,7 +318,8 @@ def promote_tools(
 ) -> Promotion:
     """Build both phases for one turn and apply ``budget``.
 
-    ``active_ids`` are tool ids best first (or a ``RouteResult``); pinned tools are added.
+    ``active_ids`` is a ``RouteResult``, or tool ids best first, to which the pinned tools
+    are added.
     ``format`` is ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or
     ``"mcp"``. ``pool`` is ``"auto"``, ``"full"``, ``"digest"`` or ``"none"``.
     ``schema_source`` (see :mod:`toolgate.schema_source`) supplies full schemas instead of the
@@ -317,6 +330,10 @@ def promote_tools(
     started = time.perf_counter()
     if format not in _PROVIDERS:
         raise InvalidInputError(f"format must be one of {', '.join(_PROVIDERS)}, got {format!r}")
+    if budget is not None and not isinstance(budget, Budget):
+        raise InvalidInputError(
+            f"budget must be a toolgate.Budget or None, got {type(budget).__name__}"
+        )
     ranked = _active_ids(catalog, active_ids)
     search = _search_tool(catalog)
     pool_mode, pool_text, pool_tokens = _choose_pool(
@@ -324,7 +341,7 @@ def promote_tools(
     )
     source = as_schema_source(schema_source) if schema_source is not None else None
     rank = {tool_id: i for i, tool_id in enumerate(ranked)}
-    chosen = [catalog[i] for i in catalog.in_catalog_order([*rank, *catalog.pinned_ids])]
+    chosen = [catalog[i] for i in catalog.in_catalog_order(rank)]
     if source is not None:
         chosen = [_fetch_schema(t, source, cache) for t in chosen]
     if pool_mode == "digest":

@@ -1,8 +1,9 @@
 """ToolSearch query forms: ``select:a,b``, ``+term`` and plain text.
 
 The forms come from Claude Code's ToolSearch: ``select:Read,Edit`` fetches tools by name,
-``+slack send`` requires ``slack`` in the tool's name and ranks by the remaining terms, anything
-else is a plain query.
+``+slack send`` requires ``slack`` in the tool's id (its server or name: ToolSearch's MCP tool
+names carry their server) and ranks by the remaining terms, anything else is a plain query.
+The terms filter what is ranked; tools named in the query and pinned tools stay in.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from toolgate.errors import InvalidInputError
 __all__ = ["ParsedQuery", "parse_query"]
 
 _SELECT_PREFIX = "select:"
-_REQUIRED_TERM = re.compile(r"(?:^|\s)\+(\S+)")
+# A term starts with a letter, so "+46 70 123 45 67" and "2 +2" stay plain text.
+_REQUIRED_TERM = re.compile(r"(?:^|\s)\+([^\W\d]\S*)")
 
 
 @dataclass(frozen=True)

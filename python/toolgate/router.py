@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -42,6 +43,7 @@ from toolgate.router_store import (
     copy_atomic,
     load_saved_catalog,
     read_manifest,
+    renamed_rows,
     write_catalog_and_manifest,
 )
 from toolgate.scopes import ScopeMatcher
@@ -59,6 +61,10 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT", "Router", "RouterConfig"]
 
 _QUERY_CACHE_SIZE = 1024
+# Where a name mentioned in running text ends, as in the core's name index
+# (rust/bm25/names.rs): whitespace and these delimiters; sentence punctuation after it.
+_MENTION_SPLIT = re.compile(r"[\s,;()\[\]{}<>\"'`|=]+")
+_TRAILING_PUNCTUATION = ".:!?"
 _EMBEDDING_DIM = 384
 _SCHEMA_CACHE_ENTRIES = 4096
 _SCHEMA_CACHE_BYTES = 64 << 20
@@ -131,6 +137,14 @@ class Router:
         # Recent queries and history turns recur turn after turn; embedding is most of a route.
         self._embed_text = lru_cache(maxsize=_QUERY_CACHE_SIZE)(self._embed_one)
         self._pinned = np.asarray(outline.pinned, dtype=np.uint32)
+        self._renamed: Lazy[dict[str, int]] = Lazy(None, self._renamed_mentions)
+
+    def _renamed_mentions(self) -> dict[str, int]:
+        """Folded exposed names that differ from their tool's name, to the tool's row."""
+        renamed = self._outline.exposed
+        if renamed is None:  # a manifest that predates them: ask the catalog
+            renamed = renamed_rows(self.catalog)
+        return {name.casefold(): row for row, name in renamed}
 
     @property
     def catalog(self) -> Catalog:
@@ -360,12 +374,12 @@ class Router:
         """The tools to show the model in full this turn, best first.
 
         ``query`` is plain text or a ToolSearch form (``select:a,b``; ``+term`` requires
-        ``term`` in the tool's name). Tools named verbatim in the query and pinned tools are
-        always included when eligible. ``state`` gates tools by their preconditions;
-        ``allow`` / ``deny`` are id patterns (``github/*``); ``threshold`` overrides the
-        configured cosine floor (``None``: no floor); ``history`` holds earlier turns,
-        most recent last, blended into the query with a decay. ``turn_id`` labels the
-        telemetry event.
+        ``term`` in the tool's id, server or name). Tools named verbatim in the query (by
+        name, id or exposed name) and pinned tools are always included when eligible.
+        ``state`` gates tools by their preconditions; ``allow`` / ``deny`` are id patterns
+        (``github/*``); ``threshold`` overrides the configured cosine floor (``None``: no
+        floor); ``history`` holds earlier turns, most recent last, blended into the query
+        with a decay. ``turn_id`` labels the telemetry event.
         """
         result = self._route(query, state, history, top_k, threshold, allow, deny)
         if self.telemetry is not None:
@@ -387,9 +401,17 @@ class Router:
         k = self.config.top_k if top_k is None else top_k
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInputError(f"top_k must be a positive integer, got {top_k!r}")
+        # Past the catalog's size a larger k changes nothing, and the core's k is 64-bit.
+        k = min(k, max(1, len(self._ids)))
         floor = self.config.threshold if threshold is DEFAULT else threshold
-        if floor is not None and not (isinstance(floor, (int, float)) and math.isfinite(floor)):
+        if floor is not None and (
+            isinstance(floor, bool)
+            or not isinstance(floor, (int, float, np.floating))
+            or not math.isfinite(floor)
+        ):
             raise InvalidInputError(f"threshold must be a finite number or None, got {floor!r}")
+        if floor is not None:
+            floor = float(floor)
         flags = self._vocabulary.flags(State.coerce(state))
         allow_rows = self._scopes.rows(allow)
         deny_rows = self._scopes.rows(deny)
@@ -397,19 +419,25 @@ class Router:
             return self._route_select(parsed, query, flags, allow_rows, deny_rows, start)
         if not parsed.text:
             raise InvalidInputError("query is empty")
-        if parsed.required_terms:
-            allow_rows = self._require_name_terms(parsed.required_terms, allow_rows)
-        named = self._bm25.mentioned_names(query)
+        named = sorted({*self._bm25.mentioned_names(query), *self._exposed_mentioned(query)})
         forced = np.union1d(np.asarray(named, dtype=np.uint32), self._pinned).astype(np.uint32)
+        scope = allow_rows
+        if parsed.required_terms:
+            # The terms filter what is ranked; named and pinned tools stay in.
+            having = self._require_name_terms(parsed.required_terms, allow_rows)
+            admitted = forced if allow_rows is None else np.intersect1d(forced, allow_rows)
+            scope = np.union1d(having, admitted).astype(np.uint32)
         embed_start = time.perf_counter()
         vector, clauses = self._query_vectors(parsed.text, history)
         core_start = time.perf_counter()
         outcome = _toolgate.route(
             self._index, self._bm25, vector, parsed.text,
             alpha=self.config.alpha, method=self.config.fusion, top=self.config.fusion_top,
-            k=k, threshold=floor, flags=flags, allow=allow_rows, deny=deny_rows, forced=forced,
+            k=k, threshold=floor, flags=flags, allow=scope, deny=deny_rows, forced=forced,
             clauses=clauses, clause_weight=self.config.clause_weight,
         )  # fmt: skip
+        if scope is not allow_rows:
+            outcome = (*outcome[:3], self._out_of_scope(allow_rows, deny_rows), outcome[4])
         end = time.perf_counter()
         timings = {
             "parse": (embed_start - start) * 1e3,
@@ -468,25 +496,60 @@ class Router:
                 rows.extend(r for r in found if r not in rows)
             else:
                 unknown.append(name)
-        selected = np.asarray(rows, dtype=np.uint32)
-        scope = selected if allow_rows is None else np.intersect1d(selected, allow_rows)
+        forced = np.union1d(np.asarray(rows, dtype=np.uint32), self._pinned).astype(np.uint32)
+        scope = forced if allow_rows is None else np.intersect1d(forced, allow_rows)
         core_start = time.perf_counter()
         # A zero vector and no text: selection needs no scoring, only the gate.
         outcome = _toolgate.route(
             self._index, self._bm25, np.zeros(self._index.dim, dtype=np.float32), "",
             alpha=self.config.alpha, method=self.config.fusion, top=self.config.fusion_top,
             k=1, threshold=None, flags=flags, allow=scope.astype(np.uint32), deny=deny_rows,
-            forced=selected,
+            forced=forced,
         )  # fmt: skip
         timings = {"core": (time.perf_counter() - core_start) * 1e3}
-        forced, _, n_gated, n_out, gated = outcome
+        routed, _, n_gated, _, gated = outcome
         order = {row: i for i, row in enumerate(rows)}
-        forced = sorted(forced, key=lambda item: order[item[0]])
+        routed = sorted(routed, key=lambda item: order.get(item[0], len(order)))
+        n_out = self._out_of_scope(allow_rows, deny_rows)
         result = self._result(
-            query, parsed.form, (forced, [], n_gated, n_out, gated), timings, start,
+            query, parsed.form, (routed, [], n_gated, n_out, gated), timings, start,
             forced_reason=set(rows), reason="selected",
         )  # fmt: skip
-        return replace(result, unknown=tuple(unknown))
+        excluded = self._excluded_by_scope(rows, allow_rows, deny_rows)
+        return replace(result, unknown=tuple(unknown), gated_out=result.gated_out + excluded)
+
+    def _excluded_by_scope(
+        self, rows: Sequence[int], allow_rows: np.ndarray | None, deny_rows: np.ndarray | None
+    ) -> tuple[GatedOut, ...]:
+        """Selected rows that the caller's allow or deny list shuts out, with the reason."""
+        out = []
+        for row in rows:
+            if allow_rows is not None and not _contains(allow_rows, row):
+                out.append(GatedOut(self._ids[row], 0.0, (), "not in the allow list"))
+            elif deny_rows is not None and _contains(deny_rows, row):
+                out.append(GatedOut(self._ids[row], 0.0, (), "in the deny list"))
+        return tuple(out)
+
+    def _out_of_scope(self, allow_rows: np.ndarray | None, deny_rows: np.ndarray | None) -> int:
+        """How many tools the caller's allow and deny lists shut out (not the query form)."""
+        allowed = len(self._ids) if allow_rows is None else len(allow_rows)
+        if deny_rows is None:
+            return len(self._ids) - allowed
+        if allow_rows is not None:
+            deny_rows = np.intersect1d(allow_rows, deny_rows)
+        return len(self._ids) - allowed + len(deny_rows)
+
+    def _exposed_mentioned(self, query: str) -> list[int]:
+        """Rows whose exposed name, where it differs from the tool name, the query mentions.
+
+        The model sees exposed names (``web__search``) and repeats them; the core's name
+        index knows the tool names, so these are looked up here, word by word.
+        """
+        renamed = self._renamed.get()
+        if not renamed:
+            return []
+        words = (word.strip(_TRAILING_PUNCTUATION) for word in _MENTION_SPLIT.split(query))
+        return [row for word in words if (row := renamed.get(word.casefold())) is not None]
 
     def _rows_named(self, name: str) -> list[int]:
         rows = list(self._bm25.rows_named(name))
@@ -610,12 +673,21 @@ class Router:
             self.telemetry.verify(verdict, turn_id=turn_id, latency_ms=elapsed)
         return verdict
 
-    def _check_current(self, result: RouteResult) -> None:
+    def _check_current(self, result: Any) -> None:
+        if not isinstance(result, RouteResult):
+            raise InvalidInputError(
+                f"expected the RouteResult of this router's route(), got {type(result).__name__}"
+            )
         if result.catalog_version and result.catalog_version != self._outline.version:
             raise InvalidInputError(
                 f"the route result is for catalog version {result.catalog_version}, "
                 f"this router serves {self._outline.version}"
             )
+
+
+def _contains(sorted_rows: np.ndarray, row: int) -> bool:
+    at = int(np.searchsorted(sorted_rows, row))
+    return at < len(sorted_rows) and int(sorted_rows[at]) == row
 
 
 def _requires_anything(tool: Tool) -> bool:

@@ -29,6 +29,7 @@ __all__ = [
     "copy_atomic",
     "load_saved_catalog",
     "read_manifest",
+    "renamed_rows",
     "write_catalog_and_manifest",
 ]
 
@@ -41,17 +42,32 @@ BM25 = "bm25.tgb"
 
 @dataclass(frozen=True)
 class CatalogOutline:
-    """What routing needs of a catalog: ids in row order, pinned rows, and the version."""
+    """What routing needs of a catalog: ids in row order, pinned rows, and the version.
+
+    ``exposed`` lists the rows whose exposed name (what the model sees and repeats) differs
+    from the tool's name, with that name, so a query that mentions it names the tool; None
+    when a manifest written before it was recorded does not say.
+    """
 
     ids: tuple[str, ...]
     pinned: tuple[int, ...]
     version: str
+    exposed: tuple[tuple[int, str], ...] | None = ()
 
     @classmethod
     def of(cls, catalog: Catalog) -> CatalogOutline:
         """The outline of a loaded catalog."""
         pinned = tuple(row for row, tool in enumerate(catalog) if tool.pinned)
-        return cls(tuple(catalog.ids), pinned, catalog.version)
+        return cls(tuple(catalog.ids), pinned, catalog.version, renamed_rows(catalog))
+
+
+def renamed_rows(catalog: Catalog) -> tuple[tuple[int, str], ...]:
+    """Rows of ``catalog`` whose exposed name differs from the tool name, with that name."""
+    return tuple(
+        (row, tool.exposed_name)
+        for row, tool in enumerate(catalog)
+        if tool.exposed_name != tool.name
+    )
 
 
 @dataclass(frozen=True)
@@ -83,8 +99,12 @@ def read_manifest(directory: Path) -> SavedRouter:
     try:
         settings = dict(manifest["config"])
         settings["bm25_weights"] = tuple(settings["bm25_weights"])
+        exposed = manifest.get("exposed")
         outline = CatalogOutline(
-            tuple(manifest["ids"]), tuple(manifest["pinned"]), str(manifest["catalog_version"])
+            tuple(manifest["ids"]),
+            tuple(manifest["pinned"]),
+            str(manifest["catalog_version"]),
+            None if exposed is None else tuple((int(r), str(n)) for r, n in exposed),
         )
         return SavedRouter(
             RouterConfig(**settings), outline, tuple(manifest["flags"]), str(manifest["model_id"])
@@ -96,7 +116,8 @@ def read_manifest(directory: Path) -> SavedRouter:
 def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRouter) -> None:
     """Write the full catalog, then the manifest that makes the directory complete."""
     tools = [tool.to_dict() for tool in catalog]
-    _write_atomic(directory / CATALOG, json.dumps({"tools": tools}))
+    # Exposed names depend on the catalog's naming mode, which reopening must reproduce.
+    _write_atomic(directory / CATALOG, json.dumps({"tools": tools, "qualify": catalog.qualify}))
     manifest: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "config": asdict(saved.config),
@@ -105,6 +126,7 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
         "flags": list(saved.flags),
         "ids": list(saved.outline.ids),
         "pinned": list(saved.outline.pinned),
+        "exposed": [list(item) for item in renamed_rows(catalog)],
     }
     _write_atomic(directory / MANIFEST, json.dumps(manifest, indent=1))
 
@@ -114,6 +136,9 @@ def load_saved_catalog(path: Path, outline: CatalogOutline) -> Catalog:
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
         catalog = Catalog.from_tools(saved["tools"])
+        qualify = saved.get("qualify", "auto")
+        if qualify != catalog.qualify:
+            catalog = Catalog(catalog.tools, qualify=qualify)
     except (OSError, ValueError, KeyError, TypeError, CatalogError) as exc:
         raise IndexFormatError(f"{path}: unreadable catalog: {exc}") from exc
     if catalog.version != outline.version or tuple(catalog.ids) != outline.ids:

@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from toolgate.errors import InvalidInputError
-from toolgate.tool import Tool
+from toolgate.tool import Tool, id_tails
 
 __all__ = ["FlagVocabulary", "State"]
 
@@ -50,16 +50,22 @@ class State:
             )
         parts: dict[str, frozenset[str]] = {}
         for key in ("scopes", "tools_run", "milestones"):
-            value = state.get(key, ())
-            if isinstance(value, str):
-                raise InvalidInputError(f"state[{key!r}] must be a list of strings, not a string")
+            value = state.get(key)
+            if value is None:  # JSON null: holds nothing
+                value = ()
+            if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+                raise InvalidInputError(
+                    f"state[{key!r}] must be a list of strings, got {type(value).__name__}"
+                )
             parts[key] = frozenset(str(v) for v in value)
         return cls(**parts)
 
     def items(self) -> Iterable[str]:
         """Every satisfied precondition as a ``kind:value`` key."""
         yield from (f"scope:{s}" for s in self.scopes)
-        yield from (f"tool:{t}" for t in self.tools_run)
+        # A tool that ran is recorded by id (``verdict.tool_id``); ``gh/list_issues`` also
+        # meets a precondition naming ``list_issues``.
+        yield from (f"tool:{tail}" for ran in self.tools_run for tail in id_tails(ran))
         yield from (f"milestone:{m}" for m in self.milestones)
 
 

@@ -20,6 +20,7 @@ tool result, so the model recovers on its next turn.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -30,7 +31,7 @@ from typing import Any
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError
 from toolgate.promote import TOOL_SEARCH_ID
-from toolgate.tool import Tool, split_name
+from toolgate.tool import Tool, schema_validator, split_name
 
 __all__ = ["Verdict", "closest_name", "parse_tool_call", "verify_call"]
 
@@ -48,11 +49,33 @@ class ParsedCall:
     problem: str | None = None
 
 
-def _from_openai(call: Mapping[str, Any]) -> ParsedCall:
-    fn = call["function"]
-    if not isinstance(fn, Mapping):
-        return ParsedCall("", None, call.get("id"), "'function' must be an object")
-    return ParsedCall(str(fn.get("name") or ""), fn.get("arguments", "{}"), call.get("id"))
+# Where each provider nests a call (key -> its argument field), tried in order. OpenAI Chat
+# wraps it in "function" (legacy messages in "function_call"), Gemini in "functionCall"
+# (REST) or "function_call" (the Python SDK's serialisation), MCP's JSON-RPC request
+# "tools/call" in "params".
+_WRAPPERS = (
+    ("function", "arguments"),
+    ("functionCall", "args"),
+    ("function_call", None),
+    ("params", "arguments"),
+)
+
+
+def _unwrap(call: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None, str | None]:
+    """The mapping holding the name and arguments, the arguments' key, and a problem."""
+    for key, args_key in _WRAPPERS:
+        if key not in call or (key == "params" and call.get("method") != "tools/call"):
+            continue
+        inner = call[key]
+        if not isinstance(inner, Mapping):
+            return call, None, f"{key!r} must be an object"
+        if args_key is None:  # OpenAI's legacy "arguments" or Gemini's "args"
+            args_key = "arguments" if "arguments" in inner else "args"
+        return inner, args_key, None
+    if call.get("type") == "tool_use":
+        return call, "input", None
+    args_key = next((k for k in ("arguments", "args", "input") if k in call), None)
+    return call, args_key, None
 
 
 def parse_tool_call(call: Any) -> ParsedCall:
@@ -61,19 +84,14 @@ def parse_tool_call(call: Any) -> ParsedCall:
         return ParsedCall(
             "", None, None, f"a tool call is a JSON object, got {type(call).__name__}"
         )
-    if "function" in call:
-        parsed = _from_openai(call)
-    elif "functionCall" in call:
-        inner = call["functionCall"]
-        if not isinstance(inner, Mapping):
-            return ParsedCall("", None, None, "'functionCall' must be an object")
-        parsed = ParsedCall(str(inner.get("name") or ""), inner.get("args", {}), inner.get("id"))
-    elif call.get("type") == "tool_use":
-        parsed = ParsedCall(str(call.get("name") or ""), call.get("input", {}), call.get("id"))
-    else:
-        args = call.get("arguments", call.get("args", call.get("input", {})))
-        call_id = call.get("call_id", call.get("id"))
-        parsed = ParsedCall(str(call.get("name") or ""), args, call_id)
+    inner, args_key, problem = _unwrap(call)
+    call_id = inner.get("id", call.get("call_id", call.get("id")))
+    if problem:
+        return ParsedCall("", None, call_id, problem)
+    name = inner.get("name")
+    if name is not None and not isinstance(name, str):
+        return ParsedCall("", None, call_id, f"the tool name must be a string, got {name!r}")
+    parsed = ParsedCall(name or "", inner.get(args_key, {}) if args_key else {}, call_id)
     if parsed.problem:
         return parsed
     if not parsed.name:
@@ -213,17 +231,12 @@ _VALIDATORS_LOCK = threading.Lock()
 
 
 def _validator(tool: Tool) -> Any:
-    from jsonschema.validators import (  # type: ignore[import-untyped]
-        Draft202012Validator,
-        validator_for,
-    )
-
     key = (tool.id, tool.fingerprint)
     with _VALIDATORS_LOCK:
         found = _VALIDATORS.get(key)
     if found is None:
-        cls = validator_for(tool.input_schema, default=Draft202012Validator)
-        found = cls(tool.input_schema, format_checker=cls.FORMAT_CHECKER)
+        # Offline: a $ref in an untrusted tool's schema must never make verification fetch a URL.
+        found = schema_validator(tool.input_schema)
         with _VALIDATORS_LOCK:
             if len(_VALIDATORS) > 4096:
                 _VALIDATORS.clear()
@@ -238,38 +251,62 @@ def _json_path(parts: Iterable[Any]) -> str:
     return out
 
 
-def _resolve(catalog: Catalog, name: str) -> Tool | None:
+def _resolve(catalog: Catalog, name: str, active: set[str]) -> Tool | None:
+    """The tool the model meant by ``name``: a full id, an exposed name, or an original name.
+
+    An original name that several servers share resolves to the one of them that is active
+    (the model saw only that one); exposed names are unique ignoring case, so a client that
+    folds case still reaches its tool.
+    """
     tool = catalog.get(name)  # a full id
-    if tool is None:
-        try:
-            tool = catalog.by_exposed_name(name)
-        except KeyError:
-            matches = catalog.with_name(name)
-            tool = matches[0] if len(matches) == 1 else None
-    return tool
+    if tool is not None:
+        return tool
+    with contextlib.suppress(KeyError):
+        return catalog.by_exposed_name(name)
+    matches = catalog.with_name(name)
+    if matches:
+        live = [t for t in matches if t.id in active]
+        # Several active tools share the name: the model must use an exposed name.
+        return live[0] if len(live) == 1 else None if live else matches[0]
+    folded = name.casefold()
+    same = [t for t in catalog.tools if t.exposed_name.casefold() == folded]
+    return same[0] if len(same) == 1 else None
 
 
-def _active_set(catalog: Catalog, active: Any) -> tuple[list[str], str | None]:
+def _active_set(catalog: Catalog, active: Any) -> tuple[set[str], str | None]:
+    """The ids active this turn and the promotion's search tool name, if any.
+
+    A :class:`~toolgate.promote.Promotion` or ``RouteResult`` is the whole active set: the
+    router already added the pinned tools the gate and the allow / deny lists admit, and a
+    promotion only what its budget let through. A bare list of ids carries no state, so
+    pinned tools are added to it.
+    """
     search_name = getattr(active, "search_tool_name", None)
     ids = getattr(active, "active_ids", None)
     if ids is None:
-        ids = getattr(active, "ids", active)
+        ids = getattr(active, "ids", None)
+    routed = ids is not None
+    if ids is None:
+        ids = active
     if isinstance(ids, str) or not isinstance(ids, Iterable):
         raise InvalidInputError(
-            "active_ids must be a list of tool ids, a RouteResult or a Promotion"
+            "active_ids must be a list of tool ids, a RouteResult or a Promotion, "
+            f"got {type(ids).__name__}"
         )
-    return [i for i in ids if i in catalog], search_name
+    found = {i for i in ids if isinstance(i, str) and i in catalog}
+    if not routed:
+        found.update(catalog.pinned_ids)
+    return found, search_name
 
 
 def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
     """Check one tool call against the tools active this turn.
 
-    ``active_ids`` is a list of tool ids, a ``RouteResult`` or a
-    :class:`~toolgate.promote.Promotion` (then calls to its ``tool_search`` tool pass too).
-    Pinned tools are always active.
+    ``active_ids`` is a ``RouteResult``, a :class:`~toolgate.promote.Promotion` (then calls
+    to its ``tool_search`` tool pass too; a tool its budget dropped does not), or a list of
+    tool ids, to which the pinned tools are added.
     """
-    active, search_name = _active_set(catalog, active_ids)
-    active_set = set(active) | set(catalog.pinned_ids)
+    active_set, search_name = _active_set(catalog, active_ids)
     available = tuple(catalog[i].exposed_name for i in catalog.in_catalog_order(active_set))
     if search_name:
         available = (search_name, *available)
@@ -282,22 +319,13 @@ def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
         )
     if search_name and call.name == search_name:
         return Verdict(True, tool_id=TOOL_SEARCH_ID, arguments=call.arguments, **base)
-    tool = _resolve(catalog, call.name)
+    tool = _resolve(catalog, call.name, active_set)
     if tool is None or tool.id not in active_set:
         closest = closest_name(call.name, available)
         hint = f" Did you mean {closest!r}?" if closest else ""
         listed = ", ".join(available[:_MAX_LISTED]) or "none"
         if tool is None:
-            return Verdict(
-                False,
-                "unknown_tool",
-                closest=closest,
-                message=(
-                    f"There is no tool called {call.name!r}.{hint} "
-                    f"Tools you can call now: {listed}."
-                ),
-                **base,
-            )
+            return _unknown_tool(catalog, call.name, closest, hint, listed, base)
         return Verdict(
             False,
             "tool_not_available",
@@ -320,10 +348,63 @@ def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
     return _check_arguments(tool, call, base)
 
 
+def _unknown_tool(
+    catalog: Catalog,
+    name: str,
+    closest: str | None,
+    hint: str,
+    listed: str,
+    base: dict[str, Any],
+) -> Verdict:
+    shared = [t.exposed_name for t in catalog.with_name(name)]
+    if shared:
+        closest = shared[0]
+        message = (
+            f"Several tools are called {name!r}; call one of them by its own name: "
+            f"{', '.join(shared[:_MAX_LISTED])}."
+        )
+    else:
+        message = f"There is no tool called {name!r}.{hint} Tools you can call now: {listed}."
+    return Verdict(False, "unknown_tool", closest=closest, message=message, **base)
+
+
+def _schema_failure(exc: Exception) -> str:
+    if isinstance(exc, re.error):
+        return f"a pattern is not a valid regular expression ({exc})"
+    if isinstance(exc, RecursionError):
+        return "its references loop forever"
+    if not hasattr(exc, "ref"):
+        return f"a $ref is malformed ({exc})"
+    return f"$ref {getattr(exc, 'ref', '?')!r} does not resolve inside it"
+
+
+def _unusable_schema(tool: Tool, call: ParsedCall, base: dict[str, Any], exc: Exception) -> Verdict:
+    """The verdict when the tool's own schema cannot be applied: fail closed, never crash."""
+    message = (
+        f"The arguments for {call.name!r} cannot be checked: the tool's input schema is broken "
+        f"({_schema_failure(exc)}). Do not retry this tool; report that it is misconfigured."
+    )
+    return Verdict(
+        False,
+        "invalid_arguments",
+        tool_id=tool.id,
+        path="$",
+        message=message,
+        arguments=call.arguments,
+        **base,
+    )
+
+
 def _check_arguments(tool: Tool, call: ParsedCall, base: dict[str, Any]) -> Verdict:
     from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
+    from referencing.exceptions import Unresolvable
 
-    error = best_match(_validator(tool).iter_errors(call.arguments))
+    try:
+        error = best_match(_validator(tool).iter_errors(call.arguments))
+    except (Unresolvable, re.error, RecursionError, ValueError) as exc:
+        # Catalog loading rejects such schemas, but Tool objects built in code and saved
+        # catalogs reopened without re-validation can still carry one.
+        return _unusable_schema(tool, call, base, exc)
     if error is None:
         return Verdict(True, tool_id=tool.id, arguments=call.arguments, **base)
     parts = list(error.absolute_path)

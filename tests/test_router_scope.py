@@ -1,0 +1,198 @@
+"""What reaches the model: pinned tools under the gate, query forms, exposed names, reopening."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolgate import InvalidInputError
+from toolgate.budget import Budget
+from toolgate.catalog import Catalog
+from toolgate.router import Router
+
+SERVERS: dict[str, Any] = {
+    "web": {
+        "tools": [
+            {"name": "search", "description": "Search the web for pages about a topic."},
+            {"name": "fetch_page", "description": "Download a web page by URL."},
+        ]
+    },
+    "docs": {
+        "tools": [
+            {"name": "search", "description": "Search the internal documentation."},
+            {"name": "open_doc", "description": "Open one documentation page."},
+        ]
+    },
+    "util": {
+        "tools": [
+            {
+                "name": "help",
+                "description": "Explain what the assistant can do.",
+                "x-toolgate": {"pinned": True},
+            },
+        ]
+    },
+    "admin": {
+        "tools": [
+            {
+                "name": "shutdown_cluster",
+                "description": "Shut down every node of the cluster.",
+                "x-toolgate": {"pinned": True, "requires": {"scopes": ["ops:root"]}},
+            },
+            {"name": "restart_node", "description": "Restart one node of the cluster."},
+        ]
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory: pytest.TempPathFactory) -> Router:
+    path = tmp_path_factory.mktemp("scope")
+    return Router.from_catalog(Catalog.load(SERVERS), path=path, cache=None)
+
+
+def test_a_gated_pinned_tool_is_neither_promoted_nor_accepted(router: Router) -> None:
+    result = router.route("shut down the cluster", top_k=3, deny=["util/*"])
+    assert "admin/shutdown_cluster" not in result.ids
+    assert "admin/shutdown_cluster" in [g.id for g in result.gated_out]
+    promotion = router.promote(result)
+    assert "admin/shutdown_cluster" not in promotion.active_ids
+    assert "util/help" not in promotion.active_ids
+    for name in ("shutdown_cluster", "help"):
+        assert router.verify({"name": name, "arguments": {}}, result).error == (
+            "tool_not_available"
+        )
+        assert not router.verify({"name": name, "arguments": {}}, promotion).ok
+
+
+def test_an_eligible_pinned_tool_is_promoted_and_accepted(router: Router) -> None:
+    result = router.route("shut down the cluster", top_k=3, state={"scopes": ["ops:root"]})
+    assert {"admin/shutdown_cluster", "util/help"} <= set(result.ids)
+    assert router.verify({"name": "shutdown_cluster", "arguments": {}}, result).ok
+    assert {"admin/shutdown_cluster", "util/help"} <= set(router.promote(result).active_ids)
+
+
+def test_a_blocked_promotion_accepts_no_call(router: Router) -> None:
+    promotion = router.promote(router.route("restart a node"), budget=Budget(max_tools=0))
+    assert promotion.decision.status == "block"
+    assert promotion.active_ids == ()
+    assert not router.verify({"name": "help", "arguments": {}}, promotion).ok
+
+
+def test_select_keeps_pinned_tools_and_counts_only_the_callers_scope(router: Router) -> None:
+    result = router.route("select:open_doc")
+    assert result.ids == ["docs/open_doc", "util/help"]
+    assert [t.reason for t in result] == ["selected", "pinned"]
+    assert result.n_out_of_scope == 0
+    denied = router.route("select:open_doc, fetch_page", deny=["docs/*"])
+    assert "docs/open_doc" not in denied.ids
+    assert denied.n_out_of_scope == 2
+    reasons = {g.id: g.reason for g in denied.gated_out}
+    assert reasons["docs/open_doc"] == "in the deny list"
+    assert reasons["admin/shutdown_cluster"] == "requires scope:ops:root"
+    outside = router.route("select:fetch_page", allow=["docs/*"])
+    assert outside.ids == []
+    assert ("web/fetch_page", "not in the allow list") in [
+        (g.id, g.reason) for g in outside.gated_out
+    ]
+
+
+def test_required_terms_filter_the_ranking_not_named_or_pinned_tools(router: Router) -> None:
+    result = router.route("+node restart it, or use fetch_page", top_k=5)
+    ranked = [t.id for t in result if t.reason == "ranked"]
+    assert ranked == ["admin/restart_node"]
+    assert {"web/fetch_page", "util/help"} <= set(result.ids)
+    assert result.n_out_of_scope == 0
+
+
+def test_numbers_after_a_plus_are_plain_text(router: Router) -> None:
+    result = router.route("send the page to +46701234567", top_k=2)
+    assert result.form == "text"
+    assert len(result.ids) >= 2
+
+
+def test_an_exposed_name_in_the_query_names_its_tool(router: Router, tmp_path: Path) -> None:
+    named = router.route("use web__search to find the release notes", top_k=1)
+    assert "web/search" in named.ids
+    assert next(t for t in named if t.id == "web/search").reason == "named"
+    router.save(tmp_path / "saved")
+    reopened = Router.open(tmp_path / "saved")
+    assert reopened.route("then DOCS__SEARCH, please.", top_k=1).ids[0] == "docs/search"
+
+
+def test_a_router_qualifying_every_name_reopens_with_the_same_names(tmp_path: Path) -> None:
+    catalog = Catalog.load(SERVERS, qualify="always")
+    Router.from_catalog(catalog, path=tmp_path / "q", cache=None)
+    reopened = Router.open(tmp_path / "q")
+    result = reopened.route("restart a node", top_k=2)
+    assert reopened.promote(result).active_ids
+    verdict = reopened.verify({"name": "admin__restart_node", "arguments": {}}, result)
+    assert verdict.ok
+    assert reopened.catalog["admin/restart_node"].exposed_name == "admin__restart_node"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda r: r.promote(["web/search"]), "expected the RouteResult"),
+        (lambda r: r.promote(None), "expected the RouteResult"),
+        (lambda r: r.promote(r.route("x"), budget={"max_tools": 1}), "budget must be"),
+    ],
+)
+def test_promote_names_bad_input(router: Router, call: Any, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        call(router)
+
+
+def test_history_reads_tool_results_of_every_provider() -> None:
+    from toolgate.history import history_texts
+
+    anthropic = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "revenue grew 12 percent"},
+            {
+                "type": "tool_result",
+                "tool_use_id": "t2",
+                "content": [{"type": "text", "text": "ok"}],
+            },
+        ],
+    }
+    gemini = {"role": "user", "parts": [{"text": "post the summary"}]}
+    gemini_result = {
+        "role": "function",
+        "parts": [{"functionResponse": {"name": "f", "response": {"rows": 42}}}],
+    }
+    texts = history_texts([gemini, gemini_result, anthropic], 3)
+    assert texts == ["revenue grew 12 percent ok", '{"rows": 42}', "post the summary"]
+    assert history_texts(iter(["a", "b"]), 1) == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"history": {"role": "user", "content": "x"}}, "history must be a list of turns"),
+        ({"state": {"scopes": 7}}, r"state\['scopes'\] must be a list"),
+        ({"threshold": True}, "threshold must be a finite number"),
+    ],
+)
+def test_route_names_bad_input(router: Router, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        router.route("restart a node", **kwargs)
+
+
+def test_route_takes_null_state_parts_and_huge_top_k(router: Router) -> None:
+    result = router.route("restart a node", state={"scopes": None}, top_k=2**64)
+    assert next(t.id for t in result if t.reason == "ranked") == "admin/restart_node"
+    assert len(result.ids) == 6  # every tool but the gated one
+    assert "admin/shutdown_cluster" not in result.ids
+
+
+def test_a_tool_recorded_by_id_meets_a_precondition_naming_it_bare() -> None:
+    from toolgate.state import State
+
+    items = set(State.coerce({"tools_run": ["gh/list_issues", "a/b/x"]}).items())
+    assert {"tool:gh/list_issues", "tool:list_issues", "tool:b/x", "tool:x"} <= items
+    assert "tool:gh" not in items
