@@ -122,7 +122,8 @@ pub fn normalize(scores: &[f32], normalizer: Normalizer) -> Result<Vec<f32>> {
     Ok(out)
 }
 
-fn check_finite(scores: &[f32], what: &str) -> Result<()> {
+/// `Ok` when every score is finite, else an error naming the first that is not.
+pub(crate) fn check_finite(scores: &[f32], what: &str) -> Result<()> {
     // A branch-free pass first (it vectorises); the position is searched only on failure.
     if scores.iter().fold(true, |ok, x| ok & x.is_finite()) {
         return Ok(());

@@ -87,6 +87,10 @@ pub fn route(
     if request.k == 0 {
         return Err(Error::invalid("k must be at least 1"));
     }
+    if let Some(threshold) = request.threshold.filter(|t| !t.is_finite()) {
+        // A NaN floor would compare false against every row and route nothing, silently.
+        return Err(Error::invalid(format!("threshold must be finite, got {threshold}")));
+    }
     if let Some(&row) = request.forced.iter().find(|&&row| row as usize >= n) {
         return Err(Error::invalid(format!("forced row {row} is out of range for {n} rows")));
     }
@@ -189,6 +193,8 @@ pub fn dense_signal<'d>(
             index.len()
         )));
     }
+    // The nearest rows are chosen by cosine, so a NaN would leave them undefined.
+    fusion::check_finite(cosine, "cosine")?;
     if clauses.is_empty() || weight == 0.0 || cosine.is_empty() {
         return Ok(Cow::Borrowed(cosine));
     }
@@ -335,6 +341,9 @@ mod tests {
         assert!(matches!(dense_signal(&index, &cosine, &clause, 0.0).unwrap(), Cow::Borrowed(_)));
         let err = dense_signal(&index, &cosine[1..], &clause, 0.5).unwrap_err().to_string();
         assert!(err.contains("cosines for an index of"), "{err}");
+        let nan = vec![f32::NAN; n];
+        let err = dense_signal(&index, &nan, &clause, 0.5).unwrap_err().to_string();
+        assert!(err.contains("cosine[0] is NaN"), "{err}");
     }
 
     #[test]
@@ -369,5 +378,9 @@ mod tests {
         assert!(route(&index, &small, &request(&vector, "x", &[]), &gate).is_err());
         let (index, bm25) = fixture(dir.path());
         assert!(route(&index, &bm25, &request(&vector, "x", &[9]), &gate).is_err());
+        let mut nan_floor = request(&vector, "x", &[]);
+        nan_floor.threshold = Some(f32::NAN);
+        let err = route(&index, &bm25, &nan_floor, &gate).unwrap_err().to_string();
+        assert!(err.contains("threshold must be finite"), "{err}");
     }
 }

@@ -433,6 +433,7 @@ def test_saving_into_a_missing_directory_fails_cleanly(small: Bm25, tmp_path: Pa
         ([{"description": "x"}], {}, r"docs\[0\] has no \"name\""),
         ([{"name": "a"}, {"name": "b", "params": "x"}], {}, r"docs\[1\] has unknown key"),
         ([{"name": 3}], {}, r"docs\[0\]\[\"name\"\] must be a str, got int"),
+        ([{"name": "a\udc80"}], {}, r"docs\[0\]\[\"name\"\] is not valid Unicode"),
         ([("a", "b", "c", "d", "e")], {}, "tuple of 5 items"),
         (["get_weather"], {}, r"docs\[0\] must be a dict or a tuple, got str"),
         ("get_weather", {}, "docs must be a sequence"),

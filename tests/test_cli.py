@@ -117,6 +117,26 @@ def test_stats_counts_the_catalog(
     assert all(count > 0 for count in report["full_schema_tokens"].values())
 
 
+def test_stats_reads_a_shared_log_still_being_written(
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    tiny_set: tuple[Path, Path],
+    tmp_path: Path,
+) -> None:
+    tools, _ = tiny_set
+    events = tmp_path / "events.log"
+    events.write_text(
+        'INFO toolgate.telemetry: {"kind": "route", "active": ["wx/get_weather"]}\n'
+        'INFO deployer: {"kind": "deployment", "service": "api"}\n'
+        'INFO toolgate.telemetry: {"kind": "route", "active": ["mail/se'
+    )
+    argv = ["stats", "--tools", str(tools), "--events", str(events), "--json"]
+    report = run_json(capsys, *argv)
+    assert report["usage"]["routed"] == {"wx/get_weather": 1}
+    assert f"{events}, line 3: not a toolgate event" in caplog.text
+    assert "skipped: the last line" in caplog.text
+
+
 def test_errors_exit_2_with_the_reason(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"server": "s", "description": "no name"}\n')

@@ -241,6 +241,79 @@ def test_edited_tokenizer_is_caught(prepared: Path, tmp_path: Path) -> None:
         models.load("fp32", home=home)
 
 
+def _edit_stamp(home: Path, edit: Any) -> None:
+    path = models.model_dir(home) / "stamp.json"
+    stamp = json.loads(path.read_text())
+    edit(stamp)
+    path.write_text(json.dumps(stamp))
+
+
+@pytest.mark.parametrize("key", ["file", "sha256"])
+def test_stamp_entry_without_a_field_is_a_model_error(
+    prepared: Path, tmp_path: Path, key: str
+) -> None:
+    home = _copy_home(prepared, tmp_path)
+    _edit_stamp(home, lambda stamp: stamp["artifacts"]["int8"].pop(key))
+    message = r"stamp\.json: artifacts\.int8 must have a 'file' name and a 'sha256'"
+    for precision in ("int8", "fp32"):
+        with pytest.raises(ModelError, match=message):
+            models.load(precision, home=home)
+    assert not models._cache_is_sound(models.model_dir(home))  # so ensure rebuilds it
+
+
+@pytest.mark.parametrize("name", ["model-fp32.onnx", "tokenizer.json"])
+def test_directory_in_place_of_a_file_is_a_model_error(
+    prepared: Path, tmp_path: Path, name: str
+) -> None:
+    home = _copy_home(prepared, tmp_path)
+    victim = models.model_dir(home) / name
+    victim.unlink()
+    victim.mkdir()
+    with pytest.raises(ModelError, match=rf"{re.escape(str(victim))} cannot be read .*remove"):
+        models.load("fp32", home=home)
+    assert not models._cache_is_sound(models.model_dir(home))
+
+
+def test_ensure_cannot_write_over_a_directory(tmp_path: Path) -> None:
+    target = tmp_path / "model-fp32.onnx"
+    target.mkdir()
+    with pytest.raises(ModelError, match=rf"cannot write {re.escape(str(target))} "):
+        models._atomic_write(target, b"bytes")
+    assert list(tmp_path.iterdir()) == [target]  # no temporary file left behind
+
+
+def _tamper(home: Path, precision: str, toolchain: dict[str, Any]) -> None:
+    """Flip a weight bit and record the new hash in the stamp, as a careful forger would."""
+    victim = models.model_dir(home) / f"model-{precision}.onnx"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.unlink()
+    victim.write_bytes(bytes(data))
+
+    def edit(stamp: dict[str, Any]) -> None:
+        stamp["artifacts"][precision]["sha256"] = models.sha256_hex(bytes(data))
+        stamp["toolchain"] = toolchain
+
+    _edit_stamp(home, edit)
+
+
+def test_model_and_stamp_edited_together_fail_the_manifest(prepared: Path, tmp_path: Path) -> None:
+    home = _copy_home(prepared, tmp_path)
+    _tamper(home, "fp32", models.manifest()["toolchain"])
+    published = models.manifest()["artifacts"]["fp32"]["sha256"]
+    with pytest.raises(ModelChecksumError, match=rf"stamp\.json: .*expects {published}"):
+        models.load("fp32", home=home)
+    assert not models._cache_is_sound(models.model_dir(home))
+    models.load("int8", home=home)
+
+
+def test_another_toolchain_may_record_its_own_bytes(prepared: Path, tmp_path: Path) -> None:
+    """ensure accepts differing bytes from other onnx versions; load must accept them too."""
+    home = _copy_home(prepared, tmp_path)
+    _tamper(home, "fp32", {**models.manifest()["toolchain"], "onnx": "0.0.0-other"})
+    models.load("fp32", home=home)
+
+
 def test_ensure_is_a_no_op_when_sound(prepared: Path) -> None:
     before = {p.name: p.stat().st_mtime_ns for p in prepared.iterdir()}
     assert models.ensure() == prepared

@@ -268,6 +268,8 @@ def test_dense_signal_names_bad_input(router: Router) -> None:
         _toolgate.dense_signal(index, cosine[1:], clauses, 1.0)
     with pytest.raises(InvalidInputError, match="clause_weight"):
         _toolgate.dense_signal(index, cosine, clauses, float("nan"))
+    with pytest.raises(InvalidInputError, match=r"cosine\[0\] is NaN"):
+        _toolgate.dense_signal(index, np.full_like(cosine, np.nan), clauses, 1.0)
 
 
 def test_clause_weight_zero_or_an_embedder_without_token_states_leaves_the_cosine(

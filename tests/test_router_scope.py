@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolgate import InvalidInputError
+from toolgate import IndexFormatError, InvalidInputError
 from toolgate.budget import Budget
 from toolgate.catalog import Catalog
-from toolgate.router import Router
+from toolgate.router import Router, RouterConfig
 
 SERVERS: dict[str, Any] = {
     "web": {
@@ -196,3 +198,79 @@ def test_a_tool_recorded_by_id_meets_a_precondition_naming_it_bare() -> None:
     items = set(State.coerce({"tools_run": ["gh/list_issues", "a/b/x"]}).items())
     assert {"tool:gh/list_issues", "tool:list_issues", "tool:b/x", "tool:x"} <= items
     assert "tool:gh" not in items
+
+
+def test_files_of_another_save_are_refused_at_open(router: Router, tmp_path: Path) -> None:
+    # A second router over the same ids in another order: same row count, other rows.
+    reordered = Catalog.load(dict(reversed(list(SERVERS.items()))))
+    other = Router.from_catalog(reordered, path=tmp_path / "other", cache=None)
+    for name in ("matrix.tgm", "bm25.tgb"):
+        router.save(tmp_path / name)
+        shutil.copy(tmp_path / "other" / name, tmp_path / name / name)
+        with pytest.raises(IndexFormatError, match=f"{name} is not the file router.json"):
+            Router.open(tmp_path / name)
+    assert (
+        Router.open(tmp_path / "other").route("restart a node").ids
+        == other.route("restart a node").ids
+    )
+
+
+def test_a_missing_index_file_is_an_index_format_error(router: Router, tmp_path: Path) -> None:
+    router.save(tmp_path / "r")
+    (tmp_path / "r" / "bm25.tgb").unlink()
+    with pytest.raises(IndexFormatError, match=r"bm25\.tgb: cannot read"):
+        Router.open(tmp_path / "r")
+    manifest = tmp_path / "r" / "router.json"
+    data = json.loads(manifest.read_text())
+    del data["files"]  # a manifest written before fingerprints
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(IndexFormatError, match=r"bm25\.tgb: cannot read"):
+        Router.open(tmp_path / "r")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("pinned", [-1], "row -1 is not one of the 7 rows"),
+        ("pinned", ["x"], "row 'x' is not one of"),
+        ("exposed", [[9, "x"]], "row 9 is not one of"),
+        ("config", {"history_turns": -1}, "history_turns must be an integer >= 0"),
+    ],
+)
+def test_a_tampered_manifest_is_named(
+    router: Router, tmp_path: Path, field: str, value: Any, message: str
+) -> None:
+    router.save(tmp_path / "r")
+    manifest = tmp_path / "r" / "router.json"
+    data = json.loads(manifest.read_text())
+    data[field] = {**data[field], **value} if isinstance(value, dict) else value
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(IndexFormatError, match=message):
+        Router.open(tmp_path / "r")
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"history_turns": -1}, "history_turns must be an integer >= 0"),
+        ({"fusion_top": 0}, "fusion_top must be an integer >= 1"),
+        ({"top_k": True}, "top_k must be an integer >= 1"),
+        ({"bm25_weights": (1.0,)}, "bm25_weights must be 4 finite numbers"),
+        ({"bm25_weights": (1.0, 1.0, float("nan"), 1.0)}, "bm25_weights must be 4"),
+        ({"bm25_k1": 0.0}, "bm25_k1 must be a finite number > 0"),
+        ({"bm25_b": 1.5}, r"bm25_b must be in \[0, 1\]"),
+        ({"fusion": "softmax"}, "fusion must be"),
+    ],
+)
+def test_router_config_names_bad_settings(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        RouterConfig(**settings)
+    assert RouterConfig(fusion="raw+minmax").fusion == "raw+minmax"
+
+
+def test_telemetry_must_be_a_telemetry_hub(router: Router, tmp_path: Path) -> None:
+    from toolgate.telemetry import MemorySink
+
+    router.save(tmp_path / "r")
+    with pytest.raises(InvalidInputError, match=r"telemetry must be a toolgate\.Telemetry"):
+        Router.open(tmp_path / "r", telemetry=[MemorySink()])  # type: ignore[arg-type]

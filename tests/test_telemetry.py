@@ -7,8 +7,9 @@ import json
 import logging
 import sys
 import threading
+import tracemalloc
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError
 from toolgate.promote import promote_tools
 from toolgate.telemetry import (
+    Event,
     JsonLogSink,
     MemorySink,
     OpenTelemetrySink,
@@ -27,6 +29,7 @@ from toolgate.telemetry import (
     Telemetry,
     UsageStats,
     VerifyEvent,
+    as_telemetry,
     event_from_dict,
     hash_query,
 )
@@ -258,8 +261,118 @@ def test_usage_stats_replay_a_json_log(catalog: Catalog, tmp_path: Path) -> None
     log.write_text('INFO {"kind": "route", "active": [\n')
     with pytest.raises(InvalidInputError, match=r"events.log, line 1: not a toolgate event"):
         UsageStats.from_log(log, catalog)
-    log.write_text('{"kind": "teleport"}\n')
-    with pytest.raises(InvalidInputError, match="unknown event kind 'teleport'"):
+    log.write_text('INFO toolgate.telemetry: {"kind": "teleport"}\n')
+    with pytest.raises(InvalidInputError, match=r"line 1: .*unknown event kind 'teleport'"):
         UsageStats.from_log(log, catalog)
     with pytest.raises(InvalidInputError, match="cannot read telemetry log"):
         UsageStats.from_log(tmp_path / "absent.log")
+
+
+def _log_lines(*events: Event) -> list[str]:
+    return [f"2026-01-01 INFO toolgate.telemetry: {e.to_json()}" for e in events]
+
+
+def test_replay_skips_a_half_written_last_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = tmp_path / "events.log"
+    complete = _log_lines(RouteEvent(turn_id="t1", active=("s/a",)))
+    half = _log_lines(RouteEvent(turn_id="t2", active=("s/b",)))[0][:-12]
+    log.write_text("\n".join([*complete, half]))
+    with caplog.at_level(logging.WARNING, logger="toolgate.telemetry"):
+        stats = UsageStats.from_log(log)
+    assert stats.routed == {"s/a": 1}
+    assert f"{log}, line 2: not a toolgate event" in caplog.text
+    assert "skipped: the last line, still being written" in caplog.text
+    # A writer cut off inside a multi-byte character leaves a tail that is not even UTF-8.
+    log.write_bytes(
+        "\n".join(complete).encode() + '\nINFO {"kind": "route", "q": "caf\u00e9'.encode()[:-1]
+    )
+    assert UsageStats.from_log(log).routed == {"s/a": 1}
+    # The same line followed by more is a corrupt log, not a live one.
+    log.write_text("\n".join([*complete, half, *complete]) + "\n")
+    with pytest.raises(InvalidInputError, match=r"events.log, line 2: not a toolgate event"):
+        UsageStats.from_log(log)
+
+
+def test_replay_ignores_json_lines_of_other_programs(tmp_path: Path) -> None:
+    log = tmp_path / "events.log"
+    lines = [
+        '2026-01-01 INFO deployer: {"kind": "deployment", "service": "api", "replicas": 3}',
+        '{"kind": 7, "note": "a kind that is not even a string"}',
+        '{"level": "info", "meta": {"kind": "route"}}',
+        *_log_lines(VerifyEvent(turn_id="t1", name="a", tool_id="s/a", ok=True)),
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    assert UsageStats.from_log(log).called == {"s/a": 1}
+    # A line marked as toolgate's stays an error, whatever its kind.
+    log.write_text('INFO toolgate.telemetry: {"kind": "deployment"}\n')
+    with pytest.raises(InvalidInputError, match=r"line 1: .*unknown event kind 'deployment'"):
+        UsageStats.from_log(log)
+
+
+def test_replay_reads_events_attached_by_a_json_formatter(tmp_path: Path) -> None:
+    event = RouteEvent(turn_id="t1", active=("s/a",))
+    record = {"name": "toolgate.telemetry", "message": event.to_json()}
+    log = tmp_path / "events.log"
+    log.write_text(json.dumps({**record, "toolgate_event": event.to_dict()}) + "\n")
+    assert UsageStats.from_log(log).routed == {"s/a": 1}
+    broken = {**event.to_dict(), "active": "s/a"}
+    log.write_text(json.dumps({**record, "toolgate_event": broken}) + "\n")
+    with pytest.raises(InvalidInputError, match=r"line 1: not a toolgate event .*'active'"):
+        UsageStats.from_log(log)
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ("1" + "0" * 5000, "integer string conversion"),
+    ],
+    ids=["deep", "long-integer"],
+)
+def test_replay_reports_json_python_cannot_hold(tmp_path: Path, value: str, reason: str) -> None:
+    log = tmp_path / "events.log"
+    log.write_text(f'{{"kind": "route", "scores": {value}}}\n')
+    with pytest.raises(InvalidInputError, match=f"line 1: not a toolgate event .*{reason}"):
+        UsageStats.from_log(log)
+
+
+def test_last_times_are_the_latest_not_the_last_seen(tmp_path: Path) -> None:
+    events = [
+        RouteEvent(turn_id="late", timestamp=2000.0, active=("s/a",)),
+        PromoteEvent(turn_id="late", timestamp=2000.0, active=("s/a",)),
+        VerifyEvent(turn_id="late", timestamp=2000.0, name="a", tool_id="s/a", ok=True),
+    ]
+    early = [replace(e, turn_id="early", timestamp=1000.0) for e in events]
+    log = tmp_path / "merged.log"
+    log.write_text("\n".join(_log_lines(*events, *early)) + "\n")
+    stats = UsageStats.from_log(log, ["s/a", "s/b"])
+    report = stats.pruning_report(window_s=500, now=2100.0)
+    assert report["not_routed"] == ["s/b"]
+    assert report["not_called"] == ["s/b"]
+    assert stats.last_routed == stats.last_loaded == stats.last_called == {"s/a": 2000.0}
+
+
+def test_replay_streams_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "big.log"
+    noise = "2026-01-01 12:00:00 INFO app: request served in 3 ms path=/health status=200\n"
+    event = _log_lines(RouteEvent(turn_id="t1", active=("s/a",)))[0] + "\n"
+    log.write_text((noise * 1000 + event) * 100)  # about 8 MB
+    tracemalloc.start()
+    try:
+        stats = UsageStats.from_log(log)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert stats.routed == {"s/a": 100}
+    assert peak < 1_000_000
+
+
+def test_as_telemetry_rejects_sinks_passed_bare() -> None:
+    hub = Telemetry([MemorySink()])
+    assert as_telemetry(hub) is hub
+    assert as_telemetry(None) is None
+    for wrong, name in ([MemorySink()], "list"), (MemorySink(), "MemorySink"):
+        with pytest.raises(InvalidInputError, match=rf"e.g. Telemetry\(\[sink\]\), got {name}$"):
+            as_telemetry(wrong)

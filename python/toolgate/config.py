@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -77,13 +78,33 @@ class RouterConfig:
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
 
     def __post_init__(self) -> None:
-        if self.top_k < 1:
-            raise InvalidInputError(f"top_k must be >= 1, got {self.top_k}")
+        for name in ("top_k", "fusion_top"):
+            _check_count(name, getattr(self, name), minimum=1)
+        _check_count("history_turns", self.history_turns, minimum=0)
+        if not (isinstance(self.fusion, str) and _FUSION_METHOD.fullmatch(self.fusion)):
+            raise InvalidInputError(
+                'fusion must be "minmax", "divmax", "rrf" or "<dense>+<sparse>" with each side '
+                f"raw, minmax or divmax (as _toolgate.fuse takes), got {self.fusion!r}"
+            )
+        if not (_finite(self.bm25_k1) and self.bm25_k1 > 0.0):
+            raise InvalidInputError(f"bm25_k1 must be a finite number > 0, got {self.bm25_k1}")
+        if not (_finite(self.bm25_b) and 0.0 <= self.bm25_b <= 1.0):
+            raise InvalidInputError(f"bm25_b must be in [0, 1], got {self.bm25_b}")
+        weights = self.bm25_weights
+        if not (
+            isinstance(weights, tuple)
+            and len(weights) == 4
+            and all(_finite(w) and w >= 0.0 for w in weights)
+        ):
+            raise InvalidInputError(
+                "bm25_weights must be 4 finite numbers >= 0 (name, description, parameter "
+                f"text, server), got {weights!r}"
+            )
         if not 0.0 <= self.alpha <= 1.0:
             raise InvalidInputError(f"alpha must be in [0, 1], got {self.alpha}")
         if not 0.0 <= self.history_decay <= 1.0:
             raise InvalidInputError(f"history_decay must be in [0, 1], got {self.history_decay}")
-        if not (math.isfinite(self.clause_weight) and self.clause_weight >= 0.0):
+        if not (_finite(self.clause_weight) and self.clause_weight >= 0.0):
             raise InvalidInputError(
                 f"clause_weight must be a finite number >= 0, got {self.clause_weight}"
             )
@@ -93,3 +114,17 @@ class RouterConfig:
             raise InvalidInputError(
                 f"index_dtype must be 'f32', 'int8' or 'bf16', got {self.index_dtype!r}"
             )
+
+
+# The methods ``_toolgate.fuse`` takes (rust/py/text.rs, parse_method): checked here so a bad
+# one fails when the config is made, not at the first route.
+_FUSION_METHOD = re.compile(r"minmax|divmax|rrf|(?:raw|minmax|divmax)\+(?:raw|minmax|divmax)")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_count(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}")

@@ -68,7 +68,9 @@ class Embedder:
             is best for a server that already handles requests in parallel.
         batch_size: texts per ONNX Runtime call when embedding many with fp32.
         cache: an :class:`~toolgate.embed_cache.EmbeddingCache`, a path for one, ``True`` for
-            ``$TOOLGATE_HOME/embeddings.sqlite3``, or ``None`` for no persistent cache.
+            ``$TOOLGATE_HOME/embeddings.sqlite3``, or ``None`` for no persistent cache. A cache
+            file that cannot be used only emits a :class:`~toolgate.embed_cache.CacheWarning`:
+            embedding goes on without it.
         progress: show a tqdm bar; ``None`` shows one for jobs of more than 512 texts.
         home: model cache root (default ``$TOOLGATE_HOME`` or ``~/.cache/toolgate``).
 
@@ -298,7 +300,11 @@ def _make_session(onnx_bytes: bytes, threads: int) -> Any:
 def resolve_cache(
     cache: EmbeddingCache | str | Path | bool | None, home: Path | None
 ) -> EmbeddingCache | None:
-    """An :class:`EmbeddingCache` from the forms ``Embedder(cache=...)`` accepts, or ``None``."""
+    """An :class:`EmbeddingCache` from the forms ``Embedder(cache=...)`` accepts, or ``None``.
+
+    A file that cannot be opened (read-only folder, damaged or foreign file) still yields a
+    cache: an empty one, after a :class:`~toolgate.embed_cache.CacheWarning`.
+    """
     if cache is None or cache is False:
         return None
     # sqlite3 is imported only by callers that want the persistent cache.

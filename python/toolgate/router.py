@@ -40,6 +40,7 @@ from toolgate.router_store import (
     MATRIX,
     CatalogOutline,
     SavedRouter,
+    check_files,
     copy_atomic,
     load_saved_catalog,
     read_manifest,
@@ -48,6 +49,7 @@ from toolgate.router_store import (
 )
 from toolgate.scopes import ScopeMatcher
 from toolgate.state import FlagVocabulary, State
+from toolgate.telemetry import Telemetry, as_telemetry
 from toolgate.tool import Tool
 from toolgate.tool_text import bm25_document, embedding_views
 
@@ -55,7 +57,6 @@ if TYPE_CHECKING:
     from toolgate.embed import Embedder
     from toolgate.embed_cache import EmbeddingCache
     from toolgate.promote import Budget, Promotion
-    from toolgate.telemetry import Telemetry
     from toolgate.verify import Verdict
 
 __all__ = ["DEFAULT", "Router", "RouterConfig"]
@@ -116,7 +117,7 @@ class Router:
                 f"the catalog ({len(outline.ids)} tools)"
             )
         self.config = config
-        self.telemetry = telemetry
+        self.telemetry = as_telemetry(telemetry)
         if hasattr(embedder, "embed"):
             self._embedder: Lazy[Embedder] = Lazy(embedder)  # type: ignore[arg-type]
         else:
@@ -210,6 +211,7 @@ class Router:
         so re-indexing a changed catalog embeds only the tools that changed. ``telemetry``
         receives an event for every route, promote and verify.
         """
+        as_telemetry(telemetry)  # before embedding, the slow part
         config = config or RouterConfig()
         embedder = embedder or _default_embedder(config.precision)
         vectors = _embed_tools(embedder, embedding_views(catalog), _open_cache(cache))
@@ -316,7 +318,14 @@ class Router:
         """
         directory = Path(path)
         saved = read_manifest(directory)
-        index = _toolgate.Index.open(directory / MATRIX, expected_dim=_EMBEDDING_DIM)
+        check_files(directory, saved)
+        try:
+            index = _toolgate.Index.open(directory / MATRIX, expected_dim=_EMBEDDING_DIM)
+            bm25 = _toolgate.Bm25.load(directory / BM25)
+        except OSError as exc:  # missing, or a directory in a file's place
+            raise IndexFormatError(
+                f"{exc.filename or directory}: cannot read: {exc.strerror}"
+            ) from None
         if index.model_id != saved.model_id:
             raise IndexFormatError(
                 f"{directory / MATRIX}: embedded with {index.model_id!r}, "
@@ -327,7 +336,7 @@ class Router:
             catalog=lambda: load_saved_catalog(directory / CATALOG, saved.outline),
             outline=saved.outline,
             index=index,
-            bm25=_toolgate.Bm25.load(directory / BM25),
+            bm25=bm25,
             embedder=embedder or (lambda: _default_embedder(config.precision)),
             config=config,
             vocabulary=FlagVocabulary(saved.flags),

@@ -1,22 +1,29 @@
 """A router's directory on disk: the matrix, the BM25 index, the catalog and a manifest.
 
-Every file is written atomically (temporary file, fsync, rename) and the manifest last, so a
-directory with a manifest is complete. The manifest carries what routing needs (tool ids,
-pinned rows, flag names, catalog version, config), so a router reopens without parsing the
-full catalog, which loads only when promote or verify first need it.
+Every file is written atomically (temporary file, fsync, rename) and the manifest last. The
+manifest carries what routing needs (tool ids, pinned rows, flag names, catalog version,
+config), so a router reopens without parsing the full catalog, which loads only when promote
+or verify first need it. It also carries a fingerprint of the matrix and BM25 files it was
+written with (and the catalog its version): a save over an existing router that failed half
+way, or two saves racing into one directory, can leave files of different saves side by side,
+and opening them must fail rather than route with one catalog's vectors under another's ids.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from toolgate.catalog import Catalog
 from toolgate.config import RouterConfig
-from toolgate.errors import CatalogError, IndexFormatError
+from toolgate.errors import CatalogError, IndexFormatError, InvalidInputError
 
 __all__ = [
     "BM25",
@@ -26,7 +33,9 @@ __all__ = [
     "MATRIX",
     "CatalogOutline",
     "SavedRouter",
+    "check_files",
     "copy_atomic",
+    "fingerprint",
     "load_saved_catalog",
     "read_manifest",
     "renamed_rows",
@@ -72,12 +81,42 @@ def renamed_rows(catalog: Catalog) -> tuple[tuple[int, str], ...]:
 
 @dataclass(frozen=True)
 class SavedRouter:
-    """The manifest of a saved router."""
+    """The manifest of a saved router; ``files`` maps file names to :func:`fingerprint`
+    (empty when read from a manifest that predates them)."""
 
     config: RouterConfig
     outline: CatalogOutline
     flags: tuple[str, ...]
     model_id: str
+    files: dict[str, str] = field(default_factory=dict)
+
+
+# Both index formats keep the checksum of their payload in their header (matrix_file.rs,
+# bm25/file.rs), so the first bytes and the size identify a file's content without reading it.
+_FINGERPRINT_BYTES = 4096
+
+
+def fingerprint(path: Path) -> str:
+    """A short digest of ``path``'s leading bytes and size: which save wrote it."""
+    with path.open("rb") as handle:
+        head = handle.read(_FINGERPRINT_BYTES)
+        size = os.fstat(handle.fileno()).st_size
+    return hashlib.sha256(head + size.to_bytes(8, "little")).hexdigest()[:32]
+
+
+def check_files(directory: Path, saved: SavedRouter) -> None:
+    """Raise :class:`IndexFormatError` unless the directory holds the files ``saved`` names."""
+    for name, expected in saved.files.items():
+        path = directory / name
+        try:
+            found = fingerprint(path)
+        except OSError as exc:
+            raise IndexFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if found != expected:
+            raise IndexFormatError(
+                f"{path} is not the file {MANIFEST} was written with (an interrupted or "
+                "concurrent save?); save the router again or rebuild it with 'toolgate index'"
+            )
 
 
 def read_manifest(directory: Path) -> SavedRouter:
@@ -99,18 +138,31 @@ def read_manifest(directory: Path) -> SavedRouter:
     try:
         settings = dict(manifest["config"])
         settings["bm25_weights"] = tuple(settings["bm25_weights"])
+        ids = tuple(str(i) for i in manifest["ids"])
         exposed = manifest.get("exposed")
         outline = CatalogOutline(
-            tuple(manifest["ids"]),
-            tuple(manifest["pinned"]),
+            ids,
+            tuple(_row(r, len(ids)) for r in manifest["pinned"]),
             str(manifest["catalog_version"]),
-            None if exposed is None else tuple((int(r), str(n)) for r, n in exposed),
+            None if exposed is None else tuple((_row(r, len(ids)), str(n)) for r, n in exposed),
         )
+        files = {str(name): str(digest) for name, digest in manifest.get("files", {}).items()}
         return SavedRouter(
-            RouterConfig(**settings), outline, tuple(manifest["flags"]), str(manifest["model_id"])
+            RouterConfig(**settings),
+            outline,
+            tuple(manifest["flags"]),
+            str(manifest["model_id"]),
+            files,
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise IndexFormatError(f"{path}: malformed manifest: {exc!r}") from None
+    except (KeyError, TypeError, ValueError, InvalidInputError) as exc:
+        raise IndexFormatError(f"{path}: malformed manifest: {exc}") from None
+
+
+def _row(value: object, n: int) -> int:
+    """A row number from the manifest, checked against the ``n`` rows it describes."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
+        raise ValueError(f"row {value!r} is not one of the {n} rows")
+    return value
 
 
 def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRouter) -> None:
@@ -127,6 +179,7 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
         "ids": list(saved.outline.ids),
         "pinned": list(saved.outline.pinned),
         "exposed": [list(item) for item in renamed_rows(catalog)],
+        "files": {name: fingerprint(directory / name) for name in (MATRIX, BM25)},
     }
     _write_atomic(directory / MANIFEST, json.dumps(manifest, indent=1))
 
@@ -149,23 +202,28 @@ def load_saved_catalog(path: Path, outline: CatalogOutline) -> Catalog:
     return catalog
 
 
+def _replace_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` through a temporary file beside it, fsync'd, then renamed over it."""
+    # A unique name per call: two threads (or processes) saving at once must not share one.
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    _replace_atomically(path, lambda out: out.write(text.encode("utf-8")))
 
 
 def copy_atomic(source: Path, target: Path) -> None:
     """Copy ``source`` over ``target`` through a temporary file and a rename."""
     if source.resolve() == target.resolve():
         return
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with source.open("rb") as src, tmp.open("wb") as dst:
-        while chunk := src.read(1 << 20):
-            dst.write(chunk)
-        dst.flush()
-        os.fsync(dst.fileno())
-    os.replace(tmp, target)
+    with source.open("rb") as src:
+        _replace_atomically(target, lambda out: shutil.copyfileobj(src, out, 1 << 20))

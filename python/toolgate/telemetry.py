@@ -29,7 +29,7 @@ import time
 import types
 import typing
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -47,6 +47,7 @@ __all__ = [
     "Telemetry",
     "UsageStats",
     "VerifyEvent",
+    "as_telemetry",
     "default_sinks",
     "event_from_dict",
     "hash_query",
@@ -357,6 +358,24 @@ class Telemetry:
         return event
 
 
+def as_telemetry(value: object) -> Telemetry | None:
+    """Check a ``telemetry=`` argument: ``None`` or a :class:`Telemetry`, returned unchanged.
+
+    A bare sink or a list of sinks is the likely mistake; accepted as is, it would fail only
+    later, on every route, far from the call that passed it.
+
+    >>> hub = Telemetry([MemorySink()])
+    >>> as_telemetry(hub) is hub
+    True
+    """
+    if value is None or isinstance(value, Telemetry):
+        return value
+    raise InvalidInputError(
+        "telemetry must be a toolgate.Telemetry, e.g. Telemetry([sink]), "
+        f"got {type(value).__name__}"
+    )
+
+
 class UsageStats:
     """Per-tool usage gathered from events: a sink, and the Pruner's evidence.
 
@@ -382,30 +401,16 @@ class UsageStats:
     def from_log(cls, path: str | os.PathLike[str], registry: Any = ()) -> UsageStats:
         """Replay a :class:`JsonLogSink` log (one JSON event per line, any prefix before it).
 
-        ``registry`` is a catalog (anything with ``ids``) or an iterable of tool ids. Lines
-        that hold no toolgate event are ignored; an event line that does not parse is an
-        :class:`InvalidInputError` naming the line.
+        ``registry`` is a catalog (anything with ``ids``) or an iterable of tool ids. The log
+        is read one line at a time, so its size does not matter. Lines that hold no toolgate
+        event, such as another program's JSON with a ``kind`` of its own, are ignored; an
+        event line that does not parse is an :class:`InvalidInputError` naming the line. A
+        last line with no newline that does not parse is a log still being written: it is
+        skipped, with a warning on the ``toolgate.telemetry`` logger.
         """
         ids = getattr(registry, "ids", registry)
         stats = cls(ids)
-        try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise InvalidInputError(f"cannot read telemetry log {path}: {exc}") from exc
-        except UnicodeDecodeError as exc:
-            bad_line = exc.object[: exc.start].count(b"\n") + 1
-            byte = exc.object[exc.start]
-            message = f"{path}, line {bad_line}: not UTF-8 (byte {byte:#04x})"
-            raise InvalidInputError(message) from None
-        for number, line in enumerate(lines, start=1):
-            start = line.find("{")
-            if start < 0 or '"kind"' not in line:
-                continue
-            try:
-                event = event_from_dict(json.loads(line[start:]))
-            except (json.JSONDecodeError, TypeError, InvalidInputError) as exc:
-                message = f"{path}, line {number}: not a toolgate event ({exc})"
-                raise InvalidInputError(message) from None
+        for event in _read_log(Path(path)):
             stats.emit(event)
         return stats
 
@@ -415,19 +420,18 @@ class UsageStats:
             if event.turn_id:
                 self.turns.add(event.turn_id)
             if isinstance(event, RouteEvent):
-                for tool_id in event.active:
-                    self.routed[tool_id] += 1
-                    self.last_routed[tool_id] = event.timestamp
+                self.routed.update(event.active)
+                _keep_latest(self.last_routed, event.active, event.timestamp)
             elif isinstance(event, PromoteEvent):
                 self.loaded.update(event.active)
-                self.last_loaded.update(dict.fromkeys(event.active, event.timestamp))
+                _keep_latest(self.last_loaded, event.active, event.timestamp)
             elif isinstance(event, VerifyEvent):
                 self._count_call(event)
 
     def _count_call(self, event: VerifyEvent) -> None:
         if event.ok and event.tool_id:
             self.called[event.tool_id] += 1
-            self.last_called[event.tool_id] = event.timestamp
+            _keep_latest(self.last_called, (event.tool_id,), event.timestamp)
         elif event.error == "tool_not_available" and event.tool_id:
             self.misses[event.tool_id] += 1
         elif event.error == "invalid_arguments" and event.tool_id:
@@ -505,3 +509,85 @@ class UsageStats:
                 "called": self.called.most_common(top),
                 "routing_misses": self.misses.most_common(top),
             }
+
+
+def _keep_latest(last: dict[str, float], tool_ids: Iterable[str], timestamp: float) -> None:
+    """Record ``timestamp`` for each tool unless a later one is already there.
+
+    Events do not arrive in time order: logs merged from several processes, or sinks fed
+    from several threads, so the last event seen is not always the latest.
+    """
+    for tool_id in tool_ids:
+        if timestamp > last.get(tool_id, float("-inf")):
+            last[tool_id] = timestamp
+
+
+def _read_log(path: Path) -> Iterator[Event]:
+    """The toolgate events in the log at ``path``, read one line at a time."""
+    try:
+        with path.open("rb") as log:
+            for number, raw in enumerate(log, start=1):
+                where = f"{path}, line {number}"
+                try:
+                    found = _json_in_line(raw, where)
+                except InvalidInputError as exc:
+                    # Only the last line can lack its newline, and then the writer may still
+                    # be on it: a live log is worth reading up to there.
+                    if raw.endswith(b"\n"):
+                        raise
+                    _log.warning("%s; skipped: the last line, still being written", exc)
+                    continue
+                data = None if found is None else _toolgate_event(*found)
+                if data is not None:
+                    yield _event_at(data, where)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read telemetry log {path}: {exc}") from exc
+
+
+def _json_in_line(raw: bytes, where: str) -> tuple[str, dict[str, Any]] | None:
+    """The text before a log line's JSON object and the object; None if it has none.
+
+    Raises :class:`InvalidInputError` naming ``where`` for a line that is not UTF-8 or whose
+    object does not parse.
+    """
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{where}: not UTF-8 (byte {raw[exc.start]:#04x})") from None
+    start = line.find("{")
+    if start < 0 or '"kind"' not in line:
+        return None
+    try:
+        data = json.loads(line[start:])
+    except RecursionError:
+        raise InvalidInputError(f"{where}: not a toolgate event (JSON nested too deeply)") from None
+    except ValueError as exc:
+        # JSONDecodeError, and plain ValueError for an integer too long to convert.
+        raise InvalidInputError(f"{where}: not a toolgate event ({exc})") from None
+    return line[:start], data
+
+
+def _toolgate_event(prefix: str, data: dict[str, Any]) -> Mapping[str, Any] | None:
+    """The event dict a parsed log line holds, or None when the line is another program's.
+
+    Other programs may log JSON with a ``kind`` of their own into the same file, so a line is
+    toolgate's when its ``kind`` is a toolgate event kind, or when it carries a toolgate mark:
+    the ``toolgate_event`` field that :class:`JsonLogSink` attaches to each record (written by
+    JSON log formatters), or this module's logger name before the JSON (plain formatters).
+    A marked line with an unknown kind is then reported, not silently dropped.
+    """
+    attached = data.get("toolgate_event")
+    if isinstance(attached, dict):
+        return attached
+    kind = data.get("kind")
+    if (isinstance(kind, str) and kind in _EVENT_TYPES) or _log.name in prefix:
+        return data
+    return None
+
+
+def _event_at(data: Mapping[str, Any], where: str) -> Event:
+    """:func:`event_from_dict`, with errors naming the log line ``where``."""
+    try:
+        return event_from_dict(data)
+    except (TypeError, InvalidInputError) as exc:
+        raise InvalidInputError(f"{where}: not a toolgate event ({exc})") from None

@@ -42,8 +42,14 @@ const DOC_FIELDS: [&str; 4] = ["name", "description", "param_text", "server"];
 fn extract_document(item: &Bound<'_, PyAny>, row: usize) -> PyResult<ToolDocument> {
     let mut fields: [Option<String>; 4] = Default::default();
     let field_value = |value: &Bound<'_, PyAny>, field: &str| -> PyResult<String> {
-        value.extract::<String>().map_err(|_| {
-            invalid(format!("docs[{row}][{field:?}] must be a str, got {}", type_name(value)))
+        value.extract::<String>().map_err(|err| {
+            let why = if value.is_instance_of::<PyString>() {
+                // A str that is not valid Unicode: a lone surrogate from a bad decode.
+                format!("is not valid Unicode ({})", err.value(value.py()))
+            } else {
+                format!("must be a str, got {}", type_name(value))
+            };
+            invalid(format!("docs[{row}][{field:?}] {why}"))
         })
     };
     if let Ok(dict) = item.cast::<PyDict>() {
