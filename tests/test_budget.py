@@ -109,6 +109,8 @@ def test_trim_matches_reference(seed: int) -> None:
         ({"max_schema_tokens": True}, "max_schema_tokens must be a non-negative int"),
         ({"max_context_share": 0.2}, "needs context_window"),
         ({"max_context_share": 1.5, "context_window": 10}, r"must be in \(0, 1\]"),
+        ({"max_context_share": True, "context_window": 10}, r"must be in \(0, 1\], got True"),
+        ({"context_window": 10}, "context_window is only used with max_context_share"),
         ({"mode": "strict"}, "mode must be 'block' or 'warn'"),
     ],
 )

@@ -226,6 +226,10 @@ BAD_TOOLS: list[tuple[Any, str]] = [
         {"name": "p2", "inputSchema": {"patternProperties": {"(": {"type": "string"}}}},
         "invalid regular expression '(' at patternProperties",
     ),
+    (
+        {"name": "n1", "inputSchema": {"properties": {"x": {"maximum": float("inf")}}}},
+        "NaN or Infinity at properties/x/maximum",
+    ),
     ({"googleSearch": {}}, "built-in Gemini tool 'googleSearch'"),
     ({"code_execution": {}}, "built-in Gemini tool 'code_execution'"),
     ("not a tool", "expected a JSON object"),

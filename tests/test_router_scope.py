@@ -274,3 +274,11 @@ def test_telemetry_must_be_a_telemetry_hub(router: Router, tmp_path: Path) -> No
     router.save(tmp_path / "r")
     with pytest.raises(InvalidInputError, match=r"telemetry must be a toolgate\.Telemetry"):
         Router.open(tmp_path / "r", telemetry=[MemorySink()])  # type: ignore[arg-type]
+
+
+def test_a_glob_without_a_slash_matches_tool_names_on_every_server(router: Router) -> None:
+    denied = router.route("select:fetch_page, open_doc, restart_node", deny=["*_page", "open_*"])
+    assert denied.ids == ["admin/restart_node", "util/help"]
+    allowed = router.route("restart a node or open a doc", top_k=5, allow=["restart_*", "open_?oc"])
+    assert set(allowed.ids) == {"admin/restart_node", "docs/open_doc"}
+    assert allowed.n_out_of_scope == 5

@@ -242,6 +242,27 @@ def test_search_tool_calls_pass_with_a_promotion(catalog: Catalog) -> None:
     assert not verify_call(catalog, ACTIVE, {"name": "tool_search"}).ok
 
 
+def test_search_tool_calls_use_the_name_the_promotion_sent() -> None:
+    clashing = Catalog.from_tools([{"name": "Tool_Search"}, {"name": "x"}], server="toolgate")
+    promotion = promote_tools(clashing, ["toolgate/x"], pool="digest")
+    assert promotion.search_tool_name == "toolgate_tool_search"
+    for name in ("toolgate_tool_search", "TOOLGATE_TOOL_SEARCH"):
+        verdict = verify_call(clashing, promotion, {"name": name, "arguments": {"query": "q"}})
+        assert verdict.ok, verdict.message
+        assert verdict.tool_id == TOOL_SEARCH_ID
+    for name in ("Tool_Search", "tool_search"):
+        real = verify_call(clashing, promotion, {"name": name, "arguments": {}})
+        assert real.error == "tool_not_available"
+        assert real.tool_id == "toolgate/Tool_Search"
+
+
+def test_a_promotion_of_another_catalog_is_refused(catalog: Catalog) -> None:
+    old = Catalog.from_tools([{"name": "create_issue"}], server="github")
+    promotion = promote_tools(old, ["github/create_issue"])
+    with pytest.raises(InvalidInputError, match=f"catalog version {old.version}"):
+        verify_call(catalog, promotion, {"name": "create_issue", "arguments": {}})
+
+
 def test_bad_active_ids(catalog: Catalog) -> None:
     with pytest.raises(InvalidInputError, match="active_ids"):
         verify_call(catalog, "github/create_issue", {"name": "create_issue"})

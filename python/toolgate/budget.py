@@ -40,6 +40,8 @@ class BudgetExceededError(ToolgateError):
 class Budget:
     """Per-turn caps. ``None`` means no cap.
 
+    ``max_context_share`` and ``context_window`` make one cap and come together.
+
     >>> Budget(max_tools=15, max_schema_tokens=10_000).max_context_tokens is None
     True
     """
@@ -58,10 +60,18 @@ class Budget:
             ):
                 raise InvalidInputError(f"Budget.{name} must be a non-negative int, got {value!r}")
         share = self.max_context_share
-        if share is not None and not (isinstance(share, (int, float)) and 0 < share <= 1):
+        if share is not None and (
+            isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1
+        ):
             raise InvalidInputError(f"Budget.max_context_share must be in (0, 1], got {share!r}")
         if share is not None and not self.context_window:
             raise InvalidInputError("Budget.max_context_share needs context_window (in tokens)")
+        if share is None and self.context_window is not None:
+            # The window alone caps nothing; guessing a share would invent a cap nobody set.
+            raise InvalidInputError(
+                "Budget.context_window is only used with max_context_share: give the share of "
+                "the window the tools may take (1.0 for all of it)"
+            )
         if self.mode not in ("block", "warn"):
             raise InvalidInputError(f"Budget.mode must be 'block' or 'warn', got {self.mode!r}")
 

@@ -42,7 +42,10 @@ def _add_router_source(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="toolgate", description=__doc__)
+    # The module docstring, without its reStructuredText literal marks, which a terminal
+    # would show as they are.
+    description = (__doc__ or "").replace("``", "")
+    parser = argparse.ArgumentParser(prog="toolgate", description=description)
     commands = parser.add_subparsers(dest="command", required=True)
 
     index = commands.add_parser("index", help="embed and index a catalog into a router directory")

@@ -5,7 +5,9 @@ exist. It depends only on the catalog, so it is a stable, prompt-cacheable prefi
 :data:`FULL_POOL_MAX_TOKENS` it lists every tool (``- name: summary``, in catalog order); past
 that (5,000 tools at ~16 tokens each would be an 80k-token "summary") it becomes a per-server
 digest, bounded by :data:`DIGEST_MAX_SERVERS` lines, plus a ``tool_search`` tool the model can
-call to ask for more.
+call to ask for more. That tool's name is ``tool_search`` unless a catalog tool's exposed name
+already is (ignoring case, as in :mod:`toolgate.names`), and its id, :data:`TOOL_SEARCH_ID`,
+is one no tool can have.
 
 Phase 2 is the full definitions of the active tools (and every pinned one), in catalog order so
 the same active set always serialises the same way, in the provider's format, with schemas from
@@ -21,6 +23,7 @@ and is never dropped, since without it the model could not reach the rest of the
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -52,8 +55,9 @@ FULL_POOL_MAX_TOKENS = 6_000
 DIGEST_MAX_SERVERS = 150
 #: Most keywords the digest gives per server.
 DIGEST_KEYWORDS = 8
-#: The id reported for calls to the synthetic search tool.
-TOOL_SEARCH_ID = "toolgate/tool_search"
+#: The id the synthetic search tool goes by in budget decisions and verdicts. Every tool id is
+#: ``server/name``, so an id without a ``/`` can never clash with a catalog tool's.
+TOOL_SEARCH_ID = "toolgate:tool_search"
 
 _PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
 _POOL_MODES = ("auto", "full", "digest", "none")
@@ -92,7 +96,12 @@ _SEARCH_DESCRIPTION = (
 
 @dataclass(frozen=True)
 class Promotion:
-    """What to send for one turn: tool definitions, the pool text, token counts, the decision."""
+    """What to send for one turn: tool definitions, the pool text, token counts, the decision.
+
+    ``catalog_version`` is the :attr:`~toolgate.catalog.Catalog.version` it was built from, so
+    a promotion is never checked against another catalog. ``search_tool_name`` is the name
+    the ``tool_search`` tool was sent under, if it was.
+    """
 
     tools: list[dict[str, Any]]
     pool_text: str
@@ -101,6 +110,7 @@ class Promotion:
     active_ids: tuple[str, ...]
     format: str
     pool_mode: str
+    catalog_version: str
     search_tool_name: str | None = None
     tool_tokens: dict[str, int] = field(default_factory=dict)
     latency_ms: float = 0.0
@@ -128,6 +138,7 @@ class Promotion:
         return {
             "format": self.format,
             "pool_mode": self.pool_mode,
+            "catalog_version": self.catalog_version,
             "active_ids": list(self.active_ids),
             "search_tool_name": self.search_tool_name,
             "tokens": dict(self.tokens),
@@ -266,10 +277,19 @@ def _search_tool(catalog: Catalog) -> Tool:
     return found
 
 
+def _search_tool_name(catalog: Catalog) -> str:
+    """``tool_search``, else the first of ``toolgate_tool_search``, ``..._2``, ... that is free.
+
+    Compared ignoring case, like the catalog's exposed names, since some clients fold case.
+    """
+    taken = {t.exposed_name.casefold() for t in catalog}
+    numbered = (f"toolgate_tool_search_{n}" for n in itertools.count(2))
+    names = itertools.chain(("tool_search", "toolgate_tool_search"), numbered)
+    return next(n for n in names if n not in taken)
+
+
 def _make_search_tool(catalog: Catalog) -> Tool:
-    name = "tool_search"
-    while catalog.get_exposed(name) is not None:
-        name = f"toolgate_{name}"
+    name = _search_tool_name(catalog)
     schema = {
         "type": "object",
         "properties": {"query": {"type": "string", "description": "What you need, or select:a,b"}},
@@ -294,7 +314,9 @@ def _fetch_schema(tool: Tool, source: SchemaSource, cache: SchemaCacheLike | Non
             raise
         except Exception as exc:
             raise CatalogError(f"schema source failed for {tool.id!r}: {exc!r}") from exc
-        schema = validated_schema(schema_of(tool.id, fetched), tool.id)
+        schema = validated_schema(
+            schema_of(tool.id, fetched, aliases=(tool.exposed_name,)), tool.id
+        )
         return json.dumps(schema, sort_keys=True)
 
     if cache is None:
@@ -344,21 +366,23 @@ def promote_tools(
     chosen = [catalog[i] for i in catalog.in_catalog_order(rank)]
     if source is not None:
         chosen = [_fetch_schema(t, source, cache) for t in chosen]
+    entries = [(t.id, t) for t in chosen]
     if pool_mode == "digest":
-        chosen.insert(0, search)
+        # Keyed by an id no catalog tool can have, so a real tool never shares its entry.
+        entries.insert(0, (TOOL_SEARCH_ID, search))
     provider = _token_provider(format)
-    tool_tokens = {t.id: t.token_count(format, encoding=encoding) for t in chosen}
+    tool_tokens = {key: t.token_count(format, encoding=encoding) for key, t in entries}
     candidates = [
-        Candidate(t.id, tool_tokens[t.id], rank.get(t.id, len(rank)), t.pinned) for t in chosen
+        Candidate(key, tool_tokens[key], rank.get(key, len(rank)), t.pinned) for key, t in entries
     ]
-    all_defs = [t.to_provider(format) for t in chosen]
+    all_defs = [t.to_provider(format) for _, t in entries]
     whole = count_tools(all_defs, provider, encoding=encoding) if all_defs else 0
     overhead = max(0, whole - sum(tool_tokens.values()))
     decision = enforce(budget, candidates, pool_tokens=pool_tokens, overhead_tokens=overhead)
     kept = set(decision.kept)
-    sent = [t for t in chosen if t.id in kept]
-    tools = [t.to_provider(format) for t in sent]
-    if len(sent) == len(chosen):
+    sent = [(key, t) for key, t in entries if key in kept]
+    tools = [t.to_provider(format) for _, t in sent]
+    if len(sent) == len(entries):
         schema_tokens = whole
     else:
         schema_tokens = count_tools(tools, provider, encoding=encoding) if tools else 0
@@ -371,9 +395,10 @@ def promote_tools(
             "total": pool_tokens + schema_tokens,
         },
         decision=decision,
-        active_ids=tuple(t.id for t in sent if t.id != search.id),
+        active_ids=tuple(key for key, _ in sent if key != TOOL_SEARCH_ID),
         format=format,
         pool_mode=pool_mode,
+        catalog_version=catalog.version,
         search_tool_name=search.exposed_name if pool_mode == "digest" else None,
         tool_tokens=tool_tokens,
         latency_ms=(time.perf_counter() - started) * 1000,

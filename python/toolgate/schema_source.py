@@ -1,8 +1,9 @@
 """Where phase 2 gets full schemas from, when not from the catalog itself.
 
-A schema source answers ``fetch(tool_id) -> dict`` with the tool's input schema (a full tool
-dict in any supported shape is accepted too; its schema is taken). :func:`as_schema_source`
-accepts:
+A schema source answers ``fetch(tool_id) -> dict`` with the tool's input schema. A full tool
+dict in any shape the catalog reads is accepted too (:func:`schema_of`): its schema is taken,
+read as the catalog would read it, so a tool without one takes no arguments, and a tool named
+otherwise than the one asked for is refused. :func:`as_schema_source` accepts:
 
 - a callable ``(tool_id) -> dict``;
 - a directory holding ``<server>/<name>.json`` per tool, or a catalog file in any format;
@@ -22,11 +23,13 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from toolgate.adapters import RawTool, is_jsonrpc_response, parse_tool_dict
 from toolgate.errors import CatalogError, InvalidInputError
+from toolgate.tool import EMPTY_SCHEMA
 
 __all__ = [
     "CallableSchemaSource",
@@ -60,18 +63,91 @@ class SchemaCacheLike(Protocol):
         ...
 
 
-def schema_of(tool_id: str, fetched: Any) -> dict[str, Any]:
-    """The input schema inside what a source returned, or a :class:`CatalogError` saying why not."""
-    if isinstance(fetched, Mapping):
-        for key in ("inputSchema", "input_schema", "parameters"):
-            if isinstance(fetched.get(key), Mapping):
-                return dict(fetched[key])
-        if isinstance(fetched.get("function"), Mapping):
-            return schema_of(tool_id, fetched["function"])
-        return dict(fetched)
-    raise CatalogError(
-        f"schema source returned a {type(fetched).__name__} for {tool_id!r}, expected a JSON object"
-    )
+# Top-level keys that make a dict a tool definition (MCP, Anthropic, OpenAI Chat and
+# Responses, Gemini) rather than a bare schema; none of them is a JSON Schema keyword.
+_TOOL_KEYS = frozenset(
+    {
+        "name",
+        "function",
+        "inputSchema",
+        "input_schema",
+        "parameters",
+        "parametersJsonSchema",
+        "functionDeclarations",
+        "function_declarations",
+    }
+)
+
+
+def _is_tool_definition(fetched: Mapping[str, Any]) -> bool:
+    return fetched.get("type") == "function" or not _TOOL_KEYS.isdisjoint(fetched)
+
+
+def _names_tool(tool_id: str, name: str, aliases: Collection[str]) -> bool:
+    # A name may hold a '/', and so may a server, so any tail of the id after a '/' counts.
+    return name == tool_id or name in aliases or tool_id.endswith(f"/{name}")
+
+
+def _the_definition(tool_id: str, raws: Sequence[RawTool], aliases: Collection[str]) -> RawTool:
+    """The one tool of ``raws`` (several for a Gemini wrapper) that is ``tool_id``."""
+    if len(raws) == 1:
+        return raws[0]
+    named = [r for r in raws if isinstance(r.name, str) and _names_tool(tool_id, r.name, aliases)]
+    if len(named) != 1:
+        listed = ", ".join(repr(r.name) for r in raws) or "none"
+        raise CatalogError(
+            f"schema source returned {len(raws)} tool definitions for {tool_id!r} "
+            f"({listed}), expected the one named after it"
+        )
+    return named[0]
+
+
+def _definition_schema(
+    tool_id: str, fetched: Mapping[str, Any], aliases: Collection[str]
+) -> dict[str, Any]:
+    # Read it exactly as the catalog reads a tool, so a source that serves the catalog's own
+    # tool dicts gets the catalog's schemas.
+    raw = _the_definition(tool_id, parse_tool_dict(fetched, "", None), aliases)
+    if raw.problem:
+        raise CatalogError(
+            f"schema source returned an unusable tool for {tool_id!r}: {raw.problem}"
+        )
+    if raw.name is not None and not (
+        isinstance(raw.name, str) and _names_tool(tool_id, raw.name, aliases)
+    ):
+        raise CatalogError(
+            f"schema source returned the tool {raw.name!r} when asked for {tool_id!r}"
+        )
+    if raw.input_schema is None:
+        # A missing or null schema is legal in every format and means "no arguments".
+        return dict(EMPTY_SCHEMA)
+    if not isinstance(raw.input_schema, Mapping):
+        raise CatalogError(
+            f"schema source returned a tool for {tool_id!r} whose schema is a "
+            f"{type(raw.input_schema).__name__}, expected a JSON object"
+        )
+    return dict(raw.input_schema)
+
+
+def schema_of(tool_id: str, fetched: Any, *, aliases: Collection[str] = ()) -> dict[str, Any]:
+    """The input schema inside what a source returned, or a :class:`CatalogError` saying why not.
+
+    ``fetched`` is a bare schema, or a tool definition in any shape the catalog reads (it has a
+    ``name``, a ``function`` wrapper, an ``inputSchema`` key...). A definition without a schema
+    takes no arguments; one whose name is not ``tool_id``, a tail of it after a ``/``, or one
+    of ``aliases`` (such as the tool's exposed name) is refused.
+
+    >>> schema_of("s/a", {"name": "a", "description": "Do A"})
+    {'type': 'object', 'properties': {}}
+    """
+    if not isinstance(fetched, Mapping):
+        raise CatalogError(
+            f"schema source returned a {type(fetched).__name__} for {tool_id!r}, "
+            "expected a JSON object"
+        )
+    if _is_tool_definition(fetched):
+        return _definition_schema(tool_id, fetched, aliases)
+    return dict(fetched)
 
 
 class CallableSchemaSource:
@@ -127,11 +203,22 @@ class CatalogSchemaSource:
             raise CatalogError(f"{self._path} has no tool {tool_id!r}") from None
 
 
+def _rpc_error(response: Mapping[str, Any]) -> str:
+    """The server's message (and code) from a JSON-RPC error response."""
+    error = response.get("error")
+    if not isinstance(error, Mapping):
+        return repr(error)
+    code = f" (code {error['code']})" if "code" in error else ""
+    return f"{error.get('message')!r}{code}"
+
+
 class McpSchemaSource:
     """Schemas from an MCP server's ``tools/list``, listed once and again after :meth:`invalidate`.
 
     ``list_tools`` is whatever the client uses to call ``tools/list`` and returns its result
-    (``{"tools": [...]}``); ``server`` is the server part of the ids it answers for.
+    (``{"tools": [...]}``) or the JSON-RPC response around it, as :meth:`Catalog.load
+    <toolgate.catalog.Catalog.load>` accepts; ``server`` is the server part of the ids it
+    answers for. A JSON-RPC error response is a :class:`CatalogError` quoting the server.
     """
 
     def __init__(self, server: str, list_tools: Callable[[], Mapping[str, Any]]) -> None:
@@ -152,16 +239,25 @@ class McpSchemaSource:
             raise CatalogError(f"{tool_id!r} is not a tool of MCP server {self._server!r}")
         with self._lock:
             if self._by_name is None:
-                result = self._list_tools()
-                tools = result.get("tools") if isinstance(result, Mapping) else None
-                if not isinstance(tools, list):
-                    raise CatalogError(f"tools/list of {self._server!r} returned no 'tools' list")
+                tools = self._listed_tools(self._list_tools(), tool_id)
                 self._by_name = {str(t.get("name")): t for t in tools if isinstance(t, Mapping)}
             by_name = self._by_name
         name = tool_id[len(prefix) :]
         if name not in by_name:
             raise CatalogError(f"MCP server {self._server!r} does not list a tool {name!r}")
         return by_name[name]
+
+    def _listed_tools(self, result: Any, tool_id: str) -> list[Any]:
+        """The ``tools`` list of a ``tools/list`` result or of the JSON-RPC response around it."""
+        where = f"tools/list of MCP server {self._server!r} (fetching {tool_id!r})"
+        if is_jsonrpc_response(result):
+            if not isinstance(result.get("result"), Mapping):
+                raise CatalogError(f"{where} answered with a JSON-RPC error: {_rpc_error(result)}")
+            result = result["result"]
+        tools = result.get("tools") if isinstance(result, Mapping) else None
+        if not isinstance(tools, list):
+            raise CatalogError(f"{where} returned no 'tools' list")
+        return tools
 
 
 def as_schema_source(obj: Any) -> SchemaSource:

@@ -1,7 +1,9 @@
 """Allow and deny lists: patterns over tool ids resolved to index rows.
 
 A pattern is an exact id (``github/create_issue``), a whole server (``github/*``), a bare tool
-name (``create_issue``, any server) or an ``fnmatch`` glob over ids (``github/*_issue``).
+name (``create_issue``, any server), a glob over tool names (``delete_*``, any server) or an
+``fnmatch`` glob over ids (``github/*_issue``): a pattern with a ``/`` is read against ids, one
+without against names, so ``deny=["delete_*"]`` shuts out every server's ``delete_`` tools.
 """
 
 from __future__ import annotations
@@ -45,10 +47,16 @@ class ScopeMatcher:
             exact = self._rows_by_id.get(pattern)
             if exact is not None:
                 rows.add(exact)
-            elif "/" not in pattern and not any(c in pattern for c in "*?["):
-                rows.update(r for r, i in enumerate(self._ids) if i.rsplit("/", 1)[-1] == pattern)
-            else:
+            elif "/" in pattern:
                 rows.update(r for r, i in enumerate(self._ids) if fnmatch.fnmatchcase(i, pattern))
+            else:
+                # The name is the id's last segment here; a name holding a '/' is matched
+                # by its id.
+                rows.update(
+                    r
+                    for r, i in enumerate(self._ids)
+                    if fnmatch.fnmatchcase(i.rsplit("/", 1)[-1], pattern)
+                )
         result = np.fromiter(sorted(rows), dtype=np.uint32, count=len(rows))
         result.setflags(write=False)
         return result

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,7 @@ from typing import Any
 from toolgate.names import sanitize_name
 
 __all__ = [
+    "EMPTY_SCHEMA",
     "MAX_DESCRIPTION_CHARS",
     "MAX_NAME_CHARS",
     "MAX_SCHEMA_BYTES",
@@ -113,8 +115,28 @@ def derive_summary(name: str, description: str, *, encoding: str = "cl100k_base"
     return _truncate_to_tokens(sentence, SUMMARY_MAX_TOKENS, encoding)
 
 
-def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def _canonical(obj: Any, *, allow_nan: bool = True) -> str:
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan
+    )
+
+
+def _non_finite_at(node: Any, where: str = "") -> str | None:
+    """The path of the first NaN or infinity in a JSON-like value, if any."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return where or "(root)"
+    items = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else ()
+    )
+    for key, child in items:
+        found = _non_finite_at(child, f"{where}/{key}".lstrip("/"))
+        if found is not None:
+            return found
+    return None
 
 
 def _strings(value: Iterable[str]) -> tuple[str, ...]:
@@ -270,7 +292,7 @@ def tool_from_dict(data: Mapping[str, Any]) -> Tool:
         server=data["server"],
         name=data["name"],
         description=data.get("description", ""),
-        input_schema=data.get("input_schema", dict(_EMPTY_SCHEMA)),
+        input_schema=data.get("input_schema", dict(EMPTY_SCHEMA)),
         summary=data.get("summary", ""),
         annotations=data.get("annotations", {}),
         requires_scopes=requires.get("scopes", ()),
@@ -306,7 +328,8 @@ MAX_DESCRIPTION_CHARS = 10_000
 #: Largest input schema accepted, as compact JSON.
 MAX_SCHEMA_BYTES = 100_000
 
-_EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+"""The input schema of a tool that takes no arguments (copy it before changing it)."""
 _META_KEYS = {"requires", "scopes", "tags", "pinned", "summary"}
 _REQUIRES_KEYS = {"scopes", "tools", "milestones"}
 
@@ -548,14 +571,18 @@ def _check_schema(schema: Any) -> dict[str, Any]:
     from toolgate.adapters import normalize_type_aliases
 
     if schema is None:
-        return dict(_EMPTY_SCHEMA)
+        return dict(EMPTY_SCHEMA)
     if not isinstance(schema, dict):
         raise _Reject(f"input schema must be a JSON object, got {type(schema).__name__}")
     try:
         normalized: dict[str, Any] = dict(normalize_type_aliases(schema))
         try:
-            canonical = _canonical(normalized)
+            # NaN and Infinity are not JSON: every provider would reject the export.
+            canonical = _canonical(normalized, allow_nan=False)
         except (TypeError, ValueError) as exc:
+            where = _non_finite_at(normalized)
+            if where is not None:
+                raise _Reject(f"input schema holds NaN or Infinity at {where}") from None
             raise _Reject(f"input schema is not JSON-serialisable: {exc}") from None
         size = len(canonical.encode())
         if size > MAX_SCHEMA_BYTES:

@@ -30,7 +30,7 @@ from typing import Any
 
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError
-from toolgate.promote import TOOL_SEARCH_ID
+from toolgate.promote import TOOL_SEARCH_ID, Promotion
 from toolgate.tool import Tool, schema_validator, split_name
 
 __all__ = ["Verdict", "closest_name", "parse_tool_call", "verify_call"]
@@ -281,6 +281,11 @@ def _active_set(catalog: Catalog, active: Any) -> tuple[set[str], str | None]:
     promotion only what its budget let through. A bare list of ids carries no state, so
     pinned tools are added to it.
     """
+    if isinstance(active, Promotion) and active.catalog_version != catalog.version:
+        raise InvalidInputError(
+            f"the promotion is for catalog version {active.catalog_version}, "
+            f"this catalog is version {catalog.version}"
+        )
     search_name = getattr(active, "search_tool_name", None)
     ids = getattr(active, "active_ids", None)
     if ids is None:
@@ -303,8 +308,9 @@ def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
     """Check one tool call against the tools active this turn.
 
     ``active_ids`` is a ``RouteResult``, a :class:`~toolgate.promote.Promotion` (then calls
-    to its ``tool_search`` tool pass too; a tool its budget dropped does not), or a list of
-    tool ids, to which the pinned tools are added.
+    to its ``tool_search`` tool, by the name it was sent under, pass too; a tool its budget
+    dropped does not), or a list of tool ids, to which the pinned tools are added. Raises
+    :class:`InvalidInputError` for a promotion built from another catalog.
     """
     active_set, search_name = _active_set(catalog, active_ids)
     available = tuple(catalog[i].exposed_name for i in catalog.in_catalog_order(active_set))
@@ -317,7 +323,8 @@ def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
         return Verdict(
             False, "malformed_call", message=f"Malformed tool call: {call.problem}.", **base
         )
-    if search_name and call.name == search_name:
+    # Case folded like exposed names: the search name is unique among them ignoring case.
+    if search_name and call.name.casefold() == search_name.casefold():
         return Verdict(True, tool_id=TOOL_SEARCH_ID, arguments=call.arguments, **base)
     tool = _resolve(catalog, call.name, active_set)
     if tool is None or tool.id not in active_set:

@@ -12,9 +12,13 @@ Anthropic's built-ins.
 Writing (:func:`export`) produces ``parameters`` in that subset, because Gemini rejects much of
 JSON Schema. What is converted, and what is lost:
 
-- ``$ref`` into ``$defs``/``definitions`` is inlined (a recursive reference becomes a plain
-  ``OBJECT`` whose description says so); ``$defs``, ``$schema``, ``$id`` are dropped;
-- a ``type`` list becomes one type plus ``nullable``, or ``anyOf`` of the types;
+- a local ``$ref`` (any JSON pointer into the schema: ``#/$defs/x``, nested ``$defs``,
+  ``#/properties/a/properties/b``, with ``~0``/``~1`` and percent escapes decoded) is inlined;
+  a recursive reference, or a chain deeper than 32, becomes a free-form object (below) whose
+  description says so; ``$defs``, ``$schema``, ``$id`` are dropped;
+- a ``type`` list becomes one type plus ``nullable``, or ``anyOf`` of the types, each branch
+  taking the keywords of its type (``items`` go to the ``ARRAY`` branch, ``properties`` and
+  ``required`` to the ``OBJECT`` one, ``enum`` and ``pattern`` to the ``STRING`` one...);
 - ``oneOf`` becomes ``anyOf``; ``allOf`` of objects is merged into one object;
 - ``const`` becomes a one-value ``enum``; non-string enums (Gemini only has string enums) are
   dropped and their values listed in the description instead;
@@ -23,7 +27,10 @@ JSON Schema. What is converted, and what is lost:
 - formats Gemini does not know are dropped, and so are keywords outside the subset
   (``additionalProperties``, ``patternProperties``, ``not``, ``if``/``then``/``else``...);
 - ``required`` keeps only names that are in ``properties``;
-- a tool without parameters gets no ``parameters`` field (Gemini rejects an empty ``OBJECT``).
+- a tool without parameters gets no ``parameters`` field (Gemini rejects an empty ``OBJECT``);
+  for the same reason a nested object without properties (a free-form map) loses its
+  ``OBJECT`` type and so accepts any value, its description saying a JSON object is expected;
+- an ``ARRAY`` without ``items`` (or with ``items: {}``) gets ``STRING`` items.
 
 The model therefore sees slightly looser constraints than the real schema; :mod:`toolgate.verify`
 still checks calls against the full JSON Schema.
@@ -32,8 +39,10 @@ still checks calls against the full JSON Schema.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from toolgate.adapters import RawTool, extract_meta, map_subschemas, normalize_type_aliases
 
@@ -83,6 +92,21 @@ _FORMATS = {
     "NUMBER": {"float", "double"},
 }
 _MAX_REF_DEPTH = 32
+_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")
+# Keywords that only mean something for one Gemini type. Gemini rejects them on a node of
+# another type or of none, so a type list split into anyOf hands each to its own branch.
+_TYPE_KEYWORDS = {
+    "STRING": ("enum", "format", "minLength", "maxLength", "pattern"),
+    "INTEGER": ("format", "minimum", "maximum"),
+    "NUMBER": ("format", "minimum", "maximum"),
+    "ARRAY": ("items", "minItems", "maxItems"),
+    "OBJECT": ("properties", "required", "minProperties", "maxProperties", "propertyOrdering"),
+}
+# Items for an array whose schema leaves them open: Gemini requires a typed ``items``, and a
+# string is a value the open schema accepts, so no call the model makes under it fails
+# verification. (Leaving the type out instead would invite any value but risk a 400.)
+_OPEN_ITEMS: JsonDict = {"type": "STRING", "description": "(the tool does not type the items)"}
+_FREE_FORM_NOTE = "(a JSON object with any keys)"
 # Entries of a request's ``tools`` list that switch on a tool Google runs, in both casings.
 _BUILTIN_TOOLS = frozenset(
     {
@@ -206,26 +230,52 @@ def from_openapi(schema: Any) -> Any:
     return map_subschemas(normalize_type_aliases(schema), _from_openapi_node)
 
 
-def _resolve_refs(node: Any, defs: Mapping[str, Any], stack: tuple[str, ...]) -> Any:
+def _resolve_pointer(root: Any, ref: str) -> Any:
+    """The value the local JSON pointer ``ref`` (``#/properties/a~1b``) names in ``root``, or
+    ``None`` for a remote reference, a plain-name anchor or a pointer that leads nowhere.
+
+    The fragment is percent-decoded before it is split, then ``~1`` and ``~0`` are decoded
+    in that order, as RFC 6901 says (``~01`` is ``~1``, not ``/``).
+    """
+    if not ref.startswith("#"):
+        return None
+    pointer = unquote(ref[1:])
+    if not pointer:
+        return root
+    if not pointer.startswith("/"):
+        return None
+    node = root
+    for raw in pointer[1:].split("/"):
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and _ARRAY_INDEX.fullmatch(token) and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return None
+    return node
+
+
+def _resolve_refs(node: Any, root: Any, stack: tuple[str, ...]) -> Any:
     if isinstance(node, list):
-        return [_resolve_refs(item, defs, stack) for item in node]
+        return [_resolve_refs(item, root, stack) for item in node]
     if not isinstance(node, dict):
         return node
     ref = node.get("$ref")
     if isinstance(ref, str):
-        name = ref.rsplit("/", 1)[-1]
-        target = defs.get(name)
-        if target is None or name in stack or len(stack) >= _MAX_REF_DEPTH:
-            why = "recursive" if name in stack else "unresolved"
+        target = _resolve_pointer(root, ref)
+        if not isinstance(target, dict) or ref in stack or len(stack) >= _MAX_REF_DEPTH:
+            # Past the depth limit the chain is treated as the cycle it almost always is.
+            why = "unresolved" if not isinstance(target, dict) else "recursive"
             note = f"({why} reference {ref})"
             return {
                 "type": "object",
                 "description": f"{node.get('description', '')} {note}".strip(),
             }
         merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        return _resolve_refs(merged, defs, (*stack, name))
+        return _resolve_refs(merged, root, (*stack, ref))
     return {
-        k: _resolve_refs(v, defs, stack)
+        k: _resolve_refs(v, root, stack)
         for k, v in node.items()
         if k not in ("$defs", "definitions")
     }
@@ -252,6 +302,14 @@ def _describe_values(node: JsonDict, values: list[Any]) -> None:
     node["description"] = f"{node.get('description', '')} Allowed values: {listed}.".strip()
 
 
+def _branch(node: JsonDict, kind: str) -> JsonDict:
+    """The anyOf branch of type ``kind`` split from ``node``, with the keywords of that type."""
+    branch: JsonDict = {"type": kind}
+    branch.update({k: node[k] for k in _TYPE_KEYWORDS.get(kind, ()) if k in node})
+    _finish(branch)
+    return branch
+
+
 def _convert_type(node: JsonDict) -> None:
     kind = node.get("type")
     if isinstance(kind, list):
@@ -263,7 +321,10 @@ def _convert_type(node: JsonDict) -> None:
         else:
             del node["type"]
             if real:
-                node["anyOf"] = [{"type": str(k).upper()} for k in real]
+                node["anyOf"] = [_branch(node, str(k).upper()) for k in real]
+            for keywords in _TYPE_KEYWORDS.values():
+                for key in keywords:
+                    node.pop(key, None)
     if node.get("type") == "null":
         # Gemini has no null type: a null-only schema is just "nullable".
         del node["type"]
@@ -316,6 +377,12 @@ def _to_openapi_node(node: JsonDict) -> JsonDict:
         _describe_values(node, enum)
         del node["enum"]
     _convert_type(node)
+    _finish(node)
+    return {k: v for k, v in node.items() if k in _KEPT}
+
+
+def _finish(node: JsonDict) -> None:
+    """The clean-up that depends on ``node``'s final Gemini type, and on its children's."""
     if node.get("format") not in _FORMATS.get(node.get("type", ""), set()):
         node.pop("format", None)
     if isinstance(node.get("required"), list):
@@ -323,15 +390,37 @@ def _to_openapi_node(node: JsonDict) -> JsonDict:
         node["required"] = [r for r in node["required"] if r in names]
         if not node["required"]:
             del node["required"]
-    return {k: v for k, v in node.items() if k in _KEPT}
+    if node.get("type") == "ARRAY" and not node.get("items"):
+        node["items"] = dict(_OPEN_ITEMS)
+    if isinstance(node.get("properties"), dict):
+        node["properties"] = {k: _open_free_form(v) for k, v in node["properties"].items()}
+    if isinstance(node.get("items"), dict):
+        node["items"] = _open_free_form(node["items"])
+    if isinstance(node.get("anyOf"), list):
+        node["anyOf"] = [_open_free_form(branch) for branch in node["anyOf"]]
+
+
+def _open_free_form(node: Any) -> Any:
+    """A nested ``OBJECT`` without properties as an untyped node that says it wants an object.
+
+    Gemini rejects an ``OBJECT`` without properties, as it does at the top level, where
+    :func:`export` drops the empty ``parameters``. The nested analogue drops the type: the model
+    may then send the object it is told to, and that call passes verification against the real
+    schema, which a ``STRING`` holding encoded JSON would fail.
+    """
+    if not isinstance(node, dict) or node.get("type") != "OBJECT" or node.get("properties"):
+        return node
+    out = {k: v for k, v in node.items() if k != "type" and k not in _TYPE_KEYWORDS["OBJECT"]}
+    if "anyOf" not in out:  # alternatives already say what the object holds
+        out["description"] = f"{out.get('description', '')} {_FREE_FORM_NOTE}".strip()
+    return out
 
 
 def to_openapi(schema: Any) -> Any:
     """JSON Schema converted to Gemini's OpenAPI subset (see the module docstring)."""
     if not isinstance(schema, dict):
         return schema
-    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
-    return map_subschemas(_resolve_refs(schema, defs, ()), _to_openapi_node)
+    return map_subschemas(_resolve_refs(schema, schema, ()), _to_openapi_node)
 
 
 def export(tool: Tool) -> dict[str, Any]:
