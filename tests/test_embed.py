@@ -203,3 +203,22 @@ def test_import_toolgate_does_not_load_onnxruntime() -> None:
         "assert 'onnxruntime' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_lone_surrogates_are_replaced_not_fatal(int8: Embedder) -> None:
+    # json.loads of a reply cut inside an emoji leaves a lone surrogate in the str.
+    cut = json.loads('"post the \\ud83d message"')
+    repaired = int8.embed([cut, "x\udfff"])
+    expected = int8.embed(["post the \ufffd message", "x\ufffd"])
+    np.testing.assert_array_equal(repaired, expected)
+    assert int8.embed_tokens(cut).states.shape[1] == 384
+    joined = int8.embed("\ud83d\ude00")  # a pair written as two code points is its character
+    np.testing.assert_array_equal(joined, int8.embed("😀"))
+
+
+@pytest.mark.parametrize("threads", [True, 0, 2**31])
+def test_thread_counts_are_checked(threads: Any) -> None:
+    with pytest.raises(
+        toolgate.InvalidInputError, match=r"threads must be an integer in \[1, 4096\]"
+    ):
+        Embedder("int8", threads=threads)

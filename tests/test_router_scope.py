@@ -11,7 +11,7 @@ import pytest
 
 from toolgate import IndexFormatError, InvalidInputError
 from toolgate.budget import Budget
-from toolgate.catalog import Catalog
+from toolgate.catalog import Catalog, InvalidToolsError
 from toolgate.router import Router, RouterConfig
 
 SERVERS: dict[str, Any] = {
@@ -282,3 +282,45 @@ def test_a_glob_without_a_slash_matches_tool_names_on_every_server(router: Route
     allowed = router.route("restart a node or open a doc", top_k=5, allow=["restart_*", "open_?oc"])
     assert set(allowed.ids) == {"admin/restart_node", "docs/open_doc"}
     assert allowed.n_out_of_scope == 5
+
+
+def test_a_cut_emoji_in_the_query_or_history_is_repaired(router: Router) -> None:
+    cut = json.loads('"restart the \\ud83d node"')
+    assert router.route(cut).ids == router.route("restart the \ufffd node").ids
+    assert router.route("select:restart_node,\ud800").unknown == ("\ufffd",)
+    with_history = router.route("and then?", history=["restart the node\udfff"])
+    assert "admin/restart_node" in with_history.ids
+
+
+def test_a_tool_name_that_is_not_valid_unicode_is_a_bad_tool() -> None:
+    with pytest.raises(InvalidToolsError, match=r"name is not valid Unicode .*character 1"):
+        Catalog.load({"s": {"tools": [{"name": "a\ud800b", "description": "x"}]}})
+
+
+def test_refresh_takes_a_catalog_and_another_directory(router: Router, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="refresh takes a Catalog"):
+        router.refresh([{"name": "x"}])  # type: ignore[arg-type]
+    own = Path(router._index.path).parent
+    with pytest.raises(InvalidInputError, match="this router's own directory"):
+        router.refresh(router.catalog, path=own)
+
+
+def test_responses_api_tool_outputs_are_blended() -> None:
+    from toolgate.history import history_texts
+
+    turns = [
+        {"role": "user", "content": [{"type": "input_text", "text": "count the rows"}]},
+        {"type": "function_call", "call_id": "c1", "name": "count", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "42 rows"},
+    ]
+    assert history_texts(turns, 3) == ["42 rows", "count the rows"]
+
+
+def test_everything_the_readme_names_is_importable_from_the_package() -> None:
+    import toolgate
+
+    for name in ("DEFAULT", "CatalogWarning", "CacheWarning", "InvalidToolsError"):
+        assert name in toolgate.__all__
+        assert getattr(toolgate, name) is not None
+    assert toolgate.UnknownToolError.__mro__[1].__name__ == "CatalogError"
+    assert issubclass(toolgate.EncodingUnavailableError, toolgate.ToolgateError)

@@ -78,12 +78,12 @@ def test_never_touches_the_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(tiktoken.load, "read_file", refuse)
     monkeypatch.setattr(tiktoken.load, "read_file_cached", refuse)
-    tokens.encoding.cache_clear()
+    tokens._build_encoding.cache_clear()
     try:
         assert tokens.count_text("offline", "cl100k_base") > 0
         assert tokens.count_text("offline", "o200k_base") > 0
     finally:
-        tokens.encoding.cache_clear()
+        tokens._build_encoding.cache_clear()
 
 
 @pytest.mark.parametrize(
@@ -103,12 +103,12 @@ def test_tampered_vocabulary_is_refused(
     data[-3] ^= 0x01  # the last rank's digits / bytes
     copy.write_bytes(bytes(data))
     monkeypatch.setattr(tokens, "_package_file", lambda _p, _r: copy)
-    tokens.encoding.cache_clear()
+    tokens._build_encoding.cache_clear()
     try:
         with pytest.raises(tokens.EncodingUnavailableError, match=tokens._OFFICIAL_SHA256[name]):
             tokens.encoding(name)
     finally:
-        tokens.encoding.cache_clear()
+        tokens._build_encoding.cache_clear()
     assert issubclass(tokens.EncodingUnavailableError, ToolgateError)
 
 
@@ -233,3 +233,24 @@ def _in_format(provider: str, functions: list[dict[str, Any]]) -> list[dict[str,
 def test_bad_input_is_named(call: Any, fragment: str) -> None:
     with pytest.raises(InvalidInputError, match=re.escape(fragment)):
         call()
+
+
+@pytest.mark.parametrize(
+    ("provider", "tool"),
+    [
+        (
+            "openai",
+            {"type": "function", "function": {"name": "f", "parameters": {"properties": ["a"]}}},
+        ),
+        ("anthropic", {"name": "f", "input_schema": {"type": "object", "x": {1, 2}}}),
+    ],
+)
+def test_malformed_definitions_are_named(provider: str, tool: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInputError, match=f"tools\\[0\\] is not a valid {provider} tool"):
+        tokens.count_tools([tool], provider)
+
+
+@pytest.mark.parametrize("name", [["x"], {}, None])
+def test_an_unhashable_or_odd_encoding_name_is_unknown(name: Any) -> None:
+    with pytest.raises(InvalidInputError, match="unknown encoding"):
+        tokens.count_text("hi", name)

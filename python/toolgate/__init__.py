@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from toolgate._toolgate import GatedCandidate, Index, SearchResult, __version__
 from toolgate.errors import (
     CatalogError,
+    EncodingUnavailableError,
     IndexFormatError,
     InvalidInputError,
     ModelChecksumError,
@@ -28,9 +29,16 @@ from toolgate.errors import (
 
 if TYPE_CHECKING:
     from toolgate.budget import Budget
-    from toolgate.catalog import Catalog, CatalogDiff
-    from toolgate.config import RouterConfig
+    from toolgate.catalog import (
+        Catalog,
+        CatalogDiff,
+        CatalogWarning,
+        InvalidToolsError,
+        UnknownToolError,
+    )
+    from toolgate.config import DEFAULT, RouterConfig
     from toolgate.embed import Embedder
+    from toolgate.embed_cache import CacheWarning
     from toolgate.promote import Promotion, promote_tools
     from toolgate.route_result import RouteResult
     from toolgate.router import Router
@@ -42,8 +50,13 @@ if TYPE_CHECKING:
 # Public name -> the module that defines it, imported on first attribute access.
 _LAZY = {
     "Budget": "toolgate.budget",
+    "CacheWarning": "toolgate.embed_cache",
     "Catalog": "toolgate.catalog",
     "CatalogDiff": "toolgate.catalog",
+    "CatalogWarning": "toolgate.catalog",
+    "DEFAULT": "toolgate.config",
+    "InvalidToolsError": "toolgate.catalog",
+    "UnknownToolError": "toolgate.catalog",
     "Embedder": "toolgate.embed",
     "Promotion": "toolgate.promote",
     "RouteResult": "toolgate.route_result",
@@ -59,15 +72,20 @@ _LAZY = {
 }
 
 __all__ = [
+    "DEFAULT",
     "Budget",
+    "CacheWarning",
     "Catalog",
     "CatalogDiff",
     "CatalogError",
+    "CatalogWarning",
     "Embedder",
+    "EncodingUnavailableError",
     "GatedCandidate",
     "Index",
     "IndexFormatError",
     "InvalidInputError",
+    "InvalidToolsError",
     "ModelChecksumError",
     "ModelError",
     "ModelNotFoundError",
@@ -80,6 +98,7 @@ __all__ = [
     "Telemetry",
     "Tool",
     "ToolgateError",
+    "UnknownToolError",
     "UsageStats",
     "Verdict",
     "__version__",

@@ -24,6 +24,7 @@ import numpy as np
 from toolgate import models
 from toolgate.errors import InvalidInputError, ModelError
 from toolgate.onnx_export import SENTENCE_OUTPUT, TOKEN_OUTPUT
+from toolgate.unicode import well_formed
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -91,9 +92,10 @@ class Embedder:
         progress: bool | None = None,
         home: Path | None = None,
     ) -> None:
-        if not isinstance(threads, int) or threads < 1:
-            raise InvalidInputError(f"threads must be a positive integer, got {threads!r}")
-        if not isinstance(batch_size, int) or batch_size < 1:
+        # ONNX Runtime takes a 32-bit thread count; far past any machine's cores is a mistake.
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 4096:
+            raise InvalidInputError(f"threads must be an integer in [1, 4096], got {threads!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
         if precision not in ("fp32", "int8"):
             raise InvalidInputError(f"precision must be 'fp32' or 'int8', got {precision!r}")
@@ -243,8 +245,9 @@ class Embedder:
 
 
 def _validate_texts(texts: Sequence[str] | str) -> list[str]:
+    """``texts`` as a list of well-formed strings (see :func:`toolgate.unicode.well_formed`)."""
     if isinstance(texts, str):
-        return [texts]
+        return [well_formed(texts)]
     if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Sequence):
         raise InvalidInputError(
             f"texts must be a str or a sequence of str, got {type(texts).__name__}"
@@ -253,7 +256,7 @@ def _validate_texts(texts: Sequence[str] | str) -> list[str]:
     for index, text in enumerate(batch):
         if not isinstance(text, str):
             raise InvalidInputError(f"texts[{index}] is {type(text).__name__}, expected str")
-    return batch
+    return [well_formed(text) for text in batch]
 
 
 def _pad(encodings: list[Encoding]) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from toolgate.errors import InvalidInputError
+from toolgate.unicode import well_formed
 
 __all__ = ["HistoryTurn", "blend_history", "history_texts"]
 
@@ -25,7 +26,8 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
 
     A turn is a string (taken as a user turn) or a message mapping: OpenAI or Anthropic
     (``role`` and ``content``, a string or a list of blocks, Anthropic ``tool_result``
-    blocks included) or Gemini (``role`` and ``parts``, ``functionResponse`` included).
+    blocks included), an OpenAI Responses ``function_call_output`` item, or Gemini (``role``
+    and ``parts``, ``functionResponse`` included).
     """
     if history is None or turns <= 0:
         return []
@@ -38,19 +40,27 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
         if isinstance(turn, str):
             text = turn
         elif isinstance(turn, Mapping):
-            if str(turn.get("role", "user")) not in _BLENDED_ROLES:
-                continue
-            content = turn["parts"] if "parts" in turn else turn.get("content")
-            text = _content_text(content, position)
+            text = _message_text(turn, position)
         else:
             raise InvalidInputError(
                 f"history[{position}] must be a string or a mapping, got {type(turn).__name__}"
             )
         if text.strip():
-            texts.append(text)
+            texts.append(well_formed(text))
         if len(texts) == turns:
             break
     return texts
+
+
+def _message_text(turn: Mapping[str, object], position: int) -> str:
+    """The text a message adds to the query; "" for the turns left out (the assistant's)."""
+    if turn.get("type") == "function_call_output":  # Responses API: a tool's result, no role
+        output = turn.get("output")
+        return output if isinstance(output, str) else json.dumps(output, default=str)
+    if str(turn.get("role", "user")) not in _BLENDED_ROLES:
+        return ""
+    content = turn["parts"] if "parts" in turn else turn.get("content")
+    return _content_text(content, position)
 
 
 def _content_text(content: object, position: int) -> str:

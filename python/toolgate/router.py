@@ -52,6 +52,7 @@ from toolgate.state import FlagVocabulary, State
 from toolgate.telemetry import Telemetry, as_telemetry
 from toolgate.tool import Tool
 from toolgate.tool_text import bm25_document, embedding_views
+from toolgate.unicode import well_formed
 
 if TYPE_CHECKING:
     from toolgate.embed import Embedder
@@ -277,6 +278,17 @@ class Router:
         (see :meth:`replace_server`). ``path`` must differ from this router's directory, which
         stays valid until the old router is dropped.
         """
+        if not isinstance(catalog, Catalog):
+            raise InvalidInputError(
+                f"refresh takes a Catalog (e.g. Catalog.load(...)), got {type(catalog).__name__}"
+            )
+        own = Path(self._index.path).parent
+        if path is not None and Path(path).resolve() == own.resolve():
+            # Other routers (workers that opened it) may be reading these files right now.
+            raise InvalidInputError(
+                f"refresh path {path} is this router's own directory; write the new router "
+                "elsewhere (its files stay valid until this router is dropped)"
+            )
         old_rows = {tool.id: row for row, tool in enumerate(self.catalog)}
         old_views = embedding_views(self.catalog)
         views = embedding_views(catalog)
@@ -406,6 +418,8 @@ class Router:
         deny: Iterable[str] | None,
     ) -> RouteResult:
         start = time.perf_counter()
+        if isinstance(query, str):  # parse_query names any other type
+            query = well_formed(query)
         parsed = parse_query(query)
         k = self.config.top_k if top_k is None else top_k
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:

@@ -94,13 +94,18 @@ _SPECIAL_TOKENS = {
 }
 
 
-@functools.cache
 def encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
     """The tiktoken encoding ``name`` ("cl100k_base" or "o200k_base"), built once, offline."""
+    # Checked before the cache, which would fail on an unhashable name with a TypeError.
+    if not isinstance(name, str) or name not in ENCODINGS:
+        raise InvalidInputError(f"unknown encoding {name!r}; expected one of {ENCODINGS}")
+    return _build_encoding(name)
+
+
+@functools.cache
+def _build_encoding(name: str) -> tiktoken.Encoding:
     import tiktoken
 
-    if name not in ENCODINGS:
-        raise InvalidInputError(f"unknown encoding {name!r}; expected one of {ENCODINGS}")
     loader = _load_cl100k_ranks if name == "cl100k_base" else _load_o200k_ranks
     ranks = loader()
     return tiktoken.Encoding(
@@ -226,7 +231,14 @@ def _provider(provider: str) -> str:
 def _render_one(provider: str, tool: Mapping[str, Any], index: int) -> str:
     if not isinstance(tool, Mapping):
         raise InvalidInputError(f"tools[{index}] must be a dict, got {type(tool).__name__}")
-    return _RENDERERS[provider](tool, index)
+    try:
+        return _RENDERERS[provider](tool, index)
+    except (AttributeError, TypeError, ValueError) as exc:
+        # A definition of the right outline but odd insides: "properties" as a list, a set
+        # where JSON is expected. The renderers read well-formed definitions only.
+        raise InvalidInputError(
+            f"tools[{index}] is not a valid {provider} tool definition: {exc}"
+        ) from None
 
 
 def _require(tool: Mapping[str, Any], key: str, index: int, provider: str) -> Any:

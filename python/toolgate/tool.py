@@ -27,6 +27,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from toolgate.names import sanitize_name
+from toolgate.unicode import lone_surrogate_at
 
 __all__ = [
     "EMPTY_SCHEMA",
@@ -653,6 +654,9 @@ def _checked_text(value: Any, what: str, limit: int, *, required: bool) -> str:
         raise _Reject(f"{what} is {kind}")
     if required and not value.strip():
         raise _Reject(f"{what} is empty")
+    bad = lone_surrogate_at(value)
+    if bad is not None:
+        raise _Reject(f"{what} is not valid Unicode (a lone surrogate at character {bad})")
     if len(value) > limit:
         raise _Reject(f"{what} is {len(value):,} characters, the limit is {limit:,}")
     return value

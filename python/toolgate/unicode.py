@@ -1,0 +1,37 @@
+"""Text that may not be valid Unicode: lone surrogates.
+
+A Python ``str`` can hold a surrogate code point on its own (``json.loads`` of a reply cut off in
+the middle of an emoji gives one), and nothing downstream accepts it: UTF-8 encoding, the
+tokenizers, the Rust core. Text to route or embed is repaired (each lone surrogate becomes
+U+FFFD, the replacement character); text that names something (a tool name) is refused by its
+caller with :func:`lone_surrogate_at`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["lone_surrogate_at", "well_formed"]
+
+
+def lone_surrogate_at(text: str) -> int | None:
+    """The index of the first surrogate code point in ``text`` that pairs with nothing."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def well_formed(text: str) -> str:
+    """``text`` with every unpaired surrogate replaced by U+FFFD.
+
+    A high and low surrogate written one after the other are joined into their character, as
+    a UTF-16 decoder would.
+
+    >>> well_formed("post the \\ud83d message") == "post the \\ufffd message"
+    True
+    >>> well_formed("\\ud83d\\ude00")
+    '😀'
+    """
+    if lone_surrogate_at(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
