@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from toolgate.config import DEFAULT, RouterConfig
     from toolgate.embed import Embedder
     from toolgate.embed_cache import CacheWarning
+    from toolgate.gateway import ToolFilter
     from toolgate.promote import Promotion, promote_tools
     from toolgate.route_result import RouteResult
     from toolgate.router import Router
@@ -65,6 +66,7 @@ _LAZY = {
     "State": "toolgate.state",
     "Telemetry": "toolgate.telemetry",
     "Tool": "toolgate.tool",
+    "ToolFilter": "toolgate.gateway",
     "UsageStats": "toolgate.telemetry",
     "Verdict": "toolgate.verify",
     "promote_tools": "toolgate.promote",
@@ -97,6 +99,7 @@ __all__ = [
     "State",
     "Telemetry",
     "Tool",
+    "ToolFilter",
     "ToolgateError",
     "UnknownToolError",
     "UsageStats",

@@ -397,9 +397,10 @@ class Router:
         ``query`` is plain text or a ToolSearch form (``select:a,b``; ``+term`` requires
         ``term`` in the tool's id, server or name). Tools named verbatim in the query (by
         name, id or exposed name) and pinned tools are always included when eligible.
-        ``state`` gates tools by their preconditions; ``allow`` / ``deny`` are id patterns
-        (``github/*``); ``threshold`` overrides the configured cosine floor (``None``: no
-        floor); ``history`` holds earlier turns, most recent last, blended into the query
+        ``state`` gates tools by their preconditions; ``allow`` / ``deny`` are patterns (with
+        a ``/`` over ids, ``github/*``; without, over names, ``delete_*``: see
+        :mod:`toolgate.scopes`); ``threshold`` overrides the configured cosine floor (``None``:
+        no floor); ``history`` holds earlier turns, most recent last, blended into the query
         with a decay. ``turn_id`` labels the telemetry event.
         """
         result = self._route(query, state, history, top_k, threshold, allow, deny)

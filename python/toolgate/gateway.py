@@ -1,0 +1,457 @@
+"""Gateway filtering: cut an LLM request's tools down to the ones routed for its user turn.
+
+A gateway between an application and the model sees whole requests. :class:`ToolFilter` takes
+the user's latest message as the query, routes over the tools the request itself carries, and
+returns a copy of the request holding only the routed tools, in their original order and as
+given, so the tools array stays a stable prefix for prompt caching.
+
+Shapes are told apart by their keys: OpenAI Chat Completions (``messages``, tools
+``{"type": "function", "function": {...}}``), OpenAI Responses (``input``), Anthropic Messages
+(``messages``, tools with ``input_schema``) and Gemini (``contents``, ``functionDeclarations``).
+A request without a tools array whose last user message holds ``<toolname>`` tags is routed
+over those tags. Provider-side tools (``web_search``, ``googleSearch``...) are never routed
+and always kept. A function tool the catalog cannot read is an error, never dropped: a gateway
+that forwarded the request without it would hide the fault from the application.
+
+>>> from toolgate.gateway import ToolFilter
+>>> gate = ToolFilter()
+>>> send(gate.filter(request, top_k=5).request)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from toolgate.adapters import RawTool, anthropic, gemini, openai, text_tags
+from toolgate.catalog import DEFAULT_SERVER, Catalog, InvalidToolsError
+from toolgate.config import DEFAULT, DefaultType, RouterConfig
+from toolgate.errors import InvalidInputError
+from toolgate.lazy import Lazy
+from toolgate.route_result import RouteResult
+from toolgate.router import Router
+from toolgate.state import State
+from toolgate.tool import Tool, build_tools
+
+if TYPE_CHECKING:
+    from toolgate.embed import Embedder
+    from toolgate.embed_cache import EmbeddingCache
+
+__all__ = ["FilteredRequest", "ToolFilter"]
+
+# The key holding a request's conversation, and its provider ("messages": Chat or Anthropic).
+_CONVERSATION = {"messages": "anthropic", "input": "openai-responses", "contents": "gemini"}
+_DECLARATIONS = ("functionDeclarations", "function_declarations")
+# Keys a provider refuses in a request that carries no tools.
+_TOOL_KEYS = ("tools", "tool_choice", "parallel_tool_calls", "toolConfig", "tool_config")
+# One tool's tag pair, as text_tags.strip_tool_tags matches them, with the name captured.
+_TAG_PAIR = re.compile(
+    r"<toolname>(.*?)</toolname>\s*(?:<tooldescription>.*?</tooldescription>\s*)?", re.DOTALL
+)
+
+_Slot = tuple[int, int | None]  # a routable tool: its index in tools, and in the declarations
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """What filtering needs of a request: its conversation and the user turn to route on."""
+
+    request: Mapping[str, Any]
+    key: str
+    messages: list[Any]
+    found: tuple[int, str] | None
+    forced: frozenset[str]
+
+
+@dataclass(frozen=True)
+class FilteredRequest:
+    """A request cut down to its routed tools, and the routing behind it.
+
+    ``request`` is a new dict; the input is never modified (nested values that were not
+    rewritten are shared with it, not copied). ``kept`` names the function tools kept, as the
+    request names them, in request order; provider-side tools are kept too but not listed.
+    ``dropped_count`` counts the function tools removed. ``provider`` is the shape read:
+    ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or ``"text_tags"``.
+    When nothing was routed (tool calling off, no function tools) ``result`` is empty, with
+    form ``"none"``, and ``request`` is a copy of the input.
+    """
+
+    request: dict[str, Any]
+    result: RouteResult
+    kept: tuple[str, ...]
+    dropped_count: int
+    provider: str
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.kept)
+
+    def __repr__(self) -> str:
+        kept, dropped = list(self.kept), self.dropped_count
+        return f"FilteredRequest({self.provider}, kept={kept}, dropped={dropped})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view for logs; the request itself is left out (large, user data)."""
+        return {
+            "provider": self.provider,
+            "kept": list(self.kept),
+            "dropped_count": self.dropped_count,
+            "result": self.result.to_dict(),
+        }
+
+
+class ToolFilter:
+    """Filters each LLM request's tools to the ones routed for its latest user message.
+
+    One filter serves many threads and many tool sets. It keeps one router per distinct tools
+    array (keyed by :attr:`Catalog.version`), the least recently used dropped past
+    ``max_catalogs``, so only the first request with a given array builds an index; with
+    ``cache`` (as in :meth:`Router.from_catalog`) a rebuilt one embeds nothing new. Every
+    router shares one embedder, ``embedder`` or the default model loaded on first use.
+
+    >>> gate = ToolFilter(max_catalogs=32)
+    >>> filtered = gate.filter(request, top_k=5)  # doctest: +SKIP
+    >>> filtered.kept, filtered.dropped_count  # doctest: +SKIP
+    (('get_forecast', 'search_flights'), 14)
+    """
+
+    def __init__(
+        self,
+        *,
+        config: RouterConfig | None = None,
+        embedder: Embedder | None = None,
+        cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
+        max_catalogs: int = 16,
+    ) -> None:
+        """See the class docstring; the options are those of :meth:`Router.from_catalog`."""
+        if isinstance(max_catalogs, bool) or not isinstance(max_catalogs, int) or max_catalogs < 1:
+            raise InvalidInputError(f"max_catalogs must be an integer >= 1, got {max_catalogs!r}")
+        if config is not None and not isinstance(config, RouterConfig):
+            raise InvalidInputError(f"config must be a RouterConfig, got {type(config).__name__}")
+        self.config = config or RouterConfig()
+        precision = self.config.precision
+        self._embedder: Lazy[Embedder] = Lazy(embedder, lambda: _default_embedder(precision))
+        self._cache = cache
+        self._max_catalogs = max_catalogs
+        self._lock = threading.Lock()
+        self._routers: OrderedDict[str, Router] = OrderedDict()
+        self._building: dict[str, threading.Lock] = {}
+
+    def filter(
+        self,
+        request: Mapping[str, Any],
+        *,
+        top_k: int | None = None,
+        threshold: float | DefaultType | None = DEFAULT,
+        state: State | Mapping[str, Iterable[str]] | None = None,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
+    ) -> FilteredRequest:
+        """``request`` with only the tools routed for its latest user message (see the module).
+
+        The options are :meth:`Router.route`'s. Earlier turns (the messages before that user
+        message) are blended into the query. A tool the request's tool choice names
+        (OpenAI, Anthropic, Gemini ``allowedFunctionNames``) is always kept. If no function
+        tool is kept at all, the tools and tool-choice keys are removed, since providers
+        refuse an empty tools array.
+        """
+        if not isinstance(request, Mapping):
+            raise InvalidInputError(f"request must be a JSON object, got {type(request).__name__}")
+        key, provider = _detect(request)
+        messages = _conversation(request, key)
+        off, forced = _tool_choice(request)
+        turn = _Turn(request, key, messages, _user_turn(messages, provider), forced)
+        options = {
+            "top_k": top_k,
+            "threshold": threshold,
+            "state": state,
+            "allow": allow,
+            "deny": deny,
+        }
+        tools = request.get("tools")
+        if not off and tools:
+            return self._filter_tools(turn, tools, provider, options)
+        if not off and turn.found is not None and "<toolname>" in turn.found[1]:
+            return self._filter_tags(turn, options)
+        return FilteredRequest(dict(request), _unrouted(), (), 0, provider)
+
+    def _filter_tools(
+        self, turn: _Turn, tools: Any, provider: str, options: dict[str, Any]
+    ) -> FilteredRequest:
+        """Route over the request's tools array and keep the routed entries, as given."""
+        if not isinstance(tools, list):
+            raise InvalidInputError(f"'tools' must be a list, got {type(tools).__name__}")
+        slots, raws = _routable(tools, provider)
+        if not slots:  # only provider-side tools: nothing to route
+            return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
+        if turn.found is None:
+            raise InvalidInputError(
+                f"the {provider} request has function tools but no user message with text "
+                f"in {turn.key!r} to route on"
+            )
+        index, query = turn.found
+        result, routed, keep = self._route(raws, query, turn.messages[:index], turn.forced, options)
+        out = dict(turn.request)
+        kept_tools = _kept_tools(tools, [slots[k] for k in keep], {i for i, _ in slots})
+        if kept_tools:
+            out["tools"] = kept_tools
+        else:
+            for name in _TOOL_KEYS:
+                out.pop(name, None)
+        kept = tuple(routed[k].name for k in keep)
+        return FilteredRequest(out, result, kept, len(slots) - len(keep), provider)
+
+    def _filter_tags(self, turn: _Turn, options: dict[str, Any]) -> FilteredRequest:
+        """Route over the ``<toolname>`` tags of the user message and strip the others' tags."""
+        assert turn.found is not None  # the caller found tags in it
+        index, text = turn.found
+        query = text_tags.user_query(text)
+        if query is None:
+            query = text_tags.strip_tool_tags(text).strip()
+        if not query:
+            raise InvalidInputError(
+                f"{turn.key}[{index}] has <toolname> tags but no question to route on: "
+                "put it in <userq> or beside the tags"
+            )
+        raws = text_tags.parse(text, DEFAULT_SERVER)
+        result, routed, keep = self._route(raws, query, turn.messages[:index], turn.forced, options)
+        names = {routed[k].name for k in keep}
+        rewrite = _text_rewriter(lambda body: _keep_tags(body, names))
+        out = dict(turn.request)
+        conversation = turn.request[turn.key]
+        if isinstance(conversation, str):
+            out[turn.key] = rewrite({"content": conversation})["content"]
+        else:
+            out[turn.key] = [rewrite(m) if i == index else m for i, m in enumerate(conversation)]
+        kept = tuple(routed[k].name for k in keep)
+        return FilteredRequest(out, result, kept, len(routed) - len(keep), "text_tags")
+
+    def _route(
+        self,
+        raws: Sequence[RawTool],
+        query: str,
+        history: list[Any],
+        forced: frozenset[str],
+        options: dict[str, Any],
+    ) -> tuple[RouteResult, tuple[Tool, ...], list[int]]:
+        """Route ``query`` over ``raws``: the result, the tools, and the positions to keep."""
+        tools, offenders = build_tools(raws)
+        if offenders:
+            raise InvalidToolsError(offenders, "the request's tools")
+        catalog = Catalog(tools)
+        named = {name for tool in catalog for name in (tool.name, tool.exposed_name)}
+        if missing := sorted(forced - named):
+            raise InvalidInputError(
+                f"the request's tool choice names {', '.join(map(repr, missing))}, "
+                "which no function tool of the request declares"
+            )
+        result = self._router(catalog).route(query, history=history, **options)
+        routed = set(result.ids)
+        keep = [
+            k
+            for k, tool in enumerate(catalog.tools)
+            if tool.id in routed or tool.name in forced or tool.exposed_name in forced
+        ]
+        return result, catalog.tools, keep
+
+    def _router(self, catalog: Catalog) -> Router:
+        """The router for ``catalog``, built once however many threads ask at the same time."""
+        key = catalog.version
+        with self._lock:
+            router = self._routers.get(key)
+            if router is not None:
+                self._routers.move_to_end(key)
+                return router
+            building = self._building.setdefault(key, threading.Lock())
+        with building:  # per catalog: other catalogs' requests do not wait for this build
+            with self._lock:
+                router = self._routers.get(key)
+            if router is None:
+                router = Router.from_catalog(
+                    catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
+                )
+            with self._lock:
+                self._routers[key] = router
+                self._routers.move_to_end(key)
+                while len(self._routers) > self._max_catalogs:
+                    self._routers.popitem(last=False)
+                if self._building.get(key) is building:
+                    del self._building[key]
+        return router
+
+
+def _default_embedder(precision: Literal["fp32", "int8"]) -> Embedder:
+    from toolgate.embed import Embedder
+
+    return Embedder(precision=precision)
+
+
+def _unrouted() -> RouteResult:
+    return RouteResult(query="", form="none", tools=())
+
+
+def _detect(request: Mapping[str, Any]) -> tuple[str, str]:
+    """The key holding the conversation, and the provider the request is shaped for."""
+    keys = [key for key in _CONVERSATION if key in request]
+    if len(keys) != 1:
+        found = f"both {keys[0]!r} and {keys[1]!r}" if keys else f"keys {sorted(request)}"
+        raise InvalidInputError(
+            "expected an OpenAI Chat or Anthropic ('messages'), OpenAI Responses ('input') or "
+            f"Gemini ('contents') request, got {found}"
+        )
+    key = keys[0]
+    if key != "messages":
+        return key, _CONVERSATION[key]
+    tools = request.get("tools")
+    chat = isinstance(tools, list) and any(
+        isinstance(tool, Mapping) and tool.get("type") == "function" for tool in tools
+    )
+    return key, "openai" if chat else "anthropic"
+
+
+def _conversation(request: Mapping[str, Any], key: str) -> list[Any]:
+    """The request's messages; a Responses ``input`` string is one user message."""
+    value = request[key]
+    if isinstance(value, str) and key == "input":
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list):
+        raise InvalidInputError(f"{key!r} must be a list of messages, got {type(value).__name__}")
+    return value
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    """A message's own text: string content, or its text blocks (not tool results, images)."""
+    body = message.get("parts", message.get("content"))
+    if isinstance(body, str):
+        return body
+    if not isinstance(body, list):
+        return ""
+    return "\n".join(b["text"] for b in body if _is_text(b))
+
+
+def _is_text(block: Any) -> bool:
+    return isinstance(block, Mapping) and isinstance(block.get("text"), str)
+
+
+def _user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None:
+    """The position and text of the last user message that has text.
+
+    An Anthropic user turn holding only tool results is passed over: it answers the model,
+    it does not ask. A Gemini content without a role is the user's.
+    """
+    default_role = "user" if provider == "gemini" else None
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, Mapping) and message.get("role", default_role) == "user":
+            text = _text(message).strip()
+            if text:
+                return index, text
+    return None
+
+
+def _tool_choice(request: Mapping[str, Any]) -> tuple[bool, frozenset[str]]:
+    """Whether the request turns tool calls off, and the tool names its tool choice forces."""
+    choice = request.get("tool_choice")
+    calling = _field(_field(request, "toolConfig"), "functionCallingConfig")
+    if choice == "none" or (isinstance(choice, Mapping) and choice.get("type") == "none"):
+        return True, frozenset()
+    if str(_field(calling, "mode") or "").upper() == "NONE":
+        return True, frozenset()
+    names: set[str] = set()
+    if isinstance(choice, Mapping) and choice.get("type") in ("function", "tool"):
+        inner = choice.get("function", choice)
+        if isinstance(inner, Mapping) and isinstance(inner.get("name"), str):
+            names.add(inner["name"])
+    allowed = _field(calling, "allowedFunctionNames")
+    if isinstance(allowed, list):
+        names.update(name for name in allowed if isinstance(name, str))
+    return False, frozenset(names)
+
+
+def _field(obj: Any, camel: str) -> Any:
+    """``obj[camel]`` or its snake_case spelling (Gemini takes both), else ``None``."""
+    if not isinstance(obj, Mapping):
+        return None
+    return obj.get(camel, obj.get(re.sub(r"([A-Z])", r"_\1", camel).lower()))
+
+
+def _routable(tools: list[Any], provider: str) -> tuple[list[_Slot], list[RawTool]]:
+    """Where each function tool of ``tools`` sits, and what it reads as.
+
+    A function tool is one the provider runs in the application: OpenAI ``type: function``,
+    an Anthropic tool without a ``type`` (or ``custom``), a Gemini function declaration.
+    """
+    slots: list[_Slot] = []
+    raws: list[RawTool] = []
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        if not isinstance(tool, Mapping):
+            raise InvalidInputError(f"{where} must be a JSON object, got {type(tool).__name__}")
+        if provider == "gemini" and gemini.is_wrapper(tool):
+            declared = gemini.parse_wrapper(tool, where, DEFAULT_SERVER)
+            slots += [(i, j) for j in range(len(declared))]
+            raws += declared
+        elif provider == "anthropic" and tool.get("type", "custom") == "custom":
+            slots.append((i, None))
+            raws.append(anthropic.parse_tool(tool, where, DEFAULT_SERVER))
+        elif provider.startswith("openai") and tool.get("type") == "function":
+            slots.append((i, None))
+            raws.append(openai.parse_tool(tool, where, DEFAULT_SERVER))
+    return slots, raws
+
+
+def _kept_tools(tools: list[Any], keep: list[_Slot], routable: set[int]) -> list[Any]:
+    """``tools`` without the function tools not in ``keep``, each kept entry as given.
+
+    A Gemini entry losing some declarations becomes a copy with the rest; one losing all of
+    them goes, since an empty declaration list declares nothing.
+    """
+    declarations: dict[int, list[int]] = {}
+    for i, j in keep:
+        declarations.setdefault(i, []).extend(() if j is None else (j,))
+    out: list[Any] = []
+    for i, tool in enumerate(tools):
+        rows = declarations.get(i)
+        key = next((k for k in _DECLARATIONS if k in tool), "")
+        if rows and key and len(rows) < len(tool[key]):
+            out.append({**tool, key: [tool[key][j] for j in rows]})
+        elif i not in routable or rows is not None:
+            out.append(tool)
+    return out
+
+
+def _keep_tags(text: str, names: set[str]) -> str:
+    """``text`` without the tag pairs of tools not in ``names``.
+
+    text_tags has only :func:`~toolgate.adapters.text_tags.strip_tool_tags`, which removes
+    every pair; this keeps the routed ones, read by name as the parser reads them.
+    """
+
+    def pair(match: re.Match[str]) -> str:
+        return match.group(0) if html.unescape(match.group(1).strip()) in names else ""
+
+    return _TAG_PAIR.sub(pair, text)
+
+
+def _text_rewriter(
+    rewrite: Callable[[str], str],
+) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """A function applying ``rewrite`` to a message's text (string content or text blocks)."""
+
+    def message(msg: Mapping[str, Any]) -> dict[str, Any]:
+        key = "parts" if "parts" in msg else "content"
+        body = msg.get(key)
+        if isinstance(body, str):
+            return {**msg, key: rewrite(body)}
+        blocks = [{**b, "text": rewrite(b["text"])} if _is_text(b) else b for b in body or ()]
+        return {**msg, key: blocks}
+
+    return message

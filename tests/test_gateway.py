@@ -1,0 +1,380 @@
+"""ToolFilter end to end on small requests of every provider shape, with the real model."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from toolgate import CatalogError, InvalidInputError
+from toolgate.embed import Embedder
+from toolgate.gateway import FilteredRequest, ToolFilter
+from toolgate.router import Router
+
+# name, description, parameter names (all strings)
+SPECS = [
+    ("get_weather", "Get the current weather and a 7-day forecast for a city.", ["city"]),
+    ("search_flights", "Search flights between two airports on a given date.", ["origin", "to"]),
+    ("send_email", "Send an email to a recipient with a subject and a body.", ["to", "subject"]),
+    ("create_event", "Create a calendar event with a title, start and end time.", ["title"]),
+    ("convert_currency", "Convert an amount of money from one currency to another.", ["amount"]),
+    ("read_file", "Read a text file from the local disk.", ["path"]),
+    ("book_hotel", "Book a hotel room in a city for a range of nights.", ["city", "nights"]),
+    ("translate_text", "Translate text from one language into another.", ["text"]),
+]
+WEATHER = "Will it rain in Lisbon tomorrow? I need to know before I go out."
+TRIP = "Find me flights from Berlin to Paris next Friday and book a hotel room there."
+
+
+def _schema(params: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": {p: {"type": "string"} for p in params}}
+
+
+def chat_tools() -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "function": {"name": n, "description": d, "parameters": _schema(p)}}
+        for n, d, p in SPECS
+    ]
+
+
+def responses_tools() -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "name": n, "description": d, "parameters": _schema(p)}
+        for n, d, p in SPECS
+    ]
+
+
+def anthropic_tools() -> list[dict[str, Any]]:
+    return [{"name": n, "description": d, "input_schema": _schema(p)} for n, d, p in SPECS]
+
+
+def gemini_declarations() -> list[dict[str, Any]]:
+    return [
+        {"name": n, "description": d, "parameters": {"type": "OBJECT", "properties": {}}}
+        for n, d, _ in SPECS
+    ]
+
+
+def _tags(specs: list[tuple[str, str, list[str]]]) -> str:
+    return "".join(
+        f"<toolname>{n}</toolname>\n<tooldescription>{d}</tooldescription>\n" for n, d, _ in specs
+    )
+
+
+def chat_request(query: str = WEATHER, **extra: Any) -> dict[str, Any]:
+    messages = [{"role": "system", "content": "You are a travel assistant."}]
+    messages.append({"role": "user", "content": [{"type": "text", "text": query}]})
+    return {"model": "gpt-4o", "messages": messages, "tools": chat_tools(), **extra}
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(precision="int8")
+
+
+@pytest.fixture(scope="module")
+def gate(embedder: Embedder) -> ToolFilter:
+    return ToolFilter(embedder=embedder, cache=None)
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Each Router.from_catalog call's embedder, in order."""
+    calls: list[Any] = []
+    original = Router.from_catalog
+
+    def spy(catalog: Any, **options: Any) -> Router:
+        calls.append(options["embedder"])
+        return original(catalog, **options)
+
+    monkeypatch.setattr(Router, "from_catalog", spy)
+    return calls
+
+
+def _without(request: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in request.items() if k not in keys}
+
+
+def test_openai_chat_keeps_the_routed_tools_in_request_order(gate: ToolFilter) -> None:
+    request = chat_request(TRIP)
+    filtered = gate.filter(request, top_k=2)
+    assert filtered.provider == "openai"
+    assert filtered.kept == ("search_flights", "book_hotel")
+    assert [t["function"]["name"] for t in filtered.request["tools"]] == list(filtered.kept)
+    assert filtered.request["tools"][0] is request["tools"][1]  # as given, not re-serialised
+    assert filtered.request["tools"][1] is request["tools"][6]
+    assert _without(filtered.request, "tools") == _without(request, "tools")
+    assert filtered.dropped_count == 6
+    assert sorted(filtered.result.ids) == ["default/book_hotel", "default/search_flights"]
+    assert len(filtered) == 2
+    assert list(filtered) == ["search_flights", "book_hotel"]
+    assert filtered.to_dict()["kept"] == ["search_flights", "book_hotel"]
+
+
+def test_openai_responses_keeps_builtin_tools_in_place(gate: ToolFilter) -> None:
+    tools = responses_tools()
+    tools.insert(3, {"type": "web_search"})
+    message = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": WEATHER}],
+    }
+    request = {"model": "gpt-4o", "input": [message], "tools": tools, "store": False}
+    filtered = gate.filter(request, top_k=1)
+    assert filtered.provider == "openai-responses"
+    assert filtered.request["tools"] == [tools[0], {"type": "web_search"}]
+    assert filtered.kept == ("get_weather",)
+    assert filtered.dropped_count == 7
+    assert _without(filtered.request, "tools") == _without(request, "tools")
+    plain = gate.filter({"input": WEATHER, "tools": tools}, top_k=1)
+    assert plain.request["tools"] == filtered.request["tools"]
+
+
+def test_anthropic_tool_choice_forces_a_tool_and_server_tools_stay(gate: ToolFilter) -> None:
+    tools = [*anthropic_tools(), {"type": "web_search_20250305", "name": "web_search"}]
+    messages = [
+        {"role": "user", "content": "What's the weather like in Oslo this week?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "?"}]},
+    ]
+    choice = {"type": "tool", "name": "translate_text"}
+    request = {"model": "claude", "max_tokens": 512, "messages": messages, "tools": tools}
+    filtered = gate.filter({**request, "tool_choice": choice}, top_k=1)
+    assert filtered.provider == "anthropic"
+    # A user turn holding only a tool result does not ask anything: the earlier one does.
+    assert filtered.result.query == "What's the weather like in Oslo this week?"
+    assert filtered.kept == ("get_weather", "translate_text")
+    assert filtered.request["tools"] == [tools[0], tools[7], tools[8]]
+    assert filtered.request["tool_choice"] == choice
+    assert gate.filter(request, top_k=1).kept == ("get_weather",)
+
+
+def test_gemini_rewrites_declaration_lists_and_keeps_builtins(gate: ToolFilter) -> None:
+    declarations = gemini_declarations()
+    tools = [
+        {"functionDeclarations": declarations[:4]},
+        {"googleSearch": {}},
+        {"function_declarations": declarations[4:]},
+    ]
+    contents = [{"role": "user", "parts": [{"text": "Book me a hotel room in Rome for 3 nights"}]}]
+    calling = {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["read_file"]}}
+    request = {"contents": contents, "tools": tools, "toolConfig": calling}
+    filtered = gate.filter(request, top_k=1)
+    assert filtered.provider == "gemini"
+    assert filtered.kept == ("read_file", "book_hotel")
+    assert filtered.request["tools"] == [
+        {"googleSearch": {}},
+        {"function_declarations": [declarations[5], declarations[6]]},
+    ]
+    assert filtered.request["tools"][0] is tools[1]
+    assert _without(filtered.request, "tools") == _without(request, "tools")
+
+
+def test_text_tags_keep_only_the_routed_tags(gate: ToolFilter) -> None:
+    content = f"Tools:\n{_tags(SPECS)}<userq>{WEATHER}</userq>"
+    request = {"messages": [{"role": "user", "content": content}], "model": "m"}
+    filtered = gate.filter(request, top_k=1)
+    assert filtered.provider == "text_tags"
+    assert filtered.kept == ("get_weather",)
+    assert filtered.dropped_count == 7
+    rewritten = filtered.request["messages"][0]["content"]
+    assert rewritten == (
+        f"Tools:\n<toolname>get_weather</toolname>\n<tooldescription>{SPECS[0][1]}"
+        f"</tooldescription>\n<userq>{WEATHER}</userq>"
+    )
+    assert filtered.result.query == WEATHER
+
+
+def test_text_tags_without_userq_route_on_the_rest_of_the_message(gate: ToolFilter) -> None:
+    content = (
+        "<toolname>read_file</toolname><tooldescription>Read a file.</tooldescription>"
+        "<toolname>get_weather</toolname><tooldescription>Weather in a city.</tooldescription>"
+        "Is it sunny in Madrid?"
+    )
+    filtered = gate.filter({"input": content}, top_k=1)
+    assert filtered.result.query == "Is it sunny in Madrid?"
+    assert filtered.request["input"] == (
+        "<toolname>get_weather</toolname><tooldescription>Weather in a city.</tooldescription>"
+        "Is it sunny in Madrid?"
+    )
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {**chat_request(), "tool_choice": "none"},
+        {
+            "contents": [{"parts": [{"text": WEATHER}]}],
+            "toolConfig": {"function_calling_config": {"mode": "none"}},
+            "tools": [{"functionDeclarations": gemini_declarations()}],
+        },
+        {"messages": [{"role": "user", "content": WEATHER}]},
+        {"input": WEATHER, "tools": [{"type": "web_search"}]},
+    ],
+    ids=["tool_choice-none", "gemini-mode-none", "no-tools", "only-builtins"],
+)
+def test_requests_with_nothing_to_route_come_back_unchanged(
+    gate: ToolFilter, request_: dict[str, Any]
+) -> None:
+    filtered = gate.filter(request_)
+    assert filtered.request == request_
+    assert filtered.request is not request_
+    assert filtered.result.ids == []
+    assert filtered.result.form == "none"
+    assert filtered.kept == ()
+    assert filtered.dropped_count == 0
+
+
+def test_when_no_tool_is_kept_the_tool_keys_go(gate: ToolFilter) -> None:
+    request = {**chat_request("hello there"), "tool_choice": "auto", "parallel_tool_calls": False}
+    filtered = gate.filter(request, threshold=0.99)
+    assert filtered.kept == ()
+    assert filtered.dropped_count == len(SPECS)
+    assert _without(request, "tools", "tool_choice", "parallel_tool_calls") == filtered.request
+
+
+def test_earlier_turns_are_the_history(gate: ToolFilter, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+    route = Router.route
+
+    def spy(self: Router, query: str, **options: Any) -> Any:
+        seen.append(options["history"])
+        return route(self, query, **options)
+
+    monkeypatch.setattr(Router, "route", spy)
+    request = chat_request("and now post it to Bob")
+    earlier = [
+        {"role": "user", "content": "draft an email"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    request["messages"][1:1] = earlier
+    gate.filter(request, top_k=1)
+    assert seen == [request["messages"][:3]]
+
+
+def _every_shape() -> list[dict[str, Any]]:
+    gemini_tools = [{"functionDeclarations": gemini_declarations()}, {"googleSearch": {}}]
+    tag_text = f"{_tags(SPECS)}<userq>{TRIP}</userq>"
+    return [
+        chat_request(TRIP, tool_choice={"type": "function", "function": {"name": "send_email"}}),
+        {"input": [{"role": "user", "content": TRIP}], "tools": responses_tools()},
+        {"messages": [{"role": "user", "content": TRIP}], "tools": anthropic_tools()},
+        {"contents": [{"role": "user", "parts": [{"text": TRIP}]}], "tools": gemini_tools},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": tag_text}]}]},
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_the_input_request_is_never_modified(gate: ToolFilter, index: int) -> None:
+    request = _every_shape()[index]
+    before = copy.deepcopy(request)
+    filtered = gate.filter(request, top_k=2)
+    assert request == before
+    assert filtered.request != request
+
+
+def test_one_router_per_tools_array_least_recently_used_first_out(
+    embedder: Embedder, builds: list[Any]
+) -> None:
+    gate = ToolFilter(embedder=embedder, cache=None, max_catalogs=1)
+    gate.filter(chat_request(WEATHER), top_k=1)
+    gate.filter(chat_request(TRIP), top_k=1)
+    assert len(builds) == 1  # same tools, another query: no new router
+    fewer = {**chat_request(), "tools": chat_tools()[:4]}
+    gate.filter(fewer, top_k=1)
+    assert len(builds) == 2
+    gate.filter(chat_request(), top_k=1)  # evicted by the other array
+    assert len(builds) == 3
+
+
+def test_the_default_embedder_is_made_once_and_shared(
+    embedder: Embedder, builds: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+
+    def make(precision: str) -> Embedder:
+        made.append(precision)
+        return embedder
+
+    monkeypatch.setattr("toolgate.gateway._default_embedder", make)
+    gate = ToolFilter(cache=None)
+    gate.filter(chat_request(), top_k=1)
+    gate.filter({**chat_request(), "tools": chat_tools()[:3]}, top_k=1)
+    assert made == ["int8"]
+    assert builds == [embedder, embedder]
+
+
+def test_bad_tools_are_named_not_dropped(gate: ToolFilter) -> None:
+    tools = chat_tools()
+    tools[2] = {"type": "function", "function": {"description": "no name"}}
+    with pytest.raises(CatalogError, match=r"tools\[2\]"):
+        gate.filter({**chat_request(), "tools": tools})
+
+
+def _bad(**changes: Any) -> dict[str, Any]:
+    return {**chat_request(), **changes}
+
+
+@pytest.mark.parametrize(
+    ("request_", "match"),
+    [
+        (["not", "a", "dict"], "request must be a JSON object, got list"),
+        (
+            {"prompt": "hi", "tools": []},
+            r"expected an OpenAI Chat .*got keys \['prompt', 'tools'\]",
+        ),
+        ({"messages": [], "input": "hi"}, "got both 'messages' and 'input'"),
+        (_bad(messages="hi"), "'messages' must be a list of messages, got str"),
+        (_bad(tools={"type": "function"}), "'tools' must be a list, got dict"),
+        (_bad(tools=[*chat_tools(), "web_search"]), r"tools\[8\] must be a JSON object, got str"),
+        (_bad(messages=[{"role": "system", "content": "x"}]), "no user message with text"),
+        (_bad(tool_choice={"type": "function", "name": "nope"}), "names 'nope', which no"),
+        ({"input": "<toolname>a</toolname><userq> </userq>"}, r"input\[0\] has <toolname> tags"),
+    ],
+    ids=[
+        "not-a-mapping",
+        "unknown-shape",
+        "two-shapes",
+        "messages-not-list",
+        "tools-not-list",
+        "tool-not-object",
+        "no-user-message",
+        "unknown-tool-choice",
+        "tags-without-question",
+    ],
+)
+def test_bad_requests_are_named(gate: ToolFilter, request_: Any, match: str) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        gate.filter(request_)
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True])
+def test_max_catalogs_must_be_a_positive_integer(value: Any) -> None:
+    with pytest.raises(InvalidInputError, match="max_catalogs must be an integer >= 1"):
+        ToolFilter(max_catalogs=value)
+
+
+def test_threads_agree_with_one_thread(embedder: Embedder, builds: list[Any]) -> None:
+    queries = [WEATHER, TRIP, "email Alice the report", "what is 20 euros in yen", "read notes.txt"]
+    makers: list[Callable[[str], dict[str, Any]]] = [
+        chat_request,
+        lambda q: {"input": q, "tools": responses_tools()},
+        lambda q: {"messages": [{"role": "user", "content": q}], "tools": anthropic_tools()},
+    ]
+    requests = [make(q) for make in makers for q in queries]
+
+    def run(gate: ToolFilter, request: dict[str, Any]) -> FilteredRequest:
+        return gate.filter(request, top_k=2)
+
+    sequential = ToolFilter(embedder=embedder, cache=None)
+    expected = [run(sequential, r) for r in requests]
+    builds.clear()
+    shared = ToolFilter(embedder=embedder, cache=None)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda r: run(shared, r), requests * 4))
+    assert [(r.request, r.kept) for r in results] == [(e.request, e.kept) for e in expected] * 4
+    # The three shapes declare the same tools, so one catalog: racing threads build it once.
+    assert len(builds) == 1
