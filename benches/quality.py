@@ -84,6 +84,11 @@ class _WithThreshold:
         self._router = router
         self._threshold = threshold
 
+    @property
+    def catalog(self) -> Catalog:
+        """The wrapped router's catalog (``evaluate`` reads tool names from it)."""
+        return self._router.catalog
+
     def route(self, query: str, *, top_k: int) -> RouteResult:
         return self._router.route(query, top_k=top_k, threshold=self._threshold)
 

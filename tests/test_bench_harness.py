@@ -235,3 +235,15 @@ def test_readme_section_is_replaced_between_the_markers(
 def test_markdown_table_marks_missing_cells() -> None:
     table = report.markdown([{"a": 1_234, "b": None}], ("a", "b"))
     assert table.splitlines() == ["| a | b |", "|---|---|", "| 1,234 | n/a |"]
+
+
+def test_the_threshold_sweep_router_evaluates(catalog: Catalog) -> None:
+    from benches.quality import _WithThreshold
+    from toolgate.evaluate import evaluate
+    from toolgate.router import Router
+
+    router = Router.from_catalog(catalog, cache=None)
+    queries = [LabelledQuery("q1", "read the config file from disk", ("read_file",))]
+    low = evaluate(_WithThreshold(router, -1.0), queries, top_k=2)
+    high = evaluate(_WithThreshold(router, 1.01), queries, top_k=2)
+    assert (low["recall@10"], high["recall@10"]) == (1.0, 0.0)
