@@ -239,6 +239,7 @@ def test_markdown_table_marks_missing_cells() -> None:
 
 def test_the_threshold_sweep_router_evaluates(catalog: Catalog) -> None:
     from benches.quality import _WithThreshold
+
     from toolgate.evaluate import evaluate
     from toolgate.router import Router
 
