@@ -376,5 +376,72 @@ def test_threads_agree_with_one_thread(embedder: Embedder, builds: list[Any]) ->
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(lambda r: run(shared, r), requests * 4))
     assert [(r.request, r.kept) for r in results] == [(e.request, e.kept) for e in expected] * 4
-    # The three shapes declare the same tools, so one catalog: racing threads build it once.
-    assert len(builds) == 1
+    # One router per tools array as the request gives it (three shapes), each built once
+    # however many threads race for it.
+    assert len(builds) == len(makers)
+
+
+def test_user_text_is_never_read_as_a_query_form(gate: ToolFilter) -> None:
+    for text in ("Select: a hotel in Rome for me", "Pros: +cheap +fast. " + TRIP, "select:"):
+        filtered = gate.filter(chat_request(text), top_k=2)
+        assert filtered.result.form == "text"
+        assert len(filtered.kept) == 2
+
+
+def test_choices_naming_builtins_or_allowed_tools_are_honoured(gate: ToolFilter) -> None:
+    tools = [{"type": "web_search_20250305", "name": "web_search"}, *anthropic_tools()]
+    request = {
+        "messages": [{"role": "user", "content": WEATHER}],
+        "tools": tools,
+        "tool_choice": {"type": "tool", "name": "web_search"},
+    }
+    assert gate.filter(request, top_k=1).request["tools"][0] == tools[0]
+    allowed = {"type": "function", "function": {"name": "read_file"}}
+    chat = chat_request(
+        tool_choice={"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [allowed]}}
+    )
+    assert "read_file" in gate.filter(chat, top_k=1).kept
+    flat = {
+        "type": "allowed_tools",
+        "mode": "auto",
+        "tools": [{"type": "function", "name": "read_file"}],
+    }
+    responses = {"input": WEATHER, "tools": responses_tools(), "tool_choice": flat}
+    assert "read_file" in gate.filter(responses, top_k=1).kept
+
+
+def test_a_gemini_builtin_beside_dropped_declarations_stays(gate: ToolFilter) -> None:
+    declarations = gemini_declarations()
+    reader = [d for d in declarations if d["name"] == "read_file"]
+    others = [d for d in declarations if d["name"] != "read_file"]
+    tools = [
+        {"functionDeclarations": reader},
+        {"functionDeclarations": others, "codeExecution": {}},
+    ]
+    parts = [{"text": "read the file notes.txt"}]
+    request = {"contents": [{"role": "user", "parts": parts}], "tools": tools}
+    kept = gate.filter(request, top_k=1).request["tools"]
+    assert kept == [tools[0], {"codeExecution": {}}]
+
+
+def test_the_anthropic_cache_marker_moves_to_the_last_kept_tool(gate: ToolFilter) -> None:
+    tools = anthropic_tools()
+    tools[-1] = {**tools[-1], "cache_control": {"type": "ephemeral"}}
+    request = {"messages": [{"role": "user", "content": WEATHER}], "tools": tools}
+    kept = gate.filter(request, top_k=1).request["tools"]
+    assert tools[-1]["name"] not in [t["name"] for t in kept]
+    assert kept[-1]["cache_control"] == {"type": "ephemeral"}
+    assert all("cache_control" not in t for t in kept[:-1])
+
+
+def test_text_between_a_tag_name_and_its_description_goes_with_the_tool(gate: ToolFilter) -> None:
+    text = (
+        "<toolname>get_weather</toolname>\nWeather tool:\n<tooldescription>Forecast for a city"
+        "</tooldescription>\n<toolname>read_file</toolname>\n<tooldescription>Read a file"
+        "</tooldescription>\n<userq>read the file notes.txt</userq>"
+    )
+    request = {"messages": [{"role": "user", "content": text}]}
+    out = gate.filter(request, top_k=1).request["messages"][0]["content"]
+    for gone in ("get_weather", "Weather tool", "Forecast"):
+        assert gone not in out
+    assert "<toolname>read_file</toolname>" in out

@@ -444,3 +444,11 @@ def test_schema_cap_holds_for_what_is_actually_sent(github: Catalog, fmt: str) -
     promotion = promote_tools(github, ranked, format=fmt, budget=Budget(max_schema_tokens=cap))
     assert promotion.decision.status in ("warn", "block")
     assert promotion.tokens["schemas"] <= cap
+
+
+def test_a_route_result_of_another_catalog_version_is_refused(github: Catalog) -> None:
+    from toolgate.route_result import RouteResult
+
+    stale = RouteResult(query="q", form="text", tools=(), catalog_version="0" * 12)
+    with pytest.raises(InvalidInputError, match="RouteResult is for catalog version 000"):
+        promote_tools(github, stale)

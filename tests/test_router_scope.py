@@ -112,12 +112,14 @@ def test_required_terms_filter_the_ranking_not_named_or_pinned_tools(router: Rou
 def test_numbers_after_a_plus_are_plain_text(router: Router) -> None:
     result = router.route("send the page to +46701234567", top_k=2)
     assert result.form == "text"
-    assert len(result.ids) >= 2
+    assert result.n_out_of_scope == 0  # no "+term" filter cut the catalog down
+    assert len([t for t in result if t.reason == "ranked"]) == 2
 
 
 def test_an_exposed_name_in_the_query_names_its_tool(router: Router, tmp_path: Path) -> None:
     named = router.route("use web__search to find the release notes", top_k=1)
     assert "web/search" in named.ids
+    assert "web/search" in router.route("call **web__search**, then summarise", top_k=1).ids
     assert next(t for t in named if t.id == "web/search").reason == "named"
     router.save(tmp_path / "saved")
     reopened = Router.open(tmp_path / "saved")
@@ -253,7 +255,7 @@ def test_a_tampered_manifest_is_named(
     ("settings", "message"),
     [
         ({"history_turns": -1}, "history_turns must be an integer >= 0"),
-        ({"fusion_top": 0}, "fusion_top must be an integer >= 1"),
+        ({"fusion_top": -1}, "fusion_top must be an integer >= 0"),
         ({"top_k": True}, "top_k must be an integer >= 1"),
         ({"bm25_weights": (1.0,)}, "bm25_weights must be 4 finite numbers"),
         ({"bm25_weights": (1.0, 1.0, float("nan"), 1.0)}, "bm25_weights must be 4"),

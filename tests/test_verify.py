@@ -66,6 +66,7 @@ CALL_SHAPES: dict[str, Any] = {
     },
     "openai-responses": {
         "type": "function_call",
+        "id": "fc_1",  # the item's id; the output must answer call_id
         "call_id": "call_1",
         "name": "create_issue",
         "arguments": json.dumps(GOOD_ARGS),
@@ -198,6 +199,7 @@ def test_a_shared_name_resolves_to_the_one_active_tool(catalog: Catalog) -> None
     assert inactive.error == "tool_not_available"
     both = verify_call(catalog, ["github/search", "slack/search"], {"name": "search"})
     assert both.error == "unknown_tool"
+    assert both.closest in ("github__search", "slack__search")
     assert "github__search" in both.message
     assert "slack__search" in both.message
 
@@ -377,3 +379,12 @@ def test_broken_schemas_never_reach_verify_and_never_crash_it(
     assert verdict.error == "invalid_arguments"
     assert "input schema is broken" in verdict.message
     assert fetched == []
+
+
+def test_a_shared_name_suggests_only_active_tools() -> None:
+    servers = {s: {"tools": [{"name": "search", "description": f"Search {s}."}]} for s in "abc"}
+    catalog = Catalog.load(servers)
+    verdict = verify_call(catalog, ["b/search", "c/search"], {"name": "search"})
+    assert verdict.error == "unknown_tool"
+    assert verdict.closest == "b__search"
+    assert "a__search" not in verdict.message

@@ -78,8 +78,8 @@ class RouterConfig:
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
 
     def __post_init__(self) -> None:
-        for name in ("top_k", "fusion_top"):
-            _check_count(name, getattr(self, name), minimum=1)
+        _check_count("top_k", self.top_k, minimum=1)
+        _check_count("fusion_top", self.fusion_top, minimum=0)  # 0: min-max over every row
         _check_count("history_turns", self.history_turns, minimum=0)
         if not (isinstance(self.fusion, str) and _FUSION_METHOD.fullmatch(self.fusion)):
             raise InvalidInputError(

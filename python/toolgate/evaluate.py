@@ -109,7 +109,9 @@ def evaluate(
 ) -> dict[str, float | int]:
     """Route every query and summarise quality and latency (see :class:`RoutingMetrics`).
 
-    ``route_ms`` is wall time of the whole ``route`` call, embedding included.
+    ``route_ms`` is wall time of the whole ``route`` call, embedding included. Gold names are
+    matched against the routed tools' real names, read from ``router.catalog`` (which loads
+    an opened router's catalog).
     """
     metrics = RoutingMetrics()
     for item in progress_bar(queries, progress, "routing"):

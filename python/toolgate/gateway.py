@@ -20,13 +20,16 @@ that forwarded the request without it would hide the fault from the application.
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import os
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolgate.adapters import RawTool, anthropic, gemini, openai, text_tags
@@ -51,8 +54,12 @@ _DECLARATIONS = ("functionDeclarations", "function_declarations")
 # Keys a provider refuses in a request that carries no tools.
 _TOOL_KEYS = ("tools", "tool_choice", "parallel_tool_calls", "toolConfig", "tool_config")
 # One tool's tag pair, as text_tags.strip_tool_tags matches them, with the name captured.
+# As the parser pairs them, a description belongs to the name before it even with text
+# between (but not past the next name).
 _TAG_PAIR = re.compile(
-    r"<toolname>(.*?)</toolname>\s*(?:<tooldescription>.*?</tooldescription>\s*)?", re.DOTALL
+    r"<toolname>(.*?)</toolname>(?:(?:(?!<toolname>).)*?<tooldescription>.*?</tooldescription>)?"
+    r"\s*",
+    re.DOTALL,
 )
 
 _Slot = tuple[int, int | None]  # a routable tool: its index in tools, and in the declarations
@@ -112,8 +119,9 @@ class ToolFilter:
     """Filters each LLM request's tools to the ones routed for its latest user message.
 
     One filter serves many threads and many tool sets. It keeps one router per distinct tools
-    array (keyed by :attr:`Catalog.version`), the least recently used dropped past
-    ``max_catalogs``, so only the first request with a given array builds an index; with
+    array (keyed by a digest of the array as the request gives it), the least recently used
+    dropped past ``max_catalogs``, so only the first request with a given array builds an
+    index; with
     ``cache`` (as in :meth:`Router.from_catalog`) a rebuilt one embeds nothing new. Every
     router shares one embedder, ``embedder`` or the default model loaded on first use.
 
@@ -139,10 +147,13 @@ class ToolFilter:
         self.config = config or RouterConfig()
         precision = self.config.precision
         self._embedder: Lazy[Embedder] = Lazy(embedder, lambda: _default_embedder(precision))
-        self._cache = cache
+        from toolgate.embed import resolve_cache
+
+        # Opened once: a path or True would otherwise open a connection per router built.
+        self._cache = resolve_cache(Path(cache) if isinstance(cache, os.PathLike) else cache, None)
         self._max_catalogs = max_catalogs
         self._lock = threading.Lock()
-        self._routers: OrderedDict[str, Router] = OrderedDict()
+        self._routers: OrderedDict[str, tuple[Catalog, Router]] = OrderedDict()
         self._building: dict[str, threading.Lock] = {}
 
     def filter(
@@ -175,6 +186,8 @@ class ToolFilter:
             "state": state,
             "allow": allow,
             "deny": deny,
+            # A user's words are text: "select: a hotel" or "+1" must not act as query forms.
+            "forms": False,
         }
         tools = request.get("tools")
         if not off and tools:
@@ -198,9 +211,18 @@ class ToolFilter:
                 f"in {turn.key!r} to route on"
             )
         index, query = turn.found
-        result, routed, keep = self._route(raws, query, turn.messages[:index], turn.forced, options)
+        routable = {i for i, _ in slots}
+        # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.
+        builtin = {t.get("name") for i, t in enumerate(tools) if i not in routable}
+        function_tools = [tools[i] for i in sorted(routable)]
+        result, routed, keep = self._route(
+            function_tools, lambda: raws, query, turn.messages[:index], turn.forced - builtin,
+            options,
+        )  # fmt: skip
         out = dict(turn.request)
-        kept_tools = _kept_tools(tools, [slots[k] for k in keep], {i for i, _ in slots})
+        kept_tools = _kept_tools(tools, [slots[k] for k in keep], routable)
+        if provider == "anthropic":
+            kept_tools = _carry_cache_marker(tools, kept_tools)
         if kept_tools:
             out["tools"] = kept_tools
         else:
@@ -221,8 +243,10 @@ class ToolFilter:
                 f"{turn.key}[{index}] has <toolname> tags but no question to route on: "
                 "put it in <userq> or beside the tags"
             )
-        raws = text_tags.parse(text, DEFAULT_SERVER)
-        result, routed, keep = self._route(raws, query, turn.messages[:index], turn.forced, options)
+        result, routed, keep = self._route(
+            text, lambda: text_tags.parse(text, DEFAULT_SERVER), query, turn.messages[:index],
+            turn.forced, options,
+        )  # fmt: skip
         names = {routed[k].name for k in keep}
         rewrite = _text_rewriter(lambda body: _keep_tags(body, names))
         out = dict(turn.request)
@@ -236,24 +260,23 @@ class ToolFilter:
 
     def _route(
         self,
-        raws: Sequence[RawTool],
+        source: Any,
+        read: Callable[[], Sequence[RawTool]],
         query: str,
         history: list[Any],
         forced: frozenset[str],
         options: dict[str, Any],
     ) -> tuple[RouteResult, tuple[Tool, ...], list[int]]:
-        """Route ``query`` over ``raws``: the result, the tools, and the positions to keep."""
-        tools, offenders = build_tools(raws)
-        if offenders:
-            raise InvalidToolsError(offenders, "the request's tools")
-        catalog = Catalog(tools)
+        """Route ``query`` over the tools ``read`` gives (``source`` is what they are read
+        from): the result, the tools, and the positions to keep."""
+        catalog, router = self._router(source, read)
         named = {name for tool in catalog for name in (tool.name, tool.exposed_name)}
         if missing := sorted(forced - named):
             raise InvalidInputError(
                 f"the request's tool choice names {', '.join(map(repr, missing))}, "
-                "which no function tool of the request declares"
+                "which no tool of the request declares"
             )
-        result = self._router(catalog).route(query, history=history, **options)
+        result = router.route(query, history=history, **options)
         routed = set(result.ids)
         keep = [
             k
@@ -262,36 +285,56 @@ class ToolFilter:
         ]
         return result, catalog.tools, keep
 
-    def _router(self, catalog: Catalog) -> Router:
-        """The router for ``catalog``, built once however many threads ask at the same time."""
-        key = catalog.version
+    def _router(self, source: Any, read: Callable[[], Sequence[RawTool]]) -> tuple[Catalog, Router]:
+        """The catalog and router for the tools read from ``source``, built once however many
+        threads ask at the same time.
+
+        Keyed by a digest of ``source`` as the request gives it, so a request whose tools were
+        seen before is neither read nor validated again (at 1,000 tools that is most of a
+        call's time).
+        """
+        key = _digest(source)
         with self._lock:
-            router = self._routers.get(key)
-            if router is not None:
+            found = self._routers.get(key)
+            if found is not None:
                 self._routers.move_to_end(key)
-                return router
+                return found
             building = self._building.setdefault(key, threading.Lock())
-        with building:  # per catalog: other catalogs' requests do not wait for this build
+        with building:  # per tools array: other arrays' requests do not wait for this build
             with self._lock:
-                router = self._routers.get(key)
-            if router is None:
-                router = Router.from_catalog(
-                    catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
+                found = self._routers.get(key)
+            if found is None:
+                tools, offenders = build_tools(read())
+                if offenders:
+                    raise InvalidToolsError(offenders, "the request's tools")
+                catalog = Catalog(tools)
+                embedder = self._embedder.get()
+                found = (
+                    catalog,
+                    Router.from_catalog(
+                        catalog, config=self.config, embedder=embedder, cache=self._cache
+                    ),
                 )
             with self._lock:
-                self._routers[key] = router
+                self._routers[key] = found
                 self._routers.move_to_end(key)
                 while len(self._routers) > self._max_catalogs:
                     self._routers.popitem(last=False)
                 if self._building.get(key) is building:
                     del self._building[key]
-        return router
+        return found
+
+
+def _digest(source: Any) -> str:
+    text = json.dumps(source, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _default_embedder(precision: Literal["fp32", "int8"]) -> Embedder:
     from toolgate.embed import Embedder
 
-    return Embedder(precision=precision)
+    # A gateway builds indexes inside request handling: no progress bar on its stderr.
+    return Embedder(precision=precision, progress=False)
 
 
 def _unrouted() -> RouteResult:
@@ -367,13 +410,27 @@ def _tool_choice(request: Mapping[str, Any]) -> tuple[bool, frozenset[str]]:
         return True, frozenset()
     names: set[str] = set()
     if isinstance(choice, Mapping) and choice.get("type") in ("function", "tool"):
-        inner = choice.get("function", choice)
-        if isinstance(inner, Mapping) and isinstance(inner.get("name"), str):
-            names.add(inner["name"])
+        names.update(_choice_names([choice]))
+    if isinstance(choice, Mapping) and choice.get("type") == "allowed_tools":
+        # OpenAI: Chat nests the list under "allowed_tools", Responses does not.
+        allowed_tools = choice.get("allowed_tools", choice)
+        listed = allowed_tools.get("tools") if isinstance(allowed_tools, Mapping) else None
+        names.update(_choice_names(listed if isinstance(listed, list) else []))
     allowed = _field(calling, "allowedFunctionNames")
     if isinstance(allowed, list):
         names.update(name for name in allowed if isinstance(name, str))
     return False, frozenset(names)
+
+
+def _choice_names(entries: list[Any]) -> set[str]:
+    """The tool names in tool-choice entries (``{"type": "function", "function": {"name"}}``,
+    ``{"type": "function", "name"}`` or Anthropic's ``{"type": "tool", "name"}``)."""
+    names = set()
+    for entry in entries:
+        inner = entry.get("function", entry) if isinstance(entry, Mapping) else None
+        if isinstance(inner, Mapping) and isinstance(inner.get("name"), str):
+            names.add(inner["name"])
+    return names
 
 
 def _field(obj: Any, camel: str) -> Any:
@@ -425,7 +482,22 @@ def _kept_tools(tools: list[Any], keep: list[_Slot], routable: set[int]) -> list
             out.append({**tool, key: [tool[key][j] for j in rows]})
         elif i not in routable or rows is not None:
             out.append(tool)
+        elif key and len(tool) > 1:  # the entry also switches on a built-in (codeExecution)
+            out.append({k: v for k, v in tool.items() if k != key})
     return out
+
+
+def _carry_cache_marker(tools: list[Any], kept: list[Any]) -> list[Any]:
+    """``kept`` with Anthropic's ``cache_control`` marker on its last tool, when the tool
+    that carried it in ``tools`` was filtered out.
+
+    The marker caches the tools block up to it; losing it with its tool would silently turn
+    the application's prompt caching off.
+    """
+    marker = next((t["cache_control"] for t in reversed(tools) if "cache_control" in t), None)
+    if marker is None or not kept or any("cache_control" in t for t in kept):
+        return kept
+    return [*kept[:-1], {**kept[-1], "cache_control": marker}]
 
 
 def _keep_tags(text: str, names: set[str]) -> str:

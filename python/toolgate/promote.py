@@ -9,7 +9,8 @@ call to ask for more. That tool's name is ``tool_search`` unless a catalog tool'
 already is (ignoring case, as in :mod:`toolgate.names`), and its id, :data:`TOOL_SEARCH_ID`,
 is one no tool can have.
 
-Phase 2 is the full definitions of the active tools (and every pinned one), in catalog order so
+Phase 2 is the full definitions of the active tools (a route result's, which hold the pinned
+tools the gate admits; a bare id list gets every pinned one added), in catalog order so
 the same active set always serialises the same way, in the provider's format, with schemas from
 the catalog or from a schema source through an optional cache. Both phases are counted in the
 provider's serialisation, and the :class:`~toolgate.budget.Budget` decides what is sent. The
@@ -240,6 +241,17 @@ def _choose_pool(
     return ("digest", *render_pool(catalog, "digest", search_name=search_name, encoding=encoding))
 
 
+def check_catalog_version(catalog: Catalog, active: Any) -> None:
+    """Refuse a ``RouteResult`` or :class:`Promotion` made from another version of ``catalog``:
+    its ids would be checked against tools they were never routed among."""
+    version = getattr(active, "catalog_version", "")
+    if version and version != catalog.version:
+        kind = type(active).__name__
+        raise InvalidInputError(
+            f"the {kind} is for catalog version {version}, this catalog is {catalog.version}"
+        )
+
+
 def _active_ids(catalog: Catalog, active: Any) -> list[str]:
     """The ids to promote, best first.
 
@@ -247,6 +259,7 @@ def _active_ids(catalog: Catalog, active: Any) -> list[str]:
     gate and the allow / deny lists admit, and a pinned tool they shut out must stay out. A
     bare list of ids carries no state, so the pinned tools are added to it.
     """
+    check_catalog_version(catalog, active)
     ids = getattr(active, "ids", None)
     routed = ids is not None
     if ids is None:

@@ -40,8 +40,8 @@ class ParsedQuery:
         return "required" if self.required_terms else "text"
 
 
-def parse_query(query: str) -> ParsedQuery:
-    """Split ``query`` into a :class:`ParsedQuery`.
+def parse_query(query: str, *, forms: bool = True) -> ParsedQuery:
+    """Split ``query`` into a :class:`ParsedQuery`; with ``forms=False`` all of it is text.
 
     >>> parse_query("select:get_issue, list_issues").select
     ('get_issue', 'list_issues')
@@ -51,6 +51,8 @@ def parse_query(query: str) -> ParsedQuery:
     if not isinstance(query, str):
         raise InvalidInputError(f"query must be a str, got {type(query).__name__}")
     stripped = query.strip()
+    if not forms:  # a user's own words, where "select:" or "+1" is just text
+        return ParsedQuery(text=stripped)
     if stripped.lower().startswith(_SELECT_PREFIX):
         names = tuple(n.strip() for n in stripped[len(_SELECT_PREFIX) :].split(",") if n.strip())
         if not names:

@@ -42,9 +42,11 @@ from toolgate.router_store import (
     SavedRouter,
     check_files,
     copy_atomic,
+    fingerprint,
     load_saved_catalog,
     read_manifest,
     renamed_rows,
+    save_fingerprinted,
     write_catalog_and_manifest,
 )
 from toolgate.scopes import ScopeMatcher
@@ -64,9 +66,10 @@ __all__ = ["DEFAULT", "Router", "RouterConfig"]
 
 _QUERY_CACHE_SIZE = 1024
 # Where a name mentioned in running text ends, as in the core's name index
-# (rust/bm25/names.rs): whitespace and these delimiters; sentence punctuation after it.
+# (rust/bm25/names.rs): whitespace and these delimiters. A word is tried as it is, then
+# without the characters around it that are neither alphanumeric nor "_" (**web__search**.).
 _MENTION_SPLIT = re.compile(r"[\s,;()\[\]{}<>\"'`|=]+")
-_TRAILING_PUNCTUATION = ".:!?"
+_MENTION_EDGES = re.compile(r"^[^\w]+|[^\w]+$")
 _EMBEDDING_DIM = 384
 _SCHEMA_CACHE_ENTRIES = 4096
 _SCHEMA_CACHE_BYTES = 64 << 20
@@ -256,7 +259,7 @@ class Router:
                 "server": server,
             },
         )
-        bm25.save(directory / BM25)
+        files = {MATRIX: fingerprint(directory / MATRIX), BM25: save_fingerprinted(bm25, directory)}
         router = cls(
             catalog=catalog,
             index=index,
@@ -267,7 +270,7 @@ class Router:
             telemetry=telemetry,
             workdir=workdir,
         )
-        router._write_manifest(directory)
+        router._write_manifest(directory, files)
         return router
 
     def refresh(self, catalog: Catalog, *, path: str | os.PathLike[str] | None = None) -> Router:
@@ -359,13 +362,16 @@ class Router:
         """Write this router to the directory ``path`` (created if needed)."""
         directory = Path(path)
         directory.mkdir(parents=True, exist_ok=True)
-        copy_atomic(Path(self._index.path), directory / MATRIX)
-        self._bm25.save(directory / BM25)
-        self._write_manifest(directory)
+        source = Path(self._index.path)
+        copy_atomic(source, directory / MATRIX)
+        # Fingerprints of what this save wrote, taken from its own bytes, not from the
+        # directory, where a racing save may have put its files meanwhile.
+        files = {MATRIX: fingerprint(source), BM25: save_fingerprinted(self._bm25, directory)}
+        self._write_manifest(directory, files)
 
-    def _write_manifest(self, directory: Path) -> None:
+    def _write_manifest(self, directory: Path, files: dict[str, str]) -> None:
         saved = SavedRouter(
-            self.config, self._outline, self._vocabulary.keys, str(self._index.model_id)
+            self.config, self._outline, self._vocabulary.keys, str(self._index.model_id), files
         )
         write_catalog_and_manifest(directory, self.catalog, saved)
 
@@ -391,6 +397,7 @@ class Router:
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
         turn_id: str = "",
+        forms: bool = True,
     ) -> RouteResult:
         """The tools to show the model in full this turn, best first.
 
@@ -401,9 +408,10 @@ class Router:
         a ``/`` over ids, ``github/*``; without, over names, ``delete_*``: see
         :mod:`toolgate.scopes`); ``threshold`` overrides the configured cosine floor (``None``:
         no floor); ``history`` holds earlier turns, most recent last, blended into the query
-        with a decay. ``turn_id`` labels the telemetry event.
+        with a decay. ``turn_id`` labels the telemetry event. ``forms=False`` reads the
+        whole query as plain text, for text a person wrote (a gateway routing user messages).
         """
-        result = self._route(query, state, history, top_k, threshold, allow, deny)
+        result = self._route(query, state, history, top_k, threshold, allow, deny, forms)
         if self.telemetry is not None:
             self.telemetry.route(result, turn_id=turn_id)
         return result
@@ -417,11 +425,12 @@ class Router:
         threshold: float | DefaultType | None,
         allow: Iterable[str] | None,
         deny: Iterable[str] | None,
+        forms: bool = True,
     ) -> RouteResult:
         start = time.perf_counter()
         if isinstance(query, str):  # parse_query names any other type
             query = well_formed(query)
-        parsed = parse_query(query)
+        parsed = parse_query(query, forms=forms)
         k = self.config.top_k if top_k is None else top_k
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInputError(f"top_k must be a positive integer, got {top_k!r}")
@@ -572,8 +581,12 @@ class Router:
         renamed = self._renamed.get()
         if not renamed:
             return []
-        words = (word.strip(_TRAILING_PUNCTUATION) for word in _MENTION_SPLIT.split(query))
-        return [row for word in words if (row := renamed.get(word.casefold())) is not None]
+        rows = []
+        for word in _MENTION_SPLIT.split(query.casefold()):
+            for candidate in (word, _MENTION_EDGES.sub("", word)):
+                if (row := renamed.get(candidate)) is not None:
+                    rows.append(row)
+        return rows
 
     def _rows_named(self, name: str) -> list[int]:
         rows = list(self._bm25.rows_named(name))

@@ -39,6 +39,7 @@ __all__ = [
     "load_saved_catalog",
     "read_manifest",
     "renamed_rows",
+    "save_fingerprinted",
     "write_catalog_and_manifest",
 ]
 
@@ -102,6 +103,25 @@ def fingerprint(path: Path) -> str:
         head = handle.read(_FINGERPRINT_BYTES)
         size = os.fstat(handle.fileno()).st_size
     return hashlib.sha256(head + size.to_bytes(8, "little")).hexdigest()[:32]
+
+
+def save_fingerprinted(bm25: Any, directory: Path) -> str:
+    """Save ``bm25`` (a ``_toolgate.Bm25``) as the directory's BM25 file; its fingerprint.
+
+    Written under a temporary name and fingerprinted before the rename, so the fingerprint is
+    of these bytes even if another save replaces the file right after.
+    """
+    handle, name = tempfile.mkstemp(dir=directory, prefix=f".{BM25}.", suffix=".tmp")
+    os.close(handle)
+    tmp = Path(name)
+    try:
+        tmp.unlink()  # the core writes it afresh, itself atomically
+        bm25.save(tmp)
+        digest = fingerprint(tmp)
+        os.replace(tmp, directory / BM25)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return digest
 
 
 def check_files(directory: Path, saved: SavedRouter) -> None:
@@ -179,7 +199,7 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
         "ids": list(saved.outline.ids),
         "pinned": list(saved.outline.pinned),
         "exposed": [list(item) for item in renamed_rows(catalog)],
-        "files": {name: fingerprint(directory / name) for name in (MATRIX, BM25)},
+        "files": dict(saved.files),
     }
     _write_atomic(directory / MANIFEST, json.dumps(manifest, indent=1))
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from toolgate.adapters import RawTool, is_jsonrpc_response, parse_tool_dict
+from toolgate.adapters.mcp import jsonrpc_error
 from toolgate.errors import CatalogError, InvalidInputError
 from toolgate.tool import EMPTY_SCHEMA
 
@@ -203,15 +204,6 @@ class CatalogSchemaSource:
             raise CatalogError(f"{self._path} has no tool {tool_id!r}") from None
 
 
-def _rpc_error(response: Mapping[str, Any]) -> str:
-    """The server's message (and code) from a JSON-RPC error response."""
-    error = response.get("error")
-    if not isinstance(error, Mapping):
-        return repr(error)
-    code = f" (code {error['code']})" if "code" in error else ""
-    return f"{error.get('message')!r}{code}"
-
-
 class McpSchemaSource:
     """Schemas from an MCP server's ``tools/list``, listed once and again after :meth:`invalidate`.
 
@@ -252,7 +244,9 @@ class McpSchemaSource:
         where = f"tools/list of MCP server {self._server!r} (fetching {tool_id!r})"
         if is_jsonrpc_response(result):
             if not isinstance(result.get("result"), Mapping):
-                raise CatalogError(f"{where} answered with a JSON-RPC error: {_rpc_error(result)}")
+                raise CatalogError(
+                    f"{where} answered with a JSON-RPC error: {jsonrpc_error(result)}"
+                )
             result = result["result"]
         tools = result.get("tools") if isinstance(result, Mapping) else None
         if not isinstance(tools, list):

@@ -30,7 +30,7 @@ from typing import Any
 
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError
-from toolgate.promote import TOOL_SEARCH_ID, Promotion
+from toolgate.promote import TOOL_SEARCH_ID, check_catalog_version
 from toolgate.tool import Tool, schema_validator, split_name
 
 __all__ = ["Verdict", "closest_name", "parse_tool_call", "verify_call"]
@@ -85,7 +85,9 @@ def parse_tool_call(call: Any) -> ParsedCall:
             "", None, None, f"a tool call is a JSON object, got {type(call).__name__}"
         )
     inner, args_key, problem = _unwrap(call)
-    call_id = inner.get("id", call.get("call_id", call.get("id")))
+    # A Responses function_call item has both: its "id" (fc_...) names the item, its
+    # "call_id" the call that the function_call_output must answer.
+    call_id = call.get("call_id") or inner.get("id") or call.get("id")
     if problem:
         return ParsedCall("", None, call_id, problem)
     name = inner.get("name")
@@ -281,11 +283,7 @@ def _active_set(catalog: Catalog, active: Any) -> tuple[set[str], str | None]:
     promotion only what its budget let through. A bare list of ids carries no state, so
     pinned tools are added to it.
     """
-    if isinstance(active, Promotion) and active.catalog_version != catalog.version:
-        raise InvalidInputError(
-            f"the promotion is for catalog version {active.catalog_version}, "
-            f"this catalog is version {catalog.version}"
-        )
+    check_catalog_version(catalog, active)
     search_name = getattr(active, "search_tool_name", None)
     ids = getattr(active, "active_ids", None)
     if ids is None:
@@ -332,7 +330,7 @@ def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
         hint = f" Did you mean {closest!r}?" if closest else ""
         listed = ", ".join(available[:_MAX_LISTED]) or "none"
         if tool is None:
-            return _unknown_tool(catalog, call.name, closest, hint, listed, base)
+            return _unknown_tool(catalog, call.name, active_set, (closest, hint, listed), base)
         return Verdict(
             False,
             "tool_not_available",
@@ -358,12 +356,16 @@ def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
 def _unknown_tool(
     catalog: Catalog,
     name: str,
-    closest: str | None,
-    hint: str,
-    listed: str,
+    active: set[str],
+    advice: tuple[str | None, str, str],
     base: dict[str, Any],
 ) -> Verdict:
-    shared = [t.exposed_name for t in catalog.with_name(name)]
+    """No tool is ``name``: several active tools share it, or nothing by that name exists.
+
+    ``advice`` is the closest available name, the hint naming it, and the available list.
+    """
+    closest, hint, listed = advice
+    shared = [t.exposed_name for t in catalog.with_name(name) if t.id in active]
     if shared:
         closest = shared[0]
         message = (

@@ -17,7 +17,7 @@ from toolgate.adapters import RawTool, extract_meta, is_jsonrpc_response, parse_
 if TYPE_CHECKING:
     from toolgate.tool import Tool
 
-__all__ = ["export", "parse", "parse_tool"]
+__all__ = ["export", "jsonrpc_error", "parse", "parse_tool"]
 
 
 def parse_tool(obj: Mapping[str, Any], where: str, server: str | None) -> RawTool:
@@ -36,16 +36,25 @@ def parse_tool(obj: Mapping[str, Any], where: str, server: str | None) -> RawToo
     )
 
 
-def _jsonrpc_error(response: Mapping[str, Any]) -> str:
+def jsonrpc_error(response: Mapping[str, Any]) -> str:
+    """The server's message (and code) from a JSON-RPC error response."""
     error = response.get("error")
-    message = error.get("message") if isinstance(error, Mapping) else error
-    return f"the tools/list response is a JSON-RPC error: {message!r}"
+    if not isinstance(error, Mapping):
+        return repr(error)
+    code = f" (code {error['code']})" if "code" in error else ""
+    return f"{error.get('message')!r}{code}"
 
 
 def _parse_result(result: Any, where: str, server: str | None) -> list[RawTool]:
     if is_jsonrpc_response(result):
         if not isinstance(result.get("result"), Mapping):
-            return [RawTool(where=f"{where}error", server=server, problem=_jsonrpc_error(result))]
+            return [
+                RawTool(
+                    where=f"{where}error",
+                    server=server,
+                    problem=f"the tools/list response is a JSON-RPC error: {jsonrpc_error(result)}",
+                )
+            ]
         return _parse_result(result["result"], f"{where}result.", server)
     tools = result.get("tools") if isinstance(result, Mapping) else None
     if not isinstance(tools, list):
