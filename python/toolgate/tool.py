@@ -27,6 +27,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from toolgate.names import sanitize_name
+from toolgate.schema_check import reference_and_regex_problem
 from toolgate.unicode import lone_surrogate_at
 
 __all__ = [
@@ -42,7 +43,6 @@ __all__ = [
     "derive_summary",
     "first_sentence",
     "id_tails",
-    "schema_validator",
     "split_name",
     "tool_from_dict",
     "validated_schema",
@@ -425,132 +425,11 @@ def _is_plainly_valid(node: Any, depth: int = 0) -> bool:
     return True
 
 
-def _refuse_retrieval(uri: str) -> Any:
-    from referencing.exceptions import NoSuchResource
-
-    # Tool schemas come from untrusted servers: a $ref must never make the router fetch a URL.
-    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
-
-
-@lru_cache(maxsize=1)
-def _offline_registry() -> Any:
-    from referencing import Registry
-
-    return Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
-
-
-def schema_validator(schema: Mapping[str, Any] | bool) -> Any:
-    """A jsonschema validator for ``schema`` that checks formats and never fetches anything.
-
-    The draft is the schema's ``$schema`` (2020-12 if none). A ``$ref`` resolves inside the
-    schema or to a bundled metaschema, else validation raises
-    ``referencing.exceptions.Unresolvable``; it never opens a network connection.
-    """
-    from jsonschema.validators import (  # type: ignore[import-untyped]
-        Draft202012Validator,
-        validator_for,
-    )
-
-    cls = validator_for(schema, default=Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_offline_registry())
-
-
-_MAX_REF_CHAIN = 64
-
-
-def _ref_problem(ref: str, where: str, resolver: Any) -> str | None:
-    """Why ``ref`` (found at ``where``) cannot be followed by the validator, if it cannot.
-
-    The lookup uses a registry holding only the schema itself, so a remote URL, a pointer to
-    nowhere, a target that is not a schema and a cycle of bare references (which would recurse
-    forever at verify time) are all caught here, at load.
-    """
-    from referencing.exceptions import Unresolvable
-
-    seen: set[int] = set()
-    target = ref
-    for _ in range(_MAX_REF_CHAIN):
-        try:
-            resolved = resolver.lookup(target)
-        except (Unresolvable, ValueError):  # ValueError: a malformed URL
-            outside = "" if target.startswith("#") else "; references are never fetched remotely"
-            return f"$ref {target!r} at {where} does not resolve inside the schema{outside}"
-        contents = resolved.contents
-        if not isinstance(contents, (dict, bool)):
-            return f"$ref {target!r} at {where} points at a {type(contents).__name__}, not a schema"
-        if not isinstance(contents, dict) or not isinstance(contents.get("$ref"), str):
-            return None
-        if id(contents) in seen:
-            return f"$ref {ref!r} at {where} is part of a reference cycle"
-        seen.add(id(contents))
-        target, resolver = contents["$ref"], resolved.resolver
-    return f"$ref {ref!r} at {where} starts a chain of more than {_MAX_REF_CHAIN} references"
-
-
-def _regex_problem(pattern: str, where: str) -> str | None:
-    # jsonschema matches "pattern" and "patternProperties" with Python's re at verify time.
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        return f"invalid regular expression {pattern!r} at {where}: {exc}"
-    return None
-
-
-def _node_problem(node: dict[str, Any], where: str, resolver: Any) -> str | None:
-    at = where or "(root)"
-    for key in ("$ref", "$dynamicRef"):
-        if isinstance(node.get(key), str):
-            problem = _ref_problem(node[key], at, resolver)
-            if problem:
-                return problem
-    if isinstance(node.get("pattern"), str):
-        problem = _regex_problem(node["pattern"], f"{where}/pattern".lstrip("/"))
-        if problem:
-            return problem
-    if isinstance(node.get("patternProperties"), dict):
-        for key in node["patternProperties"]:
-            problem = _regex_problem(key, f"{where}/patternProperties".lstrip("/"))
-            if problem:
-                return problem
-    return None
-
-
-def _walk_problem(node: Any, where: str, resolver: Any, specification: Any) -> str | None:
-    from toolgate.adapters import child_schemas
-
-    if not isinstance(node, dict):
-        return None
-    # A subschema with its own $id moves the base its relative references resolve against.
-    resolver = resolver.in_subresource(specification.create_resource(node))
-    problem = _node_problem(node, where, resolver)
-    if problem:
-        return problem
-    for key, child in child_schemas(node):
-        problem = _walk_problem(child, f"{where}/{key}".lstrip("/"), resolver, specification)
-        if problem:
-            return problem
-    return None
-
-
-def _reference_and_regex_problem(schema: dict[str, Any], draft: Any) -> str | None:
-    """A ``$ref`` that does not resolve within ``schema``, or a regex Python cannot compile.
-
-    Both pass the metaschema but make verification fail; a remote ``$ref`` would also make it
-    fetch a URL the tool's server chose.
-    """
-    from referencing.jsonschema import DRAFT202012, specification_with
-
-    specification = specification_with(draft.ID_OF(draft.META_SCHEMA) or "", default=DRAFT202012)
-    root = specification.create_resource(schema)
-    resolver = _offline_registry().resolver_with_root(root)
-    return _walk_problem(schema, "", resolver, specification)
-
-
 @lru_cache(maxsize=4096)
 def _schema_problem(canonical: str) -> str | None:
     # Registries repeat the same small schemas many times; each distinct one is checked once.
     from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
-    from jsonschema.validators import (
+    from jsonschema.validators import (  # type: ignore[import-untyped]
         Draft202012Validator,
         validator_for,
     )
@@ -565,7 +444,7 @@ def _schema_problem(canonical: str) -> str | None:
     kind = schema.get("type", "object")
     if kind != "object":
         return f"input schema must have type 'object', not {kind!r}"
-    return _reference_and_regex_problem(schema, draft)
+    return reference_and_regex_problem(schema, draft)
 
 
 def _check_schema(schema: Any) -> dict[str, Any]:

@@ -31,7 +31,8 @@ from typing import Any
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError
 from toolgate.promote import TOOL_SEARCH_ID, check_catalog_version
-from toolgate.tool import Tool, schema_validator, split_name
+from toolgate.schema_check import schema_validator
+from toolgate.tool import Tool, split_name
 
 __all__ = ["Verdict", "closest_name", "parse_tool_call", "verify_call"]
 
