@@ -445,3 +445,18 @@ def test_text_between_a_tag_name_and_its_description_goes_with_the_tool(gate: To
     for gone in ("get_weather", "Weather tool", "Forecast"):
         assert gone not in out
     assert "<toolname>read_file</toolname>" in out
+
+
+def test_a_tools_array_seen_before_is_not_read_again(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolgate.adapters import openai
+
+    reads: list[str] = []
+    real = openai.parse_tool
+    monkeypatch.setattr(openai, "parse_tool", lambda *a: reads.append(a[1]) or real(*a))
+    fresh = ToolFilter(embedder=embedder, cache=None)
+    fresh.filter(chat_request(WEATHER), top_k=2)
+    assert len(reads) == len(chat_tools())
+    fresh.filter(chat_request(TRIP), top_k=2)
+    assert len(reads) == len(chat_tools())  # served by the cached router

@@ -29,6 +29,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -202,7 +203,7 @@ class ToolFilter:
         """Route over the request's tools array and keep the routed entries, as given."""
         if not isinstance(tools, list):
             raise InvalidInputError(f"'tools' must be a list, got {type(tools).__name__}")
-        slots, raws = _routable(tools, provider)
+        slots, read = _routable(tools, provider)
         if not slots:  # only provider-side tools: nothing to route
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
         if turn.found is None:
@@ -216,7 +217,7 @@ class ToolFilter:
         builtin = {t.get("name") for i, t in enumerate(tools) if i not in routable}
         function_tools = [tools[i] for i in sorted(routable)]
         result, routed, keep = self._route(
-            function_tools, lambda: raws, query, turn.messages[:index], turn.forced - builtin,
+            function_tools, read, query, turn.messages[:index], turn.forced - builtin,
             options,
         )  # fmt: skip
         out = dict(turn.request)
@@ -440,14 +441,16 @@ def _field(obj: Any, camel: str) -> Any:
     return obj.get(camel, obj.get(re.sub(r"([A-Z])", r"_\1", camel).lower()))
 
 
-def _routable(tools: list[Any], provider: str) -> tuple[list[_Slot], list[RawTool]]:
-    """Where each function tool of ``tools`` sits, and what it reads as.
+def _routable(tools: list[Any], provider: str) -> tuple[list[_Slot], Callable[[], list[RawTool]]]:
+    """Where each function tool of ``tools`` sits, and how to read them all.
 
     A function tool is one the provider runs in the application: OpenAI ``type: function``,
     an Anthropic tool without a ``type`` (or ``custom``), a Gemini function declaration.
+    Reading is deferred: a tools array seen before is served by its cached router, and at
+    1,000 tools parsing them would be most of a call.
     """
     slots: list[_Slot] = []
-    raws: list[RawTool] = []
+    parsers: list[Callable[[], list[RawTool]]] = []
     for i, tool in enumerate(tools):
         where = f"tools[{i}]"
         if not isinstance(tool, Mapping):
@@ -455,14 +458,20 @@ def _routable(tools: list[Any], provider: str) -> tuple[list[_Slot], list[RawToo
         if provider == "gemini" and gemini.is_wrapper(tool):
             declared = gemini.parse_wrapper(tool, where, DEFAULT_SERVER)
             slots += [(i, j) for j in range(len(declared))]
-            raws += declared
+            parsers.append(partial(list, declared))
         elif provider == "anthropic" and tool.get("type", "custom") == "custom":
             slots.append((i, None))
-            raws.append(anthropic.parse_tool(tool, where, DEFAULT_SERVER))
+            parsers.append(partial(_read_one, anthropic.parse_tool, tool, where))
         elif provider.startswith("openai") and tool.get("type") == "function":
             slots.append((i, None))
-            raws.append(openai.parse_tool(tool, where, DEFAULT_SERVER))
-    return slots, raws
+            parsers.append(partial(_read_one, openai.parse_tool, tool, where))
+    return slots, lambda: [raw for parse in parsers for raw in parse()]
+
+
+def _read_one(
+    parse: Callable[[Mapping[str, Any], str, str | None], RawTool], tool: Any, where: str
+) -> list[RawTool]:
+    return [parse(tool, where, DEFAULT_SERVER)]
 
 
 def _kept_tools(tools: list[Any], keep: list[_Slot], routable: set[int]) -> list[Any]:
