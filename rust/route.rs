@@ -193,11 +193,12 @@ pub fn dense_signal<'d>(
             index.len()
         )));
     }
-    // The nearest rows are chosen by cosine, so a NaN would leave them undefined.
-    fusion::check_finite(cosine, "cosine")?;
     if clauses.is_empty() || weight == 0.0 || cosine.is_empty() {
+        // Fusion checks the signal it is given; checking here too would scan every row twice.
         return Ok(Cow::Borrowed(cosine));
     }
+    // The nearest rows are chosen by cosine, so a NaN would leave them undefined.
+    fusion::check_finite(cosine, "cosine")?;
     let candidates: Vec<u32> =
         top_k(cosine, CLAUSE_CANDIDATES, None, |_| true).into_iter().map(|(row, _)| row).collect();
     let scores = index.scores_at(clauses, &candidates)?;

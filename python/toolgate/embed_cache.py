@@ -145,6 +145,10 @@ class EmbeddingCache:
             raise ValueError(
                 f"vectors must be finite unit rows; row {int(bad[0])} ({texts[bad[0]]!r}) is not"
             )
+        self._store(model_id, texts, vectors)
+
+    def _store(self, model_id: str, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Write rows already known to be finite unit vectors of the right width."""
         rows = [
             (cache_key(model_id, text), np.ascontiguousarray(row, dtype="<f4").tobytes())
             for text, row in zip(texts, vectors, strict=True)
@@ -175,7 +179,7 @@ class EmbeddingCache:
             out[missing] = fresh
             # Whatever the model returned is the answer; only rows a read would accept are kept.
             keep = np.flatnonzero(_unit_rows(fresh))
-            self.put_many(model_id, [texts[missing[k]] for k in keep], fresh[keep])
+            self._store(model_id, [texts[missing[k]] for k in keep], fresh[keep])
         return out
 
     def close(self) -> None:
