@@ -222,3 +222,50 @@ def test_every_real_tool_exports_a_schema_gemini_accepts() -> None:
             assert declaration["parameters"]["type"] == "OBJECT", tool.id
             problems.extend(f"{tool.id} {p}" for p in _problems(declaration["parameters"]))
     assert problems == []
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object"},
+        {"type": "object", "properties": {}},
+        {"type": "object", "properties": {}, "required": [], "additionalProperties": False},
+    ],
+)
+def test_json_schema_form_leaves_out_parameters_a_tool_does_not_take(schema: Any) -> None:
+    tool = Catalog.from_tools(
+        [{"name": "now", "description": "The time.", "inputSchema": schema}], server="s"
+    )["s/now"]
+    assert tool.to_provider("gemini-json-schema") == {"name": "now", "description": "The time."}
+
+
+def test_json_schema_form_sends_the_schema_unchanged() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"point": {"type": "object", "properties": {"x": {"type": "number"}}}},
+        "properties": {
+            "at": {"$ref": "#/$defs/point"},
+            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+            "mode": {"oneOf": [{"const": 1}, {"type": "string", "format": "uuid"}]},
+        },
+        "required": ["at"],
+        "additionalProperties": False,
+    }
+    free_map = {"type": "object", "additionalProperties": True}
+    catalog = Catalog.from_tools(
+        [
+            {"name": "draw", "description": "Draw a point.", "inputSchema": schema},
+            {"name": "put", "description": "Store any keys.", "inputSchema": free_map},
+        ],
+        server="s",
+    )
+    declaration = catalog["s/draw"].to_provider("gemini-json-schema")
+    assert declaration == {
+        "name": "draw",
+        "description": "Draw a point.",
+        "parametersJsonSchema": schema,
+    }
+    assert "parameters" not in declaration  # the two fields are mutually exclusive
+    # An open object takes arguments: any key is one.
+    put = catalog["s/put"].to_provider("gemini-json-schema")
+    assert put["parametersJsonSchema"] == free_map

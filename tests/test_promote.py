@@ -13,6 +13,7 @@ import pytest
 import tiktoken
 
 from toolgate import tokens
+from toolgate.adapters import PROVIDERS
 from toolgate.budget import Budget
 from toolgate.catalog import Catalog, CatalogWarning
 from toolgate.errors import CatalogError, InvalidInputError
@@ -59,7 +60,7 @@ def small(pinned: bool = False) -> Catalog:
     return Catalog.from_tools(tools, server="s", overrides=overrides)
 
 
-@pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic", "gemini", "mcp"])
+@pytest.mark.parametrize("fmt", PROVIDERS)
 def test_phase_two_is_in_catalog_order_and_counted(github: Catalog, fmt: str) -> None:
     ranked = ["github/search_code", "github/create_issue", "github/get_me"]
     promotion = promote_tools(github, ranked, format=fmt)
@@ -67,7 +68,7 @@ def test_phase_two_is_in_catalog_order_and_counted(github: Catalog, fmt: str) ->
     assert list(promotion.active_ids) == order
     expected = [github[i].to_provider(fmt) for i in order]
     assert promotion.tools == expected
-    provider = "openai" if fmt == "openai-responses" else fmt
+    provider = {"openai-responses": "openai", "gemini-json-schema": "gemini"}.get(fmt, fmt)
     assert promotion.tokens["schemas"] == tokens.count_tools(expected, provider)
     for tool_id, tool in zip(order, expected, strict=True):
         assert promotion.tool_tokens[tool_id] == tokens.count_tool(tool, provider)
@@ -404,13 +405,14 @@ def test_unknown_active_ids_are_named() -> None:
         promote_tools(small(), "s/alpha")
 
 
-def test_gemini_request_tools_and_serialisation() -> None:
-    promotion = promote_tools(small(), ["s/alpha"], format="gemini")
+@pytest.mark.parametrize("fmt", ["gemini", "gemini-json-schema"])
+def test_gemini_request_tools_and_serialisation(fmt: str) -> None:
+    promotion = promote_tools(small(), ["s/alpha"], format=fmt)
     assert promotion.request_tools() == [{"functionDeclarations": promotion.tools}]
     data = json.loads(json.dumps(promotion.to_dict()))
     assert data["decision"]["status"] == "pass"
     assert data["active_ids"] == ["s/alpha"]
-    assert repr(promotion).startswith("Promotion(1 gemini tools, pool=full")
+    assert repr(promotion).startswith(f"Promotion(1 {fmt} tools, pool=full")
     assert len(promotion) == 1
     assert list(promotion) == promotion.tools
 
@@ -437,7 +439,7 @@ def test_threads_get_the_same_promotions_as_one_thread(github: Catalog) -> None:
         assert list(pool.map(run, sets)) == serial
 
 
-@pytest.mark.parametrize("fmt", ["openai", "anthropic", "gemini", "mcp"])
+@pytest.mark.parametrize("fmt", PROVIDERS)
 def test_schema_cap_holds_for_what_is_actually_sent(github: Catalog, fmt: str) -> None:
     ranked = github.ids[:12]
     cap = promote_tools(github, ranked, format=fmt).tokens["schemas"] // 2

@@ -288,6 +288,7 @@ def test_tool_results_for_every_provider(catalog: Catalog) -> None:
     gemini = verdict.to_tool_result("gemini")["functionResponse"]
     assert gemini["name"] == "github__search"
     assert gemini["response"]["error"] == "tool_not_available"
+    assert verdict.to_tool_result("gemini-json-schema") == verdict.to_tool_result("gemini")
     mcp = verdict.to_tool_result("mcp")
     assert mcp["isError"] is True
     assert "not available" in mcp["content"][0]["text"]

@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from toolgate.adapters import PROVIDERS, base_provider
 from toolgate.budget import Budget, BudgetDecision, Candidate, enforce
 from toolgate.catalog import Catalog
 from toolgate.errors import CatalogError, InvalidInputError, ToolgateError
@@ -60,7 +61,6 @@ DIGEST_KEYWORDS = 8
 #: ``server/name``, so an id without a ``/`` can never clash with a catalog tool's.
 TOOL_SEARCH_ID = "toolgate:tool_search"
 
-_PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
 _POOL_MODES = ("auto", "full", "digest", "none")
 # A pool line ("- name: summary\n") is never under four tokens.
 _MIN_LINE_TOKENS = 4
@@ -130,7 +130,7 @@ class Promotion:
 
     def request_tools(self) -> list[dict[str, Any]]:
         """The value for the request's ``tools`` field (Gemini wraps declarations)."""
-        if self.format == "gemini":
+        if base_provider(self.format) == "gemini":
             return [{"functionDeclarations": self.tools}] if self.tools else []
         return list(self.tools)
 
@@ -149,10 +149,6 @@ class Promotion:
             "tools": self.tools,
             "pool_text": self.pool_text,
         }
-
-
-def _token_provider(fmt: str) -> str:
-    return "openai" if fmt == "openai-responses" else fmt
 
 
 def _name_words(name: str) -> list[str]:
@@ -355,16 +351,17 @@ def promote_tools(
 
     ``active_ids`` is a ``RouteResult``, or tool ids best first, to which the pinned tools
     are added.
-    ``format`` is ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or
-    ``"mcp"``. ``pool`` is ``"auto"``, ``"full"``, ``"digest"`` or ``"none"``.
+    ``format`` is one of :data:`toolgate.adapters.PROVIDERS` (see
+    :meth:`toolgate.tool.Tool.to_provider`).
+    ``pool`` is ``"auto"``, ``"full"``, ``"digest"`` or ``"none"``.
     ``schema_source`` (see :mod:`toolgate.schema_source`) supplies full schemas instead of the
     catalog, through ``cache`` (``get_or_fetch(tool_id, version, fetch)``) when given.
     """
     from toolgate.tokens import count_tools
 
     started = time.perf_counter()
-    if format not in _PROVIDERS:
-        raise InvalidInputError(f"format must be one of {', '.join(_PROVIDERS)}, got {format!r}")
+    if format not in PROVIDERS:
+        raise InvalidInputError(f"format must be one of {', '.join(PROVIDERS)}, got {format!r}")
     if budget is not None and not isinstance(budget, Budget):
         raise InvalidInputError(
             f"budget must be a toolgate.Budget or None, got {type(budget).__name__}"
@@ -383,7 +380,7 @@ def promote_tools(
     if pool_mode == "digest":
         # Keyed by an id no catalog tool can have, so a real tool never shares its entry.
         entries.insert(0, (TOOL_SEARCH_ID, search))
-    provider = _token_provider(format)
+    provider = base_provider(format)
     tool_tokens = {key: t.token_count(format, encoding=encoding) for key, t in entries}
     candidates = [
         Candidate(key, tool_tokens[key], rank.get(key, len(rank)), t.pinned) for key, t in entries

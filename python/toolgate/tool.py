@@ -224,8 +224,10 @@ class Tool:
         """The tool as ``provider`` expects it, named by ``exposed_name``.
 
         ``provider`` is ``"openai"`` (Chat function wrapper), ``"openai-responses"``,
-        ``"anthropic"``, ``"gemini"`` (a function declaration; see
-        :mod:`toolgate.adapters.gemini` for what the conversion drops) or ``"mcp"``.
+        ``"anthropic"``, ``"gemini"`` (a function declaration whose ``parameters`` are in
+        Gemini's OpenAPI subset; see :mod:`toolgate.adapters.gemini` for what the conversion
+        drops), ``"gemini-json-schema"`` (the same declaration carrying the schema unchanged
+        as ``parametersJsonSchema``) or ``"mcp"``.
         """
         from toolgate.adapters import anthropic, gemini, mcp, openai
         from toolgate.errors import InvalidInputError
@@ -235,6 +237,7 @@ class Tool:
             "openai-responses": openai.export_responses,
             "anthropic": anthropic.export,
             "gemini": gemini.export,
+            "gemini-json-schema": gemini.export_json_schema,
             "mcp": mcp.export,
         }
         writer = writers.get(provider)
@@ -246,13 +249,14 @@ class Tool:
 
     def token_count(self, provider: str = "openai", *, encoding: str = "cl100k_base") -> int:
         """Tokens this tool's full definition costs in ``provider``'s serialisation."""
+        from toolgate.adapters import base_provider
         from toolgate.tokens import count_tool
 
         key = (provider, encoding)
         cache: dict[tuple[str, str], int] = self.__dict__.setdefault("_token_counts", {})
         if key not in cache:
-            token_provider = "openai" if provider == "openai-responses" else provider
-            cache[key] = count_tool(self.to_provider(provider), token_provider, encoding=encoding)
+            definition = self.to_provider(provider)
+            cache[key] = count_tool(definition, base_provider(provider), encoding=encoding)
         return cache[key]
 
     def to_dict(self) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolgate.adapters import PROVIDERS
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError
 from toolgate.promote import TOOL_SEARCH_ID, check_catalog_version
@@ -199,8 +200,9 @@ class Verdict:
 
         ``"openai"`` (a ``role: tool`` message), ``"openai-responses"``
         (``function_call_output``), ``"anthropic"`` (a ``tool_result`` block with
-        ``is_error``), ``"gemini"`` (a ``functionResponse`` part) or ``"mcp"`` (a
-        ``CallToolResult`` with ``isError``).
+        ``is_error``), ``"gemini"`` or ``"gemini-json-schema"`` (a ``functionResponse`` part)
+        or ``"mcp"`` (a ``CallToolResult`` with ``isError``): a :class:`Promotion`'s format
+        will do.
         """
         if self.ok:
             raise InvalidInputError("the call passed verification; there is no error to report")
@@ -216,7 +218,7 @@ class Verdict:
                 "content": text,
                 "is_error": True,
             }
-        if provider == "gemini":
+        if provider in ("gemini", "gemini-json-schema"):
             response = {"functionResponse": {"name": self.name, "response": self._payload()}}
             if self.call_id:
                 response["functionResponse"]["id"] = self.call_id
@@ -224,8 +226,7 @@ class Verdict:
         if provider == "mcp":
             return {"content": [{"type": "text", "text": text}], "isError": True}
         raise InvalidInputError(
-            f"unknown provider {provider!r}; expected openai, openai-responses, anthropic, "
-            "gemini or mcp"
+            f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
         )
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "FORMATS",
     "PROVIDERS",
     "RawTool",
+    "base_provider",
     "child_schemas",
     "detect_format",
     "extract_meta",
@@ -32,11 +33,20 @@ __all__ = [
 ]
 
 #: Output formats of :meth:`toolgate.tool.Tool.to_provider`.
-PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
+PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini", "gemini-json-schema", "mcp")
+# Output formats that are a variant of another provider's: their definitions go into that
+# provider's request, so they are wrapped and their tokens counted as its are.
+_VARIANT_OF = {"openai-responses": "openai", "gemini-json-schema": "gemini"}
 #: Input formats :func:`parse_document` accepts.
 FORMATS = ("mcp", "openai", "anthropic", "gemini", "jsonl", "text_tags", "tools")
 
 JsonDict = dict[str, Any]
+
+
+def base_provider(fmt: str) -> str:
+    """The provider whose request an output format of :data:`PROVIDERS` belongs to
+    (``"openai-responses"`` -> ``"openai"``, ``"gemini-json-schema"`` -> ``"gemini"``)."""
+    return _VARIANT_OF.get(fmt, fmt)
 
 
 @dataclass(frozen=True)

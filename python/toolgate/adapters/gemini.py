@@ -9,8 +9,11 @@ Built-in tools (``{"googleSearch": {}}``, ``codeExecution``...) run on Google's 
 declare no function, so the reader reports them as bad entries, as it does OpenAI's and
 Anthropic's built-ins.
 
-Writing (:func:`export`) produces ``parameters`` in that subset, because Gemini rejects much of
-JSON Schema. What is converted, and what is lost:
+Writing has two forms. :func:`export_json_schema` sends the tool's JSON Schema unchanged as
+``parametersJsonSchema``, which the Gemini API and Vertex AI accept in place of ``parameters``;
+nothing is lost, so prefer it where the endpoint takes it. :func:`export` produces
+``parameters`` in the OpenAPI subset, which every Gemini endpoint takes, because it rejects
+much of JSON Schema. What that conversion changes, and what it loses:
 
 - a local ``$ref`` (any JSON pointer into the schema: ``#/$defs/x``, nested ``$defs``,
   ``#/properties/a/properties/b``, with ``~0``/``~1`` and percent escapes decoded) is inlined;
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "export",
+    "export_json_schema",
     "from_openapi",
     "is_wrapper",
     "parse",
@@ -430,3 +434,25 @@ def export(tool: Tool) -> dict[str, Any]:
     if isinstance(parameters, dict) and parameters.get("properties"):
         out["parameters"] = parameters
     return out
+
+
+def export_json_schema(tool: Tool) -> dict[str, Any]:
+    """The tool as a Gemini function declaration whose ``parametersJsonSchema`` is its schema.
+
+    A tool that takes no arguments gets no parameters field, as in :func:`export`.
+    """
+    out: dict[str, Any] = {"name": tool.exposed_name, "description": tool.description}
+    if not _takes_no_arguments(tool.input_schema):
+        out["parametersJsonSchema"] = tool.input_schema
+    return out
+
+
+def _takes_no_arguments(schema: JsonDict) -> bool:
+    """True for an object schema that declares no argument (no properties, no extra keys)."""
+    trivial = {"type", "properties", "required", "$schema", "additionalProperties"}
+    return (
+        set(schema) <= trivial
+        and schema.get("type", "object") == "object"
+        and not schema.get("properties")
+        and schema.get("additionalProperties", False) is False
+    )
