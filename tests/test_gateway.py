@@ -295,15 +295,15 @@ def test_the_default_embedder_is_made_once_and_shared(
 ) -> None:
     made: list[str] = []
 
-    def make(precision: str) -> Embedder:
-        made.append(precision)
+    def make(precision: str, *, progress: bool) -> Embedder:
+        made.append(f"{precision} progress={progress}")
         return embedder
 
-    monkeypatch.setattr("toolgate.gateway._default_embedder", make)
+    monkeypatch.setattr("toolgate.gateway.default_embedder", make)
     gate = ToolFilter(cache=None)
     gate.filter(chat_request(), top_k=1)
     gate.filter({**chat_request(), "tools": chat_tools()[:3]}, top_k=1)
-    assert made == ["int8"]
+    assert made == ["int8 progress=False"]
     assert builds == [embedder, embedder]
 
 

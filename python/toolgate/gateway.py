@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from toolgate.adapters import RawTool, anthropic, gemini, openai, text_tags
 from toolgate.catalog import DEFAULT_SERVER, Catalog, InvalidToolsError
@@ -39,7 +39,7 @@ from toolgate.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.errors import InvalidInputError
 from toolgate.lazy import Lazy
 from toolgate.route_result import RouteResult
-from toolgate.router import Router
+from toolgate.router import Router, default_embedder
 from toolgate.state import State
 from toolgate.tool import Tool, build_tools
 
@@ -147,7 +147,10 @@ class ToolFilter:
             raise InvalidInputError(f"config must be a RouterConfig, got {type(config).__name__}")
         self.config = config or RouterConfig()
         precision = self.config.precision
-        self._embedder: Lazy[Embedder] = Lazy(embedder, lambda: _default_embedder(precision))
+        # A gateway builds indexes inside request handling: no progress bar on its stderr.
+        self._embedder: Lazy[Embedder] = Lazy(
+            embedder, lambda: default_embedder(precision, progress=False)
+        )
         from toolgate.embed import resolve_cache
 
         # Opened once: a path or True would otherwise open a connection per router built.
@@ -329,13 +332,6 @@ class ToolFilter:
 def _digest(source: Any) -> str:
     text = json.dumps(source, sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _default_embedder(precision: Literal["fp32", "int8"]) -> Embedder:
-    from toolgate.embed import Embedder
-
-    # A gateway builds indexes inside request handling: no progress bar on its stderr.
-    return Embedder(precision=precision, progress=False)
 
 
 def _unrouted() -> RouteResult:

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from toolgate.promote import Budget, Promotion
     from toolgate.verify import Verdict
 
-__all__ = ["DEFAULT", "Router", "RouterConfig"]
+__all__ = ["DEFAULT", "Router", "RouterConfig", "default_embedder"]
 
 _QUERY_CACHE_SIZE = 1024
 # Where a name mentioned in running text ends, as in the core's name index
@@ -75,10 +75,13 @@ _SCHEMA_CACHE_ENTRIES = 4096
 _SCHEMA_CACHE_BYTES = 64 << 20
 
 
-def _default_embedder(precision: Literal["fp32", "int8"]) -> Embedder:
-    from toolgate.embed import Embedder
+def default_embedder(
+    precision: Literal["fp32", "int8"], *, progress: bool | None = None
+) -> Embedder:
+    """The bundled model at ``precision`` (``progress`` as :class:`~toolgate.embed.Embedder`)."""
+    from toolgate.embed import Embedder  # here: importing toolgate must not load ONNX Runtime
 
-    return Embedder(precision=precision)
+    return Embedder(precision=precision, progress=progress)
 
 
 class Router:
@@ -217,7 +220,7 @@ class Router:
         """
         as_telemetry(telemetry)  # before embedding, the slow part
         config = config or RouterConfig()
-        embedder = embedder or _default_embedder(config.precision)
+        embedder = embedder or default_embedder(config.precision)
         vectors = _embed_tools(embedder, embedding_views(catalog), _open_cache(cache))
         return cls._build(catalog, vectors, config, embedder, path, telemetry)
 
@@ -352,7 +355,7 @@ class Router:
             outline=saved.outline,
             index=index,
             bm25=bm25,
-            embedder=embedder or (lambda: _default_embedder(config.precision)),
+            embedder=embedder or (lambda: default_embedder(config.precision)),
             config=config,
             vocabulary=FlagVocabulary(saved.flags),
             telemetry=telemetry,
