@@ -454,3 +454,31 @@ def test_a_route_result_of_another_catalog_version_is_refused(github: Catalog) -
     stale = RouteResult(query="q", form="text", tools=(), catalog_version="0" * 12)
     with pytest.raises(InvalidInputError, match="RouteResult is for catalog version 000"):
         promote_tools(github, stale)
+
+
+@pytest.mark.parametrize("fmt", PROVIDERS)
+def test_editing_what_was_sent_leaves_the_catalog_alone(github: Catalog, fmt: str) -> None:
+    from toolgate.verify import verify_call
+
+    tool_id = "github/create_branch"
+    before = json.dumps(github[tool_id].input_schema, sort_keys=True)
+    promotion = promote_tools(github, [tool_id], format=fmt)
+
+    def close_objects(node: Any) -> None:  # what OpenAI strict mode asks a client to do
+        if isinstance(node, dict):
+            if "properties" in node:
+                node["additionalProperties"] = False
+                node["required"] = sorted(node["properties"])
+            for value in node.values():
+                close_objects(value)
+        elif isinstance(node, list):
+            for value in node:
+                close_objects(value)
+
+    close_objects(promotion.tools)
+    close_objects(github[tool_id].to_provider(fmt))
+    assert json.dumps(github[tool_id].input_schema, sort_keys=True) == before
+    again = promote_tools(github, [tool_id], format=fmt)
+    assert again.tools != promotion.tools or fmt == "gemini"  # gemini drops those keywords
+    call = {"name": "create_branch", "arguments": {"owner": "o", "repo": "r", "branch": "b"}}
+    assert verify_call(github, again, call).ok

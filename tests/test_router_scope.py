@@ -326,3 +326,61 @@ def test_everything_the_readme_names_is_importable_from_the_package() -> None:
         assert getattr(toolgate, name) is not None
     assert toolgate.UnknownToolError.__mro__[1].__name__ == "CatalogError"
     assert issubclass(toolgate.EncodingUnavailableError, toolgate.ToolgateError)
+
+
+def test_select_reads_exposed_names_in_any_case(router: Router) -> None:
+    for name in ("web__search", "WEB__SEARCH", "Web__Search"):
+        result = router.route(f"select:{name}")
+        assert result.ids[0] == "web/search", name
+        assert result.unknown == ()
+
+
+def test_included_tools_join_the_route_under_the_gate(router: Router) -> None:
+    result = router.route("restart a node", top_k=1, include=["docs/open_doc", "fetch_page"])
+    assert "admin/restart_node" in result.ids
+    reasons = {t.id: t.reason for t in result}
+    assert reasons["docs/open_doc"] == "included"
+    assert reasons["web/fetch_page"] == "included"
+    # The gate and the caller's lists still apply to what is included.
+    gated = router.route("restart a node", top_k=1, include=["admin/shutdown_cluster"])
+    assert "admin/shutdown_cluster" not in gated.ids
+    assert "admin/shutdown_cluster" in {g.id for g in gated.gated_out}
+    denied = router.route("restart a node", top_k=1, include=["fetch_page"], deny=["web/*"])
+    assert "web/fetch_page" not in denied.ids
+    # With select:, both lists go in.
+    both = router.route("select:open_doc", include=["web__search"])
+    assert {"docs/open_doc", "web/search"} <= set(both.ids)
+
+
+@pytest.mark.parametrize(
+    ("include", "message"),
+    [
+        (["docs/nope", "fetch_page"], r"include names no tool of this router: \['docs/nope'\]"),
+        ("fetch_page", "include must be a list of tool ids or names"),
+        ([3], r"names no tool of this router: \[3\]"),
+    ],
+)
+def test_bad_include_entries_are_named(router: Router, include: Any, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        router.route("restart a node", include=include)
+
+
+def test_tools_found_by_tool_search_are_callable_next_turn(router: Router) -> None:
+    # Turn 1: only the digest and the search tool go out; the model searches.
+    first = router.route("hello there", top_k=1)
+    promotion = router.promote(first, pool="digest")
+    assert promotion.search_tool_name == "tool_search"
+    call = {"name": "tool_search", "arguments": {"query": "download a page by its URL"}}
+    verdict = router.verify(call, promotion)
+    assert verdict.ok
+    assert verdict.arguments is not None
+    found = router.route(verdict.arguments["query"], top_k=1)
+    assert set(found.ids) == {"web/fetch_page", "util/help"}  # help is pinned
+    # Turn 2: what the search found is routed, promoted and accepted.
+    second = router.route("go ahead", top_k=1, include=found.ids)
+    assert "web/fetch_page" in second.ids
+    next_promotion = router.promote(second)
+    assert "web/fetch_page" in next_promotion.active_ids
+    fetch = {"name": "fetch_page", "arguments": {}}
+    assert router.verify(fetch, next_promotion).ok
+    assert not router.verify(fetch, promotion).ok  # it was not available before the search

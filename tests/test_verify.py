@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from toolgate.budget import Budget
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError
 from toolgate.promote import TOOL_SEARCH_ID, promote_tools
@@ -389,3 +390,42 @@ def test_a_shared_name_suggests_only_active_tools() -> None:
     assert verdict.error == "unknown_tool"
     assert verdict.closest == "b__search"
     assert "a__search" not in verdict.message
+
+
+def test_search_tool_arguments_are_checked(catalog: Catalog) -> None:
+    promotion = promote_tools(catalog, ACTIVE, pool="digest")
+    for arguments in ({}, {"query": 42}, {"q": "x"}):
+        verdict = verify_call(catalog, promotion, {"name": "tool_search", "arguments": arguments})
+        assert verdict.error == "invalid_arguments", arguments
+        assert verdict.tool_id == TOOL_SEARCH_ID
+        assert verdict.path == "$.query"  # missing or not a string
+    bad_json = {"type": "function", "function": {"name": "tool_search", "arguments": "{"}}
+    assert verify_call(catalog, promotion, bad_json).error == "malformed_call"
+
+
+def test_a_search_tool_the_budget_dropped_cannot_be_called(catalog: Catalog) -> None:
+    blocked = promote_tools(
+        catalog, ACTIVE, pool="digest", budget=Budget(max_schema_tokens=1, mode="block")
+    )
+    assert blocked.tools == []
+    assert blocked.search_tool_name is None
+    call = {"name": "tool_search", "arguments": {"query": "x"}}
+    assert verify_call(catalog, blocked, call).error == "unknown_tool"
+
+
+def test_the_closest_name_reads_original_names_too() -> None:
+    servers = {
+        "dart-mcp-server": {"tools": [{"name": "get_config"}, {"name": "run"}]},
+        "other": {"tools": [{"name": "get_config"}]},
+    }
+    catalog = Catalog.load(servers)
+    verdict = verify_call(catalog, ["dart-mcp-server/get_config"], {"name": "get_confg"})
+    assert verdict.error == "unknown_tool"
+    assert verdict.closest == "dart-mcp-server__get_config"  # the name the model must use
+
+
+def test_a_name_only_inactive_tools_share_charges_none_of_them(catalog: Catalog) -> None:
+    verdict = verify_call(catalog, ["github/create_issue"], {"name": "search", "arguments": {}})
+    assert verdict.error == "tool_not_available"
+    assert verdict.tool_id is None
+    assert "not available" in verdict.message

@@ -48,6 +48,7 @@ __all__ = [
     "Promotion",
     "promote_tools",
     "render_pool",
+    "search_tool",
 ]
 
 #: Largest full summary pool ``pool="auto"`` keeps; past it the per-server digest is used.
@@ -274,8 +275,11 @@ def _active_ids(catalog: Catalog, active: Any) -> list[str]:
 _SEARCH_TOOLS: dict[str, Tool] = {}
 
 
-def _search_tool(catalog: Catalog) -> Tool:
-    # One per catalog version, so its token counts are cached like any other tool's.
+def search_tool(catalog: Catalog) -> Tool:
+    """The synthetic ``tool_search`` tool a digest pool sends with ``catalog``'s tools.
+
+    One per catalog version, so its token counts are cached like any other tool's.
+    """
     found = _SEARCH_TOOLS.get(catalog.version)
     if found is None:
         found = _make_search_tool(catalog)
@@ -367,7 +371,7 @@ def promote_tools(
             f"budget must be a toolgate.Budget or None, got {type(budget).__name__}"
         )
     ranked = _active_ids(catalog, active_ids)
-    search = _search_tool(catalog)
+    search = search_tool(catalog)
     pool_mode, pool_text, pool_tokens = _choose_pool(
         catalog, pool, budget, search.exposed_name, encoding
     )
@@ -385,7 +389,7 @@ def promote_tools(
     candidates = [
         Candidate(key, tool_tokens[key], rank.get(key, len(rank)), t.pinned) for key, t in entries
     ]
-    all_defs = [t.to_provider(format) for _, t in entries]
+    all_defs = [t._definition(format) for _, t in entries]  # read only: counted, not sent
     whole = count_tools(all_defs, provider, encoding=encoding) if all_defs else 0
     overhead = max(0, whole - sum(tool_tokens.values()))
     decision = enforce(budget, candidates, pool_tokens=pool_tokens, overhead_tokens=overhead)
@@ -409,7 +413,8 @@ def promote_tools(
         format=format,
         pool_mode=pool_mode,
         catalog_version=catalog.version,
-        search_tool_name=search.exposed_name if pool_mode == "digest" else None,
+        # Only a search tool that was sent can be called: a blocking budget may drop it.
+        search_tool_name=search.exposed_name if TOOL_SEARCH_ID in kept else None,
         tool_tokens=tool_tokens,
         latency_ms=(time.perf_counter() - started) * 1000,
     )

@@ -15,7 +15,8 @@ class RoutedTool:
     """One active tool: its id, fused score, the score of each signal and why it is in.
 
     ``reason`` is ``"ranked"`` (top-k by fused score), ``"named"`` (named verbatim in the query),
-    ``"selected"`` (a ``select:`` query) or ``"pinned"`` (always included).
+    ``"selected"`` (a ``select:`` query), ``"included"`` (the caller's ``include`` list) or
+    ``"pinned"`` (always included).
     """
 
     id: str

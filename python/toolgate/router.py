@@ -8,7 +8,6 @@ many threads.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from toolgate import _toolgate
-from toolgate.catalog import Catalog, UnknownToolError
+from toolgate.catalog import Catalog
 from toolgate.clauses import clause_vectors
 from toolgate.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.errors import IndexFormatError, InvalidInputError
@@ -401,6 +400,7 @@ class Router:
         deny: Iterable[str] | None = None,
         turn_id: str = "",
         forms: bool = True,
+        include: Iterable[str] | None = None,
     ) -> RouteResult:
         """The tools to show the model in full this turn, best first.
 
@@ -413,8 +413,11 @@ class Router:
         no floor); ``history`` holds earlier turns, most recent last, blended into the query
         with a decay. ``turn_id`` labels the telemetry event. ``forms=False`` reads the
         whole query as plain text, for text a person wrote (a gateway routing user messages).
+        ``include`` lists tool ids or names to include when eligible, as if the query named
+        them: the tools a ``tool_search`` call found last turn, which the search tool
+        promises the model on its next turn (``include=found.ids``).
         """
-        result = self._route(query, state, history, top_k, threshold, allow, deny, forms)
+        result = self._route(query, state, history, top_k, threshold, allow, deny, forms, include)
         if self.telemetry is not None:
             self.telemetry.route(result, turn_id=turn_id)
         return result
@@ -429,6 +432,7 @@ class Router:
         allow: Iterable[str] | None,
         deny: Iterable[str] | None,
         forms: bool = True,
+        include: Iterable[str] | None = None,
     ) -> RouteResult:
         start = time.perf_counter()
         if isinstance(query, str):  # parse_query names any other type
@@ -451,12 +455,16 @@ class Router:
         flags = self._vocabulary.flags(State.coerce(state))
         allow_rows = self._scopes.rows(allow)
         deny_rows = self._scopes.rows(deny)
+        included = self._included_rows(include)
         if parsed.select:
-            return self._route_select(parsed, query, flags, allow_rows, deny_rows, start)
+            return self._route_select(parsed, query, flags, allow_rows, deny_rows, start, included)
         if not parsed.text:
             raise InvalidInputError("query is empty")
-        named = sorted({*self._bm25.mentioned_names(query), *self._exposed_mentioned(query)})
-        forced = np.union1d(np.asarray(named, dtype=np.uint32), self._pinned).astype(np.uint32)
+        named = {*self._bm25.mentioned_names(query), *self._exposed_mentioned(query)}
+        reasons = {row: "included" for row in included} | {row: "named" for row in named}
+        forced = np.union1d(np.asarray(sorted(reasons), dtype=np.uint32), self._pinned).astype(
+            np.uint32
+        )
         scope = allow_rows
         if parsed.required_terms:
             # The terms filter what is ranked; named and pinned tools stay in.
@@ -480,7 +488,7 @@ class Router:
             "embed": (core_start - embed_start) * 1e3,
             "core": (end - core_start) * 1e3,
         }
-        return self._result(query, parsed.form, outcome, timings, start, forced_reason=set(named))
+        return self._result(query, parsed.form, outcome, timings, start, reasons=reasons)
 
     def catalog_stats(self, encoding: str = "cl100k_base") -> dict[str, Any]:
         """Size of the catalog and what sending all of it would cost, per provider."""
@@ -523,6 +531,7 @@ class Router:
         allow_rows: np.ndarray | None,
         deny_rows: np.ndarray | None,
         start: float,
+        included: Sequence[int] = (),
     ) -> RouteResult:
         rows: list[int] = []
         unknown: list[str] = []
@@ -532,6 +541,8 @@ class Router:
                 rows.extend(r for r in found if r not in rows)
             else:
                 unknown.append(name)
+        reasons = {row: "included" for row in included} | {row: "selected" for row in rows}
+        rows += [row for row in included if row not in rows]
         forced = np.union1d(np.asarray(rows, dtype=np.uint32), self._pinned).astype(np.uint32)
         scope = forced if allow_rows is None else np.intersect1d(forced, allow_rows)
         core_start = time.perf_counter()
@@ -549,7 +560,7 @@ class Router:
         n_out = self._out_of_scope(allow_rows, deny_rows)
         result = self._result(
             query, parsed.form, (routed, [], n_gated, n_out, gated), timings, start,
-            forced_reason=set(rows), reason="selected",
+            reasons=reasons,
         )  # fmt: skip
         excluded = self._excluded_by_scope(rows, allow_rows, deny_rows)
         return replace(result, unknown=tuple(unknown), gated_out=result.gated_out + excluded)
@@ -592,11 +603,28 @@ class Router:
         return rows
 
     def _rows_named(self, name: str) -> list[int]:
+        """Rows of the tools ``name`` names: an id, a name, or an exposed name (any case)."""
         rows = list(self._bm25.rows_named(name))
-        if not rows:
-            with contextlib.suppress(UnknownToolError):
-                rows = [self._ids.index(self.catalog.by_exposed_name(name).id)]
+        if not rows and (row := self._renamed.get().get(name.casefold())) is not None:
+            rows = [row]
         return rows
+
+    def _included_rows(self, include: Iterable[str] | None) -> list[int]:
+        """The rows ``include`` names; an entry naming no tool is an error, never ignored."""
+        if include is None:
+            return []
+        if isinstance(include, str):
+            raise InvalidInputError(f"include must be a list of tool ids or names, not {include!r}")
+        rows: list[int] = []
+        unknown: list[Any] = []
+        for entry in include:
+            found = self._rows_named(entry) if isinstance(entry, str) and entry else []
+            if not found:
+                unknown.append(entry)
+            rows.extend(found)
+        if unknown:
+            raise InvalidInputError(f"include names no tool of this router: {unknown!r}")
+        return sorted(set(rows))
 
     def _require_name_terms(
         self, terms: Sequence[str], allow_rows: np.ndarray | None
@@ -629,13 +657,13 @@ class Router:
         timings: dict[str, float],
         start: float,
         *,
-        forced_reason: set[int],
-        reason: str = "named",
+        reasons: Mapping[int, str],
     ) -> RouteResult:
+        """The result of a route; ``reasons`` says why each forced row is in (else pinned)."""
         forced, ranked, n_gated, n_out_of_scope, gated = outcome
         ids = self._ids
         tools = [
-            RoutedTool(ids[row], fused, dense, bm25, reason if row in forced_reason else "pinned")
+            RoutedTool(ids[row], fused, dense, bm25, reasons.get(row, "pinned"))
             for row, fused, dense, bm25 in forced
         ]
         tools += [RoutedTool(ids[row], f, d, b) for row, f, d, b in ranked]
@@ -667,12 +695,15 @@ class Router:
         format: str = "openai",
         budget: Budget | None = None,
         schema_source: Any = None,
+        pool: str = "auto",
         turn_id: str = "",
     ) -> Promotion:
         """Phase 1 (the summary pool) and phase 2 (full schemas of ``result``'s tools).
 
         Full schemas come from ``schema_source`` through the router's LRU schema cache when
-        given, else from the catalog. See :func:`toolgate.promote.promote_tools`.
+        given, else from the catalog. ``pool`` is ``"auto"``, ``"full"``, ``"digest"`` (a
+        per-server digest and a ``tool_search`` tool) or ``"none"``. See
+        :func:`toolgate.promote.promote_tools`.
         """
         from toolgate.promote import promote_tools
 
@@ -684,6 +715,7 @@ class Router:
             budget=budget,
             schema_source=schema_source,
             cache=self._schema_cache,
+            pool=pool,
         )
         if self.telemetry is not None:
             self.telemetry.promote(promotion, turn_id=turn_id)

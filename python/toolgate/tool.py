@@ -57,6 +57,15 @@ _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "incl.", "no.", "eg.
 _WORD_SPLIT = re.compile(r"[_\-\s./:]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
+def _json_copy(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, scalars); several times faster than deepcopy."""
+    if isinstance(value, dict):
+        return {key: _json_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(item) for item in value]
+    return value
+
+
 def first_sentence(text: str) -> str:
     """The first sentence (or first line) of ``text``, whitespace collapsed.
 
@@ -228,7 +237,15 @@ class Tool:
         Gemini's OpenAPI subset; see :mod:`toolgate.adapters.gemini` for what the conversion
         drops), ``"gemini-json-schema"`` (the same declaration carrying the schema unchanged
         as ``parametersJsonSchema``) or ``"mcp"``.
+
+        The result is the caller's own copy: a client that edits the definitions it sends
+        (OpenAI strict mode closes every object) leaves the catalog's schema alone.
         """
+        copied: dict[str, Any] = _json_copy(self._definition(provider))
+        return copied
+
+    def _definition(self, provider: str) -> dict[str, Any]:
+        """:meth:`to_provider` sharing this tool's schema: only for reading (token counts)."""
         from toolgate.adapters import anthropic, gemini, mcp, openai
         from toolgate.errors import InvalidInputError
 
@@ -255,7 +272,7 @@ class Tool:
         key = (provider, encoding)
         cache: dict[tuple[str, str], int] = self.__dict__.setdefault("_token_counts", {})
         if key not in cache:
-            definition = self.to_provider(provider)
+            definition = self._definition(provider)
             cache[key] = count_tool(definition, base_provider(provider), encoding=encoding)
         return cache[key]
 

@@ -25,13 +25,13 @@ import json
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolgate.adapters import PROVIDERS
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError
-from toolgate.promote import TOOL_SEARCH_ID, check_catalog_version
+from toolgate.promote import TOOL_SEARCH_ID, check_catalog_version, search_tool
 from toolgate.schema_check import schema_validator
 from toolgate.tool import Tool, split_name
 
@@ -270,8 +270,11 @@ def _resolve(catalog: Catalog, name: str, active: set[str]) -> Tool | None:
     matches = catalog.with_name(name)
     if matches:
         live = [t for t in matches if t.id in active]
-        # Several active tools share the name: the model must use an exposed name.
-        return live[0] if len(live) == 1 else None if live else matches[0]
+        if len(live) == 1:
+            return live[0]
+        # Several active tools share the name (the model must use an exposed name), or
+        # several inactive ones do and no one of them is the tool meant.
+        return matches[0] if len(matches) == 1 else None
     folded = name.casefold()
     same = [t for t in catalog.tools if t.exposed_name.casefold() == folded]
     return same[0] if len(same) == 1 else None
@@ -325,18 +328,22 @@ def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
         )
     # Case folded like exposed names: the search name is unique among them ignoring case.
     if search_name and call.name.casefold() == search_name.casefold():
-        return Verdict(True, tool_id=TOOL_SEARCH_ID, arguments=call.arguments, **base)
+        return _check_search_call(catalog, call, base)
     tool = _resolve(catalog, call.name, active_set)
     if tool is None or tool.id not in active_set:
-        closest = closest_name(call.name, available)
+        closest = _closest_available(call.name, catalog, active_set, available)
         hint = f" Did you mean {closest!r}?" if closest else ""
         listed = ", ".join(available[:_MAX_LISTED]) or "none"
-        if tool is None:
+        # Tools of several servers go by this name and none is active: it is not available,
+        # but which one the model meant is unknown, so none is charged with a routing miss.
+        namesakes = catalog.with_name(call.name) if tool is None else []
+        unclear = bool(namesakes) and not any(t.id in active_set for t in namesakes)
+        if tool is None and not unclear:
             return _unknown_tool(catalog, call.name, active_set, (closest, hint, listed), base)
         return Verdict(
             False,
             "tool_not_available",
-            tool_id=tool.id,
+            tool_id=None if tool is None else tool.id,
             closest=closest,
             message=(
                 f"Tool {call.name!r} is not available this turn.{hint} Tools you can call now: "
@@ -353,6 +360,34 @@ def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
             **base,
         )
     return _check_arguments(tool, call, base)
+
+
+def _closest_available(
+    name: str, catalog: Catalog, active: set[str], available: tuple[str, ...]
+) -> str | None:
+    """The available (exposed) name closest to ``name``, also judged by the original names
+    of the active tools: ``get_confg`` points to ``dart__get_config``."""
+    originals = {
+        tool.name: tool.exposed_name
+        for tool in (catalog[i] for i in catalog.in_catalog_order(active))
+        if tool.name != tool.exposed_name
+    }
+    found = closest_name(name, [*available, *originals])
+    return originals.get(found, found) if found is not None else None
+
+
+def _check_search_call(catalog: Catalog, call: ParsedCall, base: dict[str, Any]) -> Verdict:
+    """A call to the promotion's ``tool_search``, checked like any tool's: its ``query``
+    argument is what the caller hands to :meth:`Router.route`."""
+    search = search_tool(catalog)
+    if call.problem:
+        verdict = Verdict(
+            False, "malformed_call", message=f"Malformed call to {call.name!r}: {call.problem}.",
+            **base,
+        )  # fmt: skip
+    else:
+        verdict = _check_arguments(search, call, base)
+    return replace(verdict, tool_id=TOOL_SEARCH_ID)
 
 
 def _unknown_tool(
