@@ -460,3 +460,22 @@ def test_a_tools_array_seen_before_is_not_read_again(
     assert len(reads) == len(chat_tools())
     fresh.filter(chat_request(TRIP), top_k=2)
     assert len(reads) == len(chat_tools())  # served by the cached router
+
+
+def test_tools_arrays_are_keyed_by_content() -> None:
+    from toolgate.gateway import _digest
+
+    tools = chat_tools()
+    assert _digest(tools) == _digest(copy.deepcopy(tools))
+    changed = copy.deepcopy(tools)
+    changed[3]["function"]["description"] += " "
+    assert _digest(changed) != _digest(tools)
+    assert _digest([1]) != _digest([1.0]) != _digest([True])
+
+    class Opaque:  # marshal cannot write it: the key falls back to JSON
+        def __repr__(self) -> str:
+            return "Opaque()"
+
+    odd = [*tools, {"type": "custom", "handle": Opaque()}]
+    assert _digest(odd) == _digest([*copy.deepcopy(tools), {"type": "custom", "handle": Opaque()}])
+    assert _digest(odd) != _digest(tools)
