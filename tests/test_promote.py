@@ -482,3 +482,19 @@ def test_editing_what_was_sent_leaves_the_catalog_alone(github: Catalog, fmt: st
     assert again.tools != promotion.tools or fmt == "gemini"  # gemini drops those keywords
     call = {"name": "create_branch", "arguments": {"owner": "o", "repo": "r", "branch": "b"}}
     assert verify_call(github, again, call).ok
+
+
+def test_set_counts_follow_the_schemas_actually_sent(github: Catalog) -> None:
+    ranked = ["github/get_me", "github/create_issue"]
+    plain = promote_tools(github, ranked)
+    assert promote_tools(github, ranked).tokens == plain.tokens  # the same set, counted again
+    bigger = {
+        tool_id: {
+            "type": "object",
+            "properties": {f"p{i}": {"type": "string", "description": "x " * 20} for i in range(9)},
+        }
+        for tool_id in ranked
+    }
+    sourced = promote_tools(github, ranked, schema_source=bigger.__getitem__)
+    assert sourced.tokens["schemas"] == tokens.count_tools(sourced.tools, "openai")
+    assert sourced.tokens["schemas"] > plain.tokens["schemas"]

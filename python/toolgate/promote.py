@@ -28,7 +28,7 @@ import itertools
 import json
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -273,6 +273,35 @@ def _active_ids(catalog: Catalog, active: Any) -> list[str]:
 
 
 _SEARCH_TOOLS: dict[str, Tool] = {}
+# Token counts of whole definition lists. An agent promotes the same active set turn after
+# turn, and rendering and tokenising the set is most of a promotion (about 65%).
+_SET_TOKENS: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+_SET_TOKENS_SIZE = 256
+
+
+def _count_set(tools: Sequence[Tool], format: str, encoding: str) -> int:
+    """Tokens of ``tools``' definitions sent together in ``format``, counted once per set.
+
+    Keyed by each tool's content fingerprint and exposed name (what its definition is made
+    of), so a refreshed tool or a schema a source supplied is counted afresh.
+    """
+    from toolgate.tokens import count_tools
+
+    if not tools:
+        return 0
+    key = (format, encoding, tuple((t.fingerprint, t.exposed_name) for t in tools))
+    with _POOL_LOCK:
+        found = _SET_TOKENS.get(key)
+        if found is not None:
+            _SET_TOKENS.move_to_end(key)
+            return found
+    definitions = [t._definition(format) for t in tools]  # read, not sent: no copies
+    count = count_tools(definitions, base_provider(format), encoding=encoding)
+    with _POOL_LOCK:
+        _SET_TOKENS[key] = count
+        while len(_SET_TOKENS) > _SET_TOKENS_SIZE:
+            _SET_TOKENS.popitem(last=False)
+    return count
 
 
 def search_tool(catalog: Catalog) -> Tool:
@@ -361,7 +390,6 @@ def promote_tools(
     ``schema_source`` (see :mod:`toolgate.schema_source`) supplies full schemas instead of the
     catalog, through ``cache`` (``get_or_fetch(tool_id, version, fetch)``) when given.
     """
-    from toolgate.tokens import count_tools
 
     started = time.perf_counter()
     if format not in PROVIDERS:
@@ -384,13 +412,11 @@ def promote_tools(
     if pool_mode == "digest":
         # Keyed by an id no catalog tool can have, so a real tool never shares its entry.
         entries.insert(0, (TOOL_SEARCH_ID, search))
-    provider = base_provider(format)
     tool_tokens = {key: t.token_count(format, encoding=encoding) for key, t in entries}
     candidates = [
         Candidate(key, tool_tokens[key], rank.get(key, len(rank)), t.pinned) for key, t in entries
     ]
-    all_defs = [t._definition(format) for _, t in entries]  # read only: counted, not sent
-    whole = count_tools(all_defs, provider, encoding=encoding) if all_defs else 0
+    whole = _count_set([t for _, t in entries], format, encoding)
     overhead = max(0, whole - sum(tool_tokens.values()))
     decision = enforce(budget, candidates, pool_tokens=pool_tokens, overhead_tokens=overhead)
     kept = set(decision.kept)
@@ -399,7 +425,7 @@ def promote_tools(
     if len(sent) == len(entries):
         schema_tokens = whole
     else:
-        schema_tokens = count_tools(tools, provider, encoding=encoding) if tools else 0
+        schema_tokens = _count_set([t for _, t in sent], format, encoding)
     return Promotion(
         tools=tools,
         pool_text=pool_text,
