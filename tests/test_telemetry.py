@@ -18,7 +18,7 @@ import pytest
 from toolgate.budget import Budget
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError
-from toolgate.promote import promote_tools
+from toolgate.promote import TOOL_SEARCH_ID, promote_tools
 from toolgate.telemetry import (
     Event,
     JsonLogSink,
@@ -266,6 +266,46 @@ def test_usage_stats_replay_a_json_log(catalog: Catalog, tmp_path: Path) -> None
         UsageStats.from_log(log, catalog)
     with pytest.raises(InvalidInputError, match="cannot read telemetry log"):
         UsageStats.from_log(tmp_path / "absent.log")
+
+
+def test_the_search_tool_is_not_a_catalog_tool(catalog: Catalog, tmp_path: Path) -> None:
+    """A digest pool's tool_search is toolgate's: its calls are counted apart, and it is
+    never counted among the tools nor offered for pruning, live or replayed from a log."""
+    memory = MemorySink()
+    live = UsageStats(catalog.ids)
+    hub = Telemetry([live, memory])
+    hub.route(_route("q", ["s/a"]), turn_id="t1")
+    promotion = promote_tools(catalog, ["s/a"], pool="digest")
+    assert promotion.search_tool_name == "tool_search"
+    hub.promote(promotion, turn_id="t1")
+    for arguments in ({"query": "b things"}, {"query": "c"}, {}):
+        call = {"name": "tool_search", "arguments": arguments}
+        hub.verify(verify_call(catalog, promotion, call), turn_id="t1")
+    hub.verify(verify_call(catalog, promotion, {"name": "a", "arguments": {}}), turn_id="t1")
+    log = tmp_path / "events.log"
+    log.write_text("".join(f"INFO toolgate.telemetry: {e.to_json()}\n" for e in memory.events))
+    replayed = UsageStats.from_log(log, catalog)
+    for stats in (live, replayed):
+        assert stats.called == {"s/a": 1}
+        assert stats.invalid == {}
+        assert (stats.search_calls, stats.search_invalid) == (2, 1)
+        assert stats.never_routed() == ["s/b", "s/c", "s/d"]
+        assert stats.never_called() == ["s/b", "s/c", "s/d"]
+        data = json.loads(json.dumps(stats.to_dict()))
+        assert data["tools"] == 4
+        assert data["search_calls"] == 2
+        assert data["search_invalid_arguments"] == 1
+        assert data["invalid_arguments"] == {}
+        report = stats.pruning_report()
+        assert report["tools"] == 4
+        assert report["not_routed"] == ["s/b", "s/c", "s/d"]
+        assert report["not_called"] == ["s/b", "s/c", "s/d"]
+    # Events built by hand may name it in an active set; it still is not a catalog tool.
+    stats = UsageStats([*catalog.ids, TOOL_SEARCH_ID])
+    stats.emit(RouteEvent(turn_id="t", active=("s/a", TOOL_SEARCH_ID)))
+    stats.emit(PromoteEvent(turn_id="t", active=("s/a", TOOL_SEARCH_ID)))
+    assert stats.to_dict()["tools"] == 4
+    assert stats.pruning_report()["loaded_not_called"] == ["s/a"]
 
 
 def _log_lines(*events: Event) -> list[str]:

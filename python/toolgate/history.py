@@ -19,6 +19,8 @@ __all__ = ["HistoryTurn", "blend_history", "history_texts"]
 
 HistoryTurn = str | Mapping[str, object]
 _BLENDED_ROLES = frozenset({"user", "tool", "function", "tool_result"})
+# Responses API items holding a tool's result (they carry no role).
+_TOOL_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 
 
 def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str]:
@@ -26,8 +28,13 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
 
     A turn is a string (taken as a user turn) or a message mapping: OpenAI or Anthropic
     (``role`` and ``content``, a string or a list of blocks, Anthropic ``tool_result``
-    blocks included), an OpenAI Responses ``function_call_output`` item, or Gemini (``role``
-    and ``parts``, ``functionResponse`` included).
+    blocks included), an OpenAI Responses item, or Gemini (``role`` and ``parts``,
+    ``functionResponse`` included). Of the Responses items, messages (``type: "message"``)
+    are read by their role and ``function_call_output`` / ``custom_tool_call_output`` as tool
+    results; the others
+    (``reasoning``, ``function_call``, ``web_search_call``, ...) are the model's own steps and
+    are skipped. A mapping with neither ``role`` nor ``type`` is a user turn, as a Gemini
+    ``Content`` without a role is.
     """
     if history is None or turns <= 0:
         return []
@@ -53,11 +60,23 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
 
 
 def _message_text(turn: Mapping[str, object], position: int) -> str:
-    """The text a message adds to the query; "" for the turns left out (the assistant's)."""
-    if turn.get("type") == "function_call_output":  # Responses API: a tool's result, no role
+    """The text a message adds to the query; "" for the turns left out: the assistant's,
+    and Responses items that are not messages or tool outputs."""
+    if turn.get("type") in _TOOL_OUTPUTS:  # Responses API: a tool's result, no role
         output = turn.get("output")
         return output if isinstance(output, str) else json.dumps(output, default=str)
-    if str(turn.get("role", "user")) not in _BLENDED_ROLES:
+    if "role" in turn:
+        role = turn["role"]
+    elif "type" in turn:
+        # A Responses item with no role is one of the model's own steps (reasoning, a tool
+        # call, a web search), and so is a "message" missing its role: the role is required
+        # on input messages and always "assistant" on output ones. Blending it would pass
+        # the model's text off as the user's.
+        return ""
+    else:
+        # Gemini lets a single-turn Content leave its role unset, meaning the user.
+        role = "user"
+    if str(role) not in _BLENDED_ROLES:
         return ""
     content = turn["parts"] if "parts" in turn else turn.get("content")
     return _content_text(content, position)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from toolgate.errors import InvalidInputError
+from toolgate.promote import TOOL_SEARCH_ID
 
 __all__ = [
     "Event",
@@ -381,11 +382,23 @@ class UsageStats:
 
     ``tool_ids`` is the registry (every tool that could be used), so tools that never appear in
     any event still show up as never routed / never called.
+
+    The ``tool_search`` tool a digest pool sends (id :data:`~toolgate.promote.TOOL_SEARCH_ID`)
+    is toolgate's, not the catalog's: it is never among the tools, never routed, and never a
+    prune candidate. Its calls are counted apart instead: ``search_calls`` (accepted) and
+    ``search_invalid`` (rejected for their arguments). Each accepted one is the model asking
+    for tools the active set lacked, so a high count next to ``turns`` says routing or the
+    budget leaves out too much.
+
+    >>> stats = UsageStats(["github/get_me"])
+    >>> stats.emit(VerifyEvent(name="tool_search", tool_id=TOOL_SEARCH_ID, ok=True))
+    >>> stats.search_calls, stats.never_called()
+    (1, ['github/get_me'])
     """
 
     def __init__(self, tool_ids: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
-        self.registry: list[str] = list(dict.fromkeys(tool_ids))
+        self.registry: list[str] = list(dict.fromkeys(_catalog_ids(tool_ids)))
         self.turns: set[str] = set()
         self.routed: Counter[str] = Counter()
         self.loaded: Counter[str] = Counter()
@@ -393,6 +406,8 @@ class UsageStats:
         self.misses: Counter[str] = Counter()
         self.invalid: Counter[str] = Counter()
         self.unknown: Counter[str] = Counter()
+        self.search_calls = 0
+        self.search_invalid = 0
         self.last_routed: dict[str, float] = {}
         self.last_called: dict[str, float] = {}
         self.last_loaded: dict[str, float] = {}
@@ -420,16 +435,26 @@ class UsageStats:
             if event.turn_id:
                 self.turns.add(event.turn_id)
             if isinstance(event, RouteEvent):
-                self.routed.update(event.active)
-                _keep_latest(self.last_routed, event.active, event.timestamp)
+                active = _catalog_ids(event.active)
+                self.routed.update(active)
+                _keep_latest(self.last_routed, active, event.timestamp)
             elif isinstance(event, PromoteEvent):
-                self.loaded.update(event.active)
-                _keep_latest(self.last_loaded, event.active, event.timestamp)
+                active = _catalog_ids(event.active)
+                self.loaded.update(active)
+                _keep_latest(self.last_loaded, active, event.timestamp)
             elif isinstance(event, VerifyEvent):
                 self._count_call(event)
 
     def _count_call(self, event: VerifyEvent) -> None:
-        if event.ok and event.tool_id:
+        if event.tool_id == TOOL_SEARCH_ID:
+            # Counted in the per-tool counters, the search tool would join the known tools
+            # through ``called`` and be offered for pruning as never routed: it never is,
+            # since the router only routes catalog tools.
+            if event.ok:
+                self.search_calls += 1
+            elif event.error == "invalid_arguments":
+                self.search_invalid += 1
+        elif event.ok and event.tool_id:
             self.called[event.tool_id] += 1
             _keep_latest(self.last_called, (event.tool_id,), event.timestamp)
         elif event.error == "tool_not_available" and event.tool_id:
@@ -496,6 +521,8 @@ class UsageStats:
                 "routing_misses": dict(self.misses),
                 "invalid_arguments": dict(self.invalid),
                 "unknown_tools": dict(self.unknown),
+                "search_calls": self.search_calls,
+                "search_invalid_arguments": self.search_invalid,
                 "never_routed": [t for t in known if not self.routed[t]],
                 "never_called": [t for t in known if not self.called[t]],
             }
@@ -509,6 +536,15 @@ class UsageStats:
                 "called": self.called.most_common(top),
                 "routing_misses": self.misses.most_common(top),
             }
+
+
+def _catalog_ids(tool_ids: Iterable[str]) -> tuple[str, ...]:
+    """``tool_ids`` without the search tool's id.
+
+    A promotion already leaves it out of its active ids, but events built by hand or read from
+    another version's log may carry it, and it must not pass for a catalog tool.
+    """
+    return tuple(t for t in tool_ids if t != TOOL_SEARCH_ID)
 
 
 def _keep_latest(last: dict[str, float], tool_ids: Iterable[str], timestamp: float) -> None:
