@@ -137,11 +137,18 @@ def closest_name(name: str, candidates: Iterable[str]) -> str | None:
     """
     best, best_score = None, 0.0
     wanted = _words(name)
+    lowered = name.lower()
     for candidate in sorted(candidates):
         longest = max(len(name), len(candidate)) or 1
-        edit = 1 - _levenshtein(name.lower(), candidate.lower()) / longest
         theirs = _words(candidate)
         overlap = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
+        # The edit distance is at least the length difference. A candidate that cannot
+        # beat the best so far, or reach the floor, is not worth the quadratic distance.
+        edit_bound = 1 - abs(len(name) - len(candidate)) / longest
+        ceiling = max(edit_bound, overlap)
+        if ceiling <= best_score or ceiling < _MIN_SIMILARITY:
+            continue
+        edit = 1 - _levenshtein(lowered, candidate.lower()) / longest
         score = max(edit, overlap)
         if score > best_score:
             best, best_score = candidate, score
