@@ -30,7 +30,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -460,28 +459,31 @@ def _routable(tools: list[Any], provider: str) -> tuple[list[_Slot], Callable[[]
     1,000 tools parsing them would be most of a call.
     """
     slots: list[_Slot] = []
-    parsers: list[Callable[[], list[RawTool]]] = []
+    declared: dict[int, list[RawTool]] = {}  # Gemini entries, read now to count their slots
     for i, tool in enumerate(tools):
-        where = f"tools[{i}]"
         if not isinstance(tool, Mapping):
-            raise InvalidInputError(f"{where} must be a JSON object, got {type(tool).__name__}")
+            raise InvalidInputError(f"tools[{i}] must be a JSON object, got {type(tool).__name__}")
         if provider == "gemini" and gemini.is_wrapper(tool):
-            declared = gemini.parse_wrapper(tool, where, DEFAULT_SERVER)
-            slots += [(i, j) for j in range(len(declared))]
-            parsers.append(partial(list, declared))
-        elif provider == "anthropic" and tool.get("type", "custom") == "custom":
+            declared[i] = gemini.parse_wrapper(tool, f"tools[{i}]", DEFAULT_SERVER)
+            slots += [(i, j) for j in range(len(declared[i]))]
+        elif _runs_in_application(tool, provider):
             slots.append((i, None))
-            parsers.append(partial(_read_one, anthropic.parse_tool, tool, where))
-        elif provider.startswith("openai") and tool.get("type") == "function":
-            slots.append((i, None))
-            parsers.append(partial(_read_one, openai.parse_tool, tool, where))
-    return slots, lambda: [raw for parse in parsers for raw in parse()]
+    parse = anthropic.parse_tool if provider == "anthropic" else openai.parse_tool
+
+    def read() -> list[RawTool]:
+        return [
+            declared[i][j] if j is not None else parse(tools[i], f"tools[{i}]", DEFAULT_SERVER)
+            for i, j in slots
+        ]
+
+    return slots, read
 
 
-def _read_one(
-    parse: Callable[[Mapping[str, Any], str, str | None], RawTool], tool: Any, where: str
-) -> list[RawTool]:
-    return [parse(tool, where, DEFAULT_SERVER)]
+def _runs_in_application(tool: Mapping[str, Any], provider: str) -> bool:
+    """An OpenAI or Anthropic tool the application runs (not one the provider runs)."""
+    if provider == "anthropic":
+        return bool(tool.get("type", "custom") == "custom")
+    return provider.startswith("openai") and tool.get("type") == "function"
 
 
 def _kept_tools(tools: list[Any], keep: list[_Slot], routable: set[int]) -> list[Any]:
