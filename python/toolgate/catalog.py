@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from toolgate import adapters
@@ -351,6 +352,27 @@ class Catalog:
         )
 
     @classmethod
+    def from_saved(
+        cls,
+        tools: Iterable[Tool | Mapping[str, Any]],
+        *,
+        qualify: str = "auto",
+        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Catalog:
+        """Rebuild a catalog a router saved: its tools, naming mode and load-time overrides.
+
+        ``tools`` are as in :meth:`from_tools` (dicts written by :meth:`Tool.to_dict`), which
+        already carry the overrides, so they are not applied again here; they are kept so
+        that :meth:`replace_server` applies them to the server's fresh tools exactly as it
+        would on the catalog that was saved.
+        """
+        catalog = cls.from_tools(tools)
+        if qualify != catalog.qualify:
+            catalog = cls(catalog.tools, qualify=qualify)
+        catalog._overrides = dict(overrides or {})
+        return catalog
+
+    @classmethod
     def _from_raw(
         cls,
         raws: Sequence[RawTool | Tool],
@@ -419,6 +441,15 @@ class Catalog:
     def qualify(self) -> str:
         """How exposed names were assigned: ``"auto"`` or ``"always"`` (see ``names.py``)."""
         return self._qualify
+
+    @property
+    def overrides(self) -> Mapping[str, Mapping[str, Any]]:
+        """The ``overrides`` given at load time, which :meth:`replace_server` applies again.
+
+        A read-only view; a router saves it with the catalog so a reopened router refreshes
+        a server the same way.
+        """
+        return MappingProxyType(dict(self._overrides))
 
     @property
     def pinned_ids(self) -> tuple[str, ...]:

@@ -4,7 +4,8 @@ Every file is written atomically (temporary file, fsync, rename) and the manifes
 manifest carries what routing needs (tool ids, pinned rows, flag names, catalog version,
 config), so a router reopens without parsing the full catalog, which loads only when promote
 or verify first need it. It also carries a fingerprint of the matrix and BM25 files it was
-written with (and the catalog its version): a save over an existing router that failed half
+written with (and the catalog its version and a digest of its load-time overrides, which
+:meth:`Catalog.replace_server` applies again): a save over an existing router that failed half
 way, or two saves racing into one directory, can leave files of different saves side by side,
 and opening them must fail rather than route with one catalog's vectors under another's ids.
 """
@@ -13,10 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -40,6 +42,7 @@ __all__ = [
     "read_manifest",
     "renamed_rows",
     "save_fingerprinted",
+    "saved_overrides",
     "write_catalog_and_manifest",
 ]
 
@@ -57,12 +60,17 @@ class CatalogOutline:
     ``exposed`` lists the rows whose exposed name (what the model sees and repeats) differs
     from the tool's name, with that name, so a query that mentions it names the tool; None
     when a manifest written before it was recorded does not say.
+
+    ``overrides_digest`` is the :func:`saved_overrides` digest of the catalog's load-time
+    overrides as a manifest recorded it, checked when the saved catalog loads; None when the
+    outline was not read from a manifest, or from one written before overrides were saved.
     """
 
     ids: tuple[str, ...]
     pinned: tuple[int, ...]
     version: str
     exposed: tuple[tuple[int, str], ...] | None = ()
+    overrides_digest: str | None = None
 
     @classmethod
     def of(cls, catalog: Catalog) -> CatalogOutline:
@@ -160,11 +168,15 @@ def read_manifest(directory: Path) -> SavedRouter:
         settings["bm25_weights"] = tuple(settings["bm25_weights"])
         ids = tuple(str(i) for i in manifest["ids"])
         exposed = manifest.get("exposed")
+        overrides_digest = manifest.get("overrides_digest")
+        if overrides_digest is not None and not isinstance(overrides_digest, str):
+            raise ValueError(f"overrides_digest {overrides_digest!r} is not a string")
         outline = CatalogOutline(
             ids,
             tuple(_row(r, len(ids)) for r in manifest["pinned"]),
             str(manifest["catalog_version"]),
             None if exposed is None else tuple((_row(r, len(ids)), str(n)) for r, n in exposed),
+            overrides_digest,
         )
         files = {str(name): str(digest) for name, digest in manifest.get("files", {}).items()}
         return SavedRouter(
@@ -185,11 +197,81 @@ def _row(value: object, n: int) -> int:
     return value
 
 
+def _json_safe(value: object, where: str) -> Any:
+    """``value`` rebuilt from JSON types only; a :class:`ValueError` naming ``where`` if not.
+
+    Mappings become objects and tuples lists, as ``json.dumps`` would write them. Anything
+    else JSON has no form for (a set, NaN, an object) is refused rather than written as
+    ``json.dumps(default=str)`` would, or as the non-standard ``NaN`` token: the reopened
+    catalog would then hold overrides the saved one did not.
+    """
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        raise ValueError(f"{where} is {value!r}, which JSON cannot hold")
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where} has the key {key!r}, which is not a string")
+            out[key] = _json_safe(item, f"{where}.{key}")
+        return out
+    raise ValueError(
+        f"{where} is a {type(value).__name__}, which JSON cannot hold "
+        "(use lists, objects, strings, numbers, booleans and null)"
+    )
+
+
+def saved_overrides(overrides: object) -> tuple[dict[str, dict[str, Any]], str]:
+    """Load-time overrides in the JSON form a router saves, and the digest of that form.
+
+    ``overrides`` maps tool ids or names to ``x-toolgate`` blocks (objects); anything else,
+    or a value JSON cannot hold, is a :class:`ValueError` naming the entry. The same check
+    runs on save and on load, so a router that saved never fails to reopen on this.
+    """
+    if not isinstance(overrides, Mapping):
+        raise ValueError(
+            "overrides must be an object mapping tool ids or names to x-toolgate blocks, "
+            f"not {type(overrides).__name__}"
+        )
+    out: dict[str, dict[str, Any]] = {}
+    for key, block in overrides.items():
+        if not isinstance(key, str):
+            raise ValueError(f"override key {key!r} is not a string (a tool id or name)")
+        if not isinstance(block, Mapping):
+            raise ValueError(
+                f"override {key!r} must be an object (an x-toolgate block), "
+                f"not {type(block).__name__}"
+            )
+        out[key] = _json_safe(block, f"override {key!r}")
+    # Sorted keys: the digest must not depend on the order the caller wrote them in.
+    canonical = json.dumps(out, sort_keys=True, separators=(",", ":"))
+    return out, hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
 def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRouter) -> None:
-    """Write the full catalog, then the manifest that makes the directory complete."""
+    """Write the full catalog, then the manifest that makes the directory complete.
+
+    The catalog file holds the load-time overrides too (a reopened catalog's
+    :meth:`~Catalog.replace_server` must apply them as the saved one's would), and the
+    manifest their digest, so overrides from another save are caught like its tools are.
+    Overrides JSON cannot hold are a :class:`CatalogError`, raised before either is written.
+    """
+    try:
+        overrides, digest = saved_overrides(catalog.overrides)
+    except ValueError as exc:
+        # Every router writes this, into a temporary directory when built without a path.
+        raise CatalogError(
+            f"the catalog's overrides cannot be stored with the router: {exc}"
+        ) from None
     tools = [tool.to_dict() for tool in catalog]
     # Exposed names depend on the catalog's naming mode, which reopening must reproduce.
-    _write_atomic(directory / CATALOG, json.dumps({"tools": tools, "qualify": catalog.qualify}))
+    document = {"tools": tools, "qualify": catalog.qualify, "overrides": overrides}
+    _write_atomic(directory / CATALOG, json.dumps(document))
     manifest: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "config": asdict(saved.config),
@@ -199,20 +281,34 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
         "ids": list(saved.outline.ids),
         "pinned": list(saved.outline.pinned),
         "exposed": [list(item) for item in renamed_rows(catalog)],
+        "overrides_digest": digest,
         "files": dict(saved.files),
     }
     _write_atomic(directory / MANIFEST, json.dumps(manifest, indent=1))
 
 
 def load_saved_catalog(path: Path, outline: CatalogOutline) -> Catalog:
-    """The catalog saved at ``path``, checked against the manifest's ``outline``."""
+    """The catalog saved at ``path``, checked against the manifest's ``outline``.
+
+    A catalog file without overrides (written before they were saved) loads with none.
+    """
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
-        catalog = Catalog.from_tools(saved["tools"])
-        qualify = saved.get("qualify", "auto")
-        if qualify != catalog.qualify:
-            catalog = Catalog(catalog.tools, qualify=qualify)
-    except (OSError, ValueError, KeyError, TypeError, CatalogError) as exc:
+        tools, qualify = saved["tools"], saved.get("qualify", "auto")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise IndexFormatError(f"{path}: unreadable catalog: {exc}") from exc
+    try:
+        overrides, digest = saved_overrides(saved.get("overrides", {}))
+    except ValueError as exc:
+        raise IndexFormatError(f"{path}: bad saved overrides: {exc}") from None
+    if outline.overrides_digest is not None and digest != outline.overrides_digest:
+        raise IndexFormatError(
+            f"{path}: overrides are not the ones {MANIFEST} was written with (an interrupted "
+            "or concurrent save?); save the router again or rebuild it with 'toolgate index'"
+        )
+    try:
+        catalog = Catalog.from_saved(tools, qualify=qualify, overrides=overrides)
+    except (ValueError, KeyError, TypeError, CatalogError) as exc:
         raise IndexFormatError(f"{path}: unreadable catalog: {exc}") from exc
     if catalog.version != outline.version or tuple(catalog.ids) != outline.ids:
         raise IndexFormatError(
