@@ -616,3 +616,17 @@ def test_one_server_beside_another_is_ambiguous(own: str) -> None:
     first = {"result": {"tools": [_tool("a")]}} if own == "result" else {"tools": [_tool("a")]}
     with pytest.raises(CatalogError, match=f"ambiguous catalog: top-level '{own}'.*'slack'"):
         Catalog.load({**first, "slack": {"tools": [_tool("b")]}})
+
+
+def test_positions_and_exposed_names_in_any_case() -> None:
+    catalog = Catalog.load(
+        {"web": {"tools": [{"name": "search"}]}, "docs": {"tools": [{"name": "search"}]}}
+    )
+    assert [catalog.position(i) for i in ("web/search", "docs/search")] == [0, 1]
+    with pytest.raises(UnknownToolError, match="no tool with id 'x/y'"):
+        catalog.position("x/y")
+    assert catalog.get_exposed("WEB__SEARCH") is None
+    found = catalog.get_exposed("WEB__SEARCH", ignore_case=True)
+    assert found is not None
+    assert found.id == "web/search"
+    assert catalog.get_exposed(3, ignore_case=True) is None  # type: ignore[arg-type]

@@ -157,6 +157,7 @@ class Catalog:
 
     __slots__ = (
         "_by_exposed",
+        "_by_folded_exposed",
         "_by_id",
         "_by_name",
         "_overrides",
@@ -181,6 +182,8 @@ class Catalog:
         )
         self._by_id = {t.id: t for t in self._tools}
         self._by_exposed = {t.exposed_name: t for t in self._tools}
+        # Exposed names are unique ignoring case too (names.py), for clients that fold it.
+        self._by_folded_exposed = {t.exposed_name.casefold(): t for t in self._tools}
         self._position = {t.id: i for i, t in enumerate(self._tools)}
         self._pinned = tuple(t.id for t in self._tools if t.pinned)
         self._by_name: dict[str, list[Tool]] = {}
@@ -429,9 +432,18 @@ class Catalog:
     def _unknown(self, key: object, kind: str) -> str:
         return f"no tool with {kind} {key!r} in this catalog of {len(self)} tools"
 
-    def get_exposed(self, name: str) -> Tool | None:
-        """The tool the model calls ``name``, or ``None``."""
+    def get_exposed(self, name: str, *, ignore_case: bool = False) -> Tool | None:
+        """The tool the model calls ``name`` (compared ignoring case if asked), or ``None``."""
+        if ignore_case:
+            return self._by_folded_exposed.get(name.casefold()) if isinstance(name, str) else None
         return self._by_exposed.get(name)
+
+    def position(self, tool_id: str) -> int:
+        """Where the tool ``tool_id`` is in catalog order; :class:`UnknownToolError` if absent."""
+        try:
+            return self._position[tool_id]
+        except (KeyError, TypeError):
+            raise UnknownToolError(self._unknown(tool_id, "id")) from None
 
     def with_name(self, name: str) -> list[Tool]:
         """Every tool whose original (unexposed) name is ``name``, in catalog order."""

@@ -274,20 +274,21 @@ class ToolFilter:
         """Route ``query`` over the tools ``read`` gives (``source`` is what they are read
         from): the result, the tools, and the positions to keep."""
         catalog, router = self._router(source, read)
-        named = {name for tool in catalog for name in (tool.name, tool.exposed_name)}
-        if missing := sorted(forced - named):
+        missing = sorted(
+            n for n in forced if not catalog.with_name(n) and not catalog.get_exposed(n)
+        )
+        if missing:
             raise InvalidInputError(
                 f"the request's tool choice names {', '.join(map(repr, missing))}, "
                 "which no tool of the request declares"
             )
         result = router.route(query, history=history, **options)
-        routed = set(result.ids)
-        keep = [
-            k
-            for k, tool in enumerate(catalog.tools)
-            if tool.id in routed or tool.name in forced or tool.exposed_name in forced
-        ]
-        return result, catalog.tools, keep
+        kept = set(result.ids)
+        for name in forced:
+            kept.update(tool.id for tool in catalog.with_name(name))
+            if (tool := catalog.get_exposed(name)) is not None:
+                kept.add(tool.id)
+        return result, catalog.tools, sorted(map(catalog.position, kept))
 
     def _router(self, source: Any, read: Callable[[], Sequence[RawTool]]) -> tuple[Catalog, Router]:
         """The catalog and router for the tools read from ``source``, built once however many

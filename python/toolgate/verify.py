@@ -282,9 +282,7 @@ def _resolve(catalog: Catalog, name: str, active: set[str]) -> Tool | None:
         # Several active tools share the name (the model must use an exposed name), or
         # several inactive ones do and no one of them is the tool meant.
         return matches[0] if len(matches) == 1 else None
-    folded = name.casefold()
-    same = [t for t in catalog.tools if t.exposed_name.casefold() == folded]
-    return same[0] if len(same) == 1 else None
+    return catalog.get_exposed(name, ignore_case=True)
 
 
 def _active_set(catalog: Catalog, active: Any) -> tuple[set[str], str | None]:
