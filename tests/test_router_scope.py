@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +237,8 @@ def test_a_missing_index_file_is_an_index_format_error(router: Router, tmp_path:
         ("pinned", [-1], "row -1 is not one of the 7 rows"),
         ("pinned", ["x"], "row 'x' is not one of"),
         ("exposed", [[9, "x"]], "row 9 is not one of"),
+        ("slashed_servers", [[0, "web/x"]], "'web/x' is not the server of row 0"),
+        ("slashed_servers", [[9, "a/b"]], "row 9 is not one of"),
         ("config", {"history_turns": -1}, "history_turns must be an integer >= 0"),
     ],
 )
@@ -384,3 +387,42 @@ def test_tools_found_by_tool_search_are_callable_next_turn(router: Router) -> No
     fetch = {"name": "fetch_page", "arguments": {}}
     assert router.verify(fetch, next_promotion).ok
     assert not router.verify(fetch, promotion).ok  # it was not available before the search
+
+
+def test_patterns_read_names_and_servers_that_hold_a_slash(tmp_path: Path) -> None:
+    servers = {
+        "@acme/xero-server": {
+            "tools": [
+                {"name": "list-invoices", "description": "List the invoices of an account."},
+                {"name": "create-invoice", "description": "Create an invoice for a customer."},
+            ]
+        },
+        "gh": {
+            "tools": [
+                {"name": "repos/delete", "description": "Delete a repository for good."},
+                {"name": "repos/list", "description": "List the repositories of a user."},
+            ]
+        },
+    }
+    Router.from_catalog(Catalog.load(servers), path=tmp_path / "r", cache=None)
+    query = "delete the old repository and list the invoices"
+    for router in (
+        Router.from_catalog(Catalog.load(servers), cache=None),
+        Router.open(tmp_path / "r"),
+    ):
+        routed = partial(_routed_ids, router, query)
+        assert "gh/repos/delete" not in routed(deny=["repos/delete"])  # a name, as written
+        assert routed(deny=["repos/*"]) == {
+            "@acme/xero-server/list-invoices",
+            "@acme/xero-server/create-invoice",
+        }
+        assert routed(allow=["list-*"]) == {"@acme/xero-server/list-invoices"}
+        assert routed(allow=["@acme/xero-server/*"]) == {
+            "@acme/xero-server/list-invoices",
+            "@acme/xero-server/create-invoice",
+        }
+        assert routed(deny=["gh/*", "*-invoice"]) == {"@acme/xero-server/list-invoices"}
+
+
+def _routed_ids(router: Router, query: str, **lists: Any) -> set[str]:
+    return set(router.route(query, top_k=4, **lists).ids)

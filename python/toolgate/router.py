@@ -140,7 +140,7 @@ class Router:
             weakref.finalize(self, shutil.rmtree, workdir, ignore_errors=True)
         self._ids = list(outline.ids)
         self._schema_cache = _toolgate.SchemaCache(_SCHEMA_CACHE_ENTRIES, _SCHEMA_CACHE_BYTES)
-        self._scopes = ScopeMatcher(self._ids)
+        self._scopes = ScopeMatcher(self._ids, outline.names())
         # Recent queries and history turns recur turn after turn; embedding is most of a route.
         self._embed_text = lru_cache(maxsize=_QUERY_CACHE_SIZE)(self._embed_one)
         self._pinned = np.asarray(outline.pinned, dtype=np.uint32)
@@ -407,8 +407,8 @@ class Router:
         ``query`` is plain text or a ToolSearch form (``select:a,b``; ``+term`` requires
         ``term`` in the tool's id, server or name). Tools named verbatim in the query (by
         name, id or exposed name) and pinned tools are always included when eligible.
-        ``state`` gates tools by their preconditions; ``allow`` / ``deny`` are patterns (with
-        a ``/`` over ids, ``github/*``; without, over names, ``delete_*``: see
+        ``state`` gates tools by their preconditions; ``allow`` / ``deny`` are patterns over
+        names, ``delete_*``, and when they hold a ``/`` over ids too, ``github/*`` (see
         :mod:`toolgate.scopes`); ``threshold`` overrides the configured cosine floor (``None``:
         no floor); ``history`` holds earlier turns, most recent last, blended into the query
         with a decay. ``turn_id`` labels the telemetry event. ``forms=False`` reads the

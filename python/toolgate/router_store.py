@@ -64,6 +64,9 @@ class CatalogOutline:
     ``overrides_digest`` is the :func:`saved_overrides` digest of the catalog's load-time
     overrides as a manifest recorded it, checked when the saved catalog loads; None when the
     outline was not read from a manifest, or from one written before overrides were saved.
+
+    ``slashed_servers`` lists the rows whose server holds a ``/`` (an npm scope,
+    ``@org/server``), with that server, so that :meth:`names` can split every id exactly.
     """
 
     ids: tuple[str, ...]
@@ -71,12 +74,37 @@ class CatalogOutline:
     version: str
     exposed: tuple[tuple[int, str], ...] | None = ()
     overrides_digest: str | None = None
+    slashed_servers: tuple[tuple[int, str], ...] = ()
 
     @classmethod
     def of(cls, catalog: Catalog) -> CatalogOutline:
         """The outline of a loaded catalog."""
         pinned = tuple(row for row, tool in enumerate(catalog) if tool.pinned)
-        return cls(tuple(catalog.ids), pinned, catalog.version, renamed_rows(catalog))
+        return cls(
+            tuple(catalog.ids),
+            pinned,
+            catalog.version,
+            renamed_rows(catalog),
+            slashed_servers=_slashed_server_rows(catalog),
+        )
+
+    def names(self) -> tuple[str, ...]:
+        """Each row's tool name, as the catalog has it.
+
+        An id is ``server/name`` and both parts may hold a ``/``; the rows whose server does
+        are listed, every other id splits at its first ``/``. (A manifest written before the
+        list was recorded lists none, which misreads only servers holding a ``/``.)
+        """
+        slashed = dict(self.slashed_servers)
+        return tuple(
+            tool_id[len(slashed[row]) + 1 :] if row in slashed else tool_id.partition("/")[2]
+            for row, tool_id in enumerate(self.ids)
+        )
+
+
+def _slashed_server_rows(catalog: Catalog) -> tuple[tuple[int, str], ...]:
+    """Rows of ``catalog`` whose server holds a ``/``, with the server."""
+    return tuple((row, tool.server) for row, tool in enumerate(catalog) if "/" in tool.server)
 
 
 def renamed_rows(catalog: Catalog) -> tuple[tuple[int, str], ...]:
@@ -177,6 +205,7 @@ def read_manifest(directory: Path) -> SavedRouter:
             str(manifest["catalog_version"]),
             None if exposed is None else tuple((_row(r, len(ids)), str(n)) for r, n in exposed),
             overrides_digest,
+            _slashed_servers(manifest.get("slashed_servers", []), ids),
         )
         files = {str(name): str(digest) for name, digest in manifest.get("files", {}).items()}
         return SavedRouter(
@@ -188,6 +217,17 @@ def read_manifest(directory: Path) -> SavedRouter:
         )
     except (KeyError, TypeError, ValueError, InvalidInputError) as exc:
         raise IndexFormatError(f"{path}: malformed manifest: {exc}") from None
+
+
+def _slashed_servers(entries: Any, ids: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    """The manifest's ``slashed_servers``, each checked against the id of its row."""
+    out = []
+    for row, server in entries:
+        row = _row(row, len(ids))
+        if not (isinstance(server, str) and "/" in server and ids[row].startswith(server + "/")):
+            raise ValueError(f"slashed_servers: {server!r} is not the server of row {row}")
+        out.append((row, server))
+    return tuple(out)
 
 
 def _row(value: object, n: int) -> int:
@@ -281,6 +321,7 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
         "ids": list(saved.outline.ids),
         "pinned": list(saved.outline.pinned),
         "exposed": [list(item) for item in renamed_rows(catalog)],
+        "slashed_servers": [list(item) for item in _slashed_server_rows(catalog)],
         "overrides_digest": digest,
         "files": dict(saved.files),
     }

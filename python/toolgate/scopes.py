@@ -1,14 +1,17 @@
-"""Allow and deny lists: patterns over tool ids resolved to index rows.
+"""Allow and deny lists: patterns over tool ids and names resolved to index rows.
 
 A pattern is an exact id (``github/create_issue``), a whole server (``github/*``), a bare tool
 name (``create_issue``, any server), a glob over tool names (``delete_*``, any server) or an
-``fnmatch`` glob over ids (``github/*_issue``): a pattern with a ``/`` is read against ids, one
-without against names, so ``deny=["delete_*"]`` shuts out every server's ``delete_`` tools.
+``fnmatch`` glob over ids (``github/*_issue``). A pattern matches a tool when it matches the
+tool's name or, if it holds a ``/``, its id: ``deny=["delete_*"]`` shuts out every server's
+``delete_`` tools, and a name that itself holds a ``/`` (``repos/delete``) is matched as
+written, not read as a server.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
@@ -18,13 +21,23 @@ from toolgate.errors import InvalidInputError
 
 __all__ = ["ScopeMatcher"]
 
+# fnmatch's special characters: a pattern without them matches only itself.
+_GLOB = re.compile(r"[*?\[]")
+
 
 class ScopeMatcher:
     """Resolves pattern lists to sorted uint32 row arrays, caching each distinct list."""
 
-    def __init__(self, ids: Sequence[str]) -> None:
+    def __init__(self, ids: Sequence[str], names: Sequence[str]) -> None:
+        """``ids`` and ``names`` of the tools, in row order."""
         self._ids = tuple(ids)
-        self._rows_by_id = {tool_id: row for row, tool_id in enumerate(self._ids)}
+        self._names = tuple(names)
+        if len(self._names) != len(self._ids):
+            raise InvalidInputError(f"{len(self._names)} names for {len(self._ids)} tool ids")
+        self._rows_by_key: dict[str, list[int]] = {}
+        for row, (tool_id, name) in enumerate(zip(self._ids, self._names, strict=True)):
+            for key in {tool_id, name}:
+                self._rows_by_key.setdefault(key, []).append(row)
         self._resolve = lru_cache(maxsize=256)(self._resolve_uncached)
 
     def rows(self, patterns: Iterable[str] | None) -> np.ndarray | None:
@@ -44,19 +57,16 @@ class ScopeMatcher:
                 raise InvalidInputError(
                     f"allow/deny pattern must be a non-empty string: {pattern!r}"
                 )
-            exact = self._rows_by_id.get(pattern)
-            if exact is not None:
-                rows.add(exact)
-            elif "/" in pattern:
-                rows.update(r for r, i in enumerate(self._ids) if fnmatch.fnmatchcase(i, pattern))
-            else:
-                # The name is the id's last segment here; a name holding a '/' is matched
-                # by its id.
-                rows.update(
-                    r
-                    for r, i in enumerate(self._ids)
-                    if fnmatch.fnmatchcase(i.rsplit("/", 1)[-1], pattern)
-                )
+            if not _GLOB.search(pattern):  # a literal: an id or a name, looked up
+                rows.update(self._rows_by_key.get(pattern, ()))
+                continue
+            by_id = "/" in pattern
+            rows.update(
+                row
+                for row, (tool_id, name) in enumerate(zip(self._ids, self._names, strict=True))
+                if fnmatch.fnmatchcase(name, pattern)
+                or (by_id and fnmatch.fnmatchcase(tool_id, pattern))
+            )
         result = np.fromiter(sorted(rows), dtype=np.uint32, count=len(rows))
         result.setflags(write=False)
         return result
