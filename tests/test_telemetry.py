@@ -174,6 +174,42 @@ def test_opentelemetry_sink_records_spans(monkeypatch: pytest.MonkeyPatch) -> No
     assert json.loads(span["attrs"]["toolgate.gated_out"]) == {"s/b": "needs milestone"}
 
 
+def test_opentelemetry_sdk_records_every_event_with_valid_attributes() -> None:
+    """The real SDK: it warns (an error under pytest here) on attribute values OTel rejects."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    hub = Telemetry([OpenTelemetrySink(tracer=provider.get_tracer("test"))])
+    catalog = Catalog.from_tools(
+        [{"name": "a", "description": "Do a."}, {"name": "b", "description": "Do b."}], server="s"
+    )
+    hub.route(_route("q", ["s/a"], {"s/b": "needs milestone"}), turn_id="t1")
+    promotion = promote_tools(catalog, ["s/a"], budget=Budget(max_tools=5))
+    hub.promote(promotion, turn_id="t1")
+    hub.verify(verify_call(catalog, promotion, {"name": "b", "arguments": {}}), turn_id="t1")
+    spans = exporter.get_finished_spans()
+    assert [span.name for span in spans] == [
+        "toolgate.route",
+        "toolgate.promote",
+        "toolgate.verify",
+    ]
+    route, promote, verify = (dict(span.attributes or {}) for span in spans)
+    assert route["toolgate.turn_id"] == "t1"
+    assert tuple(route["toolgate.active"]) == ("s/a",)
+    assert json.loads(str(route["toolgate.gated_out"])) == {"s/b": "needs milestone"}
+    assert tuple(promote["toolgate.active"]) == ("s/a",)
+    assert verify["toolgate.error"] == "tool_not_available"
+    assert verify["toolgate.ok"] is False
+    for span in spans:
+        assert span.start_time is not None
+        assert span.end_time is not None
+        assert span.end_time >= span.start_time
+
+
 def _session(catalog: Catalog, stats: UsageStats) -> None:
     hub = Telemetry([stats])
     turns = [(["s/a", "s/b"], "a"), (["s/a"], "a"), (["s/b"], "c"), (["s/b"], "b")]
