@@ -252,3 +252,16 @@ def test_create_agent_binds_only_routed_tools(
     assert len(model.bound) == 1
     assert "get_weather" in model.bound[0]
     assert len(model.bound[0]) == 2
+
+
+def test_the_filter_configured_threshold_applies_unless_overridden(
+    tools: list[BaseTool],
+) -> None:
+    from toolgate.config import RouterConfig
+
+    strict = ToolFilter(
+        config=RouterConfig(threshold=0.99), embedder=Embedder(precision="int8"), cache=None
+    )
+    assert ToolSelector(tool_filter=strict).select(tools, [HumanMessage(WEATHER)]) == []
+    lenient = ToolSelector(top_k=2, threshold=None, tool_filter=strict)
+    assert "get_weather" in names(lenient.select(tools, [HumanMessage(WEATHER)]))

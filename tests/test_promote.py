@@ -498,3 +498,18 @@ def test_set_counts_follow_the_schemas_actually_sent(github: Catalog) -> None:
     sourced = promote_tools(github, ranked, schema_source=bigger.__getitem__)
     assert sourced.tokens["schemas"] == tokens.count_tools(sourced.tools, "openai")
     assert sourced.tokens["schemas"] > plain.tokens["schemas"]
+
+
+def test_set_counts_follow_the_key_order_that_is_sent() -> None:
+    # Same content, another key order: one token apart in some formats' serialisation.
+    properties = {"zeta_value_long_name": {"type": "string", "description": "Z"}, "a": {}}
+    reordered = dict(reversed(list(properties.items())))
+    for schema in (
+        {"type": "object", "properties": properties, "required": ["a"]},
+        {"required": ["a"], "properties": reordered, "type": "object"},
+    ):
+        catalog = Catalog.from_tools([{"name": "f", "inputSchema": schema}], server="s")
+        for fmt in PROVIDERS:
+            promotion = promote_tools(catalog, ["s/f"], format=fmt)
+            provider = {"openai-responses": "openai", "gemini-json-schema": "gemini"}.get(fmt, fmt)
+            assert promotion.tokens["schemas"] == tokens.count_tools(promotion.tools, provider)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from toolgate import CatalogError, IndexFormatError
+from toolgate import IndexFormatError, InvalidInputError
 from toolgate.catalog import Catalog
 from toolgate.router import Router
 from toolgate.router_store import saved_overrides
@@ -163,16 +163,22 @@ def test_bad_saved_overrides_are_caught_without_a_digest_too(
         _ = Router.open(path).catalog
 
 
-def test_overrides_json_cannot_hold_are_refused_before_the_manifest(
-    saved: tuple[Router, Path], tmp_path: Path
-) -> None:
-    built, _ = saved
+def test_overrides_json_cannot_hold_are_refused_when_the_catalog_loads() -> None:
     # Overrides for a tool not in the catalog yet wait for a later refresh, so they are saved
-    # too, and must be JSON: a set has no JSON form that would come back as a set.
-    catalog = _catalog({**OVERRIDES, "merge_pull_request": {"tags": {"write"}}})
-    with pytest.raises(CatalogError, match=r"override 'merge_pull_request'\.tags is a set"):
-        built.refresh(catalog, path=tmp_path / "refused")
-    assert not (tmp_path / "refused" / "router.json").exists()
+    # too, and must be JSON: a set has no JSON form that would come back as a set. The load
+    # says so, not the first router built from the catalog.
+    with pytest.raises(InvalidInputError, match=r"override 'merge_pull_request'\.tags is a set"):
+        _catalog({**OVERRIDES, "merge_pull_request": {"tags": {"write"}}})
+
+
+def test_a_catalogs_overrides_cannot_be_edited_through_it() -> None:
+    catalog = _catalog(OVERRIDES)
+    view = catalog.overrides
+    with pytest.raises(TypeError):
+        view["x"] = {}  # type: ignore[index]
+    first = next(iter(view))
+    view[first]["pinned"] = "edited"  # a copy: the catalog keeps its own
+    assert catalog.overrides[first].get("pinned") != "edited"
 
 
 def test_mappings_and_tuples_are_saved_in_their_json_form(

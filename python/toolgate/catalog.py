@@ -13,6 +13,7 @@ Bad tools (no name, an invalid JSON Schema, a duplicate id, absurd sizes) raise 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -25,8 +26,9 @@ from typing import Any
 
 from toolgate import adapters
 from toolgate.adapters import RawTool
-from toolgate.errors import CatalogError
+from toolgate.errors import CatalogError, InvalidInputError
 from toolgate.names import assign_exposed_names
+from toolgate.overrides import saved_overrides
 from toolgate.tool import Offender, RequirementIndex, Tool, build_tools, tool_from_dict
 
 __all__ = [
@@ -386,6 +388,11 @@ class Catalog:
         qualify: str = "auto",
         rename_duplicates: bool = False,
     ) -> Catalog:
+        if overrides is not None:
+            try:
+                overrides = saved_overrides(overrides)[0]
+            except ValueError as exc:  # named here, not when a router saves the catalog
+                raise InvalidInputError(str(exc)) from None
         tools, offenders = build_tools(
             raws, overrides=overrides, rename_duplicates=rename_duplicates
         )
@@ -458,10 +465,10 @@ class Catalog:
     def overrides(self) -> Mapping[str, Mapping[str, Any]]:
         """The ``overrides`` given at load time, which :meth:`replace_server` applies again.
 
-        A read-only view; a router saves it with the catalog so a reopened router refreshes
-        a server the same way.
+        A copy (editing it changes nothing); a router saves it with the catalog so a reopened
+        router refreshes a server the same way.
         """
-        return MappingProxyType(dict(self._overrides))
+        return MappingProxyType(copy.deepcopy(dict(self._overrides)))
 
     @property
     def pinned_ids(self) -> tuple[str, ...]:

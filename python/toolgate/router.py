@@ -140,11 +140,21 @@ class Router:
             weakref.finalize(self, shutil.rmtree, workdir, ignore_errors=True)
         self._ids = list(outline.ids)
         self._schema_cache = _toolgate.SchemaCache(_SCHEMA_CACHE_ENTRIES, _SCHEMA_CACHE_BYTES)
-        self._scopes = ScopeMatcher(self._ids, outline.names())
+        self._scopes: Lazy[ScopeMatcher] = Lazy(
+            None, lambda: ScopeMatcher(self._ids, self._tool_names())
+        )
         # Recent queries and history turns recur turn after turn; embedding is most of a route.
         self._embed_text = lru_cache(maxsize=_QUERY_CACHE_SIZE)(self._embed_one)
         self._pinned = np.asarray(outline.pinned, dtype=np.uint32)
         self._renamed: Lazy[dict[str, int]] = Lazy(None, self._renamed_mentions)
+
+    def _tool_names(self) -> tuple[str, ...]:
+        """Each row's tool name; from the outline, unless a manifest written before servers
+        holding a ``/`` were recorded leaves ids that split two ways: then the catalog says."""
+        ambiguous = any(tool_id.count("/") > 1 for tool_id in self._ids)
+        if self._outline.slashed_servers is None and ambiguous:
+            return tuple(tool.name for tool in self.catalog)
+        return self._outline.names()
 
     def _renamed_mentions(self) -> dict[str, int]:
         """Folded exposed names that differ from their tool's name, to the tool's row."""
@@ -415,7 +425,8 @@ class Router:
         whole query as plain text, for text a person wrote (a gateway routing user messages).
         ``include`` lists tool ids or names to include when eligible, as if the query named
         them: the tools a ``tool_search`` call found last turn, which the search tool
-        promises the model on its next turn (``include=found.ids``).
+        promises the model on its next turn (``include=found.ids``); entries naming no tool
+        (gone after a refresh) are reported in the result's ``unknown``.
         """
         result = self._route(query, state, history, top_k, threshold, allow, deny, forms, include)
         if self.telemetry is not None:
@@ -453,11 +464,14 @@ class Router:
         if floor is not None:
             floor = float(floor)
         flags = self._vocabulary.flags(State.coerce(state))
-        allow_rows = self._scopes.rows(allow)
-        deny_rows = self._scopes.rows(deny)
-        included = self._included_rows(include)
+        allow_rows = self._scopes.get().rows(allow)
+        deny_rows = self._scopes.get().rows(deny, deny=True)
+        included, stale = self._included_rows(include)
         if parsed.select:
-            return self._route_select(parsed, query, flags, allow_rows, deny_rows, start, included)
+            result = self._route_select(
+                parsed, query, flags, allow_rows, deny_rows, start, included
+            )
+            return _with_unknown(result, stale)
         if not parsed.text:
             raise InvalidInputError("query is empty")
         named = {*self._bm25.mentioned_names(query), *self._exposed_mentioned(query)}
@@ -488,7 +502,8 @@ class Router:
             "embed": (core_start - embed_start) * 1e3,
             "core": (end - core_start) * 1e3,
         }
-        return self._result(query, parsed.form, outcome, timings, start, reasons=reasons)
+        result = self._result(query, parsed.form, outcome, timings, start, reasons=reasons)
+        return _with_unknown(result, stale)
 
     def catalog_stats(self, encoding: str = "cl100k_base") -> dict[str, Any]:
         """Size of the catalog and what sending all of it would cost, per provider."""
@@ -609,22 +624,26 @@ class Router:
             rows = [row]
         return rows
 
-    def _included_rows(self, include: Iterable[str] | None) -> list[int]:
-        """The rows ``include`` names; an entry naming no tool is an error, never ignored."""
+    def _included_rows(self, include: Iterable[str] | None) -> tuple[list[int], list[str]]:
+        """The rows ``include`` names, and its entries that name no tool.
+
+        Those are reported in the result's ``unknown``, as unknown ``select:`` names are: ids
+        a search found last turn may be gone after a refresh, and that must not fail a turn.
+        """
         if include is None:
-            return []
+            return [], []
         if isinstance(include, str):
             raise InvalidInputError(f"include must be a list of tool ids or names, not {include!r}")
         rows: list[int] = []
-        unknown: list[Any] = []
+        unknown: list[str] = []
         for entry in include:
-            found = self._rows_named(entry) if isinstance(entry, str) and entry else []
+            if not isinstance(entry, str) or not entry:
+                raise InvalidInputError(f"include entries must be tool ids or names, got {entry!r}")
+            found = self._rows_named(entry)
             if not found:
                 unknown.append(entry)
             rows.extend(found)
-        if unknown:
-            raise InvalidInputError(f"include names no tool of this router: {unknown!r}")
-        return sorted(set(rows))
+        return sorted(set(rows)), unknown
 
     def _require_name_terms(
         self, terms: Sequence[str], allow_rows: np.ndarray | None
@@ -760,6 +779,13 @@ class Router:
 def _contains(sorted_rows: np.ndarray, row: int) -> bool:
     at = int(np.searchsorted(sorted_rows, row))
     return at < len(sorted_rows) and int(sorted_rows[at]) == row
+
+
+def _with_unknown(result: RouteResult, unknown: Sequence[str]) -> RouteResult:
+    """``result`` also reporting ``unknown`` names (of ``include``) in its ``unknown``."""
+    if not unknown:
+        return result
+    return replace(result, unknown=(*result.unknown, *unknown))
 
 
 def _requires_anything(tool: Tool) -> bool:

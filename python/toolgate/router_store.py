@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -26,6 +25,7 @@ from typing import Any, BinaryIO
 from toolgate.catalog import Catalog
 from toolgate.config import RouterConfig
 from toolgate.errors import CatalogError, IndexFormatError, InvalidInputError
+from toolgate.overrides import saved_overrides
 
 __all__ = [
     "BM25",
@@ -66,7 +66,8 @@ class CatalogOutline:
     outline was not read from a manifest, or from one written before overrides were saved.
 
     ``slashed_servers`` lists the rows whose server holds a ``/`` (an npm scope,
-    ``@org/server``), with that server, so that :meth:`names` can split every id exactly.
+    ``@org/server``), with that server, so that :meth:`names` can split every id exactly;
+    None when a manifest written before it was recorded does not say.
     """
 
     ids: tuple[str, ...]
@@ -74,7 +75,7 @@ class CatalogOutline:
     version: str
     exposed: tuple[tuple[int, str], ...] | None = ()
     overrides_digest: str | None = None
-    slashed_servers: tuple[tuple[int, str], ...] = ()
+    slashed_servers: tuple[tuple[int, str], ...] | None = ()
 
     @classmethod
     def of(cls, catalog: Catalog) -> CatalogOutline:
@@ -92,10 +93,10 @@ class CatalogOutline:
         """Each row's tool name, as the catalog has it.
 
         An id is ``server/name`` and both parts may hold a ``/``; the rows whose server does
-        are listed, every other id splits at its first ``/``. (A manifest written before the
-        list was recorded lists none, which misreads only servers holding a ``/``.)
+        are listed, every other id splits at its first ``/``. Without the list (None), that
+        split can misread an id with two ``/``: ask the catalog instead.
         """
-        slashed = dict(self.slashed_servers)
+        slashed = dict(self.slashed_servers or ())
         return tuple(
             tool_id[len(slashed[row]) + 1 :] if row in slashed else tool_id.partition("/")[2]
             for row, tool_id in enumerate(self.ids)
@@ -205,7 +206,7 @@ def read_manifest(directory: Path) -> SavedRouter:
             str(manifest["catalog_version"]),
             None if exposed is None else tuple((_row(r, len(ids)), str(n)) for r, n in exposed),
             overrides_digest,
-            _slashed_servers(manifest.get("slashed_servers", []), ids),
+            _slashed_servers(manifest.get("slashed_servers"), ids),
         )
         files = {str(name): str(digest) for name, digest in manifest.get("files", {}).items()}
         return SavedRouter(
@@ -219,8 +220,10 @@ def read_manifest(directory: Path) -> SavedRouter:
         raise IndexFormatError(f"{path}: malformed manifest: {exc}") from None
 
 
-def _slashed_servers(entries: Any, ids: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+def _slashed_servers(entries: Any, ids: tuple[str, ...]) -> tuple[tuple[int, str], ...] | None:
     """The manifest's ``slashed_servers``, each checked against the id of its row."""
+    if entries is None:
+        return None
     out = []
     for row, server in entries:
         row = _row(row, len(ids))
@@ -235,62 +238,6 @@ def _row(value: object, n: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
         raise ValueError(f"row {value!r} is not one of the {n} rows")
     return value
-
-
-def _json_safe(value: object, where: str) -> Any:
-    """``value`` rebuilt from JSON types only; a :class:`ValueError` naming ``where`` if not.
-
-    Mappings become objects and tuples lists, as ``json.dumps`` would write them. Anything
-    else JSON has no form for (a set, NaN, an object) is refused rather than written as
-    ``json.dumps(default=str)`` would, or as the non-standard ``NaN`` token: the reopened
-    catalog would then hold overrides the saved one did not.
-    """
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        raise ValueError(f"{where} is {value!r}, which JSON cannot hold")
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(item, f"{where}[{i}]") for i, item in enumerate(value)]
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValueError(f"{where} has the key {key!r}, which is not a string")
-            out[key] = _json_safe(item, f"{where}.{key}")
-        return out
-    raise ValueError(
-        f"{where} is a {type(value).__name__}, which JSON cannot hold "
-        "(use lists, objects, strings, numbers, booleans and null)"
-    )
-
-
-def saved_overrides(overrides: object) -> tuple[dict[str, dict[str, Any]], str]:
-    """Load-time overrides in the JSON form a router saves, and the digest of that form.
-
-    ``overrides`` maps tool ids or names to ``x-toolgate`` blocks (objects); anything else,
-    or a value JSON cannot hold, is a :class:`ValueError` naming the entry. The same check
-    runs on save and on load, so a router that saved never fails to reopen on this.
-    """
-    if not isinstance(overrides, Mapping):
-        raise ValueError(
-            "overrides must be an object mapping tool ids or names to x-toolgate blocks, "
-            f"not {type(overrides).__name__}"
-        )
-    out: dict[str, dict[str, Any]] = {}
-    for key, block in overrides.items():
-        if not isinstance(key, str):
-            raise ValueError(f"override key {key!r} is not a string (a tool id or name)")
-        if not isinstance(block, Mapping):
-            raise ValueError(
-                f"override {key!r} must be an object (an x-toolgate block), "
-                f"not {type(block).__name__}"
-            )
-        out[key] = _json_safe(block, f"override {key!r}")
-    # Sorted keys: the digest must not depend on the order the caller wrote them in.
-    canonical = json.dumps(out, sort_keys=True, separators=(",", ":"))
-    return out, hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
 def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRouter) -> None:

@@ -2,10 +2,15 @@
 
 A pattern is an exact id (``github/create_issue``), a whole server (``github/*``), a bare tool
 name (``create_issue``, any server), a glob over tool names (``delete_*``, any server) or an
-``fnmatch`` glob over ids (``github/*_issue``). A pattern matches a tool when it matches the
-tool's name or, if it holds a ``/``, its id: ``deny=["delete_*"]`` shuts out every server's
-``delete_`` tools, and a name that itself holds a ``/`` (``repos/delete``) is matched as
-written, not read as a server.
+``fnmatch`` glob over ids (``github/*_issue``). A pattern without a ``/`` is read against tool
+names, so ``deny=["delete_*"]`` shuts out every server's ``delete_`` tools. One with a ``/``
+is read against ids, and in a deny list against names too, since names may hold a ``/``
+(``repos/delete``).
+
+The two lists err on the safe side in opposite directions. An MCP server picks its own tool
+names, so one could name a tool ``github/create_issue``: read against names, an allow list
+meant for the ``github`` server would let it in; read against ids only, a deny list written
+with the name would miss ``repos/delete``.
 """
 
 from __future__ import annotations
@@ -34,37 +39,44 @@ class ScopeMatcher:
         self._names = tuple(names)
         if len(self._names) != len(self._ids):
             raise InvalidInputError(f"{len(self._names)} names for {len(self._ids)} tool ids")
-        self._rows_by_key: dict[str, list[int]] = {}
-        for row, (tool_id, name) in enumerate(zip(self._ids, self._names, strict=True)):
-            for key in {tool_id, name}:
-                self._rows_by_key.setdefault(key, []).append(row)
+        self._rows_by_id = {tool_id: row for row, tool_id in enumerate(self._ids)}
+        self._rows_by_name: dict[str, list[int]] = {}
+        for row, name in enumerate(self._names):
+            self._rows_by_name.setdefault(name, []).append(row)
         self._resolve = lru_cache(maxsize=256)(self._resolve_uncached)
 
-    def rows(self, patterns: Iterable[str] | None) -> np.ndarray | None:
-        """Rows matching any pattern, or ``None`` when ``patterns`` is ``None``."""
+    def rows(self, patterns: Iterable[str] | None, *, deny: bool = False) -> np.ndarray | None:
+        """Rows matching any pattern, or ``None`` when ``patterns`` is ``None``.
+
+        ``deny`` reads patterns holding a ``/`` against names as well as ids (see above).
+        """
         if patterns is None:
             return None
         if isinstance(patterns, str):
             raise InvalidInputError(
                 f"allow/deny must be a list of patterns, not the string {patterns!r}"
             )
-        return self._resolve(tuple(sorted(set(patterns))))
+        return self._resolve(tuple(sorted(set(patterns))), deny)
 
-    def _resolve_uncached(self, patterns: tuple[str, ...]) -> np.ndarray:
+    def _resolve_uncached(self, patterns: tuple[str, ...], deny: bool) -> np.ndarray:
         rows: set[int] = set()
         for pattern in patterns:
             if not isinstance(pattern, str) or not pattern:
                 raise InvalidInputError(
                     f"allow/deny pattern must be a non-empty string: {pattern!r}"
                 )
-            if not _GLOB.search(pattern):  # a literal: an id or a name, looked up
-                rows.update(self._rows_by_key.get(pattern, ()))
-                continue
             by_id = "/" in pattern
+            by_name = deny or not by_id
+            if not _GLOB.search(pattern):  # a literal: looked up
+                if by_id and pattern in self._rows_by_id:
+                    rows.add(self._rows_by_id[pattern])
+                if by_name:
+                    rows.update(self._rows_by_name.get(pattern, ()))
+                continue
             rows.update(
                 row
                 for row, (tool_id, name) in enumerate(zip(self._ids, self._names, strict=True))
-                if fnmatch.fnmatchcase(name, pattern)
+                if (by_name and fnmatch.fnmatchcase(name, pattern))
                 or (by_id and fnmatch.fnmatchcase(tool_id, pattern))
             )
         result = np.fromiter(sorted(rows), dtype=np.uint32, count=len(rows))

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from toolgate.adapters import PROVIDERS
+from toolgate.adapters import PROVIDERS, base_provider
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError
 from toolgate.promote import TOOL_SEARCH_ID, check_catalog_version, search_tool
@@ -225,7 +225,7 @@ class Verdict:
                 "content": text,
                 "is_error": True,
             }
-        if provider in ("gemini", "gemini-json-schema"):
+        if base_provider(provider) == "gemini":
             response = {"functionResponse": {"name": self.name, "response": self._payload()}}
             if self.call_id:
                 response["functionResponse"]["id"] = self.call_id

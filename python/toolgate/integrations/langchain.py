@@ -1,9 +1,10 @@
 """LangChain and LangGraph: show the model, on each call, only the tools routed for the turn.
 
-:class:`ToolgateMiddleware` plugs into ``langchain.agents.create_agent`` (LangChain >= 1.0) as
-a drop-in for ``LLMToolSelectorMiddleware``, without its extra model call: before each model
-call it routes the latest user message (earlier turns blended in) over the request's tools
-and hands the model only the routed ones, in their original order.
+:class:`ToolgateMiddleware` plugs into ``langchain.agents.create_agent`` (LangChain >= 1.0) in
+place of ``LLMToolSelectorMiddleware`` (whose ``max_tools`` is ``top_k`` here; ``always_include``
+is the same), without its extra model call: before each model call it routes the latest user
+message (earlier turns blended in) over the request's tools and hands the model only the
+routed ones, in their original order.
 
 :class:`ToolSelector` does the same for a graph built by hand: call it in the node that binds
 tools (``model.bind_tools(selector.select(tools, state["messages"]))``).
@@ -30,6 +31,7 @@ from langchain_core.messages import BaseMessage, convert_to_openai_messages
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from toolgate.config import DEFAULT, DefaultType
 from toolgate.errors import InvalidInputError
 from toolgate.gateway import ToolFilter
 
@@ -45,7 +47,8 @@ class ToolSelector:
 
     ``top_k`` is the most tools routed per call; tools named in ``always_include`` are added
     to them (they do not count against ``top_k``). ``threshold``, ``allow`` and ``deny`` are
-    :meth:`toolgate.Router.route`'s. ``tool_filter`` is the :class:`ToolFilter` to route
+    :meth:`toolgate.Router.route`'s (the threshold left out: the filter's configured one).
+    ``tool_filter`` is the :class:`ToolFilter` to route
     through (its options: config, embedder, embedding cache, how many tool sets it keeps);
     one is made on first use otherwise. A selector is safe to share between threads.
     """
@@ -55,7 +58,7 @@ class ToolSelector:
         *,
         top_k: int = 8,
         always_include: Iterable[str] = (),
-        threshold: float | None = None,
+        threshold: float | DefaultType | None = DEFAULT,
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
         tool_filter: ToolFilter | None = None,
