@@ -29,7 +29,7 @@ import json
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -371,6 +371,20 @@ def _fetch_schema(tool: Tool, source: SchemaSource, cache: SchemaCacheLike | Non
     return replace(tool, input_schema=json.loads(text))
 
 
+def _schema_entries(
+    catalog: Catalog,
+    rank: Mapping[str, int],
+    source: SchemaSource | None,
+    cache: SchemaCacheLike | None,
+) -> list[tuple[str, Tool]]:
+    """Phase 2's tools, keyed by id, in catalog order (a stable, cacheable prompt prefix),
+    with their schemas from ``source`` when given."""
+    chosen = [catalog[i] for i in catalog.in_catalog_order(rank)]
+    if source is not None:
+        chosen = [_fetch_schema(t, source, cache) for t in chosen]
+    return [(t.id, t) for t in chosen]
+
+
 def promote_tools(
     catalog: Catalog,
     active_ids: Any,
@@ -405,12 +419,9 @@ def promote_tools(
     pool_mode, pool_text, pool_tokens = _choose_pool(
         catalog, pool, budget, search.exposed_name, encoding
     )
-    source = as_schema_source(schema_source) if schema_source is not None else None
     rank = {tool_id: i for i, tool_id in enumerate(ranked)}
-    chosen = [catalog[i] for i in catalog.in_catalog_order(rank)]
-    if source is not None:
-        chosen = [_fetch_schema(t, source, cache) for t in chosen]
-    entries = [(t.id, t) for t in chosen]
+    source = as_schema_source(schema_source) if schema_source is not None else None
+    entries = _schema_entries(catalog, rank, source, cache)
     if pool_mode == "digest":
         # Keyed by an id no catalog tool can have, so a real tool never shares its entry.
         entries.insert(0, (TOOL_SEARCH_ID, search))

@@ -449,20 +449,8 @@ class Router:
         if isinstance(query, str):  # parse_query names any other type
             query = well_formed(query)
         parsed = parse_query(query, forms=forms)
-        k = self.config.top_k if top_k is None else top_k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidInputError(f"top_k must be a positive integer, got {top_k!r}")
-        # Past the catalog's size a larger k changes nothing, and the core's k is 64-bit.
-        k = min(k, max(1, len(self._ids)))
-        floor = self.config.threshold if threshold is DEFAULT else threshold
-        if floor is not None and (
-            isinstance(floor, bool)
-            or not isinstance(floor, (int, float, np.floating))
-            or not math.isfinite(floor)
-        ):
-            raise InvalidInputError(f"threshold must be a finite number or None, got {floor!r}")
-        if floor is not None:
-            floor = float(floor)
+        k = self._checked_k(top_k)
+        floor = self._checked_floor(threshold)
         flags = self._vocabulary.flags(State.coerce(state))
         allow_rows = self._scopes.get().rows(allow)
         deny_rows = self._scopes.get().rows(deny, deny=True)
@@ -504,6 +492,27 @@ class Router:
         }
         result = self._result(query, parsed.form, outcome, timings, start, reasons=reasons)
         return _with_unknown(result, stale)
+
+    def _checked_k(self, top_k: int | None) -> int:
+        """``top_k``, or the configured one, checked and capped at the catalog's size."""
+        k = self.config.top_k if top_k is None else top_k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidInputError(f"top_k must be a positive integer, got {top_k!r}")
+        # Past the catalog's size a larger k changes nothing, and the core's k is 64-bit.
+        return min(k, max(1, len(self._ids)))
+
+    def _checked_floor(self, threshold: float | DefaultType | None) -> float | None:
+        """The cosine floor: ``threshold``, or the configured one for ``DEFAULT``."""
+        floor = self.config.threshold if threshold is DEFAULT else threshold
+        if floor is None:
+            return None
+        if (
+            isinstance(floor, bool)
+            or not isinstance(floor, (int, float, np.floating))
+            or not math.isfinite(floor)
+        ):
+            raise InvalidInputError(f"threshold must be a finite number or None, got {floor!r}")
+        return float(floor)
 
     def catalog_stats(self, encoding: str = "cl100k_base") -> dict[str, Any]:
         """Size of the catalog and what sending all of it would cost, per provider."""
