@@ -462,20 +462,60 @@ def test_a_tools_array_seen_before_is_not_read_again(
     assert len(reads) == len(chat_tools())  # served by the cached router
 
 
-def test_tools_arrays_are_keyed_by_content() -> None:
+def test_tools_arrays_are_keyed_by_content_and_reader() -> None:
+    from types import MappingProxyType
+
     from toolgate.gateway import _digest
 
     tools = chat_tools()
-    assert _digest(tools) == _digest(copy.deepcopy(tools))
+    assert _digest(tools, "openai") == _digest(copy.deepcopy(tools), "openai")
+    assert _digest(tools, "openai") != _digest(tools, "anthropic")  # read another way
     changed = copy.deepcopy(tools)
     changed[3]["function"]["description"] += " "
-    assert _digest(changed) != _digest(tools)
-    assert _digest([1]) != _digest([1.0]) != _digest([True])
+    assert _digest(changed, "openai") != _digest(tools, "openai")
+    assert _digest([1], "openai") != _digest([1.0], "openai") != _digest([True], "openai")
+    # A client library's own mapping type is keyed by its content, not by its address.
+    proxied = [MappingProxyType(tool) for tool in tools]
+    assert _digest(proxied, "openai") == _digest(tools, "openai")
+    other = [MappingProxyType(tool) for tool in changed]
+    assert _digest(other, "openai") != _digest(proxied, "openai")
 
-    class Opaque:  # marshal cannot write it: the key falls back to JSON
-        def __repr__(self) -> str:
-            return "Opaque()"
+    class Opaque:  # no JSON form: no key, so never a cached router that is not its own
+        pass
 
-    odd = [*tools, {"type": "custom", "handle": Opaque()}]
-    assert _digest(odd) == _digest([*copy.deepcopy(tools), {"type": "custom", "handle": Opaque()}])
-    assert _digest(odd) != _digest(tools)
+    assert _digest([*tools, {"type": "custom", "handle": Opaque()}], "openai") is None
+
+
+def test_mapping_tools_get_their_own_router_each(gate: ToolFilter) -> None:
+    from types import MappingProxyType
+
+    for spec in SPECS[:4]:
+        one = {**chat_tools()[SPECS.index(spec)]}
+        forced = {"type": "function", "function": {"name": spec[0]}}
+        request = {**chat_request(), "tools": [MappingProxyType(one)], "tool_choice": forced}
+        assert gate.filter(request, top_k=1).kept == (spec[0],)
+
+
+def test_the_same_array_read_as_another_provider_is_read_again(gate: ToolFilter) -> None:
+    declarations = [{"functionDeclarations": gemini_declarations()[:4]}]
+    gemini_request = {"contents": [{"role": "user", "parts": [{"text": WEATHER}]}]}
+    assert gate.filter({**gemini_request, "tools": declarations}, top_k=1).kept
+    anthropic_request = {"messages": [{"role": "user", "content": WEATHER}], "tools": declarations}
+    with pytest.raises(CatalogError, match=r"tools\[0\]"):
+        gate.filter(anthropic_request, top_k=1)
+
+
+def test_a_failed_build_leaves_no_lock_behind(gate: ToolFilter) -> None:
+    for n in range(5):
+        tools = chat_tools()
+        tools[2] = {"type": "function", "function": {"description": f"no name {n}"}}
+        with pytest.raises(CatalogError):
+            gate.filter({**chat_request(), "tools": tools})
+    assert gate._building == {}
+
+
+def test_a_chat_request_with_only_custom_tools_is_left_as_chat(gate: ToolFilter) -> None:
+    custom = {"type": "custom", "custom": {"name": "run_sql", "description": "Free-form SQL."}}
+    filtered = gate.filter({**chat_request(), "tools": [custom]}, top_k=1)
+    assert filtered.provider == "openai"
+    assert filtered.request["tools"] == [custom]  # not a function tool: never routed, kept

@@ -252,10 +252,12 @@ def test_json_schema_form_sends_the_schema_unchanged() -> None:
         "additionalProperties": False,
     }
     free_map = {"type": "object", "additionalProperties": True}
+    only_required = {"type": "object", "required": ["x"]}
     catalog = Catalog.from_tools(
         [
             {"name": "draw", "description": "Draw a point.", "inputSchema": schema},
             {"name": "put", "description": "Store any keys.", "inputSchema": free_map},
+            {"name": "need", "description": "Needs x.", "inputSchema": only_required},
         ],
         server="s",
     )
@@ -269,3 +271,6 @@ def test_json_schema_form_sends_the_schema_unchanged() -> None:
     # An open object takes arguments: any key is one.
     put = catalog["s/put"].to_provider("gemini-json-schema")
     assert put["parametersJsonSchema"] == free_map
+    # A key it requires but does not describe is still an argument the model must send.
+    need = catalog["s/need"].to_provider("gemini-json-schema")
+    assert need["parametersJsonSchema"] == only_required

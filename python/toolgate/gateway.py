@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 import marshal
 import os
 import re
@@ -220,8 +219,8 @@ class ToolFilter:
         builtin = {t.get("name") for i, t in enumerate(tools) if i not in routable}
         function_tools = [tools[i] for i in sorted(routable)]
         result, routed, keep = self._route(
-            function_tools, read, query, turn.messages[:index], turn.forced - builtin,
-            options,
+            (function_tools, provider), read, query, turn.messages[:index],
+            turn.forced - builtin, options,
         )  # fmt: skip
         out = dict(turn.request)
         kept_tools = _kept_tools(tools, [slots[k] for k in keep], routable)
@@ -248,8 +247,8 @@ class ToolFilter:
                 "put it in <userq> or beside the tags"
             )
         result, routed, keep = self._route(
-            text, lambda: text_tags.parse(text, DEFAULT_SERVER), query, turn.messages[:index],
-            turn.forced, options,
+            (text, "text_tags"), lambda: text_tags.parse(text, DEFAULT_SERVER), query,
+            turn.messages[:index], turn.forced, options,
         )  # fmt: skip
         names = {routed[k].name for k in keep}
         rewrite = _text_rewriter(lambda body: _keep_tags(body, names))
@@ -264,16 +263,16 @@ class ToolFilter:
 
     def _route(
         self,
-        source: Any,
+        source: tuple[Any, str],
         read: Callable[[], Sequence[RawTool]],
         query: str,
         history: list[Any],
         forced: frozenset[str],
         options: dict[str, Any],
     ) -> tuple[RouteResult, tuple[Tool, ...], list[int]]:
-        """Route ``query`` over the tools ``read`` gives (``source`` is what they are read
-        from): the result, the tools, and the positions to keep."""
-        catalog, router = self._router(source, read)
+        """Route ``query`` over the tools ``read`` gives (``source``: what they are read from,
+        and as what): the result, the tools, and the positions to keep."""
+        catalog, router = self._router(*source, read)
         missing = sorted(
             n for n in forced if not catalog.with_name(n) and not catalog.get_exposed(n)
         )
@@ -290,62 +289,84 @@ class ToolFilter:
                 kept.add(tool.id)
         return result, catalog.tools, sorted(map(catalog.position, kept))
 
-    def _router(self, source: Any, read: Callable[[], Sequence[RawTool]]) -> tuple[Catalog, Router]:
-        """The catalog and router for the tools read from ``source``, built once however many
-        threads ask at the same time.
+    def _router(
+        self, source: Any, reader: str, read: Callable[[], Sequence[RawTool]]
+    ) -> tuple[Catalog, Router]:
+        """The catalog and router for the tools ``read`` gives from ``source``, built once
+        however many threads ask at the same time.
 
-        Keyed by a digest of ``source`` as the request gives it, so a request whose tools were
-        seen before is neither read nor validated again (at 1,000 tools that is most of a
-        call's time).
+        Keyed by a digest of ``source`` as the request gives it and of ``reader`` (how it is
+        read: the same array reads differently as Gemini or Anthropic tools), so a request
+        whose tools were seen before is neither read nor validated again (at 1,000 tools that
+        is most of a call's time). Tools without a safe key are read afresh every time.
         """
-        key = _digest(source)
+        key = _digest(source, reader)
+        if key is None:
+            return self._build(read)
         with self._lock:
             found = self._routers.get(key)
             if found is not None:
                 self._routers.move_to_end(key)
                 return found
             building = self._building.setdefault(key, threading.Lock())
-        with building:  # per tools array: other arrays' requests do not wait for this build
+        try:
+            with building:  # per tools array: other arrays' requests do not wait for it
+                with self._lock:
+                    found = self._routers.get(key)
+                if found is None:
+                    found = self._build(read)
+                with self._lock:
+                    self._routers[key] = found
+                    self._routers.move_to_end(key)
+                    while len(self._routers) > self._max_catalogs:
+                        self._routers.popitem(last=False)
+        finally:  # also when the build fails: a bad array must not leave its lock behind
             with self._lock:
-                found = self._routers.get(key)
-            if found is None:
-                tools, offenders = build_tools(read())
-                if offenders:
-                    raise InvalidToolsError(offenders, "the request's tools")
-                catalog = Catalog(tools)
-                embedder = self._embedder.get()
-                found = (
-                    catalog,
-                    Router.from_catalog(
-                        catalog, config=self.config, embedder=embedder, cache=self._cache
-                    ),
-                )
-            with self._lock:
-                self._routers[key] = found
-                self._routers.move_to_end(key)
-                while len(self._routers) > self._max_catalogs:
-                    self._routers.popitem(last=False)
                 if self._building.get(key) is building:
                     del self._building[key]
         return found
 
+    def _build(self, read: Callable[[], Sequence[RawTool]]) -> tuple[Catalog, Router]:
+        tools, offenders = build_tools(read())
+        if offenders:
+            raise InvalidToolsError(offenders, "the request's tools")
+        catalog = Catalog(tools)
+        router = Router.from_catalog(
+            catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
+        )
+        return catalog, router
 
-def _digest(source: Any) -> str:
-    """A key for the tools array ``source`` as given.
+
+def _digest(source: Any, reader: str) -> str | None:
+    """A key for the tools array ``source`` read as ``reader``, or None if it has no safe one.
 
     marshal serialises the parsed JSON about four times faster than ``json.dumps`` (5.2 ->
     1.4 ms for a 1,000-tool array, most of a repeated request's time) and, being loadable
     back, never gives two different arrays one key. Version 2 writes no back-references, so
     the bytes do not depend on which strings happen to be shared objects; the same tools with
-    keys in another order only miss the cache. Values marshal cannot write (objects a client
-    library left in the request) fall back to JSON.
+    keys in another order only miss the cache. Other mappings and sequences (a client
+    library's own types) are keyed by their plain JSON form; an array holding values that
+    have none (whose text could only be a ``repr`` with a memory address in it) gets no key.
     """
     try:
         data = marshal.dumps(source, 2)
     except ValueError:
-        text = json.dumps(source, sort_keys=True, separators=(",", ":"), default=repr)
-        data = b"json:" + text.encode("utf-8", "surrogatepass")
-    return hashlib.sha256(data).hexdigest()
+        try:
+            data = marshal.dumps(_plain(source), 2)
+        except ValueError:
+            return None
+    return hashlib.sha256(reader.encode() + b"\0" + data).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with mappings as dicts and sequences as lists; ValueError past JSON's types."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    raise ValueError(f"no JSON form for {type(value).__name__}")
 
 
 def _unrouted() -> RouteResult:
@@ -365,10 +386,16 @@ def _detect(request: Mapping[str, Any]) -> tuple[str, str]:
     if key != "messages":
         return key, _CONVERSATION[key]
     tools = request.get("tools")
-    chat = isinstance(tools, list) and any(
-        isinstance(tool, Mapping) and tool.get("type") == "function" for tool in tools
-    )
+    chat = isinstance(tools, list) and any(_is_chat_tool(tool) for tool in tools)
     return key, "openai" if chat else "anthropic"
+
+
+def _is_chat_tool(tool: Any) -> bool:
+    """An OpenAI Chat tool: a function, or a free-form ``custom`` one (its body under
+    ``custom``; Anthropic's ``type: "custom"`` tools carry theirs at the top level)."""
+    if not isinstance(tool, Mapping):
+        return False
+    return tool.get("type") == "function" or (tool.get("type") == "custom" and "custom" in tool)
 
 
 def _conversation(request: Mapping[str, Any], key: str) -> list[Any]:

@@ -147,6 +147,9 @@ class Router:
         self._embed_text = lru_cache(maxsize=_QUERY_CACHE_SIZE)(self._embed_one)
         self._pinned = np.asarray(outline.pinned, dtype=np.uint32)
         self._renamed: Lazy[dict[str, int]] = Lazy(None, self._renamed_mentions)
+        self._row_of_id: Lazy[dict[str, int]] = Lazy(
+            None, lambda: {tool_id: row for row, tool_id in enumerate(self._ids)}
+        )
 
     def _tool_names(self) -> tuple[str, ...]:
         """Each row's tool name; from the outline, unless a manifest written before servers
@@ -627,7 +630,13 @@ class Router:
         return rows
 
     def _rows_named(self, name: str) -> list[int]:
-        """Rows of the tools ``name`` names: an id, a name, or an exposed name (any case)."""
+        """Rows of the tools ``name`` names: an id, a name, or an exposed name (any case).
+
+        An id names its own tool only: a tool of another server whose name happens to read
+        like it (``evil`` naming a tool ``github/search``) is not let in beside it.
+        """
+        if (row := self._row_of_id.get().get(name)) is not None:
+            return [row]
         rows = list(self._bm25.rows_named(name))
         if not rows and (row := self._renamed.get().get(name.casefold())) is not None:
             rows = [row]
@@ -794,7 +803,7 @@ def _with_unknown(result: RouteResult, unknown: Sequence[str]) -> RouteResult:
     """``result`` also reporting ``unknown`` names (of ``include``) in its ``unknown``."""
     if not unknown:
         return result
-    return replace(result, unknown=(*result.unknown, *unknown))
+    return replace(result, unknown=tuple(dict.fromkeys((*result.unknown, *unknown))))
 
 
 def _requires_anything(tool: Tool) -> bool:

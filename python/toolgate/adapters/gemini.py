@@ -454,5 +454,6 @@ def _takes_no_arguments(schema: JsonDict) -> bool:
         set(schema) <= trivial
         and schema.get("type", "object") == "object"
         and not schema.get("properties")
+        and not schema.get("required")  # a required key the schema does not describe
         and schema.get("additionalProperties", False) is False
     )
