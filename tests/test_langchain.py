@@ -13,7 +13,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
-from toolgate import InvalidInputError
+from toolgate import CatalogWarning, InvalidInputError
 from toolgate.embed import Embedder
 from toolgate.gateway import ToolFilter
 from toolgate.integrations import langchain as integration
@@ -131,10 +131,15 @@ def test_tool_choice_is_honoured(tools: list[BaseTool], tool_filter: ToolFilter)
         selector.select(tools, [HumanMessage(WEATHER)], tool_choice=3)
 
 
-def test_no_user_message_keeps_every_tool(tools: list[BaseTool], tool_filter: ToolFilter) -> None:
+def test_no_user_text_keeps_every_tool(tools: list[BaseTool], tool_filter: ToolFilter) -> None:
     selector = ToolSelector(top_k=1, tool_filter=tool_filter)
     assert selector.select(tools, []) == tools
     assert selector.select([], [HumanMessage(WEATHER)]) == []
+    image = [{"type": "image", "source_type": "url", "url": "https://x/cat.png"}]
+    assert selector.select(tools, [HumanMessage(image)]) == tools  # type: ignore[arg-type]
+    assert selector.select(tools, [HumanMessage("  ")]) == tools
+    with pytest.raises(InvalidInputError, match="messages must be a list of messages, got str"):
+        selector.select(tools, WEATHER)  # type: ignore[arg-type]
 
 
 def test_a_tool_list_seen_before_is_not_converted_again(
@@ -265,3 +270,46 @@ def test_the_filter_configured_threshold_applies_unless_overridden(
     assert ToolSelector(tool_filter=strict).select(tools, [HumanMessage(WEATHER)]) == []
     lenient = ToolSelector(top_k=2, threshold=None, tool_filter=strict)
     assert "get_weather" in names(lenient.select(tools, [HumanMessage(WEATHER)]))
+
+
+def test_dict_tools_can_be_always_included(tools: list[BaseTool], tool_filter: ToolFilter) -> None:
+    repos = {
+        "type": "function",
+        "function": {"name": "list_repos", "description": "List a user's repositories."},
+    }
+    selector = ToolSelector(top_k=1, always_include=["list_repos"], tool_filter=tool_filter)
+    picked = selector.select([*tools, repos], [HumanMessage(WEATHER)])
+    assert picked[-1] is repos
+    assert "get_weather" in names(picked)
+
+
+def test_choosing_a_provider_tool_or_none_forces_nothing(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    search = {"type": "web_search"}
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    for choice in ("web_search", False, None):
+        picked = selector.select([*tools, search], [HumanMessage(WEATHER)], tool_choice=choice)
+        assert names(picked) == ["get_weather", "web_search"], choice
+
+
+def test_a_tool_toolgate_cannot_index_is_always_shown(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    huge = make_tool("gitlab_issue", "Work with GitLab issues. " + "Details. " * 2000)
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    with pytest.warns(CatalogWarning, match=r"cannot index 1 tool.*gitlab_issue"):
+        picked = selector.select([*tools, huge], [HumanMessage(WEATHER)])
+    assert names(picked) == ["get_weather", "gitlab_issue"]
+    # Once per tool list: the same list again neither converts nor warns.
+    assert selector.select([*tools, huge], [HumanMessage(WEATHER)]) == picked
+
+
+def test_a_tool_changed_in_place_is_read_again(tool_filter: ToolFilter) -> None:
+    mutable = [make_tool(name, doc) for name, doc in SPECS]
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    assert names(selector.select(mutable, [HumanMessage(WEATHER)])) == ["get_weather"]
+    mutable[5].description = "Tell whether it will rain, and the forecast for any city."
+    mutable[0].description = "Read a text file from the local disk."
+    picked = names(selector.select(mutable, [HumanMessage(WEATHER)]))
+    assert picked == ["read_file"]

@@ -85,8 +85,9 @@ class FilteredRequest:
     request names them, in request order; provider-side tools are kept too but not listed.
     ``dropped_count`` counts the function tools removed. ``provider`` is the shape read:
     ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or ``"text_tags"``.
-    When nothing was routed (tool calling off, no function tools) ``result`` is empty, with
-    form ``"none"``, and ``request`` is a copy of the input.
+    When nothing was routed (tool calling off, no function tools, no user text to route on:
+    a system prompt or an image alone) ``result`` is empty, with form ``"none"``, and
+    ``request`` is a copy of the input.
     """
 
     request: dict[str, Any]
@@ -209,10 +210,9 @@ class ToolFilter:
         if not slots:  # only provider-side tools: nothing to route
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
         if turn.found is None:
-            raise InvalidInputError(
-                f"the {provider} request has function tools but no user message with text "
-                f"in {turn.key!r} to route on"
-            )
+            # Nothing to route on (a system prompt alone, an image alone): the provider takes
+            # such a request as it is, so it goes on with all its tools.
+            return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
         index, query = turn.found
         routable = {i for i, _ in slots}
         # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -31,9 +33,12 @@ from langchain_core.messages import BaseMessage, convert_to_openai_messages
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from toolgate.adapters import openai
+from toolgate.catalog import DEFAULT_SERVER, CatalogWarning
 from toolgate.config import DEFAULT, DefaultType
 from toolgate.errors import InvalidInputError
 from toolgate.gateway import ToolFilter
+from toolgate.tool import Offender, build_tools
 
 __all__ = ["ToolSelector", "ToolgateMiddleware"]
 
@@ -102,23 +107,30 @@ class ToolSelector:
 
         ``tools`` holds LangChain tools and tool dicts as ``bind_tools`` takes them;
         ``messages`` the conversation (LangChain messages or OpenAI-style dicts). With no
-        user message yet, or with tool calling off (``tool_choice="none"``), every tool is
-        kept; a user message without text (an image alone) is an error.
+        user text to route on (no user message yet, an image alone) or with tool calling off
+        (``tool_choice="none"``), every tool is kept. So is a tool toolgate cannot index
+        (a :class:`~toolgate.catalog.CatalogWarning` names it, once per tool list).
         """
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise InvalidInputError(
+                f"messages must be a list of messages, got {type(messages).__name__}"
+            )
         tools = list(tools)
-        names = {tool.name for tool in tools if isinstance(tool, BaseTool)}
+        names = {name for name in map(_tool_name, tools) if name is not None}
         missing = sorted(self.always_include - names)
         if missing:
             raise InvalidInputError(
                 f"always_include names tools the request does not have: {missing}; "
                 f"it has {sorted(names)}"
             )
-        conversation = convert_to_openai_messages(list(messages))
-        if not tools or not any(message.get("role") == "user" for message in conversation):
-            return tools
-        definitions = self._converted.get(tools)
-        request: dict[str, Any] = {"messages": conversation, "tools": definitions}
-        choice = _openai_tool_choice(tool_choice)
+        if not tools:
+            return []
+        toolset = self._converted.get(tools)
+        request: dict[str, Any] = {
+            "messages": convert_to_openai_messages(list(messages)),
+            "tools": toolset.routable,
+        }
+        choice = _openai_tool_choice(tool_choice, toolset.builtin_names)
         if choice is not None:
             request["tool_choice"] = choice
         filtered = self.tool_filter.filter(request, top_k=self.top_k, **self._options)
@@ -127,9 +139,10 @@ class ToolSelector:
         kept = {id(definition) for definition in filtered.request.get("tools", ())}
         return [
             tool
-            for tool, definition in zip(tools, definitions, strict=True)
+            for i, (tool, definition) in enumerate(zip(tools, toolset.definitions, strict=True))
             if id(definition) in kept
-            or (isinstance(tool, BaseTool) and tool.name in self.always_include)
+            or i in toolset.unreadable
+            or _tool_name(tool) in self.always_include
         ]
 
 
@@ -180,35 +193,88 @@ class ToolgateMiddleware(AgentMiddleware):
         return request.override(tools=tools)
 
 
-class _ConvertedTools:
-    """OpenAI definitions of the tool lists seen lately, so a call does not convert again.
+@dataclass(frozen=True)
+class _ToolSet:
+    """A tool list in the form routing takes.
 
-    Keyed by the identity of each tool in the list; the entry holds the tools themselves, so
-    an id cannot be reused by a new object while its entry lives.
+    ``definitions`` is each tool as an OpenAI Chat tool, in order; ``routable`` the ones the
+    filter routes over. ``unreadable`` holds the positions of tools toolgate cannot index
+    (a 30,000-character description, a broken schema): they are shown on every call, since
+    dropping them would hide tools the agent was given, and failing would stop the agent.
+    ``tools`` keeps the objects alive, so their ids stay theirs while the entry lives.
+    """
+
+    tools: tuple[AnyTool, ...]
+    definitions: list[Any]
+    routable: list[Any]
+    unreadable: frozenset[int]
+    builtin_names: frozenset[str]
+
+
+class _ConvertedTools:
+    """The :class:`_ToolSet` of the tool lists seen lately, so a call does not convert again.
+
+    Keyed by each tool's identity, with its name and description, so a tool renamed or
+    redescribed in place is converted again.
     """
 
     _SIZE = 16
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[int, ...], tuple[list[AnyTool], list[Any]]] = OrderedDict()
+        self._entries: OrderedDict[tuple[Any, ...], _ToolSet] = OrderedDict()
 
-    def get(self, tools: list[AnyTool]) -> list[Any]:
-        key = tuple(map(id, tools))
+    def get(self, tools: list[AnyTool]) -> _ToolSet:
+        key = tuple(
+            (id(t), t.name, t.description) if isinstance(t, BaseTool) else id(t) for t in tools
+        )
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
-                return found[1]
-        definitions = [_definition(tool, i) for i, tool in enumerate(tools)]
+                return found
+        toolset = _convert(tools)
         with self._lock:
-            self._entries[key] = (tools, definitions)
+            self._entries[key] = toolset
             while len(self._entries) > self._SIZE:
                 self._entries.popitem(last=False)
-        return definitions
+        return toolset
 
 
-def _definition(tool: AnyTool, index: int) -> Any:
+def _convert(tools: list[AnyTool]) -> _ToolSet:
+    definitions = [_definition(tool, i) for i, tool in enumerate(tools)]
+    offenders: dict[int, Offender] = {}
+    for i, definition in enumerate(definitions):
+        if definition.get("type") == "function":
+            raw = openai.parse_tool(definition, f"tools[{i}]", DEFAULT_SERVER)
+            _, problems = build_tools([raw])
+            if problems:
+                offenders[i] = problems[0]
+    if offenders:
+        listed = "; ".join(str(o) for o in offenders.values())
+        warnings.warn(
+            f"toolgate cannot index {len(offenders)} tool(s), so the model sees them on every "
+            f"call: {listed}",
+            CatalogWarning,
+            stacklevel=4,
+        )
+    builtin = {
+        str(name)
+        for d in definitions
+        if d.get("type") != "function"
+        for name in (d.get("type"), d.get("name"))
+        if name
+    }
+    return _ToolSet(
+        tools=tuple(tools),
+        definitions=definitions,
+        routable=[d for i, d in enumerate(definitions) if i not in offenders],
+        unreadable=frozenset(offenders),
+        builtin_names=frozenset(builtin),
+    )
+
+
+def _definition(tool: AnyTool, index: int) -> dict[str, Any]:
     """A tool as an OpenAI Chat tool; a dict goes as given (it may be a provider's tool)."""
     if isinstance(tool, dict):
         return tool
@@ -219,13 +285,31 @@ def _definition(tool: AnyTool, index: int) -> Any:
     return convert_to_openai_tool(tool)
 
 
-def _openai_tool_choice(choice: Any) -> Any:
-    """A LangChain tool choice (``"any"``, a tool name, a dict) as OpenAI Chat spells it."""
-    if choice is None or isinstance(choice, dict):
-        return choice
+def _tool_name(tool: Any) -> str | None:
+    """The name a LangChain tool or an OpenAI / Anthropic tool dict goes by."""
+    if isinstance(tool, BaseTool):
+        return tool.name
+    if isinstance(tool, dict):
+        inner = tool.get("function", tool)
+        name = inner.get("name") if isinstance(inner, dict) else None
+        return name if isinstance(name, str) else None
+    return None
+
+
+def _openai_tool_choice(choice: Any, builtin_names: frozenset[str]) -> Any:
+    """A LangChain tool choice (``"any"``, a tool name, a dict) as OpenAI Chat spells it.
+
+    A provider-side tool (``"web_search"``) is never routed out, so choosing it forces nothing.
+    """
+    if choice is None or choice is False or isinstance(choice, dict):
+        return choice or None
     if isinstance(choice, str):
         word = _CHOICE_WORDS.get(choice)
-        return word if word is not None else {"type": "function", "function": {"name": choice}}
+        if word is not None:
+            return word
+        if choice in builtin_names:
+            return None
+        return {"type": "function", "function": {"name": choice}}
     if choice is True:  # bind_tools(tool_choice=True): call the one tool there is
         return "required"
     raise InvalidInputError(
