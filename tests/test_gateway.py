@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
-from toolgate import CatalogError, InvalidInputError
+from toolgate import CatalogError, CatalogWarning, InvalidInputError
 from toolgate.embed import Embedder
 from toolgate.gateway import FilteredRequest, ToolFilter
 from toolgate.router import Router
@@ -498,14 +498,49 @@ def test_tools_arrays_are_keyed_by_content_and_reader() -> None:
     assert _digest([*tools, {"type": "custom", "handle": Opaque()}], "openai") is None
 
 
-def test_mapping_tools_get_their_own_router_each(gate: ToolFilter) -> None:
-    from types import MappingProxyType
+class _Frozen(Mapping[str, Any]):
+    """A client library's own mapping type: its repr is the default one, with an address."""
 
-    for spec in SPECS[:4]:
-        one = {**chat_tools()[SPECS.index(spec)]}
-        forced = {"type": "function", "function": {"name": spec[0]}}
-        request = {**chat_request(), "tools": [MappingProxyType(one)], "tool_choice": forced}
-        assert gate.filter(request, top_k=1).kept == (spec[0],)
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def test_mapping_tools_get_their_own_router_each(gate: ToolFilter) -> None:
+    from toolgate.gateway import _digest
+
+    keys = set()
+    for n, (name, _, _) in enumerate(SPECS[:4]):
+        one = [_Frozen(chat_tools()[n])]
+        key = _digest(one, "openai")
+        assert key is not None
+        keys.add(key)
+        forced = {"type": "function", "function": {"name": name}}
+        request = {**chat_request(), "tools": one, "tool_choice": forced}
+        assert gate.filter(request, top_k=1).kept == (name,)
+    assert len(keys) == 4
+
+
+def test_str_enums_from_a_model_dump_are_keyed_as_their_values() -> None:
+    import enum
+
+    from toolgate.gateway import _digest
+
+    class Kind(str, enum.Enum):
+        OBJECT = "object"
+
+    dumped = chat_tools()
+    for tool in dumped:
+        tool["function"]["parameters"]["type"] = Kind.OBJECT
+    assert _digest(dumped, "openai") == _digest(chat_tools(), "openai")
 
 
 def test_the_same_array_read_as_another_provider_is_read_again(gate: ToolFilter) -> None:
@@ -531,3 +566,21 @@ def test_a_chat_request_with_only_custom_tools_is_left_as_chat(gate: ToolFilter)
     filtered = gate.filter({**chat_request(), "tools": [custom]}, top_k=1)
     assert filtered.provider == "openai"
     assert filtered.request["tools"] == [custom]  # not a function tool: never routed, kept
+
+
+def test_unreadable_tools_are_errors_or_kept_as_asked(embedder: Embedder) -> None:
+    tools = chat_tools()
+    tools[4] = {"type": "function", "function": {"description": "no name"}}
+    request = {**chat_request(), "tools": tools}
+    with pytest.raises(CatalogError, match=r"tools\[4\]"):
+        ToolFilter(embedder=embedder, cache=None).filter(request, top_k=1)
+    keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
+    with pytest.warns(CatalogWarning, match=r"cannot index 1 of the request's tools.*tools\[4\]"):
+        filtered = keeping.filter(request, top_k=1)
+    assert filtered.request["tools"] == [tools[0], tools[4]]
+    assert filtered.positions == (0, 4)
+    assert filtered.dropped_count == 6
+    again = keeping.filter(request, top_k=1)  # the cached router: no second warning
+    assert again.positions == (0, 4)
+    with pytest.raises(InvalidInputError, match='unreadable must be "error" or "keep"'):
+        ToolFilter(unreadable="drop")  # type: ignore[arg-type]

@@ -47,7 +47,8 @@ def tools() -> list[BaseTool]:
 
 @pytest.fixture(scope="module")
 def tool_filter() -> ToolFilter:
-    return ToolFilter(embedder=Embedder(precision="int8"), cache=None)
+    # As a selector makes its own: tools it cannot read are kept, not an error.
+    return ToolFilter(embedder=Embedder(precision="int8"), cache=None, unreadable="keep")
 
 
 def names(tools: Sequence[Any]) -> list[str]:
@@ -298,7 +299,7 @@ def test_a_tool_toolgate_cannot_index_is_always_shown(
 ) -> None:
     huge = make_tool("gitlab_issue", "Work with GitLab issues. " + "Details. " * 2000)
     selector = ToolSelector(top_k=1, tool_filter=tool_filter)
-    with pytest.warns(CatalogWarning, match=r"cannot index 1 tool.*gitlab_issue"):
+    with pytest.warns(CatalogWarning, match=r"cannot index 1 of the request's tools.*gitlab"):
         picked = selector.select([*tools, huge], [HumanMessage(WEATHER)])
     assert names(picked) == ["get_weather", "gitlab_issue"]
     # Once per tool list: the same list again neither converts nor warns.
@@ -313,3 +314,36 @@ def test_a_tool_changed_in_place_is_read_again(tool_filter: ToolFilter) -> None:
     mutable[0].description = "Read a text file from the local disk."
     picked = names(selector.select(mutable, [HumanMessage(WEATHER)]))
     assert picked == ["read_file"]
+
+
+def anthropic_dicts() -> list[dict[str, Any]]:
+    schema = {"type": "object", "properties": {"value": {"type": "string"}}}
+    return [{"name": n, "description": d, "input_schema": schema} for n, d in SPECS]
+
+
+def test_anthropic_dict_tools_are_routed_forced_and_kept_with_their_cache_marker(
+    tool_filter: ToolFilter,
+) -> None:
+    dicts = anthropic_dicts()
+    dicts[-1] = {**dicts[-1], "cache_control": {"type": "ephemeral"}}  # on a tool routed out
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    picked = selector.select(dicts, [HumanMessage(WEATHER)])
+    assert picked == [dicts[0]]  # the caller's own dict, found by position
+    forced = selector.select(dicts, [HumanMessage(WEATHER)], tool_choice="send_email")
+    assert forced == [dicts[0], dicts[2]]
+
+
+def test_unreadable_tools_of_any_shape_are_shown_and_can_be_chosen(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    huge = {**anthropic_dicts()[5], "description": "Read files. " + "More. " * 3000}
+    dicts = [*anthropic_dicts()[:5], huge]
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    with pytest.warns(CatalogWarning, match="read_file"):
+        assert selector.select(dicts, [HumanMessage(WEATHER)]) == [dicts[0], huge]
+    big_tool = make_tool("gitlab_issue", "GitLab issues, all of them. " + "Details. " * 2000)
+    with pytest.warns(CatalogWarning, match="gitlab_issue"):
+        chosen = selector.select(
+            [*tools, big_tool], [HumanMessage(WEATHER)], tool_choice="gitlab_issue"
+        )
+    assert names(chosen) == ["get_weather", "gitlab_issue"]

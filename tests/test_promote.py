@@ -513,3 +513,14 @@ def test_set_counts_follow_the_key_order_that_is_sent() -> None:
             promotion = promote_tools(catalog, ["s/f"], format=fmt)
             provider = {"openai-responses": "openai", "gemini-json-schema": "gemini"}.get(fmt, fmt)
             assert promotion.tokens["schemas"] == tokens.count_tools(promotion.tools, provider)
+
+
+def test_set_counts_are_reused_for_schemas_fetched_anew(github: Catalog) -> None:
+    from toolgate import promote
+
+    ranked = ["github/get_me", "github/create_issue"]
+    source = {i: github[i].input_schema for i in ranked}
+    promote._SET_TOKENS.clear()
+    for _ in range(5):  # new Tool objects each time, the same definitions
+        promote_tools(github, ranked, schema_source=source.__getitem__)
+    assert len(promote._SET_TOKENS) == 1

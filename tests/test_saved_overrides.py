@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from toolgate import IndexFormatError, InvalidInputError
-from toolgate.catalog import Catalog
+from toolgate import CatalogError, IndexFormatError
+from toolgate.catalog import Catalog, CatalogWarning
 from toolgate.router import Router
 from toolgate.router_store import saved_overrides
 
@@ -167,8 +167,13 @@ def test_overrides_json_cannot_hold_are_refused_when_the_catalog_loads() -> None
     # Overrides for a tool not in the catalog yet wait for a later refresh, so they are saved
     # too, and must be JSON: a set has no JSON form that would come back as a set. The load
     # says so, not the first router built from the catalog.
-    with pytest.raises(InvalidInputError, match=r"override 'merge_pull_request'\.tags is a set"):
-        _catalog({**OVERRIDES, "merge_pull_request": {"tags": {"write"}}})
+    bad = {**OVERRIDES, "merge_pull_request": {"tags": {"write"}}}
+    with pytest.raises(CatalogError, match=r"override 'merge_pull_request'\.tags is a set"):
+        _catalog(bad)
+    # Lenient, the bad entry is dropped with a warning and the others kept.
+    with pytest.warns(CatalogWarning, match="skipped a bad override: override 'merge_pull"):
+        catalog = Catalog.from_mcp(TOOLS_LIST, server="github", overrides=bad, lenient=True)
+    assert set(catalog.overrides) == set(OVERRIDES)
 
 
 def test_a_catalogs_overrides_cannot_be_edited_through_it() -> None:

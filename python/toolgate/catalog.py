@@ -26,7 +26,7 @@ from typing import Any
 
 from toolgate import adapters
 from toolgate.adapters import RawTool
-from toolgate.errors import CatalogError, InvalidInputError
+from toolgate.errors import CatalogError
 from toolgate.names import assign_exposed_names
 from toolgate.overrides import saved_overrides
 from toolgate.tool import Offender, RequirementIndex, Tool, build_tools, tool_from_dict
@@ -152,6 +152,26 @@ def _saved_tool(item: Mapping[str, Any], where: str) -> RawTool | Tool:
         problem = "saved fingerprint does not match the tool's content (edited after saving?)"
         return RawTool(where=where, name=tool.name, server=tool.server, problem=problem)
     return tool
+
+
+def _checked_overrides(overrides: object, *, lenient: bool) -> dict[str, dict[str, Any]]:
+    """``overrides`` in the JSON form a router saves (see :mod:`toolgate.overrides`).
+
+    Checked here, so the load names a bad entry rather than the first router built later;
+    lenient, a bad entry is dropped with a warning naming it, as bad tools are.
+    """
+    try:
+        return saved_overrides(overrides)[0]
+    except ValueError as exc:
+        if not (lenient and isinstance(overrides, Mapping)):
+            raise CatalogError(f"bad overrides: {exc}") from None
+    kept: dict[str, dict[str, Any]] = {}
+    for key, block in overrides.items():
+        try:
+            kept.update(saved_overrides({key: block})[0])
+        except ValueError as exc:
+            warnings.warn(f"skipped a bad override: {exc}", CatalogWarning, stacklevel=4)
+    return kept
 
 
 class Catalog:
@@ -374,7 +394,7 @@ class Catalog:
         catalog = cls.from_tools(tools)
         if qualify != catalog.qualify:
             catalog = cls(catalog.tools, qualify=qualify)
-        catalog._overrides = dict(overrides or {})
+        catalog._overrides = _checked_overrides(overrides or {}, lenient=False)
         return catalog
 
     @classmethod
@@ -389,10 +409,7 @@ class Catalog:
         rename_duplicates: bool = False,
     ) -> Catalog:
         if overrides is not None:
-            try:
-                overrides = saved_overrides(overrides)[0]
-            except ValueError as exc:  # named here, not when a router saves the catalog
-                raise InvalidInputError(str(exc)) from None
+            overrides = _checked_overrides(overrides, lenient=lenient)
         tools, offenders = build_tools(
             raws, overrides=overrides, rename_duplicates=rename_duplicates
         )

@@ -26,21 +26,22 @@ import marshal
 import os
 import re
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolgate.adapters import RawTool, anthropic, gemini, openai, text_tags
-from toolgate.catalog import DEFAULT_SERVER, Catalog, InvalidToolsError
+from toolgate.catalog import DEFAULT_SERVER, Catalog, CatalogWarning, InvalidToolsError
 from toolgate.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.errors import InvalidInputError
 from toolgate.lazy import Lazy
 from toolgate.route_result import RouteResult
 from toolgate.router import Router, default_embedder
 from toolgate.state import State
-from toolgate.tool import Tool, build_tools
+from toolgate.tool import build_tools
 
 if TYPE_CHECKING:
     from toolgate.embed import Embedder
@@ -83,6 +84,8 @@ class FilteredRequest:
     ``request`` is a new dict; the input is never modified (nested values that were not
     rewritten are shared with it, not copied). ``kept`` names the function tools kept, as the
     request names them, in request order; provider-side tools are kept too but not listed.
+    ``positions`` are the indexes, in the request's ``tools`` array, of the entries kept
+    (provider-side ones too), in order; empty for text tags.
     ``dropped_count`` counts the function tools removed. ``provider`` is the shape read:
     ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or ``"text_tags"``.
     When nothing was routed (tool calling off, no function tools, no user text to route on:
@@ -95,6 +98,7 @@ class FilteredRequest:
     kept: tuple[str, ...]
     dropped_count: int
     provider: str
+    positions: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.kept)
@@ -126,6 +130,12 @@ class ToolFilter:
     ``cache`` (as in :meth:`Router.from_catalog`) a rebuilt one embeds nothing new. Every
     router shares one embedder, ``embedder`` or the default model loaded on first use.
 
+    ``unreadable`` says what becomes of a function tool the catalog cannot read (no name, a
+    broken schema, a 30,000-character description): ``"error"`` raises, naming each one,
+    since a gateway that dropped it would hide the fault; ``"keep"`` forwards it on every
+    request, unrouted, with one :class:`~toolgate.catalog.CatalogWarning` per tools array
+    (an agent framework must not stop over one odd tool).
+
     >>> gate = ToolFilter(max_catalogs=32)
     >>> filtered = gate.filter(request, top_k=5)  # doctest: +SKIP
     >>> filtered.kept, filtered.dropped_count  # doctest: +SKIP
@@ -139,10 +149,14 @@ class ToolFilter:
         embedder: Embedder | None = None,
         cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
         max_catalogs: int = 16,
+        unreadable: Literal["error", "keep"] = "error",
     ) -> None:
         """See the class docstring; the options are those of :meth:`Router.from_catalog`."""
         if isinstance(max_catalogs, bool) or not isinstance(max_catalogs, int) or max_catalogs < 1:
             raise InvalidInputError(f"max_catalogs must be an integer >= 1, got {max_catalogs!r}")
+        if unreadable not in ("error", "keep"):
+            raise InvalidInputError(f'unreadable must be "error" or "keep", got {unreadable!r}')
+        self.unreadable = unreadable
         if config is not None and not isinstance(config, RouterConfig):
             raise InvalidInputError(f"config must be a RouterConfig, got {type(config).__name__}")
         self.config = config or RouterConfig()
@@ -157,7 +171,7 @@ class ToolFilter:
         self._cache = resolve_cache(Path(cache) if isinstance(cache, os.PathLike) else cache, None)
         self._max_catalogs = max_catalogs
         self._lock = threading.Lock()
-        self._routers: OrderedDict[str, tuple[Catalog, Router]] = OrderedDict()
+        self._routers: OrderedDict[str, _Routed] = OrderedDict()
         self._building: dict[str, threading.Lock] = {}
 
     def filter(
@@ -218,12 +232,13 @@ class ToolFilter:
         # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.
         builtin = {t.get("name") for i, t in enumerate(tools) if i not in routable}
         function_tools = [tools[i] for i in sorted(routable)]
-        result, routed, keep = self._route(
+        result, kept, keep = self._route(
             (function_tools, provider), read, query, turn.messages[:index],
             turn.forced - builtin, options,
         )  # fmt: skip
         out = dict(turn.request)
-        kept_tools = _kept_tools(tools, [slots[k] for k in keep], routable)
+        entries = _kept_tools(tools, [slots[k] for k in keep], routable)
+        kept_tools = [entry for _, entry in entries]
         if provider == "anthropic":
             kept_tools = _carry_cache_marker(tools, kept_tools)
         if kept_tools:
@@ -231,8 +246,8 @@ class ToolFilter:
         else:
             for name in _TOOL_KEYS:
                 out.pop(name, None)
-        kept = tuple(routed[k].name for k in keep)
-        return FilteredRequest(out, result, kept, len(slots) - len(keep), provider)
+        positions = tuple(i for i, _ in entries)
+        return FilteredRequest(out, result, kept, len(slots) - len(keep), provider, positions)
 
     def _filter_tags(self, turn: _Turn, options: dict[str, Any]) -> FilteredRequest:
         """Route over the ``<toolname>`` tags of the user message and strip the others' tags."""
@@ -246,11 +261,12 @@ class ToolFilter:
                 f"{turn.key}[{index}] has <toolname> tags but no question to route on: "
                 "put it in <userq> or beside the tags"
             )
-        result, routed, keep = self._route(
-            (text, "text_tags"), lambda: text_tags.parse(text, DEFAULT_SERVER), query,
-            turn.messages[:index], turn.forced, options,
+        tags = text_tags.parse(text, DEFAULT_SERVER)
+        result, kept, keep = self._route(
+            (text, "text_tags"), lambda: tags, query, turn.messages[:index], turn.forced,
+            options,
         )  # fmt: skip
-        names = {routed[k].name for k in keep}
+        names = set(kept)
         rewrite = _text_rewriter(lambda body: _keep_tags(body, names))
         out = dict(turn.request)
         conversation = turn.request[turn.key]
@@ -258,8 +274,7 @@ class ToolFilter:
             out[turn.key] = rewrite({"content": conversation})["content"]
         else:
             out[turn.key] = [rewrite(m) if i == index else m for i, m in enumerate(conversation)]
-        kept = tuple(routed[k].name for k in keep)
-        return FilteredRequest(out, result, kept, len(routed) - len(keep), "text_tags")
+        return FilteredRequest(out, result, kept, len(tags) - len(keep), "text_tags")
 
     def _route(
         self,
@@ -269,29 +284,37 @@ class ToolFilter:
         history: list[Any],
         forced: frozenset[str],
         options: dict[str, Any],
-    ) -> tuple[RouteResult, tuple[Tool, ...], list[int]]:
+    ) -> tuple[RouteResult, tuple[str, ...], list[int]]:
         """Route ``query`` over the tools ``read`` gives (``source``: what they are read from,
-        and as what): the result, the tools, and the positions to keep."""
-        catalog, router = self._router(*source, read)
+        and as what): the result, the names kept, and the positions (among the tools read)
+        to keep."""
+        routed = self._router(*source, read)
+        catalog = routed.catalog
         missing = sorted(
-            n for n in forced if not catalog.with_name(n) and not catalog.get_exposed(n)
-        )
+            n
+            for n in forced
+            if not catalog.with_name(n) and not catalog.get_exposed(n)
+            and n not in routed.unreadable_names
+        )  # fmt: skip
         if missing:
             raise InvalidInputError(
                 f"the request's tool choice names {', '.join(map(repr, missing))}, "
                 "which no tool of the request declares"
             )
-        result = router.route(query, history=history, **options)
+        result = routed.router.route(query, history=history, **options)
         kept = set(result.ids)
         for name in forced:
             kept.update(tool.id for tool in catalog.with_name(name))
             if (tool := catalog.get_exposed(name)) is not None:
                 kept.add(tool.id)
-        return result, catalog.tools, sorted(map(catalog.position, kept))
+        rows = sorted(map(catalog.position, kept))
+        positions = sorted({routed.position_of_row[row] for row in rows} | set(routed.unreadable))
+        names = {row: catalog.tools[row].name for row in rows}
+        named = {routed.position_of_row[row]: name for row, name in names.items()}
+        named.update(zip(routed.unreadable, routed.unreadable_names_in_order, strict=True))
+        return result, tuple(named[p] for p in positions), positions
 
-    def _router(
-        self, source: Any, reader: str, read: Callable[[], Sequence[RawTool]]
-    ) -> tuple[Catalog, Router]:
+    def _router(self, source: Any, reader: str, read: Callable[[], Sequence[RawTool]]) -> _Routed:
         """The catalog and router for the tools ``read`` gives from ``source``, built once
         however many threads ask at the same time.
 
@@ -326,15 +349,48 @@ class ToolFilter:
                     del self._building[key]
         return found
 
-    def _build(self, read: Callable[[], Sequence[RawTool]]) -> tuple[Catalog, Router]:
-        tools, offenders = build_tools(read())
-        if offenders:
+    def _build(self, read: Callable[[], Sequence[RawTool]]) -> _Routed:
+        raws = list(read())
+        tools, offenders = build_tools(raws)
+        unreadable: tuple[int, ...] = ()
+        if offenders and self.unreadable == "error":
             raise InvalidToolsError(offenders, "the request's tools")
+        if offenders:
+            bad = {offender.position for offender in offenders}
+            unreadable = tuple(k for k, raw in enumerate(raws) if raw.where in bad)
+            readable = [k for k, raw in enumerate(raws) if raw.where not in bad]
+            tools, _ = build_tools([raws[k] for k in readable])
+            warnings.warn(
+                f"cannot index {len(offenders)} of the request's tools, so they are sent on "
+                f"every request: {'; '.join(map(str, offenders))}",
+                CatalogWarning,
+                stacklevel=5,
+            )
+        else:
+            readable = list(range(len(raws)))
         catalog = Catalog(tools)
         router = Router.from_catalog(
             catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
         )
-        return catalog, router
+        names = tuple(str(raws[k].name) for k in unreadable)
+        return _Routed(catalog, router, tuple(readable), unreadable, names)
+
+
+@dataclass(frozen=True)
+class _Routed:
+    """A tools array read and indexed: its catalog and router, the position among the tools
+    read of each catalog row, and the positions and names of the tools it could not read
+    (kept on every request when the filter keeps unreadable tools)."""
+
+    catalog: Catalog
+    router: Router
+    position_of_row: tuple[int, ...]
+    unreadable: tuple[int, ...]
+    unreadable_names_in_order: tuple[str, ...]
+
+    @property
+    def unreadable_names(self) -> frozenset[str]:
+        return frozenset(self.unreadable_names_in_order)
 
 
 def _digest(source: Any, reader: str) -> str | None:
@@ -359,9 +415,14 @@ def _digest(source: Any, reader: str) -> str | None:
 
 
 def _plain(value: Any) -> Any:
-    """``value`` with mappings as dicts and sequences as lists; ValueError past JSON's types."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    """``value`` with mappings as dicts, sequences as lists and subclasses of ``str``, ``int``
+    and ``float`` (a ``str`` enum from a model dump) as those types, which is how JSON
+    writes them; ValueError past JSON's types."""
+    if value is None or type(value) in (str, bool, int, float):
         return value
+    for plain in (str, bool, int, float):
+        if isinstance(value, plain):
+            return plain.__str__(value) if plain is str else plain(value)
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -514,8 +575,9 @@ def _runs_in_application(tool: Mapping[str, Any], provider: str) -> bool:
     return provider.startswith("openai") and tool.get("type") == "function"
 
 
-def _kept_tools(tools: list[Any], keep: list[_Slot], routable: set[int]) -> list[Any]:
-    """``tools`` without the function tools not in ``keep``, each kept entry as given.
+def _kept_tools(tools: list[Any], keep: list[_Slot], routable: set[int]) -> list[tuple[int, Any]]:
+    """``tools`` without the function tools not in ``keep``: each kept entry, as given, with
+    its position.
 
     A Gemini entry losing some declarations becomes a copy with the rest; one losing all of
     them goes, since an empty declaration list declares nothing.
@@ -523,16 +585,16 @@ def _kept_tools(tools: list[Any], keep: list[_Slot], routable: set[int]) -> list
     declarations: dict[int, list[int]] = {}
     for i, j in keep:
         declarations.setdefault(i, []).extend(() if j is None else (j,))
-    out: list[Any] = []
+    out: list[tuple[int, Any]] = []
     for i, tool in enumerate(tools):
         rows = declarations.get(i)
         key = next((k for k in _DECLARATIONS if k in tool), "")
         if rows and key and len(rows) < len(tool[key]):
-            out.append({**tool, key: [tool[key][j] for j in rows]})
+            out.append((i, {**tool, key: [tool[key][j] for j in rows]}))
         elif i not in routable or rows is not None:
-            out.append(tool)
+            out.append((i, tool))
         elif key and len(tool) > 1:  # the entry also switches on a built-in (codeExecution)
-            out.append({k: v for k, v in tool.items() if k != key})
+            out.append((i, {k: v for k, v in tool.items() if k != key}))
     return out
 
 

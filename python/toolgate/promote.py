@@ -24,6 +24,7 @@ and is never dropped, since without it the model could not reach the rest of the
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import threading
@@ -274,33 +275,33 @@ def _active_ids(catalog: Catalog, active: Any) -> list[str]:
 
 _SEARCH_TOOLS: dict[str, Tool] = {}
 # Token counts of whole definition lists. An agent promotes the same active set turn after
-# turn, and rendering and tokenising the set is most of a promotion (about 65%).
-_SET_TOKENS: OrderedDict[tuple[Any, ...], tuple[tuple[Tool, ...], int]] = OrderedDict()
+# turn, and tokenising the set is most of a promotion (about 65%).
+_SET_TOKENS: OrderedDict[tuple[str, str, str], int] = OrderedDict()
 _SET_TOKENS_SIZE = 256
 
 
 def _count_set(tools: Sequence[Tool], format: str, encoding: str) -> int:
     """Tokens of ``tools``' definitions sent together in ``format``, counted once per set.
 
-    Keyed by the tool objects themselves (a catalog's tools live as long as it does; a tool
-    refreshed, renamed or given a fetched schema is a new object). Not by content: a
-    fingerprint ignores the schema's key order, which the sent JSON, and so its token count,
-    keeps. An entry holds its tools, so their ids cannot be reused while it lives.
+    Keyed by a digest of the definitions' JSON in their own key order (a content
+    fingerprint would ignore it, and the sent JSON, so its token count, keeps it), so a
+    schema a source supplies anew each turn still hits, and a changed one misses.
     """
     from toolgate.tokens import count_tools
 
     if not tools:
         return 0
-    key = (format, encoding, tuple(map(id, tools)))
+    text = "\n".join(t.definition_json(format) for t in tools)
+    key = (format, encoding, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
     with _POOL_LOCK:
         found = _SET_TOKENS.get(key)
         if found is not None:
             _SET_TOKENS.move_to_end(key)
-            return found[1]
+            return found
     definitions = [t._definition(format) for t in tools]  # read, not sent: no copies
     count = count_tools(definitions, base_provider(format), encoding=encoding)
     with _POOL_LOCK:
-        _SET_TOKENS[key] = (tuple(tools), count)
+        _SET_TOKENS[key] = count
         while len(_SET_TOKENS) > _SET_TOKENS_SIZE:
             _SET_TOKENS.popitem(last=False)
     return count

@@ -147,9 +147,17 @@ class Router:
         self._embed_text = lru_cache(maxsize=_QUERY_CACHE_SIZE)(self._embed_one)
         self._pinned = np.asarray(outline.pinned, dtype=np.uint32)
         self._renamed: Lazy[dict[str, int]] = Lazy(None, self._renamed_mentions)
-        self._row_of_id: Lazy[dict[str, int]] = Lazy(
-            None, lambda: {tool_id: row for row, tool_id in enumerate(self._ids)}
-        )
+        self._row_of_id: Lazy[dict[str, int]] = Lazy(None, self._rows_by_id)
+
+    def _rows_by_id(self) -> dict[str, int]:
+        """Each id, and each id folded to lower case where no other id folds the same, to
+        its row."""
+        folded: dict[str, list[int]] = {}
+        for row, tool_id in enumerate(self._ids):
+            folded.setdefault(tool_id.casefold(), []).append(row)
+        rows = {key: found[0] for key, found in folded.items() if len(found) == 1}
+        rows.update((tool_id, row) for row, tool_id in enumerate(self._ids))
+        return rows
 
     def _tool_names(self) -> tuple[str, ...]:
         """Each row's tool name; from the outline, unless a manifest written before servers
@@ -635,7 +643,11 @@ class Router:
         An id names its own tool only: a tool of another server whose name happens to read
         like it (``evil`` naming a tool ``github/search``) is not let in beside it.
         """
-        if (row := self._row_of_id.get().get(name)) is not None:
+        by_id = self._row_of_id.get()
+        row = by_id.get(name)
+        if row is None:
+            row = by_id.get(name.casefold())
+        if row is not None:
             return [row]
         rows = list(self._bm25.rows_named(name))
         if not rows and (row := self._renamed.get().get(name.casefold())) is not None:

@@ -264,6 +264,15 @@ class Tool:
             )
         return writer(self)
 
+    def definition_json(self, provider: str = "openai") -> str:
+        """:meth:`to_provider` as compact JSON, in the schema's own key order (computed once)."""
+        cache: dict[str, str] = self.__dict__.setdefault("_definition_json", {})
+        if provider not in cache:
+            cache[provider] = json.dumps(
+                self._definition(provider), ensure_ascii=False, separators=(",", ":"), default=str
+            )
+        return cache[provider]
+
     def token_count(self, provider: str = "openai", *, encoding: str = "cl100k_base") -> int:
         """Tokens this tool's full definition costs in ``provider``'s serialisation."""
         from toolgate.adapters import base_provider

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -33,12 +32,9 @@ from langchain_core.messages import BaseMessage, convert_to_openai_messages
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from toolgate.adapters import openai
-from toolgate.catalog import DEFAULT_SERVER, CatalogWarning
 from toolgate.config import DEFAULT, DefaultType
 from toolgate.errors import InvalidInputError
 from toolgate.gateway import ToolFilter
-from toolgate.tool import Offender, build_tools
 
 __all__ = ["ToolSelector", "ToolgateMiddleware"]
 
@@ -90,10 +86,11 @@ class ToolSelector:
 
     @property
     def tool_filter(self) -> ToolFilter:
-        """The :class:`ToolFilter` routing goes through."""
+        """The :class:`ToolFilter` routing goes through (made on first use: one that keeps
+        the tools it cannot read, since an agent must not stop over one odd tool)."""
         with self._lock:
             if self._filter is None:
-                self._filter = ToolFilter()
+                self._filter = ToolFilter(unreadable="keep")
             return self._filter
 
     def select(
@@ -128,7 +125,7 @@ class ToolSelector:
         toolset = self._converted.get(tools)
         request: dict[str, Any] = {
             "messages": convert_to_openai_messages(list(messages)),
-            "tools": toolset.routable,
+            "tools": toolset.definitions,
         }
         choice = _openai_tool_choice(tool_choice, toolset.builtin_names)
         if choice is not None:
@@ -136,13 +133,11 @@ class ToolSelector:
         filtered = self.tool_filter.filter(request, top_k=self.top_k, **self._options)
         if filtered.result.form == "none":  # nothing was routed: the request stands as given
             return tools
-        kept = {id(definition) for definition in filtered.request.get("tools", ())}
+        kept = set(filtered.positions)
         return [
             tool
-            for i, (tool, definition) in enumerate(zip(tools, toolset.definitions, strict=True))
-            if id(definition) in kept
-            or i in toolset.unreadable
-            or _tool_name(tool) in self.always_include
+            for i, tool in enumerate(tools)
+            if i in kept or _tool_name(tool) in self.always_include
         ]
 
 
@@ -197,17 +192,13 @@ class ToolgateMiddleware(AgentMiddleware):
 class _ToolSet:
     """A tool list in the form routing takes.
 
-    ``definitions`` is each tool as an OpenAI Chat tool, in order; ``routable`` the ones the
-    filter routes over. ``unreadable`` holds the positions of tools toolgate cannot index
-    (a 30,000-character description, a broken schema): they are shown on every call, since
-    dropping them would hide tools the agent was given, and failing would stop the agent.
-    ``tools`` keeps the objects alive, so their ids stay theirs while the entry lives.
+    ``definitions`` is each tool as an OpenAI Chat tool, in order. ``builtin_names`` are the
+    types of nameless provider tools (``{"type": "web_search"}``), which a tool choice may
+    name. ``tools`` keeps the objects alive, so their ids stay theirs while the entry lives.
     """
 
     tools: tuple[AnyTool, ...]
     definitions: list[Any]
-    routable: list[Any]
-    unreadable: frozenset[int]
     builtin_names: frozenset[str]
 
 
@@ -243,35 +234,12 @@ class _ConvertedTools:
 
 def _convert(tools: list[AnyTool]) -> _ToolSet:
     definitions = [_definition(tool, i) for i, tool in enumerate(tools)]
-    offenders: dict[int, Offender] = {}
-    for i, definition in enumerate(definitions):
-        if definition.get("type") == "function":
-            raw = openai.parse_tool(definition, f"tools[{i}]", DEFAULT_SERVER)
-            _, problems = build_tools([raw])
-            if problems:
-                offenders[i] = problems[0]
-    if offenders:
-        listed = "; ".join(str(o) for o in offenders.values())
-        warnings.warn(
-            f"toolgate cannot index {len(offenders)} tool(s), so the model sees them on every "
-            f"call: {listed}",
-            CatalogWarning,
-            stacklevel=4,
-        )
     builtin = {
-        str(name)
+        str(d["type"])
         for d in definitions
-        if d.get("type") != "function"
-        for name in (d.get("type"), d.get("name"))
-        if name
+        if "name" not in d and d.get("type") not in (None, "function", "custom")
     }
-    return _ToolSet(
-        tools=tuple(tools),
-        definitions=definitions,
-        routable=[d for i, d in enumerate(definitions) if i not in offenders],
-        unreadable=frozenset(offenders),
-        builtin_names=frozenset(builtin),
-    )
+    return _ToolSet(tuple(tools), definitions, frozenset(builtin))
 
 
 def _definition(tool: AnyTool, index: int) -> dict[str, Any]:
