@@ -584,3 +584,48 @@ def test_unreadable_tools_are_errors_or_kept_as_asked(embedder: Embedder) -> Non
     assert again.positions == (0, 4)
     with pytest.raises(InvalidInputError, match='unreadable must be "error" or "keep"'):
         ToolFilter(unreadable="drop")  # type: ignore[arg-type]
+
+
+def test_keep_mode_tells_unreadable_tags_on_one_line_apart(embedder: Embedder) -> None:
+    keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
+    huge = "Read files. " + "More. " * 3000
+    line = "".join(
+        f"<toolname>{n}</toolname><tooldescription>{d}</tooldescription>"
+        for n, d in [*((n, d) for n, d, _ in SPECS[:3]), ("read_file", huge)]
+    )
+    request = {"messages": [{"role": "user", "content": f"{line}<userq>{WEATHER}</userq>"}]}
+    with pytest.warns(CatalogWarning, match="cannot index 1 of"):
+        filtered = keeping.filter(request, top_k=1)
+    assert filtered.kept == ("get_weather", "read_file")
+    assert filtered.dropped_count == 2
+
+
+def test_keep_mode_names_no_nameless_tool_and_passes_odd_declarations(
+    embedder: Embedder,
+) -> None:
+    keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
+    tools = [*chat_tools()[:3], {"type": "function", "function": {"description": "no name"}}]
+    with pytest.warns(CatalogWarning):
+        filtered = keeping.filter({**chat_request(), "tools": tools}, top_k=1)
+    assert filtered.kept == ("get_weather",)  # the nameless tool is kept, under no name
+    assert filtered.positions == (0, 3)
+    odd = [{"functionDeclarations": {"a": 1}}, {"functionDeclarations": gemini_declarations()}]
+    request = {"contents": [{"role": "user", "parts": [{"text": WEATHER}]}], "tools": odd}
+    with pytest.warns(CatalogWarning):
+        kept = keeping.filter(request, top_k=1).request["tools"]
+    assert kept[0] == odd[0]  # passed on as given, not sliced
+    assert [d["name"] for d in kept[1]["functionDeclarations"]] == ["get_weather"]
+
+
+def test_enum_keys_are_keyed_as_their_values() -> None:
+    import enum
+
+    from toolgate.gateway import _digest
+
+    class Key(str, enum.Enum):
+        TYPE = "type"
+
+    tools = [{Key.TYPE: "function", "function": {"name": "f"}}]
+    assert _digest(tools, "openai") == _digest(
+        [{"type": "function", "function": {"name": "f"}}], "openai"
+    )

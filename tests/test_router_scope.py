@@ -485,3 +485,12 @@ def test_an_id_in_another_case_still_names_its_own_tool_only() -> None:
     assert router.route("select:GitHub/Search").ids == ["github/search"]
     included = router.route("hello", top_k=1, include=["GITHUB/search"])
     assert [t.id for t in included if t.reason == "included"] == ["github/search"]
+
+
+def test_ids_differing_only_in_case_are_not_guessed() -> None:
+    servers = {"gh": {"tools": [{"name": "Search"}, {"name": "search"}]}}
+    router = Router.from_catalog(Catalog.load(servers), cache=None)
+    assert router.route("select:gh/Search").ids == ["gh/Search"]
+    assert router.route("select:gh/search").ids == ["gh/search"]
+    # No one id folds to it: both tools answer to the name, as any case-free name lookup.
+    assert router.route("select:GH/SEARCH").ids == ["gh/Search", "gh/search"]

@@ -29,7 +29,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -262,11 +262,12 @@ class ToolFilter:
                 "put it in <userq> or beside the tags"
             )
         tags = text_tags.parse(text, DEFAULT_SERVER)
-        result, kept, keep = self._route(
+        result, kept, _ = self._route(
             (text, "text_tags"), lambda: tags, query, turn.messages[:index], turn.forced,
             options,
         )  # fmt: skip
         names = set(kept)
+        dropped = sum(1 for tag in tags if tag.name not in names)  # tags go by name
         rewrite = _text_rewriter(lambda body: _keep_tags(body, names))
         out = dict(turn.request)
         conversation = turn.request[turn.key]
@@ -274,7 +275,7 @@ class ToolFilter:
             out[turn.key] = rewrite({"content": conversation})["content"]
         else:
             out[turn.key] = [rewrite(m) if i == index else m for i, m in enumerate(conversation)]
-        return FilteredRequest(out, result, kept, len(tags) - len(keep), "text_tags")
+        return FilteredRequest(out, result, kept, dropped, "text_tags")
 
     def _route(
         self,
@@ -312,7 +313,7 @@ class ToolFilter:
         names = {row: catalog.tools[row].name for row in rows}
         named = {routed.position_of_row[row]: name for row, name in names.items()}
         named.update(zip(routed.unreadable, routed.unreadable_names_in_order, strict=True))
-        return result, tuple(named[p] for p in positions), positions
+        return result, tuple(named[p] for p in positions if named[p]), positions
 
     def _router(self, source: Any, reader: str, read: Callable[[], Sequence[RawTool]]) -> _Routed:
         """The catalog and router for the tools ``read`` gives from ``source``, built once
@@ -356,15 +357,16 @@ class ToolFilter:
         if offenders and self.unreadable == "error":
             raise InvalidToolsError(offenders, "the request's tools")
         if offenders:
-            bad = {offender.position for offender in offenders}
-            unreadable = tuple(k for k, raw in enumerate(raws) if raw.where in bad)
-            readable = [k for k, raw in enumerate(raws) if raw.where not in bad]
+            # Told apart by index: several text tags on one line share a position.
+            _, by_index = build_tools([replace(raw, where=str(k)) for k, raw in enumerate(raws)])
+            unreadable = tuple(sorted({int(offender.position) for offender in by_index}))
+            readable = [k for k in range(len(raws)) if k not in set(unreadable)]
             tools, _ = build_tools([raws[k] for k in readable])
             warnings.warn(
                 f"cannot index {len(offenders)} of the request's tools, so they are sent on "
                 f"every request: {'; '.join(map(str, offenders))}",
                 CatalogWarning,
-                stacklevel=5,
+                stacklevel=6,  # filter()'s caller: _build, _router, _route, _filter_*, filter
             )
         else:
             readable = list(range(len(raws)))
@@ -372,7 +374,7 @@ class ToolFilter:
         router = Router.from_catalog(
             catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
         )
-        names = tuple(str(raws[k].name) for k in unreadable)
+        names = tuple(raws[k].name if isinstance(raws[k].name, str) else "" for k in unreadable)
         return _Routed(catalog, router, tuple(readable), unreadable, names)
 
 
@@ -390,7 +392,8 @@ class _Routed:
 
     @property
     def unreadable_names(self) -> frozenset[str]:
-        return frozenset(self.unreadable_names_in_order)
+        """The names of the unreadable tools that have one."""
+        return frozenset(name for name in self.unreadable_names_in_order if name)
 
 
 def _digest(source: Any, reader: str) -> str | None:
@@ -424,7 +427,7 @@ def _plain(value: Any) -> Any:
         if isinstance(value, plain):
             return plain.__str__(value) if plain is str else plain(value)
     if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
+        return {_plain(key): _plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     raise ValueError(f"no JSON form for {type(value).__name__}")
@@ -589,7 +592,7 @@ def _kept_tools(tools: list[Any], keep: list[_Slot], routable: set[int]) -> list
     for i, tool in enumerate(tools):
         rows = declarations.get(i)
         key = next((k for k in _DECLARATIONS if k in tool), "")
-        if rows and key and len(rows) < len(tool[key]):
+        if rows and key and isinstance(tool[key], list) and len(rows) < len(tool[key]):
             out.append((i, {**tool, key: [tool[key][j] for j in rows]}))
         elif i not in routable or rows is not None:
             out.append((i, tool))

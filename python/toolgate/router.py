@@ -147,17 +147,16 @@ class Router:
         self._embed_text = lru_cache(maxsize=_QUERY_CACHE_SIZE)(self._embed_one)
         self._pinned = np.asarray(outline.pinned, dtype=np.uint32)
         self._renamed: Lazy[dict[str, int]] = Lazy(None, self._renamed_mentions)
-        self._row_of_id: Lazy[dict[str, int]] = Lazy(None, self._rows_by_id)
+        self._row_of_id: Lazy[tuple[dict[str, int], dict[str, int]]] = Lazy(None, self._rows_by_id)
 
-    def _rows_by_id(self) -> dict[str, int]:
-        """Each id, and each id folded to lower case where no other id folds the same, to
-        its row."""
+    def _rows_by_id(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Each id to its row, and each id folded to lower case to its row where no other
+        id folds the same."""
         folded: dict[str, list[int]] = {}
         for row, tool_id in enumerate(self._ids):
             folded.setdefault(tool_id.casefold(), []).append(row)
-        rows = {key: found[0] for key, found in folded.items() if len(found) == 1}
-        rows.update((tool_id, row) for row, tool_id in enumerate(self._ids))
-        return rows
+        exact = {tool_id: row for row, tool_id in enumerate(self._ids)}
+        return exact, {key: rows[0] for key, rows in folded.items() if len(rows) == 1}
 
     def _tool_names(self) -> tuple[str, ...]:
         """Each row's tool name; from the outline, unless a manifest written before servers
@@ -643,10 +642,10 @@ class Router:
         An id names its own tool only: a tool of another server whose name happens to read
         like it (``evil`` naming a tool ``github/search``) is not let in beside it.
         """
-        by_id = self._row_of_id.get()
-        row = by_id.get(name)
+        exact, folded = self._row_of_id.get()
+        row = exact.get(name)
         if row is None:
-            row = by_id.get(name.casefold())
+            row = folded.get(name.casefold())
         if row is not None:
             return [row]
         rows = list(self._bm25.rows_named(name))

@@ -49,9 +49,11 @@ class ToolSelector:
     ``top_k`` is the most tools routed per call; tools named in ``always_include`` are added
     to them (they do not count against ``top_k``). ``threshold``, ``allow`` and ``deny`` are
     :meth:`toolgate.Router.route`'s (the threshold left out: the filter's configured one).
-    ``tool_filter`` is the :class:`ToolFilter` to route
-    through (its options: config, embedder, embedding cache, how many tool sets it keeps);
-    one is made on first use otherwise. A selector is safe to share between threads.
+    ``tool_filter`` is the :class:`ToolFilter` to route through (its options: config,
+    embedder, embedding cache, how many tool sets it keeps, and what becomes of a tool it
+    cannot read: pass ``unreadable="keep"`` for the behaviour of the selector's own, which
+    shows such a tool on every call instead of raising); one is made on first use
+    otherwise. A selector is safe to share between threads.
     """
 
     def __init__(
@@ -106,7 +108,8 @@ class ToolSelector:
         ``messages`` the conversation (LangChain messages or OpenAI-style dicts). With no
         user text to route on (no user message yet, an image alone) or with tool calling off
         (``tool_choice="none"``), every tool is kept. So is a tool toolgate cannot index
-        (a :class:`~toolgate.catalog.CatalogWarning` names it, once per tool list).
+        (a :class:`~toolgate.catalog.CatalogWarning` names it, once per tool list), unless
+        the selector was given a ``tool_filter`` that raises for such tools.
         """
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise InvalidInputError(
