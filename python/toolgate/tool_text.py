@@ -22,14 +22,16 @@ def humanize(name: str) -> str:
 def embedding_text(tool: Tool, *, with_server: bool = True) -> str:
     """What the matrix row of ``tool`` embeds: server, name in words, summary, parameters.
 
-    Parameter names and descriptions lifted dense nDCG@10 on BFCL from 0.70 to 0.75. The
-    server name tells servers apart, so it is left out of a single-server catalog, where it
-    would be the same noise in every row (MetaTool nDCG@10: 0.70 with it, 0.71 without).
+    Parameter names and descriptions lifted dense nDCG@10 on BFCL from 0.70 to 0.75 (see
+    :attr:`Tool.embedded_param_text` for the allowed values). The server name tells servers
+    apart, so it is left out of a single-server catalog, where it would be the same noise in
+    every row (MetaTool nDCG@10: 0.70 with it, 0.71 without).
     """
     text = f"{humanize(tool.name)}: {tool.summary}"
     if with_server:
         text = f"{tool.server}: {text}"
-    return f"{text} Parameters: {tool.param_text}" if tool.param_text else text
+    params = tool.embedded_param_text
+    return f"{text} Parameters: {params}" if params else text
 
 
 def embedding_texts(catalog: Catalog) -> list[str]:
