@@ -237,7 +237,7 @@ class ToolFilter:
             turn.forced - builtin, options,
         )  # fmt: skip
         out = dict(turn.request)
-        entries = _kept_tools(tools, [slots[k] for k in keep], routable)
+        entries = _kept_tools(tools, [slots[k] for k in keep], routable, provider == "gemini")
         kept_tools = [entry for _, entry in entries]
         if provider == "anthropic":
             kept_tools = _carry_cache_marker(tools, kept_tools)
@@ -578,12 +578,15 @@ def _runs_in_application(tool: Mapping[str, Any], provider: str) -> bool:
     return provider.startswith("openai") and tool.get("type") == "function"
 
 
-def _kept_tools(tools: list[Any], keep: list[_Slot], routable: set[int]) -> list[tuple[int, Any]]:
+def _kept_tools(
+    tools: list[Any], keep: list[_Slot], routable: set[int], gemini: bool
+) -> list[tuple[int, Any]]:
     """``tools`` without the function tools not in ``keep``: each kept entry, as given, with
     its position.
 
     A Gemini entry losing some declarations becomes a copy with the rest; one losing all of
-    them goes, since an empty declaration list declares nothing.
+    them goes, since an empty declaration list declares nothing. (Only a Gemini request has
+    declaration lists to look for.)
     """
     declarations: dict[int, list[int]] = {}
     for i, j in keep:
@@ -591,7 +594,7 @@ def _kept_tools(tools: list[Any], keep: list[_Slot], routable: set[int]) -> list
     out: list[tuple[int, Any]] = []
     for i, tool in enumerate(tools):
         rows = declarations.get(i)
-        key = next((k for k in _DECLARATIONS if k in tool), "")
+        key = next((k for k in _DECLARATIONS if k in tool), "") if gemini else ""
         if rows and key and isinstance(tool[key], list) and len(rows) < len(tool[key]):
             out.append((i, {**tool, key: [tool[key][j] for j in rows]}))
         elif i not in routable or rows is not None:

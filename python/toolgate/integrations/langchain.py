@@ -116,13 +116,13 @@ class ToolSelector:
                 f"messages must be a list of messages, got {type(messages).__name__}"
             )
         tools = list(tools)
-        names = {name for name in map(_tool_name, tools) if name is not None}
-        missing = sorted(self.always_include - names)
-        if missing:
-            raise InvalidInputError(
-                f"always_include names tools the request does not have: {missing}; "
-                f"it has {sorted(names)}"
-            )
+        if self.always_include:
+            names = {name for name in map(_tool_name, tools) if name is not None}
+            if missing := sorted(self.always_include - names):
+                raise InvalidInputError(
+                    f"always_include names tools the request does not have: {missing}; "
+                    f"it has {sorted(names)}"
+                )
         if not tools:
             return []
         toolset = self._converted.get(tools)
@@ -137,11 +137,9 @@ class ToolSelector:
         if filtered.result.form == "none":  # nothing was routed: the request stands as given
             return tools
         kept = set(filtered.positions)
-        return [
-            tool
-            for i, tool in enumerate(tools)
-            if i in kept or _tool_name(tool) in self.always_include
-        ]
+        if self.always_include:
+            kept.update(i for i, t in enumerate(tools) if _tool_name(t) in self.always_include)
+        return [tool for i, tool in enumerate(tools) if i in kept]
 
 
 class ToolgateMiddleware(AgentMiddleware):
