@@ -73,6 +73,8 @@ def test_parameter_text_carries_allowed_values_and_defaults() -> None:
             "genres": {"type": "array", "items": {"type": "string", "enum": ["horror", "jazz"]}},
             "code": {"type": "integer", "enum": list(range(40))},
             "mode": {"type": "string", "default": "fast  lane"},
+            "odd": {"enum": [{"a": 1}, None, True]},  # no words: nothing added
+            "prompt": {"type": "string", "default": "You are a helpful assistant. " * 5},
         },
     }
     tool = Catalog.from_tools([{"name": "f", "inputSchema": schema}], server="s")["s/f"]
@@ -80,11 +82,11 @@ def test_parameter_text_carries_allowed_values_and_defaults() -> None:
     assert tool.param_text == (
         "unit Temperature unit. celsius fahrenheit celsius genres horror jazz code "
         + " ".join(map(str, range(30)))
-        + " mode fast lane"
+        + " mode fast lane odd prompt"
     )
     # The embedding reads the values as a phrase, at most 30 of them, and no defaults.
     assert tool.embedded_param_text == (
         "unit Temperature unit. One of: celsius, fahrenheit. genres One of: horror, jazz. "
-        f"code One of: {', '.join(map(str, range(30)))}. mode"
+        f"code One of: {', '.join(map(str, range(30)))}. mode odd prompt"
     )
     assert embedding_texts(Catalog([tool]))[0].endswith(tool.embedded_param_text)

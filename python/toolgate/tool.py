@@ -369,19 +369,26 @@ def _collect_params(schema: Any, parts: list[str], depth: int, *, embedded: bool
 
 
 def _collect_values(schema: Mapping[str, Any], parts: list[str], *, embedded: bool) -> None:
-    """The values a parameter allows (its ``enum``, or its items'), and for BM25 its string
-    default. At most :data:`_MAX_LISTED_VALUES` of them: the embedding reads 256 tokens."""
+    """The values a parameter allows (its ``enum``, or its items'), and for BM25 a short
+    string default: words a request may name. At most :data:`_MAX_LISTED_VALUES` values
+    (the embedding reads 256 tokens), strings and numbers only (an object is no word)."""
     items = schema.get("items")
     for values in (schema.get("enum"), items.get("enum") if isinstance(items, Mapping) else None):
-        if isinstance(values, list) and values:
-            listed = [" ".join(str(v).split()) for v in values[:_MAX_LISTED_VALUES]]
+        if not isinstance(values, list):
+            continue
+        words = [v for v in values if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+        listed = [" ".join(str(v).split()) for v in words[:_MAX_LISTED_VALUES]]
+        if listed:
             parts.append(f"One of: {', '.join(listed)}." if embedded else " ".join(listed))
-    if not embedded and isinstance(schema.get("default"), str):
-        parts.append(" ".join(schema["default"].split()))
+    default = schema.get("default")
+    if not embedded and isinstance(default, str) and len(default) <= _MAX_DEFAULT_CHARS:
+        parts.append(" ".join(default.split()))
 
 
-# Most allowed values of one parameter put into the text a tool is known by.
+# Most allowed values of one parameter put into the text a tool is known by, and the longest
+# default (longer ones are templates or prose, not a value a request names).
 _MAX_LISTED_VALUES = 30
+_MAX_DEFAULT_CHARS = 80
 
 #: Longest tool or server name accepted.
 MAX_NAME_CHARS = 256
