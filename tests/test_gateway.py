@@ -629,3 +629,29 @@ def test_enum_keys_are_keyed_as_their_values() -> None:
     assert _digest(tools, "openai") == _digest(
         [{"type": "function", "function": {"name": "f"}}], "openai"
     )
+
+
+def test_the_callers_lists_apply_to_unreadable_and_chosen_tools(embedder: Embedder) -> None:
+    keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
+    huge = {
+        "type": "function",
+        "function": {"name": "delete_repo", "description": "Delete. " + "More. " * 3000},
+    }
+    request = {**chat_request(), "tools": [*chat_tools()[:3], huge]}
+    with pytest.warns(CatalogWarning):
+        assert keeping.filter(request, top_k=1).kept == ("get_weather", "delete_repo")
+    assert keeping.filter(request, top_k=1, deny=["delete_*"]).kept == ("get_weather",)
+    assert keeping.filter(request, top_k=1, allow=["get_weather"]).kept == ("get_weather",)
+    chosen = {
+        **chat_request(),
+        "tool_choice": {"type": "function", "function": {"name": "send_email"}},
+    }
+    gate = ToolFilter(embedder=embedder, cache=None)
+    assert gate.filter(chosen, top_k=1).kept == ("get_weather", "send_email")
+    with pytest.raises(InvalidInputError, match="names 'send_email', which the allow / deny"):
+        gate.filter(chosen, top_k=1, deny=["send_*"])
+    with pytest.raises(InvalidInputError, match="allow/deny pattern must be a non-empty string: 1"):
+        gate.filter(chat_request(), top_k=1, allow=["get_weather", 1])  # type: ignore[list-item]
+    # A generator of patterns is read once by routing and once for the choice.
+    kept = gate.filter(chosen, top_k=1, deny=(p for p in ["read_*"])).kept
+    assert kept == ("get_weather", "send_email")

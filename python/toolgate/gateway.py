@@ -40,6 +40,7 @@ from toolgate.errors import InvalidInputError
 from toolgate.lazy import Lazy
 from toolgate.route_result import RouteResult
 from toolgate.router import Router, default_embedder
+from toolgate.scopes import ScopeMatcher
 from toolgate.state import State
 from toolgate.tool import build_tools
 
@@ -188,9 +189,10 @@ class ToolFilter:
 
         The options are :meth:`Router.route`'s. Earlier turns (the messages before that user
         message) are blended into the query. A tool the request's tool choice names
-        (OpenAI, Anthropic, Gemini ``allowedFunctionNames``) is always kept. If no function
-        tool is kept at all, the tools and tool-choice keys are removed, since providers
-        refuse an empty tools array.
+        (OpenAI, Anthropic, Gemini ``allowedFunctionNames``) is always kept, unless ``allow``
+        / ``deny`` shut it out, which is an error: the request contradicts the policy. If no
+        function tool is kept at all, the tools and tool-choice keys are removed, since
+        providers refuse an empty tools array.
         """
         if not isinstance(request, Mapping):
             raise InvalidInputError(f"request must be a JSON object, got {type(request).__name__}")
@@ -202,8 +204,9 @@ class ToolFilter:
             "top_k": top_k,
             "threshold": threshold,
             "state": state,
-            "allow": allow,
-            "deny": deny,
+            # Read twice (routing, then the tool choice and unreadable tools): made lists once.
+            "allow": _listed(allow),
+            "deny": _listed(deny),
             # A user's words are text: "select: a hotel" or "+1" must not act as query forms.
             "forms": False,
         }
@@ -303,16 +306,28 @@ class ToolFilter:
                 "which no tool of the request declares"
             )
         result = routed.router.route(query, history=history, **options)
-        kept = set(result.ids)
+        allow, deny = options.get("allow"), options.get("deny")
+        chosen: set[int] = set()
         for name in forced:
-            kept.update(tool.id for tool in catalog.with_name(name))
+            chosen.update(catalog.position(tool.id) for tool in catalog.with_name(name))
             if (tool := catalog.get_exposed(name)) is not None:
-                kept.add(tool.id)
-        rows = sorted(map(catalog.position, kept))
-        positions = sorted({routed.position_of_row[row] for row in rows} | set(routed.unreadable))
-        names = {row: catalog.tools[row].name for row in rows}
-        named = {routed.position_of_row[row]: name for row, name in names.items()}
-        named.update(zip(routed.unreadable, routed.unreadable_names_in_order, strict=True))
+                chosen.add(catalog.position(tool.id))
+        if shut := sorted(chosen - _admitted(routed.scopes, allow, deny)):
+            listed = ", ".join(repr(catalog.tools[row].name) for row in shut)
+            raise InvalidInputError(
+                f"the request's tool choice names {listed}, which the allow / deny lists shut "
+                "out: change the tool choice or the lists"
+            )
+        rows = sorted(chosen | {catalog.position(tool_id) for tool_id in result.ids})
+        named = {routed.position_of_row[row]: catalog.tools[row].name for row in rows}
+        # Unreadable tools are never ranked, but the caller's lists still apply to them.
+        admitted = _admitted(routed.unreadable_scopes, allow, deny)
+        for k, (position, name) in enumerate(
+            zip(routed.unreadable, routed.unreadable_names_in_order, strict=True)
+        ):
+            if k in admitted:
+                named[position] = name
+        positions = sorted(named)
         return result, tuple(named[p] for p in positions if named[p]), positions
 
     def _router(self, source: Any, reader: str, read: Callable[[], Sequence[RawTool]]) -> _Routed:
@@ -375,7 +390,11 @@ class ToolFilter:
             catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
         )
         names = tuple(raws[k].name if isinstance(raws[k].name, str) else "" for k in unreadable)
-        return _Routed(catalog, router, tuple(readable), unreadable, names)
+        scopes = ScopeMatcher([t.id for t in catalog], [t.name for t in catalog])
+        unreadable_scopes = ScopeMatcher([f"{DEFAULT_SERVER}/{n}" for n in names], names)
+        return _Routed(
+            catalog, router, tuple(readable), unreadable, names, scopes, unreadable_scopes
+        )
 
 
 @dataclass(frozen=True)
@@ -389,11 +408,28 @@ class _Routed:
     position_of_row: tuple[int, ...]
     unreadable: tuple[int, ...]
     unreadable_names_in_order: tuple[str, ...]
+    scopes: ScopeMatcher  # over the catalog's rows
+    unreadable_scopes: ScopeMatcher  # over the unreadable tools, in order
 
     @property
     def unreadable_names(self) -> frozenset[str]:
         """The names of the unreadable tools that have one."""
         return frozenset(name for name in self.unreadable_names_in_order if name)
+
+
+def _listed(patterns: Iterable[str] | None) -> Any:
+    """``patterns`` as a list, so it can be read twice; a string stays (it is refused)."""
+    return patterns if patterns is None or isinstance(patterns, str) else list(patterns)
+
+
+def _admitted(
+    scopes: ScopeMatcher, allow: Iterable[str] | None, deny: Iterable[str] | None
+) -> set[int]:
+    """The rows of ``scopes`` that ``allow`` (all when None) and ``deny`` let in."""
+    allowed = scopes.rows(allow)
+    rows = set(range(len(scopes))) if allowed is None else set(allowed.tolist())
+    denied = scopes.rows(deny, deny=True)
+    return rows if denied is None else rows - set(denied.tolist())
 
 
 def _digest(source: Any, reader: str) -> str | None:

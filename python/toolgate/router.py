@@ -637,17 +637,19 @@ class Router:
         return rows
 
     def _rows_named(self, name: str) -> list[int]:
-        """Rows of the tools ``name`` names: an id, a name, or an exposed name (any case).
+        """Rows of the tools ``name`` names: an id (any case), a name or an exposed name.
 
-        An id names its own tool only: a tool of another server whose name happens to read
-        like it (``evil`` naming a tool ``github/search``) is not let in beside it.
+        An entry holding a ``/`` is an id and names its own tool only: a tool of another
+        server whose name reads like it (``evil`` naming a tool ``github/search``) is never
+        let in, not even when the id itself is gone after a refresh. (Exposed names, what the
+        model sees, hold no ``/``; a tool whose name does is named by its id.)
         """
-        exact, folded = self._row_of_id.get()
-        row = exact.get(name)
-        if row is None:
-            row = folded.get(name.casefold())
-        if row is not None:
-            return [row]
+        if "/" in name:
+            exact, folded = self._row_of_id.get()
+            row = exact.get(name)
+            if row is None:
+                row = folded.get(name.casefold())
+            return [] if row is None else [row]
         rows = list(self._bm25.rows_named(name))
         if not rows and (row := self._renamed.get().get(name.casefold())) is not None:
             rows = [row]

@@ -45,6 +45,9 @@ class ScopeMatcher:
             self._rows_by_name.setdefault(name, []).append(row)
         self._resolve = lru_cache(maxsize=256)(self._resolve_uncached)
 
+    def __len__(self) -> int:
+        return len(self._ids)
+
     def rows(self, patterns: Iterable[str] | None, *, deny: bool = False) -> np.ndarray | None:
         """Rows matching any pattern, or ``None`` when ``patterns`` is ``None``.
 
@@ -56,15 +59,17 @@ class ScopeMatcher:
             raise InvalidInputError(
                 f"allow/deny must be a list of patterns, not the string {patterns!r}"
             )
-        return self._resolve(tuple(sorted(set(patterns))), deny)
-
-    def _resolve_uncached(self, patterns: tuple[str, ...], deny: bool) -> np.ndarray:
-        rows: set[int] = set()
-        for pattern in patterns:
+        listed = list(patterns)
+        for pattern in listed:  # before sorting, which would fail on a mix of types
             if not isinstance(pattern, str) or not pattern:
                 raise InvalidInputError(
                     f"allow/deny pattern must be a non-empty string: {pattern!r}"
                 )
+        return self._resolve(tuple(sorted(set(listed))), deny)
+
+    def _resolve_uncached(self, patterns: tuple[str, ...], deny: bool) -> np.ndarray:
+        rows: set[int] = set()
+        for pattern in patterns:
             by_id = "/" in pattern
             by_name = deny or not by_id
             if not _GLOB.search(pattern):  # a literal: looked up
