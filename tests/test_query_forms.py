@@ -8,6 +8,7 @@ from toolgate import InvalidInputError
 from toolgate.catalog import Catalog
 from toolgate.history import history_texts
 from toolgate.query import parse_query
+from toolgate.tool import Tool
 from toolgate.tool_text import embedding_texts, humanize
 
 
@@ -90,3 +91,22 @@ def test_parameter_text_carries_allowed_values_and_defaults() -> None:
         f"code One of: {', '.join(map(str, range(30)))}. mode odd prompt"
     )
     assert embedding_texts(Catalog([tool]))[0].endswith(tool.embedded_param_text)
+
+
+def test_allowed_values_are_read_as_schema_generators_write_them() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"Color": {"type": "string", "enum": ["red", "blue"]}},
+        "properties": {
+            "color": {"$ref": "#/$defs/Color"},
+            "size": {"anyOf": [{"enum": ["small", "large"]}, {"type": "null"}]},
+            "mode": {"const": "strict"},
+            "tags": {"type": "array", "items": {"$ref": "#/$defs/Color"}},
+            "broken": {"$ref": "#/$defs/Missing"},
+        },
+    }
+    tool = Tool("s", "paint", "Paint a wall.", schema)
+    assert tool.embedded_param_text == (
+        "color One of: red, blue. size One of: small, large. mode One of: strict. "
+        "tags One of: red, blue. broken"
+    )

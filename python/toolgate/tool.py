@@ -27,7 +27,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from toolgate.names import sanitize_name
-from toolgate.schema_check import reference_and_regex_problem
+from toolgate.schema_check import reference_and_regex_problem, resolve_pointer
 from toolgate.unicode import lone_surrogate_at
 
 __all__ = [
@@ -233,7 +233,7 @@ class Tool:
         it cannot move: 0.7220 / 0.7071 before and after).
         """
         parts: list[str] = []
-        _collect_params(self.input_schema, parts, depth=0, embedded=False)
+        _collect_params(self.input_schema, parts, 0, self.input_schema, embedded=False)
         return " ".join(parts)
 
     @cached_property
@@ -241,7 +241,7 @@ class Tool:
         """Parameter names, descriptions and allowed values ("One of: a, b.") as the
         embedding reads them; defaults are left out, where they only blurred the row."""
         parts: list[str] = []
-        _collect_params(self.input_schema, parts, depth=0, embedded=True)
+        _collect_params(self.input_schema, parts, 0, self.input_schema, embedded=True)
         return " ".join(parts)
 
     def to_provider(self, provider: str = "openai") -> dict[str, Any]:
@@ -352,7 +352,9 @@ def tool_from_dict(data: Mapping[str, Any]) -> Tool:
     )
 
 
-def _collect_params(schema: Any, parts: list[str], depth: int, *, embedded: bool) -> None:
+def _collect_params(
+    schema: Any, parts: list[str], depth: int, root: Any, *, embedded: bool
+) -> None:
     # Nested objects are walked a few levels deep: deeper names are rarely what users type.
     if not isinstance(schema, Mapping) or depth > 3:
         return
@@ -363,26 +365,48 @@ def _collect_params(schema: Any, parts: list[str], depth: int, *, embedded: bool
             if isinstance(sub, Mapping):
                 if isinstance(sub.get("description"), str):
                     parts.append(" ".join(sub["description"].split()))
-                _collect_values(sub, parts, embedded=embedded)
-                _collect_params(sub, parts, depth + 1, embedded=embedded)
-                _collect_params(sub.get("items"), parts, depth + 1, embedded=embedded)
+                _collect_values(sub, parts, root, embedded=embedded)
+                _collect_params(sub, parts, depth + 1, root, embedded=embedded)
+                _collect_params(sub.get("items"), parts, depth + 1, root, embedded=embedded)
 
 
-def _collect_values(schema: Mapping[str, Any], parts: list[str], *, embedded: bool) -> None:
-    """The values a parameter allows (its ``enum``, or its items'), and for BM25 a short
-    string default: words a request may name. At most :data:`_MAX_LISTED_VALUES` values
-    (the embedding reads 256 tokens), strings and numbers only (an object is no word)."""
-    items = schema.get("items")
-    for values in (schema.get("enum"), items.get("enum") if isinstance(items, Mapping) else None):
-        if not isinstance(values, list):
-            continue
-        words = [v for v in values if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
-        listed = [" ".join(str(v).split()) for v in words[:_MAX_LISTED_VALUES]]
+def _collect_values(
+    schema: Mapping[str, Any], parts: list[str], root: Any, *, embedded: bool
+) -> None:
+    """The values a parameter allows (see :func:`_allowed_values`; its items' too), and for
+    BM25 a short string default: words a request may name. At most
+    :data:`_MAX_LISTED_VALUES` values (the embedding reads 256 tokens), strings and numbers
+    only (an object is no word)."""
+    for node in (schema, schema.get("items")):
+        words = [
+            v
+            for v in _allowed_values(node, root, depth=0)
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool)
+        ]
+        listed = [" ".join(str(v).split()) for v in dict.fromkeys(words)][:_MAX_LISTED_VALUES]
         if listed:
             parts.append(f"One of: {', '.join(listed)}." if embedded else " ".join(listed))
     default = schema.get("default")
     if not embedded and isinstance(default, str) and len(default) <= _MAX_DEFAULT_CHARS:
         parts.append(" ".join(default.split()))
+
+
+def _allowed_values(node: Any, root: Any, depth: int) -> list[Any]:
+    """The values ``node`` allows: its ``enum``, its ``const``, and those of what it stands
+    for, as schema generators write them: a local ``$ref`` (a pydantic enum in ``$defs``)
+    and ``anyOf`` / ``oneOf`` branches (``Optional[Literal[...]]``), a few levels deep."""
+    if not isinstance(node, Mapping) or depth > 3:
+        return []
+    found = list(node["enum"]) if isinstance(node.get("enum"), list) else []
+    if "const" in node:
+        found.append(node["const"])
+    if isinstance(node.get("$ref"), str):
+        found += _allowed_values(resolve_pointer(root, node["$ref"]), root, depth + 1)
+    for key in ("anyOf", "oneOf"):
+        if isinstance(node.get(key), list):
+            for branch in node[key]:
+                found += _allowed_values(branch, root, depth + 1)
+    return found
 
 
 # Most allowed values of one parameter put into the text a tool is known by, and the longest

@@ -42,12 +42,11 @@ still checks calls against the full JSON Schema.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from toolgate.adapters import RawTool, extract_meta, map_subschemas, normalize_type_aliases
+from toolgate.schema_check import resolve_pointer
 
 if TYPE_CHECKING:
     from toolgate.tool import Tool
@@ -96,7 +95,6 @@ _FORMATS = {
     "NUMBER": {"float", "double"},
 }
 _MAX_REF_DEPTH = 32
-_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")
 # Keywords that only mean something for one Gemini type. Gemini rejects them on a node of
 # another type or of none, so a type list split into anyOf hands each to its own branch.
 _TYPE_KEYWORDS = {
@@ -234,32 +232,6 @@ def from_openapi(schema: Any) -> Any:
     return map_subschemas(normalize_type_aliases(schema), _from_openapi_node)
 
 
-def _resolve_pointer(root: Any, ref: str) -> Any:
-    """The value the local JSON pointer ``ref`` (``#/properties/a~1b``) names in ``root``, or
-    ``None`` for a remote reference, a plain-name anchor or a pointer that leads nowhere.
-
-    The fragment is percent-decoded before it is split, then ``~1`` and ``~0`` are decoded
-    in that order, as RFC 6901 says (``~01`` is ``~1``, not ``/``).
-    """
-    if not ref.startswith("#"):
-        return None
-    pointer = unquote(ref[1:])
-    if not pointer:
-        return root
-    if not pointer.startswith("/"):
-        return None
-    node = root
-    for raw in pointer[1:].split("/"):
-        token = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and _ARRAY_INDEX.fullmatch(token) and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return None
-    return node
-
-
 def _resolve_refs(node: Any, root: Any, stack: tuple[str, ...]) -> Any:
     if isinstance(node, list):
         return [_resolve_refs(item, root, stack) for item in node]
@@ -267,7 +239,7 @@ def _resolve_refs(node: Any, root: Any, stack: tuple[str, ...]) -> Any:
         return node
     ref = node.get("$ref")
     if isinstance(ref, str):
-        target = _resolve_pointer(root, ref)
+        target = resolve_pointer(root, ref)
         if not isinstance(target, dict) or ref in stack or len(stack) >= _MAX_REF_DEPTH:
             # Past the depth limit the chain is treated as the cycle it almost always is.
             why = "unresolved" if not isinstance(target, dict) else "recursive"
