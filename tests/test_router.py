@@ -14,6 +14,7 @@ from toolgate import CatalogError, IndexFormatError, InvalidInputError, _toolgat
 from toolgate.catalog import Catalog
 from toolgate.commands import demo_catalog
 from toolgate.router import Router, RouterConfig
+from toolgate.tool_text import TEXT_VERSION
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -308,6 +309,24 @@ def test_refresh_embeds_only_what_changed(router: Router) -> None:
     before = {t.id: t.dense for t in base.route(query, top_k=5)}
     after = {t.id: t.dense for t in refreshed.route(query, top_k=5)}
     assert before == after
+
+
+def test_refresh_re_embeds_what_an_older_tool_text_embedded(router: Router, tmp_path: Path) -> None:
+    counting = _CountingEmbedder(router._embedder.get())
+    Router.from_catalog(router.catalog, path=tmp_path / "r", embedder=counting, cache=None)  # type: ignore[arg-type]
+    manifest = tmp_path / "r" / "router.json"
+    data = json.loads(manifest.read_text())
+    assert data["text_version"] == TEXT_VERSION
+    del data["text_version"]  # a router saved before the version was recorded
+    manifest.write_text(json.dumps(data))
+    counting.texts.clear()
+    old = Router.open(tmp_path / "r", embedder=counting)  # type: ignore[arg-type]
+    old.refresh(router.catalog)  # the same tools: all embedded again, from today's text
+    assert len(counting.texts) == 2 * len(router.catalog)
+    data["text_version"] = "2"
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(IndexFormatError, match="text_version '2' is not an integer"):
+        Router.open(tmp_path / "r")
 
 
 def test_every_github_tool_found_by_its_exact_name() -> None:

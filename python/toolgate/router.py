@@ -52,7 +52,7 @@ from toolgate.scopes import ScopeMatcher
 from toolgate.state import FlagVocabulary, State
 from toolgate.telemetry import Telemetry, as_telemetry
 from toolgate.tool import Tool
-from toolgate.tool_text import bm25_document, embedding_views
+from toolgate.tool_text import TEXT_VERSION, bm25_document, embedding_views
 from toolgate.unicode import well_formed
 
 if TYPE_CHECKING:
@@ -314,7 +314,10 @@ class Router:
                 f"refresh path {path} is this router's own directory; write the new router "
                 "elsewhere (its files stay valid until this router is dropped)"
             )
-        old_rows = {tool.id: row for row, tool in enumerate(self.catalog)}
+        # Vectors embedded from another version of the tool text are not reused: the index
+        # would mix two texts.
+        current = self._outline.text_version == TEXT_VERSION
+        old_rows = {tool.id: row for row, tool in enumerate(self.catalog)} if current else {}
         old_views = embedding_views(self.catalog)
         views = embedding_views(catalog)
         vectors = np.zeros((len(catalog), self._index.dim), dtype=np.float32)

@@ -26,6 +26,7 @@ from toolgate.catalog import Catalog
 from toolgate.config import RouterConfig
 from toolgate.errors import CatalogError, IndexFormatError, InvalidInputError
 from toolgate.overrides import saved_overrides
+from toolgate.tool_text import TEXT_VERSION
 
 __all__ = [
     "BM25",
@@ -68,6 +69,10 @@ class CatalogOutline:
     ``slashed_servers`` lists the rows whose server holds a ``/`` (an npm scope,
     ``@org/server``), with that server, so that :meth:`names` can split every id exactly;
     None when a manifest written before it was recorded does not say.
+
+    ``text_version`` is the :data:`~toolgate.tool_text.TEXT_VERSION` of the texts the stored
+    vectors were embedded from; None when a manifest written before it was recorded does not
+    say, and then no stored vector is taken for current.
     """
 
     ids: tuple[str, ...]
@@ -76,6 +81,7 @@ class CatalogOutline:
     exposed: tuple[tuple[int, str], ...] | None = ()
     overrides_digest: str | None = None
     slashed_servers: tuple[tuple[int, str], ...] | None = ()
+    text_version: int | None = TEXT_VERSION
 
     @classmethod
     def of(cls, catalog: Catalog) -> CatalogOutline:
@@ -207,6 +213,7 @@ def read_manifest(directory: Path) -> SavedRouter:
             None if exposed is None else tuple((_row(r, len(ids)), str(n)) for r, n in exposed),
             overrides_digest,
             _slashed_servers(manifest.get("slashed_servers"), ids),
+            _text_version(manifest.get("text_version")),
         )
         files = {str(name): str(digest) for name, digest in manifest.get("files", {}).items()}
         return SavedRouter(
@@ -218,6 +225,12 @@ def read_manifest(directory: Path) -> SavedRouter:
         )
     except (KeyError, TypeError, ValueError, InvalidInputError) as exc:
         raise IndexFormatError(f"{path}: malformed manifest: {exc}") from None
+
+
+def _text_version(value: object) -> int | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise ValueError(f"text_version {value!r} is not an integer")
 
 
 def _slashed_servers(entries: Any, ids: tuple[str, ...]) -> tuple[tuple[int, str], ...] | None:
@@ -269,6 +282,7 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
         "pinned": list(saved.outline.pinned),
         "exposed": [list(item) for item in renamed_rows(catalog)],
         "slashed_servers": [list(item) for item in _slashed_server_rows(catalog)],
+        "text_version": saved.outline.text_version,
         "overrides_digest": digest,
         "files": dict(saved.files),
     }

@@ -7,7 +7,19 @@ import re
 from toolgate.catalog import Catalog
 from toolgate.tool import Tool
 
-__all__ = ["bm25_document", "embedding_text", "embedding_texts", "embedding_views", "humanize"]
+__all__ = [
+    "TEXT_VERSION",
+    "bm25_document",
+    "embedding_text",
+    "embedding_texts",
+    "embedding_views",
+    "humanize",
+]
+
+#: Version of what :func:`embedding_views` produces for a tool; bump it when that changes, so a
+#: saved router's stored vectors (embedded from the old text) are not reused as if current.
+#: 2: parameters' allowed values added.
+TEXT_VERSION = 2
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NAME_SEPARATORS = re.compile(r"[\s_.\-/:]+")
