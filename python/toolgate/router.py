@@ -430,12 +430,13 @@ class Router:
         ``query`` is plain text or a ToolSearch form (``select:a,b``; ``+term`` requires
         ``term`` in the tool's id, server or name). Tools named verbatim in the query (by
         name, id or exposed name) and pinned tools are always included when eligible.
-        ``state`` gates tools by their preconditions; ``allow`` / ``deny`` are patterns over
-        names, ``delete_*``, and when they hold a ``/`` over ids too, ``github/*`` (see
-        :mod:`toolgate.scopes`); ``threshold`` overrides the configured cosine floor (``None``:
-        no floor); ``history`` holds earlier turns, most recent last, blended into the query
-        with a decay. ``turn_id`` labels the telemetry event. ``forms=False`` reads the
-        whole query as plain text, for text a person wrote (a gateway routing user messages).
+        ``state`` gates tools by their preconditions; ``allow`` / ``deny`` are patterns,
+        without a ``/`` over names (``delete_*``), with one over ids (``github/*``; a deny
+        pattern over names too: see :mod:`toolgate.scopes`); ``threshold`` overrides the
+        configured cosine floor (``None``: no floor); ``history`` holds earlier turns, most
+        recent last, blended into the query with a decay. ``turn_id`` labels the telemetry
+        event. ``forms=False`` reads the whole query as plain text, for text a person wrote
+        (a gateway routing user messages).
         ``include`` lists tool ids or names to include when eligible, as if the query named
         them: the tools a ``tool_search`` call found last turn, which the search tool
         promises the model on its next turn (``include=found.ids``); entries naming no tool
