@@ -13,7 +13,7 @@ import pytest
 import tiktoken
 
 from toolgate import tokens
-from toolgate.adapters import PROVIDERS
+from toolgate.adapters import PROVIDERS, base_provider
 from toolgate.budget import Budget
 from toolgate.catalog import Catalog, CatalogWarning
 from toolgate.errors import CatalogError, InvalidInputError
@@ -68,7 +68,7 @@ def test_phase_two_is_in_catalog_order_and_counted(github: Catalog, fmt: str) ->
     assert list(promotion.active_ids) == order
     expected = [github[i].to_provider(fmt) for i in order]
     assert promotion.tools == expected
-    provider = {"openai-responses": "openai", "gemini-json-schema": "gemini"}.get(fmt, fmt)
+    provider = base_provider(fmt)
     assert promotion.tokens["schemas"] == tokens.count_tools(expected, provider)
     for tool_id, tool in zip(order, expected, strict=True):
         assert promotion.tool_tokens[tool_id] == tokens.count_tool(tool, provider)
@@ -511,7 +511,7 @@ def test_set_counts_follow_the_key_order_that_is_sent() -> None:
         catalog = Catalog.from_tools([{"name": "f", "inputSchema": schema}], server="s")
         for fmt in PROVIDERS:
             promotion = promote_tools(catalog, ["s/f"], format=fmt)
-            provider = {"openai-responses": "openai", "gemini-json-schema": "gemini"}.get(fmt, fmt)
+            provider = base_provider(fmt)
             assert promotion.tokens["schemas"] == tokens.count_tools(promotion.tools, provider)
 
 

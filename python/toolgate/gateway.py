@@ -33,6 +33,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
 from toolgate.adapters import RawTool, anthropic, gemini, openai, text_tags
 from toolgate.catalog import DEFAULT_SERVER, Catalog, CatalogWarning, InvalidToolsError
 from toolgate.config import DEFAULT, DefaultType, RouterConfig
@@ -312,7 +314,7 @@ class ToolFilter:
             chosen.update(catalog.position(tool.id) for tool in catalog.with_name(name))
             if (tool := catalog.get_exposed(name)) is not None:
                 chosen.add(catalog.position(tool.id))
-        if shut := sorted(chosen - _admitted(routed.scopes, allow, deny)):
+        if shut := _shut_out(routed.scopes, sorted(chosen), allow, deny):
             listed = ", ".join(repr(catalog.tools[row].name) for row in shut)
             raise InvalidInputError(
                 f"the request's tool choice names {listed}, which the allow / deny lists shut "
@@ -321,11 +323,12 @@ class ToolFilter:
         rows = sorted(chosen | {catalog.position(tool_id) for tool_id in result.ids})
         named = {routed.position_of_row[row]: catalog.tools[row].name for row in rows}
         # Unreadable tools are never ranked, but the caller's lists still apply to them.
-        admitted = _admitted(routed.unreadable_scopes, allow, deny)
+        unreadable = list(range(len(routed.unreadable)))
+        shut_unreadable = set(_shut_out(routed.unreadable_scopes, unreadable, allow, deny))
         for k, (position, name) in enumerate(
             zip(routed.unreadable, routed.unreadable_names_in_order, strict=True)
         ):
-            if k in admitted:
+            if k not in shut_unreadable:
                 named[position] = name
         positions = sorted(named)
         return result, tuple(named[p] for p in positions if named[p]), positions
@@ -422,14 +425,23 @@ def _listed(patterns: Iterable[str] | None) -> Any:
     return patterns if patterns is None or isinstance(patterns, str) else list(patterns)
 
 
-def _admitted(
-    scopes: ScopeMatcher, allow: Iterable[str] | None, deny: Iterable[str] | None
-) -> set[int]:
-    """The rows of ``scopes`` that ``allow`` (all when None) and ``deny`` let in."""
-    allowed = scopes.rows(allow)
-    rows = set(range(len(scopes))) if allowed is None else set(allowed.tolist())
-    denied = scopes.rows(deny, deny=True)
-    return rows if denied is None else rows - set(denied.tolist())
+def _shut_out(
+    scopes: ScopeMatcher,
+    rows: list[int],
+    allow: Iterable[str] | None,
+    deny: Iterable[str] | None,
+) -> list[int]:
+    """Those of ``rows`` (of ``scopes``) that ``allow`` or ``deny`` shut out. Nothing is
+    resolved when there are no rows or no lists: the common call costs nothing."""
+    if not rows or (allow is None and deny is None):
+        return []
+    wanted = np.asarray(rows)
+    out = np.zeros(len(rows), dtype=bool)
+    if (allowed := scopes.rows(allow)) is not None:
+        out |= ~np.isin(wanted, allowed)
+    if (denied := scopes.rows(deny, deny=True)) is not None:
+        out |= np.isin(wanted, denied)
+    return [int(row) for row in wanted[out]]
 
 
 def _digest(source: Any, reader: str) -> str | None:
