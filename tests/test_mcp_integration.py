@@ -4,96 +4,30 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
-from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import PaginatedRequestParams
+from tests.mcp_fixtures import (
+    Calls,
+    PagedClient,
+    calendar_server,
+    github_server,
+    mcp_tool,
+    run,
+    text_of,
+)
 
 from toolgate import CatalogError, CatalogWarning, InvalidInputError
 from toolgate.embed import Embedder
 from toolgate.integrations.mcp import McpRouter
 
-Calls = Counter[str]
-
-
-def github_server(calls: Calls, *, modern: bool = False) -> MCPServer:
-    """``modern``: tell of changes the 2026-07-28 way (a ``subscriptions/listen`` event)
-    instead of with ``notifications/tools/list_changed``."""
-    server = MCPServer("github")
-
-    @server.tool()
-    def create_issue(repo: str, title: str) -> str:
-        """Open a new issue in a GitHub repository."""
-        calls["create_issue"] += 1
-        return f"opened {title!r} in {repo}"
-
-    @server.tool()
-    def search(query: str) -> str:
-        """Search code across GitHub repositories."""
-        calls["github.search"] += 1
-        return f"code matching {query!r}"
-
-    @server.tool()
-    def merge_pull_request(repo: str, number: int) -> str:
-        """Merge a pull request."""
-        calls["merge_pull_request"] += 1
-        return f"merged #{number}"
-
-    @server.tool()
-    async def enable_releases(ctx: Context) -> str:
-        """Turn on the release tools of this server."""
-
-        def publish_release(repo: str, tag: str) -> str:
-            calls["publish_release"] += 1
-            return f"published {tag}"
-
-        server.add_tool(
-            publish_release,
-            name="publish_release",
-            description="Publish a new release of a repository from a git tag.",
-        )
-        if modern:
-            await ctx.notify_tools_changed()
-        else:
-            await ctx.session.send_tool_list_changed()
-        return "release tools enabled"
-
-    return server
-
-
-def calendar_server(calls: Calls) -> MCPServer:
-    server = MCPServer("calendar")
-
-    @server.tool()
-    def create_event(title: str, start: str, end: str) -> str:
-        """Create a calendar event with a title, a start and an end time."""
-        calls["create_event"] += 1
-        return f"event {title!r} at {start}"
-
-    @server.tool()
-    def search(text: str) -> str:
-        """Search calendar events by their text."""
-        calls["calendar.search"] += 1
-        return f"events matching {text!r}"
-
-    return server
-
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
     return Embedder(precision="int8")
-
-
-def run(main: Callable[[], Awaitable[None]]) -> None:
-    anyio.run(main)
-
-
-def text_of(result: Any) -> str:
-    return "".join(block.text for block in result.content)
 
 
 def anthropic_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -270,24 +204,6 @@ def test_a_watched_server_is_listed_again_after_a_listen_event(embedder: Embedde
     run(main)
 
 
-class PagedClient:
-    """A client whose tools come in pages; ``cursors`` are the ``nextCursor`` of each page."""
-
-    def __init__(self, pages: list[list[dict[str, Any]]], cursors: list[str | None]) -> None:
-        self.pages, self.cursors = pages, cursors
-        self.asked: list[str | None] = []
-        self.called: list[tuple[str, dict[str, Any] | None]] = []
-
-    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
-        self.asked.append(cursor)
-        page = 0 if cursor is None else self.cursors.index(cursor) + 1
-        return {"tools": self.pages[page], "nextCursor": self.cursors[page]}
-
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
-        self.called.append((name, arguments))
-        return {"content": [{"type": "text", "text": f"ran {name}"}]}
-
-
 class ParamsClient(PagedClient):
     """Pages asked for as the 2.x ClientSession takes them: ``params=``."""
 
@@ -295,14 +211,6 @@ class ParamsClient(PagedClient):
         self, *, params: PaginatedRequestParams | None = None
     ) -> dict[str, Any]:
         return await super().list_tools(None if params is None else params.cursor)
-
-
-def mcp_tool(name: str, description: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "description": description,
-        "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}},
-    }
 
 
 PAGES = [

@@ -1,7 +1,8 @@
-"""The ``toolgate`` command line: index, route, eval, calibrate, stats, demo.
+"""The ``toolgate`` command line: index, route, eval, calibrate, stats, demo, mcp-proxy.
 
-Every command prints a human-readable report, or one JSON object with ``--json``. Progress bars
-go to stderr, so ``--json`` output stays machine-readable.
+Each command but mcp-proxy (an MCP server on stdio) prints a human-readable report, or
+one JSON object with ``--json``. Progress bars go to stderr, so ``--json`` output stays
+machine-readable.
 """
 
 from __future__ import annotations
@@ -86,6 +87,18 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="route a few queries over the built-in demo catalog")
     demo.add_argument("--json", action="store_true")
+
+    proxy = commands.add_parser(
+        "mcp-proxy",
+        help="serve an MCP proxy over stdio: search_tools and call_tool over upstream servers",
+    )
+    proxy.add_argument(
+        "--config", type=Path, required=True, help='upstream servers: {"mcpServers": {...}}'
+    )
+    proxy.add_argument("--top-k", type=_positive_int, default=5, help="tools per search")
+    proxy.add_argument(
+        "--lenient", action="store_true", help="skip bad tools and unreachable servers"
+    )
     return parser
 
 
@@ -94,12 +107,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from toolgate import commands
 
-    handler = getattr(commands, f"run_{args.command}")
+    handler = getattr(commands, f"run_{args.command.replace('-', '_')}")
     try:
-        report: dict[str, Any] | str = handler(args)
+        report: dict[str, Any] | str | None = handler(args)
     except ToolgateError as exc:
         print(f"toolgate {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    if report is None:  # a server (mcp-proxy): stdout was its protocol stream
+        return 0
     try:
         if getattr(args, "json", False):
             print(json.dumps(report, indent=None if isinstance(report, dict) else 2))

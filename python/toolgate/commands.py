@@ -6,6 +6,7 @@ import argparse
 import sys
 import warnings
 from dataclasses import replace
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ __all__ = [
     "run_demo",
     "run_eval",
     "run_index",
+    "run_mcp_proxy",
     "run_route",
     "run_stats",
 ]
@@ -160,6 +162,21 @@ def run_stats(args: argparse.Namespace) -> dict[str, Any]:
 
         report["usage"] = UsageStats.from_log(Path(args.events), router.catalog).to_dict()
     return report
+
+
+def run_mcp_proxy(args: argparse.Namespace) -> None:
+    """Serve the MCP proxy over stdio, in front of the servers of ``--config``, until the
+    client closes the connection (see ``toolgate.integrations.mcp_proxy``)."""
+    try:
+        import anyio
+
+        from toolgate.integrations.mcp_proxy import load_servers, serve_stdio
+    except ImportError as exc:
+        raise InvalidInputError(
+            f'mcp-proxy needs the MCP SDK: pip install "toolgate[mcp]" ({exc})'
+        ) from None
+    servers = load_servers(args.config)
+    anyio.run(partial(serve_stdio, servers, top_k=args.top_k, lenient=args.lenient))
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any] | str:

@@ -778,15 +778,15 @@ class Router:
     def verify(
         self,
         tool_call: Mapping[str, Any],
-        result: RouteResult | Promotion,
+        result: RouteResult | Promotion | Sequence[str],
         *,
         turn_id: str = "",
     ) -> Verdict:
         """Whether ``tool_call`` names a tool active this turn, with valid arguments.
 
         ``result`` is the turn's :class:`RouteResult`, or its :class:`Promotion` (then calls
-        to the promotion's ``tool_search`` tool pass too). See
-        :func:`toolgate.verify.verify_call`.
+        to the promotion's ``tool_search`` tool pass too), or the ids of the tools the model
+        was offered (pinned tools are added). See :func:`toolgate.verify.verify_call`.
         """
         from toolgate.verify import verify_call
 

@@ -43,6 +43,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 from anyio.abc import TaskStatus
+from mcp.client.session import IncomingMessage, MessageHandlerFnT
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.types import CallToolResult, PaginatedRequestParams
 
@@ -214,10 +215,8 @@ class McpRouter:
     # -- changes ---------------------------------------------------------------------------
 
     def message_handler(
-        self,
-        server: str,
-        then: Callable[[Any], Awaitable[None]] | None = None,
-    ) -> Callable[[Any], Awaitable[None]]:
+        self, server: str, then: MessageHandlerFnT | None = None
+    ) -> MessageHandlerFnT:
         """A ``message_handler`` for the client of ``server``: on
         ``notifications/tools/list_changed`` it marks the server changed, so the next turn
         lists it again; every message then goes on to ``then``, if given.
@@ -226,7 +225,7 @@ class McpRouter:
         connection's receive loop, where waiting for a response would deadlock.
         """
 
-        async def handle(message: Any) -> None:
+        async def handle(message: IncomingMessage) -> None:
             if getattr(getattr(message, "root", message), "method", None) == _LIST_CHANGED:
                 self.mark_changed(server)
             if then is not None:
@@ -348,18 +347,59 @@ class McpRouter:
         """
         router = self._router_for(promotion)
         verdict = router.verify(tool_call, promotion, turn_id=turn_id)
-        if not verdict.ok:
-            return CallOutcome(_error_result(verdict), verdict)
-        arguments = dict(verdict.arguments or {})
-        if verdict.tool_id == TOOL_SEARCH_ID:
-            search = partial(
-                router.route, str(arguments["query"]), state=state, top_k=self.top_k,
-                turn_id=turn_id,
-            )  # fmt: skip
-            found = await anyio.to_thread.run_sync(search)
+        if verdict.ok and verdict.tool_id == TOOL_SEARCH_ID:
+            query = str((verdict.arguments or {})["query"])
+            found = await self._route(router, query, state=state, turn_id=turn_id)
             return CallOutcome(
                 _search_result(found, router.catalog), verdict, found=tuple(found.ids)
             )
+        return await self._forward(router, verdict)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        state: State | Mapping[str, Iterable[str]] | None = None,
+        top_k: int | None = None,
+        turn_id: str = "",
+    ) -> RouteResult:
+        """The tools routed for a search ``query`` (words, ``select:a,b`` or ``+term``), as
+        a ``tool_search`` call asks, after listing the servers marked changed."""
+        if self._changed:
+            await self.refresh()
+        k = self.top_k if top_k is None else top_k
+        return await self._route(self.router, query, state=state, top_k=k, turn_id=turn_id)
+
+    async def call_any(self, tool_call: Mapping[str, Any], *, turn_id: str = "") -> CallOutcome:
+        """Like :meth:`call`, but any tool of the current catalog may be called, as when the
+        model learnt of it from a search rather than from a turn's tools (see
+        :mod:`toolgate.integrations.mcp_proxy`). The name and the arguments are still
+        checked: an unknown name gets the closest one, bad arguments the failing path."""
+        if self._changed:
+            await self.refresh()
+        router = self.router
+        verdict = router.verify(tool_call, router.catalog.ids, turn_id=turn_id)
+        return await self._forward(router, verdict)
+
+    # -- internals -------------------------------------------------------------------------
+
+    async def _route(
+        self,
+        router: Router,
+        query: str,
+        *,
+        state: State | Mapping[str, Iterable[str]] | None,
+        top_k: int | None = None,
+        turn_id: str,
+    ) -> RouteResult:
+        k = self.top_k if top_k is None else top_k
+        route = partial(router.route, query, state=state, top_k=k, turn_id=turn_id)
+        return await anyio.to_thread.run_sync(route)
+
+    async def _forward(self, router: Router, verdict: Verdict) -> CallOutcome:
+        """The server's answer to a verified call, or the error when the check failed."""
+        if not verdict.ok:
+            return CallOutcome(_error_result(verdict), verdict)
         tool = router.catalog[str(verdict.tool_id)]
         client = self._clients.get(tool.server)
         if client is None:
@@ -372,10 +412,8 @@ class McpRouter:
                 available=tuple(n for n in verdict.available if n != tool.exposed_name),
             )
             return CallOutcome(_error_result(gone), gone)
-        result = await client.call_tool(tool.name, arguments)
+        result = await client.call_tool(tool.name, dict(verdict.arguments or {}))
         return CallOutcome(_as_call_result(result, tool.server), verdict, server=tool.server)
-
-    # -- internals -------------------------------------------------------------------------
 
     def _client(self, server: str) -> McpClient:
         client = self._clients.get(server)

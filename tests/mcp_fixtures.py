@@ -1,0 +1,109 @@
+"""In-process MCP servers and duck-typed clients shared by the MCP integration tests."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+
+Calls = Counter[str]
+
+
+def github_server(calls: Calls, *, modern: bool = False) -> MCPServer:
+    """``modern``: tell of changes the 2026-07-28 way (a ``subscriptions/listen`` event)
+    instead of with ``notifications/tools/list_changed``."""
+    server = MCPServer("github")
+
+    @server.tool()
+    def create_issue(repo: str, title: str) -> str:
+        """Open a new issue in a GitHub repository."""
+        calls["create_issue"] += 1
+        return f"opened {title!r} in {repo}"
+
+    @server.tool()
+    def search(query: str) -> str:
+        """Search code across GitHub repositories."""
+        calls["github.search"] += 1
+        return f"code matching {query!r}"
+
+    @server.tool()
+    def merge_pull_request(repo: str, number: int) -> str:
+        """Merge a pull request."""
+        calls["merge_pull_request"] += 1
+        return f"merged #{number}"
+
+    @server.tool()
+    async def enable_releases(ctx: Context) -> str:
+        """Turn on the release tools of this server."""
+
+        def publish_release(repo: str, tag: str) -> str:
+            calls["publish_release"] += 1
+            return f"published {tag}"
+
+        server.add_tool(
+            publish_release,
+            name="publish_release",
+            description="Publish a new release of a repository from a git tag.",
+        )
+        if modern:
+            await ctx.notify_tools_changed()
+        else:
+            await ctx.session.send_tool_list_changed()
+        return "release tools enabled"
+
+    return server
+
+
+def calendar_server(calls: Calls) -> MCPServer:
+    server = MCPServer("calendar")
+
+    @server.tool()
+    def create_event(title: str, start: str, end: str) -> str:
+        """Create a calendar event with a title, a start and an end time."""
+        calls["create_event"] += 1
+        return f"event {title!r} at {start}"
+
+    @server.tool()
+    def search(text: str) -> str:
+        """Search calendar events by their text."""
+        calls["calendar.search"] += 1
+        return f"events matching {text!r}"
+
+    return server
+
+
+def run(main: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(main)
+
+
+def text_of(result: Any) -> str:
+    return "".join(block.text for block in result.content)
+
+
+class PagedClient:
+    """A client whose tools come in pages; ``cursors`` are the ``nextCursor`` of each page."""
+
+    def __init__(self, pages: list[list[dict[str, Any]]], cursors: list[str | None]) -> None:
+        self.pages, self.cursors = pages, cursors
+        self.asked: list[str | None] = []
+        self.called: list[tuple[str, dict[str, Any] | None]] = []
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        self.asked.append(cursor)
+        page = 0 if cursor is None else self.cursors.index(cursor) + 1
+        return {"tools": self.pages[page], "nextCursor": self.cursors[page]}
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        self.called.append((name, arguments))
+        return {"content": [{"type": "text", "text": f"ran {name}"}]}
+
+
+def mcp_tool(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": description,
+        "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}},
+    }

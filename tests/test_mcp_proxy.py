@@ -1,0 +1,221 @@
+"""The MCP proxy: search_tools / call_tool over upstream servers, in-process and as a process."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from tests.mcp_fixtures import (
+    Calls,
+    PagedClient,
+    calendar_server,
+    github_server,
+    mcp_tool,
+    run,
+    text_of,
+)
+
+from toolgate import InvalidInputError
+from toolgate.embed import Embedder
+from toolgate.integrations.mcp import McpRouter
+from toolgate.integrations.mcp_proxy import McpProxy, load_servers
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(precision="int8")
+
+
+async def connected(
+    embedder: Embedder, clients: dict[str, Any], overrides: dict[str, Any] | None = None
+) -> McpProxy:
+    router = McpRouter(top_k=3, embedder=embedder, cache=None, overrides=overrides)
+    await router.connect(clients)
+    return McpProxy(router)
+
+
+def found_tools(result: Any) -> list[dict[str, Any]]:
+    header, body = text_of(result).split("\n", 1)
+    assert header.startswith("Tools found, best first.")
+    return list(json.loads(body))
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28, and the handshake era
+def test_a_client_searches_then_calls_through_the_proxy(embedder: Embedder, mode: str) -> None:
+    calls: Calls = Counter()
+
+    async def main() -> None:
+        async with (
+            Client(github_server(calls)) as github,
+            Client(calendar_server(calls)) as calendar,
+        ):
+            proxy = await connected(embedder, {"github": github, "calendar": calendar})
+            async with Client(proxy.server, mode=mode) as client:
+                listed = await client.list_tools()
+                assert [t.name for t in listed.tools] == ["search_tools", "call_tool"]
+
+                found = await client.call_tool("search_tools", {"query": "open a GitHub issue"})
+                tools = found_tools(found)
+                assert len(tools) == 3
+                assert tools[0]["name"] == "create_issue"
+                assert tools[0]["inputSchema"]["required"] == ["repo", "title"]
+
+                arguments = {"repo": "acme/web", "title": "Flaky login"}
+                done = await client.call_tool(
+                    "call_tool", {"name": "create_issue", "arguments": arguments}
+                )
+                assert not done.is_error
+                assert text_of(done) == "opened 'Flaky login' in acme/web"
+
+                # select: loads tools by name, as ToolSearch does.
+                picked = await client.call_tool("search_tools", {"query": "select:create_event"})
+                assert [t["name"] for t in found_tools(picked)] == ["create_event"]
+            assert calls == Counter({"create_issue": 1})
+
+    run(main)
+
+
+def test_calls_the_proxy_refuses_never_reach_a_server(embedder: Embedder) -> None:
+    calls: Calls = Counter()
+
+    async def main() -> None:
+        async with Client(github_server(calls)) as github:
+            proxy = await connected(embedder, {"github": github})
+            async with Client(proxy.server) as client:
+                typo = await client.call_tool(
+                    "call_tool", {"name": "create_isue", "arguments": {"repo": "a/b"}}
+                )
+                body = json.loads(text_of(typo))
+                assert typo.is_error
+                assert (body["error"], body["closest"]) == ("unknown_tool", "create_issue")
+
+                bad = await client.call_tool(
+                    "call_tool", {"name": "create_issue", "arguments": {"repo": "a/b"}}
+                )
+                assert json.loads(text_of(bad))["error"] == "invalid_arguments"
+
+                for misuse in ({"arguments": {}}, {"name": "create_issue", "arguments": [1]}):
+                    wrong = await client.call_tool("call_tool", misuse)
+                    assert wrong.is_error
+                    assert "takes 'name'" in json.loads(text_of(wrong))["message"]
+                empty = await client.call_tool("search_tools", {"query": "  "})
+                assert "non-empty string" in json.loads(text_of(empty))["message"]
+            assert calls == Counter()
+
+    run(main)
+
+
+def test_pinned_tools_are_listed_and_called_directly(embedder: Embedder) -> None:
+    async def main() -> None:
+        tools = [
+            mcp_tool("search_tools", "Search calendar events by their text."),
+            mcp_tool("create_event", "Create a calendar event."),
+        ]
+        calendar = PagedClient([tools], [None])
+        # A pinned tool takes a meta tool's name: the meta tool steps aside.
+        pins = {"calendar/search_tools": {"pinned": True}}
+        proxy = await connected(embedder, {"calendar": calendar}, overrides=pins)
+        async with Client(proxy.server) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert names == ["toolgate_search_tools", "call_tool", "search_tools"]
+            direct = await client.call_tool("search_tools", {"id": "offsite"})
+            assert text_of(direct) == "ran search_tools"
+            found = await client.call_tool("toolgate_search_tools", {"query": "new event"})
+            assert found_tools(found)[0]["name"] == "create_event"
+        assert calendar.called == [("search_tools", {"id": "offsite"})]
+
+    run(main)
+
+
+UPSTREAM = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("notes")
+
+@server.tool()
+def add_note(title: str, body: str) -> str:
+    """Save a new note with a title and a body."""
+    return f"saved {title}"
+
+@server.tool()
+def delete_note(title: str) -> str:
+    """Delete the note with this title."""
+    return f"deleted {title}"
+
+server.run("stdio")
+'''
+
+
+def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
+    upstream = tmp_path / "notes_server.py"
+    upstream.write_text(textwrap.dedent(UPSTREAM), encoding="utf-8")
+    config = tmp_path / "servers.json"
+    config.write_text(
+        json.dumps({"mcpServers": {"notes": {"command": sys.executable, "args": [str(upstream)]}}}),
+        encoding="utf-8",
+    )
+    proxy = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "toolgate", "mcp-proxy", "--config", str(config), "--top-k", "1"],
+    )
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Client(proxy) as client:
+                names = [t.name for t in (await client.list_tools()).tools]
+                assert names == ["search_tools", "call_tool"]
+                found = await client.call_tool("search_tools", {"query": "remove a note"})
+                assert [t["name"] for t in found_tools(found)] == ["delete_note"]
+                done = await client.call_tool(
+                    "call_tool", {"name": "delete_note", "arguments": {"title": "groceries"}}
+                )
+                assert text_of(done) == "deleted groceries"
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("{", "not a JSON file"),
+        ('{"servers": {}}', 'expected {"mcpServers"'),
+        ('{"mcpServers": {"a": []}}', "mcpServers.a: expected an object, got list"),
+        ('{"mcpServers": {"a": {}}}', "mcpServers.a: needs 'command'"),
+        ('{"mcpServers": {"a": {"url": "ftp://x"}}}', "'url' must be an http"),
+        (
+            '{"mcpServers": {"a": {"command": "x", "args": "y"}, "b": {"command": "z", "env": 1}}}',
+            r"mcpServers.a: 'args' must be a list of strings, got 'y'; mcpServers.b: 'env' must",
+        ),
+    ],
+)
+def test_a_bad_server_config_is_named(tmp_path: Path, config: str, message: str) -> None:
+    path = tmp_path / "servers.json"
+    path.write_text(config, encoding="utf-8")
+    with pytest.raises(InvalidInputError, match=message):
+        load_servers(path)
+
+
+def test_a_server_config_reads_commands_and_urls(tmp_path: Path) -> None:
+    path = tmp_path / "servers.json"
+    entries = {
+        "gh": {"command": "gh-mcp", "args": ["stdio"], "env": {"TOKEN": "t"}, "cwd": "/tmp"},
+        "docs": {"url": "https://example.com/mcp"},
+    }
+    path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
+    servers = load_servers(path)
+    assert servers["docs"] == "https://example.com/mcp"
+    stdio = servers["gh"]
+    assert isinstance(stdio, StdioServerParameters)
+    assert (stdio.command, stdio.args, stdio.env, str(stdio.cwd)) == (
+        "gh-mcp", ["stdio"], {"TOKEN": "t"}, "/tmp",
+    )  # fmt: skip
+    with pytest.raises(InvalidInputError, match="cannot read"):
+        load_servers(tmp_path / "missing.json")
