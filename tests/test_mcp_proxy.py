@@ -135,6 +135,25 @@ def test_pinned_tools_are_listed_and_called_directly(embedder: Embedder) -> None
     run(main)
 
 
+class BrokenClient(PagedClient):
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        raise ConnectionError("upstream went away")
+
+
+def test_an_upstream_failure_is_a_tool_error_for_the_model(embedder: Embedder) -> None:
+    async def main() -> None:
+        notes = BrokenClient([[mcp_tool("add_note", "Save a new note.")]], [None])
+        proxy = await connected(embedder, {"notes": notes})
+        async with Client(proxy.server) as client:
+            failed = await client.call_tool("call_tool", {"name": "add_note", "arguments": {}})
+            assert failed.is_error
+            body = json.loads(text_of(failed))
+            assert body["error"] == "upstream_error"
+            assert "ConnectionError('upstream went away')" in body["message"]
+
+    run(main)
+
+
 UPSTREAM = '''
 from mcp.server.mcpserver import MCPServer
 

@@ -367,8 +367,7 @@ class McpRouter:
         a ``tool_search`` call asks, after listing the servers marked changed."""
         if self._changed:
             await self.refresh()
-        k = self.top_k if top_k is None else top_k
-        return await self._route(self.router, query, state=state, top_k=k, turn_id=turn_id)
+        return await self._route(self.router, query, state=state, top_k=top_k, turn_id=turn_id)
 
     async def call_any(self, tool_call: Mapping[str, Any], *, turn_id: str = "") -> CallOutcome:
         """Like :meth:`call`, but any tool of the current catalog may be called, as when the
@@ -392,6 +391,7 @@ class McpRouter:
         top_k: int | None = None,
         turn_id: str,
     ) -> RouteResult:
+        """``router.route`` in a worker thread, with the router's ``top_k`` by default."""
         k = self.top_k if top_k is None else top_k
         route = partial(router.route, query, state=state, top_k=k, turn_id=turn_id)
         return await anyio.to_thread.run_sync(route)

@@ -42,7 +42,7 @@ from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, Pa
 
 from toolgate.adapters.mcp import export
 from toolgate.catalog import Catalog
-from toolgate.errors import InvalidInputError
+from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.integrations.mcp import McpClient, McpRouter
 
 __all__ = ["McpProxy", "load_servers", "serve_stdio"]
@@ -97,7 +97,14 @@ class McpProxy:
                     "'arguments' (an object)"
                 )
             name, arguments = target, dict(target_arguments)
-        outcome = await self.router.call_any({"name": name, "arguments": arguments})
+        try:
+            outcome = await self.router.call_any({"name": name, "arguments": arguments})
+        except ToolgateError:
+            raise
+        except Exception as exc:  # the upstream server or its connection failed
+            # In-band, as a tool error, so the model can go on without that tool.
+            failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {exc!r}"}
+            return _text(json.dumps(failure), is_error=True)
         return outcome.result
 
     async def _search(self, arguments: Mapping[str, Any]) -> CallToolResult:
