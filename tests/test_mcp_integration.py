@@ -9,7 +9,9 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp.types import PaginatedRequestParams
+from mcp.server.caching import CacheHint
+from mcp.server.mcpserver import MCPServer
+from mcp.types import PaginatedRequestParams, ToolListChangedNotification
 from tests.mcp_fixtures import (
     Calls,
     PagedClient,
@@ -184,6 +186,8 @@ def test_a_watched_server_is_listed_again_after_a_listen_event(embedder: Embedde
             await router.connect({"github": github})
             async with anyio.create_task_group() as group:
                 await group.start(router.watch, "github")
+                # No replay on the stream: a change before it opened is listed next turn.
+                assert router.changed == {"github"}
                 promotion = await router.tools("enable the release tools")
                 await router.call({"name": "enable_releases", "arguments": {}}, promotion)
                 with anyio.fail_after(5):
@@ -274,8 +278,8 @@ def test_a_server_that_cannot_be_listed_is_an_error_or_retried_when_lenient(
                 {"billing": billing, "weather": FlakyClient(failures=1)}
             )
 
-        router = McpRouter(top_k=1, embedder=embedder, cache=None, lenient=True)
-        with pytest.warns(CatalogWarning, match=r"'weather'.*listed again on the next turn"):
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, lenient=True, retry_after=0)
+        with pytest.warns(CatalogWarning, match=r"'weather'.*kept as listed before"):
             built = await router.connect({"billing": billing, "weather": FlakyClient(1)})
         assert built.catalog.servers == ["billing"]
         assert router.changed == {"weather"}
@@ -310,26 +314,77 @@ def test_tool_search_answers_in_band_and_its_finds_come_next_turn(embedder: Embe
     calls: Calls = Counter()
 
     async def main() -> None:
-        router = McpRouter(top_k=2, embedder=embedder, cache=None)
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
         async with Client(github_server(calls)) as github:
             await router.connect({"github": github})
             promotion = await router.tools("open an issue in acme/web", pool="digest")
-            assert promotion.search_tool_name == "tool_search"
+            assert promotion.active_ids == ("github/create_issue",)
             assert "tool_search" in exposed(promotion)
 
-            search = {"name": "tool_search", "arguments": {"query": "merge a pull request"}}
-            outcome = await router.call(search, promotion)
+            async def search(query: str, **scope: Any) -> Any:
+                call = {"name": "tool_search", "arguments": {"query": query}}
+                return await router.call(call, promotion, **scope)
+
+            outcome = await search("merge a pull request")
             assert not outcome.forwarded
-            assert outcome.found[0] == "github/merge_pull_request"
-            lines = text_of(outcome.result).splitlines()
-            assert lines[0] == "- merge_pull_request: Merge a pull request."
-            assert lines[-1] == "These tools are available on your next turn."
+            assert outcome.found == ("github/merge_pull_request",)
+            assert text_of(outcome.result).splitlines() == [
+                "- merge_pull_request: Merge a pull request.",
+                "These tools are available on your next turn.",
+            ]
+
+            # What the turn offers already is not found again; unknown names are told.
+            again = await search("select:create_issue,open_pr")
+            assert again.found == ()
+            assert text_of(again.result).splitlines()[1:] == ["No tool is named: open_pr."]
+            # The turn's allow / deny lists hold for searches too.
+            assert (await search("merge a pull request", deny=["merge_*"])).found[:1] != (
+                "github/merge_pull_request",
+            )
+            # A query the router cannot read is the model's to fix, in-band.
+            for query in ("select:", "  "):
+                bad = await search(query)
+                body = json.loads(text_of(bad.result))
+                assert (body["error"], body["path"]) == ("invalid_arguments", "query")
 
             follow_up = await router.tools("go ahead", include=outcome.found)
             assert "github/merge_pull_request" in follow_up.active_ids
             merge = {"name": "merge_pull_request", "arguments": {"repo": "a/b", "number": 7}}
             assert (await router.call(merge, follow_up)).forwarded
             assert calls == Counter({"merge_pull_request": 1})
+
+    run(main)
+
+
+def test_a_refused_real_tool_is_promised_for_the_next_turn(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        billing = PagedClient(PAGES, ["p2", "p3", None])
+        await router.connect({"billing": billing})
+        promotion = await router.tools("refund the payment for order 1182")
+        assert promotion.active_ids == ("billing/refund_payment",)
+        asked = await router.call({"name": "create_customer", "arguments": {}}, promotion)
+        assert not asked.forwarded
+        assert asked.found == ("billing/create_customer",)
+        invented = await router.call({"name": "create_invoice", "arguments": {}}, promotion)
+        assert invented.found == ()
+        follow_up = await router.tools("yes, do it", include=asked.found)
+        assert "billing/create_customer" in follow_up.active_ids
+
+    run(main)
+
+
+def test_a_turn_with_no_text_gets_the_pinned_and_promised_tools(embedder: Embedder) -> None:
+    async def main() -> None:
+        pins = {"billing/list_invoices": {"pinned": True}}
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, overrides=pins)
+        await router.connect({"billing": PagedClient(PAGES, ["p2", "p3", None])})
+        image_only = await router.tools(" \n", include=["billing/create_customer"], pool="full")
+        assert set(image_only.active_ids) == {"billing/list_invoices", "billing/create_customer"}
+        assert "refund_payment" in image_only.pool_text
+        denied = await router.tools("", deny=["list_*"], pool="full")
+        assert denied.active_ids == ()
+        assert "list_invoices" not in denied.pool_text
 
     run(main)
 
@@ -368,18 +423,154 @@ def test_servers_come_and_go(embedder: Embedder) -> None:
     run(main)
 
 
-def test_a_promotion_from_tools_no_longer_loaded_is_refused(embedder: Embedder) -> None:
+def test_a_call_is_checked_against_the_tools_as_they_are_now(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=3, embedder=embedder, cache=None)
+        billing = PagedClient([list(PAGES[0] + PAGES[1] + PAGES[2])], [None])
+        await router.connect({"billing": billing})
+        turn = await router.tools("refund a payment or list invoices")
+        assert {"billing/refund_payment", "billing/list_invoices"} <= set(turn.active_ids)
+
+        # The server drops one tool and makes another's argument required, mid-turn.
+        stricter = mcp_tool("refund_payment", "Refund a card payment in full or in part.")
+        stricter["inputSchema"]["required"] = ["id"]
+        billing.pages[0] = [stricter, PAGES[2][0]]
+        await router.refresh(["billing"])
+        gone = await router.call({"name": "list_invoices", "arguments": {}}, turn)
+        assert "its server 'billing' removed it" in json.loads(text_of(gone.result))["message"]
+        bad = await router.call({"name": "refund_payment", "arguments": {}}, turn)
+        assert json.loads(text_of(bad.result))["error"] == "invalid_arguments"
+        good = await router.call({"name": "refund_payment", "arguments": {"id": "7"}}, turn)
+        assert good.forwarded
+
+        # A promotion older than the routers kept is checked against the current tools.
+        for n in range(10):
+            billing.pages[0] = [stricter, mcp_tool("create_customer", f"Create a customer {n}.")]
+            await router.refresh(["billing"])
+        old = await router.call({"name": "refund_payment", "arguments": {"id": "8"}}, turn)
+        assert old.forwarded
+        stale = await router.call({"name": "list_invoices", "arguments": {}}, turn)
+        assert json.loads(text_of(stale.result))["error"] == "unknown_tool"
+        assert billing.called == [("refund_payment", {"id": "7"}), ("refund_payment", {"id": "8"})]
+
+    run(main)
+
+
+def test_a_listing_is_read_past_the_clients_response_cache(embedder: Embedder) -> None:
+    calls: Calls = Counter()
+
+    async def main() -> None:
+        server = github_server(calls)
+        server_cached = MCPServer("notes", cache_hints={"tools/list": CacheHint(ttl_ms=600_000)})
+
+        @server_cached.tool()
+        def add_note(title: str) -> str:
+            """Save a new note."""
+            return "saved"
+
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        async with Client(server_cached) as notes, Client(server) as github:
+            await router.connect({"notes": notes, "github": github})
+            server_cached.add_tool(lambda title: "deleted", name="delete_note",
+                                   description="Delete a note by its title.")  # fmt: skip
+            router.mark_changed("notes")
+            promotion = await router.tools("delete the note about groceries")
+            assert promotion.active_ids == ("notes/delete_note",)
+
+    run(main)
+
+
+class HangingClient(PagedClient):
+    """Lists its pages once, then never answers again."""
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        if len(self.asked) >= len(self.pages):
+            self.asked.append(cursor)
+            await anyio.sleep_forever()
+        return await super().list_tools(cursor)
+
+
+def test_a_server_that_stops_answering_does_not_hold_up_turns(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(
+            top_k=1, embedder=embedder, cache=None, lenient=True, list_timeout=0.2, retry_after=60
+        )
+        hanging = HangingClient(PAGES, ["p2", "p3", None])
+        await router.connect({"billing": hanging})
+        router.mark_changed("billing")
+        with pytest.warns(CatalogWarning, match=r"'billing': tools/list took over 0.2 s"):
+            first = await router.tools("refund a payment")
+        assert first.active_ids == ("billing/refund_payment",)  # the tools listed before
+        for _ in range(3):  # waiting out retry_after: not listed, not waited for
+            await router.tools("refund a payment")
+        assert len(hanging.asked) == 4  # connect's three pages, then the one that hung
+        assert router.changed == {"billing"}
+
+        strict = McpRouter(top_k=1, embedder=embedder, cache=None, list_timeout=0.2)
+        await strict.connect({"billing": HangingClient(PAGES, ["p2", "p3", None])})
+        strict.mark_changed("billing")
+        with pytest.raises(CatalogError, match=r"took over 0\.2 s"):
+            await strict.tools("refund a payment")
+
+    run(main)
+
+
+def test_notices_about_servers_not_connected_are_ignored(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        await router.connect({"billing": PagedClient(PAGES, ["p2", "p3", None])})
+        await router.message_handler("jira")(ToolListChangedNotification())
+        assert router.changed == {"jira"}
+        await router.tools("refund a payment")
+        assert router.changed == frozenset()
+
+    run(main)
+
+
+def test_connecting_twice_at_once_connects_once(embedder: Embedder) -> None:
     async def main() -> None:
         router = McpRouter(embedder=embedder, cache=None)
-        billing = PagedClient(PAGES, ["p2", "p3", None])
-        await router.connect({"billing": billing})
-        old = await router.tools("refund a payment")
-        for n in range(5):  # each a new catalog version; only the last few are kept
-            billing.pages[0] = [mcp_tool("list_invoices", f"List the invoices, take {n}.")]
-            await router.refresh(["billing"])
-        with pytest.raises(InvalidInputError, match="no longer loaded"):
-            await router.call({"name": "refund_payment", "arguments": {}}, old)
-        assert billing.called == []
+        outcomes: list[str] = []
+
+        async def connect(name: str) -> None:
+            try:
+                await router.connect({name: PagedClient(PAGES, ["p2", "p3", None])})
+                outcomes.append(name)
+            except InvalidInputError as exc:
+                outcomes.append(str(exc))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(connect, "a")
+            group.start_soon(connect, "b")
+        assert sorted(outcomes) == sorted([router.servers[0], "already connected; use "
+                                           "add_server to add a server"])  # fmt: skip
+
+    run(main)
+
+
+def test_a_repeated_tool_across_pages_is_kept_once(embedder: Embedder) -> None:
+    async def main() -> None:
+        shifted = [PAGES[0], PAGES[0] + PAGES[1], PAGES[2]]  # page 2 repeats page 1's tool
+        router = McpRouter(embedder=embedder, cache=None)
+        built = await router.connect({"billing": PagedClient(shifted, ["p2", "p3", None])})
+        assert len(built.catalog) == 3
+
+    run(main)
+
+
+class OddClient(PagedClient):
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        return None
+
+
+def test_a_server_answering_a_call_with_no_result_is_named(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        await router.connect({"odd": OddClient(PAGES, ["p2", "p3", None])})
+        promotion = await router.tools("refund a payment")
+        call = {"name": "refund_payment", "arguments": {}}
+        with pytest.raises(CatalogError, match="MCP server 'odd': tools/call returned NoneType"):
+            await router.call(call, promotion)
 
     run(main)
 
@@ -401,6 +592,8 @@ def test_bad_input_is_named(embedder: Embedder) -> None:
         await router.connect({"billing": PagedClient(PAGES, ["p2", "p3", None])})
         with pytest.raises(InvalidInputError, match="already connected"):
             await router.connect({"billing": PagedClient(PAGES, ["p2", "p3", None])})
+        with pytest.raises(InvalidInputError, match="not the string 'billing'"):
+            await router.refresh("billing")
         with pytest.raises(InvalidInputError, match="takes the turn's Promotion"):
             await router.call({"name": "x"}, router.router.route("refund"))  # type: ignore[arg-type]
 

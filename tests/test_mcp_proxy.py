@@ -108,6 +108,10 @@ def test_calls_the_proxy_refuses_never_reach_a_server(embedder: Embedder) -> Non
                     assert "takes 'name'" in json.loads(text_of(wrong))["message"]
                 empty = await client.call_tool("search_tools", {"query": "  "})
                 assert "non-empty string" in json.loads(text_of(empty))["message"]
+                nothing = await client.call_tool("search_tools", {"query": "select:"})
+                assert "names no tool" in json.loads(text_of(nothing))["message"]
+                missing = await client.call_tool("search_tools", {"query": "select:open_pr"})
+                assert text_of(missing).splitlines()[-1] == "No tool is named: open_pr."
             assert calls == Counter()
 
     run(main)

@@ -516,3 +516,26 @@ def test_a_gone_id_is_unknown_even_when_another_tool_is_named_like_it(tmp_path: 
     assert [t.id for t in later if t.reason == "included"] == []
     assert later.unknown == ("github/delete_repo",)
     assert router.route("select:github/delete_repo").ids == []
+
+
+@pytest.mark.parametrize("pool", ["full", "digest"])
+def test_the_summary_pool_leaves_out_what_allow_and_deny_shut_out(
+    router: Router, pool: str
+) -> None:
+    def pool_of(**scope: Any) -> str:
+        result = router.route("restart a node", top_k=2, **scope)
+        return router.promote(result, pool=pool).pool_text
+
+    everything = pool_of()
+    assert "restart_node" in everything if pool == "full" else "admin (2 tools)" in everything
+    denied = pool_of(deny=["admin/*"])
+    assert "restart_node" not in denied
+    assert "admin" not in denied
+    assert "shutdown_cluster" not in denied
+    allowed = pool_of(allow=["docs/*"], deny=["open_doc"])
+    if pool == "full":
+        assert allowed.splitlines()[1:] == ["- docs__search: Search the internal documentation."]
+    else:
+        assert allowed.splitlines()[1:] == ["- docs (1 tools): search"]
+    # Patterns read once, even from a generator.
+    assert pool_of(deny=(p for p in ["admin/*"])) == denied

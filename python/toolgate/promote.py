@@ -32,13 +32,17 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
+
+import numpy as np
 
 from toolgate.adapters import PROVIDERS, base_provider
 from toolgate.budget import Budget, BudgetDecision, Candidate, enforce
 from toolgate.catalog import Catalog
 from toolgate.errors import CatalogError, InvalidInputError, ToolgateError
 from toolgate.schema_source import SchemaCacheLike, SchemaSource, as_schema_source, schema_of
+from toolgate.scopes import ScopeMatcher
 from toolgate.tool import Tool, split_name, validated_schema
 
 __all__ = [
@@ -157,21 +161,21 @@ def _name_words(name: str) -> list[str]:
     return [w for w in split_name(name).split() if w not in _STOP_WORDS and not w.isdigit()]
 
 
-def _render_full(catalog: Catalog) -> str:
+def _render_full(tools: Sequence[Tool]) -> str:
     lines = [
-        f"Tools available ({len(catalog)}). Full definitions are attached for the ones "
+        f"Tools available ({len(tools)}). Full definitions are attached for the ones "
         "you can call this turn; ask for another by name if you need it."
     ]
-    lines.extend(f"- {t.exposed_name}: {t.summary}" for t in catalog)
+    lines.extend(f"- {t.exposed_name}: {t.summary}" for t in tools)
     return "\n".join(lines)
 
 
-def _render_digest(catalog: Catalog, search_name: str) -> str:
+def _render_digest(tools: Sequence[Tool], search_name: str) -> str:
     by_server: dict[str, list[Tool]] = {}
-    for tool in catalog:
+    for tool in tools:
         by_server.setdefault(tool.server, []).append(tool)
     lines = [
-        f"Tool catalog: {len(catalog)} tools on {len(by_server)} servers. Full definitions are "
+        f"Tool catalog: {len(tools)} tools on {len(by_server)} servers. Full definitions are "
         f"attached for the tools you can call this turn; call {search_name} to find others."
     ]
     ordered = sorted(by_server.items(), key=lambda kv: (-len(kv[1]), kv[0]))
@@ -185,30 +189,42 @@ def _render_digest(catalog: Catalog, search_name: str) -> str:
     return "\n".join(lines)
 
 
-_POOL_CACHE: dict[tuple[str, str, str, str], tuple[str, int]] = {}
+#: A route's allow and deny patterns (``None``: not given), as :class:`RouteResult` holds them.
+Scope = tuple[tuple[str, ...] | None, tuple[str, ...] | None]
+_ANY_SCOPE: Scope = (None, None)
+
+_POOL_CACHE: dict[tuple[str, str, str, str, Scope], tuple[str, int]] = {}
 _POOL_LOCK = threading.Lock()
 _POOL_CACHE_SIZE = 32
+_MATCHERS: dict[str, ScopeMatcher] = {}
 
 
 def render_pool(
-    catalog: Catalog, mode: str, *, search_name: str = "tool_search", encoding: str = "cl100k_base"
+    catalog: Catalog,
+    mode: str,
+    *,
+    search_name: str = "tool_search",
+    encoding: str = "cl100k_base",
+    scope: Scope = _ANY_SCOPE,
 ) -> tuple[str, int]:
     """The phase-1 text for ``mode`` (``"full"``, ``"digest"`` or ``"none"``) and its tokens.
 
-    Memoised per catalog version: the pool only changes when the catalog does.
+    The pool names only the tools ``scope`` (allow and deny patterns) admits: a tool a deny
+    list shuts out is not even mentioned. Memoised per catalog version and scope: the pool
+    only changes when they do.
     """
     from toolgate.tokens import count_text
 
-    key = (catalog.version, mode, search_name, encoding)
+    key = (catalog.version, mode, search_name, encoding, scope)
     with _POOL_LOCK:
         if key in _POOL_CACHE:
             return _POOL_CACHE[key]
     if mode == "none":
         text = ""
     elif mode == "full":
-        text = _render_full(catalog)
+        text = _render_full(_in_scope(catalog, scope))
     else:
-        text = _render_digest(catalog, search_name)
+        text = _render_digest(_in_scope(catalog, scope), search_name)
     result = (text, count_text(text, encoding) if text else 0)
     with _POOL_LOCK:
         if len(_POOL_CACHE) >= _POOL_CACHE_SIZE:
@@ -217,26 +233,50 @@ def render_pool(
     return result
 
 
+def _in_scope(catalog: Catalog, scope: Scope) -> Sequence[Tool]:
+    """The tools of ``catalog`` that ``scope``'s allow and deny patterns admit, in order."""
+    if scope == _ANY_SCOPE:
+        return catalog.tools
+    allow, deny = scope
+    with _POOL_LOCK:
+        matcher = _MATCHERS.get(catalog.version)
+        if matcher is None:
+            if len(_MATCHERS) >= _POOL_CACHE_SIZE:
+                _MATCHERS.pop(next(iter(_MATCHERS)))
+            matcher = ScopeMatcher(catalog.ids, [t.name for t in catalog])
+            _MATCHERS[catalog.version] = matcher
+    allowed, denied = matcher.rows(allow), matcher.rows(deny, deny=True)
+    keep = np.ones(len(catalog), dtype=bool) if allowed is None else np.zeros(len(catalog), bool)
+    if allowed is not None:
+        keep[allowed] = True
+    if denied is not None:
+        keep[denied] = False
+    return [tool for tool, kept in zip(catalog, keep, strict=True) if kept]
+
+
 def _choose_pool(
-    catalog: Catalog, pool: str, budget: Budget | None, search_name: str, encoding: str
+    catalog: Catalog,
+    pool: str,
+    budget: Budget | None,
+    search_name: str,
+    encoding: str,
+    scope: Scope = _ANY_SCOPE,
 ) -> tuple[str, str, int]:
     if pool not in _POOL_MODES:
         raise InvalidInputError(f"pool must be one of {', '.join(_POOL_MODES)}, got {pool!r}")
+    render = partial(render_pool, catalog, search_name=search_name, encoding=encoding, scope=scope)
     if pool != "auto":
-        return (pool, *render_pool(catalog, pool, search_name=search_name, encoding=encoding))
+        return (pool, *render(pool))
     limit = FULL_POOL_MAX_TOKENS
     if budget is not None and budget.max_context_tokens is not None:
         limit = min(limit, budget.max_context_tokens // 2)
     if len(catalog) * _MIN_LINE_TOKENS > limit:
         # Too many tools for any full pool to fit: skip rendering and counting it.
-        return (
-            "digest",
-            *render_pool(catalog, "digest", search_name=search_name, encoding=encoding),
-        )
-    text, tokens = render_pool(catalog, "full", search_name=search_name, encoding=encoding)
+        return ("digest", *render("digest"))
+    text, tokens = render("full")
     if tokens <= limit:
         return "full", text, tokens
-    return ("digest", *render_pool(catalog, "digest", search_name=search_name, encoding=encoding))
+    return ("digest", *render("digest"))
 
 
 def check_catalog_version(catalog: Catalog, active: Any) -> None:
@@ -417,8 +457,9 @@ def promote_tools(
         )
     ranked = _active_ids(catalog, active_ids)
     search = search_tool(catalog)
+    scope: Scope = (getattr(active_ids, "allow", None), getattr(active_ids, "deny", None))
     pool_mode, pool_text, pool_tokens = _choose_pool(
-        catalog, pool, budget, search.exposed_name, encoding
+        catalog, pool, budget, search.exposed_name, encoding, scope
     )
     rank = {tool_id: i for i, tool_id in enumerate(ranked)}
     source = as_schema_source(schema_source) if schema_source is not None else None

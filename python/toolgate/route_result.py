@@ -54,6 +54,10 @@ class RouteResult:
     unknown: tuple[str, ...] = ()
     timings_ms: dict[str, float] = field(default_factory=dict)
     catalog_version: str = ""
+    #: The allow / deny patterns routed under (``None``: not given), so that a promotion
+    #: keeps the tools they shut out out of its summary pool as well.
+    allow: tuple[str, ...] | None = None
+    deny: tuple[str, ...] | None = None
 
     @property
     def ids(self) -> list[str]:

@@ -442,7 +442,10 @@ class Router:
         promises the model on its next turn (``include=found.ids``); entries naming no tool
         (gone after a refresh) are reported in the result's ``unknown``.
         """
+        allow, deny = _patterns(allow), _patterns(deny)
         result = self._route(query, state, history, top_k, threshold, allow, deny, forms, include)
+        if allow is not None or deny is not None:
+            result = replace(result, allow=allow, deny=deny)
         if self.telemetry is not None:
             self.telemetry.route(result, turn_id=turn_id)
         return result
@@ -809,6 +812,18 @@ class Router:
                 f"the route result is for catalog version {result.catalog_version}, "
                 f"this router serves {self._outline.version}"
             )
+
+
+def _patterns(patterns: Iterable[str] | None) -> tuple[str, ...] | None:
+    """An allow / deny list as a tuple, read once (a generator would be spent by its first
+    reader). Its entries are checked where they are resolved (:mod:`toolgate.scopes`)."""
+    if patterns is None:
+        return None
+    if isinstance(patterns, str):
+        raise InvalidInputError(
+            f"allow/deny must be a list of patterns, not the string {patterns!r}"
+        )
+    return tuple(patterns)
 
 
 def _contains(sorted_rows: np.ndarray, row: int) -> bool:

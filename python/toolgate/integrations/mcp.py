@@ -30,14 +30,14 @@ id, ``server/name``) to a connected client, an ``mcp.Client`` or ``mcp.ClientSes
 
 from __future__ import annotations
 
-import inspect
 import os
+import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -45,7 +45,7 @@ import anyio.to_thread
 from anyio.abc import TaskStatus
 from mcp.client.session import IncomingMessage, MessageHandlerFnT
 from mcp.client.subscriptions import ListenNotSupportedError
-from mcp.types import CallToolResult, PaginatedRequestParams
+from mcp.types import CallToolResult
 
 from toolgate.budget import Budget
 from toolgate.catalog import Catalog, CatalogWarning
@@ -54,34 +54,24 @@ from toolgate.embed import Embedder
 from toolgate.embed_cache import EmbeddingCache
 from toolgate.errors import CatalogError, InvalidInputError
 from toolgate.history import HistoryTurn
+from toolgate.integrations.mcp_listing import McpClient, list_server_tools, plain
 from toolgate.promote import TOOL_SEARCH_ID, Promotion
 from toolgate.route_result import RouteResult
-from toolgate.router import Router
+from toolgate.router import Router, default_embedder
 from toolgate.state import State
 from toolgate.telemetry import Telemetry
+from toolgate.tool import Tool
 from toolgate.verify import Verdict
 
 __all__ = ["CallOutcome", "McpClient", "McpRouter"]
 
-#: Pages of ``tools/list`` read from one server before its listing is taken to never end.
-MAX_PAGES = 1000
-#: Routers kept for checking calls against the promotion that offered them, after a refresh
-#: replaced the current one (a turn in flight during a refresh still verifies).
-_ROUTERS_KEPT = 4
+#: Routers kept for checking calls against the promotion that offered them, after refreshes
+#: replaced the current one; an older promotion is checked against the current tools.
+_ROUTERS_KEPT = 8
 _LIST_CHANGED = "notifications/tools/list_changed"
 _NOT_CONNECTED = "not connected: await connect({name: client, ...}) first"
 
-
-class McpClient(Protocol):
-    """What :class:`McpRouter` needs of a connected client (``mcp.Client``,
-    ``mcp.ClientSession``): ``tools/list`` and ``tools/call``. Later pages are asked for with
-    ``cursor=`` (``mcp.Client``) or ``params=`` (``ClientSession``), as the method takes."""
-
-    async def list_tools(self) -> Any:
-        """The first page of the server's tools (a ``ListToolsResult`` or its JSON form)."""
-
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = ...) -> Any:
-        """Call the server's tool ``name`` with ``arguments``."""
+StateLike = State | Mapping[str, Iterable[str]] | None
 
 
 @dataclass(frozen=True)
@@ -94,8 +84,10 @@ class CallOutcome:
             call found.
         verdict: the check of the call against the turn's tools.
         server: the server the call went to; ``None`` when it went to none.
-        found: the tool ids a ``tool_search`` call found, which its description promises the
-            model on its next turn: pass them as ``include=`` to the next :meth:`McpRouter.tools`.
+        found: tool ids promised to the model for its next turn: those a ``tool_search``
+            call found, or a real tool it asked for that the turn did not offer (the refusal
+            tells it to ask again). Pass them as ``include=`` to the next
+            :meth:`McpRouter.tools`, which still applies the state and allow / deny lists.
     """
 
     result: CallToolResult
@@ -114,14 +106,17 @@ class McpRouter:
 
     ``top_k`` is the most tools routed per turn. ``config``, ``embedder``, ``telemetry`` and
     ``cache`` are :meth:`Router.from_catalog`'s; ``overrides`` are :meth:`Catalog.load`'s (pins
-    and preconditions by tool id), kept across refreshes. A server whose listing fails or holds
-    bad tools is an error (:class:`~toolgate.errors.CatalogError` naming it), or with
-    ``lenient=True`` a :class:`~toolgate.catalog.CatalogWarning`: the bad tools are skipped,
-    and a server that could not be listed keeps its previous tools and is listed again on the
-    next turn.
+    and preconditions by tool id), kept across refreshes.
+
+    A server whose listing fails, takes longer than ``list_timeout`` seconds or holds bad
+    tools is an error (:class:`~toolgate.errors.CatalogError` naming it, raised by the turn
+    that lists it), or with ``lenient=True`` a :class:`~toolgate.catalog.CatalogWarning`:
+    bad tools are skipped, and a server that could not be listed keeps its previous tools
+    and is listed again by a turn at least ``retry_after`` seconds later (turns in between
+    do not wait for it).
 
     One router serves many conversations at once: per-conversation state (``state``,
-    ``history``, the ids a search found) is the caller's, passed on each call.
+    ``history``, the ids promised for the next turn) is the caller's, passed on each call.
     """
 
     def __init__(
@@ -134,14 +129,22 @@ class McpRouter:
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
         lenient: bool = False,
         cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
+        list_timeout: float | None = 30.0,
+        retry_after: float = 30.0,
     ) -> None:
         """See the class docstring."""
         if top_k is not None and (
             isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1
         ):
             raise InvalidInputError(f"top_k must be an integer >= 1, got {top_k!r}")
+        for name, seconds in (("list_timeout", list_timeout), ("retry_after", retry_after)):
+            if seconds is not None and not (_is_number(seconds) and seconds >= 0):
+                raise InvalidInputError(f"{name} must be a number of seconds >= 0, got {seconds!r}")
         self.top_k = top_k
         self.lenient = lenient
+        self.list_timeout = list_timeout
+        self.retry_after = retry_after
+        self._config = config
         self._options: dict[str, Any] = {
             "config": config,
             "embedder": embedder,
@@ -152,26 +155,29 @@ class McpRouter:
         self._clients: dict[str, McpClient] = {}
         self._routers: OrderedDict[str, Router] = OrderedDict()
         self._changed: set[str] = set()
+        self._retry_at: dict[str, float] = {}
         self._lock = anyio.Lock()
 
     # -- connections ---------------------------------------------------------------------
 
     async def connect(self, servers: Mapping[str, McpClient]) -> Router:
         """List every server's tools (all at once, following pagination) and index them."""
-        if self._routers:
-            raise InvalidInputError("already connected; use add_server to add a server")
         clients = _checked_servers(servers)
         async with self._lock:
+            if self._routers:
+                raise InvalidInputError("already connected; use add_server to add a server")
             listed = await self._list_servers(clients)
-            # A server that could not be listed (lenient mode) starts with no tools.
-            catalog = Catalog.from_mcp(
-                {name: {"tools": listed.get(name, [])} for name in clients},
-                lenient=self.lenient,
-                overrides=self._overrides,
-            )
-            router = await anyio.to_thread.run_sync(
-                partial(Router.from_catalog, catalog, **self._options)
-            )
+
+            def build() -> Router:
+                # A server that could not be listed (lenient mode) starts with no tools.
+                catalog = Catalog.from_mcp(
+                    {name: {"tools": listed.get(name, [])} for name in clients},
+                    lenient=self.lenient,
+                    overrides=self._overrides,
+                )
+                return Router.from_catalog(catalog, **self._router_options())
+
+            router = await anyio.to_thread.run_sync(build)
             self._clients = clients
             self._changed = set(clients) - set(listed)
             self._keep(router)
@@ -188,7 +194,7 @@ class McpRouter:
             listed = await self._list_servers({name: client})
             router = await self._replace(listed)
             self._clients[name] = client
-            if name not in listed:  # lenient: listed again on the next turn
+            if name not in listed:  # lenient: listed again later
                 self._changed.add(name)
             return router
 
@@ -196,9 +202,12 @@ class McpRouter:
         """Drop a server and its tools (the host disconnected it)."""
         async with self._lock:
             self._client(name)
+            # The tools go first: cancelled before this, nothing has changed.
+            router = await self._replace({name: []})
             del self._clients[name]
             self._changed.discard(name)
-            return await self._replace({name: []})
+            self._retry_at.pop(name, None)
+            return router
 
     @property
     def servers(self) -> list[str]:
@@ -257,6 +266,9 @@ class McpRouter:
         try:
             async with listen(tools_list_changed=True) as events:
                 task_status.started()
+                # The stream does not replay: a change made before it was acknowledged
+                # would go unheard, so the next turn lists the server once more.
+                self.mark_changed(server)
                 async for _event in events:
                     self.mark_changed(server)
         except ListenNotSupportedError as exc:
@@ -267,8 +279,9 @@ class McpRouter:
 
     def mark_changed(self, server: str) -> None:
         """Note that ``server``'s tools changed (a host that hears of it its own way): the
-        next turn lists it again."""
+        next turn lists it again. A name not connected (any more) is ignored then."""
         self._changed.add(server)
+        self._retry_at.pop(server, None)
 
     @property
     def changed(self) -> frozenset[str]:
@@ -276,10 +289,16 @@ class McpRouter:
         return frozenset(self._changed)
 
     async def refresh(self, servers: Iterable[str] | None = None) -> Router:
-        """List ``servers`` (default: those marked changed) again and re-index the tools that
-        changed; a listing identical to the last keeps the current router."""
+        """List ``servers`` again (default: those marked changed and due) and re-index the
+        tools that changed; a listing identical to the last keeps the current router."""
+        if isinstance(servers, str):
+            raise InvalidInputError(
+                f"servers must be a list of server names, not the string {servers!r}"
+            )
         async with self._lock:
-            names = set(self._changed if servers is None else servers)
+            names = self._due() if servers is None else set(servers)
+            if not names:
+                return self.router
             clients = {name: self._client(name) for name in names}
             # Cleared before listing, so a change heard meanwhile is listed next time.
             self._changed -= names
@@ -299,7 +318,7 @@ class McpRouter:
         query: str,
         *,
         format: str = "openai",
-        state: State | Mapping[str, Iterable[str]] | None = None,
+        state: StateLike = None,
         history: Sequence[HistoryTurn] | None = None,
         include: Iterable[str] | None = None,
         allow: Iterable[str] | None = None,
@@ -311,20 +330,29 @@ class McpRouter:
         """The tools to send the model this turn, for the user's latest message ``query``.
 
         Servers marked changed are listed again first. ``query`` is read as a person's words
-        (never a ``select:`` form); ``include`` holds the ids a ``tool_search`` call found
-        last turn (:attr:`CallOutcome.found`). The rest are :meth:`Router.route`'s and
-        :meth:`Router.promote`'s. Routing runs in a worker thread, off the event loop.
+        (never a ``select:`` form); ``include`` holds the ids promised last turn
+        (:attr:`CallOutcome.found`). A turn with no text (an image alone) routes nothing:
+        the model gets the pinned and included tools and the summary pool. The rest are
+        :meth:`Router.route`'s and :meth:`Router.promote`'s. Routing runs in a worker
+        thread, off the event loop.
         """
+        include = None if include is None else tuple(include)
+        allow = None if allow is None or isinstance(allow, str) else tuple(allow)
+        deny = None if deny is None or isinstance(deny, str) else tuple(deny)
         if self._changed:
             await self.refresh()
         router = self.router
-        route = partial(
-            router.route, query, state=state, history=history, top_k=self.top_k,
-            include=include, allow=allow, deny=deny, forms=False, turn_id=turn_id,
-        )  # fmt: skip
+        scope: dict[str, Any] = {"state": state, "allow": allow, "deny": deny}
 
         def work() -> Promotion:
-            return router.promote(route(), format=format, budget=budget, pool=pool, turn_id=turn_id)
+            if isinstance(query, str) and not query.strip():
+                result = _unrouted(router, include, scope, turn_id)
+            else:
+                result = router.route(
+                    query, history=history, top_k=self.top_k, include=include, forms=False,
+                    turn_id=turn_id, **scope,
+                )  # fmt: skip
+            return router.promote(result, format=format, budget=budget, pool=pool, turn_id=turn_id)
 
         return await anyio.to_thread.run_sync(work)
 
@@ -333,7 +361,9 @@ class McpRouter:
         tool_call: Mapping[str, Any],
         promotion: Promotion,
         *,
-        state: State | Mapping[str, Iterable[str]] | None = None,
+        state: StateLike = None,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
         turn_id: str = "",
     ) -> CallOutcome:
         """Check ``tool_call`` (in any form :meth:`Router.verify` reads) against the turn's
@@ -341,25 +371,26 @@ class McpRouter:
 
         A call to a tool the turn did not offer, or with arguments its schema refuses, is
         not forwarded: the result is the error for the model. A ``tool_search`` call is
-        answered here: the tools it finds (routed under ``state``) are listed in the result
-        and in :attr:`CallOutcome.found`. Errors the server or the connection raise are the
-        host's, and propagate.
+        answered here: the tools it finds (routed under ``state``, ``allow`` and ``deny``,
+        which should be the turn's) that the turn did not offer are listed in the result and
+        in :attr:`CallOutcome.found`. A tool its server removed or changed since the turn
+        began is refused, or checked against its new schema. Errors the server or the
+        connection raise are the host's, and propagate.
         """
-        router = self._router_for(promotion)
-        verdict = router.verify(tool_call, promotion, turn_id=turn_id)
+        router, offered = self._checked_against(promotion)
+        verdict = router.verify(tool_call, offered, turn_id=turn_id)
         if verdict.ok and verdict.tool_id == TOOL_SEARCH_ID:
-            query = str((verdict.arguments or {})["query"])
-            found = await self._route(router, query, state=state, turn_id=turn_id)
-            return CallOutcome(
-                _search_result(found, router.catalog), verdict, found=tuple(found.ids)
-            )
+            scope = {"state": state, "allow": allow, "deny": deny}
+            return await self._answer_search(router, verdict, offered, scope, turn_id)
         return await self._forward(router, verdict)
 
     async def search(
         self,
         query: str,
         *,
-        state: State | Mapping[str, Iterable[str]] | None = None,
+        state: StateLike = None,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
         top_k: int | None = None,
         turn_id: str = "",
     ) -> RouteResult:
@@ -367,7 +398,8 @@ class McpRouter:
         a ``tool_search`` call asks, after listing the servers marked changed."""
         if self._changed:
             await self.refresh()
-        return await self._route(self.router, query, state=state, top_k=top_k, turn_id=turn_id)
+        scope = {"state": state, "allow": allow, "deny": deny}
+        return await self._route(self.router, query, scope, top_k=top_k, turn_id=turn_id)
 
     async def call_any(self, tool_call: Mapping[str, Any], *, turn_id: str = "") -> CallOutcome:
         """Like :meth:`call`, but any tool of the current catalog may be called, as when the
@@ -382,38 +414,14 @@ class McpRouter:
 
     # -- internals -------------------------------------------------------------------------
 
-    async def _route(
-        self,
-        router: Router,
-        query: str,
-        *,
-        state: State | Mapping[str, Iterable[str]] | None,
-        top_k: int | None = None,
-        turn_id: str,
-    ) -> RouteResult:
-        """``router.route`` in a worker thread, with the router's ``top_k`` by default."""
-        k = self.top_k if top_k is None else top_k
-        route = partial(router.route, query, state=state, top_k=k, turn_id=turn_id)
-        return await anyio.to_thread.run_sync(route)
-
-    async def _forward(self, router: Router, verdict: Verdict) -> CallOutcome:
-        """The server's answer to a verified call, or the error when the check failed."""
-        if not verdict.ok:
-            return CallOutcome(_error_result(verdict), verdict)
-        tool = router.catalog[str(verdict.tool_id)]
-        client = self._clients.get(tool.server)
-        if client is None:
-            gone = replace(
-                verdict,
-                ok=False,
-                error="tool_not_available",
-                message=f"Tool {tool.exposed_name!r} is gone: its server {tool.server!r} was "
-                "disconnected. Use one of the available tools.",
-                available=tuple(n for n in verdict.available if n != tool.exposed_name),
-            )
-            return CallOutcome(_error_result(gone), gone)
-        result = await client.call_tool(tool.name, dict(verdict.arguments or {}))
-        return CallOutcome(_as_call_result(result, tool.server), verdict, server=tool.server)
+    def _router_options(self) -> dict[str, Any]:
+        """``Router.from_catalog``'s options; the default embedder is made here (in a worker
+        thread: loading the model takes a while) without progress bars, which would end up
+        in a server's logs."""
+        if self._options["embedder"] is None:
+            precision = (self._config or RouterConfig()).precision
+            self._options["embedder"] = default_embedder(precision, progress=False)
+        return self._options
 
     def _client(self, server: str) -> McpClient:
         client = self._clients.get(server)
@@ -421,15 +429,25 @@ class McpRouter:
             raise InvalidInputError(f"no server {server!r}; connected: {sorted(self._clients)}")
         return client
 
+    def _due(self) -> set[str]:
+        """The changed servers a turn lists now: connected ones (a late notice about a server
+        removed since is dropped) not waiting out a failed listing."""
+        self._changed &= set(self._clients)
+        now = time.monotonic()
+        return {name for name in self._changed if self._retry_at.get(name, 0.0) <= now}
+
     async def _list_servers(self, clients: Mapping[str, McpClient]) -> dict[str, list[Any]]:
         """Each server's tools, listed concurrently. A server that fails is an error, or in
-        lenient mode left out, with a warning."""
+        lenient mode left out, with a warning, until ``retry_after`` has passed."""
         listed: dict[str, list[Any]] = {}
         failed: dict[str, str] = {}
 
         async def list_one(name: str, client: McpClient) -> None:
             try:
-                listed[name] = await _list_tools(name, client)
+                with anyio.fail_after(self.list_timeout):
+                    listed[name] = await list_server_tools(name, client)
+            except TimeoutError:
+                failed[name] = f"MCP server {name!r}: tools/list took over {self.list_timeout} s"
             except CatalogError as exc:
                 failed[name] = str(exc)
             except Exception as exc:  # the SDK's and the transport's errors alike
@@ -438,25 +456,35 @@ class McpRouter:
         async with anyio.create_task_group() as group:
             for name, client in clients.items():
                 group.start_soon(list_one, name, client)
+        for name in listed:
+            self._retry_at.pop(name, None)
         if failed:
             problems = "; ".join(failed[name] for name in sorted(failed))
             if not self.lenient:
                 raise CatalogError(problems)
+            retry_at = time.monotonic() + self.retry_after
+            self._retry_at.update(dict.fromkeys(failed, retry_at))
             warnings.warn(
-                f"{problems} (listed again on the next turn)", CatalogWarning, stacklevel=3
+                f"{problems} (kept as listed before; listed again after {self.retry_after} s)",
+                CatalogWarning,
+                stacklevel=3,
             )
         return listed
 
     async def _replace(self, listed: Mapping[str, list[Any]]) -> Router:
-        """The current router with each server's tools replaced by ``listed[server]``."""
+        """The current router with each server's tools replaced by ``listed[server]``; the
+        catalog work and the re-embedding run in a worker thread."""
         current = self.router
-        catalog = current.catalog
-        for name, tools in listed.items():
-            catalog = catalog.replace_server(name, {"tools": tools}, lenient=self.lenient)
-        if not catalog.diff(current.catalog):
-            return current
-        router = await anyio.to_thread.run_sync(current.refresh, catalog)
-        self._keep(router)
+
+        def rebuild() -> Router:
+            catalog = current.catalog
+            for name, tools in listed.items():
+                catalog = catalog.replace_server(name, {"tools": tools}, lenient=self.lenient)
+            return current.refresh(catalog) if catalog.diff(current.catalog) else current
+
+        router = await anyio.to_thread.run_sync(rebuild)
+        if router is not current:
+            self._keep(router)
         return router
 
     def _keep(self, router: Router) -> None:
@@ -465,18 +493,117 @@ class McpRouter:
         while len(self._routers) > _ROUTERS_KEPT:
             self._routers.popitem(last=False)
 
-    def _router_for(self, promotion: Promotion) -> Router:
+    def _checked_against(self, promotion: Promotion) -> tuple[Router, Promotion]:
+        """The router that made ``promotion`` and the promotion itself, so a call resolves
+        names as the model was shown them; for a promotion older than the routers kept, the
+        current router and the promotion's tools that it still has."""
         if not isinstance(promotion, Promotion):
             raise InvalidInputError(
                 f"call takes the turn's Promotion (from tools()), got {type(promotion).__name__}"
             )
         router = self._routers.get(promotion.catalog_version)
-        if router is None:
-            raise InvalidInputError(
-                "the promotion comes from tools that are no longer loaded (several refreshes "
-                "ago, or another McpRouter): get this turn's tools again"
+        if router is not None:
+            return router, promotion
+        current = self.router
+        kept = tuple(i for i in promotion.active_ids if i in current.catalog)
+        return current, replace(promotion, active_ids=kept, catalog_version=current.catalog.version)
+
+    async def _route(
+        self,
+        router: Router,
+        query: str,
+        scope: Mapping[str, Any],
+        *,
+        top_k: int | None = None,
+        turn_id: str,
+    ) -> RouteResult:
+        """``router.route`` in a worker thread, with this router's ``top_k`` by default."""
+        k = self.top_k if top_k is None else top_k
+        route = partial(router.route, query, top_k=k, turn_id=turn_id, **scope)
+        return await anyio.to_thread.run_sync(route)
+
+    async def _answer_search(
+        self,
+        router: Router,
+        verdict: Verdict,
+        offered: Promotion,
+        scope: Mapping[str, Any],
+        turn_id: str,
+    ) -> CallOutcome:
+        """A ``tool_search`` call's answer: the tools found that the turn did not offer."""
+        query = str((verdict.arguments or {}).get("query", ""))
+        try:
+            found = await self._route(router, query, scope, turn_id=turn_id)
+        except InvalidInputError as exc:  # an empty query, "select:" naming nothing
+            refused = replace(
+                verdict,
+                ok=False,
+                error="invalid_arguments",
+                path="query",
+                message=f"{exc}. Describe the tool you need in words, or use "
+                "'select:name1,name2' for tools you know by name.",
             )
-        return router
+            return CallOutcome(_error_result(refused), refused)
+        new = tuple(i for i in found.ids if i not in offered.active_ids)
+        result = _search_result([router.catalog[i] for i in new], found.unknown)
+        return CallOutcome(result, verdict, found=new)
+
+    async def _forward(self, router: Router, verdict: Verdict) -> CallOutcome:
+        """The server's answer to a verified call, or the error when the check failed.
+
+        ``router`` resolved the call; the current router decides whether the tool is still
+        there and what its schema is now.
+        """
+        if not verdict.ok:
+            # A real tool the turn did not offer: promised for the next turn, as the
+            # refusal tells the model to ask again.
+            asked = verdict.error == "tool_not_available" and verdict.tool_id is not None
+            found = (str(verdict.tool_id),) if asked else ()
+            return CallOutcome(_error_result(verdict), verdict, found=found)
+        tool = router.catalog[str(verdict.tool_id)]
+        client = self._clients.get(tool.server)
+        if client is None:
+            return _refused(verdict, tool, f"its server {tool.server!r} was disconnected")
+        current = self.router
+        if current is not router:
+            now = current.catalog.get(tool.id)
+            if now is None:
+                return _refused(verdict, tool, f"its server {tool.server!r} removed it")
+            if now.fingerprint != tool.fingerprint:
+                call = {"name": now.exposed_name, "arguments": verdict.arguments or {}}
+                recheck = current.verify(call, [now.id])
+                if not recheck.ok:
+                    recheck = replace(recheck, call_id=verdict.call_id, name=verdict.name)
+                    return CallOutcome(_error_result(recheck), recheck)
+                tool = now
+        result = await client.call_tool(tool.name, dict(verdict.arguments or {}))
+        return CallOutcome(_as_call_result(result, tool.server), verdict, server=tool.server)
+
+
+def _unrouted(
+    router: Router, include: Sequence[str] | None, scope: Mapping[str, Any], turn_id: str
+) -> RouteResult:
+    """A turn with nothing to route on: the pinned and included tools, under the gate."""
+    wanted = [*router.catalog.pinned_ids, *(include or ())]
+    if wanted:
+        return router.route("select:" + ",".join(wanted), turn_id=turn_id, **scope)
+    allow, deny = scope["allow"], scope["deny"]
+    return RouteResult(
+        query="", form="none", tools=(), catalog_version=router.catalog.version,
+        allow=allow, deny=deny,
+    )  # fmt: skip
+
+
+def _refused(verdict: Verdict, tool: Tool, why: str) -> CallOutcome:
+    """Refuse a call that passed the turn's check but whose tool is gone since."""
+    gone = replace(
+        verdict,
+        ok=False,
+        error="tool_not_available",
+        message=f"Tool {tool.exposed_name!r} is gone: {why}. Use one of the available tools.",
+        available=tuple(name for name in verdict.available if name != tool.exposed_name),
+    )
+    return CallOutcome(_error_result(gone), gone)
 
 
 def _checked_servers(servers: Mapping[str, McpClient]) -> dict[str, McpClient]:
@@ -496,65 +623,20 @@ def _checked_servers(servers: Mapping[str, McpClient]) -> dict[str, McpClient]:
     return dict(servers)
 
 
-async def _list_tools(server: str, client: McpClient) -> list[Any]:
-    """Every tool ``server`` lists, page after page."""
-    tools: list[Any] = []
-    cursor: str | None = None
-    cursors: set[str] = set()
-    for page_number in range(1, MAX_PAGES + 1):
-        page = _plain(await _list_page(client, cursor), server)
-        page_tools = page.get("tools")
-        if not isinstance(page_tools, list):
-            raise CatalogError(
-                f"MCP server {server!r}: tools/list page {page_number} has no 'tools' list"
-            )
-        tools.extend(page_tools)
-        cursor = page.get("nextCursor")
-        if cursor is None:
-            return tools
-        if cursor in cursors:
-            raise CatalogError(
-                f"MCP server {server!r}: tools/list page {page_number} repeats cursor "
-                f"{cursor!r}, so the listing never ends"
-            )
-        cursors.add(cursor)
-    raise CatalogError(f"MCP server {server!r}: tools/list goes on past {MAX_PAGES} pages")
-
-
-async def _list_page(client: McpClient, cursor: str | None) -> Any:
-    if cursor is None:
-        return await client.list_tools()
-    # mcp.Client and the 1.x ClientSession take the cursor itself, the 2.x ClientSession a
-    # PaginatedRequestParams.
-    list_tools: Callable[..., Awaitable[Any]] = client.list_tools
-    if "cursor" in inspect.signature(list_tools).parameters:
-        return await list_tools(cursor=cursor)
-    return await list_tools(params=PaginatedRequestParams(cursor=cursor))
-
-
-def _plain(page: Any, server: str) -> dict[str, Any]:
-    """A ``tools/list`` page as its JSON form (wire names: ``inputSchema``, ``nextCursor``)."""
-    if hasattr(page, "model_dump"):
-        dumped = page.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if isinstance(dumped, dict):
-            return dumped
-    if isinstance(page, Mapping):
-        return dict(page)
-    raise CatalogError(
-        f"MCP server {server!r}: tools/list returned {type(page).__name__}, not a result"
-    )
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _as_call_result(result: Any, server: str) -> CallToolResult:
+    """The server's ``tools/call`` answer as a ``CallToolResult``; an answer that is not one
+    is the server's fault, reported as a :class:`CatalogError` naming it."""
     if isinstance(result, CallToolResult):
         return result
+    what = f"MCP server {server!r}: tools/call"
     try:
-        return CallToolResult.model_validate(_plain(result, server))
-    except (CatalogError, ValueError) as exc:
-        raise InvalidInputError(
-            f"MCP server {server!r}: tools/call returned {type(result).__name__}, "
-            f"not a CallToolResult: {exc}"
-        ) from None
+        return CallToolResult.model_validate(plain(result, what))
+    except ValueError as exc:
+        raise CatalogError(f"{what} returned no valid CallToolResult: {exc}") from None
 
 
 def _text_result(text: str, *, is_error: bool) -> CallToolResult:
@@ -567,14 +649,14 @@ def _error_result(verdict: Verdict) -> CallToolResult:
     return CallToolResult.model_validate(verdict.to_tool_result("mcp"))
 
 
-def _search_result(found: RouteResult, catalog: Catalog) -> CallToolResult:
+def _search_result(found: Sequence[Tool], unknown: Sequence[str]) -> CallToolResult:
     """The answer to a ``tool_search`` call: each tool found, by the name the model will call
-    it by, with its summary."""
-    if not found.ids:
-        return _text_result(
-            "No tool matched. Try other words, or 'select:name' for a tool you know.",
-            is_error=False,
-        )
-    lines = [f"- {catalog[i].exposed_name}: {catalog[i].summary}" for i in found.ids]
-    lines.append("These tools are available on your next turn.")
+    it by, with its summary; and the names ``select:`` asked for that no tool has."""
+    lines = [f"- {tool.exposed_name}: {tool.summary}" for tool in found]
+    if lines:
+        lines.append("These tools are available on your next turn.")
+    else:
+        lines.append("No other tool matched. Try other words, or 'select:name' for a tool.")
+    if unknown:
+        lines.append(f"No tool is named: {', '.join(unknown)}.")
     return _text_result("\n".join(lines), is_error=False)

@@ -42,7 +42,7 @@ from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, Pa
 
 from toolgate.adapters.mcp import export
 from toolgate.catalog import Catalog
-from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.errors import InvalidInputError
 from toolgate.integrations.mcp import McpClient, McpRouter
 
 __all__ = ["McpProxy", "load_servers", "serve_stdio"]
@@ -99,9 +99,9 @@ class McpProxy:
             name, arguments = target, dict(target_arguments)
         try:
             outcome = await self.router.call_any({"name": name, "arguments": arguments})
-        except ToolgateError:
+        except InvalidInputError:
             raise
-        except Exception as exc:  # the upstream server or its connection failed
+        except Exception as exc:  # the upstream server, its answer or its connection failed
             # In-band, as a tool error, so the model can go on without that tool.
             failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {exc!r}"}
             return _text(json.dumps(failure), is_error=True)
@@ -111,15 +111,19 @@ class McpProxy:
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             return _error(f"{_SEARCH} takes 'query', a non-empty string")
-        found = await self.router.search(query, top_k=self.top_k)
+        try:
+            found = await self.router.search(query, top_k=self.top_k)
+        except InvalidInputError as exc:  # "select:" naming nothing, and the like
+            return _error(f"{exc}; describe the task in words, or use 'select:name1,name2'")
         catalog = self.router.router.catalog
         # Pinned tools are listed already: a search shows the others.
         ids = [i for i in found.ids if i in catalog and not catalog[i].pinned]
+        unknown = f"\nNo tool is named: {', '.join(found.unknown)}." if found.unknown else ""
         if not ids:
-            return _text("No tool matched. Try other words, or 'select:name' for a known tool.")
+            return _text(f"No tool matched. Try other words, or 'select:name'.{unknown}")
         tools = [export(catalog[i]) for i in ids]
         _, call = _meta_names(catalog)
-        header = f"Tools found, best first. Call one with {call}(name, arguments).\n"
+        header = f"Tools found, best first. Call one with {call}(name, arguments).{unknown}\n"
         return _text(header + json.dumps(tools, ensure_ascii=False))
 
     async def _on_list_tools(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:

@@ -1,0 +1,96 @@
+"""Reading one MCP server's whole ``tools/list``: every page, fresh, as plain JSON."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from mcp.types import PaginatedRequestParams
+
+from toolgate.errors import CatalogError
+
+__all__ = ["MAX_PAGES", "McpClient", "list_server_tools", "plain"]
+
+#: Pages of ``tools/list`` read from one server before its listing is taken to never end.
+MAX_PAGES = 1000
+
+
+class McpClient(Protocol):
+    """What toolgate needs of a connected client (``mcp.Client``, ``mcp.ClientSession``):
+    ``tools/list`` and ``tools/call``. Later pages are asked for with ``cursor=``
+    (``mcp.Client``) or ``params=`` (``ClientSession``), as the method takes."""
+
+    async def list_tools(self) -> Any:
+        """The first page of the server's tools (a ``ListToolsResult`` or its JSON form)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = ...) -> Any:
+        """Call the server's tool ``name`` with ``arguments``."""
+
+
+async def list_server_tools(server: str, client: McpClient) -> list[Any]:
+    """Every tool ``server`` lists, page after page, as JSON objects.
+
+    A tool repeated verbatim on a later page (a listing that shifted while it was read) is
+    kept once; two different tools under one name are left for the catalog to report.
+    """
+    read_page = _page_reader(client)
+    tools: list[Any] = []
+    seen: set[str] = set()
+    cursor: str | None = None
+    cursors: set[str] = set()
+    for page_number in range(1, MAX_PAGES + 1):
+        page = plain(await read_page(cursor), f"MCP server {server!r}: tools/list")
+        page_tools = page.get("tools")
+        if not isinstance(page_tools, list):
+            raise CatalogError(
+                f"MCP server {server!r}: tools/list page {page_number} has no 'tools' list"
+            )
+        for tool in page_tools:
+            key = json.dumps(tool, sort_keys=True, default=repr)
+            if key not in seen:
+                seen.add(key)
+                tools.append(tool)
+        cursor = page.get("nextCursor")
+        if cursor is None:
+            return tools
+        if cursor in cursors:
+            raise CatalogError(
+                f"MCP server {server!r}: tools/list page {page_number} repeats cursor "
+                f"{cursor!r}, so the listing never ends"
+            )
+        cursors.add(cursor)
+    raise CatalogError(f"MCP server {server!r}: tools/list goes on past {MAX_PAGES} pages")
+
+
+def _page_reader(client: McpClient) -> Callable[[str | None], Awaitable[Any]]:
+    """``read(cursor)``: one page, past the client's response cache where it keeps one (a
+    listing is read because it changed, so a cached page would be stale)."""
+    list_tools: Callable[..., Awaitable[Any]] = client.list_tools
+    try:
+        parameters = inspect.signature(list_tools).parameters
+    except (TypeError, ValueError):  # a callable without a signature: ask plainly
+        parameters = {}  # type: ignore[assignment]
+    fresh = {"cache_mode": "refresh"} if "cache_mode" in parameters else {}
+
+    async def read(cursor: str | None) -> Any:
+        if cursor is None:
+            return await list_tools(**fresh)
+        if "cursor" in parameters:
+            return await list_tools(cursor=cursor, **fresh)
+        return await list_tools(params=PaginatedRequestParams(cursor=cursor), **fresh)
+
+    return read
+
+
+def plain(result: Any, what: str) -> dict[str, Any]:
+    """An MCP result (a pydantic model or its JSON form) as JSON with wire names
+    (``inputSchema``, ``nextCursor``, ``isError``); ``what`` names it in the error."""
+    if hasattr(result, "model_dump"):
+        dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if isinstance(dumped, dict):
+            return dumped
+    if isinstance(result, Mapping):
+        return dict(result)
+    raise CatalogError(f"{what} returned {type(result).__name__}, not a result")
