@@ -71,11 +71,6 @@ def chat_request(query: str = WEATHER, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return Embedder(precision="int8")
-
-
-@pytest.fixture(scope="module")
 def gate(embedder: Embedder) -> ToolFilter:
     return ToolFilter(embedder=embedder, cache=None)
 

@@ -27,11 +27,6 @@ from toolgate.embed import Embedder
 from toolgate.integrations.mcp import McpRouter
 
 
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return Embedder(precision="int8")
-
-
 def anthropic_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_use", "id": "toolu_1", "name": name, "input": arguments}
 

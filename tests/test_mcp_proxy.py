@@ -29,11 +29,6 @@ from toolgate.integrations.mcp import McpRouter
 from toolgate.integrations.mcp_proxy import McpProxy, load_servers
 
 
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return Embedder(precision="int8")
-
-
 async def connected(
     embedder: Embedder, clients: dict[str, Any], overrides: dict[str, Any] | None = None
 ) -> McpProxy:

@@ -80,7 +80,7 @@ class McpProxy:
         catalog = self.router.router.catalog
         search, call = _meta_names(catalog)
         pinned = [export(catalog[i]) for i in catalog.pinned_ids]
-        return [_search_tool(search), _call_tool(call), *pinned]
+        return [_search_tool(search), _call_tool(call, search), *pinned]
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None) -> CallToolResult:
         """Answer one ``tools/call``: a search, a call through ``call_tool``, or a pinned
@@ -137,9 +137,8 @@ def _meta_names(catalog: Catalog) -> tuple[str, str]:
     """The meta tools' names: ``search_tools`` and ``call_tool``, or ``toolgate_``-prefixed
     when a pinned upstream tool is listed under the same name."""
     taken = {catalog[i].exposed_name.casefold() for i in catalog.pinned_ids}
-    return tuple(  # type: ignore[return-value]
-        f"toolgate_{name}" if name in taken else name for name in (_SEARCH, _CALL)
-    )
+    search, call = (f"toolgate_{name}" if name in taken else name for name in (_SEARCH, _CALL))
+    return search, call
 
 
 def _search_tool(name: str) -> dict[str, Any]:
@@ -159,12 +158,11 @@ def _search_tool(name: str) -> dict[str, Any]:
     }
 
 
-def _call_tool(name: str) -> dict[str, Any]:
+def _call_tool(name: str, search: str) -> dict[str, Any]:
     return {
         "name": name,
         "description": (
-            "Call a tool found with search_tools: its name, and arguments that match its "
-            "input schema."
+            f"Call a tool found with {search}: its name, and arguments that match its input schema."
         ),
         "inputSchema": {
             "type": "object",
