@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 from collections import Counter
@@ -237,3 +238,16 @@ def test_a_server_config_reads_commands_and_urls(tmp_path: Path) -> None:
     )  # fmt: skip
     with pytest.raises(InvalidInputError, match="cannot read"):
         load_servers(tmp_path / "missing.json")
+
+
+def test_an_upstream_that_cannot_start_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "servers.json"
+    broken = {"command": str(tmp_path / "no-such-server")}
+    config.write_text(json.dumps({"mcpServers": {"broken": broken}}), encoding="utf-8")
+    completed = subprocess.run(
+        [sys.executable, "-m", "toolgate", "mcp-proxy", "--config", str(config)],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 2
+    assert "mcp-proxy: error: cannot connect to MCP server 'broken'" in completed.stderr
+    assert completed.stdout == ""

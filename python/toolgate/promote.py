@@ -246,7 +246,7 @@ def _in_scope(catalog: Catalog, scope: Scope) -> Sequence[Tool]:
             matcher = ScopeMatcher(catalog.ids, [t.name for t in catalog])
             _MATCHERS[catalog.version] = matcher
     allowed, denied = matcher.rows(allow), matcher.rows(deny, deny=True)
-    keep = np.ones(len(catalog), dtype=bool) if allowed is None else np.zeros(len(catalog), bool)
+    keep = np.full(len(catalog), allowed is None)
     if allowed is not None:
         keep[allowed] = True
     if denied is not None:
@@ -270,7 +270,8 @@ def _choose_pool(
     limit = FULL_POOL_MAX_TOKENS
     if budget is not None and budget.max_context_tokens is not None:
         limit = min(limit, budget.max_context_tokens // 2)
-    if len(catalog) * _MIN_LINE_TOKENS > limit:
+    listed = len(catalog) if scope == _ANY_SCOPE else len(_in_scope(catalog, scope))
+    if listed * _MIN_LINE_TOKENS > limit:
         # Too many tools for any full pool to fit: skip rendering and counting it.
         return ("digest", *render("digest"))
     text, tokens = render("full")

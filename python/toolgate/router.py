@@ -819,10 +819,8 @@ def _patterns(patterns: Iterable[str] | None) -> tuple[str, ...] | None:
     reader). Its entries are checked where they are resolved (:mod:`toolgate.scopes`)."""
     if patterns is None:
         return None
-    if isinstance(patterns, str):
-        raise InvalidInputError(
-            f"allow/deny must be a list of patterns, not the string {patterns!r}"
-        )
+    if isinstance(patterns, str) or not isinstance(patterns, Iterable):
+        raise InvalidInputError(f"allow/deny must be a list of patterns, got {patterns!r}")
     return tuple(patterns)
 
 

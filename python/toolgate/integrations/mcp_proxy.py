@@ -65,11 +65,12 @@ class McpProxy:
             raise InvalidInputError(f"top_k must be an integer >= 1, got {top_k!r}")
         self.router = router
         self.top_k = top_k or router.top_k or 5
+        search, call = _meta_names(router.router.catalog)
         self.server: Server[Any] = Server(
             name,
             instructions=(
-                f"Most tools are not listed. Call {_SEARCH} to find the ones a task needs, "
-                f"then {_CALL} to call one."
+                f"Most tools are not listed. Call {search} to find the ones a task needs, "
+                f"then {call} to call one."
             ),
             on_list_tools=self._on_list_tools,
             on_call_tool=self._on_call_tool,
@@ -242,21 +243,40 @@ async def serve_stdio(
     lenient: bool = False,
 ) -> None:
     """Connect to ``servers``, then serve the proxy over this process's stdin / stdout
-    until the client closes it."""
+    until the client closes it.
+
+    A server that cannot be started or reached is an :class:`InvalidInputError` naming it,
+    or with ``lenient`` left out, with a line on stderr.
+    """
     router = McpRouter(top_k=top_k, lenient=lenient)
-    async with AsyncExitStack() as stack, anyio.create_task_group() as group:
+    async with AsyncExitStack() as stack:
         clients: dict[str, McpClient] = {}
         for name, spec in servers.items():
             client = Client(spec, message_handler=router.message_handler(name))
-            clients[name] = await stack.enter_async_context(client)
+            try:
+                clients[name] = await stack.enter_async_context(client)
+            except Exception as exc:  # a command that fails to start, a URL that fails
+                problem = f"cannot connect to MCP server {name!r}: {_first_error(exc)!r}"
+                if not lenient:
+                    raise InvalidInputError(problem) from None
+                print(f"toolgate mcp-proxy: {problem}; going on without it", file=sys.stderr)
         await router.connect(clients)
-        for name in clients:
-            group.start_soon(_watch, router, name)
         proxy = McpProxy(router)
-        async with stdio_server() as (read, write):
-            options = proxy.server.create_initialization_options()
-            await proxy.server.run(read, write, options)
-        group.cancel_scope.cancel()
+        async with anyio.create_task_group() as group:
+            for name in clients:
+                group.start_soon(_watch, router, name)
+            async with stdio_server() as (read, write):
+                options = proxy.server.create_initialization_options()
+                await proxy.server.run(read, write, options)
+            group.cancel_scope.cancel()
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (the SDK's task groups wrap transport errors)."""
+    # By duck type: BaseExceptionGroup is a builtin from Python 3.11 only.
+    while (inner := getattr(exc, "exceptions", None)) and isinstance(inner[0], BaseException):
+        exc = inner[0]
+    return exc
 
 
 async def _watch(router: McpRouter, name: str) -> None:
