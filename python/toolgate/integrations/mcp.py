@@ -108,12 +108,14 @@ class McpRouter:
     ``cache`` are :meth:`Router.from_catalog`'s; ``overrides`` are :meth:`Catalog.load`'s (pins
     and preconditions by tool id), kept across refreshes.
 
-    A server whose listing fails, takes longer than ``list_timeout`` seconds or holds bad
-    tools is an error (:class:`~toolgate.errors.CatalogError` naming it, raised by the turn
-    that lists it), or with ``lenient=True`` a :class:`~toolgate.catalog.CatalogWarning`:
-    bad tools are skipped, and a server that could not be listed keeps its previous tools
-    and is listed again by a turn at least ``retry_after`` seconds later (turns in between
-    do not wait for it).
+    At :meth:`connect`, :meth:`add_server` and an explicit :meth:`refresh`, a server whose
+    listing fails, takes longer than ``list_timeout`` seconds or holds bad tools is an error
+    (:class:`~toolgate.errors.CatalogError` naming it), or with ``lenient=True`` a
+    :class:`~toolgate.catalog.CatalogWarning`: bad tools are skipped, and a server that
+    could not be listed has no tools until it is. A turn that lists a changed server never
+    fails for it, in either mode: the server keeps its previous tools (bad new ones are
+    skipped), a warning says why, and it is listed again no sooner than ``retry_after``
+    seconds later, so the turns in between do not wait for it.
 
     One router serves many conversations at once: per-conversation state (``state``,
     ``history``, the ids promised for the next turn) is the caller's, passed on each call.
@@ -129,7 +131,7 @@ class McpRouter:
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
         lenient: bool = False,
         cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
-        list_timeout: float | None = 30.0,
+        list_timeout: float | None = 10.0,
         retry_after: float = 30.0,
     ) -> None:
         """See the class docstring."""
@@ -295,21 +297,29 @@ class McpRouter:
             raise InvalidInputError(
                 f"servers must be a list of server names, not the string {servers!r}"
             )
+        return await self._refresh(None if servers is None else set(servers), self.lenient)
+
+    async def _refresh(self, servers: set[str] | None, lenient: bool) -> Router:
         async with self._lock:
-            names = self._due() if servers is None else set(servers)
+            names = self._due() if servers is None else servers
             if not names:
                 return self.router
             clients = {name: self._client(name) for name in names}
             # Cleared before listing, so a change heard meanwhile is listed next time.
             self._changed -= names
             try:
-                listed = await self._list_servers(clients)
-                router = await self._replace(listed)
+                listed = await self._list_servers(clients, lenient)
+                router = await self._replace(listed, lenient)
             except BaseException:
                 self._changed |= names  # still to be listed: the next turn tries again
                 raise
             self._changed |= names - set(listed)
             return router
+
+    async def _refresh_for_turn(self) -> None:
+        """List the changed servers that are due, leniently: a turn never fails for them."""
+        if self._changed:
+            await self._refresh(None, lenient=True)
 
     # -- turns -----------------------------------------------------------------------------
 
@@ -339,8 +349,7 @@ class McpRouter:
         include = None if include is None else tuple(include)
         allow = None if allow is None or isinstance(allow, str) else tuple(allow)
         deny = None if deny is None or isinstance(deny, str) else tuple(deny)
-        if self._changed:
-            await self.refresh()
+        await self._refresh_for_turn()
         router = self.router
         scope: dict[str, Any] = {"state": state, "allow": allow, "deny": deny}
 
@@ -396,8 +405,7 @@ class McpRouter:
     ) -> RouteResult:
         """The tools routed for a search ``query`` (words, ``select:a,b`` or ``+term``), as
         a ``tool_search`` call asks, after listing the servers marked changed."""
-        if self._changed:
-            await self.refresh()
+        await self._refresh_for_turn()
         scope = {"state": state, "allow": allow, "deny": deny}
         return await self._route(self.router, query, scope, top_k=top_k, turn_id=turn_id)
 
@@ -405,9 +413,8 @@ class McpRouter:
         """Like :meth:`call`, but any tool of the current catalog may be called, as when the
         model learnt of it from a search rather than from a turn's tools (see
         :mod:`toolgate.integrations.mcp_proxy`). The name and the arguments are still
-        checked: an unknown name gets the closest one, bad arguments the failing path."""
-        if self._changed:
-            await self.refresh()
+        checked: an unknown name gets the closest one, bad arguments the failing path. No
+        server is listed again first: a call waits for no server but its own."""
         router = self.router
         verdict = router.verify(tool_call, router.catalog.ids, turn_id=turn_id)
         return await self._forward(router, verdict)
@@ -436,9 +443,13 @@ class McpRouter:
         now = time.monotonic()
         return {name for name in self._changed if self._retry_at.get(name, 0.0) <= now}
 
-    async def _list_servers(self, clients: Mapping[str, McpClient]) -> dict[str, list[Any]]:
-        """Each server's tools, listed concurrently. A server that fails is an error, or in
-        lenient mode left out, with a warning, until ``retry_after`` has passed."""
+    async def _list_servers(
+        self, clients: Mapping[str, McpClient], lenient: bool | None = None
+    ) -> dict[str, list[Any]]:
+        """Each server's tools, listed concurrently. A server that fails is an error, or when
+        ``lenient`` (default: the router's) left out, with a warning, and not listed again
+        by a turn until ``retry_after`` has passed."""
+        lenient = self.lenient if lenient is None else lenient
         listed: dict[str, list[Any]] = {}
         failed: dict[str, str] = {}
 
@@ -460,26 +471,30 @@ class McpRouter:
             self._retry_at.pop(name, None)
         if failed:
             problems = "; ".join(failed[name] for name in sorted(failed))
-            if not self.lenient:
+            if not lenient:
                 raise CatalogError(problems)
             retry_at = time.monotonic() + self.retry_after
             self._retry_at.update(dict.fromkeys(failed, retry_at))
             warnings.warn(
-                f"{problems} (kept as listed before; listed again after {self.retry_after} s)",
+                f"{problems} (its tools stay as last listed; listed again after "
+                f"{self.retry_after} s)",
                 CatalogWarning,
                 stacklevel=3,
             )
         return listed
 
-    async def _replace(self, listed: Mapping[str, list[Any]]) -> Router:
+    async def _replace(
+        self, listed: Mapping[str, list[Any]], lenient: bool | None = None
+    ) -> Router:
         """The current router with each server's tools replaced by ``listed[server]``; the
         catalog work and the re-embedding run in a worker thread."""
         current = self.router
+        lenient = self.lenient if lenient is None else lenient
 
         def rebuild() -> Router:
             catalog = current.catalog
             for name, tools in listed.items():
-                catalog = catalog.replace_server(name, {"tools": tools}, lenient=self.lenient)
+                catalog = catalog.replace_server(name, {"tools": tools}, lenient=lenient)
             return current.refresh(catalog) if catalog.diff(current.catalog) else current
 
         router = await anyio.to_thread.run_sync(rebuild)
