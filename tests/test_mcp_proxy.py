@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -27,7 +29,8 @@ from tests.mcp_fixtures import (
 from toolgate import InvalidInputError
 from toolgate.embed import Embedder
 from toolgate.integrations.mcp import McpRouter
-from toolgate.integrations.mcp_proxy import McpProxy, load_servers
+from toolgate.integrations.mcp_proxy import McpProxy
+from toolgate.integrations.mcp_serve import HttpServer, load_servers
 
 
 async def connected(
@@ -91,7 +94,12 @@ def test_calls_the_proxy_refuses_never_reach_a_server(embedder: Embedder) -> Non
                 )
                 body = json.loads(text_of(typo))
                 assert typo.is_error
-                assert (body["error"], body["closest"]) == ("unknown_tool", "create_issue")
+                assert body == {
+                    "error": "unknown_tool",
+                    "message": "There is no tool 'create_isue'. Did you mean 'create_issue'? "
+                    "Find tools with search_tools.",
+                    "closest": "create_issue",
+                }  # no list of available tools: through the proxy, that is every tool
 
                 bad = await client.call_tool(
                     "call_tool", {"name": "create_issue", "arguments": {"repo": "a/b"}}
@@ -209,6 +217,10 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
         ('{"mcpServers": {"a": []}}', "mcpServers.a: expected an object, got list"),
         ('{"mcpServers": {"a": {}}}', "mcpServers.a: needs 'command'"),
         ('{"mcpServers": {"a": {"url": "ftp://x"}}}', "'url' must be an http"),
+        ('{"mcpServers": {"a": {"command": "x", "arg": ["y"]}}}', r"unknown keys \['arg'\]"),
+        ('{"mcpServers": {"a": {"url": "http://x", "headers": {"A": 1}}}}', "'headers' must map"),
+        ('{"mcpServers": {"a": {"type": "sse", "command": "x"}}}', "'type' must be 'stdio'"),
+        ('{"mcpServers": {"a": {"command": "x", "disabled": true}}}', "every server is disabled"),
         (
             '{"mcpServers": {"a": {"command": "x", "args": "y"}, "b": {"command": "z", "env": 1}}}',
             r"mcpServers.a: 'args' must be a list of strings, got 'y'; mcpServers.b: 'env' must",
@@ -226,11 +238,13 @@ def test_a_server_config_reads_commands_and_urls(tmp_path: Path) -> None:
     path = tmp_path / "servers.json"
     entries = {
         "gh": {"command": "gh-mcp", "args": ["stdio"], "env": {"TOKEN": "t"}, "cwd": "/tmp"},
-        "docs": {"url": "https://example.com/mcp"},
+        "docs": {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Key": "k"}},
+        "off": {"command": "old-server", "disabled": True},
     }
     path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
     servers = load_servers(path)
-    assert servers["docs"] == "https://example.com/mcp"
+    assert list(servers) == ["gh", "docs"]
+    assert servers["docs"] == HttpServer("https://example.com/mcp", {"X-Key": "k"})
     stdio = servers["gh"]
     assert isinstance(stdio, StdioServerParameters)
     assert (stdio.command, stdio.args, stdio.env, str(stdio.cwd)) == (
@@ -251,3 +265,76 @@ def test_an_upstream_that_cannot_start_is_named(tmp_path: Path) -> None:
     assert completed.returncode == 2
     assert "mcp-proxy: error: cannot connect to MCP server 'broken'" in completed.stderr
     assert completed.stdout == ""
+
+
+def test_call_tool_takes_arguments_as_models_send_them(embedder: Embedder) -> None:
+    async def main() -> None:
+        notes = PagedClient([[mcp_tool("add_note", "Save a new note.")]], [None])
+        proxy = await connected(embedder, {"notes": notes})
+        async with Client(proxy.server) as client:
+            for arguments in ('{"id": "n1"}', None, ""):
+                done = await client.call_tool(
+                    "call_tool", {"name": "add_note", "arguments": arguments}
+                )
+                assert text_of(done) == "ran add_note"
+            # The search tool, called through call_tool, searches.
+            found = await client.call_tool(
+                "call_tool", {"name": "search_tools", "arguments": {"query": "save a note"}}
+            )
+            assert found_tools(found)[0]["name"] == "add_note"
+            assert found_tools(found)[0]["server"] == "notes"
+        assert notes.called == [("add_note", {"id": "n1"}), ("add_note", {}), ("add_note", {})]
+
+    run(main)
+
+
+def proxy_process(config: Path, *flags: str) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "toolgate", "mcp-proxy", "--config", str(config), *flags]
+    return subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+
+
+def initialize(process: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The proxy's answer to a handshake-era ``initialize``, written as a client would."""
+    request = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "0"}},
+    }  # fmt: skip
+    assert process.stdin is not None
+    assert process.stdout is not None
+    process.stdin.write(json.dumps(request).encode() + b"\n")
+    process.stdin.flush()
+    return dict(json.loads(process.stdout.readline()))
+
+
+PID_WRITING_UPSTREAM = UPSTREAM.replace(
+    'server = MCPServer("notes")',
+    'import os, sys\nopen(sys.argv[1], "w").write(str(os.getpid()))\n'
+    'server = MCPServer("notes", instructions="Notes are kept for 30 days.")',
+)
+
+
+def test_sigterm_stops_the_proxy_and_its_upstreams(tmp_path: Path) -> None:
+    upstream = tmp_path / "notes_server.py"
+    upstream.write_text(textwrap.dedent(PID_WRITING_UPSTREAM), encoding="utf-8")
+    pid_file = tmp_path / "upstream.pid"
+    notes = {"command": sys.executable, "args": [str(upstream), str(pid_file)]}
+    hanging = {"command": sys.executable, "args": ["-c", "import time; time.sleep(600)"]}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"notes": notes, "stuck": hanging}}))
+
+    with proxy_process(config, "--lenient", "--connect-timeout", "3") as process:
+        try:
+            answer = initialize(process)  # served, though "stuck" never answered
+            upstream_pid = int(pid_file.read_text())
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 0
+        finally:
+            process.kill()
+        assert process.stderr is not None
+        assert "cannot connect to MCP server 'stuck'" in process.stderr.read().decode()
+    assert "Server notes: Notes are kept for 30 days." in answer["result"]["instructions"]
+    with pytest.raises(ProcessLookupError):  # the upstream went with the proxy
+        os.kill(upstream_pid, 0)

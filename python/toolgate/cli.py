@@ -99,6 +99,12 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument(
         "--lenient", action="store_true", help="skip bad tools and unreachable servers"
     )
+    proxy.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=30.0,
+        help="seconds each upstream server has to start and answer (default 30)",
+    )
     return parser
 
 

@@ -166,17 +166,23 @@ def run_stats(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_mcp_proxy(args: argparse.Namespace) -> None:
     """Serve the MCP proxy over stdio, in front of the servers of ``--config``, until the
-    client closes the connection (see ``toolgate.integrations.mcp_proxy``)."""
+    client closes the connection (see ``toolgate.integrations.mcp_serve``)."""
     try:
         import anyio
 
-        from toolgate.integrations.mcp_proxy import load_servers, serve_stdio
+        from toolgate.integrations.mcp_serve import load_servers, serve_stdio
     except ImportError as exc:
         raise InvalidInputError(
             f'mcp-proxy needs the MCP SDK: pip install "toolgate[mcp]" ({exc})'
         ) from None
     servers = load_servers(args.config)
-    anyio.run(partial(serve_stdio, servers, top_k=args.top_k, lenient=args.lenient))
+    if not args.connect_timeout > 0:
+        raise InvalidInputError(f"--connect-timeout must be > 0, got {args.connect_timeout}")
+    serve = partial(
+        serve_stdio, servers, top_k=args.top_k, lenient=args.lenient,
+        connect_timeout=args.connect_timeout,
+    )  # fmt: skip
+    anyio.run(serve)
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any] | str:

@@ -316,10 +316,12 @@ class McpRouter:
             self._changed |= names - set(listed)
             return router
 
-    async def _refresh_for_turn(self) -> None:
-        """List the changed servers that are due, leniently: a turn never fails for them."""
-        if self._changed:
-            await self._refresh(None, lenient=True)
+    async def update(self) -> Router:
+        """List the servers marked changed and due, as each turn does first: leniently, so
+        it never fails for them (see the class docstring)."""
+        if not self._changed:
+            return self.router
+        return await self._refresh(None, lenient=True)
 
     # -- turns -----------------------------------------------------------------------------
 
@@ -349,7 +351,7 @@ class McpRouter:
         include = None if include is None else tuple(include)
         allow = None if allow is None or isinstance(allow, str) else tuple(allow)
         deny = None if deny is None or isinstance(deny, str) else tuple(deny)
-        await self._refresh_for_turn()
+        await self.update()
         router = self.router
         scope: dict[str, Any] = {"state": state, "allow": allow, "deny": deny}
 
@@ -405,7 +407,7 @@ class McpRouter:
     ) -> RouteResult:
         """The tools routed for a search ``query`` (words, ``select:a,b`` or ``+term``), as
         a ``tool_search`` call asks, after listing the servers marked changed."""
-        await self._refresh_for_turn()
+        await self.update()
         scope = {"state": state, "allow": allow, "deny": deny}
         return await self._route(self.router, query, scope, top_k=top_k, turn_id=turn_id)
 

@@ -1,0 +1,296 @@
+"""``toolgate mcp-proxy``: the proxy as a process, in front of the servers of a config file.
+
+The upstream servers come in the ``mcpServers`` form MCP clients write::
+
+    {"mcpServers": {
+        "github": {"command": "github-mcp-server", "args": ["stdio"],
+                   "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "..."}},
+        "docs": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ..."}},
+        "old": {"command": "old-server", "disabled": true}}}
+
+Every upstream is started (or reached) at once, each within ``connect_timeout`` seconds, and
+each lives in a task of its own until the proxy stops: when its client closes stdin, or on
+SIGTERM / SIGINT. Stopping closes every upstream at once, so none outlives the proxy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+from anyio.abc import TaskGroup
+from mcp import Client
+from mcp.client.session import MessageHandlerFnT
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.stdio import stdio_server
+
+from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.integrations.mcp import McpClient, McpRouter
+from toolgate.integrations.mcp_proxy import McpProxy
+
+__all__ = ["CONNECT_TIMEOUT", "HttpServer", "ServerSpec", "load_servers", "serve_stdio"]
+
+#: Seconds an upstream server has to start and answer the handshake.
+CONNECT_TIMEOUT = 30.0
+
+_STDIO_KEYS = {"type", "command", "args", "env", "cwd", "disabled"}
+_HTTP_KEYS = {"type", "url", "headers", "disabled"}
+
+
+@dataclass(frozen=True)
+class HttpServer:
+    """A Streamable HTTP upstream: its URL and the headers every request carries."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+ServerSpec = StdioServerParameters | HttpServer
+
+
+def load_servers(path: str | Path) -> dict[str, ServerSpec]:
+    """The upstream servers of an MCP client configuration file, without the disabled ones.
+
+    Each entry is a stdio command (``command``, ``args``, ``env``, ``cwd``) or a Streamable
+    HTTP endpoint (``url``, ``headers``), optionally with ``type`` (``stdio``, ``http``) and
+    ``disabled``. Every problem is reported at once, naming the entry; an unknown key is one,
+    since a misspelt ``args`` would otherwise start the command without its arguments.
+    """
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInputError(f"{path}: not a JSON file: {exc}") from None
+    servers = config.get("mcpServers") if isinstance(config, dict) else None
+    if not isinstance(servers, dict) or not servers:
+        raise InvalidInputError(f'{path}: expected {{"mcpServers": {{name: {{...}}, ...}}}}')
+    specs: dict[str, ServerSpec] = {}
+    problems: list[str] = []
+    for name, entry in servers.items():
+        try:
+            spec = _server_spec(entry)
+        except ValueError as exc:
+            problems.append(f"mcpServers.{name}: {exc}")
+            continue
+        if spec is not None:
+            specs[name] = spec
+    if problems:
+        raise InvalidInputError(f"{path}: {'; '.join(problems)}")
+    if not specs:
+        raise InvalidInputError(f"{path}: every server is disabled")
+    return specs
+
+
+def _server_spec(entry: Any) -> ServerSpec | None:
+    """One ``mcpServers`` entry; ``None`` when it is disabled."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"expected an object, got {type(entry).__name__}")
+    http = "url" in entry or entry.get("type") in ("http", "streamable-http")
+    if unknown := sorted(set(entry) - (_HTTP_KEYS if http else _STDIO_KEYS)):
+        raise ValueError(f"unknown keys {unknown}")
+    if entry.get("type", "http" if http else "stdio") not in ("stdio", "http", "streamable-http"):
+        raise ValueError(f"'type' must be 'stdio' or 'http', got {entry['type']!r}")
+    if not isinstance(entry.get("disabled", False), bool):
+        raise ValueError(f"'disabled' must be true or false, got {entry['disabled']!r}")
+    spec = _http_spec(entry) if http else _stdio_spec(entry)
+    return None if entry.get("disabled", False) else spec
+
+
+def _http_spec(entry: dict[str, Any]) -> HttpServer:
+    url, headers = entry.get("url"), entry.get("headers", {})
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError(f"'url' must be an http(s) URL, got {url!r}")
+    if not _str_map(headers):
+        raise ValueError("'headers' must map names to string values")
+    return HttpServer(url, dict(headers))
+
+
+def _stdio_spec(entry: dict[str, Any]) -> StdioServerParameters:
+    command, args, env = entry.get("command"), entry.get("args", []), entry.get("env")
+    if not isinstance(command, str) or not command:
+        raise ValueError("needs 'command' (a stdio server) or 'url' (a Streamable HTTP one)")
+    if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+        raise ValueError(f"'args' must be a list of strings, got {args!r}")
+    if env is not None and not _str_map(env):
+        raise ValueError("'env' must map names to string values")
+    return StdioServerParameters(command=command, args=args, env=env, cwd=entry.get("cwd"))
+
+
+def _str_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+async def serve_stdio(
+    servers: Mapping[str, ServerSpec],
+    *,
+    top_k: int = 5,
+    lenient: bool = False,
+    connect_timeout: float = CONNECT_TIMEOUT,
+) -> None:
+    """Connect to ``servers``, then serve the proxy over this process's stdin / stdout
+    until the client closes it or a SIGTERM / SIGINT arrives.
+
+    An upstream that cannot be started or reached in ``connect_timeout`` seconds is an
+    :class:`InvalidInputError` naming it, or with ``lenient`` left out, with a line on
+    stderr.
+    """
+    router = McpRouter(top_k=top_k, lenient=lenient)
+    failure: ToolgateError | None = None
+    async with anyio.create_task_group() as group:
+        try:
+            upstreams = await _connect_all(group, router, servers, lenient, connect_timeout)
+            clients = upstreams.clients
+            await router.connect(clients)
+            group.start_soon(_stop_on_signal, upstreams)
+            for name in clients:
+                group.start_soon(_watch, router, name)
+            proxy = McpProxy(router, instructions=_instructions(clients))
+            async with stdio_server() as (read, write):
+                options = proxy.server.create_initialization_options()
+                await proxy.server.run(read, write, options)
+        except ToolgateError as exc:  # raised after the group, not wrapped in its group
+            failure = exc
+        group.cancel_scope.cancel()  # closes every upstream at once
+    if failure is not None:
+        raise failure
+
+
+class _Upstreams:
+    """The upstream connections, each held open by a task of its own (a client must be
+    closed by the task that opened it) until :meth:`close`."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.connected: dict[str, Client] = {}
+        self.errors: dict[str, BaseException] = {}
+        self.settled = {name: anyio.Event() for name in names}
+        self.closed = {name: anyio.Event() for name in names}
+        self.scopes = {name: anyio.CancelScope() for name in names}
+
+    @property
+    def clients(self) -> dict[str, McpClient]:
+        """The upstreams connected and not failed since."""
+        return {n: c for n, c in self.connected.items() if n not in self.errors}
+
+    async def hold(self, name: str, spec: ServerSpec, handler: MessageHandlerFnT) -> None:
+        try:
+            with self.scopes[name]:
+                async with _client(spec, handler) as client:
+                    self.connected[name] = client
+                    self.settled[name].set()
+                    await anyio.sleep_forever()
+        except Exception as exc:  # a command that fails to start, a URL that fails
+            self.errors.setdefault(name, exc)
+        finally:
+            self.settled[name].set()
+            self.closed[name].set()
+
+    async def close(self, timeout: float) -> None:
+        """Close every upstream at once, waiting at most ``timeout`` seconds."""
+        for scope in self.scopes.values():
+            scope.cancel()
+        with anyio.move_on_after(timeout):
+            for event in self.closed.values():
+                await event.wait()
+
+
+async def _connect_all(
+    group: TaskGroup,
+    router: McpRouter,
+    servers: Mapping[str, ServerSpec],
+    lenient: bool,
+    timeout: float,
+) -> _Upstreams:
+    """Start every upstream at once; the ones that fail or do not answer in ``timeout``
+    seconds are an error, or when ``lenient`` left out with a line on stderr."""
+    upstreams = _Upstreams(list(servers))
+    for name, spec in servers.items():
+        group.start_soon(upstreams.hold, name, spec, router.message_handler(name))
+    with anyio.move_on_after(timeout):
+        for event in upstreams.settled.values():
+            await event.wait()
+    for name, event in upstreams.settled.items():
+        if not event.is_set():
+            upstreams.errors[name] = TimeoutError(f"no answer within {timeout:g} s")
+            upstreams.scopes[name].cancel()
+    problems = [
+        f"cannot connect to MCP server {name!r}: {_first_error(upstreams.errors[name])!r}"
+        for name in servers
+        if name in upstreams.errors
+    ]
+    if problems and not lenient:
+        raise InvalidInputError("; ".join(problems))
+    for problem in problems:
+        print(f"toolgate mcp-proxy: {problem}; going on without it", file=sys.stderr)
+    return upstreams
+
+
+@asynccontextmanager
+async def _client(spec: ServerSpec, handler: MessageHandlerFnT) -> AsyncIterator[Client]:
+    if isinstance(spec, HttpServer):
+        # The SDK's own timeouts for MCP over HTTP: a response stream may stay open long.
+        timeout = httpx2.Timeout(30.0, read=300.0)
+        async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http:
+            transport = streamable_http_client(spec.url, http_client=http)
+            async with Client(transport, message_handler=handler) as client:
+                yield client
+    else:
+        async with Client(spec, message_handler=handler) as client:
+            yield client
+
+
+def _instructions(clients: Mapping[str, McpClient]) -> str:
+    """Each upstream's instructions, under its name."""
+    parts = []
+    for name, client in clients.items():
+        text = getattr(client, "instructions", None)
+        if isinstance(text, str) and text.strip():
+            parts.append(f"Server {name}: {text.strip()}")
+    return "\n\n".join(parts)
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (the SDK's task groups wrap transport errors)."""
+    # By duck type: BaseExceptionGroup is a builtin from Python 3.11 only.
+    while (inner := getattr(exc, "exceptions", None)) and isinstance(inner[0], BaseException):
+        exc = inner[0]
+    return exc
+
+
+async def _stop_on_signal(upstreams: _Upstreams) -> None:
+    """On SIGTERM or SIGINT, close every upstream, then end the process, where signals can
+    be received (not on Windows).
+
+    The process ends with ``os._exit``: the task reading stdin waits in a thread that
+    nothing can interrupt but input, which a client that signals may never send.
+    """
+    try:
+        receiver = anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)
+    except NotImplementedError:
+        return
+    with receiver as signals:
+        async for _ in signals:
+            await upstreams.close(timeout=10.0)
+            sys.stderr.flush()
+            os._exit(0)
+
+
+async def _watch(router: McpRouter, name: str) -> None:
+    """Follow ``name``'s change events on the 2026-07-28 protocol; an older connection
+    tells of changes through the message handler instead."""
+    try:
+        await router.watch(name)
+    except InvalidInputError:
+        pass
+    except Exception as exc:  # a dropped stream: changes then come with the next listing
+        print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
