@@ -299,23 +299,6 @@ class McpRouter:
             )
         return await self._refresh(None if servers is None else set(servers), self.lenient)
 
-    async def _refresh(self, servers: set[str] | None, lenient: bool) -> Router:
-        async with self._lock:
-            names = self._due() if servers is None else servers
-            if not names:
-                return self.router
-            clients = {name: self._client(name) for name in names}
-            # Cleared before listing, so a change heard meanwhile is listed next time.
-            self._changed -= names
-            try:
-                listed = await self._list_servers(clients, lenient)
-                router = await self._replace(listed, lenient)
-            except BaseException:
-                self._changed |= names  # still to be listed: the next turn tries again
-                raise
-            self._changed |= names - set(listed)
-            return router
-
     async def update(self) -> Router:
         """List the servers marked changed and due, as each turn does first: leniently, so
         it never fails for them (see the class docstring)."""
@@ -444,6 +427,23 @@ class McpRouter:
         self._changed &= set(self._clients)
         now = time.monotonic()
         return {name for name in self._changed if self._retry_at.get(name, 0.0) <= now}
+
+    async def _refresh(self, servers: set[str] | None, lenient: bool) -> Router:
+        async with self._lock:
+            names = self._due() if servers is None else servers
+            if not names:
+                return self.router
+            clients = {name: self._client(name) for name in names}
+            # Cleared before listing, so a change heard meanwhile is listed next time.
+            self._changed -= names
+            try:
+                listed = await self._list_servers(clients, lenient)
+                router = await self._replace(listed, lenient)
+            except BaseException:
+                self._changed |= names  # still to be listed: the next turn tries again
+                raise
+            self._changed |= names - set(listed)
+            return router
 
     async def _list_servers(
         self, clients: Mapping[str, McpClient], lenient: bool | None = None
