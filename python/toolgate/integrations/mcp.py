@@ -429,6 +429,8 @@ class McpRouter:
         return {name for name in self._changed if self._retry_at.get(name, 0.0) <= now}
 
     async def _refresh(self, servers: set[str] | None, lenient: bool) -> Router:
+        """List ``servers`` (``None``: the changed ones that are due) again and re-index;
+        ``lenient`` for listing failures and bad tools, as the class docstring says."""
         async with self._lock:
             names = self._due() if servers is None else servers
             if not names:
