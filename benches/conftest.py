@@ -32,7 +32,7 @@ class RatioTable:
 
     def lines(self) -> list[str]:
         """The table as text: time per call and the ratio to each reference present."""
-        out = ["search ratios (best of rounds; ratio < 1 means faster than the reference)"]
+        out = ["ratios (best of rounds; ratio < 1 means faster than the reference)"]
         for group, entries in self.groups.items():
             out.append(group)
             refs = [(ref, entries[ref]) for ref in self.references if ref in entries]
@@ -46,7 +46,9 @@ _TABLE = pytest.StashKey[RatioTable]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_TABLE] = RatioTable(references=("faiss IndexFlatIP", "read probe"))
+    config.stash[_TABLE] = RatioTable(
+        references=("faiss IndexFlatIP", "read probe", "route + promote", "client.call_tool")
+    )
 
 
 @pytest.fixture(scope="session")

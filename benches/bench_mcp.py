@@ -1,0 +1,157 @@
+"""What the MCP integrations add to a turn, against using the router directly.
+
+GitHub's MCP server listing (117 tools, ``../shared/data/catalogs``) is served by an in-memory
+client, so the times are toolgate's own, not a transport's. Every entry runs through one
+``anyio`` blocking portal (an event loop in a thread), peers included, so the portal's cost
+is the same on both sides of each ratio:
+
+* group ``mcp turn``: ``McpRouter.tools(text)`` against ``Router.route`` + ``Router.promote``
+  on the same router (``route + promote``): the worker-thread hop and the refresh check;
+* group ``mcp call``: ``McpRouter.call(tool_call, promotion)`` (verify, then forward) against
+  the client's own ``call_tool`` (``client.call_tool``).
+
+The query is the same every call, so its embedding is memoised and the overhead is not
+hidden behind the model. The notes give the tokens a client of ``toolgate mcp-proxy`` sees
+(the listing and one search) against the whole listing:
+
+    .venv/bin/python -m pytest benches/bench_mcp.py -q -p no:cacheprovider \\
+        -o python_files='bench_*.py'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from pytest_benchmark.fixture import BenchmarkFixture
+
+from toolgate.embed import Embedder
+from toolgate.integrations.mcp import McpRouter
+from toolgate.integrations.mcp_proxy import McpProxy
+from toolgate.promote import Promotion
+from toolgate.tokens import count_tools
+
+if TYPE_CHECKING:
+    from benches.conftest import RatioTable
+
+LISTING = (
+    Path(__file__).resolve().parents[2] / "shared/data/catalogs/github-mcp-server.tools-list.json"
+)
+QUERY = "open a pull request for my branch"
+CALL = {"name": "create_pull_request", "arguments": {"owner": "acme", "repo": "web",
+        "title": "Fix the login test", "head": "fix-login", "base": "main"}}  # fmt: skip
+
+
+class ListedClient:
+    """An MCP client whose server lists ``tools`` and answers every call at once."""
+
+    def __init__(self, tools: list[dict[str, Any]]) -> None:
+        self.tools = tools
+
+    async def list_tools(self) -> dict[str, Any]:
+        return {"tools": self.tools}
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        return {"content": [{"type": "text", "text": f"{name} done"}]}
+
+
+@pytest.fixture(scope="module")
+def portal() -> Iterator[BlockingPortal]:
+    with start_blocking_portal() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def github(portal: BlockingPortal) -> tuple[McpRouter, ListedClient]:
+    listing = json.loads(LISTING.read_text(encoding="utf-8"))
+    client = ListedClient(listing.get("tools") or listing["result"]["tools"])
+    router = McpRouter(top_k=5, embedder=Embedder(precision="int8"), cache=None)
+    portal.call(router.connect, {"github": client})
+    return router, client
+
+
+def _timed(benchmark: BenchmarkFixture, table: RatioTable, group: str, name: str, fn: Any) -> None:
+    benchmark.group = group
+    benchmark.pedantic(fn, rounds=300, warmup_rounds=20, iterations=1)
+    table.record(group, name, benchmark.stats.stats.min)
+
+
+def test_route_and_promote(
+    benchmark: BenchmarkFixture,
+    ratio_table: RatioTable,
+    portal: BlockingPortal,
+    github: tuple[McpRouter, ListedClient],
+) -> None:
+    router = github[0].router
+
+    def turn() -> Promotion:
+        return router.promote(router.route(QUERY, top_k=5, forms=False), format="anthropic")
+
+    _timed(benchmark, ratio_table, "mcp turn", "route + promote", lambda: portal.call(turn))
+
+
+def test_mcp_router_tools(
+    benchmark: BenchmarkFixture,
+    ratio_table: RatioTable,
+    portal: BlockingPortal,
+    github: tuple[McpRouter, ListedClient],
+) -> None:
+    mcp = github[0]
+
+    def turn() -> Promotion:
+        return portal.call(lambda: mcp.tools(QUERY, format="anthropic"))
+
+    _timed(benchmark, ratio_table, "mcp turn", "McpRouter.tools", turn)
+    assert "github/create_pull_request" in turn().active_ids
+
+
+def test_client_call_tool(
+    benchmark: BenchmarkFixture,
+    ratio_table: RatioTable,
+    portal: BlockingPortal,
+    github: tuple[McpRouter, ListedClient],
+) -> None:
+    client = github[1]
+
+    def call() -> Any:
+        return portal.call(lambda: client.call_tool(str(CALL["name"]), dict(CALL["arguments"])))
+
+    _timed(benchmark, ratio_table, "mcp call", "client.call_tool", call)
+
+
+def test_mcp_router_call(
+    benchmark: BenchmarkFixture,
+    ratio_table: RatioTable,
+    portal: BlockingPortal,
+    github: tuple[McpRouter, ListedClient],
+) -> None:
+    mcp = github[0]
+    promotion = portal.call(lambda: mcp.tools(QUERY, format="anthropic"))
+
+    def call() -> Any:
+        return portal.call(lambda: mcp.call(CALL, promotion))
+
+    _timed(benchmark, ratio_table, "mcp call", "McpRouter.call", call)
+    assert call().forwarded
+
+
+def test_proxy_tokens(ratio_table: RatioTable, github: tuple[McpRouter, ListedClient]) -> None:
+    """Tokens (o200k, MCP JSON) a proxy client sees, against the whole listing."""
+    mcp = github[0]
+    proxy = McpProxy(mcp, top_k=5)
+    whole = count_tools(mcp.router.catalog.to_provider("mcp"), "mcp", "o200k_base")
+    listed = count_tools(proxy.list_tools(), "mcp", "o200k_base")
+    result = anyio.run(proxy.call_tool, "search_tools", {"query": QUERY})
+    found = json.loads(result.content[0].text.split("\n", 1)[1])
+    searched = count_tools(found, "mcp", "o200k_base")
+    ratio_table.notes.append(
+        f"mcp-proxy, GitHub MCP ({len(mcp.router.catalog)} tools): whole listing {whole} "
+        f"tokens; proxy listing {listed} ({listed / whole:.3f}x); one search of "
+        f"{len(found)} tools {searched} ({searched / whole:.3f}x)"
+    )
+    assert listed < whole / 50
