@@ -32,8 +32,9 @@ def anthropic_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def exposed(promotion: Any) -> list[str]:
-    return [tool["function"]["name"] if "function" in tool else tool["name"]
-            for tool in promotion.tools]  # fmt: skip
+    return [
+        tool["function"]["name"] if "function" in tool else tool["name"] for tool in promotion.tools
+    ]
 
 
 def test_routes_a_turn_and_forwards_the_call_to_its_server(embedder: Embedder) -> None:
@@ -84,8 +85,10 @@ def test_a_name_two_servers_share_reaches_the_right_server_under_its_own_name(
             assert calendar_search != "search"  # renamed apart from github's search
             assert calendar_search in names
 
-            call = {"type": "function", "function": {"name": calendar_search,
-                    "arguments": json.dumps({"text": "offsite"})}}  # fmt: skip
+            call = {
+                "type": "function",
+                "function": {"name": calendar_search, "arguments": json.dumps({"text": "offsite"})},
+            }
             outcome = await router.call({"id": "c1", **call}, promotion)
             assert outcome.server == "calendar"
             assert text_of(outcome.result) == "events matching 'offsite'"
@@ -157,11 +160,18 @@ def test_a_list_changed_notification_is_listed_again_on_the_next_turn(embedder: 
             assert "github/publish_release" in promotion.active_ids
             assert router.router is not first
             assert router.router.catalog.diff(first.catalog).to_dict() == {
-                "added": [], "removed": ["github/publish_release"], "changed": [],
-            }  # fmt: skip
+                "added": [],
+                "removed": ["github/publish_release"],
+                "changed": [],
+            }
 
-            call = {"id": "c1", "function": {"name": "publish_release",
-                    "arguments": json.dumps({"repo": "acme/web", "tag": "v2.0"})}}  # fmt: skip
+            call = {
+                "id": "c1",
+                "function": {
+                    "name": "publish_release",
+                    "arguments": json.dumps({"repo": "acme/web", "tag": "v2.0"}),
+                },
+            }
             outcome = await router.call(call, promotion)
             assert text_of(outcome.result) == "published v2.0"
 
@@ -226,8 +236,10 @@ def test_every_page_of_a_listing_is_read(embedder: Embedder, client_type: type) 
         router = McpRouter(top_k=1, embedder=embedder, cache=None)
         built = await router.connect({"billing": client})
         assert built.catalog.ids == [
-            "billing/list_invoices", "billing/refund_payment", "billing/create_customer",
-        ]  # fmt: skip
+            "billing/list_invoices",
+            "billing/refund_payment",
+            "billing/create_customer",
+        ]
         assert client.asked == [None, "p2", "p3"]
 
         promotion = await router.tools("refund the payment for order 1182")
@@ -252,8 +264,9 @@ def test_a_listing_that_never_ends_is_an_error_naming_the_server(embedder: Embed
 
 class FlakyClient(PagedClient):
     def __init__(self, failures: int) -> None:
-        super().__init__([[mcp_tool("get_forecast", "Get the weather forecast for a city.")]],
-                         [None])  # fmt: skip
+        super().__init__(
+            [[mcp_tool("get_forecast", "Get the weather forecast for a city.")]], [None]
+        )
         self.failures = failures
 
     async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
@@ -471,8 +484,11 @@ def test_a_listing_is_read_past_the_clients_response_cache(embedder: Embedder) -
         router = McpRouter(top_k=1, embedder=embedder, cache=None)
         async with Client(server_cached) as notes, Client(server) as github:
             await router.connect({"notes": notes, "github": github})
-            server_cached.add_tool(lambda title: "deleted", name="delete_note",
-                                   description="Delete a note by its title.")  # fmt: skip
+            server_cached.add_tool(
+                lambda title: "deleted",
+                name="delete_note",
+                description="Delete a note by its title.",
+            )
             router.mark_changed("notes")
             promotion = await router.tools("delete the note about groceries")
             assert promotion.active_ids == ("notes/delete_note",)
@@ -541,8 +557,9 @@ def test_connecting_twice_at_once_connects_once(embedder: Embedder) -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(connect, "a")
             group.start_soon(connect, "b")
-        assert sorted(outcomes) == sorted([router.servers[0], "already connected; use "
-                                           "add_server to add a server"])  # fmt: skip
+        refused = "already connected; use add_server to add a server"
+        assert sorted(outcomes) == sorted([*router.servers, refused])
+        assert len(router.servers) == 1
 
     run(main)
 

@@ -248,8 +248,11 @@ def test_a_server_config_reads_commands_and_urls(tmp_path: Path) -> None:
     stdio = servers["gh"]
     assert isinstance(stdio, StdioServerParameters)
     assert (stdio.command, stdio.args, stdio.env, str(stdio.cwd)) == (
-        "gh-mcp", ["stdio"], {"TOKEN": "t"}, "/tmp",
-    )  # fmt: skip
+        "gh-mcp",
+        ["stdio"],
+        {"TOKEN": "t"},
+        "/tmp",
+    )
     with pytest.raises(InvalidInputError, match="cannot read"):
         load_servers(tmp_path / "missing.json")
 
@@ -260,8 +263,12 @@ def test_an_upstream_that_cannot_start_is_named(tmp_path: Path) -> None:
     config.write_text(json.dumps({"mcpServers": {"broken": broken}}), encoding="utf-8")
     completed = subprocess.run(
         [sys.executable, "-m", "toolgate", "mcp-proxy", "--config", str(config)],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     assert completed.returncode == 2
     assert "mcp-proxy: error: cannot connect to MCP server 'broken'" in completed.stderr
     assert completed.stdout == ""
@@ -298,10 +305,15 @@ def proxy_process(config: Path, *flags: str) -> subprocess.Popen[bytes]:
 def initialize(process: subprocess.Popen[bytes]) -> dict[str, Any]:
     """The proxy's answer to a handshake-era ``initialize``, written as a client would."""
     request = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "test", "version": "0"}},
-    }  # fmt: skip
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
     assert process.stdin is not None
     assert process.stdout is not None
     process.stdin.write(json.dumps(request).encode() + b"\n")
