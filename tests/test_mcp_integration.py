@@ -350,6 +350,10 @@ def test_tool_search_answers_in_band_and_its_finds_come_next_turn(embedder: Embe
             again = await search("select:create_issue,open_pr")
             assert again.found == ()
             assert text_of(again.result).splitlines()[1:] == ["No tool is named: open_pr."]
+            typo = await search("select:merge_pull_requst")
+            assert text_of(typo.result).splitlines()[-1] == (
+                "No tool is named: merge_pull_requst (did you mean 'merge_pull_request'?)."
+            )
             # The turn's allow / deny lists hold for searches too.
             assert (await search("merge a pull request", deny=["merge_*"])).found[:1] != (
                 "github/merge_pull_request",

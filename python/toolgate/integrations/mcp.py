@@ -61,7 +61,7 @@ from toolgate.router import Router, default_embedder
 from toolgate.state import State
 from toolgate.telemetry import Telemetry
 from toolgate.tool import Tool
-from toolgate.verify import Verdict
+from toolgate.verify import Verdict, closest_name
 
 __all__ = ["CallOutcome", "McpClient", "McpRouter"]
 
@@ -564,7 +564,7 @@ class McpRouter:
             )
             return CallOutcome(_error_result(refused), refused)
         new = tuple(i for i in found.ids if i not in offered.active_ids)
-        result = _search_result([router.catalog[i] for i in new], found.unknown)
+        result = _search_result([router.catalog[i] for i in new], found.unknown, router.catalog)
         return CallOutcome(result, verdict, found=new)
 
     async def _forward(self, router: Router, verdict: Verdict) -> CallOutcome:
@@ -668,7 +668,9 @@ def _error_result(verdict: Verdict) -> CallToolResult:
     return CallToolResult.model_validate(verdict.to_tool_result("mcp"))
 
 
-def _search_result(found: Sequence[Tool], unknown: Sequence[str]) -> CallToolResult:
+def _search_result(
+    found: Sequence[Tool], unknown: Sequence[str], catalog: Catalog
+) -> CallToolResult:
     """The answer to a ``tool_search`` call: each tool found, by the name the model will call
     it by, with its summary; and the names ``select:`` asked for that no tool has."""
     lines = [f"- {tool.exposed_name}: {tool.summary}" for tool in found]
@@ -677,5 +679,16 @@ def _search_result(found: Sequence[Tool], unknown: Sequence[str]) -> CallToolRes
     else:
         lines.append("No other tool matched. Try other words, or 'select:name' for a tool.")
     if unknown:
-        lines.append(f"No tool is named: {', '.join(unknown)}.")
+        lines.append(unknown_names_note(unknown, catalog))
     return _text_result("\n".join(lines), is_error=False)
+
+
+def unknown_names_note(unknown: Sequence[str], catalog: Catalog) -> str:
+    """``No tool is named: x (did you mean 'y'?).`` for names a ``select:`` asked for that
+    no tool of ``catalog`` has, each with the closest exposed name if one is close."""
+    names = [tool.exposed_name for tool in catalog]
+    parts = []
+    for name in unknown:
+        close = closest_name(name, names)
+        parts.append(f"{name} (did you mean {close!r}?)" if close else name)
+    return f"No tool is named: {', '.join(parts)}."

@@ -34,7 +34,7 @@ from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, Pa
 from toolgate.adapters.mcp import export
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError, ToolgateError
-from toolgate.integrations.mcp import McpRouter
+from toolgate.integrations.mcp import McpRouter, unknown_names_note
 from toolgate.verify import Verdict
 
 __all__ = ["McpProxy"]
@@ -119,7 +119,7 @@ class McpProxy:
         catalog = self.router.router.catalog
         # Pinned tools are listed already: a search shows the others.
         ids = [i for i in found.ids if i in catalog and not catalog[i].pinned]
-        unknown = f"\nNo tool is named: {', '.join(found.unknown)}." if found.unknown else ""
+        unknown = f"\n{unknown_names_note(found.unknown, catalog)}" if found.unknown else ""
         if not ids:
             return _text(f"No tool matched. Try other words, or 'select:name'.{unknown}")
         tools = [{**export(catalog[i]), "server": catalog[i].server} for i in ids]
