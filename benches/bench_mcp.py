@@ -21,7 +21,8 @@ hidden behind the model. The notes give the tokens a client of ``toolgate mcp-pr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,68 +76,65 @@ def github(portal: BlockingPortal) -> tuple[McpRouter, ListedClient]:
     return router, client
 
 
-def _timed(benchmark: BenchmarkFixture, table: RatioTable, group: str, name: str, fn: Any) -> None:
-    benchmark.group = group
-    benchmark.pedantic(fn, rounds=300, warmup_rounds=20, iterations=1)
-    table.record(group, name, benchmark.stats.stats.min)
+@dataclass
+class Bench:
+    """One benchmark's fixtures: the portal, the router and its client, and the timer."""
+
+    benchmark: BenchmarkFixture
+    table: RatioTable
+    portal: BlockingPortal
+    mcp: McpRouter
+    client: ListedClient
+
+    def time(self, group: str, name: str, fn: Callable[[], Any]) -> None:
+        self.benchmark.group = group
+        self.benchmark.pedantic(fn, rounds=300, warmup_rounds=20, iterations=1)
+        self.table.record(group, name, self.benchmark.stats.stats.min)
 
 
-def test_route_and_promote(
+@pytest.fixture
+def bench(
     benchmark: BenchmarkFixture,
     ratio_table: RatioTable,
     portal: BlockingPortal,
     github: tuple[McpRouter, ListedClient],
-) -> None:
-    router = github[0].router
+) -> Bench:
+    return Bench(benchmark, ratio_table, portal, *github)
+
+
+def test_route_and_promote(bench: Bench) -> None:
+    router = bench.mcp.router
 
     def turn() -> Promotion:
         return router.promote(router.route(QUERY, top_k=5, forms=False), format="anthropic")
 
-    _timed(benchmark, ratio_table, "mcp turn", "route + promote", lambda: portal.call(turn))
+    bench.time("mcp turn", "route + promote", lambda: bench.portal.call(turn))
 
 
-def test_mcp_router_tools(
-    benchmark: BenchmarkFixture,
-    ratio_table: RatioTable,
-    portal: BlockingPortal,
-    github: tuple[McpRouter, ListedClient],
-) -> None:
-    mcp = github[0]
-
+def test_mcp_router_tools(bench: Bench) -> None:
     def turn() -> Promotion:
-        return portal.call(lambda: mcp.tools(QUERY, format="anthropic"))
+        return bench.portal.call(lambda: bench.mcp.tools(QUERY, format="anthropic"))
 
-    _timed(benchmark, ratio_table, "mcp turn", "McpRouter.tools", turn)
+    bench.time("mcp turn", "McpRouter.tools", turn)
     assert "github/create_pull_request" in turn().active_ids
 
 
-def test_client_call_tool(
-    benchmark: BenchmarkFixture,
-    ratio_table: RatioTable,
-    portal: BlockingPortal,
-    github: tuple[McpRouter, ListedClient],
-) -> None:
-    client = github[1]
+def test_client_call_tool(bench: Bench) -> None:
+    name, arguments = str(CALL["name"]), dict(CALL["arguments"])
 
     def call() -> Any:
-        return portal.call(lambda: client.call_tool(str(CALL["name"]), dict(CALL["arguments"])))
+        return bench.portal.call(lambda: bench.client.call_tool(name, arguments))
 
-    _timed(benchmark, ratio_table, "mcp call", "client.call_tool", call)
+    bench.time("mcp call", "client.call_tool", call)
 
 
-def test_mcp_router_call(
-    benchmark: BenchmarkFixture,
-    ratio_table: RatioTable,
-    portal: BlockingPortal,
-    github: tuple[McpRouter, ListedClient],
-) -> None:
-    mcp = github[0]
-    promotion = portal.call(lambda: mcp.tools(QUERY, format="anthropic"))
+def test_mcp_router_call(bench: Bench) -> None:
+    promotion = bench.portal.call(lambda: bench.mcp.tools(QUERY, format="anthropic"))
 
     def call() -> Any:
-        return portal.call(lambda: mcp.call(CALL, promotion))
+        return bench.portal.call(lambda: bench.mcp.call(CALL, promotion))
 
-    _timed(benchmark, ratio_table, "mcp call", "McpRouter.call", call)
+    bench.time("mcp call", "McpRouter.call", call)
     assert call().forwarded
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -616,5 +617,101 @@ def test_bad_input_is_named(embedder: Embedder) -> None:
             await router.refresh("billing")
         with pytest.raises(InvalidInputError, match="takes the turn's Promotion"):
             await router.call({"name": "x"}, router.router.route("refund"))  # type: ignore[arg-type]
+
+    run(main)
+
+
+def test_the_hosts_scope_is_checked_and_never_blamed_on_the_model(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        await router.connect({"billing": PagedClient(PAGES, ["p2", "p3", None])})
+        for bad in ({"deny": "refund_*"}, {"allow": 5}, {"include": "billing/refund_payment"}):
+            with pytest.raises(InvalidInputError, match="must be a list"):
+                await router.tools("refund a payment", **bad)
+        promotion = await router.tools("refund a payment", pool="digest")
+        search = {"name": "tool_search", "arguments": {"query": "create a customer"}}
+        with pytest.raises(InvalidInputError, match="allow/deny must be a list"):
+            await router.call(search, promotion, deny="create_*")  # type: ignore[arg-type]
+
+        # A tool the deny list shuts out is refused, and not promised for the next turn.
+        asked = await router.call(
+            {"name": "create_customer", "arguments": {}}, promotion, deny=["create_*"]
+        )
+        assert asked.found == ()
+        assert "Ask for" not in json.loads(text_of(asked.result))["message"]
+
+    run(main)
+
+
+def test_a_search_reads_the_tools_as_they_are_now(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        billing = PagedClient([list(PAGES[0] + PAGES[1])], [None])
+        await router.connect({"billing": billing})
+        turn = await router.tools("refund a payment", pool="digest")
+        billing.pages[0] = [*billing.pages[0], PAGES[2][0]]  # create_customer, added since
+        router.mark_changed("billing")
+        search = {"name": "tool_search", "arguments": {"query": "create a customer record"}}
+        outcome = await router.call(search, turn)
+        assert outcome.found == ("billing/create_customer",)
+
+    run(main)
+
+
+class NoticingClient(PagedClient):
+    """Hears of a change while its listing is read (the notice arrives mid-listing)."""
+
+    def __init__(self, router: McpRouter) -> None:
+        super().__init__(PAGES, ["p2", "p3", None])
+        self.router = router
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        if cursor == "p3":
+            self.router.mark_changed("billing")
+        return await super().list_tools(cursor)
+
+
+def test_a_change_heard_while_connecting_is_listed_next_turn(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        await router.connect({"billing": NoticingClient(router)})
+        assert router.changed == {"billing"}
+
+    run(main)
+
+
+def test_a_turn_does_not_wait_for_another_servers_listing(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, list_timeout=5, retry_after=60)
+        hanging = HangingClient(PAGES, ["p2", "p3", None])
+        weather = FlakyClient(failures=0)
+        await router.connect({"billing": hanging, "weather": weather})
+        elapsed: dict[str, float] = {}
+
+        async def turn(name: str, query: str) -> None:
+            start = anyio.current_time()
+            with pytest.warns(CatalogWarning) if name == "billing" else nullcontext():
+                await router.tools(query)
+            elapsed[name] = anyio.current_time() - start
+
+        router.mark_changed("billing")
+        async with anyio.create_task_group() as group:
+            group.start_soon(turn, "billing", "refund a payment")  # lists billing: hangs 5 s
+            await anyio.sleep(0.2)
+            router.mark_changed("weather")
+            group.start_soon(turn, "weather", "weather forecast for Oslo")
+        assert elapsed["weather"] < 2.5 < elapsed["billing"]
+
+    run(main)
+
+
+def test_timeouts_and_cursors_are_read_with_care(embedder: Embedder) -> None:
+    with pytest.raises(InvalidInputError, match="list_timeout must be seconds > 0"):
+        McpRouter(list_timeout=0)
+
+    async def main() -> None:
+        router = McpRouter(embedder=embedder, cache=None)
+        built = await router.connect({"billing": PagedClient(PAGES[:1], [""])})  # "": the end
+        assert built.catalog.ids == ["billing/list_invoices"]
 
     run(main)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from tests.mcp_fixtures import (
 )
 
 from toolgate import InvalidInputError
+from toolgate.config import RouterConfig
 from toolgate.embed import Embedder
 from toolgate.integrations.mcp import McpRouter
 from toolgate.integrations.mcp_proxy import McpProxy
@@ -138,6 +140,9 @@ def test_pinned_tools_are_listed_and_called_directly(embedder: Embedder) -> None
             assert text_of(direct) == "ran search_tools"
             found = await client.call_tool("toolgate_search_tools", {"query": "new event"})
             assert found_tools(found)[0]["name"] == "create_event"
+            empty = await client.call_tool("toolgate_search_tools", {"query": ""})
+            message = json.loads(text_of(empty))["message"]
+            assert message == "toolgate_search_tools takes 'query', a non-empty string"
         assert calendar.called == [("search_tools", {"id": "offsite"})]
 
     run(main)
@@ -220,6 +225,7 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
         ('{"mcpServers": {"a": {"command": "x", "arg": ["y"]}}}', r"unknown keys \['arg'\]"),
         ('{"mcpServers": {"a": {"url": "http://x", "headers": {"A": 1}}}}', "'headers' must map"),
         ('{"mcpServers": {"a": {"type": "sse", "command": "x"}}}', "'type' must be 'stdio'"),
+        ('{"mcpServers": {"a": {"type": "stdio", "url": "http://x"}}}', "does not fit"),
         ('{"mcpServers": {"a": {"command": "x", "disabled": true}}}', "every server is disabled"),
         (
             '{"mcpServers": {"a": {"command": "x", "args": "y"}, "b": {"command": "z", "env": 1}}}',
@@ -349,4 +355,57 @@ def test_sigterm_stops_the_proxy_and_its_upstreams(tmp_path: Path) -> None:
         assert "cannot connect to MCP server 'stuck'" in process.stderr.read().decode()
     assert "Server notes: Notes are kept for 30 days." in answer["result"]["instructions"]
     with pytest.raises(ProcessLookupError):  # the upstream went with the proxy
+        os.kill(upstream_pid, 0)
+
+
+def test_the_proxy_keeps_to_its_allow_and_deny_lists(embedder: Embedder) -> None:
+    async def main() -> None:
+        tools = [
+            mcp_tool("delete_note", "Delete a note for good."),
+            mcp_tool("add_note", "Save a new note."),
+        ]
+        notes = PagedClient([tools], [None])
+        router = McpRouter(embedder=embedder, cache=None, config=RouterConfig(top_k=2))
+        await router.connect({"notes": notes})
+        proxy = McpProxy(router, deny=["delete_*"])
+        assert proxy.top_k == 2  # the router's configured top_k
+        async with Client(proxy.server) as client:
+            found = await client.call_tool("search_tools", {"query": "delete a note"})
+            assert [t["name"] for t in found_tools(found)] == ["add_note"]
+            refused = await client.call_tool("call_tool", {"name": "delete_note", "arguments": {}})
+            body = json.loads(text_of(refused))
+            assert body["error"] == "tool_not_available"
+            assert body["message"].startswith("Tool 'delete_note' is not available.")
+        assert notes.called == []
+
+    run(main)
+
+
+HANGING_UPSTREAM = """
+import os, sys, time
+open(sys.argv[1], "w").write(str(os.getpid()))
+time.sleep(600)
+"""
+
+
+def test_sigterm_while_starting_stops_the_upstreams_started(tmp_path: Path) -> None:
+    upstream = tmp_path / "hanging.py"
+    upstream.write_text(HANGING_UPSTREAM, encoding="utf-8")
+    pid_file = tmp_path / "upstream.pid"
+    hanging = {"command": sys.executable, "args": [str(upstream), str(pid_file)]}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"stuck": hanging}}))
+
+    with proxy_process(config, "--connect-timeout", "60") as process:
+        try:
+            for _ in range(600):  # the upstream is up, the proxy still waiting for it
+                if pid_file.exists() and pid_file.read_text():
+                    break
+                time.sleep(0.05)
+            upstream_pid = int(pid_file.read_text())
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 0
+        finally:
+            process.kill()
+    with pytest.raises(ProcessLookupError):
         os.kill(upstream_pid, 0)

@@ -100,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
         "--lenient", action="store_true", help="skip bad tools and unreachable servers"
     )
     proxy.add_argument(
+        "--allow", action="append", metavar="PATTERN", help="only tools matching (repeatable)"
+    )
+    proxy.add_argument(
+        "--deny", action="append", metavar="PATTERN", help="never tools matching (repeatable)"
+    )
+    proxy.add_argument(
         "--connect-timeout",
         type=float,
         default=30.0,

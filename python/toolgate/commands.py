@@ -180,7 +180,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         raise InvalidInputError(f"--connect-timeout must be > 0, got {args.connect_timeout}")
     serve = partial(
         serve_stdio, servers, top_k=args.top_k, lenient=args.lenient,
-        connect_timeout=args.connect_timeout,
+        connect_timeout=args.connect_timeout, allow=args.allow, deny=args.deny,
     )  # fmt: skip
     anyio.run(serve)
 

@@ -54,6 +54,7 @@ __all__ = [
     "promote_tools",
     "render_pool",
     "search_tool",
+    "tools_in_scope",
 ]
 
 #: Largest full summary pool ``pool="auto"`` keeps; past it the per-server digest is used.
@@ -222,9 +223,9 @@ def render_pool(
     if mode == "none":
         text = ""
     elif mode == "full":
-        text = _render_full(_in_scope(catalog, scope))
+        text = _render_full(tools_in_scope(catalog, *scope))
     else:
-        text = _render_digest(_in_scope(catalog, scope), search_name)
+        text = _render_digest(tools_in_scope(catalog, *scope), search_name)
     result = (text, count_text(text, encoding) if text else 0)
     with _POOL_LOCK:
         if len(_POOL_CACHE) >= _POOL_CACHE_SIZE:
@@ -233,11 +234,13 @@ def render_pool(
     return result
 
 
-def _in_scope(catalog: Catalog, scope: Scope) -> Sequence[Tool]:
-    """The tools of ``catalog`` that ``scope``'s allow and deny patterns admit, in order."""
-    if scope == _ANY_SCOPE:
+def tools_in_scope(
+    catalog: Catalog, allow: Sequence[str] | None, deny: Sequence[str] | None
+) -> Sequence[Tool]:
+    """The tools of ``catalog`` that the ``allow`` and ``deny`` patterns admit (see
+    :mod:`toolgate.scopes`), in catalog order."""
+    if allow is None and deny is None:
         return catalog.tools
-    allow, deny = scope
     with _POOL_LOCK:
         matcher = _MATCHERS.get(catalog.version)
         if matcher is None:
@@ -270,8 +273,7 @@ def _choose_pool(
     limit = FULL_POOL_MAX_TOKENS
     if budget is not None and budget.max_context_tokens is not None:
         limit = min(limit, budget.max_context_tokens // 2)
-    listed = len(catalog) if scope == _ANY_SCOPE else len(_in_scope(catalog, scope))
-    if listed * _MIN_LINE_TOKENS > limit:
+    if len(tools_in_scope(catalog, *scope)) * _MIN_LINE_TOKENS > limit:
         # Too many tools for any full pool to fit: skip rendering and counting it.
         return ("digest", *render("digest"))
     text, tokens = render("full")

@@ -48,7 +48,7 @@ from toolgate.router_store import (
     save_fingerprinted,
     write_catalog_and_manifest,
 )
-from toolgate.scopes import ScopeMatcher
+from toolgate.scopes import ScopeMatcher, pattern_list
 from toolgate.state import FlagVocabulary, State
 from toolgate.telemetry import Telemetry, as_telemetry
 from toolgate.tool import Tool
@@ -442,7 +442,7 @@ class Router:
         promises the model on its next turn (``include=found.ids``); entries naming no tool
         (gone after a refresh) are reported in the result's ``unknown``.
         """
-        allow, deny = _patterns(allow), _patterns(deny)
+        allow, deny = pattern_list(allow), pattern_list(deny)
         result = self._route(query, state, history, top_k, threshold, allow, deny, forms, include)
         if allow is not None or deny is not None:
             result = replace(result, allow=allow, deny=deny)
@@ -812,16 +812,6 @@ class Router:
                 f"the route result is for catalog version {result.catalog_version}, "
                 f"this router serves {self._outline.version}"
             )
-
-
-def _patterns(patterns: Iterable[str] | None) -> tuple[str, ...] | None:
-    """An allow / deny list as a tuple, read once (a generator would be spent by its first
-    reader). Its entries are checked where they are resolved (:mod:`toolgate.scopes`)."""
-    if patterns is None:
-        return None
-    if isinstance(patterns, str) or not isinstance(patterns, Iterable):
-        raise InvalidInputError(f"allow/deny must be a list of patterns, got {patterns!r}")
-    return tuple(patterns)
 
 
 def _contains(sorted_rows: np.ndarray, row: int) -> bool:

@@ -24,10 +24,21 @@ import numpy as np
 
 from toolgate.errors import InvalidInputError
 
-__all__ = ["ScopeMatcher"]
+__all__ = ["ScopeMatcher", "pattern_list"]
 
 # fnmatch's special characters: a pattern without them matches only itself.
 _GLOB = re.compile(r"[*?\[]")
+
+
+def pattern_list(patterns: Iterable[str] | None) -> tuple[str, ...] | None:
+    """An allow / deny list as a tuple, read once (a generator would be spent by its first
+    reader); ``None`` stays ``None``. A string or a non-iterable is an
+    :class:`InvalidInputError`; the entries are checked where they are resolved."""
+    if patterns is None:
+        return None
+    if isinstance(patterns, str) or not isinstance(patterns, Iterable):
+        raise InvalidInputError(f"allow/deny must be a list of patterns, got {patterns!r}")
+    return tuple(patterns)
 
 
 class ScopeMatcher:

@@ -24,7 +24,7 @@ id, ``server/name``) to a connected client, an ``mcp.Client`` or ``mcp.ClientSes
         await router.connect({"github": github})
         promotion = await router.tools(user_text, format="anthropic")
         reply = await model.create(tools=promotion.request_tools(), ...)    # the host's call
-        outcome = await router.call(reply.content[-1], promotion)          # a tool_use block
+        outcome = await router.call(reply.content[-1].model_dump(), promotion)  # tool_use
         # outcome.result: the CallToolResult to send back as the tool result
 """
 
@@ -54,14 +54,16 @@ from toolgate.embed import Embedder
 from toolgate.embed_cache import EmbeddingCache
 from toolgate.errors import CatalogError, InvalidInputError
 from toolgate.history import HistoryTurn
+from toolgate.integrations.mcp_answers import error_result, text_result, unknown_names_note
 from toolgate.integrations.mcp_listing import McpClient, list_server_tools, plain
-from toolgate.promote import TOOL_SEARCH_ID, Promotion
+from toolgate.promote import TOOL_SEARCH_ID, Promotion, tools_in_scope
 from toolgate.route_result import RouteResult
 from toolgate.router import Router, default_embedder
+from toolgate.scopes import pattern_list
 from toolgate.state import State
 from toolgate.telemetry import Telemetry
 from toolgate.tool import Tool
-from toolgate.verify import Verdict, closest_name
+from toolgate.verify import Verdict
 
 __all__ = ["CallOutcome", "McpClient", "McpRouter"]
 
@@ -139,9 +141,12 @@ class McpRouter:
             isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1
         ):
             raise InvalidInputError(f"top_k must be an integer >= 1, got {top_k!r}")
-        for name, seconds in (("list_timeout", list_timeout), ("retry_after", retry_after)):
-            if seconds is not None and not (_is_number(seconds) and seconds >= 0):
-                raise InvalidInputError(f"{name} must be a number of seconds >= 0, got {seconds!r}")
+        if list_timeout is not None and not (_is_number(list_timeout) and list_timeout > 0):
+            raise InvalidInputError(
+                f"list_timeout must be seconds > 0 or None, got {list_timeout!r}"
+            )
+        if not (_is_number(retry_after) and retry_after >= 0):
+            raise InvalidInputError(f"retry_after must be seconds >= 0, got {retry_after!r}")
         self.top_k = top_k
         self.lenient = lenient
         self.list_timeout = list_timeout
@@ -158,6 +163,7 @@ class McpRouter:
         self._routers: OrderedDict[str, Router] = OrderedDict()
         self._changed: set[str] = set()
         self._retry_at: dict[str, float] = {}
+        self._listing: set[str] = set()
         self._lock = anyio.Lock()
 
     # -- connections ---------------------------------------------------------------------
@@ -181,7 +187,8 @@ class McpRouter:
 
             router = await anyio.to_thread.run_sync(build)
             self._clients = clients
-            self._changed = set(clients) - set(listed)
+            # Kept: a change heard while listing is listed again next turn.
+            self._changed |= set(clients) - set(listed)
             self._keep(router)
         return router
 
@@ -331,12 +338,10 @@ class McpRouter:
         :meth:`Router.route`'s and :meth:`Router.promote`'s. Routing runs in a worker
         thread, off the event loop.
         """
-        include = None if include is None else tuple(include)
-        allow = None if allow is None or isinstance(allow, str) else tuple(allow)
-        deny = None if deny is None or isinstance(deny, str) else tuple(deny)
+        include = _id_list(include)
+        scope = _scope(state, allow, deny)
         await self.update()
         router = self.router
-        scope: dict[str, Any] = {"state": state, "allow": allow, "deny": deny}
 
         def work() -> Promotion:
             if isinstance(query, str) and not query.strip():
@@ -368,15 +373,24 @@ class McpRouter:
         answered here: the tools it finds (routed under ``state``, ``allow`` and ``deny``,
         which should be the turn's) that the turn did not offer are listed in the result and
         in :attr:`CallOutcome.found`. A tool its server removed or changed since the turn
-        began is refused, or checked against its new schema. Errors the server or the
-        connection raise are the host's, and propagate.
+        began (as last listed) is refused, or checked against its new schema. ``state``,
+        ``allow`` and ``deny`` are checked first: an error in them is raised, since it is the
+        host's. Errors the server or the connection raise are the host's too, and propagate.
         """
+        scope = _scope(state, allow, deny)  # the host's: checked before the model's call
         router, offered = self._checked_against(promotion)
         verdict = router.verify(tool_call, offered, turn_id=turn_id)
         if verdict.ok and verdict.tool_id == TOOL_SEARCH_ID:
-            scope = {"state": state, "allow": allow, "deny": deny}
-            return await self._answer_search(router, verdict, offered, scope, turn_id)
-        return await self._forward(router, verdict)
+            return await self._answer_search(verdict, offered, scope, turn_id)
+        outcome = await self._forward(router, verdict)
+        if outcome.found and not await self._admitted(outcome.found[0], scope):
+            # Shut out by the state or the allow / deny lists: asking again would not help.
+            shut = replace(
+                outcome.verdict,
+                message=f"Tool {verdict.name!r} is not available. Use one of the available tools.",
+            )
+            return CallOutcome(error_result(shut), shut)
+        return outcome
 
     async def search(
         self,
@@ -390,18 +404,26 @@ class McpRouter:
     ) -> RouteResult:
         """The tools routed for a search ``query`` (words, ``select:a,b`` or ``+term``), as
         a ``tool_search`` call asks, after listing the servers marked changed."""
+        scope = _scope(state, allow, deny)
         await self.update()
-        scope = {"state": state, "allow": allow, "deny": deny}
         return await self._route(self.router, query, scope, top_k=top_k, turn_id=turn_id)
 
-    async def call_any(self, tool_call: Mapping[str, Any], *, turn_id: str = "") -> CallOutcome:
-        """Like :meth:`call`, but any tool of the current catalog may be called, as when the
-        model learnt of it from a search rather than from a turn's tools (see
-        :mod:`toolgate.integrations.mcp_proxy`). The name and the arguments are still
-        checked: an unknown name gets the closest one, bad arguments the failing path. No
-        server is listed again first: a call waits for no server but its own."""
+    async def call_any(
+        self,
+        tool_call: Mapping[str, Any],
+        *,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
+        turn_id: str = "",
+    ) -> CallOutcome:
+        """Like :meth:`call`, but any tool of the current catalog that ``allow`` / ``deny``
+        admit may be called, as when the model learnt of it from a search rather than from a
+        turn's tools (see :mod:`toolgate.integrations.mcp_proxy`). The name and the arguments
+        are still checked: an unknown name gets the closest one, bad arguments the failing
+        path. No server is listed again first: a call waits for no server but its own."""
         router = self.router
-        verdict = router.verify(tool_call, router.catalog.ids, turn_id=turn_id)
+        admitted = tools_in_scope(router.catalog, pattern_list(allow), pattern_list(deny))
+        verdict = router.verify(tool_call, [tool.id for tool in admitted], turn_id=turn_id)
         return await self._forward(router, verdict)
 
     # -- internals -------------------------------------------------------------------------
@@ -429,23 +451,29 @@ class McpRouter:
         return {name for name in self._changed if self._retry_at.get(name, 0.0) <= now}
 
     async def _refresh(self, servers: set[str] | None, lenient: bool) -> Router:
-        """List ``servers`` (``None``: the changed ones that are due) again and re-index;
-        ``lenient`` for listing failures and bad tools, as the class docstring says."""
+        """List ``servers`` (``None``: the changed ones that are due and not being listed
+        already) again and re-index; ``lenient`` for listing failures and bad tools, as the
+        class docstring says. Listing runs outside the lock, so a turn that lists one server
+        does not wait for another's listing."""
         async with self._lock:
-            names = self._due() if servers is None else servers
+            names = self._due() - self._listing if servers is None else servers
             if not names:
                 return self.router
             clients = {name: self._client(name) for name in names}
             # Cleared before listing, so a change heard meanwhile is listed next time.
             self._changed -= names
-            try:
-                listed = await self._list_servers(clients, lenient)
+            self._listing |= names
+        try:
+            listed = await self._list_servers(clients, lenient)
+            async with self._lock:
                 router = await self._replace(listed, lenient)
-            except BaseException:
-                self._changed |= names  # still to be listed: the next turn tries again
-                raise
-            self._changed |= names - set(listed)
-            return router
+        except BaseException:
+            self._changed |= names  # still to be listed: the next turn tries again
+            raise
+        finally:
+            self._listing -= names
+        self._changed |= names - set(listed)
+        return router
 
     async def _list_servers(
         self, clients: Mapping[str, McpClient], lenient: bool | None = None
@@ -480,8 +508,8 @@ class McpRouter:
             retry_at = time.monotonic() + self.retry_after
             self._retry_at.update(dict.fromkeys(failed, retry_at))
             warnings.warn(
-                f"{problems} (its tools stay as last listed; listed again after "
-                f"{self.retry_after} s)",
+                f"{problems} (its tools stay as last listed, if it ever was; listed again "
+                f"after {self.retry_after} s)",
                 CatalogWarning,
                 stacklevel=3,
             )
@@ -542,18 +570,16 @@ class McpRouter:
         return await anyio.to_thread.run_sync(route)
 
     async def _answer_search(
-        self,
-        router: Router,
-        verdict: Verdict,
-        offered: Promotion,
-        scope: Mapping[str, Any],
-        turn_id: str,
+        self, verdict: Verdict, offered: Promotion, scope: Mapping[str, Any], turn_id: str
     ) -> CallOutcome:
-        """A ``tool_search`` call's answer: the tools found that the turn did not offer."""
+        """A ``tool_search`` call's answer, from the tools as they are now: those found that
+        the turn did not offer."""
         query = str((verdict.arguments or {}).get("query", ""))
+        await self.update()
+        router = self.router
         try:
             found = await self._route(router, query, scope, turn_id=turn_id)
-        except InvalidInputError as exc:  # an empty query, "select:" naming nothing
+        except InvalidInputError as exc:  # the query's (the scope was checked before)
             refused = replace(
                 verdict,
                 ok=False,
@@ -562,10 +588,18 @@ class McpRouter:
                 message=f"{exc}. Describe the tool you need in words, or use "
                 "'select:name1,name2' for tools you know by name.",
             )
-            return CallOutcome(_error_result(refused), refused)
+            return CallOutcome(error_result(refused), refused)
         new = tuple(i for i in found.ids if i not in offered.active_ids)
         result = _search_result([router.catalog[i] for i in new], found.unknown, router.catalog)
         return CallOutcome(result, verdict, found=new)
+
+    async def _admitted(self, tool_id: str, scope: Mapping[str, Any]) -> bool:
+        """Whether the state and the allow / deny lists of ``scope`` let ``tool_id`` in."""
+        router = self.router
+        if tool_id not in router.catalog:
+            return False
+        check = partial(router.route, f"select:{tool_id}", **scope)
+        return tool_id in (await anyio.to_thread.run_sync(check)).ids
 
     async def _forward(self, router: Router, verdict: Verdict) -> CallOutcome:
         """The server's answer to a verified call, or the error when the check failed.
@@ -578,7 +612,7 @@ class McpRouter:
             # refusal tells the model to ask again.
             asked = verdict.error == "tool_not_available" and verdict.tool_id is not None
             found = (str(verdict.tool_id),) if asked else ()
-            return CallOutcome(_error_result(verdict), verdict, found=found)
+            return CallOutcome(error_result(verdict), verdict, found=found)
         tool = router.catalog[str(verdict.tool_id)]
         client = self._clients.get(tool.server)
         if client is None:
@@ -593,7 +627,7 @@ class McpRouter:
                 recheck = current.verify(call, [now.id])
                 if not recheck.ok:
                     recheck = replace(recheck, call_id=verdict.call_id, name=verdict.name)
-                    return CallOutcome(_error_result(recheck), recheck)
+                    return CallOutcome(error_result(recheck), recheck)
                 tool = now
         result = await client.call_tool(tool.name, dict(verdict.arguments or {}))
         return CallOutcome(_as_call_result(result, tool.server), verdict, server=tool.server)
@@ -622,7 +656,25 @@ def _refused(verdict: Verdict, tool: Tool, why: str) -> CallOutcome:
         message=f"Tool {tool.exposed_name!r} is gone: {why}. Use one of the available tools.",
         available=tuple(name for name in verdict.available if name != tool.exposed_name),
     )
-    return CallOutcome(_error_result(gone), gone)
+    return CallOutcome(error_result(gone), gone)
+
+
+def _scope(state: StateLike, allow: Any, deny: Any) -> dict[str, Any]:
+    """The host's state and allow / deny lists for :meth:`Router.route`, checked now: an
+    error in them is the host's, never the model's to fix."""
+    return {
+        "state": State.coerce(state),
+        "allow": pattern_list(allow),
+        "deny": pattern_list(deny),
+    }
+
+
+def _id_list(include: Iterable[str] | None) -> tuple[str, ...] | None:
+    if include is None:
+        return None
+    if isinstance(include, str) or not isinstance(include, Iterable):
+        raise InvalidInputError(f"include must be a list of tool ids or names, got {include!r}")
+    return tuple(include)
 
 
 def _checked_servers(servers: Mapping[str, McpClient]) -> dict[str, McpClient]:
@@ -658,16 +710,6 @@ def _as_call_result(result: Any, server: str) -> CallToolResult:
         raise CatalogError(f"{what} returned no valid CallToolResult: {exc}") from None
 
 
-def _text_result(text: str, *, is_error: bool) -> CallToolResult:
-    return CallToolResult.model_validate(
-        {"content": [{"type": "text", "text": text}], "isError": is_error}
-    )
-
-
-def _error_result(verdict: Verdict) -> CallToolResult:
-    return CallToolResult.model_validate(verdict.to_tool_result("mcp"))
-
-
 def _search_result(
     found: Sequence[Tool], unknown: Sequence[str], catalog: Catalog
 ) -> CallToolResult:
@@ -680,15 +722,4 @@ def _search_result(
         lines.append("No other tool matched. Try other words, or 'select:name' for a tool.")
     if unknown:
         lines.append(unknown_names_note(unknown, catalog))
-    return _text_result("\n".join(lines), is_error=False)
-
-
-def unknown_names_note(unknown: Sequence[str], catalog: Catalog) -> str:
-    """``No tool is named: x (did you mean 'y'?).`` for names a ``select:`` asked for that
-    no tool of ``catalog`` has, each with the closest exposed name if one is close."""
-    names = [tool.exposed_name for tool in catalog]
-    parts = []
-    for name in unknown:
-        close = closest_name(name, names)
-        parts.append(f"{name} (did you mean {close!r}?)" if close else name)
-    return f"No tool is named: {', '.join(parts)}."
+    return text_result("\n".join(lines), is_error=False)

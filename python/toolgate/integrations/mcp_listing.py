@@ -53,7 +53,7 @@ async def list_server_tools(server: str, client: McpClient) -> list[Any]:
                 seen.add(key)
                 tools.append(tool)
         cursor = page.get("nextCursor")
-        if cursor is None:
+        if not cursor:  # absent, null or empty: the last page
             return tools
         if cursor in cursors:
             raise CatalogError(

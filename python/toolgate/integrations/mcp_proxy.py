@@ -25,7 +25,7 @@ upstream makes of the client (sampling, elicitation). Each upstream's instructio
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mcp.server.lowlevel import Server
@@ -34,7 +34,9 @@ from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, Pa
 from toolgate.adapters.mcp import export
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError, ToolgateError
-from toolgate.integrations.mcp import McpRouter, unknown_names_note
+from toolgate.integrations.mcp import McpRouter
+from toolgate.integrations.mcp_answers import text_result, unknown_names_note
+from toolgate.scopes import pattern_list
 from toolgate.verify import Verdict
 
 __all__ = ["McpProxy"]
@@ -46,8 +48,10 @@ _CALL = "call_tool"
 class McpProxy:
     """The proxy's MCP server over a connected :class:`McpRouter` (see the module docstring).
 
-    ``top_k`` is the most tools one search returns (default: the router's ``top_k``, else 5).
-    ``instructions`` are added to the proxy's own (each upstream's, for instance).
+    ``top_k`` is the most tools one search returns (default: the router's). ``allow`` and
+    ``deny`` are patterns (as :meth:`~toolgate.Router.route` takes them) over the upstream
+    tools: what they shut out is neither found nor called. ``instructions`` are added to the
+    proxy's own (each upstream's, for instance).
     """
 
     def __init__(
@@ -56,6 +60,8 @@ class McpProxy:
         *,
         name: str = "toolgate",
         top_k: int | None = None,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
         instructions: str = "",
     ) -> None:
         """See the class docstring."""
@@ -64,7 +70,8 @@ class McpProxy:
         ):
             raise InvalidInputError(f"top_k must be an integer >= 1, got {top_k!r}")
         self.router = router
-        self.top_k = top_k or router.top_k or 5
+        self.top_k = top_k or router.top_k or router.router.config.top_k
+        self.allow, self.deny = pattern_list(allow), pattern_list(deny)
         search, call = _meta_names(router.router.catalog)
         own = (
             f"Most tools are not listed. Call {search} to find the ones a task needs, then "
@@ -100,20 +107,26 @@ class McpProxy:
         if name == search:  # asked for directly, or through call_tool
             return await self._search(arguments)
         try:
-            outcome = await self.router.call_any({"name": name, "arguments": arguments})
+            call_any = self.router.call_any
+            outcome = await call_any(
+                {"name": name, "arguments": arguments}, allow=self.allow, deny=self.deny
+            )
         except Exception as exc:  # the upstream server, its answer or its connection failed
             failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {exc!r}"}
-            return _text(json.dumps(failure), is_error=True)
+            return text_result(json.dumps(failure), is_error=True)
         if not outcome.verdict.ok:
             return _refusal(outcome.verdict, search)
         return outcome.result
 
     async def _search(self, arguments: Mapping[str, Any]) -> CallToolResult:
         query = arguments.get("query")
+        search, call = _meta_names(self.router.router.catalog)
         if not isinstance(query, str) or not query.strip():
-            return _error(f"{_SEARCH} takes 'query', a non-empty string")
+            return _error(f"{search} takes 'query', a non-empty string")
         try:
-            found = await self.router.search(query, top_k=self.top_k)
+            found = await self.router.search(
+                query, allow=self.allow, deny=self.deny, top_k=self.top_k
+            )
         except ToolgateError as exc:  # "select:" naming nothing, and the like
             return _error(f"{exc}; describe the task in words, or use 'select:name1,name2'")
         catalog = self.router.router.catalog
@@ -121,11 +134,10 @@ class McpProxy:
         ids = [i for i in found.ids if i in catalog and not catalog[i].pinned]
         unknown = f"\n{unknown_names_note(found.unknown, catalog)}" if found.unknown else ""
         if not ids:
-            return _text(f"No tool matched. Try other words, or 'select:name'.{unknown}")
+            return text_result(f"No tool matched. Try other words, or 'select:name'.{unknown}")
         tools = [{**export(catalog[i]), "server": catalog[i].server} for i in ids]
-        _, call = _meta_names(catalog)
         header = f"Tools found, best first. Call one with {call}(name, arguments).{unknown}\n"
-        return _text(header + json.dumps(tools, ensure_ascii=False))
+        return text_result(header + json.dumps(tools, ensure_ascii=False))
 
     async def _on_list_tools(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
         await self.router.update()  # pinned tools may have changed upstream
@@ -155,16 +167,18 @@ def _refusal(verdict: Verdict, search: str) -> CallToolResult:
     """A refused call, short: any tool may be called through the proxy, so the list of
     available ones a turn's refusal carries would be the whole catalog."""
     body: dict[str, Any] = {"error": verdict.error}
+    hint = f" Did you mean {verdict.closest!r}?" if verdict.closest else ""
     if verdict.error == "invalid_arguments":
         body["message"] = verdict.message
+    elif verdict.error == "tool_not_available":  # shut out by the proxy's allow / deny
+        body["message"] = f"Tool {verdict.name!r} is not available.{hint} Find tools with {search}."
     else:
-        hint = f" Did you mean {verdict.closest!r}?" if verdict.closest else ""
         body["message"] = f"There is no tool {verdict.name!r}.{hint} Find tools with {search}."
     if verdict.closest:
         body["closest"] = verdict.closest
     if verdict.path:
         body["path"] = verdict.path
-    return _text(json.dumps(body, ensure_ascii=False), is_error=True)
+    return text_result(json.dumps(body, ensure_ascii=False), is_error=True)
 
 
 def _meta_names(catalog: Catalog) -> tuple[str, str]:
@@ -209,11 +223,6 @@ def _call_tool(name: str, search: str) -> dict[str, Any]:
     }
 
 
-def _text(text: str, *, is_error: bool = False) -> CallToolResult:
-    return CallToolResult.model_validate(
-        {"content": [{"type": "text", "text": text}], "isError": is_error}
-    )
-
-
 def _error(message: str) -> CallToolResult:
-    return _text(json.dumps({"error": "invalid_arguments", "message": message}), is_error=True)
+    body = {"error": "invalid_arguments", "message": message}
+    return text_result(json.dumps(body), is_error=True)

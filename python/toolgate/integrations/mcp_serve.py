@@ -19,7 +19,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,8 +99,11 @@ def _server_spec(entry: Any) -> ServerSpec | None:
     http = "url" in entry or entry.get("type") in ("http", "streamable-http")
     if unknown := sorted(set(entry) - (_HTTP_KEYS if http else _STDIO_KEYS)):
         raise ValueError(f"unknown keys {unknown}")
-    if entry.get("type", "http" if http else "stdio") not in ("stdio", "http", "streamable-http"):
-        raise ValueError(f"'type' must be 'stdio' or 'http', got {entry['type']!r}")
+    kind = entry.get("type", "http" if http else "stdio")
+    if kind not in ("stdio", "http", "streamable-http"):
+        raise ValueError(f"'type' must be 'stdio' or 'http', got {kind!r}")
+    if (kind == "stdio") == http:
+        raise ValueError(f"'type' {kind!r} does not fit the entry's keys ('url' or 'command')")
     if not isinstance(entry.get("disabled", False), bool):
         raise ValueError(f"'disabled' must be true or false, got {entry['disabled']!r}")
     spec = _http_spec(entry) if http else _stdio_spec(entry)
@@ -137,25 +140,29 @@ async def serve_stdio(
     top_k: int = 5,
     lenient: bool = False,
     connect_timeout: float = CONNECT_TIMEOUT,
+    allow: Sequence[str] | None = None,
+    deny: Sequence[str] | None = None,
 ) -> None:
     """Connect to ``servers``, then serve the proxy over this process's stdin / stdout
     until the client closes it or a SIGTERM / SIGINT arrives.
 
     An upstream that cannot be started or reached in ``connect_timeout`` seconds is an
     :class:`InvalidInputError` naming it, or with ``lenient`` left out, with a line on
-    stderr.
+    stderr. ``allow`` / ``deny`` are :class:`McpProxy`'s.
     """
     router = McpRouter(top_k=top_k, lenient=lenient)
+    upstreams = _Upstreams(list(servers))
     failure: ToolgateError | None = None
     async with anyio.create_task_group() as group:
+        # First: a signal during start-up must close the upstreams started so far.
+        group.start_soon(_stop_on_signal, upstreams)
         try:
-            upstreams = await _connect_all(group, router, servers, lenient, connect_timeout)
+            await _connect_all(group, router, servers, upstreams, lenient, connect_timeout)
             clients = upstreams.clients
             await router.connect(clients)
-            group.start_soon(_stop_on_signal, upstreams)
             for name in clients:
                 group.start_soon(_watch, router, name)
-            proxy = McpProxy(router, instructions=_instructions(clients))
+            proxy = McpProxy(router, allow=allow, deny=deny, instructions=_instructions(clients))
             async with stdio_server() as (read, write):
                 options = proxy.server.create_initialization_options()
                 await proxy.server.run(read, write, options)
@@ -208,12 +215,12 @@ async def _connect_all(
     group: TaskGroup,
     router: McpRouter,
     servers: Mapping[str, ServerSpec],
+    upstreams: _Upstreams,
     lenient: bool,
     timeout: float,
-) -> _Upstreams:
+) -> None:
     """Start every upstream at once; the ones that fail or do not answer in ``timeout``
     seconds are an error, or when ``lenient`` left out with a line on stderr."""
-    upstreams = _Upstreams(list(servers))
     for name, spec in servers.items():
         group.start_soon(upstreams.hold, name, spec, router.message_handler(name))
     with anyio.move_on_after(timeout):
@@ -232,7 +239,6 @@ async def _connect_all(
         raise InvalidInputError("; ".join(problems))
     for problem in problems:
         print(f"toolgate mcp-proxy: {problem}; going on without it", file=sys.stderr)
-    return upstreams
 
 
 @asynccontextmanager
