@@ -715,3 +715,20 @@ def test_timeouts_and_cursors_are_read_with_care(embedder: Embedder) -> None:
         assert built.catalog.ids == ["billing/list_invoices"]
 
     run(main)
+
+
+def test_a_reconnected_server_is_called_through_its_new_client(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        old, new = PagedClient(PAGES, ["p2", "p3", None]), PagedClient(PAGES, ["p2", "p3", None])
+        await router.connect({"billing": old})
+        await router.replace_client("billing", new)
+        assert router.client("billing") is new
+        assert router.changed == {"billing"}  # a restarted server may list other tools
+        promotion = await router.tools("refund a payment")
+        await router.call({"name": "refund_payment", "arguments": {}}, promotion)
+        assert (old.called, new.called) == ([], [("refund_payment", {})])
+        with pytest.raises(InvalidInputError, match="no server 'nope'"):
+            await router.replace_client("nope", new)
+
+    run(main)

@@ -409,3 +409,43 @@ def test_sigterm_while_starting_stops_the_upstreams_started(tmp_path: Path) -> N
             process.kill()
     with pytest.raises(ProcessLookupError):
         os.kill(upstream_pid, 0)
+
+
+CRASHING_UPSTREAM = '''
+import os, sys
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("flaky")
+marker = sys.argv[1]
+
+@server.tool()
+def fragile_job(name: str) -> str:
+    """Run a fragile job that crashes its server the first time."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    return f"job {name} done"
+
+server.run("stdio")
+'''
+
+
+def test_a_call_to_a_server_that_died_restarts_it_once(tmp_path: Path) -> None:
+    upstream = tmp_path / "flaky.py"
+    upstream.write_text(CRASHING_UPSTREAM, encoding="utf-8")
+    flaky = {"command": sys.executable, "args": [str(upstream), str(tmp_path / "crashed")]}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"flaky": flaky}}), encoding="utf-8")
+    proxy = StdioServerParameters(
+        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", "--config", str(config)]
+    )
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Client(proxy) as client:
+                arguments = {"name": "fragile_job", "arguments": {"name": "nightly"}}
+                done = await client.call_tool("call_tool", arguments)
+                assert not done.is_error, text_of(done)
+                assert text_of(done) == "job nightly done"  # on the restarted server
+
+    run(main)

@@ -218,6 +218,19 @@ class McpRouter:
             self._retry_at.pop(name, None)
             return router
 
+    async def replace_client(self, name: str, client: McpClient) -> None:
+        """Give server ``name`` a new connection (the host restarted or reconnected it); the
+        next turn lists it again, since a restarted server may list other tools."""
+        _checked_servers({name: client})
+        async with self._lock:
+            self._client(name)
+            self._clients[name] = client
+        self.mark_changed(name)
+
+    def client(self, server: str) -> McpClient:
+        """The connected client of ``server``."""
+        return self._client(server)
+
     @property
     def servers(self) -> list[str]:
         """The connected servers' names."""

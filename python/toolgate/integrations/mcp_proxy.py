@@ -25,16 +25,23 @@ upstream makes of the client (sampling, elicitation). Each upstream's instructio
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from mcp.server.lowlevel import Server
-from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    CONNECTION_CLOSED,
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+)
 
 from toolgate.adapters.mcp import export
 from toolgate.catalog import Catalog
 from toolgate.errors import InvalidInputError, ToolgateError
-from toolgate.integrations.mcp import McpRouter
+from toolgate.integrations.mcp import CallOutcome, McpRouter
 from toolgate.integrations.mcp_answers import text_result, unknown_names_note
 from toolgate.scopes import pattern_list
 from toolgate.verify import Verdict
@@ -51,7 +58,9 @@ class McpProxy:
     ``top_k`` is the most tools one search returns (default: the router's). ``allow`` and
     ``deny`` are patterns (as :meth:`~toolgate.Router.route` takes them) over the upstream
     tools: what they shut out is neither found nor called. ``instructions`` are added to the
-    proxy's own (each upstream's, for instance).
+    proxy's own (each upstream's, for instance). ``reconnect(server)``, when given, is
+    awaited when a call finds its server's connection closed (the server died): if it
+    returns true (a new connection is in place), the call is made once more.
     """
 
     def __init__(
@@ -63,6 +72,7 @@ class McpProxy:
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
         instructions: str = "",
+        reconnect: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         """See the class docstring."""
         if top_k is not None and (
@@ -72,6 +82,7 @@ class McpProxy:
         self.router = router
         self.top_k = top_k or router.top_k or router.router.config.top_k
         self.allow, self.deny = pattern_list(allow), pattern_list(deny)
+        self.reconnect = reconnect
         search, call = _meta_names(router.router.catalog)
         own = (
             f"Most tools are not listed. Call {search} to find the ones a task needs, then "
@@ -107,16 +118,26 @@ class McpProxy:
         if name == search:  # asked for directly, or through call_tool
             return await self._search(arguments)
         try:
-            call_any = self.router.call_any
-            outcome = await call_any(
-                {"name": name, "arguments": arguments}, allow=self.allow, deny=self.deny
-            )
+            outcome = await self._call(name, arguments)
         except Exception as exc:  # the upstream server, its answer or its connection failed
             failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {exc!r}"}
             return text_result(json.dumps(failure), is_error=True)
         if not outcome.verdict.ok:
             return _refusal(outcome.verdict, search)
         return outcome.result
+
+    async def _call(self, name: str, arguments: dict[str, Any]) -> CallOutcome:
+        """``call_any``, made once more after a reconnection if the server had died."""
+        call = {"name": name, "arguments": arguments}
+        try:
+            return await self.router.call_any(call, allow=self.allow, deny=self.deny)
+        except MCPError as exc:
+            tool = self.router.router.catalog.get_exposed(name)
+            if exc.code != CONNECTION_CLOSED or tool is None or self.reconnect is None:
+                raise
+            if not await self.reconnect(tool.server):
+                raise
+        return await self.router.call_any(call, allow=self.allow, deny=self.deny)
 
     async def _search(self, arguments: Mapping[str, Any]) -> CallToolResult:
         query = arguments.get("query")

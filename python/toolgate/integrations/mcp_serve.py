@@ -10,7 +10,8 @@ The upstream servers come in the ``mcpServers`` form MCP clients write::
 
 Every upstream is started (or reached) at once, each within ``connect_timeout`` seconds, and
 each lives in a task of its own until the proxy stops: when its client closes stdin, or on
-SIGTERM / SIGINT. Stopping closes every upstream at once, so none outlives the proxy.
+SIGTERM / SIGINT. Stopping closes every upstream at once, so none outlives the proxy. An
+upstream whose connection closes (it died) is started again by the next call to it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from mcp.server.stdio import stdio_server
 
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.integrations.mcp import McpClient, McpRouter
+from toolgate.integrations.mcp_listing import list_server_tools
 from toolgate.integrations.mcp_proxy import McpProxy
 
 __all__ = ["CONNECT_TIMEOUT", "HttpServer", "ServerSpec", "load_servers", "serve_stdio"]
@@ -162,7 +165,11 @@ async def serve_stdio(
             await router.connect(clients)
             for name in clients:
                 group.start_soon(_watch, router, name)
-            proxy = McpProxy(router, allow=allow, deny=deny, instructions=_instructions(clients))
+            reconnect = partial(_reconnect, group, router, upstreams, servers, connect_timeout)
+            proxy = McpProxy(
+                router, allow=allow, deny=deny, instructions=_instructions(clients),
+                reconnect=reconnect,
+            )  # fmt: skip
             async with stdio_server() as (read, write):
                 options = proxy.server.create_initialization_options()
                 await proxy.server.run(read, write, options)
@@ -183,6 +190,7 @@ class _Upstreams:
         self.settled = {name: anyio.Event() for name in names}
         self.closed = {name: anyio.Event() for name in names}
         self.scopes = {name: anyio.CancelScope() for name in names}
+        self.locks = {name: anyio.Lock() for name in names}
 
     @property
     def clients(self) -> dict[str, McpClient]:
@@ -201,6 +209,31 @@ class _Upstreams:
         finally:
             self.settled[name].set()
             self.closed[name].set()
+
+    async def restart(
+        self,
+        group: TaskGroup,
+        name: str,
+        spec: ServerSpec,
+        handler: MessageHandlerFnT,
+        timeout: float,
+    ) -> Client | None:
+        """Close ``name``'s connection and open a new one (its server died): the new client,
+        or ``None`` when it does not come up in ``timeout`` seconds."""
+        self.scopes[name].cancel()
+        with anyio.move_on_after(timeout):
+            await self.closed[name].wait()
+        self.connected.pop(name, None)
+        self.errors.pop(name, None)
+        self.settled[name], self.closed[name] = anyio.Event(), anyio.Event()
+        self.scopes[name] = anyio.CancelScope()
+        group.start_soon(self.hold, name, spec, handler)
+        with anyio.move_on_after(timeout):
+            await self.settled[name].wait()
+        if name in self.connected and name not in self.errors:
+            return self.connected[name]
+        self.scopes[name].cancel()
+        return None
 
     async def close(self, timeout: float) -> None:
         """Close every upstream at once, waiting at most ``timeout`` seconds."""
@@ -271,6 +304,38 @@ def _first_error(exc: BaseException) -> BaseException:
     while (inner := getattr(exc, "exceptions", None)) and isinstance(inner[0], BaseException):
         exc = inner[0]
     return exc
+
+
+async def _reconnect(
+    group: TaskGroup,
+    router: McpRouter,
+    upstreams: _Upstreams,
+    servers: Mapping[str, ServerSpec],
+    timeout: float,
+    name: str,
+) -> bool:
+    """Start ``name`` again after a call found its connection closed; whether a working
+    connection is in place. One restart at a time per server: a call that waited for
+    another's restart finds the server answering and goes on."""
+    async with upstreams.locks[name]:
+        try:
+            with anyio.fail_after(timeout):
+                await list_server_tools(name, router.client(name))
+            return True  # restarted meanwhile, or it never died
+        except Exception:  # the connection is gone: start the server again
+            pass
+        client = await upstreams.restart(
+            group, name, servers[name], router.message_handler(name), timeout
+        )
+        if client is None:
+            print(f"toolgate mcp-proxy: could not restart {name!r}", file=sys.stderr)
+            return False
+        print(
+            f"toolgate mcp-proxy: restarted {name!r}, whose connection had closed", file=sys.stderr
+        )
+        await router.replace_client(name, client)
+        group.start_soon(_watch, router, name)
+        return True
 
 
 async def _stop_on_signal(upstreams: _Upstreams) -> None:
