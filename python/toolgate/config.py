@@ -10,7 +10,7 @@ from typing import Literal
 
 from toolgate.errors import InvalidInputError
 
-__all__ = ["DEFAULT", "DefaultType", "RouterConfig"]
+__all__ = ["DEFAULT", "DefaultType", "RouterConfig", "check_count"]
 
 
 class DefaultType(enum.Enum):
@@ -78,9 +78,9 @@ class RouterConfig:
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
 
     def __post_init__(self) -> None:
-        _check_count("top_k", self.top_k, minimum=1)
-        _check_count("fusion_top", self.fusion_top, minimum=0)  # 0: min-max over every row
-        _check_count("history_turns", self.history_turns, minimum=0)
+        check_count("top_k", self.top_k, minimum=1)
+        check_count("fusion_top", self.fusion_top, minimum=0)  # 0: min-max over every row
+        check_count("history_turns", self.history_turns, minimum=0)
         if not (isinstance(self.fusion, str) and _FUSION_METHOD.fullmatch(self.fusion)):
             raise InvalidInputError(
                 'fusion must be "minmax", "divmax", "rrf" or "<dense>+<sparse>" with each side '
@@ -125,6 +125,7 @@ def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _check_count(name: str, value: object, *, minimum: int) -> None:
+def check_count(name: str, value: object, *, minimum: int) -> None:
+    """Raise :class:`InvalidInputError` unless ``value`` is an integer >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}")

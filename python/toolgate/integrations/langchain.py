@@ -32,7 +32,7 @@ from langchain_core.messages import BaseMessage, convert_to_openai_messages
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from toolgate.config import DEFAULT, DefaultType
+from toolgate.config import DEFAULT, DefaultType, check_count
 from toolgate.errors import InvalidInputError
 from toolgate.gateway import ToolFilter
 
@@ -67,8 +67,7 @@ class ToolSelector:
         tool_filter: ToolFilter | None = None,
     ) -> None:
         """See the class docstring."""
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise InvalidInputError(f"top_k must be an integer >= 1, got {top_k!r}")
+        check_count("top_k", top_k, minimum=1)
         if isinstance(always_include, str):
             raise InvalidInputError("always_include must be a list of tool names, not a string")
         if tool_filter is not None and not isinstance(tool_filter, ToolFilter):

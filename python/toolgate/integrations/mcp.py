@@ -49,7 +49,7 @@ from mcp.types import CallToolResult
 
 from toolgate.budget import Budget
 from toolgate.catalog import Catalog, CatalogWarning
-from toolgate.config import RouterConfig
+from toolgate.config import RouterConfig, check_count
 from toolgate.embed import Embedder
 from toolgate.embed_cache import EmbeddingCache
 from toolgate.errors import CatalogError, InvalidInputError
@@ -63,7 +63,7 @@ from toolgate.scopes import pattern_list
 from toolgate.state import State
 from toolgate.telemetry import Telemetry
 from toolgate.tool import Tool
-from toolgate.verify import Verdict
+from toolgate.verify import Verdict, parse_tool_call
 
 __all__ = ["CallOutcome", "McpClient", "McpRouter"]
 
@@ -137,10 +137,8 @@ class McpRouter:
         retry_after: float = 30.0,
     ) -> None:
         """See the class docstring."""
-        if top_k is not None and (
-            isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1
-        ):
-            raise InvalidInputError(f"top_k must be an integer >= 1, got {top_k!r}")
+        if top_k is not None:
+            check_count("top_k", top_k, minimum=1)
         if list_timeout is not None and not (_is_number(list_timeout) and list_timeout > 0):
             raise InvalidInputError(
                 f"list_timeout must be seconds > 0 or None, got {list_timeout!r}"
@@ -164,6 +162,7 @@ class McpRouter:
         self._changed: set[str] = set()
         self._retry_at: dict[str, float] = {}
         self._listing: set[str] = set()
+        self._scope_ids: tuple[Any, frozenset[str]] | None = None
         self._lock = anyio.Lock()
 
     # -- connections ---------------------------------------------------------------------
@@ -435,8 +434,22 @@ class McpRouter:
         are still checked: an unknown name gets the closest one, bad arguments the failing
         path. No server is listed again first: a call waits for no server but its own."""
         router = self.router
-        admitted = tools_in_scope(router.catalog, pattern_list(allow), pattern_list(deny))
-        verdict = router.verify(tool_call, [tool.id for tool in admitted], turn_id=turn_id)
+        catalog = router.catalog
+        allow, deny = pattern_list(allow), pattern_list(deny)
+        # Checked against the tools the name can mean, not the whole catalog, whose list of
+        # names a verdict would build on every call; only a name no admitted tool has (an
+        # error, and its closest name) is looked for among them all.
+        name = parse_tool_call(tool_call).name
+        meant = {catalog.get(name), catalog.get_exposed(name, ignore_case=True)}
+        scope = None if allow is None and deny is None else self._in_scope(catalog, allow, deny)
+        offered = [
+            tool.id
+            for tool in (*meant, *catalog.with_name(name))
+            if tool is not None and (scope is None or tool.id in scope)
+        ]
+        if not offered:
+            offered = list(catalog.ids if scope is None else sorted(scope))
+        verdict = router.verify(tool_call, offered, turn_id=turn_id)
         return await self._forward(router, verdict)
 
     # -- internals -------------------------------------------------------------------------
@@ -449,6 +462,17 @@ class McpRouter:
             precision = (self._config or RouterConfig()).precision
             self._options["embedder"] = default_embedder(precision, progress=False)
         return self._options
+
+    def _in_scope(
+        self, catalog: Catalog, allow: tuple[str, ...] | None, deny: tuple[str, ...] | None
+    ) -> frozenset[str]:
+        """The ids of ``catalog`` that ``allow`` / ``deny`` admit, kept for the last scope
+        asked (a proxy asks for the same one on every call)."""
+        key = (catalog.version, allow, deny)
+        if self._scope_ids is None or self._scope_ids[0] != key:
+            admitted = frozenset(tool.id for tool in tools_in_scope(catalog, allow, deny))
+            self._scope_ids = (key, admitted)
+        return self._scope_ids[1]
 
     def _client(self, server: str) -> McpClient:
         client = self._clients.get(server)

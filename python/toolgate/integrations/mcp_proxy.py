@@ -40,7 +40,8 @@ from mcp.types import (
 
 from toolgate.adapters.mcp import export
 from toolgate.catalog import Catalog
-from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.config import check_count
+from toolgate.errors import ToolgateError
 from toolgate.integrations.mcp import CallOutcome, McpRouter
 from toolgate.integrations.mcp_answers import text_result, unknown_names_note
 from toolgate.scopes import pattern_list
@@ -75,10 +76,8 @@ class McpProxy:
         reconnect: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         """See the class docstring."""
-        if top_k is not None and (
-            isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1
-        ):
-            raise InvalidInputError(f"top_k must be an integer >= 1, got {top_k!r}")
+        if top_k is not None:
+            check_count("top_k", top_k, minimum=1)
         self.router = router
         self.top_k = top_k or router.top_k or router.router.config.top_k
         self.allow, self.deny = pattern_list(allow), pattern_list(deny)
