@@ -182,6 +182,15 @@ def delete_note(title: str) -> str:
     """Delete the note with this title."""
     return f"deleted {title}"
 
+@server.prompt()
+def summarize(title: str) -> str:
+    """Summarize a note."""
+    return f"Summarize the note {title}."
+
+@server.resource("notes://index", name="index")
+def index() -> str:
+    return "groceries"
+
 server.run("stdio")
 '''
 
@@ -210,6 +219,13 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
                     "call_tool", {"name": "delete_note", "arguments": {"title": "groceries"}}
                 )
                 assert text_of(done) == "deleted groceries"
+                # Prompts and resources are passed through.
+                prompts = (await client.list_prompts()).prompts
+                assert [p.name for p in prompts] == ["summarize"]
+                prompt = await client.get_prompt("summarize", {"title": "groceries"})
+                assert prompt.messages[0].content.text == "Summarize the note groceries."
+                index = await client.read_resource("notes://index")
+                assert index.contents[0].text == "groceries"
 
     run(main)
 
@@ -447,5 +463,59 @@ def test_a_call_to_a_server_that_died_restarts_it_once(tmp_path: Path) -> None:
                 done = await client.call_tool("call_tool", arguments)
                 assert not done.is_error, text_of(done)
                 assert text_of(done) == "job nightly done"  # on the restarted server
+
+    run(main)
+
+
+LATE_UPSTREAM = '''
+import os, sys
+from mcp.server.mcpserver import MCPServer
+
+marker = sys.argv[1]
+if not os.path.exists(marker):  # the first start fails, as a server still installing might
+    open(marker, "w").close()
+    sys.exit("not ready yet")
+
+server = MCPServer("late")
+
+@server.tool()
+def water_plants(garden: str) -> str:
+    """Water the plants of a garden."""
+    return f"watered {garden}"
+
+server.run("stdio")
+'''
+
+
+def test_an_upstream_left_out_at_start_joins_when_it_can_be_started(tmp_path: Path) -> None:
+    upstream = tmp_path / "late.py"
+    upstream.write_text(LATE_UPSTREAM, encoding="utf-8")
+    notes = tmp_path / "notes_server.py"
+    notes.write_text(textwrap.dedent(UPSTREAM), encoding="utf-8")
+    servers = {
+        "notes": {"command": sys.executable, "args": [str(notes)]},
+        "late": {"command": sys.executable, "args": [str(upstream), str(tmp_path / "tried")]},
+    }
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    args = ["--config", str(config), "--lenient", "--retry-after", "0.2", "--top-k", "1"]
+    proxy = StdioServerParameters(
+        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", *args]
+    )
+    query = {"query": "water the garden plants"}
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with Client(proxy) as client:
+                assert (tmp_path / "tried").exists()  # its first start failed
+                # Searched until it joins: without the retries it never would.
+                found = await client.call_tool("search_tools", query)
+                while [t["name"] for t in found_tools(found)] != ["water_plants"]:
+                    await anyio.sleep(0.2)
+                    found = await client.call_tool("search_tools", query)
+                done = await client.call_tool(
+                    "call_tool", {"name": "water_plants", "arguments": {"garden": "back"}}
+                )
+                assert text_of(done) == "watered back"
 
     run(main)

@@ -111,6 +111,13 @@ def _parser() -> argparse.ArgumentParser:
         default=30.0,
         help="seconds each upstream server has to start and answer (default 30)",
     )
+    proxy.add_argument(
+        "--retry-after",
+        type=float,
+        default=30.0,
+        help="seconds before an upstream left out by --lenient is started again, doubling "
+        "after each failure, and before a failed re-listing is tried again (default 30)",
+    )
     return parser
 
 

@@ -178,9 +178,12 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
     servers = load_servers(args.config)
     if not args.connect_timeout > 0:
         raise InvalidInputError(f"--connect-timeout must be > 0, got {args.connect_timeout}")
+    if not args.retry_after >= 0:
+        raise InvalidInputError(f"--retry-after must be >= 0, got {args.retry_after}")
     serve = partial(
         serve_stdio, servers, top_k=args.top_k, lenient=args.lenient,
         connect_timeout=args.connect_timeout, allow=args.allow, deny=args.deny,
+        retry_after=args.retry_after,
     )  # fmt: skip
     anyio.run(serve)
 

@@ -1,4 +1,5 @@
-"""Reading one MCP server's whole ``tools/list``: every page, fresh, as plain JSON."""
+"""Reading one MCP server's whole listing (``tools/list``, ``prompts/list``, ...): every page,
+fresh, as plain JSON."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from mcp.types import PaginatedRequestParams
 
 from toolgate.errors import CatalogError
 
-__all__ = ["MAX_PAGES", "McpClient", "list_server_tools", "plain"]
+__all__ = ["MAX_PAGES", "McpClient", "list_every_page", "list_server_tools", "plain"]
 
-#: Pages of ``tools/list`` read from one server before its listing is taken to never end.
+#: Pages of one listing read from one server before its listing is taken to never end.
 MAX_PAGES = 1000
 
 
@@ -35,51 +36,65 @@ async def list_server_tools(server: str, client: McpClient) -> list[Any]:
     A tool repeated verbatim on a later page (a listing that shifted while it was read) is
     kept once; two different tools under one name are left for the catalog to report.
     """
-    read_page = _page_reader(client)
-    tools: list[Any] = []
+    return await list_every_page(server, client.list_tools, method="tools/list", key="tools")
+
+
+async def list_every_page(
+    server: str, list_page: Callable[..., Awaitable[Any]], *, method: str, key: str
+) -> list[Any]:
+    """Every item of one of ``server``'s listings, page after page, as JSON objects.
+
+    ``list_page`` is the client's method for ``method`` (``client.list_prompts`` for
+    ``prompts/list``); ``key`` names the items in a page (``prompts``). An item repeated
+    verbatim on a later page is kept once.
+    """
+    read_page = _page_reader(list_page)
+    items: list[Any] = []
     seen: set[str] = set()
     cursor: str | None = None
     cursors: set[str] = set()
     for page_number in range(1, MAX_PAGES + 1):
-        page = plain(await read_page(cursor), f"MCP server {server!r}: tools/list")
-        page_tools = page.get("tools")
-        if not isinstance(page_tools, list):
+        page = plain(await read_page(cursor), f"MCP server {server!r}: {method}")
+        page_items = page.get(key)
+        if not isinstance(page_items, list):
             raise CatalogError(
-                f"MCP server {server!r}: tools/list page {page_number} has no 'tools' list"
+                f"MCP server {server!r}: {method} page {page_number} has no {key!r} list"
             )
-        for tool in page_tools:
-            key = json.dumps(tool, sort_keys=True, default=repr)
-            if key not in seen:
-                seen.add(key)
-                tools.append(tool)
+        for item in page_items:
+            digest = json.dumps(item, sort_keys=True, default=repr)
+            if digest not in seen:
+                seen.add(digest)
+                items.append(item)
         cursor = page.get("nextCursor")
         if not cursor:  # absent, null or empty: the last page
-            return tools
+            return items
         if cursor in cursors:
             raise CatalogError(
-                f"MCP server {server!r}: tools/list page {page_number} repeats cursor "
+                f"MCP server {server!r}: {method} page {page_number} repeats cursor "
                 f"{cursor!r}, so the listing never ends"
             )
         cursors.add(cursor)
-    raise CatalogError(f"MCP server {server!r}: tools/list goes on past {MAX_PAGES} pages")
+    raise CatalogError(f"MCP server {server!r}: {method} goes on past {MAX_PAGES} pages")
 
 
-def _page_reader(client: McpClient) -> Callable[[str | None], Awaitable[Any]]:
+def _page_reader(
+    list_page: Callable[..., Awaitable[Any]],
+) -> Callable[[str | None], Awaitable[Any]]:
     """``read(cursor)``: one page, past the client's response cache where it keeps one (a
-    listing is read because it changed, so a cached page would be stale)."""
-    list_tools: Callable[..., Awaitable[Any]] = client.list_tools
+    listing is read because it changed, or to answer a client now, so a cached page could
+    be stale)."""
     try:
-        parameters = inspect.signature(list_tools).parameters
+        parameters = inspect.signature(list_page).parameters
     except (TypeError, ValueError):  # a callable without a signature: ask plainly
         parameters = {}  # type: ignore[assignment]
     fresh = {"cache_mode": "refresh"} if "cache_mode" in parameters else {}
 
     async def read(cursor: str | None) -> Any:
         if cursor is None:
-            return await list_tools(**fresh)
+            return await list_page(**fresh)
         if "cursor" in parameters:
-            return await list_tools(cursor=cursor, **fresh)
-        return await list_tools(params=PaginatedRequestParams(cursor=cursor), **fresh)
+            return await list_page(cursor=cursor, **fresh)
+        return await list_page(params=PaginatedRequestParams(cursor=cursor), **fresh)
 
     return read
 

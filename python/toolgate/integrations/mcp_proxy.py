@@ -18,24 +18,32 @@ embedded again (:class:`~toolgate.integrations.mcp.McpRouter` does the work).
 ``toolgate mcp-proxy --config servers.json`` runs it over stdio in front of the servers of an
 MCP client configuration (:mod:`toolgate.integrations.mcp_serve`).
 
-Not passed through: upstream prompts, resources, progress notifications and requests the
-upstream makes of the client (sampling, elicitation). Each upstream's instructions are.
+Upstream prompts and resources are passed through as they are
+(:mod:`toolgate.integrations.mcp_passthrough`), and so are each upstream's instructions. Not
+passed through: progress notifications, resource subscriptions, completions, and requests an
+upstream makes of the client (sampling, elicitation).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
-    CONNECTION_CLOSED,
     CallToolRequestParams,
     CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
     ListToolsResult,
     PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
 )
 
 from toolgate.adapters.mcp import export
@@ -44,6 +52,7 @@ from toolgate.config import check_count
 from toolgate.errors import ToolgateError
 from toolgate.integrations.mcp import CallOutcome, McpRouter
 from toolgate.integrations.mcp_answers import text_result, unknown_names_note
+from toolgate.integrations.mcp_passthrough import Passthrough, Reconnect, reconnected
 from toolgate.scopes import pattern_list
 from toolgate.verify import Verdict
 
@@ -61,7 +70,8 @@ class McpProxy:
     tools: what they shut out is neither found nor called. ``instructions`` are added to the
     proxy's own (each upstream's, for instance). ``reconnect(server)``, when given, is
     awaited when a call finds its server's connection closed (the server died): if it
-    returns true (a new connection is in place), the call is made once more.
+    returns true (a new connection is in place), the call is made once more. Upstream
+    prompts and resources are served by :attr:`passthrough`.
     """
 
     def __init__(
@@ -73,7 +83,7 @@ class McpProxy:
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
         instructions: str = "",
-        reconnect: Callable[[str], Awaitable[bool]] | None = None,
+        reconnect: Reconnect | None = None,
     ) -> None:
         """See the class docstring."""
         if top_k is not None:
@@ -82,6 +92,7 @@ class McpProxy:
         self.top_k = top_k or router.top_k or router.router.config.top_k
         self.allow, self.deny = pattern_list(allow), pattern_list(deny)
         self.reconnect = reconnect
+        self.passthrough = Passthrough(router, reconnect)
         search, call = _meta_names(router.router.catalog)
         own = (
             f"Most tools are not listed. Call {search} to find the ones a task needs, then "
@@ -92,6 +103,11 @@ class McpProxy:
             instructions=f"{own}\n\n{instructions}" if instructions else own,
             on_list_tools=self._on_list_tools,
             on_call_tool=self._on_call_tool,
+            on_list_prompts=self._on_list_prompts,
+            on_get_prompt=self._on_get_prompt,
+            on_list_resources=self._on_list_resources,
+            on_list_resource_templates=self._on_list_resource_templates,
+            on_read_resource=self._on_read_resource,
         )
 
     def list_tools(self) -> list[dict[str, Any]]:
@@ -132,9 +148,7 @@ class McpProxy:
             return await self.router.call_any(call, allow=self.allow, deny=self.deny)
         except MCPError as exc:
             tool = self.router.router.catalog.get_exposed(name)
-            if exc.code != CONNECTION_CLOSED or tool is None or self.reconnect is None:
-                raise
-            if not await self.reconnect(tool.server):
+            if tool is None or not await reconnected(self.reconnect, tool.server, exc):
                 raise
         return await self.router.call_any(call, allow=self.allow, deny=self.deny)
 
@@ -165,6 +179,28 @@ class McpProxy:
 
     async def _on_call_tool(self, _ctx: Any, params: CallToolRequestParams) -> Any:
         return await self.call_tool(params.name, params.arguments)
+
+    async def _on_list_prompts(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        prompts = await self.passthrough.list_prompts()
+        return ListPromptsResult.model_validate({"prompts": prompts})
+
+    async def _on_get_prompt(self, _ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
+        return await self.passthrough.get_prompt(params.name, params.arguments)
+
+    async def _on_list_resources(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        resources = await self.passthrough.list_resources()
+        return ListResourcesResult.model_validate({"resources": resources})
+
+    async def _on_list_resource_templates(
+        self, _ctx: Any, _params: PaginatedRequestParams | None
+    ) -> Any:
+        templates = await self.passthrough.list_resource_templates()
+        return ListResourceTemplatesResult.model_validate({"resourceTemplates": templates})
+
+    async def _on_read_resource(
+        self, _ctx: Any, params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        return await self.passthrough.read_resource(str(params.uri))
 
 
 def _unwrapped(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:

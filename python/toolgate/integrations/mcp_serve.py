@@ -11,7 +11,10 @@ The upstream servers come in the ``mcpServers`` form MCP clients write::
 Every upstream is started (or reached) at once, each within ``connect_timeout`` seconds, and
 each lives in a task of its own until the proxy stops: when its client closes stdin, or on
 SIGTERM / SIGINT. Stopping closes every upstream at once, so none outlives the proxy. An
-upstream whose connection closes (it died) is started again by the next call to it.
+upstream whose connection closes (it died) is started again by the next call to it. One that
+could not be started (left out under ``lenient``) is tried again in the background, after
+``retry_after`` seconds and then at doubling intervals up to :data:`MAX_RETRY_INTERVAL`,
+until it joins.
 """
 
 from __future__ import annotations
@@ -41,10 +44,20 @@ from toolgate.integrations.mcp import McpClient, McpRouter
 from toolgate.integrations.mcp_listing import list_server_tools
 from toolgate.integrations.mcp_proxy import McpProxy
 
-__all__ = ["CONNECT_TIMEOUT", "HttpServer", "ServerSpec", "load_servers", "serve_stdio"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "MAX_RETRY_INTERVAL",
+    "HttpServer",
+    "ServerSpec",
+    "load_servers",
+    "serve_stdio",
+]
 
 #: Seconds an upstream server has to start and answer the handshake.
 CONNECT_TIMEOUT = 30.0
+
+#: The longest wait, in seconds, between two tries to start an upstream left out at start.
+MAX_RETRY_INTERVAL = 300.0
 
 _STDIO_KEYS = {"type", "command", "args", "env", "cwd", "disabled"}
 _HTTP_KEYS = {"type", "url", "headers", "disabled"}
@@ -145,15 +158,18 @@ async def serve_stdio(
     connect_timeout: float = CONNECT_TIMEOUT,
     allow: Sequence[str] | None = None,
     deny: Sequence[str] | None = None,
+    retry_after: float = 30.0,
 ) -> None:
     """Connect to ``servers``, then serve the proxy over this process's stdin / stdout
     until the client closes it or a SIGTERM / SIGINT arrives.
 
     An upstream that cannot be started or reached in ``connect_timeout`` seconds is an
     :class:`InvalidInputError` naming it, or with ``lenient`` left out, with a line on
-    stderr. ``allow`` / ``deny`` are :class:`McpProxy`'s.
+    stderr, and tried again from ``retry_after`` seconds on (see the module docstring).
+    ``allow`` / ``deny`` are :class:`McpProxy`'s; ``retry_after`` is also how long a server
+    whose re-listing failed keeps its tools before it is listed again (:class:`McpRouter`).
     """
-    router = McpRouter(top_k=top_k, lenient=lenient)
+    router = McpRouter(top_k=top_k, lenient=lenient, retry_after=retry_after)
     upstreams = _Upstreams(list(servers))
     failure: ToolgateError | None = None
     async with anyio.create_task_group() as group:
@@ -165,6 +181,12 @@ async def serve_stdio(
             await router.connect(clients)
             for name in clients:
                 group.start_soon(_watch, router, name)
+            left_out = [name for name in servers if name not in clients]
+            if left_out:
+                group.start_soon(
+                    _join_later, group, router, upstreams, servers, left_out,
+                    connect_timeout, retry_after,
+                )  # fmt: skip
             reconnect = partial(_reconnect, group, router, upstreams, servers, connect_timeout)
             proxy = McpProxy(
                 router, allow=allow, deny=deny, instructions=_instructions(clients),
@@ -336,6 +358,41 @@ async def _reconnect(
         await router.replace_client(name, client)
         group.start_soon(_watch, router, name)
         return True
+
+
+async def _join_later(
+    group: TaskGroup,
+    router: McpRouter,
+    upstreams: _Upstreams,
+    servers: Mapping[str, ServerSpec],
+    left_out: list[str],
+    timeout: float,
+    first_wait: float,
+) -> None:
+    """Try to start each upstream left out at start again, after ``first_wait`` seconds and
+    then at doubling intervals (at most :data:`MAX_RETRY_INTERVAL`), until every one has
+    joined: its tools are then found and called like the others'."""
+    wait = first_wait
+    pending = list(left_out)
+    while pending:
+        await anyio.sleep(wait)
+        wait = min(max(wait * 2, 1.0), MAX_RETRY_INTERVAL)
+        for name in list(pending):
+            async with upstreams.locks[name]:
+                client = await upstreams.restart(
+                    group, name, servers[name], router.message_handler(name), timeout
+                )
+                if client is None:
+                    continue
+                try:  # lenient: a listing that fails is a warning, and is tried again
+                    await router.add_server(name, client)
+                except Exception as exc:  # this server's problem must not stop the proxy
+                    print(f"toolgate mcp-proxy: {name!r} left out: {exc}", file=sys.stderr)
+                    upstreams.scopes[name].cancel()
+                    continue
+            pending.remove(name)
+            print(f"toolgate mcp-proxy: {name!r} started and joined", file=sys.stderr)
+            group.start_soon(_watch, router, name)
 
 
 async def _stop_on_signal(upstreams: _Upstreams) -> None:

@@ -1,0 +1,288 @@
+"""The MCP proxy passes upstream prompts and resources through as they are."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED, INVALID_PARAMS
+from tests.mcp_fixtures import PagedClient, calendar_server, github_server, mcp_tool, run
+
+from toolgate.embed import Embedder
+from toolgate.integrations.mcp import McpRouter
+from toolgate.integrations.mcp_passthrough import RESOURCE_NOT_FOUND, template_pattern
+from toolgate.integrations.mcp_proxy import McpProxy
+
+
+def github_with_extras() -> MCPServer:
+    server = github_server(Counter())
+
+    @server.prompt()
+    def review(pr: str) -> str:
+        """Review a pull request."""
+        if pr == "#0":
+            raise MCPError(INVALID_PARAMS, "there is no pull request #0")
+        return f"Review GitHub pull request {pr} for bugs."
+
+    @server.prompt()
+    def triage() -> str:
+        """Triage the open issues."""
+        return "Label every open issue."
+
+    @server.resource("github://repos", name="repos", description="Your repositories")
+    def repos() -> str:
+        return "acme/web\nacme/api"
+
+    @server.resource("repo://{owner}/{repo}/readme", name="readme")
+    def readme(owner: str, repo: str) -> str:
+        return f"# {owner}/{repo}"
+
+    return server
+
+
+def calendar_with_extras() -> MCPServer:
+    server = calendar_server(Counter())
+
+    @server.prompt()
+    def review() -> str:
+        """Review this week's meetings."""
+        return "Which meetings could be emails?"
+
+    @server.resource("calendar://today", name="today")
+    def today() -> str:
+        return "09:00 stand-up"
+
+    @server.resource("github://repos", name="shadow")  # the same URI as github's
+    def shadow() -> str:
+        return "calendar's copy"
+
+    return server
+
+
+async def connected(embedder: Embedder, clients: dict[str, Any]) -> McpProxy:
+    router = McpRouter(top_k=3, embedder=embedder, cache=None)
+    await router.connect(clients)
+    return McpProxy(router)
+
+
+def text(result: Any) -> str:
+    """The text of a prompt's messages or of a resource's contents."""
+    if hasattr(result, "messages"):
+        return "".join(m.content.text for m in result.messages)
+    return "".join(c.text for c in result.contents)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28, and the handshake era
+def test_prompts_of_every_upstream_are_listed_and_got(embedder: Embedder, mode: str) -> None:
+    async def main() -> None:
+        async with (
+            Client(github_with_extras()) as github,
+            Client(calendar_with_extras()) as calendar,
+        ):
+            proxy = await connected(embedder, {"github": github, "calendar": calendar})
+            async with Client(proxy.server, mode=mode) as client:
+                listed = (await client.list_prompts()).prompts
+                # A name both servers use is qualified for each; the others are kept.
+                names = [p.name for p in listed]
+                assert names == ["github__review", "triage", "calendar__review"]
+                assert listed[0].description == "Review a pull request."
+                assert [a.name for a in listed[0].arguments or []] == ["pr"]
+
+                got = await client.get_prompt("github__review", {"pr": "#7"})
+                assert text(got) == "Review GitHub pull request #7 for bugs."
+                assert text(await client.get_prompt("calendar__review")) == (
+                    "Which meetings could be emails?"
+                )
+                assert text(await client.get_prompt("triage")) == "Label every open issue."
+
+                with pytest.raises(MCPError) as unknown:
+                    await client.get_prompt("review")
+                assert unknown.value.code == INVALID_PARAMS
+                assert "Unknown prompt 'review'; prompts: calendar__review" in str(unknown.value)
+                # The upstream's own error passes through as it is.
+                with pytest.raises(MCPError) as refused:
+                    await client.get_prompt("github__review", {"pr": "#0"})
+                assert refused.value.code == INVALID_PARAMS
+                assert str(refused.value) == "there is no pull request #0"
+
+    run(main)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_resources_are_listed_and_read_from_the_server_that_has_them(
+    embedder: Embedder, mode: str
+) -> None:
+    async def main() -> None:
+        async with (
+            Client(github_with_extras()) as github,
+            Client(calendar_with_extras()) as calendar,
+        ):
+            proxy = await connected(embedder, {"github": github, "calendar": calendar})
+            async with Client(proxy.server, mode=mode) as client:
+                listed = (await client.list_resources()).resources
+                # URIs are passed on unchanged; one two servers list is the first's.
+                assert [(r.name, str(r.uri)) for r in listed] == [
+                    ("repos", "github://repos"),
+                    ("today", "calendar://today"),
+                ]
+                templates = (await client.list_resource_templates()).resource_templates
+                assert [t.uri_template for t in templates] == ["repo://{owner}/{repo}/readme"]
+
+                assert text(await client.read_resource("github://repos")) == "acme/web\nacme/api"
+                assert text(await client.read_resource("calendar://today")) == "09:00 stand-up"
+                # Listed by no one: the server whose template matches reads it.
+                readme = await client.read_resource("repo://acme/web/readme")
+                assert text(readme) == "# acme/web"
+
+                with pytest.raises(MCPError) as missing:
+                    await client.read_resource("calendar://tomorrow")
+                assert missing.value.code == RESOURCE_NOT_FOUND
+                # Every server with resources was asked, and each answer is named.
+                message = str(missing.value)
+                assert "No server has resource 'calendar://tomorrow' (github: " in message
+                assert "; calendar: " in message
+
+    run(main)
+
+
+class ExtrasClient(PagedClient):
+    """A duck-typed client with prompts and resources, whose listing can be made to fail."""
+
+    def __init__(self, tag: str, *, broken: bool = False) -> None:
+        super().__init__([[mcp_tool(f"{tag}_tool", f"The {tag} tool.")]], [None])
+        self.tag, self.broken = tag, broken
+        self.gets: list[tuple[str, dict[str, str] | None]] = []
+        self.reads: list[str] = []
+        self.resource_listings = 0
+
+    async def list_prompts(self, cursor: str | None = None) -> dict[str, Any]:
+        if self.broken:
+            raise ConnectionError("listing went away")
+        return {"prompts": [{"name": f"{self.tag}_prompt"}, {"description": "no name"}]}
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> Any:
+        self.gets.append((name, arguments))
+        message = {"role": "user", "content": {"type": "text", "text": f"{name} {arguments}"}}
+        return {"messages": [message]}
+
+    async def list_resources(self, cursor: str | None = None) -> dict[str, Any]:
+        self.resource_listings += 1
+        return {"resources": [{"uri": f"{self.tag}://listed", "name": "listed"}]}
+
+    async def list_resource_templates(self, cursor: str | None = None) -> dict[str, Any]:
+        return {
+            "resourceTemplates": [{"uriTemplate": f"{self.tag}://items/{{id}}", "name": "item"}]
+        }
+
+    async def read_resource(self, uri: str) -> Any:
+        self.reads.append(uri)
+        if not uri.startswith(f"{self.tag}://"):
+            raise MCPError(RESOURCE_NOT_FOUND, f"{self.tag} has no {uri}")
+        return {"contents": [{"uri": uri, "text": f"{self.tag} read {uri}"}]}
+
+
+def test_a_failing_or_malformed_listing_hides_only_itself(
+    embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        good, bad = ExtrasClient("good"), ExtrasClient("bad", broken=True)
+        proxy = await connected(embedder, {"good": good, "bad": bad})
+        with caplog.at_level(logging.WARNING, "toolgate.integrations.mcp_passthrough"):
+            prompts = await proxy.passthrough.list_prompts()
+        assert [p["name"] for p in prompts] == ["good_prompt"]
+        warned = caplog.text
+        assert "MCP server 'bad': prompts/list failed, left out: ConnectionError" in warned
+        assert "MCP server 'good': prompts/list item without a string 'name' left out" in warned
+
+        got = await proxy.passthrough.get_prompt("good_prompt", {"topic": "x"})
+        assert text(got) == "good_prompt {'topic': 'x'}"
+        assert good.gets == [("good_prompt", {"topic": "x"})]
+
+    run(main)
+
+
+def test_a_resource_is_asked_of_the_servers_likeliest_to_have_it_first(
+    embedder: Embedder,
+) -> None:
+    async def main() -> None:
+        first, second = ExtrasClient("first"), ExtrasClient("second")
+        proxy = await connected(embedder, {"first": first, "second": second})
+        passthrough = proxy.passthrough
+        assert text(await passthrough.read_resource("second://listed")) == (
+            "second read second://listed"
+        )
+        assert text(await passthrough.read_resource("second://items/7")) == (
+            "second read second://items/7"
+        )
+        assert first.reads == []  # neither lists the URI nor has a template for it
+        # A URI just listed is read from its server without listing again.
+        listed = await passthrough.list_resources()
+        assert [r["uri"] for r in listed] == ["first://listed", "second://listed"]
+        assert text(await passthrough.read_resource("first://listed")) == (
+            "first read first://listed"
+        )
+        assert first.resource_listings == second.resource_listings == 3
+        # Nobody's: every server is asked in turn, and says so.
+        with pytest.raises(MCPError, match="first has no other://x; second: second has no"):
+            await passthrough.read_resource("other://x")
+        assert first.reads[-1:] == second.reads[-1:] == ["other://x"]
+
+    run(main)
+
+
+class DyingClient(ExtrasClient):
+    """A client whose connection closed: every request fails as the SDK's does."""
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> Any:
+        raise MCPError(CONNECTION_CLOSED, "Connection closed")
+
+
+def test_a_request_to_a_server_that_died_is_made_again_once_it_is_back(
+    embedder: Embedder,
+) -> None:
+    async def main() -> None:
+        router = McpRouter(embedder=embedder, cache=None)
+        await router.connect({"notes": DyingClient("notes")})
+        restarted: list[str] = []
+        fresh = ExtrasClient("notes")
+
+        async def reconnect(server: str) -> bool:
+            restarted.append(server)
+            await router.replace_client(server, fresh)
+            return True
+
+        proxy = McpProxy(router, reconnect=reconnect)
+        got = await proxy.passthrough.get_prompt("notes_prompt", None)
+        assert text(got) == "notes_prompt None"
+        assert restarted == ["notes"]
+        assert fresh.gets == [("notes_prompt", None)]
+
+        async def fail(server: str) -> bool:
+            return False
+
+        await router.replace_client("notes", DyingClient("notes"))
+        with pytest.raises(MCPError, match="Connection closed"):  # not back: the error stands
+            await McpProxy(router, reconnect=fail).passthrough.get_prompt("notes_prompt", None)
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("template", "uri", "matches"),
+    [
+        ("repo://{owner}/{repo}/readme", "repo://acme/web/readme", True),
+        ("repo://{owner}/{repo}/readme", "repo://acme/web/license", False),
+        ("file:///{+path}", "file:///etc/hosts", True),
+        ("search://q{?term,page}", "search://q?term=a&page=2", True),
+        ("a.b://{x}", "aXb://y", False),  # literal text is literal
+    ],
+)
+def test_uri_templates_match_the_uris_they_expand_to(
+    template: str, uri: str, matches: bool
+) -> None:
+    assert bool(template_pattern(template).fullmatch(uri)) is matches
