@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from functools import partial
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.prompts import Prompt
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, INVALID_PARAMS
 from tests.mcp_fixtures import PagedClient, calendar_server, github_server, mcp_tool, run
@@ -286,3 +289,82 @@ def test_uri_templates_match_the_uris_they_expand_to(
     template: str, uri: str, matches: bool
 ) -> None:
     assert bool(template_pattern(template).fullmatch(uri)) is matches
+
+
+def docs_server(*, modern: bool) -> MCPServer:
+    """A server whose ``add_glossary`` tool adds a prompt and tells of it, the 2026-07-28
+    way (a listen-stream event) when ``modern``, else with a notification."""
+    server = MCPServer("docs")
+
+    @server.prompt()
+    def outline(topic: str) -> str:
+        """Outline a document."""
+        return f"Outline {topic}."
+
+    @server.tool()
+    async def add_glossary(ctx: Context) -> str:
+        """Add the glossary prompt."""
+
+        def glossary() -> str:
+            return "List the terms."
+
+        server.add_prompt(Prompt.from_function(glossary, name="glossary"))
+        if modern:
+            await ctx.notify_prompts_changed()
+        else:
+            await ctx.session.send_prompt_list_changed()
+        return "added"
+
+    return server
+
+
+@pytest.mark.parametrize("upstream_mode", ["auto", "legacy"])
+@pytest.mark.parametrize("client_mode", ["auto", "legacy"])
+def test_an_upstream_change_is_passed_on_to_the_proxys_clients(
+    embedder: Embedder, upstream_mode: str, client_mode: str
+) -> None:
+    async def main() -> None:
+        router = McpRouter(embedder=embedder, cache=None)
+        proxy: McpProxy | None = None
+
+        async def heard(notice: Any) -> None:
+            if proxy is not None:
+                await proxy.heard("docs", notice)
+
+        handler = router.message_handler("docs", then=heard)
+        upstream = docs_server(modern=upstream_mode == "auto")
+        notices: list[str] = []
+        changed = anyio.Event()
+
+        async def client_handler(message: Any) -> None:
+            notices.append(type(message).__name__)
+            changed.set()
+
+        async with (
+            Client(upstream, mode=upstream_mode, message_handler=handler) as docs,
+            anyio.create_task_group() as group,
+        ):
+            await router.connect({"docs": docs})
+            proxy = McpProxy(router)
+            if upstream_mode == "auto":
+                await group.start(partial(router.watch, "docs", prompts=True))
+            async with Client(
+                proxy.server, mode=client_mode, message_handler=client_handler
+            ) as client:
+                assert [p.name for p in (await client.list_prompts()).prompts] == ["outline"]
+                call = {"name": "add_glossary", "arguments": {}}
+                with anyio.fail_after(10):
+                    if client_mode == "auto":  # told on its listen stream
+                        async with client.listen(prompts_list_changed=True) as events:
+                            await client.call_tool("call_tool", call)
+                            event = await events.__anext__()
+                        assert type(event).__name__ == "PromptsListChanged"
+                    else:  # told by notification
+                        await client.call_tool("call_tool", call)
+                        await changed.wait()
+                        assert notices == ["PromptListChangedNotification"]
+                prompts = (await client.list_prompts()).prompts
+                assert [p.name for p in prompts] == ["outline", "glossary"]
+            group.cancel_scope.cancel()
+
+    run(main)

@@ -45,6 +45,7 @@ import anyio.to_thread
 from anyio.abc import TaskStatus
 from mcp.client.session import IncomingMessage, MessageHandlerFnT
 from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.shared.subscriptions import ToolsListChanged
 from mcp.types import CallToolResult
 
 from toolgate.budget import Budget
@@ -266,12 +267,19 @@ class McpRouter:
         return handle
 
     async def watch(
-        self, server: str, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+        self,
+        server: str,
+        *,
+        prompts: bool = False,
+        resources: bool = False,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Mark ``server`` changed on each tools-changed event of its ``subscriptions/listen``
         stream, until cancelled or the stream ends: run it in the host's task group
         (``await group.start(router.watch, "github")`` returns once the server has
-        acknowledged the subscription).
+        acknowledged the subscription). ``prompts`` / ``resources`` also subscribe to those
+        lists' changes, for the host: the SDK passes every event on to the client's
+        ``message_handler`` (where a proxy hears them), and the router ignores them.
 
         That stream is how a server tells of changes on the 2026-07-28 protocol; on earlier
         ones it sends ``notifications/tools/list_changed``, which :meth:`message_handler`
@@ -284,14 +292,16 @@ class McpRouter:
                 f"server {server!r}: {type(client).__name__} has no listen(); hear changes "
                 "through message_handler instead"
             )
+        kinds = {"prompts_list_changed": prompts, "resources_list_changed": resources}
         try:
-            async with listen(tools_list_changed=True) as events:
+            async with listen(tools_list_changed=True, **kinds) as events:
                 task_status.started()
                 # The stream does not replay: a change made before it was acknowledged
                 # would go unheard, so the next turn lists the server once more.
                 self.mark_changed(server)
-                async for _event in events:
-                    self.mark_changed(server)
+                async for event in events:
+                    if isinstance(event, ToolsListChanged):
+                        self.mark_changed(server)
         except ListenNotSupportedError as exc:
             raise InvalidInputError(
                 f"server {server!r}: {exc.args[0] if exc.args else exc}; hear changes through "

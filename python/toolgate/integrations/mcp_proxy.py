@@ -19,19 +19,30 @@ embedded again (:class:`~toolgate.integrations.mcp.McpRouter` does the work).
 MCP client configuration (:mod:`toolgate.integrations.mcp_serve`).
 
 Upstream prompts and resources are passed through as they are
-(:mod:`toolgate.integrations.mcp_passthrough`), and so are each upstream's instructions. Not
-passed through: progress notifications, resource subscriptions, completions, and requests an
-upstream makes of the client (sampling, elicitation).
+(:mod:`toolgate.integrations.mcp_passthrough`), and so are each upstream's instructions and
+its notices that its tools, prompts or resources changed (:meth:`McpProxy.heard`): clients
+on the 2026-07-28 protocol hear them on their ``subscriptions/listen`` stream, earlier ones
+as ``notifications/*/list_changed``. Not passed through: progress notifications, resource
+subscriptions, completions, and requests an upstream makes of the client (sampling,
+elicitation).
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    ToolsListChanged,
+)
 from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
@@ -45,11 +56,12 @@ from mcp.types import (
     ReadResourceRequestParams,
     ReadResourceResult,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolgate.adapters.mcp import export
 from toolgate.catalog import Catalog
 from toolgate.config import check_count
-from toolgate.errors import ToolgateError
+from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.integrations.mcp import CallOutcome, McpRouter
 from toolgate.integrations.mcp_answers import text_result, unknown_names_note
 from toolgate.integrations.mcp_passthrough import Passthrough, Reconnect, reconnected
@@ -60,6 +72,13 @@ __all__ = ["McpProxy"]
 
 _SEARCH = "search_tools"
 _CALL = "call_tool"
+
+#: What each kind of change is, as an upstream's notification and as a listen-stream event.
+_CHANGES: dict[str, tuple[str, ServerEvent]] = {
+    "tools": ("notifications/tools/list_changed", ToolsListChanged()),
+    "prompts": ("notifications/prompts/list_changed", PromptsListChanged()),
+    "resources": ("notifications/resources/list_changed", ResourcesListChanged()),
+}
 
 
 class McpProxy:
@@ -93,6 +112,10 @@ class McpProxy:
         self.allow, self.deny = pattern_list(allow), pattern_list(deny)
         self.reconnect = reconnect
         self.passthrough = Passthrough(router, reconnect)
+        #: Change events for the clients' ``subscriptions/listen`` streams (2026-07-28).
+        self.events = InMemorySubscriptionBus()
+        # Connections of clients on earlier protocols, told of changes by notification.
+        self._legacy_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         search, call = _meta_names(router.router.catalog)
         own = (
             f"Most tools are not listed. Call {search} to find the ones a task needs, then "
@@ -108,6 +131,7 @@ class McpProxy:
             on_list_resources=self._on_list_resources,
             on_list_resource_templates=self._on_list_resource_templates,
             on_read_resource=self._on_read_resource,
+            on_subscriptions_listen=ListenHandler(self.events),
         )
 
     def list_tools(self) -> list[dict[str, Any]]:
@@ -152,6 +176,41 @@ class McpProxy:
                 raise
         return await self.router.call_any(call, allow=self.allow, deny=self.deny)
 
+    async def heard(self, server: str, notice: Any) -> None:
+        """Pass on an upstream's notice that its tools, prompts or resources changed: a
+        message its client received (give ``partial(proxy.heard, name)`` as ``then`` to
+        :meth:`McpRouter.message_handler`; on the 2026-07-28 protocol the SDK passes the
+        events of :meth:`McpRouter.watch` with ``prompts`` / ``resources`` on to it too).
+        Other messages are ignored.
+
+        A tools change is passed on too, though the proxy lists its own two tools: pinned
+        tools are listed as well, and the client's next ``tools/list`` lists them afresh.
+        """
+        method = getattr(getattr(notice, "root", notice), "method", None)
+        for kind, (notification, _event) in _CHANGES.items():
+            if method == notification:
+                await self.announce(kind)
+
+    async def announce(self, *kinds: str) -> None:
+        """Tell every client that the proxy's ``tools``, ``prompts`` and / or ``resources``
+        changed (a server joined, or one changed its own)."""
+        if unknown := [kind for kind in kinds if kind not in _CHANGES]:
+            raise InvalidInputError(f"unknown kinds {unknown}; expected {sorted(_CHANGES)}")
+        for kind in kinds:
+            await self.events.publish(_CHANGES[kind][1])
+            send = f"send_{kind.rstrip('s')}_list_changed"
+            for session in list(self._legacy_sessions):
+                try:
+                    await getattr(session, send)()
+                except Exception:  # that client is gone
+                    self._legacy_sessions.discard(session)
+
+    def _remember(self, ctx: Any) -> None:
+        """Note the connection of a client on an earlier protocol, to tell it of changes."""
+        session = getattr(ctx, "session", None)
+        if session is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self._legacy_sessions.add(session)
+
     async def _search(self, arguments: Mapping[str, Any]) -> CallToolResult:
         query = arguments.get("query")
         search, call = _meta_names(self.router.router.catalog)
@@ -173,21 +232,25 @@ class McpProxy:
         header = f"Tools found, best first. Call one with {call}(name, arguments).{unknown}\n"
         return text_result(header + json.dumps(tools, ensure_ascii=False))
 
-    async def _on_list_tools(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+    async def _on_list_tools(self, ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        self._remember(ctx)
         await self.router.update()  # pinned tools may have changed upstream
         return ListToolsResult.model_validate({"tools": self.list_tools()})
 
-    async def _on_call_tool(self, _ctx: Any, params: CallToolRequestParams) -> Any:
+    async def _on_call_tool(self, ctx: Any, params: CallToolRequestParams) -> Any:
+        self._remember(ctx)
         return await self.call_tool(params.name, params.arguments)
 
-    async def _on_list_prompts(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+    async def _on_list_prompts(self, ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        self._remember(ctx)
         prompts = await self.passthrough.list_prompts()
         return ListPromptsResult.model_validate({"prompts": prompts})
 
     async def _on_get_prompt(self, _ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
         return await self.passthrough.get_prompt(params.name, params.arguments)
 
-    async def _on_list_resources(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+    async def _on_list_resources(self, ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        self._remember(ctx)
         resources = await self.passthrough.list_resources()
         return ListResourcesResult.model_validate({"resources": resources})
 

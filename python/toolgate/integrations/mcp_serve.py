@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx2
 from anyio.abc import TaskGroup
 from mcp import Client
@@ -170,36 +171,145 @@ async def serve_stdio(
     whose re-listing failed keeps its tools before it is listed again (:class:`McpRouter`).
     """
     router = McpRouter(top_k=top_k, lenient=lenient, retry_after=retry_after)
-    upstreams = _Upstreams(list(servers))
     failure: ToolgateError | None = None
     async with anyio.create_task_group() as group:
+        serving = _Serving(group, router, servers, _Upstreams(list(servers)), connect_timeout)
         # First: a signal during start-up must close the upstreams started so far.
-        group.start_soon(_stop_on_signal, upstreams)
+        group.start_soon(_stop_on_signal, serving.upstreams)
         try:
-            await _connect_all(group, router, servers, upstreams, lenient, connect_timeout)
-            clients = upstreams.clients
+            await serving.connect_all(lenient)
+            clients = serving.upstreams.clients
             await router.connect(clients)
             for name in clients:
-                group.start_soon(_watch, router, name)
+                group.start_soon(serving.watch, name)
             left_out = [name for name in servers if name not in clients]
             if left_out:
-                group.start_soon(
-                    _join_later, group, router, upstreams, servers, left_out,
-                    connect_timeout, retry_after,
-                )  # fmt: skip
-            reconnect = partial(_reconnect, group, router, upstreams, servers, connect_timeout)
-            proxy = McpProxy(
+                group.start_soon(serving.join_later, left_out, retry_after)
+            serving.proxy = McpProxy(
                 router, allow=allow, deny=deny, instructions=_instructions(clients),
-                reconnect=reconnect,
+                reconnect=serving.reconnect,
             )  # fmt: skip
             async with stdio_server() as (read, write):
-                options = proxy.server.create_initialization_options()
-                await proxy.server.run(read, write, options)
+                options = serving.proxy.server.create_initialization_options()
+                await serving.proxy.server.run(read, write, options)
         except ToolgateError as exc:  # raised after the group, not wrapped in its group
             failure = exc
         group.cancel_scope.cancel()  # closes every upstream at once
     if failure is not None:
         raise failure
+
+
+@dataclass
+class _Serving:
+    """What the proxy's process runs: its task group, its router, the upstream servers and
+    their connections, and the proxy once connected (upstream notices heard before it
+    exists concern nothing a client has seen yet)."""
+
+    group: TaskGroup
+    router: McpRouter
+    servers: Mapping[str, ServerSpec]
+    upstreams: _Upstreams
+    timeout: float
+    proxy: McpProxy | None = None
+
+    def handler(self, name: str) -> MessageHandlerFnT:
+        """``name``'s message handler: the router marks it changed, the proxy passes the
+        notice on."""
+        return self.router.message_handler(name, then=partial(self._heard, name))
+
+    async def _heard(self, name: str, notice: Any) -> None:
+        if self.proxy is not None:
+            await self.proxy.heard(name, notice)
+        else:
+            await anyio.lowlevel.checkpoint()
+
+    async def connect_all(self, lenient: bool) -> None:
+        """Start every upstream at once; the ones that fail or do not answer in time are an
+        error, or when ``lenient`` left out with a line on stderr."""
+        upstreams = self.upstreams
+        for name, spec in self.servers.items():
+            self.group.start_soon(upstreams.hold, name, spec, self.handler(name))
+        with anyio.move_on_after(self.timeout):
+            for event in upstreams.settled.values():
+                await event.wait()
+        for name, event in upstreams.settled.items():
+            if not event.is_set():
+                upstreams.errors[name] = TimeoutError(f"no answer within {self.timeout:g} s")
+                upstreams.scopes[name].cancel()
+        problems = [
+            f"cannot connect to MCP server {name!r}: {_first_error(upstreams.errors[name])!r}"
+            for name in self.servers
+            if name in upstreams.errors
+        ]
+        if problems and not lenient:
+            raise InvalidInputError("; ".join(problems))
+        for problem in problems:
+            print(f"toolgate mcp-proxy: {problem}; going on without it", file=sys.stderr)
+
+    async def reconnect(self, name: str) -> bool:
+        """Start ``name`` again after a request found its connection closed; whether a
+        working connection is in place. One restart at a time per server: a request that
+        waited for another's restart finds the server answering and goes on."""
+        async with self.upstreams.locks[name]:
+            try:
+                with anyio.fail_after(self.timeout):
+                    await list_server_tools(name, self.router.client(name))
+                return True  # restarted meanwhile, or it never died
+            except Exception:  # the connection is gone: start the server again
+                pass
+            client = await self.upstreams.restart(
+                self.group, name, self.servers[name], self.handler(name), self.timeout
+            )
+            if client is None:
+                print(f"toolgate mcp-proxy: could not restart {name!r}", file=sys.stderr)
+                return False
+            print(
+                f"toolgate mcp-proxy: restarted {name!r}, whose connection had closed",
+                file=sys.stderr,
+            )
+            await self.router.replace_client(name, client)
+            self.group.start_soon(self.watch, name)
+            return True
+
+    async def join_later(self, left_out: list[str], first_wait: float) -> None:
+        """Try to start each upstream left out at start again, after ``first_wait`` seconds
+        and then at doubling intervals (at most :data:`MAX_RETRY_INTERVAL`), until every one
+        has joined: its tools are then found and called like the others', and the proxy's
+        clients are told its tools, prompts and resources are there."""
+        wait = first_wait
+        pending = list(left_out)
+        while pending:
+            await anyio.sleep(wait)
+            wait = min(max(wait * 2, 1.0), MAX_RETRY_INTERVAL)
+            for name in list(pending):
+                async with self.upstreams.locks[name]:
+                    client = await self.upstreams.restart(
+                        self.group, name, self.servers[name], self.handler(name), self.timeout
+                    )
+                    if client is None:
+                        continue
+                    try:  # lenient: a listing that fails is a warning, and is tried again
+                        await self.router.add_server(name, client)
+                    except Exception as exc:  # this server's problem must not stop the proxy
+                        print(f"toolgate mcp-proxy: {name!r} left out: {exc}", file=sys.stderr)
+                        self.upstreams.scopes[name].cancel()
+                        continue
+                pending.remove(name)
+                print(f"toolgate mcp-proxy: {name!r} started and joined", file=sys.stderr)
+                self.group.start_soon(self.watch, name)
+                if self.proxy is not None:
+                    await self.proxy.announce("tools", "prompts", "resources")
+
+    async def watch(self, name: str) -> None:
+        """Follow ``name``'s change events on the 2026-07-28 protocol: the router marks it
+        changed, and the proxy hears them through the message handler (the SDK passes listen
+        events on to it), as it hears an older connection's notifications."""
+        try:
+            await self.router.watch(name, prompts=True, resources=True)
+        except InvalidInputError:
+            pass
+        except Exception as exc:  # a dropped stream: changes then come with the next listing
+            print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
 
 
 class _Upstreams:
@@ -266,36 +376,6 @@ class _Upstreams:
                 await event.wait()
 
 
-async def _connect_all(
-    group: TaskGroup,
-    router: McpRouter,
-    servers: Mapping[str, ServerSpec],
-    upstreams: _Upstreams,
-    lenient: bool,
-    timeout: float,
-) -> None:
-    """Start every upstream at once; the ones that fail or do not answer in ``timeout``
-    seconds are an error, or when ``lenient`` left out with a line on stderr."""
-    for name, spec in servers.items():
-        group.start_soon(upstreams.hold, name, spec, router.message_handler(name))
-    with anyio.move_on_after(timeout):
-        for event in upstreams.settled.values():
-            await event.wait()
-    for name, event in upstreams.settled.items():
-        if not event.is_set():
-            upstreams.errors[name] = TimeoutError(f"no answer within {timeout:g} s")
-            upstreams.scopes[name].cancel()
-    problems = [
-        f"cannot connect to MCP server {name!r}: {_first_error(upstreams.errors[name])!r}"
-        for name in servers
-        if name in upstreams.errors
-    ]
-    if problems and not lenient:
-        raise InvalidInputError("; ".join(problems))
-    for problem in problems:
-        print(f"toolgate mcp-proxy: {problem}; going on without it", file=sys.stderr)
-
-
 @asynccontextmanager
 async def _client(spec: ServerSpec, handler: MessageHandlerFnT) -> AsyncIterator[Client]:
     if isinstance(spec, HttpServer):
@@ -328,73 +408,6 @@ def _first_error(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _reconnect(
-    group: TaskGroup,
-    router: McpRouter,
-    upstreams: _Upstreams,
-    servers: Mapping[str, ServerSpec],
-    timeout: float,
-    name: str,
-) -> bool:
-    """Start ``name`` again after a call found its connection closed; whether a working
-    connection is in place. One restart at a time per server: a call that waited for
-    another's restart finds the server answering and goes on."""
-    async with upstreams.locks[name]:
-        try:
-            with anyio.fail_after(timeout):
-                await list_server_tools(name, router.client(name))
-            return True  # restarted meanwhile, or it never died
-        except Exception:  # the connection is gone: start the server again
-            pass
-        client = await upstreams.restart(
-            group, name, servers[name], router.message_handler(name), timeout
-        )
-        if client is None:
-            print(f"toolgate mcp-proxy: could not restart {name!r}", file=sys.stderr)
-            return False
-        print(
-            f"toolgate mcp-proxy: restarted {name!r}, whose connection had closed", file=sys.stderr
-        )
-        await router.replace_client(name, client)
-        group.start_soon(_watch, router, name)
-        return True
-
-
-async def _join_later(
-    group: TaskGroup,
-    router: McpRouter,
-    upstreams: _Upstreams,
-    servers: Mapping[str, ServerSpec],
-    left_out: list[str],
-    timeout: float,
-    first_wait: float,
-) -> None:
-    """Try to start each upstream left out at start again, after ``first_wait`` seconds and
-    then at doubling intervals (at most :data:`MAX_RETRY_INTERVAL`), until every one has
-    joined: its tools are then found and called like the others'."""
-    wait = first_wait
-    pending = list(left_out)
-    while pending:
-        await anyio.sleep(wait)
-        wait = min(max(wait * 2, 1.0), MAX_RETRY_INTERVAL)
-        for name in list(pending):
-            async with upstreams.locks[name]:
-                client = await upstreams.restart(
-                    group, name, servers[name], router.message_handler(name), timeout
-                )
-                if client is None:
-                    continue
-                try:  # lenient: a listing that fails is a warning, and is tried again
-                    await router.add_server(name, client)
-                except Exception as exc:  # this server's problem must not stop the proxy
-                    print(f"toolgate mcp-proxy: {name!r} left out: {exc}", file=sys.stderr)
-                    upstreams.scopes[name].cancel()
-                    continue
-            pending.remove(name)
-            print(f"toolgate mcp-proxy: {name!r} started and joined", file=sys.stderr)
-            group.start_soon(_watch, router, name)
-
-
 async def _stop_on_signal(upstreams: _Upstreams) -> None:
     """On SIGTERM or SIGINT, close every upstream, then end the process, where signals can
     be received (not on Windows).
@@ -411,14 +424,3 @@ async def _stop_on_signal(upstreams: _Upstreams) -> None:
             await upstreams.close(timeout=10.0)
             sys.stderr.flush()
             os._exit(0)
-
-
-async def _watch(router: McpRouter, name: str) -> None:
-    """Follow ``name``'s change events on the 2026-07-28 protocol; an older connection
-    tells of changes through the message handler instead."""
-    try:
-        await router.watch(name)
-    except InvalidInputError:
-        pass
-    except Exception as exc:  # a dropped stream: changes then come with the next listing
-        print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
