@@ -83,6 +83,14 @@ def _parser() -> argparse.ArgumentParser:
     stats = commands.add_parser("stats", help="catalog token figures, or usage from an event log")
     _add_router_source(stats)
     stats.add_argument("--events", type=Path, help="JSONL telemetry log to summarise")
+    stats.add_argument(
+        "--near-duplicates",
+        type=float,
+        nargs="?",
+        const=0.95,
+        metavar="COSINE",
+        help="also list groups of near-copy tools, linked at this cosine (default 0.95)",
+    )
     stats.add_argument("--json", action="store_true")
 
     demo = commands.add_parser("demo", help="route a few queries over the built-in demo catalog")

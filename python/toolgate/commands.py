@@ -154,13 +154,21 @@ def _queries(args: argparse.Namespace) -> list[LabelledQuery]:
 
 
 def run_stats(args: argparse.Namespace) -> dict[str, Any]:
-    """Catalog token figures, plus usage statistics from a telemetry log when given."""
+    """Catalog token figures, plus usage statistics from a telemetry log and groups of
+    near-duplicate tools when asked for."""
     router = _router(args)
     report: dict[str, Any] = router.catalog_stats()
     if args.events is not None:
         from toolgate.telemetry import UsageStats
 
         report["usage"] = UsageStats.from_log(Path(args.events), router.catalog).to_dict()
+    if args.near_duplicates is not None:
+        groups = router.near_duplicates(args.near_duplicates)
+        report["near_duplicates"] = {
+            "cosine": args.near_duplicates,
+            "tools": sum(len(group.ids) for group in groups),
+            "groups": [group.to_dict() for group in groups],
+        }
     return report
 
 

@@ -30,6 +30,7 @@ from toolgate.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.history import HistoryTurn, blend_history, history_texts
 from toolgate.lazy import Lazy
+from toolgate.near_duplicates import DEFAULT_THRESHOLD, DuplicateGroup, near_duplicate_groups
 from toolgate.query import ParsedQuery, parse_query
 from toolgate.route_result import GatedOut, RoutedTool, RouteResult
 from toolgate.router_store import (
@@ -549,6 +550,12 @@ class Router:
                 for provider in ("openai", "anthropic", "gemini", "mcp")
             },
         }
+
+    def near_duplicates(self, threshold: float = DEFAULT_THRESHOLD) -> list[DuplicateGroup]:
+        """Groups of tools whose rows have a cosine of at least ``threshold``: near copies
+        to fold into one (see :mod:`toolgate.near_duplicates`), largest group first."""
+        vectors = self._index.vectors(range(len(self.catalog)))
+        return near_duplicate_groups(vectors, self.catalog.ids, threshold)
 
     def signals(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The dense (cosine) and BM25 scores of every tool for ``text``, in catalog order."""
