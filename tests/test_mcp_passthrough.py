@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
@@ -73,6 +75,18 @@ async def connected(embedder: Embedder, clients: dict[str, Any]) -> McpProxy:
     return McpProxy(router)
 
 
+@asynccontextmanager
+async def client_of_both(embedder: Embedder, mode: str) -> AsyncIterator[Client]:
+    """A client of the proxy in front of both servers above, on protocol ``mode``."""
+    async with (
+        Client(github_with_extras()) as github,
+        Client(calendar_with_extras()) as calendar,
+    ):
+        proxy = await connected(embedder, {"github": github, "calendar": calendar})
+        async with Client(proxy.server, mode=mode) as client:
+            yield client
+
+
 def text(result: Any) -> str:
     """The text of a prompt's messages or of a resource's contents."""
     if hasattr(result, "messages"):
@@ -83,35 +97,30 @@ def text(result: Any) -> str:
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28, and the handshake era
 def test_prompts_of_every_upstream_are_listed_and_got(embedder: Embedder, mode: str) -> None:
     async def main() -> None:
-        async with (
-            Client(github_with_extras()) as github,
-            Client(calendar_with_extras()) as calendar,
-        ):
-            proxy = await connected(embedder, {"github": github, "calendar": calendar})
-            async with Client(proxy.server, mode=mode) as client:
-                listed = (await client.list_prompts()).prompts
-                # A name both servers use is qualified for each; the others are kept.
-                names = [p.name for p in listed]
-                assert names == ["github__review", "triage", "calendar__review"]
-                assert listed[0].description == "Review a pull request."
-                assert [a.name for a in listed[0].arguments or []] == ["pr"]
+        async with client_of_both(embedder, mode) as client:
+            listed = (await client.list_prompts()).prompts
+            # A name both servers use is qualified for each; the others are kept.
+            names = [p.name for p in listed]
+            assert names == ["github__review", "triage", "calendar__review"]
+            assert listed[0].description == "Review a pull request."
+            assert [a.name for a in listed[0].arguments or []] == ["pr"]
 
-                got = await client.get_prompt("github__review", {"pr": "#7"})
-                assert text(got) == "Review GitHub pull request #7 for bugs."
-                assert text(await client.get_prompt("calendar__review")) == (
-                    "Which meetings could be emails?"
-                )
-                assert text(await client.get_prompt("triage")) == "Label every open issue."
+            got = await client.get_prompt("github__review", {"pr": "#7"})
+            assert text(got) == "Review GitHub pull request #7 for bugs."
+            assert text(await client.get_prompt("calendar__review")) == (
+                "Which meetings could be emails?"
+            )
+            assert text(await client.get_prompt("triage")) == "Label every open issue."
 
-                with pytest.raises(MCPError) as unknown:
-                    await client.get_prompt("review")
-                assert unknown.value.code == INVALID_PARAMS
-                assert "Unknown prompt 'review'; prompts: calendar__review" in str(unknown.value)
-                # The upstream's own error passes through as it is.
-                with pytest.raises(MCPError) as refused:
-                    await client.get_prompt("github__review", {"pr": "#0"})
-                assert refused.value.code == INVALID_PARAMS
-                assert str(refused.value) == "there is no pull request #0"
+            with pytest.raises(MCPError) as unknown:
+                await client.get_prompt("review")
+            assert unknown.value.code == INVALID_PARAMS
+            assert "Unknown prompt 'review'; prompts: calendar__review" in str(unknown.value)
+            # The upstream's own error passes through as it is.
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt("github__review", {"pr": "#0"})
+            assert refused.value.code == INVALID_PARAMS
+            assert str(refused.value) == "there is no pull request #0"
 
     run(main)
 
@@ -121,34 +130,29 @@ def test_resources_are_listed_and_read_from_the_server_that_has_them(
     embedder: Embedder, mode: str
 ) -> None:
     async def main() -> None:
-        async with (
-            Client(github_with_extras()) as github,
-            Client(calendar_with_extras()) as calendar,
-        ):
-            proxy = await connected(embedder, {"github": github, "calendar": calendar})
-            async with Client(proxy.server, mode=mode) as client:
-                listed = (await client.list_resources()).resources
-                # URIs are passed on unchanged; one two servers list is the first's.
-                assert [(r.name, str(r.uri)) for r in listed] == [
-                    ("repos", "github://repos"),
-                    ("today", "calendar://today"),
-                ]
-                templates = (await client.list_resource_templates()).resource_templates
-                assert [t.uri_template for t in templates] == ["repo://{owner}/{repo}/readme"]
+        async with client_of_both(embedder, mode) as client:
+            listed = (await client.list_resources()).resources
+            # URIs are passed on unchanged; one two servers list is the first's.
+            assert [(r.name, str(r.uri)) for r in listed] == [
+                ("repos", "github://repos"),
+                ("today", "calendar://today"),
+            ]
+            templates = (await client.list_resource_templates()).resource_templates
+            assert [t.uri_template for t in templates] == ["repo://{owner}/{repo}/readme"]
 
-                assert text(await client.read_resource("github://repos")) == "acme/web\nacme/api"
-                assert text(await client.read_resource("calendar://today")) == "09:00 stand-up"
-                # Listed by no one: the server whose template matches reads it.
-                readme = await client.read_resource("repo://acme/web/readme")
-                assert text(readme) == "# acme/web"
+            assert text(await client.read_resource("github://repos")) == "acme/web\nacme/api"
+            assert text(await client.read_resource("calendar://today")) == "09:00 stand-up"
+            # Listed by no one: the server whose template matches reads it.
+            readme = await client.read_resource("repo://acme/web/readme")
+            assert text(readme) == "# acme/web"
 
-                with pytest.raises(MCPError) as missing:
-                    await client.read_resource("calendar://tomorrow")
-                assert missing.value.code == RESOURCE_NOT_FOUND
-                # Every server with resources was asked, and each answer is named.
-                message = str(missing.value)
-                assert "No server has resource 'calendar://tomorrow' (github: " in message
-                assert "; calendar: " in message
+            with pytest.raises(MCPError) as missing:
+                await client.read_resource("calendar://tomorrow")
+            assert missing.value.code == RESOURCE_NOT_FOUND
+            # Every server with resources was asked, and each answer is named.
+            message = str(missing.value)
+            assert "No server has resource 'calendar://tomorrow' (github: " in message
+            assert "; calendar: " in message
 
     run(main)
 
