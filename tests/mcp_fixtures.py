@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -107,3 +108,44 @@ def mcp_tool(name: str, description: str) -> dict[str, Any]:
         "description": description,
         "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}},
     }
+
+
+def found_tools(result: Any) -> list[dict[str, Any]]:
+    header, body = text_of(result).split("\n", 1)
+    assert header.startswith("Tools found, best first.")
+    return list(json.loads(body))
+
+
+#: A small MCP server over stdio, run as a process by the proxy's end-to-end tests.
+UPSTREAM = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("notes")
+
+@server.tool()
+def add_note(title: str, body: str) -> str:
+    """Save a new note with a title and a body."""
+    return f"saved {title}"
+
+@server.tool()
+def delete_note(title: str) -> str:
+    """Delete the note with this title."""
+    return f"deleted {title}"
+
+@server.prompt()
+def summarize(title: str) -> str:
+    """Summarize a note."""
+    return f"Summarize the note {title}."
+
+@server.resource("notes://index", name="index")
+def index() -> str:
+    return "groceries"
+
+server.run("stdio")
+'''
+
+PID_WRITING_UPSTREAM = UPSTREAM.replace(
+    'server = MCPServer("notes")',
+    'import os, sys\nopen(sys.argv[1], "w").write(str(os.getpid()))\n'
+    'server = MCPServer("notes", instructions="Notes are kept for 30 days.")',
+)

@@ -18,9 +18,12 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from tests.mcp_fixtures import (
+    PID_WRITING_UPSTREAM,
+    UPSTREAM,
     Calls,
     PagedClient,
     calendar_server,
+    found_tools,
     github_server,
     mcp_tool,
     run,
@@ -41,12 +44,6 @@ async def connected(
     router = McpRouter(top_k=3, embedder=embedder, cache=None, overrides=overrides)
     await router.connect(clients)
     return McpProxy(router)
-
-
-def found_tools(result: Any) -> list[dict[str, Any]]:
-    header, body = text_of(result).split("\n", 1)
-    assert header.startswith("Tools found, best first.")
-    return list(json.loads(body))
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28, and the handshake era
@@ -165,34 +162,6 @@ def test_an_upstream_failure_is_a_tool_error_for_the_model(embedder: Embedder) -
             assert "ConnectionError('upstream went away')" in body["message"]
 
     run(main)
-
-
-UPSTREAM = '''
-from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("notes")
-
-@server.tool()
-def add_note(title: str, body: str) -> str:
-    """Save a new note with a title and a body."""
-    return f"saved {title}"
-
-@server.tool()
-def delete_note(title: str) -> str:
-    """Delete the note with this title."""
-    return f"deleted {title}"
-
-@server.prompt()
-def summarize(title: str) -> str:
-    """Summarize a note."""
-    return f"Summarize the note {title}."
-
-@server.resource("notes://index", name="index")
-def index() -> str:
-    return "groceries"
-
-server.run("stdio")
-'''
 
 
 def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
@@ -341,13 +310,6 @@ def initialize(process: subprocess.Popen[bytes]) -> dict[str, Any]:
     process.stdin.write(json.dumps(request).encode() + b"\n")
     process.stdin.flush()
     return dict(json.loads(process.stdout.readline()))
-
-
-PID_WRITING_UPSTREAM = UPSTREAM.replace(
-    'server = MCPServer("notes")',
-    'import os, sys\nopen(sys.argv[1], "w").write(str(os.getpid()))\n'
-    'server = MCPServer("notes", instructions="Notes are kept for 30 days.")',
-)
 
 
 def test_sigterm_stops_the_proxy_and_its_upstreams(tmp_path: Path) -> None:

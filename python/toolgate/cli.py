@@ -120,6 +120,23 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds each upstream server has to start and answer (default 30)",
     )
     proxy.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+        "(a host other than loopback needs --auth-token-env or --no-auth)",
+    )
+    proxy.add_argument(
+        "--auth-token-env",
+        metavar="NAME",
+        help="with --http: admit only requests with 'Authorization: Bearer <token>', the "
+        "token read from environment variable NAME",
+    )
+    proxy.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="with --http on a host other than loopback: serve without a token",
+    )
+    proxy.add_argument(
         "--retry-after",
         type=float,
         default=30.0,

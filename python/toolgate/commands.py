@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from dataclasses import replace
@@ -173,12 +174,14 @@ def run_stats(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_mcp_proxy(args: argparse.Namespace) -> None:
-    """Serve the MCP proxy over stdio, in front of the servers of ``--config``, until the
-    client closes the connection (see ``toolgate.integrations.mcp_serve``)."""
+    """Serve the MCP proxy in front of the servers of ``--config``, over stdio until the
+    client closes the connection, or over HTTP (``--http``) until a signal (see
+    ``toolgate.integrations.mcp_serve``)."""
     try:
         import anyio
 
-        from toolgate.integrations.mcp_serve import load_servers, serve_stdio
+        from toolgate.integrations.mcp_http import HttpListener
+        from toolgate.integrations.mcp_serve import load_servers, serve_http, serve_stdio
     except ImportError as exc:
         raise InvalidInputError(
             f'mcp-proxy needs the MCP SDK: pip install "toolgate[mcp]" ({exc})'
@@ -188,12 +191,22 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         raise InvalidInputError(f"--connect-timeout must be > 0, got {args.connect_timeout}")
     if not args.retry_after >= 0:
         raise InvalidInputError(f"--retry-after must be >= 0, got {args.retry_after}")
-    serve = partial(
-        serve_stdio, servers, top_k=args.top_k, lenient=args.lenient,
-        connect_timeout=args.connect_timeout, allow=args.allow, deny=args.deny,
-        retry_after=args.retry_after,
-    )  # fmt: skip
-    anyio.run(serve)
+    if args.http is None and (args.auth_token_env or args.no_auth):
+        raise InvalidInputError("--auth-token-env and --no-auth go with --http")
+    options = {
+        "top_k": args.top_k, "lenient": args.lenient, "connect_timeout": args.connect_timeout,
+        "allow": args.allow, "deny": args.deny, "retry_after": args.retry_after,
+    }  # fmt: skip
+    if args.http is None:
+        anyio.run(partial(serve_stdio, servers, **options))
+        return
+    token = None
+    if args.auth_token_env:
+        token = os.environ.get(args.auth_token_env)
+        if token is None:
+            raise InvalidInputError(f"--auth-token-env: {args.auth_token_env} is not set")
+    listener = HttpListener.parse(args.http, token=token, open_to_all=args.no_auth)
+    anyio.run(partial(serve_http, servers, listener, **options))
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any] | str:

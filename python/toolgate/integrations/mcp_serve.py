@@ -8,9 +8,13 @@ The upstream servers come in the ``mcpServers`` form MCP clients write::
         "docs": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ..."}},
         "old": {"command": "old-server", "disabled": true}}}
 
+The proxy serves one client on stdin / stdout (:func:`serve_stdio`), or any number over
+Streamable HTTP (:func:`serve_http`, :mod:`toolgate.integrations.mcp_http`).
+
 Every upstream is started (or reached) at once, each within ``connect_timeout`` seconds, and
-each lives in a task of its own until the proxy stops: when its client closes stdin, or on
-SIGTERM / SIGINT. Stopping closes every upstream at once, so none outlives the proxy. An
+each lives in a task of its own until the proxy stops: when its stdio client closes stdin, or
+on SIGTERM / SIGINT (over HTTP, once the requests under way are done). Stopping closes every
+upstream at once, so none outlives the proxy. An
 upstream whose connection closes (it died) is started again by the next call to it. One that
 could not be started (left out under ``lenient``) is tried again in the background, after
 ``retry_after`` seconds and then at doubling intervals up to :data:`MAX_RETRY_INTERVAL`,
@@ -23,7 +27,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -42,6 +46,7 @@ from mcp.server.stdio import stdio_server
 
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.integrations.mcp import McpClient, McpRouter
+from toolgate.integrations.mcp_http import HttpListener, serve_over_http
 from toolgate.integrations.mcp_listing import list_server_tools
 from toolgate.integrations.mcp_proxy import McpProxy
 
@@ -51,6 +56,7 @@ __all__ = [
     "HttpServer",
     "ServerSpec",
     "load_servers",
+    "serve_http",
     "serve_stdio",
 ]
 
@@ -170,12 +176,50 @@ async def serve_stdio(
     ``allow`` / ``deny`` are :class:`McpProxy`'s; ``retry_after`` is also how long a server
     whose re-listing failed keeps its tools before it is listed again (:class:`McpRouter`).
     """
+    await _serve(
+        servers, _over_stdio, top_k=top_k, lenient=lenient, connect_timeout=connect_timeout,
+        allow=allow, deny=deny, retry_after=retry_after,
+    )  # fmt: skip
+
+
+async def serve_http(
+    servers: Mapping[str, ServerSpec],
+    listener: HttpListener,
+    *,
+    top_k: int = 5,
+    lenient: bool = False,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    allow: Sequence[str] | None = None,
+    deny: Sequence[str] | None = None,
+    retry_after: float = 30.0,
+) -> None:
+    """As :func:`serve_stdio`, but over Streamable HTTP at ``listener``
+    (:mod:`toolgate.integrations.mcp_http`) until a SIGTERM / SIGINT, which lets the
+    requests under way finish before the upstreams are closed."""
+    await _serve(
+        servers, partial(_over_http, listener), top_k=top_k, lenient=lenient,
+        connect_timeout=connect_timeout, allow=allow, deny=deny, retry_after=retry_after,
+    )  # fmt: skip
+
+
+async def _serve(
+    servers: Mapping[str, ServerSpec],
+    transport: Callable[[_Serving], Awaitable[None]],
+    *,
+    top_k: int,
+    lenient: bool,
+    connect_timeout: float,
+    allow: Sequence[str] | None,
+    deny: Sequence[str] | None,
+    retry_after: float,
+) -> None:
+    """Connect to ``servers``, then serve the proxy over ``transport`` until it returns."""
     router = McpRouter(top_k=top_k, lenient=lenient, retry_after=retry_after)
     failure: ToolgateError | None = None
     async with anyio.create_task_group() as group:
         serving = _Serving(group, router, servers, _Upstreams(list(servers)), connect_timeout)
         # First: a signal during start-up must close the upstreams started so far.
-        group.start_soon(_stop_on_signal, serving.upstreams)
+        group.start_soon(_stop_on_signal, serving)
         try:
             await serving.connect_all(lenient)
             clients = serving.upstreams.clients
@@ -189,14 +233,26 @@ async def serve_stdio(
                 router, allow=allow, deny=deny, instructions=_instructions(clients),
                 reconnect=serving.reconnect,
             )  # fmt: skip
-            async with stdio_server() as (read, write):
-                options = serving.proxy.server.create_initialization_options()
-                await serving.proxy.server.run(read, write, options)
+            await transport(serving)
         except ToolgateError as exc:  # raised after the group, not wrapped in its group
             failure = exc
         group.cancel_scope.cancel()  # closes every upstream at once
     if failure is not None:
         raise failure
+
+
+async def _over_stdio(serving: _Serving) -> None:
+    """Serve the proxy's one client on stdin / stdout, until it closes them."""
+    assert serving.proxy is not None
+    server = serving.proxy.server
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+async def _over_http(listener: HttpListener, serving: _Serving) -> None:
+    """Serve the proxy's clients over Streamable HTTP, until a signal stops it."""
+    assert serving.proxy is not None
+    await serve_over_http(serving.proxy.server, listener, serving.on_stop)
 
 
 @dataclass
@@ -211,6 +267,13 @@ class _Serving:
     upstreams: _Upstreams
     timeout: float
     proxy: McpProxy | None = None
+    #: Stops the transport gracefully (requests under way finish); ``None``: there is no
+    #: such way, and a signal ends the process once the upstreams are closed.
+    stop: Callable[[], None] | None = None
+
+    def on_stop(self, stop: Callable[[], None]) -> None:
+        """The transport's graceful stop, for a signal to use."""
+        self.stop = stop
 
     def handler(self, name: str) -> MessageHandlerFnT:
         """``name``'s message handler: the router marks it changed, the proxy passes the
@@ -408,12 +471,13 @@ def _first_error(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _stop_on_signal(upstreams: _Upstreams) -> None:
-    """On SIGTERM or SIGINT, close every upstream, then end the process, where signals can
-    be received (not on Windows).
+async def _stop_on_signal(serving: _Serving) -> None:
+    """On SIGTERM or SIGINT, stop the transport gracefully where it can be (HTTP); else, or
+    on a second signal, close every upstream and end the process. Where signals can be
+    received (not on Windows).
 
-    The process ends with ``os._exit``: the task reading stdin waits in a thread that
-    nothing can interrupt but input, which a client that signals may never send.
+    The process ends with ``os._exit``: on stdio, the task reading stdin waits in a thread
+    that nothing can interrupt but input, which a client that signals may never send.
     """
     try:
         receiver = anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)
@@ -421,6 +485,10 @@ async def _stop_on_signal(upstreams: _Upstreams) -> None:
         return
     with receiver as signals:
         async for _ in signals:
-            await upstreams.close(timeout=10.0)
+            if serving.stop is not None:
+                stop, serving.stop = serving.stop, None
+                stop()  # the transport returns; the upstreams are closed after it
+                continue
+            await serving.upstreams.close(timeout=10.0)
             sys.stderr.flush()
             os._exit(0)

@@ -1,0 +1,130 @@
+"""``toolgate mcp-proxy --http``: the proxy over Streamable HTTP, with a bearer token."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from tests.mcp_fixtures import PID_WRITING_UPSTREAM, found_tools, run, text_of
+
+from toolgate import InvalidInputError
+from toolgate.cli import main
+from toolgate.integrations.mcp_http import HttpListener
+
+TOKEN = "s3cret-token"
+
+
+def start_proxy(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """A proxy process on a free port in front of the notes server; its URL, and the file
+    the upstream writes its pid to."""
+    upstream = tmp_path / "notes_server.py"
+    upstream.write_text(textwrap.dedent(PID_WRITING_UPSTREAM), encoding="utf-8")
+    pid_file = tmp_path / "upstream.pid"
+    notes = {"command": sys.executable, "args": [str(upstream), str(pid_file)]}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"notes": notes}}), encoding="utf-8")
+    argv = [sys.executable, "-m", "toolgate", "mcp-proxy", "--config", str(config)]
+    process = subprocess.Popen(
+        [*argv, "--top-k", "1", "--http", "127.0.0.1:0", *extra],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TG_TOKEN": TOKEN},
+    )
+    assert process.stderr is not None
+    for raw in process.stderr:  # the proxy names its URL once it listens
+        line = raw.decode()
+        if match := re.search(r"serving on (http://\S+)", line):
+            return process, match.group(1), pid_file
+    process.kill()
+    raise AssertionError(f"the proxy never said where it serves (exit {process.wait()})")
+
+
+def test_the_proxy_serves_over_http_to_clients_with_the_token(tmp_path: Path) -> None:
+    process, url, pid_file = start_proxy(tmp_path, "--auth-token-env", "TG_TOKEN")
+    try:
+
+        async def main_() -> None:
+            with anyio.fail_after(60):
+                # Without the token: refused before MCP sees the request.
+                async with httpx2.AsyncClient() as http:
+                    refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1})
+                assert refused.status_code == 401
+                assert refused.headers["www-authenticate"] == "Bearer"
+
+                headers = {"Authorization": f"Bearer {TOKEN}"}
+                async with (
+                    httpx2.AsyncClient(headers=headers) as http,
+                    Client(streamable_http_client(url, http_client=http)) as client,
+                ):
+                    names = [t.name for t in (await client.list_tools()).tools]
+                    assert names == ["search_tools", "call_tool"]
+                    found = await client.call_tool("search_tools", {"query": "remove a note"})
+                    assert [t["name"] for t in found_tools(found)] == ["delete_note"]
+                    done = await client.call_tool(
+                        "call_tool", {"name": "delete_note", "arguments": {"title": "milk"}}
+                    )
+                    assert text_of(done) == "deleted milk"
+                    prompts = (await client.list_prompts()).prompts
+                    assert [p.name for p in prompts] == ["summarize"]
+
+        run(main_)
+        upstream_pid = int(pid_file.read_text())
+        process.send_signal(signal.SIGTERM)  # a graceful stop, upstreams closed after
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+        assert process.stderr is not None
+        process.stderr.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(upstream_pid, 0)
+
+
+@pytest.mark.parametrize(
+    ("address", "token", "open_to_all", "message"),
+    [
+        ("8765", None, False, "--http takes HOST:PORT"),
+        ("localhost:http", None, False, "--http takes HOST:PORT"),
+        ("127.0.0.1:70000", None, False, "--http takes HOST:PORT"),
+        ("0.0.0.0:8765", None, False, "serving on 0.0.0.0 without a token lets anyone"),
+        ("proxy.internal:8765", None, False, "without a token"),  # a name may resolve anywhere
+        ("[::1]:8765", "  ", False, "the bearer token is empty"),
+    ],
+)
+def test_a_bad_listener_is_named(
+    address: str, token: str | None, open_to_all: bool, message: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        HttpListener.parse(address, token=token, open_to_all=open_to_all)
+
+
+def test_listeners_parse() -> None:
+    assert HttpListener.parse(":8765", token=None, open_to_all=False) == HttpListener()
+    ipv6 = HttpListener.parse("[::1]:9000", token=None, open_to_all=False)
+    assert (ipv6.host, ipv6.port, ipv6.url) == ("::1", 9000, "http://[::1]:9000/mcp")
+    shared = HttpListener.parse("0.0.0.0:80", token="t", open_to_all=False)
+    assert (shared.host, shared.token) == ("0.0.0.0", "t")
+    assert HttpListener.parse("0.0.0.0:80", token=None, open_to_all=True).token is None
+
+
+def test_the_token_flags_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}}}), encoding="utf-8")
+    proxy = ["mcp-proxy", "--config", str(config)]
+    monkeypatch.delenv("TG_UNSET", raising=False)
+    assert main([*proxy, "--no-auth"]) == 2
+    assert "--auth-token-env and --no-auth go with --http" in capsys.readouterr().err
+    assert main([*proxy, "--http", ":0", "--auth-token-env", "TG_UNSET"]) == 2
+    assert "--auth-token-env: TG_UNSET is not set" in capsys.readouterr().err
