@@ -185,6 +185,9 @@ class McpProxy:
 
         A tools change is passed on too, though the proxy lists its own two tools: pinned
         tools are listed as well, and the client's next ``tools/list`` lists them afresh.
+        It waits until every client has been sent the notice: called from a message
+        handler, which runs in the upstream connection's receive loop, it is better started
+        in a task of its own (as ``toolgate mcp-proxy`` does).
         """
         method = getattr(getattr(notice, "root", notice), "method", None)
         for kind, (notification, _event) in _CHANGES.items():

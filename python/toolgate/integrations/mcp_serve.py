@@ -281,10 +281,11 @@ class _Serving:
         return self.router.message_handler(name, then=partial(self._heard, name))
 
     async def _heard(self, name: str, notice: Any) -> None:
+        # Passed on in a task of its own: the handler runs in the upstream connection's
+        # receive loop, which must not wait for the proxy's clients to take the notice.
         if self.proxy is not None:
-            await self.proxy.heard(name, notice)
-        else:
-            await anyio.lowlevel.checkpoint()
+            self.group.start_soon(self.proxy.heard, name, notice)
+        await anyio.lowlevel.checkpoint()
 
     async def connect_all(self, lenient: bool) -> None:
         """Start every upstream at once; the ones that fail or do not answer in time are an
