@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -128,3 +129,18 @@ def test_the_token_flags_are_checked(
     assert "--auth-token-env and --no-auth go with --http" in capsys.readouterr().err
     assert main([*proxy, "--http", ":0", "--auth-token-env", "TG_UNSET"]) == 2
     assert "--auth-token-env: TG_UNSET is not set" in capsys.readouterr().err
+
+
+def test_a_port_in_use_is_named_before_any_upstream_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = tmp_path / "started"
+    starts = {"command": sys.executable, "args": ["-c", f"open({str(marker)!r}, 'w')"]}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"a": starts}}), encoding="utf-8")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        argv = ["mcp-proxy", "--config", str(config), "--http", f"127.0.0.1:{port}"]
+        assert main(argv) == 2
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in capsys.readouterr().err
+    assert not marker.exists()

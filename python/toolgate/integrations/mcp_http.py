@@ -12,6 +12,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import socket
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import nullcontext
@@ -61,6 +62,18 @@ class HttpListener:
             )
         return cls(host, int(port_text), token)
 
+    def bind(self) -> socket.socket:
+        """A socket listening at this address (bound before anything else starts, so a port
+        in use is said at once); an :class:`InvalidInputError` naming the address when it
+        cannot be."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        try:
+            return socket.create_server((self.host, self.port), family=family)
+        except OSError as exc:
+            raise InvalidInputError(
+                f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
+            ) from None
+
     @property
     def url(self) -> str:
         """The endpoint's URL as configured (port 0 is only known once listening)."""
@@ -68,37 +81,33 @@ class HttpListener:
 
 
 async def serve_over_http(
-    server: Server[Any], listener: HttpListener, on_stop: Callable[[Callable[[], None]], None]
+    server: Server[Any],
+    listener: HttpListener,
+    sock: socket.socket,
+    on_stop: Callable[[Callable[[], None]], None],
 ) -> None:
-    """Serve ``server`` at ``listener`` until told to stop: ``on_stop`` is given the function
-    that stops it (gracefully: requests under way are finished). The process's signals are
-    the caller's, not uvicorn's."""
+    """Serve ``server`` on ``sock`` (from ``listener.bind()``) until told to stop: ``on_stop``
+    is given the function that stops it (gracefully: requests under way are finished). The
+    process's signals are the caller's, not uvicorn's."""
     app: _App = server.streamable_http_app(streamable_http_path=MCP_PATH, host=listener.host)
     if listener.token is not None:
         app = _BearerGate(app, listener.token)
-    config = uvicorn.Config(
-        app, host=listener.host, port=listener.port, log_level="warning", lifespan="on"
-    )
-    http = _Listening(config)
+    http = _Listening(uvicorn.Config(app, log_level="warning", lifespan="on"))
     on_stop(http.stop)
-    await http.serve()
-    if not http.started:  # the port was taken, or the host cannot be bound
-        raise InvalidInputError(f"cannot listen on {listener.host}:{listener.port}")
+    host, port = sock.getsockname()[:2]
+    # Clients that connect before uvicorn accepts wait in the socket's backlog.
+    print(f"toolgate mcp-proxy: serving on {_url(host, port)}", file=sys.stderr, flush=True)
+    try:
+        await http.serve(sockets=[sock])
+    except SystemExit:  # uvicorn's way to say its start failed (it logged why)
+        raise InvalidInputError(f"the HTTP server on {_url(host, port)} failed to start") from None
 
 
 class _Listening(uvicorn.Server):
-    """uvicorn's server, which says where it listens once it does, and leaves signals alone."""
+    """uvicorn's server, leaving the process's signals to the proxy."""
 
     def capture_signals(self) -> Any:
         return nullcontext()
-
-    async def startup(self, sockets: Any = None) -> None:
-        await super().startup(sockets)
-        for listening in self.servers:
-            for sock in listening.sockets:
-                host, port = sock.getsockname()[:2]
-                print(f"toolgate mcp-proxy: serving on {_url(host, port)}", file=sys.stderr)
-                sys.stderr.flush()
 
     def stop(self) -> None:
         self.should_exit = True

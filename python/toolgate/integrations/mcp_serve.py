@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -196,10 +197,11 @@ async def serve_http(
     """As :func:`serve_stdio`, but over Streamable HTTP at ``listener``
     (:mod:`toolgate.integrations.mcp_http`) until a SIGTERM / SIGINT, which lets the
     requests under way finish before the upstreams are closed."""
-    await _serve(
-        servers, partial(_over_http, listener), top_k=top_k, lenient=lenient,
-        connect_timeout=connect_timeout, allow=allow, deny=deny, retry_after=retry_after,
-    )  # fmt: skip
+    with listener.bind() as sock:
+        await _serve(
+            servers, partial(_over_http, listener, sock), top_k=top_k, lenient=lenient,
+            connect_timeout=connect_timeout, allow=allow, deny=deny, retry_after=retry_after,
+        )  # fmt: skip
 
 
 async def _serve(
@@ -249,10 +251,10 @@ async def _over_stdio(serving: _Serving) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-async def _over_http(listener: HttpListener, serving: _Serving) -> None:
+async def _over_http(listener: HttpListener, sock: socket.socket, serving: _Serving) -> None:
     """Serve the proxy's clients over Streamable HTTP, until a signal stops it."""
     assert serving.proxy is not None
-    await serve_over_http(serving.proxy.server, listener, serving.on_stop)
+    await serve_over_http(serving.proxy.server, listener, sock, serving.on_stop)
 
 
 @dataclass
