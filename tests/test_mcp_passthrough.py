@@ -116,6 +116,12 @@ def test_prompts_of_every_upstream_are_listed_and_got(embedder: Embedder, mode: 
                 await client.get_prompt("review")
             assert unknown.value.code == INVALID_PARAMS
             assert "Unknown prompt 'review'; prompts: calendar__review" in str(unknown.value)
+            # A required argument left out is said plainly (the server's own answer to
+            # that, on the 2026-07-28 protocol, is an opaque internal error).
+            with pytest.raises(MCPError) as missing:
+                await client.get_prompt("github__review")
+            assert missing.value.code == INVALID_PARAMS
+            assert str(missing.value) == "Prompt 'github__review' needs the argument(s) pr"
             # The upstream's own error passes through as it is.
             with pytest.raises(MCPError) as refused:
                 await client.get_prompt("github__review", {"pr": "#0"})
@@ -166,11 +172,14 @@ class ExtrasClient(PagedClient):
         self.gets: list[tuple[str, dict[str, str] | None]] = []
         self.reads: list[str] = []
         self.resource_listings = 0
+        self.prompt_listings = 0
 
     async def list_prompts(self, cursor: str | None = None) -> dict[str, Any]:
+        self.prompt_listings += 1
         if self.broken:
             raise ConnectionError("listing went away")
-        return {"prompts": [{"name": f"{self.tag}_prompt"}, {"description": "no name"}]}
+        prompts = [{"name": f"{self.tag}_prompt"}, {"name": "shared"}, {"description": "no name"}]
+        return {"prompts": prompts}
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> Any:
         self.gets.append((name, arguments))
@@ -179,7 +188,8 @@ class ExtrasClient(PagedClient):
 
     async def list_resources(self, cursor: str | None = None) -> dict[str, Any]:
         self.resource_listings += 1
-        return {"resources": [{"uri": f"{self.tag}://listed", "name": "listed"}]}
+        listed = [{"uri": f"{self.tag}://listed", "name": "listed"}]
+        return {"resources": [*listed, {"uri": f"{self.tag}://denied", "name": "denied"}]}
 
     async def list_resource_templates(self, cursor: str | None = None) -> dict[str, Any]:
         return {
@@ -188,6 +198,8 @@ class ExtrasClient(PagedClient):
 
     async def read_resource(self, uri: str) -> Any:
         self.reads.append(uri)
+        if uri.endswith("://denied"):
+            raise MCPError(-32001, f"{self.tag} will not show {uri}")
         if not uri.startswith(f"{self.tag}://"):
             raise MCPError(RESOURCE_NOT_FOUND, f"{self.tag} has no {uri}")
         return {"contents": [{"uri": uri, "text": f"{self.tag} read {uri}"}]}
@@ -198,17 +210,50 @@ def test_a_failing_or_malformed_listing_hides_only_itself(
 ) -> None:
     async def main() -> None:
         good, bad = ExtrasClient("good"), ExtrasClient("bad", broken=True)
-        proxy = await connected(embedder, {"good": good, "bad": bad})
+        router = McpRouter(embedder=embedder, cache=None, retry_after=60)
+        await router.connect({"good": good, "bad": bad})
+        passthrough = McpProxy(router).passthrough
         with caplog.at_level(logging.WARNING, "toolgate.integrations.mcp_passthrough"):
-            prompts = await proxy.passthrough.list_prompts()
-        assert [p["name"] for p in prompts] == ["good_prompt"]
+            prompts = await passthrough.list_prompts()
+            assert [p["name"] for p in prompts] == ["good_prompt", "shared"]
+            await passthrough.list_prompts()
         warned = caplog.text
-        assert "MCP server 'bad': prompts/list failed, left out: ConnectionError" in warned
-        assert "MCP server 'good': prompts/list item without a string 'name' left out" in warned
+        assert (
+            "MCP server 'bad': prompts/list failed: ConnectionError('listing went away')" in warned
+        )
+        assert "(its last listing is served; asked again after 60 s)" in warned
+        # Malformed items are said once, not on every listing.
+        assert warned.count("MCP server 'good': prompts/list item without a string 'name'") == 1
+        # A failed server is not asked again before retry_after: no request waits for it.
+        assert bad.prompt_listings == 1
+        assert good.prompt_listings == 2
 
-        got = await proxy.passthrough.get_prompt("good_prompt", {"topic": "x"})
+        got = await passthrough.get_prompt("good_prompt", {"topic": "x"})
         assert text(got) == "good_prompt {'topic': 'x'}"
         assert good.gets == [("good_prompt", {"topic": "x"})]
+
+    run(main)
+
+
+def test_a_server_whose_listing_fails_keeps_its_prompts_and_their_names(
+    embedder: Embedder,
+) -> None:
+    async def main() -> None:
+        first, second = ExtrasClient("first"), ExtrasClient("second")
+        router = McpRouter(embedder=embedder, cache=None, retry_after=0)
+        await router.connect({"first": first, "second": second})
+        passthrough = McpProxy(router).passthrough
+        names = ["first_prompt", "first__shared", "second_prompt", "second__shared"]
+        assert [p["name"] for p in await passthrough.list_prompts()] == names
+        second.broken = True
+        # Its last listing is served, so the other server's names do not change either.
+        assert [p["name"] for p in await passthrough.list_prompts()] == names
+        # A name qualified once is understood even when the clash is gone.
+        assert text(await passthrough.get_prompt("first__first_prompt", None)) == (
+            "first_prompt None"
+        )
+        with pytest.raises(MCPError, match="Unknown prompt 'third__shared'; prompts: first"):
+            await passthrough.get_prompt("third__shared", None)
 
     run(main)
 
@@ -229,11 +274,23 @@ def test_a_resource_is_asked_of_the_servers_likeliest_to_have_it_first(
         assert first.reads == []  # neither lists the URI nor has a template for it
         # A URI just listed is read from its server without listing again.
         listed = await passthrough.list_resources()
-        assert [r["uri"] for r in listed] == ["first://listed", "second://listed"]
+        assert [r["uri"] for r in listed] == [
+            "first://listed",
+            "first://denied",
+            "second://listed",
+            "second://denied",
+        ]
         assert text(await passthrough.read_resource("first://listed")) == (
             "first read first://listed"
         )
         assert first.resource_listings == second.resource_listings == 3
+        # The error of the server that lists the URI is passed on as it is.
+        with pytest.raises(MCPError) as denied:
+            await passthrough.read_resource("second://denied")
+        assert (denied.value.code, str(denied.value)) == (
+            -32001,
+            "second will not show second://denied",
+        )
         # Nobody's: every server is asked in turn, and says so.
         with pytest.raises(MCPError, match="first has no other://x; second: second has no"):
             await passthrough.read_resource("other://x")
@@ -244,6 +301,9 @@ def test_a_resource_is_asked_of_the_servers_likeliest_to_have_it_first(
 
 class DyingClient(ExtrasClient):
     """A client whose connection closed: every request fails as the SDK's does."""
+
+    async def list_prompts(self, cursor: str | None = None) -> dict[str, Any]:
+        raise MCPError(CONNECTION_CLOSED, "Connection closed")
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> Any:
         raise MCPError(CONNECTION_CLOSED, "Connection closed")
@@ -263,6 +323,7 @@ def test_a_request_to_a_server_that_died_is_made_again_once_it_is_back(
             await router.replace_client(server, fresh)
             return True
 
+        # It died while idle: the listing that comes before the get finds out.
         proxy = McpProxy(router, reconnect=reconnect)
         got = await proxy.passthrough.get_prompt("notes_prompt", None)
         assert text(got) == "notes_prompt None"
@@ -273,8 +334,12 @@ def test_a_request_to_a_server_that_died_is_made_again_once_it_is_back(
             return False
 
         await router.replace_client("notes", DyingClient("notes"))
-        with pytest.raises(MCPError, match="Connection closed"):  # not back: the error stands
-            await McpProxy(router, reconnect=fail).passthrough.get_prompt("notes_prompt", None)
+        down = McpProxy(router, reconnect=fail).passthrough
+        with pytest.raises(MCPError) as unknown:  # not back: the answer says why
+            await down.get_prompt("notes_prompt", None)
+        assert str(unknown.value) == (
+            "Unknown prompt 'notes_prompt'; prompts: none; not answering: notes (Connection closed)"
+        )
 
     run(main)
 
@@ -356,17 +421,20 @@ def test_an_upstream_change_is_passed_on_to_the_proxys_clients(
                 proxy.server, mode=client_mode, message_handler=client_handler
             ) as client:
                 assert [p.name for p in (await client.list_prompts()).prompts] == ["outline"]
-                call = {"name": "add_glossary", "arguments": {}}
+                # Changed by someone else, while no request of this client is under way.
                 with anyio.fail_after(10):
                     if client_mode == "auto":  # told on its listen stream
                         async with client.listen(prompts_list_changed=True) as events:
-                            await client.call_tool("call_tool", call)
+                            await docs.call_tool("add_glossary", {})
                             event = await events.__anext__()
                         assert type(event).__name__ == "PromptsListChanged"
                     else:  # told by notification
-                        await client.call_tool("call_tool", call)
+                        await docs.call_tool("add_glossary", {})
                         await changed.wait()
                         assert notices == ["PromptListChangedNotification"]
+                        capabilities = client.server_capabilities
+                        assert capabilities.prompts is not None
+                        assert capabilities.prompts.list_changed  # as its handshake said
                 prompts = (await client.list_prompts()).prompts
                 assert [p.name for p in prompts] == ["outline", "glossary"]
             group.cancel_scope.cancel()

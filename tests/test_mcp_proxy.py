@@ -35,7 +35,7 @@ from toolgate.config import RouterConfig
 from toolgate.embed import Embedder
 from toolgate.integrations.mcp import McpRouter
 from toolgate.integrations.mcp_proxy import McpProxy
-from toolgate.integrations.mcp_serve import HttpServer, load_servers
+from toolgate.integrations.mcp_serve import HttpServer, _Upstreams, load_servers
 
 
 async def connected(
@@ -479,5 +479,18 @@ def test_an_upstream_left_out_at_start_joins_when_it_can_be_started(tmp_path: Pa
                     "call_tool", {"name": "water_plants", "arguments": {"garden": "back"}}
                 )
                 assert text_of(done) == "watered back"
+
+    run(main)
+
+
+def test_upstreams_are_served_in_the_configs_order() -> None:
+    async def main() -> None:
+        upstreams = _Upstreams(["zeta", "alpha", "mid"])
+        for name in ["mid", "alpha", "zeta"]:  # the order they came up in
+            upstreams.connected[name] = Client(github_server(Counter()))
+        upstreams.errors["mid"] = RuntimeError("gone since")
+        # Not the order they came up in, which changes from run to run and would change
+        # which server's prompt keeps a shared name.
+        assert list(upstreams.clients) == ["zeta", "alpha"]
 
     run(main)

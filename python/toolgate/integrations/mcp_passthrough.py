@@ -4,19 +4,23 @@ The proxy routes tools (:mod:`toolgate.integrations.mcp_proxy`). Prompts and res
 picked by the user or the host, not by the model, and cost the model no tokens until used,
 so they are passed through whole:
 
-- ``prompts/list`` gives every upstream's prompts. A name several upstreams share is listed
-  as ``<server>__<name>`` for each of them (the rule for tool names, :mod:`toolgate.names`),
-  and ``prompts/get`` maps it back.
+- ``prompts/list`` gives every upstream's prompts, in server order. A name several upstreams
+  share is listed as ``<server>__<name>`` for each of them (the rule for tool names,
+  :mod:`toolgate.names`); ``prompts/get`` maps it back, and takes the ``<server>__<name>``
+  form of any prompt, so a name qualified once still works after the other server is gone.
+  A required argument left out is refused before the upstream is asked.
 - ``resources/list`` and ``resources/templates/list`` give every upstream's resources and
   templates with their URIs unchanged (tool results link to them). ``resources/read`` asks the
-  upstream that lists the URI; for a URI none lists, the upstreams whose templates match it,
-  then the other upstreams that have resources, until one answers.
+  upstream that lists the URI, and passes its answer or error on; for a URI none lists, the
+  upstreams whose templates match it, then the other upstreams that have resources, each
+  within the router's ``list_timeout``, until one answers.
 
-Each request is answered from fresh listings, read from every upstream at once within the
-router's ``list_timeout``, so nothing goes stale and no state is kept per client; only a read
-first asks the server that listed its URI last, without listing anything. An upstream
-that does not offer the capability is skipped; one whose listing fails is left out with a
-warning, so a broken server never hides the others'.
+Listings are read fresh for each request, from every upstream at once within the router's
+``list_timeout``, so nothing goes stale and no state is kept per client. An upstream whose
+listing fails keeps its last listing (a warning says why) and is not asked again before the
+router's ``retry_after``, so one broken server neither hides the others' nor renames them,
+nor slows every request down. One whose connection closed (it died) is started again and
+asked once more, as a tool call would. An upstream without the capability is skipped.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
@@ -43,7 +48,7 @@ from mcp.types import (
 from toolgate.integrations.mcp import McpClient, McpRouter
 from toolgate.integrations.mcp_listing import list_every_page, plain
 
-__all__ = ["RESOURCE_NOT_FOUND", "Passthrough", "Reconnect", "template_pattern"]
+__all__ = ["RESOURCE_NOT_FOUND", "Passthrough", "Reconnect", "reconnected", "template_pattern"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +59,20 @@ RESOURCE_NOT_FOUND = -32002
 Reconnect = Callable[[str], Awaitable[bool]]
 
 T = TypeVar("T")
+
+# What each listing is: (capability, method, client method, key of the items, identity).
+_PROMPTS = ("prompts", "prompts/list", "list_prompts", "prompts", "name")
+_RESOURCES = ("resources", "resources/list", "list_resources", "resources", "uri")
+_TEMPLATES = (
+    "resources",
+    "resources/templates/list",
+    "list_resource_templates",
+    "resourceTemplates",
+    "uriTemplate",
+)
+
+# The upstream's own server info, which the proxy's answers must not pass off as theirs.
+_SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 
 
 class Passthrough:
@@ -68,6 +87,11 @@ class Passthrough:
         self.reconnect = reconnect
         # URI -> the server that listed it, from the last resources/list.
         self._owners: dict[str, str] = {}
+        # (method, server) -> its last listing, and when a failed one may be asked again.
+        self._last: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._retry_at: dict[tuple[str, str], float] = {}
+        self._failing: dict[tuple[str, str], str] = {}  # why each failed listing failed
+        self._warned: set[str] = set()
 
     # -- prompts -----------------------------------------------------------------------
 
@@ -79,33 +103,65 @@ class Passthrough:
         ]
 
     async def get_prompt(self, name: str, arguments: Mapping[str, str] | None) -> GetPromptResult:
-        """The prompt listed as ``name``, from its server; an unknown name is an
-        ``INVALID_PARAMS`` error naming the prompts there are."""
+        """The prompt listed as ``name`` (or named ``<server>__<name>``), from its server. An
+        unknown name, or a required argument left out, is an ``INVALID_PARAMS`` error that
+        names what there is."""
         prompts = await self._prompts()
-        if name not in prompts:
+        found = prompts.get(name) or self._qualified(name, prompts)
+        if found is None:
             known = ", ".join(sorted(prompts)) or "none"
-            raise MCPError(INVALID_PARAMS, f"Unknown prompt {name!r}; prompts: {known}")
-        server, prompt = prompts[name]
-        get = partial(_get_prompt, name=prompt["name"], arguments=dict(arguments or {}) or None)
+            down = [
+                f"{server} ({why})"
+                for (method, server), why in self._failing.items()
+                if method == _PROMPTS[1]
+            ]
+            more = f"; not answering: {', '.join(down)}" if down else ""
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt {name!r}; prompts: {known}{more}")
+        server, prompt = found
+        given = dict(arguments or {})
+        missing = [
+            arg["name"]
+            for arg in prompt.get("arguments") or []
+            if isinstance(arg, dict) and arg.get("required") and arg.get("name") not in given
+        ]
+        if missing:
+            raise MCPError(
+                INVALID_PARAMS, f"Prompt {name!r} needs the argument(s) {', '.join(missing)}"
+            )
+        get = partial(_get_prompt, name=prompt["name"], arguments=given or None)
         result = await self.upstream(server, "prompts/get", get)
-        return GetPromptResult.model_validate(plain(result, f"MCP server {server!r}: prompts/get"))
+        answer = _own(plain(result, f"MCP server {server!r}: prompts/get"))
+        return GetPromptResult.model_validate(answer)
 
     async def _prompts(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Listed name -> (server, the upstream's prompt)."""
-        listed = await self._gather("prompts", "prompts/list", "list_prompts", "prompts")
+        listed = await self._gather(*_PROMPTS)
         counts = Counter(p["name"] for prompts in listed.values() for p in prompts)
         out: dict[str, tuple[str, dict[str, Any]]] = {}
         for server, prompts in listed.items():
             for prompt in prompts:
                 name = prompt["name"]
                 exposed = name if counts[name] == 1 else f"{server}__{name}"
-                if exposed in out:  # a qualified name that another server uses as is
-                    logger.warning(
-                        "MCP server %r: prompt %r left out: %r is taken", server, name, exposed
+                if exposed in out or (exposed != name and counts[exposed]):
+                    # A qualified name that a server uses as is: the name as is keeps it.
+                    self._warn(
+                        f"MCP server {server!r}: prompt {name!r} left out: {exposed!r} is taken"
                     )
                     continue
                 out[exposed] = (server, prompt)
         return out
+
+    def _qualified(
+        self, name: str, prompts: Mapping[str, tuple[str, dict[str, Any]]]
+    ) -> tuple[str, dict[str, Any]] | None:
+        """The prompt ``name`` stands for in the ``<server>__<name>`` form, if any."""
+        server, sep, own = name.partition("__")
+        if not sep:
+            return None
+        for listed_server, prompt in prompts.values():
+            if listed_server == server and prompt["name"] == own:
+                return listed_server, prompt
+        return None
 
     # -- resources ---------------------------------------------------------------------
 
@@ -115,28 +171,39 @@ class Passthrough:
 
     async def list_resource_templates(self) -> list[dict[str, Any]]:
         """Every upstream's resource templates, in server order."""
-        listed = await self._templates()
+        listed = await self._gather(*_TEMPLATES)
         return [template for templates in listed.values() for template in templates]
 
     async def read_resource(self, uri: str) -> ReadResourceResult:
         """``uri``'s contents from the first server that can read it (see the module
-        docstring); ``RESOURCE_NOT_FOUND`` naming each server's answer when none can."""
+        docstring). The error of the server that lists ``uri`` is passed on as it is; when
+        no server lists it and none can read it, ``RESOURCE_NOT_FOUND`` names each one's
+        answer."""
         failures: list[str] = []
-        async for server in self._readers(uri):
+        async for server, owner in self._readers(uri):
+            read = partial(_read, uri=uri)
             try:
-                result = await self.upstream(server, "resources/read", partial(_read, uri=uri))
+                if owner:
+                    result = await self.upstream(server, "resources/read", read)
+                else:  # asked on the off chance: it must not hold the answer up
+                    with anyio.fail_after(self.router.list_timeout):
+                        result = await self.upstream(server, "resources/read", read)
+            except TimeoutError:
+                failures.append(f"{server}: no answer within {self.router.list_timeout} s")
+                continue
             except MCPError as exc:
+                if owner:
+                    raise
                 failures.append(f"{server}: {exc}")
                 continue
-            return ReadResourceResult.model_validate(
-                plain(result, f"MCP server {server!r}: resources/read")
-            )
+            answer = _own(plain(result, f"MCP server {server!r}: resources/read"))
+            return ReadResourceResult.model_validate(answer)
         why = f" ({'; '.join(failures)})" if failures else ""
         raise MCPError(RESOURCE_NOT_FOUND, f"No server has resource {uri!r}{why}")
 
     async def _resources(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """URI -> (server, resource), the first server listing a URI keeping it."""
-        listed = await self._gather("resources", "resources/list", "list_resources", "resources")
+        listed = await self._gather(*_RESOURCES)
         out: dict[str, tuple[str, dict[str, Any]]] = {}
         for server, resources in listed.items():
             for resource in resources:
@@ -144,29 +211,20 @@ class Passthrough:
         self._owners = {uri: server for uri, (server, _resource) in out.items()}
         return out
 
-    async def _templates(self) -> dict[str, list[dict[str, Any]]]:
-        return await self._gather(
-            "resources",
-            "resources/templates/list",
-            "list_resource_templates",
-            "resourceTemplates",
-            identity="uriTemplate",
-        )
-
-    async def _readers(self, uri: str) -> AsyncIterator[str]:
-        """The servers to ask for ``uri``, in turn: the one that listed it last time, without
-        listing anything (a client reads what it has just listed); then, from fresh
-        listings, the one that lists it, or else those whose templates match it, then the
-        other servers with resources."""
+    async def _readers(self, uri: str) -> AsyncIterator[tuple[str, bool]]:
+        """The servers to ask for ``uri`` in turn, each with whether it lists ``uri``: the
+        one that listed it last time, without listing anything (a client reads what it has
+        just listed); then, from fresh listings, the one that lists it, or else those whose
+        templates match it, then the other servers with resources."""
         owner = self._owners.get(uri)
         if owner is not None and owner in self.router.servers:
-            yield owner
+            yield owner, True
         resources = await self._resources()
         if uri in resources:
             if resources[uri][0] != owner:
-                yield resources[uri][0]
+                yield resources[uri][0], True
             return
-        templates = await self._templates()
+        templates = await self._gather(*_TEMPLATES)
         matching = [
             server
             for server, server_templates in templates.items()
@@ -179,7 +237,7 @@ class Passthrough:
         ]
         for server in matching + others:
             if server != owner:
-                yield server
+                yield server, False
 
     # -- upstream requests -------------------------------------------------------------
 
@@ -206,41 +264,79 @@ class Passthrough:
             ) from exc
 
     async def _gather(
-        self, capability: str, method: str, attr: str, key: str, *, identity: str = ""
+        self, capability: str, method: str, attr: str, key: str, identity: str
     ) -> dict[str, list[dict[str, Any]]]:
-        """Each server's ``method`` listing (items that are objects with a string ``name``,
-        or ``identity`` when given, others left out with a warning), read at once from
-        every server that offers ``capability``; in server order."""
+        """Each server's ``method`` listing (items that are objects with a string
+        ``identity``; others left out with a warning), read at once from every server that
+        offers ``capability``, in server order. A server whose listing fails keeps its last
+        one and is not asked again before the router's ``retry_after``."""
         listed: dict[str, list[dict[str, Any]]] = {}
-        field = identity or ("uri" if key == "resources" else "name")
         timeout = self.router.list_timeout
+        now = time.monotonic()
 
-        async def list_one(server: str, client: McpClient) -> None:
+        async def list_one(server: str) -> None:
+            slot = (method, server)
             try:
                 with anyio.fail_after(timeout):
-                    items = await list_every_page(
-                        server, _method(client, attr), method=method, key=key
-                    )
+                    read = partial(_listing, server=server, attr=attr, method=method, key=key)
+                    items = await self.upstream(server, method, read)
             except MCPError as exc:
-                if exc.code != METHOD_NOT_FOUND:  # not found: the server has none
-                    logger.warning("MCP server %r: %s failed, left out: %s", server, method, exc)
-                return
+                if exc.code == METHOD_NOT_FOUND:  # the server has none after all
+                    return
+                why = str(exc).removeprefix(f"MCP server {server!r}: {method} failed: ")
             except TimeoutError:
-                logger.warning(
-                    "MCP server %r: %s took over %s s, left out", server, method, timeout
+                why = f"took over {timeout} s"
+            else:
+                listed[server] = self._last[slot] = self._well_formed(
+                    server, method, items, identity
                 )
+                self._retry_at.pop(slot, None)
+                self._failing.pop(slot, None)
                 return
-            except Exception as exc:  # the SDK's, the transport's and toolgate's alike
-                logger.warning("MCP server %r: %s failed, left out: %r", server, method, exc)
-                return
-            listed[server] = _well_formed(server, method, items, field)
+            self._retry_at[slot] = time.monotonic() + self.router.retry_after
+            self._failing[slot] = why
+            self._warn(
+                f"MCP server {server!r}: {method} failed: {why} (its last listing is served; "
+                f"asked again after {self.router.retry_after} s)",
+                once=False,
+            )
 
-        clients = {s: self.router.client(s) for s in self.router.servers}
         async with anyio.create_task_group() as group:
-            for server, client in clients.items():
-                if _offers(client, capability):
-                    group.start_soon(list_one, server, client)
-        return {server: listed[server] for server in clients if server in listed}
+            for server in self.router.servers:
+                if not _offers(self.router.client(server), capability):
+                    continue
+                if self._retry_at.get((method, server), 0.0) > now:
+                    continue  # failed lately: its last listing is served
+                group.start_soon(list_one, server)
+        out: dict[str, list[dict[str, Any]]] = {}
+        for server in self.router.servers:
+            if server in listed:
+                out[server] = listed[server]
+            elif (method, server) in self._last:
+                out[server] = self._last[(method, server)]
+        return out
+
+    def _well_formed(
+        self, server: str, method: str, items: list[Any], identity: str
+    ) -> list[dict[str, Any]]:
+        kept = []
+        for item in items:
+            if isinstance(item, dict) and isinstance(item.get(identity), str) and item[identity]:
+                kept.append(item)
+            else:
+                self._warn(
+                    f"MCP server {server!r}: {method} item without a string {identity!r} "
+                    f"left out: {item!r:.200}"
+                )
+        return kept
+
+    def _warn(self, message: str, *, once: bool = True) -> None:
+        """Log ``message`` as a warning; with ``once``, only the first time (a listing is
+        read again for every request, and so would its faults be)."""
+        if once and message in self._warned:
+            return
+        self._warned.add(message)
+        logger.warning("%s", message)
 
 
 async def reconnected(reconnect: Reconnect | None, server: str, exc: MCPError) -> bool:
@@ -262,17 +358,8 @@ def template_pattern(template: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(part) for part in parts), re.DOTALL)
 
 
-def _well_formed(server: str, method: str, items: list[Any], field: str) -> list[dict[str, Any]]:
-    kept = []
-    for item in items:
-        if isinstance(item, dict) and isinstance(item.get(field), str) and item[field]:
-            kept.append(item)
-        else:
-            logger.warning(
-                "MCP server %r: %s item without a string %r left out: %.200r",
-                server, method, field, item,
-            )  # fmt: skip
-    return kept
+async def _listing(client: McpClient, *, server: str, attr: str, method: str, key: str) -> Any:
+    return await list_every_page(server, _method(client, attr), method=method, key=key)
 
 
 async def _get_prompt(client: McpClient, *, name: str, arguments: dict[str, str] | None) -> Any:
@@ -288,6 +375,17 @@ async def _read(client: McpClient, *, uri: str) -> Any:
     except (TypeError, ValueError):  # a callable without a signature: ask plainly
         fresh = False
     return await (read(uri, cache_mode="bypass") if fresh else read(uri))
+
+
+def _own(answer: dict[str, Any]) -> dict[str, Any]:
+    """An upstream's answer without the upstream's server info in its ``_meta``."""
+    meta = answer.get("_meta")
+    if isinstance(meta, dict) and _SERVER_INFO_META in meta:
+        rest = {k: v for k, v in meta.items() if k != _SERVER_INFO_META}
+        answer = {k: v for k, v in answer.items() if k != "_meta"}
+        if rest:
+            answer["_meta"] = rest
+    return answer
 
 
 def _offers(client: McpClient, capability: str) -> bool:

@@ -34,7 +34,8 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import (
@@ -115,13 +116,13 @@ class McpProxy:
         #: Change events for the clients' ``subscriptions/listen`` streams (2026-07-28).
         self.events = InMemorySubscriptionBus()
         # Connections of clients on earlier protocols, told of changes by notification.
-        self._legacy_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._legacy_clients: weakref.WeakSet[Any] = weakref.WeakSet()
         search, call = _meta_names(router.router.catalog)
         own = (
             f"Most tools are not listed. Call {search} to find the ones a task needs, then "
             f"{call} to call one."
         )
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = _ProxyServer(
             name,
             instructions=f"{own}\n\n{instructions}" if instructions else own,
             on_list_tools=self._on_list_tools,
@@ -202,17 +203,22 @@ class McpProxy:
         for kind in kinds:
             await self.events.publish(_CHANGES[kind][1])
             send = f"send_{kind.rstrip('s')}_list_changed"
-            for session in list(self._legacy_sessions):
+            for client in list(self._legacy_clients):
                 try:
-                    await getattr(session, send)()
+                    await getattr(client, send)()
                 except Exception:  # that client is gone
-                    self._legacy_sessions.discard(session)
+                    self._legacy_clients.discard(client)
 
     def _remember(self, ctx: Any) -> None:
         """Note the connection of a client on an earlier protocol, to tell it of changes."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        # ``ctx.session`` is made for each request and dropped after it; the SDK's
+        # connection behind it lasts as long as the client, and can notify it any time.
         session = getattr(ctx, "session", None)
-        if session is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self._legacy_sessions.add(session)
+        connection = getattr(session, "_connection", None)
+        if connection is not None:
+            self._legacy_clients.add(connection)
 
     async def _search(self, arguments: Mapping[str, Any]) -> CallToolResult:
         query = arguments.get("query")
@@ -267,6 +273,24 @@ class McpProxy:
         self, _ctx: Any, params: ReadResourceRequestParams
     ) -> ReadResourceResult:
         return await self.passthrough.read_resource(str(params.uri))
+
+
+class _ProxyServer(Server[Any]):
+    """The proxy's MCP server, which says in its handshake that it tells of changes to its
+    tools, prompts and resources (it passes the upstreams' on)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        tells = NotificationOptions(
+            prompts_changed=True, resources_changed=True, tools_changed=True
+        )
+        return super().create_initialization_options(
+            notification_options or tells, experimental_capabilities, extensions
+        )
 
 
 def _unwrapped(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:

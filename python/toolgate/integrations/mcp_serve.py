@@ -44,6 +44,8 @@ from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp.types import METHOD_NOT_FOUND
 
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.integrations.mcp import McpClient, McpRouter
@@ -374,6 +376,9 @@ class _Serving:
             await self.router.watch(name, prompts=True, resources=True)
         except InvalidInputError:
             pass
+        except MCPError as exc:
+            if exc.code != METHOD_NOT_FOUND:  # not found: it has no listen, so it tells nothing
+                print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
         except Exception as exc:  # a dropped stream: changes then come with the next listing
             print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
 
@@ -383,6 +388,7 @@ class _Upstreams:
     closed by the task that opened it) until :meth:`close`."""
 
     def __init__(self, names: list[str]) -> None:
+        self.names = names
         self.connected: dict[str, Client] = {}
         self.errors: dict[str, BaseException] = {}
         self.settled = {name: anyio.Event() for name in names}
@@ -392,8 +398,11 @@ class _Upstreams:
 
     @property
     def clients(self) -> dict[str, McpClient]:
-        """The upstreams connected and not failed since."""
-        return {n: c for n, c in self.connected.items() if n not in self.errors}
+        """The upstreams connected and not failed since, in the config's order (not the
+        order they came up in, which changes from run to run)."""
+        return {
+            n: self.connected[n] for n in self.names if n in self.connected and n not in self.errors
+        }
 
     async def hold(self, name: str, spec: ServerSpec, handler: MessageHandlerFnT) -> None:
         try:
