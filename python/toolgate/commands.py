@@ -181,7 +181,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         import anyio
 
         from toolgate.integrations.mcp_http import HttpListener
-        from toolgate.integrations.mcp_serve import load_servers, serve_http, serve_stdio
+        from toolgate.integrations.mcp_serve import load_servers, serve
     except ImportError as exc:
         raise InvalidInputError(
             f'mcp-proxy needs the MCP SDK: pip install "toolgate[mcp]" ({exc})'
@@ -193,20 +193,20 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         raise InvalidInputError(f"--retry-after must be >= 0, got {args.retry_after}")
     if args.http is None and (args.auth_token_env or args.no_auth):
         raise InvalidInputError("--auth-token-env and --no-auth go with --http")
-    options = {
-        "top_k": args.top_k, "lenient": args.lenient, "connect_timeout": args.connect_timeout,
-        "allow": args.allow, "deny": args.deny, "retry_after": args.retry_after,
-    }  # fmt: skip
-    if args.http is None:
-        anyio.run(partial(serve_stdio, servers, **options))
-        return
     token = None
     if args.auth_token_env:
         token = os.environ.get(args.auth_token_env)
         if token is None:
             raise InvalidInputError(f"--auth-token-env: {args.auth_token_env} is not set")
-    listener = HttpListener.parse(args.http, token=token, open_to_all=args.no_auth)
-    anyio.run(partial(serve_http, servers, listener, **options))
+    http = None
+    if args.http is not None:
+        http = HttpListener.parse(args.http, token=token, open_to_all=args.no_auth)
+    run = partial(
+        serve, servers, http=http, top_k=args.top_k, lenient=args.lenient,
+        connect_timeout=args.connect_timeout, allow=args.allow, deny=args.deny,
+        retry_after=args.retry_after,
+    )  # fmt: skip
+    anyio.run(run)
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any] | str:

@@ -8,8 +8,8 @@ The upstream servers come in the ``mcpServers`` form MCP clients write::
         "docs": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ..."}},
         "old": {"command": "old-server", "disabled": true}}}
 
-The proxy serves one client on stdin / stdout (:func:`serve_stdio`), or any number over
-Streamable HTTP (:func:`serve_http`, :mod:`toolgate.integrations.mcp_http`).
+The proxy (:func:`serve`) serves one client on stdin / stdout, or any number over Streamable
+HTTP (:mod:`toolgate.integrations.mcp_http`).
 
 Every upstream is started (or reached) at once, each within ``connect_timeout`` seconds, and
 each lives in a task of its own until the proxy stops: when its stdio client closes stdin, or
@@ -59,8 +59,7 @@ __all__ = [
     "HttpServer",
     "ServerSpec",
     "load_servers",
-    "serve_http",
-    "serve_stdio",
+    "serve",
 ]
 
 #: Seconds an upstream server has to start and answer the handshake.
@@ -160,9 +159,10 @@ def _str_map(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
 
 
-async def serve_stdio(
+async def serve(
     servers: Mapping[str, ServerSpec],
     *,
+    http: HttpListener | None = None,
     top_k: int = 5,
     lenient: bool = False,
     connect_timeout: float = CONNECT_TIMEOUT,
@@ -170,40 +170,26 @@ async def serve_stdio(
     deny: Sequence[str] | None = None,
     retry_after: float = 30.0,
 ) -> None:
-    """Connect to ``servers``, then serve the proxy over this process's stdin / stdout
-    until the client closes it or a SIGTERM / SIGINT arrives.
+    """Connect to ``servers``, then serve the proxy: over this process's stdin / stdout until
+    the client closes it or a SIGTERM / SIGINT arrives, or with ``http`` over Streamable HTTP
+    until a SIGTERM / SIGINT, which lets the requests under way finish first.
 
     An upstream that cannot be started or reached in ``connect_timeout`` seconds is an
     :class:`InvalidInputError` naming it, or with ``lenient`` left out, with a line on
     stderr, and tried again from ``retry_after`` seconds on (see the module docstring).
     ``allow`` / ``deny`` are :class:`McpProxy`'s; ``retry_after`` is also how long a server
     whose re-listing failed keeps its tools before it is listed again (:class:`McpRouter`).
+    An ``http`` address is bound first, so one in use is an error before anything starts.
     """
-    await _serve(
-        servers, _over_stdio, top_k=top_k, lenient=lenient, connect_timeout=connect_timeout,
+    run = partial(
+        _serve, servers, top_k=top_k, lenient=lenient, connect_timeout=connect_timeout,
         allow=allow, deny=deny, retry_after=retry_after,
     )  # fmt: skip
-
-
-async def serve_http(
-    servers: Mapping[str, ServerSpec],
-    listener: HttpListener,
-    *,
-    top_k: int = 5,
-    lenient: bool = False,
-    connect_timeout: float = CONNECT_TIMEOUT,
-    allow: Sequence[str] | None = None,
-    deny: Sequence[str] | None = None,
-    retry_after: float = 30.0,
-) -> None:
-    """As :func:`serve_stdio`, but over Streamable HTTP at ``listener``
-    (:mod:`toolgate.integrations.mcp_http`) until a SIGTERM / SIGINT, which lets the
-    requests under way finish before the upstreams are closed."""
-    with listener.bind() as sock:
-        await _serve(
-            servers, partial(_over_http, listener, sock), top_k=top_k, lenient=lenient,
-            connect_timeout=connect_timeout, allow=allow, deny=deny, retry_after=retry_after,
-        )  # fmt: skip
+    if http is None:
+        await run(_over_stdio)
+        return
+    with http.bind() as sock:
+        await run(partial(_over_http, http, sock))
 
 
 async def _serve(
