@@ -440,3 +440,37 @@ def test_an_upstream_change_is_passed_on_to_the_proxys_clients(
             group.cancel_scope.cancel()
 
     run(main)
+
+
+class HangingClient(ExtrasClient):
+    """A client whose server never answers a read or a prompts listing."""
+
+    async def read_resource(self, uri: str) -> Any:
+        await anyio.sleep_forever()
+
+    async def list_prompts(self, cursor: str | None = None) -> dict[str, Any]:
+        self.prompt_listings += 1
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+def test_a_server_that_never_answers_holds_nothing_up(embedder: Embedder) -> None:
+    async def main() -> None:
+        hung, fine = HangingClient("hung"), ExtrasClient("fine")
+        router = McpRouter(embedder=embedder, cache=None, list_timeout=0.2, retry_after=60)
+        await router.connect({"hung": hung, "fine": fine})
+        passthrough = McpProxy(router).passthrough
+        with anyio.fail_after(5):
+            # Its listing times out once, then is not waited for again before retry_after.
+            assert [p["name"] for p in await passthrough.list_prompts()] == [
+                "fine_prompt",
+                "shared",
+            ]
+            await passthrough.list_prompts()
+            assert hung.prompt_listings == 1
+            # A read nobody lists asks it on the off chance, for list_timeout at most.
+            with pytest.raises(MCPError) as missing:
+                await passthrough.read_resource("other://x")
+        assert "hung: no answer within 0.2 s; fine: fine has no other://x" in str(missing.value)
+
+    run(main)

@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 from mcp.shared.exceptions import MCPError
@@ -60,10 +60,21 @@ Reconnect = Callable[[str], Awaitable[bool]]
 
 T = TypeVar("T")
 
-# What each listing is: (capability, method, client method, key of the items, identity).
-_PROMPTS = ("prompts", "prompts/list", "list_prompts", "prompts", "name")
-_RESOURCES = ("resources", "resources/list", "list_resources", "resources", "uri")
-_TEMPLATES = (
+
+class _Listing(NamedTuple):
+    """One kind of listing: the capability that offers it, its method, the client's method
+    for it, the key of its items in a page, and the field that names an item."""
+
+    capability: str
+    method: str
+    attr: str
+    key: str
+    identity: str
+
+
+_PROMPTS = _Listing("prompts", "prompts/list", "list_prompts", "prompts", "name")
+_RESOURCES = _Listing("resources", "resources/list", "list_resources", "resources", "uri")
+_TEMPLATES = _Listing(
     "resources",
     "resources/templates/list",
     "list_resource_templates",
@@ -113,7 +124,7 @@ class Passthrough:
             down = [
                 f"{server} ({why})"
                 for (method, server), why in self._failing.items()
-                if method == _PROMPTS[1]
+                if method == _PROMPTS.method and server in self.router.servers
             ]
             more = f"; not answering: {', '.join(down)}" if down else ""
             raise MCPError(INVALID_PARAMS, f"Unknown prompt {name!r}; prompts: {known}{more}")
@@ -135,7 +146,7 @@ class Passthrough:
 
     async def _prompts(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Listed name -> (server, the upstream's prompt)."""
-        listed = await self._gather(*_PROMPTS)
+        listed = await self._gather(_PROMPTS)
         counts = Counter(p["name"] for prompts in listed.values() for p in prompts)
         out: dict[str, tuple[str, dict[str, Any]]] = {}
         for server, prompts in listed.items():
@@ -171,7 +182,7 @@ class Passthrough:
 
     async def list_resource_templates(self) -> list[dict[str, Any]]:
         """Every upstream's resource templates, in server order."""
-        listed = await self._gather(*_TEMPLATES)
+        listed = await self._gather(_TEMPLATES)
         return [template for templates in listed.values() for template in templates]
 
     async def read_resource(self, uri: str) -> ReadResourceResult:
@@ -182,12 +193,10 @@ class Passthrough:
         failures: list[str] = []
         async for server, owner in self._readers(uri):
             read = partial(_read, uri=uri)
+            # One asked on the off chance must not hold the answer up.
+            timeout = None if owner else self.router.list_timeout
             try:
-                if owner:
-                    result = await self.upstream(server, "resources/read", read)
-                else:  # asked on the off chance: it must not hold the answer up
-                    with anyio.fail_after(self.router.list_timeout):
-                        result = await self.upstream(server, "resources/read", read)
+                result = await self.upstream(server, "resources/read", read, timeout=timeout)
             except TimeoutError:
                 failures.append(f"{server}: no answer within {self.router.list_timeout} s")
                 continue
@@ -203,7 +212,7 @@ class Passthrough:
 
     async def _resources(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """URI -> (server, resource), the first server listing a URI keeping it."""
-        listed = await self._gather(*_RESOURCES)
+        listed = await self._gather(_RESOURCES)
         out: dict[str, tuple[str, dict[str, Any]]] = {}
         for server, resources in listed.items():
             for resource in resources:
@@ -224,7 +233,7 @@ class Passthrough:
             if resources[uri][0] != owner:
                 yield resources[uri][0], True
             return
-        templates = await self._gather(*_TEMPLATES)
+        templates = await self._gather(_TEMPLATES)
         matching = [
             server
             for server, server_templates in templates.items()
@@ -242,44 +251,51 @@ class Passthrough:
     # -- upstream requests -------------------------------------------------------------
 
     async def upstream(
-        self, server: str, method: str, ask: Callable[[McpClient], Awaitable[T]]
+        self,
+        server: str,
+        method: str,
+        ask: Callable[[McpClient], Awaitable[T]],
+        *,
+        timeout: float | None = None,
     ) -> T:
         """``ask(server's client)``, once more after a reconnection if the server had died.
 
-        The upstream's own errors pass through as they are; any other failure (its answer,
-        its connection) is an ``INTERNAL_ERROR`` naming the server and ``method``.
+        Each ask, not the reconnection between them, is given ``timeout`` seconds
+        (``TimeoutError``). The upstream's own errors pass through as they are; any other
+        failure (its answer, its connection) is an ``INTERNAL_ERROR`` naming the server and
+        ``method``.
         """
         try:
             try:
-                return await ask(self.router.client(server))
+                with anyio.fail_after(timeout):
+                    return await ask(self.router.client(server))
             except MCPError as exc:
                 if not await reconnected(self.reconnect, server, exc):
                     raise
-            return await ask(self.router.client(server))
-        except MCPError:
+            with anyio.fail_after(timeout):
+                return await ask(self.router.client(server))
+        except (MCPError, TimeoutError):
             raise
         except Exception as exc:
             raise MCPError(
                 INTERNAL_ERROR, f"MCP server {server!r}: {method} failed: {exc!r}"
             ) from exc
 
-    async def _gather(
-        self, capability: str, method: str, attr: str, key: str, identity: str
-    ) -> dict[str, list[dict[str, Any]]]:
-        """Each server's ``method`` listing (items that are objects with a string
-        ``identity``; others left out with a warning), read at once from every server that
-        offers ``capability``, in server order. A server whose listing fails keeps its last
-        one and is not asked again before the router's ``retry_after``."""
+    async def _gather(self, kind: _Listing) -> dict[str, list[dict[str, Any]]]:
+        """Each server's listing of ``kind`` (items that are objects with a string
+        identity; others left out with a warning), read at once from every server that
+        offers it, in server order. A server whose listing fails keeps its last one and is
+        not asked again before the router's ``retry_after``."""
+        capability, method, attr, key, identity = kind
         listed: dict[str, list[dict[str, Any]]] = {}
         timeout = self.router.list_timeout
         now = time.monotonic()
 
         async def list_one(server: str) -> None:
             slot = (method, server)
+            read = partial(_listing, server=server, attr=attr, method=method, key=key)
             try:
-                with anyio.fail_after(timeout):
-                    read = partial(_listing, server=server, attr=attr, method=method, key=key)
-                    items = await self.upstream(server, method, read)
+                items = await self.upstream(server, method, read, timeout=timeout)
             except MCPError as exc:
                 if exc.code == METHOD_NOT_FOUND:  # the server has none after all
                     return
