@@ -144,3 +144,13 @@ def test_a_port_in_use_is_named_before_any_upstream_starts(
         assert main(argv) == 2
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in capsys.readouterr().err
     assert not marker.exists()
+
+
+def test_connections_are_accepted_without_nagle() -> None:
+    # A response written in two parts would otherwise wait for the client's delayed ACK:
+    # 40 ms on every request (measured: 44 ms -> 2 ms per search_tools over HTTP).
+    listener = HttpListener.parse("127.0.0.1:0", token=None, open_to_all=False)
+    with listener.bind() as server, socket.create_connection(server.getsockname()[:2]):
+        accepted, _ = server.accept()
+        with accepted:
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0

@@ -68,11 +68,16 @@ class HttpListener:
         cannot be."""
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         try:
-            return socket.create_server((self.host, self.port), family=family)
+            sock = socket.create_server((self.host, self.port), family=family)
         except OSError as exc:
             raise InvalidInputError(
                 f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
             ) from None
+        # Taken on by every connection accepted. asyncio sets it only on sockets made with
+        # proto IPPROTO_TCP, which create_server's are not; without it, a response written
+        # in two parts waits for the client's delayed ACK: 40 ms on every request.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
 
     @property
     def url(self) -> str:
