@@ -8,7 +8,10 @@ is the same on both sides of each ratio:
 * group ``mcp turn``: ``McpRouter.tools(text)`` against ``Router.route`` + ``Router.promote``
   on the same router (``route + promote``): the worker-thread hop and the refresh check;
 * group ``mcp call``: ``McpRouter.call(tool_call, promotion)`` (verify, then forward) against
-  the client's own ``call_tool`` (``client.call_tool``).
+  the client's own ``call_tool`` (``client.call_tool``);
+* group ``mcp-proxy transport``: one ``search_tools`` call to the proxy's server over
+  Streamable HTTP on loopback (``toolgate mcp-proxy --http``), against the same call over the
+  SDK's in-memory transport (``proxy in memory``): what serving over HTTP costs a request.
 
 The query is the same every call, so its embedding is memoised and the overhead is not
 hidden behind the model. The notes give the tokens a client of ``toolgate mcp-proxy`` sees
@@ -22,17 +25,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import httpx2
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from toolgate.embed import Embedder
 from toolgate.integrations.mcp import McpRouter
+from toolgate.integrations.mcp_http import HttpListener, serve_over_http
 from toolgate.integrations.mcp_proxy import McpProxy
 from toolgate.promote import Promotion
 from toolgate.tokens import count_tools
@@ -153,3 +161,40 @@ def test_proxy_tokens(ratio_table: RatioTable, github: tuple[McpRouter, ListedCl
         f"{len(found)} tools {searched} ({searched / whole:.3f}x)"
     )
     assert listed < whole / 50
+
+
+@pytest.fixture(scope="module")
+def proxy_clients(
+    portal: BlockingPortal, github: tuple[McpRouter, ListedClient]
+) -> Iterator[dict[str, Client]]:
+    """Clients of one proxy: in memory, and over HTTP on a free loopback port."""
+    proxy = McpProxy(github[0], top_k=5)
+    listener = HttpListener(port=0)
+    stops: list[Callable[[], None]] = []
+    with listener.bind() as sock, ExitStack() as stack:
+        serving = portal.start_task_soon(
+            serve_over_http, proxy.server, listener, sock, stops.append
+        )
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        http = stack.enter_context(portal.wrap_async_context_manager(httpx2.AsyncClient()))
+        over_http = Client(streamable_http_client(url, http_client=http))
+        yield {
+            "proxy in memory": stack.enter_context(
+                portal.wrap_async_context_manager(Client(proxy.server))
+            ),
+            "proxy over HTTP": stack.enter_context(portal.wrap_async_context_manager(over_http)),
+        }
+        stack.close()
+        portal.call(stops[0])
+        serving.result(timeout=30)
+
+
+@pytest.mark.parametrize("transport", ["proxy in memory", "proxy over HTTP"])
+def test_proxy_search(bench: Bench, proxy_clients: dict[str, Client], transport: str) -> None:
+    client = proxy_clients[transport]
+
+    def search() -> Any:
+        return bench.portal.call(client.call_tool, "search_tools", {"query": QUERY})
+
+    bench.time("mcp-proxy transport", transport, search)
+    assert '"name": "create_pull_request"' in search().content[0].text

@@ -47,7 +47,13 @@ _TABLE = pytest.StashKey[RatioTable]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_TABLE] = RatioTable(
-        references=("faiss IndexFlatIP", "read probe", "route + promote", "client.call_tool")
+        references=(
+            "faiss IndexFlatIP",
+            "read probe",
+            "route + promote",
+            "client.call_tool",
+            "proxy in memory",
+        )
     )
 
 
