@@ -56,6 +56,22 @@ def test_every_pair_is_found_across_blocks(monkeypatch: pytest.MonkeyPatch) -> N
     assert len(found) == n // 2
 
 
+def test_exact_copies_meet_a_threshold_of_one() -> None:
+    # float32 gives two copies of a row a cosine of 0.99999994 about half the time.
+    rng = np.random.default_rng(3)
+    for dim in (8, 384):
+        for _ in range(50):
+            row = rng.normal(size=dim).astype(np.float32)
+            other = rng.normal(size=dim).astype(np.float32)
+            groups = near_duplicate_groups(np.stack([row, other, row]), ["a", "b", "c"], 1.0)
+            assert [g.ids for g in groups] == [("a", "c")]
+            assert groups[0].cosine == groups[0].highest == 1.0
+    # numpy numbers are thresholds too
+    rows = rows_at([0, 1])
+    assert near_duplicate_groups(rows, ["a", "b"], np.float32(0.99))
+    assert not near_duplicate_groups(rows, ["a", "b"], np.int64(1))
+
+
 def test_bad_input_is_named() -> None:
     rows = rows_at([0, 1])
     for bad in (0.0, 1.5, float("nan"), True, "0.9"):
@@ -101,5 +117,11 @@ def test_stats_lists_near_duplicates(
     assert report["cosine"] == 0.95
     assert report["tools"] == 3
     assert report["groups"][0]["ids"] == COPIES
+    # As text: each group on a line of its own, under the report's other figures.
+    assert main(["stats", "--tools", str(tools), "--near-duplicates"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    groups = lines.index("  groups")
+    assert lines[groups - 3 : groups] == ["near_duplicates", "  cosine  0.95", "  tools   3"]
+    assert json.loads(lines[groups + 1])["ids"] == COPIES
     assert main(["stats", "--tools", str(tools), "--near-duplicates", "1.5"]) == 2
     assert "threshold must be a cosine in (0, 1], got 1.5" in capsys.readouterr().err

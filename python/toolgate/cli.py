@@ -182,9 +182,21 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def _render(report: dict[str, Any]) -> str:
+def _render(report: dict[str, Any], depth: int = 0) -> str:
+    """A report as aligned ``key  value`` lines; a nested object indented under its key, and
+    a list of objects one JSON object per line."""
+    pad = "  " * depth
     width = max((len(k) for k in report), default=0)
-    return "\n".join(f"{key:<{width}}  {value}" for key, value in report.items())
+    lines = []
+    for key, value in report.items():
+        if isinstance(value, dict) and value:
+            lines += [f"{pad}{key}", _render(value, depth + 1)]
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            lines.append(f"{pad}{key}")
+            lines += [f"{pad}  {json.dumps(v, ensure_ascii=False)}" for v in value]
+        else:
+            lines.append(f"{pad}{key:<{width}}  {value}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

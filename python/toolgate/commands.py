@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolgate.catalog import Catalog, CatalogWarning
 from toolgate.errors import InvalidInputError
+from toolgate.near_duplicates import check_threshold
 from toolgate.router import Router, RouterConfig
 
 if TYPE_CHECKING:
@@ -157,6 +158,8 @@ def _queries(args: argparse.Namespace) -> list[LabelledQuery]:
 def run_stats(args: argparse.Namespace) -> dict[str, Any]:
     """Catalog token figures, plus usage statistics from a telemetry log and groups of
     near-duplicate tools when asked for."""
+    if args.near_duplicates is not None:  # said before the catalog is embedded, not after
+        check_threshold(args.near_duplicates)
     router = _router(args)
     report: dict[str, Any] = router.catalog_stats()
     if args.events is not None:

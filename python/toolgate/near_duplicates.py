@@ -5,30 +5,41 @@ same tool, or a tool registered twice under two names, cost their tokens twice, 
 model's choice between copies and take two of a turn's few routed slots where one would do.
 This finds them: tools are linked when the cosine of their rows (the same rows ``route``
 scores) is at least a threshold, and a group is a set of tools linked directly or through
-others. On BFCL's 2,710 tools, 524 have a twin at 0.95 (most are one function copied across
-test categories with its description reworded), and 12 at 0.99.
+others. On BFCL's tools as ``toolgate eval`` loads them (2,710, a repeated id kept under a
+renamed server), 524 have a twin at 0.95, most of them one function copied across test
+categories with its description reworded, and 12 at 0.99.
 
-The scan compares every pair of tools, in blocks of rows so memory stays bounded (64 MB), so
-its time grows with the square of the catalog: measured here, 0.65 s at 10,000 tools and
-3.4 s at 30,000. It is a report for the people who keep the catalog, not a step of routing.
+The groups are candidates for a person to review, not to merge blindly: an embedding hardly
+tells ``celsius_to_fahrenheit`` from ``fahrenheit_to_celsius``. A low threshold links most of
+a catalog into one group (BFCL at 0.5: 1,912 of 2,066 tools), which says nothing.
+
+The scan compares every pair of tools, in blocks of rows, and keeps no list of the pairs, so
+memory stays bounded whatever the threshold. Its time grows with the square of the catalog
+(measured here: 0.65 s at 10,000 tools, 3.4 s at 30,000), and with the number of linked
+pairs. It is a report for the people who keep the catalog, not a step of routing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 
 from toolgate.errors import InvalidInputError
 
-__all__ = ["DEFAULT_THRESHOLD", "DuplicateGroup", "near_duplicate_groups"]
+__all__ = ["DEFAULT_THRESHOLD", "DuplicateGroup", "check_threshold", "near_duplicate_groups"]
 
 #: The cosine from which two tools count as near copies of each other.
 DEFAULT_THRESHOLD = 0.95
 
-#: Cosines computed at once (64 MB of float32): a block of rows against every later row.
-_BLOCK_CELLS = 1 << 24
+#: Cosines computed at once (16 MB of float32): a block of rows against every later row.
+_BLOCK_CELLS = 1 << 22
+
+#: How far below the threshold a float32 cosine may fall and still meet it: two copies of
+#: one row come out at 0.99999994, not 1.
+_SLACK = 1e-5
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,14 @@ class DuplicateGroup:
         }
 
 
+def check_threshold(threshold: object) -> float:
+    """``threshold`` as a cosine in (0, 1], or an :class:`InvalidInputError` saying why not."""
+    number = isinstance(threshold, Real) and not isinstance(threshold, bool)
+    if not (number and 0.0 < float(threshold) <= 1.0):  # type: ignore[arg-type]
+        raise InvalidInputError(f"threshold must be a cosine in (0, 1], got {threshold!r}")
+    return float(threshold)  # type: ignore[arg-type]
+
+
 def near_duplicate_groups(
     vectors: np.ndarray, ids: Sequence[str], threshold: float = DEFAULT_THRESHOLD
 ) -> list[DuplicateGroup]:
@@ -62,9 +81,7 @@ def near_duplicate_groups(
     >>> [g.ids for g in near_duplicate_groups(rows, ["a/x", "b/x", "a/y"])]
     [('a/x', 'b/x')]
     """
-    number = isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
-    if not (number and 0.0 < threshold <= 1.0):
-        raise InvalidInputError(f"threshold must be a cosine in (0, 1], got {threshold!r}")
+    threshold = check_threshold(threshold)
     matrix = np.asarray(vectors, dtype=np.float32)
     if matrix.ndim != 2 or matrix.shape[0] != len(ids):
         raise InvalidInputError(
@@ -72,45 +89,57 @@ def near_duplicate_groups(
         )
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     unit = matrix / np.where(norms > 0, norms, 1.0)
-    links = _links(unit, threshold)
-    return _groups(links, ids)
+    return _Linker(len(ids)).link(unit, threshold).groups(ids)
 
 
-def _links(unit: np.ndarray, threshold: float) -> list[tuple[int, int, float]]:
-    """Every pair ``(i, j, cosine)`` with ``i < j`` and a cosine of at least ``threshold``."""
-    links: list[tuple[int, int, float]] = []
-    step = max(1, _BLOCK_CELLS // max(1, unit.shape[0]))
-    for start in range(0, unit.shape[0], step):
-        # Only the columns from the block's first row on, and above the diagonal: every
-        # pair is scored once.
-        block = unit[start : start + step] @ unit[start:].T
-        rows, cols = np.nonzero(np.triu(block, k=1) >= threshold)
-        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
-            links.append((start + r, start + c, float(block[r, c])))
-    return links
+class _Linker:
+    """Union-find over the rows, with the lowest and highest cosine of each row's links."""
 
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+        self.low = np.full(n, np.inf)
+        self.high = np.full(n, -np.inf)
 
-def _groups(links: list[tuple[int, int, float]], ids: Sequence[str]) -> list[DuplicateGroup]:
-    parent = list(range(len(ids)))
-
-    def root(i: int) -> int:
+    def root(self, i: int) -> int:
+        parent = self.parent
         while parent[i] != i:
             parent[i] = parent[parent[i]]  # path halving keeps the trees flat
             i = parent[i]
         return i
 
-    for i, j, _cosine in links:
-        parent[root(i)] = root(j)
-    members: dict[int, list[int]] = {}
-    cosines: dict[int, list[float]] = {}
-    for i, _j, cosine in links:
-        cosines.setdefault(root(i), []).append(cosine)
-    for i in range(len(ids)):
-        if root(i) in cosines:
-            members.setdefault(root(i), []).append(i)
-    groups = [
-        (rows, DuplicateGroup(tuple(ids[r] for r in rows), min(cosines[key]), max(cosines[key])))
-        for key, rows in members.items()
-    ]
-    groups.sort(key=lambda pair: (-len(pair[0]), pair[0][0]))
-    return [group for _rows, group in groups]
+    def link(self, unit: np.ndarray, threshold: float) -> _Linker:
+        """Link every pair of rows whose cosine is at least ``threshold``."""
+        n = unit.shape[0]
+        step = max(1, _BLOCK_CELLS // max(1, n))
+        for start in range(0, n, step):
+            # Only the columns from the block's first row on, and above the diagonal: every
+            # pair is scored once.
+            block = unit[start : start + step] @ unit[start:].T
+            rows, cols = np.nonzero(np.triu(block, k=1) >= threshold - _SLACK)
+            if not len(rows):
+                continue
+            cosines = np.minimum(block[rows, cols], 1.0).astype(np.float64)
+            first, second = rows + start, cols + start
+            for side in (first, second):
+                np.minimum.at(self.low, side, cosines)
+                np.maximum.at(self.high, side, cosines)
+            for i, j in zip(first.tolist(), second.tolist(), strict=True):
+                self.parent[self.root(i)] = self.root(j)
+        return self
+
+    def groups(self, ids: Sequence[str]) -> list[DuplicateGroup]:
+        members: dict[int, list[int]] = {}
+        for i in np.flatnonzero(np.isfinite(self.low)).tolist():
+            members.setdefault(self.root(i), []).append(i)
+        groups = [
+            DuplicateGroup(
+                tuple(ids[r] for r in rows),
+                # Six places: what float32 cosines hold (copies come out at 0.99999994).
+                round(float(self.low[rows].min()), 6),
+                round(float(self.high[rows].max()), 6),
+            )
+            for rows in members.values()
+        ]
+        order = {tool_id: position for position, tool_id in enumerate(ids)}
+        groups.sort(key=lambda group: (-len(group.ids), order[group.ids[0]]))
+        return groups
