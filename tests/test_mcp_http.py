@@ -10,7 +10,9 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -21,12 +23,14 @@ from tests.mcp_fixtures import PID_WRITING_UPSTREAM, found_tools, run, text_of
 
 from toolgate import InvalidInputError
 from toolgate.cli import main
-from toolgate.integrations.mcp_http import HttpListener
+from toolgate.integrations.mcp_http import GRACE_SECONDS, HttpListener, _BearerGate
 
 TOKEN = "s3cret-token"
 
 
-def start_proxy(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str, Path]:
+def start_proxy(
+    tmp_path: Path, *extra: str, address: str = "127.0.0.1:0"
+) -> tuple[subprocess.Popen[bytes], str, Path]:
     """A proxy process on a free port in front of the notes server; its URL, and the file
     the upstream writes its pid to."""
     upstream = tmp_path / "notes_server.py"
@@ -37,7 +41,7 @@ def start_proxy(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], s
     config.write_text(json.dumps({"mcpServers": {"notes": notes}}), encoding="utf-8")
     argv = [sys.executable, "-m", "toolgate", "mcp-proxy", "--config", str(config)]
     process = subprocess.Popen(
-        [*argv, "--top-k", "1", "--http", "127.0.0.1:0", *extra],
+        [*argv, "--top-k", "1", "--http", address, *extra],
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "TG_TOKEN": TOKEN},
@@ -100,6 +104,9 @@ def test_the_proxy_serves_over_http_to_clients_with_the_token(tmp_path: Path) ->
         ("0.0.0.0:8765", None, False, "serving on 0.0.0.0 without a token lets anyone"),
         ("proxy.internal:8765", None, False, "without a token"),  # a name may resolve anywhere
         ("[::1]:8765", "  ", False, "the bearer token is empty"),
+        ("127.0.0.1:\u00b2", None, False, "--http takes HOST:PORT"),  # a digit, not ASCII
+        ("[::1:8765", None, False, "an IPv6 address goes in brackets"),
+        ("::1:8765", None, False, "an IPv6 address goes in brackets"),
     ],
 )
 def test_a_bad_listener_is_named(
@@ -154,3 +161,86 @@ def test_connections_are_accepted_without_nagle() -> None:
         accepted, _ = server.accept()
         with accepted:
             assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+async def _answer(gate: _BearerGate, method: str, *authorization: bytes) -> int:
+    """The status ``gate`` answers a request with these ``Authorization`` headers."""
+    sent: list[dict[str, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    gate.app = app
+    headers = [(b"authorization", value) for value in authorization]
+    await gate({"type": "http", "method": method, "headers": headers}, receive, send)
+    return int(sent[0]["status"])
+
+
+def test_the_token_gate_reads_the_header_as_rfc_7235_has_it() -> None:
+    async def main_() -> None:
+        gate = _BearerGate(None, TOKEN)  # type: ignore[arg-type]
+        token = TOKEN.encode()
+        assert await _answer(gate, "POST", b"Bearer " + token) == 200
+        assert await _answer(gate, "POST", b"bearer " + token) == 200  # any case
+        assert await _answer(gate, "POST", b"BEARER  " + token + b" ") == 200
+        assert await _answer(gate, "POST", b"Bearer wrong") == 401
+        assert await _answer(gate, "POST", b"Basic " + token) == 401
+        assert await _answer(gate, "POST") == 401
+        # Two headers: which one counts is not for the proxy to guess.
+        assert await _answer(gate, "POST", b"Bearer wrong", b"Bearer " + token) == 401
+        assert await _answer(gate, "POST", b"Bearer " + token, b"Bearer wrong") == 401
+        assert await _answer(gate, "OPTIONS") == 200  # CORS preflight carries no token
+
+    run(main_)
+
+
+def test_any_loopback_listener_checks_host_and_origin(tmp_path: Path) -> None:
+    # The SDK checks them by itself on 127.0.0.1, localhost and ::1 only.
+    process, url, _ = start_proxy(tmp_path, address="127.0.0.2:0")
+    try:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        with httpx2.Client() as http:
+            foreign_host = http.post(url, json=body, headers={"Host": "evil.example"})
+            assert foreign_host.status_code == 421
+            foreign_origin = http.post(url, json=body, headers={"Origin": "http://evil.example"})
+            assert foreign_origin.status_code == 403
+    finally:
+        process.kill()
+        process.wait()
+        assert process.stderr is not None
+        process.stderr.close()
+
+
+def test_a_stop_ends_the_clients_event_streams(tmp_path: Path) -> None:
+    process, url, pid_file = start_proxy(tmp_path)
+    try:
+
+        async def listen_then_stop() -> None:
+            with anyio.fail_after(60):
+                async with (
+                    httpx2.AsyncClient() as http,
+                    Client(streamable_http_client(url, http_client=http)) as client,
+                    client.listen(tools_list_changed=True) as events,
+                ):
+                    process.send_signal(signal.SIGTERM)
+                    async for _event in events:  # ended by the proxy, gracefully
+                        pass
+
+        started = time.monotonic()
+        run(listen_then_stop)
+        assert process.wait(timeout=30) == 0
+        # The stream did not hold the stop for the whole grace period.
+        assert time.monotonic() - started < GRACE_SECONDS
+        upstream_pid = int(pid_file.read_text())
+    finally:
+        process.kill()
+        assert process.stderr is not None
+        process.stderr.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(upstream_pid, 0)

@@ -37,6 +37,8 @@ from toolgate.integrations.mcp import McpRouter
 from toolgate.integrations.mcp_proxy import McpProxy
 from toolgate.integrations.mcp_serve import HttpServer, _Upstreams, load_servers
 
+NOTE_TOOL = mcp_tool("add_note", "Save a note.")
+
 
 async def connected(
     embedder: Embedder, clients: dict[str, Any], overrides: dict[str, Any] | None = None
@@ -72,6 +74,9 @@ def test_a_client_searches_then_calls_through_the_proxy(embedder: Embedder, mode
                 )
                 assert not done.is_error
                 assert text_of(done) == "opened 'Flaky login' in acme/web"
+                # The answer is the proxy's: the upstream's name is not passed off as its.
+                server_info = (done.meta or {}).get("io.modelcontextprotocol/serverInfo")
+                assert server_info is None or server_info["name"] == "toolgate"
 
                 # select: loads tools by name, as ToolSearch does.
                 picked = await client.call_tool("search_tools", {"query": "select:create_event"})
@@ -492,5 +497,18 @@ def test_upstreams_are_served_in_the_configs_order() -> None:
         # Not the order they came up in, which changes from run to run and would change
         # which server's prompt keeps a shared name.
         assert list(upstreams.clients) == ["zeta", "alpha"]
+
+    run(main)
+
+
+def test_a_search_query_of_megabytes_is_refused(embedder: Embedder) -> None:
+    async def main() -> None:
+        proxy = await connected(embedder, {"notes": PagedClient([[NOTE_TOOL]], [None])})
+        refused = await proxy.call_tool("search_tools", {"query": "note " * 2_000})
+        assert refused.is_error
+        message = json.loads(text_of(refused))["message"]
+        assert message.startswith("search_tools's query has 10,000 characters, more than 8,000")
+        found = await proxy.call_tool("search_tools", {"query": "note " * 1_000})
+        assert not found.is_error
 
     run(main)

@@ -1,15 +1,20 @@
-"""The ``CallToolResult`` texts toolgate answers a model with, instead of a server."""
+"""The answers toolgate gives in a server's place: ``CallToolResult`` texts for a model, and
+upstream answers passed on as the proxy's own."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mcp.types import CallToolResult
 
 from toolgate.catalog import Catalog
 from toolgate.verify import Verdict, closest_name
 
-__all__ = ["error_result", "text_result", "unknown_names_note"]
+__all__ = ["error_result", "passed_on", "passed_on_result", "text_result", "unknown_names_note"]
+
+# An upstream's own name in its answers' ``_meta``, which the proxy must not pass off as its.
+_SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 
 
 def text_result(text: str, *, is_error: bool = False) -> CallToolResult:
@@ -33,3 +38,24 @@ def unknown_names_note(unknown: Sequence[str], catalog: Catalog) -> str:
         close = closest_name(name, names)
         parts.append(f"{name} (did you mean {close!r}?)" if close else name)
     return f"No tool is named: {', '.join(parts)}."
+
+
+def passed_on(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """An upstream's answer (as JSON) to pass on as the proxy's: without the upstream's
+    server info in its ``_meta`` (the SDK puts the proxy's own there)."""
+    meta = answer.get("_meta")
+    if not (isinstance(meta, Mapping) and _SERVER_INFO_META in meta):
+        return dict(answer)
+    rest = {k: v for k, v in meta.items() if k != _SERVER_INFO_META}
+    out = {k: v for k, v in answer.items() if k != "_meta"}
+    return {**out, "_meta": rest} if rest else out
+
+
+def passed_on_result(result: CallToolResult) -> CallToolResult:
+    """:func:`passed_on` for a tool's result, copied only when there is something to drop
+    (a result may be megabytes)."""
+    meta = result.meta
+    if not (meta and _SERVER_INFO_META in meta):
+        return result
+    rest = {k: v for k, v in meta.items() if k != _SERVER_INFO_META}
+    return result.model_copy(update={"meta": rest or None})

@@ -21,13 +21,17 @@ from typing import Any
 
 import uvicorn
 from mcp.server.lowlevel import Server
+from mcp.server.transport_security import TransportSecuritySettings
 
 from toolgate.errors import InvalidInputError
 
-__all__ = ["MCP_PATH", "HttpListener", "serve_over_http"]
+__all__ = ["GRACE_SECONDS", "MCP_PATH", "HttpListener", "serve_over_http"]
 
 #: Where the proxy's MCP endpoint is.
 MCP_PATH = "/mcp"
+
+#: Seconds a graceful stop gives requests under way before closing what is still open.
+GRACE_SECONDS = 10.0
 
 _Scope = MutableMapping[str, Any]
 _Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -50,9 +54,15 @@ class HttpListener:
         loopback) as a listener. A host other than loopback needs ``token`` unless
         ``open_to_all``: without one, anyone who can reach the port can call the tools."""
         host, colon, port_text = address.rpartition(":")
-        if not colon or not port_text.isdigit() or int(port_text) > 65535:
+        number = port_text.isascii() and port_text.isdigit()
+        if not colon or not number or int(port_text) > 65535:
             raise InvalidInputError(f"--http takes HOST:PORT, e.g. 127.0.0.1:8765; got {address!r}")
-        host = host.strip("[]") or "127.0.0.1"
+        bracketed = host.startswith("[")
+        if bracketed != host.endswith("]") or (":" in host and not bracketed):
+            raise InvalidInputError(
+                f"--http: an IPv6 address goes in brackets, as in [::1]:8765; got {address!r}"
+            )
+        host = (host[1:-1] if bracketed else host) or "127.0.0.1"
         if token is not None and not token.strip():
             raise InvalidInputError("the bearer token is empty")
         if token is None and not open_to_all and not _loopback(host):
@@ -92,12 +102,21 @@ async def serve_over_http(
     on_stop: Callable[[Callable[[], None]], None],
 ) -> None:
     """Serve ``server`` on ``sock`` (from ``listener.bind()``) until told to stop: ``on_stop``
-    is given the function that stops it (gracefully: requests under way are finished). The
-    process's signals are the caller's, not uvicorn's."""
-    app: _App = server.streamable_http_app(streamable_http_path=MCP_PATH, host=listener.host)
+    is given the function that stops it, gracefully: requests under way get
+    :data:`GRACE_SECONDS` to finish, and then the connections still open (event streams
+    stay open for as long as their clients listen) are closed. The process's signals are
+    the caller's, not uvicorn's."""
+    app: _App = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=listener.host,
+        transport_security=_rebinding_guard(listener.host),
+    )
     if listener.token is not None:
         app = _BearerGate(app, listener.token)
-    http = _Listening(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=int(GRACE_SECONDS)
+    )
+    http = _Listening(config)
     on_stop(http.stop)
     host, port = sock.getsockname()[:2]
     # Clients that connect before uvicorn accepts wait in the socket's backlog.
@@ -119,20 +138,23 @@ class _Listening(uvicorn.Server):
 
 
 class _BearerGate:
-    """Lets through only HTTP requests whose ``Authorization`` is ``Bearer <token>``; the
-    others get a 401 (compared in constant time, so timing tells nothing of the token)."""
+    """Lets through only HTTP requests with one ``Authorization`` header, ``Bearer <token>``
+    (the scheme in any case, as RFC 7235 has it); the others get a 401. The token is
+    compared in constant time, so timing tells nothing of it. CORS preflight requests
+    (``OPTIONS``) carry no credentials by design and go through."""
 
     def __init__(self, app: _App, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.token = token.encode()
 
     async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
-        if scope["type"] == "http":
-            given = b""
-            for name, value in scope.get("headers", []):
-                if name.lower() == b"authorization":
-                    given = value
-            if not hmac.compare_digest(given, self.expected):
+        if scope["type"] == "http" and scope.get("method") != "OPTIONS":
+            given = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
+            scheme, _, token = (
+                given[0].strip().partition(b" ") if len(given) == 1 else (b"", b"", b"")
+            )
+            valid = hmac.compare_digest(token.strip(), self.token)
+            if scheme.lower() != b"bearer" or not valid:
                 body = json.dumps({"error": "unauthorized: a bearer token is needed"}).encode()
                 headers = [
                     (b"content-type", b"application/json"),
@@ -143,6 +165,20 @@ class _BearerGate:
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+
+def _rebinding_guard(host: str) -> TransportSecuritySettings | None:
+    """The SDK's ``Host`` / ``Origin`` check for a loopback listener, whatever loopback
+    address it is on (the SDK turns it on by itself for three spellings only), so a web page
+    cannot reach the proxy by DNS rebinding. ``None`` elsewhere: there the token guards."""
+    if not _loopback(host):
+        return None
+    names = {"127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host}
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted(f"{name}:*" for name in names),
+        allowed_origins=sorted(f"http://{name}:*" for name in names),
+    )
 
 
 def _loopback(host: str) -> bool:

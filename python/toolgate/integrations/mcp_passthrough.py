@@ -46,6 +46,7 @@ from mcp.types import (
 )
 
 from toolgate.integrations.mcp import McpClient, McpRouter
+from toolgate.integrations.mcp_answers import passed_on
 from toolgate.integrations.mcp_listing import list_every_page, plain
 
 __all__ = ["RESOURCE_NOT_FOUND", "Passthrough", "Reconnect", "reconnected", "template_pattern"]
@@ -81,9 +82,6 @@ _TEMPLATES = _Listing(
     "resourceTemplates",
     "uriTemplate",
 )
-
-# The upstream's own server info, which the proxy's answers must not pass off as theirs.
-_SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 
 
 class Passthrough:
@@ -141,7 +139,7 @@ class Passthrough:
             )
         get = partial(_get_prompt, name=prompt["name"], arguments=given or None)
         result = await self.upstream(server, "prompts/get", get)
-        answer = _own(plain(result, f"MCP server {server!r}: prompts/get"))
+        answer = passed_on(plain(result, f"MCP server {server!r}: prompts/get"))
         return GetPromptResult.model_validate(answer)
 
     async def _prompts(self) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -205,7 +203,7 @@ class Passthrough:
                     raise
                 failures.append(f"{server}: {exc}")
                 continue
-            answer = _own(plain(result, f"MCP server {server!r}: resources/read"))
+            answer = passed_on(plain(result, f"MCP server {server!r}: resources/read"))
             return ReadResourceResult.model_validate(answer)
         why = f" ({'; '.join(failures)})" if failures else ""
         raise MCPError(RESOURCE_NOT_FOUND, f"No server has resource {uri!r}{why}")
@@ -391,17 +389,6 @@ async def _read(client: McpClient, *, uri: str) -> Any:
     except (TypeError, ValueError):  # a callable without a signature: ask plainly
         fresh = False
     return await (read(uri, cache_mode="bypass") if fresh else read(uri))
-
-
-def _own(answer: dict[str, Any]) -> dict[str, Any]:
-    """An upstream's answer without the upstream's server info in its ``_meta``."""
-    meta = answer.get("_meta")
-    if isinstance(meta, dict) and _SERVER_INFO_META in meta:
-        rest = {k: v for k, v in meta.items() if k != _SERVER_INFO_META}
-        answer = {k: v for k, v in answer.items() if k != "_meta"}
-        if rest:
-            answer["_meta"] = rest
-    return answer
 
 
 def _offers(client: McpClient, capability: str) -> bool:

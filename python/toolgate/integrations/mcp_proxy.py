@@ -64,12 +64,20 @@ from toolgate.catalog import Catalog
 from toolgate.config import check_count
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.integrations.mcp import CallOutcome, McpRouter
-from toolgate.integrations.mcp_answers import text_result, unknown_names_note
+from toolgate.integrations.mcp_answers import (
+    passed_on_result,
+    text_result,
+    unknown_names_note,
+)
 from toolgate.integrations.mcp_passthrough import Passthrough, Reconnect, reconnected
 from toolgate.scopes import pattern_list
 from toolgate.verify import Verdict
 
-__all__ = ["McpProxy"]
+__all__ = ["MAX_QUERY_CHARS", "McpProxy"]
+
+#: The longest ``search_tools`` query taken. A search reads 256 tokens of it at most, and a
+#: query of megabytes would cost hundreds of MB to tokenize, on a server others share.
+MAX_QUERY_CHARS = 8000
 
 _SEARCH = "search_tools"
 _CALL = "call_tool"
@@ -115,6 +123,7 @@ class McpProxy:
         self.passthrough = Passthrough(router, reconnect)
         #: Change events for the clients' ``subscriptions/listen`` streams (2026-07-28).
         self.events = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self.events)
         # Connections of clients on earlier protocols, told of changes by notification.
         self._legacy_clients: weakref.WeakSet[Any] = weakref.WeakSet()
         search, call = _meta_names(router.router.catalog)
@@ -132,7 +141,7 @@ class McpProxy:
             on_list_resources=self._on_list_resources,
             on_list_resource_templates=self._on_list_resource_templates,
             on_read_resource=self._on_read_resource,
-            on_subscriptions_listen=ListenHandler(self.events),
+            on_subscriptions_listen=self._listen,
         )
 
     def list_tools(self) -> list[dict[str, Any]]:
@@ -164,7 +173,7 @@ class McpProxy:
             return text_result(json.dumps(failure), is_error=True)
         if not outcome.verdict.ok:
             return _refusal(outcome.verdict, search)
-        return outcome.result
+        return passed_on_result(outcome.result)
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> CallOutcome:
         """``call_any``, made once more after a reconnection if the server had died."""
@@ -209,6 +218,11 @@ class McpProxy:
                 except Exception:  # that client is gone
                     self._legacy_clients.discard(client)
 
+    def end_event_streams(self) -> None:
+        """End every client's ``subscriptions/listen`` stream, gracefully (the proxy is
+        stopping: the streams would otherwise hold their connections open)."""
+        self._listen.close()
+
     def _remember(self, ctx: Any) -> None:
         """Note the connection of a client on an earlier protocol, to tell it of changes."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -225,6 +239,11 @@ class McpProxy:
         search, call = _meta_names(self.router.router.catalog)
         if not isinstance(query, str) or not query.strip():
             return _error(f"{search} takes 'query', a non-empty string")
+        if len(query) > MAX_QUERY_CHARS:  # a client's, on a server others share
+            return _error(
+                f"{search}'s query has {len(query):,} characters, more than {MAX_QUERY_CHARS:,}: "
+                "describe the task in fewer words"
+            )
         try:
             found = await self.router.search(
                 query, allow=self.allow, deny=self.deny, top_k=self.top_k

@@ -241,8 +241,17 @@ async def _over_stdio(serving: _Serving) -> None:
 
 async def _over_http(listener: HttpListener, sock: socket.socket, serving: _Serving) -> None:
     """Serve the proxy's clients over Streamable HTTP, until a signal stops it."""
-    assert serving.proxy is not None
-    await serve_over_http(serving.proxy.server, listener, sock, serving.on_stop)
+    proxy = serving.proxy
+    assert proxy is not None
+
+    def on_stop(stop: Callable[[], None]) -> None:
+        def stop_serving() -> None:
+            proxy.end_event_streams()  # or they hold their connections for the whole grace
+            stop()
+
+        serving.on_stop(stop_serving)
+
+    await serve_over_http(proxy.server, listener, sock, on_stop)
 
 
 @dataclass
