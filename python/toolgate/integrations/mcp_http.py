@@ -9,9 +9,11 @@ token admits only requests that carry it as ``Authorization: Bearer <token>``.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
+import logging
 import socket
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -134,7 +136,21 @@ class _Listening(uvicorn.Server):
         return nullcontext()
 
     def stop(self) -> None:
+        print(
+            f"toolgate mcp-proxy: stopping; requests under way have {GRACE_SECONDS:g} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        # An event stream still open when the grace ends is cancelled, as it must be: not
+        # an error with a traceback.
+        logging.getLogger("uvicorn.error").addFilter(_not_cancelled)
         self.should_exit = True
+
+
+def _not_cancelled(record: logging.LogRecord) -> bool:
+    """Whether a log record is about something other than a task's cancellation."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, asyncio.CancelledError)
 
 
 class _BearerGate:
