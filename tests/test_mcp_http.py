@@ -11,6 +11,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +31,12 @@ from toolgate.integrations.mcp_http import GRACE_SECONDS, HttpListener, _BearerG
 TOKEN = "s3cret-token"
 
 
-def start_proxy(
+@contextmanager
+def running_proxy(
     tmp_path: Path, *extra: str, address: str = "127.0.0.1:0"
-) -> tuple[subprocess.Popen[bytes], str, Path]:
-    """A proxy process on a free port in front of the notes server; its URL, and the file
-    the upstream writes its pid to."""
+) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    """A proxy process on a free port in front of the notes server: the process, its URL,
+    and the file the upstream writes its pid to. Killed on the way out, if still running."""
     upstream = tmp_path / "notes_server.py"
     upstream.write_text(textwrap.dedent(PID_WRITING_UPSTREAM), encoding="utf-8")
     pid_file = tmp_path / "upstream.pid"
@@ -47,52 +51,55 @@ def start_proxy(
         env={**os.environ, "TG_TOKEN": TOKEN},
     )
     assert process.stderr is not None
-    for raw in process.stderr:  # the proxy names its URL once it listens
-        line = raw.decode()
-        if match := re.search(r"serving on (http://\S+)", line):
-            return process, match.group(1), pid_file
-    process.kill()
-    raise AssertionError(f"the proxy never said where it serves (exit {process.wait()})")
+    try:
+        for raw in process.stderr:  # the proxy names its URL once it listens
+            if match := re.search(r"serving on (http://\S+)", raw.decode()):
+                yield process, match.group(1), pid_file
+                return
+        raise AssertionError(f"the proxy never said where it serves (exit {process.wait()})")
+    finally:
+        process.kill()
+        process.wait()
+        process.stderr.close()
+
+
+def stops_with_its_upstream(process: subprocess.Popen[bytes], pid_file: Path) -> None:
+    """SIGTERM ``process``: it exits 0, and the upstream whose pid is in ``pid_file`` too."""
+    upstream_pid = int(pid_file.read_text())
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(upstream_pid, 0)
 
 
 def test_the_proxy_serves_over_http_to_clients_with_the_token(tmp_path: Path) -> None:
-    process, url, pid_file = start_proxy(tmp_path, "--auth-token-env", "TG_TOKEN")
-    try:
+    async def main_(url: str) -> None:
+        with anyio.fail_after(60):
+            # Without the token: refused before MCP sees the request.
+            async with httpx2.AsyncClient() as http:
+                refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1})
+            assert refused.status_code == 401
+            assert refused.headers["www-authenticate"] == "Bearer"
 
-        async def main_() -> None:
-            with anyio.fail_after(60):
-                # Without the token: refused before MCP sees the request.
-                async with httpx2.AsyncClient() as http:
-                    refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1})
-                assert refused.status_code == 401
-                assert refused.headers["www-authenticate"] == "Bearer"
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            async with (
+                httpx2.AsyncClient(headers=headers) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
+                names = [t.name for t in (await client.list_tools()).tools]
+                assert names == ["search_tools", "call_tool"]
+                found = await client.call_tool("search_tools", {"query": "remove a note"})
+                assert [t["name"] for t in found_tools(found)] == ["delete_note"]
+                done = await client.call_tool(
+                    "call_tool", {"name": "delete_note", "arguments": {"title": "milk"}}
+                )
+                assert text_of(done) == "deleted milk"
+                prompts = (await client.list_prompts()).prompts
+                assert [p.name for p in prompts] == ["summarize"]
 
-                headers = {"Authorization": f"Bearer {TOKEN}"}
-                async with (
-                    httpx2.AsyncClient(headers=headers) as http,
-                    Client(streamable_http_client(url, http_client=http)) as client,
-                ):
-                    names = [t.name for t in (await client.list_tools()).tools]
-                    assert names == ["search_tools", "call_tool"]
-                    found = await client.call_tool("search_tools", {"query": "remove a note"})
-                    assert [t["name"] for t in found_tools(found)] == ["delete_note"]
-                    done = await client.call_tool(
-                        "call_tool", {"name": "delete_note", "arguments": {"title": "milk"}}
-                    )
-                    assert text_of(done) == "deleted milk"
-                    prompts = (await client.list_prompts()).prompts
-                    assert [p.name for p in prompts] == ["summarize"]
-
-        run(main_)
-        upstream_pid = int(pid_file.read_text())
-        process.send_signal(signal.SIGTERM)  # a graceful stop, upstreams closed after
-        assert process.wait(timeout=30) == 0
-    finally:
-        process.kill()
-        assert process.stderr is not None
-        process.stderr.close()
-    with pytest.raises(ProcessLookupError):
-        os.kill(upstream_pid, 0)
+    with running_proxy(tmp_path, "--auth-token-env", "TG_TOKEN") as (process, url, pid_file):
+        run(partial(main_, url))
+        stops_with_its_upstream(process, pid_file)  # a graceful stop, upstreams closed after
 
 
 @pytest.mark.parametrize(
@@ -202,45 +209,30 @@ def test_the_token_gate_reads_the_header_as_rfc_7235_has_it() -> None:
 
 def test_any_loopback_listener_checks_host_and_origin(tmp_path: Path) -> None:
     # The SDK checks them by itself on 127.0.0.1, localhost and ::1 only.
-    process, url, _ = start_proxy(tmp_path, address="127.0.0.2:0")
-    try:
+    with running_proxy(tmp_path, address="127.0.0.2:0") as (_process, url, _pid_file):
         body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
         with httpx2.Client() as http:
             foreign_host = http.post(url, json=body, headers={"Host": "evil.example"})
             assert foreign_host.status_code == 421
             foreign_origin = http.post(url, json=body, headers={"Origin": "http://evil.example"})
             assert foreign_origin.status_code == 403
-    finally:
-        process.kill()
-        process.wait()
-        assert process.stderr is not None
-        process.stderr.close()
 
 
 def test_a_stop_ends_the_clients_event_streams(tmp_path: Path) -> None:
-    process, url, pid_file = start_proxy(tmp_path)
-    try:
+    async def listen_then_stop(url: str, process: subprocess.Popen[bytes]) -> None:
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient() as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+                client.listen(tools_list_changed=True) as events,
+            ):
+                process.send_signal(signal.SIGTERM)
+                async for _event in events:  # ended by the proxy, gracefully
+                    pass
 
-        async def listen_then_stop() -> None:
-            with anyio.fail_after(60):
-                async with (
-                    httpx2.AsyncClient() as http,
-                    Client(streamable_http_client(url, http_client=http)) as client,
-                    client.listen(tools_list_changed=True) as events,
-                ):
-                    process.send_signal(signal.SIGTERM)
-                    async for _event in events:  # ended by the proxy, gracefully
-                        pass
-
+    with running_proxy(tmp_path) as (process, url, pid_file):
         started = time.monotonic()
-        run(listen_then_stop)
-        assert process.wait(timeout=30) == 0
+        run(partial(listen_then_stop, url, process))
+        stops_with_its_upstream(process, pid_file)
         # The stream did not hold the stop for the whole grace period.
         assert time.monotonic() - started < GRACE_SECONDS
-        upstream_pid = int(pid_file.read_text())
-    finally:
-        process.kill()
-        assert process.stderr is not None
-        process.stderr.close()
-    with pytest.raises(ProcessLookupError):
-        os.kill(upstream_pid, 0)
