@@ -53,6 +53,7 @@ from mcp.types import (
     ListResourcesResult,
     ListResourceTemplatesResult,
     ListToolsResult,
+    NotificationParams,
     PaginatedRequestParams,
     ReadResourceRequestParams,
     ReadResourceResult,
@@ -142,6 +143,11 @@ class McpProxy:
             on_list_resource_templates=self._on_list_resource_templates,
             on_read_resource=self._on_read_resource,
             on_subscriptions_listen=self._listen,
+        )
+        # A client on an earlier protocol is remembered from its handshake on, so it hears
+        # of changes even before its first request.
+        self.server.add_notification_handler(
+            "notifications/initialized", NotificationParams, self._on_initialized
         )
 
     def list_tools(self) -> list[dict[str, Any]]:
@@ -259,6 +265,9 @@ class McpProxy:
         tools = [{**export(catalog[i]), "server": catalog[i].server} for i in ids]
         header = f"Tools found, best first. Call one with {call}(name, arguments).{unknown}\n"
         return text_result(header + json.dumps(tools, ensure_ascii=False))
+
+    async def _on_initialized(self, ctx: Any, _params: NotificationParams) -> None:
+        self._remember(ctx)
 
     async def _on_list_tools(self, ctx: Any, _params: PaginatedRequestParams | None) -> Any:
         self._remember(ctx)
