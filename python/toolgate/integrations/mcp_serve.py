@@ -283,8 +283,15 @@ class _Serving:
         # Passed on in a task of its own: the handler runs in the upstream connection's
         # receive loop, which must not wait for the proxy's clients to take the notice.
         if self.proxy is not None:
-            self.group.start_soon(self.proxy.heard, name, notice)
+            self.group.start_soon(self._pass_on, self.proxy, name, notice)
         await anyio.lowlevel.checkpoint()
+
+    @staticmethod
+    async def _pass_on(proxy: McpProxy, name: str, notice: Any) -> None:
+        try:
+            await proxy.heard(name, notice)
+        except Exception as exc:  # a task of the proxy's group: it must not end the proxy
+            print(f"toolgate mcp-proxy: a notice of {name!r} was lost: {exc!r}", file=sys.stderr)
 
     async def connect_all(self, lenient: bool) -> None:
         """Start every upstream at once; the ones that fail or do not answer in time are an
