@@ -333,3 +333,17 @@ def test_help_reads_as_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     assert "one JSON object with --json" in text
     assert "``" not in text
+
+
+def test_stats_reads_an_event_log_alone_or_says_what_it_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = tmp_path / "events.jsonl"
+    events.write_text(
+        json.dumps({"kind": "verify", "name": "get_me", "tool_id": "gh/get_me", "ok": True}) + "\n",
+        encoding="utf-8",
+    )
+    report = run_json(capsys, "stats", "--events", str(events), "--json")
+    assert report["usage"]["called"] == {"gh/get_me": 1}
+    assert main(["stats"]) == 2
+    assert "stats needs --tools or --index (or --events alone)" in capsys.readouterr().err

@@ -177,10 +177,9 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
         json.dumps({"mcpServers": {"notes": {"command": sys.executable, "args": [str(upstream)]}}}),
         encoding="utf-8",
     )
-    proxy = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "toolgate", "mcp-proxy", "--config", str(config), "--top-k", "1"],
-    )
+    events = tmp_path / "events.jsonl"
+    argv = ["-m", "toolgate", "mcp-proxy", "--config", str(config), "--top-k", "1"]
+    proxy = StdioServerParameters(command=sys.executable, args=[*argv, "--events", str(events)])
 
     async def main() -> None:
         with anyio.fail_after(120):
@@ -202,6 +201,16 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
                 assert index.contents[0].text == "groceries"
 
     run(main)
+    # The searches and calls were logged, for toolgate stats.
+    stats = subprocess.run(
+        [sys.executable, "-m", "toolgate", "stats", "--events", str(events), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    usage = json.loads(stats.stdout)["usage"]
+    assert usage["called"] == {"notes/delete_note": 1}
+    assert usage["routed"] == {"notes/delete_note": 1}
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from toolgate.errors import InvalidInputError
 from toolgate.promote import TOOL_SEARCH_ID, promote_tools
 from toolgate.telemetry import (
     Event,
+    JsonFileSink,
     JsonLogSink,
     MemorySink,
     OpenTelemetrySink,
@@ -452,3 +453,31 @@ def test_as_telemetry_rejects_sinks_passed_bare() -> None:
     for wrong, name in ([MemorySink()], "list"), (MemorySink(), "MemorySink"):
         with pytest.raises(InvalidInputError, match=rf"e.g. Telemetry\(\[sink\]\), got {name}$"):
             as_telemetry(wrong)
+
+
+def test_a_json_file_sink_appends_whole_lines_from_many_threads(tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    log.write_text("an older line\n", encoding="utf-8")  # appended to, never truncated
+    sink = JsonFileSink(log)
+    calls = [VerifyEvent(name="get_me", tool_id="github/get_me", ok=True)] * 250
+
+    def emit_all() -> None:
+        for event in calls:
+            sink.emit(event)
+
+    threads = [threading.Thread(target=emit_all) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sink.close()
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "an older line"
+    assert len(lines) == 1 + 1000
+    assert all(json.loads(line)["kind"] == "verify" for line in lines[1:])
+    assert UsageStats.from_log(log).called == {"github/get_me": 1000}
+
+
+def test_a_json_file_sink_names_a_file_it_cannot_open(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"cannot write events to .*missing/events"):
+        JsonFileSink(tmp_path / "missing" / "events.jsonl")

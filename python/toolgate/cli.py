@@ -31,8 +31,8 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _add_router_source(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
+def _add_router_source(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    source = parser.add_mutually_exclusive_group(required=required)
     source.add_argument(
         "--tools", type=Path, help="catalog file (MCP, OpenAI, Anthropic, Gemini, JSONL)"
     )
@@ -81,8 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--json", action="store_true")
 
     stats = commands.add_parser("stats", help="catalog token figures, or usage from an event log")
-    _add_router_source(stats)
-    stats.add_argument("--events", type=Path, help="JSONL telemetry log to summarise")
+    _add_router_source(stats, required=False)  # --events alone: the usage the log shows
+    stats.add_argument(
+        "--events",
+        type=Path,
+        help="JSONL telemetry log to summarise (with --tools / --index, tools never used too)",
+    )
     stats.add_argument(
         "--near-duplicates",
         type=float,
@@ -135,6 +139,13 @@ def _parser() -> argparse.ArgumentParser:
         "--no-auth",
         action="store_true",
         help="with --http on a host other than loopback: serve without a token",
+    )
+    proxy.add_argument(
+        "--events",
+        type=Path,
+        metavar="FILE",
+        help="append a JSON line per search, route and call to FILE, for 'toolgate stats "
+        "--events FILE' (tools never found or called, routing misses)",
     )
     proxy.add_argument(
         "--retry-after",

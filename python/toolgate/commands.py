@@ -160,6 +160,13 @@ def run_stats(args: argparse.Namespace) -> dict[str, Any]:
     near-duplicate tools when asked for."""
     if args.near_duplicates is not None:  # said before the catalog is embedded, not after
         check_threshold(args.near_duplicates)
+    if args.tools is None and args.index is None:
+        if args.events is None or args.near_duplicates is not None:
+            raise InvalidInputError("stats needs --tools or --index (or --events alone)")
+        from toolgate.telemetry import UsageStats
+
+        # Without the catalog, the tools are those the log names.
+        return {"usage": UsageStats.from_log(Path(args.events)).to_dict()}
     router = _router(args)
     report: dict[str, Any] = router.catalog_stats()
     if args.events is not None:
@@ -204,10 +211,15 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
     http = None
     if args.http is not None:
         http = HttpListener.parse(args.http, token=token, open_to_all=args.no_auth)
+    telemetry = None
+    if args.events is not None:
+        from toolgate.telemetry import JsonFileSink, Telemetry
+
+        telemetry = Telemetry([JsonFileSink(args.events)])
     run = partial(
         serve, servers, http=http, top_k=args.top_k, lenient=args.lenient,
         connect_timeout=args.connect_timeout, allow=args.allow, deny=args.deny,
-        retry_after=args.retry_after,
+        retry_after=args.retry_after, telemetry=telemetry,
     )  # fmt: skip
     anyio.run(run)
 

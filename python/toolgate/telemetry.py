@@ -4,9 +4,10 @@ Events record what a budget audit needs (the Tool Attention paper's list): turn 
 the query (never the raw query unless asked), candidates and scores, what state gated out and
 why, the active set, tokens per phase, the budget decision, and latency. A :class:`Telemetry`
 hub fans them out to sinks: :class:`JsonLogSink` (one JSON line per event through
-:mod:`logging`), :class:`MemorySink` (tests, notebooks), :class:`OpenTelemetrySink` (a span per
-event, when ``opentelemetry`` is installed) and :class:`UsageStats`, which keeps the evidence for
-pruning: tools loaded, routed and called, routing misses, and tools never routed or called.
+:mod:`logging`), :class:`JsonFileSink` (one JSON line per event appended to a file),
+:class:`MemorySink` (tests, notebooks), :class:`OpenTelemetrySink` (a span per event, when
+``opentelemetry`` is installed) and :class:`UsageStats`, which keeps the evidence for pruning:
+tools loaded, routed and called, routing misses, and tools never routed or called.
 
 >>> stats = UsageStats(["github/get_me", "github/create_issue"])
 >>> hub = Telemetry([stats])
@@ -39,6 +40,7 @@ from toolgate.promote import TOOL_SEARCH_ID
 
 __all__ = [
     "Event",
+    "JsonFileSink",
     "JsonLogSink",
     "MemorySink",
     "OpenTelemetrySink",
@@ -221,6 +223,36 @@ def _otel_value(value: Any) -> Any:
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return list(value)
     return json.dumps(value, sort_keys=True)
+
+
+class JsonFileSink:
+    """Appends each event as one JSON line to a file, flushed at once, so another process
+    (``toolgate stats --events FILE``) can read it while it grows. Several processes may
+    append to one file: each line is written whole, in one ``write`` of an ``O_APPEND``
+    file. A file that cannot be opened is an :class:`InvalidInputError` naming it."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Open ``path`` for appending (created if missing)."""
+        self.path = Path(path)
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot write events to {path}: {exc.strerror}") from None
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        """Append the event's line. A failed write (a full disk) is logged, never raised."""
+        line = (event.to_json() + "\n").encode()
+        with self._lock:
+            try:
+                os.write(self._fd, line)
+            except OSError as exc:
+                _log.warning("event not written to %s: %s", self.path, exc.strerror)
+
+    def close(self) -> None:
+        """Close the file; events emitted after are an error."""
+        with self._lock:
+            os.close(self._fd)
 
 
 class OpenTelemetrySink:

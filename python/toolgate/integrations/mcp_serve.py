@@ -52,6 +52,7 @@ from toolgate.integrations.mcp import McpClient, McpRouter
 from toolgate.integrations.mcp_http import HttpListener, serve_over_http
 from toolgate.integrations.mcp_listing import list_server_tools
 from toolgate.integrations.mcp_proxy import McpProxy
+from toolgate.telemetry import Telemetry
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -169,6 +170,7 @@ async def serve(
     allow: Sequence[str] | None = None,
     deny: Sequence[str] | None = None,
     retry_after: float = 30.0,
+    telemetry: Telemetry | None = None,
 ) -> None:
     """Connect to ``servers``, then serve the proxy: over this process's stdin / stdout until
     the client closes it or a SIGTERM / SIGINT arrives, or with ``http`` over Streamable HTTP
@@ -180,9 +182,12 @@ async def serve(
     ``allow`` / ``deny`` are :class:`McpProxy`'s; ``retry_after`` is also how long a server
     whose re-listing failed keeps its tools before it is listed again (:class:`McpRouter`).
     An ``http`` address is bound first, so one in use is an error before anything starts.
+    ``telemetry`` gets the route, promote and verify events of every search and call (a
+    :class:`~toolgate.telemetry.JsonFileSink` makes a log ``toolgate stats --events`` reads).
     """
+    router = McpRouter(top_k=top_k, lenient=lenient, retry_after=retry_after, telemetry=telemetry)
     run = partial(
-        _serve, servers, top_k=top_k, lenient=lenient, connect_timeout=connect_timeout,
+        _serve, servers, router, lenient=lenient, connect_timeout=connect_timeout,
         allow=allow, deny=deny, retry_after=retry_after,
     )  # fmt: skip
     if http is None:
@@ -194,17 +199,17 @@ async def serve(
 
 async def _serve(
     servers: Mapping[str, ServerSpec],
+    router: McpRouter,
     transport: Callable[[_Serving], Awaitable[None]],
     *,
-    top_k: int,
     lenient: bool,
     connect_timeout: float,
     allow: Sequence[str] | None,
     deny: Sequence[str] | None,
     retry_after: float,
 ) -> None:
-    """Connect to ``servers``, then serve the proxy over ``transport`` until it returns."""
-    router = McpRouter(top_k=top_k, lenient=lenient, retry_after=retry_after)
+    """Connect ``router`` to ``servers``, then serve the proxy over ``transport`` until it
+    returns."""
     failure: ToolgateError | None = None
     async with anyio.create_task_group() as group:
         serving = _Serving(group, router, servers, _Upstreams(list(servers)), connect_timeout)
