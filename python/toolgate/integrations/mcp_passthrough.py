@@ -16,7 +16,8 @@ so they are passed through whole:
   within the router's ``list_timeout``, until one answers.
 
 Listings are read fresh for each request, from every upstream at once within the router's
-``list_timeout``, so nothing goes stale and no state is kept per client. An upstream whose
+``list_timeout``, so nothing goes stale and no state is kept per client; only a read first
+asks the server that listed its URI last, without listing anything. An upstream whose
 listing fails keeps its last listing (a warning says why) and is not asked again before the
 router's ``retry_after``, so one broken server neither hides the others' nor renames them,
 nor slows every request down. One whose connection closed (it died) is started again and
