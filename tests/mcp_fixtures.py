@@ -149,3 +149,23 @@ PID_WRITING_UPSTREAM = UPSTREAM.replace(
     'import os, sys\nopen(sys.argv[1], "w").write(str(os.getpid()))\n'
     'server = MCPServer("notes", instructions="Notes are kept for 30 days.")',
 )
+
+
+async def use_notes_through_proxy(client: Any, title: str) -> None:
+    """What the end-to-end tests do through a proxy in front of :data:`UPSTREAM`: list its
+    two tools, search, call, and reach the upstream's prompt and resource."""
+    names = [t.name for t in (await client.list_tools()).tools]
+    assert names == ["search_tools", "call_tool"]
+    found = await client.call_tool("search_tools", {"query": "remove a note"})
+    assert [t["name"] for t in found_tools(found)] == ["delete_note"]
+    done = await client.call_tool(
+        "call_tool", {"name": "delete_note", "arguments": {"title": title}}
+    )
+    assert text_of(done) == f"deleted {title}"
+    # Prompts and resources are passed through.
+    prompts = (await client.list_prompts()).prompts
+    assert [p.name for p in prompts] == ["summarize"]
+    prompt = await client.get_prompt("summarize", {"title": title})
+    assert prompt.messages[0].content.text == f"Summarize the note {title}."
+    index = await client.read_resource("notes://index")
+    assert index.contents[0].text == "groceries"

@@ -22,7 +22,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from tests.mcp_fixtures import PID_WRITING_UPSTREAM, found_tools, run, text_of
+from tests.mcp_fixtures import PID_WRITING_UPSTREAM, run, use_notes_through_proxy
 
 from toolgate import InvalidInputError
 from toolgate.cli import main
@@ -86,16 +86,7 @@ def test_the_proxy_serves_over_http_to_clients_with_the_token(tmp_path: Path) ->
                 httpx2.AsyncClient(headers=headers) as http,
                 Client(streamable_http_client(url, http_client=http)) as client,
             ):
-                names = [t.name for t in (await client.list_tools()).tools]
-                assert names == ["search_tools", "call_tool"]
-                found = await client.call_tool("search_tools", {"query": "remove a note"})
-                assert [t["name"] for t in found_tools(found)] == ["delete_note"]
-                done = await client.call_tool(
-                    "call_tool", {"name": "delete_note", "arguments": {"title": "milk"}}
-                )
-                assert text_of(done) == "deleted milk"
-                prompts = (await client.list_prompts()).prompts
-                assert [p.name for p in prompts] == ["summarize"]
+                await use_notes_through_proxy(client, "milk")
 
     with running_proxy(tmp_path, "--auth-token-env", "TG_TOKEN") as (process, url, pid_file):
         run(partial(main_, url))

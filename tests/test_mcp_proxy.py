@@ -28,6 +28,7 @@ from tests.mcp_fixtures import (
     mcp_tool,
     run,
     text_of,
+    use_notes_through_proxy,
 )
 
 from toolgate import InvalidInputError
@@ -184,21 +185,7 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
     async def main() -> None:
         with anyio.fail_after(120):
             async with Client(proxy) as client:
-                names = [t.name for t in (await client.list_tools()).tools]
-                assert names == ["search_tools", "call_tool"]
-                found = await client.call_tool("search_tools", {"query": "remove a note"})
-                assert [t["name"] for t in found_tools(found)] == ["delete_note"]
-                done = await client.call_tool(
-                    "call_tool", {"name": "delete_note", "arguments": {"title": "groceries"}}
-                )
-                assert text_of(done) == "deleted groceries"
-                # Prompts and resources are passed through.
-                prompts = (await client.list_prompts()).prompts
-                assert [p.name for p in prompts] == ["summarize"]
-                prompt = await client.get_prompt("summarize", {"title": "groceries"})
-                assert prompt.messages[0].content.text == "Summarize the note groceries."
-                index = await client.read_resource("notes://index")
-                assert index.contents[0].text == "groceries"
+                await use_notes_through_proxy(client, "groceries")
 
     run(main)
     # The searches and calls were logged, for toolgate stats.
