@@ -3,15 +3,17 @@ upstream answers passed on as the proxy's own."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TypeVar
 
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, GetPromptResult, ReadResourceResult
 
 from toolgate.catalog import Catalog
 from toolgate.verify import Verdict, closest_name
 
-__all__ = ["error_result", "passed_on", "passed_on_result", "text_result", "unknown_names_note"]
+__all__ = ["error_result", "passed_on", "text_result", "unknown_names_note"]
+
+ResultT = TypeVar("ResultT", CallToolResult, GetPromptResult, ReadResourceResult)
 
 # An upstream's own name in its answers' ``_meta``, which the proxy must not pass off as its.
 _SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
@@ -40,20 +42,10 @@ def unknown_names_note(unknown: Sequence[str], catalog: Catalog) -> str:
     return f"No tool is named: {', '.join(parts)}."
 
 
-def passed_on(answer: Mapping[str, Any]) -> dict[str, Any]:
-    """An upstream's answer (as JSON) to pass on as the proxy's: without the upstream's
-    server info in its ``_meta`` (the SDK puts the proxy's own there)."""
-    meta = answer.get("_meta")
-    if not (isinstance(meta, Mapping) and _SERVER_INFO_META in meta):
-        return dict(answer)
-    rest = {k: v for k, v in meta.items() if k != _SERVER_INFO_META}
-    out = {k: v for k, v in answer.items() if k != "_meta"}
-    return {**out, "_meta": rest} if rest else out
-
-
-def passed_on_result(result: CallToolResult) -> CallToolResult:
-    """:func:`passed_on` for a tool's result, copied only when there is something to drop
-    (a result may be megabytes)."""
+def passed_on(result: ResultT) -> ResultT:
+    """An upstream's result to pass on as the proxy's: without the upstream's server info in
+    its ``_meta`` (the SDK puts the proxy's own there); copied only when there is something
+    to drop (a result may be megabytes)."""
     meta = result.meta
     if not (meta and _SERVER_INFO_META in meta):
         return result

@@ -140,8 +140,8 @@ class Passthrough:
             )
         get = partial(_get_prompt, name=prompt["name"], arguments=given or None)
         result = await self.upstream(server, "prompts/get", get)
-        answer = passed_on(plain(result, f"MCP server {server!r}: prompts/get"))
-        return GetPromptResult.model_validate(answer)
+        answer = plain(result, f"MCP server {server!r}: prompts/get")
+        return passed_on(GetPromptResult.model_validate(answer))
 
     async def _prompts(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Listed name -> (server, the upstream's prompt)."""
@@ -204,8 +204,8 @@ class Passthrough:
                     raise
                 failures.append(f"{server}: {exc}")
                 continue
-            answer = passed_on(plain(result, f"MCP server {server!r}: resources/read"))
-            return ReadResourceResult.model_validate(answer)
+            answer = plain(result, f"MCP server {server!r}: resources/read")
+            return passed_on(ReadResourceResult.model_validate(answer))
         why = f" ({'; '.join(failures)})" if failures else ""
         raise MCPError(RESOURCE_NOT_FOUND, f"No server has resource {uri!r}{why}")
 

@@ -66,7 +66,7 @@ from toolgate.config import check_count
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.integrations.mcp import CallOutcome, McpRouter
 from toolgate.integrations.mcp_answers import (
-    passed_on_result,
+    passed_on,
     text_result,
     unknown_names_note,
 )
@@ -179,7 +179,7 @@ class McpProxy:
             return text_result(json.dumps(failure), is_error=True)
         if not outcome.verdict.ok:
             return _refusal(outcome.verdict, search)
-        return passed_on_result(outcome.result)
+        return passed_on(outcome.result)
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> CallOutcome:
         """``call_any``, made once more after a reconnection if the server had died."""
@@ -229,17 +229,6 @@ class McpProxy:
         stopping: the streams would otherwise hold their connections open)."""
         self._listen.close()
 
-    def _remember(self, ctx: Any) -> None:
-        """Note the connection of a client on an earlier protocol, to tell it of changes."""
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return
-        # ``ctx.session`` is made for each request and dropped after it; the SDK's
-        # connection behind it lasts as long as the client, and can notify it any time.
-        session = getattr(ctx, "session", None)
-        connection = getattr(session, "_connection", None)
-        if connection is not None:
-            self._legacy_clients.add(connection)
-
     async def _search(self, arguments: Mapping[str, Any]) -> CallToolResult:
         query = arguments.get("query")
         search, call = _meta_names(self.router.router.catalog)
@@ -267,27 +256,30 @@ class McpProxy:
         return text_result(header + json.dumps(tools, ensure_ascii=False))
 
     async def _on_initialized(self, ctx: Any, _params: NotificationParams) -> None:
-        self._remember(ctx)
+        """Note the connection of a client on an earlier protocol, to tell it of changes."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        # ``ctx.session`` is made for each message and dropped after it; the SDK's
+        # connection behind it lasts as long as the client, and can notify it any time.
+        connection = getattr(getattr(ctx, "session", None), "_connection", None)
+        if connection is not None:
+            self._legacy_clients.add(connection)
 
-    async def _on_list_tools(self, ctx: Any, _params: PaginatedRequestParams | None) -> Any:
-        self._remember(ctx)
+    async def _on_list_tools(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
         await self.router.update()  # pinned tools may have changed upstream
         return ListToolsResult.model_validate({"tools": self.list_tools()})
 
-    async def _on_call_tool(self, ctx: Any, params: CallToolRequestParams) -> Any:
-        self._remember(ctx)
+    async def _on_call_tool(self, _ctx: Any, params: CallToolRequestParams) -> Any:
         return await self.call_tool(params.name, params.arguments)
 
-    async def _on_list_prompts(self, ctx: Any, _params: PaginatedRequestParams | None) -> Any:
-        self._remember(ctx)
+    async def _on_list_prompts(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
         prompts = await self.passthrough.list_prompts()
         return ListPromptsResult.model_validate({"prompts": prompts})
 
     async def _on_get_prompt(self, _ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
         return await self.passthrough.get_prompt(params.name, params.arguments)
 
-    async def _on_list_resources(self, ctx: Any, _params: PaginatedRequestParams | None) -> Any:
-        self._remember(ctx)
+    async def _on_list_resources(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
         resources = await self.passthrough.list_resources()
         return ListResourcesResult.model_validate({"resources": resources})
 
