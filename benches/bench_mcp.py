@@ -9,6 +9,9 @@ is the same on both sides of each ratio:
   on the same router (``route + promote``): the worker-thread hop and the refresh check;
 * group ``mcp call``: ``McpRouter.call(tool_call, promotion)`` (verify, then forward) against
   the client's own ``call_tool`` (``client.call_tool``);
+* group ``mcp-proxy call``: a client's call of an upstream tool through the proxy
+  (``call_tool``: verify, then forward with progress and requests for input relayed), against
+  the client calling the upstream itself; both in memory, the upstream an ``MCPServer``;
 * group ``mcp-proxy transport``: one ``search_tools`` call to the proxy's server over
   Streamable HTTP on loopback (``toolgate mcp-proxy --http``), against the same call over the
   SDK's in-memory transport (``proxy in memory``): what serving over HTTP costs a request.
@@ -27,6 +30,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,12 +40,14 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import MCPServer
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from toolgate.embed import Embedder
 from toolgate.integrations.mcp import McpRouter
 from toolgate.integrations.mcp_http import HttpListener, serve_over_http
 from toolgate.integrations.mcp_proxy import McpProxy
+from toolgate.integrations.mcp_relay import UpstreamRequests
 from toolgate.promote import Promotion
 from toolgate.tokens import count_tools
 
@@ -198,3 +204,45 @@ def test_proxy_search(bench: Bench, proxy_clients: dict[str, Client], transport:
 
     bench.time("mcp-proxy transport", transport, search)
     assert '"name": "create_pull_request"' in search().content[0].text
+
+
+@pytest.fixture(scope="module")
+def upstream_clients(portal: BlockingPortal) -> Iterator[dict[str, Client]]:
+    """A client of an ``MCPServer`` with GitHub's ``create_pull_request``, and a client of a
+    proxy in front of it (all in memory)."""
+    upstream = MCPServer("github")
+
+    @upstream.tool()
+    def create_pull_request(owner: str, repo: str, title: str, head: str, base: str) -> str:
+        """Open a pull request."""
+        return f"opened {title!r} in {owner}/{repo}"
+
+    with ExitStack() as stack:
+        enter = partial(_entered, stack, portal)
+        direct = enter(Client(upstream))
+        requests = UpstreamRequests()
+        behind = enter(Client(upstream, **requests.callbacks("github")))
+        router = McpRouter(top_k=5, embedder=Embedder(precision="int8"), cache=None)
+        portal.call(router.connect, {"github": behind})
+        proxied = enter(Client(McpProxy(router, requests=requests).server))
+        yield {"upstream directly": direct, "through the proxy": proxied}
+
+
+def _entered(stack: ExitStack, portal: BlockingPortal, client: Client) -> Client:
+    entered: Client = stack.enter_context(portal.wrap_async_context_manager(client))
+    return entered
+
+
+@pytest.mark.parametrize("route", ["upstream directly", "through the proxy"])
+def test_proxy_call(bench: Bench, upstream_clients: dict[str, Client], route: str) -> None:
+    client = upstream_clients[route]
+    name, arguments = str(CALL["name"]), dict(CALL["arguments"])
+    proxied = {"name": name, "arguments": arguments}
+
+    def call() -> Any:
+        if route == "upstream directly":
+            return bench.portal.call(client.call_tool, name, arguments)
+        return bench.portal.call(client.call_tool, "call_tool", proxied)
+
+    bench.time("mcp-proxy call", route, call)
+    assert call().content[0].text == "opened 'Fix the login test' in acme/web"

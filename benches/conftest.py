@@ -53,6 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "route + promote",
             "client.call_tool",
             "proxy in memory",
+            "upstream directly",
         )
     )
 

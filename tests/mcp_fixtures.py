@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ElicitResult
 
 Calls = Counter[str]
 
@@ -118,9 +119,18 @@ def found_tools(result: Any) -> list[dict[str, Any]]:
 
 #: A small MCP server over stdio, run as a process by the proxy's end-to-end tests.
 UPSTREAM = '''
-from mcp.server.mcpserver import MCPServer
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
+from pydantic import BaseModel
 
 server = MCPServer("notes")
+
+class Folder(BaseModel):
+    folder: str
+
+def ask_folder() -> Elicit[Folder]:
+    return Elicit("Archive into which folder?", Folder)
 
 @server.tool()
 def add_note(title: str, body: str) -> str:
@@ -131,6 +141,13 @@ def add_note(title: str, body: str) -> str:
 def delete_note(title: str) -> str:
     """Delete the note with this title."""
     return f"deleted {title}"
+
+@server.tool()
+async def archive_notes(folder: Annotated[Folder, Resolve(ask_folder)], ctx: Context) -> str:
+    """Move every note into an archive folder the user picks."""
+    for step in (1, 2):
+        await ctx.report_progress(step, 2, f"step {step}")
+    return f"archived into {folder.folder}"
 
 @server.prompt()
 def summarize(title: str) -> str:
@@ -151,9 +168,18 @@ PID_WRITING_UPSTREAM = UPSTREAM.replace(
 )
 
 
+async def answer_folder(_ctx: Any, params: Any) -> ElicitResult:
+    """The user's answer to :data:`UPSTREAM`'s ``archive_notes``: pass it as a client's
+    ``elicitation_callback``."""
+    assert params.message == "Archive into which folder?"
+    return ElicitResult(action="accept", content={"folder": "old"})
+
+
 async def use_notes_through_proxy(client: Any, title: str) -> None:
     """What the end-to-end tests do through a proxy in front of :data:`UPSTREAM`: list its
-    two tools, search, call, and reach the upstream's prompt and resource."""
+    two tools, search, call, have a call ask the user (the client must take
+    :func:`answer_folder`) and report progress, and reach the upstream's prompt and
+    resource."""
     names = [t.name for t in (await client.list_tools()).tools]
     assert names == ["search_tools", "call_tool"]
     found = await client.call_tool("search_tools", {"query": "remove a note"})
@@ -162,6 +188,15 @@ async def use_notes_through_proxy(client: Any, title: str) -> None:
         "call_tool", {"name": "delete_note", "arguments": {"title": title}}
     )
     assert text_of(done) == f"deleted {title}"
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    archive = {"name": "archive_notes", "arguments": {}}
+    archived = await client.call_tool("call_tool", archive, progress_callback=on_progress)
+    assert text_of(archived) == "archived into old"
+    assert heard == [(1, 2, "step 1"), (2, 2, "step 2")]
     # Prompts and resources are passed through.
     prompts = (await client.list_prompts()).prompts
     assert [p.name for p in prompts] == ["summarize"]

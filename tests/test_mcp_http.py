@@ -22,7 +22,12 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from tests.mcp_fixtures import PID_WRITING_UPSTREAM, run, use_notes_through_proxy
+from tests.mcp_fixtures import (
+    PID_WRITING_UPSTREAM,
+    answer_folder,
+    run,
+    use_notes_through_proxy,
+)
 
 from toolgate import InvalidInputError
 from toolgate.cli import main
@@ -84,7 +89,10 @@ def test_the_proxy_serves_over_http_to_clients_with_the_token(tmp_path: Path) ->
             headers = {"Authorization": f"Bearer {TOKEN}"}
             async with (
                 httpx2.AsyncClient(headers=headers) as http,
-                Client(streamable_http_client(url, http_client=http)) as client,
+                Client(
+                    streamable_http_client(url, http_client=http),
+                    elicitation_callback=answer_folder,
+                ) as client,
             ):
                 await use_notes_through_proxy(client, "milk")
 
@@ -214,7 +222,10 @@ def test_a_stop_ends_the_clients_event_streams(tmp_path: Path) -> None:
         with anyio.fail_after(60):
             async with (
                 httpx2.AsyncClient() as http,
-                Client(streamable_http_client(url, http_client=http)) as client,
+                Client(
+                    streamable_http_client(url, http_client=http),
+                    elicitation_callback=answer_folder,
+                ) as client,
                 client.listen(tools_list_changed=True) as events,
             ):
                 process.send_signal(signal.SIGTERM)

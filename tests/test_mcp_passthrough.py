@@ -15,7 +15,13 @@ from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts import Prompt
 from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED, INVALID_PARAMS
+from mcp.types import (
+    CONNECTION_CLOSED,
+    INVALID_PARAMS,
+    Completion,
+    PromptReference,
+    ResourceTemplateReference,
+)
 from tests.mcp_fixtures import PagedClient, calendar_server, github_server, mcp_tool, run
 
 from toolgate.embed import Embedder
@@ -46,6 +52,17 @@ def github_with_extras() -> MCPServer:
     @server.resource("repo://{owner}/{repo}/readme", name="readme")
     def readme(owner: str, repo: str) -> str:
         return f"# {owner}/{repo}"
+
+    @server.completion()
+    async def complete(ref: Any, argument: Any, context: Any) -> Completion:
+        if isinstance(ref, PromptReference) and ref.name == "review":
+            values = ["#7", "#8", "#12"]
+        elif isinstance(ref, ResourceTemplateReference) and argument.name == "repo":
+            owner = context.arguments.get("owner") if context and context.arguments else None
+            values = ["web", "api"] if owner == "acme" else []
+        else:
+            values = ["acme", "other"]
+        return Completion(values=[v for v in values if v.startswith(argument.value)])
 
     return server
 
@@ -159,6 +176,49 @@ def test_resources_are_listed_and_read_from_the_server_that_has_them(
             message = str(missing.value)
             assert "No server has resource 'calendar://tomorrow' (github: " in message
             assert "; calendar: " in message
+
+    run(main)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_completions_are_asked_of_the_server_that_lists_the_prompt_or_template(
+    embedder: Embedder, mode: str
+) -> None:
+    async def main() -> None:
+        async with client_of_both(embedder, mode) as client:
+
+            async def values(
+                ref: PromptReference | ResourceTemplateReference,
+                name: str,
+                value: str,
+                context: dict[str, str] | None = None,
+            ) -> list[str]:
+                result = await client.complete(ref, {"name": name, "value": value}, context)
+                return result.completion.values
+
+            # By the name the proxy lists, mapped back to the upstream's own.
+            review = PromptReference(type="ref/prompt", name="github__review")
+            assert await values(review, "pr", "#") == ["#7", "#8", "#12"]
+            assert await values(review, "pr", "#1") == ["#12"]
+            readme = ResourceTemplateReference(
+                type="ref/resource", uri="repo://{owner}/{repo}/readme"
+            )
+            assert await values(readme, "owner", "a") == ["acme"]
+            # The arguments already chosen reach the upstream too.
+            assert await values(readme, "repo", "", {"owner": "acme"}) == ["web", "api"]
+            # calendar offers no completions: none are suggested, and nothing fails.
+            mine = PromptReference(type="ref/prompt", name="calendar__review")
+            assert await values(mine, "day", "") == []
+
+            with pytest.raises(MCPError) as unknown:
+                await values(PromptReference(type="ref/prompt", name="review"), "pr", "")
+            assert unknown.value.code == INVALID_PARAMS
+            assert "Unknown prompt 'review'; prompts: calendar__review" in str(unknown.value)
+            nowhere = ResourceTemplateReference(type="ref/resource", uri="repo://{x}")
+            with pytest.raises(MCPError) as untemplated:
+                await values(nowhere, "x", "")
+            assert untemplated.value.code == INVALID_PARAMS
+            assert str(untemplated.value) == "No server has the resource template 'repo://{x}'"
 
     run(main)
 

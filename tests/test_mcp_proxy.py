@@ -22,6 +22,7 @@ from tests.mcp_fixtures import (
     UPSTREAM,
     Calls,
     PagedClient,
+    answer_folder,
     calendar_server,
     found_tools,
     github_server,
@@ -184,7 +185,7 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
 
     async def main() -> None:
         with anyio.fail_after(120):
-            async with Client(proxy) as client:
+            async with Client(proxy, elicitation_callback=answer_folder) as client:
                 await use_notes_through_proxy(client, "groceries")
 
     run(main)
@@ -196,7 +197,8 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
         check=True,
     )
     usage = json.loads(stats.stdout)["usage"]
-    assert usage["called"] == {"notes/delete_note": 1}
+    # archive_notes twice: the call, then again with the user's answer (each is checked).
+    assert usage["called"] == {"notes/delete_note": 1, "notes/archive_notes": 2}
     assert usage["routed"] == {"notes/delete_note": 1}
 
 

@@ -34,7 +34,7 @@ import os
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -66,7 +66,7 @@ from toolgate.telemetry import Telemetry
 from toolgate.tool import Tool
 from toolgate.verify import Verdict, parse_tool_call
 
-__all__ = ["CallOutcome", "McpClient", "McpRouter"]
+__all__ = ["CallOutcome", "McpClient", "McpRouter", "UpstreamCall"]
 
 #: Routers kept for checking calls against the promotion that offered them, after refreshes
 #: replaced the current one; an older promotion is checked against the current tools.
@@ -75,6 +75,9 @@ _LIST_CHANGED = "notifications/tools/list_changed"
 _NOT_CONNECTED = "not connected: await connect({name: client, ...}) first"
 
 StateLike = State | Mapping[str, Iterable[str]] | None
+
+#: ``upstream_call(server, client, name, arguments)``: the server's answer to a checked call.
+UpstreamCall = Callable[[str, McpClient, str, dict[str, Any]], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -437,12 +440,17 @@ class McpRouter:
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
         turn_id: str = "",
+        upstream_call: UpstreamCall | None = None,
     ) -> CallOutcome:
         """Like :meth:`call`, but any tool of the current catalog that ``allow`` / ``deny``
         admit may be called, as when the model learnt of it from a search rather than from a
         turn's tools (see :mod:`toolgate.integrations.mcp_proxy`). The name and the arguments
         are still checked: an unknown name gets the closest one, bad arguments the failing
-        path. No server is listed again first: a call waits for no server but its own."""
+        path. No server is listed again first: a call waits for no server but its own.
+
+        ``upstream_call(server, client, name, arguments)``, when given, makes the checked
+        call in place of ``client.call_tool(name, arguments)`` (the proxy's passes progress
+        and requests for input on, :class:`~toolgate.integrations.mcp_relay.CallRelay`)."""
         router = self.router
         catalog = router.catalog
         allow, deny = pattern_list(allow), pattern_list(deny)
@@ -460,7 +468,7 @@ class McpRouter:
         if not offered:
             offered = list(catalog.ids if scope is None else sorted(scope))
         verdict = router.verify(tool_call, offered, turn_id=turn_id)
-        return await self._forward(router, verdict)
+        return await self._forward(router, verdict, upstream_call)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -648,8 +656,11 @@ class McpRouter:
         check = partial(router.route, f"select:{tool_id}", **scope)
         return tool_id in (await anyio.to_thread.run_sync(check)).ids
 
-    async def _forward(self, router: Router, verdict: Verdict) -> CallOutcome:
-        """The server's answer to a verified call, or the error when the check failed.
+    async def _forward(
+        self, router: Router, verdict: Verdict, upstream_call: UpstreamCall | None = None
+    ) -> CallOutcome:
+        """The server's answer to a verified call (made by ``upstream_call`` if given), or
+        the error when the check failed.
 
         ``router`` resolved the call; the current router decides whether the tool is still
         there and what its schema is now.
@@ -676,7 +687,11 @@ class McpRouter:
                     recheck = replace(recheck, call_id=verdict.call_id, name=verdict.name)
                     return CallOutcome(error_result(recheck), recheck)
                 tool = now
-        result = await client.call_tool(tool.name, dict(verdict.arguments or {}))
+        arguments = dict(verdict.arguments or {})
+        if upstream_call is None:
+            result = await client.call_tool(tool.name, arguments)
+        else:
+            result = await upstream_call(tool.server, client, tool.name, arguments)
         return CallOutcome(_as_call_result(result, tool.server), verdict, server=tool.server)
 
 

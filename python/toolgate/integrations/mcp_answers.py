@@ -6,14 +6,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from mcp.types import CallToolResult, GetPromptResult, ReadResourceResult
+from mcp.types import (
+    CallToolResult,
+    CompleteResult,
+    GetPromptResult,
+    InputRequiredResult,
+    ReadResourceResult,
+)
 
 from toolgate.catalog import Catalog
 from toolgate.verify import Verdict, closest_name
 
 __all__ = ["error_result", "passed_on", "text_result", "unknown_names_note"]
 
-ResultT = TypeVar("ResultT", CallToolResult, GetPromptResult, ReadResourceResult)
+ResultT = TypeVar(
+    "ResultT",
+    CallToolResult,
+    CompleteResult,
+    GetPromptResult,
+    InputRequiredResult,
+    ReadResourceResult,
+)
 
 # An upstream's own name in its answers' ``_meta``, which the proxy must not pass off as its.
 _SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"

@@ -1,4 +1,4 @@
-"""Upstream prompts and resources, passed through the MCP proxy as they are.
+"""Upstream prompts and resources (and their completions), passed through the MCP proxy.
 
 The proxy routes tools (:mod:`toolgate.integrations.mcp_proxy`). Prompts and resources are
 picked by the user or the host, not by the model, and cost the model no tokens until used,
@@ -14,6 +14,8 @@ so they are passed through whole:
   upstream that lists the URI, and passes its answer or error on; for a URI none lists, the
   upstreams whose templates match it, then the other upstreams that have resources, each
   within the router's ``list_timeout``, until one answers.
+- ``completion/complete`` asks the server that lists the prompt (by its listed name) or the
+  resource template (by its ``uriTemplate``) for an argument's values.
 
 Listings are read fresh for each request, from every upstream at once within the router's
 ``list_timeout``, so nothing goes stale and no state is kept per client; only a read first
@@ -42,8 +44,12 @@ from mcp.types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    CompleteResult,
+    Completion,
     GetPromptResult,
+    PromptReference,
     ReadResourceResult,
+    ResourceTemplateReference,
 )
 
 from toolgate.integrations.mcp import McpClient, McpRouter
@@ -116,18 +122,7 @@ class Passthrough:
         """The prompt listed as ``name`` (or named ``<server>__<name>``), from its server. An
         unknown name, or a required argument left out, is an ``INVALID_PARAMS`` error that
         names what there is."""
-        prompts = await self._prompts()
-        found = prompts.get(name) or self._qualified(name, prompts)
-        if found is None:
-            known = ", ".join(sorted(prompts)) or "none"
-            down = [
-                f"{server} ({why})"
-                for (method, server), why in self._failing.items()
-                if method == _PROMPTS.method and server in self.router.servers
-            ]
-            more = f"; not answering: {', '.join(down)}" if down else ""
-            raise MCPError(INVALID_PARAMS, f"Unknown prompt {name!r}; prompts: {known}{more}")
-        server, prompt = found
+        server, prompt = await self._prompt(name)
         given = dict(arguments or {})
         missing = [
             arg["name"]
@@ -142,6 +137,22 @@ class Passthrough:
         result = await self.upstream(server, "prompts/get", get)
         answer = plain(result, f"MCP server {server!r}: prompts/get")
         return passed_on(GetPromptResult.model_validate(answer))
+
+    async def _prompt(self, name: str) -> tuple[str, dict[str, Any]]:
+        """(server, the upstream's prompt) listed as ``name`` or named ``<server>__<name>``;
+        an ``INVALID_PARAMS`` error naming the prompts there are when there is none."""
+        prompts = await self._prompts()
+        found = prompts.get(name) or self._qualified(name, prompts)
+        if found is not None:
+            return found
+        known = ", ".join(sorted(prompts)) or "none"
+        down = [
+            f"{server} ({why})"
+            for (method, server), why in self._failing.items()
+            if method == _PROMPTS.method and server in self.router.servers
+        ]
+        more = f"; not answering: {', '.join(down)}" if down else ""
+        raise MCPError(INVALID_PARAMS, f"Unknown prompt {name!r}; prompts: {known}{more}")
 
     async def _prompts(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Listed name -> (server, the upstream's prompt)."""
@@ -246,6 +257,40 @@ class Passthrough:
         for server in matching + others:
             if server != owner:
                 yield server, False
+
+    # -- completions -------------------------------------------------------------------
+
+    async def complete(
+        self,
+        ref: PromptReference | ResourceTemplateReference,
+        argument: Mapping[str, str],
+        context: Mapping[str, str] | None = None,
+    ) -> CompleteResult:
+        """Values for ``argument`` (``{"name", "value"}``) of a prompt, by the name it is
+        listed under, or of a resource template, by its ``uriTemplate``, from the server
+        that lists it; ``context`` holds the arguments already chosen. An unknown prompt or
+        template is an ``INVALID_PARAMS`` error; a server that offers no completions
+        suggests none."""
+        if isinstance(ref, PromptReference):
+            server, prompt = await self._prompt(ref.name)
+            upstream_ref: PromptReference | ResourceTemplateReference = PromptReference(
+                name=prompt["name"]
+            )
+        else:
+            templates = await self._gather(_TEMPLATES)
+            listing = (s for s, ts in templates.items() for t in ts if t["uriTemplate"] == ref.uri)
+            server = next(listing, "")
+            if not server:
+                raise MCPError(INVALID_PARAMS, f"No server has the resource template {ref.uri!r}")
+            upstream_ref = ref
+        if not _offers(self.router.client(server), "completions"):
+            return CompleteResult(completion=Completion(values=[]))
+        ask = partial(
+            _complete, ref=upstream_ref, argument=dict(argument), context=dict(context or {})
+        )
+        result = await self.upstream(server, "completion/complete", ask)
+        answer = plain(result, f"MCP server {server!r}: completion/complete")
+        return passed_on(CompleteResult.model_validate(answer))
 
     # -- upstream requests -------------------------------------------------------------
 
@@ -379,6 +424,16 @@ async def _listing(client: McpClient, *, server: str, attr: str, method: str, ke
 
 async def _get_prompt(client: McpClient, *, name: str, arguments: dict[str, str] | None) -> Any:
     return await _method(client, "get_prompt")(name, arguments)
+
+
+async def _complete(
+    client: McpClient,
+    *,
+    ref: PromptReference | ResourceTemplateReference,
+    argument: dict[str, str],
+    context: dict[str, str],
+) -> Any:
+    return await _method(client, "complete")(ref, argument, context or None)
 
 
 async def _read(client: McpClient, *, uri: str) -> Any:

@@ -18,13 +18,15 @@ embedded again (:class:`~toolgate.integrations.mcp.McpRouter` does the work).
 ``toolgate mcp-proxy --config servers.json`` runs it over stdio in front of the servers of an
 MCP client configuration (:mod:`toolgate.integrations.mcp_serve`).
 
-Upstream prompts and resources are passed through as they are
+Upstream prompts, resources and their completions are passed through as they are
 (:mod:`toolgate.integrations.mcp_passthrough`), and so are each upstream's instructions and
 its notices that its tools, prompts or resources changed (:meth:`McpProxy.heard`): clients
 on the 2026-07-28 protocol hear them on their ``subscriptions/listen`` stream, earlier ones
-as ``notifications/*/list_changed``. Not passed through: progress notifications, resource
-subscriptions, completions, and requests an upstream makes of the client (sampling,
-elicitation).
+as ``notifications/*/list_changed``. A call's progress and the upstream's requests for input
+(sampling, elicitation) reach the client that made it
+(:mod:`toolgate.integrations.mcp_relay`). Not passed through: resource subscriptions,
+upstream log messages, and requests for input made while getting a prompt or reading a
+resource.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import json
 import weakref
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -47,8 +50,11 @@ from mcp.shared.subscriptions import (
 from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
+    CompleteRequestParams,
+    CompleteResult,
     GetPromptRequestParams,
     GetPromptResult,
+    InputRequiredResult,
     ListPromptsResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
@@ -71,6 +77,7 @@ from toolgate.integrations.mcp_answers import (
     unknown_names_note,
 )
 from toolgate.integrations.mcp_passthrough import Passthrough, Reconnect, reconnected
+from toolgate.integrations.mcp_relay import CallRelay, InputRequired, UpstreamRequests
 from toolgate.scopes import pattern_list
 from toolgate.verify import Verdict
 
@@ -100,7 +107,9 @@ class McpProxy:
     proxy's own (each upstream's, for instance). ``reconnect(server)``, when given, is
     awaited when a call finds its server's connection closed (the server died): if it
     returns true (a new connection is in place), the call is made once more. Upstream
-    prompts and resources are served by :attr:`passthrough`.
+    prompts and resources are served by :attr:`passthrough`. ``requests`` is where the
+    upstream connections' input callbacks (:meth:`UpstreamRequests.callbacks`, given to each
+    ``mcp.Client``) find the call a request is for.
     """
 
     def __init__(
@@ -113,6 +122,7 @@ class McpProxy:
         deny: Iterable[str] | None = None,
         instructions: str = "",
         reconnect: Reconnect | None = None,
+        requests: UpstreamRequests | None = None,
     ) -> None:
         """See the class docstring."""
         if top_k is not None:
@@ -122,6 +132,7 @@ class McpProxy:
         self.allow, self.deny = pattern_list(allow), pattern_list(deny)
         self.reconnect = reconnect
         self.passthrough = Passthrough(router, reconnect)
+        self.requests = requests or UpstreamRequests()
         #: Change events for the clients' ``subscriptions/listen`` streams (2026-07-28).
         self.events = InMemorySubscriptionBus()
         self._listen = ListenHandler(self.events)
@@ -142,6 +153,7 @@ class McpProxy:
             on_list_resources=self._on_list_resources,
             on_list_resource_templates=self._on_list_resource_templates,
             on_read_resource=self._on_read_resource,
+            on_completion=self._on_completion,
             on_subscriptions_listen=self._listen,
         )
         # A client on an earlier protocol is remembered from its handshake on, so it hears
@@ -157,9 +169,16 @@ class McpProxy:
         pinned = [export(catalog[i]) for i in catalog.pinned_ids]
         return [_search_tool(search), _call_tool(call, search), *pinned]
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None) -> CallToolResult:
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, relay: CallRelay | None = None
+    ) -> CallToolResult | InputRequiredResult:
         """Answer one ``tools/call``: a search, a call through ``call_tool``, or a pinned
-        tool called by its own name. Every failure is a tool error, for the model."""
+        tool called by its own name. Every failure is a tool error, for the model.
+
+        ``relay`` passes the upstream's progress and requests for input on to the client
+        (:mod:`~toolgate.integrations.mcp_relay`): the answer is then an
+        ``InputRequiredResult`` when a client on the 2026-07-28 protocol is to answer them.
+        """
         search, call = _meta_names(self.router.router.catalog)
         arguments = dict(arguments or {})
         if name == call:
@@ -173,7 +192,9 @@ class McpProxy:
         if name == search:  # asked for directly, or through call_tool
             return await self._search(arguments)
         try:
-            outcome = await self._call(name, arguments)
+            outcome = await self._call(name, arguments, relay)
+        except InputRequired as asked:  # the client answers the tool's requests, and retries
+            return passed_on(asked.result)
         except Exception as exc:  # the upstream server, its answer or its connection failed
             failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {exc!r}"}
             return text_result(json.dumps(failure), is_error=True)
@@ -181,16 +202,24 @@ class McpProxy:
             return _refusal(outcome.verdict, search)
         return passed_on(outcome.result)
 
-    async def _call(self, name: str, arguments: dict[str, Any]) -> CallOutcome:
+    async def _call(
+        self, name: str, arguments: dict[str, Any], relay: CallRelay | None
+    ) -> CallOutcome:
         """``call_any``, made once more after a reconnection if the server had died."""
-        call = {"name": name, "arguments": arguments}
+        forward = partial(
+            self.router.call_any,
+            {"name": name, "arguments": arguments},
+            allow=self.allow,
+            deny=self.deny,
+            upstream_call=relay.call_tool if relay else None,
+        )
         try:
-            return await self.router.call_any(call, allow=self.allow, deny=self.deny)
+            return await forward()
         except MCPError as exc:
             tool = self.router.router.catalog.get_exposed(name)
             if tool is None or not await reconnected(self.reconnect, tool.server, exc):
                 raise
-        return await self.router.call_any(call, allow=self.allow, deny=self.deny)
+        return await forward()
 
     async def heard(self, server: str, notice: Any) -> None:
         """Pass on an upstream's notice that its tools, prompts or resources changed: a
@@ -269,8 +298,10 @@ class McpProxy:
         await self.router.update()  # pinned tools may have changed upstream
         return ListToolsResult.model_validate({"tools": self.list_tools()})
 
-    async def _on_call_tool(self, _ctx: Any, params: CallToolRequestParams) -> Any:
-        return await self.call_tool(params.name, params.arguments)
+    async def _on_call_tool(self, ctx: Any, params: CallToolRequestParams) -> Any:
+        return await self.call_tool(
+            params.name, params.arguments, CallRelay(ctx, params, self.requests)
+        )
 
     async def _on_list_prompts(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
         prompts = await self.passthrough.list_prompts()
@@ -293,6 +324,10 @@ class McpProxy:
         self, _ctx: Any, params: ReadResourceRequestParams
     ) -> ReadResourceResult:
         return await self.passthrough.read_resource(str(params.uri))
+
+    async def _on_completion(self, _ctx: Any, params: CompleteRequestParams) -> CompleteResult:
+        context = params.context.arguments if params.context else None
+        return await self.passthrough.complete(params.ref, params.argument.model_dump(), context)
 
 
 class _ProxyServer(Server[Any]):

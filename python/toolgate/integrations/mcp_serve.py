@@ -40,7 +40,6 @@ import anyio.lowlevel
 import httpx2
 from anyio.abc import TaskGroup
 from mcp import Client
-from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
@@ -52,6 +51,7 @@ from toolgate.integrations.mcp import McpClient, McpRouter
 from toolgate.integrations.mcp_http import HttpListener, serve_over_http
 from toolgate.integrations.mcp_listing import list_server_tools
 from toolgate.integrations.mcp_proxy import McpProxy
+from toolgate.integrations.mcp_relay import UpstreamRequests
 from toolgate.telemetry import Telemetry
 
 __all__ = [
@@ -226,7 +226,7 @@ async def _serve(
                 group.start_soon(serving.join_later, left_out, retry_after)
             serving.proxy = McpProxy(
                 router, allow=allow, deny=deny, instructions=_instructions(clients),
-                reconnect=serving.reconnect,
+                reconnect=serving.reconnect, requests=serving.requests,
             )  # fmt: skip
             await transport(serving)
         except ToolgateError as exc:  # raised after the group, not wrapped in its group
@@ -271,6 +271,8 @@ class _Serving:
     upstreams: _Upstreams
     timeout: float
     proxy: McpProxy | None = None
+    #: Where the upstreams' requests for input find the call they are for.
+    requests: UpstreamRequests = field(default_factory=UpstreamRequests)
     #: Stops the transport gracefully (requests under way finish); ``None``: there is no
     #: such way, and a signal ends the process once the upstreams are closed.
     stop: Callable[[], None] | None = None
@@ -279,10 +281,12 @@ class _Serving:
         """The transport's graceful stop, for a signal to use."""
         self.stop = stop
 
-    def handler(self, name: str) -> MessageHandlerFnT:
-        """``name``'s message handler: the router marks it changed, the proxy passes the
-        notice on."""
-        return self.router.message_handler(name, then=partial(self._heard, name))
+    def client_options(self, name: str) -> dict[str, Any]:
+        """``mcp.Client``'s keyword arguments for ``name``'s connection: its message
+        handler (the router marks it changed, the proxy passes the notice on) and the
+        callbacks that pass its requests for input on to the proxy's clients."""
+        handler = self.router.message_handler(name, then=partial(self._heard, name))
+        return {"message_handler": handler, **self.requests.callbacks(name)}
 
     async def _heard(self, name: str, notice: Any) -> None:
         # Passed on in a task of its own: the handler runs in the upstream connection's
@@ -303,7 +307,7 @@ class _Serving:
         error, or when ``lenient`` left out with a line on stderr."""
         upstreams = self.upstreams
         for name, spec in self.servers.items():
-            self.group.start_soon(upstreams.hold, name, spec, self.handler(name))
+            self.group.start_soon(upstreams.hold, name, spec, self.client_options(name))
         with anyio.move_on_after(self.timeout):
             for event in upstreams.settled.values():
                 await event.wait()
@@ -333,7 +337,7 @@ class _Serving:
             except Exception:  # the connection is gone: start the server again
                 pass
             client = await self.upstreams.restart(
-                self.group, name, self.servers[name], self.handler(name), self.timeout
+                self.group, name, self.servers[name], self.client_options(name), self.timeout
             )
             if client is None:
                 print(f"toolgate mcp-proxy: could not restart {name!r}", file=sys.stderr)
@@ -359,7 +363,11 @@ class _Serving:
             for name in list(pending):
                 async with self.upstreams.locks[name]:
                     client = await self.upstreams.restart(
-                        self.group, name, self.servers[name], self.handler(name), self.timeout
+                        self.group,
+                        name,
+                        self.servers[name],
+                        self.client_options(name),
+                        self.timeout,
                     )
                     if client is None:
                         continue
@@ -411,10 +419,10 @@ class _Upstreams:
             n: self.connected[n] for n in self.names if n in self.connected and n not in self.errors
         }
 
-    async def hold(self, name: str, spec: ServerSpec, handler: MessageHandlerFnT) -> None:
+    async def hold(self, name: str, spec: ServerSpec, options: Mapping[str, Any]) -> None:
         try:
             with self.scopes[name]:
-                async with _client(spec, handler) as client:
+                async with _client(spec, options) as client:
                     self.connected[name] = client
                     self.settled[name].set()
                     await anyio.sleep_forever()
@@ -429,7 +437,7 @@ class _Upstreams:
         group: TaskGroup,
         name: str,
         spec: ServerSpec,
-        handler: MessageHandlerFnT,
+        options: Mapping[str, Any],
         timeout: float,
     ) -> Client | None:
         """Close ``name``'s connection and open a new one (its server died): the new client,
@@ -441,7 +449,7 @@ class _Upstreams:
         self.errors.pop(name, None)
         self.settled[name], self.closed[name] = anyio.Event(), anyio.Event()
         self.scopes[name] = anyio.CancelScope()
-        group.start_soon(self.hold, name, spec, handler)
+        group.start_soon(self.hold, name, spec, options)
         with anyio.move_on_after(timeout):
             await self.settled[name].wait()
         if name in self.connected and name not in self.errors:
@@ -459,16 +467,16 @@ class _Upstreams:
 
 
 @asynccontextmanager
-async def _client(spec: ServerSpec, handler: MessageHandlerFnT) -> AsyncIterator[Client]:
+async def _client(spec: ServerSpec, options: Mapping[str, Any]) -> AsyncIterator[Client]:
     if isinstance(spec, HttpServer):
         # The SDK's own timeouts for MCP over HTTP: a response stream may stay open long.
         timeout = httpx2.Timeout(30.0, read=300.0)
         async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http:
             transport = streamable_http_client(spec.url, http_client=http)
-            async with Client(transport, message_handler=handler) as client:
+            async with Client(transport, **options) as client:
                 yield client
     else:
-        async with Client(spec, message_handler=handler) as client:
+        async with Client(spec, **options) as client:
             yield client
 
 
