@@ -392,6 +392,14 @@ impl Index {
         normalise_rows(queries, dim)
     }
 
+    /// The cosine of two rows' stored f32 vectors (normalised, so their dot product).
+    ///
+    /// # Panics
+    /// If a row is out of range.
+    pub fn row_cosine(&self, a: u32, b: u32) -> f32 {
+        kernels::dot_f32(self.f32_row(a), self.f32_row(b))
+    }
+
     fn f32_row(&self, row: u32) -> &[f32] {
         let start = row as usize * self.file.stride();
         &self.file.f32_rows()[start..start + self.dim()]

@@ -431,6 +431,36 @@ def test_bfcl_style_type_aliases_are_mapped() -> None:
     }
 
 
+def test_bfcl_java_and_javascript_type_names_are_mapped() -> None:
+    # BFCL's Java and JavaScript sets type parameters as those languages do.
+    properties = {
+        "params": {"type": "HashMap", "description": "Request parameters."},
+        "ids": {"type": "ArrayList", "items": {"type": "long"}},
+        "ch": {"type": "Array", "items": {"type": "char"}},
+        "size": {"type": "short"},
+        "big": {"type": "Bigint"},
+        "flag": {"type": "Boolean"},
+    }
+    tool = {
+        "name": "Basic.check",
+        "description": "Check.",
+        "parameters": {"type": "dict", "properties": properties},
+    }
+    schema = Catalog.from_tools([tool], server="bfcl")["bfcl/Basic.check"].input_schema
+    assert schema["properties"] == {
+        "params": {"type": "object", "description": "Request parameters."},
+        "ids": {"type": "array", "items": {"type": "integer"}},
+        "ch": {"type": "array", "items": {"type": "string"}},
+        "size": {"type": "integer"},
+        "big": {"type": "integer"},
+        "flag": {"type": "boolean"},
+    }
+    # A type name of no dialect is still an invalid schema, reported by name.
+    broken = {**tool, "parameters": {"type": "dict", "properties": {"x": {"type": ""}}}}
+    with pytest.raises(CatalogError, match="invalid JSON Schema at properties/x/type"):
+        Catalog.from_tools([broken], server="bfcl")
+
+
 def test_repr_and_iteration() -> None:
     catalog = Catalog.from_tools([_tool("a"), _tool("b")], server="s")
     assert repr(catalog).startswith("Catalog(2 tools, 1 servers")

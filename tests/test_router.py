@@ -194,6 +194,54 @@ def test_from_tools_contract() -> None:
     assert all("/" in i for i in ids)
 
 
+_ISSUE = "Open a new issue in a GitHub repository, with a title and a body."
+MIRRORED = {
+    "github": {
+        "tools": [
+            {"name": "create_issue", "description": _ISSUE},
+            {"name": "close_issue", "description": "Close an issue in a GitHub repository."},
+            {"name": "list_issues", "description": "List the open issues of a GitHub repository."},
+            {"name": "add_issue_comment", "description": "Comment on an issue in a repository."},
+        ]
+    },
+    "github-mirror": {"tools": [{"name": "create_issue", "description": _ISSUE}]},
+    "mail": {"tools": [{"name": "send_email", "description": "Send an email to someone."}]},
+}
+
+
+def test_a_near_copy_goes_below_the_different_tools_that_fit() -> None:
+    plain = Router.from_tools(MIRRORED, cache=None, config=RouterConfig(near_copy_cosine=None))
+    router = Router.from_tools(MIRRORED, cache=None)
+    assert [g.ids for g in router.near_duplicates()] == [
+        ("github/create_issue", "github-mirror/create_issue")
+    ]
+    query = "open a new issue in my repository"
+    before = plain.route(query, top_k=6)
+    assert before.ids[:2] == ["github/create_issue", "github-mirror/create_issue"]
+    assert all(tool.copy_of is None for tool in before.tools)
+
+    after = router.route(query, top_k=6)
+    assert sorted(after.ids) == sorted(before.ids)  # moved, not dropped
+    copy = next(tool for tool in after.tools if tool.id == "github-mirror/create_issue")
+    assert copy.copy_of == "github/create_issue"
+    place = after.ids.index(copy.id)
+    # Below every different tool scoring at least half its score, above the others.
+    assert all(tool.score >= copy.score / 2 for tool in after.tools[:place])
+    assert all(tool.score < copy.score / 2 for tool in after.tools[place + 1 :])
+    assert place >= 3
+    assert after.ids[-1] == "mail/send_email"
+    # With fewer places, a copy gives its place to a different tool that fits.
+    top3 = router.route(query, top_k=3)
+    assert top3.ids[0] == "github/create_issue"
+    assert "github-mirror/create_issue" not in top3.ids
+    assert len(top3) == 3
+    # A tool included whatever its score counts as placed above: its copy goes down.
+    included = router.route("file a bug report", top_k=6, include=["github/create_issue"])
+    assert included.tools[0].reason == "included"
+    mirror = next(t for t in included.tools if t.id == "github-mirror/create_issue")
+    assert mirror.copy_of == "github/create_issue"
+
+
 def test_one_router_many_threads_same_answers(router: Router) -> None:
     queries = [
         "open an issue about the flaky test",
@@ -217,6 +265,9 @@ def test_config_is_validated() -> None:
             RouterConfig(clause_weight=weight)
     with pytest.raises(InvalidInputError, match="precision"):
         RouterConfig(precision="fp16")
+    for cosine in (0.0, 1.5, float("nan"), True):
+        with pytest.raises(InvalidInputError, match="near_copy_cosine must be a cosine in"):
+            RouterConfig(near_copy_cosine=cosine)
 
 
 class _CountingEmbedder:

@@ -348,15 +348,26 @@ def route(
     forced: NDArray[np.uint32] | None = None,
     clauses: NDArray[np.float32] | None = None,
     clause_weight: float = 0.0,
-) -> tuple[list[_RoutedRow], list[_RoutedRow], int, int, list[tuple[_RoutedRow, list[int]]]]:
+    near_copy_cosine: float | None = None,
+) -> tuple[
+    list[_RoutedRow],
+    list[_RoutedRow],
+    int,
+    int,
+    list[tuple[_RoutedRow, list[int]]],
+    list[tuple[int, int]],
+]:
     """Dense scan, BM25, fusion, gating and top-k for one query, with the GIL released.
 
     ``clauses`` ((m, d) float32) are clause vectors of a multi-intent query: fusion reads each
     row's whole-query cosine plus ``clause_weight`` times its best clause cosine.
+    ``near_copy_cosine``: a ranked row whose stored vector has at least this cosine with a row
+    placed above it is moved below the others (the best ``2k`` are ranked, ``k`` kept).
 
-    Returns ``(forced, ranked, n_gated, n_out_of_scope, gated)``; each row is
-    ``(row, fused, dense, bm25)`` (``dense``: the whole-query cosine) and each gated entry
-    carries its missing flags.
+    Returns ``(forced, ranked, n_gated, n_out_of_scope, gated, copies)``; each row is
+    ``(row, fused, dense, bm25)`` (``dense``: the whole-query cosine), each gated entry
+    carries its missing flags, and ``copies`` pairs each ranked near copy with the row above
+    it that it copies.
     """
 
 @final

@@ -116,7 +116,7 @@ def format_result(result: Any) -> str:
     for tool in result.tools:
         lines.append(
             f"  {tool.score:6.3f}  {tool.id:<36} dense {tool.dense:6.3f}  bm25 {tool.bm25:6.3f}"
-            f"  {tool.reason}"
+            f"  {tool.reason}" + (f", near copy of {tool.copy_of}" if tool.copy_of else "")
         )
     for gated in result.gated_out:
         lines.append(f"  gated   {gated.id:<36} {gated.reason}")

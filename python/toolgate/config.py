@@ -58,6 +58,17 @@ class RouterConfig:
     single-tool 0.722 at all three. Single-intent queries are untouched, so 1 is the default;
     with it, ``toolgate eval`` gives multi-tool 0.707 / 0.716, BFCL 0.836 / 0.914, single-tool
     0.722.
+    ``near_copy_cosine``: a ranked tool whose row has at least this cosine with a tool placed
+    above it is a near copy of that tool (0.95 is also ``Router.near_duplicates``'s default);
+    it is moved below the different tools that score at least half its fused score, so the
+    top k show more different tools (the core ranks the best 2k for it; ``None`` turns it
+    off). BFCL's merged catalog repeats tools across its categories (524 of 2,710 in groups
+    at 0.95): nDCG@10 0.8479 -> 0.8510 and complete@10 0.9224 -> 0.9276 (``toolgate eval``,
+    full set); MetaTool, which has no copies, is unchanged (0.722 / 0.707). Moving copies
+    below every different tool gave 0.8504 in a replay over each query's best 20, and kept
+    a strong copy under a tool that barely fits. Among the Docker registry's 4,993 tools, 1
+    of 1,600 routed places (200 BFCL queries, top 8) went to a copy; the core took 6% longer
+    (0.306 -> 0.325 ms p50).
     ``index_dtype`` is the storage the scan reads: int8 halves the core's time at N = 10,000
     (the matrix is a quarter of the f32 size, so it stays in cache next to the model), and its
     cosines are within about 1e-3 of exact: BFCL nDCG@10 0.8217 with int8, 0.8220 with f32.
@@ -74,6 +85,7 @@ class RouterConfig:
     history_turns: int = 3
     history_decay: float = 0.5
     clause_weight: float = 1.0
+    near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
 
@@ -107,6 +119,11 @@ class RouterConfig:
         if not (_finite(self.clause_weight) and self.clause_weight >= 0.0):
             raise InvalidInputError(
                 f"clause_weight must be a finite number >= 0, got {self.clause_weight}"
+            )
+        copies = self.near_copy_cosine
+        if copies is not None and not (_finite(copies) and 0.0 < copies <= 1.0):
+            raise InvalidInputError(
+                f"near_copy_cosine must be a cosine in (0, 1] or None, got {copies!r}"
             )
         if self.precision not in ("fp32", "int8"):
             raise InvalidInputError(f"precision must be 'fp32' or 'int8', got {self.precision!r}")

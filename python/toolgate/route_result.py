@@ -16,7 +16,9 @@ class RoutedTool:
 
     ``reason`` is ``"ranked"`` (top-k by fused score), ``"named"`` (named verbatim in the query),
     ``"selected"`` (a ``select:`` query), ``"included"`` (the caller's ``include`` list) or
-    ``"pinned"`` (always included).
+    ``"pinned"`` (always included). ``copy_of`` is the id of a tool placed above that this
+    ranked one nearly copies (``RouterConfig.near_copy_cosine``): it was moved below the
+    tools that are not copies.
     """
 
     id: str
@@ -24,6 +26,7 @@ class RoutedTool:
     dense: float
     bm25: float
     reason: str = "ranked"
+    copy_of: str | None = None
 
 
 @dataclass(frozen=True)

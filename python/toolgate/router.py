@@ -499,9 +499,10 @@ class Router:
             alpha=self.config.alpha, method=self.config.fusion, top=self.config.fusion_top,
             k=k, threshold=floor, flags=flags, allow=scope, deny=deny_rows, forced=forced,
             clauses=clauses, clause_weight=self.config.clause_weight,
+            near_copy_cosine=self.config.near_copy_cosine,
         )  # fmt: skip
         if scope is not allow_rows:
-            outcome = (*outcome[:3], self._out_of_scope(allow_rows, deny_rows), outcome[4])
+            outcome = (*outcome[:3], self._out_of_scope(allow_rows, deny_rows), *outcome[4:])
         end = time.perf_counter()
         timings = {
             "parse": (embed_start - start) * 1e3,
@@ -602,12 +603,12 @@ class Router:
             forced=forced,
         )  # fmt: skip
         timings = {"core": (time.perf_counter() - core_start) * 1e3}
-        routed, _, n_gated, _, gated = outcome
+        routed, _, n_gated, _, gated, _ = outcome
         order = {row: i for i, row in enumerate(rows)}
         routed = sorted(routed, key=lambda item: order.get(item[0], len(order)))
         n_out = self._out_of_scope(allow_rows, deny_rows)
         result = self._result(
-            query, parsed.form, (routed, [], n_gated, n_out, gated), timings, start,
+            query, parsed.form, (routed, [], n_gated, n_out, gated, []), timings, start,
             reasons=reasons,
         )  # fmt: skip
         excluded = self._excluded_by_scope(rows, allow_rows, deny_rows)
@@ -724,13 +725,17 @@ class Router:
         reasons: Mapping[int, str],
     ) -> RouteResult:
         """The result of a route; ``reasons`` says why each forced row is in (else pinned)."""
-        forced, ranked, n_gated, n_out_of_scope, gated = outcome
+        forced, ranked, n_gated, n_out_of_scope, gated, copies = outcome
         ids = self._ids
         tools = [
             RoutedTool(ids[row], fused, dense, bm25, reasons.get(row, "pinned"))
             for row, fused, dense, bm25 in forced
         ]
-        tools += [RoutedTool(ids[row], f, d, b) for row, f, d, b in ranked]
+        copy_of = dict(copies)
+        tools += [
+            RoutedTool(ids[row], f, d, b, copy_of=ids[copy_of[row]] if row in copy_of else None)
+            for row, f, d, b in ranked
+        ]
         gated_out = tuple(
             GatedOut(
                 ids[row],

@@ -13,8 +13,9 @@ use crate::route::{dense_signal as route_signal, route as route_core, RouteReque
 /// `(row, fused, dense, bm25)` of one routed row.
 type Row = (u32, f32, f32, f32);
 
-/// `(forced, ranked, n_gated, n_out_of_scope, gated)`; `gated` rows carry their missing flags.
-type Outcome = (Vec<Row>, Vec<Row>, usize, usize, Vec<(Row, Vec<u32>)>);
+/// `(forced, ranked, n_gated, n_out_of_scope, gated, copies)`; `gated` rows carry their
+/// missing flags, and `copies` pairs each ranked near copy with the row it copies.
+type Outcome = (Vec<Row>, Vec<Row>, usize, usize, Vec<(Row, Vec<u32>)>, Vec<(u32, u32)>);
 
 fn as_tuple(row: &RoutedRow) -> Row {
     (row.row, row.fused, row.dense, row.sparse)
@@ -31,7 +32,8 @@ fn slice<'a>(
 #[pyfunction]
 #[pyo3(signature = (
     index, bm25, vector, text, *, alpha, method, top, k, threshold = None,
-    flags = None, allow = None, deny = None, forced = None, clauses = None, clause_weight = 0.0
+    flags = None, allow = None, deny = None, forced = None, clauses = None, clause_weight = 0.0,
+    near_copy_cosine = None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn route<'py>(
@@ -51,6 +53,7 @@ fn route<'py>(
     forced: Option<PyReadonlyArray1<'py, u32>>,
     clauses: Option<PyReadonlyArray2<'py, f32>>,
     clause_weight: f32,
+    near_copy_cosine: Option<f32>,
 ) -> PyResult<Outcome> {
     let method = parse_method(method, top, 60.0)?;
     let index = &index.get().index;
@@ -72,6 +75,7 @@ fn route<'py>(
         k,
         threshold,
         forced: slice(&forced, "forced")?.unwrap_or_default(),
+        near_copy_cosine,
     };
     let outcome = py.detach(|| route_core(index, bm25, &request, &gate))?;
     Ok((
@@ -80,6 +84,7 @@ fn route<'py>(
         outcome.n_gated,
         outcome.n_out_of_scope,
         outcome.gated.iter().map(|(row, missing)| (as_tuple(row), missing.clone())).collect(),
+        outcome.ranked.iter().filter_map(|r| r.copy_of.map(|of| (r.row, of))).collect(),
     ))
 }
 

@@ -136,16 +136,23 @@ def child_schemas(schema: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
                     yield f"{key}/{name}", sub
 
 
-# Python-flavoured type names (BFCL/Gorilla specs) and OpenAPI's upper-case ones (Gemini).
+# Python-, Java- and JavaScript-flavoured type names (BFCL/Gorilla specs, whose Java and
+# JavaScript sets type parameters as the language does), and OpenAPI's upper-case ones (Gemini).
 _TYPE_ALIASES = {
     "dict": "object",
+    "hashmap": "object",
     "float": "number",
     "double": "number",
     "int": "integer",
     "long": "integer",
+    "short": "integer",
+    "byte": "integer",
+    "bigint": "integer",
     "str": "string",
+    "char": "string",
     "bool": "boolean",
     "list": "array",
+    "arraylist": "array",
     "tuple": "array",
 }
 _JSON_TYPES = {"string", "number", "integer", "boolean", "array", "object", "null"}
@@ -175,8 +182,9 @@ def _fix_types(node: JsonDict) -> JsonDict:
 def normalize_type_aliases(schema: Any) -> Any:
     """Map non-standard type names onto JSON Schema's.
 
-    Covers the Python-flavoured names of BFCL/Gorilla specs (``dict``, ``float``, ``tuple``,
-    ``any``...) and OpenAPI's upper-case ones (``STRING``). Everything else is kept, so a schema
+    Covers the Python-, Java- and JavaScript-flavoured names of BFCL/Gorilla specs (``dict``,
+    ``float``, ``tuple``, ``any``, ``HashMap``, ``ArrayList``, ``char``...) and OpenAPI's
+    upper-case ones (``STRING``). Everything else is kept, so a schema
     that is still invalid afterwards is reported by the catalog, not silently repaired.
 
     >>> normalize_type_aliases({"type": "dict", "properties": {"x": {"type": "float"}}})
