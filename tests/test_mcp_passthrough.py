@@ -223,6 +223,37 @@ def test_completions_are_asked_of_the_server_that_lists_the_prompt_or_template(
     run(main)
 
 
+def test_a_template_two_servers_list_is_completed_by_the_first_that_completes(
+    embedder: Embedder,
+) -> None:
+    def server(name: str, *, completes: bool) -> MCPServer:
+        made = MCPServer(name)
+
+        @made.resource("ticket://{id}", name="ticket")
+        def ticket(id: str) -> str:
+            return f"{name} ticket {id}"
+
+        if completes:
+
+            @made.completion()
+            async def complete(ref: Any, argument: Any, context: Any) -> Completion:
+                return Completion(values=[f"{name}-{argument.value}1"])
+
+        return made
+
+    async def main() -> None:
+        async with (
+            Client(server("plain", completes=False)) as plain,
+            Client(server("smart", completes=True)) as smart,
+        ):
+            proxy = await connected(embedder, {"plain": plain, "smart": smart})
+            ref = ResourceTemplateReference(type="ref/resource", uri="ticket://{id}")
+            result = await proxy.passthrough.complete(ref, {"name": "id", "value": "4"})
+            assert result.completion.values == ["smart-41"]
+
+    run(main)
+
+
 class ExtrasClient(PagedClient):
     """A duck-typed client with prompts and resources, whose listing can be made to fail."""
 

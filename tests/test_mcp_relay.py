@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Annotated, Any
 
 import anyio
 import pytest
 from mcp import Client
+from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve, Sample
+from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    HEADER_MISMATCH,
     INVALID_REQUEST,
+    CallToolRequestParams,
+    CallToolResult,
     CreateMessageResult,
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitResult,
     ErrorData,
+    GetPromptRequestParams,
+    GetPromptResult,
+    InputRequiredResult,
+    ListPromptsResult,
+    ListToolsResult,
     SamplingMessage,
     TextContent,
 )
@@ -25,8 +37,9 @@ from tests.mcp_fixtures import run, text_of
 
 from toolgate.embed import Embedder
 from toolgate.integrations.mcp import McpRouter
+from toolgate.integrations.mcp_answers import text_result
 from toolgate.integrations.mcp_proxy import McpProxy
-from toolgate.integrations.mcp_relay import UpstreamRequests
+from toolgate.integrations.mcp_relay import RequestRelay, UpstreamRequests
 
 ERAS = ["auto", "legacy"]  # the 2026-07-28 protocol, and the handshake era before it
 
@@ -67,6 +80,13 @@ def studio(events: list[str] | None = None) -> MCPServer:
             events.append("stopped")
         return "exported"
 
+    @server.prompt()
+    async def introduce(ctx: Context) -> str:
+        """Introduce whoever is asking (an earlier-protocol server asks on its connection)."""
+        answer = await ctx.elicit("Who is asking?", Name)
+        assert answer.action == "accept"
+        return f"Introduce {answer.data.name}."
+
     @server.tool()
     async def greet_user(
         who: Annotated[Name, Resolve(ask_name)],
@@ -99,8 +119,9 @@ async def proxied(
     events: list[str] | None = None,
     **client_options: Any,
 ) -> AsyncIterator[Client]:
-    """A client (on ``client_era``) of the proxy in front of ``studio`` (on ``upstream_era``)."""
-    requests = UpstreamRequests()
+    """A client (on ``client_era``) of the proxy in front of ``studio`` (on ``upstream_era``),
+    its one client."""
+    requests = UpstreamRequests(one_client=True)
     upstream_server = studio(events)
     async with Client(
         upstream_server, mode=upstream_era, **requests.callbacks("studio")
@@ -156,9 +177,12 @@ def test_an_upstream_tools_requests_for_input_are_answered_by_the_client(
                 # The upstream asks on its connection, mid-call; a 2026-07-28 client cannot
                 # be asked then, and the model is told why.
                 assert result.is_error
-                assert "cannot be sent elicitation/create in the middle of a call" in (
-                    text_of(result)
-                )
+                assert json.loads(text_of(result)) == {
+                    "error": "upstream_error",
+                    "message": "Calling 'greet_user' failed: the proxy's client cannot be sent "
+                    "elicitation/create in the middle of a request (it is on the 2026-07-28 "
+                    "protocol)",
+                }
                 return
             assert not result.is_error, text_of(result)
             assert text_of(result) == "Ada: Hello! (Greet Ada.)"
@@ -166,15 +190,158 @@ def test_an_upstream_tools_requests_for_input_are_answered_by_the_client(
     run(main)
 
 
+@pytest.mark.parametrize("client_era", ERAS)
 @pytest.mark.parametrize("upstream_era", ERAS)
 def test_a_client_that_takes_no_elicitation_is_not_sent_one(
-    embedder: Embedder, upstream_era: str
+    embedder: Embedder, upstream_era: str, client_era: str
 ) -> None:
     async def main() -> None:
-        async with proxied(embedder, upstream_era, "legacy") as client:
+        async with proxied(embedder, upstream_era, client_era) as client:
             result = await client.call_tool("call_tool", call("greet_user"))
             assert result.is_error
-            assert "the proxy's client does not take elicitation/create" in text_of(result)
+            if (upstream_era, client_era) == ("legacy", "auto"):
+                assert "cannot be sent elicitation/create in the middle" in text_of(result)
+            else:
+                assert "the proxy's client does not take elicitation/create" in text_of(result)
+
+    run(main)
+
+
+def test_an_upstreams_question_while_it_renders_a_prompt_reaches_the_client(
+    embedder: Embedder,
+) -> None:
+    async def main() -> None:
+        options = {"elicitation_callback": answer_name}
+        async with proxied(embedder, "legacy", "legacy", None, **options) as client:
+            got = await client.get_prompt("introduce")
+            assert got.messages[0].content.text == "Introduce Ada."
+
+    run(main)
+
+
+class StaleHeaders:
+    """An upstream session that refuses the first call for headers from an old schema."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def call_tool(
+        self, name: str, arguments: Any, *, allow_input_required: bool = False, **_: Any
+    ) -> CallToolResult:
+        self.calls += 1
+        if self.calls == 1:
+            raise MCPError(HEADER_MISMATCH, "Mcp-Param-Repo does not match the arguments")
+        return text_result(f"{name} done")
+
+
+class StaleClient:
+    def __init__(self) -> None:
+        self.session = StaleHeaders()
+        self.listings = 0
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        self.listings += 1
+        return {"tools": [{"name": "deploy", "inputSchema": {"type": "object"}}]}
+
+
+class RequestContext:
+    """The SDK's context of a client's request, as far as the relay reads it."""
+
+    def __init__(self) -> None:
+        self.session = self
+        self.request_id = 1
+        self.protocol_version = "2025-11-25"
+
+    async def report_progress(self, *_: Any) -> None:
+        return None
+
+    def check_client_capability(self, _capability: Any) -> bool:
+        return True
+
+
+def test_a_call_refused_for_stale_headers_is_sent_again_after_listing_the_tools() -> None:
+    async def main() -> None:
+        relay = RequestRelay(RequestContext(), UpstreamRequests())
+        client = StaleClient()
+        result = await relay.call_tool("deployer", client, "deploy", {})  # type: ignore[arg-type]
+        assert text_of(result) == "deploy done"
+        assert (client.session.calls, client.listings) == (2, 1)
+
+    run(main)
+
+
+def rounds_server() -> Server[Any]:
+    """A 2026-07-28 upstream whose tool reports progress in each round, and asks for a
+    name in the first."""
+
+    async def list_tools(_ctx: Any, _params: Any) -> ListToolsResult:
+        tool = {"name": "deploy", "description": "Deploy.", "inputSchema": {"type": "object"}}
+        return ListToolsResult.model_validate({"tools": [tool]})
+
+    async def call_tool(ctx: Any, params: CallToolRequestParams) -> Any:
+        await ctx.session.report_progress(1, 2, "checked")
+        await ctx.session.report_progress(2, 2, "built")
+        if not params.input_responses:
+            return InputRequiredResult.model_validate(asking("round-1"))
+        answer = params.input_responses["approver"]
+        assert params.request_state == "round-1"
+        return text_result(f"deployed, approved by {answer.content['name']}")
+
+    async def list_prompts(_ctx: Any, _params: Any) -> ListPromptsResult:
+        return ListPromptsResult.model_validate({"prompts": [{"name": "welcome"}]})
+
+    async def get_prompt(_ctx: Any, params: GetPromptRequestParams) -> Any:
+        if not params.input_responses:
+            return InputRequiredResult.model_validate(asking("welcome-1"))
+        name = params.input_responses["approver"].content["name"]
+        message = {"role": "user", "content": {"type": "text", "text": f"Welcome {name}."}}
+        return GetPromptResult.model_validate({"messages": [message]})
+
+    return Server(
+        "rounds",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
+
+
+def asking(state: str) -> dict[str, Any]:
+    """An ``InputRequiredResult`` asking who is asking, with ``state``."""
+    question = ElicitRequestFormParams(
+        message="Who is asking?", requested_schema={"type": "object", "properties": {}}
+    )
+    asked = {"approver": ElicitRequest(params=question).model_dump(by_alias=True)}
+    return {"inputRequests": asked, "requestState": state}
+
+
+@pytest.mark.parametrize("client_era", ERAS)
+def test_progress_keeps_rising_across_input_rounds(embedder: Embedder, client_era: str) -> None:
+    async def main() -> None:
+        requests = UpstreamRequests(one_client=True)
+        async with Client(rounds_server(), **requests.callbacks("rounds")) as upstream:
+            router = McpRouter(embedder=embedder, cache=None)
+            await router.connect({"rounds": upstream})
+            proxy = McpProxy(router, requests=requests)
+            async with Client(
+                proxy.server, mode=client_era, elicitation_callback=answer_name
+            ) as client:
+                heard: list[tuple[float, float | None]] = []
+
+                async def on_progress(progress: float, total: float | None, _m: Any) -> None:
+                    heard.append((progress, total))
+
+                done = await client.call_tool(
+                    "call_tool", call("deploy"), progress_callback=on_progress
+                )
+                assert text_of(done) == "deployed, approved by Ada"
+                if client_era == "legacy":  # the proxy ran both rounds on one call
+                    assert heard == [(1, 2), (2, 2), (3, 4), (4, 4)]
+                    # and it asks for a prompt's input too
+                    welcome = await client.get_prompt("welcome")
+                    assert welcome.messages[0].content.text == "Welcome Ada."
+                else:  # the client did, each a call of its own
+                    assert heard == [(1, 2), (2, 2), (1, 2), (2, 2)]
 
     run(main)
 
@@ -203,7 +370,7 @@ def test_a_call_the_client_gives_up_on_is_cancelled_upstream(
 
 
 class Waiting:
-    """A call waiting on an upstream, as the relay sees it."""
+    """A request of a client waiting on an upstream, as the relay sees it."""
 
     def __init__(self, tag: str) -> None:
         self.tag = tag
@@ -212,31 +379,66 @@ class Waiting:
         return ElicitResult(action="accept", content={"name": self.tag})
 
 
-def test_an_upstream_request_goes_to_the_only_call_waiting_on_that_server() -> None:
+def asker(requests: UpstreamRequests, *, over_http: bool = False) -> Any:
+    """An upstream's elicitation, as it reaches the proxy outside any request's context."""
+    elicit = requests.callbacks("studio", over_http=over_http)["elicitation_callback"]
+    params = ElicitRequestFormParams(
+        message="Who?", requested_schema={"type": "object", "properties": {}}
+    )
+    assert ElicitRequest(params=params).method == "elicitation/create"
+    return partial(elicit, None, params)
+
+
+def refusal(answer: Any) -> str:
+    assert isinstance(answer, ErrorData)
+    assert answer.code == INVALID_REQUEST
+    return answer.message
+
+
+def test_a_stdio_upstreams_request_goes_to_the_proxys_one_client_while_it_waits() -> None:
+    async def main() -> None:
+        requests = UpstreamRequests(one_client=True)
+        ask = asker(requests)
+        assert refusal(await ask()) == (
+            "elicitation/create: no request of the proxy's client is waiting on 'studio'"
+        )
+        first, again = Waiting("first"), Waiting("again")
+        under_way = requests.under_way
+        with under_way("studio", first), under_way("notes", Waiting("notes")):  # type: ignore[arg-type]
+            assert (await ask()).content == {"name": "first"}
+            with under_way("studio", again):  # type: ignore[arg-type]
+                assert (await ask()).content == {"name": "first"}
+        assert "no request of the proxy's client" in refusal(await ask())
+
+    run(main)
+
+
+def test_with_several_clients_a_request_that_does_not_say_whose_it_is_goes_to_none() -> None:
+    async def main() -> None:
+        requests = UpstreamRequests()  # a proxy over HTTP: any number of clients
+        ask = asker(requests)
+        with requests.under_way("studio", Waiting("a")):  # type: ignore[arg-type]
+            # The only request waiting is alice's, but the question could be one a request
+            # of bob's that ended left behind.
+            assert refusal(await ask()) == (
+                "elicitation/create: it does not say which of the proxy's clients it is for"
+            )
+
+    run(main)
+
+
+def test_an_http_upstreams_request_on_no_requests_stream_goes_only_to_a_lone_client() -> None:
     async def main() -> None:
         requests = UpstreamRequests()
-        elicit = requests.callbacks("studio")["elicitation_callback"]
-        params = ElicitRequestFormParams(
-            message="Who?", requested_schema={"type": "object", "properties": {}}
-        )
-        assert ElicitRequest(params=params).method == "elicitation/create"
-
-        async def ask() -> Any:
-            return await elicit(None, params)
-
-        nobody = await ask()
-        assert isinstance(nobody, ErrorData)
-        assert nobody.code == INVALID_REQUEST
-        assert "with no call under way to 'studio'" in nobody.message
-        first, second = Waiting("first"), Waiting("second")
-        with requests.waiting("studio", first), requests.waiting("other", second):  # type: ignore[arg-type]
-            assert (await ask()).content == {"name": "first"}
-            with requests.waiting("studio", second):  # type: ignore[arg-type]
-                # Two calls wait on the server: the request could be either's.
-                both = await ask()
-                assert isinstance(both, ErrorData)
-                assert "with 2 calls under way to 'studio'" in both.message
-            assert (await ask()).content == {"name": "first"}
-        assert isinstance(await ask(), ErrorData)
+        ask = asker(requests, over_http=True)
+        with requests.under_way("studio", Waiting("a")):  # type: ignore[arg-type]
+            # Over HTTP a request for input comes on its request's stream: one that came on
+            # none could be any client's.
+            assert refusal(await ask()) == (
+                "elicitation/create: it belongs to no request of the proxy's clients"
+            )
+        lone = UpstreamRequests(one_client=True)
+        with lone.under_way("studio", Waiting("a")):  # type: ignore[arg-type]
+            assert (await asker(lone, over_http=True)()).content == {"name": "a"}
 
     run(main)

@@ -450,7 +450,7 @@ class McpRouter:
 
         ``upstream_call(server, client, name, arguments)``, when given, makes the checked
         call in place of ``client.call_tool(name, arguments)`` (the proxy's passes progress
-        and requests for input on, :class:`~toolgate.integrations.mcp_relay.CallRelay`)."""
+        and requests for input on, :class:`~toolgate.integrations.mcp_relay.RequestRelay`)."""
         router = self.router
         catalog = router.catalog
         allow, deny = pattern_list(allow), pattern_list(deny)

@@ -34,6 +34,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import nullcontext
 from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
@@ -55,6 +56,7 @@ from mcp.types import (
 from toolgate.integrations.mcp import McpClient, McpRouter
 from toolgate.integrations.mcp_answers import passed_on
 from toolgate.integrations.mcp_listing import list_every_page, plain
+from toolgate.integrations.mcp_relay import RequestRelay
 
 __all__ = ["RESOURCE_NOT_FOUND", "Passthrough", "Reconnect", "reconnected", "template_pattern"]
 
@@ -118,10 +120,16 @@ class Passthrough:
             for exposed, (_server, prompt) in (await self._prompts()).items()
         ]
 
-    async def get_prompt(self, name: str, arguments: Mapping[str, str] | None) -> GetPromptResult:
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None,
+        relay: RequestRelay | None = None,
+    ) -> GetPromptResult:
         """The prompt listed as ``name`` (or named ``<server>__<name>``), from its server. An
         unknown name, or a required argument left out, is an ``INVALID_PARAMS`` error that
-        names what there is."""
+        names what there is. ``relay`` is the client's request, whose client the server's
+        requests for input go to (:mod:`~toolgate.integrations.mcp_relay`)."""
         server, prompt = await self._prompt(name)
         given = dict(arguments or {})
         missing = [
@@ -134,7 +142,7 @@ class Passthrough:
                 INVALID_PARAMS, f"Prompt {name!r} needs the argument(s) {', '.join(missing)}"
             )
         get = partial(_get_prompt, name=prompt["name"], arguments=given or None)
-        result = await self.upstream(server, "prompts/get", get)
+        result = await self.upstream(server, "prompts/get", get, relay=relay)
         answer = plain(result, f"MCP server {server!r}: prompts/get")
         return passed_on(GetPromptResult.model_validate(answer))
 
@@ -195,18 +203,22 @@ class Passthrough:
         listed = await self._gather(_TEMPLATES)
         return [template for templates in listed.values() for template in templates]
 
-    async def read_resource(self, uri: str) -> ReadResourceResult:
+    async def read_resource(
+        self, uri: str, relay: RequestRelay | None = None
+    ) -> ReadResourceResult:
         """``uri``'s contents from the first server that can read it (see the module
         docstring). The error of the server that lists ``uri`` is passed on as it is; when
         no server lists it and none can read it, ``RESOURCE_NOT_FOUND`` names each one's
-        answer."""
+        answer. ``relay``: as for :meth:`get_prompt`."""
         failures: list[str] = []
         async for server, owner in self._readers(uri):
             read = partial(_read, uri=uri)
             # One asked on the off chance must not hold the answer up.
             timeout = None if owner else self.router.list_timeout
             try:
-                result = await self.upstream(server, "resources/read", read, timeout=timeout)
+                result = await self.upstream(
+                    server, "resources/read", read, timeout=timeout, relay=relay
+                )
             except TimeoutError:
                 failures.append(f"{server}: no answer within {self.router.list_timeout} s")
                 continue
@@ -265,31 +277,36 @@ class Passthrough:
         ref: PromptReference | ResourceTemplateReference,
         argument: Mapping[str, str],
         context: Mapping[str, str] | None = None,
+        relay: RequestRelay | None = None,
     ) -> CompleteResult:
         """Values for ``argument`` (``{"name", "value"}``) of a prompt, by the name it is
         listed under, or of a resource template, by its ``uriTemplate``, from the server
-        that lists it; ``context`` holds the arguments already chosen. An unknown prompt or
-        template is an ``INVALID_PARAMS`` error; a server that offers no completions
-        suggests none."""
+        that lists it (of several, the first that offers completions); ``context`` holds the
+        arguments already chosen. An unknown prompt or template is an ``INVALID_PARAMS``
+        error; a server that offers no completions suggests none. ``relay``: as for
+        :meth:`get_prompt`."""
         if isinstance(ref, PromptReference):
             server, prompt = await self._prompt(ref.name)
+            servers = [server]
             upstream_ref: PromptReference | ResourceTemplateReference = PromptReference(
                 name=prompt["name"]
             )
         else:
             templates = await self._gather(_TEMPLATES)
-            listing = (s for s, ts in templates.items() for t in ts if t["uriTemplate"] == ref.uri)
-            server = next(listing, "")
-            if not server:
+            servers = [
+                s for s, ts in templates.items() if any(t["uriTemplate"] == ref.uri for t in ts)
+            ]
+            if not servers:
                 raise MCPError(INVALID_PARAMS, f"No server has the resource template {ref.uri!r}")
             upstream_ref = ref
-        if not _offers(self.router.client(server), "completions"):
+        completing = [s for s in servers if _offers(self.router.client(s), "completions")]
+        if not completing:
             return CompleteResult(completion=Completion(values=[]))
         ask = partial(
             _complete, ref=upstream_ref, argument=dict(argument), context=dict(context or {})
         )
-        result = await self.upstream(server, "completion/complete", ask)
-        answer = plain(result, f"MCP server {server!r}: completion/complete")
+        result = await self.upstream(completing[0], "completion/complete", ask, relay=relay)
+        answer = plain(result, f"MCP server {completing[0]!r}: completion/complete")
         return passed_on(CompleteResult.model_validate(answer))
 
     # -- upstream requests -------------------------------------------------------------
@@ -301,22 +318,24 @@ class Passthrough:
         ask: Callable[[McpClient], Awaitable[T]],
         *,
         timeout: float | None = None,
+        relay: RequestRelay | None = None,
     ) -> T:
         """``ask(server's client)``, once more after a reconnection if the server had died.
 
         Each ask, not the reconnection between them, is given ``timeout`` seconds
         (``TimeoutError``). The upstream's own errors pass through as they are; any other
         failure (its answer, its connection) is an ``INTERNAL_ERROR`` naming the server and
-        ``method``.
+        ``method``. While it waits, the server's requests for input go to ``relay``'s client.
         """
+        waiting = partial(relay.waiting_on, server) if relay else nullcontext
         try:
             try:
-                with anyio.fail_after(timeout):
+                with anyio.fail_after(timeout), waiting():
                     return await ask(self.router.client(server))
             except MCPError as exc:
                 if not await reconnected(self.reconnect, server, exc):
                     raise
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(timeout), waiting():
                 return await ask(self.router.client(server))
         except (MCPError, TimeoutError):
             raise
@@ -447,12 +466,18 @@ async def _read(client: McpClient, *, uri: str) -> Any:
     return await (read(uri, cache_mode="bypass") if fresh else read(uri))
 
 
+# The client method that asks for each capability, for clients that do not say what their
+# server offers.
+_ASKED_BY = {"prompts": "list_prompts", "resources": "list_resources", "completions": "complete"}
+
+
 def _offers(client: McpClient, capability: str) -> bool:
-    """Whether ``client``'s server offers ``capability`` (``prompts``, ``resources``); a
-    client that does not say is asked (a server without it answers "method not found")."""
+    """Whether ``client``'s server offers ``capability`` (``prompts``, ``resources``,
+    ``completions``); a client that does not say is asked if it can ask (a server without
+    the capability answers "method not found")."""
     capabilities = getattr(client, "server_capabilities", None)
     if capabilities is None:
-        return hasattr(client, f"list_{capability}")
+        return hasattr(client, _ASKED_BY[capability])
     return getattr(capabilities, capability, None) is not None
 
 

@@ -24,9 +24,9 @@ its notices that its tools, prompts or resources changed (:meth:`McpProxy.heard`
 on the 2026-07-28 protocol hear them on their ``subscriptions/listen`` stream, earlier ones
 as ``notifications/*/list_changed``. A call's progress and the upstream's requests for input
 (sampling, elicitation) reach the client that made it
-(:mod:`toolgate.integrations.mcp_relay`). Not passed through: resource subscriptions,
-upstream log messages, and requests for input made while getting a prompt or reading a
-resource.
+(:mod:`toolgate.integrations.mcp_relay`), while getting a prompt or reading a resource too
+(but for a 2026-07-28 client, who would have to be sent an ``InputRequiredResult`` for it).
+Not passed through: resource subscriptions and upstream log messages.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ from toolgate.integrations.mcp_answers import (
     unknown_names_note,
 )
 from toolgate.integrations.mcp_passthrough import Passthrough, Reconnect, reconnected
-from toolgate.integrations.mcp_relay import CallRelay, InputRequired, UpstreamRequests
+from toolgate.integrations.mcp_relay import InputRequired, RequestRelay, UpstreamRequests
 from toolgate.scopes import pattern_list
 from toolgate.verify import Verdict
 
@@ -170,7 +170,7 @@ class McpProxy:
         return [_search_tool(search), _call_tool(call, search), *pinned]
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None, relay: CallRelay | None = None
+        self, name: str, arguments: Mapping[str, Any] | None, relay: RequestRelay | None = None
     ) -> CallToolResult | InputRequiredResult:
         """Answer one ``tools/call``: a search, a call through ``call_tool``, or a pinned
         tool called by its own name. Every failure is a tool error, for the model.
@@ -196,14 +196,15 @@ class McpProxy:
         except InputRequired as asked:  # the client answers the tool's requests, and retries
             return passed_on(asked.result)
         except Exception as exc:  # the upstream server, its answer or its connection failed
-            failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {exc!r}"}
+            why = str(exc) if isinstance(exc, MCPError) else repr(exc)  # an MCP error says it
+            failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {why}"}
             return text_result(json.dumps(failure), is_error=True)
         if not outcome.verdict.ok:
             return _refusal(outcome.verdict, search)
         return passed_on(outcome.result)
 
     async def _call(
-        self, name: str, arguments: dict[str, Any], relay: CallRelay | None
+        self, name: str, arguments: dict[str, Any], relay: RequestRelay | None
     ) -> CallOutcome:
         """``call_any``, made once more after a reconnection if the server had died."""
         forward = partial(
@@ -299,16 +300,16 @@ class McpProxy:
         return ListToolsResult.model_validate({"tools": self.list_tools()})
 
     async def _on_call_tool(self, ctx: Any, params: CallToolRequestParams) -> Any:
-        return await self.call_tool(
-            params.name, params.arguments, CallRelay(ctx, params, self.requests)
-        )
+        relay = RequestRelay(ctx, self.requests, params)
+        return await self.call_tool(params.name, params.arguments, relay)
 
     async def _on_list_prompts(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
         prompts = await self.passthrough.list_prompts()
         return ListPromptsResult.model_validate({"prompts": prompts})
 
-    async def _on_get_prompt(self, _ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
-        return await self.passthrough.get_prompt(params.name, params.arguments)
+    async def _on_get_prompt(self, ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
+        relay = RequestRelay(ctx, self.requests)
+        return await self.passthrough.get_prompt(params.name, params.arguments, relay)
 
     async def _on_list_resources(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
         resources = await self.passthrough.list_resources()
@@ -321,13 +322,16 @@ class McpProxy:
         return ListResourceTemplatesResult.model_validate({"resourceTemplates": templates})
 
     async def _on_read_resource(
-        self, _ctx: Any, params: ReadResourceRequestParams
+        self, ctx: Any, params: ReadResourceRequestParams
     ) -> ReadResourceResult:
-        return await self.passthrough.read_resource(str(params.uri))
+        relay = RequestRelay(ctx, self.requests)
+        return await self.passthrough.read_resource(str(params.uri), relay)
 
-    async def _on_completion(self, _ctx: Any, params: CompleteRequestParams) -> CompleteResult:
+    async def _on_completion(self, ctx: Any, params: CompleteRequestParams) -> CompleteResult:
         context = params.context.arguments if params.context else None
-        return await self.passthrough.complete(params.ref, params.argument.model_dump(), context)
+        relay = RequestRelay(ctx, self.requests)
+        argument = params.argument.model_dump()
+        return await self.passthrough.complete(params.ref, argument, context, relay)
 
 
 class _ProxyServer(Server[Any]):

@@ -189,6 +189,7 @@ async def serve(
     run = partial(
         _serve, servers, router, lenient=lenient, connect_timeout=connect_timeout,
         allow=allow, deny=deny, retry_after=retry_after,
+        requests=UpstreamRequests(one_client=http is None),
     )  # fmt: skip
     if http is None:
         await run(_over_stdio)
@@ -207,12 +208,14 @@ async def _serve(
     allow: Sequence[str] | None,
     deny: Sequence[str] | None,
     retry_after: float,
+    requests: UpstreamRequests,
 ) -> None:
     """Connect ``router`` to ``servers``, then serve the proxy over ``transport`` until it
-    returns."""
+    returns; ``requests`` passes the upstreams' requests for input on to the clients."""
     failure: ToolgateError | None = None
     async with anyio.create_task_group() as group:
-        serving = _Serving(group, router, servers, _Upstreams(list(servers)), connect_timeout)
+        upstreams = _Upstreams(list(servers))
+        serving = _Serving(group, router, servers, upstreams, connect_timeout, requests=requests)
         # First: a signal during start-up must close the upstreams started so far.
         group.start_soon(_stop_on_signal, serving)
         try:
@@ -271,7 +274,7 @@ class _Serving:
     upstreams: _Upstreams
     timeout: float
     proxy: McpProxy | None = None
-    #: Where the upstreams' requests for input find the call they are for.
+    #: Where the upstreams' requests for input find the client they are for.
     requests: UpstreamRequests = field(default_factory=UpstreamRequests)
     #: Stops the transport gracefully (requests under way finish); ``None``: there is no
     #: such way, and a signal ends the process once the upstreams are closed.
@@ -286,7 +289,8 @@ class _Serving:
         handler (the router marks it changed, the proxy passes the notice on) and the
         callbacks that pass its requests for input on to the proxy's clients."""
         handler = self.router.message_handler(name, then=partial(self._heard, name))
-        return {"message_handler": handler, **self.requests.callbacks(name)}
+        over_http = isinstance(self.servers[name], HttpServer)
+        return {"message_handler": handler, **self.requests.callbacks(name, over_http=over_http)}
 
     async def _heard(self, name: str, notice: Any) -> None:
         # Passed on in a task of its own: the handler runs in the upstream connection's
