@@ -313,17 +313,21 @@ mod tests {
         Index::open(&path, OpenOptions::default(), 1).unwrap()
     }
 
+    /// A tool of server "s" without parameters.
+    fn doc(name: &str, description: &str) -> ToolDocument {
+        ToolDocument {
+            name: name.into(),
+            description: description.into(),
+            param_text: String::new(),
+            server: "s".into(),
+        }
+    }
+
     /// Four tools on the axes of a 4-d space; tool 2 requires flag 0.
     fn fixture(dir: &std::path::Path) -> (Index, Bm25Index) {
         let vectors: Vec<f32> =
             (0..4).flat_map(|row| (0..4).map(move |col| f32::from(u8::from(row == col)))).collect();
         let index = index_4d(dir, &vectors, &[0, 0, 1, 0]);
-        let doc = |name: &str, description: &str| ToolDocument {
-            name: name.into(),
-            description: description.into(),
-            param_text: String::new(),
-            server: "s".into(),
-        };
         let docs = [
             doc("read_file", "read a file"),
             doc("write_file", "write a file"),
@@ -450,14 +454,7 @@ mod tests {
             0.0, 0.0, 1.0, 0.0,
         ];
         let index = index_4d(dir, &vectors, &[]);
-        let docs: Vec<ToolDocument> = (0..4)
-            .map(|i| ToolDocument {
-                name: format!("tool_{i}"),
-                description: String::new(),
-                param_text: String::new(),
-                server: "s".into(),
-            })
-            .collect();
+        let docs: Vec<ToolDocument> = (0..4).map(|i| doc(&format!("tool_{i}"), "")).collect();
         (index, Bm25Index::build(&docs, Bm25Params::default()).unwrap())
     }
 
