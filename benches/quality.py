@@ -2,8 +2,9 @@
 
 Three configurations, each over the same sampled queries with ``top_k=10``:
 
-* ``BM25 alone`` (``alpha=0``, no threshold), as Claude Code's ToolSearch ranks;
-* ``dense alone`` (``alpha=1``, no threshold): MiniLM cosine, as Tool Attention ranks;
+* ``BM25 alone`` (``alpha=0``, no threshold, near copies left in place), as Claude Code's
+  ToolSearch ranks;
+* ``dense alone`` (``alpha=1``, the same): MiniLM cosine, as Tool Attention ranks;
 * ``toolgate default``: :class:`toolgate.RouterConfig` as shipped.
 
 Figures are :func:`toolgate.evaluate.evaluate`'s (the ``toolgate eval`` contract). On BFCL the
@@ -28,8 +29,8 @@ from toolgate.router import Router, RouterConfig
 SEED = 42
 TOP_K = 10
 CONFIGS = {
-    "BM25 alone": RouterConfig(alpha=0.0, threshold=None),
-    "dense alone": RouterConfig(alpha=1.0, threshold=None),
+    "BM25 alone": RouterConfig(alpha=0.0, threshold=None, near_copy_cosine=None),
+    "dense alone": RouterConfig(alpha=1.0, threshold=None, near_copy_cosine=None),
     "toolgate default": RouterConfig(),
 }
 THRESHOLDS = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)

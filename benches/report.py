@@ -113,7 +113,9 @@ def token_workload(
     n: int,
 ) -> dict[str, Any]:
     """The token table of one catalog: every method over ``n`` held-out queries."""
-    dense = Router.from_catalog(catalog, config=RouterConfig(alpha=1.0), embedder=embedder)
+    # B3 and Tool Attention rank by cosine alone, with none of toolgate's re-ranking.
+    cosine_only = RouterConfig(alpha=1.0, near_copy_cosine=None)
+    dense = Router.from_catalog(catalog, config=cosine_only, embedder=embedder)
     default = Router.from_catalog(catalog, embedder=embedder)
     curation, held_out = _split(queries, n)
     labelled = any(q.gold for q in queries)
@@ -204,8 +206,9 @@ def quality_section(embedder: Embedder, n: int) -> tuple[str, list[dict[str, Any
         "`toolgate eval` figures at top_k = 10 (route_ms includes the int8 query embedding, "
         f"one thread). toolgate default is `RouterConfig()`: alpha {default.alpha}, cosine "
         f"floor {default.threshold}, {default.fusion} fusion, clause weight "
-        f"{default.clause_weight}. BM25 alone is alpha 0 and dense alone alpha 1 (clause vectors "
-        "included), both without a floor. Samples (seeded): "
+        f"{default.clause_weight}, near copies from cosine {default.near_copy_cosine} moved "
+        "down. BM25 alone is alpha 0 and dense alone alpha 1 (clause vectors included), both "
+        "without a floor and without moving near copies. Samples (seeded): "
         + "; ".join(notes)
         + ".\n\n"
         + markdown(rows, QUALITY_COLUMNS)

@@ -37,11 +37,11 @@ pub struct RouteRequest<'a> {
     /// Rows included whenever eligible, whatever their score: tools named in the query,
     /// pinned tools.
     pub forced: &'a [u32],
-    /// A ranked row whose stored vector has at least this cosine with a row placed above it
-    /// (forced, or ranked and kept) is a near copy of that tool: it is moved below the rows
-    /// that are not and score at least [`COPY_SCORE_SHARE`] of its score (the best `2k` are
-    /// ranked for it), so `k` rows show more different tools. `None` ranks by fused score
-    /// alone.
+    /// A ranked row with the same tool name as a row placed above it (forced, or ranked and
+    /// kept), and whose stored vector has at least this cosine with that row's, is a near
+    /// copy of that tool: it is moved below the rows that are not and score at least
+    /// [`COPY_SCORE_SHARE`] of its score (the best `2k` are ranked for it), so `k` rows show
+    /// more different tools. `None` ranks by fused score alone.
     pub near_copy_cosine: Option<f32>,
 }
 
@@ -154,7 +154,8 @@ pub fn route(
     outcome.ranked = ranked.into_sorted().into_iter().map(|hit| routed(hit.row)).collect();
     if let Some(cosine) = request.near_copy_cosine {
         let ranked = std::mem::take(&mut outcome.ranked);
-        outcome.ranked = defer_near_copies(index, &outcome.forced, ranked, request.k, cosine);
+        let forced = &outcome.forced;
+        outcome.ranked = defer_near_copies(index, bm25, forced, ranked, request.k, cosine);
     }
     // Report only the gated rows that the gate actually displaced: those that would have been
     // forced, or ranked at least as high as the lowest active row.
@@ -181,17 +182,20 @@ pub const COPY_SCORE_SHARE: f32 = 0.5;
 
 /// The first `k` of `ranked` (best first) once each near copy of a row placed above it (a
 /// `forced` row, or a ranked row kept before it) has been moved below the other rows that
-/// score at least [`COPY_SCORE_SHARE`] of its score, marked with the row it copies. Rows are
-/// compared by the cosine of their stored f32 vectors; no row moves up.
+/// score at least [`COPY_SCORE_SHARE`] of its score, marked with the row it copies. A near
+/// copy has the same tool name (in `bm25`) and a stored f32 vector with a cosine of at least
+/// `cosine` with the other's; no row moves up.
 ///
-/// Catalogs repeat tools: one server behind two names, a tool and its copy in a sibling
+/// Catalogs repeat tools: one server configured twice, a tool and its copy in a sibling
 /// server. Each copy takes a place a different tool could have had, and tells the model
-/// nothing new. BFCL's merged catalog has 524 of its 2,710 tools in groups of near copies at
-/// 0.95 (`Router.near_duplicates`): moving them down lifts its nDCG@10 0.8479 -> 0.8510
-/// (replayed over the best 20 of each query; below all different tools, 0.8504), and leaves
-/// MetaTool's, which has none, the same.
+/// nothing new. The name must match too: tools of one family (`create_issue`,
+/// `update_issue`) with long shared parameter lists can embed as close as copies do, and
+/// are different tools. BFCL's merged catalog repeats functions across its categories:
+/// moving the copies down lifts its nDCG@10 0.8479 -> 0.8515, and leaves MetaTool's, which
+/// has none, the same (replayed over the best 20 of each query).
 fn defer_near_copies(
     index: &Index,
+    bm25: &Bm25Index,
     forced: &[RoutedRow],
     ranked: Vec<RoutedRow>,
     k: usize,
@@ -205,7 +209,11 @@ fn defer_near_copies(
         if distinct.len() == k {
             break; // every row below scores less than these k, so it would come after them
         }
-        match shown.iter().find(|&&above| index.row_cosine(row.row, above) >= floor) {
+        let name = bm25.name(row.row as usize);
+        let copies_it = |&&above: &&u32| {
+            bm25.name(above as usize) == name && index.row_cosine(row.row, above) >= floor
+        };
+        match shown.iter().find(copies_it) {
             Some(&above) => {
                 row.copy_of = Some(above);
                 copies.push(row);
@@ -445,16 +453,19 @@ mod tests {
         assert_eq!(outcome.ranked.iter().map(|r| r.row).collect::<Vec<_>>(), vec![0]);
     }
 
-    /// Row 1 a near copy of row 0; row 2 half-way to the query; row 3 away from it.
+    /// Row 1 a near copy of row 0 (same name, nearly the same vector); row 2 as near to row 0
+    /// under another name; row 3 half-way to the query; row 4 away from it.
     fn copies_fixture(dir: &std::path::Path) -> (Index, Bm25Index) {
         let vectors = [
             1.0, 0.0, 0.0, 0.0, //
             0.999, 0.045, 0.0, 0.0, //
+            0.998, 0.06, 0.0, 0.0, //
             0.6, 0.8, 0.0, 0.0, //
             0.0, 0.0, 1.0, 0.0,
         ];
         let index = index_4d(dir, &vectors, &[]);
-        let docs: Vec<ToolDocument> = (0..4).map(|i| doc(&format!("tool_{i}"), "")).collect();
+        let names = ["read_file", "read_file", "read_files", "tool_3", "tool_4"];
+        let docs: Vec<ToolDocument> = names.iter().map(|name| doc(name, "")).collect();
         (index, Bm25Index::build(&docs, Bm25Params::default()).unwrap())
     }
 
@@ -465,25 +476,26 @@ mod tests {
         let gate = index.gate(&[], None, None).unwrap();
         let vector = [1.0, 0.0, 0.0, 0.0];
         let mut req = request(&vector, "", &[]);
-        req.k = 4;
+        req.k = 5;
         let order = |req: &RouteRequest<'_>| -> Vec<(u32, Option<u32>)> {
             let outcome = route(&index, &bm25, req, &gate).unwrap();
             outcome.ranked.iter().map(|r| (r.row, r.copy_of)).collect()
         };
-        assert_eq!(order(&req), [(0, None), (1, None), (2, None), (3, None)]);
+        assert_eq!(order(&req), [(0, None), (1, None), (2, None), (3, None), (4, None)]);
         req.near_copy_cosine = Some(0.95);
-        // Fused scores 0.5, 0.4995, 0.3, 0: the copy passes below row 2 (0.3 is over half
-        // its score), not below row 3.
-        assert_eq!(order(&req), [(0, None), (2, None), (1, Some(0)), (3, None)]);
-        req.k = 2;
-        assert_eq!(order(&req), [(0, None), (2, None)]);
-        // Copies of a forced row go down too; the forced row is not ranked.
+        // Fused scores about 0.5, 0.4995, 0.499, 0.3 and 0: the copy passes below row 2 (a
+        // different tool, being named differently) and row 3 (over half its score), not
+        // below row 4.
+        assert_eq!(order(&req), [(0, None), (2, None), (3, None), (1, Some(0)), (4, None)]);
         req.k = 3;
+        assert_eq!(order(&req), [(0, None), (2, None), (3, None)]);
+        // Copies of a forced row go down too; the forced row is not ranked.
+        req.k = 4;
         req.forced = &[0];
-        assert_eq!(order(&req), [(2, None), (1, Some(0)), (3, None)]);
+        assert_eq!(order(&req), [(2, None), (3, None), (1, Some(0)), (4, None)]);
         // A cosine over the pair's keeps them apart.
         req.near_copy_cosine = Some(0.9999);
-        assert_eq!(order(&req), [(1, None), (2, None), (3, None)]);
+        assert_eq!(order(&req), [(1, None), (2, None), (3, None), (4, None)]);
         req.near_copy_cosine = Some(f32::NAN);
         let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
         assert!(err.contains("near_copy_cosine must be finite"), "{err}");

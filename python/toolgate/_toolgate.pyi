@@ -361,8 +361,10 @@ def route(
 
     ``clauses`` ((m, d) float32) are clause vectors of a multi-intent query: fusion reads each
     row's whole-query cosine plus ``clause_weight`` times its best clause cosine.
-    ``near_copy_cosine``: a ranked row whose stored vector has at least this cosine with a row
-    placed above it is moved below the others (the best ``2k`` are ranked, ``k`` kept).
+    ``near_copy_cosine``: a ranked row with the same tool name as a row placed above it, and
+    whose stored vector has at least this cosine with that row's, is moved below the rows
+    that are not copies and score at least half as well (the best ``2k`` are ranked, ``k``
+    kept).
 
     Returns ``(forced, ranked, n_gated, n_out_of_scope, gated, copies)``; each row is
     ``(row, fused, dense, bm25)`` (``dense``: the whole-query cosine), each gated entry

@@ -17,8 +17,9 @@ class RoutedTool:
     ``reason`` is ``"ranked"`` (top-k by fused score), ``"named"`` (named verbatim in the query),
     ``"selected"`` (a ``select:`` query), ``"included"`` (the caller's ``include`` list) or
     ``"pinned"`` (always included). ``copy_of`` is the id of a tool placed above that this
-    ranked one nearly copies (``RouterConfig.near_copy_cosine``): it was moved below the
-    tools that are not copies.
+    ranked one nearly copies (the same name, nearly the same row:
+    ``RouterConfig.near_copy_cosine``): it was moved below the different tools that score at
+    least half as well.
     """
 
     id: str
