@@ -2,10 +2,11 @@
 
 The Tool Budget pattern's pruner folds near-duplicate tools into one. Two servers exposing the
 same tool, or a tool registered twice under two names, cost their tokens twice, split the
-model's choice between copies and take two of a turn's few routed slots where one would do.
+model's choice between copies and take two of a turn's few routed slots where one would do
+(``route`` moves a copy of the same name down: ``RouterConfig.near_copy_cosine``).
 This finds them: tools are linked when the cosine of their rows (the same rows ``route``
 scores) is at least a threshold, and a group is a set of tools linked directly or through
-others. On BFCL's tools as ``toolgate eval`` loads them (2,710, a repeated id kept under a
+others. On BFCL's tools as ``toolgate eval`` loads them (2,723, a repeated id kept under a
 renamed server), 524 have a twin at 0.95, most of them one function copied across test
 categories with its description reworded, and 12 at 0.99.
 
