@@ -4,6 +4,7 @@
 //! never touches Python objects.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use crate::bm25::Bm25Index;
 use crate::error::{Error, Result};
@@ -67,7 +68,8 @@ pub struct RouteOutcome {
     /// Eligible forced rows, best fused score first.
     pub forced: Vec<RoutedRow>,
     /// The best `k` other eligible rows whose cosine meets the threshold, best first (fused
-    /// score descending, then row ascending), near copies after the others.
+    /// score descending, then row ascending), each near copy moved below the other rows that
+    /// score at least [`COPY_SCORE_SHARE`] of its score.
     pub ranked: Vec<RoutedRow>,
     /// Rows in scope but gated out by missing flags.
     pub n_gated: usize,
@@ -158,8 +160,10 @@ pub fn route(
         outcome.ranked = defer_near_copies(index, bm25, forced, ranked, request.k, cosine);
     }
     // Report only the gated rows that the gate actually displaced: those that would have been
-    // forced, or ranked at least as high as the lowest active row.
-    let cutoff = match outcome.ranked.iter().map(|r| r.fused).min_by(f32::total_cmp) {
+    // forced, or ranked at least as high as the lowest active row that is not a near copy
+    // (copies are placed by their own rule, not by score).
+    let lowest = outcome.ranked.iter().filter(|r| r.copy_of.is_none()).map(|r| r.fused);
+    let cutoff = match lowest.min_by(f32::total_cmp) {
         Some(lowest) if outcome.ranked.len() == request.k => lowest,
         _ => f32::NEG_INFINITY,
     };
@@ -202,32 +206,33 @@ fn defer_near_copies(
     cosine: f32,
 ) -> Vec<RoutedRow> {
     let floor = cosine - COSINE_SLACK;
-    let mut shown: Vec<u32> = forced.iter().map(|r| r.row).collect();
-    let mut distinct = Vec::with_capacity(k);
+    // The rows placed so far, by tool name: a row is compared only with those of its name.
+    let mut shown: HashMap<&str, Vec<u32>> = HashMap::new();
+    for row in forced {
+        shown.entry(bm25.name(row.row as usize)).or_default().push(row.row);
+    }
+    let mut distinct = Vec::with_capacity(k.min(ranked.len()));
     let mut copies = Vec::new();
     for mut row in ranked {
         if distinct.len() == k {
             break; // every row below scores less than these k, so it would come after them
         }
-        let name = bm25.name(row.row as usize);
-        let copies_it = |&&above: &&u32| {
-            bm25.name(above as usize) == name && index.row_cosine(row.row, above) >= floor
-        };
-        match shown.iter().find(copies_it) {
+        let same_name = shown.entry(bm25.name(row.row as usize)).or_default();
+        match same_name.iter().find(|&&above| index.row_cosine(row.row, above) >= floor) {
             Some(&above) => {
                 row.copy_of = Some(above);
                 copies.push(row);
             }
             None => {
-                shown.push(row.row);
+                same_name.push(row.row);
                 distinct.push(row);
             }
         }
     }
     // Copies come in rank order, so each one's bar is no higher than the one before it.
     let bar = |copy: &RoutedRow| copy.fused - (1.0 - COPY_SCORE_SHARE) * copy.fused.abs();
+    let mut placed = Vec::with_capacity(distinct.len() + copies.len());
     let mut copies = copies.into_iter().peekable();
-    let mut placed = Vec::with_capacity(k + 1);
     for row in distinct {
         while let Some(copy) = copies.next_if(|copy| row.fused < bar(copy)) {
             placed.push(copy);
@@ -493,6 +498,10 @@ mod tests {
         req.k = 4;
         req.forced = &[0];
         assert_eq!(order(&req), [(2, None), (3, None), (1, Some(0)), (4, None)]);
+        // Any k: the rows there are, once each.
+        req.k = usize::MAX;
+        assert_eq!(order(&req), [(2, None), (3, None), (1, Some(0)), (4, None)]);
+        req.k = 4;
         // A cosine over the pair's keeps them apart.
         req.near_copy_cosine = Some(0.9999);
         assert_eq!(order(&req), [(1, None), (2, None), (3, None), (4, None)]);

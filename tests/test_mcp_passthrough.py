@@ -409,7 +409,8 @@ def test_a_request_to_a_server_that_died_is_made_again_once_it_is_back(
         restarted: list[str] = []
         fresh = ExtrasClient("notes")
 
-        async def reconnect(server: str) -> bool:
+        async def reconnect(server: str, failed: Any) -> bool:
+            assert isinstance(failed, DyingClient)  # the client the request failed on
             restarted.append(server)
             await router.replace_client(server, fresh)
             return True
@@ -421,7 +422,7 @@ def test_a_request_to_a_server_that_died_is_made_again_once_it_is_back(
         assert restarted == ["notes"]
         assert fresh.gets == [("notes_prompt", None)]
 
-        async def fail(server: str) -> bool:
+        async def fail(server: str, failed: Any) -> bool:
             return False
 
         await router.replace_client("notes", DyingClient("notes"))

@@ -171,6 +171,49 @@ def test_an_upstream_failure_is_a_tool_error_for_the_model(embedder: Embedder) -
     run(main)
 
 
+#: An upstream whose one tool fails with the code the SDK gives a closed connection.
+BUSY_UPSTREAM = '''
+import sys
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+
+server = MCPServer("seats")
+
+@server.tool()
+def reserve_seat(row: int) -> str:
+    """Reserve a seat in a row of the theatre."""
+    with open(sys.argv[1], "a") as calls:
+        calls.write("called\\n")
+    raise MCPError(-32000, "no seats left")
+
+server.run("stdio")
+'''
+
+
+def test_an_upstream_error_with_the_closed_connection_code_is_not_called_twice(
+    tmp_path: Path,
+) -> None:
+    upstream, calls = tmp_path / "seats.py", tmp_path / "calls.txt"
+    upstream.write_text(textwrap.dedent(BUSY_UPSTREAM), encoding="utf-8")
+    servers = {"seats": {"command": sys.executable, "args": [str(upstream), str(calls)]}}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    argv = ["-m", "toolgate", "mcp-proxy", "--config", str(config)]
+    proxy = StdioServerParameters(command=sys.executable, args=argv)
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Client(proxy) as client:
+                call = {"name": "reserve_seat", "arguments": {"row": 3}}
+                failed = await client.call_tool("call_tool", call)
+                assert failed.is_error
+                assert "no seats left" in text_of(failed)
+
+    run(main)
+    # The server answered: its error is not a dead connection, and the call is not resent.
+    assert calls.read_text(encoding="utf-8").splitlines() == ["called"]
+
+
 def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
     upstream = tmp_path / "notes_server.py"
     upstream.write_text(textwrap.dedent(UPSTREAM), encoding="utf-8")

@@ -19,11 +19,15 @@ from mcp.types import (
     INVALID_REQUEST,
     CallToolRequestParams,
     CallToolResult,
+    ClientCapabilities,
     CreateMessageResult,
+    ElicitationCapability,
     ElicitRequest,
     ElicitRequestFormParams,
+    ElicitRequestURLParams,
     ElicitResult,
     ErrorData,
+    FormElicitationCapability,
     GetPromptRequestParams,
     GetPromptResult,
     InputRequiredResult,
@@ -219,11 +223,13 @@ def test_an_upstreams_question_while_it_renders_a_prompt_reaches_the_client(
     run(main)
 
 
-class StaleHeaders:
-    """An upstream session that refuses the first call for headers from an old schema."""
+class StaleSession:
+    """An upstream ``ClientSession`` that refuses the first call for headers from an old
+    schema, as a 2026-07-28 server does when the tool changed since it was listed."""
 
     def __init__(self) -> None:
         self.calls = 0
+        self.listings = 0
 
     async def call_tool(
         self, name: str, arguments: Any, *, allow_input_required: bool = False, **_: Any
@@ -233,39 +239,99 @@ class StaleHeaders:
             raise MCPError(HEADER_MISMATCH, "Mcp-Param-Repo does not match the arguments")
         return text_result(f"{name} done")
 
-
-class StaleClient:
-    def __init__(self) -> None:
-        self.session = StaleHeaders()
-        self.listings = 0
-
-    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+    async def list_tools(self, params: Any = None) -> dict[str, Any]:
         self.listings += 1
         return {"tools": [{"name": "deploy", "inputSchema": {"type": "object"}}]}
+
+
+class AuditedClient:
+    """A host's own client around a session: its ``call_tool`` must not be bypassed."""
+
+    def __init__(self) -> None:
+        self.session = StaleSession()
+        self.audited: list[str] = []
+
+    async def call_tool(self, name: str, arguments: Any = None) -> CallToolResult:
+        self.audited.append(name)
+        return text_result(f"{name} audited")
 
 
 class RequestContext:
     """The SDK's context of a client's request, as far as the relay reads it."""
 
-    def __init__(self) -> None:
+    def __init__(self, capabilities: ClientCapabilities | None = None) -> None:
         self.session = self
         self.request_id = 1
         self.protocol_version = "2025-11-25"
+        self.client_capabilities = capabilities
+        self.sent: list[Any] = []
 
     async def report_progress(self, *_: Any) -> None:
         return None
 
-    def check_client_capability(self, _capability: Any) -> bool:
-        return True
+    def check_client_capability(self, capability: ClientCapabilities) -> bool:
+        mine = self.client_capabilities
+        return mine is not None and all(
+            getattr(mine, field) is not None
+            for field in ("sampling", "elicitation", "roots")
+            if getattr(capability, field) is not None
+        )
+
+    async def send_request(self, request: Any, *_: Any, **__: Any) -> ElicitResult:
+        self.sent.append(request)
+        return ElicitResult(action="accept", content={})
 
 
 def test_a_call_refused_for_stale_headers_is_sent_again_after_listing_the_tools() -> None:
     async def main() -> None:
         relay = RequestRelay(RequestContext(), UpstreamRequests())
-        client = StaleClient()
-        result = await relay.call_tool("deployer", client, "deploy", {})  # type: ignore[arg-type]
+        session = StaleSession()
+        result = await relay.call_tool("deployer", session, "deploy", {})  # type: ignore[arg-type]
         assert text_of(result) == "deploy done"
-        assert (client.session.calls, client.listings) == (2, 1)
+        assert (session.calls, session.listings) == (2, 1)
+
+    run(main)
+
+
+def test_a_hosts_own_client_is_called_through_not_around() -> None:
+    async def main() -> None:
+        relay = RequestRelay(RequestContext(), UpstreamRequests())
+        client = AuditedClient()
+        result = await relay.call_tool("deployer", client, "deploy", {})  # type: ignore[arg-type]
+        assert text_of(result) == "deploy audited"
+        assert (client.audited, client.session.calls) == (["deploy"], 0)
+
+    run(main)
+
+
+def test_an_elicitation_is_sent_only_in_a_mode_the_client_takes() -> None:
+    async def main() -> None:
+        schema = {"type": "object", "properties": {}}
+        form = ElicitRequest(
+            params=ElicitRequestFormParams(message="Who?", requested_schema=schema)
+        )
+        url = ElicitRequest(
+            params=ElicitRequestURLParams(
+                message="Sign in", url="https://example.com/login", elicitation_id="e1"
+            )
+        )
+        only_forms = ClientCapabilities(
+            elicitation=ElicitationCapability(form=FormElicitationCapability())
+        )
+        context = RequestContext(only_forms)
+        relay = RequestRelay(context, UpstreamRequests())
+        assert (await relay.ask(form)).action == "accept"
+        with pytest.raises(MCPError, match="does not take url-mode elicitation"):
+            await relay.ask(url)
+        assert context.sent == [form]
+        # An empty elicitation capability is the spec's "forms only".
+        bare = RequestRelay(
+            RequestContext(ClientCapabilities(elicitation=ElicitationCapability())),
+            UpstreamRequests(),
+        )
+        assert (await bare.ask(form)).action == "accept"
+        with pytest.raises(MCPError, match="url-mode"):
+            await bare.ask(url)
 
     run(main)
 

@@ -14,6 +14,7 @@ from toolgate import CatalogError, IndexFormatError, InvalidInputError, _toolgat
 from toolgate.catalog import Catalog
 from toolgate.commands import demo_catalog
 from toolgate.router import Router, RouterConfig
+from toolgate.telemetry import RouteEvent
 from toolgate.tool_text import TEXT_VERSION
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -233,6 +234,9 @@ def test_a_near_copy_goes_below_the_different_tools_that_fit() -> None:
     assert all(tool.score < copy.score / 2 for tool in after.tools[place + 1 :])
     assert place >= 3
     assert after.ids[-1] == "mail/send_email"
+    # Telemetry records which tool was moved down as whose copy.
+    event = RouteEvent.from_result(after)
+    assert event.copies == {"github-mirror/create_issue": "github/create_issue"}
     # With fewer places, a copy gives its place to a different tool that fits.
     top3 = router.route(query, top_k=3)
     assert top3.ids[0] == "github/create_issue"

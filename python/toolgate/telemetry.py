@@ -93,6 +93,8 @@ class RouteEvent(Event):
     gated_out: dict[str, str] = field(default_factory=dict)
     active: tuple[str, ...] = ()
     query: str | None = None
+    #: Active near copies moved down, each with the id of the tool it copies.
+    copies: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_result(
@@ -113,6 +115,7 @@ class RouteEvent(Event):
             gated_out={g.id: str(g.reason) for g in gated},
             active=tuple(t.id for t in tools),
             query=query if record_query else None,
+            copies={t.id: t.copy_of for t in tools if getattr(t, "copy_of", None)},
         )
 
 

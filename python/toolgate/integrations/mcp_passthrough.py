@@ -65,8 +65,10 @@ logger = logging.getLogger(__name__)
 #: The MCP error code for a resource no server has.
 RESOURCE_NOT_FOUND = -32002
 
-#: ``reconnect(server)``: start a server whose connection closed again; whether it is back.
-Reconnect = Callable[[str], Awaitable[bool]]
+#: ``reconnect(server, failed)``: start ``server`` again if the connection of ``failed`` (its
+#: client a request failed on) is closed; whether a new connection is in place (``False``
+#: also when ``failed`` still works: then the request failed for another reason).
+Reconnect = Callable[[str, McpClient], Awaitable[bool]]
 
 T = TypeVar("T")
 
@@ -329,11 +331,12 @@ class Passthrough:
         """
         waiting = partial(relay.waiting_on, server) if relay else nullcontext
         try:
+            client = self.router.client(server)
             try:
                 with anyio.fail_after(timeout), waiting():
-                    return await ask(self.router.client(server))
+                    return await ask(client)
             except MCPError as exc:
-                if not await reconnected(self.reconnect, server, exc):
+                if not await reconnected(self.reconnect, server, client, exc):
                     raise
             with anyio.fail_after(timeout), waiting():
                 return await ask(self.router.client(server))
@@ -418,10 +421,17 @@ class Passthrough:
         logger.warning("%s", message)
 
 
-async def reconnected(reconnect: Reconnect | None, server: str, exc: MCPError) -> bool:
-    """Whether ``exc`` says ``server``'s connection closed (it died) and ``reconnect``
-    brought it back, so the request that failed can be made once more."""
-    return exc.code == CONNECTION_CLOSED and reconnect is not None and await reconnect(server)
+async def reconnected(
+    reconnect: Reconnect | None, server: str, failed: McpClient, exc: MCPError
+) -> bool:
+    """Whether ``exc``, raised by a request to ``server`` through its client ``failed``,
+    came of the connection closing (the server died), and ``reconnect`` brought the server
+    back, so the request can be made once more. The code alone does not tell: a server's
+    own error may have the code the SDK gives a closed connection, and a request it did
+    answer must not be made twice."""
+    return (
+        exc.code == CONNECTION_CLOSED and reconnect is not None and await reconnect(server, failed)
+    )
 
 
 def template_pattern(template: str) -> re.Pattern[str]:

@@ -104,9 +104,10 @@ class McpProxy:
     ``top_k`` is the most tools one search returns (default: the router's). ``allow`` and
     ``deny`` are patterns (as :meth:`~toolgate.Router.route` takes them) over the upstream
     tools: what they shut out is neither found nor called. ``instructions`` are added to the
-    proxy's own (each upstream's, for instance). ``reconnect(server)``, when given, is
-    awaited when a call finds its server's connection closed (the server died): if it
-    returns true (a new connection is in place), the call is made once more. Upstream
+    proxy's own (each upstream's, for instance). ``reconnect(server, failed)``, when given,
+    is awaited when a call fails as a closed connection does: if it returns true (``failed``,
+    the client the call went through, was dead and a new connection is in place), the call
+    is made once more. Upstream
     prompts and resources are served by :attr:`passthrough`. ``requests`` is where the
     upstream connections' input callbacks (:meth:`UpstreamRequests.callbacks`, given to each
     ``mcp.Client``) find the call a request is for.
@@ -214,11 +215,15 @@ class McpProxy:
             deny=self.deny,
             upstream_call=relay.call_tool if relay else None,
         )
+        tool = self.router.router.catalog.get_exposed(name)
+        connected = tool is not None and tool.server in self.router.servers
+        used = self.router.client(tool.server) if tool and connected else None
         try:
             return await forward()
         except MCPError as exc:
-            tool = self.router.router.catalog.get_exposed(name)
-            if tool is None or not await reconnected(self.reconnect, tool.server, exc):
+            if tool is None or used is None:
+                raise
+            if not await reconnected(self.reconnect, tool.server, used, exc):
                 raise
         return await forward()
 

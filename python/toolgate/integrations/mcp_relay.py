@@ -39,6 +39,7 @@ from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
+from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp.types import (
@@ -202,6 +203,11 @@ class RequestRelay:
     def _check_capability(self, request: InputRequest) -> None:
         if not self.session.check_client_capability(_CAPABILITIES[request.method]):
             raise MCPError(INVALID_REQUEST, f"the proxy's client does not take {request.method}")
+        mode = getattr(request.params, "mode", None) or "form"
+        if isinstance(request, ElicitRequest) and not _takes_elicitation(self.session, mode):
+            raise MCPError(
+                INVALID_REQUEST, f"the proxy's client does not take {mode}-mode elicitation"
+            )
 
     async def _call(
         self,
@@ -306,10 +312,25 @@ async def _ask_elicitation(relay: Callable[..., Awaitable[Any]], _ctx: Any, para
     return await relay(ElicitRequest(params=params))
 
 
+def _takes_elicitation(session: Any, mode: str) -> bool:
+    """Whether the client of ``session`` said it takes elicitations in ``mode`` (``form``
+    or ``url``); one that says neither takes forms (the spec's reading of an empty
+    ``elicitation`` capability)."""
+    capabilities = getattr(session, "client_capabilities", None)
+    elicitation = getattr(capabilities, "elicitation", None)
+    if elicitation is None:
+        return False
+    form, url = getattr(elicitation, "form", None), getattr(elicitation, "url", None)
+    if mode == "url":
+        return url is not None
+    return form is not None or url is None
+
+
 def _input_session(client: McpClient) -> Any:
     """The ``ClientSession`` behind ``client`` that can return input requests unanswered,
-    or ``None`` (a client of another kind)."""
-    session: Any = getattr(client, "session", client)
+    or ``None`` (a client of another kind). Only an ``mcp.Client``'s session stands in for
+    it: another client's ``call_tool`` may do more than its session's (audit, auth)."""
+    session: Any = client.session if isinstance(client, Client) else client
     kind = type(session)
     if kind not in _RETURNS_INPUT_REQUESTS:  # a signature takes longer to read than a relay
         try:

@@ -51,7 +51,7 @@ from toolgate.integrations.mcp import McpClient, McpRouter
 from toolgate.integrations.mcp_http import HttpListener, serve_over_http
 from toolgate.integrations.mcp_listing import list_server_tools
 from toolgate.integrations.mcp_proxy import McpProxy
-from toolgate.integrations.mcp_relay import UpstreamRequests
+from toolgate.integrations.mcp_relay import ASK_TIMEOUT, UpstreamRequests
 from toolgate.telemetry import Telemetry
 
 __all__ = [
@@ -329,15 +329,19 @@ class _Serving:
         for problem in problems:
             print(f"toolgate mcp-proxy: {problem}; going on without it", file=sys.stderr)
 
-    async def reconnect(self, name: str) -> bool:
-        """Start ``name`` again after a request found its connection closed; whether a
-        working connection is in place. One restart at a time per server: a request that
-        waited for another's restart finds the server answering and goes on."""
+    async def reconnect(self, name: str, failed: McpClient) -> bool:
+        """Start ``name`` again after a request through its client ``failed`` failed as a
+        closed connection does; whether a new connection is in place. One restart at a time
+        per server: a request that waited for another's restart finds a new client and goes
+        on; one whose client still answers failed for another reason, and is not made
+        again."""
         async with self.upstreams.locks[name]:
+            if self.router.client(name) is not failed:
+                return True  # restarted meanwhile
             try:
                 with anyio.fail_after(self.timeout):
-                    await list_server_tools(name, self.router.client(name))
-                return True  # restarted meanwhile, or it never died
+                    await list_server_tools(name, failed)
+                return False  # it answers: the request failed, the server did not die
             except Exception:  # the connection is gone: start the server again
                 pass
             client = await self.upstreams.restart(
@@ -473,8 +477,9 @@ class _Upstreams:
 @asynccontextmanager
 async def _client(spec: ServerSpec, options: Mapping[str, Any]) -> AsyncIterator[Client]:
     if isinstance(spec, HttpServer):
-        # The SDK's own timeouts for MCP over HTTP: a response stream may stay open long.
-        timeout = httpx2.Timeout(30.0, read=300.0)
+        # A response stream may stay open long, silent while a client of the proxy answers
+        # the upstream's question: up to ASK_TIMEOUT, and the SDK's 300 s otherwise.
+        timeout = httpx2.Timeout(30.0, read=max(300.0, ASK_TIMEOUT + 30.0))
         async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http:
             transport = streamable_http_client(spec.url, http_client=http)
             async with Client(transport, **options) as client:
