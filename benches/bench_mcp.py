@@ -169,6 +169,12 @@ def test_proxy_tokens(ratio_table: RatioTable, github: tuple[McpRouter, ListedCl
     assert listed < whole / 50
 
 
+def _entered(stack: ExitStack, portal: BlockingPortal, client: Client) -> Client:
+    """``client`` connected through ``portal``, to be closed with ``stack``."""
+    entered: Client = stack.enter_context(portal.wrap_async_context_manager(client))
+    return entered
+
+
 @pytest.fixture(scope="module")
 def proxy_clients(
     portal: BlockingPortal, github: tuple[McpRouter, ListedClient]
@@ -184,11 +190,10 @@ def proxy_clients(
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
         http = stack.enter_context(portal.wrap_async_context_manager(httpx2.AsyncClient()))
         over_http = Client(streamable_http_client(url, http_client=http))
+        enter = partial(_entered, stack, portal)
         yield {
-            "proxy in memory": stack.enter_context(
-                portal.wrap_async_context_manager(Client(proxy.server))
-            ),
-            "proxy over HTTP": stack.enter_context(portal.wrap_async_context_manager(over_http)),
+            "proxy in memory": enter(Client(proxy.server)),
+            "proxy over HTTP": enter(over_http),
         }
         stack.close()
         portal.call(stops[0])
@@ -226,11 +231,6 @@ def upstream_clients(portal: BlockingPortal) -> Iterator[dict[str, Client]]:
         portal.call(router.connect, {"github": behind})
         proxied = enter(Client(McpProxy(router, requests=requests).server))
         yield {"upstream directly": direct, "through the proxy": proxied}
-
-
-def _entered(stack: ExitStack, portal: BlockingPortal, client: Client) -> Client:
-    entered: Client = stack.enter_context(portal.wrap_async_context_manager(client))
-    return entered
 
 
 @pytest.mark.parametrize("route", ["upstream directly", "through the proxy"])

@@ -107,10 +107,10 @@ class McpProxy:
     proxy's own (each upstream's, for instance). ``reconnect(server, failed)``, when given,
     is awaited when a call fails as a closed connection does: if it returns true (``failed``,
     the client the call went through, was dead and a new connection is in place), the call
-    is made once more. Upstream
-    prompts and resources are served by :attr:`passthrough`. ``requests`` is where the
-    upstream connections' input callbacks (:meth:`UpstreamRequests.callbacks`, given to each
-    ``mcp.Client``) find the call a request is for.
+    is made once more. Upstream prompts and resources are served by :attr:`passthrough`.
+    ``requests`` is where the upstream connections' input callbacks
+    (:meth:`UpstreamRequests.callbacks`, given to each ``mcp.Client``) find the client a
+    request is for.
     """
 
     def __init__(
