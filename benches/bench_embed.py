@@ -30,9 +30,9 @@ import numpy as np
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from toolgate import models
-from toolgate.embed import Embedder
-from toolgate.onnx_export import SENTENCE_OUTPUT
+from toolgate.embedding import models
+from toolgate.embedding.embedder import Embedder
+from toolgate.embedding.onnx_export import SENTENCE_OUTPUT
 
 if TYPE_CHECKING:
     from conftest import RatioTable

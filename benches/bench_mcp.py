@@ -43,13 +43,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from toolgate.embed import Embedder
-from toolgate.integrations.mcp import McpRouter
-from toolgate.integrations.mcp_http import HttpListener, serve_over_http
-from toolgate.integrations.mcp_proxy import McpProxy
-from toolgate.integrations.mcp_relay import UpstreamRequests
-from toolgate.promote import Promotion
-from toolgate.tokens import count_tools
+from toolgate.embedding.embedder import Embedder
+from toolgate.formats.tokens import count_tools
+from toolgate.integrations.mcp.http import HttpListener, serve_over_http
+from toolgate.integrations.mcp.proxy import McpProxy
+from toolgate.integrations.mcp.relay import UpstreamRequests
+from toolgate.integrations.mcp.router import McpRouter
+from toolgate.promotion.promote import Promotion
 
 if TYPE_CHECKING:
     from benches.conftest import RatioTable

@@ -46,13 +46,14 @@ from pytest_benchmark.fixture import BenchmarkFixture
 
 from benches import tokens as accounting
 from benches.testbed import topup_tools
-from toolgate.catalog import Catalog
-from toolgate.embed import Embedder, TokenStates
-from toolgate.onnx_export import SENTENCE_OUTPUT
-from toolgate.promote import promote_tools, render_pool
-from toolgate.router import Router
-from toolgate.tool import Tool
-from toolgate.tool_text import embedding_texts
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.text import embedding_texts
+from toolgate.catalog.tool import Tool
+from toolgate.embedding.embedder import Embedder, TokenStates
+from toolgate.embedding.onnx_export import SENTENCE_OUTPUT
+from toolgate.promotion.pool import render_pool
+from toolgate.promotion.promote import promote_tools
+from toolgate.routing.router import Router
 
 if TYPE_CHECKING:
     from benches.conftest import RatioTable
@@ -171,7 +172,7 @@ class PlainPipeline:
         import onnxruntime as ort  # type: ignore[import-untyped,unused-ignore]
         from tokenizers import Tokenizer
 
-        from toolgate import models
+        from toolgate.embedding import models
 
         loaded = models.load("fp32")
         self.tokenizer = Tokenizer.from_str(loaded.tokenizer_json)

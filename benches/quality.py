@@ -7,7 +7,8 @@ Three configurations, each over the same sampled queries with ``top_k=10``:
 * ``dense alone`` (``alpha=1``, the same): MiniLM cosine, as Tool Attention ranks;
 * ``toolgate default``: :class:`toolgate.RouterConfig` as shipped.
 
-Figures are :func:`toolgate.evaluate.evaluate`'s (the ``toolgate eval`` contract). On BFCL the
+Figures are :func:`toolgate.evaluation.evaluate.evaluate`'s (the ``toolgate eval`` contract). On
+BFCL the
 threshold curve sweeps the default router's cosine floor and reports recall and complete@10 on
 relevant queries against the share of irrelevant queries routed to nothing.
 """
@@ -21,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolgate.catalog import Catalog
-from toolgate.evaluate import LabelledQuery, evaluate, load_queries
-from toolgate.route_result import RouteResult
-from toolgate.router import Router, RouterConfig
+from toolgate.catalog.catalog import Catalog
+from toolgate.evaluation.evaluate import LabelledQuery, evaluate, load_queries
+from toolgate.routing.result import RouteResult
+from toolgate.routing.router import Router, RouterConfig
 
 SEED = 42
 TOP_K = 10

@@ -26,10 +26,10 @@ from typing import Any
 
 from benches import quality, tokens
 from benches.testbed import table2_tasks, table2_tools
-from toolgate.catalog import Catalog
-from toolgate.embed import Embedder
-from toolgate.evaluate import LabelledQuery, load_queries
-from toolgate.router import Router, RouterConfig
+from toolgate.catalog.catalog import Catalog
+from toolgate.embedding.embedder import Embedder
+from toolgate.evaluation.evaluate import LabelledQuery, load_queries
+from toolgate.routing.router import Router, RouterConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

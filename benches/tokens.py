@@ -18,7 +18,8 @@ The methods (the Tool Attention paper's baselines, section 6.4):
 * ``Tool Attention``: the full summary pool (every tool's name and summary) + top-10 dense
   tools above cosine 0.28; a second row counts the pool without the names, as the paper's
   reference code does, to show what that omission is worth;
-* ``toolgate default``: :func:`toolgate.promote.promote_tools` output for the default route.
+* ``toolgate default``: :func:`toolgate.promotion.promote.promote_tools` output for the default
+route.
 
 Prompt caching: the part of a request that is identical every turn (system text and fixed
 tool lines) is a cacheable prefix. ``steady cached`` bills it at :data:`CACHE_READ_FACTOR` of the
@@ -36,10 +37,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from toolgate.catalog import Catalog
-from toolgate.metrics import gold_hits
-from toolgate.promote import Promotion, render_pool
-from toolgate.tokens import count_text
+from toolgate.catalog.catalog import Catalog
+from toolgate.evaluation.metrics import gold_hits
+from toolgate.formats.tokens import count_text
+from toolgate.promotion.pool import render_pool
+from toolgate.promotion.promote import Promotion
 
 ENCODINGS = ("cl100k_base", "o200k_base")
 #: Share of the input price billed for prompt-cache reads (Anthropic and current OpenAI: 10%).
@@ -415,7 +417,7 @@ def method_requests(
     retrieve) and ``default`` one with toolgate's default configuration. B4's model reads the
     help of each gold tool, or of the best dense match when the query has no gold.
     """
-    from toolgate.promote import promote_tools
+    from toolgate.promotion.promote import promote_tools
 
     b1, b2 = full_schema(catalog), static_pruning(catalog, curated)
 

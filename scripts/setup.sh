@@ -26,4 +26,4 @@ echo "setup: building the extension (release)"
 VIRTUAL_ENV=$PWD/$VENV "$VENV/bin/maturin" develop --release --quiet
 
 echo "setup: preparing the embedding model"
-"$VENV/bin/python" -m toolgate.models ensure
+"$VENV/bin/python" -m toolgate.embedding.models ensure

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolgate.embed import Embedder
+from toolgate.embedding.embedder import Embedder
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from toolgate.budget import Budget
-from toolgate.catalog import Catalog
+from toolgate.catalog.catalog import Catalog
 from toolgate.errors import InvalidInputError
-from toolgate.promote import TOOL_SEARCH_ID, promote_tools
-from toolgate.verify import closest_name, parse_tool_call, verify_call
+from toolgate.formats.calls import parse_tool_call
+from toolgate.promotion.budget import Budget
+from toolgate.promotion.discovery import TOOL_SEARCH_ID
+from toolgate.promotion.promote import promote_tools
+from toolgate.verify import closest_name, verify_call
 
 ISSUE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -360,8 +362,8 @@ def test_broken_schemas_never_reach_verify_and_never_crash_it(
 
     import jsonschema.validators
 
-    from toolgate.catalog import InvalidToolsError
-    from toolgate.tool import Tool
+    from toolgate.catalog.catalog import InvalidToolsError
+    from toolgate.catalog.tool import Tool
 
     fetched: list[str] = []
 

@@ -18,58 +18,53 @@ from typing import TYPE_CHECKING
 from toolgate._toolgate import GatedCandidate, Index, SearchResult, __version__
 from toolgate.errors import (
     CatalogError,
+    CatalogWarning,
     EncodingUnavailableError,
     IndexFormatError,
     InvalidInputError,
+    InvalidToolsError,
     ModelChecksumError,
     ModelError,
     ModelNotFoundError,
     ToolgateError,
+    UnknownToolError,
 )
 
 if TYPE_CHECKING:
-    from toolgate.budget import Budget
-    from toolgate.catalog import (
-        Catalog,
-        CatalogDiff,
-        CatalogWarning,
-        InvalidToolsError,
-        UnknownToolError,
-    )
-    from toolgate.config import DEFAULT, RouterConfig
-    from toolgate.embed import Embedder
-    from toolgate.embed_cache import CacheWarning
-    from toolgate.gateway import ToolFilter
-    from toolgate.promote import Promotion, promote_tools
-    from toolgate.route_result import RouteResult
-    from toolgate.router import Router
-    from toolgate.state import State
-    from toolgate.telemetry import Telemetry, UsageStats
-    from toolgate.tool import Tool
+    from toolgate.catalog.catalog import Catalog, CatalogDiff
+    from toolgate.catalog.tool import Tool
+    from toolgate.embedding.cache import CacheWarning
+    from toolgate.embedding.embedder import Embedder
+    from toolgate.gateway.filter import ToolFilter
+    from toolgate.promotion.budget import Budget
+    from toolgate.promotion.promote import Promotion, promote_tools
+    from toolgate.routing.config import DEFAULT, RouterConfig
+    from toolgate.routing.result import RouteResult
+    from toolgate.routing.router import Router
+    from toolgate.routing.state import State
+    from toolgate.telemetry.recorder import Telemetry
+    from toolgate.telemetry.usage import UsageStats
     from toolgate.verify import Verdict, verify_call
 
 # Public name -> the module that defines it, imported on first attribute access.
 _LAZY = {
-    "Budget": "toolgate.budget",
-    "CacheWarning": "toolgate.embed_cache",
-    "Catalog": "toolgate.catalog",
-    "CatalogDiff": "toolgate.catalog",
-    "CatalogWarning": "toolgate.catalog",
-    "DEFAULT": "toolgate.config",
-    "InvalidToolsError": "toolgate.catalog",
-    "UnknownToolError": "toolgate.catalog",
-    "Embedder": "toolgate.embed",
-    "Promotion": "toolgate.promote",
-    "RouteResult": "toolgate.route_result",
-    "Router": "toolgate.router",
-    "RouterConfig": "toolgate.config",
-    "State": "toolgate.state",
-    "Telemetry": "toolgate.telemetry",
-    "Tool": "toolgate.tool",
-    "ToolFilter": "toolgate.gateway",
-    "UsageStats": "toolgate.telemetry",
+    "Budget": "toolgate.promotion.budget",
+    "CacheWarning": "toolgate.embedding.cache",
+    "Catalog": "toolgate.catalog.catalog",
+    "CatalogDiff": "toolgate.catalog.catalog",
+    "DEFAULT": "toolgate.routing.config",
+    "Embedder": "toolgate.embedding.embedder",
+    "Promotion": "toolgate.promotion.promote",
+    "RouteResult": "toolgate.routing.result",
+    "Router": "toolgate.routing.router",
+    "RouterConfig": "toolgate.routing.config",
+    "State": "toolgate.routing.state",
+    "Telemetry": "toolgate.telemetry.recorder",
+    "Tool": "toolgate.catalog.tool",
+    "ToolFilter": "toolgate.gateway.filter",
+    "UsageStats": "toolgate.telemetry.usage",
     "Verdict": "toolgate.verify",
-    "promote_tools": "toolgate.promote",
+    "promote_tools": "toolgate.promotion.promote",
     "verify_call": "toolgate.verify",
 }
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from toolgate.cli import main
+from toolgate.cli.parser import main
 
 sys.exit(main())

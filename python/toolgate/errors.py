@@ -7,22 +7,51 @@ errors from both layers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from toolgate._toolgate import IndexFormatError, InvalidInputError, ToolgateError
+
+if TYPE_CHECKING:
+    from toolgate.catalog.build import Offender
 
 __all__ = [
     "CatalogError",
+    "CatalogWarning",
     "EncodingUnavailableError",
     "IndexFormatError",
     "InvalidInputError",
+    "InvalidToolsError",
     "ModelChecksumError",
     "ModelError",
     "ModelNotFoundError",
     "ToolgateError",
+    "UnknownToolError",
 ]
 
 
 class CatalogError(ToolgateError):
     """A tool catalog is malformed; the message lists every offending tool."""
+
+
+class InvalidToolsError(CatalogError):
+    """A catalog holds bad tools; ``offenders`` lists each with its position and reason."""
+
+    def __init__(self, offenders: Sequence[Offender], source: str) -> None:
+        self.offenders = tuple(offenders)
+        lines = "\n".join(f"  {o}" for o in self.offenders)
+        super().__init__(f"{len(self.offenders)} bad tool(s) in {source}:\n{lines}")
+
+
+class UnknownToolError(CatalogError, KeyError):
+    """No tool has the id or exposed name asked for."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown tool"
+
+
+class CatalogWarning(UserWarning):
+    """Lenient loading skipped bad tools; the message names each of them."""
 
 
 class ModelError(ToolgateError):

@@ -24,95 +24,27 @@ import contextlib
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from toolgate.adapters import PROVIDERS, base_provider
-from toolgate.catalog import Catalog
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.names import split_name
+from toolgate.catalog.schema import schema_validator
+from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError
-from toolgate.promote import TOOL_SEARCH_ID, check_catalog_version, search_tool
-from toolgate.schema_check import schema_validator
-from toolgate.tool import Tool, split_name
+from toolgate.formats.calls import ParsedCall, parse_tool_call
+from toolgate.formats.raw import PROVIDERS, base_provider
+from toolgate.promotion.active_set import ActiveSet
+from toolgate.promotion.discovery import TOOL_SEARCH_ID, search_tool
 
-__all__ = ["Verdict", "closest_name", "parse_tool_call", "verify_call"]
+__all__ = ["Verdict", "closest_name", "verify_call"]
+
 
 _MIN_SIMILARITY = 0.34
+
+
 _MAX_LISTED = 50
-
-
-@dataclass(frozen=True)
-class ParsedCall:
-    """A tool call reduced to its name, arguments and call id, whatever its provider."""
-
-    name: str
-    arguments: Any
-    call_id: str | None = None
-    problem: str | None = None
-
-
-# Where each provider nests a call (key -> its argument field), tried in order. OpenAI Chat
-# wraps it in "function" (legacy messages in "function_call"), Gemini in "functionCall"
-# (REST) or "function_call" (the Python SDK's serialisation), MCP's JSON-RPC request
-# "tools/call" in "params".
-_WRAPPERS = (
-    ("function", "arguments"),
-    ("functionCall", "args"),
-    ("function_call", None),
-    ("params", "arguments"),
-)
-
-
-def _unwrap(call: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None, str | None]:
-    """The mapping holding the name and arguments, the arguments' key, and a problem."""
-    for key, args_key in _WRAPPERS:
-        if key not in call or (key == "params" and call.get("method") != "tools/call"):
-            continue
-        inner = call[key]
-        if not isinstance(inner, Mapping):
-            return call, None, f"{key!r} must be an object"
-        if args_key is None:  # OpenAI's legacy "arguments" or Gemini's "args"
-            args_key = "arguments" if "arguments" in inner else "args"
-        return inner, args_key, None
-    if call.get("type") == "tool_use":
-        return call, "input", None
-    args_key = next((k for k in ("arguments", "args", "input") if k in call), None)
-    return call, args_key, None
-
-
-def parse_tool_call(call: Any) -> ParsedCall:
-    """Read an OpenAI, Anthropic, Gemini or MCP tool call; never raises."""
-    if not isinstance(call, Mapping):
-        return ParsedCall(
-            "", None, None, f"a tool call is a JSON object, got {type(call).__name__}"
-        )
-    inner, args_key, problem = _unwrap(call)
-    # A Responses function_call item has both: its "id" (fc_...) names the item, its
-    # "call_id" the call that the function_call_output must answer.
-    call_id = call.get("call_id") or inner.get("id") or call.get("id")
-    if problem:
-        return ParsedCall("", None, call_id, problem)
-    name = inner.get("name")
-    if name is not None and not isinstance(name, str):
-        return ParsedCall("", None, call_id, f"the tool name must be a string, got {name!r}")
-    parsed = ParsedCall(name or "", inner.get(args_key, {}) if args_key else {}, call_id)
-    if parsed.problem:
-        return parsed
-    if not parsed.name:
-        return ParsedCall("", None, parsed.call_id, "the call has no tool name")
-    args = parsed.arguments
-    if args is None or args == "":
-        args = {}
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError as exc:
-            problem = f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
-            return ParsedCall(parsed.name, None, parsed.call_id, problem)
-    if not isinstance(args, Mapping):
-        problem = f"arguments must be a JSON object, got {type(args).__name__}"
-        return ParsedCall(parsed.name, None, parsed.call_id, problem)
-    return ParsedCall(parsed.name, dict(args), parsed.call_id)
 
 
 def _levenshtein(a: str, b: str) -> int:
@@ -238,6 +170,8 @@ class Verdict:
 
 
 _VALIDATORS: dict[tuple[str, str], Any] = {}
+
+
 _VALIDATORS_LOCK = threading.Lock()
 
 
@@ -285,42 +219,17 @@ def _resolve(catalog: Catalog, name: str, active: set[str]) -> Tool | None:
     return catalog.get_exposed(name, ignore_case=True)
 
 
-def _active_set(catalog: Catalog, active: Any) -> tuple[set[str], str | None]:
-    """The ids active this turn and the promotion's search tool name, if any.
-
-    A :class:`~toolgate.promote.Promotion` or ``RouteResult`` is the whole active set: the
-    router already added the pinned tools the gate and the allow / deny lists admit, and a
-    promotion only what its budget let through. A bare list of ids carries no state, so
-    pinned tools are added to it.
-    """
-    check_catalog_version(catalog, active)
-    search_name = getattr(active, "search_tool_name", None)
-    ids = getattr(active, "active_ids", None)
-    if ids is None:
-        ids = getattr(active, "ids", None)
-    routed = ids is not None
-    if ids is None:
-        ids = active
-    if isinstance(ids, str) or not isinstance(ids, Iterable):
-        raise InvalidInputError(
-            "active_ids must be a list of tool ids, a RouteResult or a Promotion, "
-            f"got {type(ids).__name__}"
-        )
-    found = {i for i in ids if isinstance(i, str) and i in catalog}
-    if not routed:
-        found.update(catalog.pinned_ids)
-    return found, search_name
-
-
 def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
     """Check one tool call against the tools active this turn.
 
-    ``active_ids`` is a ``RouteResult``, a :class:`~toolgate.promote.Promotion` (then calls
+    ``active_ids`` is a ``RouteResult``, a :class:`~toolgate.promotion.promote.Promotion` (then
+    calls
     to its ``tool_search`` tool, by the name it was sent under, pass too; a tool its budget
     dropped does not), or a list of tool ids, to which the pinned tools are added. Raises
     :class:`InvalidInputError` for a promotion built from another catalog.
     """
-    active_set, search_name = _active_set(catalog, active_ids)
+    offered = ActiveSet.of(catalog, active_ids, strict=False)
+    active_set, search_name = set(offered.ids), offered.search_tool_name
     available = tuple(catalog[i].exposed_name for i in catalog.in_catalog_order(active_set))
     if search_name:
         available = (search_name, *available)

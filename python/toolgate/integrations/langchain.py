@@ -32,9 +32,9 @@ from langchain_core.messages import BaseMessage, convert_to_openai_messages
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from toolgate.config import DEFAULT, DefaultType, check_count
 from toolgate.errors import InvalidInputError
-from toolgate.gateway import ToolFilter
+from toolgate.gateway.filter import ToolFilter
+from toolgate.routing.config import DEFAULT, DefaultType, check_count
 
 __all__ = ["ToolSelector", "ToolgateMiddleware"]
 

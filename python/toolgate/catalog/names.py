@@ -1,0 +1,129 @@
+"""Exposed tool names: the name a model sees and calls, unique across a catalog.
+
+A tool's id is ``server/name``, but providers only accept a restricted alphabet for function
+names, and two servers often expose a tool with the same name (``search``). Every tool therefore
+gets an *exposed name* that is valid for every provider at once:
+
+- OpenAI (Chat and Responses) and Anthropic: ``^[a-zA-Z0-9_-]{1,64}$``;
+- Gemini: starts with a letter or an underscore, then letters, digits, ``_ . : -``, at most 64.
+
+Their intersection is ``^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$`` (:data:`EXPOSED_NAME_RE`).
+
+The rule, chosen so a name only changes when it has to:
+
+1. The name is sanitised (other characters become ``_``; a leading digit or dash gets a ``_``
+   prefix). If no other tool in the catalog sanitises to the same name (compared
+   case-insensitively, since some clients fold case), that is the exposed name.
+2. Otherwise the server is prefixed: ``<server>__<name>`` (sanitised).
+3. If that is longer than 64 characters or still taken, it is cut and suffixed with eight hex
+   digits of the sha256 of the id, which makes it unique.
+
+The assignment depends only on the set of ids, not on their order, so reloading the same tools
+in another order gives the same names.
+
+>>> assign_exposed_names([("github", "search"), ("slack", "search"), ("slack", "post")])
+['github__search', 'slack__search', 'post']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from toolgate.errors import CatalogError, InvalidInputError
+
+__all__ = [
+    "EXPOSED_NAME_RE",
+    "MAX_EXPOSED_LEN",
+    "assign_exposed_names",
+    "sanitize_name",
+    "split_name",
+]
+
+#: Names valid for OpenAI, Anthropic and Gemini alike.
+EXPOSED_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$")
+#: The longest name every provider accepts.
+MAX_EXPOSED_LEN = 64
+
+_INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]+")
+_VALID_FIRST = re.compile(r"[a-zA-Z_]")
+_HASH_LEN = 8
+
+_WORD_SPLIT = re.compile(r"[_\-\s./:]+|(?<=[a-z0-9])(?=[A-Z])")
+
+
+def split_name(name: str) -> str:
+    """``name`` as lower-case words, split on ``_ - . / :`` and camelCase.
+
+    >>> split_name("getRepo_file.contents")
+    'get repo file contents'
+    """
+    return " ".join(w.lower() for w in _WORD_SPLIT.split(name) if w)
+
+
+def sanitize_name(name: str) -> str:
+    """Map ``name`` onto the common provider alphabet, without making it unique.
+
+    >>> sanitize_name("nasa/apod")
+    'nasa_apod'
+    >>> sanitize_name("21st_magic")
+    '_21st_magic'
+    """
+    cleaned = _INVALID_CHARS.sub("_", name.strip()).strip("_") or "tool"
+    if not _VALID_FIRST.match(cleaned):
+        cleaned = "_" + cleaned
+    return cleaned
+
+
+def _id_hash(server: str, name: str) -> str:
+    return hashlib.sha256(f"{server}/{name}".encode()).hexdigest()[:_HASH_LEN]
+
+
+def _fit(candidate: str, server: str, name: str, *, force_hash: bool) -> str:
+    if len(candidate) <= MAX_EXPOSED_LEN and not force_hash:
+        return candidate
+    keep = MAX_EXPOSED_LEN - _HASH_LEN - 1
+    return f"{candidate[:keep]}_{_id_hash(server, name)}"
+
+
+def assign_exposed_names(ids: Sequence[tuple[str, str]], *, qualify: str = "auto") -> list[str]:
+    """Give every ``(server, name)`` a unique, provider-valid exposed name.
+
+    ``qualify="auto"`` prefixes the server only where names collide; ``"always"`` prefixes it
+    everywhere (names then never change when servers come and go, at a few tokens per tool).
+    The result is in the order of ``ids``. Ids are assumed distinct (the catalog checks that).
+    """
+    if qualify not in ("auto", "always"):
+        raise InvalidInputError(f"qualify must be 'auto' or 'always', got {qualify!r}")
+    bases = [sanitize_name(name) for _, name in ids]
+    base_counts = Counter(base.casefold() for base in bases)
+    wanted: list[str] = []
+    for (server, name), base in zip(ids, bases, strict=True):
+        if qualify == "auto" and base_counts[base.casefold()] == 1:
+            wanted.append(_fit(base, server, name, force_hash=False))
+        else:
+            prefix = sanitize_name(server)
+            wanted.append(_fit(f"{prefix}__{base.lstrip('_')}", server, name, force_hash=False))
+    wanted_counts = Counter(w.casefold() for w in wanted)
+    final: list[str] = []
+    for (server, name), candidate in zip(ids, wanted, strict=True):
+        clash = wanted_counts[candidate.casefold()] > 1
+        final.append(_fit(candidate, server, name, force_hash=clash))
+    _check_unique(final, ids)
+    return final
+
+
+def _check_unique(names: Sequence[str], ids: Sequence[tuple[str, str]]) -> None:
+    # A sha256 prefix clash is astronomically unlikely; if it happens, fail loudly rather than
+    # let two tools share a name the model calls.
+    seen: dict[str, tuple[str, str]] = {}
+    for exposed, ident in zip(names, ids, strict=True):
+        key = exposed.casefold()
+        if key in seen:
+            first = "/".join(seen[key])
+            raise CatalogError(
+                f"exposed name {exposed!r} is shared by {first!r} and {'/'.join(ident)!r}"
+            )
+        seen[key] = ident

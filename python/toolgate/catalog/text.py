@@ -1,0 +1,76 @@
+"""The text each tool is known by: what its embedding row encodes and what BM25 indexes."""
+
+from __future__ import annotations
+
+import re
+
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.tool import Tool
+
+__all__ = [
+    "TEXT_VERSION",
+    "bm25_document",
+    "embedding_text",
+    "embedding_texts",
+    "embedding_views",
+    "humanize",
+]
+
+#: Version of what :func:`embedding_views` produces for a tool; bump it when that changes, so a
+#: saved router's stored vectors (embedded from the old text) are not reused as if current.
+#: 2: parameters' allowed values added.
+TEXT_VERSION = 2
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NAME_SEPARATORS = re.compile(r"[\s_.\-/:]+")
+
+
+def humanize(name: str) -> str:
+    """``get_issueComments`` -> ``get issue Comments``: names read as words to the encoder."""
+    spaced = _CAMEL_BOUNDARY.sub(" ", name)
+    return " ".join(_NAME_SEPARATORS.split(spaced)).strip()
+
+
+def embedding_text(tool: Tool, *, with_server: bool = True) -> str:
+    """What the matrix row of ``tool`` embeds: server, name in words, summary, parameters.
+
+    Parameter names and descriptions lifted dense nDCG@10 on BFCL from 0.70 to 0.75 (see
+    :attr:`Tool.embedded_param_text` for the allowed values). The server name tells servers
+    apart, so it is left out of a single-server catalog, where it would be the same noise in
+    every row (MetaTool nDCG@10: 0.70 with it, 0.71 without).
+    """
+    text = f"{humanize(tool.name)}: {tool.summary}"
+    if with_server:
+        text = f"{tool.server}: {text}"
+    params = tool.embedded_param_text
+    return f"{text} Parameters: {params}" if params else text
+
+
+def embedding_texts(catalog: Catalog) -> list[str]:
+    """:func:`embedding_text` of every tool, with the server only if there are several."""
+    with_server = len(catalog.servers) > 1
+    return [embedding_text(tool, with_server=with_server) for tool in catalog]
+
+
+def embedding_views(catalog: Catalog) -> list[tuple[str, ...]]:
+    """The texts whose embeddings are summed into each tool's row.
+
+    Two views: :func:`embedding_text` (name, summary, parameters) and the whole description,
+    which says more than its first sentence. The normalised sum of the two lifted nDCG@10 on
+    both dev sets (BFCL 0.821 -> 0.830, MetaTool 0.698 -> 0.707 at alpha 0.6) over the first
+    view alone. A tool without a description has the first view only.
+    """
+    return [
+        (text, tool.description) if tool.description.strip() else (text,)
+        for text, tool in zip(embedding_texts(catalog), catalog, strict=True)
+    ]
+
+
+def bm25_document(tool: Tool) -> dict[str, str]:
+    """The fields BM25 indexes for ``tool``."""
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "param_text": tool.param_text,
+        "server": tool.server,
+    }

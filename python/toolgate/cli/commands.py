@@ -1,0 +1,241 @@
+"""The work behind each ``toolgate`` sub-command; ``cli.py`` only parses arguments."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from dataclasses import replace
+from functools import partial
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolgate.catalog.catalog import Catalog
+from toolgate.errors import CatalogWarning, InvalidInputError
+from toolgate.routing.near_duplicates import check_threshold
+from toolgate.routing.router import Router, RouterConfig
+
+if TYPE_CHECKING:
+    from toolgate.evaluation.evaluate import LabelledQuery
+
+__all__ = [
+    "demo_catalog",
+    "run_calibrate",
+    "run_demo",
+    "run_eval",
+    "run_index",
+    "run_mcp_proxy",
+    "run_route",
+    "run_stats",
+]
+
+DEMO_QUERIES = (
+    "open an issue about the flaky login test in acme/webapp",
+    "what's the weather going to be in Lisbon this weekend?",
+    "post the release notes to the #eng slack channel",
+    "which tables in the database hold customer orders?",
+    "find a free hour for alice@example.com and bob@example.com tomorrow",
+    "select:read_file,list_directory",
+    "+github merge the approved pull request",
+)
+
+
+def demo_catalog() -> Catalog:
+    """The built-in demo catalog: 36 tools over 7 servers, some with preconditions."""
+    source = resources.files("toolgate") / "data" / "demo_catalog.json"
+    with resources.as_file(source) as path:
+        return Catalog.load(path)
+
+
+def _config(args: argparse.Namespace) -> RouterConfig:
+    config = RouterConfig()
+    if getattr(args, "precision", None):
+        config = replace(config, precision=args.precision)
+    if getattr(args, "dtype", None):
+        config = replace(config, index_dtype=args.dtype)
+    return config
+
+
+def _load_catalog(path: Path, *, lenient: bool, measuring: bool = False) -> Catalog:
+    """Load ``path``; in lenient mode, summarise skipped tools on stderr in one line.
+
+    ``measuring`` (eval, calibrate) keeps tools whose id repeats under a renamed server, so
+    an evaluation set that reuses names (BFCL) is measured over all of its tools.
+    """
+    if not lenient:
+        return Catalog.load(path, rename_duplicates=measuring)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CatalogWarning)
+        catalog = Catalog.load(path, lenient=True, rename_duplicates=measuring)
+    for warning in caught:
+        text = str(warning.message)
+        shown = text if len(text) <= 300 else text[:300] + " ..."
+        print(f"toolgate: warning: {shown}", file=sys.stderr)
+    return catalog
+
+
+def _router(args: argparse.Namespace) -> Router:
+    if args.index is not None:
+        return Router.open(args.index)
+    # Measuring commands read third-party sets, so they skip bad tools by default, with a
+    # warning; --strict turns that into an error.
+    measuring = hasattr(args, "strict")
+    lenient = args.lenient or (measuring and not args.strict)
+    catalog = _load_catalog(args.tools, lenient=lenient, measuring=measuring)
+    return Router.from_catalog(catalog, config=_config(args))
+
+
+def run_index(args: argparse.Namespace) -> dict[str, Any]:
+    """Embed and index ``--tools`` into the router directory ``--out``."""
+    # Checked before embedding, which is the slow part, so a bad --out fails at once.
+    if args.out.exists() and not args.out.is_dir():
+        raise InvalidInputError(f"--out {args.out}: exists and is not a directory")
+    catalog = _load_catalog(args.tools, lenient=args.lenient)
+    router = Router.from_catalog(catalog, config=_config(args))
+    try:
+        router.save(args.out)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write router directory {args.out}: {exc}") from None
+    return {"tools": len(catalog), "path": str(args.out), "catalog_version": catalog.version}
+
+
+def run_route(args: argparse.Namespace) -> dict[str, Any] | str:
+    """Route one query and report the active tools with their scores."""
+    router = _router(args)
+    result = router.route(args.query, state=args.state, top_k=args.top_k, threshold=args.threshold)
+    if args.json:
+        return result.to_dict()
+    return format_result(result)
+
+
+def format_result(result: Any) -> str:
+    """A route result as an aligned text table."""
+    lines = [f"query: {result.query}  ({result.form}, {result.timings_ms.get('total', 0):.2f} ms)"]
+    for tool in result.tools:
+        lines.append(
+            f"  {tool.score:6.3f}  {tool.id:<36} dense {tool.dense:6.3f}  bm25 {tool.bm25:6.3f}"
+            f"  {tool.reason}" + (f", near copy of {tool.copy_of}" if tool.copy_of else "")
+        )
+    for gated in result.gated_out:
+        lines.append(f"  gated   {gated.id:<36} {gated.reason}")
+    if result.unknown:
+        lines.append(f"  unknown names: {', '.join(result.unknown)}")
+    return "\n".join(lines)
+
+
+def run_eval(args: argparse.Namespace) -> dict[str, Any]:
+    """Routing quality and latency on ``--queries`` (the ``toolgate eval`` JSON contract)."""
+    from toolgate.evaluation.evaluate import evaluate
+
+    queries = _queries(args)
+    router = _router(args)
+    return evaluate(router, queries, top_k=args.top_k, progress=not args.json)
+
+
+def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
+    """Sweep threshold and fusion weight, maximising F1 (see ``toolgate.evaluation.calibrate``)."""
+    from toolgate.evaluation.calibrate import calibrate, check_fittable
+
+    queries = _queries(args)
+    # Checked before the router is built, so an unusable set fails at once and by name.
+    source = str(args.queries)
+    if args.limit is not None:
+        source = f"the first {args.limit} of {source}"
+    check_fittable(queries, source)
+    return calibrate(_router(args), queries, progress=not args.json).to_dict()
+
+
+def _queries(args: argparse.Namespace) -> list[LabelledQuery]:
+    """``--queries``, cut to the first ``--limit`` (the parser rejects a limit below 1)."""
+    from toolgate.evaluation.evaluate import load_queries
+
+    queries = load_queries(args.queries)
+    return queries if args.limit is None else queries[: args.limit]
+
+
+def run_stats(args: argparse.Namespace) -> dict[str, Any]:
+    """Catalog token figures, plus usage statistics from a telemetry log and groups of
+    near-duplicate tools when asked for."""
+    if args.near_duplicates is not None:  # said before the catalog is embedded, not after
+        check_threshold(args.near_duplicates)
+    if args.tools is None and args.index is None:
+        if args.events is None or args.near_duplicates is not None:
+            raise InvalidInputError("stats needs --tools or --index (or --events alone)")
+        from toolgate.telemetry.usage import UsageStats
+
+        # Without the catalog, the tools are those the log names.
+        return {"usage": UsageStats.from_log(Path(args.events)).to_dict()}
+    router = _router(args)
+    report: dict[str, Any] = router.catalog_stats()
+    if args.events is not None:
+        from toolgate.telemetry.usage import UsageStats
+
+        report["usage"] = UsageStats.from_log(Path(args.events), router.catalog).to_dict()
+    if args.near_duplicates is not None:
+        groups = router.near_duplicates(args.near_duplicates)
+        report["near_duplicates"] = {
+            "cosine": args.near_duplicates,
+            "tools": sum(len(group.ids) for group in groups),
+            "groups": [group.to_dict() for group in groups],
+        }
+    return report
+
+
+def run_mcp_proxy(args: argparse.Namespace) -> None:
+    """Serve the MCP proxy in front of the servers of ``--config``, over stdio until the
+    client closes the connection, or over HTTP (``--http``) until a signal (see
+    ``toolgate.integrations.mcp.serve``)."""
+    try:
+        import anyio
+
+        from toolgate.integrations.mcp.http import HttpListener
+        from toolgate.integrations.mcp.serve import load_servers, serve
+    except ImportError as exc:
+        raise InvalidInputError(
+            f'mcp-proxy needs the MCP SDK: pip install "toolgate[mcp]" ({exc})'
+        ) from None
+    servers = load_servers(args.config)
+    if not args.connect_timeout > 0:
+        raise InvalidInputError(f"--connect-timeout must be > 0, got {args.connect_timeout}")
+    if not args.retry_after >= 0:
+        raise InvalidInputError(f"--retry-after must be >= 0, got {args.retry_after}")
+    if args.http is None and (args.auth_token_env or args.no_auth):
+        raise InvalidInputError("--auth-token-env and --no-auth go with --http")
+    token = None
+    if args.auth_token_env:
+        token = os.environ.get(args.auth_token_env)
+        if token is None:
+            raise InvalidInputError(f"--auth-token-env: {args.auth_token_env} is not set")
+    http = None
+    if args.http is not None:
+        http = HttpListener.parse(args.http, token=token, open_to_all=args.no_auth)
+    telemetry = None
+    if args.events is not None:
+        from toolgate.telemetry.recorder import Telemetry
+        from toolgate.telemetry.sinks import JsonFileSink
+
+        telemetry = Telemetry([JsonFileSink(args.events)])
+    run = partial(
+        serve, servers, http=http, top_k=args.top_k, lenient=args.lenient,
+        connect_timeout=args.connect_timeout, allow=args.allow, deny=args.deny,
+        retry_after=args.retry_after, telemetry=telemetry,
+    )  # fmt: skip
+    anyio.run(run)
+
+
+def run_demo(args: argparse.Namespace) -> dict[str, Any] | str:
+    """Route the demo queries over the demo catalog, first without and then with a state."""
+    router = Router.from_catalog(demo_catalog())
+    results = [router.route(q) for q in DEMO_QUERIES]
+    privileged = router.route(
+        DEMO_QUERIES[-1], state={"scopes": ["github:write"], "milestones": ["review_approved"]}
+    )
+    if args.json:
+        return {"results": [r.to_dict() for r in [*results, privileged]]}
+    blocks = [format_result(r) for r in results]
+    blocks.append("with state scopes=[github:write], milestones=[review_approved]:")
+    blocks.append(format_result(privileged))
+    header = f"toolgate demo: {len(router.catalog)} tools, model {router.model_id}"
+    return "\n\n".join([header, *blocks])

@@ -1,0 +1,214 @@
+"""The ``toolgate`` command line: index, route, eval, calibrate, stats, demo, mcp-proxy.
+
+Each command but mcp-proxy (an MCP server on stdio) prints a human-readable report, or
+one JSON object with ``--json``. Progress bars go to stderr, so ``--json`` output stays
+machine-readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolgate.errors import ToolgateError
+
+__all__ = ["main"]
+
+
+def _positive_int(text: str) -> int:
+    """argparse type for counts such as ``--top-k`` and ``--limit``: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _add_router_source(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    source = parser.add_mutually_exclusive_group(required=required)
+    source.add_argument(
+        "--tools", type=Path, help="catalog file (MCP, OpenAI, Anthropic, Gemini, JSONL)"
+    )
+    source.add_argument("--index", type=Path, help="router directory written by 'toolgate index'")
+    parser.add_argument("--precision", choices=["fp32", "int8"], help="embedding model precision")
+    parser.add_argument("--dtype", choices=["f32", "int8", "bf16"], help="matrix storage type")
+    parser.add_argument("--lenient", action="store_true", help="skip bad tools with a warning")
+
+
+def _parser() -> argparse.ArgumentParser:
+    # The module docstring, without its reStructuredText literal marks, which a terminal
+    # would show as they are.
+    description = (__doc__ or "").replace("``", "")
+    parser = argparse.ArgumentParser(prog="toolgate", description=description)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    index = commands.add_parser("index", help="embed and index a catalog into a router directory")
+    index.add_argument("--tools", type=Path, required=True)
+    index.add_argument("--out", type=Path, required=True, help="router directory to write")
+    index.add_argument("--precision", choices=["fp32", "int8"])
+    index.add_argument("--dtype", choices=["f32", "int8", "bf16"], help="matrix storage type")
+    index.add_argument("--lenient", action="store_true")
+    index.add_argument("--json", action="store_true")
+
+    route = commands.add_parser("route", help="route one query")
+    _add_router_source(route)
+    route.add_argument("query")
+    route.add_argument("--top-k", type=_positive_int)
+    route.add_argument("--threshold", type=float)
+    route.add_argument("--state", type=json.loads, help='JSON, e.g. {"scopes": ["github:write"]}')
+    route.add_argument("--json", action="store_true")
+
+    evaluate = commands.add_parser("eval", help="routing quality on a labelled query set")
+    _add_router_source(evaluate)
+    evaluate.add_argument("--queries", type=Path, required=True)
+    evaluate.add_argument("--top-k", type=_positive_int, default=10)
+    evaluate.add_argument("--limit", type=_positive_int, help="evaluate only the first N queries")
+    evaluate.add_argument("--strict", action="store_true", help="bad tools are an error")
+    evaluate.add_argument("--json", action="store_true")
+
+    calibrate = commands.add_parser("calibrate", help="fit threshold and fusion weight (max F1)")
+    _add_router_source(calibrate)
+    calibrate.add_argument("--queries", type=Path, required=True)
+    calibrate.add_argument("--limit", type=_positive_int, help="use only the first N queries")
+    calibrate.add_argument("--strict", action="store_true", help="bad tools are an error")
+    calibrate.add_argument("--json", action="store_true")
+
+    stats = commands.add_parser("stats", help="catalog token figures, or usage from an event log")
+    _add_router_source(stats, required=False)  # --events alone: the usage the log shows
+    stats.add_argument(
+        "--events",
+        type=Path,
+        help="JSONL telemetry log to summarise (with --tools / --index, tools never used too)",
+    )
+    stats.add_argument(
+        "--near-duplicates",
+        type=float,
+        nargs="?",
+        const=0.95,
+        metavar="COSINE",
+        help="also list groups of near-copy tools, linked at this cosine (default 0.95)",
+    )
+    stats.add_argument("--json", action="store_true")
+
+    demo = commands.add_parser("demo", help="route a few queries over the built-in demo catalog")
+    demo.add_argument("--json", action="store_true")
+
+    proxy = commands.add_parser(
+        "mcp-proxy",
+        help="serve an MCP proxy over stdio: search_tools and call_tool over upstream servers",
+    )
+    proxy.add_argument(
+        "--config", type=Path, required=True, help='upstream servers: {"mcpServers": {...}}'
+    )
+    proxy.add_argument("--top-k", type=_positive_int, default=5, help="tools per search")
+    proxy.add_argument(
+        "--lenient", action="store_true", help="skip bad tools and unreachable servers"
+    )
+    proxy.add_argument(
+        "--allow", action="append", metavar="PATTERN", help="only tools matching (repeatable)"
+    )
+    proxy.add_argument(
+        "--deny", action="append", metavar="PATTERN", help="never tools matching (repeatable)"
+    )
+    proxy.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=30.0,
+        help="seconds each upstream server has to start and answer (default 30)",
+    )
+    proxy.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+        "(a host other than loopback needs --auth-token-env or --no-auth)",
+    )
+    proxy.add_argument(
+        "--auth-token-env",
+        metavar="NAME",
+        help="with --http: admit only requests with 'Authorization: Bearer <token>', the "
+        "token read from environment variable NAME",
+    )
+    proxy.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="with --http on a host other than loopback: serve without a token",
+    )
+    proxy.add_argument(
+        "--events",
+        type=Path,
+        metavar="FILE",
+        help="append a JSON line per search, route and call to FILE, for 'toolgate stats "
+        "--events FILE' (tools never found or called, routing misses)",
+    )
+    proxy.add_argument(
+        "--retry-after",
+        type=float,
+        default=30.0,
+        help="seconds before an upstream left out by --lenient is started again, doubling "
+        "after each failure, and before a failed re-listing is tried again (default 30)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    from toolgate.cli import commands  # here: it imports the router, which a --help does not need
+
+    handler = getattr(commands, f"run_{args.command.replace('-', '_')}")
+    try:
+        report: dict[str, Any] | str | None = handler(args)
+    except ToolgateError as exc:
+        print(f"toolgate {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    if report is None:  # a server (mcp-proxy): stdout was its protocol stream
+        return 0
+    try:
+        if getattr(args, "json", False):
+            print(json.dumps(report, indent=None if isinstance(report, dict) else 2))
+        else:
+            print(report if isinstance(report, str) else _render(report))
+        # Flushed here, not at exit, so a closed pipe (``| head``) is caught below.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return 1
+    return 0
+
+
+def _silence_stdout() -> None:
+    """Point stdout at devnull, so the interpreter's final flush cannot raise again.
+
+    The reader of a pipe may stop early (``toolgate route ... | head -1``); the recipe in the
+    Python docs ("Note on SIGPIPE") is to drop the rest of the output and exit with 1.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _render(report: dict[str, Any], depth: int = 0) -> str:
+    """A report as aligned ``key  value`` lines; a nested object indented under its key, and
+    a list of objects one JSON object per line."""
+    pad = "  " * depth
+    width = max((len(k) for k in report), default=0)
+    lines = []
+    for key, value in report.items():
+        if isinstance(value, dict) and value:
+            lines += [f"{pad}{key}", _render(value, depth + 1)]
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            lines.append(f"{pad}{key}")
+            lines += [f"{pad}  {json.dumps(v, ensure_ascii=False)}" for v in value]
+        else:
+            lines.append(f"{pad}{key:<{width}}  {value}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sentence embeddings: the model files, the ONNX encoder, the cache, clause vectors."""

@@ -1,0 +1,118 @@
+"""Where the model's files live, and how each is checked and written."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from toolgate.errors import ModelChecksumError, ModelError
+
+__all__ = ["ENSURE_COMMAND", "HOME_ENV", "Precision", "manifest", "model_dir", "toolgate_home"]
+
+
+Precision = Literal["fp32", "int8"]
+
+
+HOME_ENV = "TOOLGATE_HOME"
+
+
+ENSURE_COMMAND = "python -m toolgate.embedding.models ensure"
+
+
+STAMP = "stamp.json"
+
+
+TOKENIZER = "tokenizer.json"
+
+
+def toolgate_home() -> Path:
+    """The cache root: ``$TOOLGATE_HOME`` when set, else ``~/.cache/toolgate``."""
+    configured = os.environ.get(HOME_ENV)
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "toolgate"
+
+
+def model_dir(home: Path | None = None) -> Path:
+    """Folder holding the converted model under ``home`` (default :func:`toolgate_home`)."""
+    return (home or toolgate_home()) / "models" / str(manifest()["name"])
+
+
+@functools.cache
+def manifest() -> dict[str, Any]:
+    """The model manifest: source package, input and artifact sha256, toolchain versions.
+
+    It ships inside the package (``toolgate/embedding/model_manifest.json``, which
+    ``models/manifest.json``
+    links to), so wheels carry it too.
+    """
+    path = Path(__file__).resolve().with_name("model_manifest.json")
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise ModelError(f"the model manifest is missing: {path}") from None
+
+
+def sha256_hex(data: bytes) -> str:
+    """Hex sha256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_hash(label: str, data: bytes, expected: str) -> None:
+    actual = sha256_hex(data)
+    if actual != expected:
+        raise ModelChecksumError(
+            f"{label}: sha256 is {actual}, expected {expected}; the file is corrupted or not the "
+            f"published one. Rebuild with `{ENSURE_COMMAND} --force`."
+        )
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write via a temporary sibling, fsync, then rename: readers see old or new, never half."""
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        # mkstemp creates 0600; the cache is meant to be shared like any other cache file.
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _write_error(path, exc) from None
+        raise
+
+
+def _write_error(path: Path, exc: OSError) -> ModelError:
+    # A directory in the file's place or a read-only folder: ensure cannot fix either itself.
+    return ModelError(
+        f"cannot write {path} ({exc.strerror}); make the folder writable and remove anything "
+        f"else at that path, then run `{ENSURE_COMMAND} --force`"
+    )
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # Windows: rely on atomic renames alone.
+        yield
+        return
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

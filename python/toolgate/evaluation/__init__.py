@@ -1,0 +1,1 @@
+"""Offline tools: routing metrics, evaluation on labelled queries, calibration."""

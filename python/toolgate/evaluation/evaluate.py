@@ -1,0 +1,124 @@
+"""Routing quality on a labelled query set: the engine behind ``toolgate eval``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolgate.errors import InvalidInputError
+from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics
+
+if TYPE_CHECKING:
+    from toolgate.routing.router import Router
+
+__all__ = ["LabelledQuery", "evaluate", "load_queries", "progress_bar"]
+
+
+@dataclass(frozen=True)
+class LabelledQuery:
+    """A query and the tools that answer it (empty: no tool in the catalog fits)."""
+
+    qid: str
+    query: str
+    gold: tuple[str, ...]
+
+
+def load_queries(path: str | Path) -> list[LabelledQuery]:
+    """Read a queries JSONL file (``{"qid", "query", "gold": [...]}`` per line).
+
+    Every malformed line is reported at once, with its line number; a file that cannot be read
+    or holds no query is an :class:`InvalidInputError` too.
+    """
+    problems: list[str] = []
+    queries: list[LabelledQuery] = []
+    for number, raw in enumerate(_read_lines(Path(path)), start=1):
+        if not raw.strip():
+            continue
+        try:
+            queries.append(_parse_line(raw, number))
+        except _BadLine as exc:
+            problems.append(f"line {number}: {exc}")
+    if problems:
+        shown = "; ".join(problems[:20])
+        more = f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""
+        raise InvalidInputError(f"{path}: {len(problems)} malformed queries: {shown}{more}")
+    if not queries:
+        raise InvalidInputError(f"no queries in {path}")
+    return queries
+
+
+class _BadLine(Exception):
+    """One line's problem, collected by :func:`load_queries` with its line number."""
+
+
+def _read_lines(path: Path) -> list[bytes]:
+    # Bytes first and each line decoded on its own, so a bad byte is reported at its line.
+    try:
+        return path.read_bytes().splitlines()
+    except FileNotFoundError:
+        raise InvalidInputError(f"queries file not found: {path}") from None
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read queries file {path}: {exc.strerror}") from None
+
+
+def _parse_line(raw: bytes, number: int) -> LabelledQuery:
+    try:
+        row = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _BadLine(
+            f"not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise _BadLine(f"invalid JSON: {exc}") from None
+    if not isinstance(row, dict):
+        raise _BadLine(f"expected a JSON object, got {type(row).__name__}")
+    if "query" not in row:
+        raise _BadLine("missing key 'query'")
+    query, gold = row["query"], row.get("gold", [])
+    if not isinstance(query, str):
+        raise _BadLine(f"'query' must be a string, got {type(query).__name__}")
+    if not query.strip():
+        raise _BadLine("query is empty")
+    if not isinstance(gold, list):
+        raise _BadLine(f"'gold' must be a list, got {type(gold).__name__}")
+    return LabelledQuery(str(row.get("qid", number)), query, tuple(map(str, gold)))
+
+
+def progress_bar(
+    items: Sequence[LabelledQuery], enabled: bool, desc: str
+) -> Iterator[LabelledQuery]:
+    """``items``, behind a tqdm bar on stderr when ``enabled``."""
+    if not enabled:
+        yield from items
+        return
+    from tqdm import tqdm
+
+    yield from tqdm(items, desc=desc, unit="q", leave=False)
+
+
+def evaluate(
+    router: Router,
+    queries: list[LabelledQuery],
+    *,
+    top_k: int = 10,
+    progress: bool = False,
+) -> dict[str, float | int]:
+    """Route every query and summarise quality and latency (see :class:`RoutingMetrics`).
+
+    ``route_ms`` is wall time of the whole ``route`` call, embedding included. Gold names are
+    matched against the routed tools' real names, read from ``router.catalog`` (which loads
+    an opened router's catalog).
+    """
+    metrics = RoutingMetrics()
+    for item in progress_bar(queries, progress, "routing"):
+        start = time.perf_counter()
+        result = router.route(item.query, top_k=top_k)
+        elapsed = (time.perf_counter() - start) * 1000
+        ids = tuple(result.ids)
+        names = tuple(router.catalog[tool_id].name for tool_id in ids)
+        metrics.add(QueryOutcome(item.gold, ids, elapsed, names))
+    return metrics.summary()

@@ -1,0 +1,429 @@
+"""Gemini function declarations, and the conversion between JSON Schema and Gemini's subset.
+
+Reading accepts ``{"function_declarations": [...]}``, ``{"functionDeclarations": [...]}``, a
+request's ``tools: [{"functionDeclarations": [...]}]`` and single declarations
+(``{"name", "description", "parameters"}`` or ``parametersJsonSchema``). Gemini's
+``parameters`` are an OpenAPI 3.0 subset; they are read back into JSON Schema (upper-case types
+lowered, ``nullable: true`` becomes a ``"null"`` type, ``example`` becomes ``examples``).
+Built-in tools (``{"googleSearch": {}}``, ``codeExecution``...) run on Google's side and
+declare no function, so the reader reports them as bad entries, as it does OpenAI's and
+Anthropic's built-ins.
+
+Writing has two forms. :func:`export_json_schema` sends the tool's JSON Schema unchanged as
+``parametersJsonSchema``, which the Gemini API and Vertex AI accept in place of ``parameters``;
+nothing is lost, so prefer it where the endpoint takes it. :func:`export` produces
+``parameters`` in the OpenAPI subset, which every Gemini endpoint takes, because it rejects
+much of JSON Schema. What that conversion changes, and what it loses:
+
+- a local ``$ref`` (any JSON pointer into the schema: ``#/$defs/x``, nested ``$defs``,
+  ``#/properties/a/properties/b``, with ``~0``/``~1`` and percent escapes decoded) is inlined;
+  a recursive reference, or a chain deeper than 32, becomes a free-form object (below) whose
+  description says so; ``$defs``, ``$schema``, ``$id`` are dropped;
+- a ``type`` list becomes one type plus ``nullable``, or ``anyOf`` of the types, each branch
+  taking the keywords of its type (``items`` go to the ``ARRAY`` branch, ``properties`` and
+  ``required`` to the ``OBJECT`` one, ``enum`` and ``pattern`` to the ``STRING`` one...);
+- ``oneOf`` becomes ``anyOf``; ``allOf`` of objects is merged into one object;
+- ``const`` becomes a one-value ``enum``; non-string enums (Gemini only has string enums) are
+  dropped and their values listed in the description instead;
+- ``examples`` becomes ``example`` (the first one); ``exclusiveMinimum``/``exclusiveMaximum``
+  become ``minimum``/``maximum`` (inclusive: the bound itself is no longer excluded);
+- formats Gemini does not know are dropped, and so are keywords outside the subset
+  (``additionalProperties``, ``patternProperties``, ``not``, ``if``/``then``/``else``...);
+- ``required`` keeps only names that are in ``properties``;
+- a tool without parameters gets no ``parameters`` field (Gemini rejects an empty ``OBJECT``);
+  for the same reason a nested object without properties (a free-form map) loses its
+  ``OBJECT`` type and so accepts any value, its description saying a JSON object is expected;
+- an ``ARRAY`` without ``items`` (or with ``items: {}``) gets ``STRING`` items.
+
+The model therefore sees slightly looser constraints than the real schema; :mod:`toolgate.verify`
+still checks calls against the full JSON Schema.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from toolgate.formats.pointer import resolve_pointer
+from toolgate.formats.raw import RawTool, ToolView, extract_meta
+from toolgate.formats.schema_walk import map_subschemas, normalize_type_aliases
+
+__all__ = [
+    "export",
+    "export_json_schema",
+    "from_openapi",
+    "is_wrapper",
+    "parse",
+    "parse_builtin",
+    "parse_declaration",
+    "parse_wrapper",
+    "to_openapi",
+]
+
+JsonDict = dict[str, Any]
+
+_KEPT = {
+    "type",
+    "format",
+    "title",
+    "description",
+    "nullable",
+    "enum",
+    "maxItems",
+    "minItems",
+    "properties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "example",
+    "anyOf",
+    "propertyOrdering",
+    "default",
+    "items",
+    "minimum",
+    "maximum",
+}
+_FORMATS = {
+    "STRING": {"enum", "date-time"},
+    "INTEGER": {"int32", "int64"},
+    "NUMBER": {"float", "double"},
+}
+_MAX_REF_DEPTH = 32
+# Keywords that only mean something for one Gemini type. Gemini rejects them on a node of
+# another type or of none, so a type list split into anyOf hands each to its own branch.
+_TYPE_KEYWORDS = {
+    "STRING": ("enum", "format", "minLength", "maxLength", "pattern"),
+    "INTEGER": ("format", "minimum", "maximum"),
+    "NUMBER": ("format", "minimum", "maximum"),
+    "ARRAY": ("items", "minItems", "maxItems"),
+    "OBJECT": ("properties", "required", "minProperties", "maxProperties", "propertyOrdering"),
+}
+# Items for an array whose schema leaves them open: Gemini requires a typed ``items``, and a
+# string is a value the open schema accepts, so no call the model makes under it fails
+# verification. (Leaving the type out instead would invite any value but risk a 400.)
+_OPEN_ITEMS: JsonDict = {"type": "STRING", "description": "(the tool does not type the items)"}
+_FREE_FORM_NOTE = "(a JSON object with any keys)"
+# Entries of a request's ``tools`` list that switch on a tool Google runs, in both casings.
+_BUILTIN_TOOLS = frozenset(
+    {
+        "googleSearch",
+        "google_search",
+        "googleSearchRetrieval",
+        "google_search_retrieval",
+        "codeExecution",
+        "code_execution",
+        "urlContext",
+        "url_context",
+        "googleMaps",
+        "google_maps",
+        "computerUse",
+        "computer_use",
+        "fileSearch",
+        "file_search",
+        "enterpriseWebSearch",
+        "enterprise_web_search",
+    }
+)
+
+
+def is_wrapper(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` holds a list of function declarations."""
+    return "functionDeclarations" in obj or "function_declarations" in obj
+
+
+def parse_builtin(obj: Mapping[str, Any], where: str) -> RawTool | None:
+    """A bad entry for the Gemini built-in tool ``obj`` switches on, or ``None`` if it is not one.
+
+    ``{"googleSearch": {}}`` runs on Google's side and declares no function, so there is
+    nothing to route; like OpenAI's built-ins it is reported, never silently dropped.
+    """
+    if "name" in obj:
+        return None
+    key = next((k for k in obj if k in _BUILTIN_TOOLS), None)
+    if key is None:
+        return None
+    problem = (
+        f"built-in Gemini tool {key!r} has no function declaration to route: "
+        "only function tools can be routed"
+    )
+    return RawTool(where=where, problem=problem)
+
+
+def parse(obj: Any, server: str | None) -> list[RawTool]:
+    """Read a Gemini document: a declarations wrapper, a request (``{"tools": [...]}``), a list
+    of wrappers or declarations, or one declaration."""
+    if isinstance(obj, Mapping) and is_wrapper(obj):
+        return parse_wrapper(obj, "$", server)
+    if isinstance(obj, Mapping) and isinstance(obj.get("tools"), list):
+        return _parse_items(obj["tools"], "tools", server)
+    if isinstance(obj, Mapping):
+        return [parse_declaration(obj, "$", server)]
+    if isinstance(obj, list):
+        return _parse_items(obj, "tools", server)
+    raise ValueError(
+        "Gemini tools are a {'functionDeclarations': [...]} object, a request's tools list or "
+        f"a declaration, not {type(obj).__name__}"
+    )
+
+
+def _parse_items(items: list[Any], where: str, server: str | None) -> list[RawTool]:
+    out: list[RawTool] = []
+    for i, item in enumerate(items):
+        item_where = f"{where}[{i}]"
+        if not isinstance(item, Mapping):
+            out.append(RawTool(where=item_where, problem="a Gemini tool is a JSON object"))
+        elif is_wrapper(item):
+            out.extend(parse_wrapper(item, item_where, server))
+        else:
+            builtin = parse_builtin(item, item_where)
+            out.append(builtin or parse_declaration(item, item_where, server))
+    return out
+
+
+def parse_wrapper(obj: Mapping[str, Any], where: str, server: str | None) -> list[RawTool]:
+    """Read every declaration of a ``{"functionDeclarations": [...]}`` object."""
+    key = "functionDeclarations" if "functionDeclarations" in obj else "function_declarations"
+    items = obj[key]
+    if not isinstance(items, list):
+        return [RawTool(where=f"{where}.{key}", problem=f"'{key}' must be a list")]
+    out = []
+    for i, item in enumerate(items):
+        item_where = f"{where}.{key}[{i}]"
+        if not isinstance(item, Mapping):
+            out.append(RawTool(where=item_where, problem="a function declaration is an object"))
+        else:
+            out.append(parse_declaration(item, item_where, server))
+    return out
+
+
+def parse_declaration(obj: Mapping[str, Any], where: str, server: str | None) -> RawTool:
+    """Read one declaration; OpenAPI ``parameters`` are converted to JSON Schema."""
+    if "parametersJsonSchema" in obj:
+        schema = obj["parametersJsonSchema"]
+    else:
+        schema = from_openapi(obj["parameters"]) if "parameters" in obj else None
+    return RawTool(
+        where=where,
+        name=obj.get("name"),
+        description=obj.get("description"),
+        input_schema=schema,
+        server=obj.get("server", server),
+        meta=extract_meta(obj),
+    )
+
+
+def _from_openapi_node(node: JsonDict) -> JsonDict:
+    if node.pop("nullable", False) is True and isinstance(node.get("type"), str):
+        node["type"] = [node["type"], "null"]
+    if "example" in node:
+        node["examples"] = [node.pop("example")]
+    node.pop("propertyOrdering", None)
+    return node
+
+
+def from_openapi(schema: Any) -> Any:
+    """Gemini/OpenAPI ``parameters`` as JSON Schema. Non-dicts are returned unchanged."""
+    return map_subschemas(normalize_type_aliases(schema), _from_openapi_node)
+
+
+def _resolve_refs(node: Any, root: Any, stack: tuple[str, ...]) -> Any:
+    if isinstance(node, list):
+        return [_resolve_refs(item, root, stack) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        target = resolve_pointer(root, ref)
+        if not isinstance(target, dict) or ref in stack or len(stack) >= _MAX_REF_DEPTH:
+            # Past the depth limit the chain is treated as the cycle it almost always is.
+            why = "unresolved" if not isinstance(target, dict) else "recursive"
+            note = f"({why} reference {ref})"
+            return {
+                "type": "object",
+                "description": f"{node.get('description', '')} {note}".strip(),
+            }
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _resolve_refs(merged, root, (*stack, ref))
+    return {
+        k: _resolve_refs(v, root, stack)
+        for k, v in node.items()
+        if k not in ("$defs", "definitions")
+    }
+
+
+def _merge_all_of(node: JsonDict) -> JsonDict:
+    parts = [p for p in node.pop("allOf") if isinstance(p, dict)]
+    merged: JsonDict = {}
+    properties: JsonDict = {}
+    required: list[str] = []
+    for part in [*parts, node]:
+        properties.update(part.get("properties", {}))
+        required.extend(r for r in part.get("required", []) if r not in required)
+        merged.update({k: v for k, v in part.items() if k not in ("properties", "required")})
+    if properties:
+        merged["properties"] = properties
+    if required:
+        merged["required"] = required
+    return merged
+
+
+def _describe_values(node: JsonDict, values: list[Any]) -> None:
+    listed = ", ".join(json.dumps(v) for v in values)
+    node["description"] = f"{node.get('description', '')} Allowed values: {listed}.".strip()
+
+
+def _branch(node: JsonDict, kind: str) -> JsonDict:
+    """The anyOf branch of type ``kind`` split from ``node``, with the keywords of that type."""
+    branch: JsonDict = {"type": kind}
+    branch.update({k: node[k] for k in _TYPE_KEYWORDS.get(kind, ()) if k in node})
+    _finish(branch)
+    return branch
+
+
+def _convert_type(node: JsonDict) -> None:
+    kind = node.get("type")
+    if isinstance(kind, list):
+        real = [k for k in kind if k != "null"]
+        if len(real) < len(kind):
+            node["nullable"] = True
+        if len(real) == 1:
+            node["type"] = real[0]
+        else:
+            del node["type"]
+            if real:
+                node["anyOf"] = [_branch(node, str(k).upper()) for k in real]
+            for keywords in _TYPE_KEYWORDS.values():
+                for key in keywords:
+                    node.pop(key, None)
+    if node.get("type") == "null":
+        # Gemini has no null type: a null-only schema is just "nullable".
+        del node["type"]
+        node["nullable"] = True
+    if isinstance(node.get("type"), str):
+        node["type"] = node["type"].upper()
+    elif "type" not in node and "anyOf" not in node:
+        if "properties" in node:
+            node["type"] = "OBJECT"
+        elif "items" in node:
+            node["type"] = "ARRAY"
+        elif "enum" in node:
+            node["type"] = "STRING"
+
+
+def _fold_null_alternatives(node: JsonDict) -> JsonDict:
+    # anyOf [X, null] (already converted, so null is {"nullable": True}) is X made nullable.
+    alternatives = [a for a in node["anyOf"] if a != {"nullable": True}]
+    if len(alternatives) == len(node["anyOf"]):
+        return node
+    node["nullable"] = True
+    del node["anyOf"]
+    if len(alternatives) == 1 and isinstance(alternatives[0], dict):
+        return {**alternatives[0], **node}
+    if alternatives:
+        node["anyOf"] = alternatives
+    return node
+
+
+def _to_openapi_node(node: JsonDict) -> JsonDict:
+    if "allOf" in node:
+        node = _merge_all_of(node)
+    if "oneOf" in node:
+        node["anyOf"] = [*node.get("anyOf", []), *node.pop("oneOf")]
+    if "const" in node:
+        node.setdefault("enum", [node.pop("const")])
+    if isinstance(node.get("items"), list):
+        node["items"] = {"anyOf": node["items"]} if node["items"] else {}
+    if "prefixItems" in node and "items" not in node:
+        node["items"] = {"anyOf": node["prefixItems"]}
+    if isinstance(node.get("examples"), list) and node["examples"]:
+        node.setdefault("example", node["examples"][0])
+    for exclusive, inclusive in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(node.get(exclusive), (int, float)) and not isinstance(node[exclusive], bool):
+            node.setdefault(inclusive, node[exclusive])
+    if isinstance(node.get("anyOf"), list):
+        node = _fold_null_alternatives(node)
+    enum = node.get("enum")
+    if isinstance(enum, list) and not all(isinstance(v, str) for v in enum):
+        _describe_values(node, enum)
+        del node["enum"]
+    _convert_type(node)
+    _finish(node)
+    return {k: v for k, v in node.items() if k in _KEPT}
+
+
+def _finish(node: JsonDict) -> None:
+    """The clean-up that depends on ``node``'s final Gemini type, and on its children's."""
+    if node.get("format") not in _FORMATS.get(node.get("type", ""), set()):
+        node.pop("format", None)
+    if isinstance(node.get("required"), list):
+        names = node.get("properties", {})
+        node["required"] = [r for r in node["required"] if r in names]
+        if not node["required"]:
+            del node["required"]
+    if node.get("type") == "ARRAY" and not node.get("items"):
+        node["items"] = dict(_OPEN_ITEMS)
+    if isinstance(node.get("properties"), dict):
+        node["properties"] = {k: _open_free_form(v) for k, v in node["properties"].items()}
+    if isinstance(node.get("items"), dict):
+        node["items"] = _open_free_form(node["items"])
+    if isinstance(node.get("anyOf"), list):
+        node["anyOf"] = [_open_free_form(branch) for branch in node["anyOf"]]
+
+
+def _open_free_form(node: Any) -> Any:
+    """A nested ``OBJECT`` without properties as an untyped node that says it wants an object.
+
+    Gemini rejects an ``OBJECT`` without properties, as it does at the top level, where
+    :func:`export` drops the empty ``parameters``. The nested analogue drops the type: the model
+    may then send the object it is told to, and that call passes verification against the real
+    schema, which a ``STRING`` holding encoded JSON would fail.
+    """
+    if not isinstance(node, dict) or node.get("type") != "OBJECT" or node.get("properties"):
+        return node
+    out = {k: v for k, v in node.items() if k != "type" and k not in _TYPE_KEYWORDS["OBJECT"]}
+    if "anyOf" not in out:  # alternatives already say what the object holds
+        out["description"] = f"{out.get('description', '')} {_FREE_FORM_NOTE}".strip()
+    return out
+
+
+def to_openapi(schema: Any) -> Any:
+    """JSON Schema converted to Gemini's OpenAPI subset (see the module docstring)."""
+    if not isinstance(schema, dict):
+        return schema
+    return map_subschemas(_resolve_refs(schema, schema, ()), _to_openapi_node)
+
+
+def export(tool: ToolView) -> dict[str, Any]:
+    """The tool as a Gemini function declaration, named by its exposed name."""
+    out: dict[str, Any] = {"name": tool.exposed_name, "description": tool.description}
+    parameters = to_openapi(tool.input_schema)
+    if isinstance(parameters, dict) and parameters.get("properties"):
+        out["parameters"] = parameters
+    return out
+
+
+def export_json_schema(tool: ToolView) -> dict[str, Any]:
+    """The tool as a Gemini function declaration whose ``parametersJsonSchema`` is its schema.
+
+    A tool that takes no arguments gets no parameters field, as in :func:`export`.
+    """
+    out: dict[str, Any] = {"name": tool.exposed_name, "description": tool.description}
+    if not _takes_no_arguments(tool.input_schema):
+        out["parametersJsonSchema"] = tool.input_schema
+    return out
+
+
+def _takes_no_arguments(schema: JsonDict) -> bool:
+    """True for an object schema that declares no argument (no properties, no extra keys)."""
+    trivial = {"type", "properties", "required", "$schema", "additionalProperties"}
+    return (
+        set(schema) <= trivial
+        and schema.get("type", "object") == "object"
+        and not schema.get("properties")
+        and not schema.get("required")  # a required key the schema does not describe
+        and schema.get("additionalProperties", False) is False
+    )

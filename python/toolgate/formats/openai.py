@@ -1,0 +1,57 @@
+"""OpenAI tools: Chat Completions function wrappers and Responses API function tools.
+
+Chat: ``{"type": "function", "function": {"name", "description", "parameters", "strict"}}``.
+Responses: ``{"type": "function", "name", "description", "parameters", "strict"}``.
+A ``parameters`` omitted means a function without arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from toolgate.formats.raw import RawTool, ToolView, extract_meta
+
+__all__ = ["export_chat", "export_responses", "is_openai_tool", "parse_tool"]
+
+
+def is_openai_tool(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is an OpenAI function tool in either API's shape."""
+    return obj.get("type") == "function" and ("function" in obj or "name" in obj)
+
+
+def parse_tool(obj: Mapping[str, Any], where: str, server: str | None) -> RawTool:
+    """Read one OpenAI function tool (Chat wrapper or Responses shape)."""
+    inner = obj.get("function", obj)
+    if not isinstance(inner, Mapping):
+        return RawTool(where=where, problem="'function' must be a JSON object")
+    return RawTool(
+        where=where,
+        name=inner.get("name"),
+        description=inner.get("description"),
+        input_schema=inner.get("parameters"),
+        server=inner.get("server", obj.get("server", server)),
+        meta=extract_meta(inner) if extract_meta(inner) is not None else extract_meta(obj),
+    )
+
+
+def export_chat(tool: ToolView) -> dict[str, Any]:
+    """The tool as a Chat Completions function tool, named by its exposed name."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.exposed_name,
+            "description": tool.description,
+            "parameters": tool.input_schema,
+        },
+    }
+
+
+def export_responses(tool: ToolView) -> dict[str, Any]:
+    """The tool as a Responses API function tool, named by its exposed name."""
+    return {
+        "type": "function",
+        "name": tool.exposed_name,
+        "description": tool.description,
+        "parameters": tool.input_schema,
+    }

@@ -1,0 +1,246 @@
+"""LLM requests of each provider: where their conversation, user turn, tools and tool choice are."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from toolgate.errors import InvalidInputError
+from toolgate.formats import anthropic, gemini, openai
+from toolgate.formats.raw import DEFAULT_SERVER, RawTool
+
+# The key holding a request's conversation, and its provider ("messages": Chat or Anthropic).
+_CONVERSATION = {"messages": "anthropic", "input": "openai-responses", "contents": "gemini"}
+
+
+_DECLARATIONS = ("functionDeclarations", "function_declarations")
+
+
+# Keys a provider refuses in a request that carries no tools.
+TOOL_KEYS = ("tools", "tool_choice", "parallel_tool_calls", "toolConfig", "tool_config")
+
+
+# One tool's tag pair, as text_tags.strip_tool_tags matches them, with the name captured.
+# As the parser pairs them, a description belongs to the name before it even with text
+# between (but not past the next name).
+_TAG_PAIR = re.compile(
+    r"<toolname>(.*?)</toolname>(?:(?:(?!<toolname>).)*?<tooldescription>.*?</tooldescription>)?"
+    r"\s*",
+    re.DOTALL,
+)
+
+
+Slot = tuple[int, int | None]  # a routable tool: its index in tools, and in the declarations
+
+
+def request_shape(request: Mapping[str, Any]) -> tuple[str, str]:
+    """The key holding the conversation, and the provider the request is shaped for."""
+    keys = [key for key in _CONVERSATION if key in request]
+    if len(keys) != 1:
+        found = f"both {keys[0]!r} and {keys[1]!r}" if keys else f"keys {sorted(request)}"
+        raise InvalidInputError(
+            "expected an OpenAI Chat or Anthropic ('messages'), OpenAI Responses ('input') or "
+            f"Gemini ('contents') request, got {found}"
+        )
+    key = keys[0]
+    if key != "messages":
+        return key, _CONVERSATION[key]
+    tools = request.get("tools")
+    chat = isinstance(tools, list) and any(_is_chat_tool(tool) for tool in tools)
+    return key, "openai" if chat else "anthropic"
+
+
+def _is_chat_tool(tool: Any) -> bool:
+    """An OpenAI Chat tool: a function, or a free-form ``custom`` one (its body under
+    ``custom``; Anthropic's ``type: "custom"`` tools carry theirs at the top level)."""
+    if not isinstance(tool, Mapping):
+        return False
+    return tool.get("type") == "function" or (tool.get("type") == "custom" and "custom" in tool)
+
+
+def messages_of(request: Mapping[str, Any], key: str) -> list[Any]:
+    """The request's messages; a Responses ``input`` string is one user message."""
+    value = request[key]
+    if isinstance(value, str) and key == "input":
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list):
+        raise InvalidInputError(f"{key!r} must be a list of messages, got {type(value).__name__}")
+    return value
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    """A message's own text: string content, or its text blocks (not tool results, images)."""
+    body = message.get("parts", message.get("content"))
+    if isinstance(body, str):
+        return body
+    if not isinstance(body, list):
+        return ""
+    return "\n".join(b["text"] for b in body if _is_text(b))
+
+
+def _is_text(block: Any) -> bool:
+    return isinstance(block, Mapping) and isinstance(block.get("text"), str)
+
+
+def last_user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None:
+    """The position and text of the last user message that has text.
+
+    An Anthropic user turn holding only tool results is passed over: it answers the model,
+    it does not ask. A Gemini content without a role is the user's.
+    """
+    default_role = "user" if provider == "gemini" else None
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, Mapping) and message.get("role", default_role) == "user":
+            text = _text(message).strip()
+            if text:
+                return index, text
+    return None
+
+
+def read_tool_choice(request: Mapping[str, Any]) -> tuple[bool, frozenset[str]]:
+    """Whether the request turns tool calls off, and the tool names its tool choice forces."""
+    choice = request.get("tool_choice")
+    calling = _field(_field(request, "toolConfig"), "functionCallingConfig")
+    if choice == "none" or (isinstance(choice, Mapping) and choice.get("type") == "none"):
+        return True, frozenset()
+    if str(_field(calling, "mode") or "").upper() == "NONE":
+        return True, frozenset()
+    names: set[str] = set()
+    if isinstance(choice, Mapping) and choice.get("type") in ("function", "tool"):
+        names.update(_choice_names([choice]))
+    if isinstance(choice, Mapping) and choice.get("type") == "allowed_tools":
+        # OpenAI: Chat nests the list under "allowed_tools", Responses does not.
+        allowed_tools = choice.get("allowed_tools", choice)
+        listed = allowed_tools.get("tools") if isinstance(allowed_tools, Mapping) else None
+        names.update(_choice_names(listed if isinstance(listed, list) else []))
+    allowed = _field(calling, "allowedFunctionNames")
+    if isinstance(allowed, list):
+        names.update(name for name in allowed if isinstance(name, str))
+    return False, frozenset(names)
+
+
+def _choice_names(entries: list[Any]) -> set[str]:
+    """The tool names in tool-choice entries (``{"type": "function", "function": {"name"}}``,
+    ``{"type": "function", "name"}`` or Anthropic's ``{"type": "tool", "name"}``)."""
+    names = set()
+    for entry in entries:
+        inner = entry.get("function", entry) if isinstance(entry, Mapping) else None
+        if isinstance(inner, Mapping) and isinstance(inner.get("name"), str):
+            names.add(inner["name"])
+    return names
+
+
+def _field(obj: Any, camel: str) -> Any:
+    """``obj[camel]`` or its snake_case spelling (Gemini takes both), else ``None``."""
+    if not isinstance(obj, Mapping):
+        return None
+    return obj.get(camel, obj.get(re.sub(r"([A-Z])", r"_\1", camel).lower()))
+
+
+def routable_tools(
+    tools: list[Any], provider: str
+) -> tuple[list[Slot], Callable[[], list[RawTool]]]:
+    """Where each function tool of ``tools`` sits, and how to read them all.
+
+    A function tool is one the provider runs in the application: OpenAI ``type: function``,
+    an Anthropic tool without a ``type`` (or ``custom``), a Gemini function declaration.
+    Reading is deferred: a tools array seen before is served by its cached router, and at
+    1,000 tools parsing them would be most of a call.
+    """
+    slots: list[Slot] = []
+    declared: dict[int, list[RawTool]] = {}  # Gemini entries, read now to count their slots
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            raise InvalidInputError(f"tools[{i}] must be a JSON object, got {type(tool).__name__}")
+        if provider == "gemini" and gemini.is_wrapper(tool):
+            declared[i] = gemini.parse_wrapper(tool, f"tools[{i}]", DEFAULT_SERVER)
+            slots += [(i, j) for j in range(len(declared[i]))]
+        elif _runs_in_application(tool, provider):
+            slots.append((i, None))
+    parse = anthropic.parse_tool if provider == "anthropic" else openai.parse_tool
+
+    def read() -> list[RawTool]:
+        return [
+            declared[i][j] if j is not None else parse(tools[i], f"tools[{i}]", DEFAULT_SERVER)
+            for i, j in slots
+        ]
+
+    return slots, read
+
+
+def _runs_in_application(tool: Mapping[str, Any], provider: str) -> bool:
+    """An OpenAI or Anthropic tool the application runs (not one the provider runs)."""
+    if provider == "anthropic":
+        return bool(tool.get("type", "custom") == "custom")
+    return provider.startswith("openai") and tool.get("type") == "function"
+
+
+def kept_entries(
+    tools: list[Any], keep: list[Slot], routable: set[int], gemini: bool
+) -> list[tuple[int, Any]]:
+    """``tools`` without the function tools not in ``keep``: each kept entry, as given, with
+    its position.
+
+    A Gemini entry losing some declarations becomes a copy with the rest; one losing all of
+    them goes, since an empty declaration list declares nothing. (Only a Gemini request has
+    declaration lists to look for.)
+    """
+    declarations: dict[int, list[int]] = {}
+    for i, j in keep:
+        declarations.setdefault(i, []).extend(() if j is None else (j,))
+    out: list[tuple[int, Any]] = []
+    for i, tool in enumerate(tools):
+        rows = declarations.get(i)
+        key = next((k for k in _DECLARATIONS if k in tool), "") if gemini else ""
+        if rows and key and isinstance(tool[key], list) and len(rows) < len(tool[key]):
+            out.append((i, {**tool, key: [tool[key][j] for j in rows]}))
+        elif i not in routable or rows is not None:
+            out.append((i, tool))
+        elif key and len(tool) > 1:  # the entry also switches on a built-in (codeExecution)
+            out.append((i, {k: v for k, v in tool.items() if k != key}))
+    return out
+
+
+def carry_cache_marker(tools: list[Any], kept: list[Any]) -> list[Any]:
+    """``kept`` with Anthropic's ``cache_control`` marker on its last tool, when the tool
+    that carried it in ``tools`` was filtered out.
+
+    The marker caches the tools block up to it; losing it with its tool would silently turn
+    the application's prompt caching off.
+    """
+    marker = next((t["cache_control"] for t in reversed(tools) if "cache_control" in t), None)
+    if marker is None or not kept or any("cache_control" in t for t in kept):
+        return kept
+    return [*kept[:-1], {**kept[-1], "cache_control": marker}]
+
+
+def keep_tags(text: str, names: set[str]) -> str:
+    """``text`` without the tag pairs of tools not in ``names``.
+
+    text_tags has only :func:`~toolgate.formats.text_tags.strip_tool_tags`, which removes
+    every pair; this keeps the routed ones, read by name as the parser reads them.
+    """
+
+    def pair(match: re.Match[str]) -> str:
+        return match.group(0) if html.unescape(match.group(1).strip()) in names else ""
+
+    return _TAG_PAIR.sub(pair, text)
+
+
+def text_rewriter(
+    rewrite: Callable[[str], str],
+) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """A function applying ``rewrite`` to a message's text (string content or text blocks)."""
+
+    def message(msg: Mapping[str, Any]) -> dict[str, Any]:
+        key = "parts" if "parts" in msg else "content"
+        body = msg.get(key)
+        if isinstance(body, str):
+            return {**msg, key: rewrite(body)}
+        blocks = [{**b, "text": rewrite(b["text"])} if _is_text(b) else b for b in body or ()]
+        return {**msg, key: blocks}
+
+    return message

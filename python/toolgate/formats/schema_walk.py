@@ -1,0 +1,140 @@
+"""Walking a JSON Schema: its subschemas, and the type names other dialects use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from toolgate.formats.raw import JsonDict
+
+__all__ = ["child_schemas", "map_subschemas", "normalize_type_aliases"]
+
+
+# Keywords whose value is a schema, a list of schemas, or a map of name -> schema.
+_SCHEMA_KEYS = (
+    "additionalProperties",
+    "contentSchema",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "items",
+)
+
+
+_SCHEMA_LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
+
+
+_SCHEMA_MAP_KEYS = (
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "dependencies",
+)
+
+
+def map_subschemas(schema: Any, fn: Callable[[JsonDict], JsonDict]) -> Any:
+    """Rebuild ``schema`` bottom-up, applying ``fn`` to every (sub)schema dict.
+
+    Only schema positions are visited, so a property that happens to be called ``type`` or a
+    ``default`` value that looks like a schema is left alone. ``schema`` is not modified.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out: JsonDict = dict(schema)
+    for key in _SCHEMA_KEYS:
+        if isinstance(out.get(key), dict):
+            out[key] = map_subschemas(out[key], fn)
+    for key in _SCHEMA_LIST_KEYS:
+        if isinstance(out.get(key), list):
+            out[key] = [map_subschemas(s, fn) for s in out[key]]
+    for key in _SCHEMA_MAP_KEYS:
+        if isinstance(out.get(key), dict):
+            out[key] = {k: map_subschemas(s, fn) for k, s in out[key].items()}
+    return fn(out)
+
+
+def child_schemas(schema: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The direct subschemas of ``schema`` with their paths (``properties/city``, ``anyOf/0``).
+
+    Only schema positions are visited, as in :func:`map_subschemas`; a child may be a boolean
+    schema. ``dependencies`` entries that are lists of names rather than schemas are skipped.
+    """
+    for key in _SCHEMA_KEYS:
+        if isinstance(schema.get(key), (dict, bool)):
+            yield key, schema[key]
+    for key in _SCHEMA_LIST_KEYS:
+        if isinstance(schema.get(key), list):
+            for i, sub in enumerate(schema[key]):
+                yield f"{key}/{i}", sub
+    for key in _SCHEMA_MAP_KEYS:
+        if isinstance(schema.get(key), dict):
+            for name, sub in schema[key].items():
+                if isinstance(sub, (dict, bool)):
+                    yield f"{key}/{name}", sub
+
+
+# Python-, Java- and JavaScript-flavoured type names (BFCL/Gorilla specs, whose Java and
+# JavaScript sets type parameters as the language does), and OpenAPI's upper-case ones (Gemini).
+_TYPE_ALIASES = {
+    "dict": "object",
+    "hashmap": "object",
+    "float": "number",
+    "double": "number",
+    "int": "integer",
+    "long": "integer",
+    "short": "integer",
+    "byte": "integer",
+    "bigint": "integer",
+    "str": "string",
+    "char": "string",
+    "bool": "boolean",
+    "list": "array",
+    "arraylist": "array",
+    "tuple": "array",
+}
+
+
+_JSON_TYPES = {"string", "number", "integer", "boolean", "array", "object", "null"}
+
+
+def _alias_type(name: Any) -> Any:
+    if not isinstance(name, str) or name in _JSON_TYPES:
+        return name
+    lowered = name.lower()
+    if lowered in _JSON_TYPES:
+        return lowered
+    return _TYPE_ALIASES.get(lowered, name)
+
+
+def _fix_types(node: JsonDict) -> JsonDict:
+    kind = node.get("type")
+    if isinstance(kind, str) and kind.lower() == "any":
+        # "any" means unconstrained, which in JSON Schema is the absence of "type".
+        node = {k: v for k, v in node.items() if k != "type"}
+    elif isinstance(kind, str):
+        node["type"] = _alias_type(kind)
+    elif isinstance(kind, list):
+        node["type"] = [_alias_type(k) for k in kind]
+    return node
+
+
+def normalize_type_aliases(schema: Any) -> Any:
+    """Map non-standard type names onto JSON Schema's.
+
+    Covers the Python-, Java- and JavaScript-flavoured names of BFCL/Gorilla specs (``dict``,
+    ``float``, ``tuple``, ``any``, ``HashMap``, ``ArrayList``, ``char``...) and OpenAPI's
+    upper-case ones (``STRING``). Everything else is kept, so a schema
+    that is still invalid afterwards is reported by the catalog, not silently repaired.
+
+    >>> normalize_type_aliases({"type": "dict", "properties": {"x": {"type": "float"}}})
+    {'type': 'object', 'properties': {'x': {'type': 'number'}}}
+    """
+    return map_subschemas(schema, _fix_types)

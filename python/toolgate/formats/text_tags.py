@@ -1,0 +1,166 @@
+"""The text-tag form some frameworks put inside a prompt.
+
+::
+
+    <toolname>get_weather</toolname>
+    <tooldescription>Get current weather and a 7-day forecast</tooldescription>
+    <userq>I'm planning a retreat in Denver next weekend</userq>
+
+Each ``<toolname>`` is paired with the ``<tooldescription>`` that follows it (before the next
+``<toolname>``). Tags carry no schema, so tools read this way take no arguments. Unclosed and
+mismatched tags are reported with their line, never dropped.
+:func:`user_query` reads the ``<userq>`` tag and :func:`strip_tool_tags` removes the tool tags
+from a payload before it is forwarded, as a gateway does.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from toolgate.formats.raw import RawTool, ToolView
+
+__all__ = ["parse", "render", "strip_tool_tags", "user_query"]
+
+_TAG = re.compile(r"<(/?)(toolname|tooldescription)>")
+_TOOL_TAGS = re.compile(r"<(toolname|tooldescription)>.*?</\1>\s*", re.DOTALL)
+_USERQ = re.compile(r"<userq>(.*?)</userq>", re.DOTALL)
+
+
+@dataclass
+class _Open:
+    """A tag whose closing tag has not been seen yet."""
+
+    tag: str
+    line: int
+    body_start: int
+
+
+@dataclass
+class _Pending:
+    """The tool a ``<toolname>`` started, filled in as its tags close."""
+
+    line: int
+    name: str | None = None
+    description: str | None = None
+    problem: str | None = None
+
+    def fail(self, problem: str) -> None:
+        # The first problem explains the rest: later ones usually follow from it.
+        self.problem = self.problem or problem
+
+
+class _Reader:
+    """Walks the tool tags of a text in order, pairing them and noting every broken one."""
+
+    def __init__(self, text: str, server: str | None) -> None:
+        self.text = text
+        self.server = server
+        self.out: list[RawTool] = []
+        self.tool: _Pending | None = None
+        self.open: _Open | None = None
+
+    def run(self) -> list[RawTool]:
+        line, scanned = 1, 0
+        for match in _TAG.finditer(self.text):
+            line += self.text.count("\n", scanned, match.start())
+            scanned = match.start()
+            closing, tag = bool(match.group(1)), match.group(2)
+            if closing:
+                self._close(tag, line, match.start())
+            else:
+                self._start(tag, line, match)
+        if self.open is not None:
+            self._unclosed(len(self.text), "the text ends")
+        self._flush()
+        return self.out
+
+    def _start(self, tag: str, line: int, match: re.Match[str]) -> None:
+        if self.open is not None:
+            self._unclosed(match.start(), f"<{tag}> opens at line {line}")
+        if tag == "toolname":
+            self._flush()
+            self.tool = _Pending(line)
+        self.open = _Open(tag, line, match.end())
+
+    def _close(self, tag: str, line: int, at: int) -> None:
+        opened, self.open = self.open, None
+        if opened is None:
+            self._orphan(line, f"</{tag}> at line {line} has no opening <{tag}>")
+        elif opened.tag != tag:
+            problem = f"<{opened.tag}> at line {opened.line} is closed by </{tag}> at line {line}"
+            self._broken(opened, at, problem)
+        elif tag == "toolname" and self.tool is not None:
+            self.tool.name = self.text[opened.body_start : at]
+        elif self.tool is None:
+            self._orphan(opened.line, "<tooldescription> without a <toolname> before it")
+        elif self.tool.description is not None:
+            self.tool.fail(f"a second <tooldescription> at line {opened.line}")
+        else:
+            self.tool.description = self.text[opened.body_start : at]
+
+    def _unclosed(self, at: int, until: str) -> None:
+        opened, self.open = self.open, None
+        if opened is not None:
+            problem = f"<{opened.tag}> at line {opened.line} is never closed ({until} first)"
+            self._broken(opened, at, problem)
+
+    def _broken(self, opened: _Open, at: int, problem: str) -> None:
+        if opened.tag == "toolname" and self.tool is not None:
+            # Keep the first line of what follows the tag, so the message names the tool.
+            body = self.text[opened.body_start : at].strip()
+            self.tool.name = body.splitlines()[0] if body else None
+        if self.tool is None:
+            self._orphan(opened.line, problem)
+        else:
+            self.tool.fail(problem)
+
+    def _orphan(self, line: int, problem: str) -> None:
+        self.out.append(RawTool(where=f"line {line}", problem=problem))
+
+    def _flush(self) -> None:
+        tool, self.tool = self.tool, None
+        if tool is None:
+            return
+        name = html.unescape(tool.name.strip()) if tool.name is not None else None
+        self.out.append(
+            RawTool(
+                where=f"line {tool.line}",
+                name=name,
+                description=html.unescape((tool.description or "").strip()),
+                server=self.server,
+                problem=tool.problem,
+            )
+        )
+
+
+def parse(text: str, server: str | None) -> list[RawTool]:
+    """Read every ``<toolname>``/``<tooldescription>`` pair in ``text``.
+
+    Each tool is located by the line of its ``<toolname>``. A tag that is never closed, closed
+    by the other tag, or a closing tag with no opening one makes a bad entry naming its line,
+    so no tool is silently dropped or merged into its neighbour.
+    """
+    return _Reader(text, server).run()
+
+
+def user_query(text: str) -> str | None:
+    """The content of the ``<userq>`` tag, or ``None`` if there is none."""
+    match = _USERQ.search(text)
+    return html.unescape(match.group(1).strip()) if match else None
+
+
+def strip_tool_tags(text: str) -> str:
+    """``text`` without its ``<toolname>`` and ``<tooldescription>`` tags."""
+    return _TOOL_TAGS.sub("", text)
+
+
+def render(tools: Iterable[ToolView]) -> str:
+    """Write tools in the tag form, named by their exposed names."""
+    return "".join(
+        f"<toolname>{html.escape(t.exposed_name, quote=False)}</toolname>\n"
+        f"<tooldescription>{html.escape(t.description, quote=False)}</tooldescription>\n"
+        for t in tools
+    )

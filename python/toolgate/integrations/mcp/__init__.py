@@ -1,0 +1,9 @@
+"""MCP hosts and proxies: route each turn over the tools of live MCP servers.
+
+Needs the MCP SDK (``pip install "toolgate[mcp]"``). :class:`McpRouter` is the host side;
+``toolgate mcp-proxy`` (:mod:`toolgate.integrations.mcp.serve`) serves it to other clients.
+"""
+
+from toolgate.integrations.mcp.router import CallOutcome, McpClient, McpRouter, UpstreamCall
+
+__all__ = ["CallOutcome", "McpClient", "McpRouter", "UpstreamCall"]

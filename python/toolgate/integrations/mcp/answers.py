@@ -1,0 +1,66 @@
+"""The answers toolgate gives in a server's place: ``CallToolResult`` texts for a model, and
+upstream answers passed on as the proxy's own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from mcp.types import (
+    CallToolResult,
+    CompleteResult,
+    GetPromptResult,
+    InputRequiredResult,
+    ReadResourceResult,
+)
+
+from toolgate.catalog.catalog import Catalog
+from toolgate.verify import Verdict, closest_name
+
+__all__ = ["error_result", "passed_on", "text_result", "unknown_names_note"]
+
+ResultT = TypeVar(
+    "ResultT",
+    CallToolResult,
+    CompleteResult,
+    GetPromptResult,
+    InputRequiredResult,
+    ReadResourceResult,
+)
+
+# An upstream's own name in its answers' ``_meta``, which the proxy must not pass off as its.
+_SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+
+
+def text_result(text: str, *, is_error: bool = False) -> CallToolResult:
+    """A result holding ``text`` alone."""
+    return CallToolResult.model_validate(
+        {"content": [{"type": "text", "text": text}], "isError": is_error}
+    )
+
+
+def error_result(verdict: Verdict) -> CallToolResult:
+    """A refused call's verdict as the error result the model reads."""
+    return CallToolResult.model_validate(verdict.to_tool_result("mcp"))
+
+
+def unknown_names_note(unknown: Sequence[str], catalog: Catalog) -> str:
+    """``No tool is named: x (did you mean 'y'?).`` for names a ``select:`` asked for that
+    no tool of ``catalog`` has, each with the closest exposed name if one is close."""
+    names = [tool.exposed_name for tool in catalog]
+    parts = []
+    for name in unknown:
+        close = closest_name(name, names)
+        parts.append(f"{name} (did you mean {close!r}?)" if close else name)
+    return f"No tool is named: {', '.join(parts)}."
+
+
+def passed_on(result: ResultT) -> ResultT:
+    """An upstream's result to pass on as the proxy's: without the upstream's server info in
+    its ``_meta`` (the SDK puts the proxy's own there); copied only when there is something
+    to drop (a result may be megabytes)."""
+    meta = result.meta
+    if not (meta and _SERVER_INFO_META in meta):
+        return result
+    rest = {k: v for k, v in meta.items() if k != _SERVER_INFO_META}
+    return result.model_copy(update={"meta": rest or None})

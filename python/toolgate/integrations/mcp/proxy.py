@@ -1,0 +1,434 @@
+"""An MCP server in front of other MCP servers, for clients that send every tool to the model.
+
+A client connected to the proxy (a desktop app, an IDE, an agent framework: anything that
+speaks MCP) lists two tools, and the upstream tools pinned with ``overrides``, in place of every
+upstream server's tools:
+
+- ``search_tools(query)``: the tools routed for ``query`` (words, ``select:a,b`` or
+  ``+term``), each with its description and full input schema;
+- ``call_tool(name, arguments)``: checks the call (a known tool, arguments valid against its
+  schema) and forwards it to the upstream server that has the tool, under its own name.
+
+So a model that would have been sent a few hundred schemas on every turn is sent two, and
+loads the few it needs by searching, the pattern of Claude Code's ToolSearch. The proxy keeps
+no state per client, so it serves many clients at once, on either protocol era. Upstream
+servers are listed once and again when they say their tools changed; only changed tools are
+embedded again (:class:`~toolgate.integrations.mcp.McpRouter` does the work).
+
+``toolgate mcp-proxy --config servers.json`` runs it over stdio in front of the servers of an
+MCP client configuration (:mod:`toolgate.integrations.mcp.serve`).
+
+Upstream prompts, resources and their completions are passed through as they are
+(:mod:`toolgate.integrations.mcp.passthrough`), and so are each upstream's instructions and
+its notices that its tools, prompts or resources changed (:meth:`McpProxy.heard`): clients
+on the 2026-07-28 protocol hear them on their ``subscriptions/listen`` stream, earlier ones
+as ``notifications/*/list_changed``. A call's progress and the upstream's requests for input
+(sampling, elicitation) reach the client that made it
+(:mod:`toolgate.integrations.mcp.relay`), while getting a prompt or reading a resource too
+(but for a 2026-07-28 client, who would have to be sent an ``InputRequiredResult`` for it).
+Not passed through: resource subscriptions and upstream log messages.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Iterable, Mapping
+from functools import partial
+from typing import Any
+
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    ToolsListChanged,
+)
+from mcp.types import (
+    CallToolRequestParams,
+    CallToolResult,
+    CompleteRequestParams,
+    CompleteResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    InputRequiredResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    NotificationParams,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolgate.catalog.catalog import Catalog
+from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.formats.mcp import export
+from toolgate.integrations.mcp.answers import passed_on, text_result, unknown_names_note
+from toolgate.integrations.mcp.passthrough import Passthrough, Reconnect, reconnected
+from toolgate.integrations.mcp.relay import InputRequired, RequestRelay, UpstreamRequests
+from toolgate.integrations.mcp.router import CallOutcome, McpRouter
+from toolgate.routing.config import check_count
+from toolgate.routing.scopes import pattern_list
+from toolgate.verify import Verdict
+
+__all__ = ["MAX_QUERY_CHARS", "McpProxy"]
+
+#: The longest ``search_tools`` query taken. A search reads 256 tokens of it at most, and a
+#: query of megabytes would cost hundreds of MB to tokenize, on a server others share.
+MAX_QUERY_CHARS = 8000
+
+_SEARCH = "search_tools"
+_CALL = "call_tool"
+
+#: What each kind of change is, as an upstream's notification and as a listen-stream event.
+_CHANGES: dict[str, tuple[str, ServerEvent]] = {
+    "tools": ("notifications/tools/list_changed", ToolsListChanged()),
+    "prompts": ("notifications/prompts/list_changed", PromptsListChanged()),
+    "resources": ("notifications/resources/list_changed", ResourcesListChanged()),
+}
+
+
+class McpProxy:
+    """The proxy's MCP server over a connected :class:`McpRouter` (see the module docstring).
+
+    ``top_k`` is the most tools one search returns (default: the router's). ``allow`` and
+    ``deny`` are patterns (as :meth:`~toolgate.Router.route` takes them) over the upstream
+    tools: what they shut out is neither found nor called. ``instructions`` are added to the
+    proxy's own (each upstream's, for instance). ``reconnect(server, failed)``, when given,
+    is awaited when a call fails as a closed connection does: if it returns true (``failed``,
+    the client the call went through, was dead and a new connection is in place), the call
+    is made once more. Upstream prompts and resources are served by :attr:`passthrough`.
+    ``requests`` is where the upstream connections' input callbacks
+    (:meth:`UpstreamRequests.callbacks`, given to each ``mcp.Client``) find the client a
+    request is for.
+    """
+
+    def __init__(
+        self,
+        router: McpRouter,
+        *,
+        name: str = "toolgate",
+        top_k: int | None = None,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
+        instructions: str = "",
+        reconnect: Reconnect | None = None,
+        requests: UpstreamRequests | None = None,
+    ) -> None:
+        """See the class docstring."""
+        if top_k is not None:
+            check_count("top_k", top_k, minimum=1)
+        self.router = router
+        self.top_k = top_k or router.top_k or router.router.config.top_k
+        self.allow, self.deny = pattern_list(allow), pattern_list(deny)
+        self.reconnect = reconnect
+        self.passthrough = Passthrough(router, reconnect)
+        self.requests = requests or UpstreamRequests()
+        #: Change events for the clients' ``subscriptions/listen`` streams (2026-07-28).
+        self.events = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self.events)
+        # Connections of clients on earlier protocols, told of changes by notification.
+        self._legacy_clients: weakref.WeakSet[Any] = weakref.WeakSet()
+        search, call = _meta_names(router.router.catalog)
+        own = (
+            f"Most tools are not listed. Call {search} to find the ones a task needs, then "
+            f"{call} to call one."
+        )
+        self.server: Server[Any] = _ProxyServer(
+            name,
+            instructions=f"{own}\n\n{instructions}" if instructions else own,
+            on_list_tools=self._on_list_tools,
+            on_call_tool=self._on_call_tool,
+            on_list_prompts=self._on_list_prompts,
+            on_get_prompt=self._on_get_prompt,
+            on_list_resources=self._on_list_resources,
+            on_list_resource_templates=self._on_list_resource_templates,
+            on_read_resource=self._on_read_resource,
+            on_completion=self._on_completion,
+            on_subscriptions_listen=self._listen,
+        )
+        # A client on an earlier protocol is remembered from its handshake on, so it hears
+        # of changes even before its first request.
+        self.server.add_notification_handler(
+            "notifications/initialized", NotificationParams, self._on_initialized
+        )
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        """What the proxy lists: the two meta tools, then the pinned upstream tools."""
+        catalog = self.router.router.catalog
+        search, call = _meta_names(catalog)
+        pinned = [export(catalog[i]) for i in catalog.pinned_ids]
+        return [_search_tool(search), _call_tool(call, search), *pinned]
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, relay: RequestRelay | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Answer one ``tools/call``: a search, a call through ``call_tool``, or a pinned
+        tool called by its own name. Every failure is a tool error, for the model.
+
+        ``relay`` passes the upstream's progress and requests for input on to the client
+        (:mod:`~toolgate.integrations.mcp.relay`): the answer is then an
+        ``InputRequiredResult`` when a client on the 2026-07-28 protocol is to answer them.
+        """
+        search, call = _meta_names(self.router.router.catalog)
+        arguments = dict(arguments or {})
+        if name == call:
+            unwrapped = _unwrapped(arguments)
+            if unwrapped is None:
+                return _error(
+                    f"{call} takes 'name' (a tool's name, as {search} gave it) and "
+                    "'arguments' (an object)"
+                )
+            name, arguments = unwrapped
+        if name == search:  # asked for directly, or through call_tool
+            return await self._search(arguments)
+        try:
+            outcome = await self._call(name, arguments, relay)
+        except InputRequired as asked:  # the client answers the tool's requests, and retries
+            return passed_on(asked.result)
+        except Exception as exc:  # the upstream server, its answer or its connection failed
+            why = str(exc) if isinstance(exc, MCPError) else repr(exc)  # an MCP error says it
+            failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {why}"}
+            return text_result(json.dumps(failure), is_error=True)
+        if not outcome.verdict.ok:
+            return _refusal(outcome.verdict, search)
+        return passed_on(outcome.result)
+
+    async def _call(
+        self, name: str, arguments: dict[str, Any], relay: RequestRelay | None
+    ) -> CallOutcome:
+        """``call_any``, made once more after a reconnection if the server had died."""
+        forward = partial(
+            self.router.call_any,
+            {"name": name, "arguments": arguments},
+            allow=self.allow,
+            deny=self.deny,
+            upstream_call=relay.call_tool if relay else None,
+        )
+        tool = self.router.router.catalog.get_exposed(name)
+        connected = tool is not None and tool.server in self.router.servers
+        used = self.router.client(tool.server) if tool and connected else None
+        try:
+            return await forward()
+        except MCPError as exc:
+            if tool is None or used is None:
+                raise
+            if not await reconnected(self.reconnect, tool.server, used, exc):
+                raise
+        return await forward()
+
+    async def heard(self, server: str, notice: Any) -> None:
+        """Pass on an upstream's notice that its tools, prompts or resources changed: a
+        message its client received (give ``partial(proxy.heard, name)`` as ``then`` to
+        :meth:`McpRouter.message_handler`; on the 2026-07-28 protocol the SDK passes the
+        events of :meth:`McpRouter.watch` with ``prompts`` / ``resources`` on to it too).
+        Other messages are ignored.
+
+        A tools change is passed on too, though the proxy lists its own two tools: pinned
+        tools are listed as well, and the client's next ``tools/list`` lists them afresh.
+        It waits until every client has been sent the notice: called from a message
+        handler, which runs in the upstream connection's receive loop, it is better started
+        in a task of its own (as ``toolgate mcp-proxy`` does).
+        """
+        method = getattr(getattr(notice, "root", notice), "method", None)
+        for kind, (notification, _event) in _CHANGES.items():
+            if method == notification:
+                await self.announce(kind)
+
+    async def announce(self, *kinds: str) -> None:
+        """Tell every client that the proxy's ``tools``, ``prompts`` and / or ``resources``
+        changed (a server joined, or one changed its own)."""
+        if unknown := [kind for kind in kinds if kind not in _CHANGES]:
+            raise InvalidInputError(f"unknown kinds {unknown}; expected {sorted(_CHANGES)}")
+        for kind in kinds:
+            await self.events.publish(_CHANGES[kind][1])
+            send = f"send_{kind.rstrip('s')}_list_changed"
+            for client in list(self._legacy_clients):
+                try:
+                    await getattr(client, send)()
+                except Exception:  # that client is gone
+                    self._legacy_clients.discard(client)
+
+    def end_event_streams(self) -> None:
+        """End every client's ``subscriptions/listen`` stream, gracefully (the proxy is
+        stopping: the streams would otherwise hold their connections open)."""
+        self._listen.close()
+
+    async def _search(self, arguments: Mapping[str, Any]) -> CallToolResult:
+        query = arguments.get("query")
+        search, call = _meta_names(self.router.router.catalog)
+        if not isinstance(query, str) or not query.strip():
+            return _error(f"{search} takes 'query', a non-empty string")
+        if len(query) > MAX_QUERY_CHARS:  # a client's, on a server others share
+            return _error(
+                f"{search}'s query has {len(query):,} characters, more than {MAX_QUERY_CHARS:,}: "
+                "describe the task in fewer words"
+            )
+        try:
+            found = await self.router.search(
+                query, allow=self.allow, deny=self.deny, top_k=self.top_k
+            )
+        except ToolgateError as exc:  # "select:" naming nothing, and the like
+            return _error(f"{exc}; describe the task in words, or use 'select:name1,name2'")
+        catalog = self.router.router.catalog
+        # Pinned tools are listed already: a search shows the others.
+        ids = [i for i in found.ids if i in catalog and not catalog[i].pinned]
+        unknown = f"\n{unknown_names_note(found.unknown, catalog)}" if found.unknown else ""
+        if not ids:
+            return text_result(f"No tool matched. Try other words, or 'select:name'.{unknown}")
+        tools = [{**export(catalog[i]), "server": catalog[i].server} for i in ids]
+        header = f"Tools found, best first. Call one with {call}(name, arguments).{unknown}\n"
+        return text_result(header + json.dumps(tools, ensure_ascii=False))
+
+    async def _on_initialized(self, ctx: Any, _params: NotificationParams) -> None:
+        """Note the connection of a client on an earlier protocol, to tell it of changes."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        # ``ctx.session`` is made for each message and dropped after it; the SDK's
+        # connection behind it lasts as long as the client, and can notify it any time.
+        connection = getattr(getattr(ctx, "session", None), "_connection", None)
+        if connection is not None:
+            self._legacy_clients.add(connection)
+
+    async def _on_list_tools(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        await self.router.update()  # pinned tools may have changed upstream
+        return ListToolsResult.model_validate({"tools": self.list_tools()})
+
+    async def _on_call_tool(self, ctx: Any, params: CallToolRequestParams) -> Any:
+        relay = RequestRelay(ctx, self.requests, params)
+        return await self.call_tool(params.name, params.arguments, relay)
+
+    async def _on_list_prompts(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        prompts = await self.passthrough.list_prompts()
+        return ListPromptsResult.model_validate({"prompts": prompts})
+
+    async def _on_get_prompt(self, ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
+        relay = RequestRelay(ctx, self.requests)
+        return await self.passthrough.get_prompt(params.name, params.arguments, relay)
+
+    async def _on_list_resources(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        resources = await self.passthrough.list_resources()
+        return ListResourcesResult.model_validate({"resources": resources})
+
+    async def _on_list_resource_templates(
+        self, _ctx: Any, _params: PaginatedRequestParams | None
+    ) -> Any:
+        templates = await self.passthrough.list_resource_templates()
+        return ListResourceTemplatesResult.model_validate({"resourceTemplates": templates})
+
+    async def _on_read_resource(
+        self, ctx: Any, params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        relay = RequestRelay(ctx, self.requests)
+        return await self.passthrough.read_resource(str(params.uri), relay)
+
+    async def _on_completion(self, ctx: Any, params: CompleteRequestParams) -> CompleteResult:
+        context = params.context.arguments if params.context else None
+        relay = RequestRelay(ctx, self.requests)
+        argument = params.argument.model_dump()
+        return await self.passthrough.complete(params.ref, argument, context, relay)
+
+
+class _ProxyServer(Server[Any]):
+    """The proxy's MCP server, which says in its handshake that it tells of changes to its
+    tools, prompts and resources (it passes the upstreams' on)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        tells = NotificationOptions(
+            prompts_changed=True, resources_changed=True, tools_changed=True
+        )
+        return super().create_initialization_options(
+            notification_options or tells, experimental_capabilities, extensions
+        )
+
+
+def _unwrapped(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """``call_tool``'s ``name`` and ``arguments``, the latter also as models send it: a
+    JSON string, or null for none; ``None`` when they are not that."""
+    name, inner = arguments.get("name"), arguments.get("arguments")
+    if isinstance(inner, str):
+        try:
+            inner = json.loads(inner) if inner.strip() else {}
+        except json.JSONDecodeError:
+            return None
+    if inner is None:
+        inner = {}
+    if not isinstance(name, str) or not isinstance(inner, Mapping):
+        return None
+    return name, dict(inner)
+
+
+def _refusal(verdict: Verdict, search: str) -> CallToolResult:
+    """A refused call, short: any tool may be called through the proxy, so the list of
+    available ones a turn's refusal carries would be the whole catalog."""
+    body: dict[str, Any] = {"error": verdict.error}
+    hint = f" Did you mean {verdict.closest!r}?" if verdict.closest else ""
+    if verdict.error == "invalid_arguments":
+        body["message"] = verdict.message
+    elif verdict.error == "tool_not_available":  # shut out by the proxy's allow / deny
+        body["message"] = f"Tool {verdict.name!r} is not available.{hint} Find tools with {search}."
+    else:
+        body["message"] = f"There is no tool {verdict.name!r}.{hint} Find tools with {search}."
+    if verdict.closest:
+        body["closest"] = verdict.closest
+    if verdict.path:
+        body["path"] = verdict.path
+    return text_result(json.dumps(body, ensure_ascii=False), is_error=True)
+
+
+def _meta_names(catalog: Catalog) -> tuple[str, str]:
+    """The meta tools' names: ``search_tools`` and ``call_tool``, or ``toolgate_``-prefixed
+    when a pinned upstream tool is listed under the same name."""
+    taken = {catalog[i].exposed_name.casefold() for i in catalog.pinned_ids}
+    search, call = (f"toolgate_{name}" if name in taken else name for name in (_SEARCH, _CALL))
+    return search, call
+
+
+def _search_tool(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": (
+            "Find the tools for a task among every connected server's tools. Describe the "
+            "task in words, or use 'select:name1,name2' for tools you know by name, or "
+            "'+word' to require a word in the tool's name. Returns each tool's name, "
+            "description and input schema."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What you need to do"}},
+            "required": ["query"],
+        },
+    }
+
+
+def _call_tool(name: str, search: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": (
+            f"Call a tool found with {search}: its name, and arguments that match its input schema."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The tool's name, as found"},
+                "arguments": {"type": "object", "description": "The tool's arguments"},
+            },
+            "required": ["name"],
+        },
+    }
+
+
+def _error(message: str) -> CallToolResult:
+    body = {"error": "invalid_arguments", "message": message}
+    return text_result(json.dumps(body), is_error=True)

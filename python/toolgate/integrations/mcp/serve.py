@@ -1,0 +1,530 @@
+"""``toolgate mcp-proxy``: the proxy as a process, in front of the servers of a config file.
+
+The upstream servers come in the ``mcpServers`` form MCP clients write::
+
+    {"mcpServers": {
+        "github": {"command": "github-mcp-server", "args": ["stdio"],
+                   "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "..."}},
+        "docs": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ..."}},
+        "old": {"command": "old-server", "disabled": true}}}
+
+The proxy (:func:`serve`) serves one client on stdin / stdout, or any number over Streamable
+HTTP (:mod:`toolgate.integrations.mcp.http`).
+
+Every upstream is started (or reached) at once, each within ``connect_timeout`` seconds, and
+each lives in a task of its own until the proxy stops: when its stdio client closes stdin, or
+on SIGTERM / SIGINT (over HTTP, once the requests under way are done). Stopping closes every
+upstream at once, so none outlives the proxy. An
+upstream whose connection closes (it died) is started again by the next call to it. One that
+could not be started (left out under ``lenient``) is tried again in the background, after
+``retry_after`` seconds and then at doubling intervals up to :data:`MAX_RETRY_INTERVAL`,
+until it joins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import httpx2
+from anyio.abc import TaskGroup
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp.types import METHOD_NOT_FOUND
+
+from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.integrations.mcp.http import HttpListener, serve_over_http
+from toolgate.integrations.mcp.listing import list_server_tools
+from toolgate.integrations.mcp.proxy import McpProxy
+from toolgate.integrations.mcp.relay import ASK_TIMEOUT, UpstreamRequests
+from toolgate.integrations.mcp.router import McpClient, McpRouter
+from toolgate.telemetry.recorder import Telemetry
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "MAX_RETRY_INTERVAL",
+    "HttpServer",
+    "ServerSpec",
+    "load_servers",
+    "serve",
+]
+
+#: Seconds an upstream server has to start and answer the handshake.
+CONNECT_TIMEOUT = 30.0
+
+#: The longest wait, in seconds, between two tries to start an upstream left out at start.
+MAX_RETRY_INTERVAL = 300.0
+
+_STDIO_KEYS = {"type", "command", "args", "env", "cwd", "disabled"}
+_HTTP_KEYS = {"type", "url", "headers", "disabled"}
+
+
+@dataclass(frozen=True)
+class HttpServer:
+    """A Streamable HTTP upstream: its URL and the headers every request carries."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+ServerSpec = StdioServerParameters | HttpServer
+
+
+def load_servers(path: str | Path) -> dict[str, ServerSpec]:
+    """The upstream servers of an MCP client configuration file, without the disabled ones.
+
+    Each entry is a stdio command (``command``, ``args``, ``env``, ``cwd``) or a Streamable
+    HTTP endpoint (``url``, ``headers``), optionally with ``type`` (``stdio``, ``http``) and
+    ``disabled``. Every problem is reported at once, naming the entry; an unknown key is one,
+    since a misspelt ``args`` would otherwise start the command without its arguments.
+    """
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInputError(f"{path}: not a JSON file: {exc}") from None
+    servers = config.get("mcpServers") if isinstance(config, dict) else None
+    if not isinstance(servers, dict) or not servers:
+        raise InvalidInputError(f'{path}: expected {{"mcpServers": {{name: {{...}}, ...}}}}')
+    specs: dict[str, ServerSpec] = {}
+    problems: list[str] = []
+    for name, entry in servers.items():
+        try:
+            spec = _server_spec(entry)
+        except ValueError as exc:
+            problems.append(f"mcpServers.{name}: {exc}")
+            continue
+        if spec is not None:
+            specs[name] = spec
+    if problems:
+        raise InvalidInputError(f"{path}: {'; '.join(problems)}")
+    if not specs:
+        raise InvalidInputError(f"{path}: every server is disabled")
+    return specs
+
+
+def _server_spec(entry: Any) -> ServerSpec | None:
+    """One ``mcpServers`` entry; ``None`` when it is disabled."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"expected an object, got {type(entry).__name__}")
+    http = "url" in entry or entry.get("type") in ("http", "streamable-http")
+    if unknown := sorted(set(entry) - (_HTTP_KEYS if http else _STDIO_KEYS)):
+        raise ValueError(f"unknown keys {unknown}")
+    kind = entry.get("type", "http" if http else "stdio")
+    if kind not in ("stdio", "http", "streamable-http"):
+        raise ValueError(f"'type' must be 'stdio' or 'http', got {kind!r}")
+    if (kind == "stdio") == http:
+        raise ValueError(f"'type' {kind!r} does not fit the entry's keys ('url' or 'command')")
+    if not isinstance(entry.get("disabled", False), bool):
+        raise ValueError(f"'disabled' must be true or false, got {entry['disabled']!r}")
+    spec = _http_spec(entry) if http else _stdio_spec(entry)
+    return None if entry.get("disabled", False) else spec
+
+
+def _http_spec(entry: dict[str, Any]) -> HttpServer:
+    url, headers = entry.get("url"), entry.get("headers", {})
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError(f"'url' must be an http(s) URL, got {url!r}")
+    if not _str_map(headers):
+        raise ValueError("'headers' must map names to string values")
+    return HttpServer(url, dict(headers))
+
+
+def _stdio_spec(entry: dict[str, Any]) -> StdioServerParameters:
+    command, args, env = entry.get("command"), entry.get("args", []), entry.get("env")
+    if not isinstance(command, str) or not command:
+        raise ValueError("needs 'command' (a stdio server) or 'url' (a Streamable HTTP one)")
+    if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+        raise ValueError(f"'args' must be a list of strings, got {args!r}")
+    if env is not None and not _str_map(env):
+        raise ValueError("'env' must map names to string values")
+    return StdioServerParameters(command=command, args=args, env=env, cwd=entry.get("cwd"))
+
+
+def _str_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+async def serve(
+    servers: Mapping[str, ServerSpec],
+    *,
+    http: HttpListener | None = None,
+    top_k: int = 5,
+    lenient: bool = False,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    allow: Sequence[str] | None = None,
+    deny: Sequence[str] | None = None,
+    retry_after: float = 30.0,
+    telemetry: Telemetry | None = None,
+) -> None:
+    """Connect to ``servers``, then serve the proxy: over this process's stdin / stdout until
+    the client closes it or a SIGTERM / SIGINT arrives, or with ``http`` over Streamable HTTP
+    until a SIGTERM / SIGINT, which lets the requests under way finish first.
+
+    An upstream that cannot be started or reached in ``connect_timeout`` seconds is an
+    :class:`InvalidInputError` naming it, or with ``lenient`` left out, with a line on
+    stderr, and tried again from ``retry_after`` seconds on (see the module docstring).
+    ``allow`` / ``deny`` are :class:`McpProxy`'s; ``retry_after`` is also how long a server
+    whose re-listing failed keeps its tools before it is listed again (:class:`McpRouter`).
+    An ``http`` address is bound first, so one in use is an error before anything starts.
+    ``telemetry`` gets the route, promote and verify events of every search and call (a
+    :class:`~toolgate.telemetry.sinks.JsonFileSink` makes a log ``toolgate stats --events`` reads).
+    """
+    router = McpRouter(top_k=top_k, lenient=lenient, retry_after=retry_after, telemetry=telemetry)
+    run = partial(
+        _serve, servers, router, lenient=lenient, connect_timeout=connect_timeout,
+        allow=allow, deny=deny, retry_after=retry_after,
+        requests=UpstreamRequests(one_client=http is None),
+    )  # fmt: skip
+    if http is None:
+        await run(_over_stdio)
+        return
+    with http.bind() as sock:
+        await run(partial(_over_http, http, sock))
+
+
+async def _serve(
+    servers: Mapping[str, ServerSpec],
+    router: McpRouter,
+    transport: Callable[[_Serving], Awaitable[None]],
+    *,
+    lenient: bool,
+    connect_timeout: float,
+    allow: Sequence[str] | None,
+    deny: Sequence[str] | None,
+    retry_after: float,
+    requests: UpstreamRequests,
+) -> None:
+    """Connect ``router`` to ``servers``, then serve the proxy over ``transport`` until it
+    returns; ``requests`` passes the upstreams' requests for input on to the clients."""
+    failure: ToolgateError | None = None
+    async with anyio.create_task_group() as group:
+        upstreams = _Upstreams(list(servers))
+        serving = _Serving(group, router, servers, upstreams, connect_timeout, requests=requests)
+        # First: a signal during start-up must close the upstreams started so far.
+        group.start_soon(_stop_on_signal, serving)
+        try:
+            await serving.connect_all(lenient)
+            clients = serving.upstreams.clients
+            await router.connect(clients)
+            for name in clients:
+                group.start_soon(serving.watch, name)
+            left_out = [name for name in servers if name not in clients]
+            if left_out:
+                group.start_soon(serving.join_later, left_out, retry_after)
+            serving.proxy = McpProxy(
+                router, allow=allow, deny=deny, instructions=_instructions(clients),
+                reconnect=serving.reconnect, requests=serving.requests,
+            )  # fmt: skip
+            await transport(serving)
+        except ToolgateError as exc:  # raised after the group, not wrapped in its group
+            failure = exc
+        group.cancel_scope.cancel()  # closes every upstream at once
+    if failure is not None:
+        raise failure
+
+
+async def _over_stdio(serving: _Serving) -> None:
+    """Serve the proxy's one client on stdin / stdout, until it closes them."""
+    assert serving.proxy is not None
+    server = serving.proxy.server
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+async def _over_http(listener: HttpListener, sock: socket.socket, serving: _Serving) -> None:
+    """Serve the proxy's clients over Streamable HTTP, until a signal stops it."""
+    proxy = serving.proxy
+    assert proxy is not None
+
+    def on_stop(stop: Callable[[], None]) -> None:
+        def stop_serving() -> None:
+            proxy.end_event_streams()  # or they hold their connections for the whole grace
+            stop()
+
+        serving.on_stop(stop_serving)
+
+    await serve_over_http(proxy.server, listener, sock, on_stop)
+
+
+@dataclass
+class _Serving:
+    """What the proxy's process runs: its task group, its router, the upstream servers and
+    their connections, and the proxy once connected (upstream notices heard before it
+    exists concern nothing a client has seen yet)."""
+
+    group: TaskGroup
+    router: McpRouter
+    servers: Mapping[str, ServerSpec]
+    upstreams: _Upstreams
+    timeout: float
+    proxy: McpProxy | None = None
+    #: Where the upstreams' requests for input find the client they are for.
+    requests: UpstreamRequests = field(default_factory=UpstreamRequests)
+    #: Stops the transport gracefully (requests under way finish); ``None``: there is no
+    #: such way, and a signal ends the process once the upstreams are closed.
+    stop: Callable[[], None] | None = None
+
+    def on_stop(self, stop: Callable[[], None]) -> None:
+        """The transport's graceful stop, for a signal to use."""
+        self.stop = stop
+
+    def client_options(self, name: str) -> dict[str, Any]:
+        """``mcp.Client``'s keyword arguments for ``name``'s connection: its message
+        handler (the router marks it changed, the proxy passes the notice on) and the
+        callbacks that pass its requests for input on to the proxy's clients."""
+        handler = self.router.message_handler(name, then=partial(self._heard, name))
+        over_http = isinstance(self.servers[name], HttpServer)
+        return {"message_handler": handler, **self.requests.callbacks(name, over_http=over_http)}
+
+    async def _heard(self, name: str, notice: Any) -> None:
+        # Passed on in a task of its own: the handler runs in the upstream connection's
+        # receive loop, which must not wait for the proxy's clients to take the notice.
+        if self.proxy is not None:
+            self.group.start_soon(self._pass_on, self.proxy, name, notice)
+        await anyio.lowlevel.checkpoint()
+
+    @staticmethod
+    async def _pass_on(proxy: McpProxy, name: str, notice: Any) -> None:
+        try:
+            await proxy.heard(name, notice)
+        except Exception as exc:  # a task of the proxy's group: it must not end the proxy
+            print(f"toolgate mcp-proxy: a notice of {name!r} was lost: {exc!r}", file=sys.stderr)
+
+    async def connect_all(self, lenient: bool) -> None:
+        """Start every upstream at once; the ones that fail or do not answer in time are an
+        error, or when ``lenient`` left out with a line on stderr."""
+        upstreams = self.upstreams
+        for name, spec in self.servers.items():
+            self.group.start_soon(upstreams.hold, name, spec, self.client_options(name))
+        with anyio.move_on_after(self.timeout):
+            for event in upstreams.settled.values():
+                await event.wait()
+        for name, event in upstreams.settled.items():
+            if not event.is_set():
+                upstreams.errors[name] = TimeoutError(f"no answer within {self.timeout:g} s")
+                upstreams.scopes[name].cancel()
+        problems = [
+            f"cannot connect to MCP server {name!r}: {_first_error(upstreams.errors[name])!r}"
+            for name in self.servers
+            if name in upstreams.errors
+        ]
+        if problems and not lenient:
+            raise InvalidInputError("; ".join(problems))
+        for problem in problems:
+            print(f"toolgate mcp-proxy: {problem}; going on without it", file=sys.stderr)
+
+    async def reconnect(self, name: str, failed: McpClient) -> bool:
+        """Start ``name`` again after a request through its client ``failed`` failed as a
+        closed connection does; whether a new connection is in place. One restart at a time
+        per server: a request that waited for another's restart finds a new client and goes
+        on; one whose client still answers failed for another reason, and is not made
+        again."""
+        async with self.upstreams.locks[name]:
+            if self.router.client(name) is not failed:
+                return True  # restarted meanwhile
+            try:
+                with anyio.fail_after(self.timeout):
+                    await list_server_tools(name, failed)
+                return False  # it answers: the request failed, the server did not die
+            except Exception:  # the connection is gone: start the server again
+                pass
+            client = await self.upstreams.restart(
+                self.group, name, self.servers[name], self.client_options(name), self.timeout
+            )
+            if client is None:
+                print(f"toolgate mcp-proxy: could not restart {name!r}", file=sys.stderr)
+                return False
+            print(
+                f"toolgate mcp-proxy: restarted {name!r}, whose connection had closed",
+                file=sys.stderr,
+            )
+            await self.router.replace_client(name, client)
+            self.group.start_soon(self.watch, name)
+            return True
+
+    async def join_later(self, left_out: list[str], first_wait: float) -> None:
+        """Try to start each upstream left out at start again, after ``first_wait`` seconds
+        and then at doubling intervals (at most :data:`MAX_RETRY_INTERVAL`), until every one
+        has joined: its tools are then found and called like the others', and the proxy's
+        clients are told its tools, prompts and resources are there."""
+        wait = first_wait
+        pending = list(left_out)
+        while pending:
+            await anyio.sleep(wait)
+            wait = min(max(wait * 2, 1.0), MAX_RETRY_INTERVAL)
+            for name in list(pending):
+                async with self.upstreams.locks[name]:
+                    client = await self.upstreams.restart(
+                        self.group,
+                        name,
+                        self.servers[name],
+                        self.client_options(name),
+                        self.timeout,
+                    )
+                    if client is None:
+                        continue
+                    try:  # lenient: a listing that fails is a warning, and is tried again
+                        await self.router.add_server(name, client)
+                    except Exception as exc:  # this server's problem must not stop the proxy
+                        print(f"toolgate mcp-proxy: {name!r} left out: {exc}", file=sys.stderr)
+                        self.upstreams.scopes[name].cancel()
+                        continue
+                pending.remove(name)
+                print(f"toolgate mcp-proxy: {name!r} started and joined", file=sys.stderr)
+                self.group.start_soon(self.watch, name)
+                if self.proxy is not None:
+                    await self.proxy.announce("tools", "prompts", "resources")
+
+    async def watch(self, name: str) -> None:
+        """Follow ``name``'s change events on the 2026-07-28 protocol: the router marks it
+        changed, and the proxy hears them through the message handler (the SDK passes listen
+        events on to it), as it hears an older connection's notifications."""
+        try:
+            await self.router.watch(name, prompts=True, resources=True)
+        except InvalidInputError:
+            pass
+        except MCPError as exc:
+            if exc.code != METHOD_NOT_FOUND:  # not found: it has no listen, so it tells nothing
+                print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
+        except Exception as exc:  # a dropped stream: changes then come with the next listing
+            print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
+
+
+class _Upstreams:
+    """The upstream connections, each held open by a task of its own (a client must be
+    closed by the task that opened it) until :meth:`close`."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.connected: dict[str, Client] = {}
+        self.errors: dict[str, BaseException] = {}
+        self.settled = {name: anyio.Event() for name in names}
+        self.closed = {name: anyio.Event() for name in names}
+        self.scopes = {name: anyio.CancelScope() for name in names}
+        self.locks = {name: anyio.Lock() for name in names}
+
+    @property
+    def clients(self) -> dict[str, McpClient]:
+        """The upstreams connected and not failed since, in the config's order (not the
+        order they came up in, which changes from run to run)."""
+        return {
+            n: self.connected[n] for n in self.names if n in self.connected and n not in self.errors
+        }
+
+    async def hold(self, name: str, spec: ServerSpec, options: Mapping[str, Any]) -> None:
+        try:
+            with self.scopes[name]:
+                async with _client(spec, options) as client:
+                    self.connected[name] = client
+                    self.settled[name].set()
+                    await anyio.sleep_forever()
+        except Exception as exc:  # a command that fails to start, a URL that fails
+            self.errors.setdefault(name, exc)
+        finally:
+            self.settled[name].set()
+            self.closed[name].set()
+
+    async def restart(
+        self,
+        group: TaskGroup,
+        name: str,
+        spec: ServerSpec,
+        options: Mapping[str, Any],
+        timeout: float,
+    ) -> Client | None:
+        """Close ``name``'s connection and open a new one (its server died): the new client,
+        or ``None`` when it does not come up in ``timeout`` seconds."""
+        self.scopes[name].cancel()
+        with anyio.move_on_after(timeout):
+            await self.closed[name].wait()
+        self.connected.pop(name, None)
+        self.errors.pop(name, None)
+        self.settled[name], self.closed[name] = anyio.Event(), anyio.Event()
+        self.scopes[name] = anyio.CancelScope()
+        group.start_soon(self.hold, name, spec, options)
+        with anyio.move_on_after(timeout):
+            await self.settled[name].wait()
+        if name in self.connected and name not in self.errors:
+            return self.connected[name]
+        self.scopes[name].cancel()
+        return None
+
+    async def close(self, timeout: float) -> None:
+        """Close every upstream at once, waiting at most ``timeout`` seconds."""
+        for scope in self.scopes.values():
+            scope.cancel()
+        with anyio.move_on_after(timeout):
+            for event in self.closed.values():
+                await event.wait()
+
+
+@asynccontextmanager
+async def _client(spec: ServerSpec, options: Mapping[str, Any]) -> AsyncIterator[Client]:
+    if isinstance(spec, HttpServer):
+        # A response stream may stay open long, silent while a client of the proxy answers
+        # the upstream's question: up to ASK_TIMEOUT, and the SDK's 300 s otherwise.
+        timeout = httpx2.Timeout(30.0, read=max(300.0, ASK_TIMEOUT + 30.0))
+        async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http:
+            transport = streamable_http_client(spec.url, http_client=http)
+            async with Client(transport, **options) as client:
+                yield client
+    else:
+        async with Client(spec, **options) as client:
+            yield client
+
+
+def _instructions(clients: Mapping[str, McpClient]) -> str:
+    """Each upstream's instructions, under its name."""
+    parts = []
+    for name, client in clients.items():
+        text = getattr(client, "instructions", None)
+        if isinstance(text, str) and text.strip():
+            parts.append(f"Server {name}: {text.strip()}")
+    return "\n\n".join(parts)
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (the SDK's task groups wrap transport errors)."""
+    # By duck type: BaseExceptionGroup is a builtin from Python 3.11 only.
+    while (inner := getattr(exc, "exceptions", None)) and isinstance(inner[0], BaseException):
+        exc = inner[0]
+    return exc
+
+
+async def _stop_on_signal(serving: _Serving) -> None:
+    """On SIGTERM or SIGINT, stop the transport gracefully where it can be (HTTP); else, or
+    on a second signal, close every upstream and end the process. Where signals can be
+    received (not on Windows).
+
+    The process ends with ``os._exit``: on stdio, the task reading stdin waits in a thread
+    that nothing can interrupt but input, which a client that signals may never send.
+    """
+    try:
+        receiver = anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)
+    except NotImplementedError:
+        return
+    with receiver as signals:
+        async for _ in signals:
+            if serving.stop is not None:
+                stop, serving.stop = serving.stop, None
+                stop()  # the transport returns; the upstreams are closed after it
+                continue
+            await serving.upstreams.close(timeout=10.0)
+            sys.stderr.flush()
+            os._exit(0)

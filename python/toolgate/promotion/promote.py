@@ -1,0 +1,240 @@
+"""Two-phase tool loading within a budget.
+
+Phase 1 is the *summary pool*: text for the system prompt that tells the model which tools
+exist. It depends only on the catalog, so it is a stable, prompt-cacheable prefix. Up to
+:data:`FULL_POOL_MAX_TOKENS` it lists every tool (``- name: summary``, in catalog order); past
+that (5,000 tools at ~16 tokens each would be an 80k-token "summary") it becomes a per-server
+digest, bounded by :data:`DIGEST_MAX_SERVERS` lines, plus a ``tool_search`` tool the model can
+call to ask for more. That tool's name is ``tool_search`` unless a catalog tool's exposed name
+already is (ignoring case, as in :mod:`toolgate.catalog.names`), and its id, :data:`TOOL_SEARCH_ID`,
+is one no tool can have.
+
+Phase 2 is the full definitions of the active tools (a route result's, which hold the pinned
+tools the gate admits; a bare id list gets every pinned one added), in catalog order so
+the same active set always serialises the same way, in the provider's format, with schemas from
+the catalog or from a schema source through an optional cache. Both phases are counted in the
+provider's serialisation, and the :class:`~toolgate.promotion.budget.Budget` decides what is sent.
+The
+``tool_search`` tool, when present, is treated like a pinned tool: it counts toward the caps
+and is never dropped, since without it the model could not reach the rest of the catalog.
+
+>>> promotion = promote_tools(catalog, ["github/get_me"], format="anthropic")  # doctest: +SKIP
+>>> promotion.decision.status, len(promotion.tools)  # doctest: +SKIP
+('pass', 1)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from toolgate.catalog.build import validated_schema
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.tool import Tool
+from toolgate.errors import CatalogError, InvalidInputError, ToolgateError
+from toolgate.formats.definition import schema_of
+from toolgate.formats.raw import PROVIDERS, base_provider
+from toolgate.formats.tokens import count_tools
+from toolgate.memo import Memo
+from toolgate.promotion.active_set import ActiveSet, Scope
+from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
+from toolgate.promotion.discovery import TOOL_SEARCH_ID, search_tool
+from toolgate.promotion.pool import choose_pool
+from toolgate.promotion.schema_source import SchemaCacheLike, SchemaSource, as_schema_source
+
+__all__ = ["Budget", "Promotion", "promote_tools"]
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """What to send for one turn: tool definitions, the pool text, token counts, the decision.
+
+    ``catalog_version`` is the :attr:`~toolgate.catalog.Catalog.version` it was built from, so
+    a promotion is never checked against another catalog. ``search_tool_name`` is the name
+    the ``tool_search`` tool was sent under, if it was.
+    """
+
+    tools: list[dict[str, Any]]
+    pool_text: str
+    tokens: dict[str, int]
+    decision: BudgetDecision
+    active_ids: tuple[str, ...]
+    format: str
+    pool_mode: str
+    catalog_version: str
+    search_tool_name: str | None = None
+    tool_tokens: dict[str, int] = field(default_factory=dict)
+    latency_ms: float = 0.0
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.tools)
+
+    def __repr__(self) -> str:
+        return (
+            f"Promotion({len(self.tools)} {self.format} tools, pool={self.pool_mode}, "
+            f"tokens={self.tokens['pool']}+{self.tokens['schemas']}, {self.decision.status})"
+        )
+
+    def request_tools(self) -> list[dict[str, Any]]:
+        """The value for the request's ``tools`` field (Gemini wraps declarations)."""
+        if base_provider(self.format) == "gemini":
+            return [{"functionDeclarations": self.tools}] if self.tools else []
+        return list(self.tools)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready view."""
+        return {
+            "format": self.format,
+            "pool_mode": self.pool_mode,
+            "catalog_version": self.catalog_version,
+            "active_ids": list(self.active_ids),
+            "search_tool_name": self.search_tool_name,
+            "tokens": dict(self.tokens),
+            "tool_tokens": dict(self.tool_tokens),
+            "decision": self.decision.to_dict(),
+            "latency_ms": self.latency_ms,
+            "tools": self.tools,
+            "pool_text": self.pool_text,
+        }
+
+
+# Token counts of whole definition lists. An agent promotes the same active set turn after
+# turn, and tokenising the set is most of a promotion (about 65%).
+_SET_TOKENS: Memo[tuple[str, str, str], int] = Memo(256)
+
+
+def _count_set(tools: Sequence[Tool], format: str, encoding: str) -> int:
+    """Tokens of ``tools``' definitions sent together in ``format``, counted once per set.
+
+    Keyed by a digest of the definitions' JSON in their own key order (a content
+    fingerprint would ignore it, and the sent JSON, so its token count, keeps it), so a
+    schema a source supplies anew each turn still hits, and a changed one misses.
+    """
+    if not tools:
+        return 0
+    text = "\n".join(t.definition_json(format) for t in tools)
+    key = (format, encoding, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+
+    def count() -> int:
+        definitions = [t._definition(format) for t in tools]  # read, not sent: no copies
+        return count_tools(definitions, base_provider(format), encoding=encoding)
+
+    return _SET_TOKENS.get(key, count)
+
+
+def _fetch_schema(tool: Tool, source: SchemaSource, cache: SchemaCacheLike | None) -> Tool:
+    def fetch_json() -> str:
+        try:
+            fetched = source.fetch(tool.id)
+        except ToolgateError:
+            raise
+        except Exception as exc:
+            raise CatalogError(f"schema source failed for {tool.id!r}: {exc!r}") from exc
+        schema = validated_schema(
+            schema_of(tool.id, fetched, aliases=(tool.exposed_name,)), tool.id
+        )
+        return json.dumps(schema, sort_keys=True)
+
+    if cache is None:
+        return replace(tool, input_schema=json.loads(fetch_json()))
+    # The cache keys versions as 64-bit ints; the fingerprint's first 64 bits change with it.
+    version = int(tool.fingerprint[:16], 16)
+    text = cache.get_or_fetch(tool.id, version, fetch_json)
+    return replace(tool, input_schema=json.loads(text))
+
+
+def _schema_entries(
+    catalog: Catalog,
+    rank: Mapping[str, int],
+    source: SchemaSource | None,
+    cache: SchemaCacheLike | None,
+) -> list[tuple[str, Tool]]:
+    """Phase 2's tools, keyed by id, in catalog order (a stable, cacheable prompt prefix),
+    with their schemas from ``source`` when given."""
+    chosen = [catalog[i] for i in catalog.in_catalog_order(rank)]
+    if source is not None:
+        chosen = [_fetch_schema(t, source, cache) for t in chosen]
+    return [(t.id, t) for t in chosen]
+
+
+def promote_tools(
+    catalog: Catalog,
+    active_ids: Any,
+    *,
+    format: str = "openai",
+    budget: Budget | None = None,
+    schema_source: Any = None,
+    cache: SchemaCacheLike | None = None,
+    pool: str = "auto",
+    encoding: str = "cl100k_base",
+) -> Promotion:
+    """Build both phases for one turn and apply ``budget``.
+
+    ``active_ids`` is a ``RouteResult``, or tool ids best first, to which the pinned tools
+    are added.
+    ``format`` is one of :data:`toolgate.formats.raw.PROVIDERS` (see
+    :meth:`toolgate.catalog.tool.Tool.to_provider`).
+    ``pool`` is ``"auto"``, ``"full"``, ``"digest"`` or ``"none"``.
+    ``schema_source`` (see :mod:`toolgate.promotion.schema_source`) supplies full schemas instead
+    of the
+    catalog, through ``cache`` (``get_or_fetch(tool_id, version, fetch)``) when given.
+    """
+
+    started = time.perf_counter()
+    if format not in PROVIDERS:
+        raise InvalidInputError(f"format must be one of {', '.join(PROVIDERS)}, got {format!r}")
+    if budget is not None and not isinstance(budget, Budget):
+        raise InvalidInputError(
+            f"budget must be a toolgate.Budget or None, got {type(budget).__name__}"
+        )
+    ranked = list(ActiveSet.of(catalog, active_ids, strict=True).ids)
+    search = search_tool(catalog)
+    scope: Scope = (getattr(active_ids, "allow", None), getattr(active_ids, "deny", None))
+    pool_mode, pool_text, pool_tokens = choose_pool(
+        catalog, pool, budget, search.exposed_name, encoding, scope
+    )
+    rank = {tool_id: i for i, tool_id in enumerate(ranked)}
+    source = as_schema_source(schema_source) if schema_source is not None else None
+    entries = _schema_entries(catalog, rank, source, cache)
+    if pool_mode == "digest":
+        # Keyed by an id no catalog tool can have, so a real tool never shares its entry.
+        entries.insert(0, (TOOL_SEARCH_ID, search))
+    tool_tokens = {key: t.token_count(format, encoding=encoding) for key, t in entries}
+    candidates = [
+        Candidate(key, tool_tokens[key], rank.get(key, len(rank)), t.pinned) for key, t in entries
+    ]
+    whole = _count_set([t for _, t in entries], format, encoding)
+    overhead = max(0, whole - sum(tool_tokens.values()))
+    decision = enforce(budget, candidates, pool_tokens=pool_tokens, overhead_tokens=overhead)
+    kept = set(decision.kept)
+    sent = [(key, t) for key, t in entries if key in kept]
+    tools = [t.to_provider(format) for _, t in sent]
+    if len(sent) == len(entries):
+        schema_tokens = whole
+    else:
+        schema_tokens = _count_set([t for _, t in sent], format, encoding)
+    return Promotion(
+        tools=tools,
+        pool_text=pool_text,
+        tokens={
+            "pool": pool_tokens,
+            "schemas": schema_tokens,
+            "total": pool_tokens + schema_tokens,
+        },
+        decision=decision,
+        active_ids=tuple(key for key, _ in sent if key != TOOL_SEARCH_ID),
+        format=format,
+        pool_mode=pool_mode,
+        catalog_version=catalog.version,
+        # Only a search tool that was sent can be called: a blocking budget may drop it.
+        search_tool_name=search.exposed_name if TOOL_SEARCH_ID in kept else None,
+        tool_tokens=tool_tokens,
+        latency_ms=(time.perf_counter() - started) * 1000,
+    )

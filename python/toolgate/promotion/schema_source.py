@@ -1,0 +1,235 @@
+"""Where phase 2 gets full schemas from, when not from the catalog itself.
+
+A schema source answers ``fetch(tool_id) -> dict`` with the tool's input schema. A full tool
+dict in any shape the catalog reads is accepted too (:func:`schema_of`): its schema is taken,
+read as the catalog would read it, so a tool without one takes no arguments, and a tool named
+otherwise than the one asked for is refused. :func:`as_schema_source` accepts:
+
+- a callable ``(tool_id) -> dict``;
+- a directory holding ``<server>/<name>.json`` per tool, or a catalog file in any format;
+- an object with a ``fetch(tool_id)`` method (for instance an MCP client adapter);
+- :class:`McpSchemaSource`, which wraps a function returning a server's ``tools/list`` result
+  and re-lists only after :meth:`McpSchemaSource.invalidate` (call it on
+  ``notifications/tools/list_changed``).
+
+:class:`LRUSchemaCache` is a pure-Python cache with the interface of the Rust
+``toolgate._toolgate.SchemaCache`` (``get_or_fetch(tool_id, version, fetch) -> str``), for
+builds without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from toolgate import _toolgate
+from toolgate.catalog.catalog import Catalog
+from toolgate.errors import CatalogError, InvalidInputError
+from toolgate.formats.mcp import is_jsonrpc_response, jsonrpc_error
+
+__all__ = [
+    "CallableSchemaSource",
+    "CatalogSchemaSource",
+    "DirectorySchemaSource",
+    "LRUSchemaCache",
+    "McpSchemaSource",
+    "SchemaCacheLike",
+    "SchemaSource",
+    "as_schema_source",
+    "default_cache",
+]
+
+
+@runtime_checkable
+class SchemaSource(Protocol):
+    """Anything that returns a tool's input schema by id."""
+
+    def fetch(self, tool_id: str) -> Any:
+        """The input schema (or a whole tool dict) for ``tool_id``."""
+        ...
+
+
+@runtime_checkable
+class SchemaCacheLike(Protocol):
+    """The schema cache interface shared by the Rust cache and :class:`LRUSchemaCache`."""
+
+    def get_or_fetch(self, tool_id: str, version: int, fetch: Callable[[], str]) -> str:
+        """The cached JSON for ``(tool_id, version)``, calling ``fetch`` on a miss."""
+        ...
+
+
+class CallableSchemaSource:
+    """Wraps a ``(tool_id) -> dict`` function."""
+
+    def __init__(self, fn: Callable[[str], Any]) -> None:
+        self._fn = fn
+
+    def fetch(self, tool_id: str) -> Any:
+        """Call the function."""
+        return self._fn(tool_id)
+
+
+class DirectorySchemaSource:
+    """Reads ``<root>/<server>/<name>.json`` (the id as a relative path)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self._root = Path(root).resolve()
+
+    def fetch(self, tool_id: str) -> Any:
+        """Read and parse the tool's file; ids that would leave the directory are refused."""
+        path = (self._root / f"{tool_id}.json").resolve()
+        if self._root not in path.parents:
+            raise CatalogError(f"tool id {tool_id!r} points outside the schema directory")
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CatalogError(f"no schema file for {tool_id!r}: {path} does not exist") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CatalogError(f"cannot read the schema of {tool_id!r} from {path}: {exc}") from exc
+
+
+class CatalogSchemaSource:
+    """Serves schemas from a catalog file (any format), loaded on first use."""
+
+    def __init__(self, path: str | os.PathLike[str], *, server: str | None = None) -> None:
+        self._path = path
+        self._server = server
+        self._schemas: dict[str, dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+
+    def fetch(self, tool_id: str) -> Any:
+        """The schema of ``tool_id`` in the file."""
+        with self._lock:
+            if self._schemas is None:
+                loaded = Catalog.load(self._path, server=self._server)
+                self._schemas = {t.id: t.input_schema for t in loaded}
+        try:
+            return self._schemas[tool_id]
+        except KeyError:
+            raise CatalogError(f"{self._path} has no tool {tool_id!r}") from None
+
+
+class McpSchemaSource:
+    """Schemas from an MCP server's ``tools/list``, listed once and again after :meth:`invalidate`.
+
+    ``list_tools`` is whatever the client uses to call ``tools/list`` and returns its result
+    (``{"tools": [...]}``) or the JSON-RPC response around it, as :meth:`Catalog.load
+    <toolgate.catalog.Catalog.load>` accepts; ``server`` is the server part of the ids it
+    answers for. A JSON-RPC error response is a :class:`CatalogError` quoting the server.
+    """
+
+    def __init__(self, server: str, list_tools: Callable[[], Mapping[str, Any]]) -> None:
+        self._server = server
+        self._list_tools = list_tools
+        self._by_name: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    def invalidate(self) -> None:
+        """Forget the listing (on ``notifications/tools/list_changed``)."""
+        with self._lock:
+            self._by_name = None
+
+    def fetch(self, tool_id: str) -> Any:
+        """The tool dict named in ``tool_id``, listing the server first if needed."""
+        prefix = f"{self._server}/"
+        if not tool_id.startswith(prefix):
+            raise CatalogError(f"{tool_id!r} is not a tool of MCP server {self._server!r}")
+        with self._lock:
+            if self._by_name is None:
+                tools = self._listed_tools(self._list_tools(), tool_id)
+                self._by_name = {str(t.get("name")): t for t in tools if isinstance(t, Mapping)}
+            by_name = self._by_name
+        name = tool_id[len(prefix) :]
+        if name not in by_name:
+            raise CatalogError(f"MCP server {self._server!r} does not list a tool {name!r}")
+        return by_name[name]
+
+    def _listed_tools(self, result: Any, tool_id: str) -> list[Any]:
+        """The ``tools`` list of a ``tools/list`` result or of the JSON-RPC response around it."""
+        where = f"tools/list of MCP server {self._server!r} (fetching {tool_id!r})"
+        if is_jsonrpc_response(result):
+            if not isinstance(result.get("result"), Mapping):
+                raise CatalogError(
+                    f"{where} answered with a JSON-RPC error: {jsonrpc_error(result)}"
+                )
+            result = result["result"]
+        tools = result.get("tools") if isinstance(result, Mapping) else None
+        if not isinstance(tools, list):
+            raise CatalogError(f"{where} returned no 'tools' list")
+        return tools
+
+
+def as_schema_source(obj: Any) -> SchemaSource:
+    """Turn a callable, a path or an object with ``fetch`` into a :class:`SchemaSource`."""
+    if isinstance(obj, SchemaSource):
+        return obj
+    if isinstance(obj, (str, os.PathLike)):
+        path = Path(obj)
+        if path.is_dir():
+            return DirectorySchemaSource(path)
+        if path.is_file():
+            return CatalogSchemaSource(path)
+        raise InvalidInputError(
+            f"schema_source path {str(path)!r} is neither a directory nor a file"
+        )
+    if callable(obj):
+        return CallableSchemaSource(obj)
+    raise InvalidInputError(
+        "schema_source must be a callable (tool_id) -> dict, a directory, a catalog file, or an "
+        f"object with fetch(tool_id); got {type(obj).__name__}"
+    )
+
+
+class LRUSchemaCache:
+    """A thread-safe LRU of schema JSON keyed by ``(tool_id, version)``.
+
+    ``version`` is an int (promotion passes the first 64 bits of the tool's fingerprint), so a
+    changed tool misses and is fetched again.
+    """
+
+    def __init__(self, capacity: int = 1024) -> None:
+        if capacity < 1:
+            raise InvalidInputError(f"cache capacity must be at least 1, got {capacity}")
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[str, int], str] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get_or_fetch(self, tool_id: str, version: int, fetch: Callable[[], str]) -> str:
+        """The cached JSON, or ``fetch()``'s result stored for next time."""
+        key = (tool_id, version)
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return self._entries[key]
+            self.misses += 1
+        # Fetch outside the lock: a slow MCP round trip must not block other tools' lookups.
+        value = fetch()
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+        return value
+
+
+def default_cache(capacity: int = 1024, max_bytes: int = 64 << 20) -> SchemaCacheLike:
+    """The Rust ``SchemaCache`` when the extension has it, else :class:`LRUSchemaCache`.
+
+    ``max_bytes`` bounds the Rust cache's total size; the Python fallback bounds entries only.
+    """
+    rust_cache = getattr(_toolgate, "SchemaCache", None)
+    if rust_cache is not None:
+        cache: SchemaCacheLike = rust_cache(capacity, max_bytes)
+        return cache
+    return LRUSchemaCache(capacity)

@@ -1,0 +1,142 @@
+"""Where events go: memory, the log, a JSON-lines file, OpenTelemetry."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from toolgate.errors import InvalidInputError
+from toolgate.telemetry.events import Event
+
+__all__ = [
+    "JsonFileSink",
+    "JsonLogSink",
+    "MemorySink",
+    "OpenTelemetrySink",
+    "Sink",
+    "default_sinks",
+]
+
+
+_log = logging.getLogger("toolgate.telemetry")
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Receives events. Must be thread-safe; must not raise for a well-formed event."""
+
+    def emit(self, event: Event) -> None:
+        """Handle one event."""
+        ...
+
+
+class MemorySink:
+    """Keeps every event in a list (for tests and notebooks)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        """Append the event."""
+        with self._lock:
+            self.events.append(event)
+
+    def of_kind(self, kind: str) -> list[Event]:
+        """The events of one kind (``route``, ``promote``, ``verify``)."""
+        with self._lock:
+            return [e for e in self.events if e.kind == kind]
+
+
+class JsonLogSink:
+    """Logs each event as one JSON line through :mod:`logging` (logger ``toolgate.telemetry``)."""
+
+    def __init__(self, logger: logging.Logger | None = None, level: int = logging.INFO) -> None:
+        self._logger = logger or _log
+        self._level = level
+
+    def emit(self, event: Event) -> None:
+        """Log the event; the dict is also attached as ``record.toolgate_event``."""
+        if self._logger.isEnabledFor(self._level):
+            self._logger.log(
+                self._level, event.to_json(), extra={"toolgate_event": event.to_dict()}
+            )
+
+
+def _otel_value(value: Any) -> Any:
+    if isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return json.dumps(value, sort_keys=True)
+
+
+class JsonFileSink:
+    """Appends each event as one JSON line to a file, flushed at once, so another process
+    (``toolgate stats --events FILE``) can read it while it grows. Several processes may
+    append to one file: each line is written whole, in one ``write`` of an ``O_APPEND``
+    file. A file that cannot be opened is an :class:`InvalidInputError` naming it."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Open ``path`` for appending (created if missing)."""
+        self.path = Path(path)
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot write events to {path}: {exc.strerror}") from None
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        """Append the event's line. A failed write (a full disk) is logged, never raised."""
+        line = (event.to_json() + "\n").encode()
+        with self._lock:
+            try:
+                os.write(self._fd, line)
+            except OSError as exc:
+                _log.warning("event not written to %s: %s", self.path, exc.strerror)
+
+    def close(self) -> None:
+        """Close the file; events emitted after are an error."""
+        with self._lock:
+            os.close(self._fd)
+
+
+class OpenTelemetrySink:
+    """Records each event as an OpenTelemetry span ``toolgate.<kind>``, fields as attributes.
+
+    Needs ``opentelemetry-api``; without it the constructor raises :class:`InvalidInputError`.
+    """
+
+    def __init__(self, tracer: Any = None) -> None:
+        try:
+            # Imported by name so type checking does not need opentelemetry installed.
+            trace = importlib.import_module("opentelemetry.trace")
+        except ImportError:
+            raise InvalidInputError(
+                "OpenTelemetrySink needs opentelemetry-api: pip install opentelemetry-api"
+            ) from None
+        self._tracer = tracer or trace.get_tracer("toolgate")
+
+    def emit(self, event: Event) -> None:
+        """Start and end one span carrying the event's fields."""
+        end_ns = int(event.timestamp * 1e9)
+        start_ns = end_ns - int(event.latency_ms * 1e6)
+        span = self._tracer.start_span(f"toolgate.{event.kind}", start_time=start_ns)
+        for key, value in event.to_dict().items():
+            if value is not None:
+                span.set_attribute(f"toolgate.{key}", _otel_value(value))
+        span.end(end_time=end_ns)
+
+
+def default_sinks() -> list[Sink]:
+    """JSON logging, plus OpenTelemetry when ``opentelemetry`` is importable."""
+    sinks: list[Sink] = [JsonLogSink()]
+    with contextlib.suppress(InvalidInputError):
+        sinks.append(OpenTelemetrySink())
+    return sinks

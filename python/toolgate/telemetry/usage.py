@@ -1,0 +1,297 @@
+"""Structured events for every route, promote and verify, pluggable sinks, and usage statistics.
+
+Events record what a budget audit needs (the Tool Attention paper's list): turn id, a sha256 of
+the query (never the raw query unless asked), candidates and scores, what state gated out and
+why, the active set, tokens per phase, the budget decision, and latency. A :class:`Telemetry`
+hub fans them out to sinks: :class:`JsonLogSink` (one JSON line per event through
+:mod:`logging`), :class:`JsonFileSink` (one JSON line per event appended to a file),
+:class:`MemorySink` (tests, notebooks), :class:`OpenTelemetrySink` (a span per event, when
+``opentelemetry`` is installed) and :class:`UsageStats`, which keeps the evidence for pruning:
+tools loaded, routed and called, routing misses, and tools never routed or called.
+
+>>> stats = UsageStats(["github/get_me", "github/create_issue"])
+>>> hub = Telemetry([stats])
+>>> hub.emit(VerifyEvent(turn_id="t1", name="get_me", tool_id="github/get_me", ok=True))
+>>> stats.never_called()
+['github/create_issue']
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolgate.errors import InvalidInputError
+from toolgate.promotion.discovery import TOOL_SEARCH_ID
+from toolgate.telemetry.events import (
+    EVENT_TYPES,
+    Event,
+    PromoteEvent,
+    RouteEvent,
+    VerifyEvent,
+    event_from_dict,
+)
+
+_log = logging.getLogger("toolgate.telemetry")
+
+__all__ = ["UsageStats"]
+
+
+class UsageStats:
+    """Per-tool usage gathered from events: a sink, and the Pruner's evidence.
+
+    ``tool_ids`` is the registry (every tool that could be used), so tools that never appear in
+    any event still show up as never routed / never called.
+
+    The ``tool_search`` tool a digest pool sends (id
+    :data:`~toolgate.promotion.discovery.TOOL_SEARCH_ID`)
+    is toolgate's, not the catalog's: it is never among the tools, never routed, and never a
+    prune candidate. Its calls are counted apart instead: ``search_calls`` (accepted) and
+    ``search_invalid`` (rejected for their arguments). Each accepted one is the model asking
+    for tools the active set lacked, so a high count next to ``turns`` says routing or the
+    budget leaves out too much.
+
+    >>> stats = UsageStats(["github/get_me"])
+    >>> stats.emit(VerifyEvent(name="tool_search", tool_id=TOOL_SEARCH_ID, ok=True))
+    >>> stats.search_calls, stats.never_called()
+    (1, ['github/get_me'])
+    """
+
+    def __init__(self, tool_ids: Iterable[str] = ()) -> None:
+        self._lock = threading.Lock()
+        self.registry: list[str] = list(dict.fromkeys(_catalog_ids(tool_ids)))
+        self.turns: set[str] = set()
+        self.routed: Counter[str] = Counter()
+        self.loaded: Counter[str] = Counter()
+        self.called: Counter[str] = Counter()
+        self.misses: Counter[str] = Counter()
+        self.invalid: Counter[str] = Counter()
+        self.unknown: Counter[str] = Counter()
+        self.search_calls = 0
+        self.search_invalid = 0
+        self.last_routed: dict[str, float] = {}
+        self.last_called: dict[str, float] = {}
+        self.last_loaded: dict[str, float] = {}
+
+    @classmethod
+    def from_log(cls, path: str | os.PathLike[str], registry: Any = ()) -> UsageStats:
+        """Replay a :class:`JsonLogSink` log (one JSON event per line, any prefix before it).
+
+        ``registry`` is a catalog (anything with ``ids``) or an iterable of tool ids. The log
+        is read one line at a time, so its size does not matter. Lines that hold no toolgate
+        event, such as another program's JSON with a ``kind`` of its own, are ignored; an
+        event line that does not parse is an :class:`InvalidInputError` naming the line. A
+        last line with no newline that does not parse is a log still being written: it is
+        skipped, with a warning on the ``toolgate.telemetry`` logger.
+        """
+        ids = getattr(registry, "ids", registry)
+        stats = cls(ids)
+        for event in _read_log(Path(path)):
+            stats.emit(event)
+        return stats
+
+    def emit(self, event: Event) -> None:
+        """Count one event."""
+        with self._lock:
+            if event.turn_id:
+                self.turns.add(event.turn_id)
+            if isinstance(event, RouteEvent):
+                active = _catalog_ids(event.active)
+                self.routed.update(active)
+                _keep_latest(self.last_routed, active, event.timestamp)
+            elif isinstance(event, PromoteEvent):
+                active = _catalog_ids(event.active)
+                self.loaded.update(active)
+                _keep_latest(self.last_loaded, active, event.timestamp)
+            elif isinstance(event, VerifyEvent):
+                self._count_call(event)
+
+    def _count_call(self, event: VerifyEvent) -> None:
+        if event.tool_id == TOOL_SEARCH_ID:
+            # Counted in the per-tool counters, the search tool would join the known tools
+            # through ``called`` and be offered for pruning as never routed: it never is,
+            # since the router only routes catalog tools.
+            if event.ok:
+                self.search_calls += 1
+            elif event.error == "invalid_arguments":
+                self.search_invalid += 1
+        elif event.ok and event.tool_id:
+            self.called[event.tool_id] += 1
+            _keep_latest(self.last_called, (event.tool_id,), event.timestamp)
+        elif event.error == "tool_not_available" and event.tool_id:
+            self.misses[event.tool_id] += 1
+        elif event.error == "invalid_arguments" and event.tool_id:
+            self.invalid[event.tool_id] += 1
+        elif event.error == "unknown_tool":
+            self.unknown[event.name] += 1
+
+    def _known(self) -> list[str]:
+        extra = [t for t in (*self.routed, *self.loaded, *self.called) if t not in self.registry]
+        return self.registry + list(dict.fromkeys(extra))
+
+    def never_called(self) -> list[str]:
+        """Registry tools with no successful call, in registry order."""
+        with self._lock:
+            return [t for t in self._known() if not self.called[t]]
+
+    def never_routed(self) -> list[str]:
+        """Registry tools never in an active set, in registry order."""
+        with self._lock:
+            return [t for t in self._known() if not self.routed[t]]
+
+    def pruning_report(
+        self, *, window_s: float | None = None, now: float | None = None
+    ) -> dict[str, Any]:
+        """Prune candidates: tools not routed / not called within the last ``window_s`` seconds.
+
+        ``window_s=None`` looks at everything seen. ``loaded_not_called`` are tools whose schemas
+        were sent but never used: pure token cost.
+        """
+        if window_s is not None and window_s <= 0:
+            raise InvalidInputError(f"window_s must be positive, got {window_s}")
+        now = time.time() if now is None else now
+        since = float("-inf") if window_s is None else now - window_s
+
+        def idle(last: dict[str, float], tool_id: str) -> bool:
+            return tool_id not in last or last[tool_id] < since
+
+        with self._lock:
+            known = self._known()
+            not_routed = [t for t in known if idle(self.last_routed, t)]
+            not_called = [t for t in known if idle(self.last_called, t)]
+            loaded_idle = [t for t in not_called if not idle(self.last_loaded, t)]
+            return {
+                "window_s": window_s,
+                "tools": len(known),
+                "not_routed": not_routed,
+                "not_called": not_called,
+                "loaded_not_called": loaded_idle,
+                "routing_misses": dict(self.misses),
+            }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every counter, JSON-ready."""
+        with self._lock:
+            known = self._known()
+            return {
+                "turns": len(self.turns),
+                "tools": len(known),
+                "routed": dict(self.routed),
+                "loaded": dict(self.loaded),
+                "called": dict(self.called),
+                "routing_misses": dict(self.misses),
+                "invalid_arguments": dict(self.invalid),
+                "unknown_tools": dict(self.unknown),
+                "search_calls": self.search_calls,
+                "search_invalid_arguments": self.search_invalid,
+                "never_routed": [t for t in known if not self.routed[t]],
+                "never_called": [t for t in known if not self.called[t]],
+            }
+
+    def summary(self, top: int = 10) -> dict[str, Sequence[tuple[str, int]]]:
+        """The most routed, loaded, called and missed tools."""
+        with self._lock:
+            return {
+                "routed": self.routed.most_common(top),
+                "loaded": self.loaded.most_common(top),
+                "called": self.called.most_common(top),
+                "routing_misses": self.misses.most_common(top),
+            }
+
+
+def _catalog_ids(tool_ids: Iterable[str]) -> tuple[str, ...]:
+    """``tool_ids`` without the search tool's id.
+
+    A promotion already leaves it out of its active ids, but events built by hand or read from
+    another version's log may carry it, and it must not pass for a catalog tool.
+    """
+    return tuple(t for t in tool_ids if t != TOOL_SEARCH_ID)
+
+
+def _keep_latest(last: dict[str, float], tool_ids: Iterable[str], timestamp: float) -> None:
+    """Record ``timestamp`` for each tool unless a later one is already there.
+
+    Events do not arrive in time order: logs merged from several processes, or sinks fed
+    from several threads, so the last event seen is not always the latest.
+    """
+    for tool_id in tool_ids:
+        if timestamp > last.get(tool_id, float("-inf")):
+            last[tool_id] = timestamp
+
+
+def _read_log(path: Path) -> Iterator[Event]:
+    """The toolgate events in the log at ``path``, read one line at a time."""
+    try:
+        with path.open("rb") as log:
+            for number, raw in enumerate(log, start=1):
+                where = f"{path}, line {number}"
+                try:
+                    found = _json_in_line(raw, where)
+                except InvalidInputError as exc:
+                    # Only the last line can lack its newline, and then the writer may still
+                    # be on it: a live log is worth reading up to there.
+                    if raw.endswith(b"\n"):
+                        raise
+                    _log.warning("%s; skipped: the last line, still being written", exc)
+                    continue
+                data = None if found is None else _toolgate_event(*found)
+                if data is not None:
+                    yield _event_at(data, where)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read telemetry log {path}: {exc}") from exc
+
+
+def _json_in_line(raw: bytes, where: str) -> tuple[str, dict[str, Any]] | None:
+    """The text before a log line's JSON object and the object; None if it has none.
+
+    Raises :class:`InvalidInputError` naming ``where`` for a line that is not UTF-8 or whose
+    object does not parse.
+    """
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{where}: not UTF-8 (byte {raw[exc.start]:#04x})") from None
+    start = line.find("{")
+    if start < 0 or '"kind"' not in line:
+        return None
+    try:
+        data = json.loads(line[start:])
+    except RecursionError:
+        raise InvalidInputError(f"{where}: not a toolgate event (JSON nested too deeply)") from None
+    except ValueError as exc:
+        # JSONDecodeError, and plain ValueError for an integer too long to convert.
+        raise InvalidInputError(f"{where}: not a toolgate event ({exc})") from None
+    return line[:start], data
+
+
+def _toolgate_event(prefix: str, data: dict[str, Any]) -> Mapping[str, Any] | None:
+    """The event dict a parsed log line holds, or None when the line is another program's.
+
+    Other programs may log JSON with a ``kind`` of their own into the same file, so a line is
+    toolgate's when its ``kind`` is a toolgate event kind, or when it carries a toolgate mark:
+    the ``toolgate_event`` field that :class:`JsonLogSink` attaches to each record (written by
+    JSON log formatters), or this module's logger name before the JSON (plain formatters).
+    A marked line with an unknown kind is then reported, not silently dropped.
+    """
+    attached = data.get("toolgate_event")
+    if isinstance(attached, dict):
+        return attached
+    kind = data.get("kind")
+    if (isinstance(kind, str) and kind in EVENT_TYPES) or _log.name in prefix:
+        return data
+    return None
+
+
+def _event_at(data: Mapping[str, Any], where: str) -> Event:
+    """:func:`event_from_dict`, with errors naming the log line ``where``."""
+    try:
+        return event_from_dict(data)
+    except (TypeError, InvalidInputError) as exc:
+        raise InvalidInputError(f"{where}: not a toolgate event ({exc})") from None

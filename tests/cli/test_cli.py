@@ -1,0 +1,348 @@
+"""The command line, including the ``toolgate eval --json`` contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.shared_data import DATA, require
+from toolgate.cli.parser import main
+
+EVAL_KEYS = {
+    "queries",
+    "recall@5",
+    "recall@10",
+    "complete@10",
+    "ndcg@10",
+    "mrr",
+    "route_ms_p50",
+    "irrelevant",
+    "irrelevant_rejected",
+}
+
+
+@pytest.fixture
+def tiny_set(tmp_path: Path) -> tuple[Path, Path]:
+    tools = [
+        {"server": "wx", "name": "get_weather", "description": "Current weather for a city."},
+        {"server": "mail", "name": "send_email", "description": "Send an email to someone."},
+        {"server": "cal", "name": "create_event", "description": "Add an event to a calendar."},
+    ]
+    queries = [
+        {"qid": "1", "query": "is it raining in Oslo", "gold": ["get_weather"]},
+        {"qid": "2", "query": "email the report to Ann", "gold": ["mail/send_email"]},
+        {
+            "qid": "3",
+            "query": "book a meeting and tell Bob",
+            "gold": ["create_event", "send_email"],
+        },
+        {"qid": "4", "query": "what is the capital of Peru", "gold": []},
+    ]
+    tools_path, queries_path = tmp_path / "tools.jsonl", tmp_path / "queries.jsonl"
+    tools_path.write_text("\n".join(json.dumps(t) for t in tools))
+    queries_path.write_text("\n".join(json.dumps(q) for q in queries))
+    return tools_path, queries_path
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_eval_json_contract(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
+) -> None:
+    tools, queries = tiny_set
+    report = run_json(capsys, "eval", "--tools", str(tools), "--queries", str(queries), "--json")
+    assert set(report) >= EVAL_KEYS
+    assert report["queries"] == 3
+    assert report["irrelevant"] == 1
+    # Three tools, top 10: every gold tool is routed unless the cosine floor cut it.
+    assert report["recall@10"] == pytest.approx(report["complete@10"] * 1.0, abs=0.34)
+    assert 0.0 < report["ndcg@10"] <= 1.0
+    assert report["mrr"] == 1.0
+
+
+def test_eval_on_shared_bfcl_subset(capsys: pytest.CaptureFixture[str]) -> None:
+    bfcl = DATA / "eval" / "bfcl-single-turn"
+    require(bfcl)
+    tools, queries = str(bfcl / "tools.jsonl"), str(bfcl / "queries.jsonl")
+    report = run_json(
+        capsys, "eval", "--tools", tools, "--queries", queries, "--limit", "200", "--json"
+    )
+    assert report["queries"] > 100
+    # Measured on the whole set: nDCG@10 about 0.80; a floor far below catches regressions.
+    assert report["ndcg@10"] > 0.6
+    # Repeated ids are kept under a renamed server; the Java/JS type names still fail strictly.
+    assert main(["eval", "--tools", tools, "--queries", queries, "--strict", "--json"]) == 2
+    assert "invalid JSON Schema" in capsys.readouterr().err
+
+
+def test_index_then_route_from_the_saved_directory(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    tools, _ = tiny_set
+    out = tmp_path / "idx"
+    indexed = run_json(capsys, "index", "--tools", str(tools), "--out", str(out), "--json")
+    assert indexed["tools"] == 3
+    routed = run_json(capsys, "route", "--index", str(out), "send an email to Ann", "--json")
+    assert routed["tools"][0]["id"] == "mail/send_email"
+
+
+def test_calibrate_reports_a_curve(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
+) -> None:
+    tools, queries = tiny_set
+    report = run_json(
+        capsys, "calibrate", "--tools", str(tools), "--queries", str(queries), "--json"
+    )
+    assert len(report["curve"]) == 11 * 21
+    best = report["best"]
+    assert best["f1"] == max(point["f1"] for point in report["curve"])
+    assert report["config"]["threshold"] == best["threshold"]
+
+
+def test_stats_counts_the_catalog(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
+) -> None:
+    tools, _ = tiny_set
+    report = run_json(capsys, "stats", "--tools", str(tools), "--json")
+    assert report["tools"] == 3
+    assert report["servers"] == 3
+    assert all(count > 0 for count in report["full_schema_tokens"].values())
+
+
+def test_stats_reads_a_shared_log_still_being_written(
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    tiny_set: tuple[Path, Path],
+    tmp_path: Path,
+) -> None:
+    tools, _ = tiny_set
+    events = tmp_path / "events.log"
+    events.write_text(
+        'INFO toolgate.telemetry: {"kind": "route", "active": ["wx/get_weather"]}\n'
+        'INFO deployer: {"kind": "deployment", "service": "api"}\n'
+        'INFO toolgate.telemetry: {"kind": "route", "active": ["mail/se'
+    )
+    argv = ["stats", "--tools", str(tools), "--events", str(events), "--json"]
+    report = run_json(capsys, *argv)
+    assert report["usage"]["routed"] == {"wx/get_weather": 1}
+    assert f"{events}, line 3: not a toolgate event" in caplog.text
+    assert "skipped: the last line" in caplog.text
+
+
+def test_errors_exit_2_with_the_reason(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"server": "s", "description": "no name"}\n')
+    assert main(["route", "--tools", str(bad), "anything"]) == 2
+    assert "name" in capsys.readouterr().err
+
+
+def test_demo_routes_every_demo_query(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(capsys, "demo", "--json")
+    results = report["results"]
+    assert len(results) == 8
+    first_gated = [g["id"] for g in results[0]["gated_out"]]
+    assert "github/create_issue" in first_gated
+    assert results[-1]["tools"][0]["id"] == "github/merge_pull_request"
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.fixture
+def slash_set(tmp_path: Path) -> tuple[Path, Path]:
+    """Names and servers with '/' in them, as in the mcpm registry (``nasa/apod``)."""
+    tools = [
+        {
+            "server": "nasa",
+            "name": "nasa/apod",
+            "description": "NASA astronomy picture of the day.",
+        },
+        {"server": "nasa", "name": "nasa/neo", "description": "Near-earth asteroids by date."},
+        {
+            "server": "@acme/xero",
+            "name": "get_balance_sheet",
+            "description": "The balance sheet of a Xero organisation.",
+        },
+    ]
+    queries = [
+        {"qid": "1", "query": "NASA astronomy picture of the day", "gold": ["nasa/apod"]},
+        {"qid": "2", "query": "show the Xero balance sheet", "gold": ["get_balance_sheet"]},
+        {"qid": "3", "query": "asteroids passing earth today", "gold": ["nasa/nasa/neo"]},
+    ]
+    return write_jsonl(tmp_path / "t.jsonl", tools), write_jsonl(tmp_path / "q.jsonl", queries)
+
+
+def test_eval_matches_gold_names_that_contain_a_slash(
+    capsys: pytest.CaptureFixture[str], slash_set: tuple[Path, Path]
+) -> None:
+    tools, queries = slash_set
+    report = run_json(capsys, "eval", "--tools", str(tools), "--queries", str(queries), "--json")
+    assert report["recall@10"] == 1.0
+
+
+def test_calibrate_matches_gold_names_that_contain_a_slash(
+    capsys: pytest.CaptureFixture[str], slash_set: tuple[Path, Path]
+) -> None:
+    tools, queries = slash_set
+    report = run_json(
+        capsys, "calibrate", "--tools", str(tools), "--queries", str(queries), "--json"
+    )
+    assert max(point["recall"] for point in report["curve"]) == 1.0
+
+
+def assert_one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], *parts: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"toolgate {argv[0]}: error: ")
+    assert "\n" not in err
+    for part in parts:
+        assert part in err
+
+
+@pytest.mark.parametrize("command", ["eval", "calibrate"])
+@pytest.mark.parametrize("problem", ["missing", "directory", "not-utf8"])
+def test_unreadable_queries_file_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str],
+    tiny_set: tuple[Path, Path],
+    tmp_path: Path,
+    command: str,
+    problem: str,
+) -> None:
+    tools, _ = tiny_set
+    queries = tmp_path / "queries"
+    if problem == "directory":
+        queries.mkdir()
+    elif problem == "not-utf8":
+        queries.write_bytes(b'{"query": "ok", "gold": []}\n{"query": "caf\xe9"}\n')
+    where = "line 2" if problem == "not-utf8" else ""
+    argv = [command, "--tools", str(tools), "--queries", str(queries)]
+    assert_one_line_error(capsys, argv, str(queries), where)
+
+
+@pytest.mark.parametrize("command", ["eval", "calibrate"])
+def test_bad_query_lines_name_file_and_line(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path, command: str
+) -> None:
+    tools, _ = tiny_set
+    rows = [{"query": "weather", "gold": ["get_weather"]}, {"query": " ", "gold": []}, {"gold": []}]
+    queries = write_jsonl(tmp_path / "q.jsonl", rows)
+    argv = [command, "--tools", str(tools), "--queries", str(queries)]
+    assert_one_line_error(
+        capsys, argv, str(queries), "line 2: query is empty", "line 3: missing key 'query'"
+    )
+
+
+@pytest.mark.parametrize("command", ["eval", "calibrate"])
+def test_empty_queries_file_is_an_error(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path, command: str
+) -> None:
+    tools, _ = tiny_set
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("\n")
+    argv = [command, "--tools", str(tools), "--queries", str(queries)]
+    assert_one_line_error(capsys, argv, f"no queries in {queries}")
+
+
+def test_calibrate_needs_a_query_with_gold_tools(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    tools, _ = tiny_set
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"query": "capital of Peru", "gold": []}])
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries)]
+    assert_one_line_error(capsys, argv, str(queries), "has gold tools")
+
+
+def test_index_into_an_existing_file_is_an_error(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    tools, _ = tiny_set
+    out = tmp_path / "taken"
+    out.write_text("")
+    argv = ["index", "--tools", str(tools), "--out", str(out)]
+    assert_one_line_error(capsys, argv, str(out), "not a directory")
+
+
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        (b'{"kind": "route", "active": []}\n\xff\xfe\n', "line 2: not UTF-8"),
+        (b'{"kind": "route", "turn_id": ["t1"]}\n', "line 1: not a toolgate event"),
+        (b'{"kind": "verify", "tool_id": {"a": 1}}\n', "field 'tool_id'"),
+    ],
+)
+def test_stats_on_a_bad_event_log_names_file_and_line(
+    capsys: pytest.CaptureFixture[str],
+    tiny_set: tuple[Path, Path],
+    tmp_path: Path,
+    content: bytes,
+    where: str,
+) -> None:
+    tools, _ = tiny_set
+    events = tmp_path / "events.log"
+    events.write_bytes(content)
+    argv = ["stats", "--tools", str(tools), "--events", str(events)]
+    assert_one_line_error(capsys, argv, str(events), where)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval", "--queries", "q.jsonl", "--limit", "0"],
+        ["eval", "--queries", "q.jsonl", "--limit", "-49"],
+        ["eval", "--queries", "q.jsonl", "--top-k", "0"],
+        ["calibrate", "--queries", "q.jsonl", "--limit", "0"],
+        ["route", "anything", "--top-k", "-1"],
+    ],
+)
+def test_counts_below_one_are_rejected_by_the_parser(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--tools", "t.jsonl"])
+    assert exit_info.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_quietly(tiny_set: tuple[Path, Path]) -> None:
+    tools, _ = tiny_set
+    command = [sys.executable, "-m", "toolgate", "route", "--tools", str(tools), "weather"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+        assert child.stdout is not None
+        assert child.stderr is not None
+        # The reader is gone long before the child (importing, embedding) writes its report.
+        child.stdout.close()
+        err = child.stderr.read().decode()
+        assert child.wait(timeout=120) == 1
+    assert "Traceback" not in err
+    assert "BrokenPipeError" not in err
+
+
+def test_help_reads_as_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "one JSON object with --json" in text
+    assert "``" not in text
+
+
+def test_stats_reads_an_event_log_alone_or_says_what_it_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = tmp_path / "events.jsonl"
+    events.write_text(
+        json.dumps({"kind": "verify", "name": "get_me", "tool_id": "gh/get_me", "ok": True}) + "\n",
+        encoding="utf-8",
+    )
+    report = run_json(capsys, "stats", "--events", str(events), "--json")
+    assert report["usage"]["called"] == {"gh/get_me": 1}
+    assert main(["stats"]) == 2
+    assert "stats needs --tools or --index (or --events alone)" in capsys.readouterr().err

@@ -1,0 +1,483 @@
+"""BM25: tokenizer, scores against a pure-Python reference, name look-ups, files, bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import snowballstemmer
+
+from tests.shared_data import CATALOGS, require
+from toolgate._toolgate import Bm25, analyze_text
+from toolgate.errors import IndexFormatError, InvalidInputError
+
+# The documented stop-word list, restated here so a change to it is a visible decision.
+_STOP_WORD_TEXT = (
+    "a an and are as at be been but by can could do does for from had has have how i if in into "
+    "is it its me my of on or our please should so that the their them then there these they "
+    "this those to was we were what when where which who will with would you your"
+)
+STOP_WORDS = frozenset(_STOP_WORD_TEXT.split())
+
+
+def _split_identifier(word: str) -> list[str]:
+    parts: list[str] = []
+    current = word[0]
+    for i in range(1, len(word)):
+        prev, cur = word[i - 1], word[i]
+        nxt = word[i + 1] if i + 1 < len(word) else ""
+        boundary = (
+            (prev.islower() and cur.isupper())
+            or (prev.isupper() and cur.isupper() and nxt.islower())
+            or (prev.isnumeric() != cur.isnumeric())
+        )
+        if boundary:
+            parts.append(current)
+            current = cur
+        else:
+            current += cur
+    parts.append(current)
+    return parts
+
+
+_ENGLISH = snowballstemmer.stemmer("english")
+
+
+def _stem(word: str) -> str:
+    # An independent implementation of the same algorithm (snowballstemmer 2.x: Snowball 2's
+    # English stemmer, as in rust-stemmers; Snowball 3 changed step 1b, `adding` -> `add`).
+    if not (word.isascii() and word.isalpha()):
+        return word
+    return str(_ENGLISH.stemWord(word))
+
+
+def ref_terms(text: str, *, keep_stop_words: bool = False) -> list[str]:
+    """The documented analysis pipeline, written independently of the Rust code."""
+    out: list[str] = []
+    word = ""
+    for ch in text + " ":
+        if ch.isalnum():
+            word += ch
+            continue
+        if word:
+            parts = _split_identifier(word)
+            for raw in parts + ([word] if len(parts) > 1 else []):
+                lower = raw.lower()
+                if keep_stop_words or lower not in STOP_WORDS:
+                    out.append(_stem(lower))
+        word = ""
+    return out
+
+
+FIELDS = ("name", "description", "param_text", "server")
+WEIGHT_KEYS = ("name", "description", "params", "server")
+
+
+def ref_scores(
+    docs: Sequence[dict[str, str]],
+    query: str,
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+    weights: dict[str, float] | None = None,
+) -> np.ndarray:
+    """BM25F with field-weighted term frequencies and lengths, in float64."""
+    w = {"name": 3.0, "description": 1.0, "params": 1.0, "server": 1.0, **(weights or {})}
+    tfs: list[Counter[str]] = []
+    lengths: list[float] = []
+    for doc in docs:
+        tf: Counter[str] = Counter()
+        length = 0.0
+        for field, key in zip(FIELDS, WEIGHT_KEYS, strict=True):
+            if w[key] == 0:
+                continue
+            for term in ref_terms(doc.get(field, "")):
+                tf[term] += w[key]  # type: ignore[assignment]
+                length += w[key]
+        tfs.append(tf)
+        lengths.append(length)
+    n = len(docs)
+    avg = sum(lengths) / n if n else 0.0
+    scores = np.zeros(n)
+    for term in set(ref_terms(query)):
+        df = sum(1 for tf in tfs if tf[term] > 0)
+        if df == 0:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for row, tf in enumerate(tfs):
+            f = tf[term]
+            if f > 0:
+                rel = lengths[row] / avg if avg > 0 else 1.0
+                scores[row] += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * rel))
+    return scores
+
+
+SMALL_CORPUS = [
+    {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "server": "wx",
+        "param_text": "city Name of the city. units Celsius or Fahrenheit.",
+    },
+    {
+        "name": "getForecast",
+        "description": "Weather forecast for the next days.",
+        "server": "wx",
+        "param_text": "city days Number of days.",
+    },
+    {
+        "name": "send_message",
+        "description": "Send a Slack message to a channel.",
+        "server": "slack",
+        "param_text": "channel Channel id. text Message text.",
+    },
+    {
+        "name": "listIssues",
+        "description": "List issues in a GitHub repository.",
+        "server": "github",
+        "param_text": "owner repo state open or closed",
+    },
+    {
+        "name": "create_issue",
+        "description": "Create an issue in a GitHub repository.",
+        "server": "github",
+        "param_text": "owner repo title body labels",
+    },
+    {"name": "search", "description": "Search the web.", "server": "web", "param_text": "query"},
+    {
+        "name": "getHTTPResponse",
+        "description": "Fetch a URL over HTTP(S).",
+        "server": "net",
+        "param_text": "url headers",
+    },
+    {
+        "name": "s3_put_object",
+        "description": "Upload an object to an S3 bucket.",
+        "server": "aws",
+        "param_text": "bucket key body",
+    },
+    {
+        "name": "météo_du_jour",
+        "description": "Prévisions météo en français.",
+        "server": "fr",
+        "param_text": "ville",
+    },
+    {"name": "empty_tool"},
+]
+
+QUERIES = [
+    "weather in Paris",
+    "what is the weather forecast for the next 3 days",
+    "send a message to the #general channel on slack",
+    "list open issues in my github repos",
+    "create an issue titled bug",
+    "get http response",
+    "put an object into s3 bucket",
+    "météo",
+    "the of and",
+    "",
+    "weather weather weather",
+]
+
+
+@pytest.fixture(scope="module")
+def small() -> Bm25:
+    return Bm25.build(SMALL_CORPUS)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("get_weather", ["get", "weather"]),
+        ("getWeather", ["get", "weather", "getweath"]),
+        ("getHTTPResponse", ["get", "http", "respons", "gethttprespons"]),
+        ("list-files.v2/all", ["list", "file", "v", "2", "v2", "all"]),
+        ("ipv4Address", ["ipv", "4", "address", "ipv4address"]),
+        ("GitHub", ["git", "hub", "github"]),
+        ("Entries, boxes and matches", ["entri", "box", "match"]),
+        ("translating translations", ["translat", "translat"]),
+        ("status analysis access", ["status", "analysi", "access"]),
+        ("ÉtatCivil", ["état", "civil", "étatcivil"]),
+        ("東京 weather", ["東京", "weather"]),
+        ("the of and", []),
+        ("", []),
+    ],
+)
+def test_analysis_cases(text: str, expected: list[str]) -> None:
+    assert analyze_text(text) == expected
+    assert ref_terms(text) == expected
+
+
+def test_analysis_keeps_stop_words_on_request() -> None:
+    assert analyze_text("list_all_the_files", keep_stop_words=True) == [
+        "list",
+        "all",
+        "the",
+        "file",
+    ]
+    assert ref_terms("list_all_the_files", keep_stop_words=True) == ["list", "all", "the", "file"]
+
+
+def test_analysis_matches_reference_on_real_text() -> None:
+    texts = [d.get(f, "") for d in SMALL_CORPUS for f in FIELDS] + QUERIES
+    path = CATALOGS / "docker-mcp-registry.jsonl"
+    if path.exists():
+        with path.open(encoding="utf-8") as fh:
+            for line in itertools.islice(fh, 400):
+                tool = json.loads(line)
+                texts += [tool["name"], tool.get("description") or ""]
+    for text in texts:
+        assert analyze_text(text) == ref_terms(text), text
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_scores_match_reference(small: Bm25, query: str) -> None:
+    got = small.scores(query)
+    assert got.dtype == np.float32
+    assert got.shape == (len(SMALL_CORPUS),)
+    np.testing.assert_allclose(got, ref_scores(SMALL_CORPUS, query), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("k1", "b", "weights"),
+    [
+        (0.0, 0.0, None),
+        (2.0, 1.0, None),
+        (1.2, 0.75, {"name": 1.0, "params": 0.0}),
+        (0.9, 0.4, {"name": 5.0, "description": 2.0, "params": 0.5, "server": 0.0}),
+    ],
+)
+def test_parameters_match_reference(k1: float, b: float, weights: dict[str, float] | None) -> None:
+    index = Bm25.build(SMALL_CORPUS, k1=k1, b=b, field_weights=weights)
+    assert index.k1 == pytest.approx(k1)
+    assert index.b == pytest.approx(b)
+    for query in QUERIES:
+        want = ref_scores(SMALL_CORPUS, query, k1=k1, b=b, weights=weights)
+        np.testing.assert_allclose(index.scores(query), want, rtol=1e-5, atol=1e-6)
+
+
+def _catalog(limit: int) -> list[dict[str, str]]:
+    path = CATALOGS / "docker-mcp-registry.jsonl"
+    require(path)
+    docs = []
+    with path.open(encoding="utf-8") as fh:
+        for line in itertools.islice(fh, limit):
+            tool = json.loads(line)
+            props = (tool.get("inputSchema") or {}).get("properties") or {}
+            params = " ".join(f"{k} {v.get('description', '')}" for k, v in props.items())
+            docs.append(
+                {
+                    "name": tool["name"],
+                    "description": tool.get("description") or "",
+                    "param_text": params,
+                    "server": tool["server"],
+                }
+            )
+    return docs
+
+
+def test_scores_match_reference_on_a_real_catalog() -> None:
+    docs = _catalog(300)
+    index = Bm25.build(docs)
+    for query in [
+        "send an sms",
+        "list github pull requests",
+        "query the postgres database",
+        "create_issue in repo",
+        "browser screenshot of a page",
+    ]:
+        np.testing.assert_allclose(
+            index.scores(query), ref_scores(docs, query), rtol=1e-5, atol=1e-6
+        )
+
+
+def test_tuple_documents_equal_dict_documents(small: Bm25) -> None:
+    tuples = [tuple(d.get(f, "") for f in FIELDS) for d in SMALL_CORPUS]
+    index = Bm25.build(tuples)
+    for query in QUERIES:
+        np.testing.assert_array_equal(index.scores(query), small.scores(query))
+    short = Bm25.build([("get_weather",), ("send_message", "Send a message")])
+    assert len(short) == 2
+
+
+def test_name_has_term(small: Bm25) -> None:
+    assert small.name_has_term("slack").tolist() == [2]  # the server is part of the id
+    assert small.name_has_term("issue").tolist() == [3, 4]
+    assert small.name_has_term("Issues").tolist() == [3, 4]
+    assert small.name_has_term("github_issue").tolist() == [3, 4]
+    assert small.name_has_term("weather").tolist() == [0]
+    assert small.name_has_term("forecast").dtype == np.uint32
+    assert small.name_has_term("nothing").tolist() == []
+    with pytest.raises(InvalidInputError, match="no letter or digit"):
+        small.name_has_term("+-")
+
+
+def test_rows_named(small: Bm25) -> None:
+    assert small.rows_named("get_weather") == [0]
+    assert small.rows_named("wx/getForecast") == [1]
+    assert small.rows_named("GETFORECAST") == [1]
+    assert small.rows_named("getforecast") == [1]
+    assert small.rows_named("weather") == []
+    duplicated = Bm25.build(
+        [
+            {"name": "search", "server": "a"},
+            {"name": "search", "server": "b"},
+            {"name": "Search", "server": "c"},
+        ]
+    )
+    assert duplicated.rows_named("search") == [0, 1]
+    assert duplicated.rows_named("SEARCH") == [0, 1, 2]
+    assert duplicated.rows_named("b/search") == [1]
+
+
+@pytest.mark.parametrize(
+    ("query", "rows"),
+    [
+        ("call get_weather for Paris", [0]),
+        ("Use `getForecast` then send_message.", [1, 2]),
+        ("run GET_WEATHER(city='Oslo')", [0]),
+        ("github/create_issue: title is bug", [4]),
+        ("search the web for weather", []),  # one-word names are plain English
+        ("Search", [5]),  # ... unless the query is nothing but the name
+        ("  getHTTPResponse?", [6]),
+        ("get weather for Paris", []),
+        ("get_weathers", []),
+    ],
+)
+def test_mentioned_names(small: Bm25, query: str, rows: list[int]) -> None:
+    assert small.mentioned_names(query) == rows
+
+
+def test_mentions_among_ten_thousand_names() -> None:
+    docs = [{"name": f"tool_{i}_action", "server": f"s{i % 97}"} for i in range(10_000)]
+    index = Bm25.build(docs)
+    assert index.mentioned_names("please run tool_9999_action and tool_17_action") == [17, 9999]
+    assert index.mentioned_names("s3/tool_3_action") == [3]
+    assert index.mentioned_names("s4/tool_3_action") == []
+
+
+def test_save_load_round_trip(small: Bm25, tmp_path: Path) -> None:
+    path = tmp_path / "tools.bm25"
+    small.save(path)
+    small.save(str(path))  # overwrite in place, through a str path
+    loaded = Bm25.load(path)
+    assert len(loaded) == len(small)
+    assert loaded.field_weights == small.field_weights
+    for query in QUERIES:
+        np.testing.assert_array_equal(loaded.scores(query), small.scores(query))
+    assert loaded.rows_named("slack/send_message") == [2]
+    assert loaded.mentioned_names("try s3_put_object") == [7]
+    assert loaded.name_has_term("github").tolist() == [3, 4]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tools.bm25"]
+
+
+def test_empty_index_round_trip(tmp_path: Path) -> None:
+    index = Bm25.build([])
+    assert len(index) == 0
+    assert index.scores("anything").shape == (0,)
+    index.save(tmp_path / "empty.bm25")
+    assert len(Bm25.load(tmp_path / "empty.bm25")) == 0
+
+
+@pytest.fixture
+def saved(small: Bm25, tmp_path: Path) -> Path:
+    path = tmp_path / "tools.bm25"
+    small.save(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda b: b[:0], "truncated"),
+        (lambda b: b[:20], "truncated"),
+        (lambda b: b[:-1], "truncated"),
+        (lambda b: b + b"\0", "trailing bytes"),
+        (lambda b: b"XXXXXXXX" + b[8:], "wrong magic"),
+        (lambda b: b[:8] + (99).to_bytes(4, "little") + b[12:], "version 99"),
+        # Version 1 stored plural-stripped terms: refused, with the way out.
+        (lambda b: b[:8] + (1).to_bytes(4, "little") + b[12:], "rebuild the router"),
+        (lambda b: b[:100] + bytes([b[100] ^ 1]) + b[101:], "checksum mismatch"),
+    ],
+)
+def test_damaged_files_raise_format_errors(saved: Path, damage: object, message: str) -> None:
+    assert callable(damage)
+    saved.write_bytes(damage(saved.read_bytes()))
+    with pytest.raises(IndexFormatError, match=message) as err:
+        Bm25.load(saved)
+    assert str(saved) in str(err.value)
+
+
+def test_missing_file_is_an_os_error(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match=r"nope\.bm25"):
+        Bm25.load(tmp_path / "nope.bm25")
+
+
+def test_saving_into_a_missing_directory_fails_cleanly(small: Bm25, tmp_path: Path) -> None:
+    with pytest.raises(OSError, match=r"dir\.bm25"):
+        small.save(tmp_path / "no" / "such" / "dir.bm25")
+
+
+@pytest.mark.parametrize(
+    ("docs", "kwargs", "message"),
+    [
+        ([{"description": "x"}], {}, r"docs\[0\] has no \"name\""),
+        ([{"name": "a"}, {"name": "b", "params": "x"}], {}, r"docs\[1\] has unknown key"),
+        ([{"name": 3}], {}, r"docs\[0\]\[\"name\"\] must be a str, got int"),
+        ([{"name": "a\udc80"}], {}, r"docs\[0\]\[\"name\"\] is not valid Unicode"),
+        ([("a", "b", "c", "d", "e")], {}, "tuple of 5 items"),
+        (["get_weather"], {}, r"docs\[0\] must be a dict or a tuple, got str"),
+        ("get_weather", {}, "docs must be a sequence"),
+        (5, {}, "docs must be a sequence"),
+        ([{"name": "  "}], {}, "document 0 has an empty name"),
+        ([{"name": "a"}], {"b": 1.5}, r"b must be in \[0, 1\]"),
+        ([{"name": "a"}], {"k1": -1.0}, "k1 must be finite"),
+        ([{"name": "a"}], {"k1": float("nan")}, "k1 must be finite"),
+        ([{"name": "a"}], {"field_weights": {"title": 2.0}}, 'unknown field "title"'),
+        ([{"name": "a"}], {"field_weights": (3.0, 1.0)}, "field_weights must be a dict"),
+        ([{"name": "a"}], {"field_weights": {"name": -2.0}}, 'field weight "name"'),
+        (
+            [{"name": "a"}],
+            {"field_weights": {"name": 0, "description": 0, "params": 0, "server": 0}},
+            "at least one field weight",
+        ),
+    ],
+)
+def test_bad_input_is_rejected(docs: object, kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        Bm25.build(docs, **kwargs)  # type: ignore[arg-type]
+
+
+def test_threads_share_one_index() -> None:
+    docs = _catalog(2000)
+    index = Bm25.build(docs)
+    queries = [
+        "send an sms",
+        "list github pull requests",
+        "query the postgres database",
+        "browser screenshot",
+        "create a calendar event",
+        "upload a file to s3",
+    ]
+    expected = {q: index.scores(q) for q in queries}
+    failures: list[str] = []
+
+    def work(seed: int) -> None:
+        for i in range(60):
+            q = queries[(seed + i) % len(queries)]
+            if not np.array_equal(index.scores(q), expected[q]):
+                failures.append(q)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

@@ -1,0 +1,98 @@
+"""Clause spans and clause vectors pooled from token states."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pytest
+
+from toolgate.embedding import models
+from toolgate.embedding.clauses import MIN_CLAUSE_TOKENS, clause_spans, clause_vectors
+from toolgate.embedding.embedder import Embedder, TokenStates
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[start:end] for start, end in clause_spans(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces"),
+    [
+        ("list open pull requests", ["list open pull requests"]),
+        ("a; b. c? d! e", ["a", "; b", ". c", "? d", "! e"]),
+        ("Search flights AND then book", ["Search flights ", "AND ", "then book"]),
+        ("also send it", ["also send it"]),  # a boundary at 0 cuts nothing
+        ("brandon's android island", ["brandon's android island"]),  # words, not substrings
+        ("查天气\uff0c然后订酒店\u3002", ["查天气", "\uff0c然后订酒店", "\u3002"]),
+        ("", []),
+    ],
+)
+def test_spans_cut_at_punctuation_and_joining_words(text: str, pieces: list[str]) -> None:
+    assert _pieces(text) == pieces
+    spans = clause_spans(text)
+    assert all(start < end for start, end in spans)
+    assert all(a[1] == b[0] for a, b in pairwise(spans))
+    assert "".join(pieces) == text
+
+
+def _states(text: str, words: list[str]) -> TokenStates:
+    """Fake token states: [CLS], one token per word of ``text`` with state e_i, [SEP]."""
+    offsets = [(0, 0)]
+    at = 0
+    for word in words:
+        start = text.index(word, at)
+        offsets.append((start, start + len(word)))
+        at = start + len(word)
+    offsets.append((0, 0))
+    dim = len(offsets)
+    states = np.eye(dim, dtype=np.float32)
+    return TokenStates(vector=np.zeros(dim, np.float32), states=states, offsets=tuple(offsets))
+
+
+def test_vectors_are_normalised_means_of_each_clause_tokens() -> None:
+    text = "find cheap flights, then book a hotel"
+    words = ["find", "cheap", "flights", ",", "then", "book", "a", "hotel"]
+    tokens = _states(text, words)
+    vectors = clause_vectors(tokens, text)
+    assert vectors.shape == (2, len(words) + 2)
+    # Rows of the identity: token i (1-based after [CLS]) is axis i.
+    first = np.zeros(len(words) + 2, np.float32)
+    first[1:4] = 1 / np.sqrt(3)
+    second = np.zeros(len(words) + 2, np.float32)
+    second[5:9] = 1 / 2  # "then book a hotel"; the comma alone is too short a clause
+    np.testing.assert_allclose(vectors, [first, second], atol=1e-6)
+    assert not vectors[:, [0, -1]].any()  # [CLS] and [SEP] belong to no clause
+
+
+def test_short_clauses_are_dropped_and_one_clause_gives_none() -> None:
+    text = "add 2, and 3 to the total please"
+    words = ["add", "2", ",", "and", "3", "to", "the", "total", "please"]
+    tokens = _states(text, words)
+    # Clauses: "add 2" (2 tokens), ", " (1), "and 3 to the total please" (6).
+    assert clause_vectors(tokens, text).shape == (0, len(words) + 2)
+    assert clause_vectors(tokens, text, min_tokens=1).shape == (3, len(words) + 2)
+    assert MIN_CLAUSE_TOKENS == 3
+
+
+@pytest.fixture(scope="module")
+def int8() -> Embedder:
+    models.ensure()
+    return Embedder("int8")
+
+
+def test_each_clause_vector_is_nearest_its_own_intent(int8: Embedder) -> None:
+    text = "Find flights from Boston to Paris in May, then book a hotel near the Louvre"
+    vectors = clause_vectors(int8.embed_tokens(text), text)
+    assert vectors.shape == (2, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    intents = int8.embed(["search for flights", "book a hotel room"])
+    similarity = vectors @ intents.T
+    assert similarity[0, 0] > similarity[0, 1]
+    assert similarity[1, 1] > similarity[1, 0]
+    whole = int8.embed_tokens(text).vector @ intents.T
+    # Each clause is closer to its own intent than the blended whole query is.
+    assert similarity[0, 0] > whole[0]
+    assert similarity[1, 1] > whole[1]
+    single = "what's the weather in Lisbon tomorrow"
+    assert clause_vectors(int8.embed_tokens(single), single).shape == (0, 384)

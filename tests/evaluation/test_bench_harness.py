@@ -1,0 +1,251 @@
+"""The benchmark harness counts what it claims to: baselines, serialiser, rho, testbed."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from benches import report, tokens
+from benches.quality import eval_sets, sample
+from benches.testbed import SERVERS, table2_tasks, table2_tools, topup_tools
+
+from tests.shared_data import DATA, require
+from toolgate.catalog.catalog import Catalog
+from toolgate.evaluation.evaluate import LabelledQuery
+from toolgate.formats.tokens import encoding
+from toolgate.promotion.promote import promote_tools
+
+EVAL_ROOT = DATA / "eval"
+
+
+def tiktoken_count(text: str, name: str = "cl100k_base") -> int:
+    """The reference: tiktoken on the whole text at once."""
+    return len(encoding(name).encode_ordinary(text))
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.from_tools(
+        [
+            {"server": "git", "name": "create_issue", "description": "Open an issue. Long.",
+             "inputSchema": {"type": "object", "properties": {
+                 "title": {"type": "string", "description": "Issue title."},
+                 "body": {"type": "string"}}, "required": ["title"]}},
+            {"server": "git", "name": "list_issues", "description": "List open issues.",
+             "inputSchema": {"type": "object", "properties": {"state": {"enum": ["open", "all"]}}}},
+            {"server": "fs", "name": "read_file", "description": "Read a file from disk.",
+             "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+            {"server": "chat", "name": "create_issue", "description": "Report a chat problem.",
+             "inputSchema": {"type": "object", "properties": {}}},
+        ]
+    )  # fmt: skip
+
+
+def every_method(catalog: Catalog) -> list[tokens.Request]:
+    ids = catalog.ids
+    promotion = promote_tools(catalog, [ids[2], ids[0]], format="openai")
+    return [
+        tokens.full_schema(catalog),
+        tokens.static_pruning(catalog, ids[:2]),
+        tokens.simple_retrieval(catalog, [ids[2], ids[0]]),
+        tokens.cli_lazy(catalog, [ids[0]]),
+        tokens.tool_attention(catalog, [ids[2], ids[0]]),
+        tokens.tool_attention_unnamed(catalog, [ids[2], ids[0]]),
+        tokens.toolgate_default(promotion),
+    ]
+
+
+def test_full_schema_is_the_sum_of_every_counted_full_schema(catalog: Catalog) -> None:
+    expected = sum(
+        tiktoken_count(json.dumps(t.to_provider("openai"), separators=(",", ":")) + "\n")
+        for t in catalog
+    )
+    turn = tokens.TokenCounter("cl100k_base").request(tokens.full_schema(catalog))
+    assert turn.steady == turn.first_turn == expected
+    assert turn.varying == 0
+
+
+@pytest.mark.parametrize("name", tokens.ENCODINGS)
+def test_counting_by_parts_equals_counting_the_rendered_request(
+    catalog: Catalog, name: str
+) -> None:
+    counter = tokens.TokenCounter(name)
+    for request in every_method(catalog):
+        turn = counter.request(request)
+        assert turn.first_turn == tiktoken_count(tokens.render(request, first_turn=True), name)
+        assert turn.steady == tiktoken_count(tokens.render(request), name), request.method
+
+
+def test_every_method_serialises_a_tool_identically(catalog: Catalog) -> None:
+    reference = {t.exposed_name: tokens.tool_line(t.to_provider("openai")) for t in catalog}
+    for request in every_method(catalog):
+        for line in (*request.stable_lines, *request.turn_lines):
+            name = json.loads(line)["function"]["name"]
+            if name in reference:
+                assert line == reference[name], request.method
+            else:  # the CLI's shell tool or toolgate's search tool, never a catalog tool
+                assert request.method in ("B4 CLI lazy", "toolgate default")
+
+
+def test_methods_show_the_schemas_they_promise(catalog: Catalog) -> None:
+    b1, b2, b3, b4, attention, unnamed, default = every_method(catalog)
+    assert b1.visible == frozenset(catalog.ids)
+    assert b2.visible == frozenset(catalog.ids[:2])
+    assert b3.visible == attention.visible == frozenset({catalog.ids[0], catalog.ids[2]})
+    assert b4.visible is None
+    assert not b4.turn_tools
+    assert default.visible == frozenset({catalog.ids[0], catalog.ids[2]})
+    # Tool Attention's pool names every tool, so the model can ask for any of them.
+    for tool in catalog:
+        assert f"- {tool.exposed_name}: " in attention.system
+        assert tool.exposed_name not in unnamed.system
+    counter = tokens.TokenCounter("cl100k_base")
+    assert counter.request(unnamed).steady < counter.request(attention).steady
+
+
+def test_cli_lazy_lists_once_and_reads_help_per_needed_tool(catalog: Catalog) -> None:
+    request = tokens.cli_lazy(catalog, [catalog.ids[0]])
+    first, later = tokens.render(request, first_turn=True), tokens.render(request)
+    for tool in catalog:
+        assert f"{tool.exposed_name}: {tool.summary}" in first
+        assert f"{tool.exposed_name}: " not in later
+    assert '"title"' in later
+    assert '"path"' not in later
+
+
+def test_caching_bills_only_the_stable_prefix_at_the_read_factor() -> None:
+    turn = tokens.TurnTokens(stable=1_000, varying=300, first_only=50)
+    assert turn.first_turn == 1_350
+    assert turn.steady == 1_300
+    assert turn.steady_cached == pytest.approx(1_000 * tokens.CACHE_READ_FACTOR + 300)
+    assert turn.in_window == 1_350
+
+
+def test_rho_reproduces_the_papers_table_3_from_its_token_figures() -> None:
+    # Table 3: B1 47,312 -> 0.24, B2 11,865 -> 0.56, B3 4,082 -> 0.78.
+    assert tokens.rho(47_312) == pytest.approx(0.24, abs=0.005)
+    assert tokens.rho(11_865) == pytest.approx(0.56, abs=0.005)
+    assert tokens.rho(4_082) == pytest.approx(0.78, abs=0.01)
+    assert tokens.rho(0) == 1.0
+
+
+def test_complete_matches_names_and_ids(catalog: Catalog) -> None:
+    visible = ["git/create_issue", "fs/read_file"]
+    assert tokens.complete(["create_issue", "read_file"], visible)
+    assert tokens.complete(["git/create_issue"], visible)
+    assert not tokens.complete(["chat/create_issue"], visible)
+    assert not tokens.complete(["read_file", "list_issues"], visible)
+    assert tokens.gold_ids(catalog, ["create_issue", "fs/read_file", "nope"]) == [
+        "git/create_issue",
+        "fs/read_file",
+    ]
+
+
+def test_curator_keeps_the_most_needed_then_fills_in_catalog_order(catalog: Catalog) -> None:
+    picks = [["fs/read_file"], ["fs/read_file", "git/list_issues"], ["x/unknown"]]
+    assert tokens.curate(catalog, picks, size=3) == [
+        "fs/read_file",
+        "git/list_issues",
+        "git/create_issue",
+    ]
+
+
+def test_account_averages_per_method(catalog: Catalog) -> None:
+    def build(text: str, gold: Any) -> list[tokens.Request]:
+        chosen = [catalog.ids[0]] if "issue" in text else [catalog.ids[2]]
+        return [tokens.full_schema(catalog), tokens.simple_retrieval(catalog, chosen)]
+
+    rows = tokens.account([("open an issue", ["create_issue"]), ("read", ["list_issues"])], build)
+    by_method = {row["method"]: row for row in rows}
+    assert by_method["B1 full schema"]["complete"] == 1.0
+    assert by_method["B3 simple retrieval"]["complete"] == 0.5
+    counter = tokens.TokenCounter("cl100k_base")
+    expected = (
+        counter.request(tokens.simple_retrieval(catalog, [catalog.ids[0]])).steady
+        + counter.request(tokens.simple_retrieval(catalog, [catalog.ids[2]])).steady
+    ) / 2
+    assert by_method["B3 simple retrieval"]["cl100k steady"] == pytest.approx(expected, abs=0.05)
+
+
+def test_testbed_matches_the_papers_table_2() -> None:
+    tools = table2_tools()
+    catalog = Catalog.from_tools(tools)
+    assert len(catalog) == 120
+    assert Counter(t.server for t in catalog) == {s.name: s.tools for s in SERVERS}
+    counter = tokens.TokenCounter("cl100k_base")
+    per_server: dict[str, list[int]] = {}
+    for tool in catalog:
+        line = tokens.tool_line(tool.to_provider("openai"))
+        per_server.setdefault(tool.server, []).append(counter(line))
+    for spec in SERVERS:
+        mean = sum(per_server[spec.name]) / spec.tools
+        assert mean == pytest.approx(spec.avg_tokens, rel=0.2), spec.name
+    total = counter.request(tokens.full_schema(catalog)).steady
+    assert total == pytest.approx(47_300, rel=0.05)
+    assert table2_tools() == tools  # deterministic
+
+
+def test_table2_tasks_name_real_tools() -> None:
+    ids = set(Catalog.from_tools(table2_tools()).ids)
+    tasks = table2_tasks(200)
+    assert all(task.gold and set(task.gold) <= ids for task in tasks)
+    assert {len(task.gold) for task in tasks} == {1, 2, 3}
+    assert table2_tasks(200) == tasks
+
+
+def test_topup_tools_form_a_valid_catalog_of_unique_ids() -> None:
+    real = table2_tools()
+    extra = Catalog.from_tools(topup_tools(real, 300))
+    assert len(extra) == 300
+    assert all(t.server.startswith("synthetic-") for t in extra)
+
+
+def test_sample_is_reproducible_and_keeps_file_order() -> None:
+    items = [LabelledQuery(str(i), f"q{i}", ()) for i in range(50)]
+    drawn = sample(items, 10)
+    assert drawn == sample(items, 10)
+    assert len(set(drawn)) == 10
+    assert [int(q.qid) for q in drawn] == sorted(int(q.qid) for q in drawn)
+    assert sample(items, 100) == items
+
+
+def test_every_eval_set_is_found() -> None:
+    require(EVAL_ROOT)
+    names = {s.name for s in eval_sets(EVAL_ROOT)}
+    assert names == {"bfcl-single-turn", "metatool multi-tool", "metatool single-tool"}
+
+
+def test_readme_section_is_replaced_between_the_markers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# t\n\nintro\n\n{report.START}\nold\n{report.END}\n\nafter\n")
+    monkeypatch.setattr(report, "README", readme)
+    report.write_readme("new table")
+    assert (
+        readme.read_text() == f"# t\n\nintro\n\n{report.START}\nnew table\n{report.END}\n\nafter\n"
+    )
+    readme.write_text("# t\n")
+    report.write_readme("first")
+    assert readme.read_text().endswith(f"{report.START}\nfirst\n{report.END}\n")
+
+
+def test_markdown_table_marks_missing_cells() -> None:
+    table = report.markdown([{"a": 1_234, "b": None}], ("a", "b"))
+    assert table.splitlines() == ["| a | b |", "|---|---|", "| 1,234 | n/a |"]
+
+
+def test_the_threshold_sweep_router_evaluates(catalog: Catalog) -> None:
+    from benches.quality import _WithThreshold
+
+    from toolgate.evaluation.evaluate import evaluate
+    from toolgate.routing.router import Router
+
+    router = Router.from_catalog(catalog, cache=None)
+    queries = [LabelledQuery("q1", "read the config file from disk", ("read_file",))]
+    low = evaluate(_WithThreshold(router, -1.0), queries, top_k=2)
+    high = evaluate(_WithThreshold(router, 1.01), queries, top_k=2)
+    assert (low["recall@10"], high["recall@10"]) == (1.0, 0.0)

@@ -1,0 +1,61 @@
+"""Routing metrics against values worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from toolgate.errors import InvalidInputError
+from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics, gold_hits
+
+
+def test_gold_entries_match_by_name_or_by_id() -> None:
+    ranked = ["a/search", "b/search", "b/fetch"]
+    assert gold_hits(["search"], ranked) == [1]
+    assert gold_hits(["b/search"], ranked) == [2]
+    assert gold_hits(["fetch", "missing"], ranked) == [3, 0]
+
+
+def test_summary_on_a_worked_example() -> None:
+    metrics = RoutingMetrics()
+    # q1: gold at rank 2; q2: two gold, ranks 1 and 7; q3: gold never routed; q4: irrelevant.
+    metrics.add(QueryOutcome(("x",), ("s/a", "s/x"), 1.0))
+    metrics.add(QueryOutcome(("p", "q"), ("s/p", "s/1", "s/2", "s/3", "s/4", "s/5", "s/q"), 2.0))
+    metrics.add(QueryOutcome(("z",), ("s/a",), 3.0))
+    metrics.add(QueryOutcome((), (), 4.0))
+    report = metrics.summary()
+    assert report["queries"] == 3
+    assert report["recall@5"] == pytest.approx((1 + 0.5 + 0) / 3, abs=1e-4)
+    assert report["recall@10"] == pytest.approx((1 + 1 + 0) / 3, abs=1e-4)
+    assert report["complete@10"] == pytest.approx(2 / 3, abs=1e-4)
+    ndcg_q1 = (1 / math.log2(3)) / 1
+    ndcg_q2 = (1 + 1 / math.log2(8)) / (1 + 1 / math.log2(3))
+    assert report["ndcg@10"] == pytest.approx((ndcg_q1 + ndcg_q2) / 3, abs=1e-4)
+    assert report["mrr"] == pytest.approx((0.5 + 1 + 0) / 3, abs=1e-4)
+    assert report["irrelevant"] == 1
+    assert report["irrelevant_rejected"] == 1.0
+    assert report["route_ms_p50"] == pytest.approx(2.5)
+
+
+def test_gold_names_may_contain_a_slash() -> None:
+    # Without names, a name is what follows the first '/' of the id (``nasa`` + ``nasa/apod``).
+    assert gold_hits(["nasa/apod"], ["x/apod", "nasa/nasa/apod"]) == [2]
+    assert gold_hits(["apod"], ["nasa/nasa/apod"]) == [0]
+    assert gold_hits(["nasa/nasa/apod", "nasa/apod"], ["nasa/nasa/apod"]) == [1, 1]
+
+
+def test_given_names_decide_where_a_scoped_server_ends() -> None:
+    ranked = ["@acme/xero/get_report", "nasa/nasa/apod"]
+    names = ["get_report", "nasa/apod"]
+    assert gold_hits(["get_report", "nasa/apod"], ranked, names) == [1, 2]
+    assert gold_hits(["xero/get_report"], ranked, names) == [0]
+    assert gold_hits(["@acme/xero/get_report"], ranked, names) == [1]
+    outcome = QueryOutcome(("get_report",), tuple(ranked), 1.0, tuple(names))
+    metrics = RoutingMetrics([outcome])
+    assert metrics.summary()["mrr"] == 1.0
+
+
+def test_names_must_line_up_with_ids() -> None:
+    with pytest.raises(InvalidInputError, match="ranked_names has 1 entries for 2 ranked ids"):
+        gold_hits(["a"], ["s/a", "s/b"], ["a"])

@@ -1,0 +1,275 @@
+"""Gemini export: schemas Gemini would answer with a 400, and the real catalogs exported whole."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.shared_data import SHARED, require
+from toolgate.catalog.catalog import Catalog, CatalogWarning
+from toolgate.formats import gemini
+
+DATA = SHARED / "data" / "catalogs"
+CATALOGS = ("github-mcp-server.tools-list.json", "docker-mcp-registry.jsonl", "mcpm-registry.jsonl")
+# Keywords that only mean something for one type (Gemini rejects them on any other).
+TYPED_KEYWORDS = {
+    "items": "ARRAY",
+    "minItems": "ARRAY",
+    "maxItems": "ARRAY",
+    "properties": "OBJECT",
+    "required": "OBJECT",
+    "minProperties": "OBJECT",
+    "maxProperties": "OBJECT",
+    "enum": "STRING",
+    "pattern": "STRING",
+    "minLength": "STRING",
+    "maxLength": "STRING",
+}
+
+
+def _nodes(node: Any, path: str = "$") -> Iterator[tuple[str, Any]]:
+    """Every schema node of a Gemini ``parameters`` tree, with its path."""
+    yield path, node
+    if not isinstance(node, dict):
+        return
+    for name, sub in node.get("properties", {}).items():
+        yield from _nodes(sub, f"{path}.{name}")
+    for i, sub in enumerate(node.get("anyOf", [])):
+        yield from _nodes(sub, f"{path}.anyOf[{i}]")
+    if "items" in node:
+        yield from _nodes(node["items"], f"{path}[]")
+
+
+def _problems(parameters: Any) -> list[str]:
+    """Where ``parameters`` breaks a rule Gemini enforces with a 400, or keeps a local $ref."""
+    found = []
+    for path, node in _nodes(parameters):
+        if not isinstance(node, dict):
+            found.append(f"{path}: not an object")
+            continue
+        kind = node.get("type")
+        if kind == "OBJECT" and not node.get("properties"):
+            found.append(f"{path}: OBJECT without properties")
+        if kind == "ARRAY" and not node.get("items"):
+            found.append(f"{path}: ARRAY without items")
+        for key, owner in TYPED_KEYWORDS.items():
+            if key in node and kind != owner:
+                found.append(f"{path}: {key} on a node of type {kind}")
+        if "(unresolved reference #" in node.get("description", ""):
+            found.append(f"{path}: local $ref left unresolved")
+    return found
+
+
+def test_local_refs_resolve_wherever_they_point() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {
+            "a/b": {"type": "integer"},
+            "t~x": {"type": "boolean"},
+            "with space": {"type": "number"},
+            "outer": {"$defs": {"inner": {"type": "string", "enum": ["x"]}}},
+        },
+        "properties": {
+            "state": {
+                "type": "object",
+                "properties": {
+                    "leftFormat": {"type": "string", "enum": ["json", "yaml"]},
+                    "rightFormat": {
+                        "$ref": "#/properties/state/properties/leftFormat",
+                        "description": "Right side.",
+                    },
+                },
+            },
+            "slash": {"$ref": "#/$defs/a~1b"},
+            "tilde": {"$ref": "#/$defs/t~0x"},
+            "percent": {"$ref": "#/$defs/with%20space"},
+            "nested": {"$ref": "#/$defs/outer/$defs/inner"},
+            "pair": {"anyOf": [{"type": "string"}, {"$ref": "#/properties/slash"}]},
+            "second": {"$ref": "#/properties/pair/anyOf/1"},
+            "tree": {
+                "type": "object",
+                "properties": {"child": {"$ref": "#/properties/tree"}, "n": {"type": "integer"}},
+            },
+            "ghost": {"$ref": "#/properties/nowhere"},
+        },
+    }
+    props = gemini.to_openapi(schema)["properties"]
+    assert props["state"]["properties"]["rightFormat"] == {
+        "type": "STRING",
+        "enum": ["json", "yaml"],
+        "description": "Right side.",
+    }
+    assert props["slash"] == {"type": "INTEGER"}
+    assert props["tilde"] == {"type": "BOOLEAN"}
+    assert props["percent"] == {"type": "NUMBER"}
+    assert props["nested"] == {"type": "STRING", "enum": ["x"]}
+    assert props["second"] == {"type": "INTEGER"}
+    child = props["tree"]["properties"]["child"]
+    assert child["properties"]["n"] == {"type": "INTEGER"}
+    assert "(recursive reference #/properties/tree)" in child["properties"]["child"]["description"]
+    assert "(unresolved reference #/properties/nowhere)" in props["ghost"]["description"]
+
+
+def test_nested_objects_without_properties_are_not_empty_objects() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "inputs": {"type": "object", "description": "Workflow inputs."},
+            "empty": {"type": "object", "properties": {}, "required": ["x"]},
+            "maybe": {"type": ["object", "null"], "additionalProperties": {"type": "string"}},
+            "rows": {"type": "array", "items": {"type": "object"}},
+            "either": {"type": "object", "oneOf": [{"properties": {"a": {"type": "string"}}}]},
+        },
+    }
+    out = gemini.to_openapi(schema)
+    props = out["properties"]
+    assert props["inputs"] == {"description": "Workflow inputs. (a JSON object with any keys)"}
+    assert props["empty"] == {"description": "(a JSON object with any keys)"}
+    assert props["maybe"] == {"nullable": True, "description": "(a JSON object with any keys)"}
+    assert props["rows"]["items"] == {"description": "(a JSON object with any keys)"}
+    # The alternatives describe the object, so only the empty OBJECT type goes.
+    assert props["either"] == {
+        "anyOf": [{"type": "OBJECT", "properties": {"a": {"type": "STRING"}}}]
+    }
+    assert _problems(out) == []
+    # The top level keeps its own rule: no parameters at all.
+    declaration = Catalog.from_tools(
+        [{"name": "run", "description": "Run.", "inputSchema": {"type": "object"}}], server="s"
+    )["s/run"].to_provider("gemini")
+    assert "parameters" not in declaration
+
+
+def test_arrays_without_items_get_string_items() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "keyWords": {"type": "array", "description": "Words to grep for."},
+            "open": {"type": "array", "items": {}},
+            "tuple": {"type": "array", "items": []},
+            "typed": {"type": "array", "items": {"type": "integer"}},
+        },
+    }
+    out = gemini.to_openapi(schema)
+    props = out["properties"]
+    for name in ("keyWords", "open", "tuple"):
+        assert props[name]["type"] == "ARRAY"
+        assert props[name]["items"]["type"] == "STRING"
+    assert props["keyWords"]["description"] == "Words to grep for."
+    assert props["typed"]["items"] == {"type": "INTEGER"}
+    assert _problems(out) == []
+
+
+def test_type_lists_move_keywords_into_their_branch() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "location": {
+                "type": ["string", "array"],
+                "items": {"type": "string"},
+                "minLength": 2,
+                "maxItems": 5,
+                "description": "A place or places.",
+            },
+            "ref": {
+                "type": ["object", "string", "null"],
+                "properties": {"id": {"type": "integer"}},
+                "required": ["id", "ghost"],
+                "pattern": "^[a-z]+$",
+                "format": "date-time",
+            },
+            "count": {"type": ["integer", "string"], "format": "int64", "minimum": 0},
+            "bare": {"type": ["string", "array"]},
+        },
+    }
+    out = gemini.to_openapi(schema)
+    props = out["properties"]
+    assert props["location"] == {
+        "description": "A place or places.",
+        "anyOf": [
+            {"type": "STRING", "minLength": 2},
+            {"type": "ARRAY", "items": {"type": "STRING"}, "maxItems": 5},
+        ],
+    }
+    assert props["ref"] == {
+        "nullable": True,
+        "anyOf": [
+            {"type": "OBJECT", "properties": {"id": {"type": "INTEGER"}}, "required": ["id"]},
+            {"type": "STRING", "pattern": "^[a-z]+$", "format": "date-time"},
+        ],
+    }
+    assert props["count"] == {
+        "anyOf": [{"type": "INTEGER", "format": "int64", "minimum": 0}, {"type": "STRING"}]
+    }
+    assert props["bare"]["anyOf"][1]["items"]["type"] == "STRING"
+    assert _problems(out) == []
+
+
+def test_every_real_tool_exports_a_schema_gemini_accepts() -> None:
+    paths = [DATA / name for name in CATALOGS]
+    require(*paths)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CatalogWarning)
+        tools = [t for p in paths for t in Catalog.load(p, lenient=True)]
+    assert len(tools) > 7000
+    problems = []
+    for tool in tools:
+        declaration = tool.to_provider("gemini")
+        if "parameters" in declaration:
+            assert declaration["parameters"]["type"] == "OBJECT", tool.id
+            problems.extend(f"{tool.id} {p}" for p in _problems(declaration["parameters"]))
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object"},
+        {"type": "object", "properties": {}},
+        {"type": "object", "properties": {}, "required": [], "additionalProperties": False},
+    ],
+)
+def test_json_schema_form_leaves_out_parameters_a_tool_does_not_take(schema: Any) -> None:
+    tool = Catalog.from_tools(
+        [{"name": "now", "description": "The time.", "inputSchema": schema}], server="s"
+    )["s/now"]
+    assert tool.to_provider("gemini-json-schema") == {"name": "now", "description": "The time."}
+
+
+def test_json_schema_form_sends_the_schema_unchanged() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"point": {"type": "object", "properties": {"x": {"type": "number"}}}},
+        "properties": {
+            "at": {"$ref": "#/$defs/point"},
+            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+            "mode": {"oneOf": [{"const": 1}, {"type": "string", "format": "uuid"}]},
+        },
+        "required": ["at"],
+        "additionalProperties": False,
+    }
+    free_map = {"type": "object", "additionalProperties": True}
+    only_required = {"type": "object", "required": ["x"]}
+    catalog = Catalog.from_tools(
+        [
+            {"name": "draw", "description": "Draw a point.", "inputSchema": schema},
+            {"name": "put", "description": "Store any keys.", "inputSchema": free_map},
+            {"name": "need", "description": "Needs x.", "inputSchema": only_required},
+        ],
+        server="s",
+    )
+    declaration = catalog["s/draw"].to_provider("gemini-json-schema")
+    assert declaration == {
+        "name": "draw",
+        "description": "Draw a point.",
+        "parametersJsonSchema": schema,
+    }
+    assert "parameters" not in declaration  # the two fields are mutually exclusive
+    # An open object takes arguments: any key is one.
+    put = catalog["s/put"].to_provider("gemini-json-schema")
+    assert put["parametersJsonSchema"] == free_map
+    # A key it requires but does not describe is still an argument the model must send.
+    need = catalog["s/need"].to_provider("gemini-json-schema")
+    assert need["parametersJsonSchema"] == only_required

@@ -1,0 +1,652 @@
+"""ToolFilter end to end on small requests of every provider shape, with the real model."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from toolgate import CatalogError, CatalogWarning, InvalidInputError
+from toolgate.embedding.embedder import Embedder
+from toolgate.gateway.filter import FilteredRequest, ToolFilter
+from toolgate.routing.router import Router
+
+# name, description, parameter names (all strings)
+SPECS = [
+    ("get_weather", "Get the current weather and a 7-day forecast for a city.", ["city"]),
+    ("search_flights", "Search flights between two airports on a given date.", ["origin", "to"]),
+    ("send_email", "Send an email to a recipient with a subject and a body.", ["to", "subject"]),
+    ("create_event", "Create a calendar event with a title, start and end time.", ["title"]),
+    ("convert_currency", "Convert an amount of money from one currency to another.", ["amount"]),
+    ("read_file", "Read a text file from the local disk.", ["path"]),
+    ("book_hotel", "Book a hotel room in a city for a range of nights.", ["city", "nights"]),
+    ("translate_text", "Translate text from one language into another.", ["text"]),
+]
+WEATHER = "Will it rain in Lisbon tomorrow? I need to know before I go out."
+TRIP = "Find me flights from Berlin to Paris next Friday and book a hotel room there."
+
+
+def _schema(params: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": {p: {"type": "string"} for p in params}}
+
+
+def chat_tools() -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "function": {"name": n, "description": d, "parameters": _schema(p)}}
+        for n, d, p in SPECS
+    ]
+
+
+def responses_tools() -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "name": n, "description": d, "parameters": _schema(p)}
+        for n, d, p in SPECS
+    ]
+
+
+def anthropic_tools() -> list[dict[str, Any]]:
+    return [{"name": n, "description": d, "input_schema": _schema(p)} for n, d, p in SPECS]
+
+
+def gemini_declarations() -> list[dict[str, Any]]:
+    return [
+        {"name": n, "description": d, "parameters": {"type": "OBJECT", "properties": {}}}
+        for n, d, _ in SPECS
+    ]
+
+
+def _tags(specs: list[tuple[str, str, list[str]]]) -> str:
+    return "".join(
+        f"<toolname>{n}</toolname>\n<tooldescription>{d}</tooldescription>\n" for n, d, _ in specs
+    )
+
+
+def chat_request(query: str = WEATHER, **extra: Any) -> dict[str, Any]:
+    messages = [{"role": "system", "content": "You are a travel assistant."}]
+    messages.append({"role": "user", "content": [{"type": "text", "text": query}]})
+    return {"model": "gpt-4o", "messages": messages, "tools": chat_tools(), **extra}
+
+
+@pytest.fixture(scope="module")
+def gate(embedder: Embedder) -> ToolFilter:
+    return ToolFilter(embedder=embedder, cache=None)
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Each Router.from_catalog call's embedder, in order."""
+    calls: list[Any] = []
+    original = Router.from_catalog
+
+    def spy(catalog: Any, **options: Any) -> Router:
+        calls.append(options["embedder"])
+        return original(catalog, **options)
+
+    monkeypatch.setattr(Router, "from_catalog", spy)
+    return calls
+
+
+def _without(request: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in request.items() if k not in keys}
+
+
+def test_openai_chat_keeps_the_routed_tools_in_request_order(gate: ToolFilter) -> None:
+    request = chat_request(TRIP)
+    filtered = gate.filter(request, top_k=2)
+    assert filtered.provider == "openai"
+    assert filtered.kept == ("search_flights", "book_hotel")
+    assert [t["function"]["name"] for t in filtered.request["tools"]] == list(filtered.kept)
+    assert filtered.request["tools"][0] is request["tools"][1]  # as given, not re-serialised
+    assert filtered.request["tools"][1] is request["tools"][6]
+    assert _without(filtered.request, "tools") == _without(request, "tools")
+    assert filtered.dropped_count == 6
+    assert sorted(filtered.result.ids) == ["default/book_hotel", "default/search_flights"]
+    assert len(filtered) == 2
+    assert list(filtered) == ["search_flights", "book_hotel"]
+    assert filtered.to_dict()["kept"] == ["search_flights", "book_hotel"]
+
+
+def test_openai_responses_keeps_builtin_tools_in_place(gate: ToolFilter) -> None:
+    tools = responses_tools()
+    tools.insert(3, {"type": "web_search"})
+    message = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": WEATHER}],
+    }
+    request = {"model": "gpt-4o", "input": [message], "tools": tools, "store": False}
+    filtered = gate.filter(request, top_k=1)
+    assert filtered.provider == "openai-responses"
+    assert filtered.request["tools"] == [tools[0], {"type": "web_search"}]
+    assert filtered.kept == ("get_weather",)
+    assert filtered.dropped_count == 7
+    assert _without(filtered.request, "tools") == _without(request, "tools")
+    plain = gate.filter({"input": WEATHER, "tools": tools}, top_k=1)
+    assert plain.request["tools"] == filtered.request["tools"]
+
+
+def test_anthropic_tool_choice_forces_a_tool_and_server_tools_stay(gate: ToolFilter) -> None:
+    tools = [*anthropic_tools(), {"type": "web_search_20250305", "name": "web_search"}]
+    messages = [
+        {"role": "user", "content": "What's the weather like in Oslo this week?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "?"}]},
+    ]
+    choice = {"type": "tool", "name": "translate_text"}
+    request = {"model": "claude", "max_tokens": 512, "messages": messages, "tools": tools}
+    filtered = gate.filter({**request, "tool_choice": choice}, top_k=1)
+    assert filtered.provider == "anthropic"
+    # A user turn holding only a tool result does not ask anything: the earlier one does.
+    assert filtered.result.query == "What's the weather like in Oslo this week?"
+    assert filtered.kept == ("get_weather", "translate_text")
+    assert filtered.request["tools"] == [tools[0], tools[7], tools[8]]
+    assert filtered.request["tool_choice"] == choice
+    assert gate.filter(request, top_k=1).kept == ("get_weather",)
+
+
+def test_gemini_rewrites_declaration_lists_and_keeps_builtins(gate: ToolFilter) -> None:
+    declarations = gemini_declarations()
+    tools = [
+        {"functionDeclarations": declarations[:4]},
+        {"googleSearch": {}},
+        {"function_declarations": declarations[4:]},
+    ]
+    contents = [{"role": "user", "parts": [{"text": "Book me a hotel room in Rome for 3 nights"}]}]
+    calling = {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["read_file"]}}
+    request = {"contents": contents, "tools": tools, "toolConfig": calling}
+    filtered = gate.filter(request, top_k=1)
+    assert filtered.provider == "gemini"
+    assert filtered.kept == ("read_file", "book_hotel")
+    assert filtered.request["tools"] == [
+        {"googleSearch": {}},
+        {"function_declarations": [declarations[5], declarations[6]]},
+    ]
+    assert filtered.request["tools"][0] is tools[1]
+    assert _without(filtered.request, "tools") == _without(request, "tools")
+
+
+def test_text_tags_keep_only_the_routed_tags(gate: ToolFilter) -> None:
+    content = f"Tools:\n{_tags(SPECS)}<userq>{WEATHER}</userq>"
+    request = {"messages": [{"role": "user", "content": content}], "model": "m"}
+    filtered = gate.filter(request, top_k=1)
+    assert filtered.provider == "text_tags"
+    assert filtered.kept == ("get_weather",)
+    assert filtered.dropped_count == 7
+    rewritten = filtered.request["messages"][0]["content"]
+    assert rewritten == (
+        f"Tools:\n<toolname>get_weather</toolname>\n<tooldescription>{SPECS[0][1]}"
+        f"</tooldescription>\n<userq>{WEATHER}</userq>"
+    )
+    assert filtered.result.query == WEATHER
+
+
+def test_text_tags_without_userq_route_on_the_rest_of_the_message(gate: ToolFilter) -> None:
+    content = (
+        "<toolname>read_file</toolname><tooldescription>Read a file.</tooldescription>"
+        "<toolname>get_weather</toolname><tooldescription>Weather in a city.</tooldescription>"
+        "Is it sunny in Madrid?"
+    )
+    filtered = gate.filter({"input": content}, top_k=1)
+    assert filtered.result.query == "Is it sunny in Madrid?"
+    assert filtered.request["input"] == (
+        "<toolname>get_weather</toolname><tooldescription>Weather in a city.</tooldescription>"
+        "Is it sunny in Madrid?"
+    )
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {**chat_request(), "tool_choice": "none"},
+        {
+            "contents": [{"parts": [{"text": WEATHER}]}],
+            "toolConfig": {"function_calling_config": {"mode": "none"}},
+            "tools": [{"functionDeclarations": gemini_declarations()}],
+        },
+        {"messages": [{"role": "user", "content": WEATHER}]},
+        {"input": WEATHER, "tools": [{"type": "web_search"}]},
+        {"messages": [{"role": "system", "content": "Be brief."}], "tools": chat_tools()},
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+            ],
+            "tools": chat_tools(),
+        },
+    ],
+    ids=[
+        "tool_choice-none",
+        "gemini-mode-none",
+        "no-tools",
+        "only-builtins",
+        "system-only",
+        "image-only",
+    ],
+)
+def test_requests_with_nothing_to_route_come_back_unchanged(
+    gate: ToolFilter, request_: dict[str, Any]
+) -> None:
+    filtered = gate.filter(request_)
+    assert filtered.request == request_
+    assert filtered.request is not request_
+    assert filtered.result.ids == []
+    assert filtered.result.form == "none"
+    assert filtered.kept == ()
+    assert filtered.dropped_count == 0
+
+
+def test_when_no_tool_is_kept_the_tool_keys_go(gate: ToolFilter) -> None:
+    request = {**chat_request("hello there"), "tool_choice": "auto", "parallel_tool_calls": False}
+    filtered = gate.filter(request, threshold=0.99)
+    assert filtered.kept == ()
+    assert filtered.dropped_count == len(SPECS)
+    assert _without(request, "tools", "tool_choice", "parallel_tool_calls") == filtered.request
+
+
+def test_earlier_turns_are_the_history(gate: ToolFilter, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+    route = Router.route
+
+    def spy(self: Router, query: str, **options: Any) -> Any:
+        seen.append(options["history"])
+        return route(self, query, **options)
+
+    monkeypatch.setattr(Router, "route", spy)
+    request = chat_request("and now post it to Bob")
+    earlier = [
+        {"role": "user", "content": "draft an email"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    request["messages"][1:1] = earlier
+    gate.filter(request, top_k=1)
+    assert seen == [request["messages"][:3]]
+
+
+def _every_shape() -> list[dict[str, Any]]:
+    gemini_tools = [{"functionDeclarations": gemini_declarations()}, {"googleSearch": {}}]
+    tag_text = f"{_tags(SPECS)}<userq>{TRIP}</userq>"
+    return [
+        chat_request(TRIP, tool_choice={"type": "function", "function": {"name": "send_email"}}),
+        {"input": [{"role": "user", "content": TRIP}], "tools": responses_tools()},
+        {"messages": [{"role": "user", "content": TRIP}], "tools": anthropic_tools()},
+        {"contents": [{"role": "user", "parts": [{"text": TRIP}]}], "tools": gemini_tools},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": tag_text}]}]},
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_the_input_request_is_never_modified(gate: ToolFilter, index: int) -> None:
+    request = _every_shape()[index]
+    before = copy.deepcopy(request)
+    filtered = gate.filter(request, top_k=2)
+    assert request == before
+    assert filtered.request != request
+
+
+def test_one_router_per_tools_array_least_recently_used_first_out(
+    embedder: Embedder, builds: list[Any]
+) -> None:
+    gate = ToolFilter(embedder=embedder, cache=None, max_catalogs=1)
+    gate.filter(chat_request(WEATHER), top_k=1)
+    gate.filter(chat_request(TRIP), top_k=1)
+    assert len(builds) == 1  # same tools, another query: no new router
+    fewer = {**chat_request(), "tools": chat_tools()[:4]}
+    gate.filter(fewer, top_k=1)
+    assert len(builds) == 2
+    gate.filter(chat_request(), top_k=1)  # evicted by the other array
+    assert len(builds) == 3
+
+
+def test_the_default_embedder_is_made_once_and_shared(
+    embedder: Embedder, builds: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+
+    def make(precision: str, *, progress: bool) -> Embedder:
+        made.append(f"{precision} progress={progress}")
+        return embedder
+
+    monkeypatch.setattr("toolgate.gateway.filter.default_embedder", make)
+    gate = ToolFilter(cache=None)
+    gate.filter(chat_request(), top_k=1)
+    gate.filter({**chat_request(), "tools": chat_tools()[:3]}, top_k=1)
+    assert made == ["int8 progress=False"]
+    assert builds == [embedder, embedder]
+
+
+def test_bad_tools_are_named_not_dropped(gate: ToolFilter) -> None:
+    tools = chat_tools()
+    tools[2] = {"type": "function", "function": {"description": "no name"}}
+    with pytest.raises(CatalogError, match=r"tools\[2\]"):
+        gate.filter({**chat_request(), "tools": tools})
+
+
+def _bad(**changes: Any) -> dict[str, Any]:
+    return {**chat_request(), **changes}
+
+
+@pytest.mark.parametrize(
+    ("request_", "match"),
+    [
+        (["not", "a", "dict"], "request must be a JSON object, got list"),
+        (
+            {"prompt": "hi", "tools": []},
+            r"expected an OpenAI Chat .*got keys \['prompt', 'tools'\]",
+        ),
+        ({"messages": [], "input": "hi"}, "got both 'messages' and 'input'"),
+        (_bad(messages="hi"), "'messages' must be a list of messages, got str"),
+        (_bad(tools={"type": "function"}), "'tools' must be a list, got dict"),
+        (_bad(tools=[*chat_tools(), "web_search"]), r"tools\[8\] must be a JSON object, got str"),
+        (_bad(tool_choice={"type": "function", "name": "nope"}), "names 'nope', which no"),
+        ({"input": "<toolname>a</toolname><userq> </userq>"}, r"input\[0\] has <toolname> tags"),
+    ],
+    ids=[
+        "not-a-mapping",
+        "unknown-shape",
+        "two-shapes",
+        "messages-not-list",
+        "tools-not-list",
+        "tool-not-object",
+        "unknown-tool-choice",
+        "tags-without-question",
+    ],
+)
+def test_bad_requests_are_named(gate: ToolFilter, request_: Any, match: str) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        gate.filter(request_)
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True])
+def test_max_catalogs_must_be_a_positive_integer(value: Any) -> None:
+    with pytest.raises(InvalidInputError, match="max_catalogs must be an integer >= 1"):
+        ToolFilter(max_catalogs=value)
+
+
+def test_threads_agree_with_one_thread(embedder: Embedder, builds: list[Any]) -> None:
+    queries = [WEATHER, TRIP, "email Alice the report", "what is 20 euros in yen", "read notes.txt"]
+    makers: list[Callable[[str], dict[str, Any]]] = [
+        chat_request,
+        lambda q: {"input": q, "tools": responses_tools()},
+        lambda q: {"messages": [{"role": "user", "content": q}], "tools": anthropic_tools()},
+    ]
+    requests = [make(q) for make in makers for q in queries]
+
+    def run(gate: ToolFilter, request: dict[str, Any]) -> FilteredRequest:
+        return gate.filter(request, top_k=2)
+
+    sequential = ToolFilter(embedder=embedder, cache=None)
+    expected = [run(sequential, r) for r in requests]
+    builds.clear()
+    shared = ToolFilter(embedder=embedder, cache=None)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda r: run(shared, r), requests * 4))
+    assert [(r.request, r.kept) for r in results] == [(e.request, e.kept) for e in expected] * 4
+    # One router per tools array as the request gives it (three shapes), each built once
+    # however many threads race for it.
+    assert len(builds) == len(makers)
+
+
+def test_user_text_is_never_read_as_a_query_form(gate: ToolFilter) -> None:
+    for text in ("Select: a hotel in Rome for me", "Pros: +cheap +fast. " + TRIP, "select:"):
+        filtered = gate.filter(chat_request(text), top_k=2)
+        assert filtered.result.form == "text"
+        assert len(filtered.kept) == 2
+
+
+def test_choices_naming_builtins_or_allowed_tools_are_honoured(gate: ToolFilter) -> None:
+    tools = [{"type": "web_search_20250305", "name": "web_search"}, *anthropic_tools()]
+    request = {
+        "messages": [{"role": "user", "content": WEATHER}],
+        "tools": tools,
+        "tool_choice": {"type": "tool", "name": "web_search"},
+    }
+    assert gate.filter(request, top_k=1).request["tools"][0] == tools[0]
+    allowed = {"type": "function", "function": {"name": "read_file"}}
+    chat = chat_request(
+        tool_choice={"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [allowed]}}
+    )
+    assert "read_file" in gate.filter(chat, top_k=1).kept
+    flat = {
+        "type": "allowed_tools",
+        "mode": "auto",
+        "tools": [{"type": "function", "name": "read_file"}],
+    }
+    responses = {"input": WEATHER, "tools": responses_tools(), "tool_choice": flat}
+    assert "read_file" in gate.filter(responses, top_k=1).kept
+
+
+def test_a_gemini_builtin_beside_dropped_declarations_stays(gate: ToolFilter) -> None:
+    declarations = gemini_declarations()
+    reader = [d for d in declarations if d["name"] == "read_file"]
+    others = [d for d in declarations if d["name"] != "read_file"]
+    tools = [
+        {"functionDeclarations": reader},
+        {"functionDeclarations": others, "codeExecution": {}},
+    ]
+    parts = [{"text": "read the file notes.txt"}]
+    request = {"contents": [{"role": "user", "parts": parts}], "tools": tools}
+    kept = gate.filter(request, top_k=1).request["tools"]
+    assert kept == [tools[0], {"codeExecution": {}}]
+
+
+def test_the_anthropic_cache_marker_moves_to_the_last_kept_tool(gate: ToolFilter) -> None:
+    tools = anthropic_tools()
+    tools[-1] = {**tools[-1], "cache_control": {"type": "ephemeral"}}
+    request = {"messages": [{"role": "user", "content": WEATHER}], "tools": tools}
+    kept = gate.filter(request, top_k=1).request["tools"]
+    assert tools[-1]["name"] not in [t["name"] for t in kept]
+    assert kept[-1]["cache_control"] == {"type": "ephemeral"}
+    assert all("cache_control" not in t for t in kept[:-1])
+
+
+def test_text_between_a_tag_name_and_its_description_goes_with_the_tool(gate: ToolFilter) -> None:
+    text = (
+        "<toolname>get_weather</toolname>\nWeather tool:\n<tooldescription>Forecast for a city"
+        "</tooldescription>\n<toolname>read_file</toolname>\n<tooldescription>Read a file"
+        "</tooldescription>\n<userq>read the file notes.txt</userq>"
+    )
+    request = {"messages": [{"role": "user", "content": text}]}
+    out = gate.filter(request, top_k=1).request["messages"][0]["content"]
+    for gone in ("get_weather", "Weather tool", "Forecast"):
+        assert gone not in out
+    assert "<toolname>read_file</toolname>" in out
+
+
+def test_a_tools_array_seen_before_is_not_read_again(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolgate.formats import openai
+
+    reads: list[str] = []
+    real = openai.parse_tool
+    monkeypatch.setattr(openai, "parse_tool", lambda *a: reads.append(a[1]) or real(*a))
+    fresh = ToolFilter(embedder=embedder, cache=None)
+    fresh.filter(chat_request(WEATHER), top_k=2)
+    assert len(reads) == len(chat_tools())
+    fresh.filter(chat_request(TRIP), top_k=2)
+    assert len(reads) == len(chat_tools())  # served by the cached router
+
+
+def test_tools_arrays_are_keyed_by_content_and_reader() -> None:
+    from types import MappingProxyType
+
+    from toolgate.gateway.filter import _digest
+
+    tools = chat_tools()
+    assert _digest(tools, "openai") == _digest(copy.deepcopy(tools), "openai")
+    assert _digest(tools, "openai") != _digest(tools, "anthropic")  # read another way
+    changed = copy.deepcopy(tools)
+    changed[3]["function"]["description"] += " "
+    assert _digest(changed, "openai") != _digest(tools, "openai")
+    assert _digest([1], "openai") != _digest([1.0], "openai") != _digest([True], "openai")
+    # A client library's own mapping type is keyed by its content, not by its address.
+    proxied = [MappingProxyType(tool) for tool in tools]
+    assert _digest(proxied, "openai") == _digest(tools, "openai")
+    other = [MappingProxyType(tool) for tool in changed]
+    assert _digest(other, "openai") != _digest(proxied, "openai")
+
+    class Opaque:  # no JSON form: no key, so never a cached router that is not its own
+        pass
+
+    assert _digest([*tools, {"type": "custom", "handle": Opaque()}], "openai") is None
+
+
+class _Frozen(Mapping[str, Any]):
+    """A client library's own mapping type: its repr is the default one, with an address."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def test_mapping_tools_get_their_own_router_each(gate: ToolFilter) -> None:
+    from toolgate.gateway.filter import _digest
+
+    keys = set()
+    for n, (name, _, _) in enumerate(SPECS[:4]):
+        one = [_Frozen(chat_tools()[n])]
+        key = _digest(one, "openai")
+        assert key is not None
+        keys.add(key)
+        forced = {"type": "function", "function": {"name": name}}
+        request = {**chat_request(), "tools": one, "tool_choice": forced}
+        assert gate.filter(request, top_k=1).kept == (name,)
+    assert len(keys) == 4
+
+
+def test_str_enums_from_a_model_dump_are_keyed_as_their_values() -> None:
+    import enum
+
+    from toolgate.gateway.filter import _digest
+
+    class Kind(str, enum.Enum):
+        OBJECT = "object"
+
+    dumped = chat_tools()
+    for tool in dumped:
+        tool["function"]["parameters"]["type"] = Kind.OBJECT
+    assert _digest(dumped, "openai") == _digest(chat_tools(), "openai")
+
+
+def test_the_same_array_read_as_another_provider_is_read_again(gate: ToolFilter) -> None:
+    declarations = [{"functionDeclarations": gemini_declarations()[:4]}]
+    gemini_request = {"contents": [{"role": "user", "parts": [{"text": WEATHER}]}]}
+    assert gate.filter({**gemini_request, "tools": declarations}, top_k=1).kept
+    anthropic_request = {"messages": [{"role": "user", "content": WEATHER}], "tools": declarations}
+    with pytest.raises(CatalogError, match=r"tools\[0\]"):
+        gate.filter(anthropic_request, top_k=1)
+
+
+def test_a_failed_build_leaves_no_lock_behind(gate: ToolFilter) -> None:
+    for n in range(5):
+        tools = chat_tools()
+        tools[2] = {"type": "function", "function": {"description": f"no name {n}"}}
+        with pytest.raises(CatalogError):
+            gate.filter({**chat_request(), "tools": tools})
+    assert gate._building == {}
+
+
+def test_a_chat_request_with_only_custom_tools_is_left_as_chat(gate: ToolFilter) -> None:
+    custom = {"type": "custom", "custom": {"name": "run_sql", "description": "Free-form SQL."}}
+    filtered = gate.filter({**chat_request(), "tools": [custom]}, top_k=1)
+    assert filtered.provider == "openai"
+    assert filtered.request["tools"] == [custom]  # not a function tool: never routed, kept
+
+
+def test_unreadable_tools_are_errors_or_kept_as_asked(embedder: Embedder) -> None:
+    tools = chat_tools()
+    tools[4] = {"type": "function", "function": {"description": "no name"}}
+    request = {**chat_request(), "tools": tools}
+    with pytest.raises(CatalogError, match=r"tools\[4\]"):
+        ToolFilter(embedder=embedder, cache=None).filter(request, top_k=1)
+    keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
+    with pytest.warns(CatalogWarning, match=r"cannot index 1 of the request's tools.*tools\[4\]"):
+        filtered = keeping.filter(request, top_k=1)
+    assert filtered.request["tools"] == [tools[0], tools[4]]
+    assert filtered.positions == (0, 4)
+    assert filtered.dropped_count == 6
+    again = keeping.filter(request, top_k=1)  # the cached router: no second warning
+    assert again.positions == (0, 4)
+    with pytest.raises(InvalidInputError, match='unreadable must be "error" or "keep"'):
+        ToolFilter(unreadable="drop")  # type: ignore[arg-type]
+
+
+def test_keep_mode_tells_unreadable_tags_on_one_line_apart(embedder: Embedder) -> None:
+    keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
+    huge = "Read files. " + "More. " * 3000
+    line = "".join(
+        f"<toolname>{n}</toolname><tooldescription>{d}</tooldescription>"
+        for n, d in [*((n, d) for n, d, _ in SPECS[:3]), ("read_file", huge)]
+    )
+    request = {"messages": [{"role": "user", "content": f"{line}<userq>{WEATHER}</userq>"}]}
+    with pytest.warns(CatalogWarning, match="cannot index 1 of"):
+        filtered = keeping.filter(request, top_k=1)
+    assert filtered.kept == ("get_weather", "read_file")
+    assert filtered.dropped_count == 2
+
+
+def test_keep_mode_names_no_nameless_tool_and_passes_odd_declarations(
+    embedder: Embedder,
+) -> None:
+    keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
+    tools = [*chat_tools()[:3], {"type": "function", "function": {"description": "no name"}}]
+    with pytest.warns(CatalogWarning):
+        filtered = keeping.filter({**chat_request(), "tools": tools}, top_k=1)
+    assert filtered.kept == ("get_weather",)  # the nameless tool is kept, under no name
+    assert filtered.positions == (0, 3)
+    odd = [{"functionDeclarations": {"a": 1}}, {"functionDeclarations": gemini_declarations()}]
+    request = {"contents": [{"role": "user", "parts": [{"text": WEATHER}]}], "tools": odd}
+    with pytest.warns(CatalogWarning):
+        kept = keeping.filter(request, top_k=1).request["tools"]
+    assert kept[0] == odd[0]  # passed on as given, not sliced
+    assert [d["name"] for d in kept[1]["functionDeclarations"]] == ["get_weather"]
+
+
+def test_enum_keys_are_keyed_as_their_values() -> None:
+    import enum
+
+    from toolgate.gateway.filter import _digest
+
+    class Key(str, enum.Enum):
+        TYPE = "type"
+
+    tools = [{Key.TYPE: "function", "function": {"name": "f"}}]
+    assert _digest(tools, "openai") == _digest(
+        [{"type": "function", "function": {"name": "f"}}], "openai"
+    )
+
+
+def test_the_callers_lists_apply_to_unreadable_and_chosen_tools(embedder: Embedder) -> None:
+    keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
+    huge = {
+        "type": "function",
+        "function": {"name": "delete_repo", "description": "Delete. " + "More. " * 3000},
+    }
+    request = {**chat_request(), "tools": [*chat_tools()[:3], huge]}
+    with pytest.warns(CatalogWarning):
+        assert keeping.filter(request, top_k=1).kept == ("get_weather", "delete_repo")
+    assert keeping.filter(request, top_k=1, deny=["delete_*"]).kept == ("get_weather",)
+    assert keeping.filter(request, top_k=1, allow=["get_weather"]).kept == ("get_weather",)
+    chosen = {
+        **chat_request(),
+        "tool_choice": {"type": "function", "function": {"name": "send_email"}},
+    }
+    gate = ToolFilter(embedder=embedder, cache=None)
+    assert gate.filter(chosen, top_k=1).kept == ("get_weather", "send_email")
+    with pytest.raises(InvalidInputError, match="names 'send_email', which the allow / deny"):
+        gate.filter(chosen, top_k=1, deny=["send_*"])
+    with pytest.raises(InvalidInputError, match="allow/deny pattern must be a non-empty string: 1"):
+        gate.filter(chat_request(), top_k=1, allow=["get_weather", 1])  # type: ignore[list-item]
+    # A generator of patterns is read once by routing and once for the choice.
+    kept = gate.filter(chosen, top_k=1, deny=(p for p in ["read_*"])).kept
+    assert kept == ("get_weather", "send_email")

@@ -1,0 +1,349 @@
+"""The LangChain integration: ToolSelector on its own, and ToolgateMiddleware in create_agent."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import ModelRequest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
+
+from toolgate import CatalogWarning, InvalidInputError
+from toolgate.embedding.embedder import Embedder
+from toolgate.gateway.filter import ToolFilter
+from toolgate.integrations import langchain as integration
+from toolgate.integrations.langchain import ToolgateMiddleware, ToolSelector
+
+# name, docstring; every tool takes one string argument
+SPECS = [
+    ("get_weather", "Get the current weather and a 7-day forecast for a city."),
+    ("search_flights", "Search flights between two airports on a given date."),
+    ("send_email", "Send an email to a recipient with a subject and a body."),
+    ("create_event", "Create a calendar event with a title, start and end time."),
+    ("convert_currency", "Convert an amount of money from one currency to another."),
+    ("read_file", "Read a text file from the local disk."),
+    ("book_hotel", "Book a hotel room in a city for a range of nights."),
+    ("translate_text", "Translate text from one language into another."),
+]
+WEATHER = "Will it rain in Lisbon tomorrow? I need to know before I go out."
+
+
+def make_tool(name: str, doc: str) -> BaseTool:
+    def run(value: str) -> str:
+        return f"{name}({value})"
+
+    return StructuredTool.from_function(run, name=name, description=doc)
+
+
+@pytest.fixture(scope="module")
+def tools() -> list[BaseTool]:
+    return [make_tool(name, doc) for name, doc in SPECS]
+
+
+@pytest.fixture(scope="module")
+def tool_filter() -> ToolFilter:
+    # As a selector makes its own: tools it cannot read are kept, not an error.
+    return ToolFilter(embedder=Embedder(precision="int8"), cache=None, unreadable="keep")
+
+
+def names(tools: Sequence[Any]) -> list[str]:
+    return [t.name if isinstance(t, BaseTool) else t.get("type", "?") for t in tools]
+
+
+def in_request_order(picked: Sequence[Any], tools: Sequence[Any]) -> bool:
+    positions = [next(i for i, t in enumerate(tools) if t is p) for p in picked]
+    return positions == sorted(positions)
+
+
+def test_select_keeps_the_routed_tools_in_their_order(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    selector = ToolSelector(top_k=2, tool_filter=tool_filter)
+    picked = selector.select(tools, [HumanMessage(WEATHER)])
+    assert "get_weather" in names(picked)
+    assert len(picked) == 2
+    assert all(any(p is t for t in tools) for p in picked)  # the caller's own objects
+    assert in_request_order(picked, tools)
+    german = selector.select(tools, [HumanMessage("Put this paragraph into German for me.")])
+    assert "translate_text" in names(german)
+    assert "get_weather" not in names(german)
+
+
+def test_earlier_turns_and_tool_results_are_read(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    selector = ToolSelector(top_k=3, tool_filter=tool_filter)
+    messages = [
+        HumanMessage("What's the forecast for Oslo this week?"),
+        AIMessage("", tool_calls=[{"name": "get_weather", "args": {"value": "Oslo"}, "id": "c1"}]),
+        ToolMessage("Rain all week.", tool_call_id="c1"),
+        HumanMessage([{"type": "text", "text": "and for Bergen?"}]),
+    ]
+    assert "get_weather" in names(selector.select(tools, messages))
+
+
+def test_always_include_is_added_and_checked(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    selector = ToolSelector(top_k=1, always_include=["read_file"], tool_filter=tool_filter)
+    picked = names(selector.select(tools, [HumanMessage(WEATHER)]))
+    assert picked == ["get_weather", "read_file"]
+    strict = ToolSelector(always_include=["delete_repo"], tool_filter=tool_filter)
+    with pytest.raises(InvalidInputError, match=r"does not have: \['delete_repo'\]"):
+        strict.select(tools, [HumanMessage(WEATHER)])
+
+
+def test_provider_tools_given_as_dicts_are_always_kept(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    search = {"type": "web_search"}
+    function = {
+        "type": "function",
+        "function": {
+            "name": "list_repos",
+            "description": "List the GitHub repositories of a user.",
+            "parameters": {"type": "object", "properties": {"user": {"type": "string"}}},
+        },
+    }
+    mixed: list[Any] = [search, *tools, function]
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    picked = selector.select(mixed, [HumanMessage(WEATHER)])
+    assert picked[0] is search
+    assert names(picked) == ["web_search", "get_weather"]
+    repos = selector.select(mixed, [HumanMessage("Which repositories does octocat have?")])
+    assert repos == [search, function]
+
+
+def test_tool_choice_is_honoured(tools: list[BaseTool], tool_filter: ToolFilter) -> None:
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    forced = selector.select(tools, [HumanMessage(WEATHER)], tool_choice="translate_text")
+    assert names(forced) == ["get_weather", "translate_text"]
+    assert selector.select(tools, [HumanMessage(WEATHER)], tool_choice="none") == tools
+    for choice in ("any", "auto", True, {"type": "function", "function": {"name": "read_file"}}):
+        assert "get_weather" in names(
+            selector.select(tools, [HumanMessage(WEATHER)], tool_choice=choice)
+        )
+    with pytest.raises(InvalidInputError, match="tool_choice must be"):
+        selector.select(tools, [HumanMessage(WEATHER)], tool_choice=3)
+
+
+def test_no_user_text_keeps_every_tool(tools: list[BaseTool], tool_filter: ToolFilter) -> None:
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    assert selector.select(tools, []) == tools
+    assert selector.select([], [HumanMessage(WEATHER)]) == []
+    image = [{"type": "image", "source_type": "url", "url": "https://x/cat.png"}]
+    assert selector.select(tools, [HumanMessage(image)]) == tools  # type: ignore[arg-type]
+    assert selector.select(tools, [HumanMessage("  ")]) == tools
+    with pytest.raises(InvalidInputError, match="messages must be a list of messages, got str"):
+        selector.select(tools, WEATHER)  # type: ignore[arg-type]
+
+
+def test_a_tool_list_seen_before_is_not_converted_again(
+    tools: list[BaseTool], tool_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    converted: list[str] = []
+    original = integration.convert_to_openai_tool
+
+    def spy(tool: Any) -> dict[str, Any]:
+        converted.append(tool.name)
+        return original(tool)
+
+    monkeypatch.setattr(integration, "convert_to_openai_tool", spy)
+    selector = ToolSelector(top_k=2, tool_filter=tool_filter)
+    first = selector.select(tools, [HumanMessage(WEATHER)])
+    assert converted == [name for name, _ in SPECS]
+    assert selector.select(list(tools), [HumanMessage(WEATHER)]) == first
+    assert len(converted) == len(SPECS)  # a new list of the same tools: no new conversion
+    selector.select(tools[:4], [HumanMessage(WEATHER)])
+    assert len(converted) == len(SPECS) + 4
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"top_k": 0}, "top_k must be an integer >= 1, got 0"),
+        ({"top_k": True}, "top_k must be an integer >= 1"),
+        ({"always_include": "read_file"}, "always_include must be a list of tool names"),
+        ({"tool_filter": object()}, "tool_filter must be a toolgate ToolFilter, got object"),
+    ],
+)
+def test_bad_options_are_named(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        ToolSelector(**options)
+
+
+def test_a_tool_of_another_kind_is_named_by_position(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    selector = ToolSelector(tool_filter=tool_filter)
+    with pytest.raises(InvalidInputError, match=r"tools\[8\] must be a LangChain tool .* got str"):
+        selector.select([*tools, "get_time"], [HumanMessage(WEATHER)])  # type: ignore[list-item]
+
+
+def test_middleware_takes_a_selector_or_options_not_both(tool_filter: ToolFilter) -> None:
+    selector = ToolSelector(tool_filter=tool_filter)
+    assert ToolgateMiddleware(selector=selector).selector is selector
+    assert ToolgateMiddleware(top_k=3).selector.top_k == 3
+    with pytest.raises(InvalidInputError, match=r"either a selector or its options.*top_k"):
+        ToolgateMiddleware(selector=selector, top_k=3)
+
+
+def _request(tools: list[Any], text: str, **fields: Any) -> ModelRequest:  # type: ignore[type-arg]
+    model = GenericFakeChatModel(messages=iter([AIMessage("ok")]))
+    return ModelRequest(model=model, messages=[HumanMessage(text)], tools=tools, **fields)
+
+
+def test_middleware_narrows_each_model_call(tools: list[BaseTool], tool_filter: ToolFilter) -> None:
+    middleware = ToolgateMiddleware(selector=ToolSelector(top_k=2, tool_filter=tool_filter))
+    seen: list[Any] = []
+
+    def handler(request: Any) -> str:
+        seen.append(request)
+        return "response"
+
+    original = _request(tools, WEATHER)
+    assert middleware.wrap_model_call(original, handler) == "response"
+    assert "get_weather" in names(seen[0].tools)
+    assert len(seen[0].tools) == 2
+    assert original.tools == tools  # the request given is not modified
+
+    async def ahandler(request: Any) -> str:
+        seen.append(request)
+        return "async response"
+
+    result = asyncio.run(middleware.awrap_model_call(_request(tools, WEATHER), ahandler))
+    assert result == "async response"
+    assert names(seen[1].tools) == names(seen[0].tools)
+
+
+def test_middleware_calls_without_tools_when_nothing_is_routed(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    selector = ToolSelector(top_k=2, threshold=0.99, tool_filter=tool_filter)
+    middleware = ToolgateMiddleware(selector=selector)
+    seen: list[Any] = []
+    request = _request(tools, "Tell me a joke about penguins.", tool_choice="any")
+    middleware.wrap_model_call(request, seen.append)
+    assert seen[0].tools == []
+    assert seen[0].tool_choice is None  # forcing a call with no tools would be refused
+    # A request without tools is passed on as it is.
+    bare = _request([], WEATHER)
+    middleware.wrap_model_call(bare, seen.append)
+    assert seen[1] is bare
+
+
+class RecordingModel(GenericFakeChatModel):
+    """A fake chat model that records the tools of each bind_tools call."""
+
+    bound: list[list[str]] = []  # noqa: RUF012 (pydantic field, one list per test)
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        self.bound.append([t.name if isinstance(t, BaseTool) else str(t) for t in tools])
+        return self
+
+
+def test_create_agent_binds_only_routed_tools(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    model = RecordingModel(messages=iter([AIMessage("It will rain.")]), bound=[])
+    middleware = ToolgateMiddleware(selector=ToolSelector(top_k=2, tool_filter=tool_filter))
+    agent = create_agent(model, tools, middleware=[middleware])
+    out = agent.invoke({"messages": [HumanMessage(WEATHER)]})
+    assert out["messages"][-1].content == "It will rain."
+    assert len(model.bound) == 1
+    assert "get_weather" in model.bound[0]
+    assert len(model.bound[0]) == 2
+
+
+def test_the_filter_configured_threshold_applies_unless_overridden(
+    tools: list[BaseTool],
+) -> None:
+    from toolgate.routing.config import RouterConfig
+
+    strict = ToolFilter(
+        config=RouterConfig(threshold=0.99), embedder=Embedder(precision="int8"), cache=None
+    )
+    assert ToolSelector(tool_filter=strict).select(tools, [HumanMessage(WEATHER)]) == []
+    lenient = ToolSelector(top_k=2, threshold=None, tool_filter=strict)
+    assert "get_weather" in names(lenient.select(tools, [HumanMessage(WEATHER)]))
+
+
+def test_dict_tools_can_be_always_included(tools: list[BaseTool], tool_filter: ToolFilter) -> None:
+    repos = {
+        "type": "function",
+        "function": {"name": "list_repos", "description": "List a user's repositories."},
+    }
+    selector = ToolSelector(top_k=1, always_include=["list_repos"], tool_filter=tool_filter)
+    picked = selector.select([*tools, repos], [HumanMessage(WEATHER)])
+    assert picked[-1] is repos
+    assert "get_weather" in names(picked)
+
+
+def test_choosing_a_provider_tool_or_none_forces_nothing(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    search = {"type": "web_search"}
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    for choice in ("web_search", False, None):
+        picked = selector.select([*tools, search], [HumanMessage(WEATHER)], tool_choice=choice)
+        assert names(picked) == ["get_weather", "web_search"], choice
+
+
+def test_a_tool_toolgate_cannot_index_is_always_shown(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    huge = make_tool("gitlab_issue", "Work with GitLab issues. " + "Details. " * 2000)
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    with pytest.warns(CatalogWarning, match=r"cannot index 1 of the request's tools.*gitlab"):
+        picked = selector.select([*tools, huge], [HumanMessage(WEATHER)])
+    assert names(picked) == ["get_weather", "gitlab_issue"]
+    # Once per tool list: the same list again neither converts nor warns.
+    assert selector.select([*tools, huge], [HumanMessage(WEATHER)]) == picked
+
+
+def test_a_tool_changed_in_place_is_read_again(tool_filter: ToolFilter) -> None:
+    mutable = [make_tool(name, doc) for name, doc in SPECS]
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    assert names(selector.select(mutable, [HumanMessage(WEATHER)])) == ["get_weather"]
+    mutable[5].description = "Tell whether it will rain, and the forecast for any city."
+    mutable[0].description = "Read a text file from the local disk."
+    picked = names(selector.select(mutable, [HumanMessage(WEATHER)]))
+    assert picked == ["read_file"]
+
+
+def anthropic_dicts() -> list[dict[str, Any]]:
+    schema = {"type": "object", "properties": {"value": {"type": "string"}}}
+    return [{"name": n, "description": d, "input_schema": schema} for n, d in SPECS]
+
+
+def test_anthropic_dict_tools_are_routed_forced_and_kept_with_their_cache_marker(
+    tool_filter: ToolFilter,
+) -> None:
+    dicts = anthropic_dicts()
+    dicts[-1] = {**dicts[-1], "cache_control": {"type": "ephemeral"}}  # on a tool routed out
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    picked = selector.select(dicts, [HumanMessage(WEATHER)])
+    assert picked == [dicts[0]]  # the caller's own dict, found by position
+    forced = selector.select(dicts, [HumanMessage(WEATHER)], tool_choice="send_email")
+    assert forced == [dicts[0], dicts[2]]
+
+
+def test_unreadable_tools_of_any_shape_are_shown_and_can_be_chosen(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    huge = {**anthropic_dicts()[5], "description": "Read files. " + "More. " * 3000}
+    dicts = [*anthropic_dicts()[:5], huge]
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    with pytest.warns(CatalogWarning, match="read_file"):
+        assert selector.select(dicts, [HumanMessage(WEATHER)]) == [dicts[0], huge]
+    big_tool = make_tool("gitlab_issue", "GitLab issues, all of them. " + "Details. " * 2000)
+    with pytest.warns(CatalogWarning, match="gitlab_issue"):
+        chosen = selector.select(
+            [*tools, big_tool], [HumanMessage(WEATHER)], tool_choice="gitlab_issue"
+        )
+    assert names(chosen) == ["get_weather", "gitlab_issue"]

@@ -1,0 +1,149 @@
+"""The budget enforcer: trims lowest-ranked first, never drops pins, never fails open."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.promotion.budget import Budget, BudgetExceededError, Candidate, enforce
+
+
+def _candidates(tokens: list[int], pinned: set[int] = frozenset()) -> list[Candidate]:  # type: ignore[assignment]
+    return [Candidate(f"s/t{i}", tok, i, i in pinned) for i, tok in enumerate(tokens)]
+
+
+def test_no_budget_passes_everything() -> None:
+    decision = enforce(None, _candidates([100, 200]))
+    assert decision.status == "pass"
+    assert decision.kept == ("s/t0", "s/t1")
+    assert decision
+
+
+def test_within_budget_passes() -> None:
+    decision = enforce(Budget(max_tools=2, max_schema_tokens=300), _candidates([100, 200]))
+    assert decision.status == "pass"
+    assert not decision.dropped
+
+
+def test_count_cap_drops_lowest_ranked_first() -> None:
+    decision = enforce(Budget(max_tools=2), _candidates([10, 10, 10, 10]))
+    assert decision.status == "warn"
+    assert decision.kept == ("s/t0", "s/t1")
+    assert [d.tool_id for d in decision.dropped] == ["s/t3", "s/t2"]
+    assert "max_tools 2" in decision.dropped[0].reason
+
+
+def test_token_cap_never_drops_pinned_tools() -> None:
+    decision = enforce(Budget(max_schema_tokens=300), _candidates([100, 100, 200], pinned={2}))
+    assert decision.kept == ("s/t0", "s/t2")
+    assert [d.tool_id for d in decision.dropped] == ["s/t1"]
+
+
+def test_pinned_tools_alone_over_budget_block_visibly() -> None:
+    decision = enforce(Budget(max_schema_tokens=100), _candidates([50, 300], pinned={1}))
+    assert decision.status == "block"
+    assert decision.kept == ()
+    assert not decision
+    assert any("pinned tools and the pool alone" in r for r in decision.reasons)
+    with pytest.raises(BudgetExceededError, match="schema tokens"):
+        decision.raise_for_status()
+    assert issubclass(BudgetExceededError, ToolgateError)
+
+
+def test_pool_counts_toward_context_share() -> None:
+    budget = Budget(max_context_share=0.1, context_window=2000)
+    fits = enforce(budget, _candidates([50, 50]), pool_tokens=100)
+    assert fits.status == "pass"
+    trimmed = enforce(budget, _candidates([50, 50]), pool_tokens=120)
+    assert trimmed.kept == ("s/t0",)
+    assert "10% of 2000 = 200" in trimmed.dropped[0].reason
+    blocked = enforce(budget, _candidates([50]), pool_tokens=250)
+    assert blocked.status == "block"
+
+
+def test_warn_mode_sends_everything_but_says_what_it_would_drop() -> None:
+    decision = enforce(Budget(max_tools=1, mode="warn"), _candidates([10, 10, 10]))
+    assert decision.status == "warn"
+    assert decision.kept == ("s/t0", "s/t1", "s/t2")
+    assert [d.tool_id for d in decision.dropped] == ["s/t2", "s/t1"]
+    assert decision.reasons == ("3 tools > max_tools 1",)
+
+
+def _brute_force_best(tokens: list[int], pinned: set[int], cap: int) -> tuple[int, ...] | None:
+    """Reference: drop a suffix of unpinned tools by rank until the cap holds."""
+    unpinned = [i for i in range(len(tokens)) if i not in pinned]
+    for n_drop in range(len(unpinned) + 1):
+        dropped = set(unpinned[len(unpinned) - n_drop :]) if n_drop else set()
+        kept = tuple(i for i in range(len(tokens)) if i not in dropped)
+        if sum(tokens[i] for i in kept) <= cap:
+            return kept
+    return None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_trim_matches_reference(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    tokens = [rng.randint(1, 300) for _ in range(rng.randint(1, 12))]
+    pinned = {i for i in range(len(tokens)) if rng.random() < 0.2}
+    cap = rng.randint(0, 1500)
+    decision = enforce(Budget(max_schema_tokens=cap), _candidates(tokens, pinned))
+    expected = _brute_force_best(tokens, pinned, cap)
+    if expected is None:
+        assert decision.status == "block"
+        assert decision.kept == ()
+    else:
+        assert decision.kept == tuple(f"s/t{i}" for i in expected)
+        assert sum(tokens[i] for i in expected) <= cap
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_tools": -1}, "max_tools must be a non-negative int"),
+        ({"max_tools": 2.5}, "max_tools must be a non-negative int"),
+        ({"max_schema_tokens": True}, "max_schema_tokens must be a non-negative int"),
+        ({"max_context_share": 0.2}, "needs context_window"),
+        ({"max_context_share": 1.5, "context_window": 10}, r"must be in \(0, 1\]"),
+        ({"max_context_share": True, "context_window": 10}, r"must be in \(0, 1\], got True"),
+        ({"context_window": 10}, "context_window is only used with max_context_share"),
+        ({"mode": "strict"}, "mode must be 'block' or 'warn'"),
+    ],
+)
+def test_bad_budgets_are_rejected(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        Budget(**kwargs)
+
+
+def test_decision_to_dict_is_json_ready() -> None:
+    import json
+
+    decision = enforce(Budget(max_tools=1), _candidates([1, 2]))
+    data = json.loads(json.dumps(decision.to_dict()))
+    assert data["status"] == "warn"
+    assert data["dropped"][0]["tool_id"] == "s/t1"
+    assert data["budget"]["max_tools"] == 1
+
+
+def test_every_subset_order_is_stable() -> None:
+    # The kept ids keep the candidates' order whatever the ranks.
+    cands = [Candidate(f"s/{c}", 10, r) for c, r in zip("abcd", [2, 0, 3, 1], strict=True)]
+    for perm in itertools.permutations(cands):
+        decision = enforce(Budget(max_tools=2), list(perm))
+        assert set(decision.kept) == {"s/b", "s/d"}
+        assert list(decision.kept) == [c.tool_id for c in perm if c.tool_id in {"s/b", "s/d"}]
+
+
+def test_provider_overhead_counts_while_any_tool_is_kept() -> None:
+    budget = Budget(max_schema_tokens=400)
+    fits = enforce(budget, _candidates([100, 100]), overhead_tokens=200)
+    assert fits.status == "pass"
+    assert fits.usage["schema_tokens"] == 400
+    trimmed = enforce(budget, _candidates([100, 100, 100]), overhead_tokens=200)
+    assert trimmed.kept == ("s/t0", "s/t1")
+    blocked = enforce(Budget(max_schema_tokens=250), _candidates([100], {0}), overhead_tokens=200)
+    assert blocked.status == "block"

