@@ -12,7 +12,7 @@ setup: ## virtualenv, pinned dependencies, release build of the extension, verif
 demo: setup ## route a few queries over the built-in demo catalog
 	$(PY) -m toolgate demo
 
-test: setup test-rust test-python ## the whole suite: cargo test for the core, then pytest
+test: setup lint test-rust test-python ## the whole suite: lint, cargo test for the core, then pytest
 
 test-rust: ## cargo test for the pure Rust core (no libpython)
 	cargo test --quiet
