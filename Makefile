@@ -35,7 +35,7 @@ lint: setup ## rustfmt, clippy, ruff, mypy and stubtest
 bench: setup ## pytest-benchmark suites, ratios against the peers printed at the end
 	$(PY) -m pytest benches -q -p no:cacheprovider -o python_files='bench_*.py'
 
-bench-report: setup ## regenerate every results table, plot and the README results section
+bench-report: setup ## measure, then write docs/results.md and the README results section
 	$(PY) -m benches.report
 
 clean: ## remove build products (keeps .venv and the model cache)

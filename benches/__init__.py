@@ -1,5 +1,5 @@
 """Benchmarks and the evaluation harness: token accounting, routing quality, speed at scale.
 
-``python -m benches.report`` (``make bench-report``) regenerates every table and plot under
-``benches/results/`` and the README's results section.
+``python -m benches.report`` (``make bench-report``) measures into ``benches/results/`` (JSON and
+plots) and writes ``docs/results.md`` and the README's results section from it.
 """

@@ -1,12 +1,15 @@
-"""Regenerate every results table and plot, and the README's results section.
+"""Measure tokens, routing quality and speed, and write ``docs/results.md`` and the README's
+results table from the measurements.
 
     .venv/bin/python -m benches.report            # make bench-report
     .venv/bin/python -m benches.report --no-speed # tokens and quality only (a few minutes)
+    .venv/bin/python -m benches.report --render   # rewrite the text from the stored JSON
 
-Writes ``benches/results/`` (markdown tables, JSON, small PNGs) and replaces the README text
-between ``<!-- results:start -->`` and ``<!-- results:end -->``. Queries are subsampled (seeded)
-so the whole run stays within minutes on two cores; the sample sizes are printed with the
-tables.
+Measurements are stored as JSON (with the plots) in ``benches/results/``; the text is rendered
+from that JSON alone, so ``--render`` rewrites ``docs/results.md`` and the README text between
+``<!-- results:start -->`` and ``<!-- results:end -->`` without measuring anything. Queries are
+subsampled (seeded) so the whole run stays within minutes on two cores; the sample sizes are
+printed with the tables.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from toolgate.routing.router import Router, RouterConfig
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "benches" / "results"
+DOCS_RESULTS = ROOT / "docs" / "results.md"
 README = ROOT / "README.md"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 PACKAGES = ("toolgate", "numpy", "onnxruntime", "tokenizers", "tiktoken", "faiss-cpu")
@@ -131,7 +135,7 @@ def token_workload(
             "labelled": labelled, "rows": rows}  # fmt: skip
 
 
-def token_section(embedder: Embedder, n: int) -> tuple[str, list[dict[str, Any]]]:
+def measure_tokens(embedder: Embedder, n: int) -> list[dict[str, Any]]:
     """Token accounting on the testbed, the real catalogs and BFCL's catalog."""
     workloads = []
     tasks = [LabelledQuery(t.qid, t.query, t.gold) for t in table2_tasks()]
@@ -145,6 +149,11 @@ def token_section(embedder: Embedder, n: int) -> tuple[str, list[dict[str, Any]]
     catalog, _ = quality.load_catalog(bfcl.tools)
     relevant = [q for q in load_queries(bfcl.queries) if q.gold]
     workloads.append(token_workload("bfcl-single-turn", catalog, relevant, embedder, n))
+    return workloads
+
+
+def token_text(workloads: list[dict[str, Any]]) -> str:
+    """The token accounting section: what is counted, then one table per catalog."""
     parts = [
         "Tool-related tokens per request, one serialiser for every method "
         "(`benches/tokens.py`: the tool system text, then one compact OpenAI-function JSON "
@@ -172,7 +181,7 @@ def token_section(embedder: Embedder, n: int) -> tuple[str, list[dict[str, Any]]
             + "\n\n"
             + markdown(w["rows"], TOKEN_COLUMNS)
         )
-    return "\n".join(parts), workloads
+    return "\n".join(parts)
 
 
 QUALITY_COLUMNS = (
@@ -185,43 +194,59 @@ CURVE_COLUMNS = (
 )  # fmt: skip
 
 
-def quality_section(embedder: Embedder, n: int) -> tuple[str, list[dict[str, Any]], list[Any]]:
-    """Quality per set and configuration, and the BFCL threshold curve."""
+def measure_quality(embedder: Embedder, n: int) -> dict[str, Any]:
+    """Quality per set and configuration, the BFCL threshold curve, the samples drawn and
+    the defaults they were measured with."""
     rows: list[dict[str, Any]] = []
     curve: list[dict[str, Any]] = []
-    notes = []
+    samples = []
     for eval_set in quality.eval_sets(DATA / "eval"):
         catalog, skipped = quality.load_catalog(eval_set.tools)
         drawn, total = quality.load_sample(eval_set, n)
-        notes.append(
-            f"{eval_set.name}: {len(drawn)} of {total} queries, {len(catalog):,} tools"
-            + (f" ({skipped} duplicate or invalid skipped)" if skipped else "")
-        )
+        samples.append({"set": eval_set.name, "queries": len(drawn), "of": total,
+                        "tools": len(catalog), "skipped": skipped})  # fmt: skip
         routers = quality.routers_for(catalog, embedder)
         rows += quality.quality_rows(eval_set, routers, drawn)
         if eval_set.name.startswith("bfcl") and not curve:
             curve = quality.threshold_curve(routers["toolgate default"], drawn)
     default = RouterConfig()
-    text = (
+    defaults = {"alpha": default.alpha, "threshold": default.threshold, "fusion": default.fusion,
+                "clause_weight": default.clause_weight,
+                "near_copy_cosine": default.near_copy_cosine}  # fmt: skip
+    return {"rows": rows, "curve": curve, "samples": samples, "defaults": defaults}
+
+
+def quality_text(measured: dict[str, Any]) -> str:
+    """The routing quality section: the table per set and configuration, and the curve."""
+    d = measured["defaults"]
+    notes = [
+        f"{s['set']}: {s['queries']} of {s['of']} queries, {s['tools']:,} tools"
+        + (f" ({s['skipped']} duplicate or invalid skipped)" if s["skipped"] else "")
+        for s in measured["samples"]
+    ]
+    return (
         "`toolgate eval` figures at top_k = 10 (route_ms includes the int8 query embedding, "
-        f"one thread). toolgate default is `RouterConfig()`: alpha {default.alpha}, cosine "
-        f"floor {default.threshold}, {default.fusion} fusion, clause weight "
-        f"{default.clause_weight}, near copies from cosine {default.near_copy_cosine} moved "
+        f"one thread). toolgate default is `RouterConfig()`: alpha {d['alpha']}, cosine "
+        f"floor {d['threshold']}, {d['fusion']} fusion, clause weight "
+        f"{d['clause_weight']}, near copies from cosine {d['near_copy_cosine']} moved "
         "down. BM25 alone is alpha 0 and dense alone alpha 1 (clause vectors included), both "
         "without a floor and without moving near copies. Samples (seeded): "
         + "; ".join(notes)
         + ".\n\n"
-        + markdown(rows, QUALITY_COLUMNS)
+        + markdown(measured["rows"], QUALITY_COLUMNS)
         + "\n\nBFCL, toolgate default with the cosine floor swept (relevant queries: recall and "
         "completeness; irrelevant ones: share routed to nothing):\n\n"
-        + markdown(curve, CURVE_COLUMNS)
-        + "\n\n![threshold curve](benches/results/threshold.png)"
+        + markdown(measured["curve"], CURVE_COLUMNS)
+        + "\n\n![threshold curve](../benches/results/threshold.png)"
     )
-    return text, rows, curve
 
 
-def speed_section(row_counts: str) -> tuple[str, list[dict[str, Any]]]:
-    """Run ``bench_route.py`` and summarise medians with ratios to the python pipeline."""
+#: The methods whose tokens per turn the speed suite reports at every N.
+SCALE_METHODS = ("B1 full schema", "Tool Attention", "toolgate default")
+
+
+def measure_speed(row_counts: str) -> dict[str, Any]:
+    """Run ``bench_route.py``: medians with ratios to the python pipeline, tokens per turn."""
     env = {**os.environ, "TOOLGATE_BENCH_N": row_counts}
     with tempfile.TemporaryDirectory(prefix="toolgate-report-") as scratch:
         output = Path(scratch) / "route.json"
@@ -245,24 +270,26 @@ def speed_section(row_counts: str) -> tuple[str, list[dict[str, Any]]]:
                 "N": n, "method": method, "median ms": round(seconds * 1e3, 4),
                 "x python pipeline": round(seconds / reference, 3) if reference else None,
             })  # fmt: skip
+    _plot_speed(by_n, token_rows)
     tokens_table = [{"N": n, **figures} for n, figures in sorted(token_rows.items())]
-    summary = {"timings": rows, "tokens_per_turn": tokens_table, "machine": data["machine_info"]}
-    (RESULTS / "route.json").write_text(json.dumps(summary, indent=1))
-    text = (
+    return {"timings": rows, "tokens_per_turn": tokens_table, "machine": data["machine_info"]}
+
+
+def speed_text(measured: dict[str, Any]) -> str:
+    """The speed section: route cost by N against the peers, and tokens per turn by N."""
+    return (
         "Median time per call (one thread; a shared 2-core machine, so read the ratios, "
         "which come from the same run). `toolgate route` is `Router.route` with the default "
         "configuration: it embeds every query (int8 model) and fuses dense and BM25 scores; "
         "the python pipeline embeds with ONNX Runtime fp32 and searches faiss `IndexFlatIP` "
         "over the same tool vectors; faiss and numpy rows are dense top-10 for a given vector. "
         "Real tools up to ~7,200, synthetic top-ups past that (`benches/bench_route.py`).\n\n"
-        + markdown(rows, ("N", "method", "median ms", "x python pipeline"))
-        + "\n\n![cost vs N](benches/results/route_cost.png)\n\n"
+        + markdown(measured["timings"], ("N", "method", "median ms", "x python pipeline"))
+        + "\n\n![cost vs N](../benches/results/route_cost.png)\n\n"
         "Tokens per turn (cl100k, steady state) versus N:\n\n"
-        + markdown(tokens_table, ("N", "B1 full schema", "Tool Attention", "toolgate default"))
-        + "\n\n![tokens vs N](benches/results/tokens_vs_n.png)"
+        + markdown(measured["tokens_per_turn"], ("N", *SCALE_METHODS))
+        + "\n\n![tokens vs N](../benches/results/tokens_vs_n.png)"
     )
-    _plot_speed(by_n, token_rows)
-    return text, rows
 
 
 def _figure() -> tuple[Any, Any]:
@@ -292,7 +319,7 @@ def _plot_speed(by_n: dict[int, dict[str, float]], token_rows: dict[int, dict[st
     ax.legend(fontsize=7)
     _save(fig, "route_cost.png")
     fig, ax = _figure()
-    for method in ("B1 full schema", "Tool Attention", "toolgate default"):
+    for method in SCALE_METHODS:
         ax.loglog(ns, [token_rows[n][method] for n in ns], marker="o", label=method)
     ax.set(xlabel="tools (N)", ylabel="cl100k tokens per turn", title="Tool tokens vs N")
     ax.legend(fontsize=7)
@@ -329,6 +356,82 @@ def headline(workloads: list[dict[str, Any]]) -> str:
     )
 
 
+#: The catalogs of the README's token table, by their name in ``tokens.json``.
+README_CATALOGS = {
+    "synthetic testbed (Table 2)": "Table 2 testbed",
+    "github-mcp-server": "GitHub MCP server",
+    "bfcl-single-turn": "BFCL",
+    "docker-mcp-registry": "Docker MCP registry",
+}
+
+
+README_TOKEN_COLUMNS = (
+    "catalog", "tools", "every schema", "toolgate", "complete: toolgate / top-10 cosine",
+)  # fmt: skip
+
+
+def readme_summary(
+    stamp: str,
+    workloads: list[dict[str, Any]],
+    measured_quality: dict[str, Any],
+    measured_speed: dict[str, Any] | None,
+) -> str:
+    """The README's short results: tokens per turn, nDCG@10 per ranking, route time."""
+
+    def steady(rows: dict[str, dict[str, Any]], method: str) -> str:
+        return f"{rows[method]['cl100k steady']:,.0f}"
+
+    def complete(rows: dict[str, dict[str, Any]], method: str) -> str:
+        value = rows[method].get("complete")
+        return "n/a" if value is None else f"{value:.2f}"
+
+    tokens_rows = []
+    for w in workloads:
+        if w["catalog"] not in README_CATALOGS:
+            continue
+        rows = {r["method"]: r for r in w["rows"]}
+        full = rows["B1 full schema"]["cl100k steady"]
+        ours = rows["toolgate default"]["cl100k steady"]
+        tokens_rows.append({
+            "catalog": README_CATALOGS[w["catalog"]], "tools": w["tools"],
+            "every schema": steady(rows, "B1 full schema"),
+            "toolgate": f"{steady(rows, 'toolgate default')} ({1 - ours / full:.0%} less)",
+            README_TOKEN_COLUMNS[-1]: (
+                f"{complete(rows, 'toolgate default')} / {complete(rows, 'B3 simple retrieval')}"
+                if w["labelled"] else "n/a"
+            ),
+        })  # fmt: skip
+    by_set: dict[str, dict[str, Any]] = {}
+    for row in measured_quality["rows"]:
+        by_set.setdefault(row["set"], {})[row["config"]] = f"{row['ndcg@10']:.3f}"
+    quality_rows = [{"set": name, **configs} for name, configs in by_set.items()]
+    parts = [
+        "Tool tokens per turn (cl100k, steady state) with every schema sent and with "
+        "toolgate's default (the summary pool or digest, and the routed schemas); *complete* "
+        "is the share of labelled queries whose every gold tool is shown in full:",
+        markdown(tokens_rows, README_TOKEN_COLUMNS),
+        "Routing quality, nDCG@10 at top_k = 10 (seeded samples of up to "
+        f"{max(s['queries'] for s in measured_quality['samples'])} queries per set):",
+        markdown(quality_rows, ("set", *quality.CONFIGS)),
+    ]
+    if measured_speed is not None:
+        n = max(row["N"] for row in measured_speed["timings"] if row["N"] <= 10_000)
+        route = next(
+            row for row in measured_speed["timings"]
+            if row["N"] == n and row["method"] == "toolgate route"
+        )  # fmt: skip
+        parts.append(
+            f"`Router.route` at N = {n:,} tools: {route['median ms']:.2f} ms median, query "
+            f"embedding included, {route['x python pipeline']:.2f}x the time of a plain "
+            "tokenizers + ONNX Runtime + faiss pipeline in the same run."
+        )
+    parts.append(
+        f"Measured by `make bench-report` on {stamp}. Every table, the method and the "
+        "plots: [docs/results.md](docs/results.md)."
+    )
+    return "\n\n".join(parts)
+
+
 def write_readme(section: str) -> None:
     """Replace the README text between the markers (appended when absent)."""
     text = README.read_text(encoding="utf-8")
@@ -342,6 +445,38 @@ def write_readme(section: str) -> None:
     README.write_text(text, encoding="utf-8")
 
 
+def _load(name: str) -> Any:
+    path = RESULTS / name
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SystemExit(f"{path} is missing: run `make bench-report` to measure") from None
+
+
+def render() -> str:
+    """Write ``docs/results.md`` and the README's results from the JSON in ``RESULTS``."""
+    meta = _load("report.json")
+    workloads = _load("tokens.json")
+    measured_quality = _load("quality.json")
+    measured_speed = _load("route.json") if "speed" in meta["sections"] else None
+    sections = [
+        f"# Results\n\nGenerated by `make bench-report` on {meta['stamp']}.",
+        headline(workloads),
+        "## Token accounting\n\n" + token_text(workloads),
+        "## Routing quality\n\n" + quality_text(measured_quality),
+    ]
+    if measured_speed is not None:
+        sections.append("## Speed and scale\n\n" + speed_text(measured_speed))
+    DOCS_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    DOCS_RESULTS.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
+    write_readme(readme_summary(meta["stamp"], workloads, measured_quality, measured_speed))
+    return headline(workloads)
+
+
+def _store(name: str, data: Any) -> None:
+    (RESULTS / name).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
 def _timed(label: str, step: Callable[[], Any]) -> Any:
     start = time.perf_counter()
     print(f"[report] {label} ...", flush=True)
@@ -351,36 +486,31 @@ def _timed(label: str, step: Callable[[], Any]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run every section and write the results."""
+    """Measure every section (unless ``--render``), then write the results."""
     parser = argparse.ArgumentParser(prog="python -m benches.report", description=__doc__)
     parser.add_argument("--quality-queries", type=int, default=500, help="sampled per set")
     parser.add_argument("--token-queries", type=int, default=150, help="held out per catalog")
     parser.add_argument("--speed-n", default="120,1000,10000,100000", help="row counts")
     parser.add_argument("--no-speed", action="store_true", help="skip the speed suite")
-    args = parser.parse_args(argv)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = environment()
-    embedder = Embedder(precision="int8", progress=False)
-    token_text, workloads = _timed("tokens", lambda: token_section(embedder, args.token_queries))
-    (RESULTS / "tokens.json").write_text(json.dumps(workloads, indent=1))
-    quality_text, rows, curve = _timed(
-        "quality", lambda: quality_section(embedder, args.quality_queries)
+    parser.add_argument(
+        "--render", action="store_true", help="measure nothing: rewrite the text from the JSON"
     )
-    (RESULTS / "quality.json").write_text(json.dumps({"rows": rows, "curve": curve}, indent=1))
-    _plot_curve(curve)
-    sections = [
-        f"Generated by `make bench-report` on {stamp}.",
-        headline(workloads),
-        "### Token accounting\n\n" + token_text,
-        "### Routing quality\n\n" + quality_text,
-    ]
-    if not args.no_speed:
-        speed_text, _ = _timed("speed", lambda: speed_section(args.speed_n))
-        sections.append("### Speed and scale\n\n" + speed_text)
-    body = "\n\n".join(sections)
-    (RESULTS / "results.md").write_text(body + "\n")
-    write_readme(body)
-    print(headline(workloads))
+    args = parser.parse_args(argv)
+    if not args.render:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        stamp = environment()
+        embedder = Embedder(precision="int8", progress=False)
+        workloads = _timed("tokens", lambda: measure_tokens(embedder, args.token_queries))
+        _store("tokens.json", workloads)
+        measured = _timed("quality", lambda: measure_quality(embedder, args.quality_queries))
+        _store("quality.json", measured)
+        _plot_curve(measured["curve"])
+        sections = ["tokens", "quality"]
+        if not args.no_speed:
+            _store("route.json", _timed("speed", lambda: measure_speed(args.speed_n)))
+            sections.append("speed")
+        _store("report.json", {"stamp": stamp, "sections": sections})
+    print(render())
     return 0
 
 

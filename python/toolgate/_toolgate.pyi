@@ -98,7 +98,7 @@ class Index:
         """Maps the index at ``path`` read-only.
 
         The header, sizes and offsets are always checked. ``verify`` also checks the payload
-        CRC-32, which reads the whole file once (about 1 ms per 15 MB in the page cache); pass
+        CRC-32, which reads the whole file once; pass
         ``False`` to open large indexes lazily and call :meth:`verify` later. ``expected_dim``
         rejects an index of another dimension. ``threads > 1`` splits every scan over that many
         row ranges.

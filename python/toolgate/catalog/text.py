@@ -34,10 +34,10 @@ def humanize(name: str) -> str:
 def embedding_text(tool: Tool, *, with_server: bool = True) -> str:
     """What the matrix row of ``tool`` embeds: server, name in words, summary, parameters.
 
-    Parameter names and descriptions lifted dense nDCG@10 on BFCL from 0.70 to 0.75 (see
-    :attr:`Tool.embedded_param_text` for the allowed values). The server name tells servers
-    apart, so it is left out of a single-server catalog, where it would be the same noise in
-    every row (MetaTool nDCG@10: 0.70 with it, 0.71 without).
+    Parameters (see :attr:`Tool.embedded_param_text`) say what a tool acts on, which its
+    summary often leaves out. The server name tells servers apart, so it is left out of a
+    single-server catalog, where it would be the same noise in every row. Measurements:
+    docs/design.md, "What a tool's row embeds".
     """
     text = f"{humanize(tool.name)}: {tool.summary}"
     if with_server:
@@ -56,9 +56,8 @@ def embedding_views(catalog: Catalog) -> list[tuple[str, ...]]:
     """The texts whose embeddings are summed into each tool's row.
 
     Two views: :func:`embedding_text` (name, summary, parameters) and the whole description,
-    which says more than its first sentence. The normalised sum of the two lifted nDCG@10 on
-    both dev sets (BFCL 0.821 -> 0.830, MetaTool 0.698 -> 0.707 at alpha 0.6) over the first
-    view alone. A tool without a description has the first view only.
+    which says more than its first sentence; the row is their normalised sum. A tool without
+    a description has the first view only.
     """
     return [
         (text, tool.description) if tool.description.strip() else (text,)

@@ -62,9 +62,8 @@ class Embedder:
     """Embed texts into L2-normalised 384-dimensional float32 vectors.
 
     Args:
-        precision: ``"fp32"`` (parity with sentence-transformers, cosine >= 0.99999) or ``"int8"``
-            (dynamically quantized: about 2x faster per query, half the size, cosine >= 0.99 on
-            sentences, 0.978 at worst on empty or degenerate texts). int8 runs
+        precision: ``"fp32"`` (parity with sentence-transformers) or ``"int8"`` (dynamically
+            quantized: faster and half the size; accuracy in ``models/README.md``). int8 runs
             one text per ONNX Runtime call so a vector never depends on its batch neighbours.
         threads: ONNX Runtime intra-op threads (and, for int8 batches, parallel workers). One
             is best for a server that already handles requests in parallel.
@@ -193,9 +192,9 @@ class Embedder:
 
     def _embed_each(self, encodings: list[Encoding]) -> np.ndarray:
         # The int8 graph quantizes activations with one scale per tensor, computed at run time:
-        # in a padded batch, every text's scale would depend on its neighbours (cosine down to
-        # 0.97 against the same text alone). One text per run keeps a vector a function of its
-        # text only, which the embedding cache and query/catalog agreement rely on.
+        # in a padded batch, every text's scale would depend on its neighbours. One text per run
+        # keeps a vector a function of its text only, which the embedding cache and
+        # query/catalog agreement rely on.
         out = np.empty((len(encodings), DIM), dtype=np.float32)
         with _progress_bar(len(encodings), self.progress) as bar:
             if self.threads == 1:
@@ -204,8 +203,7 @@ class Embedder:
                     bar.update(1)
                 return out
             # Parallel single-text runs (ONNX Runtime releases the GIL) on a session without
-            # an intra-op pool: workers sharing a pooled session spin against each other
-            # (about 1.5x slower on two cores).
+            # an intra-op pool: workers sharing a pooled session spin against each other.
             session = self._serial_session()
 
             def embed_row(row: int) -> None:

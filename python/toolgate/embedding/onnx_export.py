@@ -68,11 +68,8 @@ def _ffn_output_name(layer: int) -> str:
 
 # Nodes the int8 variant keeps in float32. A feed-forward output projection reads the GELU
 # output, whose long positive tail makes per-tensor uint8 activation quantization lose accuracy,
-# and layer 0's by far the most. Min / mean cosine against fp32 over 300 BFCL queries and 150
-# MetaTool descriptions, and int8 time per text, one thread: all six quantized 0.9854 / 0.9944,
-# 3.2 ms; layer 0's kept 0.9909 / 0.9956, 3.4 ms; all six kept 0.9934 / 0.9972, 4.5 ms. Keeping
-# layer 0's only moved the router's nDCG@10 by -0.0013 (BFCL), -0.0007 (MetaTool single-tool)
-# and +0.0030 (multi-tool) against all six: retrieval cannot tell them apart.
+# and layer 0's by far the most; quantizing the other five costs retrieval nothing and makes a
+# query faster (docs/design.md, "Embedding model").
 INT8_KEEP_FP32 = (_ffn_output_name(0),)
 _MS_DOMAIN = "com.microsoft"
 
@@ -221,8 +218,8 @@ def build_sentence_encoder(
 
     Sequences must be right-padded (the tokenizer does that) and at most 512 tokens long.
     ``half_word_embeddings`` stores the word-embedding table (half of all weights) as float16
-    and widens the looked-up rows; the int8 variant uses it to load and verify 23 MB less, at
-    no measurable cost in accuracy next to quantization.
+    and widens the looked-up rows; the int8 variant uses it to load and verify less, at no
+    measurable cost in accuracy next to quantization.
     """
     from onnx import TensorProto, helper
 

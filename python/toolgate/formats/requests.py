@@ -147,8 +147,8 @@ def routable_tools(
 
     A function tool is one the provider runs in the application: OpenAI ``type: function``,
     an Anthropic tool without a ``type`` (or ``custom``), a Gemini function declaration.
-    Reading is deferred: a tools array seen before is served by its cached router, and at
-    1,000 tools parsing them would be most of a call.
+    Reading is deferred: a tools array seen before is served by its cached router, and for
+    a large array parsing it would be most of a call.
     """
     slots: list[Slot] = []
     declared: dict[int, list[RawTool]] = {}  # Gemini entries, read now to count their slots

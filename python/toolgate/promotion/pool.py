@@ -19,7 +19,7 @@ __all__ = ["DIGEST_MAX_SERVERS", "FULL_POOL_MAX_TOKENS", "render_pool"]
 
 
 #: Largest full summary pool ``pool="auto"`` keeps; past it the per-server digest is used.
-#: Claude Code's ToolSearch index, the reference point, is ~8.7k tokens for its whole catalog.
+#: Kept below Claude Code's ToolSearch index, the reference point (docs/design.md).
 FULL_POOL_MAX_TOKENS = 6_000
 
 

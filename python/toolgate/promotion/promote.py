@@ -2,21 +2,21 @@
 
 Phase 1 is the *summary pool*: text for the system prompt that tells the model which tools
 exist. It depends only on the catalog, so it is a stable, prompt-cacheable prefix. Up to
-:data:`FULL_POOL_MAX_TOKENS` it lists every tool (``- name: summary``, in catalog order); past
-that (5,000 tools at ~16 tokens each would be an 80k-token "summary") it becomes a per-server
-digest, bounded by :data:`DIGEST_MAX_SERVERS` lines, plus a ``tool_search`` tool the model can
-call to ask for more. That tool's name is ``tool_search`` unless a catalog tool's exposed name
-already is (ignoring case, as in :mod:`toolgate.catalog.names`), and its id, :data:`TOOL_SEARCH_ID`,
-is one no tool can have.
+:data:`FULL_POOL_MAX_TOKENS` it lists every tool (``- name: summary``, in catalog order). Past
+that, since it grows with every tool and at thousands would be most of the prompt, it becomes
+a per-server digest, bounded by :data:`DIGEST_MAX_SERVERS` lines, plus a ``tool_search`` tool
+the model can call to ask for more. That tool's name is ``tool_search`` unless a catalog
+tool's exposed name already is (ignoring case, as in :mod:`toolgate.catalog.names`), and its
+id, :data:`TOOL_SEARCH_ID`, is one no tool can have.
 
 Phase 2 is the full definitions of the active tools (a route result's, which hold the pinned
-tools the gate admits; a bare id list gets every pinned one added), in catalog order so
-the same active set always serialises the same way, in the provider's format, with schemas from
+tools the gate admits; a bare id list gets every pinned one added), in catalog order so the
+same active set always serialises the same way, in the provider's format, with schemas from
 the catalog or from a schema source through an optional cache. Both phases are counted in the
-provider's serialisation, and the :class:`~toolgate.promotion.budget.Budget` decides what is sent.
-The
-``tool_search`` tool, when present, is treated like a pinned tool: it counts toward the caps
-and is never dropped, since without it the model could not reach the rest of the catalog.
+provider's serialisation, and the :class:`~toolgate.promotion.budget.Budget` decides what is
+sent. The ``tool_search`` tool, when present, is treated like a pinned tool: it counts toward
+the caps and is never dropped, since without it the model could not reach the rest of the
+catalog.
 
 >>> promotion = promote_tools(catalog, ["github/get_me"], format="anthropic")  # doctest: +SKIP
 >>> promotion.decision.status, len(promotion.tools)  # doctest: +SKIP
@@ -106,7 +106,7 @@ class Promotion:
 
 
 # Token counts of whole definition lists. An agent promotes the same active set turn after
-# turn, and tokenising the set is most of a promotion (about 65%).
+# turn, and tokenising the set is most of a promotion.
 _SET_TOKENS: Memo[tuple[str, str, str], int] = Memo(256)
 
 

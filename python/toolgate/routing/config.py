@@ -1,4 +1,4 @@
-"""Router settings, and the defaults chosen on the dev sets."""
+"""Router settings; docs/design.md gives the measurement behind each default."""
 
 from __future__ import annotations
 
@@ -25,55 +25,18 @@ DEFAULT = DefaultType.TOKEN
 
 @dataclass(frozen=True)
 class RouterConfig:
-    """Routing defaults. The values were chosen on the dev sets; see the README's results.
+    """How a router ranks and stores tools; the defaults were chosen on the dev sets.
 
     ``alpha`` weighs the dense (embedding) signal against BM25 in the fused score that ranks
-    tools, and ``fusion`` / ``fusion_top`` say how each signal is normalised first (see
-    ``toolgate._toolgate.fuse``): min-max over each signal's best 100 rows beat reciprocal-rank
-    fusion and max-division on both dev sets. nDCG@10 (BFCL / MetaTool single-tool) at alpha
-    0.6: 0.831 / 0.704, 0.65: 0.830 / 0.712, 0.7: 0.827 / 0.718 with the earlier
-    plural-only BM25. With Snowball stemming and the BM25 settings below, 0.6: 0.838 / 0.717,
-    0.65: 0.837 / 0.722, 0.7: 0.834 / 0.725; 0.65 and 0.7 tie on the sum, and 0.65 is
-    better on MetaTool multi-tool (0.682 against 0.671), so it is the default. The faster int8
-    model (``onnx_export.INT8_KEEP_FP32``) then gave 0.836 / 0.722 (multi-tool 0.685).
-    ``bm25_k1``, ``bm25_b`` and ``bm25_weights`` (name, description, parameter text, server)
-    were swept over name 1.5-3, parameters 0.25-1, k1 0.9-1.6 and b 0.6-0.9 with Snowball
-    stemming: parameter text weighed as much as the description and k1 = 0.9 gave BFCL
-    0.831 -> 0.834 and MetaTool 0.7246 -> 0.7251 over (2, 1, 0.5, 0.5) and k1 = 1.2 (full
-    sets, ``toolgate eval``, alpha 0.7); the best points of the grid were within 0.0015 of
-    each other.
-    ``threshold`` is the minimum cosine similarity of a ranked tool to the query, the Tool
-    Attention paper's ISO threshold (tools named in the query, selected or pinned are exempt;
-    ``toolgate calibrate`` fits it). It is off by default: on BFCL a floor of 0.3 routes
-    nothing for only 15% of the irrelevant queries while recall@10 drops 0.927 -> 0.918, and
-    0.5 rejects 56% but drops recall@10 to 0.706 (``make bench-report``), so MiniLM cosines
-    alone do not separate "fits" from "does not fit" well enough for one default.
-    ``history_decay`` is the weight of each earlier turn relative to the next one.
-    ``clause_weight`` is how much of each tool's best cosine against the clauses of a
-    multi-intent query (see :mod:`toolgate.embedding.clauses`) is added to its whole-query cosine
-    before
-    fusion (for the 200 tools nearest the whole query; the others get ``1 + clause_weight``
-    times their cosine); 0 turns clause vectors off. Full dev sets, nDCG@10 / complete@10
-    replayed from dumped scores at 0, 0.5 and 1: MetaTool multi-tool 0.685 / 0.674,
-    0.702 / 0.710, 0.708 / 0.716; BFCL 0.836 / 0.912, 0.837 / 0.912, 0.835 / 0.914; MetaTool
-    single-tool 0.722 at all three. Single-intent queries are untouched, so 1 is the default;
-    with it, ``toolgate eval`` gives multi-tool 0.707 / 0.716, BFCL 0.836 / 0.914, single-tool
-    0.722.
-    ``near_copy_cosine``: a ranked tool with the same name as a tool placed above it, and
-    whose row has at least this cosine with that tool's (0.95 is also
-    ``Router.near_duplicates``'s default), is a near copy of it: it is moved below the
-    different tools that score at least half its fused score, so the top k show more
-    different tools (the core ranks the best 2k for it; ``None`` turns it off). BFCL's merged
-    catalog repeats functions across its categories: nDCG@10 0.8479 -> 0.8515 and
-    complete@10 0.9224 -> 0.9288 (``toolgate eval``, full set); MetaTool, which has no copies,
-    is unchanged (0.722 / 0.707). Without the name rule, tools of one family with long shared
-    parameter lists count as copies: on the Table 2 testbed (``create_issue`` ...
-    ``search_issue`` at 0.95) complete fell 0.80 -> 0.75; with it, 0.80. Moving copies below
-    every different tool, not only those scoring half as well, put a strong copy under tools
-    that barely fit. The core takes about 5% longer (0.307 -> 0.324 ms p50 at N = 4,993).
-    ``index_dtype`` is the storage the scan reads: int8 halves the core's time at N = 10,000
-    (the matrix is a quarter of the f32 size, so it stays in cache next to the model), and its
-    cosines are within about 1e-3 of exact: BFCL nDCG@10 0.8217 with int8, 0.8220 with f32.
+    tools; ``fusion`` / ``fusion_top`` say how each signal is normalised first (min-max over
+    its best rows, so only the head of each ranking sets its scale). ``threshold`` is a floor
+    on the cosine itself, since min-max fusion cannot say "nothing fits"; it is off by
+    default and ``toolgate calibrate`` fits one. ``history_*`` blend earlier turns into the
+    query, and ``clause_weight`` adds each tool's best cosine against a multi-intent query's
+    clauses (0: off). A ranked tool with the same name as one placed above it and a row
+    cosine of at least ``near_copy_cosine`` is a copy that shows the model nothing new, so it
+    moves below the different tools scoring at least half as well (``None``: off).
+    ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k.
     """
 
     top_k: int = 8

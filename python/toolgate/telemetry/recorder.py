@@ -63,6 +63,7 @@ def as_telemetry(value: object) -> Telemetry | None:
     A bare sink or a list of sinks is the likely mistake; accepted as is, it would fail only
     later, on every route, far from the call that passed it.
 
+    >>> from toolgate.telemetry import MemorySink
     >>> hub = Telemetry([MemorySink()])
     >>> as_telemetry(hub) is hub
     True

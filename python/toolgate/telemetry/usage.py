@@ -9,6 +9,7 @@ hub fans them out to sinks: :class:`JsonLogSink` (one JSON line per event throug
 ``opentelemetry`` is installed) and :class:`UsageStats`, which keeps the evidence for pruning:
 tools loaded, routed and called, routing misses, and tools never routed or called.
 
+>>> from toolgate.telemetry import Telemetry
 >>> stats = UsageStats(["github/get_me", "github/create_issue"])
 >>> hub = Telemetry([stats])
 >>> hub.emit(VerifyEvent(turn_id="t1", name="get_me", tool_id="github/get_me", ok=True))
