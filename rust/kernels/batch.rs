@@ -108,6 +108,7 @@ pub fn scan_bf16_batch(
 }
 
 /// Dimension and row count of a batch.
+#[derive(Clone, Copy)]
 pub(crate) struct BatchShape {
     pub dim: usize,
     pub n_rows: usize,
