@@ -1,5 +1,5 @@
-//! AVX2 + FMA kernels (x86_64), 8 f32 lanes per register: `Simd` for these instructions, under
-//! the loops of `generic`, and the integer int8 path.
+//! AVX2 + FMA kernels (x86_64), 8 f32 lanes per register: `Simd` and `IntegerDot` for these
+//! instructions, under the loops of `generic`.
 //!
 //! Relies on AVX2 and FMA: `vfmadd231ps ymm` for the f32 products, `vmovups` loads,
 //! `vpmovzxwd` + `vpslld 16` to widen bf16 exactly, and `vaddps` for the read probe. int8 rows
@@ -23,10 +23,10 @@ use std::arch::x86_64::{
     _mm_movehl_ps, _mm_shuffle_ps,
 };
 
-use super::batch::{apply_scales, batch_shape, blockwise, BatchShape};
+use super::generic::integer::{self, IntegerDot};
 use super::generic::{self, padded, Element, Simd, Tail};
-use super::query_i16::{QueryI16, INTEGER_MAX_DIM};
-use super::{check_scan, prefetch, row, rows_from, GROUP_ROWS, PREFETCH_ROWS};
+use super::query_i16::QueryI16;
+use super::{prefetch, PREFETCH_ROWS};
 
 /// Queries per batch tile: 2 queries x 2 rows x 2 accumulators + 4 query registers + 2 row
 /// registers = 14 of the 16 ymm registers.
@@ -120,87 +120,63 @@ impl Simd for Avx2 {
     }
 }
 
-/// int8 elements per integer step: one `vpmovsxbw` of 16 bytes into 16 i16 lanes.
-const I8_STEP: usize = 16;
+impl IntegerDot for Avx2 {
+    /// One `vpmovsxbw` of 16 bytes into 16 i16 lanes.
+    const STEP: usize = 16;
+    const PREFETCH_ROWS: usize = PREFETCH_ROWS;
+    type Query = QueryI16;
+    type QueryStep = __m256i;
+    type Row = __m256i;
+    type Acc = __m256i;
+    type Widening = Self;
 
-/// Exact integer dot products of the i16 query with `R` int8 rows of `dim` elements, while
-/// prefetching the same columns `ahead` elements after each row (none when `ahead` is 0).
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn dot_rows_i8<const R: usize>(query: &QueryI16, rows: [&[i8]; R], ahead: usize) -> [i64; R] {
-    let dim = rows[0].len();
-    assert!(
-        rows.iter().all(|r| r.len() == dim) && query.values.len() >= dim.next_multiple_of(I8_STEP)
-    );
-    let mut acc = [_mm256_setzero_si256(); R];
-    let mut col = 0;
-    while col + I8_STEP <= dim {
-        // SAFETY: `col + 16 <= dim`; every row holds `dim` elements and the query at least as
-        // many (checked above).
+    #[inline(always)]
+    fn widening(self) -> Self {
+        self
+    }
+
+    #[inline(always)]
+    fn zero(self) -> __m256i {
+        // SAFETY: an `Avx2` proves AVX2 and FMA.
+        unsafe { _mm256_setzero_si256() }
+    }
+
+    #[inline(always)]
+    unsafe fn query_step(self, query: &QueryI16, col: usize) -> __m256i {
+        // SAFETY: 16 values from `col`, within the query by the caller's contract.
+        unsafe { _mm256_loadu_si256(query.values.as_ptr().add(col).cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_row(self, ptr: *const i8) -> __m256i {
+        // SAFETY: reads 16 bytes, readable by the caller's contract.
+        unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(ptr.cast())) }
+    }
+
+    #[inline(always)]
+    fn load_row_tail(self, tail: &[i8]) -> __m256i {
+        let padded: [i8; 16] = padded(tail);
+        // SAFETY: `padded` holds a whole step.
+        unsafe { self.load_row(padded.as_ptr()) }
+    }
+
+    #[inline(always)]
+    fn mul_add(self, acc: __m256i, x: __m256i, q: __m256i) -> __m256i {
+        // SAFETY: an `Avx2` proves AVX2.
+        unsafe { _mm256_add_epi32(acc, _mm256_madd_epi16(x, q)) }
+    }
+
+    /// Sums the 8 i32 lanes, widened to i64 first so that the sum cannot overflow.
+    #[inline(always)]
+    fn sum(self, acc: __m256i, _query: &QueryI16) -> i64 {
+        let mut lanes = [0i64; 4];
+        // SAFETY: an `Avx2` proves AVX2; `lanes` holds exactly the 32 bytes stored.
         unsafe {
-            let q = _mm256_loadu_si256(query.values.as_ptr().add(col).cast());
-            for r in 0..R {
-                let ptr = rows[r].as_ptr().add(col);
-                if ahead > 0 {
-                    prefetch(ptr.wrapping_add(ahead), I8_STEP);
-                }
-                let x = _mm256_cvtepi8_epi16(_mm_loadu_si128(ptr.cast()));
-                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(x, q));
-            }
+            let low = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(acc));
+            let high = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(acc));
+            _mm256_storeu_si256(lanes.as_mut_ptr().cast(), _mm256_add_epi64(low, high));
         }
-        col += I8_STEP;
-    }
-    if col < dim {
-        // SAFETY: the query is zero-padded to a whole step (checked above); the row tails go
-        // through a zeroed 16-byte buffer.
-        unsafe {
-            let q = _mm256_loadu_si256(query.values.as_ptr().add(col).cast());
-            for r in 0..R {
-                let mut padded = [0i8; I8_STEP];
-                padded[..dim - col].copy_from_slice(&rows[r][col..]);
-                let x = _mm256_cvtepi8_epi16(_mm_loadu_si128(padded.as_ptr().cast()));
-                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(x, q));
-            }
-        }
-    }
-    let mut sums = [0; R];
-    for r in 0..R {
-        sums[r] = reduce_add_i32_as_i64(acc[r]);
-    }
-    sums
-}
-
-/// Sum of the 8 i32 lanes, widened to i64 first so that it cannot overflow.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn reduce_add_i32_as_i64(v: __m256i) -> i64 {
-    let low = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(v));
-    let high = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(v));
-    let mut lanes = [0i64; 4];
-    // SAFETY: `lanes` holds exactly the 32 bytes stored.
-    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), _mm256_add_epi64(low, high)) };
-    lanes.iter().sum()
-}
-
-/// `out[i] = dot(query, row i)` for int8 rows through the integer path (scales not applied),
-/// [`GROUP_ROWS`] rows at a time.
-#[target_feature(enable = "avx2,fma")]
-fn scan_rows_i8(query: &QueryI16, dim: usize, rows: &[i8], stride: usize, out: &mut [f32]) {
-    check_scan(dim, rows.len(), stride, out.len());
-    let mut groups = out.chunks_exact_mut(GROUP_ROWS);
-    let mut first = 0;
-    for group in &mut groups {
-        let group_rows = rows_from(rows, first, stride, dim);
-        let dots = dot_rows_i8::<GROUP_ROWS>(query, group_rows, PREFETCH_ROWS * stride);
-        for (out, dot) in group.iter_mut().zip(dots) {
-            // The integer sum is exact; converting and scaling it are the only roundings.
-            *out = dot as f32 * query.scale;
-        }
-        first += GROUP_ROWS;
-    }
-    for (i, out) in groups.into_remainder().iter_mut().enumerate() {
-        *out =
-            dot_rows_i8::<1>(query, [row(rows, first + i, stride, dim)], 0)[0] as f32 * query.scale;
+        lanes.iter().sum()
     }
 }
 
@@ -228,12 +204,7 @@ pub fn scan_f32_avx2(query: &[f32], rows: &[f32], stride: usize, out: &mut [f32]
 /// The CPU must support AVX2 and FMA ([`is_supported`]).
 #[target_feature(enable = "avx2,fma")]
 pub fn scan_i8_avx2(query: &[f32], rows: &[i8], stride: usize, scales: &[f32], out: &mut [f32]) {
-    if query.len() > INTEGER_MAX_DIM {
-        return generic::scan_i8(Avx2::new(), query, rows, stride, scales, out);
-    }
-    assert_eq!(scales.len(), out.len(), "one scale per row");
-    scan_rows_i8(&QueryI16::new(query, I8_STEP), query.len(), rows, stride, out);
-    apply_scales(scales, out);
+    integer::scan_i8(Avx2::new(), query, rows, stride, scales, out);
 }
 
 /// AVX2 [`super::scan_bf16`].
@@ -274,20 +245,10 @@ pub fn scan_i8_batch_avx2(
     scales: &[f32],
     out: &mut [f32],
 ) {
-    let Some(BatchShape { dim, n_rows }) = batch_shape(queries.len(), n_queries, out.len()) else {
-        return;
-    };
-    if dim > INTEGER_MAX_DIM {
-        let simd = Avx2::new();
-        return generic::scan_i8_batch::<_, QUERY_TILE, ROW_TILE>(
-            simd, queries, n_queries, rows, stride, scales, out,
-        );
-    }
-    let queries: Vec<_> = queries.chunks_exact(dim).map(|q| QueryI16::new(q, I8_STEP)).collect();
-    blockwise(&queries, n_rows, stride, 1, out, |query, block, scores| {
-        scan_rows_i8(query, dim, &rows[block.start * stride..], stride, scores);
-    });
-    apply_scales(scales, out);
+    let int = Avx2::new();
+    integer::scan_i8_batch::<_, QUERY_TILE, ROW_TILE>(
+        int, queries, n_queries, rows, stride, scales, out,
+    );
 }
 
 /// AVX2 [`super::scan_bf16_batch`].

@@ -1,5 +1,5 @@
-//! AVX-512 kernels (x86_64), 16 f32 lanes per register: `Simd` for these instructions, under
-//! the loops of `generic`, the integer int8 path and a register-resident f32 scan.
+//! AVX-512 kernels (x86_64), 16 f32 lanes per register: `Simd` and `IntegerDot` for these
+//! instructions, under the loops of `generic`, and a register-resident f32 scan.
 //!
 //! Relies on AVX-512F and AVX-512BW: `vfmadd231ps zmm` for the f32 products, `vmovups`
 //! (masked for the f32 tail), `vpmovzxwd` + `vpslld 16` to widen bf16 exactly, `vaddps` for
@@ -23,20 +23,20 @@ use std::arch::x86_64::{
     _mm512_slli_epi32, _mm_loadu_si128,
 };
 
-use super::batch::{apply_scales, batch_shape, blockwise, BatchShape};
+use super::generic::integer::{self, IntegerDot};
 use super::generic::{self, padded, Element, Simd, Tail};
-use super::query_i16::{QueryI16, INTEGER_MAX_DIM};
-use super::{check_scan, prefetch, row, rows_from, GROUP_ROWS, PREFETCH_ROWS};
+use super::query_i16::QueryI16;
+use super::{check_scan, prefetch, row, PREFETCH_ROWS};
 
 /// f32 lanes per register.
 const LANES: usize = 16;
 
 /// Queries per batch tile: 4 queries x 2 rows x 2 accumulators + 8 query registers + 2 row
 /// registers = 26 of the 32 zmm registers.
-const QUERY_TILE: usize = 4;
+pub(super) const QUERY_TILE: usize = 4;
 
 /// Rows per batch tile.
-const ROW_TILE: usize = 2;
+pub(super) const ROW_TILE: usize = 2;
 
 /// Whether the running CPU has what this file relies on.
 pub fn is_supported() -> bool {
@@ -46,11 +46,11 @@ pub fn is_supported() -> bool {
 /// Proof that the running CPU has AVX-512F and AVX-512BW: only code compiled with both can
 /// make one.
 #[derive(Clone, Copy)]
-struct Avx512(());
+pub(super) struct Avx512(());
 
 impl Avx512 {
     #[target_feature(enable = "avx512f,avx512bw")]
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self(())
     }
 }
@@ -131,84 +131,68 @@ impl Simd for Avx512 {
     }
 }
 
-/// int8 elements per integer step: one `vpmovsxbw` of 32 bytes into 32 i16 lanes.
-const I8_STEP: usize = 32;
+impl IntegerDot for Avx512 {
+    /// One `vpmovsxbw` of 32 bytes into 32 i16 lanes.
+    const STEP: usize = 32;
+    const PREFETCH_ROWS: usize = PREFETCH_ROWS;
+    type Query = QueryI16;
+    type QueryStep = __m512i;
+    type Row = __m512i;
+    type Acc = __m512i;
+    type Widening = Self;
 
-/// Exact integer dot products of the i16 query with `R` int8 rows of `dim` elements, while
-/// prefetching the same columns `ahead` elements after each row (none when `ahead` is 0).
-#[target_feature(enable = "avx512f,avx512bw")]
-#[inline]
-fn dot_rows_i8<const R: usize>(query: &QueryI16, rows: [&[i8]; R], ahead: usize) -> [i64; R] {
-    let dim = rows[0].len();
-    assert!(
-        rows.iter().all(|r| r.len() == dim) && query.values.len() >= dim.next_multiple_of(I8_STEP)
-    );
-    let mut acc = [_mm512_setzero_si512(); R];
-    let mut col = 0;
-    while col + I8_STEP <= dim {
-        // SAFETY: `col + 32 <= dim`; every row holds `dim` elements and the query at least as
-        // many (checked above).
-        unsafe {
-            let q = _mm512_loadu_epi16(query.values.as_ptr().add(col));
-            for r in 0..R {
-                let ptr = rows[r].as_ptr().add(col);
-                if ahead > 0 {
-                    prefetch(ptr.wrapping_add(ahead), I8_STEP);
-                }
-                let x = _mm512_cvtepi8_epi16(_mm256_loadu_si256(ptr.cast()));
-                acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(x, q));
-            }
-        }
-        col += I8_STEP;
+    #[inline(always)]
+    fn widening(self) -> Self {
+        self
     }
-    if col < dim {
-        // SAFETY: the query is zero-padded to a whole step (checked above); the row tails go
-        // through a zeroed 32-byte buffer.
-        unsafe {
-            let q = _mm512_loadu_epi16(query.values.as_ptr().add(col));
-            for r in 0..R {
-                let mut padded = [0i8; I8_STEP];
-                padded[..dim - col].copy_from_slice(&rows[r][col..]);
-                let x = _mm512_cvtepi8_epi16(_mm256_loadu_si256(padded.as_ptr().cast()));
-                acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(x, q));
-            }
-        }
+
+    #[inline(always)]
+    fn zero(self) -> __m512i {
+        // SAFETY: an `Avx512` proves AVX-512F and AVX-512BW.
+        unsafe { _mm512_setzero_si512() }
     }
-    let mut sums = [0; R];
-    for r in 0..R {
-        sums[r] = reduce_add_i32_as_i64(acc[r]);
+
+    #[inline(always)]
+    unsafe fn query_step(self, query: &QueryI16, col: usize) -> __m512i {
+        // SAFETY: 32 values from `col`, within the query by the caller's contract.
+        unsafe { _mm512_loadu_epi16(query.values.as_ptr().add(col)) }
     }
-    sums
+
+    #[inline(always)]
+    unsafe fn load_row(self, ptr: *const i8) -> __m512i {
+        // SAFETY: reads 32 bytes, readable by the caller's contract.
+        unsafe { _mm512_cvtepi8_epi16(_mm256_loadu_si256(ptr.cast())) }
+    }
+
+    #[inline(always)]
+    fn load_row_tail(self, tail: &[i8]) -> __m512i {
+        let padded: [i8; 32] = padded(tail);
+        // SAFETY: `padded` holds a whole step.
+        unsafe { self.load_row(padded.as_ptr()) }
+    }
+
+    #[inline(always)]
+    fn mul_add(self, acc: __m512i, x: __m512i, q: __m512i) -> __m512i {
+        // SAFETY: an `Avx512` proves AVX-512BW.
+        unsafe { _mm512_add_epi32(acc, _mm512_madd_epi16(x, q)) }
+    }
+
+    #[inline(always)]
+    fn sum(self, acc: __m512i, _query: &QueryI16) -> i64 {
+        self.sum_i32_as_i64(acc)
+    }
 }
 
-/// Sum of the 16 i32 lanes, widened to i64 first so that it cannot overflow.
-#[target_feature(enable = "avx512f,avx512bw")]
-#[inline]
-pub(super) fn reduce_add_i32_as_i64(v: __m512i) -> i64 {
-    let low = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v));
-    let high = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(v));
-    _mm512_reduce_add_epi64(_mm512_add_epi64(low, high))
-}
-
-/// `out[i] = dot(query, row i)` for int8 rows through the integer path (scales not applied),
-/// [`GROUP_ROWS`] rows at a time.
-#[target_feature(enable = "avx512f,avx512bw")]
-fn scan_rows_i8(query: &QueryI16, dim: usize, rows: &[i8], stride: usize, out: &mut [f32]) {
-    check_scan(dim, rows.len(), stride, out.len());
-    let mut groups = out.chunks_exact_mut(GROUP_ROWS);
-    let mut first = 0;
-    for group in &mut groups {
-        let group_rows = rows_from(rows, first, stride, dim);
-        let dots = dot_rows_i8::<GROUP_ROWS>(query, group_rows, PREFETCH_ROWS * stride);
-        for (out, dot) in group.iter_mut().zip(dots) {
-            // The integer sum is exact; converting and scaling it are the only roundings.
-            *out = dot as f32 * query.scale;
+impl Avx512 {
+    /// Sum of the 16 i32 lanes, widened to i64 first so that it cannot overflow.
+    #[inline(always)]
+    pub(super) fn sum_i32_as_i64(self, v: __m512i) -> i64 {
+        // SAFETY: an `Avx512` proves AVX-512F.
+        unsafe {
+            let low = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v));
+            let high = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(v));
+            _mm512_reduce_add_epi64(_mm512_add_epi64(low, high))
         }
-        first += GROUP_ROWS;
-    }
-    for (i, out) in groups.into_remainder().iter_mut().enumerate() {
-        *out =
-            dot_rows_i8::<1>(query, [row(rows, first + i, stride, dim)], 0)[0] as f32 * query.scale;
     }
 }
 
@@ -304,12 +288,7 @@ pub fn scan_f32_avx512(query: &[f32], rows: &[f32], stride: usize, out: &mut [f3
 /// The CPU must support AVX-512F and AVX-512BW ([`is_supported`]).
 #[target_feature(enable = "avx512f,avx512bw")]
 pub fn scan_i8_avx512(query: &[f32], rows: &[i8], stride: usize, scales: &[f32], out: &mut [f32]) {
-    if query.len() > INTEGER_MAX_DIM {
-        return generic::scan_i8(Avx512::new(), query, rows, stride, scales, out);
-    }
-    assert_eq!(scales.len(), out.len(), "one scale per row");
-    scan_rows_i8(&QueryI16::new(query, I8_STEP), query.len(), rows, stride, out);
-    apply_scales(scales, out);
+    integer::scan_i8(Avx512::new(), query, rows, stride, scales, out);
 }
 
 /// AVX-512 [`super::scan_bf16`].
@@ -350,20 +329,10 @@ pub fn scan_i8_batch_avx512(
     scales: &[f32],
     out: &mut [f32],
 ) {
-    let Some(BatchShape { dim, n_rows }) = batch_shape(queries.len(), n_queries, out.len()) else {
-        return;
-    };
-    if dim > INTEGER_MAX_DIM {
-        let simd = Avx512::new();
-        return generic::scan_i8_batch::<_, QUERY_TILE, ROW_TILE>(
-            simd, queries, n_queries, rows, stride, scales, out,
-        );
-    }
-    let queries: Vec<_> = queries.chunks_exact(dim).map(|q| QueryI16::new(q, I8_STEP)).collect();
-    blockwise(&queries, n_rows, stride, 1, out, |query, block, scores| {
-        scan_rows_i8(query, dim, &rows[block.start * stride..], stride, scores);
-    });
-    apply_scales(scales, out);
+    let int = Avx512::new();
+    integer::scan_i8_batch::<_, QUERY_TILE, ROW_TILE>(
+        int, queries, n_queries, rows, stride, scales, out,
+    );
 }
 
 /// AVX-512 [`super::scan_bf16_batch`].

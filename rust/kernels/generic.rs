@@ -9,6 +9,11 @@
 //! a `#[target_feature]` function), so the arithmetic methods are safe; loads through raw
 //! pointers are `unsafe`. Closures are kept out of the loops: a closure is compiled on its
 //! own, without the entry point's features.
+//!
+//! [`integer`] does the same for the exact integer int8 path of the x86 kernels.
+
+#[cfg(target_arch = "x86_64")]
+pub(super) mod integer;
 
 use std::ops::Range;
 
