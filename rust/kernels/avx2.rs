@@ -1,4 +1,5 @@
-//! AVX2 + FMA kernels (x86_64), 8 f32 lanes per register.
+//! AVX2 + FMA kernels (x86_64), 8 f32 lanes per register: `Simd` and `IntegerDot` for these
+//! instructions, under the loops of `generic`.
 //!
 //! Relies on AVX2 and FMA: `vfmadd231ps ymm` for the f32 products, `vmovups` loads,
 //! `vpmovzxwd` + `vpslld 16` to widen bf16 exactly, and `vaddps` for the read probe. int8 rows
@@ -22,11 +23,10 @@ use std::arch::x86_64::{
     _mm_movehl_ps, _mm_shuffle_ps,
 };
 
-use super::batch::{apply_scales, batch_shape, blockwise, row_blocks, BatchShape};
-use super::query_i16::{QueryI16, INTEGER_MAX_DIM};
-use super::{check_scan, prefetch, row, rows_from, GROUP_ROWS, PREFETCH_ROWS};
-
-const LANES: usize = 8;
+use super::generic::integer::{self, IntegerDot};
+use super::generic::{self, padded, Element, Simd, Tail};
+use super::query_i16::QueryI16;
+use super::{prefetch, PREFETCH_ROWS};
 
 /// Queries per batch tile: 2 queries x 2 rows x 2 accumulators + 4 query registers + 2 row
 /// registers = 14 of the 16 ymm registers.
@@ -40,46 +40,70 @@ pub fn is_supported() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
 }
 
-/// A storage type whose elements widen exactly to f32, 8 at a time.
-trait Lanes: Copy + Default {
-    /// Loads the 8 elements at `ptr` as f32.
-    ///
-    /// # Safety
-    /// `ptr..ptr + 8` must be readable, and the caller must run with AVX2 enabled.
-    unsafe fn load(ptr: *const Self) -> __m256;
+/// Proof that the running CPU has AVX2 and FMA: only code compiled with both can make one.
+#[derive(Clone, Copy)]
+struct Avx2(());
 
-    /// Loads `tail` (at most 8 elements) as f32, zero-filling the missing lanes.
-    ///
-    /// # Safety
-    /// The caller must run with AVX2 enabled.
-    #[inline(always)]
-    unsafe fn load_tail(tail: &[Self]) -> __m256 {
-        let mut padded = [Self::default(); LANES];
-        padded[..tail.len()].copy_from_slice(tail);
-        // SAFETY: `padded` holds 8 elements; AVX2 is the caller's obligation.
-        unsafe { Self::load(padded.as_ptr()) }
+impl Avx2 {
+    #[target_feature(enable = "avx2,fma")]
+    fn new() -> Self {
+        Self(())
     }
 }
 
-impl Lanes for f32 {
+impl Simd for Avx2 {
+    type F32 = __m256;
+    const LANES: usize = 8;
+    const TAIL: Tail = Tail::ByRegister;
+    const PREFETCH_ROWS: usize = PREFETCH_ROWS;
+
     #[inline(always)]
-    unsafe fn load(ptr: *const f32) -> __m256 {
-        // SAFETY: forwarded from the caller's contract.
+    fn prefetch<T>(self, ptr: *const T, count: usize) {
+        prefetch(ptr, count);
+    }
+
+    #[inline(always)]
+    fn zero(self) -> __m256 {
+        // SAFETY: an `Avx2` proves AVX2 and FMA.
+        unsafe { _mm256_setzero_ps() }
+    }
+
+    #[inline(always)]
+    fn add(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: an `Avx2` proves AVX2 and FMA.
+        unsafe { _mm256_add_ps(a, b) }
+    }
+
+    #[inline(always)]
+    fn mul_add(self, acc: __m256, x: __m256, q: __m256) -> __m256 {
+        // SAFETY: an `Avx2` proves AVX2 and FMA.
+        unsafe { _mm256_fmadd_ps(x, q, acc) }
+    }
+
+    #[inline(always)]
+    fn sum(self, v: __m256) -> f32 {
+        // SAFETY: an `Avx2` proves AVX2 and FMA.
+        unsafe {
+            let quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+            _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps::<0b01>(pair, pair)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn load_f32(self, ptr: *const f32) -> __m256 {
+        // SAFETY: reads 32 bytes, readable by the caller's contract; AVX2 as above.
         unsafe { _mm256_loadu_ps(ptr) }
     }
-}
 
-impl Lanes for i8 {
     #[inline(always)]
-    unsafe fn load(ptr: *const i8) -> __m256 {
+    unsafe fn widen_i8(self, ptr: *const i8) -> __m256 {
         // SAFETY: `_mm_loadl_epi64` reads exactly 8 bytes, readable by the caller's contract.
         unsafe { _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(ptr.cast()))) }
     }
-}
 
-impl Lanes for u16 {
     #[inline(always)]
-    unsafe fn load(ptr: *const u16) -> __m256 {
+    unsafe fn widen_bf16(self, ptr: *const u16) -> __m256 {
         // SAFETY: reads exactly 16 bytes, readable by the caller's contract. bf16 is the top
         // half of an f32, so zero-extending and shifting left by 16 is the exact conversion.
         unsafe {
@@ -87,255 +111,72 @@ impl Lanes for u16 {
             _mm256_castsi256_ps(_mm256_slli_epi32::<16>(wide))
         }
     }
+
+    #[inline(always)]
+    fn load_padded<T: Element>(self, tail: &[T]) -> __m256 {
+        let padded: [T; 8] = padded(tail);
+        // SAFETY: `padded` holds a whole register of elements.
+        unsafe { T::load(self, padded.as_ptr()) }
+    }
 }
 
-/// Sum of the 8 lanes.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn reduce_add(v: __m256) -> f32 {
-    let quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-    let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
-    _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps::<0b01>(pair, pair)))
-}
+impl IntegerDot for Avx2 {
+    /// One `vpmovsxbw` of 16 bytes into 16 i16 lanes.
+    const STEP: usize = 16;
+    const PREFETCH_ROWS: usize = PREFETCH_ROWS;
+    type Query = QueryI16;
+    type QueryStep = __m256i;
+    type Row = __m256i;
+    type Acc = __m256i;
+    type Widening = Self;
 
-/// Dot products of `Q` queries with `R` rows, all exactly as long as the queries: every row
-/// load feeds all the queries. Each (query, row) pair accumulates even 8-column chunks in one
-/// register and odd chunks in another whatever `Q` and `R` are, so a score is bitwise the same
-/// in every tile shape. Prefetches the same columns `ahead` elements after each row (none when
-/// `ahead` is 0).
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn dot_tile<T: Lanes, const Q: usize, const R: usize>(
-    queries: [&[f32]; Q],
-    rows: [&[T]; R],
-    ahead: usize,
-) -> [[f32; R]; Q] {
-    let dim = queries[0].len();
-    assert!(queries.iter().all(|q| q.len() == dim) && rows.iter().all(|r| r.len() == dim));
-    let mut acc_a = [[_mm256_setzero_ps(); R]; Q];
-    let mut acc_b = [[_mm256_setzero_ps(); R]; Q];
-    let mut col = 0;
-    while col + 2 * LANES <= dim {
-        // SAFETY: `col + 16 <= dim` and every query and row holds `dim` elements.
+    #[inline(always)]
+    fn widening(self) -> Self {
+        self
+    }
+
+    #[inline(always)]
+    fn zero(self) -> __m256i {
+        // SAFETY: an `Avx2` proves AVX2 and FMA.
+        unsafe { _mm256_setzero_si256() }
+    }
+
+    #[inline(always)]
+    unsafe fn query_step(self, query: &QueryI16, col: usize) -> __m256i {
+        // SAFETY: 16 values from `col`, within the query by the caller's contract.
+        unsafe { _mm256_loadu_si256(query.values.as_ptr().add(col).cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_row(self, ptr: *const i8) -> __m256i {
+        // SAFETY: reads 16 bytes, readable by the caller's contract.
+        unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(ptr.cast())) }
+    }
+
+    #[inline(always)]
+    fn load_row_tail(self, tail: &[i8]) -> __m256i {
+        let padded: [i8; 16] = padded(tail);
+        // SAFETY: `padded` holds a whole step.
+        unsafe { self.load_row(padded.as_ptr()) }
+    }
+
+    #[inline(always)]
+    fn mul_add(self, acc: __m256i, x: __m256i, q: __m256i) -> __m256i {
+        // SAFETY: an `Avx2` proves AVX2.
+        unsafe { _mm256_add_epi32(acc, _mm256_madd_epi16(x, q)) }
+    }
+
+    /// Sums the 8 i32 lanes, widened to i64 first so that the sum cannot overflow.
+    #[inline(always)]
+    fn sum(self, acc: __m256i, _query: &QueryI16) -> i64 {
+        let mut lanes = [0i64; 4];
+        // SAFETY: an `Avx2` proves AVX2; `lanes` holds exactly the 32 bytes stored.
         unsafe {
-            let mut q_a = [_mm256_setzero_ps(); Q];
-            let mut q_b = [_mm256_setzero_ps(); Q];
-            for k in 0..Q {
-                q_a[k] = _mm256_loadu_ps(queries[k].as_ptr().add(col));
-                q_b[k] = _mm256_loadu_ps(queries[k].as_ptr().add(col + LANES));
-            }
-            for r in 0..R {
-                let ptr = rows[r].as_ptr().add(col);
-                if ahead > 0 {
-                    prefetch(ptr.wrapping_add(ahead), 2 * LANES);
-                }
-                let (x_a, x_b) = (T::load(ptr), T::load(ptr.add(LANES)));
-                for k in 0..Q {
-                    acc_a[k][r] = _mm256_fmadd_ps(x_a, q_a[k], acc_a[k][r]);
-                    acc_b[k][r] = _mm256_fmadd_ps(x_b, q_b[k], acc_b[k][r]);
-                }
-            }
+            let low = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(acc));
+            let high = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(acc));
+            _mm256_storeu_si256(lanes.as_mut_ptr().cast(), _mm256_add_epi64(low, high));
         }
-        col += 2 * LANES;
-    }
-    if col + LANES <= dim {
-        // SAFETY: `col + 8 <= dim`, as above.
-        unsafe {
-            for r in 0..R {
-                let x = T::load(rows[r].as_ptr().add(col));
-                for k in 0..Q {
-                    let q = _mm256_loadu_ps(queries[k].as_ptr().add(col));
-                    acc_a[k][r] = _mm256_fmadd_ps(x, q, acc_a[k][r]);
-                }
-            }
-        }
-        col += LANES;
-    }
-    if col < dim {
-        // SAFETY: AVX2 and FMA is enabled in this function; the tails are in-bounds slices.
-        unsafe {
-            for r in 0..R {
-                let x = T::load_tail(&rows[r][col..]);
-                for k in 0..Q {
-                    let q = f32::load_tail(&queries[k][col..]);
-                    acc_b[k][r] = _mm256_fmadd_ps(x, q, acc_b[k][r]);
-                }
-            }
-        }
-    }
-    let mut sums = [[0.0; R]; Q];
-    for k in 0..Q {
-        for r in 0..R {
-            sums[k][r] = reduce_add(_mm256_add_ps(acc_a[k][r], acc_b[k][r]));
-        }
-    }
-    sums
-}
-
-/// `out[i] = dot(query, row i)`, [`GROUP_ROWS`] rows at a time.
-#[target_feature(enable = "avx2,fma")]
-fn scan_rows<T: Lanes>(query: &[f32], rows: &[T], stride: usize, out: &mut [f32]) {
-    let dim = query.len();
-    check_scan(dim, rows.len(), stride, out.len());
-    let mut groups = out.chunks_exact_mut(GROUP_ROWS);
-    let mut first = 0;
-    for group in &mut groups {
-        let group_rows = rows_from(rows, first, stride, dim);
-        let [scores] = dot_tile::<T, 1, GROUP_ROWS>([query], group_rows, PREFETCH_ROWS * stride);
-        group.copy_from_slice(&scores);
-        first += GROUP_ROWS;
-    }
-    for (i, score) in groups.into_remainder().iter_mut().enumerate() {
-        *score = dot_tile::<T, 1, 1>([query], [row(rows, first + i, stride, dim)], 0)[0][0];
-    }
-}
-
-/// Scores of `n_queries` queries (back to back in `queries`) against every row into `out`
-/// (`n_queries x n_rows`), tile by tile within each L2-sized block of rows.
-#[target_feature(enable = "avx2,fma")]
-fn scan_batch<T: Lanes>(
-    queries: &[f32],
-    n_queries: usize,
-    rows: &[T],
-    stride: usize,
-    out: &mut [f32],
-) {
-    let Some(BatchShape { dim, n_rows }) = batch_shape(queries.len(), n_queries, out.len()) else {
-        return;
-    };
-    for block in row_blocks(n_rows, stride, size_of::<T>()) {
-        let block_rows = &rows[block.start * stride..];
-        let block_out = &mut out[block.start..];
-        scan_tiles(queries, dim, block_rows, stride, block.len(), block_out, n_rows);
-    }
-}
-
-/// Query `q` against row `i < n` into `out[q * out_stride + i]`, [`QUERY_TILE`] queries x
-/// [`ROW_TILE`] rows per tile; leftover queries go through the single-query path.
-#[target_feature(enable = "avx2,fma")]
-fn scan_tiles<T: Lanes>(
-    queries: &[f32],
-    dim: usize,
-    rows: &[T],
-    stride: usize,
-    n: usize,
-    out: &mut [f32],
-    out_stride: usize,
-) {
-    let n_queries = queries.len() / dim;
-    check_scan(dim, rows.len(), stride, n);
-    let mut first_query = 0;
-    while first_query + QUERY_TILE <= n_queries {
-        let tile_queries = rows_from(queries, first_query, dim, dim);
-        let mut first_row = 0;
-        while first_row + ROW_TILE <= n {
-            let tile_rows = rows_from(rows, first_row, stride, dim);
-            let scores = dot_tile::<T, QUERY_TILE, ROW_TILE>(tile_queries, tile_rows, 0);
-            for (k, scores) in scores.iter().enumerate() {
-                let at = (first_query + k) * out_stride + first_row;
-                out[at..at + ROW_TILE].copy_from_slice(scores);
-            }
-            first_row += ROW_TILE;
-        }
-        for i in first_row..n {
-            let scores = dot_tile::<T, QUERY_TILE, 1>(tile_queries, [row(rows, i, stride, dim)], 0);
-            for (k, [score]) in scores.iter().enumerate() {
-                out[(first_query + k) * out_stride + i] = *score;
-            }
-        }
-        first_query += QUERY_TILE;
-    }
-    for q in first_query..n_queries {
-        scan_rows(
-            row(queries, q, dim, dim),
-            rows,
-            stride,
-            &mut out[q * out_stride..q * out_stride + n],
-        );
-    }
-}
-
-/// int8 elements per integer step: one `vpmovsxbw` of 16 bytes into 16 i16 lanes.
-const I8_STEP: usize = 16;
-
-/// Exact integer dot products of the i16 query with `R` int8 rows of `dim` elements, while
-/// prefetching the same columns `ahead` elements after each row (none when `ahead` is 0).
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn dot_rows_i8<const R: usize>(query: &QueryI16, rows: [&[i8]; R], ahead: usize) -> [i64; R] {
-    let dim = rows[0].len();
-    assert!(
-        rows.iter().all(|r| r.len() == dim) && query.values.len() >= dim.next_multiple_of(I8_STEP)
-    );
-    let mut acc = [_mm256_setzero_si256(); R];
-    let mut col = 0;
-    while col + I8_STEP <= dim {
-        // SAFETY: `col + 16 <= dim`; every row holds `dim` elements and the query at least as
-        // many (checked above).
-        unsafe {
-            let q = _mm256_loadu_si256(query.values.as_ptr().add(col).cast());
-            for r in 0..R {
-                let ptr = rows[r].as_ptr().add(col);
-                if ahead > 0 {
-                    prefetch(ptr.wrapping_add(ahead), I8_STEP);
-                }
-                let x = _mm256_cvtepi8_epi16(_mm_loadu_si128(ptr.cast()));
-                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(x, q));
-            }
-        }
-        col += I8_STEP;
-    }
-    if col < dim {
-        // SAFETY: the query is zero-padded to a whole step (checked above); the row tails go
-        // through a zeroed 16-byte buffer.
-        unsafe {
-            let q = _mm256_loadu_si256(query.values.as_ptr().add(col).cast());
-            for r in 0..R {
-                let mut padded = [0i8; I8_STEP];
-                padded[..dim - col].copy_from_slice(&rows[r][col..]);
-                let x = _mm256_cvtepi8_epi16(_mm_loadu_si128(padded.as_ptr().cast()));
-                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(x, q));
-            }
-        }
-    }
-    let mut sums = [0; R];
-    for r in 0..R {
-        sums[r] = reduce_add_i32_as_i64(acc[r]);
-    }
-    sums
-}
-
-/// Sum of the 8 i32 lanes, widened to i64 first so that it cannot overflow.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn reduce_add_i32_as_i64(v: __m256i) -> i64 {
-    let low = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(v));
-    let high = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(v));
-    let mut lanes = [0i64; 4];
-    // SAFETY: `lanes` holds exactly the 32 bytes stored.
-    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), _mm256_add_epi64(low, high)) };
-    lanes.iter().sum()
-}
-
-/// `out[i] = dot(query, row i)` for int8 rows through the integer path (scales not applied),
-/// [`GROUP_ROWS`] rows at a time.
-#[target_feature(enable = "avx2,fma")]
-fn scan_rows_i8(query: &QueryI16, dim: usize, rows: &[i8], stride: usize, out: &mut [f32]) {
-    check_scan(dim, rows.len(), stride, out.len());
-    let mut groups = out.chunks_exact_mut(GROUP_ROWS);
-    let mut first = 0;
-    for group in &mut groups {
-        let group_rows = rows_from(rows, first, stride, dim);
-        let dots = dot_rows_i8::<GROUP_ROWS>(query, group_rows, PREFETCH_ROWS * stride);
-        for (out, dot) in group.iter_mut().zip(dots) {
-            // The integer sum is exact; converting and scaling it are the only roundings.
-            *out = dot as f32 * query.scale;
-        }
-        first += GROUP_ROWS;
-    }
-    for (i, out) in groups.into_remainder().iter_mut().enumerate() {
-        *out =
-            dot_rows_i8::<1>(query, [row(rows, first + i, stride, dim)], 0)[0] as f32 * query.scale;
+        lanes.iter().sum()
     }
 }
 
@@ -345,7 +186,7 @@ fn scan_rows_i8(query: &QueryI16, dim: usize, rows: &[i8], stride: usize, out: &
 /// The CPU must support AVX2 and FMA ([`is_supported`]).
 #[target_feature(enable = "avx2,fma")]
 pub fn dot_f32_avx2(a: &[f32], b: &[f32]) -> f32 {
-    dot_tile::<f32, 1, 1>([a], [b], 0)[0][0]
+    generic::dot_f32(Avx2::new(), a, b)
 }
 
 /// AVX2 [`super::scan_f32`].
@@ -354,7 +195,7 @@ pub fn dot_f32_avx2(a: &[f32], b: &[f32]) -> f32 {
 /// The CPU must support AVX2 and FMA ([`is_supported`]).
 #[target_feature(enable = "avx2,fma")]
 pub fn scan_f32_avx2(query: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
-    scan_rows(query, rows, stride, out);
+    generic::scan_rows(Avx2::new(), query, rows, stride, out);
 }
 
 /// AVX2 [`super::scan_i8`].
@@ -363,13 +204,7 @@ pub fn scan_f32_avx2(query: &[f32], rows: &[f32], stride: usize, out: &mut [f32]
 /// The CPU must support AVX2 and FMA ([`is_supported`]).
 #[target_feature(enable = "avx2,fma")]
 pub fn scan_i8_avx2(query: &[f32], rows: &[i8], stride: usize, scales: &[f32], out: &mut [f32]) {
-    assert_eq!(scales.len(), out.len(), "one scale per row");
-    if query.len() <= INTEGER_MAX_DIM {
-        scan_rows_i8(&QueryI16::new(query, I8_STEP), query.len(), rows, stride, out);
-    } else {
-        scan_rows(query, rows, stride, out);
-    }
-    apply_scales(scales, out);
+    integer::scan_i8(Avx2::new(), query, rows, stride, scales, out);
 }
 
 /// AVX2 [`super::scan_bf16`].
@@ -378,7 +213,7 @@ pub fn scan_i8_avx2(query: &[f32], rows: &[i8], stride: usize, scales: &[f32], o
 /// The CPU must support AVX2 and FMA ([`is_supported`]).
 #[target_feature(enable = "avx2,fma")]
 pub fn scan_bf16_avx2(query: &[f32], rows: &[u16], stride: usize, out: &mut [f32]) {
-    scan_rows(query, rows, stride, out);
+    generic::scan_rows(Avx2::new(), query, rows, stride, out);
 }
 
 /// AVX2 [`super::scan_f32_batch`].
@@ -393,7 +228,8 @@ pub fn scan_f32_batch_avx2(
     stride: usize,
     out: &mut [f32],
 ) {
-    scan_batch(queries, n_queries, rows, stride, out);
+    let simd = Avx2::new();
+    generic::scan_batch::<_, _, QUERY_TILE, ROW_TILE>(simd, queries, n_queries, rows, stride, out);
 }
 
 /// AVX2 [`super::scan_i8_batch`].
@@ -409,19 +245,10 @@ pub fn scan_i8_batch_avx2(
     scales: &[f32],
     out: &mut [f32],
 ) {
-    let Some(BatchShape { dim, n_rows }) = batch_shape(queries.len(), n_queries, out.len()) else {
-        return;
-    };
-    if dim > INTEGER_MAX_DIM {
-        scan_batch(queries, n_queries, rows, stride, out);
-    } else {
-        let queries: Vec<_> =
-            queries.chunks_exact(dim).map(|q| QueryI16::new(q, I8_STEP)).collect();
-        blockwise(&queries, n_rows, stride, 1, out, |query, block, scores| {
-            scan_rows_i8(query, dim, &rows[block.start * stride..], stride, scores);
-        });
-    }
-    apply_scales(scales, out);
+    let int = Avx2::new();
+    integer::scan_i8_batch::<_, QUERY_TILE, ROW_TILE>(
+        int, queries, n_queries, rows, stride, scales, out,
+    );
 }
 
 /// AVX2 [`super::scan_bf16_batch`].
@@ -436,7 +263,8 @@ pub fn scan_bf16_batch_avx2(
     stride: usize,
     out: &mut [f32],
 ) {
-    scan_batch(queries, n_queries, rows, stride, out);
+    let simd = Avx2::new();
+    generic::scan_batch::<_, _, QUERY_TILE, ROW_TILE>(simd, queries, n_queries, rows, stride, out);
 }
 
 /// AVX2 [`super::read_probe_f32`]: four independent add chains, 32 floats per iteration.
@@ -445,18 +273,5 @@ pub fn scan_bf16_batch_avx2(
 /// The CPU must support AVX2 and FMA ([`is_supported`]).
 #[target_feature(enable = "avx2,fma")]
 pub fn read_probe_f32_avx2(rows: &[f32]) -> f32 {
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut blocks = rows.chunks_exact(4 * LANES);
-    for block in &mut blocks {
-        for (k, acc) in acc.iter_mut().enumerate() {
-            // SAFETY: `block` holds 32 elements, so lanes `8k .. 8k + 8` are in bounds.
-            *acc = _mm256_add_ps(*acc, unsafe { _mm256_loadu_ps(block.as_ptr().add(k * LANES)) });
-        }
-    }
-    for chunk in blocks.remainder().chunks(LANES) {
-        // SAFETY: AVX2 is enabled here and `chunk` holds at most 8 elements.
-        acc[0] = _mm256_add_ps(acc[0], unsafe { f32::load_tail(chunk) });
-    }
-    let total = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    reduce_add(total)
+    generic::read_probe_f32(Avx2::new(), rows)
 }

@@ -21,10 +21,10 @@ use std::arch::x86_64::{
     _mm512_setzero_si512, _mm512_slli_epi32, _mm512_xor_si512,
 };
 
-use super::avx512::{self, reduce_add_i32_as_i64};
-use super::batch::{apply_scales, batch_shape, blockwise, BatchShape};
+use super::avx512::{self, Avx512, QUERY_TILE, ROW_TILE};
+use super::generic::integer::{self, IntegerDot, IntegerQuery};
+use super::generic::padded;
 use super::query_i16::{QueryI16, INTEGER_MAX_DIM};
-use super::{check_scan, row, rows_from, GROUP_ROWS};
 
 /// int8 columns per `vpdpbusd`.
 const STEP: usize = 64;
@@ -41,6 +41,18 @@ pub fn is_supported() -> bool {
     avx512::is_supported() && is_x86_feature_detected!("avx512vnni")
 }
 
+/// Proof that the running CPU has AVX-512F, AVX-512BW and AVX512-VNNI: only code compiled with
+/// all three can make one.
+#[derive(Clone, Copy)]
+struct Avx512Vnni(Avx512);
+
+impl Avx512Vnni {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    fn new() -> Self {
+        Self(Avx512::new())
+    }
+}
+
 /// The i16 query as two signed byte planes, zero-padded to a whole number of steps.
 struct QueryBytes {
     /// `h` of `Q = 256 h + l`.
@@ -53,26 +65,22 @@ struct QueryBytes {
     scale: f32,
 }
 
-impl QueryBytes {
-    fn new(query: &[f32]) -> Self {
-        let rounded = QueryI16::new(query, STEP);
+impl IntegerQuery for QueryBytes {
+    fn round(query: &[f32], step: usize) -> Self {
+        let rounded = QueryI16::new(query, step);
         let (high, low) = rounded.values.iter().map(|&q| split(q)).unzip();
         let offset = 128 * rounded.values.iter().map(|&q| i64::from(q)).sum::<i64>();
         Self { high, low, offset, scale: rounded.scale }
     }
 
-    /// The 64 high and low bytes from column `col`.
-    ///
-    /// # Panics
-    /// If the planes end before `col + 64`.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn planes(&self, col: usize) -> (__m512i, __m512i) {
-        let (high, low) = (&self.high[col..col + STEP], &self.low[col..col + STEP]);
-        // SAFETY: both slices hold exactly 64 bytes.
-        unsafe {
-            (_mm512_loadu_si512(high.as_ptr().cast()), _mm512_loadu_si512(low.as_ptr().cast()))
-        }
+    #[inline(always)]
+    fn padded_len(&self) -> usize {
+        self.low.len()
+    }
+
+    #[inline(always)]
+    fn scale(&self) -> f32 {
+        self.scale
     }
 }
 
@@ -84,83 +92,84 @@ fn split(q: i16) -> (i8, i8) {
     (i8::try_from(high).expect("query value outside the byte-split range"), low)
 }
 
-/// Adds the products of 64 signed row bytes `x` with the query planes `(high, low)` to the two
-/// accumulators, after flipping `x` to unsigned.
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-#[inline]
-fn multiply_add(
-    acc_high: __m512i,
-    acc_low: __m512i,
-    x: __m512i,
-    (high, low): (__m512i, __m512i),
-) -> (__m512i, __m512i) {
-    let unsigned = _mm512_xor_si512(x, _mm512_set1_epi8(i8::MIN));
-    (_mm512_dpbusd_epi32(acc_high, unsigned, high), _mm512_dpbusd_epi32(acc_low, unsigned, low))
-}
+/// Two accumulators per row, one per query plane. No prefetch hints, unlike the other x86
+/// kernels: at N = 10,000 (an L3-resident matrix) the scan ran 5-10% faster without them; at
+/// this density of work per byte the hardware prefetcher keeps up on its own.
+impl IntegerDot for Avx512Vnni {
+    const STEP: usize = STEP;
+    const PREFETCH_ROWS: usize = 0;
+    type Query = QueryBytes;
+    /// The 64 high and low query bytes of a step.
+    type QueryStep = [__m512i; 2];
+    type Row = __m512i;
+    /// The high and low planes' sums.
+    type Acc = [__m512i; 2];
+    type Widening = Avx512;
 
-/// Exact integer dot products of the query with `R` int8 rows of `dim` elements.
-///
-/// No prefetch hints, unlike the other x86 kernels: at N = 10,000 (an L3-resident matrix) the
-/// scan ran 5-10% faster without them; at this density of work per byte the hardware
-/// prefetcher keeps up on its own.
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-#[inline]
-fn dot_rows<const R: usize>(query: &QueryBytes, rows: [&[i8]; R]) -> [i64; R] {
-    let dim = rows[0].len();
-    assert!(rows.iter().all(|r| r.len() == dim) && query.low.len() >= dim.next_multiple_of(STEP));
-    let () = LANE_FITS_I32;
-    let mut acc_high = [_mm512_setzero_si512(); R];
-    let mut acc_low = [_mm512_setzero_si512(); R];
-    let mut col = 0;
-    while col + STEP <= dim {
-        let planes = query.planes(col);
-        for r in 0..R {
-            // SAFETY: `col + 64 <= dim` and every row holds `dim` elements.
-            let x = unsafe { _mm512_loadu_si512(rows[r][col..].as_ptr().cast()) };
-            (acc_high[r], acc_low[r]) = multiply_add(acc_high[r], acc_low[r], x, planes);
-        }
-        col += STEP;
+    #[inline(always)]
+    fn widening(self) -> Avx512 {
+        self.0
     }
-    if col < dim {
-        let planes = query.planes(col);
-        for r in 0..R {
-            // The last partial step goes through a zeroed buffer. Its padding becomes 128 in
-            // `multiply_add`, but meets the query's zero padding, so it adds nothing.
-            let mut padded = [0i8; STEP];
-            padded[..dim - col].copy_from_slice(&rows[r][col..]);
-            // SAFETY: `padded` holds 64 bytes.
-            let x = unsafe { _mm512_loadu_si512(padded.as_ptr().cast()) };
-            (acc_high[r], acc_low[r]) = multiply_add(acc_high[r], acc_low[r], x, planes);
-        }
-    }
-    let mut sums = [0; R];
-    for r in 0..R {
-        // One lane reduction per row rather than one per plane: `256 h + l` per lane first,
-        // which `LANE_FITS_I32` shows cannot overflow.
-        let lanes = _mm512_add_epi32(_mm512_slli_epi32::<8>(acc_high[r]), acc_low[r]);
-        sums[r] = reduce_add_i32_as_i64(lanes) - query.offset;
-    }
-    sums
-}
 
-/// `out[i] = dot(query, row i)` for int8 rows (scales not applied), [`GROUP_ROWS`] rows at a
-/// time.
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn scan_rows(query: &QueryBytes, dim: usize, rows: &[i8], stride: usize, out: &mut [f32]) {
-    check_scan(dim, rows.len(), stride, out.len());
-    let mut groups = out.chunks_exact_mut(GROUP_ROWS);
-    let mut first = 0;
-    for group in &mut groups {
-        let group_rows = rows_from(rows, first, stride, dim);
-        let dots = dot_rows::<GROUP_ROWS>(query, group_rows);
-        for (out, dot) in group.iter_mut().zip(dots) {
-            // The same two roundings as the AVX-512 integer kernel, so the same scores.
-            *out = dot as f32 * query.scale;
-        }
-        first += GROUP_ROWS;
+    #[inline(always)]
+    fn zero(self) -> [__m512i; 2] {
+        // SAFETY: an `Avx512Vnni` proves AVX-512F.
+        unsafe { [_mm512_setzero_si512(); 2] }
     }
-    for (i, out) in groups.into_remainder().iter_mut().enumerate() {
-        *out = dot_rows::<1>(query, [row(rows, first + i, stride, dim)])[0] as f32 * query.scale;
+
+    /// Checks the bounds itself.
+    #[inline(always)]
+    unsafe fn query_step(self, query: &QueryBytes, col: usize) -> [__m512i; 2] {
+        let (high, low) = (&query.high[col..col + STEP], &query.low[col..col + STEP]);
+        // SAFETY: both slices hold exactly 64 bytes; an `Avx512Vnni` proves AVX-512F.
+        unsafe {
+            [_mm512_loadu_si512(high.as_ptr().cast()), _mm512_loadu_si512(low.as_ptr().cast())]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn load_row(self, ptr: *const i8) -> __m512i {
+        // SAFETY: reads 64 bytes, readable by the caller's contract.
+        unsafe { _mm512_loadu_si512(ptr.cast()) }
+    }
+
+    /// The padding becomes 128 in [`Self::mul_add`], but meets the query's zero padding, so it
+    /// adds nothing.
+    #[inline(always)]
+    fn load_row_tail(self, tail: &[i8]) -> __m512i {
+        let padded: [i8; STEP] = padded(tail);
+        // SAFETY: `padded` holds 64 bytes.
+        unsafe { self.load_row(padded.as_ptr()) }
+    }
+
+    /// Flips the 64 signed row bytes `x` to unsigned and adds their products with the query
+    /// planes to the planes' accumulators.
+    #[inline(always)]
+    fn mul_add(
+        self,
+        [acc_high, acc_low]: [__m512i; 2],
+        x: __m512i,
+        q: [__m512i; 2],
+    ) -> [__m512i; 2] {
+        let [high, low] = q;
+        // SAFETY: an `Avx512Vnni` proves AVX-512F and AVX512-VNNI.
+        unsafe {
+            let unsigned = _mm512_xor_si512(x, _mm512_set1_epi8(i8::MIN));
+            [
+                _mm512_dpbusd_epi32(acc_high, unsigned, high),
+                _mm512_dpbusd_epi32(acc_low, unsigned, low),
+            ]
+        }
+    }
+
+    /// One lane reduction per row rather than one per plane: `256 h + l` per lane first, which
+    /// `LANE_FITS_I32` shows cannot overflow.
+    #[inline(always)]
+    fn sum(self, [high, low]: [__m512i; 2], query: &QueryBytes) -> i64 {
+        let () = LANE_FITS_I32;
+        // SAFETY: an `Avx512Vnni` proves AVX-512F.
+        let lanes = unsafe { _mm512_add_epi32(_mm512_slli_epi32::<8>(high), low) };
+        self.0.sum_i32_as_i64(lanes) - query.offset
     }
 }
 
@@ -176,13 +185,7 @@ pub fn scan_i8_avx512_vnni(
     scales: &[f32],
     out: &mut [f32],
 ) {
-    if query.len() > INTEGER_MAX_DIM {
-        // Safe to call: this function's features include the AVX-512 kernel's.
-        return avx512::scan_i8_avx512(query, rows, stride, scales, out);
-    }
-    assert_eq!(scales.len(), out.len(), "one scale per row");
-    scan_rows(&QueryBytes::new(query), query.len(), rows, stride, out);
-    apply_scales(scales, out);
+    integer::scan_i8(Avx512Vnni::new(), query, rows, stride, scales, out);
 }
 
 /// AVX-512 VNNI [`super::scan_i8_batch`].
@@ -198,16 +201,8 @@ pub fn scan_i8_batch_avx512_vnni(
     scales: &[f32],
     out: &mut [f32],
 ) {
-    let Some(BatchShape { dim, n_rows }) = batch_shape(queries.len(), n_queries, out.len()) else {
-        return;
-    };
-    if dim > INTEGER_MAX_DIM {
-        // Safe to call: this function's features include the AVX-512 kernel's.
-        return avx512::scan_i8_batch_avx512(queries, n_queries, rows, stride, scales, out);
-    }
-    let queries: Vec<_> = queries.chunks_exact(dim).map(QueryBytes::new).collect();
-    blockwise(&queries, n_rows, stride, 1, out, |query, block, scores| {
-        scan_rows(query, dim, &rows[block.start * stride..], stride, scores);
-    });
-    apply_scales(scales, out);
+    let int = Avx512Vnni::new();
+    integer::scan_i8_batch::<_, QUERY_TILE, ROW_TILE>(
+        int, queries, n_queries, rows, stride, scales, out,
+    );
 }

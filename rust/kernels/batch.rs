@@ -108,6 +108,7 @@ pub fn scan_bf16_batch(
 }
 
 /// Dimension and row count of a batch.
+#[derive(Clone, Copy)]
 pub(crate) struct BatchShape {
     pub dim: usize,
     pub n_rows: usize,
@@ -220,7 +221,7 @@ fn by_query<T>(
 /// Calls `score(query, block, out)` for every block of about [`BLOCK_BYTES`] of rows (elements
 /// of `elem_size` bytes) and, within a block, every query, where `out` is the query's slice of
 /// scores (`out` holds `queries.len()` runs of `n_rows`) for the rows in `block`.
-pub(crate) fn blockwise<P>(
+fn blockwise<P>(
     queries: &[P],
     n_rows: usize,
     stride: usize,

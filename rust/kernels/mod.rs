@@ -3,8 +3,11 @@
 //! Rows are stored row-major with a `stride` (elements between row starts, >= the query's
 //! dimension). Each operation has one entry point here that dispatches to the best instruction
 //! set detected at run time; `serial` is the portable ground truth every other kernel is tested
-//! against. f32 and bf16 kernels (bf16 widened exactly) differ from the exact dot product only
-//! by f32 rounding in the accumulation. The x86 int8 kernels round the query to i16 once and sum
+//! against. The SIMD loops are written once, in `generic`, over a trait that each instruction
+//! set's file implements with its intrinsics.
+//!
+//! f32 and bf16 kernels (bf16 widened exactly) differ from the exact dot product only by f32
+//! rounding in the accumulation. The x86 int8 kernels round the query to i16 once and sum
 //! exactly in integers; [`i8_error_bound`] bounds how far any int8 score can be from the f32
 //! score, which is what exact re-scoring of int8 candidates relies on.
 //!
@@ -12,6 +15,7 @@
 //! queries and give bitwise the same scores as one query at a time.
 
 mod error_bound;
+mod generic;
 mod query_i16;
 pub mod serial;
 
