@@ -36,7 +36,8 @@ from toolgate import InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.router import McpRouter
-from toolgate.integrations.mcp.serve import HttpServer, _Upstreams, load_servers
+from toolgate.integrations.mcp.server_config import HttpServer, load_servers
+from toolgate.integrations.mcp.upstreams import Upstreams
 from toolgate.routing.config import RouterConfig
 
 NOTE_TOOL = mcp_tool("add_note", "Save a note.")
@@ -531,7 +532,7 @@ def test_an_upstream_left_out_at_start_joins_when_it_can_be_started(tmp_path: Pa
 
 def test_upstreams_are_served_in_the_configs_order() -> None:
     async def main() -> None:
-        upstreams = _Upstreams(["zeta", "alpha", "mid"])
+        upstreams = Upstreams(["zeta", "alpha", "mid"])
         for name in ["mid", "alpha", "zeta"]:  # the order they came up in
             upstreams.connected[name] = Client(github_server(Counter()))
         upstreams.errors["mid"] = RuntimeError("gone since")
