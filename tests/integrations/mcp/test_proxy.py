@@ -1,42 +1,27 @@
-"""The MCP proxy: search_tools / call_tool over upstream servers, in-process and as a process."""
+"""The MCP proxy in-process: search_tools / call_tool over upstream servers."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
 from tests.fixtures.mcp import (
-    PID_WRITING_UPSTREAM,
-    UPSTREAM,
     Calls,
     PagedClient,
-    answer_folder,
     calendar_server,
     found_tools,
     github_server,
     mcp_tool,
     run,
     text_of,
-    use_notes_through_proxy,
 )
-from toolgate import InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.router import McpRouter
-from toolgate.integrations.mcp.serve import HttpServer, _Upstreams, load_servers
 from toolgate.routing.config import RouterConfig
 
 NOTE_TOOL = mcp_tool("add_note", "Save a note.")
@@ -171,146 +156,6 @@ def test_an_upstream_failure_is_a_tool_error_for_the_model(embedder: Embedder) -
     run(main)
 
 
-#: An upstream whose one tool fails with the code the SDK gives a closed connection.
-BUSY_UPSTREAM = '''
-import sys
-from mcp.server.mcpserver import MCPServer
-from mcp.shared.exceptions import MCPError
-
-server = MCPServer("seats")
-
-@server.tool()
-def reserve_seat(row: int) -> str:
-    """Reserve a seat in a row of the theatre."""
-    with open(sys.argv[1], "a") as calls:
-        calls.write("called\\n")
-    raise MCPError(-32000, "no seats left")
-
-server.run("stdio")
-'''
-
-
-def test_an_upstream_error_with_the_closed_connection_code_is_not_called_twice(
-    tmp_path: Path,
-) -> None:
-    upstream, calls = tmp_path / "seats.py", tmp_path / "calls.txt"
-    upstream.write_text(textwrap.dedent(BUSY_UPSTREAM), encoding="utf-8")
-    servers = {"seats": {"command": sys.executable, "args": [str(upstream), str(calls)]}}
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
-    argv = ["-m", "toolgate", "mcp-proxy", "--config", str(config)]
-    proxy = StdioServerParameters(command=sys.executable, args=argv)
-
-    async def main() -> None:
-        with anyio.fail_after(120):
-            async with Client(proxy) as client:
-                call = {"name": "reserve_seat", "arguments": {"row": 3}}
-                failed = await client.call_tool("call_tool", call)
-                assert failed.is_error
-                assert "no seats left" in text_of(failed)
-
-    run(main)
-    # The server answered: its error is not a dead connection, and the call is not resent.
-    assert calls.read_text(encoding="utf-8").splitlines() == ["called"]
-
-
-def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
-    upstream = tmp_path / "notes_server.py"
-    upstream.write_text(textwrap.dedent(UPSTREAM), encoding="utf-8")
-    config = tmp_path / "servers.json"
-    config.write_text(
-        json.dumps({"mcpServers": {"notes": {"command": sys.executable, "args": [str(upstream)]}}}),
-        encoding="utf-8",
-    )
-    events = tmp_path / "events.jsonl"
-    argv = ["-m", "toolgate", "mcp-proxy", "--config", str(config), "--top-k", "1"]
-    proxy = StdioServerParameters(command=sys.executable, args=[*argv, "--events", str(events)])
-
-    async def main() -> None:
-        with anyio.fail_after(120):
-            async with Client(proxy, elicitation_callback=answer_folder) as client:
-                await use_notes_through_proxy(client, "groceries")
-
-    run(main)
-    # The searches and calls were logged, for toolgate stats.
-    stats = subprocess.run(
-        [sys.executable, "-m", "toolgate", "stats", "--events", str(events), "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    usage = json.loads(stats.stdout)["usage"]
-    # archive_notes twice: the call, then again with the user's answer (each is checked).
-    assert usage["called"] == {"notes/delete_note": 1, "notes/archive_notes": 2}
-    assert usage["routed"] == {"notes/delete_note": 1}
-
-
-@pytest.mark.parametrize(
-    ("config", "message"),
-    [
-        ("{", "not a JSON file"),
-        ('{"servers": {}}', 'expected {"mcpServers"'),
-        ('{"mcpServers": {"a": []}}', "mcpServers.a: expected an object, got list"),
-        ('{"mcpServers": {"a": {}}}', "mcpServers.a: needs 'command'"),
-        ('{"mcpServers": {"a": {"url": "ftp://x"}}}', "'url' must be an http"),
-        ('{"mcpServers": {"a": {"command": "x", "arg": ["y"]}}}', r"unknown keys \['arg'\]"),
-        ('{"mcpServers": {"a": {"url": "http://x", "headers": {"A": 1}}}}', "'headers' must map"),
-        ('{"mcpServers": {"a": {"type": "sse", "command": "x"}}}', "'type' must be 'stdio'"),
-        ('{"mcpServers": {"a": {"type": "stdio", "url": "http://x"}}}', "does not fit"),
-        ('{"mcpServers": {"a": {"command": "x", "disabled": true}}}', "every server is disabled"),
-        (
-            '{"mcpServers": {"a": {"command": "x", "args": "y"}, "b": {"command": "z", "env": 1}}}',
-            r"mcpServers.a: 'args' must be a list of strings, got 'y'; mcpServers.b: 'env' must",
-        ),
-    ],
-)
-def test_a_bad_server_config_is_named(tmp_path: Path, config: str, message: str) -> None:
-    path = tmp_path / "servers.json"
-    path.write_text(config, encoding="utf-8")
-    with pytest.raises(InvalidInputError, match=message):
-        load_servers(path)
-
-
-def test_a_server_config_reads_commands_and_urls(tmp_path: Path) -> None:
-    path = tmp_path / "servers.json"
-    entries = {
-        "gh": {"command": "gh-mcp", "args": ["stdio"], "env": {"TOKEN": "t"}, "cwd": "/tmp"},
-        "docs": {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Key": "k"}},
-        "off": {"command": "old-server", "disabled": True},
-    }
-    path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
-    servers = load_servers(path)
-    assert list(servers) == ["gh", "docs"]
-    assert servers["docs"] == HttpServer("https://example.com/mcp", {"X-Key": "k"})
-    stdio = servers["gh"]
-    assert isinstance(stdio, StdioServerParameters)
-    assert (stdio.command, stdio.args, stdio.env, str(stdio.cwd)) == (
-        "gh-mcp",
-        ["stdio"],
-        {"TOKEN": "t"},
-        "/tmp",
-    )
-    with pytest.raises(InvalidInputError, match="cannot read"):
-        load_servers(tmp_path / "missing.json")
-
-
-def test_an_upstream_that_cannot_start_is_named(tmp_path: Path) -> None:
-    config = tmp_path / "servers.json"
-    broken = {"command": str(tmp_path / "no-such-server")}
-    config.write_text(json.dumps({"mcpServers": {"broken": broken}}), encoding="utf-8")
-    completed = subprocess.run(
-        [sys.executable, "-m", "toolgate", "mcp-proxy", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert completed.returncode == 2
-    assert "mcp-proxy: error: cannot connect to MCP server 'broken'" in completed.stderr
-    assert completed.stdout == ""
-
-
 def test_call_tool_takes_arguments_as_models_send_them(embedder: Embedder) -> None:
     async def main() -> None:
         notes = PagedClient([[mcp_tool("add_note", "Save a new note.")]], [None])
@@ -332,56 +177,6 @@ def test_call_tool_takes_arguments_as_models_send_them(embedder: Embedder) -> No
     run(main)
 
 
-def proxy_process(config: Path, *flags: str) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "toolgate", "mcp-proxy", "--config", str(config), *flags]
-    return subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-
-
-def initialize(process: subprocess.Popen[bytes]) -> dict[str, Any]:
-    """The proxy's answer to a handshake-era ``initialize``, written as a client would."""
-    request = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"},
-        },
-    }
-    assert process.stdin is not None
-    assert process.stdout is not None
-    process.stdin.write(json.dumps(request).encode() + b"\n")
-    process.stdin.flush()
-    return dict(json.loads(process.stdout.readline()))
-
-
-def test_sigterm_stops_the_proxy_and_its_upstreams(tmp_path: Path) -> None:
-    upstream = tmp_path / "notes_server.py"
-    upstream.write_text(textwrap.dedent(PID_WRITING_UPSTREAM), encoding="utf-8")
-    pid_file = tmp_path / "upstream.pid"
-    notes = {"command": sys.executable, "args": [str(upstream), str(pid_file)]}
-    hanging = {"command": sys.executable, "args": ["-c", "import time; time.sleep(600)"]}
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"notes": notes, "stuck": hanging}}))
-
-    with proxy_process(config, "--lenient", "--connect-timeout", "3") as process:
-        try:
-            answer = initialize(process)  # served, though "stuck" never answered
-            upstream_pid = int(pid_file.read_text())
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=30) == 0
-        finally:
-            process.kill()
-        assert process.stderr is not None
-        assert "cannot connect to MCP server 'stuck'" in process.stderr.read().decode()
-    assert "Server notes: Notes are kept for 30 days." in answer["result"]["instructions"]
-    with pytest.raises(ProcessLookupError):  # the upstream went with the proxy
-        os.kill(upstream_pid, 0)
-
-
 def test_the_proxy_keeps_to_its_allow_and_deny_lists(embedder: Embedder) -> None:
     async def main() -> None:
         tools = [
@@ -401,143 +196,6 @@ def test_the_proxy_keeps_to_its_allow_and_deny_lists(embedder: Embedder) -> None
             assert body["error"] == "tool_not_available"
             assert body["message"].startswith("Tool 'delete_note' is not available.")
         assert notes.called == []
-
-    run(main)
-
-
-HANGING_UPSTREAM = """
-import os, sys, time
-open(sys.argv[1], "w").write(str(os.getpid()))
-time.sleep(600)
-"""
-
-
-def test_sigterm_while_starting_stops_the_upstreams_started(tmp_path: Path) -> None:
-    upstream = tmp_path / "hanging.py"
-    upstream.write_text(HANGING_UPSTREAM, encoding="utf-8")
-    pid_file = tmp_path / "upstream.pid"
-    hanging = {"command": sys.executable, "args": [str(upstream), str(pid_file)]}
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"stuck": hanging}}))
-
-    with proxy_process(config, "--connect-timeout", "60") as process:
-        try:
-            for _ in range(600):  # the upstream is up, the proxy still waiting for it
-                if pid_file.exists() and pid_file.read_text():
-                    break
-                time.sleep(0.05)
-            upstream_pid = int(pid_file.read_text())
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=30) == 0
-        finally:
-            process.kill()
-    with pytest.raises(ProcessLookupError):
-        os.kill(upstream_pid, 0)
-
-
-CRASHING_UPSTREAM = '''
-import os, sys
-from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("flaky")
-marker = sys.argv[1]
-
-@server.tool()
-def fragile_job(name: str) -> str:
-    """Run a fragile job that crashes its server the first time."""
-    if not os.path.exists(marker):
-        open(marker, "w").close()
-        os._exit(1)
-    return f"job {name} done"
-
-server.run("stdio")
-'''
-
-
-def test_a_call_to_a_server_that_died_restarts_it_once(tmp_path: Path) -> None:
-    upstream = tmp_path / "flaky.py"
-    upstream.write_text(CRASHING_UPSTREAM, encoding="utf-8")
-    flaky = {"command": sys.executable, "args": [str(upstream), str(tmp_path / "crashed")]}
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"flaky": flaky}}), encoding="utf-8")
-    proxy = StdioServerParameters(
-        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", "--config", str(config)]
-    )
-
-    async def main() -> None:
-        with anyio.fail_after(120):
-            async with Client(proxy) as client:
-                arguments = {"name": "fragile_job", "arguments": {"name": "nightly"}}
-                done = await client.call_tool("call_tool", arguments)
-                assert not done.is_error, text_of(done)
-                assert text_of(done) == "job nightly done"  # on the restarted server
-
-    run(main)
-
-
-LATE_UPSTREAM = '''
-import os, sys
-from mcp.server.mcpserver import MCPServer
-
-marker = sys.argv[1]
-if not os.path.exists(marker):  # the first start fails, as a server still installing might
-    open(marker, "w").close()
-    sys.exit("not ready yet")
-
-server = MCPServer("late")
-
-@server.tool()
-def water_plants(garden: str) -> str:
-    """Water the plants of a garden."""
-    return f"watered {garden}"
-
-server.run("stdio")
-'''
-
-
-def test_an_upstream_left_out_at_start_joins_when_it_can_be_started(tmp_path: Path) -> None:
-    upstream = tmp_path / "late.py"
-    upstream.write_text(LATE_UPSTREAM, encoding="utf-8")
-    notes = tmp_path / "notes_server.py"
-    notes.write_text(textwrap.dedent(UPSTREAM), encoding="utf-8")
-    servers = {
-        "notes": {"command": sys.executable, "args": [str(notes)]},
-        "late": {"command": sys.executable, "args": [str(upstream), str(tmp_path / "tried")]},
-    }
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
-    args = ["--config", str(config), "--lenient", "--retry-after", "0.2", "--top-k", "1"]
-    proxy = StdioServerParameters(
-        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", *args]
-    )
-    query = {"query": "water the garden plants"}
-
-    async def main() -> None:
-        with anyio.fail_after(60):
-            async with Client(proxy) as client:
-                assert (tmp_path / "tried").exists()  # its first start failed
-                # Searched until it joins: without the retries it never would.
-                found = await client.call_tool("search_tools", query)
-                while [t["name"] for t in found_tools(found)] != ["water_plants"]:
-                    await anyio.sleep(0.2)
-                    found = await client.call_tool("search_tools", query)
-                done = await client.call_tool(
-                    "call_tool", {"name": "water_plants", "arguments": {"garden": "back"}}
-                )
-                assert text_of(done) == "watered back"
-
-    run(main)
-
-
-def test_upstreams_are_served_in_the_configs_order() -> None:
-    async def main() -> None:
-        upstreams = _Upstreams(["zeta", "alpha", "mid"])
-        for name in ["mid", "alpha", "zeta"]:  # the order they came up in
-            upstreams.connected[name] = Client(github_server(Counter()))
-        upstreams.errors["mid"] = RuntimeError("gone since")
-        # Not the order they came up in, which changes from run to run and would change
-        # which server's prompt keeps a shared name.
-        assert list(upstreams.clients) == ["zeta", "alpha"]
 
     run(main)
 

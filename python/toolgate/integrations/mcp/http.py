@@ -87,7 +87,7 @@ class HttpListener:
             ) from None
         # Taken on by every connection accepted. asyncio sets it only on sockets made with
         # proto IPPROTO_TCP, which create_server's are not; without it, a response written
-        # in two parts waits for the client's delayed ACK: 40 ms on every request.
+        # in two parts waits for the client's delayed ACK.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 

@@ -1,5 +1,5 @@
-"""Reading one MCP server's whole listing (``tools/list``, ``prompts/list``, ...): every page,
-fresh, as plain JSON."""
+"""Reading MCP servers' listings (``tools/list``, ``prompts/list``, ...): every page, fresh,
+as plain JSON; several servers' tools at once, each within a timeout."""
 
 from __future__ import annotations
 
@@ -8,11 +8,19 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+import anyio
 from mcp.types import PaginatedRequestParams
 
 from toolgate.errors import CatalogError
 
-__all__ = ["MAX_PAGES", "McpClient", "list_every_page", "list_server_tools", "plain"]
+__all__ = [
+    "MAX_PAGES",
+    "McpClient",
+    "list_every_page",
+    "list_server_tools",
+    "list_servers_tools",
+    "plain",
+]
 
 #: Pages of one listing read from one server before its listing is taken to never end.
 MAX_PAGES = 1000
@@ -37,6 +45,31 @@ async def list_server_tools(server: str, client: McpClient) -> list[Any]:
     kept once; two different tools under one name are left for the catalog to report.
     """
     return await list_every_page(server, client.list_tools, method="tools/list", key="tools")
+
+
+async def list_servers_tools(
+    clients: Mapping[str, McpClient], timeout: float | None
+) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """Each server's tools, listed concurrently, each within ``timeout`` seconds (``None``:
+    no limit); and, for each server that could not be listed, why, naming it."""
+    listed: dict[str, list[Any]] = {}
+    failed: dict[str, str] = {}
+
+    async def list_one(name: str, client: McpClient) -> None:
+        try:
+            with anyio.fail_after(timeout):
+                listed[name] = await list_server_tools(name, client)
+        except TimeoutError:
+            failed[name] = f"MCP server {name!r}: tools/list took over {timeout} s"
+        except CatalogError as exc:
+            failed[name] = str(exc)
+        except Exception as exc:  # the SDK's and the transport's errors alike
+            failed[name] = f"MCP server {name!r}: tools/list failed: {exc!r}"
+
+    async with anyio.create_task_group() as group:
+        for name, client in clients.items():
+            group.start_soon(list_one, name, client)
+    return listed, failed
 
 
 async def list_every_page(

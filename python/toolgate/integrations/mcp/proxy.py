@@ -79,8 +79,8 @@ from toolgate.verify import Verdict
 
 __all__ = ["MAX_QUERY_CHARS", "McpProxy"]
 
-#: The longest ``search_tools`` query taken. A search reads 256 tokens of it at most, and a
-#: query of megabytes would cost hundreds of MB to tokenize, on a server others share.
+#: The longest ``search_tools`` query taken: a search reads only the start of a query, and
+#: tokenizing a huge one would cost memory on a server others share.
 MAX_QUERY_CHARS = 8000
 
 _SEARCH = "search_tools"

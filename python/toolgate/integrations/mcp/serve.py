@@ -1,12 +1,5 @@
-"""``toolgate mcp-proxy``: the proxy as a process, in front of the servers of a config file.
-
-The upstream servers come in the ``mcpServers`` form MCP clients write::
-
-    {"mcpServers": {
-        "github": {"command": "github-mcp-server", "args": ["stdio"],
-                   "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "..."}},
-        "docs": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ..."}},
-        "old": {"command": "old-server", "disabled": true}}}
+"""``toolgate mcp-proxy``: the proxy as a process, in front of the servers of a config file
+(:mod:`~toolgate.integrations.mcp.server_config`).
 
 The proxy (:func:`serve`) serves one client on stdin / stdout, or any number over Streamable
 HTTP (:mod:`toolgate.integrations.mcp.http`).
@@ -14,44 +7,38 @@ HTTP (:mod:`toolgate.integrations.mcp.http`).
 Every upstream is started (or reached) at once, each within ``connect_timeout`` seconds, and
 each lives in a task of its own until the proxy stops: when its stdio client closes stdin, or
 on SIGTERM / SIGINT (over HTTP, once the requests under way are done). Stopping closes every
-upstream at once, so none outlives the proxy. An
-upstream whose connection closes (it died) is started again by the next call to it. One that
-could not be started (left out under ``lenient``) is tried again in the background, after
-``retry_after`` seconds and then at doubling intervals up to :data:`MAX_RETRY_INTERVAL`,
-until it joins.
+upstream at once, so none outlives the proxy. An upstream whose connection closes (it died)
+is started again by the next call to it. One that could not be started (left out under
+``lenient``) is tried again in the background, after ``retry_after`` seconds and then at
+doubling intervals up to :data:`MAX_RETRY_INTERVAL`, until it joins.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
-import httpx2
 from anyio.abc import TaskGroup
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types import METHOD_NOT_FOUND
 
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.integrations.mcp.http import HttpListener, serve_over_http
-from toolgate.integrations.mcp.listing import list_server_tools
+from toolgate.integrations.mcp.listing import McpClient, list_server_tools
 from toolgate.integrations.mcp.proxy import McpProxy
-from toolgate.integrations.mcp.relay import ASK_TIMEOUT, UpstreamRequests
-from toolgate.integrations.mcp.router import McpClient, McpRouter
+from toolgate.integrations.mcp.relay import UpstreamRequests
+from toolgate.integrations.mcp.router import McpRouter
+from toolgate.integrations.mcp.server_config import HttpServer, ServerSpec, load_servers
+from toolgate.integrations.mcp.upstreams import Upstreams
 from toolgate.telemetry.recorder import Telemetry
 
 __all__ = [
@@ -68,96 +55,6 @@ CONNECT_TIMEOUT = 30.0
 
 #: The longest wait, in seconds, between two tries to start an upstream left out at start.
 MAX_RETRY_INTERVAL = 300.0
-
-_STDIO_KEYS = {"type", "command", "args", "env", "cwd", "disabled"}
-_HTTP_KEYS = {"type", "url", "headers", "disabled"}
-
-
-@dataclass(frozen=True)
-class HttpServer:
-    """A Streamable HTTP upstream: its URL and the headers every request carries."""
-
-    url: str
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-ServerSpec = StdioServerParameters | HttpServer
-
-
-def load_servers(path: str | Path) -> dict[str, ServerSpec]:
-    """The upstream servers of an MCP client configuration file, without the disabled ones.
-
-    Each entry is a stdio command (``command``, ``args``, ``env``, ``cwd``) or a Streamable
-    HTTP endpoint (``url``, ``headers``), optionally with ``type`` (``stdio``, ``http``) and
-    ``disabled``. Every problem is reported at once, naming the entry; an unknown key is one,
-    since a misspelt ``args`` would otherwise start the command without its arguments.
-    """
-    try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInputError(f"{path}: not a JSON file: {exc}") from None
-    servers = config.get("mcpServers") if isinstance(config, dict) else None
-    if not isinstance(servers, dict) or not servers:
-        raise InvalidInputError(f'{path}: expected {{"mcpServers": {{name: {{...}}, ...}}}}')
-    specs: dict[str, ServerSpec] = {}
-    problems: list[str] = []
-    for name, entry in servers.items():
-        try:
-            spec = _server_spec(entry)
-        except ValueError as exc:
-            problems.append(f"mcpServers.{name}: {exc}")
-            continue
-        if spec is not None:
-            specs[name] = spec
-    if problems:
-        raise InvalidInputError(f"{path}: {'; '.join(problems)}")
-    if not specs:
-        raise InvalidInputError(f"{path}: every server is disabled")
-    return specs
-
-
-def _server_spec(entry: Any) -> ServerSpec | None:
-    """One ``mcpServers`` entry; ``None`` when it is disabled."""
-    if not isinstance(entry, dict):
-        raise ValueError(f"expected an object, got {type(entry).__name__}")
-    http = "url" in entry or entry.get("type") in ("http", "streamable-http")
-    if unknown := sorted(set(entry) - (_HTTP_KEYS if http else _STDIO_KEYS)):
-        raise ValueError(f"unknown keys {unknown}")
-    kind = entry.get("type", "http" if http else "stdio")
-    if kind not in ("stdio", "http", "streamable-http"):
-        raise ValueError(f"'type' must be 'stdio' or 'http', got {kind!r}")
-    if (kind == "stdio") == http:
-        raise ValueError(f"'type' {kind!r} does not fit the entry's keys ('url' or 'command')")
-    if not isinstance(entry.get("disabled", False), bool):
-        raise ValueError(f"'disabled' must be true or false, got {entry['disabled']!r}")
-    spec = _http_spec(entry) if http else _stdio_spec(entry)
-    return None if entry.get("disabled", False) else spec
-
-
-def _http_spec(entry: dict[str, Any]) -> HttpServer:
-    url, headers = entry.get("url"), entry.get("headers", {})
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise ValueError(f"'url' must be an http(s) URL, got {url!r}")
-    if not _str_map(headers):
-        raise ValueError("'headers' must map names to string values")
-    return HttpServer(url, dict(headers))
-
-
-def _stdio_spec(entry: dict[str, Any]) -> StdioServerParameters:
-    command, args, env = entry.get("command"), entry.get("args", []), entry.get("env")
-    if not isinstance(command, str) or not command:
-        raise ValueError("needs 'command' (a stdio server) or 'url' (a Streamable HTTP one)")
-    if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
-        raise ValueError(f"'args' must be a list of strings, got {args!r}")
-    if env is not None and not _str_map(env):
-        raise ValueError("'env' must map names to string values")
-    return StdioServerParameters(command=command, args=args, env=env, cwd=entry.get("cwd"))
-
-
-def _str_map(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
 
 
 async def serve(
@@ -214,7 +111,7 @@ async def _serve(
     returns; ``requests`` passes the upstreams' requests for input on to the clients."""
     failure: ToolgateError | None = None
     async with anyio.create_task_group() as group:
-        upstreams = _Upstreams(list(servers))
+        upstreams = Upstreams(list(servers))
         serving = _Serving(group, router, servers, upstreams, connect_timeout, requests=requests)
         # First: a signal during start-up must close the upstreams started so far.
         group.start_soon(_stop_on_signal, serving)
@@ -271,7 +168,7 @@ class _Serving:
     group: TaskGroup
     router: McpRouter
     servers: Mapping[str, ServerSpec]
-    upstreams: _Upstreams
+    upstreams: Upstreams
     timeout: float
     proxy: McpProxy | None = None
     #: Where the upstreams' requests for input find the client they are for.
@@ -404,89 +301,6 @@ class _Serving:
                 print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
         except Exception as exc:  # a dropped stream: changes then come with the next listing
             print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
-
-
-class _Upstreams:
-    """The upstream connections, each held open by a task of its own (a client must be
-    closed by the task that opened it) until :meth:`close`."""
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-        self.connected: dict[str, Client] = {}
-        self.errors: dict[str, BaseException] = {}
-        self.settled = {name: anyio.Event() for name in names}
-        self.closed = {name: anyio.Event() for name in names}
-        self.scopes = {name: anyio.CancelScope() for name in names}
-        self.locks = {name: anyio.Lock() for name in names}
-
-    @property
-    def clients(self) -> dict[str, McpClient]:
-        """The upstreams connected and not failed since, in the config's order (not the
-        order they came up in, which changes from run to run)."""
-        return {
-            n: self.connected[n] for n in self.names if n in self.connected and n not in self.errors
-        }
-
-    async def hold(self, name: str, spec: ServerSpec, options: Mapping[str, Any]) -> None:
-        try:
-            with self.scopes[name]:
-                async with _client(spec, options) as client:
-                    self.connected[name] = client
-                    self.settled[name].set()
-                    await anyio.sleep_forever()
-        except Exception as exc:  # a command that fails to start, a URL that fails
-            self.errors.setdefault(name, exc)
-        finally:
-            self.settled[name].set()
-            self.closed[name].set()
-
-    async def restart(
-        self,
-        group: TaskGroup,
-        name: str,
-        spec: ServerSpec,
-        options: Mapping[str, Any],
-        timeout: float,
-    ) -> Client | None:
-        """Close ``name``'s connection and open a new one (its server died): the new client,
-        or ``None`` when it does not come up in ``timeout`` seconds."""
-        self.scopes[name].cancel()
-        with anyio.move_on_after(timeout):
-            await self.closed[name].wait()
-        self.connected.pop(name, None)
-        self.errors.pop(name, None)
-        self.settled[name], self.closed[name] = anyio.Event(), anyio.Event()
-        self.scopes[name] = anyio.CancelScope()
-        group.start_soon(self.hold, name, spec, options)
-        with anyio.move_on_after(timeout):
-            await self.settled[name].wait()
-        if name in self.connected and name not in self.errors:
-            return self.connected[name]
-        self.scopes[name].cancel()
-        return None
-
-    async def close(self, timeout: float) -> None:
-        """Close every upstream at once, waiting at most ``timeout`` seconds."""
-        for scope in self.scopes.values():
-            scope.cancel()
-        with anyio.move_on_after(timeout):
-            for event in self.closed.values():
-                await event.wait()
-
-
-@asynccontextmanager
-async def _client(spec: ServerSpec, options: Mapping[str, Any]) -> AsyncIterator[Client]:
-    if isinstance(spec, HttpServer):
-        # A response stream may stay open long, silent while a client of the proxy answers
-        # the upstream's question: up to ASK_TIMEOUT, and the SDK's 300 s otherwise.
-        timeout = httpx2.Timeout(30.0, read=max(300.0, ASK_TIMEOUT + 30.0))
-        async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http:
-            transport = streamable_http_client(spec.url, http_client=http)
-            async with Client(transport, **options) as client:
-                yield client
-    else:
-        async with Client(spec, **options) as client:
-            yield client
 
 
 def _instructions(clients: Mapping[str, McpClient]) -> str:

@@ -1,0 +1,105 @@
+"""The proxy's upstream connections, each held open by a task of its own until closed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+from anyio.abc import TaskGroup
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from toolgate.integrations.mcp.listing import McpClient
+from toolgate.integrations.mcp.relay import ASK_TIMEOUT
+from toolgate.integrations.mcp.server_config import HttpServer, ServerSpec
+
+__all__ = ["Upstreams"]
+
+
+class Upstreams:
+    """The upstream connections, each held open by a task of its own (a client must be
+    closed by the task that opened it) until :meth:`close`."""
+
+    def __init__(self, names: list[str]) -> None:
+        """Nothing connected yet, for the servers ``names``, in the config's order."""
+        self.names = names
+        self.connected: dict[str, Client] = {}
+        self.errors: dict[str, BaseException] = {}
+        self.settled = {name: anyio.Event() for name in names}
+        self.closed = {name: anyio.Event() for name in names}
+        self.scopes = {name: anyio.CancelScope() for name in names}
+        self.locks = {name: anyio.Lock() for name in names}
+
+    @property
+    def clients(self) -> dict[str, McpClient]:
+        """The upstreams connected and not failed since, in the config's order (not the
+        order they came up in, which changes from run to run)."""
+        return {
+            n: self.connected[n] for n in self.names if n in self.connected and n not in self.errors
+        }
+
+    async def hold(self, name: str, spec: ServerSpec, options: Mapping[str, Any]) -> None:
+        """Connect to ``name`` and hold the connection open until its scope is cancelled; a
+        failure to connect is kept in :attr:`errors`."""
+        try:
+            with self.scopes[name]:
+                async with _client(spec, options) as client:
+                    self.connected[name] = client
+                    self.settled[name].set()
+                    await anyio.sleep_forever()
+        except Exception as exc:  # a command that fails to start, a URL that fails
+            self.errors.setdefault(name, exc)
+        finally:
+            self.settled[name].set()
+            self.closed[name].set()
+
+    async def restart(
+        self,
+        group: TaskGroup,
+        name: str,
+        spec: ServerSpec,
+        options: Mapping[str, Any],
+        timeout: float,
+    ) -> Client | None:
+        """Close ``name``'s connection and open a new one (its server died): the new client,
+        or ``None`` when it does not come up in ``timeout`` seconds."""
+        self.scopes[name].cancel()
+        with anyio.move_on_after(timeout):
+            await self.closed[name].wait()
+        self.connected.pop(name, None)
+        self.errors.pop(name, None)
+        self.settled[name], self.closed[name] = anyio.Event(), anyio.Event()
+        self.scopes[name] = anyio.CancelScope()
+        group.start_soon(self.hold, name, spec, options)
+        with anyio.move_on_after(timeout):
+            await self.settled[name].wait()
+        if name in self.connected and name not in self.errors:
+            return self.connected[name]
+        self.scopes[name].cancel()
+        return None
+
+    async def close(self, timeout: float) -> None:
+        """Close every upstream at once, waiting at most ``timeout`` seconds."""
+        for scope in self.scopes.values():
+            scope.cancel()
+        with anyio.move_on_after(timeout):
+            for event in self.closed.values():
+                await event.wait()
+
+
+@asynccontextmanager
+async def _client(spec: ServerSpec, options: Mapping[str, Any]) -> AsyncIterator[Client]:
+    if isinstance(spec, HttpServer):
+        # A response stream may stay open long, silent while a client of the proxy answers
+        # the upstream's question: up to ASK_TIMEOUT, and the SDK's 300 s otherwise.
+        timeout = httpx2.Timeout(30.0, read=max(300.0, ASK_TIMEOUT + 30.0))
+        async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http:
+            transport = streamable_http_client(spec.url, http_client=http)
+            async with Client(transport, **options) as client:
+                yield client
+    else:
+        async with Client(spec, **options) as client:
+            yield client

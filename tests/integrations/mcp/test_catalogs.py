@@ -1,0 +1,433 @@
+"""McpRouter's servers (the ``mcp`` SDK's, and client doubles): connecting, every page of
+a listing, listing again when a server changed, and the failures and timeouts on the way."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from contextlib import nullcontext
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.server.caching import CacheHint
+from mcp.server.mcpserver import MCPServer
+from mcp.types import PaginatedRequestParams, ToolListChangedNotification
+
+from tests.fixtures.mcp import (
+    Calls,
+    PagedClient,
+    github_server,
+    mcp_tool,
+    run,
+    text_of,
+)
+from tests.integrations.mcp.router_helpers import PAGES, anthropic_call
+from toolgate import CatalogError, CatalogWarning, InvalidInputError
+from toolgate.embedding.embedder import Embedder
+from toolgate.integrations.mcp.router import McpRouter
+
+
+def test_a_list_changed_notification_is_listed_again_on_the_next_turn(embedder: Embedder) -> None:
+    calls: Calls = Counter()
+
+    async def main() -> None:
+        router = McpRouter(top_k=2, embedder=embedder, cache=None)
+        heard: list[str] = []
+
+        async def host_handler(message: Any) -> None:
+            heard.append(type(message).__name__)
+
+        # The initialize handshake (legacy mode) is where servers send notifications.
+        async with Client(
+            github_server(calls),
+            mode="legacy",
+            message_handler=router.message_handler("github", then=host_handler),
+        ) as github:
+            first = await router.connect({"github": github})
+            assert "github/publish_release" not in first.catalog
+
+            promotion = await router.tools("enable the release tools", format="anthropic")
+            outcome = await router.call(anthropic_call("enable_releases", {}), promotion)
+            assert text_of(outcome.result) == "release tools enabled"
+            with anyio.fail_after(5):
+                while not router.changed:
+                    await anyio.sleep(0.01)
+            assert router.changed == {"github"}
+            assert heard == ["ToolListChangedNotification"]  # passed on to the host's own
+
+            promotion = await router.tools("publish release v2.0 of acme/web")
+            assert router.changed == frozenset()
+            assert "github/publish_release" in promotion.active_ids
+            assert router.router is not first
+            assert router.router.catalog.diff(first.catalog).to_dict() == {
+                "added": [],
+                "removed": ["github/publish_release"],
+                "changed": [],
+            }
+
+            call = {
+                "id": "c1",
+                "function": {
+                    "name": "publish_release",
+                    "arguments": json.dumps({"repo": "acme/web", "tag": "v2.0"}),
+                },
+            }
+            outcome = await router.call(call, promotion)
+            assert text_of(outcome.result) == "published v2.0"
+
+            # Nothing changed: the same router stays.
+            assert await router.refresh(["github"]) is router.router
+
+    run(main)
+
+
+def test_a_watched_server_is_listed_again_after_a_listen_event(embedder: Embedder) -> None:
+    calls: Calls = Counter()
+
+    async def main() -> None:
+        router = McpRouter(top_k=2, embedder=embedder, cache=None)
+        async with Client(github_server(calls, modern=True)) as github:
+            assert github.protocol_version == "2026-07-28"
+            await router.connect({"github": github})
+            async with anyio.create_task_group() as group:
+                await group.start(router.watch, "github")
+                # No replay on the stream: a change before it opened is listed next turn.
+                assert router.changed == {"github"}
+                promotion = await router.tools("enable the release tools")
+                await router.call({"name": "enable_releases", "arguments": {}}, promotion)
+                with anyio.fail_after(5):
+                    while not router.changed:
+                        await anyio.sleep(0.01)
+                promotion = await router.tools("publish release v2.0 of acme/web")
+                assert "github/publish_release" in promotion.active_ids
+                group.cancel_scope.cancel()
+
+        async with Client(github_server(calls), mode="legacy") as legacy:
+            router = McpRouter(embedder=embedder, cache=None)
+            await router.connect({"github": legacy, "billing": PagedClient(PAGES, [None] * 3)})
+            with pytest.raises(InvalidInputError, match=r"'github': .*2026-07-28.*message_handler"):
+                await router.watch("github")
+            with pytest.raises(InvalidInputError, match=r"'billing': PagedClient has no listen"):
+                await router.watch("billing")
+
+    run(main)
+
+
+class ParamsClient(PagedClient):
+    """Pages asked for as the 2.x ClientSession takes them: ``params=``."""
+
+    async def list_tools(  # type: ignore[override]
+        self, *, params: PaginatedRequestParams | None = None
+    ) -> dict[str, Any]:
+        return await super().list_tools(None if params is None else params.cursor)
+
+
+@pytest.mark.parametrize("client_type", [PagedClient, ParamsClient])
+def test_every_page_of_a_listing_is_read(embedder: Embedder, client_type: type) -> None:
+    async def main() -> None:
+        client = client_type(PAGES, ["p2", "p3", None])
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        built = await router.connect({"billing": client})
+        assert built.catalog.ids == [
+            "billing/list_invoices",
+            "billing/refund_payment",
+            "billing/create_customer",
+        ]
+        assert client.asked == [None, "p2", "p3"]
+
+        promotion = await router.tools("refund the payment for order 1182")
+        assert promotion.active_ids == ("billing/refund_payment",)
+        outcome = await router.call(
+            {"name": "refund_payment", "arguments": {"id": "1182"}}, promotion
+        )
+        assert text_of(outcome.result) == "ran refund_payment"  # a dict result, validated
+        assert client.called == [("refund_payment", {"id": "1182"})]
+
+    run(main)
+
+
+def test_a_listing_that_never_ends_is_an_error_naming_the_server(embedder: Embedder) -> None:
+    async def main() -> None:
+        looping = PagedClient(PAGES, ["p2", "p2", None])  # page 2 points back at itself
+        with pytest.raises(CatalogError, match=r"'billing'.*page 2 repeats cursor 'p2'"):
+            await McpRouter(embedder=embedder, cache=None).connect({"billing": looping})
+
+    run(main)
+
+
+class FlakyClient(PagedClient):
+    def __init__(self, failures: int) -> None:
+        super().__init__(
+            [[mcp_tool("get_forecast", "Get the weather forecast for a city.")]], [None]
+        )
+        self.failures = failures
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("server went away")
+        return await super().list_tools(cursor)
+
+
+def test_a_server_that_cannot_be_listed_is_an_error_or_retried_when_lenient(
+    embedder: Embedder,
+) -> None:
+    async def main() -> None:
+        billing = PagedClient(PAGES, ["p2", "p3", None])
+        with pytest.raises(CatalogError, match=r"'weather': tools/list failed: Connection"):
+            await McpRouter(embedder=embedder, cache=None).connect(
+                {"billing": billing, "weather": FlakyClient(failures=1)}
+            )
+
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, lenient=True, retry_after=0)
+        with pytest.warns(CatalogWarning, match=r"'weather'.*stay as last listed"):
+            built = await router.connect({"billing": billing, "weather": FlakyClient(1)})
+        assert built.catalog.servers == ["billing"]
+        assert router.changed == {"weather"}
+
+        promotion = await router.tools("what is the weather forecast for Oslo")
+        assert router.changed == frozenset()
+        assert promotion.active_ids == ("weather/get_forecast",)
+
+    run(main)
+
+
+def test_a_failed_refresh_keeps_the_old_tools_and_is_tried_again(embedder: Embedder) -> None:
+    async def main() -> None:
+        weather = FlakyClient(failures=0)
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, retry_after=0)
+        first = await router.connect({"weather": weather})
+        weather.failures = 1
+        router.mark_changed("weather")
+        # Strict, but a turn never fails for a server it lists again: it warns.
+        with pytest.warns(CatalogWarning, match="'weather': tools/list failed"):
+            kept = await router.tools("weather in Oslo")
+        assert kept.active_ids == ("weather/get_forecast",)
+        assert router.router is first
+        assert router.changed == {"weather"}
+        weather.failures = 1
+        with pytest.raises(CatalogError, match="'weather': tools/list failed"):
+            await router.refresh(["weather"])  # asked for: an error
+        weather.pages[0].append(mcp_tool("get_air_quality", "Get the air quality index."))
+        promotion = await router.tools("air quality index in Oslo")
+        assert router.changed == frozenset()
+        assert promotion.active_ids == ("weather/get_air_quality",)
+
+    run(main)
+
+
+def test_servers_come_and_go(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=2, embedder=embedder, cache=None)
+        billing = PagedClient(PAGES, ["p2", "p3", None])
+        await router.connect({"billing": billing})
+        await router.add_server("weather", FlakyClient(failures=0))
+        assert router.servers == ["billing", "weather"]
+        promotion = await router.tools("weather forecast for Oslo")
+        assert "weather/get_forecast" in promotion.active_ids
+
+        await router.remove_server("weather")
+        assert router.router.catalog.servers == ["billing"]
+        # A call from the turn before the server left: refused in-band, not forwarded.
+        gone = await router.call({"name": "get_forecast", "arguments": {}}, promotion)
+        assert not gone.forwarded
+        body = json.loads(text_of(gone.result))
+        assert body["error"] == "tool_not_available"
+        assert "'weather' was disconnected" in body["message"]
+
+        await router.remove_server("billing")  # the last one: nothing left to route
+        assert len(router.router.catalog) == 0
+        assert (await router.tools("weather forecast for Oslo")).active_ids == ()
+        await router.add_server("billing", billing)
+
+        with pytest.raises(InvalidInputError, match="'billing' is already connected"):
+            await router.add_server("billing", billing)
+        with pytest.raises(InvalidInputError, match=r"no server 'weather'"):
+            await router.remove_server("weather")
+        with pytest.raises(InvalidInputError, match=r"no server 'nope'; connected: \['billing'\]"):
+            await router.refresh(["nope"])
+
+    run(main)
+
+
+def test_a_listing_is_read_past_the_clients_response_cache(embedder: Embedder) -> None:
+    calls: Calls = Counter()
+
+    async def main() -> None:
+        server = github_server(calls)
+        server_cached = MCPServer("notes", cache_hints={"tools/list": CacheHint(ttl_ms=600_000)})
+
+        @server_cached.tool()
+        def add_note(title: str) -> str:
+            """Save a new note."""
+            return "saved"
+
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        async with Client(server_cached) as notes, Client(server) as github:
+            await router.connect({"notes": notes, "github": github})
+            server_cached.add_tool(
+                lambda title: "deleted",
+                name="delete_note",
+                description="Delete a note by its title.",
+            )
+            router.mark_changed("notes")
+            promotion = await router.tools("delete the note about groceries")
+            assert promotion.active_ids == ("notes/delete_note",)
+
+    run(main)
+
+
+class HangingClient(PagedClient):
+    """Lists its pages once, then never answers again."""
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        if len(self.asked) >= len(self.pages):
+            self.asked.append(cursor)
+            await anyio.sleep_forever()
+        return await super().list_tools(cursor)
+
+
+def test_a_server_that_stops_answering_does_not_hold_up_turns(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(
+            top_k=1, embedder=embedder, cache=None, lenient=True, list_timeout=0.2, retry_after=60
+        )
+        hanging = HangingClient(PAGES, ["p2", "p3", None])
+        await router.connect({"billing": hanging})
+        router.mark_changed("billing")
+        with pytest.warns(CatalogWarning, match=r"'billing': tools/list took over 0.2 s"):
+            first = await router.tools("refund a payment")
+        assert first.active_ids == ("billing/refund_payment",)  # the tools listed before
+        for _ in range(3):  # waiting out retry_after: not listed, not waited for
+            await router.tools("refund a payment")
+        assert len(hanging.asked) == 4  # connect's three pages, then the one that hung
+        assert router.changed == {"billing"}
+
+        strict = McpRouter(top_k=1, embedder=embedder, cache=None, list_timeout=0.2)
+        await strict.connect({"billing": HangingClient(PAGES, ["p2", "p3", None])})
+        with pytest.raises(CatalogError, match=r"took over 0\.2 s"):
+            await strict.refresh(["billing"])
+
+    run(main)
+
+
+def test_notices_about_servers_not_connected_are_ignored(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        await router.connect({"billing": PagedClient(PAGES, ["p2", "p3", None])})
+        await router.message_handler("jira")(ToolListChangedNotification())
+        assert router.changed == {"jira"}
+        await router.tools("refund a payment")
+        assert router.changed == frozenset()
+
+    run(main)
+
+
+def test_connecting_twice_at_once_connects_once(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(embedder=embedder, cache=None)
+        outcomes: list[str] = []
+
+        async def connect(name: str) -> None:
+            try:
+                await router.connect({name: PagedClient(PAGES, ["p2", "p3", None])})
+                outcomes.append(name)
+            except InvalidInputError as exc:
+                outcomes.append(str(exc))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(connect, "a")
+            group.start_soon(connect, "b")
+        refused = "already connected; use add_server to add a server"
+        assert sorted(outcomes) == sorted([*router.servers, refused])
+        assert len(router.servers) == 1
+
+    run(main)
+
+
+def test_a_repeated_tool_across_pages_is_kept_once(embedder: Embedder) -> None:
+    async def main() -> None:
+        shifted = [PAGES[0], PAGES[0] + PAGES[1], PAGES[2]]  # page 2 repeats page 1's tool
+        router = McpRouter(embedder=embedder, cache=None)
+        built = await router.connect({"billing": PagedClient(shifted, ["p2", "p3", None])})
+        assert len(built.catalog) == 3
+
+    run(main)
+
+
+class NoticingClient(PagedClient):
+    """Hears of a change while its listing is read (the notice arrives mid-listing)."""
+
+    def __init__(self, router: McpRouter) -> None:
+        super().__init__(PAGES, ["p2", "p3", None])
+        self.router = router
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        if cursor == "p3":
+            self.router.mark_changed("billing")
+        return await super().list_tools(cursor)
+
+
+def test_a_change_heard_while_connecting_is_listed_next_turn(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        await router.connect({"billing": NoticingClient(router)})
+        assert router.changed == {"billing"}
+
+    run(main)
+
+
+def test_a_turn_does_not_wait_for_another_servers_listing(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, list_timeout=5, retry_after=60)
+        hanging = HangingClient(PAGES, ["p2", "p3", None])
+        weather = FlakyClient(failures=0)
+        await router.connect({"billing": hanging, "weather": weather})
+        elapsed: dict[str, float] = {}
+
+        async def turn(name: str, query: str) -> None:
+            start = anyio.current_time()
+            with pytest.warns(CatalogWarning) if name == "billing" else nullcontext():
+                await router.tools(query)
+            elapsed[name] = anyio.current_time() - start
+
+        router.mark_changed("billing")
+        async with anyio.create_task_group() as group:
+            group.start_soon(turn, "billing", "refund a payment")  # lists billing: hangs 5 s
+            await anyio.sleep(0.2)
+            router.mark_changed("weather")
+            group.start_soon(turn, "weather", "weather forecast for Oslo")
+        assert elapsed["weather"] < 2.5 < elapsed["billing"]
+
+    run(main)
+
+
+def test_timeouts_and_cursors_are_read_with_care(embedder: Embedder) -> None:
+    with pytest.raises(InvalidInputError, match="list_timeout must be seconds > 0"):
+        McpRouter(list_timeout=0)
+
+    async def main() -> None:
+        router = McpRouter(embedder=embedder, cache=None)
+        built = await router.connect({"billing": PagedClient(PAGES[:1], [""])})  # "": the end
+        assert built.catalog.ids == ["billing/list_invoices"]
+
+    run(main)
+
+
+def test_a_reconnected_server_is_called_through_its_new_client(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        old, new = PagedClient(PAGES, ["p2", "p3", None]), PagedClient(PAGES, ["p2", "p3", None])
+        await router.connect({"billing": old})
+        await router.replace_client("billing", new)
+        assert router.client("billing") is new
+        assert router.changed == {"billing"}  # a restarted server may list other tools
+        promotion = await router.tools("refund a payment")
+        await router.call({"name": "refund_payment", "arguments": {}}, promotion)
+        assert (old.called, new.called) == ([], [("refund_payment", {})])
+        with pytest.raises(InvalidInputError, match="no server 'nope'"):
+            await router.replace_client("nope", new)
+
+    run(main)
