@@ -208,7 +208,8 @@ def test_sigterm_stops_the_proxy_and_its_upstreams(tmp_path: Path) -> None:
     config = tmp_path / "servers.json"
     config.write_text(json.dumps({"mcpServers": {"notes": notes, "stuck": hanging}}))
 
-    with proxy_process(config, "--lenient", "--connect-timeout", "3") as process:
+    # Long enough for the notes upstream to import the MCP SDK on a loaded machine.
+    with proxy_process(config, "--lenient", "--connect-timeout", "10") as process:
         try:
             answer = initialize(process)  # served, though "stuck" never answered
             upstream_pid = int(pid_file.read_text())
