@@ -1,18 +1,14 @@
-"""Phase 2 of a promotion with schemas from a schema source, through each schema cache.
+"""Phase 2 of a promotion with schemas from a schema source, through the schema cache.
 
 One turn promotes 8 tools of GitHub's MCP server (117 tools) in OpenAI format, with
 ``schema_source`` answering from a dict of input schemas, so after the first pass every
 schema is a cache hit, as in a long conversation. Entries, timed on one thread:
 
 * ``Rust SchemaCache``: the cache in the core (``toolgate._toolgate.SchemaCache``);
-* ``Python LRUSchemaCache``: the pure-Python twin in
-  :mod:`toolgate.promotion.schema_source`;
 * ``no cache``: every schema fetched and validated again, each turn;
 * ``catalog schemas``: no schema source at all, the floor the others approach.
 
-A second group times the caches alone: ``get_or_fetch`` hits on 64 cached schemas, the JSON
-text returned as it is (``... hit``) and parsed as promotion parses it (``... hit + parse``).
-Ratios to the Rust cache print at the end:
+Ratios to the cache print at the end:
 
     .venv/bin/python -m pytest benches/bench_schema_cache.py -q -p no:cacheprovider \\
         -o python_files='bench_*.py'
@@ -21,9 +17,7 @@ Ratios to the Rust cache print at the end:
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +27,7 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from toolgate._toolgate import SchemaCache
 from toolgate.catalog.catalog import Catalog
 from toolgate.promotion.promote import promote_tools
-from toolgate.promotion.schema_source import LRUSchemaCache, SchemaCacheLike
+from toolgate.promotion.schema_source import SchemaCacheLike
 
 if TYPE_CHECKING:
     from benches.conftest import RatioTable
@@ -46,7 +40,6 @@ LISTING = (
     / "github-mcp-server.tools-list.json"
 )
 GROUP = "promote 8 tools, schemas from a source"
-HIT_GROUP = "schema cache, 64 hits"
 PER_TURN = 8
 TURNS = 64
 
@@ -81,7 +74,6 @@ def _promote(
     "method",
     [
         "Rust SchemaCache",
-        "Python LRUSchemaCache",
         "no cache",
         "catalog schemas",
     ],
@@ -94,7 +86,6 @@ def test_promote(
     source = schemas.__getitem__
     caches: dict[str, SchemaCacheLike | None] = {
         "Rust SchemaCache": SchemaCache(4096, 64 << 20),
-        "Python LRUSchemaCache": LRUSchemaCache(4096),
         "no cache": None,
     }
     call = _promote(catalog, source if method in caches else None, caches.get(method))
@@ -102,32 +93,3 @@ def test_promote(
     benchmark.pedantic(call, rounds=300, iterations=1, warmup_rounds=20)  # type: ignore[no-untyped-call]
     assert benchmark.stats is not None
     ratio_table.record(GROUP, method, benchmark.stats.stats.min)
-
-
-@pytest.mark.parametrize("parse", [False, True], ids=["hit", "hit + parse"])
-@pytest.mark.parametrize("cache", ["Rust SchemaCache", "Python LRUSchemaCache"])
-def test_cache_hits(
-    benchmark: BenchmarkFixture, ratio_table: RatioTable, catalog: Catalog, cache: str, parse: bool
-) -> None:
-    """Time 64 cache hits with ``cache``, parsing the JSON or not."""
-    texts = {tool.id: json.dumps(tool.input_schema, sort_keys=True) for tool in catalog}
-    ids = list(texts)[:64]
-    store: SchemaCacheLike = (
-        SchemaCache(4096, 64 << 20) if cache == "Rust SchemaCache" else LRUSchemaCache(4096)
-    )
-    for tool_id in ids:
-        store.get_or_fetch(tool_id, 1, partial(texts.__getitem__, tool_id))
-
-    def hits() -> object:
-        found = [store.get_or_fetch(tool_id, 1, _never) for tool_id in ids]
-        return [json.loads(text) for text in found] if parse else found
-
-    group = f"{HIT_GROUP}{' + parse' if parse else ''}"
-    benchmark.group = group
-    benchmark.pedantic(hits, rounds=300, iterations=1, warmup_rounds=20)  # type: ignore[no-untyped-call]
-    assert benchmark.stats is not None
-    ratio_table.record(group, cache, benchmark.stats.stats.min)
-
-
-def _never() -> str:
-    raise AssertionError("every schema is cached")
