@@ -8,7 +8,9 @@ use super::errors::InvalidInputError;
 use super::index::PyIndex;
 use super::text::{parse_method, PyBm25};
 use crate::index::Index;
-use crate::route::{dense_signal as route_signal, route as route_core, RouteRequest, RoutedRow};
+use crate::route::{
+    dense_signal as route_signal, route as route_core, Ranking, RouteMode, RouteRequest, RoutedRow,
+};
 
 /// `(row, fused, dense, bm25)` of one routed row.
 type Row = (u32, f32, f32, f32);
@@ -65,7 +67,7 @@ fn route<'py>(
         slice(&deny, "deny")?,
     )?;
     let clauses = clauses.as_ref().map(|c| clause_values(c, index)).transpose()?;
-    let request = RouteRequest {
+    let ranking = Ranking {
         vector,
         clauses: clauses.unwrap_or_default(),
         clause_weight,
@@ -74,9 +76,11 @@ fn route<'py>(
         method,
         k,
         threshold,
-        forced: slice(&forced, "forced")?.unwrap_or_default(),
+        rankable: None,
         near_copy_cosine,
     };
+    let forced = slice(&forced, "forced")?.unwrap_or_default();
+    let request = RouteRequest { forced, mode: RouteMode::Rank(ranking) };
     let outcome = py.detach(|| route_core(index, bm25, &request, &gate))?;
     Ok((
         outcome.forced.iter().map(as_tuple).collect(),
