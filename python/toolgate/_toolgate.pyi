@@ -263,13 +263,19 @@ class Bm25:
         k1: float = 1.2,
         b: float = 0.75,
         field_weights: dict[str, float] | None = None,
+        exposed_names: Iterable[tuple[int, str]] | None = None,
     ) -> Bm25:
         """Indexes ``docs``: dicts (``name`` required; ``description``, ``param_text``,
-        ``server`` optional) or tuples ``(name, description, param_text, server)``."""
+        ``server`` optional) or tuples ``(name, description, param_text, server)``.
+
+        ``exposed_names`` are ``(row, name)`` pairs: the names the model sees where the
+        catalog renamed a tool, which :meth:`rows_named` and :meth:`mentioned_names` then know
+        too. They are the catalog's, not saved with the index: pass them to :meth:`load`."""
 
     @staticmethod
-    def load(path: _Path) -> Bm25:
-        """Reads an index written by :meth:`save`."""
+    def load(path: _Path, *, exposed_names: Iterable[tuple[int, str]] | None = None) -> Bm25:
+        """Reads an index written by :meth:`save`, with ``exposed_names`` as for
+        :meth:`build`."""
 
     def save(self, path: _Path) -> None:
         """Writes the index to ``path`` atomically."""
@@ -281,10 +287,12 @@ class Bm25:
         """Rows (ascending) whose id ``server/name`` contains every term of ``term``."""
 
     def rows_named(self, name: str) -> list[int]:
-        """Rows whose tool name or ``server/name`` id equals ``name``."""
+        """Rows whose tool name or ``server/name`` id equals ``name`` (else equals it ignoring
+        case; else the row whose exposed name does)."""
 
     def mentioned_names(self, query: str) -> list[int]:
-        """Rows whose compound name or id the query mentions verbatim (ignoring case)."""
+        """Rows whose compound name, id or exposed name the query mentions verbatim (ignoring
+        case); any name, when it is the whole query."""
 
     @property
     def k1(self) -> float:

@@ -126,18 +126,47 @@ fn extract_weights(obj: Option<&Bound<'_, PyAny>>) -> PyResult<FieldWeights> {
     Ok(weights)
 }
 
+/// `index` knowing the `exposed` names too, when given: a sequence of `(row, name)` pairs.
+fn with_exposed_names(index: Bm25Index, exposed: Option<&Bound<'_, PyAny>>) -> PyResult<Bm25Index> {
+    let Some(exposed) = exposed.filter(|obj| !obj.is_none()) else { return Ok(index) };
+    let not_pairs = || {
+        invalid(format!(
+            "exposed_names must be a sequence of (row, name) pairs, got {}",
+            type_name(exposed)
+        ))
+    };
+    if exposed.is_instance_of::<PyString>() {
+        return Err(not_pairs());
+    }
+    let mut pairs: Vec<(u32, String)> = Vec::new();
+    for (at, item) in exposed.try_iter().map_err(|_| not_pairs())?.enumerate() {
+        let item = item?;
+        pairs.push(item.extract().map_err(|_| {
+            invalid(format!(
+                "exposed_names[{at}] must be a (row, name) pair with a row in 0..2^32, got {}",
+                item.repr().map_or_else(|_| type_name(&item), |r| r.to_string())
+            ))
+        })?);
+    }
+    let pairs: Vec<(u32, &str)> = pairs.iter().map(|(row, name)| (*row, name.as_str())).collect();
+    Ok(index.with_exposed_names(&pairs)?)
+}
+
 #[pymethods]
 impl PyBm25 {
     /// Indexes `docs`, a sequence of dicts (`name` required; `description`, `param_text`,
     /// `server` optional strings) or tuples `(name, description, param_text, server)`.
+    /// `exposed_names`: `(row, name)` pairs, the names the model sees where the catalog
+    /// renamed a tool, for `rows_named` and `mentioned_names`; not saved with the index.
     #[staticmethod]
-    #[pyo3(signature = (docs, *, k1 = 1.2, b = 0.75, field_weights = None))]
+    #[pyo3(signature = (docs, *, k1 = 1.2, b = 0.75, field_weights = None, exposed_names = None))]
     fn build(
         py: Python<'_>,
         docs: &Bound<'_, PyAny>,
         k1: f32,
         b: f32,
         field_weights: Option<&Bound<'_, PyAny>>,
+        exposed_names: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         if docs.is_instance_of::<PyString>() || docs.is_instance_of::<PyDict>() {
             return Err(invalid(format!(
@@ -154,14 +183,20 @@ impl PyBm25 {
         }
         let params = Bm25Params { k1, b, weights: extract_weights(field_weights)? };
         let index = py.detach(|| Bm25Index::build(&documents, params))?;
-        Ok(Self { index })
+        Ok(Self { index: with_exposed_names(index, exposed_names)? })
     }
 
     /// Reads an index written by `save`; a damaged or foreign file raises `IndexFormatError`.
+    /// `exposed_names` as for `build`: the file does not hold them.
     #[staticmethod]
-    fn load(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+    #[pyo3(signature = (path, *, exposed_names = None))]
+    fn load(
+        py: Python<'_>,
+        path: PathBuf,
+        exposed_names: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let index = py.detach(|| Bm25Index::load(&path))?;
-        Ok(Self { index })
+        Ok(Self { index: with_exposed_names(index, exposed_names)? })
     }
 
     /// Writes the index to `path` atomically (temporary file, fsync, rename).
@@ -183,12 +218,14 @@ impl PyBm25 {
         Ok(self.index.name_has_term(term)?.into_pyarray(py))
     }
 
-    /// Rows whose tool name or `server/name` id equals `name` (else equals it ignoring case).
+    /// Rows whose tool name or `server/name` id equals `name` (else equals it ignoring case;
+    /// else the row whose exposed name does).
     fn rows_named(&self, name: &str) -> Vec<u32> {
         self.index.rows_named(name)
     }
 
-    /// Rows whose compound name or id the query mentions verbatim (ignoring case).
+    /// Rows whose compound name, id or exposed name the query mentions verbatim (ignoring
+    /// case).
     fn mentioned_names(&self, query: &str) -> Vec<u32> {
         self.index.mentioned_names(query)
     }
