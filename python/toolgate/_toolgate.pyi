@@ -12,9 +12,12 @@ from numpy.typing import NDArray
 __all__ = [
     "Bm25",
     "GatedCandidate",
+    "GatedRow",
     "Index",
     "IndexFormatError",
     "InvalidInputError",
+    "RouteOutcome",
+    "RoutedRow",
     "SchemaCache",
     "SearchResult",
     "ToolgateError",
@@ -31,6 +34,7 @@ __all__ = [
     "dense_signal",
     "fuse",
     "route",
+    "route_select",
 ]
 __version__: str
 
@@ -154,7 +158,7 @@ class Index:
     def scores(self, query: NDArray[np.float32]) -> NDArray[np.float32]:
         """Cosine of ``query`` against every row, at the storage precision: exact f32 for
         ``"f32"`` indexes, within the quantisation error for ``"int8"`` / ``"bf16"`` (use
-        :meth:`rescore` on the rows you keep)."""
+        :meth:`rescore` on the rows you keep). :func:`route` ranks on these."""
 
     def vectors(self, rows: Iterable[int]) -> NDArray[np.float32]:
         """The stored (normalised) f32 vectors of ``rows``, as a (len(rows), d) copy."""
@@ -326,8 +330,6 @@ def fuse(
     ``raw``, ``minmax`` or ``divmax``.
     """
 
-_RoutedRow = tuple[int, float, float, float]
-
 def dense_signal(
     index: Index,
     cosine: NDArray[np.float32],
@@ -338,6 +340,72 @@ def dense_signal(
     clause vectors ((m, d) float32): for the rows nearest the query, the cosine plus
     ``clause_weight`` times the best clause cosine; for the rest, ``1 + clause_weight`` times
     the cosine."""
+
+@final
+class RoutedRow:
+    """One active row of a route and the evidence for it."""
+
+    @property
+    def row(self) -> int:
+        """Row number in the index."""
+
+    @property
+    def fused(self) -> float:
+        """Fused score."""
+
+    @property
+    def dense(self) -> float:
+        """Whole-query cosine, at the index's storage precision."""
+
+    @property
+    def bm25(self) -> float:
+        """BM25 score."""
+
+    @property
+    def copy_of(self) -> int | None:
+        """The row placed above that this ranked row nearly copies, if it does."""
+
+@final
+class GatedRow:
+    """A row the gate kept out of a route: the fused score it would have ranked with, and
+    the flags it misses."""
+
+    @property
+    def row(self) -> int:
+        """Row number in the index."""
+
+    @property
+    def fused(self) -> float:
+        """Fused score."""
+
+    @property
+    def missing_flags(self) -> list[int]:
+        """Required flags the caller did not satisfy, ascending."""
+
+@final
+class RouteOutcome:
+    """What one :func:`route` or :func:`route_select` call chose, and what the gate kept out."""
+
+    @property
+    def forced(self) -> list[RoutedRow]:
+        """Eligible forced rows: best fused score first from :func:`route`, in the order
+        given from :func:`route_select`."""
+
+    @property
+    def ranked(self) -> list[RoutedRow]:
+        """The best ``k`` other eligible rows, best first, near copies moved down."""
+
+    @property
+    def n_gated(self) -> int:
+        """Rows in scope but gated out by missing flags."""
+
+    @property
+    def n_out_of_scope(self) -> int:
+        """Rows outside ``allow`` or inside ``deny``."""
+
+    @property
+    def gated(self) -> list[GatedRow]:
+        """The best few gated rows that would otherwise have been active, best first."""
 
 def route(
     index: Index,
@@ -354,31 +422,40 @@ def route(
     allow: NDArray[np.uint32] | None = None,
     deny: NDArray[np.uint32] | None = None,
     forced: NDArray[np.uint32] | None = None,
+    rankable: NDArray[np.uint32] | None = None,
     clauses: NDArray[np.float32] | None = None,
     clause_weight: float = 0.0,
     near_copy_cosine: float | None = None,
-) -> tuple[
-    list[_RoutedRow],
-    list[_RoutedRow],
-    int,
-    int,
-    list[tuple[_RoutedRow, list[int]]],
-    list[tuple[int, int]],
-]:
+) -> RouteOutcome:
     """Dense scan, BM25, fusion, gating and top-k for one query, with the GIL released.
 
-    ``clauses`` ((m, d) float32) are clause vectors of a multi-intent query: fusion reads each
-    row's whole-query cosine plus ``clause_weight`` times its best clause cosine.
-    ``near_copy_cosine``: a ranked row with the same tool name as a row placed above it, and
-    whose stored vector has at least this cosine with that row's, is moved below the rows
-    that are not copies and score at least half as well (the best ``2k`` are ranked, ``k``
-    kept).
+    Rows are ranked on :meth:`Index.scores`, at the index's storage precision: unlike
+    :meth:`Index.search`, nothing is re-scored in f32, so on an int8 or bf16 index the rows,
+    their order and the ``dense`` cosines are the compact copy's.
 
-    Returns ``(forced, ranked, n_gated, n_out_of_scope, gated, copies)``; each row is
-    ``(row, fused, dense, bm25)`` (``dense``: the whole-query cosine), each gated entry
-    carries its missing flags, and ``copies`` pairs each ranked near copy with the row above
-    it that it copies.
+    ``forced`` rows are included whenever eligible, whatever their score. ``rankable`` (a
+    ``+term`` filter) lists the only other rows that may be ranked; a row in scope outside it
+    is left out of the outcome altogether, and ``n_out_of_scope`` counts ``allow`` and
+    ``deny`` alone. ``clauses`` ((m, d) float32) are clause vectors of a multi-intent query:
+    fusion reads each row's whole-query cosine plus ``clause_weight`` times its best clause
+    cosine. ``near_copy_cosine``: a ranked row with the same tool name as a row placed above
+    it, and whose stored vector has at least this cosine with that row's, is moved below the
+    rows that are not copies and score at least half as well (the best ``2k`` are ranked,
+    ``k`` kept).
     """
+
+def route_select(
+    index: Index,
+    bm25: Bm25,
+    rows: NDArray[np.uint32],
+    *,
+    flags: NDArray[np.uint32] | None = None,
+    allow: NDArray[np.uint32] | None = None,
+    deny: NDArray[np.uint32] | None = None,
+) -> RouteOutcome:
+    """ToolSearch's ``select:``, the same core call as :func:`route` in another mode: the
+    eligible ``rows`` alone, in the order given (each once), every score 0. Nothing is
+    scanned; ``n_gated`` counts the gated ``rows``."""
 
 @final
 class SchemaCache:

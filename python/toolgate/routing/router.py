@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -72,11 +71,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT", "Router", "RouterConfig", "default_embedder"]
 
 _QUERY_CACHE_SIZE = 1024
-# Where a name mentioned in running text ends, as in the core's name index
-# (rust/bm25/names.rs): whitespace and these delimiters. A word is tried as it is, then
-# without the characters around it that are neither alphanumeric nor "_" (**web__search**.).
-_MENTION_SPLIT = re.compile(r"[\s,;()\[\]{}<>\"'`|=]+")
-_MENTION_EDGES = re.compile(r"^[^\w]+|[^\w]+$")
 _EMBEDDING_DIM = 384
 _SCHEMA_CACHE_ENTRIES = 4096
 _SCHEMA_CACHE_BYTES = 64 << 20
@@ -120,6 +114,7 @@ class Router:
 
         ``catalog`` and ``embedder`` may be loaders, called on first use; routing needs only
         the ``outline`` (ids, pinned rows, version) of a catalog that is not loaded yet.
+        ``bm25`` must know the catalog's exposed names (``Bm25.build(exposed_names=...)``).
         """
         if isinstance(catalog, Catalog):
             outline = CatalogOutline.of(catalog)
@@ -156,8 +151,7 @@ class Router:
         )
         # Recent queries and history turns recur turn after turn; embedding is most of a route.
         self._embed_text = lru_cache(maxsize=_QUERY_CACHE_SIZE)(self._embed_one)
-        self._pinned = np.asarray(outline.pinned, dtype=np.uint32)
-        self._renamed: Lazy[dict[str, int]] = Lazy(None, self._renamed_mentions)
+        self._pinned = sorted(set(outline.pinned))
         self._row_of_id: Lazy[tuple[dict[str, int], dict[str, int]]] = Lazy(None, self._rows_by_id)
 
     def _rows_by_id(self) -> tuple[dict[str, int], dict[str, int]]:
@@ -176,13 +170,6 @@ class Router:
         if self._outline.slashed_servers is None and ambiguous:
             return tuple(tool.name for tool in self.catalog)
         return self._outline.names()
-
-    def _renamed_mentions(self) -> dict[str, int]:
-        """Folded exposed names that differ from their tool's name, to the tool's row."""
-        renamed = self._outline.exposed
-        if renamed is None:  # a manifest that predates them: ask the catalog
-            renamed = renamed_rows(self.catalog)
-        return {name.casefold(): row for row, name in renamed}
 
     @property
     def catalog(self) -> Catalog:
@@ -292,6 +279,7 @@ class Router:
                 "params": params,
                 "server": server,
             },
+            exposed_names=renamed_rows(catalog),
         )
         files = {MATRIX: fingerprint(directory / MATRIX), BM25: save_fingerprinted(bm25, directory)}
         router = cls(
@@ -371,9 +359,12 @@ class Router:
         directory = Path(path)
         saved = read_manifest(directory)
         check_files(directory, saved)
+        exposed = saved.outline.exposed
+        if exposed is None:  # a manifest that predates them: ask the catalog
+            exposed = renamed_rows(load_saved_catalog(directory / CATALOG, saved.outline))
         try:
             index = _toolgate.Index.open(directory / MATRIX, expected_dim=_EMBEDDING_DIM)
-            bm25 = _toolgate.Bm25.load(directory / BM25)
+            bm25 = _toolgate.Bm25.load(directory / BM25, exposed_names=exposed)
         except OSError as exc:  # missing, or a directory in a file's place
             raise IndexFormatError(
                 f"{exc.filename or directory}: cannot read: {exc.strerror}"
@@ -491,29 +482,22 @@ class Router:
             return _with_unknown(result, stale)
         if not parsed.text:
             raise InvalidInputError("query is empty")
-        named = {*self._bm25.mentioned_names(query), *self._exposed_mentioned(query)}
+        named = self._bm25.mentioned_names(query)
         reasons = {row: "included" for row in included} | {row: "named" for row in named}
-        forced = np.union1d(np.asarray(sorted(reasons), dtype=np.uint32), self._pinned).astype(
-            np.uint32
-        )
-        scope = allow_rows
-        if parsed.required_terms:
-            # The terms filter what is ranked; named and pinned tools stay in.
-            having = self._require_name_terms(parsed.required_terms, allow_rows)
-            admitted = forced if allow_rows is None else np.intersect1d(forced, allow_rows)
-            scope = np.union1d(having, admitted).astype(np.uint32)
+        forced = self._with_pinned(sorted(reasons))
+        rankable = None
+        if parsed.required_terms:  # they filter what is ranked; named and pinned tools stay
+            rankable = self._rows_having_terms(parsed.required_terms)
         embed_start = time.perf_counter()
         vector, clauses = self._query_vectors(parsed.text, history)
         core_start = time.perf_counter()
         outcome = _toolgate.route(
             self._index, self._bm25, vector, parsed.text,
             alpha=self.config.alpha, method=self.config.fusion, top=self.config.fusion_top,
-            k=k, threshold=floor, flags=flags, allow=scope, deny=deny_rows, forced=forced,
-            clauses=clauses, clause_weight=self.config.clause_weight,
+            k=k, threshold=floor, flags=flags, allow=allow_rows, deny=deny_rows, forced=forced,
+            rankable=rankable, clauses=clauses, clause_weight=self.config.clause_weight,
             near_copy_cosine=self.config.near_copy_cosine,
         )  # fmt: skip
-        if scope is not allow_rows:
-            outcome = (*outcome[:3], self._out_of_scope(allow_rows, deny_rows), *outcome[4:])
         end = time.perf_counter()
         timings = {
             "parse": (embed_start - start) * 1e3,
@@ -601,25 +585,13 @@ class Router:
                 unknown.append(name)
         reasons = {row: "included" for row in included} | {row: "selected" for row in rows}
         rows += [row for row in included if row not in rows]
-        forced = np.union1d(np.asarray(rows, dtype=np.uint32), self._pinned).astype(np.uint32)
-        scope = forced if allow_rows is None else np.intersect1d(forced, allow_rows)
         core_start = time.perf_counter()
-        # A zero vector and no text: selection needs no scoring, only the gate.
-        outcome = _toolgate.route(
-            self._index, self._bm25, np.zeros(self._index.dim, dtype=np.float32), "",
-            alpha=self.config.alpha, method=self.config.fusion, top=self.config.fusion_top,
-            k=1, threshold=None, flags=flags, allow=scope.astype(np.uint32), deny=deny_rows,
-            forced=forced,
+        outcome = _toolgate.route_select(
+            self._index, self._bm25, self._with_pinned(rows),
+            flags=flags, allow=allow_rows, deny=deny_rows,
         )  # fmt: skip
         timings = {"core": (time.perf_counter() - core_start) * 1e3}
-        routed, _, n_gated, _, gated, _ = outcome
-        order = {row: i for i, row in enumerate(rows)}
-        routed = sorted(routed, key=lambda item: order.get(item[0], len(order)))
-        n_out = self._out_of_scope(allow_rows, deny_rows)
-        result = self._result(
-            query, parsed.form, (routed, [], n_gated, n_out, gated, []), timings, start,
-            reasons=reasons,
-        )  # fmt: skip
+        result = self._result(query, parsed.form, outcome, timings, start, reasons=reasons)
         excluded = self._excluded_by_scope(rows, allow_rows, deny_rows)
         return replace(result, unknown=tuple(unknown), gated_out=result.gated_out + excluded)
 
@@ -635,30 +607,10 @@ class Router:
                 out.append(GatedOut(self._ids[row], 0.0, (), "in the deny list"))
         return tuple(out)
 
-    def _out_of_scope(self, allow_rows: np.ndarray | None, deny_rows: np.ndarray | None) -> int:
-        """How many tools the caller's allow and deny lists shut out (not the query form)."""
-        allowed = len(self._ids) if allow_rows is None else len(allow_rows)
-        if deny_rows is None:
-            return len(self._ids) - allowed
-        if allow_rows is not None:
-            deny_rows = np.intersect1d(allow_rows, deny_rows)
-        return len(self._ids) - allowed + len(deny_rows)
-
-    def _exposed_mentioned(self, query: str) -> list[int]:
-        """Rows whose exposed name, where it differs from the tool name, the query mentions.
-
-        The model sees exposed names (``web__search``) and repeats them; the core's name
-        index knows the tool names, so these are looked up here, word by word.
-        """
-        renamed = self._renamed.get()
-        if not renamed:
-            return []
-        rows = []
-        for word in _MENTION_SPLIT.split(query.casefold()):
-            for candidate in (word, _MENTION_EDGES.sub("", word)):
-                if (row := renamed.get(candidate)) is not None:
-                    rows.append(row)
-        return rows
+    def _with_pinned(self, rows: Sequence[int]) -> np.ndarray:
+        """``rows`` (in their order) followed by the pinned rows not among them, ascending."""
+        listed = set(rows)
+        return np.asarray([*rows, *(r for r in self._pinned if r not in listed)], dtype=np.uint32)
 
     def _rows_named(self, name: str) -> list[int]:
         """Rows of the tools ``name`` names: an id (any case), a name or an exposed name.
@@ -674,10 +626,7 @@ class Router:
             if row is None:
                 row = folded.get(name.casefold())
             return [] if row is None else [row]
-        rows = list(self._bm25.rows_named(name))
-        if not rows and (row := self._renamed.get().get(name.casefold())) is not None:
-            rows = [row]
-        return rows
+        return list(self._bm25.rows_named(name))
 
     def _included_rows(self, include: Iterable[str] | None) -> tuple[list[int], list[str]]:
         """The rows ``include`` names, and its entries that name no tool.
@@ -700,14 +649,12 @@ class Router:
             rows.extend(found)
         return sorted(set(rows)), unknown
 
-    def _require_name_terms(
-        self, terms: Sequence[str], allow_rows: np.ndarray | None
-    ) -> np.ndarray:
-        rows: np.ndarray | None = allow_rows
-        for term in terms:
-            having = np.asarray(self._bm25.name_has_term(term), dtype=np.uint32)
-            rows = having if rows is None else np.intersect1d(rows, having)
-        assert rows is not None  # terms is never empty here
+    def _rows_having_terms(self, terms: Sequence[str]) -> np.ndarray:
+        """Rows whose id holds every one of the ``+term`` words ``terms`` (not empty)."""
+        having = [np.asarray(self._bm25.name_has_term(term), dtype=np.uint32) for term in terms]
+        rows = having[0]
+        for more in having[1:]:
+            rows = np.intersect1d(rows, more)
         return rows.astype(np.uint32)
 
     def _query_vectors(
@@ -727,32 +674,33 @@ class Router:
         self,
         query: str,
         form: str,
-        outcome: tuple[Any, ...],
+        outcome: _toolgate.RouteOutcome,
         timings: dict[str, float],
         start: float,
         *,
         reasons: Mapping[int, str],
     ) -> RouteResult:
         """The result of a route; ``reasons`` says why each forced row is in (else pinned)."""
-        forced, ranked, n_gated, n_out_of_scope, gated, copies = outcome
         ids = self._ids
         tools = [
-            RoutedTool(ids[row], fused, dense, bm25, reasons.get(row, "pinned"))
-            for row, fused, dense, bm25 in forced
+            RoutedTool(ids[r.row], r.fused, r.dense, r.bm25, reasons.get(r.row, "pinned"))
+            for r in outcome.forced
         ]
-        copy_of = dict(copies)
         tools += [
-            RoutedTool(ids[row], f, d, b, copy_of=ids[copy_of[row]] if row in copy_of else None)
-            for row, f, d, b in ranked
-        ]
+            RoutedTool(
+                ids[r.row], r.fused, r.dense, r.bm25,
+                copy_of=None if r.copy_of is None else ids[r.copy_of],
+            )
+            for r in outcome.ranked
+        ]  # fmt: skip
         gated_out = tuple(
             GatedOut(
-                ids[row],
-                fused,
-                tuple(missing_keys := self._vocabulary.describe(missing)),
+                ids[gated.row],
+                gated.fused,
+                tuple(missing_keys := self._vocabulary.describe(gated.missing_flags)),
                 "requires " + ", ".join(missing_keys),
             )
-            for (row, fused, _dense, _bm25), missing in gated
+            for gated in outcome.gated
         )
         timings["total"] = (time.perf_counter() - start) * 1e3
         return RouteResult(
@@ -760,8 +708,8 @@ class Router:
             form=form,
             tools=tuple(tools),
             gated_out=gated_out,
-            n_gated=n_gated,
-            n_out_of_scope=n_out_of_scope,
+            n_gated=outcome.n_gated,
+            n_out_of_scope=outcome.n_out_of_scope,
             timings_ms={key: round(value, 4) for key, value in timings.items()},
             catalog_version=self._outline.version,
         )
