@@ -7,9 +7,10 @@ use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods}
 use pyo3::prelude::*;
 
 use super::arrays::row_major;
-use super::errors::InvalidInputError;
+use super::bm25::PyBm25;
+use super::error::InvalidInputError;
+use super::fusion::parse_method;
 use super::index::PyIndex;
-use super::text::{parse_method, PyBm25};
 use crate::gating::Gate;
 use crate::index::Index;
 use crate::route::{

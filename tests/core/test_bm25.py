@@ -15,7 +15,8 @@ import pytest
 import snowballstemmer
 
 from tests.shared_data import CATALOGS, require
-from toolgate._toolgate import Bm25, analyze_text
+from toolgate._toolgate import Bm25
+from toolgate._toolgate._testing import analyze_text
 from toolgate.errors import IndexFormatError, InvalidInputError
 
 # The documented stop-word list, restated here so a change to it is a visible decision.

@@ -91,3 +91,12 @@ def test_select_keeps_the_order_given_and_scores_nothing(parts: tuple[Index, Bm2
     with pytest.raises(InvalidInputError, match="not C-contiguous"):
         _toolgate.route_select(index, bm25, rows([0, 1, 2, 3])[::2])
 
+
+def test_test_hooks_live_in_a_private_submodule() -> None:
+    import toolgate._toolgate._testing as imported
+    from toolgate._toolgate import _testing
+
+    assert imported is _testing
+    assert _testing.available_isas()[-1] == "serial"
+    assert not hasattr(_toolgate, "_scan")
+    assert not hasattr(_toolgate, "analyze_text")

@@ -1,31 +1,18 @@
-//! Bindings for BM25 (`Bm25`), score fusion (`fuse`) and the schema cache (`SchemaCache`).
+//! `Bm25`: build, load, save, score, and the exact-name look-ups.
 //!
-//! Every class is `frozen` over immutable or internally locked core types, so one instance
-//! may be shared by any number of threads with or without the GIL. O(N) work runs detached
-//! from the interpreter; arguments are validated here so bad input is an `InvalidInputError`
-//! naming the argument, never a panic.
+//! The class is `frozen` over the immutable core index, so one instance may be shared by any
+//! number of threads with or without the GIL. Scoring runs detached from the interpreter;
+//! documents are validated here so bad input is an `InvalidInputError` naming the document
+//! and field, never a panic.
 
 use std::path::PathBuf;
 
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::arrays::row_major;
-use super::errors::InvalidInputError;
+use super::error::{invalid, type_name};
 use crate::bm25::{Bm25Index, Bm25Params, FieldWeights, ToolDocument};
-use crate::cache::SchemaCache;
-use crate::fusion::{self, FusionMethod, Normalizer};
-use crate::tokenize;
-
-fn invalid(message: String) -> PyErr {
-    InvalidInputError::new_err(message)
-}
-
-/// `type(obj).__name__`, for error messages.
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map_or_else(|_| "object".to_string(), |n| n.to_string())
-}
 
 /// A BM25 index over tool documents (name, description, parameter text, server).
 ///
@@ -270,223 +257,7 @@ impl PyBm25 {
     }
 }
 
-/// The terms BM25 indexes for `text`: split at separators, case and digit changes, lower-cased,
-/// stop words dropped (unless `keep_stop_words`), words stemmed (English Snowball).
-#[pyfunction]
-#[pyo3(signature = (text, *, keep_stop_words = false))]
-fn analyze_text(text: &str, keep_stop_words: bool) -> Vec<String> {
-    let mut terms = Vec::new();
-    if keep_stop_words {
-        tokenize::analyze_keep_stop_words(text, |t| terms.push(t.to_owned()));
-    } else {
-        tokenize::analyze(text, |t| terms.push(t.to_owned()));
-    }
-    terms
-}
-
-/// A read-only contiguous float32 1-D array, or an `InvalidInputError` saying what it is.
-fn extract_scores<'py>(
-    obj: &Bound<'py, PyAny>,
-    name: &str,
-) -> PyResult<PyReadonlyArray1<'py, f32>> {
-    let array: PyReadonlyArray1<'py, f32> = obj.extract().map_err(|_| {
-        let detail = match obj.getattr("dtype").and_then(|d| d.str()) {
-            Ok(dtype) => format!(
-                "array of dtype {dtype} with ndim {}",
-                obj.getattr("ndim").map_or_else(|_| "?".to_string(), |n| n.to_string())
-            ),
-            Err(_) => type_name(obj),
-        };
-        invalid(format!("{name} must be a 1-D float32 numpy array, got {detail}"))
-    })?;
-    row_major(&array, name)?;
-    Ok(array)
-}
-
-/// Parses a normaliser name: `raw`, `minmax` or `divmax`.
-fn parse_normalizer(name: &str, top: usize) -> Option<Normalizer> {
-    match name {
-        "raw" => Some(Normalizer::Raw),
-        "minmax" => Some(Normalizer::MinMax { top }),
-        "divmax" => Some(Normalizer::DivMax),
-        _ => None,
-    }
-}
-
-/// Parses a fusion method: `rrf`, `minmax` (min-max on both), `divmax` (raw cosine plus BM25
-/// divided by its max), or `"<dense>+<sparse>"` with each side `raw`, `minmax` or `divmax`.
-pub(super) fn parse_method(method: &str, top: usize, rrf_k: f32) -> PyResult<FusionMethod> {
-    let (dense, sparse) = match method {
-        "rrf" => return Ok(FusionMethod::reciprocal_rank(rrf_k, top)),
-        "minmax" => ("minmax", "minmax"),
-        "divmax" => ("raw", "divmax"),
-        other => other.split_once('+').unwrap_or((other, "")),
-    };
-    match (parse_normalizer(dense, top), parse_normalizer(sparse, top)) {
-        (Some(dense), Some(sparse)) => Ok(FusionMethod::Weighted { dense, sparse }),
-        _ => Err(invalid(format!(
-            "unknown fusion method {method:?}; use \"minmax\", \"divmax\", \"rrf\" or \
-             \"<dense>+<sparse>\" with each of raw, minmax, divmax"
-        ))),
-    }
-}
-
-/// Fuses dense (cosine) and BM25 scores into one float32 array, `alpha` weighting dense.
-///
-/// `method`: `"minmax"` maps each signal through min-max over its `top` best rows;
-/// `"divmax"` keeps raw cosines and divides BM25 by its maximum; `"<dense>+<sparse>"` picks
-/// each side from `raw`, `minmax`, `divmax`; `"rrf"` is reciprocal-rank fusion with
-/// constant `rrf_k` over each signal's `top` best rows. `top = 0` means every row.
-#[pyfunction]
-#[pyo3(signature = (dense, sparse, *, alpha, method = "minmax", top = 100, rrf_k = 60.0))]
-fn fuse<'py>(
-    py: Python<'py>,
-    dense: &Bound<'py, PyAny>,
-    sparse: &Bound<'py, PyAny>,
-    alpha: f32,
-    method: &str,
-    top: i64,
-    rrf_k: f32,
-) -> PyResult<Bound<'py, PyArray1<f32>>> {
-    let top = usize::try_from(top)
-        .map_err(|_| invalid(format!("top must be >= 0 (0 means every row), got {top}")))?;
-    let method = parse_method(method, top, rrf_k)?;
-    let dense = extract_scores(dense, "dense")?;
-    let sparse = extract_scores(sparse, "sparse")?;
-    let (dense, sparse) = (dense.as_slice()?, sparse.as_slice()?);
-    let fused = py.detach(|| fusion::fuse(dense, sparse, alpha, method))?;
-    Ok(fused.into_pyarray(py))
-}
-
-/// A catalog version as the core's `u64`, or an `InvalidInputError`.
-fn extract_version(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    obj.extract::<u64>().map_err(|_| {
-        invalid(format!(
-            "version must be an int in [0, 2**64), got {}",
-            obj.repr().map_or_else(|_| type_name(obj), |r| r.to_string())
-        ))
-    })
-}
-
-/// A thread-safe LRU cache of schema JSON strings keyed by (tool id, catalog version).
-///
-/// `SchemaCache(max_entries, max_bytes)` bounds both the entry count and the bytes held
-/// (UTF-8 length of tool ids plus schemas). A schema bigger than `max_bytes` on its own is
-/// returned by `get_or_fetch` but never cached.
-#[pyclass(frozen, name = "SchemaCache", module = "toolgate._toolgate")]
-struct PySchemaCache {
-    cache: SchemaCache,
-}
-
-#[pymethods]
-impl PySchemaCache {
-    #[new]
-    fn new(max_entries: &Bound<'_, PyAny>, max_bytes: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let bound = |obj: &Bound<'_, PyAny>, name: &str| {
-            obj.extract::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
-                invalid(format!(
-                    "{name} must be a positive int, got {}",
-                    obj.repr().map_or_else(|_| type_name(obj), |r| r.to_string())
-                ))
-            })
-        };
-        let cache =
-            SchemaCache::new(bound(max_entries, "max_entries")?, bound(max_bytes, "max_bytes")?)?;
-        Ok(Self { cache })
-    }
-
-    /// The cached schema of `tool_id` at `version`, or None; counts a hit or a miss.
-    fn get(&self, tool_id: &str, version: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
-        Ok(self.cache.get(tool_id, extract_version(version)?).map(|s| s.to_string()))
-    }
-
-    /// Caches `schema`; returns False (caching nothing) if it alone exceeds `max_bytes`.
-    fn put(&self, tool_id: &str, version: &Bound<'_, PyAny>, schema: &str) -> PyResult<bool> {
-        Ok(self.cache.insert(tool_id, extract_version(version)?, schema))
-    }
-
-    /// The cached schema, or else `fetch()` (called without the cache's lock), then cached.
-    fn get_or_fetch(
-        &self,
-        tool_id: &str,
-        version: &Bound<'_, PyAny>,
-        fetch: &Bound<'_, PyAny>,
-    ) -> PyResult<String> {
-        let version = extract_version(version)?;
-        if !fetch.is_callable() {
-            return Err(invalid(format!("fetch must be callable, got {}", type_name(fetch))));
-        }
-        let schema = self.cache.get_or_fetch(tool_id, version, || -> PyResult<String> {
-            let value = fetch.call0()?;
-            value.extract::<String>().map_err(|_| {
-                invalid(format!(
-                    "fetch for {tool_id:?} (version {version}) returned {}, expected the schema \
-                     as a str",
-                    type_name(&value)
-                ))
-            })
-        })?;
-        Ok(schema.to_string())
-    }
-
-    /// Counters and sizes: hits, misses, evictions, entries, bytes.
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.cache.stats();
-        let dict = PyDict::new(py);
-        dict.set_item("hits", s.hits)?;
-        dict.set_item("misses", s.misses)?;
-        dict.set_item("evictions", s.evictions)?;
-        dict.set_item("entries", s.entries)?;
-        dict.set_item("bytes", s.bytes)?;
-        Ok(dict)
-    }
-
-    /// Drops every entry; counters are kept.
-    fn clear(&self) {
-        self.cache.clear();
-    }
-
-    /// `(tool_id, version)` of every entry, most recently used first.
-    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        PyList::new(py, self.cache.keys())
-    }
-
-    /// The entry-count bound.
-    #[getter]
-    fn max_entries(&self) -> usize {
-        self.cache.max_entries()
-    }
-
-    /// The byte bound.
-    #[getter]
-    fn max_bytes(&self) -> usize {
-        self.cache.max_bytes()
-    }
-
-    fn __len__(&self) -> usize {
-        self.cache.len()
-    }
-
-    fn __repr__(&self) -> String {
-        let s = self.cache.stats();
-        format!(
-            "SchemaCache(entries={}/{}, bytes={}/{}, hits={}, misses={}, evictions={})",
-            s.entries,
-            self.cache.max_entries(),
-            s.bytes,
-            self.cache.max_bytes(),
-            s.hits,
-            s.misses,
-            s.evictions
-        )
-    }
-}
-
-/// Adds `Bm25`, `analyze_text`, `fuse` and `SchemaCache` to the extension module.
+/// Adds `Bm25` to the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyBm25>()?;
-    m.add_class::<PySchemaCache>()?;
-    m.add_function(wrap_pyfunction!(fuse, m)?)?;
-    m.add_function(wrap_pyfunction!(analyze_text, m)?)?;
-    Ok(())
+    m.add_class::<PyBm25>()
 }

@@ -1,5 +1,6 @@
 """Type stubs for the compiled core, ``toolgate._toolgate``. Hand-written: keep in step with
-``rust/py/``; ``python -m mypy.stubtest toolgate._toolgate`` checks that they agree."""
+``rust/py/``; ``python -m mypy.stubtest toolgate._toolgate`` checks that they agree (for the
+private submodule ``_testing`` too)."""
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from os import PathLike
@@ -8,6 +9,8 @@ from typing import Any, Literal, final
 
 import numpy as np
 from numpy.typing import NDArray
+
+from . import _testing as _testing
 
 __all__ = [
     "Bm25",
@@ -22,15 +25,7 @@ __all__ = [
     "SearchResult",
     "ToolgateError",
     "__version__",
-    "_active_isa",
-    "_available_isas",
-    "_dot",
-    "_force_isa",
-    "_i8_error_bound",
-    "_read_probe",
-    "_scan",
-    "_scan_batch",
-    "analyze_text",
+    "_testing",
     "dense_signal",
     "fuse",
     "route",
@@ -312,9 +307,6 @@ class Bm25:
 
     def __len__(self) -> int: ...
 
-def analyze_text(text: str, *, keep_stop_words: bool = False) -> list[str]:
-    """The terms BM25 indexes for ``text``."""
-
 def fuse(
     dense: NDArray[np.float32],
     sparse: NDArray[np.float32],
@@ -489,26 +481,3 @@ class SchemaCache:
         """The byte bound."""
 
     def __len__(self) -> int: ...
-
-def _available_isas() -> list[str]: ...
-def _active_isa() -> str: ...
-def _force_isa(name: str | None) -> None: ...
-def _scan(
-    query: NDArray[np.float32],
-    rows: NDArray[Any],
-    dtype: str = "f32",
-    scales: NDArray[np.float32] | None = None,
-    *,
-    padded: bool = False,
-) -> NDArray[np.float32]: ...
-def _scan_batch(
-    queries: NDArray[np.float32],
-    rows: NDArray[Any],
-    dtype: str = "f32",
-    scales: NDArray[np.float32] | None = None,
-    *,
-    padded: bool = False,
-) -> NDArray[np.float32]: ...
-def _read_probe(rows: NDArray[np.float32]) -> float: ...
-def _dot(a: NDArray[np.float32], b: NDArray[np.float32]) -> float: ...
-def _i8_error_bound(query: NDArray[np.float32], scale: float) -> float: ...
