@@ -53,8 +53,10 @@ class Index:
     The file holds the rows L2-normalised (as f32, plus an int8 or bf16 copy for those
     storage types), a model id, one uint64 id per row and per-row required-flag masks. It is
     written atomically and mapped read-only, so many processes share one copy of its pages.
-    Int8 and bf16 indexes scan the compact copy, then re-score the candidates exactly in f32:
-    their results equal an f32 index's, bit for bit.
+    The searches (:meth:`search`, :meth:`search_gated`, :meth:`search_batch`) scan the compact
+    copy of an int8 or bf16 index, then re-score the candidates exactly in f32: their results
+    equal an f32 index's, bit for bit. :meth:`scores`, and :func:`route`, which ranks on it,
+    give the compact copy's cosines as they are.
 
     One index may be searched from any number of threads at once; the GIL is released while
     it scans.
