@@ -18,6 +18,7 @@ import numpy as np
 from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
+from toolgate.embedding.embedder import Embedder, resolve_cache
 from toolgate.errors import IndexFormatError
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.state import FlagVocabulary
@@ -39,7 +40,6 @@ from toolgate.routing.store import (
 
 if TYPE_CHECKING:
     from toolgate.embedding.cache import EmbeddingCache
-    from toolgate.embedding.embedder import Embedder
 
 __all__ = [
     "Built",
@@ -60,10 +60,6 @@ def default_embedder(
 ) -> Embedder:
     """The bundled model at ``precision`` (``progress`` as
     :class:`~toolgate.embedding.embedder.Embedder`)."""
-    from toolgate.embedding.embedder import (
-        Embedder,  # here: importing toolgate must not load ONNX Runtime
-    )
-
     return Embedder(precision=precision, progress=progress)
 
 
@@ -71,8 +67,6 @@ def open_cache(
     cache: EmbeddingCache | str | os.PathLike[str] | bool | None,
 ) -> EmbeddingCache | None:
     """The embedding cache ``Router.from_catalog``'s ``cache`` argument names."""
-    from toolgate.embedding.embedder import resolve_cache  # with the embedder: ONNX Runtime
-
     return resolve_cache(cache if not isinstance(cache, os.PathLike) else Path(cache), None)
 
 
