@@ -125,6 +125,14 @@ def test_an_exposed_name_in_the_query_names_its_tool(router: Router, tmp_path: P
     router.save(tmp_path / "saved")
     reopened = Router.open(tmp_path / "saved")
     assert reopened.route("then DOCS__SEARCH, please.", top_k=1).ids[0] == "docs/search"
+    # A manifest written before exposed names were recorded: the catalog says.
+    manifest = tmp_path / "saved" / "router.json"
+    data = json.loads(manifest.read_text())
+    del data["exposed"]
+    manifest.write_text(json.dumps(data))
+    older = Router.open(tmp_path / "saved")
+    assert older.route("then DOCS__SEARCH, please.", top_k=1).ids[0] == "docs/search"
+    assert older.route("select:web__search").ids[0] == "web/search"
 
 
 def test_a_router_qualifying_every_name_reopens_with_the_same_names(tmp_path: Path) -> None:
@@ -305,9 +313,9 @@ def test_a_tool_name_that_is_not_valid_unicode_is_a_bad_tool() -> None:
 def test_refresh_takes_a_catalog_and_another_directory(router: Router, tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="refresh takes a Catalog"):
         router.refresh([{"name": "x"}])  # type: ignore[arg-type]
-    own = Path(router._index.path).parent
+    own = Router.from_catalog(router.catalog, path=tmp_path / "own", cache=None)
     with pytest.raises(InvalidInputError, match="this router's own directory"):
-        router.refresh(router.catalog, path=own)
+        own.refresh(router.catalog, path=tmp_path / "own")
 
 
 def test_responses_api_tool_outputs_are_blended() -> None:

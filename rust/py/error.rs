@@ -1,4 +1,5 @@
-//! The exception tree rooted at `ToolgateError`, and the mapping from the core's [`Error`].
+//! The exception tree rooted at `ToolgateError`, the mapping from the core's [`Error`], and
+//! the helpers every binding uses to name bad input.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -19,6 +20,16 @@ create_exception!(
     ToolgateError,
     "An argument has a value toolgate cannot use."
 );
+
+/// An `InvalidInputError` saying `message`.
+pub(super) fn invalid(message: String) -> PyErr {
+    InvalidInputError::new_err(message)
+}
+
+/// `type(obj).__name__`, for error messages.
+pub(super) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map_or_else(|_| "object".to_string(), |n| n.to_string())
+}
 
 impl From<Error> for PyErr {
     fn from(err: Error) -> Self {
