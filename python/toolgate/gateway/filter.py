@@ -23,11 +23,13 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
+import shutil
+import tempfile
 import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -35,15 +37,19 @@ import numpy as np
 
 from toolgate.catalog.build import build_tools
 from toolgate.catalog.catalog import Catalog
-from toolgate.errors import CatalogWarning, InvalidInputError, InvalidToolsError
-from toolgate.formats import text_tags
-from toolgate.formats.raw import DEFAULT_SERVER, RawTool
+from toolgate.embedding.model_files import exclusive_lock
+from toolgate.errors import CatalogWarning, IndexFormatError, InvalidInputError, InvalidToolsError
+from toolgate.formats import genai_sdk, text_tags
+from toolgate.formats.raw import DEFAULT_SERVER, RawTool, base_provider
 from toolgate.lazy import Lazy
+from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router, default_embedder
 from toolgate.routing.scopes import ScopeMatcher
 from toolgate.routing.state import State
+from toolgate.routing.store import MANIFEST
+from toolgate.verify import Verdict, closest_name, verify_call
 
 if TYPE_CHECKING:
     from toolgate.embedding.cache import EmbeddingCache
@@ -89,15 +95,22 @@ class FilteredRequest:
     ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or ``"text_tags"``.
     When nothing was routed (tool calling off, no function tools, no user text to route on:
     a system prompt or an image alone) ``result`` is empty, with form ``"none"``, and
-    ``request`` is a copy of the input.
+    ``request`` is a copy of the input. ``budget`` is the decision of the budget given to
+    :meth:`ToolFilter.filter`, if any. For a google-genai request object, ``request`` is an
+    object of the same type.
     """
 
-    request: dict[str, Any]
+    request: Any
     result: RouteResult
     kept: tuple[str, ...]
     dropped_count: int
     provider: str
     positions: tuple[int, ...] = ()
+    budget: BudgetDecision | None = None
+    # What ToolFilter.verify checks a call against: the router of the tools read, and the
+    # catalog ids kept (None when nothing was routed).
+    _routed: _Routed | None = field(default=None, repr=False, compare=False)
+    _active: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.kept)
@@ -116,6 +129,7 @@ class FilteredRequest:
             "kept": list(self.kept),
             "dropped_count": self.dropped_count,
             "result": self.result.to_dict(),
+            "budget": None if self.budget is None else self.budget.to_dict(),
         }
 
 
@@ -135,6 +149,10 @@ class ToolFilter:
     request, unrouted, with one :class:`~toolgate.catalog.CatalogWarning` per tools array
     (an agent framework must not stop over one odd tool).
 
+    ``store`` is a directory where each tools array's index is saved and opened from, memory
+    mapped: processes serving the same arrays (a gateway's workers) build each one once and
+    share its pages.
+
     >>> gate = ToolFilter(max_catalogs=32)
     >>> filtered = gate.filter(request, top_k=5)  # doctest: +SKIP
     >>> filtered.kept, filtered.dropped_count  # doctest: +SKIP
@@ -149,6 +167,7 @@ class ToolFilter:
         cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
         max_catalogs: int = 16,
         unreadable: Literal["error", "keep"] = "error",
+        store: str | os.PathLike[str] | None = None,
     ) -> None:
         """See the class docstring; the options are those of :meth:`Router.from_catalog`."""
         if isinstance(max_catalogs, bool) or not isinstance(max_catalogs, int) or max_catalogs < 1:
@@ -169,6 +188,7 @@ class ToolFilter:
         # Opened once: a path or True would otherwise open a connection per router built.
         self._cache = resolve_cache(Path(cache) if isinstance(cache, os.PathLike) else cache, None)
         self._max_catalogs = max_catalogs
+        self._store = None if store is None else Path(store)
         self._lock = threading.Lock()
         self._routers: OrderedDict[str, _Routed] = OrderedDict()
         self._building: dict[str, threading.Lock] = {}
@@ -182,22 +202,45 @@ class ToolFilter:
         state: State | Mapping[str, Iterable[str]] | None = None,
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
+        include: Iterable[str] | None = None,
+        budget: Budget | None = None,
+        query: str | None = None,
     ) -> FilteredRequest:
         """``request`` with only the tools routed for its latest user message (see the module).
 
-        The options are :meth:`Router.route`'s. Earlier turns (the messages before that user
-        message) are blended into the query. A tool the request's tool choice names
+        The options are :meth:`Router.route`'s (``include``: names kept whenever the state
+        and lists admit them, as if the query named them). Earlier turns (the messages
+        before that user message) are blended into the query; ``query`` routes on other
+        text instead. A tool the request's tool choice names
         (OpenAI, Anthropic, Gemini ``allowedFunctionNames``) is always kept, unless ``allow``
-        / ``deny`` shut it out, which is an error: the request contradicts the policy. If no
+        / ``deny`` shut it out, which is an error: the request contradicts the policy.
+        ``budget`` then drops the lowest-ranked tools past its caps (schema tokens as the
+        request's provider counts them), never a chosen one. If no
         function tool is kept at all, the tools and tool-choice keys are removed, since
-        providers refuse an empty tools array.
+        providers refuse an empty tools array. A google-genai ``GenerateContentParameters``
+        (or ``generate_content``'s keyword arguments as a dict) is filtered as the Gemini
+        request it stands for, and comes back in its own form.
         """
+        sdk = genai_sdk.lift(request)
+        if sdk is not None:
+            filtered = self.filter(
+                sdk.request, top_k=top_k, threshold=threshold, state=state, allow=allow,
+                deny=deny, include=include, budget=budget, query=query,
+            )  # fmt: skip
+            return replace(filtered, request=sdk.restore(filtered.request))
         if not isinstance(request, Mapping):
             raise InvalidInputError(f"request must be a JSON object, got {type(request).__name__}")
+        if budget is not None and not isinstance(budget, Budget):
+            raise InvalidInputError(f"budget must be a Budget, got {type(budget).__name__}")
         key, provider = request_shape(request)
         messages = messages_of(request, key)
         off, forced = read_tool_choice(request)
-        turn = _Turn(request, key, messages, last_user_turn(messages, provider), forced)
+        found = last_user_turn(messages, provider)
+        if query is not None:
+            if not isinstance(query, str) or not query.strip():
+                raise InvalidInputError(f"query must be a non-empty string, got {query!r}")
+            found = (len(messages) if found is None else found[0], query.strip())
+        turn = _Turn(request, key, messages, found, forced)
         options = {
             "top_k": top_k,
             "threshold": threshold,
@@ -205,8 +248,10 @@ class ToolFilter:
             # Read twice (routing, then the tool choice and unreadable tools): made lists once.
             "allow": _listed(allow),
             "deny": _listed(deny),
+            "include": _listed(include),
             # A user's words are text: "select: a hotel" or "+1" must not act as query forms.
             "forms": False,
+            "budget": budget,
         }
         tools = request.get("tools")
         if not off and tools:
@@ -233,10 +278,10 @@ class ToolFilter:
         # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.
         builtin = {t.get("name") for i, t in enumerate(tools) if i not in routable}
         function_tools = [tools[i] for i in sorted(routable)]
+        routed = self._router((function_tools, provider), provider, read)
         result, kept, keep = self._route(
-            (function_tools, provider), read, query, turn.messages[:index],
-            turn.forced - builtin, options,
-        )  # fmt: skip
+            routed, query, turn.messages[:index], turn.forced - builtin, options
+        )
         out = dict(turn.request)
         entries = kept_entries(tools, [slots[k] for k in keep], routable, provider == "gemini")
         kept_tools = [entry for _, entry in entries]
@@ -248,7 +293,10 @@ class ToolFilter:
             for name in TOOL_KEYS:
                 out.pop(name, None)
         positions = tuple(i for i, _ in entries)
-        return FilteredRequest(out, result, kept, len(slots) - len(keep), provider, positions)
+        return FilteredRequest(
+            out, result.route, kept, len(slots) - len(keep), provider, positions,
+            result.budget, routed, result.active,
+        )  # fmt: skip
 
     def _filter_tags(self, turn: _Turn, options: dict[str, Any]) -> FilteredRequest:
         """Route over the ``<toolname>`` tags of the user message and strip the others' tags."""
@@ -263,10 +311,8 @@ class ToolFilter:
                 "put it in <userq> or beside the tags"
             )
         tags = text_tags.parse(text, DEFAULT_SERVER)
-        result, kept, _ = self._route(
-            (text, "text_tags"), lambda: tags, query, turn.messages[:index], turn.forced,
-            options,
-        )  # fmt: skip
+        routed = self._router(text, "text_tags", lambda: tags)
+        result, kept, _ = self._route(routed, query, turn.messages[:index], turn.forced, options)
         names = set(kept)
         dropped = sum(1 for tag in tags if tag.name not in names)  # tags go by name
         rewrite = text_rewriter(lambda body: keep_tags(body, names))
@@ -276,22 +322,24 @@ class ToolFilter:
             out[turn.key] = rewrite({"content": conversation})["content"]
         else:
             out[turn.key] = [rewrite(m) if i == index else m for i, m in enumerate(conversation)]
-        return FilteredRequest(out, result, kept, dropped, "text_tags")
+        return FilteredRequest(
+            out, result.route, kept, dropped, "text_tags", (), result.budget, routed,
+            result.active,
+        )  # fmt: skip
 
     def _route(
         self,
-        source: tuple[Any, str],
-        read: Callable[[], Sequence[RawTool]],
+        routed: _Routed,
         query: str,
         history: list[Any],
         forced: frozenset[str],
         options: dict[str, Any],
-    ) -> tuple[RouteResult, tuple[str, ...], list[int]]:
-        """Route ``query`` over the tools ``read`` gives (``source``: what they are read from,
-        and as what): the result, the names kept, and the positions (among the tools read)
-        to keep."""
-        routed = self._router(*source, read)
+    ) -> tuple[_Outcome, tuple[str, ...], list[int]]:
+        """Route ``query`` over the tools of ``routed``: the outcome, the names kept, and the
+        positions (among the tools read) to keep."""
         catalog = routed.catalog
+        options = dict(options)
+        budget: Budget | None = options.pop("budget", None)
         missing = sorted(
             n
             for n in forced
@@ -316,7 +364,14 @@ class ToolFilter:
                 f"the request's tool choice names {listed}, which the allow / deny lists shut "
                 "out: change the tool choice or the lists"
             )
-        rows = sorted(chosen | {catalog.position(tool_id) for tool_id in result.ids})
+        routed_rows = [catalog.position(tool_id) for tool_id in result.ids]
+        decision = None
+        if budget is not None:
+            decision = _fit(catalog, routed_rows, chosen, budget, routed.reader)
+            kept_ids = set(decision.kept)
+            routed_rows = [row for row in routed_rows if catalog.tools[row].id in kept_ids]
+        rows = sorted(chosen | set(routed_rows))
+        active = tuple(catalog.tools[row].id for row in rows)
         named = {routed.position_of_row[row]: catalog.tools[row].name for row in rows}
         # Unreadable tools are never ranked, but the caller's lists still apply to them.
         unreadable = list(range(len(routed.unreadable)))
@@ -327,9 +382,35 @@ class ToolFilter:
             if k not in shut_unreadable:
                 named[position] = name
         positions = sorted(named)
-        return result, tuple(named[p] for p in positions if named[p]), positions
+        outcome = _Outcome(result, decision, active)
+        return outcome, tuple(named[p] for p in positions if named[p]), positions
 
-    def _router(self, source: Any, reader: str, read: Callable[[], Sequence[RawTool]]) -> _Routed:
+    def verify(self, call: Any, filtered: FilteredRequest) -> Verdict:
+        """Check a model's tool call against the tools ``filtered`` sent (see
+        :func:`toolgate.verify.verify_call`): a call to a tool the filter left out is
+        ``tool_not_available``, one to no tool of the request ``unknown_tool``.
+
+        ``call`` is a dict in any provider's shape or the SDK's own object. A tool the filter
+        forwarded without reading it (``unreadable="keep"``) passes by name alone. When the
+        filter routed nothing, the call is checked by name against the request's function
+        tools.
+        """
+        if not isinstance(filtered, FilteredRequest):
+            raise InvalidInputError(
+                f"filtered must be what ToolFilter.filter returned, got {type(filtered).__name__}"
+            )
+        routed = filtered._routed
+        if routed is None:
+            return _verify_by_name(call, filtered)
+        verdict = verify_call(routed.catalog, list(filtered._active), call)
+        if not verdict.ok and verdict.name in routed.unreadable_names:
+            if verdict.name in filtered.kept:
+                return Verdict(True, name=verdict.name, call_id=verdict.call_id)
+        return verdict
+
+    def _router(
+        self, source: Any, reader: str, read: Callable[[], Sequence[RawTool]]
+    ) -> _Routed:
         """The catalog and router for the tools ``read`` gives from ``source``, built once
         however many threads ask at the same time.
 
@@ -340,7 +421,7 @@ class ToolFilter:
         """
         key = _digest(source, reader)
         if key is None:
-            return self._build(read)
+            return self._build(read, reader, None)
         with self._lock:
             found = self._routers.get(key)
             if found is not None:
@@ -352,7 +433,7 @@ class ToolFilter:
                 with self._lock:
                     found = self._routers.get(key)
                 if found is None:
-                    found = self._build(read)
+                    found = self._build(read, reader, key)
                 with self._lock:
                     self._routers[key] = found
                     self._routers.move_to_end(key)
@@ -364,7 +445,9 @@ class ToolFilter:
                     del self._building[key]
         return found
 
-    def _build(self, read: Callable[[], Sequence[RawTool]]) -> _Routed:
+    def _build(
+        self, read: Callable[[], Sequence[RawTool]], reader: str, key: str | None
+    ) -> _Routed:
         raws = list(read())
         tools, offenders = build_tools(raws)
         unreadable: tuple[int, ...] = ()
@@ -385,15 +468,48 @@ class ToolFilter:
         else:
             readable = list(range(len(raws)))
         catalog = Catalog(tools)
-        router = Router.from_catalog(
-            catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
-        )
+        if self._store is not None and key is not None:
+            router = self._stored(catalog, key)
+        else:
+            router = Router.from_catalog(
+                catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
+            )
         names = tuple(raws[k].name if isinstance(raws[k].name, str) else "" for k in unreadable)
         scopes = ScopeMatcher([t.id for t in catalog], [t.name for t in catalog])
         unreadable_scopes = ScopeMatcher([f"{DEFAULT_SERVER}/{n}" for n in names], names)
         return _Routed(
-            catalog, router, tuple(readable), unreadable, names, scopes, unreadable_scopes
-        )
+            catalog, router, tuple(readable), unreadable, names, scopes, unreadable_scopes,
+            reader,
+        )  # fmt: skip
+
+    def _stored(self, catalog: Catalog, key: str) -> Router:
+        """The router for ``catalog`` from the store, built there first if no process has.
+
+        The folder's name covers the tools array and the config; a build goes to a
+        temporary folder renamed into place, so a reader never sees half of one, and a lock
+        file makes processes asking at once build it once.
+        """
+        assert self._store is not None  # the caller checked
+        name = hashlib.sha256(f"{key}\0{self.config!r}".encode()).hexdigest()[:40]
+        directory = self._store / name
+        embedder = self._embedder.get()
+        try:
+            self._store.mkdir(parents=True, exist_ok=True)
+            if not (directory / MANIFEST).exists():
+                with exclusive_lock(self._store / f".{name}.lock"):
+                    if not (directory / MANIFEST).exists():
+                        building = Path(tempfile.mkdtemp(prefix=".build-", dir=self._store))
+                        try:
+                            Router.from_catalog(
+                                catalog, config=self.config, embedder=embedder,
+                                path=building, cache=self._cache,
+                            )  # fmt: skip
+                            os.replace(building, directory)
+                        finally:
+                            shutil.rmtree(building, ignore_errors=True)
+            return Router.open(directory, embedder=embedder)
+        except (OSError, IndexFormatError) as exc:
+            raise InvalidInputError(f"router store {self._store}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -409,11 +525,66 @@ class _Routed:
     unreadable_names_in_order: tuple[str, ...]
     scopes: ScopeMatcher  # over the catalog's rows
     unreadable_scopes: ScopeMatcher  # over the unreadable tools, in order
+    reader: str  # the shape the tools were read as
 
     @property
     def unreadable_names(self) -> frozenset[str]:
         """The names of the unreadable tools that have one."""
         return frozenset(name for name in self.unreadable_names_in_order if name)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One route over a request's tools: the result, the budget's decision, the ids kept."""
+
+    route: RouteResult
+    budget: BudgetDecision | None
+    active: tuple[str, ...]
+
+
+def _fit(
+    catalog: Catalog, ranked: list[int], chosen: set[int], budget: Budget, reader: str
+) -> BudgetDecision:
+    """``budget`` applied to the routed rows, best first, after the chosen ones (never
+    dropped); tokens as the request's provider counts a tool."""
+    provider = base_provider(reader) if reader != "text_tags" else "openai"
+    rows = [*sorted(chosen), *(row for row in ranked if row not in chosen)]
+    candidates = [
+        Candidate(
+            catalog.tools[row].id, catalog.tools[row].token_count(provider), rank, row in chosen
+        )
+        for rank, row in enumerate(rows)
+    ]
+    return enforce(budget, candidates)
+
+
+def _verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
+    """A call checked by name alone against the function tools a request was sent with."""
+    from toolgate.formats.calls import parse_tool_call
+
+    parsed = parse_tool_call(call)
+    request = filtered.request
+    if not isinstance(request, Mapping):  # an SDK object: read as the request it stands for
+        lifted = genai_sdk.lift(request)
+        request = {} if lifted is None else lifted.request
+    tools = request.get("tools")
+    names: list[str] = []
+    if isinstance(tools, list) and filtered.provider != "text_tags":
+        _, read = routable_tools(tools, filtered.provider)
+        names = [raw.name for raw in read() if isinstance(raw.name, str)]
+    base: dict[str, Any] = {
+        "name": parsed.name, "available": tuple(names), "call_id": parsed.call_id
+    }  # fmt: skip
+    if parsed.problem:
+        message = f"Malformed tool call: {parsed.problem}."
+        return Verdict(False, "malformed_call", message=message, **base)
+    if parsed.name in names:
+        return Verdict(True, arguments=parsed.arguments, **base)
+    closest = closest_name(parsed.name, names)
+    hint = f" Did you mean {closest!r}?" if closest else ""
+    listed = ", ".join(names[:50]) or "none"
+    message = f"There is no tool called {parsed.name!r}.{hint} Tools you can call now: {listed}."
+    return Verdict(False, "unknown_tool", closest=closest, message=message, **base)
 
 
 def _listed(patterns: Iterable[str] | None) -> Any:
