@@ -55,6 +55,7 @@ class FakeUpstream:
         self.received: list[Received] = []
         self.script = Script()
         self.closed_streams = 0
+        self.events_sent = 0
         self.app = Starlette(routes=[Route("/{path:path}", self._answer, methods=["GET", "POST"])])
 
     async def _answer(self, request: Request) -> Response:
@@ -93,6 +94,7 @@ class FakeUpstream:
                 if script.reset_after is not None and i == script.reset_after:
                     raise ConnectionResetError("the fake drops the stream")
                 yield event
+                self.events_sent += 1
                 if script.delay:
                     await asyncio.sleep(script.delay)
         except (asyncio.CancelledError, GeneratorExit):
