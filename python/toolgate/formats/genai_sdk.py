@@ -1,11 +1,12 @@
-"""google-genai's request objects read as the Gemini REST request they stand for, and back.
+"""google-genai's requests read as the Gemini REST request they stand for, and back.
 
 The SDK's ``generate_content(model=..., contents=..., config=...)`` carries the tools and the
 tool config inside ``config`` (a ``GenerateContentConfig``), and ``contents`` may be a plain
-string. :func:`lift` turns a ``GenerateContentParameters`` object, or those keyword arguments
-as a dict, into ``{"contents": [...], "tools": [...], "toolConfig": {...}}``, which the
-request readers know; :meth:`Lifted.restore` puts a filtered copy back into the caller's form.
-Nothing is imported from the SDK: its objects are pydantic models, dumped by alias.
+string. :func:`lift` turns those keyword arguments, as a dict, into ``{"contents": [...],
+"tools": [...], "toolConfig": {...}}``, which the request readers know;
+:meth:`Lifted.restore` puts a filtered copy back into the caller's form, so
+``client.models.generate_content(**filtered.request)`` works. Nothing is imported from the
+SDK: its objects are pydantic models, dumped by alias.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from toolgate.formats.calls import plain_json
 __all__ = ["Lifted", "lift"]
 
 # The REST request's keys that live in the SDK's config, by their alias.
-_FROM_CONFIG = ("tools", "toolConfig")
+_FROM_CONFIG = ("tools", "toolConfig", "tool_config")
 
 
 @dataclass(frozen=True)
@@ -31,33 +32,31 @@ class Lifted:
 
 
 def lift(request: Any) -> Lifted | None:
-    """``request`` as a Gemini REST request if it is a google-genai one, else ``None``.
-
-    A google-genai request is an SDK object with ``contents`` (``GenerateContentParameters``)
-    or a dict of ``generate_content``'s arguments: ``contents`` and ``config``, no ``tools``.
-    """
-    is_object = not isinstance(request, Mapping) and callable(getattr(request, "model_dump", None))
-    if is_object:
-        dumped = plain_json(request)
-    elif isinstance(request, Mapping) and "config" in request and "contents" in request:
-        dumped = _plain_tree(request)
-    else:
+    """``request`` as a Gemini REST request if it is ``generate_content``'s keyword arguments
+    (``contents`` and ``config``, no ``tools``), else ``None``. The SDK objects in it
+    (``GenerateContentConfig``, ``Content``...) are read as the JSON they dump to."""
+    if not isinstance(request, Mapping) or "config" not in request or "contents" not in request:
         return None
-    if not isinstance(dumped, Mapping) or "contents" not in dumped or "tools" in dumped:
+    if "tools" in request:
         return None
-    config = dumped.get("config") or {}
+    given = request["config"]
+    config = _plain_tree(given) or {}
     if not isinstance(config, Mapping):
         return None
-    rest: dict[str, Any] = {"contents": _contents(dumped["contents"])}
+    contents = _contents(_plain_tree(request["contents"]))
+    rest: dict[str, Any] = {"contents": contents}
     rest.update({key: config[key] for key in _FROM_CONFIG if key in config})
 
     def restore(filtered: Mapping[str, Any]) -> Any:
         new_config = {k: v for k, v in config.items() if k not in _FROM_CONFIG}
         new_config.update({key: filtered[key] for key in _FROM_CONFIG if key in filtered})
-        out = {**dumped, "config": new_config}
-        if filtered["contents"] is not rest["contents"]:  # text tags were rewritten
+        out = dict(request)
+        # The config comes back as the type it was given in (an SDK object or a dict).
+        is_object = callable(getattr(given, "model_validate", None))
+        out["config"] = type(given).model_validate(new_config) if is_object else new_config
+        if filtered["contents"] is not contents:  # text tags were rewritten
             out["contents"] = filtered["contents"]
-        return type(request).model_validate(out) if is_object else out
+        return out
 
     return Lifted(rest, restore)
 

@@ -57,6 +57,24 @@ __all__ = ["Gateway"]
 
 log = logging.getLogger("toolgate.gateway")
 
+
+class _NoQueryStrings(logging.Filter):
+    """Drops the query string from the URLs httpx logs at INFO: a Gemini client may put its
+    key there (``?key=``), and nothing the gateway logs may hold a key."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                arg.copy_with(query=None) if isinstance(arg, httpx.URL) and arg.query else arg
+                for arg in record.args
+            )
+        return True
+
+
+_HTTPX_LOG = logging.getLogger("httpx")
+if not any(isinstance(f, _NoQueryStrings) for f in _HTTPX_LOG.filters):
+    _HTTPX_LOG.addFilter(_NoQueryStrings())
+
 # A call naming a tool the request was not sent: what enforce blocks.
 NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})
 CALLS_HEADER = "x-toolgate-tool-calls"

@@ -217,9 +217,9 @@ class ToolFilter:
         ``budget`` then drops the lowest-ranked tools past its caps (schema tokens as the
         request's provider counts them), never a chosen one. If no
         function tool is kept at all, the tools and tool-choice keys are removed, since
-        providers refuse an empty tools array. A google-genai ``GenerateContentParameters``
-        (or ``generate_content``'s keyword arguments as a dict) is filtered as the Gemini
-        request it stands for, and comes back in its own form.
+        providers refuse an empty tools array. google-genai's ``generate_content`` keyword
+        arguments as a dict (``model``, ``contents``, ``config``: SDK objects or dicts) are
+        filtered as the Gemini request they stand for, and come back in their own form.
         """
         sdk = genai_sdk.lift(request)
         if sdk is not None:
@@ -564,9 +564,9 @@ def _verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
 
     parsed = parse_tool_call(call)
     request = filtered.request
-    if not isinstance(request, Mapping):  # an SDK object: read as the request it stands for
-        lifted = genai_sdk.lift(request)
-        request = {} if lifted is None else lifted.request
+    lifted = genai_sdk.lift(request)  # generate_content's arguments: read as REST
+    if lifted is not None:
+        request = lifted.request
     tools = request.get("tools")
     names: list[str] = []
     if isinstance(tools, list) and filtered.provider != "text_tags":

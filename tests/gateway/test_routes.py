@@ -1,0 +1,204 @@
+"""The gateway's settings: config files, per-route options, keys, prewarm, the shared store,
+and a new tools array that must not stall other requests."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+
+from tests.gateway.conftest import start
+from tests.gateway.fake_upstream import FakeUpstream, serving
+from tests.gateway.test_filter import SPECS, TRIP, WEATHER, chat_tools
+from toolgate import InvalidInputError
+from toolgate.embedding.embedder import Embedder
+from toolgate.gateway.app import Gateway
+from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream, load_config
+from toolgate.gateway.filter import ToolFilter
+
+USER = [{"role": "user", "content": WEATHER}]
+
+
+def _chat(url: str, body: dict[str, Any], **headers: str) -> httpx.Response:
+    return httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=60)
+
+
+def _names(fake: FakeUpstream) -> list[str]:
+    return [t["function"]["name"] for t in fake.received[-1].body.get("tools", [])]
+
+
+def test_toml_and_yaml_configs_read_the_same(tmp_path: Path) -> None:
+    toml = tmp_path / "gateway.toml"
+    toml.write_text(
+        'top_k = 6\npolicy = "enforce"\n[upstreams.openai]\norigin = "http://127.0.0.1:9"\n'
+        '[[routes]]\npath = "/v1/messages"\ntop_k = 2\ndeny = ["send_*"]\n'
+        'query = "$.metadata.task"\n'
+    )
+    yaml = tmp_path / "gateway.yaml"
+    yaml.write_text(
+        "top_k: 6\npolicy: enforce\nupstreams:\n  openai:\n    origin: http://127.0.0.1:9\n"
+        "routes:\n  - path: /v1/messages\n    top_k: 2\n    deny: [send_*]\n"
+        "    query: $.metadata.task\n"
+    )
+    for path in (toml, yaml):
+        config = load_config(path)
+        route = config.route("/v1/messages")
+        assert (route.top_k, route.deny, route.policy) == (2, ("send_*",), "enforce")
+        assert config.route("/v1/chat/completions").top_k == 6
+        assert config.upstreams["openai"].origin == "http://127.0.0.1:9"
+    capped = load_config(toml).with_overrides(top_k=4)
+    assert capped.route("/v1/messages").top_k == 2 and capped.route("/x").top_k == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("top_k = 0\n", "'top_k' must be an integer >= 1"),
+        ('policy = "block"\n', "policy must be one of"),
+        ("colour = 1\n", "unknown key(s) ['colour']"),
+        ('[[routes]]\ntop_k = 2\n', "routes[0] needs a 'path'"),
+        ('query = "$..[["\n', "is not a JSONPath"),
+        ("[upstreams.mistral]\norigin = 'http://x'\n", "upstreams.mistral"),
+        ("top_k = [\n", "not valid TOML"),
+    ],
+)
+def test_config_errors_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text(text)
+    with pytest.raises(InvalidInputError, match=__import__("re").escape(message)):
+        load_config(path)
+
+
+def test_route_query_pinned_budget_and_deny(fake: Any, shared_filter: ToolFilter) -> None:
+    upstream, _ = fake
+    with start(fake, shared_filter, top_k=2, query="$.metadata.task") as served:
+        _chat(served.url, {"messages": USER, "tools": chat_tools(), "metadata": {"task": TRIP}})
+        assert _names(upstream) == ["search_flights", "book_hotel"]  # not the user's weather
+        missing = _chat(served.url, {"messages": USER, "tools": chat_tools()})
+        assert missing.status_code == 400 and "finds no text" in missing.json()["error"]["message"]
+    with start(fake, shared_filter, pinned=("translate_text",), deny=("book_*",)) as served:
+        _chat(served.url, {"messages": [{"role": "user", "content": TRIP}], "tools": chat_tools()})
+        assert "translate_text" in _names(upstream) and "book_hotel" not in _names(upstream)
+    with start(fake, shared_filter, top_k=5, max_tools=1) as served:
+        response = _chat(served.url, {"messages": USER, "tools": chat_tools()})
+        assert _names(upstream) == ["get_weather"]
+        assert response.headers["x-toolgate-tools"] == f"1/{len(SPECS)}"
+
+
+def test_a_gateway_key_is_required_and_never_logged(
+    fake: Any, shared_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    upstream, url = fake
+    monkeypatch.setenv("GATEWAY_TOKEN", "tg-secret-token")
+    monkeypatch.setenv("UPSTREAM_KEY", "sk-upstream-secret")
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(url, "UPSTREAM_KEY")}, auth_token_env="GATEWAY_TOKEN"
+    )
+    gateway = Gateway(config, tool_filter=shared_filter)
+    caplog.set_level(logging.DEBUG)
+    with serving(gateway.app) as base:
+        body = {"messages": USER, "tools": chat_tools()}
+        refused = _chat(base, body, authorization="Bearer wrong")
+        assert refused.status_code == 401 and upstream.received == []
+        # The SDK's own key header carries the gateway key when the gateway holds the upstream's.
+        assert _chat(base, body, authorization="Bearer tg-secret-token").status_code == 200
+        assert upstream.received[-1].headers["authorization"] == "Bearer sk-upstream-secret"
+        assert "x-toolgate-key" not in upstream.received[-1].headers
+        ok = httpx.get(base + "/v1/models?key=tg-secret-token", headers={"x-toolgate-key": "tg-secret-token"})
+        assert ok.status_code == 200
+    logged = caplog.text
+    assert "/v1/models" in logged
+    assert "secret" not in logged
+
+
+def test_prewarm_and_the_store_spare_the_first_request_its_indexing(
+    fake: Any, embedder: Embedder, tmp_path: Path
+) -> None:
+    upstream, url = fake
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_bytes(orjson.dumps(chat_tools()))
+    counting = _CountingEmbedder(embedder)
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(url)},
+        prewarm=(load_config(_prewarm_toml(tmp_path)).prewarm),
+        store=tmp_path / "store",
+    )
+    gateway = Gateway(config, tool_filter=ToolFilter(embedder=counting, cache=None, store=config.store))
+    with serving(gateway.app) as base:
+        indexed = counting.batch_texts
+        assert indexed >= len(SPECS)  # prewarm embedded the tools before the server was ready
+        _chat(base, {"messages": USER, "tools": chat_tools()})
+        assert counting.batch_texts == indexed
+    assert len([p for p in (tmp_path / "store").iterdir() if not p.name.startswith(".")]) == 1
+    # Another process (a second worker) opens the saved index: it embeds no tool.
+    other = _CountingEmbedder(embedder)
+    second = ToolFilter(embedder=other, cache=None, store=tmp_path / "store")
+    filtered = second.filter({"messages": USER, "tools": chat_tools()}, top_k=3)
+    assert "get_weather" in filtered.kept and other.batch_texts == 0
+
+
+def _prewarm_toml(tmp_path: Path) -> Path:
+    path = tmp_path / "gateway.toml"
+    path.write_text('[[prewarm]]\nprovider = "openai"\ntools = "tools.json"\n')
+    return path
+
+
+class _CountingEmbedder:
+    """The real embedder, counting the texts it embeds in batches (tools, not queries), and
+    sleeping ``delay`` seconds on each batch."""
+
+    def __init__(self, inner: Embedder, delay: float = 0.0) -> None:
+        self._inner = inner
+        self.delay = delay
+        self.batch_texts = 0
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+
+    def embed(self, texts: Sequence[str], **options: Any) -> np.ndarray:
+        if len(texts) > 1:
+            self.batch_texts += len(texts)
+            time.sleep(self.delay)
+        return self._inner.embed(texts, **options)
+
+    def embed_tokens(self, text: str) -> Any:
+        return self._inner.embed_tokens(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_new_tools_array_does_not_stall_other_requests(fake: Any, embedder: Embedder) -> None:
+    upstream, url = fake
+    slow = _CountingEmbedder(embedder)
+    tool_filter = ToolFilter(embedder=slow, cache=None)
+    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}), tool_filter=tool_filter)
+    with serving(gateway.app) as base:
+        _chat(base, {"messages": USER, "tools": chat_tools()})  # indexed now
+        slow.delay = 3.0
+        renamed = [
+            {**t, "function": {**t["function"], "name": t["function"]["name"] + "_v2"}}
+            for t in chat_tools()
+        ]
+        finished: list[str] = []
+        new = threading.Thread(
+            target=lambda: finished.append(
+                str(_chat(base, {"messages": USER, "tools": renamed}).status_code)
+            )
+        )
+        new.start()
+        while slow.batch_texts < 2 * len(SPECS):  # the new array is being indexed
+            time.sleep(0.01)
+        for _ in range(3):
+            assert _chat(base, {"messages": USER, "tools": chat_tools()}).status_code == 200
+        assert finished == []  # the known array's requests were answered meanwhile
+        new.join(30)
+        assert finished == ["200"]
