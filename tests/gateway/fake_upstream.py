@@ -118,7 +118,10 @@ def _sse(data: Any, event: str | None = None) -> bytes:
 
 
 def _chat(script: Script) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": "Sunny." if not script.tool else None}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": "Sunny." if not script.tool else None,
+    }
     if script.tool:
         message["tool_calls"] = [{"id": "call_1", "type": "function", "function": {
             "name": script.tool, "arguments": json.dumps(script.args)}}]  # fmt: skip
@@ -156,7 +159,8 @@ def _chat_stream(script: Script) -> list[bytes]:
 def _responses_item(script: Script) -> dict[str, Any]:
     if not script.tool:
         return {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": "Sunny.", "annotations": []}]}  # fmt: skip
+                "content": [{"type": "output_text", "text": "Sunny.",
+                             "annotations": []}]}  # fmt: skip
     return {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": script.tool,
             "arguments": json.dumps(script.args), "status": "completed"}  # fmt: skip
 
@@ -173,7 +177,8 @@ def _responses_stream(script: Script) -> list[bytes]:
     item = _responses_item(script)
     started = {**item, "arguments": ""} if script.tool else {**item, "content": []}
     events = [
-        {"type": "response.created", "response": {**_responses(script, []), "status": "in_progress"}},
+        {"type": "response.created",
+         "response": {**_responses(script, []), "status": "in_progress"}},
         {"type": "response.output_item.added", "output_index": 0, "item": started},
         {"type": "response.output_item.done", "output_index": 0, "item": item},
         {"type": "response.completed", "response": _responses(script)},
@@ -205,7 +210,8 @@ def _anthropic_stream(script: Script) -> list[bytes]:
         deltas = [{"type": "text_delta", "text": "Sunny."}]
     events = [
         ("message_start", {"type": "message_start", "message": message}),
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+        ("content_block_start",
+         {"type": "content_block_start", "index": 0, "content_block": block}),
         *(("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": d})
           for d in deltas),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
@@ -219,7 +225,11 @@ def _anthropic_stream(script: Script) -> list[bytes]:
 
 
 def _gemini(script: Script, text: str = "Sunny.") -> dict[str, Any]:
-    part = {"functionCall": {"name": script.tool, "args": script.args}} if script.tool else {"text": text}
+    part = (
+        {"functionCall": {"name": script.tool, "args": script.args}}
+        if script.tool
+        else {"text": text}
+    )
     return {
         "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP",
                         "index": 0}],
@@ -261,3 +271,8 @@ def serving(app: Any, **options: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+def create_app() -> Starlette:
+    """A fake upstream answering text, for ``uvicorn --factory`` (benches/gateway_load.py)."""
+    return FakeUpstream().app

@@ -18,9 +18,9 @@ from google.genai import types
 
 from tests.gateway.conftest import Served
 from tests.gateway.fake_upstream import serving
+from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, Upstream
-from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
 
 USER = [{"role": "user", "content": WEATHER}]
 _CLIENTS: list[Any] = []
@@ -89,7 +89,8 @@ def test_openai_chat_forwards_only_the_routed_tools(annotating: Served) -> None:
     answer = raw.parse()
     assert answer.choices[0].message.tool_calls[0].function.name == "get_weather"
     sent = _sent_names(served)
-    assert "get_weather" in sent and len(sent) == 3
+    assert "get_weather" in sent
+    assert len(sent) == 3
     assert raw.headers["x-toolgate-tools"] == f"3/{len(SPECS)}"
     assert raw.headers["x-toolgate-tool-calls"] == "ok"
     assert served.fake.received[-1].path == "/v1/chat/completions"
@@ -99,7 +100,8 @@ def test_openai_chat_forwards_only_the_routed_tools(annotating: Served) -> None:
 def test_openai_responses_anthropic_and_gemini_are_filtered(annotating: Served) -> None:
     served = annotating
     _openai(served).responses.create(model="m", input=WEATHER, tools=responses_tools())
-    assert "get_weather" in _sent_names(served) and len(_sent_names(served)) == 3
+    assert "get_weather" in _sent_names(served)
+    assert len(_sent_names(served)) == 3
     _anthropic(served).messages.create(
         model="m", max_tokens=16, messages=USER, tools=anthropic_tools()
     )
@@ -107,11 +109,13 @@ def test_openai_responses_anthropic_and_gemini_are_filtered(annotating: Served) 
     headers = served.fake.received[-1].headers
     # This SDK version sends its key as a bearer token; older ones in x-api-key.
     assert "sk-ant-client" in (headers.get("x-api-key"), headers.get("authorization", "")[7:])
-    assert "get_weather" in _sent_names(served) and len(_sent_names(served)) == 3
+    assert "get_weather" in _sent_names(served)
+    assert len(_sent_names(served)) == 3
     _genai(served).models.generate_content(model="g", contents=WEATHER, config=_genai_config())
     assert served.fake.received[-1].path.endswith("/models/g:generateContent")
     assert served.fake.received[-1].headers["x-goog-api-key"] == "g-client"
-    assert "get_weather" in _sent_names(served) and len(_sent_names(served)) == 3
+    assert "get_weather" in _sent_names(served)
+    assert len(_sent_names(served)) == 3
 
 
 def test_top_k_header_asks_for_fewer_and_state_headers_are_read(annotating: Served) -> None:
@@ -143,7 +147,8 @@ def test_streams_pass_through_event_by_event(annotating: Served) -> None:
         model="m", max_tokens=16, messages=USER, tools=anthropic_tools()
     ) as stream:
         final = stream.get_final_message()
-    assert final.content[0].name == "get_weather" and final.content[0].input == {"city": "Lisbon"}
+    assert final.content[0].name == "get_weather"
+    assert final.content[0].input == {"city": "Lisbon"}
     events = list(
         _openai(served).responses.create(
             model="m", input=WEATHER, tools=responses_tools(), stream=True
@@ -202,18 +207,30 @@ def test_enforce_blocks_a_call_to_a_tool_not_sent_for_every_sdk(
             model="m", messages=USER, tools=chat_tools(), stream=stream)))  # fmt: skip
     after = _metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
     assert after == before + 1
+    responses = _openai(served).responses
     with pytest.raises(openai.APIError, match="send_email"):
-        list(_consume(_openai(served).responses.create(
-            model="m", input=WEATHER, tools=responses_tools(), stream=stream)))  # fmt: skip
+        list(
+            _consume(
+                responses.create(**_body(input=WEATHER, tools=responses_tools()), stream=stream)
+            )
+        )
+    messages = _anthropic(served).messages
     with pytest.raises(anthropic.APIError, match="send_email"):
-        list(_consume(_anthropic(served).messages.create(
-            model="m", max_tokens=16, messages=USER, tools=anthropic_tools(), stream=stream)))  # fmt: skip
+        list(
+            _consume(
+                messages.create(
+                    **_body(max_tokens=16, messages=USER, tools=anthropic_tools()), stream=stream
+                )
+            )
+        )
     gemini = _genai(served).models
+    call = gemini.generate_content_stream if stream else gemini.generate_content
     with pytest.raises(genai_errors.APIError, match="send_email"):
-        if stream:
-            list(gemini.generate_content_stream(model="g", contents=WEATHER, config=_genai_config()))
-        else:
-            gemini.generate_content(model="g", contents=WEATHER, config=_genai_config())
+        list(_consume(call(model="g", contents=WEATHER, config=_genai_config())))
+
+
+def _body(**options: Any) -> dict[str, Any]:
+    return {"model": "m", **options}
 
 
 def _consume(answer: Any) -> Any:
@@ -269,13 +286,17 @@ def test_bad_input_is_a_4xx_naming_the_problem_and_never_reaches_upstream(
 ) -> None:
     served = annotating
     url = served.url + "/v1/chat/completions"
-    bad_json = httpx.post(url, content=b'{"messages": [', headers={"content-type": "application/json"})
+    bad_json = httpx.post(
+        url, content=b'{"messages": [', headers={"content-type": "application/json"}
+    )
     assert bad_json.status_code == 400
     assert "not valid JSON" in bad_json.json()["error"]["message"]
     not_object = httpx.post(url, json=[1, 2])
-    assert not_object.status_code == 400 and "got list" in not_object.json()["error"]["message"]
+    assert not_object.status_code == 400
+    assert "got list" in not_object.json()["error"]["message"]
     unreadable = httpx.post(
-        url, json={"messages": USER, "tools": [{"type": "function", "function": {"description": "x"}}]}
+        url,
+        json={"messages": USER, "tools": [{"type": "function", "function": {"description": "x"}}]},
     )
     assert unreadable.status_code == 400
     assert "tools[0]" in unreadable.json()["error"]["message"]
@@ -354,6 +375,9 @@ def test_healthz_and_metrics(annotating: Served) -> None:
     ):  # fmt: skip
         assert name in text
     assert _metric(served, "toolgate_gateway_schema_tokens_saved_total", endpoint="openai") > 0
-    assert _metric(
-        served, "toolgate_gateway_upstream_responses_total", upstream="openai", status="200"
-    ) > 0
+    assert (
+        _metric(
+            served, "toolgate_gateway_upstream_responses_total", upstream="openai", status="200"
+        )
+        > 0
+    )

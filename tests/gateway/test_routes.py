@@ -21,7 +21,7 @@ from tests.gateway.test_filter import SPECS, TRIP, WEATHER, chat_tools
 from toolgate import InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.gateway.app import Gateway
-from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream, load_config
+from toolgate.gateway.config import GatewayConfig, Upstream, load_config
 from toolgate.gateway.filter import ToolFilter
 
 USER = [{"role": "user", "content": WEATHER}]
@@ -55,7 +55,8 @@ def test_toml_and_yaml_configs_read_the_same(tmp_path: Path) -> None:
         assert config.route("/v1/chat/completions").top_k == 6
         assert config.upstreams["openai"].origin == "http://127.0.0.1:9"
     capped = load_config(toml).with_overrides(top_k=4)
-    assert capped.route("/v1/messages").top_k == 2 and capped.route("/x").top_k == 4
+    assert capped.route("/v1/messages").top_k == 2
+    assert capped.route("/x").top_k == 4
 
 
 @pytest.mark.parametrize(
@@ -64,7 +65,7 @@ def test_toml_and_yaml_configs_read_the_same(tmp_path: Path) -> None:
         ("top_k = 0\n", "'top_k' must be an integer >= 1"),
         ('policy = "block"\n', "policy must be one of"),
         ("colour = 1\n", "unknown key(s) ['colour']"),
-        ('[[routes]]\ntop_k = 2\n', "routes[0] needs a 'path'"),
+        ("[[routes]]\ntop_k = 2\n", "routes[0] needs a 'path'"),
         ('query = "$..[["\n', "is not a JSONPath"),
         ("[upstreams.mistral]\norigin = 'http://x'\n", "upstreams.mistral"),
         ("top_k = [\n", "not valid TOML"),
@@ -83,10 +84,12 @@ def test_route_query_pinned_budget_and_deny(fake: Any, shared_filter: ToolFilter
         _chat(served.url, {"messages": USER, "tools": chat_tools(), "metadata": {"task": TRIP}})
         assert _names(upstream) == ["search_flights", "book_hotel"]  # not the user's weather
         missing = _chat(served.url, {"messages": USER, "tools": chat_tools()})
-        assert missing.status_code == 400 and "finds no text" in missing.json()["error"]["message"]
+        assert missing.status_code == 400
+        assert "finds no text" in missing.json()["error"]["message"]
     with start(fake, shared_filter, pinned=("translate_text",), deny=("book_*",)) as served:
         _chat(served.url, {"messages": [{"role": "user", "content": TRIP}], "tools": chat_tools()})
-        assert "translate_text" in _names(upstream) and "book_hotel" not in _names(upstream)
+        assert "translate_text" in _names(upstream)
+        assert "book_hotel" not in _names(upstream)
     with start(fake, shared_filter, top_k=5, max_tools=1) as served:
         response = _chat(served.url, {"messages": USER, "tools": chat_tools()})
         assert _names(upstream) == ["get_weather"]
@@ -108,12 +111,15 @@ def test_a_gateway_key_is_required_and_never_logged(
     with serving(gateway.app) as base:
         body = {"messages": USER, "tools": chat_tools()}
         refused = _chat(base, body, authorization="Bearer wrong")
-        assert refused.status_code == 401 and upstream.received == []
+        assert refused.status_code == 401
+        assert upstream.received == []
         # The SDK's own key header carries the gateway key when the gateway holds the upstream's.
         assert _chat(base, body, authorization="Bearer tg-secret-token").status_code == 200
         assert upstream.received[-1].headers["authorization"] == "Bearer sk-upstream-secret"
         assert "x-toolgate-key" not in upstream.received[-1].headers
-        ok = httpx.get(base + "/v1/models?key=tg-secret-token", headers={"x-toolgate-key": "tg-secret-token"})
+        ok = httpx.get(
+            base + "/v1/models?key=tg-secret-token", headers={"x-toolgate-key": "tg-secret-token"}
+        )
         assert ok.status_code == 200
     logged = caplog.text
     assert "/v1/models" in logged
@@ -123,7 +129,7 @@ def test_a_gateway_key_is_required_and_never_logged(
 def test_prewarm_and_the_store_spare_the_first_request_its_indexing(
     fake: Any, embedder: Embedder, tmp_path: Path
 ) -> None:
-    upstream, url = fake
+    _upstream, url = fake
     tools_file = tmp_path / "tools.json"
     tools_file.write_bytes(orjson.dumps(chat_tools()))
     counting = _CountingEmbedder(embedder)
@@ -132,7 +138,9 @@ def test_prewarm_and_the_store_spare_the_first_request_its_indexing(
         prewarm=(load_config(_prewarm_toml(tmp_path)).prewarm),
         store=tmp_path / "store",
     )
-    gateway = Gateway(config, tool_filter=ToolFilter(embedder=counting, cache=None, store=config.store))
+    gateway = Gateway(
+        config, tool_filter=ToolFilter(embedder=counting, cache=None, store=config.store)
+    )
     with serving(gateway.app) as base:
         indexed = counting.batch_texts
         assert indexed >= len(SPECS)  # prewarm embedded the tools before the server was ready
@@ -143,7 +151,8 @@ def test_prewarm_and_the_store_spare_the_first_request_its_indexing(
     other = _CountingEmbedder(embedder)
     second = ToolFilter(embedder=other, cache=None, store=tmp_path / "store")
     filtered = second.filter({"messages": USER, "tools": chat_tools()}, top_k=3)
-    assert "get_weather" in filtered.kept and other.batch_texts == 0
+    assert "get_weather" in filtered.kept
+    assert other.batch_texts == 0
 
 
 def _prewarm_toml(tmp_path: Path) -> Path:
@@ -177,7 +186,7 @@ class _CountingEmbedder:
 
 
 def test_a_new_tools_array_does_not_stall_other_requests(fake: Any, embedder: Embedder) -> None:
-    upstream, url = fake
+    _upstream, url = fake
     slow = _CountingEmbedder(embedder)
     tool_filter = ToolFilter(embedder=slow, cache=None)
     gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}), tool_filter=tool_filter)

@@ -46,7 +46,8 @@ def tool_filter(embedder: Embedder) -> ToolFilter:
 def test_tool_filter_verify_takes_sdk_objects(tool_filter: ToolFilter) -> None:
     request = {"messages": [{"role": "user", "content": WEATHER}], "tools": chat_tools()}
     filtered = tool_filter.filter(request, top_k=2)
-    assert "get_weather" in filtered.kept and "send_email" not in filtered.kept
+    assert "get_weather" in filtered.kept
+    assert "send_email" not in filtered.kept
     for call in _sdk_calls("get_weather", "Lisbon"):
         assert tool_filter.verify(call, filtered).ok, call
     for call in _sdk_calls("send_email", "Lisbon"):
@@ -54,7 +55,7 @@ def test_tool_filter_verify_takes_sdk_objects(tool_filter: ToolFilter) -> None:
     for call in _sdk_calls("get_weather", 5):
         assert tool_filter.verify(call, filtered).error == "invalid_arguments"
     assert tool_filter.verify({"name": "nope", "arguments": {}}, filtered).error == "unknown_tool"
-    with pytest.raises(InvalidInputError, match="what ToolFilter.filter returned"):
+    with pytest.raises(InvalidInputError, match=r"what ToolFilter\.filter returned"):
         tool_filter.verify({"name": "get_weather"}, request)  # type: ignore[arg-type]
 
 
@@ -82,10 +83,13 @@ def test_tool_filter_takes_google_genai_request_objects(tool_filter: ToolFilter)
         request = {"model": "gemini-x", "contents": contents, "config": config}
         filtered = tool_filter.filter(request, top_k=2)
         out = filtered.request
-        assert out["model"] == "gemini-x" and out["contents"] is contents
+        assert out["model"] == "gemini-x"
+        assert out["contents"] is contents
         assert isinstance(out["config"], types.GenerateContentConfig)
         names = [d.name for d in out["config"].tools[0].function_declarations]
-        assert "get_weather" in names and "translate_text" in names and len(names) == 3
+        assert "get_weather" in names
+        assert "translate_text" in names
+        assert len(names) == 3
         assert out["config"].temperature == 0.2
         assert out["config"].tool_config.function_calling_config.mode == "ANY"
         assert tool_filter.verify(types.FunctionCall(name="get_weather", args={}), filtered).ok

@@ -46,7 +46,8 @@ def test_litellm_calls_the_hook_and_sends_the_routed_tools(
 
     answer = asyncio.run(call())
     sent = [t["function"]["name"] for t in upstream.received[-1].body["tools"]]
-    assert "get_weather" in sent and len(sent) == 2 < len(SPECS)
+    assert "get_weather" in sent
+    assert len(sent) == 2 < len(SPECS)
     assert upstream.received[-1].body["tool_choice"] == "auto"
     assert answer.choices[0].message.tool_calls[0].function.name == "get_weather"  # type: ignore[attr-defined]
 
@@ -55,7 +56,9 @@ def test_the_proxy_hook_filters_chat_and_anthropic_requests(hook: ToolgateHook) 
     for tools in (chat_tools(), anthropic_tools()):
         data = {"model": "m", "messages": USER, "tools": tools, "metadata": {"user": "u"}}
         out = asyncio.run(hook.async_pre_call_hook(None, None, data, "completion"))
-        assert isinstance(out, dict) and len(out["tools"]) == 2
-        assert out["metadata"] == {"user": "u"} and len(data["tools"]) == len(SPECS)
+        assert isinstance(out, dict)
+        assert len(out["tools"]) == 2
+        assert out["metadata"] == {"user": "u"}
+        assert len(data["tools"]) == len(SPECS)
     embedding = {"model": "m", "input": ["x"], "tools": chat_tools()}
     assert asyncio.run(hook.async_pre_call_hook(None, None, embedding, "embeddings")) is embedding

@@ -196,7 +196,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         from toolgate.integrations.mcp.serve import load_servers, serve
     except ImportError as exc:
         raise InvalidInputError(
-            f'mcp-proxy needs the MCP SDK: pip install "toolgate[mcp]" ({exc})'
+            f'mcp-proxy needs the MCP SDK: pip install "toolgate-router[mcp]" ({exc})'
         ) from None
     servers = load_servers(args.config)
     if not args.connect_timeout > 0:

@@ -58,7 +58,7 @@ def plain_json(value: Any) -> Any:
     the provider's wire JSON, which the readers here know. Nothing is imported from the SDKs.
     """
     dump = getattr(value, "model_dump", None)
-    if isinstance(value, Mapping) or isinstance(value, type) or not callable(dump):
+    if isinstance(value, (Mapping, type)) or not callable(dump):
         return value
     try:
         return dump(mode="json", by_alias=True, exclude_none=True)
@@ -125,7 +125,9 @@ def answer_tool_calls(answer: Any, shape: str) -> list[Any]:
                     calls.append({"function_call": message["function_call"]})
         return calls
     if shape == "openai-responses":
-        return [item for item in _items(answer.get("output")) if item.get("type") == "function_call"]
+        return [
+            item for item in _items(answer.get("output")) if item.get("type") == "function_call"
+        ]
     if shape == "anthropic":
         return [block for block in _items(answer.get("content")) if block.get("type") == "tool_use"]
     if shape == "gemini":

@@ -136,7 +136,9 @@ class Gateway:
         try:
             tools = orjson.loads(Path(entry.tools).read_bytes())
         except (OSError, orjson.JSONDecodeError) as exc:
-            raise InvalidInputError(f"prewarm {entry.tools}: cannot read a tools array: {exc}")
+            raise InvalidInputError(
+                f"prewarm {entry.tools}: cannot read a tools array: {exc}"
+            ) from None
         user = {"role": "user", "content": _WARM_TEXT}
         requests: dict[str, dict[str, Any]] = {
             "openai": {"messages": [user], "tools": tools},
@@ -165,7 +167,9 @@ class Gateway:
         if not self._admitted(request, provider):
             response = _error(provider, 401, "missing or wrong gateway key", "unauthorized")
         elif provider not in self.config.upstreams:
-            message = f"no upstream for {provider}: start the gateway with --upstream {provider}=URL"
+            message = (
+                f"no upstream for {provider}: start the gateway with --upstream {provider}=URL"
+            )
             response = _error(provider, 502, message, "no_upstream")
         elif endpoint is None:
             response = await self._passthrough(request, provider)
@@ -387,7 +391,8 @@ def _raw(sent: httpx.Response, extra: list[tuple[str, str]] | None = None) -> Re
 def _response(body: bytes, status: int, headers: list[tuple[str, str]]) -> Response:
     response = Response(body, status)  # sets content-length for this body
     response.raw_headers = [
-        *(h for h in response.raw_headers if h[0] == b"content-length"), *_encoded(headers)
+        *(h for h in response.raw_headers if h[0] == b"content-length"),
+        *_encoded(headers),
     ]
     return response
 
@@ -409,4 +414,3 @@ def _provider(shape: str) -> str:
 
 def _encoded(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
     return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
-

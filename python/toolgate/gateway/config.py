@@ -185,9 +185,9 @@ def load_config(path: Path | None) -> GatewayConfig:
         upstreams={name: _upstream(name, entry, where) for name, entry in upstreams.items()},
         routes=tuple(parsed_routes),
         default=default,
-        prewarm=tuple(_prewarm(entry, i, base, where) for i, entry in enumerate(
-            _list(data, "prewarm", where)
-        )),  # fmt: skip
+        prewarm=tuple(
+            _prewarm(entry, i, base, where) for i, entry in enumerate(_list(data, "prewarm", where))
+        ),
         store=None if data.get("store") is None else base / str(data["store"]),
         max_catalogs=_int(data, "max_catalogs", where, 64, minimum=1),
         timeout=_seconds(data, "timeout", where, 600.0),
@@ -235,7 +235,9 @@ def _route(data: Mapping[str, Any], path: str, where: str) -> RouteConfig:
     if policy not in _POLICIES:
         raise InvalidInputError(f"{where}: policy must be one of {list(_POLICIES)}, got {policy!r}")
     threshold = data.get("threshold")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+    ):
         raise InvalidInputError(f"{where}: threshold must be a number, got {threshold!r}")
     state_headers = data.get("state_headers", DEFAULT_STATE_HEADERS)
     if not isinstance(state_headers, Mapping) or not all(

@@ -403,14 +403,15 @@ class ToolFilter:
         if routed is None:
             return _verify_by_name(call, filtered)
         verdict = verify_call(routed.catalog, list(filtered._active), call)
-        if not verdict.ok and verdict.name in routed.unreadable_names:
-            if verdict.name in filtered.kept:
-                return Verdict(True, name=verdict.name, call_id=verdict.call_id)
+        if (
+            not verdict.ok
+            and verdict.name in routed.unreadable_names
+            and verdict.name in filtered.kept
+        ):
+            return Verdict(True, name=verdict.name, call_id=verdict.call_id)
         return verdict
 
-    def _router(
-        self, source: Any, reader: str, read: Callable[[], Sequence[RawTool]]
-    ) -> _Routed:
+    def _router(self, source: Any, reader: str, read: Callable[[], Sequence[RawTool]]) -> _Routed:
         """The catalog and router for the tools ``read`` gives from ``source``, built once
         however many threads ask at the same time.
 

@@ -93,9 +93,7 @@ def forwarded_headers(
     return out
 
 
-def response_headers(
-    headers: Iterable[tuple[str, str]], *, decoded: bool
-) -> list[tuple[str, str]]:
+def response_headers(headers: Iterable[tuple[str, str]], *, decoded: bool) -> list[tuple[str, str]]:
     """The upstream's answer headers for the client, hop-by-hop ones left out; with
     ``decoded`` (the body is passed on decoded, or rewritten) its encoding and length too."""
     dropped = HOP_BY_HOP | ({"content-encoding", "content-length"} if decoded else set())
