@@ -18,7 +18,7 @@ __all__ = ["compile_path", "query_at", "state_from_headers"]
 
 @functools.lru_cache(maxsize=256)
 def _compiled(path: str) -> Any:
-    from jsonpath_ng.ext import parse
+    from jsonpath_ng.ext.parser import parse
 
     return parse(path)
 

@@ -177,12 +177,13 @@ class CallWatcher:
 
 def error_event(shape: str, message: str, code: str) -> bytes:
     """A stream event that each provider's SDK raises as an error, carrying ``message``."""
+    body: dict[str, Any]
     if shape == "anthropic":
         body = {"type": "error", "error": {"type": "api_error", "message": message}}
         return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
     if shape == "gemini":
-        error = {"code": 502, "message": message, "status": "INTERNAL"}
-        return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+        body = {"error": {"code": 502, "message": message, "status": "INTERNAL"}}
+        return b"data: " + orjson.dumps(body) + b"\n\n"
     error = {"message": message, "type": "toolgate_error", "code": code, "param": None}
     if shape == "openai-responses":
         body = {"type": "error", "code": code, "message": message, "param": None, "error": error}

@@ -35,7 +35,7 @@ __all__ = ["ToolgateHook"]
 _CALL_TYPES = {"completion", "acompletion", "anthropic_messages", "responses", "aresponses"}
 
 
-class ToolgateHook(CustomLogger):  # type: ignore[misc]
+class ToolgateHook(CustomLogger):
     """A LiteLLM callback that shows the model only the tools routed for each turn.
 
     ``top_k``, ``threshold``, ``allow``, ``deny`` and ``include`` are
