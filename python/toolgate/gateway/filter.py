@@ -49,7 +49,7 @@ from toolgate.routing.router import Router, default_embedder
 from toolgate.routing.scopes import ScopeMatcher
 from toolgate.routing.state import State
 from toolgate.routing.store import MANIFEST
-from toolgate.verify import Verdict, closest_name, verify_call
+from toolgate.verify import Verdict, verify_call, verify_name
 
 if TYPE_CHECKING:
     from toolgate.embedding.cache import EmbeddingCache
@@ -561,9 +561,6 @@ def _fit(
 
 def _verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
     """A call checked by name alone against the function tools a request was sent with."""
-    from toolgate.formats.calls import parse_tool_call
-
-    parsed = parse_tool_call(call)
     request = filtered.request
     lifted = genai_sdk.lift(request)  # generate_content's arguments: read as REST
     if lifted is not None:
@@ -573,19 +570,7 @@ def _verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
     if isinstance(tools, list) and filtered.provider != "text_tags":
         _, read = routable_tools(tools, filtered.provider)
         names = [raw.name for raw in read() if isinstance(raw.name, str)]
-    base: dict[str, Any] = {
-        "name": parsed.name, "available": tuple(names), "call_id": parsed.call_id
-    }  # fmt: skip
-    if parsed.problem:
-        message = f"Malformed tool call: {parsed.problem}."
-        return Verdict(False, "malformed_call", message=message, **base)
-    if parsed.name in names:
-        return Verdict(True, arguments=parsed.arguments, **base)
-    closest = closest_name(parsed.name, names)
-    hint = f" Did you mean {closest!r}?" if closest else ""
-    listed = ", ".join(names[:50]) or "none"
-    message = f"There is no tool called {parsed.name!r}.{hint} Tools you can call now: {listed}."
-    return Verdict(False, "unknown_tool", closest=closest, message=message, **base)
+    return verify_name(call, names)
 
 
 def _listed(patterns: Iterable[str] | None) -> Any:
