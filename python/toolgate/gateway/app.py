@@ -78,6 +78,10 @@ if not any(isinstance(f, _NoQueryStrings) for f in _HTTPX_LOG.filters):
 # A call naming a tool the request was not sent: what enforce blocks.
 NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})
 CALLS_HEADER = "x-toolgate-tool-calls"
+# How long an idle upstream connection is kept for reuse: under the shortest idle timeout
+# common among servers (5 s: uvicorn's, and others'), so the gateway drops a connection
+# before the upstream closes it, never sending a request into one being closed.
+UPSTREAM_KEEP_ALIVE_SECONDS = 4.0
 _WARM_TEXT = "prewarm"
 
 
@@ -119,7 +123,11 @@ class Gateway:
     @asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
         timeout = httpx.Timeout(self.config.timeout, connect=self.config.connect_timeout)
-        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+        limits = httpx.Limits(
+            max_connections=1000,
+            max_keepalive_connections=100,
+            keepalive_expiry=UPSTREAM_KEEP_ALIVE_SECONDS,
+        )
         async with httpx.AsyncClient(
             timeout=timeout, limits=limits, transport=self._transport, follow_redirects=False
         ) as client:

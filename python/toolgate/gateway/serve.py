@@ -19,9 +19,14 @@ from typing import Any
 from toolgate.errors import InvalidInputError
 from toolgate.gateway.config import PROVIDERS, GatewayConfig, load_config
 
-__all__ = ["ServeOptions", "app_from_env", "serve"]
+__all__ = ["KEEP_ALIVE_SECONDS", "ServeOptions", "app_from_env", "serve"]
 
 _SETTINGS_ENV = "TOOLGATE_GATEWAY_SETTINGS"
+# How long an idle client connection stays open. Longer than clients keep idle connections
+# in their pools (httpx, under the OpenAI, Anthropic and Google SDKs: 5 s), so the client
+# always closes first: a server closing at the moment a client reuses the connection would
+# fail that request.
+KEEP_ALIVE_SECONDS = 75
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,7 @@ def serve(options: ServeOptions) -> None:
         workers=options.workers,
         access_log=False,  # it would log query strings, where Gemini clients may put a key
         log_level="info",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
 
 
