@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.gateway.fake_upstream import FakeUpstream, Script, serving
@@ -76,3 +79,33 @@ def _fresh_script(request: pytest.FixtureRequest) -> None:
         upstream, _ = request.getfixturevalue("fake")
         upstream.script = Script()
         upstream.received.clear()
+
+
+class CountingEmbedder:
+    """The real embedder, counting the texts it embeds in batches (tools, not queries), and
+    sleeping ``delay`` seconds on each batch; the first batch waits for ``hold`` if set."""
+
+    def __init__(
+        self, inner: Embedder, delay: float = 0.0, hold: threading.Event | None = None
+    ) -> None:
+        self._inner = inner
+        self.delay = delay
+        self.hold = hold
+        self.batch_texts = 0
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+
+    def embed(self, texts: Sequence[str], **options: Any) -> np.ndarray:
+        if len(texts) > 1:
+            first = self.batch_texts == 0
+            self.batch_texts += len(texts)
+            if first and self.hold is not None:
+                assert self.hold.wait(120)
+            time.sleep(self.delay)
+        return self._inner.embed(texts, **options)
+
+    def embed_tokens(self, text: str) -> Any:
+        return self._inner.embed_tokens(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)

@@ -6,16 +6,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import orjson
 import pytest
 
-from tests.gateway.conftest import start
+from tests.gateway.conftest import CountingEmbedder, start
 from tests.gateway.fake_upstream import FakeUpstream, serving
 from tests.gateway.test_filter import SPECS, TRIP, WEATHER, chat_tools
 from toolgate import InvalidInputError
@@ -132,7 +130,7 @@ def test_prewarm_and_the_store_spare_the_first_request_its_indexing(
     _upstream, url = fake
     tools_file = tmp_path / "tools.json"
     tools_file.write_bytes(orjson.dumps(chat_tools()))
-    counting = _CountingEmbedder(embedder)
+    counting = CountingEmbedder(embedder)
     config = GatewayConfig(
         upstreams={"openai": Upstream(url)},
         prewarm=(load_config(_prewarm_toml(tmp_path)).prewarm),
@@ -142,17 +140,70 @@ def test_prewarm_and_the_store_spare_the_first_request_its_indexing(
         config, tool_filter=ToolFilter(embedder=counting, cache=None, store=config.store)
     )
     with serving(gateway.app) as base:
+        assert _healthy(base) == {"status": "ok"}
         indexed = counting.batch_texts
-        assert indexed >= len(SPECS)  # prewarm embedded the tools before the server was ready
+        assert indexed >= len(SPECS)  # prewarm embedded the tools before /healthz said ok
         _chat(base, {"messages": USER, "tools": chat_tools()})
         assert counting.batch_texts == indexed
     assert len([p for p in (tmp_path / "store").iterdir() if not p.name.startswith(".")]) == 1
     # Another process (a second worker) opens the saved index: it embeds no tool.
-    other = _CountingEmbedder(embedder)
+    other = CountingEmbedder(embedder)
     second = ToolFilter(embedder=other, cache=None, store=tmp_path / "store")
     filtered = second.filter({"messages": USER, "tools": chat_tools()}, top_k=3)
     assert "get_weather" in filtered.kept
     assert other.batch_texts == 0
+
+
+def test_the_gateway_serves_while_it_prewarms_and_says_so(
+    fake: Any, embedder: Embedder, tmp_path: Path
+) -> None:
+    _upstream, url = fake
+    (tmp_path / "tools.json").write_bytes(orjson.dumps(chat_tools()))
+    release = threading.Event()
+    held = CountingEmbedder(embedder, hold=release)  # the prewarm waits for the release
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(url)}, prewarm=load_config(_prewarm_toml(tmp_path)).prewarm
+    )
+    gateway = Gateway(config, tool_filter=ToolFilter(embedder=held, cache=None))
+    with serving(gateway.app) as base:
+        starting = httpx.get(base + "/healthz")
+        assert (starting.status_code, starting.json()) == (503, {"status": "starting"})
+        # A request is answered meanwhile (its tools array is not the one being indexed).
+        assert _chat(base, {"messages": USER, "tools": chat_tools()[:3]}).status_code == 200
+        assert httpx.get(base + "/healthz").status_code == 503
+        release.set()
+        assert _healthy(base) == {"status": "ok"}
+
+
+def test_a_prewarm_that_fails_is_named_by_healthz_and_a_missing_file_stops_start(
+    fake: Any, shared_filter: ToolFilter, tmp_path: Path
+) -> None:
+    _upstream, url = fake
+    unreadable = [*chat_tools(), {"type": "function", "function": {"description": "no name"}}]
+    (tmp_path / "tools.json").write_bytes(orjson.dumps(unreadable))
+    prewarm = load_config(_prewarm_toml(tmp_path)).prewarm
+    config = GatewayConfig(upstreams={"openai": Upstream(url)}, prewarm=prewarm)
+    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
+        failed = _healthy(base, wanted=503)
+        assert failed["status"] == "failed"
+        assert "tools.json" in failed["error"]
+        assert "name" in failed["error"]
+    (tmp_path / "tools.json").unlink()
+    with pytest.raises(InvalidInputError, match=r"prewarm .*tools\.json: cannot read"):
+        Gateway(config, tool_filter=shared_filter)
+    (tmp_path / "tools.json").write_text('{"tools": []}')
+    with pytest.raises(InvalidInputError, match="expected a JSON array of tools, got dict"):
+        Gateway(config, tool_filter=shared_filter)
+
+
+def _healthy(base: str, wanted: int = 200) -> Any:
+    """The /healthz body once it answers ``wanted`` (prewarm runs in the background)."""
+    deadline = time.monotonic() + 120
+    while (answer := httpx.get(base + "/healthz")).status_code != wanted:
+        assert answer.json()["status"] == "starting"
+        assert time.monotonic() < deadline, "the gateway did not finish prewarming"
+        time.sleep(0.05)
+    return answer.json()
 
 
 def _prewarm_toml(tmp_path: Path) -> Path:
@@ -161,33 +212,9 @@ def _prewarm_toml(tmp_path: Path) -> Path:
     return path
 
 
-class _CountingEmbedder:
-    """The real embedder, counting the texts it embeds in batches (tools, not queries), and
-    sleeping ``delay`` seconds on each batch."""
-
-    def __init__(self, inner: Embedder, delay: float = 0.0) -> None:
-        self._inner = inner
-        self.delay = delay
-        self.batch_texts = 0
-        self.model_id = inner.model_id
-        self.dim = inner.dim
-
-    def embed(self, texts: Sequence[str], **options: Any) -> np.ndarray:
-        if len(texts) > 1:
-            self.batch_texts += len(texts)
-            time.sleep(self.delay)
-        return self._inner.embed(texts, **options)
-
-    def embed_tokens(self, text: str) -> Any:
-        return self._inner.embed_tokens(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
 def test_a_new_tools_array_does_not_stall_other_requests(fake: Any, embedder: Embedder) -> None:
     _upstream, url = fake
-    slow = _CountingEmbedder(embedder)
+    slow = CountingEmbedder(embedder)
     tool_filter = ToolFilter(embedder=slow, cache=None)
     gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}), tool_filter=tool_filter)
     with serving(gateway.app) as base:

@@ -237,7 +237,7 @@ def run_gateway(args: argparse.Namespace) -> None:
         ) from None
     options = ServeOptions.parse(
         args.listen, args.upstream, config=args.config, top_k=args.top_k, store=args.store,
-        workers=args.workers, no_auth=args.no_auth,
+        workers=args.workers, no_auth=args.no_auth, graceful_timeout=args.graceful_timeout,
     )  # fmt: skip
     serve(options)
 

@@ -183,6 +183,14 @@ def _add_gateway(commands: Any) -> None:
     )
     gateway.add_argument("--workers", type=_positive_int, default=1, help="uvicorn workers")
     gateway.add_argument(
+        "--graceful-timeout",
+        type=_positive_int,
+        default=10,
+        metavar="SECONDS",
+        help="on SIGTERM, how long requests still running may take before they are cut "
+        "(default 10)",
+    )
+    gateway.add_argument(
         "--no-auth",
         action="store_true",
         help="serve a host other than loopback without a gateway key",

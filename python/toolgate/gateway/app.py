@@ -110,7 +110,10 @@ class Gateway:
         self._keys = {name: up.api_key() for name, up in config.upstreams.items()}
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        # Read now, so a missing or malformed file stops the gateway before it listens.
+        self._warm = [(entry, _read_tools(entry)) for entry in config.prewarm]
         self.ready = False
+        self.problem: str | None = None
         self.app = Starlette(
             routes=[
                 Route("/healthz", self._healthz, methods=["GET"]),
@@ -128,25 +131,35 @@ class Gateway:
             max_keepalive_connections=100,
             keepalive_expiry=UPSTREAM_KEEP_ALIVE_SECONDS,
         )
-        async with httpx.AsyncClient(
-            timeout=timeout, limits=limits, transport=self._transport, follow_redirects=False
-        ) as client:
+        async with (
+            httpx.AsyncClient(
+                timeout=timeout, limits=limits, transport=self._transport, follow_redirects=False
+            ) as client,
+            anyio.create_task_group() as background,
+        ):
             self._client = client
-            for entry in self.config.prewarm:
-                await anyio.to_thread.run_sync(self._prewarm, entry)
-            self.ready = True
-            yield
-            self.ready = False
+            # Indexing the prewarmed tools may take minutes: the gateway serves meanwhile
+            # (/healthz says it is starting) and a signal stops it without waiting for it.
+            background.start_soon(self._prewarm_all)
+            try:
+                yield
+            finally:
+                background.cancel_scope.cancel()
+                self.ready = False
 
-    def _prewarm(self, entry: Prewarm) -> None:
-        """Index ``entry``'s tools as a request carrying them would, so the first real
-        request finds them indexed."""
-        try:
-            tools = orjson.loads(Path(entry.tools).read_bytes())
-        except (OSError, orjson.JSONDecodeError) as exc:
-            raise InvalidInputError(
-                f"prewarm {entry.tools}: cannot read a tools array: {exc}"
-            ) from None
+    async def _prewarm_all(self) -> None:
+        for entry, tools in self._warm:
+            try:
+                await anyio.to_thread.run_sync(self._prewarm, entry, tools, abandon_on_cancel=True)
+            except ToolgateError as exc:
+                self.problem = f"prewarm {entry.tools}: {exc}"
+                log.error("%s", self.problem)
+                return
+        self.ready = True
+
+    def _prewarm(self, entry: Prewarm, tools: list[Any]) -> None:
+        """Index ``tools`` as a request carrying them would, so the first real request
+        finds them indexed."""
         user = {"role": "user", "content": _WARM_TEXT}
         requests: dict[str, dict[str, Any]] = {
             "openai": {"messages": [user], "tools": tools},
@@ -159,6 +172,9 @@ class Gateway:
         log.info("prewarmed %s: %d tools", entry.tools, len(filtered.kept) + filtered.dropped_count)
 
     async def _healthz(self, _request: Request) -> Response:
+        if self.problem is not None:
+            body = orjson.dumps({"status": "failed", "error": self.problem})
+            return Response(body, 503, media_type="application/json")
         if not self.ready:
             return Response(b'{"status":"starting"}', 503, media_type="application/json")
         return Response(b'{"status":"ok"}', 200, media_type="application/json")
@@ -231,8 +247,9 @@ class Gateway:
             return _error(provider, 400, message, "bad_body")
         route = self.config.route(request.url.path)
         try:
+            # A request cancelled at shutdown does not wait for its thread to finish.
             done = await anyio.to_thread.run_sync(
-                filter_request, self.filter, body, route, request.headers
+                filter_request, self.filter, body, route, request.headers, abandon_on_cancel=True
             )
         except ToolgateError as exc:
             return _error(provider, 400, f"toolgate cannot filter this request: {exc}", "bad_tools")
@@ -280,6 +297,21 @@ class Gateway:
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+def _read_tools(entry: Prewarm) -> list[Any]:
+    """The tools array in ``entry``'s file."""
+    try:
+        tools = orjson.loads(Path(entry.tools).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise InvalidInputError(
+            f"prewarm {entry.tools}: cannot read a tools array: {exc}"
+        ) from None
+    if not isinstance(tools, list):
+        raise InvalidInputError(
+            f"prewarm {entry.tools}: expected a JSON array of tools, got {type(tools).__name__}"
+        )
+    return tools
 
 
 class _Check:

@@ -41,6 +41,7 @@ class ServeOptions:
     store: Path | None = None
     workers: int = 1
     no_auth: bool = False
+    graceful_timeout: int = 10
 
     @classmethod
     def parse(cls, listen: str, upstreams: list[str], **options: Any) -> ServeOptions:
@@ -121,6 +122,9 @@ def serve(options: ServeOptions) -> None:
         access_log=False,  # it would log query strings, where Gemini clients may put a key
         log_level="info",
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        # After a signal, requests still running (a long stream, an index being built)
+        # get this long, then are cancelled: the process stops within it, never hangs.
+        timeout_graceful_shutdown=options.graceful_timeout,
     )
 
 
