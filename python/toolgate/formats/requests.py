@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from toolgate.errors import InvalidInputError
@@ -179,7 +179,7 @@ def _runs_in_application(tool: Mapping[str, Any], provider: str) -> bool:
 
 
 def kept_entries(
-    tools: list[Any], keep: list[Slot], routable: set[int], gemini: bool
+    tools: list[Any], keep: list[Slot], routable: Collection[int], gemini: bool
 ) -> list[tuple[int, Any]]:
     """``tools`` without the function tools not in ``keep``: each kept entry, as given, with
     its position.

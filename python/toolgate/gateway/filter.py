@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 from toolgate.formats.requests import (
     TOOL_KEYS,
+    Slot,
     carry_cache_marker,
     keep_tags,
     kept_entries,
@@ -191,6 +192,7 @@ class ToolFilter:
         self._store = None if store is None else Path(store)
         self._lock = threading.Lock()
         self._routers: OrderedDict[str, _Routed] = OrderedDict()
+        self._layouts: OrderedDict[str, _Layout] = OrderedDict()
         self._building: dict[str, threading.Lock] = {}
 
     def filter(
@@ -266,19 +268,16 @@ class ToolFilter:
         """Route over the request's tools array and keep the routed entries, as given."""
         if not isinstance(tools, list):
             raise InvalidInputError(f"'tools' must be a list, got {type(tools).__name__}")
-        slots, read = routable_tools(tools, provider)
-        if not slots:  # only provider-side tools: nothing to route
+        layout = self._layout(tools, provider)
+        if not layout.slots:  # only provider-side tools: nothing to route
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
         if turn.found is None:
             # Nothing to route on (a system prompt alone, an image alone): the provider takes
             # such a request as it is, so it goes on with all its tools.
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
         index, query = turn.found
-        routable = {i for i, _ in slots}
-        # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.
-        builtin = {t.get("name") for i, t in enumerate(tools) if i not in routable}
-        function_tools = [tools[i] for i in sorted(routable)]
-        routed = self._router((function_tools, provider), provider, read)
+        slots, routable, builtin = layout.slots, layout.routable, layout.builtin
+        routed = self._router(layout.key, provider, layout.read)
         result, kept, keep = self._route(
             routed, query, turn.messages[:index], turn.forced - builtin, options
         )
@@ -311,7 +310,7 @@ class ToolFilter:
                 "put it in <userq> or beside the tags"
             )
         tags = text_tags.parse(text, DEFAULT_SERVER)
-        routed = self._router(text, "text_tags", lambda: tags)
+        routed = self._router(_digest(text, "text_tags"), "text_tags", lambda: tags)
         result, kept, _ = self._route(routed, query, turn.messages[:index], turn.forced, options)
         names = set(kept)
         dropped = sum(1 for tag in tags if tag.name not in names)  # tags go by name
@@ -411,16 +410,40 @@ class ToolFilter:
             return Verdict(True, name=verdict.name, call_id=verdict.call_id)
         return verdict
 
-    def _router(self, source: Any, reader: str, read: Callable[[], Sequence[RawTool]]) -> _Routed:
-        """The catalog and router for the tools ``read`` gives from ``source``, built once
-        however many threads ask at the same time.
+    def _layout(self, tools: list[Any], provider: str) -> _Layout:
+        """Where the function tools of ``tools`` sit and how to read them, found once per
+        tools array: its digest finds what an earlier request with the same array found."""
+        key = _digest(tools, provider)
+        if key is not None:
+            with self._lock:
+                found = self._layouts.get(key)
+                if found is not None:
+                    self._layouts.move_to_end(key)
+                    return found
+        slots, read = routable_tools(tools, provider)
+        routable = frozenset(i for i, _ in slots)
+        # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.
+        builtin = frozenset(t.get("name") for i, t in enumerate(tools) if i not in routable)
+        layout = _Layout(key, tuple(slots), routable, builtin, read)
+        if key is not None:
+            with self._lock:
+                self._layouts[key] = layout
+                while len(self._layouts) > self._max_catalogs:
+                    self._layouts.popitem(last=False)
+        return layout
 
-        Keyed by a digest of ``source`` as the request gives it and of ``reader`` (how it is
-        read: the same array reads differently as Gemini or Anthropic tools), so a request
-        whose tools were seen before is neither read nor validated again: for a large array
-        that is most of a call's time. Tools without a safe key are read afresh every time.
+    def _router(
+        self, key: str | None, reader: str, read: Callable[[], Sequence[RawTool]]
+    ) -> _Routed:
+        """The catalog and router for the tools ``read`` gives, built once however many
+        threads ask at the same time.
+
+        ``key`` is a digest of the tools as the request gives them and of ``reader`` (how
+        they are read: the same array reads differently as Gemini or Anthropic tools), so a
+        request whose tools were seen before is neither read nor validated again: for a
+        large array that is most of a call's time. Tools without a key (None) are read
+        afresh every time.
         """
-        key = _digest(source, reader)
         if key is None:
             return self._build(read, reader, None)
         with self._lock:
@@ -527,11 +550,32 @@ class _Routed:
     scopes: ScopeMatcher  # over the catalog's rows
     unreadable_scopes: ScopeMatcher  # over the unreadable tools, in order
     reader: str  # the shape the tools were read as
+    _totals: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def unreadable_names(self) -> frozenset[str]:
         """The names of the unreadable tools that have one."""
         return frozenset(name for name in self.unreadable_names_in_order if name)
+
+    def tokens_of_all(self, provider: str) -> int:
+        """The schema tokens of every tool of the catalog, as ``provider`` counts them."""
+        total = self._totals.get(provider)
+        if total is None:
+            total = self._totals[provider] = sum(t.token_count(provider) for t in self.catalog)
+        return total
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A request's tools array as routing reads it: its key (None: it has none), the slot
+    of each function tool, the positions of those, the names of the others (provider-side
+    tools), and how to read the function tools."""
+
+    key: str | None
+    slots: tuple[Slot, ...]
+    routable: frozenset[int]
+    builtin: frozenset[Any]
+    read: Callable[[], list[RawTool]]
 
 
 @dataclass(frozen=True)

@@ -75,11 +75,11 @@ def _top_k(ceiling: int | None, asked: str | None) -> int | None:
 
 
 def _tokens_saved(filtered: FilteredRequest) -> int:
-    """Schema tokens of the tools filtered out, as the request's provider counts them (each
-    tool's count is kept on the tool, so a tools array is counted once)."""
+    """Schema tokens of the tools filtered out, as the request's provider counts them: all
+    the tools' (counted once per tools array) less the kept ones'."""
     routed = filtered._routed
     if routed is None or not filtered.dropped_count:
         return 0
     provider = "openai" if filtered.provider == "text_tags" else base_provider(filtered.provider)
-    active = set(filtered._active)
-    return sum(tool.token_count(provider) for tool in routed.catalog if tool.id not in active)
+    kept = sum(routed.catalog[tool_id].token_count(provider) for tool_id in filtered._active)
+    return routed.tokens_of_all(provider) - kept
