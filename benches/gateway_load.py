@@ -1,13 +1,25 @@
-"""The gateway under load on loopback: overhead against calling the upstream directly, at
-117 (GitHub's MCP server) and 2,000 tools, throughput with 16 concurrent clients, a bounded
-load test that must end with 0 errors, and the memory each extra uvicorn worker costs.
+"""The gateway under load on loopback, against calling its upstream directly.
 
-Run: ``.venv/bin/python -m benches.gateway_load`` (about 3 minutes; it stops by itself).
-The fake upstream and the gateway (``toolgate gateway``) run as their own processes.
+Prints, at 117 tools (GitHub's MCP server) and at 2,000 (topped up with synthetic tools):
+the p50 / p99 latency a client sees through ``toolgate gateway`` (one worker) and straight
+at the fake upstream, request by request in turn, and their difference, the overhead; then
+the throughput of 16 concurrent clients both ways, with every failed request listed (the run
+must end with 0). Last, the memory one more uvicorn worker costs (RSS and PSS of the whole
+process tree with 2 workers and with 3, the 2,000 tools indexed and shared through the router
+store). The machine's load average is printed with the figures: on a busy shared box the
+absolute times mean little, the ratios in one run more.
+
+Run: ``make bench-gateway`` (``.venv/bin/python -m benches.gateway_load [--quick]``). It
+stops by itself: a fixed number of requests, each with a timeout, and every process it
+started is stopped (SIGTERM, then SIGKILL after 60 s). The tools are indexed before anything
+is measured (the gateway's ``[[prewarm]]``; its ``/healthz`` answers 200 once done), which
+takes minutes for 2,000 tools the first time and seconds once the embedding cache
+(``$TOOLGATE_HOME/embeddings.sqlite3``) holds them.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -18,6 +30,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,29 +43,28 @@ from benches.testbed import topup_tools
 
 GITHUB = SHARED / "data" / "catalogs" / "github-mcp-server.tools-list.json"
 PY = sys.executable
+ROOT = Path(__file__).resolve().parents[1]
+CHAT = "/v1/chat/completions"
+CLIENTS = 16
+# Longer than the gateway keeps its idle upstream connections, as real APIs' are.
+UPSTREAM_KEEP_ALIVE = "75"
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@dataclass(frozen=True)
+class Sizes:
+    """How many requests each measurement makes."""
+
+    sequential: int
+    concurrent: int
+    warm_rounds: int
 
 
-def _wait(url: str, proc: subprocess.Popen[bytes], timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{url}: the process exited with {proc.returncode}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} did not become ready")
+FULL = Sizes(sequential=300, concurrent=600, warm_rounds=12)
+QUICK = Sizes(sequential=40, concurrent=96, warm_rounds=4)
 
 
 def chat_tools(count: int) -> list[dict[str, Any]]:
+    """``count`` OpenAI Chat tools: GitHub's MCP server's, then synthetic ones."""
     real = json.loads(GITHUB.read_text())["tools"]
     tools = real + topup_tools(real, max(0, count - len(real)))
     out, seen = [], set()
@@ -65,161 +79,232 @@ def chat_tools(count: int) -> list[dict[str, Any]]:
     return out
 
 
-def queries(tools: list[dict[str, Any]], count: int) -> list[str]:
-    """Distinct user messages (so no query embedding is cached)."""
-    rng = random.Random(7)
+def bodies(tools: list[dict[str, Any]], count: int, seed: int) -> list[bytes]:
+    """``count`` requests carrying ``tools``, each with its own user message (so no query
+    embedding comes from the cache)."""
+    rng = random.Random(seed)
     out = []
     for i in range(count):
-        tool = rng.choice(tools)["function"]
-        words = tool["description"].split()[:12]
-        out.append(f"please {' '.join(words)} (request {i})")
+        words = rng.choice(tools)["function"]["description"].split()[:12]
+        message = {"role": "user", "content": f"please {' '.join(words)} (request {seed}-{i})"}
+        body = {"model": "m", "messages": [message], "tools": tools}
+        out.append(json.dumps(body).encode())
     return out
 
 
-def latencies(url: str, bodies: list[bytes], timeout: float = 60) -> list[float]:
-    out = []
-    with httpx.Client(timeout=timeout) as client:
-        for body in bodies:
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> float:
+    """Seconds until ``url`` answers 200; an error naming the log if the process exits or
+    the time runs out."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: exited with {proc.returncode}; see {log}")
+        try:
+            if httpx.get(url, timeout=5).status_code == 200:
+                return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{url} was not ready within {timeout:.0f} s; see {log}")
+
+
+@dataclass(frozen=True)
+class Started:
+    """A process running: its id and the seconds it took to get ready."""
+
+    pid: int
+    seconds: float
+
+
+@contextmanager
+def running(command: list[str], log: Path, ready: str, timeout: float) -> Iterator[Started]:
+    """Run ``command`` until the block ends, once ``ready`` answers 200."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        try:
+            yield Started(proc.pid, _wait_ready(ready, proc, log, timeout))
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                print(f"warning: {command[2:4]} ignored SIGTERM for 60 s; killed", flush=True)
+                proc.kill()
+                proc.wait(30)
+
+
+def fake_upstream(port: int, log: Path) -> Any:
+    command = [
+        PY, "-m", "uvicorn", "--factory", "tests.gateway.fake_upstream:create_app",
+        "--port", str(port), "--log-level", "warning", "--timeout-keep-alive", UPSTREAM_KEEP_ALIVE,
+    ]  # fmt: skip
+    return running(command, log, f"http://127.0.0.1:{port}/v1/models", 120)
+
+
+def gateway(upstream: str, workers: int, folder: Path, log: Path) -> tuple[Any, str]:
+    """The gateway command, prewarming every tools file in ``folder``, and its URL."""
+    port = _port()
+    config = folder / "gateway.toml"
+    config.write_text(
+        "".join(
+            f'[[prewarm]]\nprovider = "openai"\ntools = "{path.name}"\n'
+            for path in sorted(folder.glob("tools-*.json"))
+        )
+    )
+    command = [
+        PY, "-m", "toolgate", "gateway", "--listen", f"127.0.0.1:{port}",
+        "--upstream", f"openai={upstream}", "--top-k", "5", "--workers", str(workers),
+        "--store", str(folder / "store"), "--config", str(config),
+    ]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    return running(command, log, url + "/healthz", 3600), url
+
+
+def latencies(pairs: list[tuple[str, bytes]]) -> dict[str, list[float]]:
+    """Milliseconds per request, by URL, the requests sent one at a time in the given order."""
+    out: dict[str, list[float]] = {}
+    with httpx.Client(timeout=120) as client:
+        for url, body in pairs:
             started = time.perf_counter()
             response = client.post(url, content=body, headers={"content-type": "application/json"})
-            out.append((time.perf_counter() - started) * 1000)
+            elapsed = (time.perf_counter() - started) * 1000
             response.raise_for_status()
+            out.setdefault(url, []).append(elapsed)
     return out
 
 
-async def concurrent(url: str, bodies: list[bytes], clients: int) -> tuple[float, int]:
-    """Requests per second and errors with ``clients`` concurrent clients."""
-    errors = 0
-    queue: asyncio.Queue[bytes] = asyncio.Queue()
-    for body in bodies:
-        queue.put_nowait(body)
+async def concurrent(url: str, load: list[bytes]) -> tuple[float, list[str]]:
+    """Requests per second with ``CLIENTS`` concurrent clients, and every failure."""
+    failures: list[str] = []
+    queue = list(reversed(load))
+    limits = httpx.Limits(max_connections=CLIENTS)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
 
-    async def worker(client: httpx.AsyncClient) -> None:
-        nonlocal errors
-        while not queue.empty():
-            body = queue.get_nowait()
-            try:
-                response = await client.post(
-                    url, content=body, headers={"content-type": "application/json"}
-                )
-                errors += response.status_code != 200
-            except httpx.HTTPError:
-                errors += 1
+        async def worker() -> None:
+            while queue:
+                body = queue.pop()
+                try:
+                    response = await client.post(
+                        url, content=body, headers={"content-type": "application/json"}
+                    )
+                    if response.status_code != 200:
+                        failures.append(f"{response.status_code} {response.text[:300]}")
+                except httpx.HTTPError as exc:
+                    failures.append(f"{type(exc).__name__}: {exc}")
 
-    limits = httpx.Limits(max_connections=clients)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
         started = time.perf_counter()
-        await asyncio.wait_for(asyncio.gather(*(worker(client) for _ in range(clients))), 600)
-        return len(bodies) / (time.perf_counter() - started), errors
+        await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(CLIENTS))), 1800)
+        return len(load) / (time.perf_counter() - started), failures
 
 
-def memory(pid: int) -> tuple[int, int]:
-    """RSS and PSS (kB) of a process."""
-    rss = pss = 0
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("Rss:"):
-            rss = int(line.split()[1])
-        elif line.startswith("Pss:"):
-            pss = int(line.split()[1])
-    return rss, pss
+def p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100)[98]
 
 
-def workers_of(pid: int) -> list[int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(c) for c in children]
+def overhead(count: int, upstream: str, url: str, sizes: Sizes) -> list[str]:
+    """Sequential latency both ways, then 16 clients both ways; the failures."""
+    tools = chat_tools(count)
+    sent = bodies(tools, sizes.sequential, seed=count)
+    pairs = []
+    for body in sent:  # in turn, so a slow moment of the machine hits both
+        pairs += [(upstream + CHAT, body), (url + CHAT, body)]
+    times = latencies(pairs)
+    direct, via = times[upstream + CHAT], times[url + CHAT]
+    print(
+        f"{count:>5} tools, 1 client, {len(via)} requests each way: "
+        f"direct p50 {statistics.median(direct):.2f} ms p99 {p99(direct):.2f} ms; "
+        f"gateway p50 {statistics.median(via):.2f} ms p99 {p99(via):.2f} ms; overhead "
+        f"p50 {statistics.median(via) - statistics.median(direct):.2f} ms "
+        f"p99 {p99(via) - p99(direct):.2f} ms",
+        flush=True,
+    )
+    load = bodies(tools, sizes.concurrent, seed=count + 1)
+    rate_direct, failed_direct = asyncio.run(concurrent(upstream + CHAT, load))
+    rate, failed = asyncio.run(concurrent(url + CHAT, load))
+    print(
+        f"{count:>5} tools, {CLIENTS} clients, {len(load)} requests each way: gateway "
+        f"{rate:.0f} req/s, direct {rate_direct:.0f} req/s ({rate / rate_direct:.2f}x); "
+        f"failed: gateway {len(failed)}, direct {len(failed_direct)}",
+        flush=True,
+    )
+    return failed + failed_direct
 
 
-def start_gateway(upstream: str, workers: int, store: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _port()
-    proc = subprocess.Popen(
-        [PY, "-m", "toolgate", "gateway", "--listen", f"127.0.0.1:{port}",
-         "--upstream", f"openai={upstream}", "--top-k", "5", "--workers", str(workers),
-         "--store", store],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    _wait(url + "/healthz", proc)
-    return proc, url
+def tree_memory(pid: int) -> list[tuple[int, int, int]]:
+    """(pid, RSS kB, PSS kB) of ``pid`` and every process under it."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        rss = pss = 0
+        for line in Path(f"/proc/{current}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Rss:"):
+                rss = int(line.split()[1])
+            elif line.startswith("Pss:"):
+                pss = int(line.split()[1])
+        out.append((current, rss, pss))
+        for task in Path(f"/proc/{current}/task").iterdir():
+            todo += [int(child) for child in (task / "children").read_text().split()]
+    return out
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(30)
+def worker_memory(upstream: str, folder: Path, logs: Path, sizes: Sizes) -> None:
+    """What one more worker costs, every worker having served the 2,000 tools."""
+    body = bodies(chat_tools(2000), 1, seed=3)[0]
+    totals = {}
+    for workers in (2, 3):
+        process, url = gateway(upstream, workers, folder, logs / f"gateway-{workers}w.log")
+        with process as started:
+            # The kernel spreads connections over the workers: enough rounds reach each.
+            for _ in range(sizes.warm_rounds * workers):
+                _rate, failed = asyncio.run(concurrent(url + CHAT, [body] * 4))
+                if failed:
+                    raise RuntimeError(f"warming {workers} workers: {failed[:3]}")
+            processes = tree_memory(started.pid)
+            totals[workers] = (sum(p[1] for p in processes), sum(p[2] for p in processes))
+            rss_each = [p[1] // 1024 for p in processes]
+            pss_each = [p[2] // 1024 for p in processes]
+            print(
+                f"{workers} workers: {len(processes)} processes, RSS {rss_each} MB, "
+                f"PSS {pss_each} MB",
+                flush=True,
+            )
+    rss = (totals[3][0] - totals[2][0]) / 1024
+    pss = (totals[3][1] - totals[2][1]) / 1024
+    print(f"one more worker (2,000 tools indexed): RSS +{rss:.0f} MB, PSS +{pss:.0f} MB")
 
 
-def main() -> None:
-    fake_port = _port()
-    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
-    fake = subprocess.Popen(
-        [PY, "-m", "uvicorn", "--factory", "tests.gateway.fake_upstream:create_app",
-         "--port", str(fake_port), "--log-level", "warning"], env=env,
-    )  # fmt: skip
-    upstream = f"http://127.0.0.1:{fake_port}"
-    store = tempfile.mkdtemp(prefix="toolgate-bench-store-")
-    try:
-        _wait(upstream + "/v1/models", fake)
-        gateway, url = start_gateway(upstream, 1, store)
-        try:
-            for count in (117, 2000):
-                tools = chat_tools(count)
-                texts = queries(tools, 300)
-                bodies = [json.dumps({"model": "m", "messages": [{"role": "user", "content": t}],
-                                      "tools": tools}).encode() for t in texts]  # fmt: skip
-                # Index the tools once (minutes at 2,000 tools on a busy 2-core box).
-                latencies(url + "/v1/chat/completions", bodies[:3], timeout=900)
-                direct = latencies(upstream + "/v1/chat/completions", bodies[:200])
-                via = latencies(url + "/v1/chat/completions", bodies[:200])
-                p50 = statistics.median(via) - statistics.median(direct)
-                p99 = statistics.quantiles(via, n=100)[98] - statistics.quantiles(direct, n=100)[98]
-                print(
-                    f"{count} tools: direct p50 {statistics.median(direct):.2f} ms, gateway p50 "
-                    f"{statistics.median(via):.2f} ms; overhead p50 {p50:.2f} ms, p99 {p99:.2f} ms"
-                )
-                load = bodies[:300] * 2  # bounded: 600 requests
-                rate_direct, _ = asyncio.run(
-                    concurrent(upstream + "/v1/chat/completions", load, 16)
-                )
-                rate, errors = asyncio.run(concurrent(url + "/v1/chat/completions", load, 16))
-                print(
-                    f"{count} tools, 16 clients, {len(load)} requests: gateway {rate:.0f} req/s "
-                    f"(direct {rate_direct:.0f} req/s), errors {errors}"
-                )
-        finally:
-            _stop(gateway)
-        totals = {}
-        tools = chat_tools(2000)
-        user = [{"role": "user", "content": "list my open issues"}]
-        body = json.dumps({"model": "m", "messages": user,
-                           "tools": tools}).encode()  # fmt: skip
-        for workers in (1, 3):
-            gateway, url = start_gateway(upstream, workers, store)
-            try:
-                latencies(url + "/v1/chat/completions", [body], timeout=900)
-                for _ in range(12 * workers):  # reach every worker (the kernel spreads accepts)
-                    asyncio.run(concurrent(url + "/v1/chat/completions", [body] * 4, 4))
-                pids = workers_of(gateway.pid)
-                mem = [memory(pid) for pid in pids]
-                totals[workers] = (sum(m[0] for m in mem), sum(m[1] for m in mem))
-                print(
-                    f"{workers} worker(s): RSS {[m[0] // 1024 for m in mem]} MB, "
-                    f"PSS {[m[1] // 1024 for m in mem]} MB"
-                )
-            finally:
-                gateway.terminate()
-                gateway.wait(30)
-        extra_rss = (totals[3][0] - totals[1][0]) / 2 / 1024
-        extra_pss = (totals[3][1] - totals[1][1]) / 2 / 1024
-        print(
-            f"each extra worker (2,000 tools indexed): RSS +{extra_rss:.0f} MB, "
-            f"PSS +{extra_pss:.0f} MB"
-        )
-    finally:
-        _stop(fake)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="toolgate-bench-gateway-") as temp:
+        folder, logs = Path(temp), Path(temp) / "logs"
+        logs.mkdir()
+        for count in (117, 2000):
+            (folder / f"tools-{count}.json").write_text(json.dumps(chat_tools(count)))
+        port = _port()
+        with fake_upstream(port, logs / "upstream.log"):
+            upstream = f"http://127.0.0.1:{port}"
+            process, url = gateway(upstream, 1, folder, logs / "gateway.log")
+            with process as started:
+                print(f"prewarm of 117 + 2,000 tools: {started.seconds:.0f} s", flush=True)
+                for count in (117, 2000):
+                    failures += overhead(count, upstream, url, sizes)
+            worker_memory(upstream, folder, logs, sizes)
+        for failure in failures:
+            print(f"failed: {failure}")
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
