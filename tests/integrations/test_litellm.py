@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 
-import litellm
 import pytest
+
+# LiteLLM fetches its model price list from GitHub on import unless told to use its own copy:
+# tests never reach the network.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import litellm
 
 from tests.gateway.fake_upstream import FakeUpstream, serving
 from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools

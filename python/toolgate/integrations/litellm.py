@@ -31,7 +31,7 @@ from toolgate.routing.config import check_count
 
 __all__ = ["ToolgateHook"]
 
-# LiteLLM's own keys in a proxy request that a tool filter must not read as the request's.
+# The proxy's call types whose requests carry tools to filter (not embeddings, images...).
 _CALL_TYPES = {"completion", "acompletion", "anthropic_messages", "responses", "aresponses"}
 
 
@@ -41,7 +41,8 @@ class ToolgateHook(CustomLogger):
     ``top_k``, ``threshold``, ``allow``, ``deny`` and ``include`` are
     :meth:`ToolFilter.filter`'s; ``tool_filter`` shares a filter (and its indexes) with
     other users, one that keeps tools it cannot read is made otherwise. A request the filter
-    cannot read is refused: LiteLLM turns the raised error into a 400 for its client.
+    cannot read is refused: the hook raises the :class:`~toolgate.ToolgateError` naming the
+    problem, and LiteLLM fails the call with it.
     """
 
     def __init__(
