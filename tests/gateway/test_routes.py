@@ -238,3 +238,15 @@ def test_a_new_tools_array_does_not_stall_other_requests(fake: Any, embedder: Em
         assert finished == []  # the known array's requests were answered meanwhile
         new.join(30)
         assert finished == ["200"]
+
+
+def test_a_key_variable_that_is_not_set_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_GATEWAY_TOKEN", raising=False)
+    monkeypatch.setenv("EMPTY_UPSTREAM_KEY", "")
+    config = GatewayConfig(auth_token_env="NO_SUCH_GATEWAY_TOKEN")
+    with pytest.raises(InvalidInputError, match="auth_token_env: NO_SUCH_GATEWAY_TOKEN is not set"):
+        config.auth_token()
+    upstream = Upstream("https://api.openai.com", "EMPTY_UPSTREAM_KEY")
+    with pytest.raises(InvalidInputError, match="api_key_env: EMPTY_UPSTREAM_KEY is not set"):
+        upstream.api_key()
+    assert Upstream("https://api.openai.com").api_key() is None

@@ -69,12 +69,7 @@ class Upstream:
 
     def api_key(self) -> str | None:
         """The key from the environment, or None when the client's own credentials pass."""
-        if self.api_key_env is None:
-            return None
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise InvalidInputError(f"api_key_env: {self.api_key_env} is not set")
-        return key
+        return _from_env("api_key_env", self.api_key_env)
 
 
 @dataclass(frozen=True)
@@ -150,12 +145,18 @@ class GatewayConfig:
 
     def auth_token(self) -> str | None:
         """The token clients must present, from ``auth_token_env``; None: no check."""
-        if self.auth_token_env is None:
-            return None
-        token = os.environ.get(self.auth_token_env)
-        if not token:
-            raise InvalidInputError(f"auth_token_env: {self.auth_token_env} is not set")
-        return token
+        return _from_env("auth_token_env", self.auth_token_env)
+
+
+def _from_env(key: str, variable: str | None) -> str | None:
+    """The secret in the environment variable ``variable`` (named by the setting ``key``);
+    None when there is no variable; an error when it is unset or empty."""
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise InvalidInputError(f"{key}: {variable} is not set")
+    return value
 
 
 def load_config(path: Path | None) -> GatewayConfig:
