@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,14 +81,12 @@ def _fresh_script(request: pytest.FixtureRequest) -> None:
 
 
 class CountingEmbedder:
-    """The real embedder, counting the texts it embeds in batches (tools, not queries), and
-    sleeping ``delay`` seconds on each batch; the first batch waits for ``hold`` if set."""
+    """The real embedder, counting the texts it embeds in batches (tools, not queries); the
+    first batch (counted from zero) waits for ``hold`` if set, so a test can keep an index
+    build in progress as long as it needs."""
 
-    def __init__(
-        self, inner: Embedder, delay: float = 0.0, hold: threading.Event | None = None
-    ) -> None:
+    def __init__(self, inner: Embedder, hold: threading.Event | None = None) -> None:
         self._inner = inner
-        self.delay = delay
         self.hold = hold
         self.batch_texts = 0
         self.model_id = inner.model_id
@@ -101,7 +98,6 @@ class CountingEmbedder:
             self.batch_texts += len(texts)
             if first and self.hold is not None:
                 assert self.hold.wait(120)
-            time.sleep(self.delay)
         return self._inner.embed(texts, **options)
 
     def embed_tokens(self, text: str) -> Any:

@@ -214,12 +214,13 @@ def _prewarm_toml(tmp_path: Path) -> Path:
 
 def test_a_new_tools_array_does_not_stall_other_requests(fake: Any, embedder: Embedder) -> None:
     _upstream, url = fake
-    slow = CountingEmbedder(embedder)
-    tool_filter = ToolFilter(embedder=slow, cache=None)
+    held = CountingEmbedder(embedder)
+    tool_filter = ToolFilter(embedder=held, cache=None)
     gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}), tool_filter=tool_filter)
     with serving(gateway.app) as base:
         _chat(base, {"messages": USER, "tools": chat_tools()})  # indexed now
-        slow.delay = 3.0
+        release = threading.Event()
+        held.batch_texts, held.hold = 0, release  # the next array's indexing waits for it
         renamed = [
             {**t, "function": {**t["function"], "name": t["function"]["name"] + "_v2"}}
             for t in chat_tools()
@@ -231,12 +232,17 @@ def test_a_new_tools_array_does_not_stall_other_requests(fake: Any, embedder: Em
             )
         )
         new.start()
-        while slow.batch_texts < 2 * len(SPECS):  # the new array is being indexed
-            time.sleep(0.01)
-        for _ in range(3):
-            assert _chat(base, {"messages": USER, "tools": chat_tools()}).status_code == 200
-        assert finished == []  # the known array's requests were answered meanwhile
-        new.join(30)
+        try:
+            deadline = time.monotonic() + 60
+            while held.batch_texts == 0:  # the new array is being indexed
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            for _ in range(3):
+                assert _chat(base, {"messages": USER, "tools": chat_tools()}).status_code == 200
+            assert finished == []  # the known array's requests were answered meanwhile
+        finally:
+            release.set()
+        new.join(60)
         assert finished == ["200"]
 
 
