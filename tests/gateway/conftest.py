@@ -81,14 +81,15 @@ def _fresh_script(request: pytest.FixtureRequest) -> None:
 
 
 class CountingEmbedder:
-    """The real embedder, counting the texts it embeds in batches (tools, not queries); the
-    first batch (counted from zero) waits for ``hold`` if set, so a test can keep an index
-    build in progress as long as it needs."""
+    """The real embedder, counting the texts it is asked to embed in batches (tools, not
+    queries) and those it has embedded; the first batch (counted from zero) waits for
+    ``hold`` if set, so a test can keep an index build in progress as long as it needs."""
 
     def __init__(self, inner: Embedder, hold: threading.Event | None = None) -> None:
         self._inner = inner
         self.hold = hold
         self.batch_texts = 0
+        self.embedded_texts = 0
         self.model_id = inner.model_id
         self.dim = inner.dim
 
@@ -98,6 +99,9 @@ class CountingEmbedder:
             self.batch_texts += len(texts)
             if first and self.hold is not None:
                 assert self.hold.wait(120)
+            vectors = self._inner.embed(texts, **options)
+            self.embedded_texts += len(texts)
+            return vectors
         return self._inner.embed(texts, **options)
 
     def embed_tokens(self, text: str) -> Any:
