@@ -176,7 +176,7 @@ def test_the_gateway_serves_while_it_prewarms_and_says_so(
 
 
 def test_a_prewarm_that_fails_is_named_by_healthz_and_a_missing_file_stops_start(
-    fake: Any, shared_filter: ToolFilter, tmp_path: Path
+    fake: Any, shared_filter: ToolFilter, embedder: Embedder, tmp_path: Path
 ) -> None:
     _upstream, url = fake
     unreadable = [*chat_tools(), {"type": "function", "function": {"description": "no name"}}]
@@ -188,12 +188,23 @@ def test_a_prewarm_that_fails_is_named_by_healthz_and_a_missing_file_stops_start
         assert failed["status"] == "failed"
         assert "tools.json" in failed["error"]
         assert "name" in failed["error"]
+    # A fault that is not the tools' (a bug) is named too, and the server goes on.
+    broken = Gateway(config, tool_filter=_Broken(embedder=embedder))
+    with serving(broken.app) as base:
+        failed = _healthy(base, wanted=503)
+        assert failed["error"].endswith("RuntimeError: a bug")
+        assert httpx.get(base + "/metrics").status_code == 200
     (tmp_path / "tools.json").unlink()
     with pytest.raises(InvalidInputError, match=r"prewarm .*tools\.json: cannot read"):
         Gateway(config, tool_filter=shared_filter)
     (tmp_path / "tools.json").write_text('{"tools": []}')
     with pytest.raises(InvalidInputError, match="expected a JSON array of tools, got dict"):
         Gateway(config, tool_filter=shared_filter)
+
+
+class _Broken(ToolFilter):
+    def filter(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
 
 
 def _healthy(base: str, wanted: int = 200) -> Any:

@@ -90,7 +90,9 @@ class Gateway:
 
     ``tool_filter`` is the :class:`ToolFilter` requests go through (one is made from the
     config otherwise: its store and LRU size). ``transport`` replaces the network under the
-    upstream client (tests).
+    upstream client (tests). :attr:`ready` turns true once the prewarmed tools are indexed,
+    which runs in the background once the app starts; :attr:`problem` says why that failed,
+    if it did. ``GET /healthz`` reports both.
     """
 
     def __init__(
@@ -154,6 +156,10 @@ class Gateway:
             except ToolgateError as exc:
                 self.problem = f"prewarm {entry.tools}: {exc}"
                 log.error("%s", self.problem)
+                return
+            except Exception as exc:  # a bug: /healthz and the log say so, the server goes on
+                self.problem = f"prewarm {entry.tools}: {type(exc).__name__}: {exc}"
+                log.exception("%s", self.problem)
                 return
         self.ready = True
 
