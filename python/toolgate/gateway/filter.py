@@ -63,6 +63,7 @@ from toolgate.formats.requests import (
     kept_entries,
     last_user_turn,
     messages_of,
+    read_slots,
     read_tool_choice,
     request_shape,
     routable_tools,
@@ -277,7 +278,7 @@ class ToolFilter:
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
         index, query = turn.found
         slots, routable, builtin = layout.slots, layout.routable, layout.builtin
-        routed = self._router(layout.key, provider, layout.read)
+        routed = self._router(layout.key, provider, lambda: read_slots(tools, slots, provider))
         result, kept, keep = self._route(
             routed, query, turn.messages[:index], turn.forced - builtin, options
         )
@@ -411,8 +412,8 @@ class ToolFilter:
         return verdict
 
     def _layout(self, tools: list[Any], provider: str) -> _Layout:
-        """Where the function tools of ``tools`` sit and how to read them, found once per
-        tools array: its digest finds what an earlier request with the same array found."""
+        """Where the function tools of ``tools`` sit, found once per tools array: its digest
+        finds what an earlier request with the same array found."""
         key = _digest(tools, provider)
         if key is not None:
             with self._lock:
@@ -420,11 +421,11 @@ class ToolFilter:
                 if found is not None:
                     self._layouts.move_to_end(key)
                     return found
-        slots, read = routable_tools(tools, provider)
+        slots = routable_tools(tools, provider)
         routable = frozenset(i for i, _ in slots)
         # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.
         builtin = frozenset(t.get("name") for i, t in enumerate(tools) if i not in routable)
-        layout = _Layout(key, tuple(slots), routable, builtin, read)
+        layout = _Layout(key, tuple(slots), routable, builtin)
         if key is not None:
             with self._lock:
                 self._layouts[key] = layout
@@ -568,14 +569,13 @@ class _Routed:
 @dataclass(frozen=True)
 class _Layout:
     """A request's tools array as routing reads it: its key (None: it has none), the slot
-    of each function tool, the positions of those, the names of the others (provider-side
-    tools), and how to read the function tools."""
+    of each function tool, the positions of those, and the names of the others
+    (provider-side tools). It holds nothing of the array itself, which may be megabytes."""
 
     key: str | None
     slots: tuple[Slot, ...]
     routable: frozenset[int]
     builtin: frozenset[Any]
-    read: Callable[[], list[RawTool]]
 
 
 @dataclass(frozen=True)
@@ -612,8 +612,9 @@ def _verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
     tools = request.get("tools")
     names: list[str] = []
     if isinstance(tools, list) and filtered.provider != "text_tags":
-        _, read = routable_tools(tools, filtered.provider)
-        names = [raw.name for raw in read() if isinstance(raw.name, str)]
+        slots = routable_tools(tools, filtered.provider)
+        read = read_slots(tools, slots, filtered.provider)
+        names = [raw.name for raw in read if isinstance(raw.name, str)]
     return verify_name(call, names)
 
 
