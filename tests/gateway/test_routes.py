@@ -267,3 +267,50 @@ def test_a_key_variable_that_is_not_set_is_named(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(InvalidInputError, match="api_key_env: EMPTY_UPSTREAM_KEY is not set"):
         upstream.api_key()
     assert Upstream("https://api.openai.com").api_key() is None
+
+
+def test_many_requests_waiting_for_one_new_array_do_not_stall_others(
+    fake: Any, embedder: Embedder
+) -> None:
+    """More requests for an array being indexed than the gateway has worker threads: they
+    wait without holding a thread each, so a known array's requests are still answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import anyio
+    import anyio.to_thread
+
+    async def thread_tokens() -> float:
+        return anyio.to_thread.current_default_thread_limiter().total_tokens
+
+    _upstream, url = fake
+    held = CountingEmbedder(embedder)
+    tool_filter = ToolFilter(embedder=held, cache=None)
+    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}), tool_filter=tool_filter)
+    with serving(gateway.app) as base:
+        _chat(base, {"messages": USER, "tools": chat_tools()})  # indexed now
+        threads = int(anyio.run(thread_tokens))  # each event loop's default, as uvicorn's
+        release = threading.Event()
+        held.batch_texts, held.embedded_texts, held.hold = 0, 0, release
+        renamed = [
+            {**t, "function": {**t["function"], "name": t["function"]["name"] + "_v3"}}
+            for t in chat_tools()
+        ]
+        waiting = threads + 8
+        with ThreadPoolExecutor(waiting) as pool:
+            new = [
+                pool.submit(lambda: _chat(base, {"messages": USER, "tools": renamed}))
+                for _ in range(waiting)
+            ]
+            try:
+                deadline = time.monotonic() + 60
+                while held.batch_texts == 0:  # the new array is being indexed
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+                time.sleep(1.0)  # every request for it has arrived and waits
+                known = _chat(base, {"messages": USER, "tools": chat_tools()})
+                assert known.status_code == 200
+                assert not any(f.done() for f in new)  # answered while they still wait
+            finally:
+                release.set()
+            assert [f.result().status_code for f in new] == [200] * waiting
+    assert held.embedded_texts == held.batch_texts == 2 * len(SPECS)  # indexed once

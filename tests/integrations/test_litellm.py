@@ -67,3 +67,42 @@ def test_the_proxy_hook_filters_chat_and_anthropic_requests(hook: ToolgateHook) 
         assert len(data["tools"]) == len(SPECS)
     embedding = {"model": "m", "input": ["x"], "tools": chat_tools()}
     assert asyncio.run(hook.async_pre_call_hook(None, None, embedding, "embeddings")) is embedding
+
+
+def test_hook_calls_waiting_for_one_new_array_hold_no_thread(embedder: Embedder) -> None:
+    """The proxy's executor has a few threads: calls waiting for one tools array's indexing
+    must leave them to calls with arrays already indexed."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.gateway.conftest import CountingEmbedder
+
+    held = CountingEmbedder(embedder)
+    hook = ToolgateHook(top_k=2, tool_filter=ToolFilter(embedder=held, cache=None))
+    known = {"model": "m", "messages": USER, "tools": chat_tools()}
+    asyncio.run(hook.async_pre_call_hook(None, None, known, "completion"))  # indexed now
+    release = threading.Event()
+    held.batch_texts, held.hold = 0, release
+    new = {"model": "m", "messages": USER, "tools": anthropic_tools()}
+
+    async def main() -> tuple[bool, list[int]]:
+        threads = 2
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(threads))
+        waiting = [
+            asyncio.create_task(hook.async_pre_call_hook(None, None, new, "completion"))
+            for _ in range(threads + 2)
+        ]
+        while held.batch_texts == 0:  # the new array is being indexed
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)  # every call for it has asked and waits
+        try:
+            answered = await asyncio.wait_for(
+                hook.async_pre_call_hook(None, None, known, "completion"), 60
+            )
+            still_waiting = not any(task.done() for task in waiting)
+        finally:
+            release.set()
+        assert len(answered["tools"]) == 2
+        return still_waiting, [len(out["tools"]) for out in await asyncio.gather(*waiting)]
+
+    assert asyncio.run(main()) == (True, [2] * 4)

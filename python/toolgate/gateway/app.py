@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from starlette.routing import Route
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.formats.calls import answer_tool_calls
 from toolgate.gateway.config import GatewayConfig, Prewarm, RouteConfig
-from toolgate.gateway.filter import FilteredRequest, ToolFilter
+from toolgate.gateway.filter import FilteredRequest, ToolFilter, filter_off_loop
 from toolgate.gateway.filtering import Filtered, filter_request
 from toolgate.gateway.metrics import CONTENT_TYPE_LATEST, Metrics
 from toolgate.gateway.streaming import CallWatcher, SseEvent, SseSplitter, error_event
@@ -253,9 +254,10 @@ class Gateway:
             return _error(provider, 400, message, "bad_body")
         route = self.config.route(request.url.path)
         try:
-            # A request cancelled at shutdown does not wait for its thread to finish.
-            done = await anyio.to_thread.run_sync(
-                filter_request, self.filter, body, route, request.headers, abandon_on_cancel=True
+            done = await filter_off_loop(
+                partial(filter_request, self.filter, body, route, request.headers, wait=False),
+                # A request cancelled at shutdown does not wait for its thread to finish.
+                partial(anyio.to_thread.run_sync, abandon_on_cancel=True),
             )
         except ToolgateError as exc:
             return _error(provider, 400, f"toolgate cannot filter this request: {exc}", "bad_tools")

@@ -20,6 +20,7 @@ that forwarded the request without it would hide the fault from the application.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import marshal
 import os
@@ -28,10 +29,12 @@ import tempfile
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
@@ -70,7 +73,9 @@ from toolgate.formats.requests import (
     text_rewriter,
 )
 
-__all__ = ["FilteredRequest", "ToolFilter"]
+__all__ = ["FilteredRequest", "IndexInProgress", "ToolFilter", "filter_off_loop"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,17 @@ class _Turn:
     messages: list[Any]
     found: tuple[int, str] | None
     forced: frozenset[str]
+    wait: bool
+
+
+class IndexInProgress(Exception):
+    """Raised by :meth:`ToolFilter.filter` with ``wait=False`` when another thread is indexing
+    the request's tools: ``done`` resolves when that build ends (built or failed), and the
+    request is then filtered again. A server awaits it without holding a thread."""
+
+    def __init__(self, done: Future[None]) -> None:
+        super().__init__("another thread is indexing this request's tools")
+        self.done = done
 
 
 @dataclass(frozen=True)
@@ -194,7 +210,7 @@ class ToolFilter:
         self._lock = threading.Lock()
         self._routers: OrderedDict[str, _Routed] = OrderedDict()
         self._layouts: OrderedDict[str, _Layout] = OrderedDict()
-        self._building: dict[str, threading.Lock] = {}
+        self._building: dict[str, Future[None]] = {}
 
     def filter(
         self,
@@ -208,6 +224,7 @@ class ToolFilter:
         include: Iterable[str] | None = None,
         budget: Budget | None = None,
         query: str | None = None,
+        wait: bool = True,
     ) -> FilteredRequest:
         """``request`` with only the tools routed for its latest user message (see the module).
 
@@ -223,12 +240,16 @@ class ToolFilter:
         providers refuse an empty tools array. google-genai's ``generate_content`` keyword
         arguments as a dict (``model``, ``contents``, ``config``: SDK objects or dicts) are
         filtered as the Gemini request they stand for, and come back in their own form.
+
+        A request whose tools another thread is indexing waits for that build, unless
+        ``wait`` is false: it then raises :class:`IndexInProgress` (a server handling many
+        requests on a few threads must not spend one per request waiting).
         """
         sdk = genai_sdk.lift(request)
         if sdk is not None:
             filtered = self.filter(
                 sdk.request, top_k=top_k, threshold=threshold, state=state, allow=allow,
-                deny=deny, include=include, budget=budget, query=query,
+                deny=deny, include=include, budget=budget, query=query, wait=wait,
             )  # fmt: skip
             return replace(filtered, request=sdk.restore(filtered.request))
         if not isinstance(request, Mapping):
@@ -243,7 +264,7 @@ class ToolFilter:
             if not isinstance(query, str) or not query.strip():
                 raise InvalidInputError(f"query must be a non-empty string, got {query!r}")
             found = (len(messages) if found is None else found[0], query.strip())
-        turn = _Turn(request, key, messages, found, forced)
+        turn = _Turn(request, key, messages, found, forced, wait)
         options = {
             "top_k": top_k,
             "threshold": threshold,
@@ -278,7 +299,9 @@ class ToolFilter:
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
         index, query = turn.found
         slots, routable, builtin = layout.slots, layout.routable, layout.builtin
-        routed = self._router(layout.key, provider, lambda: read_slots(tools, slots, provider))
+        routed = self._router(
+            layout.key, provider, lambda: read_slots(tools, slots, provider), turn.wait
+        )
         result, kept, keep = self._route(
             routed, query, turn.messages[:index], turn.forced - builtin, options
         )
@@ -311,7 +334,7 @@ class ToolFilter:
                 "put it in <userq> or beside the tags"
             )
         tags = text_tags.parse(text, DEFAULT_SERVER)
-        routed = self._router(_digest(text, "text_tags"), "text_tags", lambda: tags)
+        routed = self._router(_digest(text, "text_tags"), "text_tags", lambda: tags, turn.wait)
         result, kept, _ = self._route(routed, query, turn.messages[:index], turn.forced, options)
         names = set(kept)
         dropped = sum(1 for tag in tags if tag.name not in names)  # tags go by name
@@ -434,10 +457,11 @@ class ToolFilter:
         return layout
 
     def _router(
-        self, key: str | None, reader: str, read: Callable[[], Sequence[RawTool]]
+        self, key: str | None, reader: str, read: Callable[[], Sequence[RawTool]], wait: bool
     ) -> _Routed:
         """The catalog and router for the tools ``read`` gives, built once however many
-        threads ask at the same time.
+        threads ask at the same time; those asking while it is built wait for it (or, without
+        ``wait``, raise :class:`IndexInProgress`).
 
         ``key`` is a digest of the tools as the request gives them and of ``reader`` (how
         they are read: the same array reads differently as Gemini or Anthropic tools), so a
@@ -447,27 +471,35 @@ class ToolFilter:
         """
         if key is None:
             return self._build(read, reader, None)
-        with self._lock:
-            found = self._routers.get(key)
-            if found is not None:
-                self._routers.move_to_end(key)
-                return found
-            building = self._building.setdefault(key, threading.Lock())
-        try:
-            with building:  # per tools array: other arrays' requests do not wait for it
-                with self._lock:
-                    found = self._routers.get(key)
-                if found is None:
-                    found = self._build(read, reader, key)
-                with self._lock:
-                    self._routers[key] = found
-                    self._routers.move_to_end(key)
-                    while len(self._routers) > self._max_catalogs:
-                        self._routers.popitem(last=False)
-        finally:  # also when the build fails: a bad array must not leave its lock behind
+        while True:
             with self._lock:
-                if self._building.get(key) is building:
-                    del self._building[key]
+                found = self._routers.get(key)
+                if found is not None:
+                    self._routers.move_to_end(key)
+                    return found
+                building = self._building.get(key)
+                if building is None:  # this thread builds it
+                    building = self._building[key] = Future()
+                    # Running: a waiter's cancelled wrapper (asyncio.wrap_future) cannot
+                    # cancel it under the builder.
+                    building.set_running_or_notify_cancel()
+                    break
+            if not wait:
+                raise IndexInProgress(building)
+            # Per tools array: other arrays' requests do not wait for it. After a failed
+            # build the next waiter builds, and fails, itself.
+            wait_for([building])
+        try:
+            found = self._build(read, reader, key)
+            with self._lock:
+                self._routers[key] = found
+                self._routers.move_to_end(key)
+                while len(self._routers) > self._max_catalogs:
+                    self._routers.popitem(last=False)
+        finally:  # also when the build fails: a bad array must not leave its entry behind
+            with self._lock:
+                del self._building[key]
+            building.set_result(None)
         return found
 
     def _build(
@@ -585,6 +617,21 @@ class _Outcome:
     route: RouteResult
     budget: BudgetDecision | None
     active: tuple[str, ...]
+
+
+async def filter_off_loop(
+    call: Callable[[], _T],
+    run: Callable[[Callable[[], _T]], Awaitable[_T]] = asyncio.to_thread,
+) -> _T:
+    """``call`` (a :meth:`ToolFilter.filter` with ``wait=False``) on a worker thread by
+    ``run``, again each time it finds its tools being indexed by another thread, after that
+    build ends. Requests waiting for one build then hold no thread, so however many there
+    are, other arrays' requests still find one free."""
+    while True:
+        try:
+            return await run(call)
+        except IndexInProgress as busy:
+            await asyncio.wrap_future(busy.done)
 
 
 def _fit(

@@ -36,8 +36,11 @@ def filter_request(
     body: Mapping[str, Any],
     route: RouteConfig,
     headers: Mapping[str, str],
+    *,
+    wait: bool = True,
 ) -> Filtered:
-    """``body`` filtered under ``route``, with the state and top-k its ``headers`` ask for."""
+    """``body`` filtered under ``route``, with the state and top-k its ``headers`` ask for;
+    ``wait`` as :meth:`ToolFilter.filter`'s."""
     started = time.perf_counter()
     query = None
     if route.query is not None:
@@ -54,6 +57,7 @@ def filter_request(
         include=route.pinned or None,
         budget=route.budget(),
         query=query,
+        wait=wait,
     )
     tools_in = len(filtered.kept) + filtered.dropped_count
     saved = _tokens_saved(filtered)

@@ -19,14 +19,14 @@ Proxy ``config.yaml``::
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
 from toolgate.errors import InvalidInputError
-from toolgate.gateway.filter import FilteredRequest, ToolFilter
+from toolgate.gateway.filter import FilteredRequest, ToolFilter, filter_off_loop
 from toolgate.routing.config import check_count
 
 __all__ = ["ToolgateHook"]
@@ -76,13 +76,20 @@ class ToolgateHook(CustomLogger):
         """``request`` (a chat, Responses or Anthropic request dict) filtered."""
         return self.tool_filter.filter(request, **self._options)
 
+    async def _filter_async(self, request: dict[str, Any]) -> FilteredRequest:
+        """:meth:`filter` on a worker thread; waiting for another request's indexing of
+        the same tools holds none (the proxy's default executor has only a few)."""
+        return await filter_off_loop(
+            partial(self.tool_filter.filter, request, **self._options, wait=False)
+        )
+
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any]:
         """The LiteLLM proxy's hook: ``data`` with its tools cut to the routed ones."""
         if call_type not in _CALL_TYPES or not data.get("tools"):
             return data
-        filtered = await asyncio.to_thread(self.filter, data)
+        filtered = await self._filter_async(data)
         return dict(filtered.request)
 
     async def async_pre_call_deployment_hook(
@@ -104,7 +111,7 @@ class ToolgateHook(CustomLogger):
         if not kwargs.get("tools") or not isinstance(messages, list):
             return None
         request = {"messages": messages, **{k: kwargs[k] for k in _TOOL_KEYS if k in kwargs}}
-        filtered = await asyncio.to_thread(self.filter, request)
+        filtered = await self._filter_async(request)
         out = dict(kwargs)
         for key in _TOOL_KEYS:
             out.pop(key, None)
