@@ -189,6 +189,7 @@ impl Index {
         allow: Option<&[u32]>,
         deny: Option<&[u32]>,
     ) -> Result<Gate<'_>> {
+        self.file.check_unchanged()?;
         let mut gate = Gate::new(self.len(), self.file.masks(), self.file.mask_words())?;
         gate = gate.with_flags(flags);
         if let Some(rows) = allow {
@@ -239,12 +240,24 @@ impl Index {
         let queries = self.prepare_queries(queries)?;
         let error = self.score_error_bound(&queries);
         let plan = ScanPlan { k, threshold, error, gate };
-        let scans = self.scan_parallel(&queries, &plan);
-        Ok(queries
-            .chunks_exact(self.dim())
-            .zip(scans)
-            .map(|(query, scan)| self.finish(query, scan, &plan))
-            .collect())
+        self.guarded(|| {
+            let scans = self.scan_parallel(&queries, &plan);
+            Ok(queries
+                .chunks_exact(self.dim())
+                .zip(scans)
+                .map(|(query, scan)| self.finish(query, scan, &plan))
+                .collect())
+        })
+    }
+
+    /// `read` of the mapped rows, between two checks that the file was not changed in place
+    /// (see [`MatrixFile::check_unchanged`]): before, so a truncated file is an error and not a
+    /// SIGBUS; after, so a same-size rewrite during the read is an error and not a result.
+    fn guarded<T>(&self, read: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.file.check_unchanged()?;
+        let out = read()?;
+        self.file.check_unchanged()?;
+        Ok(out)
     }
 
     /// Scan scores of `query` against every row, at the storage precision (exact for f32,
@@ -260,46 +273,52 @@ impl Index {
             let start = index * chunk;
             self.scan_rows(&query, start..start + out.len(), out);
         };
-        if self.threads > 1 {
-            out.par_chunks_mut(chunk).enumerate().for_each(score_chunk);
-        } else {
-            out.chunks_mut(chunk).enumerate().for_each(score_chunk);
-        }
-        Ok(out)
+        self.guarded(|| {
+            if self.threads > 1 {
+                out.par_chunks_mut(chunk).enumerate().for_each(score_chunk);
+            } else {
+                out.chunks_mut(chunk).enumerate().for_each(score_chunk);
+            }
+            Ok(out)
+        })
     }
 
     /// The stored (normalised) f32 vectors of `rows`, back to back: what a caller rebuilding
     /// an index reuses for rows whose content did not change, instead of embedding them again.
     pub fn vectors(&self, rows: &[u32]) -> Result<Vec<f32>> {
         let mut out = Vec::with_capacity(rows.len() * self.dim());
-        for &row in rows {
-            if row as usize >= self.len() {
-                return Err(Error::invalid(format!(
-                    "row {row} is out of range for an index of {} rows",
-                    self.len()
-                )));
+        self.guarded(|| {
+            for &row in rows {
+                if row as usize >= self.len() {
+                    return Err(Error::invalid(format!(
+                        "row {row} is out of range for an index of {} rows",
+                        self.len()
+                    )));
+                }
+                out.extend_from_slice(self.f32_row(row));
             }
-            out.extend_from_slice(self.f32_row(row));
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// Exact f32 scores of `query` against `rows` (e.g. to re-score candidates picked from
     /// [`Index::scores`] of a quantized index).
     pub fn rescore(&self, query: &[f32], rows: &[u32]) -> Result<Vec<f32>> {
         let query = self.prepare_queries(query)?;
-        rows.iter()
-            .map(|&row| {
-                if (row as usize) < self.len() {
-                    Ok(self.exact_score(&query, row))
-                } else {
-                    Err(Error::invalid(format!(
-                        "row {row} is out of range for an index of {} rows",
-                        self.len()
-                    )))
-                }
-            })
-            .collect()
+        self.guarded(|| {
+            rows.iter()
+                .map(|&row| {
+                    if (row as usize) < self.len() {
+                        Ok(self.exact_score(&query, row))
+                    } else {
+                        Err(Error::invalid(format!(
+                            "row {row} is out of range for an index of {} rows",
+                            self.len()
+                        )))
+                    }
+                })
+                .collect()
+        })
     }
 
     /// Scan scores (the storage precision, as [`Index::scores`] gives them) of each of
@@ -326,25 +345,30 @@ impl Index {
         fn gather<T: Copy>(all: &[T], rows: &[u32], stride: usize) -> Vec<T> {
             rows.iter().flat_map(|&row| &all[row as usize * stride..][..stride]).copied().collect()
         }
-        match file.dtype() {
-            Dtype::F32 => {
-                let stride = file.stride();
-                let gathered = gather(file.f32_rows(), rows, stride);
-                kernels::scan_f32_batch(&queries, n_queries, &gathered, stride, &mut out);
+        self.guarded(|| {
+            match file.dtype() {
+                Dtype::F32 => {
+                    let stride = file.stride();
+                    let gathered = gather(file.f32_rows(), rows, stride);
+                    kernels::scan_f32_batch(&queries, n_queries, &gathered, stride, &mut out);
+                }
+                Dtype::Int8 => {
+                    let (codes, scales) = file.int8_rows().expect("int8 storage");
+                    let stride = file.quant_stride();
+                    let gathered = gather(codes, rows, stride);
+                    let scales: Vec<f32> = rows.iter().map(|&row| scales[row as usize]).collect();
+                    kernels::scan_i8_batch(
+                        &queries, n_queries, &gathered, stride, &scales, &mut out,
+                    );
+                }
+                Dtype::Bf16 => {
+                    let stride = file.quant_stride();
+                    let gathered = gather(file.bf16_rows().expect("bf16 storage"), rows, stride);
+                    kernels::scan_bf16_batch(&queries, n_queries, &gathered, stride, &mut out);
+                }
             }
-            Dtype::Int8 => {
-                let (codes, scales) = file.int8_rows().expect("int8 storage");
-                let stride = file.quant_stride();
-                let gathered = gather(codes, rows, stride);
-                let scales: Vec<f32> = rows.iter().map(|&row| scales[row as usize]).collect();
-                kernels::scan_i8_batch(&queries, n_queries, &gathered, stride, &scales, &mut out);
-            }
-            Dtype::Bf16 => {
-                let stride = file.quant_stride();
-                let gathered = gather(file.bf16_rows().expect("bf16 storage"), rows, stride);
-                kernels::scan_bf16_batch(&queries, n_queries, &gathered, stride, &mut out);
-            }
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 
