@@ -3,6 +3,7 @@
 //! Binding functions stay thin: borrow numpy buffers without copying, release the GIL
 //! around O(N) work, convert results after. All logic lives in the pure core.
 
+mod args;
 mod arrays;
 mod errors;
 mod index;

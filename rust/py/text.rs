@@ -159,13 +159,20 @@ impl PyBm25 {
 
     /// Reads an index written by `save`; a damaged or foreign file raises `IndexFormatError`.
     #[staticmethod]
-    fn load(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+    fn load(
+        py: Python<'_>,
+        #[pyo3(from_py_with = super::args::path)] path: PathBuf,
+    ) -> PyResult<Self> {
         let index = py.detach(|| Bm25Index::load(&path))?;
         Ok(Self { index })
     }
 
     /// Writes the index to `path` atomically (temporary file, fsync, rename).
-    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+    fn save(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = super::args::path)] path: PathBuf,
+    ) -> PyResult<()> {
         Ok(py.detach(|| self.index.save(&path))?)
     }
 
