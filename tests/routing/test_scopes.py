@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.routing.sealed import write_sealed
 from toolgate import IndexFormatError, InvalidInputError
 from toolgate.catalog.catalog import Catalog, InvalidToolsError
 from toolgate.promotion.budget import Budget
@@ -226,7 +227,7 @@ def test_a_missing_index_file_is_an_index_format_error(router: Router, tmp_path:
     manifest = tmp_path / "r" / "router.json"
     data = json.loads(manifest.read_text())
     del data["files"]  # a manifest written before fingerprints
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     with pytest.raises(IndexFormatError, match=r"bm25\.tgb: cannot read"):
         Router.open(tmp_path / "r")
 
@@ -249,7 +250,7 @@ def test_a_tampered_manifest_is_named(
     manifest = tmp_path / "r" / "router.json"
     data = json.loads(manifest.read_text())
     data[field] = {**data[field], **value} if isinstance(value, dict) else value
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     with pytest.raises(IndexFormatError, match=message):
         Router.open(tmp_path / "r")
 
@@ -265,6 +266,18 @@ def test_a_tampered_manifest_is_named(
         ({"bm25_k1": 0.0}, "bm25_k1 must be a finite number > 0"),
         ({"bm25_b": 1.5}, r"bm25_b must be in \[0, 1\]"),
         ({"fusion": "softmax"}, "fusion must be"),
+        # Accepted once, then an OverflowError at the first route.
+        ({"fusion_top": 2**64}, "fusion_top must be at most 4,294,967,295"),
+        ({"top_k": 2**70}, "top_k must be at most"),
+        ({"history_turns": -(10**5000)}, "got an integer of 16610 bits"),
+        # Accepted and read back from a manifest without a check: nothing would ever route.
+        ({"threshold": 1.5}, r"threshold must be a cosine in \[-1, 1\] or None, got 1.5"),
+        ({"threshold": float("nan")}, "threshold must be a cosine"),
+        ({"threshold": "0.3"}, "threshold must be a cosine"),
+        ({"alpha": "0.5"}, r"alpha must be in \[0, 1\], got '0.5'"),
+        ({"history_decay": None}, "history_decay must be in"),
+        ({"precision": ["int8"]}, "precision must be"),
+        ({"index_dtype": {}}, "index_dtype must be"),
     ],
 )
 def test_router_config_names_bad_settings(settings: dict[str, Any], message: str) -> None:
@@ -435,7 +448,7 @@ def test_patterns_read_names_and_servers_that_hold_a_slash(tmp_path: Path) -> No
     manifest = tmp_path / "r" / "router.json"
     data = json.loads(manifest.read_text())
     del data["slashed_servers"]
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     old = Router.open(tmp_path / "r")
     assert set(old.route(query, top_k=4, allow=["list-invoices"]).ids) == {
         "@acme/xero-server/list-invoices"

@@ -54,8 +54,11 @@ from toolgate.routing.store import (
     copy_atomic,
     fingerprint,
     load_saved_catalog,
+    prepare_directory,
+    publish,
     read_manifest,
     renamed_rows,
+    router_directory,
     save_fingerprinted,
     write_catalog_and_manifest,
 )
@@ -270,8 +273,7 @@ class Router:
         if path is None:
             directory = workdir = Path(tempfile.mkdtemp(prefix="toolgate-"))
         else:
-            directory = Path(path)
-            directory.mkdir(parents=True, exist_ok=True)
+            directory = prepare_directory(path)
         tools = catalog.tools
         vocabulary = FlagVocabulary.from_tools(tools)
         index = _toolgate.Index.build(
@@ -368,7 +370,7 @@ class Router:
         :meth:`promote` and :meth:`verify`, not by :meth:`route`) and the embedding model load
         on first use, so opening takes milliseconds at any N.
         """
-        directory = Path(path)
+        directory = router_directory(path)
         saved = read_manifest(directory)
         check_files(directory, saved)
         try:
@@ -396,15 +398,23 @@ class Router:
         )
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write this router to the directory ``path`` (created if needed)."""
-        directory = Path(path)
-        directory.mkdir(parents=True, exist_ok=True)
+        """Write this router to the directory ``path`` (created if needed).
+
+        Not over a router that processes have open: use :meth:`publish` for that.
+        """
+        directory = prepare_directory(path)
         source = Path(self._index.path)
         copy_atomic(source, directory / MATRIX)
         # Fingerprints of what this save wrote, taken from its own bytes, not from the
         # directory, where a racing save may have put its files meanwhile.
         files = {MATRIX: fingerprint(source), BM25: save_fingerprinted(self._bm25, directory)}
         self._write_manifest(directory, files)
+
+    def publish(self, path: str | os.PathLike[str], *, keep: int = 2) -> Path:
+        """Save this router to a new directory and switch the symbolic link ``path`` to it in
+        one rename: the safe way to replace a router that processes have open (see
+        :func:`toolgate.routing.store.publish`). Returns the new directory."""
+        return publish(self.save, path, keep=keep)
 
     def _write_manifest(self, directory: Path, files: dict[str, str]) -> None:
         saved = SavedRouter(

@@ -1,0 +1,104 @@
+"""JSON from outside (files, servers, a model's tool calls) read within bounds.
+
+Python's own readers have none that hostile input cannot reach: ``json.loads`` of 100,000
+nested brackets raises ``RecursionError``, a 5,000-digit number ``ValueError``, a path to
+``/dev/zero`` is read until memory runs out, and every recursive walk of an accepted value
+(schema checks, fingerprints, validation) fails on deep nesting later, far from the input.
+These helpers refuse such input where it is read, with a message that says what is wrong, and
+let each caller raise it as its own :class:`~toolgate.errors.ToolgateError`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from toolgate.unicode import lone_surrogate_at
+
+__all__ = ["MAX_DEPTH", "JsonLimitError", "json_problem", "loads", "open_regular", "read_bounded"]
+
+#: Deepest nesting of objects and arrays accepted in a tool or a call's arguments: far past
+#: any real schema, and well inside the interpreter's recursion limit for every walker.
+MAX_DEPTH = 64
+
+
+class JsonLimitError(ValueError):
+    """Input past a bound (size, nesting) or that is no regular file; the message says which."""
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, refused past ``limit`` bytes.
+
+    A directory, a device (``/dev/zero``) or a pipe is a :class:`JsonLimitError` before it is
+    opened for reading (opening a FIFO blocks); I/O failures are ``OSError``.
+    """
+    with open_regular(path) as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise JsonLimitError(f"{path} is larger than {limit:,} bytes, the most read here")
+    return data
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file, else a :class:`JsonLimitError`
+    (opening a FIFO would block, and a device or a directory has no content to read)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise JsonLimitError(f"{path} is not a regular file (a directory, a device or a pipe)")
+    # O_NONBLOCK: if a FIFO took the path's place since the check, opening it does not block.
+    handle = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    file = os.fdopen(handle, "rb")
+    if not stat.S_ISREG(os.fstat(handle).st_mode):
+        file.close()
+        raise JsonLimitError(f"{path} is not a regular file (a directory, a device or a pipe)")
+    return file
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` that raises only ``ValueError``: nesting too deep for the parser (a
+    ``RecursionError``) becomes a :class:`JsonLimitError`, like a number of more than 4,300
+    digits already is a ``ValueError``."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise JsonLimitError("JSON nested too deeply to read") from None
+
+
+def json_problem(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
+    """Why ``value`` is not plain JSON toolgate can hold, or ``None``.
+
+    Refused: nesting deeper than ``max_depth``, a key that is not a string, a string or key
+    holding a lone surrogate (no encoder takes it), NaN or infinity, and any type JSON has no
+    form for. The walk is iterative, so it is safe on values nested past the recursion limit.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        at = where or "(root)"
+        if isinstance(node, str):
+            bad = lone_surrogate_at(node)
+            if bad is not None:
+                return f"a string at {at} holds a lone surrogate (character {bad})"
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                return f"{node} at {at} is not a JSON number"
+        elif node is None or isinstance(node, (bool, int)):
+            continue
+        elif isinstance(node, (dict, list)):
+            if depth >= max_depth:
+                return f"nested deeper than {max_depth} levels at {at}"
+            items = node.items() if isinstance(node, dict) else enumerate(node)
+            for key, child in items:
+                if isinstance(node, dict):
+                    if not isinstance(key, str):
+                        return f"a key at {at} is a {type(key).__name__}, not a string"
+                    bad = lone_surrogate_at(key)
+                    if bad is not None:
+                        return f"a key at {at} holds a lone surrogate (character {bad})"
+                stack.append((child, f"{where}/{key}", depth + 1))
+        else:
+            return f"a {type(node).__name__} at {at} has no JSON form"
+    return None
