@@ -45,7 +45,7 @@ def catalog() -> Catalog:
                     },
                     {"name": "search", "description": "Search code."},
                     {"name": "nasa/apod", "description": "Picture of the day."},
-                    {"name": "get_me", "description": "Who am I.", "x-toolgate": {"pinned": True}},
+                    {"name": "get_me", "description": "Who am I."},
                 ]
             },
             "slack": {
@@ -54,7 +54,8 @@ def catalog() -> Catalog:
                     {"name": "post_message", "description": "Post."},
                 ]
             },
-        }
+        },
+        overrides={"github/get_me": {"pinned": True}},
     )
 
 

@@ -68,7 +68,8 @@ def loads(text: str | bytes) -> Any:
 
 
 def json_problem(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
-    """Why ``value`` is not plain JSON toolgate can hold, or ``None``.
+    """What in ``value`` is not plain JSON toolgate can hold, as a noun phrase naming where
+    (``"NaN or Infinity at properties/x/maximum"``), or ``None``.
 
     Refused: nesting deeper than ``max_depth``, a key that is not a string, a string or key
     holding a lone surrogate (no encoder takes it), NaN or infinity, and any type JSON has no
@@ -81,24 +82,22 @@ def json_problem(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
         if isinstance(node, str):
             bad = lone_surrogate_at(node)
             if bad is not None:
-                return f"a string at {at} holds a lone surrogate (character {bad})"
+                return f"a lone surrogate at {at} (character {bad})"
         elif isinstance(node, float):
             if not math.isfinite(node):
-                return f"{node} at {at} is not a JSON number"
-        elif node is None or isinstance(node, (bool, int)):
-            continue
+                return f"NaN or Infinity at {at}"
         elif isinstance(node, (dict, list)):
             if depth >= max_depth:
-                return f"nested deeper than {max_depth} levels at {at}"
+                return f"nesting deeper than {max_depth} levels at {at}"
             items = node.items() if isinstance(node, dict) else enumerate(node)
             for key, child in items:
                 if isinstance(node, dict):
                     if not isinstance(key, str):
-                        return f"a key at {at} is a {type(key).__name__}, not a string"
+                        return f"a key that is a {type(key).__name__}, not a string, at {at}"
                     bad = lone_surrogate_at(key)
                     if bad is not None:
-                        return f"a key at {at} holds a lone surrogate (character {bad})"
-                stack.append((child, f"{where}/{key}", depth + 1))
-        else:
-            return f"a {type(node).__name__} at {at} has no JSON form"
+                        return f"a key with a lone surrogate at {at} (character {bad})"
+                stack.append((child, f"{where}/{key}" if where else str(key), depth + 1))
+        elif not (node is None or isinstance(node, (bool, int))):
+            return f"a {type(node).__name__} at {at}, which JSON cannot hold"
     return None

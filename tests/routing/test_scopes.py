@@ -34,7 +34,6 @@ SERVERS: dict[str, Any] = {
             {
                 "name": "help",
                 "description": "Explain what the assistant can do.",
-                "x-toolgate": {"pinned": True},
             },
         ]
     },
@@ -43,18 +42,20 @@ SERVERS: dict[str, Any] = {
             {
                 "name": "shutdown_cluster",
                 "description": "Shut down every node of the cluster.",
-                "x-toolgate": {"pinned": True, "requires": {"scopes": ["ops:root"]}},
+                "x-toolgate": {"requires": {"scopes": ["ops:root"]}},
             },
             {"name": "restart_node", "description": "Restart one node of the cluster."},
         ]
     },
 }
+# Pins come from the host, never from the tool's own listing.
+PINS = {"util/help": {"pinned": True}, "admin/shutdown_cluster": {"pinned": True}}
 
 
 @pytest.fixture(scope="module")
 def router(tmp_path_factory: pytest.TempPathFactory) -> Router:
     path = tmp_path_factory.mktemp("scope")
-    return Router.from_catalog(Catalog.load(SERVERS), path=path, cache=None)
+    return Router.from_catalog(Catalog.load(SERVERS, overrides=PINS), path=path, cache=None)
 
 
 def test_a_gated_pinned_tool_is_neither_promoted_nor_accepted(router: Router) -> None:
@@ -129,7 +130,7 @@ def test_an_exposed_name_in_the_query_names_its_tool(router: Router, tmp_path: P
 
 
 def test_a_router_qualifying_every_name_reopens_with_the_same_names(tmp_path: Path) -> None:
-    catalog = Catalog.load(SERVERS, qualify="always")
+    catalog = Catalog.load(SERVERS, qualify="always", overrides=PINS)
     Router.from_catalog(catalog, path=tmp_path / "q", cache=None)
     reopened = Router.open(tmp_path / "q")
     result = reopened.route("restart a node", top_k=2)
@@ -206,7 +207,7 @@ def test_a_tool_recorded_by_id_meets_a_precondition_naming_it_bare() -> None:
 
 def test_files_of_another_save_are_refused_at_open(router: Router, tmp_path: Path) -> None:
     # A second router over the same ids in another order: same row count, other rows.
-    reordered = Catalog.load(dict(reversed(list(SERVERS.items()))))
+    reordered = Catalog.load(dict(reversed(list(SERVERS.items()))), overrides=PINS)
     other = Router.from_catalog(reordered, path=tmp_path / "other", cache=None)
     for name in ("matrix.tgm", "bm25.tgb"):
         router.save(tmp_path / name)
