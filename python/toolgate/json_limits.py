@@ -26,6 +26,10 @@ __all__ = ["MAX_DEPTH", "JsonLimitError", "json_problem", "loads", "open_regular
 MAX_DEPTH = 64
 
 
+# The bits of the longest integer Python prints or parses by default (4,300 digits).
+_MAX_INT_BITS = 14_280
+
+
 class JsonLimitError(ValueError):
     """Input past a bound (size, nesting) or that is no regular file; the message says which."""
 
@@ -67,18 +71,24 @@ def loads(text: str | bytes) -> Any:
         raise JsonLimitError("JSON nested too deeply to read") from None
 
 
-def json_problem(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
+def json_problem(value: Any, max_depth: int = MAX_DEPTH, *, strict: bool = True) -> str | None:
     """What in ``value`` is not plain JSON toolgate can hold, as a noun phrase naming where
     (``"NaN or Infinity at properties/x/maximum"``), or ``None``.
 
     Refused: nesting deeper than ``max_depth``, a key that is not a string, a string or key
     holding a lone surrogate (no encoder takes it), NaN or infinity, and any type JSON has no
     form for. The walk is iterative, so it is safe on values nested past the recursion limit.
+    ``strict=False`` checks only what breaks a reader: the nesting, and integers longer than
+    JSON text may hold (4,300 digits; not even ``repr`` takes them).
     """
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         node, where, depth = stack.pop()
         at = where or "(root)"
+        if isinstance(node, int) and node.bit_length() > _MAX_INT_BITS:
+            return f"an integer of more than 4,300 digits at {at}"
+        if not strict and not isinstance(node, (dict, list)):
+            continue
         if isinstance(node, str):
             bad = lone_surrogate_at(node)
             if bad is not None:
@@ -91,7 +101,7 @@ def json_problem(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
                 return f"nesting deeper than {max_depth} levels at {at}"
             items = node.items() if isinstance(node, dict) else enumerate(node)
             for key, child in items:
-                if isinstance(node, dict):
+                if isinstance(node, dict) and strict:
                     if not isinstance(key, str):
                         return f"a key that is a {type(key).__name__}, not a string, at {at}"
                     bad = lone_surrogate_at(key)

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolgate.json_limits import json_problem, loads
+
 __all__ = ["parse_tool_call"]
 
 
@@ -74,11 +76,19 @@ def parse_tool_call(call: Any) -> ParsedCall:
         args = {}
     if isinstance(args, str):
         try:
-            args = json.loads(args)
+            args = loads(args)
         except json.JSONDecodeError as exc:
             problem = f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
             return ParsedCall(parsed.name, None, parsed.call_id, problem)
+        except ValueError as exc:  # nested too deeply, or a number too long to read
+            return ParsedCall(
+                parsed.name, None, parsed.call_id, f"arguments are not valid JSON ({exc})"
+            )
     if not isinstance(args, Mapping):
         problem = f"arguments must be a JSON object, got {type(args).__name__}"
         return ParsedCall(parsed.name, None, parsed.call_id, problem)
+    # Validation walks the arguments recursively; bounded here, before anything does.
+    problem = json_problem(args, strict=False)
+    if problem:
+        return ParsedCall(parsed.name, None, parsed.call_id, f"arguments hold {problem}")
     return ParsedCall(parsed.name, dict(args), parsed.call_id)
