@@ -107,7 +107,7 @@ def _deep(depth: int) -> Any:
         ("slashed_servers", [["x"]], "is not a \\[row, name\\] pair"),
         ("config", [], "config is a list, not an object"),
         ("model_id", 7, "model_id is a int, not a string"),
-        ("flags", _deep(900), r"flags\[0\] is a list"),
+        ("flags", _deep(900), "nesting deeper than 64 levels at flags"),
         ("config", {"threshold": 1.5}, r"threshold must be a cosine in \[-1, 1\]"),
         ("config", {"fusion_top": 2**64}, "fusion_top must be at most"),
         ("config", {"alpha": "0.5"}, "alpha must be in"),

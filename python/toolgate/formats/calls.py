@@ -65,7 +65,9 @@ def parse_tool_call(call: Any) -> ParsedCall:
         return ParsedCall("", None, call_id, problem)
     name = inner.get("name")
     if name is not None and not isinstance(name, str):
-        return ParsedCall("", None, call_id, f"the tool name must be a string, got {name!r}")
+        # The type, not the repr: no repr takes an integer of 5,000 digits or deep nesting.
+        problem = f"the tool name must be a string, got {type(name).__name__}"
+        return ParsedCall("", None, call_id, problem)
     parsed = ParsedCall(name or "", inner.get(args_key, {}) if args_key else {}, call_id)
     if parsed.problem:
         return parsed

@@ -43,7 +43,7 @@ from toolgate.errors import (
     StorageError,
     ToolgateError,
 )
-from toolgate.json_limits import loads, open_regular, read_bounded
+from toolgate.json_limits import json_problem, loads, open_regular, read_bounded
 from toolgate.routing.config import RouterConfig
 
 __all__ = [
@@ -263,6 +263,9 @@ def read_manifest(directory: Path) -> SavedRouter:
         ) from None
     except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise IndexFormatError(f"{path}: unreadable: {exc}") from None
+    problem = json_problem(manifest, strict=False)  # the checksum's encoder recurses
+    if problem:
+        raise IndexFormatError(f"{path}: malformed manifest: it holds {problem}")
     found = manifest.get("format") if isinstance(manifest, dict) else None
     if not isinstance(manifest, dict) or not _is_int(found) or found not in _READABLE_FORMATS:
         raise IndexFormatError(
