@@ -54,6 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "client.call_tool",
             "proxy in memory",
             "upstream directly",
+            "unguarded build",
         )
     )
 
