@@ -36,7 +36,7 @@ def _tool(name: str = "t", **extra: Any) -> dict[str, Any]:
     ("tool", "reason"),
     [
         # Each raised RecursionError, UnicodeEncodeError or AttributeError before.
-        (_tool(annotations={"a": _deep_built(100_000)}), "annotations hold nesting deeper"),
+        (_tool(annotations={"a": _deep_built(100_000)}), "'t': the tool holds nesting deeper"),
         (
             _tool(inputSchema={"type": "object", "properties": {"\ud800x": {}}}),
             "input schema holds a key with a lone surrogate",

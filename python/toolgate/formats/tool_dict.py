@@ -22,7 +22,7 @@ def parse_tool_dict(obj: Any, where: str, server: str | None) -> list[RawTool]:
     # Given as objects, a tool can hold what no JSON text does, and what no repr survives.
     problem = json_problem(obj, strict=False)
     if problem:
-        return [RawTool(where=where, problem=f"the tool holds {problem}")]
+        return [RawTool(where=where, name=obj.get("name"), problem=f"the tool holds {problem}")]
     if gemini.is_wrapper(obj):
         return gemini.parse_wrapper(obj, where, server)
     builtin = gemini.parse_builtin(obj, where)
