@@ -81,33 +81,43 @@ def json_problem(value: Any, max_depth: int = MAX_DEPTH, *, strict: bool = True)
     ``strict=False`` checks only what breaks a reader: the nesting, and integers longer than
     JSON text may hold (4,300 digits; not even ``repr`` takes them).
     """
+    if not isinstance(value, (dict, list)):
+        return _scalar_problem(value, "(root)", strict)
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         node, where, depth = stack.pop()
-        at = where or "(root)"
-        if isinstance(node, int) and node.bit_length() > _MAX_INT_BITS:
-            return f"an integer of more than 4,300 digits at {at}"
-        if not strict and not isinstance(node, (dict, list)):
-            continue
-        if isinstance(node, str):
-            bad = lone_surrogate_at(node)
-            if bad is not None:
-                return f"a lone surrogate at {at} (character {bad})"
-        elif isinstance(node, float):
-            if not math.isfinite(node):
-                return f"NaN or Infinity at {at}"
-        elif isinstance(node, (dict, list)):
-            if depth >= max_depth:
-                return f"nesting deeper than {max_depth} levels at {at}"
-            items = node.items() if isinstance(node, dict) else enumerate(node)
-            for key, child in items:
-                if isinstance(node, dict) and strict:
-                    if not isinstance(key, str):
-                        return f"a key that is a {type(key).__name__}, not a string, at {at}"
-                    bad = lone_surrogate_at(key)
-                    if bad is not None:
-                        return f"a key with a lone surrogate at {at} (character {bad})"
+        if depth >= max_depth:
+            return f"nesting deeper than {max_depth} levels at {where or '(root)'}"
+        is_dict = isinstance(node, dict)
+        for key, child in node.items() if is_dict else enumerate(node):
+            if is_dict and strict:
+                if not isinstance(key, str):
+                    kind = type(key).__name__
+                    return f"a key that is a {kind}, not a string, at {where or '(root)'}"
+                bad = lone_surrogate_at(key)
+                if bad is not None:
+                    return f"a key with a lone surrogate at {where or '(root)'} (character {bad})"
+            if isinstance(child, (dict, list)):
                 stack.append((child, f"{where}/{key}" if where else str(key), depth + 1))
-        elif not (node is None or isinstance(node, (bool, int))):
-            return f"a {type(node).__name__} at {at}, which JSON cannot hold"
+            elif strict or type(child) is int:
+                problem = _scalar_problem(child, f"{where}/{key}" if where else str(key), strict)
+                if problem:
+                    return problem
     return None
+
+
+def _scalar_problem(node: Any, at: str, strict: bool) -> str | None:
+    if isinstance(node, int) and not isinstance(node, bool):
+        return (
+            None
+            if node.bit_length() <= _MAX_INT_BITS
+            else f"an integer of more than 4,300 digits at {at}"
+        )
+    if not strict or node is None or isinstance(node, bool):
+        return None
+    if isinstance(node, str):
+        bad = lone_surrogate_at(node)
+        return None if bad is None else f"a lone surrogate at {at} (character {bad})"
+    if isinstance(node, float):
+        return None if math.isfinite(node) else f"NaN or Infinity at {at}"
+    return f"a {type(node).__name__} at {at}, which JSON cannot hold"

@@ -93,9 +93,11 @@ def saved_tool(item: Mapping[str, Any], where: str) -> RawTool | Tool:
         return RawTool(where=where, name=name, problem=f"bad saved tool: {problem}")
     try:
         tool = tool_from_dict(item)
+        # Encoding the content for its fingerprint also refuses a lone surrogate anywhere.
+        matches = tool.fingerprint == item["fingerprint"]
     except (KeyError, TypeError, ValueError) as exc:
-        return RawTool(where=where, name=name, problem=f"bad saved tool: {exc!r}")
-    if tool.fingerprint != item["fingerprint"]:
+        return RawTool(where=where, name=name, problem=f"bad saved tool: {exc!r:.300}")
+    if not matches:
         problem = "saved fingerprint does not match the tool's content (edited after saving?)"
         return RawTool(where=where, name=tool.name, server=tool.server, problem=problem)
     return tool
@@ -133,8 +135,12 @@ _SAVED_STRINGS = ("server", "name", "description", "summary", "exposed_name")
 
 
 def _saved_problem(item: Mapping[str, Any]) -> str | None:
-    """What makes ``item`` no :meth:`Tool.to_dict` output this package could have written."""
-    problem = json_problem(dict(item))
+    """What makes ``item`` no :meth:`Tool.to_dict` output this package could have written.
+
+    The walk checks nesting only (a lone surrogate fails the fingerprint's encoding): this
+    runs on every tool of a saved catalog when it loads.
+    """
+    problem = json_problem(dict(item), strict=False)
     if problem:
         return f"it holds {problem}"
     for key in _SAVED_STRINGS:
