@@ -317,6 +317,29 @@ def test_parse_and_closest_helpers() -> None:
     assert closest_name("anything", []) is None
 
 
+@pytest.mark.parametrize(
+    ("name", "candidates"),
+    [
+        ("delete_everything", ["write_query", "read_query", "list_tables"]),
+        ("drop_database", ["create_issue", "search_code"]),
+        ("delete_everything", ["delete_note", "list_notes", "add_note"]),  # one word in three
+    ],
+)
+def test_an_unrelated_name_gets_no_suggestion(name: str, candidates: list[str]) -> None:
+    assert closest_name(name, candidates) is None
+
+
+def test_a_refusal_suggests_nothing_unrelated() -> None:
+    catalog = Catalog.load({"sqlite": {"tools": [{"name": "write_query"}, {"name": "read_query"}]}})
+    verdict = verify_call(catalog, catalog.ids, {"name": "delete_everything"})
+    assert verdict.error == "unknown_tool"
+    assert verdict.closest is None
+    assert "Did you mean" not in verdict.message
+    # A misspelling and a shared word still get one.
+    assert closest_name("reed_query", ["write_query", "read_query"]) == "read_query"
+    assert closest_name("query_read", ["write_query", "read_query"]) == "read_query"
+
+
 def test_threads_get_the_same_verdicts_as_one_thread(catalog: Catalog) -> None:
     calls = [
         *CALL_SHAPES.values(),
