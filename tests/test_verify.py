@@ -454,3 +454,22 @@ def test_a_name_only_inactive_tools_share_charges_none_of_them(catalog: Catalog)
     assert verdict.error == "tool_not_available"
     assert verdict.tool_id is None
     assert "not available" in verdict.message
+
+
+def test_a_tool_name_where_an_id_belongs_is_named() -> None:
+    catalog = Catalog.load(
+        {
+            "github": {"tools": [{"name": "issue_write"}, {"name": "search"}]},
+            "slack": {"tools": [{"name": "search"}]},
+        }
+    )
+    call = {"name": "issue_write", "arguments": {}}
+    with pytest.raises(InvalidInputError, match="'issue_write' is the name of 'github/issue_w"):
+        verify_call(catalog, ["issue_write"], call)
+    with pytest.raises(InvalidInputError, match="'search' is the name of 'github/search' or "):
+        verify_call(catalog, ["search"], call)
+    with pytest.raises(InvalidInputError, match="not names: 'github__search' is the name of"):
+        promote_tools(catalog, ["github__search"])  # an exposed name
+    assert verify_call(catalog, ["github/issue_write"], call).ok
+    # An id no tool has is still left out: the call is refused, not the list.
+    assert verify_call(catalog, ["github/gone"], call).error == "tool_not_available"
