@@ -23,6 +23,8 @@ from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.router import McpRouter
 from toolgate.routing.config import RouterConfig
+from toolgate.telemetry.recorder import Telemetry
+from toolgate.telemetry.usage import UsageStats
 
 NOTE_TOOL = mcp_tool("add_note", "Save a note.")
 
@@ -209,5 +211,22 @@ def test_a_search_query_of_megabytes_is_refused(embedder: Embedder) -> None:
         assert message.startswith("search_tools's query has 10,000 characters, more than 8,000")
         found = await proxy.call_tool("search_tools", {"query": "note " * 1_000})
         assert not found.is_error
+
+    run(main)
+
+
+def test_searches_are_logged_as_searches(embedder: Embedder) -> None:
+    async def main() -> None:
+        usage = UsageStats()
+        router = McpRouter(embedder=embedder, cache=None, telemetry=Telemetry([usage]))
+        await router.connect({"notes": PagedClient([[NOTE_TOOL]], [None])})
+        proxy = McpProxy(router)
+        for query in ("save a note", "select:add_note", "", "select:"):
+            await proxy.call_tool("search_tools", {"query": query})
+        await proxy.call_tool("call_tool", {"name": "add_note", "arguments": {}})
+        # Counted as searches, as `toolgate stats --events` shows them; not as calls.
+        assert (usage.search_calls, usage.search_invalid) == (2, 2)
+        assert usage.called == Counter({"notes/add_note": 1})
+        assert usage.routed == Counter({"notes/add_note": 2})
 
     run(main)

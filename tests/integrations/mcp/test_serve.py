@@ -105,6 +105,7 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
     # archive_notes twice: the call, then again with the user's answer (each is checked).
     assert usage["called"] == {"notes/delete_note": 1, "notes/archive_notes": 2}
     assert usage["routed"] == {"notes/delete_note": 1}
+    assert usage["search_calls"] == 1  # the search_tools call, counted as a search
 
 
 @pytest.mark.parametrize(

@@ -73,8 +73,10 @@ from toolgate.integrations.mcp.answers import passed_on, text_result, unknown_na
 from toolgate.integrations.mcp.passthrough import Passthrough, Reconnect, reconnected
 from toolgate.integrations.mcp.relay import InputRequired, RequestRelay, UpstreamRequests
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
+from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.routing.config import check_count
 from toolgate.routing.scopes import pattern_list
+from toolgate.telemetry.events import VerifyEvent
 from toolgate.verify import Verdict
 
 __all__ = ["MAX_QUERY_CHARS", "McpProxy"]
@@ -264,18 +266,21 @@ class McpProxy:
         query = arguments.get("query")
         search, call = _meta_names(self.router.router.catalog)
         if not isinstance(query, str) or not query.strip():
-            return _error(f"{search} takes 'query', a non-empty string")
+            return self._refused_search(search, f"{search} takes 'query', a non-empty string")
         if len(query) > MAX_QUERY_CHARS:  # a client's, on a server others share
-            return _error(
+            return self._refused_search(
+                search,
                 f"{search}'s query has {len(query):,} characters, more than {MAX_QUERY_CHARS:,}: "
-                "describe the task in fewer words"
+                "describe the task in fewer words",
             )
         try:
             found = await self.router.search(
                 query, allow=self.allow, deny=self.deny, top_k=self.top_k
             )
         except ToolgateError as exc:  # "select:" naming nothing, and the like
-            return _error(f"{exc}; describe the task in words, or use 'select:name1,name2'")
+            why = f"{exc}; describe the task in words, or use 'select:name1,name2'"
+            return self._refused_search(search, why)
+        self._log_search(search, ok=True)
         catalog = self.router.router.catalog
         # Pinned tools are listed already: a search shows the others.
         ids = [i for i in found.ids if i in catalog and not catalog[i].pinned]
@@ -285,6 +290,20 @@ class McpProxy:
         tools = [{**export(catalog[i]), "server": catalog[i].server} for i in ids]
         header = f"Tools found, best first. Call one with {call}(name, arguments).{unknown}\n"
         return text_result(header + json.dumps(tools, ensure_ascii=False))
+
+    def _refused_search(self, name: str, why: str) -> CallToolResult:
+        """The error for a search refused for its query, logged as such."""
+        self._log_search(name, ok=False)
+        return _error(why)
+
+    def _log_search(self, name: str, *, ok: bool) -> None:
+        """Log a ``search_tools`` call as what it is, a search (as a host's checked
+        ``tool_search`` call is logged): its route alone would pass for a turn's."""
+        telemetry = self.router.router.telemetry
+        if telemetry is not None:
+            error = None if ok else "invalid_arguments"
+            event = VerifyEvent(name=name, tool_id=TOOL_SEARCH_ID, ok=ok, error=error)
+            telemetry.emit(event)
 
     async def _on_initialized(self, ctx: Any, _params: NotificationParams) -> None:
         """Note the connection of a client on an earlier protocol, to tell it of changes."""
