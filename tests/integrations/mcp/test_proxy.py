@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+import toolgate
 from tests.fixtures.mcp import (
     Calls,
     PagedClient,
@@ -48,6 +49,11 @@ def test_a_client_searches_then_calls_through_the_proxy(embedder: Embedder, mode
         ):
             proxy = await connected(embedder, {"github": github, "calendar": calendar})
             async with Client(proxy.server, mode=mode) as client:
+                assert client.server_info is not None
+                assert (client.server_info.name, client.server_info.version) == (
+                    "toolgate",
+                    toolgate.__version__,
+                )
                 listed = await client.list_tools()
                 assert [t.name for t in listed.tools] == ["search_tools", "call_tool"]
 

@@ -66,6 +66,7 @@ from mcp.types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolgate._toolgate import __version__
 from toolgate.catalog.catalog import Catalog
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.formats.mcp import export
@@ -144,6 +145,7 @@ class McpProxy:
         )
         self.server: Server[Any] = _ProxyServer(
             name,
+            version=__version__,
             instructions=f"{own}\n\n{instructions}" if instructions else own,
             on_list_tools=self._on_list_tools,
             on_call_tool=self._on_call_tool,
