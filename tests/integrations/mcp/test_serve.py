@@ -157,6 +157,56 @@ def test_a_server_config_reads_commands_and_urls(tmp_path: Path) -> None:
         load_servers(tmp_path / "missing.json")
 
 
+def test_a_server_config_takes_environment_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GH_TOKEN", "s3cret")
+    monkeypatch.setenv("EMPTY", "")
+    monkeypatch.delenv("UNSET_PORT", raising=False)
+    entries = {
+        "gh": {
+            "command": "${HOME}/bin/gh-mcp",
+            "args": ["--port", "${UNSET_PORT:-8080}", "$GH_TOKEN"],
+            "env": {"GITHUB_TOKEN": "${GH_TOKEN}", "LEVEL": "${EMPTY:-info}"},
+        },
+        "docs": {
+            "url": "https://example.com/mcp",
+            "headers": {"Authorization": "Bearer ${GH_TOKEN}"},
+        },
+    }
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
+    servers = load_servers(path)
+    gh = servers["gh"]
+    assert isinstance(gh, StdioServerParameters)
+    assert gh.command == f"{os.environ['HOME']}/bin/gh-mcp"
+    assert gh.args == ["--port", "8080", "$GH_TOKEN"]  # no braces: kept, as clients keep it
+    assert gh.env == {"GITHUB_TOKEN": "s3cret", "LEVEL": "info"}
+    assert servers["docs"] == HttpServer(
+        "https://example.com/mcp", {"Authorization": "Bearer s3cret"}
+    )
+
+
+def test_a_variable_not_set_is_named_with_where_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
+    monkeypatch.delenv("NO_SUCH_HOST", raising=False)
+    entries = {
+        "gh": {"command": "gh-mcp", "env": {"GITHUB_TOKEN": "${NO_SUCH_TOKEN}"}},
+        "docs": {"url": "https://${NO_SUCH_HOST}/mcp"},
+        "off": {"command": "${NO_SUCH_TOKEN}", "disabled": True},  # off: needs nothing
+    }
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
+    with pytest.raises(InvalidInputError) as raised:
+        load_servers(path)
+    message = str(raised.value)
+    assert "mcpServers.gh: env.GITHUB_TOKEN: ${NO_SUCH_TOKEN} is not set" in message
+    assert "mcpServers.docs: url: ${NO_SUCH_HOST} is not set" in message
+    assert "mcpServers.off" not in message
+
+
 def test_an_upstream_that_cannot_start_is_named(tmp_path: Path) -> None:
     config = tmp_path / "servers.json"
     broken = {"command": str(tmp_path / "no-such-server")}
