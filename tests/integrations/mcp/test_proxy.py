@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 from mcp import Client
 
 import toolgate
@@ -234,5 +235,28 @@ def test_searches_are_logged_as_searches(embedder: Embedder) -> None:
         assert (usage.search_calls, usage.search_invalid) == (2, 2)
         assert usage.called == Counter({"notes/add_note": 1})
         assert usage.routed == Counter({"notes/add_note": 2})
+
+    run(main)
+
+
+def test_a_search_answers_with_structured_content_too(embedder: Embedder) -> None:
+    async def main() -> None:
+        tools = [NOTE_TOOL, mcp_tool("delete_note", "Delete a note for good.")]
+        proxy = await connected(embedder, {"notes": PagedClient([tools], [None])})
+        async with Client(proxy.server) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            schema = listed["search_tools"].output_schema
+            assert schema is not None
+            # The client checks each answer against the schema: these pass it.
+            found = await client.call_tool("search_tools", {"query": "select:add_note,nope"})
+            assert found.structured_content == {
+                "tools": json.loads(text_of(found).splitlines()[-1]),  # as the text has them
+                "unknown": ["nope"],
+            }
+            assert found.structured_content["tools"][0]["name"] == "add_note"
+            assert found.structured_content["tools"][0]["server"] == "notes"
+            none = await client.call_tool("search_tools", {"query": "+calendar"})
+            assert none.structured_content == {"tools": []}
+            Draft202012Validator(schema).validate(none.structured_content)
 
     run(main)

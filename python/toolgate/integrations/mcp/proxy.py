@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -288,10 +288,11 @@ class McpProxy:
         ids = [i for i in found.ids if i in catalog and not catalog[i].pinned]
         unknown = f"\n{unknown_names_note(found.unknown, catalog)}" if found.unknown else ""
         if not ids:
-            return text_result(f"No tool matched. Try other words, or 'select:name'.{unknown}")
+            text = f"No tool matched. Try other words, or 'select:name'.{unknown}"
+            return _search_result(text, [], found.unknown)
         tools = [{**export(catalog[i]), "server": catalog[i].server} for i in ids]
         header = f"Tools found, best first. Call one with {call}(name, arguments).{unknown}\n"
-        return text_result(header + json.dumps(tools, ensure_ascii=False))
+        return _search_result(header + json.dumps(tools, ensure_ascii=False), tools, found.unknown)
 
     def _refused_search(self, name: str, why: str) -> CallToolResult:
         """The error for a search refused for its query, logged as such."""
@@ -416,6 +417,47 @@ def _meta_names(catalog: Catalog) -> tuple[str, str]:
     return search, call
 
 
+#: The search tool's ``outputSchema``: what its answer holds as ``structuredContent``.
+_SEARCH_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "tools": {
+            "type": "array",
+            "description": "The tools found, best first, each as tools/list gives it",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "inputSchema": {"type": "object"},
+                    "server": {"type": "string", "description": "The upstream server"},
+                },
+                "required": ["name", "inputSchema", "server"],
+            },
+        },
+        "unknown": {
+            "type": "array",
+            "description": "Names a 'select:' asked for that no tool has",
+            "items": {"type": "string"},
+        },
+    },
+    "required": ["tools"],
+}
+
+
+def _search_result(
+    text: str, tools: list[dict[str, Any]], unknown: Sequence[str]
+) -> CallToolResult:
+    """A search's answer: ``text`` for the model, and the tools found as ``structuredContent``
+    (:data:`_SEARCH_OUTPUT`) for a client that reads them rather than parse the text."""
+    structured: dict[str, Any] = {"tools": tools}
+    if unknown:
+        structured["unknown"] = list(unknown)
+    return CallToolResult.model_validate(
+        {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+    )
+
+
 def _search_tool(name: str) -> dict[str, Any]:
     return {
         "name": name,
@@ -430,6 +472,7 @@ def _search_tool(name: str) -> dict[str, Any]:
             "properties": {"query": {"type": "string", "description": "What you need to do"}},
             "required": ["query"],
         },
+        "outputSchema": _SEARCH_OUTPUT,
     }
 
 
