@@ -410,3 +410,77 @@ def test_upstreams_are_served_in_the_configs_order() -> None:
         assert list(upstreams.clients) == ["zeta", "alpha"]
 
     run(main)
+
+
+#: An upstream whose tools/list answers only once the file ``sys.argv[1]`` exists.
+SLOW_LISTING_UPSTREAM = """
+import os, sys
+import anyio
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
+
+release = sys.argv[1]
+
+async def list_tools(_ctx, _params):
+    while not os.path.exists(release):
+        await anyio.sleep(0.05)
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    weather = Tool(name="get_weather", description="Weather in a city.", input_schema=schema)
+    return ListToolsResult(tools=[weather])
+
+async def call_tool(_ctx, _params):
+    return CallToolResult(content=[TextContent(type="text", text="sunny")])
+
+server = Server("weather", on_list_tools=list_tools, on_call_tool=call_tool)
+
+async def main():
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+anyio.run(main)
+"""
+
+
+def test_the_handshake_is_answered_while_the_upstreams_are_listed(tmp_path: Path) -> None:
+    upstream, release = tmp_path / "weather.py", tmp_path / "release"
+    upstream.write_text(SLOW_LISTING_UPSTREAM, encoding="utf-8")
+    weather = {"command": sys.executable, "args": [str(upstream), str(release)]}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"weather": weather}}), encoding="utf-8")
+    proxy = StdioServerParameters(
+        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", "--config", str(config)]
+    )
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with Client(proxy) as client:
+                # Initialized while the upstream's listing cannot have ended: it waits for
+                # this file, which only now exists.
+                release.touch()
+                found = await client.call_tool("search_tools", {"query": "weather in Lisbon"})
+                assert [t["name"] for t in found_tools(found)] == ["get_weather"]
+
+    run(main)
+
+
+def test_a_listing_that_fails_after_the_handshake_ends_the_proxy_with_the_error(
+    tmp_path: Path,
+) -> None:
+    upstream, release = tmp_path / "weather.py", tmp_path / "release"
+    # A tool whose input schema is not a schema: a bad tool, an error without --lenient.
+    upstream.write_text(SLOW_LISTING_UPSTREAM.replace('"type": "string"', '"type": 5'))
+    weather = {"command": sys.executable, "args": [str(upstream), str(release)]}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"weather": weather}}), encoding="utf-8")
+    with proxy_process(config) as process:
+        try:
+            assert initialize(process)["result"]["serverInfo"]["name"] == "toolgate"
+            release.touch()
+            assert process.wait(timeout=60) == 2
+        finally:
+            process.kill()
+        assert process.stderr is not None
+        stderr = process.stderr.read().decode()
+    assert "toolgate mcp-proxy: error: " in stderr
+    assert "weather/get_weather" in stderr

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -110,6 +110,10 @@ class McpProxy:
     ``requests`` is where the upstream connections' input callbacks
     (:meth:`UpstreamRequests.callbacks`, given to each ``mcp.Client``) find the client a
     request is for.
+
+    ``ready``, when given, is awaited before each request is served: the router may then be
+    connected after the proxy is made, and its clients' handshakes answered meanwhile
+    (``toolgate mcp-proxy`` lists and indexes the upstreams while they initialize).
     """
 
     def __init__(
@@ -123,12 +127,14 @@ class McpProxy:
         instructions: str = "",
         reconnect: Reconnect | None = None,
         requests: UpstreamRequests | None = None,
+        ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """See the class docstring."""
         if top_k is not None:
             check_count("top_k", top_k, minimum=1)
         self.router = router
-        self.top_k = top_k or router.top_k or router.router.config.top_k
+        self._top_k = top_k
+        self._ready = ready
         self.allow, self.deny = pattern_list(allow), pattern_list(deny)
         self.reconnect = reconnect
         self.passthrough = Passthrough(router, reconnect)
@@ -138,7 +144,9 @@ class McpProxy:
         self._listen = ListenHandler(self.events)
         # Connections of clients on earlier protocols, told of changes by notification.
         self._legacy_clients: weakref.WeakSet[Any] = weakref.WeakSet()
-        search, call = _meta_names(router.router.catalog)
+        # Not connected yet (``ready``): the names pinned tools leave free are not known, and
+        # are the usual ones but for a pinned upstream tool called search_tools.
+        search, call = _meta_names(router.router.catalog) if router.servers else (_SEARCH, _CALL)
         own = (
             f"Most tools are not listed. Call {search} to find the ones a task needs, then "
             f"{call} to call one."
@@ -163,6 +171,16 @@ class McpProxy:
             "notifications/initialized", NotificationParams, self._on_initialized
         )
 
+    @property
+    def top_k(self) -> int:
+        """The most tools one search returns."""
+        return self._top_k or self.router.top_k or self.router.router.config.top_k
+
+    async def wait_ready(self) -> None:
+        """Return once the router is connected (at once without ``ready``)."""
+        if self._ready is not None:
+            await self._ready()
+
     def list_tools(self) -> list[dict[str, Any]]:
         """What the proxy lists: the two meta tools, then the pinned upstream tools."""
         catalog = self.router.router.catalog
@@ -180,6 +198,7 @@ class McpProxy:
         (:mod:`~toolgate.integrations.mcp.relay`): the answer is then an
         ``InputRequiredResult`` when a client on the 2026-07-28 protocol is to answer them.
         """
+        await self.wait_ready()
         search, call = _meta_names(self.router.router.catalog)
         arguments = dict(arguments or {})
         if name == call:
@@ -286,13 +305,14 @@ class McpProxy:
         catalog = self.router.router.catalog
         # Pinned tools are listed already: a search shows the others.
         ids = [i for i in found.ids if i in catalog and not catalog[i].pinned]
-        unknown = f"\n{unknown_names_note(found.unknown, catalog)}" if found.unknown else ""
+        notes = f"\n{unknown_names_note(found.unknown, catalog)}" if found.unknown else ""
         if not ids:
-            text = f"No tool matched. Try other words, or 'select:name'.{unknown}"
+            text = f"No tool matched. Try other words, or 'select:name'.{notes}"
             return _search_result(text, [], found.unknown)
         tools = [{**export(catalog[i]), "server": catalog[i].server} for i in ids]
-        header = f"Tools found, best first. Call one with {call}(name, arguments).{unknown}\n"
-        return _search_result(header + json.dumps(tools, ensure_ascii=False), tools, found.unknown)
+        header = f"Tools found, best first. Call one with {call}(name, arguments).{notes}\n"
+        text = header + json.dumps(tools, ensure_ascii=False)
+        return _search_result(text, tools, found.unknown)
 
     def _refused_search(self, name: str, why: str) -> CallToolResult:
         """The error for a search refused for its query, logged as such."""
@@ -319,6 +339,7 @@ class McpProxy:
             self._legacy_clients.add(connection)
 
     async def _on_list_tools(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        await self.wait_ready()
         await self.router.update()  # pinned tools may have changed upstream
         return ListToolsResult.model_validate({"tools": self.list_tools()})
 
@@ -327,30 +348,36 @@ class McpProxy:
         return await self.call_tool(params.name, params.arguments, relay)
 
     async def _on_list_prompts(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        await self.wait_ready()
         prompts = await self.passthrough.list_prompts()
         return ListPromptsResult.model_validate({"prompts": prompts})
 
     async def _on_get_prompt(self, ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
+        await self.wait_ready()
         relay = RequestRelay(ctx, self.requests)
         return await self.passthrough.get_prompt(params.name, params.arguments, relay)
 
     async def _on_list_resources(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        await self.wait_ready()
         resources = await self.passthrough.list_resources()
         return ListResourcesResult.model_validate({"resources": resources})
 
     async def _on_list_resource_templates(
         self, _ctx: Any, _params: PaginatedRequestParams | None
     ) -> Any:
+        await self.wait_ready()
         templates = await self.passthrough.list_resource_templates()
         return ListResourceTemplatesResult.model_validate({"resourceTemplates": templates})
 
     async def _on_read_resource(
         self, ctx: Any, params: ReadResourceRequestParams
     ) -> ReadResourceResult:
+        await self.wait_ready()
         relay = RequestRelay(ctx, self.requests)
         return await self.passthrough.read_resource(str(params.uri), relay)
 
     async def _on_completion(self, ctx: Any, params: CompleteRequestParams) -> CompleteResult:
+        await self.wait_ready()
         context = params.context.arguments if params.context else None
         relay = RequestRelay(ctx, self.requests)
         argument = params.argument.model_dump()
