@@ -464,6 +464,87 @@ def test_the_handshake_is_answered_while_the_upstreams_are_listed(tmp_path: Path
     run(main)
 
 
+def test_a_server_that_is_not_answering_is_named_in_the_tool_error(tmp_path: Path) -> None:
+    notes = tmp_path / "notes_server.py"
+    notes.write_text(textwrap.dedent(UPSTREAM), encoding="utf-8")
+    servers = {
+        "notes": {"command": sys.executable, "args": [str(notes)]},
+        "git": {"command": sys.executable, "args": ["-c", "raise SystemExit('no repository')"]},
+    }
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    args = ["--config", str(config), "--lenient", "--retry-after", "600"]
+    proxy = StdioServerParameters(
+        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", *args]
+    )
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with Client(proxy) as client:
+                failed = await client.call_tool("call_tool", {"name": "git_log", "arguments": {}})
+                assert failed.is_error
+                body = json.loads(text_of(failed))
+                assert body["error"] == "server_unavailable"
+                assert "Server 'git' is not answering" in body["message"]
+                assert "retry later" in body["message"]
+                found = await client.call_tool("search_tools", {"query": "commit history"})
+                assert found.structured_content is not None
+                assert found.structured_content["unavailable"] == ["git"]
+                # A tool of a server that answers is still called.
+                done = await client.call_tool(
+                    "call_tool", {"name": "add_note", "arguments": {"title": "a", "body": "b"}}
+                )
+                assert text_of(done) == "saved a"
+
+    run(main)
+
+
+#: An upstream whose one tool kills it, and that cannot start a second time.
+DYING_UPSTREAM = '''
+import os, sys
+from mcp.server.mcpserver import MCPServer
+
+marker = sys.argv[1]
+if os.path.exists(marker):
+    sys.exit("cannot start again")
+open(marker, "w").close()
+server = MCPServer("git")
+
+@server.tool()
+def git_log(path: str) -> str:
+    """Show the commit history of a repository."""
+    os._exit(1)
+
+server.run("stdio")
+'''
+
+
+def test_a_server_that_died_for_good_is_named_in_the_tool_error(tmp_path: Path) -> None:
+    upstream = tmp_path / "git.py"
+    upstream.write_text(DYING_UPSTREAM, encoding="utf-8")
+    git = {"command": sys.executable, "args": [str(upstream), str(tmp_path / "started")]}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"git": git}}), encoding="utf-8")
+    proxy = StdioServerParameters(
+        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", "--config", str(config)]
+    )
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with Client(proxy) as client:
+                call = {"name": "git_log", "arguments": {"path": "."}}
+                failed = await client.call_tool("call_tool", call)
+                body = json.loads(text_of(failed))
+                assert body == {
+                    "error": "server_unavailable",
+                    "message": "Calling 'git_log' failed: server 'git' is not answering; "
+                    "retry later.",
+                    "servers": ["git"],
+                }
+
+    run(main)
+
+
 def test_a_listing_that_fails_after_the_handshake_ends_the_proxy_with_the_error(
     tmp_path: Path,
 ) -> None:

@@ -114,6 +114,9 @@ class McpProxy:
     ``ready``, when given, is awaited before each request is served: the router may then be
     connected after the proxy is made, and its clients' handshakes answered meanwhile
     (``toolgate mcp-proxy`` lists and indexes the upstreams while they initialize).
+    ``unavailable()`` names the upstream servers not answering now, so that a call to one
+    of them, or to a tool no answering server has, says so (a transient failure) rather
+    than that the tool does not exist.
     """
 
     def __init__(
@@ -128,6 +131,7 @@ class McpProxy:
         reconnect: Reconnect | None = None,
         requests: UpstreamRequests | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
+        unavailable: Callable[[], Sequence[str]] | None = None,
     ) -> None:
         """See the class docstring."""
         if top_k is not None:
@@ -135,6 +139,7 @@ class McpProxy:
         self.router = router
         self._top_k = top_k
         self._ready = ready
+        self.unavailable: Callable[[], Sequence[str]] = unavailable or (lambda: ())
         self.allow, self.deny = pattern_list(allow), pattern_list(deny)
         self.reconnect = reconnect
         self.passthrough = Passthrough(router, reconnect)
@@ -211,17 +216,27 @@ class McpProxy:
             name, arguments = unwrapped
         if name == search:  # asked for directly, or through call_tool
             return await self._search(arguments)
+        tool = self.router.router.catalog.get_exposed(name)
         try:
             outcome = await self._call(name, arguments, relay)
         except InputRequired as asked:  # the client answers the tool's requests, and retries
             return passed_on(asked.result)
         except Exception as exc:  # the upstream server, its answer or its connection failed
-            why = str(exc) if isinstance(exc, MCPError) else repr(exc)  # an MCP error says it
-            failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {why}"}
-            return text_result(json.dumps(failure), is_error=True)
+            return self._failure(name, tool.server if tool is not None else "", exc)
         if not outcome.verdict.ok:
-            return _refusal(outcome.verdict, search)
+            return _refusal(outcome.verdict, search, self.unavailable())
         return passed_on(outcome.result)
+
+    def _failure(self, name: str, server: str, exc: Exception) -> CallToolResult:
+        """The tool error for a call that failed upstream: the server is not answering (and
+        the model may retry later), or what the server or its connection raised."""
+        if server and server in self.unavailable():
+            message = f"Calling {name!r} failed: {_not_answering([server])}; retry later."
+            body = {"error": "server_unavailable", "message": message, "servers": [server]}
+            return text_result(json.dumps(body), is_error=True)
+        why = str(exc) if isinstance(exc, MCPError) else repr(exc)  # an MCP error says it
+        failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {why}"}
+        return text_result(json.dumps(failure), is_error=True)
 
     async def _call(
         self, name: str, arguments: dict[str, Any], relay: RequestRelay | None
@@ -305,14 +320,23 @@ class McpProxy:
         catalog = self.router.router.catalog
         # Pinned tools are listed already: a search shows the others.
         ids = [i for i in found.ids if i in catalog and not catalog[i].pinned]
-        notes = f"\n{unknown_names_note(found.unknown, catalog)}" if found.unknown else ""
+        down = self.unavailable()
+        # On the first line, which the tools found (a JSON list) follow.
+        notes = (
+            f" {_not_answering(down, start='Server')} now: tools of theirs may be missing here, "
+            "and calls to them fail until they are back."
+            if down
+            else ""
+        )
+        if found.unknown:
+            notes += f"\n{unknown_names_note(found.unknown, catalog)}"
         if not ids:
             text = f"No tool matched. Try other words, or 'select:name'.{notes}"
-            return _search_result(text, [], found.unknown)
+            return _search_result(text, [], found.unknown, down)
         tools = [{**export(catalog[i]), "server": catalog[i].server} for i in ids]
         header = f"Tools found, best first. Call one with {call}(name, arguments).{notes}\n"
         text = header + json.dumps(tools, ensure_ascii=False)
-        return _search_result(text, tools, found.unknown)
+        return _search_result(text, tools, found.unknown, down)
 
     def _refused_search(self, name: str, why: str) -> CallToolResult:
         """The error for a search refused for its query, logged as such."""
@@ -418,12 +442,22 @@ def _unwrapped(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | Non
     return name, dict(inner)
 
 
-def _refusal(verdict: Verdict, search: str) -> CallToolResult:
+def _refusal(verdict: Verdict, search: str, down: Sequence[str]) -> CallToolResult:
     """A refused call, short: any tool may be called through the proxy, so the list of
-    available ones a turn's refusal carries would be the whole catalog."""
+    available ones a turn's refusal carries would be the whole catalog. A name no tool has
+    while servers are ``down`` may be one of theirs: the refusal says so, as a failure
+    that may pass."""
     body: dict[str, Any] = {"error": verdict.error}
     hint = f" Did you mean {verdict.closest!r}?" if verdict.closest else ""
-    if verdict.error == "invalid_arguments":
+    if verdict.error == "unknown_tool" and down:
+        body["error"] = "server_unavailable"
+        body["message"] = (
+            f"No server answering now has a tool {verdict.name!r}.{hint} "
+            f"{_not_answering(down, start='Server')}, and may have it: retry later, or find "
+            f"tools with {search}."
+        )
+        body["servers"] = list(down)
+    elif verdict.error == "invalid_arguments":
         body["message"] = verdict.message
     elif verdict.error == "tool_not_available":  # shut out by the proxy's allow / deny
         body["message"] = f"Tool {verdict.name!r} is not available.{hint} Find tools with {search}."
@@ -434,6 +468,15 @@ def _refusal(verdict: Verdict, search: str) -> CallToolResult:
     if verdict.path:
         body["path"] = verdict.path
     return text_result(json.dumps(body, ensure_ascii=False), is_error=True)
+
+
+def _not_answering(servers: Sequence[str], *, start: str = "server") -> str:
+    """``server 'git' is not answering`` (``servers 'git', 'fetch' are ...``); ``start``
+    is the first word's spelling (``"Server"`` begins a sentence)."""
+    names = ", ".join(repr(server) for server in servers)
+    if len(servers) > 1:
+        return f"{start}s {names} are not answering"
+    return f"{start} {names} is not answering"
 
 
 def _meta_names(catalog: Catalog) -> tuple[str, str]:
@@ -467,19 +510,26 @@ _SEARCH_OUTPUT = {
             "description": "Names a 'select:' asked for that no tool has",
             "items": {"type": "string"},
         },
+        "unavailable": {
+            "type": "array",
+            "description": "Upstream servers not answering now, whose tools may be missing",
+            "items": {"type": "string"},
+        },
     },
     "required": ["tools"],
 }
 
 
 def _search_result(
-    text: str, tools: list[dict[str, Any]], unknown: Sequence[str]
+    text: str, tools: list[dict[str, Any]], unknown: Sequence[str], down: Sequence[str]
 ) -> CallToolResult:
     """A search's answer: ``text`` for the model, and the tools found as ``structuredContent``
     (:data:`_SEARCH_OUTPUT`) for a client that reads them rather than parse the text."""
     structured: dict[str, Any] = {"tools": tools}
     if unknown:
         structured["unknown"] = list(unknown)
+    if down:
+        structured["unavailable"] = list(down)
     return CallToolResult.model_validate(
         {"content": [{"type": "text", "text": text}], "structuredContent": structured}
     )

@@ -137,7 +137,7 @@ async def _serve(
             serving.proxy = McpProxy(
                 router, allow=allow, deny=deny, instructions=_instructions(clients),
                 reconnect=serving.reconnect, requests=serving.requests,
-                ready=serving.wait_indexed,
+                ready=serving.wait_indexed, unavailable=serving.unavailable,
             )  # fmt: skip
             group.start_soon(serving.index, clients, retry_after)
             await transport(serving)
@@ -197,6 +197,8 @@ class _Serving:
     indexed: anyio.Event = field(default_factory=anyio.Event)
     #: Why the proxy stopped after it began serving (listing or indexing failed).
     failure: ToolgateError | None = None
+    #: Upstreams that are not answering: left out at start, or dead and not restarted.
+    down: set[str] = field(default_factory=set)
 
     async def index(self, clients: Mapping[str, McpClient], retry_after: float) -> None:
         """List and index the upstreams ``clients`` (connected at start) while the proxy's
@@ -231,6 +233,10 @@ class _Serving:
             return
         print(f"toolgate mcp-proxy: error: {failure}", file=sys.stderr)
         await _end(self, code=2)
+
+    def unavailable(self) -> list[str]:
+        """The upstream servers not answering now, in the config's order."""
+        return [name for name in self.servers if name in self.down]
 
     def on_stop(self, stop: Callable[[], None]) -> None:
         """The transport's graceful stop, for a signal to use."""
@@ -278,6 +284,7 @@ class _Serving:
         ]
         if problems and not lenient:
             raise InvalidInputError("; ".join(problems))
+        self.down |= set(upstreams.errors)
         for problem in problems:
             print(f"toolgate mcp-proxy: {problem}; going on without it", file=sys.stderr)
 
@@ -301,7 +308,9 @@ class _Serving:
             )
             if client is None:
                 print(f"toolgate mcp-proxy: could not restart {name!r}", file=sys.stderr)
+                self.down.add(name)
                 return False
+            self.down.discard(name)
             print(
                 f"toolgate mcp-proxy: restarted {name!r}, whose connection had closed",
                 file=sys.stderr,
@@ -338,6 +347,7 @@ class _Serving:
                         self.upstreams.scopes[name].cancel()
                         continue
                 pending.remove(name)
+                self.down.discard(name)
                 print(f"toolgate mcp-proxy: {name!r} started and joined", file=sys.stderr)
                 self.group.start_soon(self.watch, name)
                 if self.proxy is not None:
