@@ -32,6 +32,7 @@ Not passed through: resource subscriptions and upstream log messages.
 from __future__ import annotations
 
 import json
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -71,6 +72,7 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.formats.mcp import export
 from toolgate.integrations.mcp.answers import passed_on, text_result, unknown_names_note
+from toolgate.integrations.mcp.metrics import ProxyMetrics
 from toolgate.integrations.mcp.passthrough import Passthrough, Reconnect, reconnected
 from toolgate.integrations.mcp.relay import InputRequired, RequestRelay, UpstreamRequests
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
@@ -116,7 +118,7 @@ class McpProxy:
     (``toolgate mcp-proxy`` lists and indexes the upstreams while they initialize).
     ``unavailable()`` names the upstream servers not answering now, so that a call to one
     of them, or to a tool no answering server has, says so (a transient failure) rather
-    than that the tool does not exist.
+    than that the tool does not exist. ``metrics`` counts searches and calls.
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class McpProxy:
         requests: UpstreamRequests | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
         unavailable: Callable[[], Sequence[str]] | None = None,
+        metrics: ProxyMetrics | None = None,
     ) -> None:
         """See the class docstring."""
         if top_k is not None:
@@ -140,6 +143,7 @@ class McpProxy:
         self._top_k = top_k
         self._ready = ready
         self.unavailable: Callable[[], Sequence[str]] = unavailable or (lambda: ())
+        self.metrics = metrics
         self.allow, self.deny = pattern_list(allow), pattern_list(deny)
         self.reconnect = reconnect
         self.passthrough = Passthrough(router, reconnect)
@@ -216,16 +220,30 @@ class McpProxy:
             name, arguments = unwrapped
         if name == search:  # asked for directly, or through call_tool
             return await self._search(arguments)
+        start = time.perf_counter()
+        result, server, how = await self._forwarded(name, arguments, relay, search)
+        if self.metrics is not None:
+            self.metrics.called(server, how, time.perf_counter() - start)
+        return result
+
+    async def _forwarded(
+        self, name: str, arguments: dict[str, Any], relay: RequestRelay | None, search: str
+    ) -> tuple[CallToolResult | InputRequiredResult, str, str]:
+        """The answer to a call of the upstream tool ``name``, the server it is for (``""``:
+        none) and how the call went: ``ok``, ``tool_error`` (the tool answered with an
+        error), ``refused``, ``input_required`` or ``failed``."""
         tool = self.router.router.catalog.get_exposed(name)
+        server = tool.server if tool is not None else ""
         try:
             outcome = await self._call(name, arguments, relay)
         except InputRequired as asked:  # the client answers the tool's requests, and retries
-            return passed_on(asked.result)
+            return passed_on(asked.result), server, "input_required"
         except Exception as exc:  # the upstream server, its answer or its connection failed
-            return self._failure(name, tool.server if tool is not None else "", exc)
+            return self._failure(name, server, exc), server, "failed"
         if not outcome.verdict.ok:
-            return _refusal(outcome.verdict, search, self.unavailable())
-        return passed_on(outcome.result)
+            return _refusal(outcome.verdict, search, self.unavailable()), server, "refused"
+        result = passed_on(outcome.result)
+        return result, outcome.server or server, "tool_error" if result.is_error else "ok"
 
     def _failure(self, name: str, server: str, exc: Exception) -> CallToolResult:
         """The tool error for a call that failed upstream: the server is not answering (and
@@ -299,6 +317,14 @@ class McpProxy:
         self._listen.close()
 
     async def _search(self, arguments: Mapping[str, Any]) -> CallToolResult:
+        start = time.perf_counter()
+        result = await self._found(arguments)
+        if self.metrics is not None:
+            self.metrics.searched(not result.is_error, time.perf_counter() - start)
+        return result
+
+    async def _found(self, arguments: Mapping[str, Any]) -> CallToolResult:
+        """The answer to a search, or the error for a query it refuses."""
         query = arguments.get("query")
         search, call = _meta_names(self.router.router.catalog)
         if not isinstance(query, str) or not query.strip():

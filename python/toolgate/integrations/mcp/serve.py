@@ -37,6 +37,7 @@ from mcp.types import METHOD_NOT_FOUND
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.integrations.mcp.http import HttpListener, serve_over_http
 from toolgate.integrations.mcp.listing import McpClient, list_server_tools
+from toolgate.integrations.mcp.metrics import ProxyMetrics
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.relay import UpstreamRequests
 from toolgate.integrations.mcp.router import McpRouter
@@ -113,7 +114,8 @@ async def _serve(
 ) -> None:
     """Connect ``router`` to ``servers``, then serve the proxy over ``transport`` until it
     returns; ``requests`` passes the upstreams' requests for input on to the clients.
-    ``over_http``: the transport is HTTP, which can stop gracefully.
+    ``over_http``: the transport is HTTP, which serves the proxy's metrics and can stop
+    gracefully.
 
     The proxy answers its clients' handshakes once the upstreams have answered theirs (their
     instructions go into its own, and the protocol has no way to send them later), while
@@ -138,6 +140,7 @@ async def _serve(
                 router, allow=allow, deny=deny, instructions=_instructions(clients),
                 reconnect=serving.reconnect, requests=serving.requests,
                 ready=serving.wait_indexed, unavailable=serving.unavailable,
+                metrics=serving.metrics() if over_http else None,
             )  # fmt: skip
             group.start_soon(serving.index, clients, retry_after)
             await transport(serving)
@@ -171,7 +174,7 @@ async def _over_http(listener: HttpListener, sock: socket.socket, serving: _Serv
         if serving.failure is not None:  # it failed before the transport could be stopped
             stop_serving()
 
-    await serve_over_http(proxy.server, listener, sock, on_stop)
+    await serve_over_http(proxy.server, listener, sock, on_stop, metrics=proxy.metrics)
 
 
 @dataclass
@@ -237,6 +240,19 @@ class _Serving:
     def unavailable(self) -> list[str]:
         """The upstream servers not answering now, in the config's order."""
         return [name for name in self.servers if name in self.down]
+
+    def answering(self, name: str) -> bool:
+        """Whether upstream ``name`` is connected and not known to be down."""
+        return name in self.upstreams.clients and name not in self.down
+
+    def metrics(self) -> ProxyMetrics:
+        """Metrics for the proxy, with gauges that read this process's upstreams."""
+
+        def tools() -> int:
+            ready = self.indexed.is_set() and self.failure is None
+            return len(self.router.router.catalog) if ready else 0
+
+        return ProxyMetrics(self.servers, answering=self.answering, tools=tools)
 
     def on_stop(self, stop: Callable[[], None]) -> None:
         """The transport's graceful stop, for a signal to use."""
