@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import runpy
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolgate import Promotion, Verdict
+from tests.shared_data import CATALOGS, require
+from toolgate import Catalog, Promotion, Router, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -79,3 +81,35 @@ def test_mcp_host_turn_reaches_the_server() -> None:
     assert outcome.server == "github"
     assert outcome.result.content[0].text == "opened 'Flaky login test' in acme/web"
     assert "create_issue" in [tool["name"] for tool in request["tools"]]
+
+
+def test_host_overrides_gate_the_github_servers_write_tools(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tools_list = CATALOGS / "github-mcp-server.tools-list.json"
+    require(tools_list)
+    monkeypatch.setattr(sys, "argv", ["host_overrides.py", str(tools_list)])
+    namespace = run_example("host_overrides.py")
+    reader, admin = namespace["reader"], namespace["admin"]
+    gated = {g.id: g.reason for g in reader.gated_out}
+    assert "github/delete_file" not in reader.ids
+    assert gated["github/delete_file"] == "requires scope:github:write, scope:github:admin"
+    assert "github/delete_file" in admin.ids
+    assert "reader: routed" in capsys.readouterr().out
+    # Without the file the same state gates nothing: the server declares no preconditions.
+    bare = Router.from_catalog(Catalog.load(tools_list, server="github"))
+    assert "github/delete_file" in bare.route(namespace["query"], state={"scopes": []}, top_k=5).ids
+
+
+def test_the_github_overrides_name_exactly_the_tools_that_write() -> None:
+    tools_list = CATALOGS / "github-mcp-server.tools-list.json"
+    require(tools_list)
+    tools = json.loads(tools_list.read_text(encoding="utf-8"))["tools"]
+    overrides = json.loads((EXAMPLES / "github.overrides.json").read_text(encoding="utf-8"))
+    # A key naming no tool would gate nothing, silently: each must be one of the server's.
+    writers = {t["name"] for t in tools if not t.get("annotations", {}).get("readOnlyHint")}
+    assert set(overrides) == writers
+    destructive = {t["name"] for t in tools if t.get("annotations", {}).get("destructiveHint")}
+    for name, block in overrides.items():
+        scopes = block["requires"]["scopes"]
+        assert scopes == ["github:write", *(["github:admin"] if name in destructive else [])]
