@@ -231,6 +231,14 @@ def proxy_process(config: Path, *flags: str) -> subprocess.Popen[bytes]:
     )
 
 
+def proxy_params(tmp_path: Path, servers: dict[str, Any], *flags: str) -> StdioServerParameters:
+    """The proxy, as a stdio server to start, in front of ``servers`` (``mcpServers``)."""
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    args = ["-m", "toolgate", "mcp-proxy", "--config", str(config), *flags]
+    return StdioServerParameters(command=sys.executable, args=args)
+
+
 def initialize(process: subprocess.Popen[bytes]) -> dict[str, Any]:
     """The proxy's answer to a handshake-era ``initialize``, written as a client would."""
     request = {
@@ -328,11 +336,7 @@ def test_a_call_to_a_server_that_died_restarts_it_once(tmp_path: Path) -> None:
     upstream = tmp_path / "flaky.py"
     upstream.write_text(CRASHING_UPSTREAM, encoding="utf-8")
     flaky = {"command": sys.executable, "args": [str(upstream), str(tmp_path / "crashed")]}
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"flaky": flaky}}), encoding="utf-8")
-    proxy = StdioServerParameters(
-        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", "--config", str(config)]
-    )
+    proxy = proxy_params(tmp_path, {"flaky": flaky})
 
     async def main() -> None:
         with anyio.fail_after(120):
@@ -446,11 +450,7 @@ def test_the_handshake_is_answered_while_the_upstreams_are_listed(tmp_path: Path
     upstream, release = tmp_path / "weather.py", tmp_path / "release"
     upstream.write_text(SLOW_LISTING_UPSTREAM, encoding="utf-8")
     weather = {"command": sys.executable, "args": [str(upstream), str(release)]}
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"weather": weather}}), encoding="utf-8")
-    proxy = StdioServerParameters(
-        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", "--config", str(config)]
-    )
+    proxy = proxy_params(tmp_path, {"weather": weather})
 
     async def main() -> None:
         with anyio.fail_after(60):
@@ -471,12 +471,7 @@ def test_a_server_that_is_not_answering_is_named_in_the_tool_error(tmp_path: Pat
         "notes": {"command": sys.executable, "args": [str(notes)]},
         "git": {"command": sys.executable, "args": ["-c", "raise SystemExit('no repository')"]},
     }
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
-    args = ["--config", str(config), "--lenient", "--retry-after", "600"]
-    proxy = StdioServerParameters(
-        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", *args]
-    )
+    proxy = proxy_params(tmp_path, servers, "--lenient", "--retry-after", "600")
 
     async def main() -> None:
         with anyio.fail_after(60):
@@ -523,11 +518,7 @@ def test_a_server_that_died_for_good_is_named_in_the_tool_error(tmp_path: Path) 
     upstream = tmp_path / "git.py"
     upstream.write_text(DYING_UPSTREAM, encoding="utf-8")
     git = {"command": sys.executable, "args": [str(upstream), str(tmp_path / "started")]}
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"git": git}}), encoding="utf-8")
-    proxy = StdioServerParameters(
-        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", "--config", str(config)]
-    )
+    proxy = proxy_params(tmp_path, {"git": git})
 
     async def main() -> None:
         with anyio.fail_after(60):
