@@ -55,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "proxy in memory",
             "upstream directly",
             "Rust SchemaCache",
+            "unguarded build",
         )
     )
 

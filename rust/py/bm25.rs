@@ -179,7 +179,7 @@ impl PyBm25 {
     #[pyo3(signature = (path, *, exposed_names = None))]
     fn load(
         py: Python<'_>,
-        path: PathBuf,
+        #[pyo3(from_py_with = super::args::path)] path: PathBuf,
         exposed_names: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let index = py.detach(|| Bm25Index::load(&path))?;
@@ -187,7 +187,11 @@ impl PyBm25 {
     }
 
     /// Writes the index to `path` atomically (temporary file, fsync, rename).
-    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+    fn save(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = super::args::path)] path: PathBuf,
+    ) -> PyResult<()> {
         Ok(py.detach(|| self.index.save(&path))?)
     }
 

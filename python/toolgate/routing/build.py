@@ -33,6 +33,7 @@ from toolgate.routing.store import (
     copy_atomic,
     fingerprint,
     load_saved_catalog,
+    prepare_directory,
     read_manifest,
     renamed_rows,
     save_fingerprinted,
@@ -148,8 +149,7 @@ def build_files(
     if path is None:
         directory = workdir = Path(tempfile.mkdtemp(prefix="toolgate-"))
     else:
-        directory = Path(path)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory = prepare_directory(path)
     tools = catalog.tools
     vocabulary = FlagVocabulary.from_tools(tools)
     index = _toolgate.Index.build(
@@ -174,7 +174,6 @@ def build_files(
 
 def save_files(index: _toolgate.Index, bm25: _toolgate.Bm25, directory: Path) -> dict[str, str]:
     """Copy ``index``'s matrix and write ``bm25`` into ``directory``; their fingerprints."""
-    directory.mkdir(parents=True, exist_ok=True)
     source = Path(index.path)
     copy_atomic(source, directory / MATRIX)
     # Fingerprints of what this save wrote, taken from its own bytes, not from the

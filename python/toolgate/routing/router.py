@@ -57,6 +57,9 @@ from toolgate.routing.store import (
     CatalogOutline,
     SavedRouter,
     load_saved_catalog,
+    prepare_directory,
+    publish,
+    router_directory,
     write_catalog_and_manifest,
 )
 from toolgate.telemetry.recorder import Telemetry, as_telemetry
@@ -236,7 +239,7 @@ class Router:
         :meth:`promote` and :meth:`verify`, not by :meth:`route`) and the embedding model load
         on first use, so opening takes milliseconds at any N.
         """
-        directory = Path(path)
+        directory = router_directory(path)
         saved, index, bm25 = open_files(directory)
         config = saved.config
         return cls(
@@ -251,9 +254,18 @@ class Router:
         )
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write this router to the directory ``path`` (created if needed)."""
-        directory = Path(path)
+        """Write this router to the directory ``path`` (created if needed).
+
+        Not over a router that processes have open: use :meth:`publish` for that.
+        """
+        directory = prepare_directory(path)
         self._write_manifest(directory, save_files(self._index, self._bm25, directory))
+
+    def publish(self, path: str | os.PathLike[str], *, keep: int = 2) -> Path:
+        """Save this router to a new directory and switch the symbolic link ``path`` to it in
+        one rename: the safe way to replace a router that processes have open (see
+        :func:`toolgate.routing.store.publish`). Returns the new directory."""
+        return publish(self.save, path, keep=keep)
 
     def _write_manifest(self, directory: Path, files: dict[str, str]) -> None:
         saved = SavedRouter(
