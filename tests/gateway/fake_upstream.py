@@ -31,6 +31,7 @@ class Received:
     query: str
     headers: dict[str, str]
     body: Any
+    port: int | None = None  # the client's: a new one is a new connection
 
 
 @dataclass
@@ -68,8 +69,11 @@ class FakeUpstream:
         path = request.url.path
         if self.record:
             self.received.append(
-                Received(request.method, path, request.url.query, dict(request.headers), body)
-            )
+                Received(
+                    request.method, path, request.url.query, dict(request.headers), body,
+                    request.client.port if request.client else None,
+                )
+            )  # fmt: skip
         script = self.script
         if script.answer_delay:
             await asyncio.sleep(script.answer_delay)
