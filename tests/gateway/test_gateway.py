@@ -11,6 +11,7 @@ from typing import Any
 import anthropic
 import httpx
 import openai
+import orjson
 import pytest
 from google import genai
 from google.genai import errors as genai_errors
@@ -305,6 +306,28 @@ def test_bad_input_is_a_4xx_naming_the_problem_and_never_reaches_upstream(
             model="m", max_tokens=16, messages=USER, tools=[{"name": "x", "input_schema": 3}]
         )
     assert served.fake.received == []
+
+
+def test_a_body_past_max_body_bytes_is_413_unread_and_never_reaches_upstream(
+    fake: tuple[Any, str], shared_filter: Any
+) -> None:
+    upstream, url = fake
+    config = GatewayConfig(upstreams={"openai": Upstream(url)}, max_body_bytes=1000)
+    body = {"messages": USER, "tools": chat_tools()}
+    assert len(orjson.dumps(body)) > 1000
+    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
+        declared = httpx.post(base + "/v1/chat/completions", json=body)
+        # Chunked, with no length declared: counted as it arrives.
+        chunked = httpx.post(
+            base + "/v1/chat/completions",
+            content=iter([orjson.dumps(body)[:600], orjson.dumps(body)[600:]]),
+        )
+        small = httpx.post(base + "/v1/chat/completions", json={"messages": USER})
+    for answer in (declared, chunked):
+        assert answer.status_code == 413
+        assert "larger than 1,000 bytes" in answer.json()["error"]["message"]
+    assert small.status_code == 200
+    assert len(upstream.received) == 1
 
 
 def test_upstream_errors_pass_through_with_status_and_headers(annotating: Served) -> None:

@@ -4,6 +4,7 @@ and a new tools array that must not stall other requests."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -200,6 +201,12 @@ def test_a_prewarm_that_fails_is_named_by_healthz_and_a_missing_file_stops_start
     (tmp_path / "tools.json").write_text('{"tools": []}')
     with pytest.raises(InvalidInputError, match="expected a JSON array of tools, got dict"):
         Gateway(config, tool_filter=shared_filter)
+    (tmp_path / "tools.json").unlink()
+    os.mkfifo(tmp_path / "tools.json")  # opening it to read would block for ever
+    with pytest.raises(InvalidInputError, match=r"tools\.json: cannot read.*not a regular file"):
+        Gateway(config, tool_filter=shared_filter)
+    with pytest.raises(InvalidInputError, match=r"--config .*: cannot read.*not a regular file"):
+        load_config(tmp_path / "tools.json")
 
 
 class _Broken(ToolFilter):
@@ -208,12 +215,14 @@ class _Broken(ToolFilter):
 
 
 def _healthy(base: str, wanted: int = 200) -> Any:
-    """The /healthz body once it answers ``wanted`` (prewarm runs in the background)."""
+    """The /healthz body once prewarm has ended (it runs in the background), which must
+    have answered ``wanted``."""
     deadline = time.monotonic() + 120
-    while (answer := httpx.get(base + "/healthz")).status_code != wanted:
-        assert answer.json()["status"] == "starting"
+    while (answer := httpx.get(base + "/healthz")).json()["status"] == "starting":
+        assert answer.status_code == 503
         assert time.monotonic() < deadline, "the gateway did not finish prewarming"
         time.sleep(0.05)
+    assert answer.status_code == wanted
     return answer.json()
 
 

@@ -37,7 +37,7 @@ from starlette.routing import Route
 
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.formats.calls import answer_tool_calls
-from toolgate.gateway.config import GatewayConfig, Prewarm, RouteConfig
+from toolgate.gateway.config import GatewayConfig, Prewarm, RouteConfig, read_file
 from toolgate.gateway.filter import FilteredRequest, ToolFilter, filter_off_loop
 from toolgate.gateway.filtering import Filtered, filter_request
 from toolgate.gateway.metrics import CONTENT_TYPE_LATEST, Metrics
@@ -52,6 +52,7 @@ from toolgate.gateway.upstream import (
     passthrough_provider,
     response_headers,
 )
+from toolgate.json_limits import JsonLimitError
 from toolgate.verify import Verdict
 
 __all__ = ["Gateway"]
@@ -244,7 +245,13 @@ class Gateway:
 
     async def _filtered(self, request: Request, endpoint: Endpoint) -> Response:
         provider, shape = endpoint.provider, endpoint.shape
-        raw = await request.body()
+        raw = await _body(request, self.config.max_body_bytes)
+        if raw is None:
+            message = (
+                f"the request body is larger than {self.config.max_body_bytes:,} bytes, "
+                "the gateway's max_body_bytes"
+            )
+            return _error(provider, 413, message, "body_too_large")
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -307,11 +314,24 @@ class Gateway:
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
+async def _body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None past ``limit`` bytes (read no further than that)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
 def _read_tools(entry: Prewarm) -> list[Any]:
     """The tools array in ``entry``'s file."""
     try:
-        tools = orjson.loads(Path(entry.tools).read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
+        tools = orjson.loads(read_file(Path(entry.tools)))
+    except (OSError, JsonLimitError, orjson.JSONDecodeError) as exc:
         raise InvalidInputError(
             f"prewarm {entry.tools}: cannot read a tools array: {exc}"
         ) from None

@@ -7,6 +7,7 @@ chosen by the first ``[[routes]]`` entry whose ``path`` pattern (``fnmatch``, e.
     top_k = 8                      # the most tools a request keeps (a header may ask fewer)
     policy = "annotate"            # tool calls in answers: "off", "annotate" or "enforce"
     store = "/var/lib/toolgate"    # indexes saved here, memory-mapped, shared by workers
+    max_body_bytes = 67108864      # a larger filtered request is refused (413), unread
 
     [upstreams.openai]
     origin = "https://api.openai.com"
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgate.errors import InvalidInputError
+from toolgate.json_limits import JsonLimitError, read_bounded
 from toolgate.promotion.budget import Budget
 
 __all__ = ["PROVIDERS", "GatewayConfig", "RouteConfig", "Upstream", "load_config"]
@@ -56,8 +58,14 @@ _ROUTE_KEYS = {
 }  # fmt: skip
 _TOP_KEYS = _ROUTE_KEYS - {"path"} | {
     "upstreams", "routes", "prewarm", "store", "max_catalogs", "timeout", "connect_timeout",
-    "auth_token_env",
+    "auth_token_env", "max_body_bytes",
 }  # fmt: skip
+# The largest filtered request read by default: past the providers' own limits (Anthropic's
+# is 32 MB), so a request refused here would have been refused upstream.
+MAX_BODY_BYTES = 64 << 20
+# The largest config or prewarm tools file read: a bound on what a wrong path (/dev/zero)
+# makes the gateway allocate before it listens.
+MAX_FILE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,7 @@ class GatewayConfig:
     timeout: float = 600.0
     connect_timeout: float = 10.0
     auth_token_env: str | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
 
     def route(self, path: str) -> RouteConfig:
         """The settings for ``path``: the first route whose pattern matches, else the
@@ -194,14 +203,16 @@ def load_config(path: Path | None) -> GatewayConfig:
         timeout=_seconds(data, "timeout", where, 600.0),
         connect_timeout=_seconds(data, "connect_timeout", where, 10.0),
         auth_token_env=_optional_str(data, "auth_token_env", where),
+        max_body_bytes=_int(data, "max_body_bytes", where, MAX_BODY_BYTES, minimum=1),
     )
 
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInputError(f"--config {path}: cannot read: {exc.strerror}") from None
+        text = read_file(path).decode("utf-8")
+    except (OSError, JsonLimitError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else exc
+        raise InvalidInputError(f"--config {path}: cannot read: {reason}") from None
     if path.suffix == ".toml":
         if sys.version_info >= (3, 11):
             import tomllib
@@ -223,6 +234,12 @@ def _read(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidInputError(f"--config {path}: expected a table of settings")
     return data
+
+
+def read_file(path: Path) -> bytes:
+    """The bytes of the regular file ``path`` (a config or a tools array), at most
+    :data:`MAX_FILE_BYTES`: ``OSError`` or :class:`JsonLimitError` otherwise."""
+    return read_bounded(path, MAX_FILE_BYTES)
 
 
 def _check_keys(data: Mapping[str, Any], known: set[str], where: str) -> None:

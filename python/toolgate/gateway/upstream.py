@@ -107,9 +107,13 @@ def error_body(provider: str, status: int, message: str, code: str) -> bytes:
     body: dict[str, Any]
     if provider == "anthropic":
         kind = "invalid_request_error" if status < 500 else "api_error"
+        kind = "request_too_large" if status == 413 else kind
         body = {"type": "error", "error": {"type": kind, "message": message}}
     elif provider == "gemini":
-        google = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 504: "DEADLINE_EXCEEDED"}
+        google = {
+            400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 413: "INVALID_ARGUMENT",
+            504: "DEADLINE_EXCEEDED",
+        }  # fmt: skip
         body = {"error": {"code": status, "message": message,
                           "status": google.get(status, "UNAVAILABLE")}}  # fmt: skip
     else:
