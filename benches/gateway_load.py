@@ -2,12 +2,15 @@
 
 Prints, at 117 tools (GitHub's MCP server) and at 2,000 (topped up with synthetic tools):
 the p50 / p99 latency a client sees through ``toolgate gateway`` (one worker) and straight
-at the fake upstream, request by request in turn, and their difference, the overhead; then
-the throughput of 16 concurrent clients both ways, with every failed request listed (the run
-must end with 0). Last, the memory one more uvicorn worker costs (RSS and PSS of the whole
-process tree with 2 workers and with 3, the 2,000 tools indexed and shared through the router
-store). The machine's load average is printed with the figures: on a busy shared box the
-absolute times mean little, the ratios in one run more.
+at the fake upstream, request by request in turn, their difference (the overhead) and the
+ratio of the p50s; then the throughput of 16 concurrent clients both ways, with every failed
+request listed (the run must end with 0). Then the 117-tool requests' latency while one
+request indexes a 2,000-tool array the gateway has not seen, against the same requests
+alone, and how long the gateway takes to stop on SIGTERM with such a request running. Last,
+the memory one more uvicorn worker costs (RSS and PSS of the whole process tree with 2
+workers and with 3, the 2,000 tools indexed and shared through the router store). The
+machine's load average is printed with the figures: on a busy shared box the absolute times
+mean little, the ratios in one run more.
 
 Run: ``make bench-gateway`` (``.venv/bin/python -m benches.gateway_load [--quick]``). It
 stops by itself: a fixed number of requests, each with a timeout, and every process it
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -29,9 +33,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,12 +119,14 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: flo
     raise RuntimeError(f"{url} was not ready within {timeout:.0f} s; see {log}")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Started:
-    """A process running: its id and the seconds it took to get ready."""
+    """A process running: its id, the seconds it took to get ready, and once the block has
+    ended, the seconds it took to stop after SIGTERM."""
 
     pid: int
     seconds: float
+    stopped: float = 0.0
 
 
 @contextmanager
@@ -127,12 +134,16 @@ def running(command: list[str], log: Path, ready: str, timeout: float) -> Iterat
     """Run ``command`` until the block ends, once ``ready`` answers 200."""
     with log.open("wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        started = Started(proc.pid, 0.0)
         try:
-            yield Started(proc.pid, _wait_ready(ready, proc, log, timeout))
+            started.seconds = _wait_ready(ready, proc, log, timeout)
+            yield started
         finally:
             proc.terminate()
+            signalled = time.monotonic()
             try:
                 proc.wait(60)
+                started.stopped = time.monotonic() - signalled
             except subprocess.TimeoutExpired:
                 print(f"warning: {command[2:4]} ignored SIGTERM for 60 s; killed", flush=True)
                 proc.kill()
@@ -221,7 +232,8 @@ def overhead(count: int, upstream: str, url: str, sizes: Sizes) -> list[str]:
         f"direct p50 {statistics.median(direct):.2f} ms p99 {p99(direct):.2f} ms; "
         f"gateway p50 {statistics.median(via):.2f} ms p99 {p99(via):.2f} ms; overhead "
         f"p50 {statistics.median(via) - statistics.median(direct):.2f} ms "
-        f"p99 {p99(via) - p99(direct):.2f} ms",
+        f"p99 {p99(via) - p99(direct):.2f} ms; p50 gateway / direct "
+        f"{statistics.median(via) / statistics.median(direct):.2f}x",
         flush=True,
     )
     load = bodies(tools, sizes.concurrent, seed=count + 1)
@@ -234,6 +246,74 @@ def overhead(count: int, upstream: str, url: str, sizes: Sizes) -> list[str]:
         flush=True,
     )
     return failed + failed_direct
+
+
+def new_array(count: int, round_: int) -> list[dict[str, Any]]:
+    """``count`` tools the gateway has not seen and whose texts the embedding cache lacks
+    (each description ends in the round's number), so indexing them is the whole work."""
+    tools = chat_tools(count)
+    for tool in tools:
+        tool["function"]["description"] += f" (round {round_})"
+    return tools
+
+
+@contextmanager
+def indexing(url: str, tools: list[dict[str, Any]]) -> Iterator[list[float | str]]:
+    """A request carrying ``tools`` running on another thread for the block; the list it
+    yields gets the request's seconds, or its failure, once it ends."""
+    body = bodies(tools, 1, seed=7)[0]
+    outcome: list[float | str] = []
+
+    def send() -> None:
+        started = time.perf_counter()
+        try:
+            response = httpx.post(
+                url + CHAT, content=body, headers={"content-type": "application/json"},
+                timeout=1800,
+            )  # fmt: skip
+            outcome.append(time.perf_counter() - started if response.is_success else
+                           f"{response.status_code} {response.text[:300]}")  # fmt: skip
+        except httpx.HTTPError as exc:
+            outcome.append(f"{type(exc).__name__}: {exc}")
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    try:
+        yield outcome
+    finally:
+        thread.join(1800)
+
+
+def during_indexing(url: str, sizes: Sizes) -> list[str]:
+    """117-tool requests one at a time, alone and while another request indexes 2,000 new
+    tools (until it ends); their latencies both ways. The failures."""
+    load = bodies(chat_tools(117), sizes.sequential, seed=11)
+    alone = latencies([(url + CHAT, body) for body in load[: sizes.sequential // 3]])
+    meanwhile: list[float] = []
+    with (
+        indexing(url, new_array(2000, int(time.time()))) as outcome,
+        httpx.Client(timeout=120) as client,
+    ):
+        for body in itertools.cycle(load):
+            if outcome:
+                break
+            started = time.perf_counter()
+            response = client.post(
+                url + CHAT, content=body, headers={"content-type": "application/json"}
+            )
+            meanwhile.append((time.perf_counter() - started) * 1000)
+            response.raise_for_status()
+    before = alone[url + CHAT]
+    if isinstance(outcome[0], str):
+        return [f"indexing 2,000 new tools: {outcome[0]}"]
+    print(
+        f"  117 tools while one request indexed 2,000 new ones ({outcome[0]:.0f} s): "
+        f"{len(meanwhile)} requests, p50 {statistics.median(meanwhile):.2f} ms, "
+        f"max {max(meanwhile):.2f} ms; alone, {len(before)} requests: p50 "
+        f"{statistics.median(before):.2f} ms, max {max(before):.2f} ms",
+        flush=True,
+    )
+    return []
 
 
 def tree_memory(pid: int) -> list[tuple[int, int, int]]:
@@ -295,10 +375,19 @@ def main(argv: list[str] | None = None) -> int:
         with fake_upstream(port, logs / "upstream.log"):
             upstream = f"http://127.0.0.1:{port}"
             process, url = gateway(upstream, 1, folder, logs / "gateway.log")
-            with process as started:
+            with ExitStack() as later, process as started:
                 print(f"prewarm of 117 + 2,000 tools: {started.seconds:.0f} s", flush=True)
                 for count in (117, 2000):
                     failures += overhead(count, upstream, url, sizes)
+                failures += during_indexing(url, sizes)
+                # Still indexing when the gateway is told to stop; ended with the stack.
+                later.enter_context(indexing(url, new_array(2000, -int(time.time()))))
+                time.sleep(2)
+            print(
+                f"SIGTERM with a request indexing 2,000 new tools: stopped in "
+                f"{started.stopped:.1f} s (--graceful-timeout 10)",
+                flush=True,
+            )
             worker_memory(upstream, folder, logs, sizes)
         for failure in failures:
             print(f"failed: {failure}")
