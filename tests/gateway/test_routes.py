@@ -232,19 +232,37 @@ def _prewarm_toml(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_new_tools_array_does_not_stall_other_requests(fake: Any, embedder: Embedder) -> None:
+def _held_gateway(fake: Any, embedder: Embedder) -> tuple[Gateway, CountingEmbedder]:
+    """A gateway to ``fake`` whose embedder can hold an index build (see CountingEmbedder)."""
     _upstream, url = fake
     held = CountingEmbedder(embedder)
-    tool_filter = ToolFilter(embedder=held, cache=None)
-    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}), tool_filter=tool_filter)
+    config = GatewayConfig(upstreams={"openai": Upstream(url)})
+    return Gateway(config, tool_filter=ToolFilter(embedder=held, cache=None)), held
+
+
+def _renamed(suffix: str) -> list[dict[str, Any]]:
+    """The chat tools with ``suffix`` on their names: an array no filter has indexed."""
+    return [
+        {**t, "function": {**t["function"], "name": t["function"]["name"] + suffix}}
+        for t in chat_tools()
+    ]
+
+
+def _until_indexing(held: CountingEmbedder) -> None:
+    """Returns once ``held`` embeds a batch: a new array is being indexed."""
+    deadline = time.monotonic() + 60
+    while held.batch_texts == 0:
+        assert time.monotonic() < deadline, "no indexing started"
+        time.sleep(0.01)
+
+
+def test_a_new_tools_array_does_not_stall_other_requests(fake: Any, embedder: Embedder) -> None:
+    gateway, held = _held_gateway(fake, embedder)
     with serving(gateway.app) as base:
         _chat(base, {"messages": USER, "tools": chat_tools()})  # indexed now
         release = threading.Event()
         held.batch_texts, held.hold = 0, release  # the next array's indexing waits for it
-        renamed = [
-            {**t, "function": {**t["function"], "name": t["function"]["name"] + "_v2"}}
-            for t in chat_tools()
-        ]
+        renamed = _renamed("_v2")
         finished: list[str] = []
         new = threading.Thread(
             target=lambda: finished.append(
@@ -253,10 +271,7 @@ def test_a_new_tools_array_does_not_stall_other_requests(fake: Any, embedder: Em
         )
         new.start()
         try:
-            deadline = time.monotonic() + 60
-            while held.batch_texts == 0:  # the new array is being indexed
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            _until_indexing(held)
             for _ in range(3):
                 assert _chat(base, {"messages": USER, "tools": chat_tools()}).status_code == 200
             assert finished == []  # the known array's requests were answered meanwhile
@@ -291,19 +306,13 @@ def test_many_requests_waiting_for_one_new_array_do_not_stall_others(
     async def thread_tokens() -> float:
         return anyio.to_thread.current_default_thread_limiter().total_tokens
 
-    _upstream, url = fake
-    held = CountingEmbedder(embedder)
-    tool_filter = ToolFilter(embedder=held, cache=None)
-    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}), tool_filter=tool_filter)
+    gateway, held = _held_gateway(fake, embedder)
     with serving(gateway.app) as base:
         _chat(base, {"messages": USER, "tools": chat_tools()})  # indexed now
         threads = int(anyio.run(thread_tokens))  # each event loop's default, as uvicorn's
         release = threading.Event()
         held.batch_texts, held.embedded_texts, held.hold = 0, 0, release
-        renamed = [
-            {**t, "function": {**t["function"], "name": t["function"]["name"] + "_v3"}}
-            for t in chat_tools()
-        ]
+        renamed = _renamed("_v3")
         waiting = threads + 8
         with ThreadPoolExecutor(waiting) as pool:
             new = [
@@ -311,10 +320,7 @@ def test_many_requests_waiting_for_one_new_array_do_not_stall_others(
                 for _ in range(waiting)
             ]
             try:
-                deadline = time.monotonic() + 60
-                while held.batch_texts == 0:  # the new array is being indexed
-                    assert time.monotonic() < deadline
-                    time.sleep(0.01)
+                _until_indexing(held)
                 time.sleep(1.0)  # every request for it has arrived and waits
                 known = _chat(base, {"messages": USER, "tools": chat_tools()})
                 assert known.status_code == 200
