@@ -155,6 +155,22 @@ def test_prewarm_and_the_store_spare_the_first_request_its_indexing(
     assert other.batch_texts == 0
 
 
+def test_a_store_that_fails_is_a_503_to_retry_not_a_bad_request(
+    fake: Any, embedder: Embedder, tmp_path: Path
+) -> None:
+    upstream, url = fake
+    (tmp_path / "store").write_text("a file where the store folder should be")
+    tool_filter = ToolFilter(embedder=embedder, cache=None, store=tmp_path / "store")
+    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}), tool_filter=tool_filter)
+    with serving(gateway.app) as base:
+        answer = _chat(base, {"messages": USER, "tools": chat_tools()})
+    assert answer.status_code == 503
+    assert answer.headers["x-toolgate-error"] == "store_failed"
+    assert "x-should-retry" not in answer.headers
+    assert "router store" in answer.json()["error"]["message"]
+    assert upstream.received == []
+
+
 def test_the_gateway_serves_while_it_prewarms_and_says_so(
     fake: Any, embedder: Embedder, tmp_path: Path
 ) -> None:

@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.errors import InvalidInputError, StorageError, ToolgateError
 from toolgate.formats.calls import answer_tool_calls
 from toolgate.gateway.config import GatewayConfig, Prewarm, RouteConfig, read_file
 from toolgate.gateway.filter import FilteredRequest, ToolFilter, filter_off_loop
@@ -266,6 +266,9 @@ class Gateway:
                 # A request cancelled at shutdown does not wait for its thread to finish.
                 partial(anyio.to_thread.run_sync, abandon_on_cancel=True),
             )
+        except StorageError as exc:  # a disk full or a broken index file: try again later
+            message = f"toolgate cannot filter requests now: {exc}"
+            return _error(provider, 503, message, "store_failed", retry=True)
         except ToolgateError as exc:
             return _error(provider, 400, f"toolgate cannot filter this request: {exc}", "bad_tools")
         self._count(shape, done)

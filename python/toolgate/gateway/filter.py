@@ -41,7 +41,13 @@ import numpy as np
 from toolgate.catalog.build import build_tools
 from toolgate.catalog.catalog import Catalog
 from toolgate.embedding.model_files import exclusive_lock
-from toolgate.errors import CatalogWarning, IndexFormatError, InvalidInputError, InvalidToolsError
+from toolgate.errors import (
+    CatalogWarning,
+    IndexFormatError,
+    InvalidInputError,
+    InvalidToolsError,
+    StorageError,
+)
 from toolgate.formats import genai_sdk, text_tags
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool, base_provider
 from toolgate.lazy import Lazy
@@ -565,8 +571,8 @@ class ToolFilter:
                         finally:
                             shutil.rmtree(building, ignore_errors=True)
             return Router.open(directory, embedder=embedder)
-        except (OSError, IndexFormatError) as exc:
-            raise InvalidInputError(f"router store {self._store}: {exc}") from None
+        except (OSError, IndexFormatError) as exc:  # the server's fault, not the request's
+            raise StorageError(f"router store {self._store}: {exc}") from None
 
 
 @dataclass(frozen=True)
