@@ -16,10 +16,10 @@ __all__ = ["TOOL_SEARCH_ID", "search_tool"]
 TOOL_SEARCH_ID = "toolgate:tool_search"
 
 
+# Short: it is sent every turn. '+word' (a word the name must hold) works too, unadvertised.
 _SEARCH_DESCRIPTION = (
-    "Find tools that are not loaded yet. Describe what you need in words, use "
-    "'select:name1,name2' to load tools by name, or '+word' to require a word in the name. "
-    "The tools found are available on your next turn."
+    "Load tools not attached yet: describe the task, or 'select:name1,name2'. "
+    "Tools found are attached next turn."
 )
 
 
@@ -49,7 +49,7 @@ def _make_search_tool(catalog: Catalog) -> Tool:
     name = _search_tool_name(catalog)
     schema = {
         "type": "object",
-        "properties": {"query": {"type": "string", "description": "What you need, or select:a,b"}},
+        "properties": {"query": {"type": "string"}},
         "required": ["query"],
     }
     return Tool(

@@ -43,7 +43,9 @@ def test_routes_a_turn_and_forwards_the_call_to_its_server(embedder: Embedder) -
             await router.connect({"github": github, "calendar": calendar})
             assert router.servers == ["github", "calendar"]
             promotion = await router.tools(
-                "open an issue about the flaky login test in acme/web", format="anthropic"
+                "open an issue about the flaky login test in acme/web",
+                format="anthropic",
+                pool="full",
             )
             assert "github/create_issue" in promotion.active_ids
             assert len(promotion.tools) == 2
@@ -98,7 +100,10 @@ def test_a_refused_call_never_reaches_a_server(embedder: Embedder) -> None:
         router = McpRouter(top_k=1, embedder=embedder, cache=None)
         async with Client(github_server(calls)) as github:
             await router.connect({"github": github})
-            promotion = await router.tools("open an issue in acme/web", format="anthropic")
+            # A full pool: no tool_search among the tools offered.
+            promotion = await router.tools(
+                "open an issue in acme/web", format="anthropic", pool="full"
+            )
             assert promotion.active_ids == ("github/create_issue",)
 
             # Not offered this turn.
