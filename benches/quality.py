@@ -91,8 +91,8 @@ class _WithThreshold:
         """The wrapped router's catalog (``evaluate`` reads tool names from it)."""
         return self._router.catalog
 
-    def route(self, query: str, *, top_k: int) -> RouteResult:
-        return self._router.route(query, top_k=top_k, threshold=self._threshold)
+    def route(self, query: str, **options: Any) -> RouteResult:
+        return self._router.route(query, threshold=self._threshold, **options)
 
 
 def routers_for(catalog: Catalog, embedder: Any) -> dict[str, Router]:

@@ -14,9 +14,10 @@ __all__ = ["GatedOut", "RouteResult", "RoutedTool"]
 class RoutedTool:
     """One active tool: its id, fused score, the score of each signal and why it is in.
 
-    ``reason`` is ``"ranked"`` (top-k by fused score), ``"named"`` (named verbatim in the query),
-    ``"selected"`` (a ``select:`` query), ``"included"`` (the caller's ``include`` list) or
-    ``"pinned"`` (always included). ``copy_of`` is the id of a tool placed above that this
+    ``reason`` is ``"ranked"`` (by fused score), ``"clause"`` (among the best for one clause of
+    a multi-intent query, which the whole query ranked lower), ``"named"`` (named verbatim in
+    the query), ``"selected"`` (a ``select:`` query), ``"included"`` (the caller's ``include``
+    list) or ``"pinned"`` (always included). ``copy_of`` is the id of a tool placed above that this
     ranked one nearly copies (the same name, nearly the same row:
     ``RouterConfig.near_copy_cosine``): it was moved below the different tools that score at
     least half as well.

@@ -8,6 +8,7 @@ many threads.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
@@ -17,7 +18,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,7 +28,7 @@ from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
 from toolgate.catalog.tool import Tool
-from toolgate.embedding.clauses import clause_vectors
+from toolgate.embedding.clauses import clauses as clause_texts
 from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.formats.tokens import count_tools
 from toolgate.lazy import Lazy
@@ -42,6 +43,7 @@ from toolgate.routing.near_duplicates import (
 from toolgate.routing.query import ParsedQuery, parse_query
 from toolgate.routing.result import GatedOut, RoutedTool, RouteResult
 from toolgate.routing.scopes import ScopeMatcher, pattern_list
+from toolgate.routing.selection import adapt
 from toolgate.routing.state import FlagVocabulary, State
 from toolgate.routing.store import (
     BM25,
@@ -197,23 +199,23 @@ class Router:
             )
         return embedder
 
-    def _embed_one(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """``text``'s vector and its clause vectors (see :mod:`toolgate.embedding.clauses`),
-        read-only.
+    def _embed_one(self, text: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        """``text``'s vector, its clause vectors (see :mod:`toolgate.embedding.clauses`),
+        read-only, and the clauses' texts.
 
         Clause vectors need the token states of :meth:`Embedder.embed_tokens`; an embedder
         without that method gets none, and routes on the whole-query vector alone.
         """
         embedder = self._embedder.get()
-        if self.config.clause_weight > 0 and hasattr(embedder, "embed_tokens"):
+        if _wants_clauses(self.config) and hasattr(embedder, "embed_tokens"):
             tokens = embedder.embed_tokens(text)
-            vector, clauses = tokens.vector, clause_vectors(tokens, text)
+            vector, (clauses, texts) = tokens.vector, clause_texts(tokens, text)
         else:
             vector = np.asarray(embedder.embed([text])[0], dtype=np.float32)
-            clauses = np.empty((0, len(vector)), dtype=np.float32)
+            clauses, texts = np.empty((0, len(vector)), dtype=np.float32), ()
         vector.setflags(write=False)
         clauses.setflags(write=False)
-        return vector, clauses
+        return vector, clauses, texts
 
     @classmethod
     def from_tools(cls, tools: Sequence[Any] | Mapping[str, Any], **options: Any) -> Router:
@@ -395,6 +397,25 @@ class Router:
             telemetry=telemetry,
         )
 
+    def with_config(self, config: RouterConfig) -> Router:
+        """This router under ``config`` (fitted by ``toolgate calibrate``, say): the same
+        index, so a setting the index is built with (BM25's, the storage, the model's
+        precision) must stay as it is; ranking and selection settings may change."""
+        built = ("bm25_k1", "bm25_b", "bm25_weights", "index_dtype", "precision")
+        if changed := [
+            name for name in built if getattr(config, name) != getattr(self.config, name)
+        ]:
+            raise InvalidInputError(
+                f"{', '.join(changed)} set how the index was built: build a new router for them"
+            )
+        view = copy.copy(self)
+        view.config = config
+        if _wants_clauses(config) != _wants_clauses(self.config):
+            # The cached query embeddings were made with or without clauses as this config
+            # says; the view must make its own.
+            view._embed_text = lru_cache(maxsize=_QUERY_CACHE_SIZE)(view._embed_one)
+        return view
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write this router to the directory ``path`` (created if needed)."""
         directory = Path(path)
@@ -436,6 +457,7 @@ class Router:
         turn_id: str = "",
         forms: bool = True,
         include: Iterable[str] | None = None,
+        adaptive: bool | None = None,
     ) -> RouteResult:
         """The tools to show the model in full this turn, best first.
 
@@ -453,9 +475,15 @@ class Router:
         them: the tools a ``tool_search`` call found last turn, which the search tool
         promises the model on its next turn (``include=found.ids``); entries naming no tool
         (gone after a refresh) are reported in the result's ``unknown``.
+        ``top_k`` is a ceiling when selection is adaptive (``adaptive``, default the
+        config's): how many ranked tools are shown then follows the evidence
+        (:mod:`toolgate.routing.selection`); ``adaptive=False`` shows the top ``top_k``.
         """
         allow, deny = pattern_list(allow), pattern_list(deny)
-        result = self._route(query, state, history, top_k, threshold, allow, deny, forms, include)
+        adaptive = self.config.adaptive if adaptive is None else adaptive
+        result = self._route(
+            query, state, history, top_k, threshold, allow, deny, forms, include, adaptive
+        )
         if allow is not None or deny is not None:
             result = replace(result, allow=allow, deny=deny)
         if self.telemetry is not None:
@@ -473,6 +501,7 @@ class Router:
         deny: Iterable[str] | None,
         forms: bool = True,
         include: Iterable[str] | None = None,
+        adaptive: bool = False,
     ) -> RouteResult:
         start = time.perf_counter()
         if isinstance(query, str):  # parse_query names any other type
@@ -505,13 +534,23 @@ class Router:
         embed_start = time.perf_counter()
         vector, clauses = self._query_vectors(parsed.text, history)
         core_start = time.perf_counter()
-        outcome = _toolgate.route(
-            self._index, self._bm25, vector, parsed.text,
+        rank = partial(
+            _toolgate.route, self._index, self._bm25,
             alpha=self.config.alpha, method=self.config.fusion, top=self.config.fusion_top,
-            k=k, threshold=floor, flags=flags, allow=scope, deny=deny_rows, forced=forced,
-            clauses=clauses, clause_weight=self.config.clause_weight,
+            threshold=floor, flags=flags, allow=scope, deny=deny_rows, forced=forced,
             near_copy_cosine=self.config.near_copy_cosine,
         )  # fmt: skip
+        outcome = rank(
+            vector, parsed.text, k=k, clauses=clauses, clause_weight=self.config.clause_weight
+        )
+        if adaptive:
+            # Each clause ranked as the query is: the same gate, scope, floor and forced rows.
+            rank_clause = partial(rank, k=max(self.config.clause_tools, 1))
+            texts = self._embed_text(parsed.text)[2]
+            outcome, picked = adapt(
+                outcome, clauses, texts, rank_clause, ceiling=k, config=self.config
+            )
+            reasons |= {row: "clause" for row in picked}
         if scope is not allow_rows:
             outcome = (*outcome[:3], self._out_of_scope(allow_rows, deny_rows), *outcome[4:])
         end = time.perf_counter()
@@ -714,7 +753,7 @@ class Router:
         self, text: str, history: Sequence[HistoryTurn] | None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The query vector, blended with ``history``, and the clause vectors of ``text``."""
-        vector, clauses = self._embed_text(text)
+        vector, clauses, _ = self._embed_text(text)
         texts = history_texts(history, self.config.history_turns)
         if texts:
             vector = blend_history(vector, texts, self._embed_texts, self.config.history_decay)
@@ -740,9 +779,9 @@ class Router:
             RoutedTool(ids[row], fused, dense, bm25, reasons.get(row, "pinned"))
             for row, fused, dense, bm25 in forced
         ]
-        copy_of = dict(copies)
+        copy_of = {row: ids[of] for row, of in copies}
         tools += [
-            RoutedTool(ids[row], f, d, b, copy_of=ids[copy_of[row]] if row in copy_of else None)
+            RoutedTool(ids[row], f, d, b, reasons.get(row, "ranked"), copy_of.get(row))
             for row, f, d, b in ranked
         ]
         gated_out = tuple(
@@ -829,6 +868,11 @@ class Router:
                 f"the route result is for catalog version {result.catalog_version}, "
                 f"this router serves {self._outline.version}"
             )
+
+
+def _wants_clauses(config: RouterConfig) -> bool:
+    """Whether routing under ``config`` reads a query's clauses (to rank or to select)."""
+    return config.clause_weight > 0 or config.clause_tools > 0
 
 
 def _contains(sorted_rows: np.ndarray, row: int) -> bool:

@@ -30,7 +30,9 @@ NOTE_TOOL = mcp_tool("add_note", "Save a note.")
 async def connected(
     embedder: Embedder, clients: dict[str, Any], overrides: dict[str, Any] | None = None
 ) -> McpProxy:
-    router = McpRouter(top_k=3, embedder=embedder, cache=None, overrides=overrides)
+    # The top 3 as they rank: these tests are about the proxy, not about selection.
+    plain = RouterConfig(adaptive=False)
+    router = McpRouter(top_k=3, embedder=embedder, cache=None, overrides=overrides, config=plain)
     await router.connect(clients)
     return McpProxy(router)
 

@@ -23,6 +23,7 @@ from tests.integrations.mcp.router_helpers import PAGES, anthropic_call
 from toolgate import CatalogError, InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.router import McpRouter
+from toolgate.routing.config import RouterConfig
 
 
 def exposed(promotion: Any) -> list[str]:
@@ -35,7 +36,9 @@ def test_routes_a_turn_and_forwards_the_call_to_its_server(embedder: Embedder) -
     calls: Calls = Counter()
 
     async def main() -> None:
-        router = McpRouter(top_k=2, embedder=embedder, cache=None)
+        # The top 2 as they rank, listed in a full pool (no search tool among the tools).
+        plain = RouterConfig(adaptive=False)
+        router = McpRouter(top_k=2, embedder=embedder, cache=None, config=plain)
         async with (
             Client(github_server(calls)) as github,
             Client(calendar_server(calls)) as calendar,
