@@ -12,7 +12,7 @@ import pytest
 from tests.shared_data import CATALOGS, DATA, require
 from toolgate.catalog.catalog import Catalog, CatalogWarning
 from toolgate.catalog.tool import Tool
-from toolgate.formats.compact import compact_schema, compact_text, is_strict
+from toolgate.formats.compact import compact_entry, compact_schema, compact_text, is_strict
 from toolgate.formats.raw import PROVIDERS
 from toolgate.verify import verify_call
 
@@ -243,3 +243,25 @@ def test_real_catalogs_keep_every_constraint_and_never_grow(path: Any) -> None:
             assert small <= full, tool.id
             saved += full - small
     assert saved > 0
+
+
+def test_request_entries_of_every_shape_are_compacted_in_place() -> None:
+    chat = {"type": "function", "function": {"name": "search_issues", "parameters": GENERATED}}
+    out = compact_entry(chat, "openai")
+    assert out["function"]["parameters"] == compact_schema(GENERATED, name="search_issues")
+    strict = {"type": "function", "function": {**chat["function"], "strict": True}}
+    kept = compact_entry(strict, "openai")["function"]
+    assert kept["parameters"]["additionalProperties"] is False  # strict: stays closed
+    assert "title" not in kept["parameters"]["properties"]["query"]
+    responses = {"type": "function", "name": "x", "description": " a  b ", "parameters": GENERATED}
+    assert compact_entry(responses, "openai-responses")["description"] == "a b"
+    claude = {"name": "x", "input_schema": GENERATED, "cache_control": {"type": "ephemeral"}}
+    out = compact_entry(claude, "anthropic")
+    assert out["cache_control"] == {"type": "ephemeral"}
+    assert out["input_schema"]["additionalProperties"] is False
+    gemini = {"functionDeclarations": [{"name": "x", "parametersJsonSchema": GENERATED}]}
+    declared = compact_entry(gemini, "gemini")["functionDeclarations"][0]
+    assert "$schema" not in declared["parametersJsonSchema"]
+    plain = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    assert compact_entry(plain, "openai") is plain  # nothing to leave out: the entry itself
+    assert chat["function"]["parameters"] is GENERATED  # the input is not modified

@@ -43,7 +43,14 @@ from typing import Any
 from toolgate.formats.raw import JsonDict, ToolView, base_provider
 from toolgate.formats.schema_walk import map_named_subschemas
 
-__all__ = ["compact_schema", "compact_text", "definition_parts", "is_strict", "repeats_name"]
+__all__ = [
+    "compact_entry",
+    "compact_schema",
+    "compact_text",
+    "definition_parts",
+    "is_strict",
+    "repeats_name",
+]
 
 
 # Keys that are notes for people and tools, never for the model.
@@ -161,13 +168,16 @@ def is_strict(schema: Any) -> bool:
     return found_object and closed
 
 
-def compact_schema(schema: Any, *, provider: str = "openai", name: str | None = None) -> Any:
+def compact_schema(
+    schema: Any, *, provider: str = "openai", name: str | None = None, strict: bool | None = None
+) -> Any:
     """``schema`` without what a model does not need (see the module docstring), for
     ``provider`` (an output format of :data:`toolgate.formats.raw.PROVIDERS`); ``name`` is the
-    tool's, for its root title. ``schema`` is not modified."""
+    tool's, for its root title. ``strict`` says the tool is sent in OpenAI's strict mode
+    (``None``: when the schema meets it, :func:`is_strict`). ``schema`` is not modified."""
     if not isinstance(schema, Mapping):
         return schema
-    strict = is_strict(schema)
+    strict = is_strict(schema) if strict is None else strict
     hide_additional = base_provider(provider) in _HIDES_ADDITIONAL
 
     def compact_node(node: JsonDict, key: str | None) -> JsonDict:
@@ -201,3 +211,49 @@ def definition_parts(tool: ToolView, provider: str, *, compact: bool) -> tuple[d
         return tool.input_schema, tool.description
     schema = compact_schema(tool.input_schema, provider=provider, name=tool.name)
     return schema, compact_text(tool.description)
+
+
+# Where a request shape other than OpenAI Chat and Gemini keeps a function tool's schema.
+_SCHEMA_KEYS = {"anthropic": "input_schema", "openai-responses": "parameters"}
+
+
+def compact_entry(entry: Mapping[str, Any], provider: str) -> dict[str, Any]:
+    """A function tool as a request carries it (``provider``: ``"openai"`` Chat,
+    ``"openai-responses"``, ``"anthropic"`` or ``"gemini"``, whose entry holds a list of
+    declarations), with its schema and description compacted and every other key as given
+    (``strict``, ``cache_control``...). A tool marked ``strict`` keeps every closed object
+    and required list. An entry with nothing to leave out is returned itself.
+    """
+    out = _compact_entry(entry, provider)
+    return entry if out == entry and isinstance(entry, dict) else out
+
+
+def _compact_entry(entry: Mapping[str, Any], provider: str) -> dict[str, Any]:
+    if provider == "openai" and isinstance(entry.get("function"), Mapping):
+        return {**entry, "function": _compact_fields(entry["function"], "parameters", "openai")}
+    if provider == "gemini":
+        out = dict(entry)
+        for key in ("functionDeclarations", "function_declarations"):
+            if isinstance(out.get(key), list):
+                out[key] = [_compact_declaration(d) for d in out[key]]
+        return out
+    key = _SCHEMA_KEYS.get(provider, "parameters")
+    return _compact_fields(entry, key, "openai" if provider.startswith("openai") else provider)
+
+
+def _compact_declaration(declaration: Any) -> Any:
+    if not isinstance(declaration, Mapping):
+        return declaration
+    key = "parametersJsonSchema" if "parametersJsonSchema" in declaration else "parameters"
+    return _compact_fields(declaration, key, "gemini")
+
+
+def _compact_fields(tool: Mapping[str, Any], key: str, provider: str) -> dict[str, Any]:
+    out = dict(tool)
+    name = out.get("name") if isinstance(out.get("name"), str) else None
+    if isinstance(out.get(key), Mapping):
+        strict = True if out.get("strict") is True else None
+        out[key] = compact_schema(out[key], provider=provider, name=name, strict=strict)
+    if isinstance(out.get("description"), str):
+        out["description"] = compact_text(out["description"])
+    return out

@@ -213,3 +213,47 @@ def test_a_search_query_of_megabytes_is_refused(embedder: Embedder) -> None:
         assert not found.is_error
 
     run(main)
+
+
+def test_a_search_answers_with_structured_content_and_compact_schemas(
+    embedder: Embedder,
+) -> None:
+    generated = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "title": "add_noteArguments",
+        "properties": {"text": {"type": "string", "title": "Text"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+    note = {**mcp_tool("add_note", "Save  a note.\n\n"), "inputSchema": generated}
+
+    async def main() -> None:
+        router = McpRouter(embedder=embedder, cache=None)
+        await router.connect(
+            {"notes": PagedClient([[note, mcp_tool("list_notes", "List")]], [None])}
+        )
+        async with Client(McpProxy(router).server) as client:
+            found = await client.call_tool("search_tools", {"query": "select:add_note"})
+            tools = found_tools(found)
+            assert found.structured_content == {"tools": tools}
+            assert tools == [
+                {
+                    "name": "add_note",
+                    "description": "Save a note.",
+                    "inputSchema": {
+                        "type": "object",
+                        "properties": {"text": {"type": "string"}},
+                        "required": ["text"],
+                        "additionalProperties": False,
+                    },
+                    "server": "notes",
+                }
+            ]
+            # The call is still checked against the full schema.
+            refused = await client.call_tool(
+                "call_tool", {"name": "add_note", "arguments": {"text": "x", "extra": 1}}
+            )
+            assert json.loads(text_of(refused))["error"] == "invalid_arguments"
+
+    run(main)

@@ -68,7 +68,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolgate.catalog.catalog import Catalog
 from toolgate.errors import InvalidInputError, ToolgateError
-from toolgate.formats.mcp import export
+from toolgate.formats.mcp import export, found_result
 from toolgate.integrations.mcp.answers import passed_on, text_result, unknown_names_note
 from toolgate.integrations.mcp.passthrough import Passthrough, Reconnect, reconnected
 from toolgate.integrations.mcp.relay import InputRequired, RequestRelay, UpstreamRequests
@@ -282,9 +282,8 @@ class McpProxy:
         unknown = f"\n{unknown_names_note(found.unknown, catalog)}" if found.unknown else ""
         if not ids:
             return text_result(f"No tool matched. Try other words, or 'select:name'.{unknown}")
-        tools = [{**export(catalog[i]), "server": catalog[i].server} for i in ids]
         header = f"Tools found, best first. Call one with {call}(name, arguments).{unknown}\n"
-        return text_result(header + json.dumps(tools, ensure_ascii=False))
+        return CallToolResult.model_validate(found_result([catalog[i] for i in ids], header))
 
     async def _on_initialized(self, ctx: Any, _params: NotificationParams) -> None:
         """Note the connection of a client on an earlier protocol, to tell it of changes."""
