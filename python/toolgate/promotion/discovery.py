@@ -17,10 +17,7 @@ TOOL_SEARCH_ID = "toolgate:tool_search"
 
 
 # Short: it is sent every turn. '+word' (a word the name must hold) works too, unadvertised.
-_SEARCH_DESCRIPTION = (
-    "Load tools not attached yet: describe the task, or 'select:name1,name2'. "
-    "Tools found are attached next turn."
-)
+_SEARCH_DESCRIPTION = "Load more tools for the next turn: describe the task, or select:name1,name2."
 
 
 _SEARCH_TOOLS: Memo[str, Tool] = Memo(32)

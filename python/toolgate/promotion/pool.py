@@ -26,11 +26,11 @@ __all__ = ["DIGEST_KEYWORDS", "DIGEST_MAX_TOKENS", "render_pool"]
 
 #: Most tokens the digest takes, whatever the catalog's size: the servers that do not fit are
 #: counted on one line, so discovery costs the same at 100 tools as at 10,000.
-DIGEST_MAX_TOKENS = 120
+DIGEST_MAX_TOKENS = 80
 
 
 #: Most keywords the digest gives per server.
-DIGEST_KEYWORDS = 5
+DIGEST_KEYWORDS = 4
 
 
 _POOL_MODES = ("auto", "full", "digest", "none")
@@ -41,7 +41,7 @@ _MIN_LINE_TOKENS = 4
 
 
 # Tokens kept free for the line that counts the servers left out.
-_REST_LINE_TOKENS = 12
+_REST_LINE_TOKENS = 8
 
 
 _STOP_WORDS = {
@@ -95,10 +95,8 @@ def _render_digest(tools: Sequence[Tool], search_name: str, encoding: str) -> st
     for tool in tools:
         by_server.setdefault(tool.server, []).append(tool)
     servers = "server" if len(by_server) == 1 else "servers"
-    lines = [
-        f"{len(tools):,} tools on {len(by_server):,} {servers}; the ones for this turn are "
-        f"attached. Call {search_name} to load others."
-    ]
+    size = f"{len(tools):,} tools on {len(by_server):,} {servers}"
+    lines = [f"{size}; call {search_name} for any not attached:"]
     room = DIGEST_MAX_TOKENS - count_text(lines[0] + "\n", encoding) - _REST_LINE_TOKENS
     ordered = sorted(by_server.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     listed = 0
