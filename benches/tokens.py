@@ -19,7 +19,8 @@ The methods (the Tool Attention paper's baselines, section 6.4):
   tools above cosine 0.28; a second row counts the pool without the names, as the paper's
   reference code does, to show what that omission is worth;
 * ``toolgate default``: :func:`toolgate.promotion.promote.promote_tools` output for the default
-route.
+  route: the constant-size digest and its ``tool_search`` tool, and the compact schemas of the
+  tools adaptive selection shows.
 
 Prompt caching: the part of a request that is identical every turn (system text and fixed
 tool lines) is a cacheable prefix. ``steady cached`` bills it at :data:`CACHE_READ_FACTOR` of the
@@ -277,20 +278,17 @@ def tool_attention_unnamed(catalog: Catalog, retrieved: Sequence[str]) -> Reques
     )
 
 
-def toolgate_default(promotion: Promotion) -> Request:
-    """toolgate: the promotion's pool and tools; its search tool, if any, is stable."""
+def toolgate_default(promotion: Promotion, method: str = METHODS[6]) -> Request:
+    """toolgate: the promotion's pool and tools; the search tool and pinned tools, which it
+    sends first, are the stable prefix."""
     if promotion.format != "openai":
         raise ValueError(f"promotion must be in openai format, got {promotion.format!r}")
-    search = promotion.search_tool_name
-
-    def is_search(definition: Mapping[str, Any]) -> bool:
-        return search is not None and definition["function"]["name"] == search
-
+    stable = promotion.stable_count
     return Request(
-        METHODS[6],
+        method,
         system=promotion.pool_text,
-        stable_tools=tuple(d for d in promotion.tools if is_search(d)),
-        turn_tools=tuple(d for d in promotion.tools if not is_search(d)),
+        stable_tools=tuple(promotion.tools[:stable]),
+        turn_tools=tuple(promotion.tools[stable:]),
         visible=frozenset(promotion.active_ids),
     )
 
@@ -396,7 +394,7 @@ def account(
     encodings: Sequence[str] = ENCODINGS,
 ) -> list[dict[str, Any]]:
     """Mean figures per method over ``queries`` (text, gold), with ``build`` giving the
-    requests of every method for one query."""
+    requests of every method for one query, in the order ``build`` gives them."""
     counters = [TokenCounter(e) for e in encodings]
     tallies: dict[str, MethodTally] = {}
     for text, gold in queries:
@@ -405,7 +403,7 @@ def account(
             tallies.setdefault(request.method, MethodTally(request.method)).add(
                 counts, request, gold
             )
-    return [tallies[m].summary() for m in METHODS if m in tallies]
+    return [tally.summary() for tally in tallies.values()]
 
 
 def method_requests(
@@ -422,8 +420,10 @@ def method_requests(
     b1, b2 = full_schema(catalog), static_pruning(catalog, curated)
 
     def build(text: str, gold: Sequence[str]) -> list[Request]:
-        retrieved = dense.route(text, top_k=RETRIEVAL_K, threshold=None).ids
-        attended = dense.route(text, top_k=RETRIEVAL_K, threshold=TOOL_ATTENTION_THRESHOLD).ids
+        retrieved = dense.route(text, top_k=RETRIEVAL_K, threshold=None, adaptive=False).ids
+        attended = dense.route(
+            text, top_k=RETRIEVAL_K, threshold=TOOL_ATTENTION_THRESHOLD, adaptive=False
+        ).ids
         promotion = promote_tools(catalog, default.route(text), format="openai")
         needed = gold_ids(catalog, gold) or retrieved[:1]
         return [
