@@ -120,6 +120,10 @@ def test_fill_is_worth_at_least_the_rank_rule_and_half_the_best(seed: int) -> No
     assert worth >= _best_value(tokens, pinned, cap) / 2 - 1e-12
     dropped = {d.tool_id for d in decision.dropped}
     assert dropped == {f"s/t{i}" for i in range(len(tokens)) if i not in kept}
+    # Nothing left out would still have fitted, and each says which limit it would break.
+    sent = sum(tokens[i] for i in kept)
+    assert all(sent + tokens[i] > cap for i in range(len(tokens)) if i not in kept)
+    assert all("max_schema_tokens" in d.reason for d in decision.dropped)
 
 
 def test_token_cap_fills_by_value_per_token_not_by_rank_alone() -> None:

@@ -177,30 +177,33 @@ Fits = Callable[[Sequence[Candidate]], bool]
 def value(candidate: Candidate) -> float:
     """What sending ``candidate`` is worth: the chance that the tool at its rank is the one
     needed, taken to fall as ``1 / rank**2``, as the share of needed tools found at each rank
-    does on the labelled sets (docs/design.md, "Lean requests")."""
+    does on the labelled sets (docs/design.md, "Promotion: lean requests")."""
     return 1.0 / (candidate.rank + 1) ** 2
 
 
-def _fill(
-    budget: Budget, fixed: Sequence[Candidate], free: Sequence[Candidate], fits: Fits
-) -> list[Candidate]:
-    """The candidates of ``free`` to send beside ``fixed``: of three fills that keep within
-    ``budget``, the one worth most (:func:`value`): by rank (the best ranks that fit, the
-    old rule), by value per token (the knapsack greedy), and the single most valuable tool
-    (which the greedy alone can lose to many small ones). Ties keep the rank fill."""
+def _fill(fixed: Sequence[Candidate], free: Sequence[Candidate], fits: Fits) -> list[Candidate]:
+    """The candidates of ``free`` to send beside ``fixed``: of three fills that ``fits``, the
+    one worth most (:func:`value`): by rank (the best ranks that fit, the old rule), by value
+    per token (the knapsack greedy), and the single most valuable tool (which the greedy alone
+    can lose to many small ones); ties keep the rank fill. Whatever still fits beside it is
+    then added, by value per token."""
     by_rank = sorted(free, key=lambda c: c.rank)
+    by_density = sorted(free, key=lambda c: (-value(c) / max(c.tokens, 1), c.rank))
+
+    def top_up(fill: list[Candidate], order: Sequence[Candidate]) -> list[Candidate]:
+        for candidate in order:
+            if candidate not in fill and fits([*fixed, *fill, candidate]):
+                fill.append(candidate)
+        return fill
+
     prefix: list[Candidate] = []
     for candidate in by_rank:
         if not fits([*fixed, *prefix, candidate]):
             break
         prefix.append(candidate)
-    greedy: list[Candidate] = []
-    for candidate in sorted(free, key=lambda c: (-value(c) / max(c.tokens, 1), c.rank)):
-        if fits([*fixed, *greedy, candidate]):
-            greedy.append(candidate)
-    single = next((c for c in by_rank if fits([*fixed, c])), None)
-    fills = [prefix, greedy, [single] if single is not None else []]
-    return max(fills, key=lambda fill: sum(map(value, fill)))
+    single = next(([c] for c in by_rank if fits([*fixed, c])), [])
+    fills = [prefix, top_up([], by_density), single]
+    return top_up(max(fills, key=lambda fill: sum(map(value, fill))), by_density)
 
 
 def enforce(
@@ -240,7 +243,7 @@ def enforce(
     pinned = [c for c in candidates if c.pinned]
     free = [c for c in candidates if not c.pinned]
     still = breaches(pinned)
-    chosen = [] if still else _fill(budget, pinned, free, lambda kept: not breaches(kept))
+    chosen = [] if still else _fill(pinned, free, lambda kept: not breaches(kept))
     kept = {c.tool_id for c in [*pinned, *chosen]}
     left_out = sorted((c for c in free if c.tool_id not in kept), key=lambda c: -c.rank)
     dropped = tuple(
