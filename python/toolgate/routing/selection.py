@@ -5,8 +5,8 @@ shows what the evidence asks for:
 
 - the best ``min_tools`` ranked tools, always: the fused score's gaps at the head of a
   ranking say little about whether the best tool is the one needed (on the labelled sets a
-  rule on score gaps alone did no better than a fixed count; see docs/design.md, "Lean
-  requests"), so a floor on the count is what keeps a near miss in;
+  rule on score gaps alone did no better than a fixed count; see docs/design.md,
+  "Promotion: lean requests"), so a floor on the count is what keeps a near miss in;
 - for a query of several clauses ("convert 5 USD to EUR, then email the result to Bob"),
   the best ``clause_tools`` tools of each clause, ranked by the clause's own vector and words:
   each intent needs its own tool, and the whole query's ranking buries the second one;
@@ -84,9 +84,8 @@ def adapt(
 
     ``clause_vectors`` is the (clauses, dim) array of the query's clause vectors and
     ``clause_texts`` their texts. ``rank_clause(vector, text)`` routes one clause as the query
-    was routed (the same gate,
-    scope, floor and forced rows) and returns the core's outcome; at most
-    :data:`MAX_CLAUSES` clauses are ranked (each is a pass over every row).
+    was routed (the same gate, scope, floor and forced rows) and returns the core's outcome;
+    at most :data:`MAX_CLAUSES` clauses are ranked (each is a pass over every row).
     """
     forced, ranked, n_gated, n_out_of_scope, gated, copies = outcome
     ranked_clauses: list[list[Row]] = []
