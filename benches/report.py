@@ -409,7 +409,7 @@ def readme_summary(
     quality_rows = [{"set": name, **configs} for name, configs in by_set.items()]
     parts = [
         "Tool tokens per turn (cl100k, steady state) with every schema sent and with "
-        "toolgate's default (the summary pool or digest, and the routed schemas); *complete* "
+        "toolgate's default (the digest, its tool_search tool and the routed schemas); *complete* "
         "is the share of labelled queries whose every gold tool is shown in full:",
         markdown(tokens_rows, README_TOKEN_COLUMNS),
     ]
