@@ -22,7 +22,7 @@ import numpy.typing as npt
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from toolgate import _toolgate as native
+from toolgate._toolgate import _testing
 
 DIM = 384
 ROW_COUNTS = (1_000, 10_000, 100_000)
@@ -92,9 +92,9 @@ def run(benchmark: BenchmarkFixture, n: int, name: str, fn: Callable[[], object]
 @pytest.fixture
 def forced_isa(request: pytest.FixtureRequest) -> Iterator[str]:
     name: str = request.param
-    native._force_isa(name)
+    _testing.force_isa(name)
     yield name
-    native._force_isa(None)
+    _testing.force_isa(None)
 
 
 class RatioReport:
@@ -136,7 +136,7 @@ def ratio_report(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.mark.parametrize("n", ROW_COUNTS)
-@pytest.mark.parametrize("forced_isa", native._available_isas(), indirect=True)
+@pytest.mark.parametrize("forced_isa", _testing.available_isas(), indirect=True)
 @pytest.mark.parametrize("dtype", ["f32", "int8", "bf16"])
 def test_scan(benchmark: BenchmarkFixture, n: int, forced_isa: str, dtype: str) -> None:
     if forced_isa == "avx512vnni" and dtype != "int8":
@@ -149,7 +149,7 @@ def test_scan(benchmark: BenchmarkFixture, n: int, forced_isa: str, dtype: str) 
         benchmark,
         n,
         f"scan {dtype} {forced_isa}",
-        lambda: native._scan(m.query, rows, dtype, scales),
+        lambda: _testing.scan(m.query, rows, dtype, scales),
     )
 
 
@@ -157,7 +157,7 @@ def test_scan(benchmark: BenchmarkFixture, n: int, forced_isa: str, dtype: str) 
 def test_read_probe(benchmark: BenchmarkFixture, n: int) -> None:
     benchmark.group = f"scan N={n:,}"
     m = matrices(n)
-    run(benchmark, n, "read probe f32", lambda: native._read_probe(m.f32))
+    run(benchmark, n, "read probe f32", lambda: _testing.read_probe(m.f32))
 
 
 @pytest.mark.parametrize("n", ROW_COUNTS)
@@ -186,9 +186,9 @@ def test_batch_of_queries(benchmark: BenchmarkFixture, n: int, mode: str) -> Non
     m = matrices(n)
 
     def one_by_one() -> list[F32]:
-        return [native._scan(query, m.f32) for query in m.queries]
+        return [_testing.scan(query, m.f32) for query in m.queries]
 
-    fn = (lambda: native._scan_batch(m.queries, m.f32)) if mode == "batch" else one_by_one
+    fn = (lambda: _testing.scan_batch(m.queries, m.f32)) if mode == "batch" else one_by_one
     run(benchmark, n, f"{BATCH} queries f32 {mode}", fn)
 
 
@@ -204,10 +204,10 @@ def test_interleaved_ratios(n: int) -> None:
     index.add(m.f32)
     query = m.query[None, :]
     peers: dict[str, Callable[[], object]] = {
-        "read probe f32": lambda: native._read_probe(m.f32),
-        "scan f32": lambda: native._scan(m.query, m.f32),
-        "scan int8": lambda: native._scan(m.query, m.int8, "int8", m.scales),
-        "scan bf16": lambda: native._scan(m.query, m.bf16, "bf16"),
+        "read probe f32": lambda: _testing.read_probe(m.f32),
+        "scan f32": lambda: _testing.scan(m.query, m.f32),
+        "scan int8": lambda: _testing.scan(m.query, m.int8, "int8", m.scales),
+        "scan bf16": lambda: _testing.scan(m.query, m.bf16, "bf16"),
         "faiss IndexFlatIP k=10": lambda: index.search(query, 10),
     }
     names = list(peers)

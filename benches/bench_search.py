@@ -31,7 +31,7 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from toolgate import Index
-from toolgate import _toolgate as native
+from toolgate._toolgate import _testing
 
 if TYPE_CHECKING:
     from conftest import RatioTable
@@ -101,7 +101,7 @@ def method_call(setup: Setup, method: str) -> Callable[[], object]:
         return lambda: numpy_top_k(setup.matrix, q)
     if method == FAISS:
         return lambda: setup.flat.search(q2d, K)
-    return lambda: native._read_probe(setup.matrix)
+    return lambda: _testing.read_probe(setup.matrix)
 
 
 def timed(benchmark: BenchmarkFixture, fn: Callable[[], object]) -> float:

@@ -54,6 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
             "client.call_tool",
             "proxy in memory",
             "upstream directly",
+            "Rust SchemaCache",
+            "unguarded build",
         )
     )
 

@@ -18,7 +18,9 @@
 //! Besides scores, the index answers exact-name questions through hash look-ups: rows
 //! named `x` ([`Bm25Index::rows_named`]), tool names mentioned verbatim in a query
 //! ([`Bm25Index::mentioned_names`]), and rows whose id (`server/name`) contains a term
-//! ([`Bm25Index::name_has_term`], ToolSearch's `+term`).
+//! ([`Bm25Index::name_has_term`], ToolSearch's `+term`). The first two also know the tools'
+//! exposed names once given ([`Bm25Index::with_exposed_names`]); those are the catalog's and
+//! are not written to the file.
 
 mod file;
 mod invert;
@@ -351,17 +353,41 @@ impl Bm25Index {
         Ok(rows.unwrap_or_default())
     }
 
+    /// The index with the tools' exposed names (`(row, name)`: the name the model sees, where
+    /// the catalog renamed the tool), which [`Bm25Index::rows_named`] and
+    /// [`Bm25Index::mentioned_names`] then know too, replacing any given before. Fails on a
+    /// row out of range, a row given twice or an empty name.
+    pub fn with_exposed_names(mut self, exposed: &[(u32, &str)]) -> Result<Self> {
+        let mut rows: Vec<u32> = exposed.iter().map(|&(row, _)| row).collect();
+        rows.sort_unstable();
+        if let Some(&row) = rows.last().filter(|&&row| row as usize >= self.len()) {
+            return Err(Error::invalid(format!(
+                "exposed name of row {row}, but the index has {} documents",
+                self.len()
+            )));
+        }
+        if let Some(pair) = rows.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(Error::invalid(format!("row {} has two exposed names", pair[0])));
+        }
+        if let Some(&(row, _)) = exposed.iter().find(|(_, name)| name.trim().is_empty()) {
+            return Err(Error::invalid(format!("row {row} has an empty exposed name")));
+        }
+        self.derived.lookup.set_exposed(exposed, &self.names);
+        Ok(self)
+    }
+
     /// Rows whose tool name or `server/name` id equals `name` exactly; if none, those equal
-    /// ignoring case. Ascending.
+    /// ignoring case; if none, the row whose exposed name equals it ignoring case. Ascending.
     pub fn rows_named(&self, name: &str) -> Vec<u32> {
         self.derived.lookup.rows_named(name, &self.names, &self.servers)
     }
 
-    /// Rows whose name or id the query mentions verbatim (ignoring case, delimited by
-    /// whitespace or punctuation): `"call get_weather for Paris"` finds `get_weather`. Inside
-    /// a longer query only compound names (`get_weather`, `math.sum`, `listIssues`, ids)
-    /// count, since a one-word name like `search` is ordinary English; a query that is
-    /// exactly a name (`"search"`) finds it whatever its form. Ascending; cost independent
+    /// Rows whose name, id or exposed name the query mentions verbatim (ignoring case,
+    /// delimited by whitespace or punctuation): `"call get_weather for Paris"` finds
+    /// `get_weather`. Inside a longer query only compound names (`get_weather`, `math.sum`,
+    /// `listIssues`), ids and exposed names count, since a one-word name like `search` is
+    /// ordinary English; a query that is exactly a name (`"search"`) finds it whatever its
+    /// form. Ascending; cost independent
     /// of `len()`.
     pub fn mentioned_names(&self, query: &str) -> Vec<u32> {
         self.derived.lookup.mentioned(query, &self.names, &self.servers)
@@ -427,6 +453,23 @@ mod tests {
         assert_eq!(index.name_has_term("ListIssues").unwrap(), [2]);
         assert_eq!(index.name_has_term("weather_list").unwrap(), Vec::<u32>::new());
         assert!(index.name_has_term("--").is_err());
+    }
+
+    #[test]
+    fn exposed_names_are_checked_and_looked_up() {
+        let index = Bm25Index::build(&corpus(), Bm25Params::default()).unwrap();
+        let index = index.with_exposed_names(&[(3, "web__search")]).unwrap();
+        assert_eq!(index.mentioned_names("then web__search, please"), [3]);
+        assert_eq!(index.rows_named("WEB__SEARCH"), [3]);
+        let index = index.with_exposed_names(&[]).unwrap();
+        assert_eq!(index.rows_named("web__search"), Vec::<u32>::new());
+        let err = |exposed: &[(u32, &str)]| {
+            let index = Bm25Index::build(&corpus(), Bm25Params::default()).unwrap();
+            index.with_exposed_names(exposed).unwrap_err().to_string()
+        };
+        assert!(err(&[(4, "x")]).contains("exposed name of row 4"));
+        assert!(err(&[(1, "x"), (1, "y")]).contains("row 1 has two exposed names"));
+        assert!(err(&[(2, " ")]).contains("row 2 has an empty exposed name"));
     }
 
     #[test]

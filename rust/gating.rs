@@ -20,12 +20,13 @@ pub enum Verdict {
 
 /// A set of row numbers over `0..n_rows`, as a bitset.
 #[derive(Debug, Clone)]
-struct RowSet {
+pub(crate) struct RowSet {
     bits: Vec<u64>,
 }
 
 impl RowSet {
-    fn new(n_rows: usize, rows: &[u32], what: &str) -> Result<Self> {
+    /// The set of `rows`; an error naming `what` when a row is not below `n_rows`.
+    pub(crate) fn new(n_rows: usize, rows: &[u32], what: &str) -> Result<Self> {
         let mut bits = vec![0u64; n_rows.div_ceil(64)];
         for &row in rows {
             let index = row as usize;
@@ -39,8 +40,16 @@ impl RowSet {
         Ok(Self { bits })
     }
 
-    fn contains(&self, row: usize) -> bool {
+    pub(crate) fn contains(&self, row: usize) -> bool {
         self.bits[row / 64] & (1 << (row % 64)) != 0
+    }
+
+    fn len(&self) -> usize {
+        self.bits.iter().map(|word| word.count_ones() as usize).sum()
+    }
+
+    fn intersection_len(&self, other: &Self) -> usize {
+        self.bits.iter().zip(&other.bits).map(|(a, b)| (a & b).count_ones() as usize).sum()
     }
 }
 
@@ -96,6 +105,18 @@ impl<'a> Gate<'a> {
     /// Number of rows the gate covers.
     pub fn n_rows(&self) -> usize {
         self.n_rows
+    }
+
+    /// How many rows are outside the allow set or inside the deny set, without visiting
+    /// them: what a scan counts as [`Verdict::OutOfScope`].
+    pub fn n_out_of_scope(&self) -> usize {
+        let allowed = self.allow.as_ref().map_or(self.n_rows, RowSet::len);
+        let denied = match (&self.allow, &self.deny) {
+            (_, None) => 0,
+            (None, Some(deny)) => deny.len(),
+            (Some(allow), Some(deny)) => allow.intersection_len(deny),
+        };
+        self.n_rows - allowed + denied
     }
 
     /// True when no row can be gated out (no masks, no scope), so scans may skip the checks.
@@ -198,6 +219,12 @@ mod tests {
         let eligible: Vec<_> = (0..5).filter(|&row| gate.is_eligible(row)).collect();
         assert_eq!(eligible, vec![1, 3]);
         assert_eq!(gate.verdict(2), Verdict::OutOfScope);
+        assert_eq!(gate.n_out_of_scope(), 3);
+        let counted = (0..5).filter(|&row| gate.verdict(row) == Verdict::OutOfScope).count();
+        assert_eq!(gate.n_out_of_scope(), counted);
+        let deny_only = Gate::new(130, &[], 0).unwrap().with_deny(&[0, 64, 129, 129]).unwrap();
+        assert_eq!(deny_only.n_out_of_scope(), 3);
+        assert_eq!(Gate::new(130, &[], 0).unwrap().n_out_of_scope(), 0);
         let err = Gate::new(5, &[], 0).unwrap().with_deny(&[5]).unwrap_err();
         assert!(err.to_string().contains("deny contains row 5"), "{err}");
         assert!(pack_masks(&[vec![64]], 1).is_err());

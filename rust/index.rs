@@ -189,6 +189,7 @@ impl Index {
         allow: Option<&[u32]>,
         deny: Option<&[u32]>,
     ) -> Result<Gate<'_>> {
+        self.file.check_unchanged()?;
         let mut gate = Gate::new(self.len(), self.file.masks(), self.file.mask_words())?;
         gate = gate.with_flags(flags);
         if let Some(rows) = allow {
@@ -239,12 +240,24 @@ impl Index {
         let queries = self.prepare_queries(queries)?;
         let error = self.score_error_bound(&queries);
         let plan = ScanPlan { k, threshold, error, gate };
-        let scans = self.scan_parallel(&queries, &plan);
-        Ok(queries
-            .chunks_exact(self.dim())
-            .zip(scans)
-            .map(|(query, scan)| self.finish(query, scan, &plan))
-            .collect())
+        self.guarded(|| {
+            let scans = self.scan_parallel(&queries, &plan);
+            Ok(queries
+                .chunks_exact(self.dim())
+                .zip(scans)
+                .map(|(query, scan)| self.finish(query, scan, &plan))
+                .collect())
+        })
+    }
+
+    /// `read` of the mapped rows, between two checks that the file was not changed in place
+    /// (see [`MatrixFile::check_unchanged`]): before, so a truncated file is an error and not a
+    /// SIGBUS; after, so a same-size rewrite during the read is an error and not a result.
+    fn guarded<T>(&self, read: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.file.check_unchanged()?;
+        let out = read()?;
+        self.file.check_unchanged()?;
+        Ok(out)
     }
 
     /// Scan scores of `query` against every row, at the storage precision (exact for f32,
@@ -260,46 +273,52 @@ impl Index {
             let start = index * chunk;
             self.scan_rows(&query, start..start + out.len(), out);
         };
-        if self.threads > 1 {
-            out.par_chunks_mut(chunk).enumerate().for_each(score_chunk);
-        } else {
-            out.chunks_mut(chunk).enumerate().for_each(score_chunk);
-        }
-        Ok(out)
+        self.guarded(|| {
+            if self.threads > 1 {
+                out.par_chunks_mut(chunk).enumerate().for_each(score_chunk);
+            } else {
+                out.chunks_mut(chunk).enumerate().for_each(score_chunk);
+            }
+            Ok(out)
+        })
     }
 
     /// The stored (normalised) f32 vectors of `rows`, back to back: what a caller rebuilding
     /// an index reuses for rows whose content did not change, instead of embedding them again.
     pub fn vectors(&self, rows: &[u32]) -> Result<Vec<f32>> {
         let mut out = Vec::with_capacity(rows.len() * self.dim());
-        for &row in rows {
-            if row as usize >= self.len() {
-                return Err(Error::invalid(format!(
-                    "row {row} is out of range for an index of {} rows",
-                    self.len()
-                )));
+        self.guarded(|| {
+            for &row in rows {
+                if row as usize >= self.len() {
+                    return Err(Error::invalid(format!(
+                        "row {row} is out of range for an index of {} rows",
+                        self.len()
+                    )));
+                }
+                out.extend_from_slice(self.f32_row(row));
             }
-            out.extend_from_slice(self.f32_row(row));
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// Exact f32 scores of `query` against `rows` (e.g. to re-score candidates picked from
     /// [`Index::scores`] of a quantized index).
     pub fn rescore(&self, query: &[f32], rows: &[u32]) -> Result<Vec<f32>> {
         let query = self.prepare_queries(query)?;
-        rows.iter()
-            .map(|&row| {
-                if (row as usize) < self.len() {
-                    Ok(self.exact_score(&query, row))
-                } else {
-                    Err(Error::invalid(format!(
-                        "row {row} is out of range for an index of {} rows",
-                        self.len()
-                    )))
-                }
-            })
-            .collect()
+        self.guarded(|| {
+            rows.iter()
+                .map(|&row| {
+                    if (row as usize) < self.len() {
+                        Ok(self.exact_score(&query, row))
+                    } else {
+                        Err(Error::invalid(format!(
+                            "row {row} is out of range for an index of {} rows",
+                            self.len()
+                        )))
+                    }
+                })
+                .collect()
+        })
     }
 
     /// Scan scores (the storage precision, as [`Index::scores`] gives them) of each of
@@ -326,25 +345,30 @@ impl Index {
         fn gather<T: Copy>(all: &[T], rows: &[u32], stride: usize) -> Vec<T> {
             rows.iter().flat_map(|&row| &all[row as usize * stride..][..stride]).copied().collect()
         }
-        match file.dtype() {
-            Dtype::F32 => {
-                let stride = file.stride();
-                let gathered = gather(file.f32_rows(), rows, stride);
-                kernels::scan_f32_batch(&queries, n_queries, &gathered, stride, &mut out);
+        self.guarded(|| {
+            match file.dtype() {
+                Dtype::F32 => {
+                    let stride = file.stride();
+                    let gathered = gather(file.f32_rows(), rows, stride);
+                    kernels::scan_f32_batch(&queries, n_queries, &gathered, stride, &mut out);
+                }
+                Dtype::Int8 => {
+                    let (codes, scales) = file.int8_rows().expect("int8 storage");
+                    let stride = file.quant_stride();
+                    let gathered = gather(codes, rows, stride);
+                    let scales: Vec<f32> = rows.iter().map(|&row| scales[row as usize]).collect();
+                    kernels::scan_i8_batch(
+                        &queries, n_queries, &gathered, stride, &scales, &mut out,
+                    );
+                }
+                Dtype::Bf16 => {
+                    let stride = file.quant_stride();
+                    let gathered = gather(file.bf16_rows().expect("bf16 storage"), rows, stride);
+                    kernels::scan_bf16_batch(&queries, n_queries, &gathered, stride, &mut out);
+                }
             }
-            Dtype::Int8 => {
-                let (codes, scales) = file.int8_rows().expect("int8 storage");
-                let stride = file.quant_stride();
-                let gathered = gather(codes, rows, stride);
-                let scales: Vec<f32> = rows.iter().map(|&row| scales[row as usize]).collect();
-                kernels::scan_i8_batch(&queries, n_queries, &gathered, stride, &scales, &mut out);
-            }
-            Dtype::Bf16 => {
-                let stride = file.quant_stride();
-                let gathered = gather(file.bf16_rows().expect("bf16 storage"), rows, stride);
-                kernels::scan_bf16_batch(&queries, n_queries, &gathered, stride, &mut out);
-            }
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 
@@ -666,6 +690,54 @@ mod tests {
         assert!(result.gated.iter().all(|g| g.row % 2 == 1 && g.missing_flags == [0]));
         let open_gate = index.gate(&[0], None, None).unwrap();
         assert_eq!(index.search(&vectors[..dim], 1, None, &open_gate).unwrap().hits[0].row, 0);
+    }
+
+    /// A small fuzz campaign (the larger one is `tests/fuzz`): every truncation and one bit
+    /// flip per byte, with the header checksum sealed again so the checks behind it are reached;
+    /// each file is refused or searched, never a panic.
+    #[test]
+    fn mutated_files_are_refused_or_searched_without_panicking() {
+        // In memory where there is tmpfs: a write per case costs milliseconds on a disk.
+        let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
+        let path = dir.path().join("m");
+        let masks: Vec<u64> = (0..40u64).flat_map(|r| [r % 3, 0]).collect();
+        let options = BuildOptions {
+            dtype: Dtype::Int8,
+            model_id: "m",
+            ids: None,
+            masks: &masks,
+            mask_words: 2,
+        };
+        Index::build(&path, &noise(9, 40 * 5), 5, &options).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        let reseal = |bytes: &mut Vec<u8>| {
+            if bytes.len() >= 128 {
+                bytes[108..112].fill(0);
+                let crc = crc32fast::hash(&bytes[..128]);
+                bytes[108..112].copy_from_slice(&crc.to_le_bytes());
+            }
+        };
+        let mut cases: Vec<Vec<u8>> = (0..good.len()).map(|n| good[..n].to_vec()).collect();
+        for at in 0..good.len() {
+            let mut flipped = good.clone();
+            flipped[at] ^= 1 << (at % 8);
+            reseal(&mut flipped);
+            cases.push(flipped);
+        }
+        let (mut opened, query) = (0, noise(10, 5));
+        for bytes in &cases {
+            std::fs::write(&path, bytes).unwrap();
+            let Ok(index) =
+                Index::open(&path, OpenOptions { verify: false, expected_dim: None }, 1)
+            else {
+                continue;
+            };
+            opened += 1;
+            let gate = index.gate(&[0, 1], None, None).unwrap();
+            let _ = index.search(&query, 3, Some(0.0), &gate);
+            let _ = index.scores_at(&query, &[0, 39]);
+        }
+        assert!(opened > 0 && opened < cases.len(), "{opened} of {} opened", cases.len());
     }
 
     #[test]

@@ -37,13 +37,20 @@
 //! call [`MatrixFile::verify`] when convenient.
 //!
 //! Files are only ever replaced by atomic rename, never modified in place, so a mapping held
-//! by a reader keeps seeing the complete file it opened.
+//! by a reader keeps seeing the complete file it opened. A file changed in place all the same
+//! (`cp` over a live index truncates it, and touching a mapped page past the new end kills
+//! the process with SIGBUS) is caught by [`MatrixFile::check_unchanged`]: the length and mtime
+//! of the open file, compared with those at open by one `fstat`. [`crate::index::Index`]
+//! runs it before and after every read of the rows, so a change between searches is an
+//! [`Error::Format`], and so is a same-size rewrite during one. A truncation in the
+//! microseconds between the check and the read can still fault: replace files by rename.
 
 mod header;
 mod write;
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use memmap2::Mmap;
 
@@ -171,12 +178,49 @@ impl Default for OpenOptions {
     }
 }
 
+/// Opens `path` for reading, refusing anything but a regular file first: opening a FIFO
+/// blocks, and a device (`/dev/zero`) or a directory has no length to check.
+pub(crate) fn open_regular(path: &Path) -> Result<(File, Metadata)> {
+    let io_err = |source| Error::Io { path: path.to_path_buf(), source };
+    let not_regular = || {
+        Error::format(path, "not a regular file (a directory, a device or a pipe): not an index")
+    };
+    if !std::fs::metadata(path).map_err(io_err)?.is_file() {
+        return Err(not_regular());
+    }
+    let file = File::open(path).map_err(io_err)?;
+    // Checked again on the open file: the path may have been replaced in between.
+    let metadata = file.metadata().map_err(io_err)?;
+    if !metadata.is_file() {
+        return Err(not_regular());
+    }
+    Ok((file, metadata))
+}
+
+/// What identifies the content of an open file without reading it: its length and mtime.
+/// Not its ctime, which unlinking changes: replacing a file by rename, the safe way, unlinks
+/// the inode a reader keeps mapped, and that must not look like a change to its content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl Stamp {
+    fn of(metadata: &Metadata) -> Self {
+        Self { len: metadata.len(), modified: metadata.modified().ok() }
+    }
+}
+
 /// A matrix file mapped read-only. Cheap to share between threads: every accessor borrows
 /// the mapping, nothing is copied.
 #[derive(Debug)]
 pub struct MatrixFile {
     path: PathBuf,
+    file: File,
+    stamp: Stamp,
     map: Mmap,
+    model_id: String,
     shape: Shape,
     layout: Layout,
     residual: f32,
@@ -187,8 +231,9 @@ impl MatrixFile {
     /// Maps `path` and checks its header (see the module docs for what is checked).
     pub fn open(path: &Path, options: OpenOptions) -> Result<Self> {
         let io_err = |source| Error::Io { path: path.to_path_buf(), source };
-        let file = File::open(path).map_err(io_err)?;
-        let actual_len = file.metadata().map_err(io_err)?.len();
+        let (file, metadata) = open_regular(path)?;
+        let stamp = Stamp::of(&metadata);
+        let actual_len = stamp.len;
         let bad = |reason: String| Error::format(path, reason);
         if actual_len < HEADER_LEN as u64 {
             return Err(bad(format!(
@@ -196,8 +241,8 @@ impl MatrixFile {
             )));
         }
         // SAFETY: the mapping is read-only and toolgate only ever replaces index files by
-        // atomic rename, so the mapped inode is never written while mapped. Modifying an
-        // index in place with other tools is unsupported (documented in the module docs).
+        // atomic rename, so the mapped inode is never written while mapped. A file changed
+        // in place by other tools is caught by `check_unchanged` (see the module docs).
         let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
         if map.as_ptr().align_offset(ALIGN) != 0 {
             return Err(bad("memory map is not 64-byte aligned".into()));
@@ -222,9 +267,10 @@ impl MatrixFile {
             )));
         }
         let model_id = &map[layout.model_id_off..layout.model_id_off + header.shape.model_id_len];
-        if std::str::from_utf8(model_id).is_err() {
+        // Copied out: reading it must not touch the mapping, which may have changed by then.
+        let Ok(model_id) = std::str::from_utf8(model_id).map(str::to_owned) else {
             return Err(bad("model id is not valid UTF-8".into()));
-        }
+        };
         if let Some(expected) = options.expected_dim {
             if expected != header.shape.dim {
                 return Err(bad(format!("dimension is {}, expected {expected}", header.shape.dim)));
@@ -232,7 +278,10 @@ impl MatrixFile {
         }
         let file = Self {
             path: path.to_path_buf(),
+            file,
+            stamp,
             map,
+            model_id,
             shape: header.shape,
             layout,
             residual: header.residual,
@@ -244,8 +293,32 @@ impl MatrixFile {
         Ok(file)
     }
 
+    /// An [`Error::Format`] if the file's length, mtime or ctime differ from those at open:
+    /// it was changed in place, and reading the mapping may fault or return other data.
+    pub fn check_unchanged(&self) -> Result<()> {
+        let metadata =
+            self.file.metadata().map_err(|source| Error::Io { path: self.path.clone(), source })?;
+        let now = Stamp::of(&metadata);
+        if now == self.stamp {
+            return Ok(());
+        }
+        let what = if now.len == self.stamp.len {
+            "was rewritten in place".to_owned()
+        } else {
+            format!("was cut or grown in place from {} to {} bytes", self.stamp.len, now.len)
+        };
+        Err(Error::format(
+            &self.path,
+            format!(
+                "{what} since it was opened (a copy over a live index?): reopen it; to \
+                 replace an index or a router, write a new one and rename or publish it"
+            ),
+        ))
+    }
+
     /// Recomputes the payload CRC-32 and compares it with the header's. Reads every page.
     pub fn verify(&self) -> Result<()> {
+        self.check_unchanged()?;
         let actual = crc32fast::hash(&self.map[HEADER_LEN..]);
         if actual == self.payload_crc {
             Ok(())
@@ -303,9 +376,7 @@ impl MatrixFile {
 
     /// The model id the index was built with.
     pub fn model_id(&self) -> &str {
-        let off = self.layout.model_id_off;
-        let bytes = &self.map[off..off + self.shape.model_id_len];
-        std::str::from_utf8(bytes).expect("checked at open")
+        &self.model_id
     }
 
     fn section<T: Plain>(&self, offset: usize, count: usize) -> &[T] {
@@ -389,6 +460,47 @@ mod tests {
         assert_eq!(file.f32_rows().as_ptr().align_offset(ALIGN), 0);
         let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "the temporary file must be renamed away");
+    }
+
+    #[test]
+    fn a_file_changed_in_place_after_open_is_a_format_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.tgi");
+        write_f32(&path, 7, 5);
+        let good = fs::read(&path).unwrap();
+        let file = MatrixFile::open(&path, OpenOptions::default()).unwrap();
+        file.check_unchanged().unwrap();
+        // What `cp` over a live file does: truncate, then write the new bytes.
+        fs::write(&path, &good[..HEADER_LEN]).unwrap();
+        let err = file.check_unchanged().unwrap_err().to_string();
+        assert!(err.contains("cut or grown in place"), "{err}");
+        assert!(matches!(file.verify(), Err(Error::Format { .. })));
+        // The same length again, but other bytes written since: still refused.
+        let mut other = good.clone();
+        other[HEADER_LEN] ^= 1;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(&path, &other).unwrap();
+        let err = file.check_unchanged().unwrap_err().to_string();
+        assert!(err.contains("rewritten in place"), "{err}");
+        // Replaced by rename, the safe way: the open file is untouched.
+        let fresh = MatrixFile::open(&path, OpenOptions { verify: false, expected_dim: None });
+        let fresh = fresh.unwrap();
+        write_f32(&path, 7, 5);
+        fresh.check_unchanged().unwrap();
+    }
+
+    #[test]
+    fn only_regular_files_are_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = MatrixFile::open(dir.path(), OpenOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        #[cfg(unix)]
+        {
+            let err = MatrixFile::open(Path::new("/dev/zero"), OpenOptions::default());
+            assert!(err.unwrap_err().to_string().contains("not a regular file"));
+        }
+        let missing = MatrixFile::open(&dir.path().join("absent"), OpenOptions::default());
+        assert!(matches!(missing, Err(Error::Io { .. })));
     }
 
     #[test]

@@ -1,21 +1,49 @@
 //! One routing pass in one call: dense scores, BM25, fusion, gating and top-k.
 //!
 //! The router calls this once per turn with the GIL released, so the O(N) work of a route
-//! never touches Python objects.
+//! never touches Python objects. ToolSearch's `select:` is the same call in another
+//! [`RouteMode`]: the named rows through the gate, nothing scanned.
+//!
+//! Routing reads the index's scan scores ([`Index::scores`]), at its storage precision: for an
+//! int8 or bf16 index each cosine is within [`Index::score_error_bound`] of the exact f32 one.
+//! Unlike [`Index::search`], which re-scores its candidates in f32 and so returns the exact
+//! top-k whatever the storage, routing ranks on the compact scores as they are: fusion needs
+//! every row's cosine, and the rows it returns, their order and the `dense` it reports are
+//! those of the compact copy.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::bm25::Bm25Index;
 use crate::error::{Error, Result};
 use crate::fusion::{self, FusionMethod};
-use crate::gating::{Gate, Verdict};
+use crate::gating::{Gate, RowSet, Verdict};
 use crate::index::{Index, GATED_REPORT_LEN};
 use crate::topk::{top_k, TopK};
 
-/// What to route: the query's embedding and text, and how to rank.
+/// What to route: the rows that must come along, and how the others are chosen.
 #[derive(Debug, Clone, Copy)]
 pub struct RouteRequest<'a> {
+    /// Rows included whenever eligible, whatever their score: tools named in the query,
+    /// included by the caller, pinned.
+    pub forced: &'a [u32],
+    /// How the rows besides `forced` are chosen.
+    pub mode: RouteMode<'a>,
+}
+
+/// How a [`RouteRequest`] chooses rows.
+#[derive(Debug, Clone, Copy)]
+pub enum RouteMode<'a> {
+    /// Rank every eligible row by the query; `forced` rows come first, best fused score first.
+    Rank(Ranking<'a>),
+    /// ToolSearch's `select:`: the eligible `forced` rows alone, in the order given (each
+    /// once), every score 0. Nothing is scanned: only the gate is asked.
+    Select,
+}
+
+/// A query and how to rank rows by it.
+#[derive(Debug, Clone, Copy)]
+pub struct Ranking<'a> {
     /// The query embedding (normalised by the index before scoring).
     pub vector: &'a [f32],
     /// Clause vectors of a multi-intent query, back to back (none: empty).
@@ -35,9 +63,11 @@ pub struct RouteRequest<'a> {
     /// It applies to the cosine, not the fused score, because min-max fusion is relative to
     /// the query's best rows and so cannot tell "nothing fits" apart from "this fits best".
     pub threshold: Option<f32>,
-    /// Rows included whenever eligible, whatever their score: tools named in the query,
-    /// pinned tools.
-    pub forced: &'a [u32],
+    /// The only rows that may be ranked (ToolSearch's `+term` filter: the rows whose id holds
+    /// the terms); `None`: every row. Forced rows stay in whatever it says. A row in scope
+    /// but outside it is left out of the outcome altogether: neither ranked, nor gated, nor
+    /// out of scope, which counts the gate's allow and deny sets only.
+    pub rankable: Option<&'a [u32]>,
     /// A ranked row with the same tool name as a row placed above it (forced, or ranked and
     /// kept), and whose stored vector has at least this cosine with that row's, is a near
     /// copy of that tool: it is moved below the rows that are not and score at least
@@ -58,29 +88,38 @@ pub struct RoutedRow {
     /// BM25 score.
     pub sparse: f32,
     /// The row placed above that this ranked row nearly copies (see
-    /// [`RouteRequest::near_copy_cosine`]).
+    /// [`Ranking::near_copy_cosine`]).
     pub copy_of: Option<u32>,
+}
+
+impl RoutedRow {
+    /// `row` with every score 0, as [`RouteMode::Select`] reports it.
+    fn unscored(row: u32) -> Self {
+        Self { row, fused: 0.0, dense: 0.0, sparse: 0.0, copy_of: None }
+    }
 }
 
 /// The outcome of [`route`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RouteOutcome {
-    /// Eligible forced rows, best fused score first.
+    /// Eligible forced rows: best fused score first when ranking, in the request's order
+    /// for [`RouteMode::Select`].
     pub forced: Vec<RoutedRow>,
     /// The best `k` other eligible rows whose cosine meets the threshold, best first (fused
     /// score descending, then row ascending), each near copy moved below the other rows that
     /// score at least [`COPY_SCORE_SHARE`] of its score.
     pub ranked: Vec<RoutedRow>,
-    /// Rows in scope but gated out by missing flags.
+    /// Rows in scope but gated out by missing flags (of the forced rows alone for
+    /// [`RouteMode::Select`]).
     pub n_gated: usize,
-    /// Rows outside the allow set or inside the deny set.
+    /// Rows outside the gate's allow set or inside its deny set.
     pub n_out_of_scope: usize,
     /// The best (up to [`GATED_REPORT_LEN`]) rows gated out by missing flags that would
     /// otherwise have been forced or ranked among the active rows, with the flags they miss.
     pub gated: Vec<(RoutedRow, Vec<u32>)>,
 }
 
-/// Routes one query over `index` and `bm25`, which must describe the same rows in the same
+/// Routes one request over `index` and `bm25`, which must describe the same rows in the same
 /// order, through `gate`.
 pub fn route(
     index: &Index,
@@ -95,6 +134,46 @@ pub fn route(
             bm25.len()
         )));
     }
+    if let Some(&row) = request.forced.iter().find(|&&row| row as usize >= n) {
+        return Err(Error::invalid(format!("forced row {row} is out of range for {n} rows")));
+    }
+    match &request.mode {
+        RouteMode::Rank(ranking) => rank(index, bm25, request.forced, ranking, gate),
+        RouteMode::Select => Ok(select(request.forced, gate)),
+    }
+}
+
+/// [`RouteMode::Select`]: `forced` through the gate, in order.
+fn select(forced: &[u32], gate: &Gate<'_>) -> RouteOutcome {
+    let mut outcome = RouteOutcome { n_out_of_scope: gate.n_out_of_scope(), ..Default::default() };
+    let mut seen = HashSet::with_capacity(forced.len());
+    let mut gated = Vec::new();
+    for &row in forced.iter().filter(|&&row| seen.insert(row)) {
+        match gate.verdict(row as usize) {
+            Verdict::OutOfScope => {}
+            Verdict::MissingFlags => gated.push(row),
+            Verdict::Eligible => outcome.forced.push(RoutedRow::unscored(row)),
+        }
+    }
+    outcome.n_gated = gated.len();
+    // Every score ties at 0, so the report keeps the lowest rows, as a ranking's would.
+    gated.sort_unstable();
+    gated.truncate(GATED_REPORT_LEN);
+    outcome.gated = gated
+        .into_iter()
+        .map(|row| (RoutedRow::unscored(row), gate.missing_flags(row as usize)))
+        .collect();
+    outcome
+}
+
+/// [`RouteMode::Rank`]: every row scored, fused, gated and ranked.
+fn rank(
+    index: &Index,
+    bm25: &Bm25Index,
+    forced: &[u32],
+    request: &Ranking<'_>,
+    gate: &Gate<'_>,
+) -> Result<RouteOutcome> {
     if request.k == 0 {
         return Err(Error::invalid("k must be at least 1"));
     }
@@ -105,9 +184,8 @@ pub fn route(
     if let Some(cosine) = request.near_copy_cosine.filter(|c| !c.is_finite()) {
         return Err(Error::invalid(format!("near_copy_cosine must be finite, got {cosine}")));
     }
-    if let Some(&row) = request.forced.iter().find(|&&row| row as usize >= n) {
-        return Err(Error::invalid(format!("forced row {row} is out of range for {n} rows")));
-    }
+    let rankable = request.rankable.map(|rows| RowSet::new(index.len(), rows, "rankable"));
+    let rankable = rankable.transpose()?;
     let dense = index.scores(request.vector)?;
     let sparse = bm25.scores(request.text);
     let signal = dense_signal(index, &dense, request.clauses, request.clause_weight)?;
@@ -120,7 +198,7 @@ pub fn route(
         copy_of: None,
     };
 
-    let mut forced: Vec<u32> = request.forced.to_vec();
+    let mut forced: Vec<u32> = forced.to_vec();
     forced.sort_unstable();
     forced.dedup();
     let is_forced = |row: usize| forced.binary_search(&(row as u32)).is_ok();
@@ -137,6 +215,12 @@ pub fn route(
     for (row, &score) in fused.iter().enumerate() {
         let relevant = dense[row] >= floor;
         let verdict = if open { Verdict::Eligible } else { gate.verdict(row) };
+        if rankable.as_ref().is_some_and(|rows| !rows.contains(row))
+            && verdict != Verdict::OutOfScope
+            && !is_forced(row)
+        {
+            continue;
+        }
         match verdict {
             Verdict::OutOfScope => outcome.n_out_of_scope += 1,
             Verdict::MissingFlags => {
@@ -176,7 +260,7 @@ pub fn route(
     Ok(outcome)
 }
 
-/// How far below [`RouteRequest::near_copy_cosine`] a cosine may fall and still meet it: two
+/// How far below [`Ranking::near_copy_cosine`] a cosine may fall and still meet it: two
 /// copies of one row come out at 0.99999994, not 1.
 const COSINE_SLACK: f32 = 1e-5;
 
@@ -350,8 +434,10 @@ mod tests {
         (index, Bm25Index::build(&docs, Bm25Params::default()).unwrap())
     }
 
+    /// A request ranking by `vector` and `text`, with `forced` rows: the best 2, min-max over
+    /// every row, both signals weighed alike.
     fn request<'a>(vector: &'a [f32], text: &'a str, forced: &'a [u32]) -> RouteRequest<'a> {
-        RouteRequest {
+        let ranking = Ranking {
             vector,
             clauses: &[],
             clause_weight: 0.0,
@@ -360,8 +446,17 @@ mod tests {
             method: FusionMethod::min_max(0),
             k: 2,
             threshold: None,
-            forced,
+            rankable: None,
             near_copy_cosine: None,
+        };
+        RouteRequest { forced, mode: RouteMode::Rank(ranking) }
+    }
+
+    /// The ranking settings of `request`, to change one.
+    fn ranking<'r, 'a>(request: &'r mut RouteRequest<'a>) -> &'r mut Ranking<'a> {
+        match &mut request.mode {
+            RouteMode::Rank(ranking) => ranking,
+            RouteMode::Select => panic!("a select request has no ranking"),
         }
     }
 
@@ -395,23 +490,23 @@ mod tests {
         let vector = [0.5, 0.5, 0.0, 0.7];
         let clauses = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0];
         let mut req = request(&vector, "", &[]);
-        req.clauses = &clauses;
+        ranking(&mut req).clauses = &clauses;
         let rows = |req: &RouteRequest<'_>| -> Vec<u32> {
             let outcome = route(&index, &bm25, req, &gate).unwrap();
             outcome.ranked.iter().map(|r| r.row).collect()
         };
         assert_eq!(rows(&req)[0], 3, "weight 0 ignores the clauses");
-        req.clause_weight = 1.0;
+        ranking(&mut req).clause_weight = 1.0;
         assert_eq!(rows(&req), [0, 1]);
         let outcome = route(&index, &bm25, &req, &gate).unwrap();
         let whole = 0.5 / (0.5f32 * 0.5 + 0.5 * 0.5 + 0.7 * 0.7).sqrt();
         assert!((outcome.ranked[0].dense - whole).abs() < 1e-6, "dense stays the whole cosine");
 
-        req.clauses = &clauses[..3];
+        ranking(&mut req).clauses = &clauses[..3];
         let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
         assert!(err.contains("clauses hold 3 values"), "{err}");
-        req.clauses = &clauses;
-        req.clause_weight = f32::NAN;
+        ranking(&mut req).clauses = &clauses;
+        ranking(&mut req).clause_weight = f32::NAN;
         let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
         assert!(err.contains("clause_weight"), "{err}");
     }
@@ -452,7 +547,7 @@ mod tests {
         let gate = index.gate(&[], None, None).unwrap();
         let vector = [1.0, 0.0, 0.0, 0.0];
         let mut req = request(&vector, "read", &[3]);
-        req.threshold = Some(0.99);
+        ranking(&mut req).threshold = Some(0.99);
         let outcome = route(&index, &bm25, &req, &gate).unwrap();
         assert_eq!(outcome.forced.iter().map(|r| r.row).collect::<Vec<_>>(), vec![3]);
         assert_eq!(outcome.ranked.iter().map(|r| r.row).collect::<Vec<_>>(), vec![0]);
@@ -481,31 +576,31 @@ mod tests {
         let gate = index.gate(&[], None, None).unwrap();
         let vector = [1.0, 0.0, 0.0, 0.0];
         let mut req = request(&vector, "", &[]);
-        req.k = 5;
+        ranking(&mut req).k = 5;
         let order = |req: &RouteRequest<'_>| -> Vec<(u32, Option<u32>)> {
             let outcome = route(&index, &bm25, req, &gate).unwrap();
             outcome.ranked.iter().map(|r| (r.row, r.copy_of)).collect()
         };
         assert_eq!(order(&req), [(0, None), (1, None), (2, None), (3, None), (4, None)]);
-        req.near_copy_cosine = Some(0.95);
+        ranking(&mut req).near_copy_cosine = Some(0.95);
         // Fused scores about 0.5, 0.4995, 0.499, 0.3 and 0: the copy passes below row 2 (a
         // different tool, being named differently) and row 3 (over half its score), not
         // below row 4.
         assert_eq!(order(&req), [(0, None), (2, None), (3, None), (1, Some(0)), (4, None)]);
-        req.k = 3;
+        ranking(&mut req).k = 3;
         assert_eq!(order(&req), [(0, None), (2, None), (3, None)]);
         // Copies of a forced row go down too; the forced row is not ranked.
-        req.k = 4;
+        ranking(&mut req).k = 4;
         req.forced = &[0];
         assert_eq!(order(&req), [(2, None), (3, None), (1, Some(0)), (4, None)]);
         // Any k: the rows there are, once each.
-        req.k = usize::MAX;
+        ranking(&mut req).k = usize::MAX;
         assert_eq!(order(&req), [(2, None), (3, None), (1, Some(0)), (4, None)]);
-        req.k = 4;
+        ranking(&mut req).k = 4;
         // A cosine over the pair's keeps them apart.
-        req.near_copy_cosine = Some(0.9999);
+        ranking(&mut req).near_copy_cosine = Some(0.9999);
         assert_eq!(order(&req), [(1, None), (2, None), (3, None), (4, None)]);
-        req.near_copy_cosine = Some(f32::NAN);
+        ranking(&mut req).near_copy_cosine = Some(f32::NAN);
         let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
         assert!(err.contains("near_copy_cosine must be finite"), "{err}");
     }
@@ -530,8 +625,51 @@ mod tests {
         let (index, bm25) = fixture(dir.path());
         assert!(route(&index, &bm25, &request(&vector, "x", &[9]), &gate).is_err());
         let mut nan_floor = request(&vector, "x", &[]);
-        nan_floor.threshold = Some(f32::NAN);
+        ranking(&mut nan_floor).threshold = Some(f32::NAN);
         let err = route(&index, &bm25, &nan_floor, &gate).unwrap_err().to_string();
         assert!(err.contains("threshold must be finite"), "{err}");
+    }
+
+    #[test]
+    fn rankable_rows_filter_the_ranking_but_not_forced_rows_or_the_scope_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, bm25) = fixture(dir.path());
+        let gate = index.gate(&[], None, Some(&[1])).unwrap();
+        let vector = [1.0, 0.5, 0.5, 0.0];
+        let mut req = request(&vector, "file", &[3]);
+        ranking(&mut req).rankable = Some(&[0, 2]);
+        let outcome = route(&index, &bm25, &req, &gate).unwrap();
+        assert_eq!(outcome.forced.iter().map(|r| r.row).collect::<Vec<_>>(), [3]);
+        assert_eq!(outcome.ranked.iter().map(|r| r.row).collect::<Vec<_>>(), [0]);
+        assert_eq!((outcome.n_gated, outcome.n_out_of_scope), (1, 1));
+        // A gated row the filter leaves out is not reported at all; a denied one still counts.
+        ranking(&mut req).rankable = Some(&[0]);
+        let outcome = route(&index, &bm25, &req, &gate).unwrap();
+        assert_eq!((outcome.n_gated, outcome.n_out_of_scope), (0, 1));
+        assert!(outcome.gated.is_empty());
+        ranking(&mut req).rankable = Some(&[9]);
+        let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
+        assert!(err.contains("rankable contains row 9"), "{err}");
+    }
+
+    #[test]
+    fn select_passes_the_forced_rows_through_the_gate_in_order_unscored() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, bm25) = fixture(dir.path());
+        let gate = index.gate(&[], Some(&[0, 2, 3]), Some(&[0])).unwrap();
+        let select = |forced: &[u32], gate: &Gate<'_>| {
+            route(&index, &bm25, &RouteRequest { forced, mode: RouteMode::Select }, gate)
+        };
+        let outcome = select(&[3, 2, 0, 3], &gate).unwrap();
+        assert_eq!(outcome.forced, [RoutedRow::unscored(3)]);
+        assert!(outcome.ranked.is_empty());
+        assert_eq!(outcome.gated, [(RoutedRow::unscored(2), vec![0])]);
+        // Row 1 is outside the allow set and row 0 in the deny set, selected or not.
+        assert_eq!((outcome.n_gated, outcome.n_out_of_scope), (1, 2));
+        let open = index.gate(&[0], None, None).unwrap();
+        let rows = |outcome: RouteOutcome| outcome.forced.iter().map(|r| r.row).collect::<Vec<_>>();
+        assert_eq!(rows(select(&[2, 0, 1], &open).unwrap()), [2, 0, 1]);
+        let err = select(&[4], &open).unwrap_err().to_string();
+        assert!(err.contains("forced row 4 is out of range"), "{err}");
     }
 }

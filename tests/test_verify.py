@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -10,7 +12,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from toolgate.catalog.catalog import Catalog
-from toolgate.errors import InvalidInputError
+from toolgate.errors import CatalogError, InvalidInputError
 from toolgate.formats.calls import parse_tool_call
 from toolgate.promotion.budget import Budget
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
@@ -45,7 +47,7 @@ def catalog() -> Catalog:
                     },
                     {"name": "search", "description": "Search code."},
                     {"name": "nasa/apod", "description": "Picture of the day."},
-                    {"name": "get_me", "description": "Who am I.", "x-toolgate": {"pinned": True}},
+                    {"name": "get_me", "description": "Who am I."},
                 ]
             },
             "slack": {
@@ -54,7 +56,8 @@ def catalog() -> Catalog:
                     {"name": "post_message", "description": "Post."},
                 ]
             },
-        }
+        },
+        overrides={"github/get_me": {"pinned": True}},
     )
 
 
@@ -431,3 +434,86 @@ def test_a_name_only_inactive_tools_share_charges_none_of_them(catalog: Catalog)
     assert verdict.error == "tool_not_available"
     assert verdict.tool_id is None
     assert "not available" in verdict.message
+
+
+HOSTILE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "s": {"type": "string", "pattern": "^(a+)+$"},
+        "u": {"type": "array", "uniqueItems": True},
+        "r": {"type": "string", "format": "regex"},
+        "id": {"type": "string", "pattern": "^\\u0041[0-9]+$"},  # an ECMA-262 escape
+    },
+    "patternProperties": {"^(b+)+$": {"type": "integer"}},
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Catalog:
+    return Catalog.load({"tools": [{"name": "t", "inputSchema": HOSTILE_SCHEMA}]}, server="x")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "found"),
+    [
+        # Each took longer than the test's budget with Python's re (38 s at 30 characters).
+        ({"s": "a" * 40 + "!"}, "invalid_arguments", "does not match '^(a+)+$'"),
+        ({"b" * 40 + "!": 1}, "invalid_arguments", "does not match any of the regexes"),
+        ({"b" * 40: "x"}, "invalid_arguments", "'x' is not of type 'integer'"),
+        ({"s": "aaaa", "id": "A12"}, None, ""),
+        ({"id": "B12"}, "invalid_arguments", "does not match"),
+        ({"r": "(a|b)*c"}, None, ""),
+        ({"r": "(?=a)"}, "invalid_arguments", "is not a 'regex'"),
+        # Pairwise comparison of 40,000 unhashable items.
+        ({"u": [{"k": i} for i in range(40_000)]}, None, ""),
+        ({"u": [{"k": 1}, {"k": 1.0}]}, "invalid_arguments", "non-unique"),
+        ({"u": [True, 1]}, None, ""),
+        # ValueError and RecursionError, although verify never raises.
+        ('{"s": ' + "9" * 5_000 + "}", "malformed_call", "Exceeds the limit"),
+        ("[" * 100_000, "malformed_call", "nested too deeply"),
+        ({"a": json.loads("[" * 500 + "]" * 500)}, "malformed_call", "deeper than 64 levels"),
+        ({"s": 10**5000}, "malformed_call", "more than 4,300 digits"),
+    ],
+)
+def test_hostile_arguments_get_a_verdict_in_linear_time(
+    hostile: Catalog, arguments: Any, error: str | None, found: str
+) -> None:
+    verdict = verify_call(hostile, ["x/t"], {"name": "t", "arguments": arguments})
+    assert verdict.error == error, verdict.message
+    assert found in verdict.message
+
+
+def test_a_catastrophic_pattern_finishes_in_a_child_within_seconds() -> None:
+    # In a child with a deadline: with Python's re this holds the GIL for hours.
+    code = (
+        "from toolgate.catalog.catalog import Catalog; from toolgate.verify import verify_call\n"
+        f"c = Catalog.load({{'tools': [{{'name': 't', 'inputSchema': {HOSTILE_SCHEMA!r}}}]}}, "
+        "server='x')\n"
+        "print(verify_call(c, ['x/t'], {'name': 't', 'arguments': {'s': 'a' * 64 + '!'}}).error)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "invalid_arguments", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        ({"type": "string", "pattern": "^(?=.*[A-Z]).{8,}$"}, "cannot be matched in linear time"),
+        ({"type": "string", "pattern": "(a)\\1"}, "cannot be matched in linear time"),
+        ({"type": "string", "pattern": "(a{1000}){1000}"}, "invalid repetition size"),
+    ],
+)
+def test_patterns_the_linear_engine_refuses_are_refused_at_load(
+    schema: dict[str, Any], reason: str
+) -> None:
+    tool = {"name": "t", "inputSchema": {"type": "object", "properties": {"p": schema}}}
+    with pytest.raises(CatalogError, match=reason):
+        Catalog.load({"tools": [tool]}, server="x")
+    both = {
+        "type": "object",
+        "patternProperties": {"^a": {}},
+        "allOf": [{"unevaluatedProperties": False}],
+    }
+    with pytest.raises(CatalogError, match="unevaluatedProperties cannot be checked"):
+        Catalog.load({"tools": [{"name": "t", "inputSchema": both}]}, server="x")

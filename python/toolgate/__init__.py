@@ -26,6 +26,7 @@ from toolgate.errors import (
     ModelChecksumError,
     ModelError,
     ModelNotFoundError,
+    StorageError,
     ToolgateError,
     UnknownToolError,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "RouterConfig",
     "SearchResult",
     "State",
+    "StorageError",
     "Telemetry",
     "Tool",
     "ToolFilter",

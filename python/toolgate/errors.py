@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from toolgate._toolgate import IndexFormatError, InvalidInputError, ToolgateError
+from toolgate._toolgate import IndexFormatError, InvalidInputError, StorageError, ToolgateError
 
 if TYPE_CHECKING:
     from toolgate.catalog.build import Offender
@@ -25,6 +25,7 @@ __all__ = [
     "ModelChecksumError",
     "ModelError",
     "ModelNotFoundError",
+    "StorageError",
     "ToolgateError",
     "UnknownToolError",
 ]

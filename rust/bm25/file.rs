@@ -20,13 +20,14 @@
 //! hash maps) is recomputed on load, so a file cannot hold inconsistent derived data.
 
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::table::{RowLists, StrTable};
 use super::{Bm25Index, Bm25Params, FieldWeights};
 use crate::error::{Error, Result};
+use crate::matrix_file::open_regular;
 
 const MAGIC: &[u8; 8] = b"TGBM25\0\0";
 /// Version 2: terms are Snowball stems (version 1 stripped plurals only). The stored terms
@@ -34,6 +35,9 @@ const MAGIC: &[u8; 8] = b"TGBM25\0\0";
 /// it is refused instead.
 const VERSION: u32 = 2;
 const HEADER_LEN: usize = 32;
+/// Largest file read (1 GiB, ten times a million-tool index): a bound on what a hostile or
+/// mistaken path makes the loader allocate.
+const MAX_FILE_LEN: u64 = 1 << 30;
 
 impl Bm25Index {
     /// Writes the index to `path` atomically: a temporary file in the same directory is
@@ -47,7 +51,18 @@ impl Bm25Index {
     /// of another format or version, or internally inconsistent is an [`Error::Format`].
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let bytes = fs::read(path).map_err(|source| Error::Io { path: path.into(), source })?;
+        let (file, metadata) = open_regular(path)?;
+        if metadata.len() > MAX_FILE_LEN {
+            return Err(Error::format(
+                path,
+                format!("{} bytes, more than a BM25 index holds ({MAX_FILE_LEN})", metadata.len()),
+            ));
+        }
+        let mut bytes = Vec::with_capacity(metadata.len() as usize);
+        // `take`: a file that grows while read is cut here, then refused by its length field.
+        file.take(MAX_FILE_LEN + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|source| Error::Io { path: path.into(), source })?;
         Self::from_bytes(&bytes).map_err(|reason| Error::format(path, reason))
     }
 

@@ -1,4 +1,9 @@
-//! Exact tool-name lookups: by name or `server/name` id, and names mentioned in a query.
+//! Exact tool-name lookups: by name, `server/name` id or exposed name, and names mentioned in
+//! a query.
+//!
+//! A tool's exposed name is the one the model sees and calls (`web__search`, where two servers
+//! name a tool `search`); the catalog assigns it, so it is given to the lookup rather than
+//! stored with BM25. Only exposed names that differ from the tool's name are kept.
 //!
 //! Keys are folded (lower-cased, whitespace runs collapsed to one space) and hashed; the
 //! index is one sorted array of `(hash, row, kind)`, so building it allocates no per-key
@@ -26,14 +31,20 @@ enum Kind {
     CompoundName,
     /// The `server/name` id.
     Id,
+    /// The exposed name, where it differs from the tool name: counted as a mention wherever
+    /// it appears, even as one plain word, since it is the name the model repeats.
+    Exposed,
 }
 
-/// Sorted `(hash of folded key, row, kind)` entries, derived from names and servers.
+/// Sorted `(hash of folded key, row, kind)` entries, derived from names and servers, plus the
+/// exposed names given.
 #[derive(Debug, Default)]
 pub(super) struct NameLookup {
     entries: Vec<(u64, u32, Kind)>,
     /// Most whitespace-separated words in any mentionable key.
     max_words: usize,
+    /// `(row, exposed name)`, ascending by row, each row once.
+    exposed: Vec<(u32, String)>,
 }
 
 /// Lower-cases `text` and collapses each whitespace run to one space (trimming the ends).
@@ -74,7 +85,11 @@ fn id_of(names: &StrTable, servers: &StrTable, row: usize) -> Option<String> {
 impl NameLookup {
     /// Indexes tool `names` and their `servers` (parallel tables, one entry per row).
     pub(super) fn new(names: &StrTable, servers: &StrTable) -> Self {
-        let mut lookup = Self { entries: Vec::with_capacity(2 * names.len()), max_words: 0 };
+        let mut lookup = Self {
+            entries: Vec::with_capacity(2 * names.len()),
+            max_words: 0,
+            exposed: Vec::new(),
+        };
         let mut key = String::new();
         for row in 0..names.len() {
             let row32 = u32::try_from(row).expect("row count checked at build");
@@ -94,6 +109,30 @@ impl NameLookup {
         }
         lookup.entries.sort_unstable();
         lookup
+    }
+
+    /// Replaces the exposed names with `exposed` (`(row, name)`, rows in range and each
+    /// once), leaving out those equal to their tool's name.
+    pub(super) fn set_exposed(&mut self, exposed: &[(u32, &str)], names: &StrTable) {
+        self.entries.retain(|entry| entry.2 != Kind::Exposed);
+        self.exposed = exposed
+            .iter()
+            .filter(|&&(row, name)| names.get(row as usize) != name)
+            .map(|&(row, name)| (row, name.to_owned()))
+            .collect();
+        self.exposed.sort_unstable();
+        let keys: Vec<(String, u32)> =
+            self.exposed.iter().map(|(row, name)| (fold(name), *row)).collect();
+        for (key, row) in keys {
+            self.add(&key, row, Kind::Exposed);
+        }
+        self.entries.sort_unstable();
+    }
+
+    /// The exposed name of `row`, if it differs from the tool name.
+    fn exposed_name(&self, row: u32) -> Option<&str> {
+        let at = self.exposed.binary_search_by_key(&row, |entry| entry.0).ok()?;
+        Some(&self.exposed[at].1)
     }
 
     fn add(&mut self, folded: &str, row: u32, kind: Kind) {
@@ -119,38 +158,49 @@ impl NameLookup {
             let row = e.1 as usize;
             let key = match e.2 {
                 Kind::Id => id_of(names, servers, row).map(|id| fold(&id)),
-                _ => Some(fold(names.get(row))),
+                Kind::Exposed => self.exposed_name(e.1).map(fold),
+                Kind::PlainName | Kind::CompoundName => Some(fold(names.get(row))),
             };
             (key.as_deref() == Some(folded)).then_some((e.1, e.2))
         })
     }
 
     /// Rows whose tool name or `server/name` id equals `name`; when none does exactly, the
-    /// rows that match ignoring case. Sorted ascending.
+    /// rows that match ignoring case; when none does, the row whose exposed name matches
+    /// ignoring case. Sorted ascending.
     pub(super) fn rows_named(&self, name: &str, names: &StrTable, servers: &StrTable) -> Vec<u32> {
         let folded = fold(name);
         let mut all = Vec::new();
         let mut exact = Vec::new();
+        let mut exposed = Vec::new();
         for (row, kind) in self.matches(&folded, names, servers) {
             let r = row as usize;
             let is_exact = match kind {
+                Kind::Exposed => {
+                    exposed.push(row);
+                    continue;
+                }
                 Kind::Id => id_of(names, servers, r).is_some_and(|id| id == name),
-                _ => names.get(r) == name,
+                Kind::PlainName | Kind::CompoundName => names.get(r) == name,
             };
             if is_exact {
                 exact.push(row);
             }
             all.push(row);
         }
-        let mut rows = if exact.is_empty() { all } else { exact };
+        let mut rows = match (exact.is_empty(), all.is_empty()) {
+            (false, _) => exact,
+            (true, false) => all,
+            (true, true) => exposed,
+        };
         rows.sort_unstable();
         rows.dedup();
         rows
     }
 
-    /// Rows whose compound name or id appears verbatim (ignoring case) in `query` as a whole
-    /// word sequence, plus the rows of any name (even a one-word one) that is the whole
-    /// query. Sorted ascending, no duplicates. The cost is a few look-ups per word of
+    /// Rows whose compound name, id or exposed name appears verbatim (ignoring case) in
+    /// `query` as a whole word sequence, plus the rows of any name (even a one-word one) that
+    /// is the whole query. Sorted ascending, no duplicates. The cost is a few look-ups per word of
     /// the query, independent of the number of tools.
     pub(super) fn mentioned(&self, query: &str, names: &StrTable, servers: &StrTable) -> Vec<u32> {
         let folded = query.to_lowercase();
@@ -226,5 +276,25 @@ mod tests {
         assert_eq!(mentioned("search the web for get weather"), Vec::<u32>::new());
         assert_eq!(mentioned("get_weathers"), Vec::<u32>::new());
         assert_eq!(mentioned(" Search. "), [1]);
+    }
+
+    #[test]
+    fn exposed_names_are_named_and_mentioned_after_the_tool_names() {
+        let (names, servers) = tables();
+        let mut l = NameLookup::new(&names, &servers);
+        // Row 1's exposed name is one plain word, row 0's is its own name: left out.
+        let exposed =
+            [(4, "other__get_weather"), (1, "websearch"), (0, "get_weather"), (2, "Math.Sum")];
+        l.set_exposed(&exposed, &names);
+        let named = |s: &str| l.rows_named(s, &names, &servers);
+        assert_eq!(named("OTHER__get_weather"), [4]);
+        assert_eq!(named("websearch"), [1]);
+        assert_eq!(named("MATH.SUM"), [3], "a tool's name, in any case, before an exposed name");
+        let mentioned = |s: &str| l.mentioned(s, &names, &servers);
+        assert_eq!(mentioned("then **Other__Get_Weather**, please"), [4]);
+        assert_eq!(mentioned("try websearch, or (websearch)"), [1]);
+        assert_eq!(mentioned("websearches"), Vec::<u32>::new());
+        l.set_exposed(&[(3, "math_sum")], &names);
+        assert_eq!(l.mentioned("try websearch or math_sum", &names, &servers), [3]);
     }
 }

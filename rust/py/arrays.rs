@@ -1,10 +1,10 @@
-//! Borrowing numpy buffers as row-major slices.
+//! Borrowing numpy buffers: typed, read-only, as row-major slices.
 
 use numpy::ndarray::Dimension;
-use numpy::{Element, PyReadonlyArray, PyUntypedArrayMethods};
-use pyo3::PyResult;
+use numpy::{Element, PyArrayMethods, PyReadonlyArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
 
-use super::errors::InvalidInputError;
+use super::error::InvalidInputError;
 
 /// The elements of `array` in row-major order, without a copy; an error naming `what` unless
 /// the array is C-contiguous.
@@ -21,4 +21,34 @@ pub(super) fn row_major<'a, T: Element, D: Dimension>(
             "{what} is not C-contiguous; pass np.ascontiguousarray({what})"
         ))
     })
+}
+
+/// Borrows `obj` as a numpy array of element `T` and dimensionality `D`, or explains what
+/// was passed instead.
+pub(super) fn borrow_array<'py, T: Element, D: Dimension>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+    expected: &str,
+) -> PyResult<PyReadonlyArray<'py, T, D>> {
+    match obj.cast::<numpy::PyArray<T, D>>() {
+        Ok(array) => array.try_readonly().map_err(|err| {
+            InvalidInputError::new_err(format!("{what} is being written elsewhere: {err}"))
+        }),
+        Err(_) => Err(InvalidInputError::new_err(format!(
+            "{what} must be {expected}, got {}",
+            describe(obj)
+        ))),
+    }
+}
+
+/// `an array of float64 with shape (3, 4)`, or the Python type name for anything else.
+pub(super) fn describe(obj: &Bound<'_, PyAny>) -> String {
+    let attr = |name: &str| obj.getattr(name).and_then(|value| value.str()).ok();
+    match (attr("dtype"), attr("shape")) {
+        (Some(dtype), Some(shape)) => format!("an array of {dtype} with shape {shape}"),
+        _ => obj
+            .get_type()
+            .name()
+            .map_or_else(|_| "an unknown object".into(), |name| name.to_string()),
+    }
 }

@@ -6,15 +6,15 @@
 
 use std::path::PathBuf;
 
-use numpy::{
-    PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray, PyUntypedArrayMethods, ToPyArray,
-};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods, ToPyArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::arrays::row_major;
-use super::errors::InvalidInputError;
-use crate::gating::{pack_masks, Gate};
+use super::args;
+use super::arrays::{borrow_array, row_major};
+use super::error::InvalidInputError;
+use super::gating::{extract_masks, flag_list, row_list, row_list_values};
+use crate::gating::Gate;
 use crate::index::{BuildOptions, GatedCandidate, Index, SearchResult};
 use crate::matrix_file::{Dtype, OpenOptions};
 use crate::topk::Hit;
@@ -32,17 +32,24 @@ pub struct PyIndex {
 impl PyIndex {
     /// Writes an index of `vectors` ((N, d) float32) to `path` atomically and opens it.
     #[staticmethod]
-    #[pyo3(signature = (path, vectors, *, dtype = "f32", model_id = "", masks = None, ids = None))]
+    #[pyo3(
+        signature = (
+            path, vectors, *, dtype = "f32".to_owned(), model_id = String::new(), masks = None,
+            ids = None
+        ),
+        text_signature = "(path, vectors, *, dtype='f32', model_id='', masks=None, ids=None)"
+    )]
     fn build(
         py: Python<'_>,
-        path: PathBuf,
+        #[pyo3(from_py_with = args::path)] path: PathBuf,
         vectors: &Bound<'_, PyAny>,
-        dtype: &str,
-        model_id: &str,
+        #[pyo3(from_py_with = args::text)] dtype: String,
+        #[pyo3(from_py_with = args::text)] model_id: String,
         masks: Option<&Bound<'_, PyAny>>,
         ids: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let dtype = Dtype::parse(dtype)?;
+        let dtype = Dtype::parse(&dtype)?;
+        let model_id = model_id.as_str();
         let vectors = borrow_array::<f32, numpy::Ix2>(vectors, "vectors", "a 2-D float32 array")?;
         let [rows, dim] = [vectors.shape()[0], vectors.shape()[1]];
         // The core normalises into a new buffer anyway, so a strided or Fortran-ordered input
@@ -68,10 +75,10 @@ impl PyIndex {
     #[pyo3(signature = (path, *, verify = true, expected_dim = None, threads = 1))]
     fn open(
         py: Python<'_>,
-        path: PathBuf,
+        #[pyo3(from_py_with = args::path)] path: PathBuf,
         verify: bool,
-        expected_dim: Option<i64>,
-        threads: i64,
+        #[pyo3(from_py_with = args::optional_count)] expected_dim: Option<i64>,
+        #[pyo3(from_py_with = args::integer)] threads: i64,
     ) -> PyResult<Self> {
         let positive = |value: i64, what: &str| {
             usize::try_from(value).ok().filter(|&v| v > 0).ok_or_else(|| {
@@ -97,7 +104,7 @@ impl PyIndex {
         &self,
         py: Python<'py>,
         query: &Bound<'py, PyAny>,
-        k: Option<i64>,
+        #[pyo3(from_py_with = args::optional_count)] k: Option<i64>,
         threshold: Option<f32>,
         flags: Option<&Bound<'py, PyAny>>,
         allow: Option<&Bound<'py, PyAny>>,
@@ -117,7 +124,7 @@ impl PyIndex {
         &self,
         py: Python<'_>,
         query: &Bound<'_, PyAny>,
-        k: Option<i64>,
+        #[pyo3(from_py_with = args::optional_count)] k: Option<i64>,
         threshold: Option<f32>,
         flags: Option<&Bound<'_, PyAny>>,
         allow: Option<&Bound<'_, PyAny>>,
@@ -137,7 +144,7 @@ impl PyIndex {
         &self,
         py: Python<'py>,
         queries: &Bound<'py, PyAny>,
-        k: Option<i64>,
+        #[pyo3(from_py_with = args::optional_count)] k: Option<i64>,
         threshold: Option<f32>,
         flags: Option<&Bound<'py, PyAny>>,
         allow: Option<&Bound<'py, PyAny>>,
@@ -191,8 +198,9 @@ impl PyIndex {
     }
 
     /// The flags `row` requires, ascending.
-    fn required_flags(&self, row: i64) -> PyResult<Vec<u32>> {
+    fn required_flags(&self, #[pyo3(from_py_with = args::integer)] row: i64) -> PyResult<Vec<u32>> {
         let row = row_list_values(&[row], "row", self.index.len())?[0];
+        self.index.file().check_unchanged()?;
         let gate = Gate::new(self.index.len(), self.index.file().masks(), self.mask_words())?;
         Ok(gate.required_flags(row as usize))
     }
@@ -250,8 +258,9 @@ impl PyIndex {
 
     /// The row ids stored at build time, as a uint64 array.
     #[getter]
-    fn ids<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
-        self.index.file().ids().to_pyarray(py)
+    fn ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        self.index.file().check_unchanged()?;
+        Ok(self.index.file().ids().to_pyarray(py))
     }
 }
 
@@ -462,117 +471,6 @@ fn hits_to_numpy<'py>(py: Python<'py>, hits: &[Hit]) -> Hits<'py> {
     let rows = hits.iter().map(|hit| i64::from(hit.row)).collect();
     let scores = hits.iter().map(|hit| hit.score).collect();
     (PyArray1::from_vec(py, rows), PyArray1::from_vec(py, scores))
-}
-
-/// Borrows `obj` as a numpy array of element `T` and dimensionality `D`, or explains what
-/// was passed instead.
-fn borrow_array<'py, T: numpy::Element, D: numpy::ndarray::Dimension>(
-    obj: &Bound<'py, PyAny>,
-    what: &str,
-    expected: &str,
-) -> PyResult<PyReadonlyArray<'py, T, D>> {
-    match obj.cast::<numpy::PyArray<T, D>>() {
-        Ok(array) => array.try_readonly().map_err(|err| {
-            InvalidInputError::new_err(format!("{what} is being written elsewhere: {err}"))
-        }),
-        Err(_) => Err(InvalidInputError::new_err(format!(
-            "{what} must be {expected}, got {}",
-            describe(obj)
-        ))),
-    }
-}
-
-/// `ndarray(float64, shape=(3, 4))`, or the Python type name for anything else.
-fn describe(obj: &Bound<'_, PyAny>) -> String {
-    let attr = |name: &str| obj.getattr(name).and_then(|value| value.str()).ok();
-    match (attr("dtype"), attr("shape")) {
-        (Some(dtype), Some(shape)) => format!("an array of {dtype} with shape {shape}"),
-        _ => obj
-            .get_type()
-            .name()
-            .map_or_else(|_| "an unknown object".into(), |name| name.to_string()),
-    }
-}
-
-/// Any iterable of integers (list, tuple, set, range, numpy integer array).
-fn int_list(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
-    let not_ints = |err: PyErr| {
-        InvalidInputError::new_err(format!("{what} must be an iterable of integers: {err}"))
-    };
-    if obj.is_instance_of::<pyo3::types::PyString>() {
-        return Err(InvalidInputError::new_err(format!(
-            "{what} must be an iterable of integers, got a str"
-        )));
-    }
-    obj.try_iter()
-        .map_err(not_ints)?
-        .map(|item| item.and_then(|item| item.extract::<i64>()))
-        .collect::<PyResult<Vec<i64>>>()
-        .map_err(not_ints)
-}
-
-/// Row numbers in `0..n_rows`, as the core's `u32`.
-fn row_list(obj: &Bound<'_, PyAny>, what: &str, n_rows: usize) -> PyResult<Vec<u32>> {
-    row_list_values(&int_list(obj, what)?, what, n_rows)
-}
-
-fn row_list_values(values: &[i64], what: &str, n_rows: usize) -> PyResult<Vec<u32>> {
-    values
-        .iter()
-        .map(|&row| match usize::try_from(row) {
-            Ok(index) if index < n_rows => Ok(index as u32),
-            _ => Err(InvalidInputError::new_err(format!(
-                "{what} contains row {row}, but the index has {n_rows} rows (valid: 0..{n_rows})"
-            ))),
-        })
-        .collect()
-}
-
-/// Flag numbers, non-negative and below 2^32.
-fn flag_list(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
-    int_list(obj, "flags")?
-        .into_iter()
-        .map(|flag| {
-            u32::try_from(flag).map_err(|_| {
-                InvalidInputError::new_err(format!("flags contains {flag}; flags are 0..2^32"))
-            })
-        })
-        .collect()
-}
-
-/// Masks as an (N, W) uint64 array, or as one sequence of required flag numbers per row.
-fn extract_masks(obj: &Bound<'_, PyAny>, rows: usize) -> PyResult<(Vec<u64>, usize)> {
-    if let Ok(array) = obj.cast::<PyArray2<u64>>() {
-        let array = array.try_readonly().map_err(|err| {
-            InvalidInputError::new_err(format!("masks is being written elsewhere: {err}"))
-        })?;
-        let [n, words] = [array.shape()[0], array.shape()[1]];
-        if n != rows {
-            return Err(InvalidInputError::new_err(format!(
-                "masks has {n} rows, vectors has {rows}"
-            )));
-        }
-        return Ok((array.as_array().iter().copied().collect(), words));
-    }
-    if obj.hasattr("dtype")? {
-        return Err(InvalidInputError::new_err(format!(
-            "masks must be a 2-D uint64 array (one row of mask words per vector) or a list of \
-             flag lists, got {}",
-            describe(obj)
-        )));
-    }
-    let lists: Vec<Bound<'_, PyAny>> = obj.extract().map_err(|err| {
-        InvalidInputError::new_err(format!("masks must be a sequence of flag lists: {err}"))
-    })?;
-    if lists.len() != rows {
-        return Err(InvalidInputError::new_err(format!(
-            "masks has {} rows, vectors has {rows}",
-            lists.len()
-        )));
-    }
-    let flags: Vec<Vec<u32>> = lists.iter().map(flag_list).collect::<PyResult<_>>()?;
-    let widest = flags.iter().flatten().max().map_or(0, |&flag| flag as usize / 64 + 1);
-    Ok((pack_masks(&flags, widest)?, widest))
 }
 
 fn extract_ids(obj: &Bound<'_, PyAny>, rows: usize) -> PyResult<Vec<u64>> {

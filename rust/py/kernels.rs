@@ -1,34 +1,32 @@
-//! Kernel selection and raw scans, for tests and benchmarks.
+//! Kernel selection and raw scans, for tests and benchmarks: the private module
+//! `toolgate._toolgate._testing`.
 //!
 //! Arrays cross without copies (`as_slice` on the numpy buffer) and the GIL is released for
 //! the O(N) work. Every shape is checked here, so the core's shape assertions never fire.
 
 use numpy::ndarray::Array2;
-use numpy::{
-    Element, IntoPyArray, PyArray1, PyArray2, PyReadonlyArray, PyUntypedArray,
-    PyUntypedArrayMethods,
-};
+use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyReadonlyArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use super::arrays::row_major;
-use super::errors::InvalidInputError;
+use super::arrays::{describe, row_major};
+use super::error::invalid;
 use crate::kernels::{self, Isa};
 
 /// Names of the instruction sets the running CPU can execute, best first.
 #[pyfunction]
-fn _available_isas() -> Vec<&'static str> {
+fn available_isas() -> Vec<&'static str> {
     Isa::available().into_iter().map(Isa::name).collect()
 }
 
 /// Name of the instruction set the scans currently use.
 #[pyfunction]
-fn _active_isa() -> &'static str {
+fn active_isa() -> &'static str {
     kernels::active().name()
 }
 
 /// Forces every later scan onto the named instruction set; `None` restores auto-detection.
 #[pyfunction]
-fn _force_isa(name: Option<&str>) -> PyResult<()> {
+fn force_isa(name: Option<&str>) -> PyResult<()> {
     let isa = name.map(Isa::parse).transpose()?;
     Ok(kernels::force(isa)?)
 }
@@ -37,7 +35,7 @@ fn _force_isa(name: Option<&str>) -> PyResult<()> {
 /// for int8).
 #[pyfunction]
 #[pyo3(signature = (query, rows, dtype = "f32", scales = None, *, padded = false))]
-fn _scan<'py>(
+fn scan<'py>(
     py: Python<'py>,
     query: &Bound<'py, PyAny>,
     rows: &Bound<'py, PyAny>,
@@ -54,7 +52,7 @@ fn _scan<'py>(
 /// block of rows once for the whole batch; returns `(n_queries, n_rows)`.
 #[pyfunction]
 #[pyo3(signature = (queries, rows, dtype = "f32", scales = None, *, padded = false))]
-fn _scan_batch<'py>(
+fn scan_batch<'py>(
     py: Python<'py>,
     queries: &Bound<'py, PyAny>,
     rows: &Bound<'py, PyAny>,
@@ -74,7 +72,7 @@ fn _scan_batch<'py>(
 /// Sum of every value of a float32 array, read as fast as memory allows: the floor a scan of
 /// the same bytes cannot beat.
 #[pyfunction]
-fn _read_probe(py: Python<'_>, rows: &Bound<'_, PyAny>) -> PyResult<f32> {
+fn read_probe(py: Python<'_>, rows: &Bound<'_, PyAny>) -> PyResult<f32> {
     let rows = extract_f32::<numpy::IxDyn>(rows, "rows", "")?;
     let values = row_major(&rows, "rows")?;
     Ok(py.detach(|| kernels::read_probe_f32(values)))
@@ -82,7 +80,7 @@ fn _read_probe(py: Python<'_>, rows: &Bound<'_, PyAny>) -> PyResult<f32> {
 
 /// Dot product of two float32 vectors of equal length.
 #[pyfunction]
-fn _dot(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<f32> {
+fn dot(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<f32> {
     let a = extract_f32::<numpy::Ix1>(a, "a", "1-D")?;
     let b = extract_f32::<numpy::Ix1>(b, "b", "1-D")?;
     let (a, b) = (row_major(&a, "a")?, row_major(&b, "b")?);
@@ -95,7 +93,7 @@ fn _dot(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<f32> {
 /// Upper bound on `|int8 score - f32 score|` for a row with this scale (see the core's
 /// `kernels::i8_error_bound`).
 #[pyfunction]
-fn _i8_error_bound(query: &Bound<'_, PyAny>, scale: f32) -> PyResult<f32> {
+fn i8_error_bound(query: &Bound<'_, PyAny>, scale: f32) -> PyResult<f32> {
     let query = extract_f32::<numpy::Ix1>(query, "query", "1-D")?;
     let query = row_major(&query, "query")?;
     check_finite(query, 0, 1)?;
@@ -207,27 +205,15 @@ fn check_finite(values: &[f32], dim: usize, n_queries: usize) -> PyResult<()> {
     }
 }
 
-/// `dtype` and `ndim` of a numpy array, or the Python type name of anything else.
-fn describe(obj: &Bound<'_, PyAny>) -> String {
-    match obj.cast::<PyUntypedArray>() {
-        Ok(array) => format!("a {}-D {} array", array.ndim(), array.dtype()),
-        Err(_) => obj.get_type().name().map_or_else(|_| "?".to_string(), |n| n.to_string()),
-    }
-}
-
-fn invalid(message: String) -> PyErr {
-    InvalidInputError::new_err(message)
-}
-
-/// Adds the kernel functions to the extension module.
+/// Adds the kernel functions to `m` (the private `_testing` module).
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_available_isas, m)?)?;
-    m.add_function(wrap_pyfunction!(_active_isa, m)?)?;
-    m.add_function(wrap_pyfunction!(_force_isa, m)?)?;
-    m.add_function(wrap_pyfunction!(_scan, m)?)?;
-    m.add_function(wrap_pyfunction!(_scan_batch, m)?)?;
-    m.add_function(wrap_pyfunction!(_read_probe, m)?)?;
-    m.add_function(wrap_pyfunction!(_dot, m)?)?;
-    m.add_function(wrap_pyfunction!(_i8_error_bound, m)?)?;
+    m.add_function(wrap_pyfunction!(available_isas, m)?)?;
+    m.add_function(wrap_pyfunction!(active_isa, m)?)?;
+    m.add_function(wrap_pyfunction!(force_isa, m)?)?;
+    m.add_function(wrap_pyfunction!(scan, m)?)?;
+    m.add_function(wrap_pyfunction!(scan_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(read_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(dot, m)?)?;
+    m.add_function(wrap_pyfunction!(i8_error_bound, m)?)?;
     Ok(())
 }

@@ -1,24 +1,127 @@
-//! `route`: the router's one call into the core per turn.
+//! `route` and `route_select`: the router's one call into the core per turn, and its outcome.
+//!
+//! Both build one core [`RouteRequest`], in [`RouteMode::Rank`] or [`RouteMode::Select`], and
+//! return the same frozen `RouteOutcome`, read by name.
 
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use super::arrays::row_major;
-use super::errors::InvalidInputError;
+use super::bm25::PyBm25;
+use super::error::InvalidInputError;
+use super::fusion::parse_method;
 use super::index::PyIndex;
-use super::text::{parse_method, PyBm25};
+use crate::gating::Gate;
 use crate::index::Index;
-use crate::route::{dense_signal as route_signal, route as route_core, RouteRequest, RoutedRow};
+use crate::route::{
+    dense_signal as route_signal, route as route_core, Ranking, RouteMode, RouteOutcome,
+    RouteRequest, RoutedRow,
+};
 
-/// `(row, fused, dense, bm25)` of one routed row.
-type Row = (u32, f32, f32, f32);
+/// One active row of a route and the evidence for it.
+#[pyclass(frozen, get_all, name = "RoutedRow", module = "toolgate._toolgate")]
+pub struct PyRoutedRow {
+    /// Row number in the index.
+    row: u32,
+    /// Fused score.
+    fused: f32,
+    /// Whole-query cosine, at the index's storage precision.
+    dense: f32,
+    /// BM25 score.
+    bm25: f32,
+    /// The row placed above that this ranked row nearly copies, if it does.
+    copy_of: Option<u32>,
+}
 
-/// `(forced, ranked, n_gated, n_out_of_scope, gated, copies)`; `gated` rows carry their
-/// missing flags, and `copies` pairs each ranked near copy with the row it copies.
-type Outcome = (Vec<Row>, Vec<Row>, usize, usize, Vec<(Row, Vec<u32>)>, Vec<(u32, u32)>);
+impl From<&RoutedRow> for PyRoutedRow {
+    fn from(row: &RoutedRow) -> Self {
+        let RoutedRow { row, fused, dense, sparse, copy_of } = *row;
+        Self { row, fused, dense, bm25: sparse, copy_of }
+    }
+}
 
-fn as_tuple(row: &RoutedRow) -> Row {
-    (row.row, row.fused, row.dense, row.sparse)
+#[pymethods]
+impl PyRoutedRow {
+    fn __repr__(&self) -> String {
+        let copy = self.copy_of.map_or_else(String::new, |of| format!(", copy_of={of}"));
+        format!("RoutedRow(row={}, fused={:.4}{copy})", self.row, self.fused)
+    }
+}
+
+/// A row the gate kept out of a route: the fused score it would have ranked with, and the
+/// flags it misses.
+#[pyclass(frozen, get_all, name = "GatedRow", module = "toolgate._toolgate")]
+pub struct PyGatedRow {
+    /// Row number in the index.
+    row: u32,
+    /// Fused score.
+    fused: f32,
+    /// Required flags the caller did not satisfy, ascending.
+    missing_flags: Vec<u32>,
+}
+
+#[pymethods]
+impl PyGatedRow {
+    fn __repr__(&self) -> String {
+        format!("GatedRow(row={}, missing_flags={:?})", self.row, self.missing_flags)
+    }
+}
+
+/// What one `route` or `route_select` call chose, and what the gate kept out.
+#[pyclass(frozen, name = "RouteOutcome", module = "toolgate._toolgate")]
+pub struct PyRouteOutcome {
+    outcome: RouteOutcome,
+}
+
+#[pymethods]
+impl PyRouteOutcome {
+    /// Eligible forced rows: best fused score first from `route`, in the order given from
+    /// `route_select`.
+    #[getter]
+    fn forced(&self) -> Vec<PyRoutedRow> {
+        self.outcome.forced.iter().map(PyRoutedRow::from).collect()
+    }
+
+    /// The best `k` other eligible rows, best first, near copies moved down.
+    #[getter]
+    fn ranked(&self) -> Vec<PyRoutedRow> {
+        self.outcome.ranked.iter().map(PyRoutedRow::from).collect()
+    }
+
+    /// Rows in scope but gated out by missing flags.
+    #[getter]
+    fn n_gated(&self) -> usize {
+        self.outcome.n_gated
+    }
+
+    /// Rows outside `allow` or inside `deny`.
+    #[getter]
+    fn n_out_of_scope(&self) -> usize {
+        self.outcome.n_out_of_scope
+    }
+
+    /// The best few gated rows that would otherwise have been active, best first.
+    #[getter]
+    fn gated(&self) -> Vec<PyGatedRow> {
+        let gated = self.outcome.gated.iter().map(|(routed, missing)| PyGatedRow {
+            row: routed.row,
+            fused: routed.fused,
+            missing_flags: missing.clone(),
+        });
+        gated.collect()
+    }
+
+    fn __repr__(&self) -> String {
+        let o = &self.outcome;
+        format!(
+            "RouteOutcome(forced={}, ranked={}, n_gated={}, n_out_of_scope={}, gated={})",
+            o.forced.len(),
+            o.ranked.len(),
+            o.n_gated,
+            o.n_out_of_scope,
+            o.gated.len()
+        )
+    }
 }
 
 fn slice<'a>(
@@ -28,45 +131,51 @@ fn slice<'a>(
     array.as_ref().map(|a| row_major(a, what)).transpose()
 }
 
+/// The gate of one route: `flags` satisfied, `allow` and `deny` rows.
+fn gate<'i>(
+    index: &'i Index,
+    flags: &Option<PyReadonlyArray1<'_, u32>>,
+    allow: &Option<PyReadonlyArray1<'_, u32>>,
+    deny: &Option<PyReadonlyArray1<'_, u32>>,
+) -> PyResult<Gate<'i>> {
+    let flags = slice(flags, "flags")?.unwrap_or_default();
+    Ok(index.gate(flags, slice(allow, "allow")?, slice(deny, "deny")?)?)
+}
+
 /// Dense scan, BM25, fusion, gating and top-k for one query, with the GIL released.
 #[pyfunction]
 #[pyo3(signature = (
     index, bm25, vector, text, *, alpha, method, top, k, threshold = None,
-    flags = None, allow = None, deny = None, forced = None, clauses = None, clause_weight = 0.0,
-    near_copy_cosine = None
+    flags = None, allow = None, deny = None, forced = None, rankable = None, clauses = None,
+    clause_weight = 0.0, near_copy_cosine = None
 ))]
 #[allow(clippy::too_many_arguments)]
-fn route<'py>(
-    py: Python<'py>,
-    index: &Bound<'py, PyIndex>,
-    bm25: &Bound<'py, PyBm25>,
-    vector: PyReadonlyArray1<'py, f32>,
+fn route(
+    py: Python<'_>,
+    index: &Bound<'_, PyIndex>,
+    bm25: &Bound<'_, PyBm25>,
+    vector: PyReadonlyArray1<'_, f32>,
     text: &str,
     alpha: f32,
     method: &str,
     top: usize,
     k: usize,
     threshold: Option<f32>,
-    flags: Option<PyReadonlyArray1<'py, u32>>,
-    allow: Option<PyReadonlyArray1<'py, u32>>,
-    deny: Option<PyReadonlyArray1<'py, u32>>,
-    forced: Option<PyReadonlyArray1<'py, u32>>,
-    clauses: Option<PyReadonlyArray2<'py, f32>>,
+    flags: Option<PyReadonlyArray1<'_, u32>>,
+    allow: Option<PyReadonlyArray1<'_, u32>>,
+    deny: Option<PyReadonlyArray1<'_, u32>>,
+    forced: Option<PyReadonlyArray1<'_, u32>>,
+    rankable: Option<PyReadonlyArray1<'_, u32>>,
+    clauses: Option<PyReadonlyArray2<'_, f32>>,
     clause_weight: f32,
     near_copy_cosine: Option<f32>,
-) -> PyResult<Outcome> {
+) -> PyResult<PyRouteOutcome> {
     let method = parse_method(method, top, 60.0)?;
-    let index = &index.get().index;
-    let bm25 = &bm25.get().index;
-    let vector = row_major(&vector, "vector")?;
-    let gate = index.gate(
-        slice(&flags, "flags")?.unwrap_or_default(),
-        slice(&allow, "allow")?,
-        slice(&deny, "deny")?,
-    )?;
+    let (index, bm25) = (&index.get().index, &bm25.get().index);
+    let gate = gate(index, &flags, &allow, &deny)?;
     let clauses = clauses.as_ref().map(|c| clause_values(c, index)).transpose()?;
-    let request = RouteRequest {
-        vector,
+    let ranking = Ranking {
+        vector: row_major(&vector, "vector")?,
         clauses: clauses.unwrap_or_default(),
         clause_weight,
         text,
@@ -74,18 +183,32 @@ fn route<'py>(
         method,
         k,
         threshold,
-        forced: slice(&forced, "forced")?.unwrap_or_default(),
+        rankable: slice(&rankable, "rankable")?,
         near_copy_cosine,
     };
+    let forced = slice(&forced, "forced")?.unwrap_or_default();
+    let request = RouteRequest { forced, mode: RouteMode::Rank(ranking) };
     let outcome = py.detach(|| route_core(index, bm25, &request, &gate))?;
-    Ok((
-        outcome.forced.iter().map(as_tuple).collect(),
-        outcome.ranked.iter().map(as_tuple).collect(),
-        outcome.n_gated,
-        outcome.n_out_of_scope,
-        outcome.gated.iter().map(|(row, missing)| (as_tuple(row), missing.clone())).collect(),
-        outcome.ranked.iter().filter_map(|r| r.copy_of.map(|of| (r.row, of))).collect(),
-    ))
+    Ok(PyRouteOutcome { outcome })
+}
+
+/// ToolSearch's `select:`: the eligible `rows` alone, in the order given, unscored.
+#[pyfunction]
+#[pyo3(signature = (index, bm25, rows, *, flags = None, allow = None, deny = None))]
+fn route_select(
+    index: &Bound<'_, PyIndex>,
+    bm25: &Bound<'_, PyBm25>,
+    rows: PyReadonlyArray1<'_, u32>,
+    flags: Option<PyReadonlyArray1<'_, u32>>,
+    allow: Option<PyReadonlyArray1<'_, u32>>,
+    deny: Option<PyReadonlyArray1<'_, u32>>,
+) -> PyResult<PyRouteOutcome> {
+    let (index, bm25) = (&index.get().index, &bm25.get().index);
+    let gate = gate(index, &flags, &allow, &deny)?;
+    let request = RouteRequest { forced: row_major(&rows, "rows")?, mode: RouteMode::Select };
+    // Nothing is scanned: no O(N) work to release the GIL for.
+    let outcome = route_core(index, bm25, &request, &gate)?;
+    Ok(PyRouteOutcome { outcome })
 }
 
 /// The values of an (m, d) clause array, checked against the index's dimension.
@@ -119,7 +242,12 @@ fn dense_signal<'py>(
     Ok(PyArray1::from_vec(py, signal.into_owned()))
 }
 
+/// Adds `route`, `route_select`, `dense_signal` and the outcome classes to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRouteOutcome>()?;
+    m.add_class::<PyRoutedRow>()?;
+    m.add_class::<PyGatedRow>()?;
     m.add_function(wrap_pyfunction!(route, m)?)?;
+    m.add_function(wrap_pyfunction!(route_select, m)?)?;
     m.add_function(wrap_pyfunction!(dense_signal, m)?)
 }

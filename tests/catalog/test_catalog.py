@@ -295,12 +295,13 @@ def test_multi_server_and_json_rpc_envelopes() -> None:
 def test_preconditions_from_block_meta_and_overrides() -> None:
     tools = [
         _tool("a", **{"x-toolgate": {"requires": {"scopes": ["repo"]}, "tags": ["vcs"]}}),
-        _tool("b", _meta={"toolgate": {"pinned": True, "requires": {"tools": ["s/a"]}}}),
+        _tool("b", _meta={"toolgate": {"requires": {"tools": ["s/a"]}}}),
         _tool("c"),
     ]
     overrides = {
         "s/c": {"requires": {"milestones": ["plan_ok"]}, "scopes": ["write"]},
         "a": {"summary": "Short."},
+        "s/b": {"pinned": True},  # pins are the host's (see test_hostile_catalogs.py)
     }
     catalog = Catalog.from_tools(tools, server="s", overrides=overrides)
     a, b, c = catalog.tools
@@ -512,7 +513,8 @@ def test_saved_to_dict_records_reload_exactly_through_from_tools() -> None:
         _need(GITHUB), overrides={"get_me": {"pinned": True, "requires": {"scopes": ["user"]}}}
     )
     saved = json.loads(json.dumps([t.to_dict() for t in source]))
-    reopened = Catalog.from_tools(saved)
+    # Checked like any tool: the pin is the saved dict's own, so the host gives it again.
+    reopened = Catalog.from_tools(saved, overrides={"get_me": {"pinned": True}})
     assert reopened.version == source.version
     assert reopened["github-mcp-server/get_me"].requires_scopes == ("user",)
     saved[0]["description"] = "tampered"

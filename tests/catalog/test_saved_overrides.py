@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.routing.sealed import reseal
 from toolgate import CatalogError, IndexFormatError
 from toolgate.catalog.catalog import Catalog, CatalogWarning
 from toolgate.routing.router import Router
@@ -68,6 +69,7 @@ def _edit(path: Path, **fields: Any) -> None:
         else:
             data[key] = value
     path.write_text(json.dumps(data))
+    reseal(path.parent)
 
 
 def _answers(router: Router) -> list[tuple[list[str], list[str]]]:

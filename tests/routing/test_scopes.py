@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.routing.sealed import write_sealed
 from toolgate import IndexFormatError, InvalidInputError
 from toolgate.catalog.catalog import Catalog, InvalidToolsError
 from toolgate.promotion.budget import Budget
@@ -33,7 +34,6 @@ SERVERS: dict[str, Any] = {
             {
                 "name": "help",
                 "description": "Explain what the assistant can do.",
-                "x-toolgate": {"pinned": True},
             },
         ]
     },
@@ -42,18 +42,20 @@ SERVERS: dict[str, Any] = {
             {
                 "name": "shutdown_cluster",
                 "description": "Shut down every node of the cluster.",
-                "x-toolgate": {"pinned": True, "requires": {"scopes": ["ops:root"]}},
+                "x-toolgate": {"requires": {"scopes": ["ops:root"]}},
             },
             {"name": "restart_node", "description": "Restart one node of the cluster."},
         ]
     },
 }
+# Pins come from the host, never from the tool's own listing.
+PINS = {"util/help": {"pinned": True}, "admin/shutdown_cluster": {"pinned": True}}
 
 
 @pytest.fixture(scope="module")
 def router(tmp_path_factory: pytest.TempPathFactory) -> Router:
     path = tmp_path_factory.mktemp("scope")
-    return Router.from_catalog(Catalog.load(SERVERS), path=path, cache=None)
+    return Router.from_catalog(Catalog.load(SERVERS, overrides=PINS), path=path, cache=None)
 
 
 def test_a_gated_pinned_tool_is_neither_promoted_nor_accepted(router: Router) -> None:
@@ -125,10 +127,18 @@ def test_an_exposed_name_in_the_query_names_its_tool(router: Router, tmp_path: P
     router.save(tmp_path / "saved")
     reopened = Router.open(tmp_path / "saved")
     assert reopened.route("then DOCS__SEARCH, please.", top_k=1).ids[0] == "docs/search"
+    # A manifest written before exposed names were recorded: the catalog says.
+    manifest = tmp_path / "saved" / "router.json"
+    data = json.loads(manifest.read_text())
+    del data["exposed"]
+    write_sealed(manifest, data)
+    older = Router.open(tmp_path / "saved")
+    assert older.route("then DOCS__SEARCH, please.", top_k=1).ids[0] == "docs/search"
+    assert older.route("select:web__search").ids[0] == "web/search"
 
 
 def test_a_router_qualifying_every_name_reopens_with_the_same_names(tmp_path: Path) -> None:
-    catalog = Catalog.load(SERVERS, qualify="always")
+    catalog = Catalog.load(SERVERS, qualify="always", overrides=PINS)
     Router.from_catalog(catalog, path=tmp_path / "q", cache=None)
     reopened = Router.open(tmp_path / "q")
     result = reopened.route("restart a node", top_k=2)
@@ -205,7 +215,7 @@ def test_a_tool_recorded_by_id_meets_a_precondition_naming_it_bare() -> None:
 
 def test_files_of_another_save_are_refused_at_open(router: Router, tmp_path: Path) -> None:
     # A second router over the same ids in another order: same row count, other rows.
-    reordered = Catalog.load(dict(reversed(list(SERVERS.items()))))
+    reordered = Catalog.load(dict(reversed(list(SERVERS.items()))), overrides=PINS)
     other = Router.from_catalog(reordered, path=tmp_path / "other", cache=None)
     for name in ("matrix.tgm", "bm25.tgb"):
         router.save(tmp_path / name)
@@ -226,7 +236,7 @@ def test_a_missing_index_file_is_an_index_format_error(router: Router, tmp_path:
     manifest = tmp_path / "r" / "router.json"
     data = json.loads(manifest.read_text())
     del data["files"]  # a manifest written before fingerprints
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     with pytest.raises(IndexFormatError, match=r"bm25\.tgb: cannot read"):
         Router.open(tmp_path / "r")
 
@@ -249,7 +259,7 @@ def test_a_tampered_manifest_is_named(
     manifest = tmp_path / "r" / "router.json"
     data = json.loads(manifest.read_text())
     data[field] = {**data[field], **value} if isinstance(value, dict) else value
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     with pytest.raises(IndexFormatError, match=message):
         Router.open(tmp_path / "r")
 
@@ -265,6 +275,18 @@ def test_a_tampered_manifest_is_named(
         ({"bm25_k1": 0.0}, "bm25_k1 must be a finite number > 0"),
         ({"bm25_b": 1.5}, r"bm25_b must be in \[0, 1\]"),
         ({"fusion": "softmax"}, "fusion must be"),
+        # Accepted once, then an OverflowError at the first route.
+        ({"fusion_top": 2**64}, "fusion_top must be at most 4,294,967,295"),
+        ({"top_k": 2**70}, "top_k must be at most"),
+        ({"history_turns": -(10**5000)}, "got an integer of 16610 bits"),
+        # Accepted and read back from a manifest without a check: nothing would ever route.
+        ({"threshold": 1.5}, r"threshold must be a cosine in \[-1, 1\] or None, got 1.5"),
+        ({"threshold": float("nan")}, "threshold must be a cosine"),
+        ({"threshold": "0.3"}, "threshold must be a cosine"),
+        ({"alpha": "0.5"}, r"alpha must be in \[0, 1\], got '0.5'"),
+        ({"history_decay": None}, "history_decay must be in"),
+        ({"precision": ["int8"]}, "precision must be"),
+        ({"index_dtype": {}}, "index_dtype must be"),
     ],
 )
 def test_router_config_names_bad_settings(settings: dict[str, Any], message: str) -> None:
@@ -305,9 +327,9 @@ def test_a_tool_name_that_is_not_valid_unicode_is_a_bad_tool() -> None:
 def test_refresh_takes_a_catalog_and_another_directory(router: Router, tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="refresh takes a Catalog"):
         router.refresh([{"name": "x"}])  # type: ignore[arg-type]
-    own = Path(router._index.path).parent
+    own = Router.from_catalog(router.catalog, path=tmp_path / "own", cache=None)
     with pytest.raises(InvalidInputError, match="this router's own directory"):
-        router.refresh(router.catalog, path=own)
+        own.refresh(router.catalog, path=tmp_path / "own")
 
 
 def test_responses_api_tool_outputs_are_blended() -> None:
@@ -435,7 +457,7 @@ def test_patterns_read_names_and_servers_that_hold_a_slash(tmp_path: Path) -> No
     manifest = tmp_path / "r" / "router.json"
     data = json.loads(manifest.read_text())
     del data["slashed_servers"]
-    manifest.write_text(json.dumps(data))
+    write_sealed(manifest, data)
     old = Router.open(tmp_path / "r")
     assert set(old.route(query, top_k=4, allow=["list-invoices"]).ids) == {
         "@acme/xero-server/list-invoices"

@@ -10,11 +10,12 @@ from typing import Any
 
 from toolgate.catalog.schema import reference_and_regex_problem
 from toolgate.catalog.summary import SUMMARY_MAX_TOKENS
-from toolgate.catalog.tool import Tool, canonical_json, id_tails, non_finite_at
+from toolgate.catalog.tool import Tool, canonical_json, id_tails
 from toolgate.errors import CatalogError
 from toolgate.formats.raw import EMPTY_SCHEMA
 from toolgate.formats.schema_walk import normalize_type_aliases
 from toolgate.formats.tokens import count_text
+from toolgate.json_limits import json_problem
 from toolgate.unicode import lone_surrogate_at
 
 __all__ = [
@@ -173,15 +174,15 @@ def _check_schema(schema: Any) -> dict[str, Any]:
         return dict(EMPTY_SCHEMA)
     if not isinstance(schema, dict):
         raise _Reject(f"input schema must be a JSON object, got {type(schema).__name__}")
+    # Before any walk: every one recurses, and NaN or a lone surrogate breaks every export.
+    problem = json_problem(schema)
+    if problem:
+        raise _Reject(f"input schema holds {problem}")
     try:
         normalized: dict[str, Any] = dict(normalize_type_aliases(schema))
         try:
-            # NaN and Infinity are not JSON: every provider would reject the export.
             canonical = canonical_json(normalized, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            where = non_finite_at(normalized)
-            if where is not None:
-                raise _Reject(f"input schema holds NaN or Infinity at {where}") from None
+        except ValueError as exc:  # an integer too long to print, given as an object
             raise _Reject(f"input schema is not JSON-serialisable: {exc}") from None
         size = len(canonical.encode())
         if size > MAX_SCHEMA_BYTES:
@@ -268,18 +269,34 @@ def _build_one(raw: Any, overrides: Mapping[str, Mapping[str, Any]]) -> Tool:
     )
     if raw.annotations is not None and not isinstance(raw.annotations, dict):
         raise _Reject("annotations must be a JSON object")
-    if raw.title is not None and not isinstance(raw.title, str):
-        raise _Reject("title must be a string")
+    for part, value in (
+        ("annotations hold", raw.annotations),
+        ("x-toolgate block holds", raw.meta),
+    ):
+        problem = json_problem(value)
+        if problem:
+            raise _Reject(f"{part} {problem}")
+    title = None
+    if raw.title is not None:
+        title = _checked_text(raw.title, "title", MAX_DESCRIPTION_CHARS, required=False)
     fields = _meta_fields(raw.meta)
-    override = overrides.get(f"{server}/{name}", overrides.get(name))
-    fields.update(_meta_fields(override))
+    host = _meta_fields(overrides.get(f"{server}/{name}", overrides.get(name)))
+    if fields.get("pinned") and "pinned" not in host:
+        # The block came with the tool, from whoever listed it: it may narrow the tool's
+        # reach (preconditions), never widen it into every route.
+        raise _Reject(
+            "pins itself (x-toolgate pinned: true): a tool's own listing cannot put it in "
+            f"every route; pin it with the host's overrides={{{f'{server}/{name}'!r}: "
+            "{'pinned': True}}"
+        )
+    fields.update(host)
     return Tool(
         server=server,
         name=name,
         description=description,
         input_schema=_check_schema(raw.input_schema),
         annotations=dict(raw.annotations or {}),
-        title=raw.title,
+        title=title,
         **fields,
     )
 

@@ -30,6 +30,7 @@ from toolgate.catalog.sources import (
     is_saved_tool,
     read_source,
     saved_tool,
+    saved_tool_checked,
 )
 from toolgate.catalog.tool import Tool
 from toolgate.errors import CatalogError, CatalogWarning, InvalidToolsError, UnknownToolError
@@ -233,9 +234,9 @@ class Catalog:
     ) -> Catalog:
         """From :class:`Tool` objects and/or tool dicts in any supported shape, mixed.
 
-        Dicts written by :meth:`Tool.to_dict` (an index's saved catalog) are rebuilt exactly
-        and without re-validation, so reopening is fast; their ``fingerprint`` must match their
-        content, else they are reported as offenders. ``rename_duplicates`` is as in
+        Dicts written by :meth:`Tool.to_dict` are rebuilt, their ``fingerprint`` must match
+        their content, and they pass every check other tools do (their ``pinned`` is their own
+        block's: see :meth:`from_saved` for a router's own files). ``rename_duplicates`` is as in
         :meth:`load`. A path, text or whole document (a mapping such as ``{"tools": [...]}``)
         is read by :meth:`load` instead of being iterated.
         """
@@ -258,7 +259,7 @@ class Catalog:
             if isinstance(item, Tool):
                 raws.append(item)
             elif is_saved_tool(item):
-                raws.append(saved_tool(item, f"tools[{i}]"))
+                raws.append(saved_tool_checked(item, f"tools[{i}]"))
             else:
                 raws.extend(parse_tool_dict(item, f"tools[{i}]", server or DEFAULT_SERVER))
         return cls._from_raw(
@@ -279,12 +280,27 @@ class Catalog:
     ) -> Catalog:
         """Rebuild a catalog a router saved: its tools, naming mode and load-time overrides.
 
-        ``tools`` are as in :meth:`from_tools` (dicts written by :meth:`Tool.to_dict`), which
-        already carry the overrides, so they are not applied again here; they are kept so
+        ``tools`` are dicts written by :meth:`Tool.to_dict`, taken as written (pins included):
+        only for a router's own file, whose checksum its manifest holds. They already carry the
+        overrides, so these are not applied again here; they are kept so
         that :meth:`replace_server` applies them to the server's fresh tools exactly as it
         would on the catalog that was saved.
         """
-        catalog = cls.from_tools(tools)
+        if isinstance(tools, (str, bytes, os.PathLike, Mapping)) or not isinstance(tools, Iterable):
+            raise CatalogError(f"saved tools must be a list, not {type(tools).__name__}")
+        raws: list[RawTool | Tool] = [
+            item
+            if isinstance(item, Tool)
+            else saved_tool(item, f"tools[{i}]")
+            if isinstance(item, Mapping)
+            else RawTool(
+                f"tools[{i}]", problem=f"a saved tool is an object, not a {type(item).__name__}"
+            )
+            for i, item in enumerate(tools)
+        ]
+        # Trusted as written: the manifest's checksum of the file vouches for these tools, and
+        # saved_tool still checks each field's type and size. Not re-validated, so fast.
+        catalog = cls._from_raw(raws, "the saved catalog", lenient=False, overrides=None)
         if qualify != catalog.qualify:
             catalog = cls(catalog.tools, qualify=qualify)
         catalog._overrides = checked_overrides(overrides or {}, lenient=False)

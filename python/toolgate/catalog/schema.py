@@ -2,21 +2,183 @@
 
 A schema can pass its draft's metaschema and still break verification: a ``$ref`` that points
 nowhere inside it, a remote ``$ref`` (which a validator would *fetch*, at a URL an untrusted
-server chose), a reference cycle, a ``pattern`` Python cannot compile. Loading refuses those
-(:func:`reference_and_regex_problem`); :func:`schema_validator` builds validators whose
+server chose), a reference cycle, a ``pattern`` the matcher cannot compile. Loading refuses
+those (:func:`reference_and_regex_problem`); :func:`schema_validator` builds validators whose
 registry never retrieves anything, so nothing that got through can reach the network.
+
+Patterns run on RE2, whose matching is linear in the text: with Python's ``re`` (which
+jsonschema uses), ``^(a+)+$`` took 38 s on a 30-character argument, holding the GIL.
+JSON Schema patterns are ECMA-262 regular expressions; RE2 reads the common syntax alike
+(``\\d`` and ``\\w`` are ASCII in both, ``$`` ends the text) and ``\\uXXXX`` is translated. What
+RE2 cannot match in linear time (lookaround, backreferences) is refused at load, with the
+pattern and where it is, as is ``patternProperties`` under ``unevaluatedProperties``, which
+jsonschema would still match with ``re``. ``uniqueItems`` is checked in linear time too
+(jsonschema compares unhashable items pairwise).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
 from toolgate.formats.schema_walk import child_schemas
+from toolgate.unicode import well_formed
 
-__all__ = ["reference_and_regex_problem", "schema_validator"]
+__all__ = ["pattern_search", "reference_and_regex_problem", "schema_validator"]
+
+# An escape in an ECMA-262 pattern: a \uXXXX code unit, or any other escaped character (kept).
+_ESCAPE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)", re.DOTALL)
+
+
+def _re2_syntax(pattern: str) -> str:
+    """``pattern`` with its ECMA-262 ``\\uXXXX`` escapes in RE2's ``\\x{XXXX}`` form."""
+
+    def escape(match: re.Match[str]) -> str:
+        body = match.group(1)
+        return f"\\x{{{body[1:]}}}" if len(body) == 5 else match.group(0)
+
+    return _ESCAPE.sub(escape, pattern)
+
+
+def _compile(pattern: str) -> Any:
+    """``pattern`` compiled by RE2; ``ValueError`` naming the syntax RE2 refused."""
+    import re2  # type: ignore[import-untyped]
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print every refused pattern on stderr
+    try:
+        return re2.compile(_re2_syntax(well_formed(pattern)), options)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise ValueError(str(reason)) from None
+
+
+# Schemas' patterns recur call after call; a call's own strings (the regex format) are not
+# cached, or a stream of calls could fill memory with them.
+_compiled = lru_cache(maxsize=1024)(_compile)
+
+
+def pattern_search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` (ECMA-262 syntax) matches somewhere in ``text``, in linear time."""
+    return _compiled(pattern).search(well_formed(text)) is not None
+
+
+def _shown(instance: Any) -> str:
+    text = repr(instance) if not isinstance(instance, int) or abs(instance) < 10**100 else "..."
+    return text if len(text) <= 100 else f"{text[:100]}..."
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
+
+    if validator.is_type(instance, "string") and not pattern_search(pattern, instance):
+        yield ValidationError(f"{_shown(instance)} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Any
+) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if pattern_search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """jsonschema's ``additionalProperties``, with the properties that ``patternProperties``
+    covers found by RE2."""
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "object"):
+        return
+    named = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = sorted(
+        (
+            key
+            for key in instance
+            if key not in named and not any(pattern_search(p, key) for p in patterns)
+        ),
+        key=str,
+    )
+    if validator.is_type(extra, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], extra, path=key)
+    elif not extra and extras:
+        listed = ", ".join(repr(key) for key in extras[:20]) + (", ..." if len(extras) > 20 else "")
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            regexes = ", ".join(repr(p) for p in sorted(patterns))
+            yield ValidationError(f"{listed} {verb} not match any of the regexes: {regexes}")
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(
+                f"Additional properties are not allowed ({listed} {verb} unexpected)"
+            )
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in for JSON ``value`` under JSON Schema equality: ``1`` and ``1.0``
+    are equal, ``true`` and ``1`` are not, object keys are unordered."""
+    if isinstance(value, bool) or value is None:
+        return ("const", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    if isinstance(value, dict):
+        return ("object", frozenset((key, _frozen(item)) for key, item in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("array", tuple(_frozen(item) for item in value))
+    return ("value", value) if isinstance(value, str) else ("object id", id(value))
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if not (unique and validator.is_type(instance, "array")):
+        return
+    seen: set[Any] = set()
+    for item in instance:
+        key = _frozen(item)
+        if key in seen:
+            yield ValidationError(f"{_shown(instance)} has non-unique elements")
+            return
+        seen.add(key)
+
+
+def _is_regex(instance: object) -> bool:
+    """The ``regex`` format, checked by RE2 (``re.compile`` of a hostile argument can take
+    as long as matching it)."""
+    if not isinstance(instance, str):
+        return True
+    try:
+        _compile(instance)
+    except ValueError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=8)
+def _linear_validator(cls: Any) -> Any:
+    """``cls`` with every keyword that matches a pattern (or compares items pairwise) replaced
+    by a linear-time one, and the ``regex`` format checked by RE2."""
+    from jsonschema import FormatChecker  # type: ignore[import-untyped]
+    from jsonschema.validators import extend  # type: ignore[import-untyped]
+
+    checker = FormatChecker(formats=[f for f in cls.FORMAT_CHECKER.checkers if f != "regex"])
+    checker.checks("regex")(_is_regex)
+    keywords = {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+        "uniqueItems": _unique_items,
+    }
+    extended = extend(cls, {k: v for k, v in keywords.items() if k in cls.VALIDATORS})
+    extended.FORMAT_CHECKER = checker
+    return extended
 
 
 def _refuse_retrieval(uri: str) -> Any:
@@ -40,12 +202,12 @@ def schema_validator(schema: Mapping[str, Any] | bool) -> Any:
     schema or to a bundled metaschema, else validation raises
     ``referencing.exceptions.Unresolvable``; it never opens a network connection.
     """
-    from jsonschema.validators import (  # type: ignore[import-untyped]
+    from jsonschema.validators import (
         Draft202012Validator,
         validator_for,
     )
 
-    cls = validator_for(schema, default=Draft202012Validator)
+    cls = _linear_validator(validator_for(schema, default=Draft202012Validator))
     return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_offline_registry())
 
 
@@ -82,11 +244,17 @@ def _ref_problem(ref: str, where: str, resolver: Any) -> str | None:
 
 
 def _regex_problem(pattern: str, where: str) -> str | None:
-    # jsonschema matches "pattern" and "patternProperties" with Python's re at verify time.
     try:
-        re.compile(pattern)
-    except re.error as exc:
-        return f"invalid regular expression {pattern!r} at {where}: {exc}"
+        _compiled(pattern)
+    except ValueError as exc:
+        try:
+            re.compile(pattern)
+        except re.error as invalid:  # no regular expression in any dialect
+            return f"invalid regular expression {pattern!r} at {where}: {invalid}"
+        return (
+            f"regular expression {pattern!r} at {where} cannot be matched in linear time (RE2 "
+            f"refuses it: {exc}; lookaround and backreferences are not supported)"
+        )
     return None
 
 
@@ -135,4 +303,19 @@ def reference_and_regex_problem(schema: dict[str, Any], draft: Any) -> str | Non
     specification = specification_with(draft.ID_OF(draft.META_SCHEMA) or "", default=DRAFT202012)
     root = specification.create_resource(schema)
     resolver = _offline_registry().resolver_with_root(root)
+    keys = set(_schema_keys(schema))
+    if {"unevaluatedProperties", "patternProperties"} <= keys:
+        # jsonschema finds the properties patternProperties evaluated with Python's re.
+        return (
+            "patternProperties in a schema with unevaluatedProperties cannot be checked in "
+            "linear time"
+        )
     return _walk_problem(schema, "", resolver, specification)
+
+
+def _schema_keys(node: Any) -> Iterator[str]:
+    """The keywords of ``node`` and of every subschema in it."""
+    if isinstance(node, dict):
+        yield from node
+        for _, child in child_schemas(node):
+            yield from _schema_keys(child)

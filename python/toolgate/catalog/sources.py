@@ -9,10 +9,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from toolgate.catalog.build import MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS
 from toolgate.catalog.overrides import saved_overrides
 from toolgate.catalog.tool import Tool, tool_from_dict
 from toolgate.errors import CatalogError, CatalogWarning
 from toolgate.formats.raw import RawTool
+from toolgate.json_limits import json_problem, loads, read_bounded
+
+#: Largest catalog file read: far past any real registry, a bound on what a wrong path (or
+#: ``/dev/zero``) makes the loader allocate.
+MAX_CATALOG_BYTES = 1 << 30
 
 ToolSource = Any
 
@@ -39,28 +45,32 @@ def read_source(source: ToolSource, *, as_text: bool) -> tuple[Any, str, str | N
             return source, "<text>", None
         try:
             # A whole JSON document given as text; JSONL and tag text fall through as text.
-            return json.loads(source), "<text>", None
+            return loads(source), "<text>", None
         except json.JSONDecodeError:
             return source, "<text>", None
+        except ValueError as exc:  # JSON, but nested too deeply or a number too long
+            raise CatalogError(f"<text>: {exc}") from None
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         try:
-            text = path.read_text(encoding="utf-8-sig")
+            text = read_bounded(path, MAX_CATALOG_BYTES).decode("utf-8-sig")
         except FileNotFoundError:
             raise CatalogError(f"catalog file not found: {path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CatalogError(f"cannot read catalog file {path}: {exc}") from exc
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            raise CatalogError(f"cannot read catalog file {path}: {exc}") from None
         server = path.name.split(".", 1)[0] or None
         if as_text or path.suffix == ".jsonl":
             return text, str(path), server
         try:
-            return json.loads(text), str(path), server
+            return loads(text), str(path), server
         except json.JSONDecodeError as exc:
             if "<toolname>" in text or "\n{" in text.strip():
                 return text, str(path), server
             raise CatalogError(
                 f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
             ) from None
+        except ValueError as exc:
+            raise CatalogError(f"{path}: {exc}") from None
     return source, f"<{type(source).__name__}>", None
 
 
@@ -74,14 +84,89 @@ def is_saved_tool(item: Any) -> bool:
 
 
 def saved_tool(item: Mapping[str, Any], where: str) -> RawTool | Tool:
+    """A tool a router saved (:meth:`Tool.to_dict`), rebuilt without the full catalog checks:
+    only for files a checksum says this process's own kind wrote. Every field is still checked
+    for its type and size, so a damaged one is a bad tool, never an error later."""
+    name = item.get("name")
+    problem = _saved_problem(item)
+    if problem:
+        return RawTool(where=where, name=name, problem=f"bad saved tool: {problem}")
     try:
         tool = tool_from_dict(item)
+        # Encoding the content for its fingerprint also refuses a lone surrogate anywhere.
+        matches = tool.fingerprint == item["fingerprint"]
     except (KeyError, TypeError, ValueError) as exc:
-        return RawTool(where=where, name=item.get("name"), problem=f"bad saved tool: {exc!r}")
-    if tool.fingerprint != item["fingerprint"]:
+        return RawTool(where=where, name=name, problem=f"bad saved tool: {exc!r:.300}")
+    if not matches:
         problem = "saved fingerprint does not match the tool's content (edited after saving?)"
         return RawTool(where=where, name=tool.name, server=tool.server, problem=problem)
     return tool
+
+
+def saved_tool_checked(item: Mapping[str, Any], where: str) -> RawTool:
+    """A dict shaped like a saved tool, from a caller: read as the tool it describes and put
+    through every catalog check (a fingerprint is no proof of anything, anyone can compute
+    one). Its ``pinned`` and preconditions count as the tool's own block."""
+    saved = saved_tool(item, where)
+    if isinstance(saved, RawTool):
+        return saved
+    requires = item.get("requires", {})
+    meta = {
+        "requires": {
+            key: requires[key] for key in ("scopes", "tools", "milestones") if requires.get(key)
+        },
+        **{key: item[key] for key in ("scopes", "tags") if item.get(key)},
+        **({"pinned": True} if item.get("pinned") else {}),
+        **({"summary": item["summary"]} if item.get("summary") else {}),
+    }
+    return RawTool(
+        where=where,
+        name=saved.name,
+        description=saved.description,
+        input_schema=saved.input_schema,
+        server=saved.server,
+        annotations=saved.annotations,
+        meta=meta,
+        title=saved.title,
+    )
+
+
+_SAVED_STRINGS = ("server", "name", "description", "summary", "exposed_name")
+
+
+def _saved_problem(item: Mapping[str, Any]) -> str | None:
+    """What makes ``item`` no :meth:`Tool.to_dict` output this package could have written.
+
+    The walk checks nesting only (a lone surrogate fails the fingerprint's encoding): this
+    runs on every tool of a saved catalog when it loads.
+    """
+    problem = json_problem(dict(item), strict=False)
+    if problem:
+        return f"it holds {problem}"
+    for key in _SAVED_STRINGS:
+        if key in item and not isinstance(item[key], str):
+            return f"{key!r} must be a string, got {type(item[key]).__name__}"
+    for key in ("server", "name"):
+        value = item.get(key)
+        if not (isinstance(value, str) and value.strip()) or len(value) > MAX_NAME_CHARS:
+            return f"{key!r} must be a name of 1 to {MAX_NAME_CHARS} characters"
+    if len(item.get("description", "")) > MAX_DESCRIPTION_CHARS:
+        return f"the description is longer than {MAX_DESCRIPTION_CHARS:,} characters"
+    for key in ("input_schema", "annotations"):
+        if key in item and not isinstance(item[key], dict):
+            return f"{key!r} must be an object, got {type(item[key]).__name__}"
+    if not isinstance(item.get("pinned", False), bool):
+        return "'pinned' must be true or false"
+    if item.get("title") is not None and not isinstance(item["title"], str):
+        return "'title' must be a string or null"
+    requires = item.get("requires", {})
+    if not isinstance(requires, Mapping):
+        return f"'requires' must be an object, got {type(requires).__name__}"
+    lists = [("requires." + k, requires.get(k, [])) for k in ("scopes", "tools", "milestones")]
+    for key, value in [*lists, ("scopes", item.get("scopes", [])), ("tags", item.get("tags", []))]:
+        if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return f"{key!r} must be a list of strings"
+    return None
 
 
 def checked_overrides(overrides: object, *, lenient: bool) -> dict[str, dict[str, Any]]:

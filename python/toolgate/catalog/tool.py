@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -49,24 +48,6 @@ def canonical_json(obj: Any, *, allow_nan: bool = True) -> str:
     return json.dumps(
         obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan
     )
-
-
-def non_finite_at(node: Any, where: str = "") -> str | None:
-    """The path of the first NaN or infinity in a JSON-like value, if any."""
-    if isinstance(node, float) and not math.isfinite(node):
-        return where or "(root)"
-    items = (
-        node.items()
-        if isinstance(node, dict)
-        else enumerate(node)
-        if isinstance(node, list)
-        else ()
-    )
-    for key, child in items:
-        found = non_finite_at(child, f"{where}/{key}".lstrip("/"))
-        if found is not None:
-            return found
-    return None
 
 
 def _strings(value: Iterable[str]) -> tuple[str, ...]:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolgate.json_limits import json_problem, loads
+
 __all__ = ["parse_tool_call"]
 
 
@@ -63,7 +65,9 @@ def parse_tool_call(call: Any) -> ParsedCall:
         return ParsedCall("", None, call_id, problem)
     name = inner.get("name")
     if name is not None and not isinstance(name, str):
-        return ParsedCall("", None, call_id, f"the tool name must be a string, got {name!r}")
+        # The type, not the repr: no repr takes an integer of 5,000 digits or deep nesting.
+        problem = f"the tool name must be a string, got {type(name).__name__}"
+        return ParsedCall("", None, call_id, problem)
     parsed = ParsedCall(name or "", inner.get(args_key, {}) if args_key else {}, call_id)
     if parsed.problem:
         return parsed
@@ -74,11 +78,19 @@ def parse_tool_call(call: Any) -> ParsedCall:
         args = {}
     if isinstance(args, str):
         try:
-            args = json.loads(args)
+            args = loads(args)
         except json.JSONDecodeError as exc:
             problem = f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
             return ParsedCall(parsed.name, None, parsed.call_id, problem)
+        except ValueError as exc:  # nested too deeply, or a number too long to read
+            return ParsedCall(
+                parsed.name, None, parsed.call_id, f"arguments are not valid JSON ({exc})"
+            )
     if not isinstance(args, Mapping):
         problem = f"arguments must be a JSON object, got {type(args).__name__}"
         return ParsedCall(parsed.name, None, parsed.call_id, problem)
+    # Validation walks the arguments recursively; bounded here, before anything does.
+    problem = json_problem(args, strict=False)
+    if problem:
+        return ParsedCall(parsed.name, None, parsed.call_id, f"arguments hold {problem}")
     return ParsedCall(parsed.name, dict(args), parsed.call_id)

@@ -12,6 +12,7 @@ from typing import Any
 
 from toolgate.formats.raw import RawTool, ToolView
 from toolgate.formats.tool_dict import parse_tool_dict
+from toolgate.json_limits import loads
 
 __all__ = ["dumps", "parse"]
 
@@ -25,9 +26,10 @@ def parse(text: str | Iterable[str], server: str | None) -> list[RawTool]:
             continue
         where = f"line {number}"
         try:
-            obj: Any = json.loads(line)
-        except json.JSONDecodeError as exc:
-            out.append(RawTool(where=where, problem=f"not valid JSON ({exc.msg})"))
+            obj: Any = loads(line)
+        except ValueError as exc:  # also a number past 4,300 digits, or nesting too deep
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            out.append(RawTool(where=where, problem=f"not valid JSON ({reason})"))
             continue
         out.extend(parse_tool_dict(obj, where, server))
     return out

@@ -7,6 +7,7 @@ from typing import Any
 
 from toolgate.formats import anthropic, gemini, mcp, openai
 from toolgate.formats.raw import RawTool
+from toolgate.json_limits import json_problem
 
 __all__ = ["parse_tool_dict"]
 
@@ -18,6 +19,10 @@ def parse_tool_dict(obj: Any, where: str, server: str | None) -> list[RawTool]:
     """
     if not isinstance(obj, Mapping):
         return [RawTool(where=where, problem=f"expected a JSON object, got {type(obj).__name__}")]
+    # Given as objects, a tool can hold what no JSON text does, and what no repr survives.
+    problem = json_problem(obj, strict=False)
+    if problem:
+        return [RawTool(where=where, name=obj.get("name"), problem=f"the tool holds {problem}")]
     if gemini.is_wrapper(obj):
         return gemini.parse_wrapper(obj, where, server)
     builtin = gemini.parse_builtin(obj, where)

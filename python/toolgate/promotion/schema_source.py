@@ -12,9 +12,8 @@ otherwise than the one asked for is refused. :func:`as_schema_source` accepts:
   and re-lists only after :meth:`McpSchemaSource.invalidate` (call it on
   ``notifications/tools/list_changed``).
 
-:class:`LRUSchemaCache` is a pure-Python cache with the interface of the Rust
-``toolgate._toolgate.SchemaCache`` (``get_or_fetch(tool_id, version, fetch) -> str``), for
-builds without it.
+Fetched schemas are cached as JSON text in the core's LRU, ``toolgate._toolgate.SchemaCache``
+(:func:`default_cache`), keyed by tool id and a version that changes with the tool.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -36,7 +34,6 @@ __all__ = [
     "CallableSchemaSource",
     "CatalogSchemaSource",
     "DirectorySchemaSource",
-    "LRUSchemaCache",
     "McpSchemaSource",
     "SchemaCacheLike",
     "SchemaSource",
@@ -56,7 +53,7 @@ class SchemaSource(Protocol):
 
 @runtime_checkable
 class SchemaCacheLike(Protocol):
-    """The schema cache interface shared by the Rust cache and :class:`LRUSchemaCache`."""
+    """What promotion needs of a schema cache (``toolgate._toolgate.SchemaCache`` has it)."""
 
     def get_or_fetch(self, tool_id: str, version: int, fetch: Callable[[], str]) -> str:
         """The cached JSON for ``(tool_id, version)``, calling ``fetch`` on a miss."""
@@ -185,51 +182,7 @@ def as_schema_source(obj: Any) -> SchemaSource:
     )
 
 
-class LRUSchemaCache:
-    """A thread-safe LRU of schema JSON keyed by ``(tool_id, version)``.
-
-    ``version`` is an int (promotion passes the first 64 bits of the tool's fingerprint), so a
-    changed tool misses and is fetched again.
-    """
-
-    def __init__(self, capacity: int = 1024) -> None:
-        if capacity < 1:
-            raise InvalidInputError(f"cache capacity must be at least 1, got {capacity}")
-        self._capacity = capacity
-        self._entries: OrderedDict[tuple[str, int], str] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get_or_fetch(self, tool_id: str, version: int, fetch: Callable[[], str]) -> str:
-        """The cached JSON, or ``fetch()``'s result stored for next time."""
-        key = (tool_id, version)
-        with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                return self._entries[key]
-            self.misses += 1
-        # Fetch outside the lock: a slow MCP round trip must not block other tools' lookups.
-        value = fetch()
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
-        return value
-
-
-def default_cache(capacity: int = 1024, max_bytes: int = 64 << 20) -> SchemaCacheLike:
-    """The Rust ``SchemaCache`` when the extension has it, else :class:`LRUSchemaCache`.
-
-    ``max_bytes`` bounds the Rust cache's total size; the Python fallback bounds entries only.
-    """
-    rust_cache = getattr(_toolgate, "SchemaCache", None)
-    if rust_cache is not None:
-        cache: SchemaCacheLike = rust_cache(capacity, max_bytes)
-        return cache
-    return LRUSchemaCache(capacity)
+def default_cache(capacity: int = 1024, max_bytes: int = 64 << 20) -> _toolgate.SchemaCache:
+    """The core's LRU schema cache, holding at most ``capacity`` schemas and ``max_bytes``
+    bytes (tool ids plus schema text)."""
+    return _toolgate.SchemaCache(capacity, max_bytes)

@@ -10,7 +10,7 @@ from typing import Literal
 
 from toolgate.errors import InvalidInputError
 
-__all__ = ["DEFAULT", "DefaultType", "RouterConfig", "check_count"]
+__all__ = ["DEFAULT", "MAX_COUNT", "DefaultType", "RouterConfig", "check_count"]
 
 
 class DefaultType(enum.Enum):
@@ -69,20 +69,27 @@ class RouterConfig:
         check_count("min_tools", self.min_tools, minimum=1)
         check_count("clause_tools", self.clause_tools, minimum=0)
         if not isinstance(self.adaptive, bool):
-            raise InvalidInputError(f"adaptive must be True or False, got {self.adaptive!r}")
+            raise InvalidInputError(f"adaptive must be True or False, got {_shown(self.adaptive)}")
         if not (_finite(self.keep_ratio) and 0.0 <= self.keep_ratio <= 1.0):
-            raise InvalidInputError(f"keep_ratio must be in [0, 1], got {self.keep_ratio!r}")
+            raise InvalidInputError(f"keep_ratio must be in [0, 1], got {_shown(self.keep_ratio)}")
         check_count("fusion_top", self.fusion_top, minimum=0)  # 0: min-max over every row
         check_count("history_turns", self.history_turns, minimum=0)
+        floor = self.threshold
+        if floor is not None and not (_finite(floor) and -1.0 <= floor <= 1.0):
+            raise InvalidInputError(
+                f"threshold must be a cosine in [-1, 1] or None, got {_shown(floor)}"
+            )
         if not (isinstance(self.fusion, str) and _FUSION_METHOD.fullmatch(self.fusion)):
             raise InvalidInputError(
                 'fusion must be "minmax", "divmax", "rrf" or "<dense>+<sparse>" with each side '
-                f"raw, minmax or divmax (as _toolgate.fuse takes), got {self.fusion!r}"
+                f"raw, minmax or divmax (as _toolgate.fuse takes), got {_shown(self.fusion)}"
             )
         if not (_finite(self.bm25_k1) and self.bm25_k1 > 0.0):
-            raise InvalidInputError(f"bm25_k1 must be a finite number > 0, got {self.bm25_k1}")
+            raise InvalidInputError(
+                f"bm25_k1 must be a finite number > 0, got {_shown(self.bm25_k1)}"
+            )
         if not (_finite(self.bm25_b) and 0.0 <= self.bm25_b <= 1.0):
-            raise InvalidInputError(f"bm25_b must be in [0, 1], got {self.bm25_b}")
+            raise InvalidInputError(f"bm25_b must be in [0, 1], got {_shown(self.bm25_b)}")
         weights = self.bm25_weights
         if not (
             isinstance(weights, tuple)
@@ -91,26 +98,30 @@ class RouterConfig:
         ):
             raise InvalidInputError(
                 "bm25_weights must be 4 finite numbers >= 0 (name, description, parameter "
-                f"text, server), got {weights!r}"
+                f"text, server), got {_shown(weights)}"
             )
-        if not 0.0 <= self.alpha <= 1.0:
-            raise InvalidInputError(f"alpha must be in [0, 1], got {self.alpha}")
-        if not 0.0 <= self.history_decay <= 1.0:
-            raise InvalidInputError(f"history_decay must be in [0, 1], got {self.history_decay}")
+        if not (_finite(self.alpha) and 0.0 <= self.alpha <= 1.0):
+            raise InvalidInputError(f"alpha must be in [0, 1], got {_shown(self.alpha)}")
+        if not (_finite(self.history_decay) and 0.0 <= self.history_decay <= 1.0):
+            raise InvalidInputError(
+                f"history_decay must be in [0, 1], got {_shown(self.history_decay)}"
+            )
         if not (_finite(self.clause_weight) and self.clause_weight >= 0.0):
             raise InvalidInputError(
-                f"clause_weight must be a finite number >= 0, got {self.clause_weight}"
+                f"clause_weight must be a finite number >= 0, got {_shown(self.clause_weight)}"
             )
         copies = self.near_copy_cosine
         if copies is not None and not (_finite(copies) and 0.0 < copies <= 1.0):
             raise InvalidInputError(
-                f"near_copy_cosine must be a cosine in (0, 1] or None, got {copies!r}"
+                f"near_copy_cosine must be a cosine in (0, 1] or None, got {_shown(copies)}"
             )
-        if self.precision not in ("fp32", "int8"):
-            raise InvalidInputError(f"precision must be 'fp32' or 'int8', got {self.precision!r}")
-        if self.index_dtype not in ("f32", "int8", "bf16"):
+        if not (isinstance(self.precision, str) and self.precision in ("fp32", "int8")):
             raise InvalidInputError(
-                f"index_dtype must be 'f32', 'int8' or 'bf16', got {self.index_dtype!r}"
+                f"precision must be 'fp32' or 'int8', got {_shown(self.precision)}"
+            )
+        if not (isinstance(self.index_dtype, str) and self.index_dtype in ("f32", "int8", "bf16")):
+            raise InvalidInputError(
+                f"index_dtype must be 'f32', 'int8' or 'bf16', got {_shown(self.index_dtype)}"
             )
 
 
@@ -120,10 +131,33 @@ _FUSION_METHOD = re.compile(r"minmax|divmax|rrf|(?:raw|minmax|divmax)\+(?:raw|mi
 
 
 def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    # An integer past float's range is no finite setting either (and isfinite raises on it).
+    return math.isfinite(value) if isinstance(value, float) else value.bit_length() <= 1024
+
+
+#: Largest count a setting takes: the core reads counts as 64-bit integers, and no index
+#: holds more rows than this.
+MAX_COUNT = 2**32 - 1
 
 
 def check_count(name: str, value: object, *, minimum: int) -> None:
-    """Raise :class:`InvalidInputError` unless ``value`` is an integer >= ``minimum``."""
+    """Raise :class:`InvalidInputError` unless ``value`` is an integer from ``minimum`` to
+    :data:`MAX_COUNT`."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {_shown(value)}")
+    if value > MAX_COUNT:
+        raise InvalidInputError(f"{name} must be at most {MAX_COUNT:,}, got {_shown(value)}")
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` for a message: cut short, and never raising (``repr`` of an integer of
+    more than 4,300 digits does)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__ must not replace the error being reported
+        return f"a {type(value).__name__}"
+    return text if len(text) <= 80 else f"{text[:80]}..."

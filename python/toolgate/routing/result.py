@@ -14,6 +14,9 @@ __all__ = ["GatedOut", "RouteResult", "RoutedTool"]
 class RoutedTool:
     """One active tool: its id, fused score, the score of each signal and why it is in.
 
+    ``dense`` is the whole-query cosine the core ranked with, at the index's storage precision
+    (int8 by default: within the quantisation error of the f32 cosine; routing does not
+    re-score in f32 as ``Index.search`` does); ``bm25`` is the BM25 score.
     ``reason`` is ``"ranked"`` (by fused score), ``"clause"`` (among the best for one clause of
     a multi-intent query, which the whole query ranked lower), ``"named"`` (named verbatim in
     the query), ``"selected"`` (a ``select:`` query), ``"included"`` (the caller's ``include``

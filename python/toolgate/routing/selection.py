@@ -25,9 +25,12 @@ The order of the result is the order of that list, which is the order of the evi
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolgate.routing.config import RouterConfig
+
+if TYPE_CHECKING:
+    from toolgate._toolgate import RoutedRow, RouteOutcome
 
 __all__ = ["MAX_CLAUSES", "adapt", "select"]
 
@@ -66,50 +69,36 @@ def select(
 MAX_CLAUSES = 16
 
 
-#: One row of the core's ranking: ``(row, fused, cosine, bm25)``.
-Row = tuple[int, float, float, float]
-
-
 def adapt(
-    outcome: tuple[Any, ...],
+    ranked: Sequence[RoutedRow],
     clause_vectors: Any,
     clause_texts: Sequence[str],
-    rank_clause: Callable[[Any, str], tuple[Any, ...]],
+    rank_clause: Callable[[Any, str], RouteOutcome],
     *,
     ceiling: int,
     config: RouterConfig,
-) -> tuple[tuple[Any, ...], list[int]]:
-    """The core's route ``outcome`` with its ranked rows cut down by :func:`select`, and the
-    rows added for a clause that the whole query did not rank.
+) -> tuple[list[RoutedRow], list[int]]:
+    """The core's ``ranked`` rows cut down by :func:`select`, and the rows added for a clause
+    that the whole query did not rank.
 
     ``clause_vectors`` is the (clauses, dim) array of the query's clause vectors and
     ``clause_texts`` their texts. ``rank_clause(vector, text)`` routes one clause as the query
     was routed (the same gate, scope, floor and forced rows) and returns the core's outcome;
     at most :data:`MAX_CLAUSES` clauses are ranked (each is a pass over every row).
     """
-    forced, ranked, n_gated, n_out_of_scope, gated, copies = outcome
-    ranked_clauses: list[list[Row]] = []
+    ranked_clauses: list[list[RoutedRow]] = []
     if config.clause_tools:
         for vector, text in list(zip(clause_vectors, clause_texts, strict=True))[:MAX_CLAUSES]:
-            ranked_clauses.append(list(rank_clause(vector, text)[1]))
-    rows = {row[0]: row for clause in ranked_clauses for row in clause}
-    rows |= {row[0]: row for row in ranked}
+            ranked_clauses.append(list(rank_clause(vector, text).ranked))
+    rows = {r.row: r for clause in ranked_clauses for r in clause}
+    rows |= {r.row: r for r in ranked}
     keys = select(
-        [(row[0], row[1]) for row in ranked],
-        [[(row[0], row[1]) for row in clause] for clause in ranked_clauses],
+        [(r.row, r.fused) for r in ranked],
+        [[(r.row, r.fused) for r in clause] for clause in ranked_clauses],
         ceiling=ceiling,
         min_tools=config.min_tools,
         keep_ratio=config.keep_ratio,
         clause_tools=config.clause_tools,
     )
-    kept = set(keys)
-    own = {row[0] for row in ranked}
-    cut = (
-        forced,
-        [rows[key] for key in keys],
-        n_gated,
-        n_out_of_scope,
-        gated,
-        [copy for copy in copies if copy[0] in kept],
-    )
-    return cut, [key for key in keys if key not in own]
+    own = {r.row for r in ranked}
+    return [rows[key] for key in keys], [key for key in keys if key not in own]

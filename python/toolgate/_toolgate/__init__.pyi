@@ -1,5 +1,6 @@
 """Type stubs for the compiled core, ``toolgate._toolgate``. Hand-written: keep in step with
-``rust/py/``; ``python -m mypy.stubtest toolgate._toolgate`` checks that they agree."""
+``rust/py/``; ``python -m mypy.stubtest toolgate._toolgate`` checks that they agree (for the
+private submodule ``_testing`` too)."""
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from os import PathLike
@@ -9,28 +10,27 @@ from typing import Any, Literal, final
 import numpy as np
 from numpy.typing import NDArray
 
+from . import _testing as _testing
+
 __all__ = [
     "Bm25",
     "GatedCandidate",
+    "GatedRow",
     "Index",
     "IndexFormatError",
     "InvalidInputError",
+    "RouteOutcome",
+    "RoutedRow",
     "SchemaCache",
     "SearchResult",
+    "StorageError",
     "ToolgateError",
     "__version__",
-    "_active_isa",
-    "_available_isas",
-    "_dot",
-    "_force_isa",
-    "_i8_error_bound",
-    "_read_probe",
-    "_scan",
-    "_scan_batch",
-    "analyze_text",
+    "_testing",
     "dense_signal",
     "fuse",
     "route",
+    "route_select",
 ]
 __version__: str
 
@@ -44,6 +44,10 @@ class IndexFormatError(ToolgateError):
 class InvalidInputError(ToolgateError):
     """An argument has a value toolgate cannot use."""
 
+class StorageError(ToolgateError, OSError):
+    """A file cannot be read or written (missing, a directory, no permission, disk full...):
+    both a ToolgateError and an OSError with errno and filename."""
+
 _Path = str | PathLike[str]
 _Dtype = Literal["f32", "int8", "bf16"]
 
@@ -54,8 +58,10 @@ class Index:
     The file holds the rows L2-normalised (as f32, plus an int8 or bf16 copy for those
     storage types), a model id, one uint64 id per row and per-row required-flag masks. It is
     written atomically and mapped read-only, so many processes share one copy of its pages.
-    Int8 and bf16 indexes scan the compact copy, then re-score the candidates exactly in f32:
-    their results equal an f32 index's, bit for bit.
+    The searches (:meth:`search`, :meth:`search_gated`, :meth:`search_batch`) scan the compact
+    copy of an int8 or bf16 index, then re-score the candidates exactly in f32: their results
+    equal an f32 index's, bit for bit. :meth:`scores`, and :func:`route`, which ranks on it,
+    give the compact copy's cosines as they are.
 
     One index may be searched from any number of threads at once; the GIL is released while
     it scans.
@@ -83,8 +89,9 @@ class Index:
         ``masks`` gives each row's required flags, either as an (N, W) uint64 array (flag ``f``
         is bit ``f % 64`` of word ``f // 64``) or as one iterable of flag numbers per row.
         ``ids`` stores one uint64 per row (default ``0..N``). Raises ``InvalidInputError`` for
-        bad input (non-finite values, wrong shapes) and ``OSError`` when the file cannot be
-        written; an existing file at ``path`` is only replaced once the new one is complete.
+        bad input (non-finite values, wrong shapes) and ``StorageError`` (an ``OSError``) when
+        the file cannot be written; an existing file at ``path`` is only replaced once the new
+        one is complete.
         """
 
     @staticmethod
@@ -154,7 +161,7 @@ class Index:
     def scores(self, query: NDArray[np.float32]) -> NDArray[np.float32]:
         """Cosine of ``query`` against every row, at the storage precision: exact f32 for
         ``"f32"`` indexes, within the quantisation error for ``"int8"`` / ``"bf16"`` (use
-        :meth:`rescore` on the rows you keep)."""
+        :meth:`rescore` on the rows you keep). :func:`route` ranks on these."""
 
     def vectors(self, rows: Iterable[int]) -> NDArray[np.float32]:
         """The stored (normalised) f32 vectors of ``rows``, as a (len(rows), d) copy."""
@@ -263,13 +270,19 @@ class Bm25:
         k1: float = 1.2,
         b: float = 0.75,
         field_weights: dict[str, float] | None = None,
+        exposed_names: Iterable[tuple[int, str]] | None = None,
     ) -> Bm25:
         """Indexes ``docs``: dicts (``name`` required; ``description``, ``param_text``,
-        ``server`` optional) or tuples ``(name, description, param_text, server)``."""
+        ``server`` optional) or tuples ``(name, description, param_text, server)``.
+
+        ``exposed_names`` are ``(row, name)`` pairs: the names the model sees where the
+        catalog renamed a tool, which :meth:`rows_named` and :meth:`mentioned_names` then know
+        too. They are the catalog's, not saved with the index: pass them to :meth:`load`."""
 
     @staticmethod
-    def load(path: _Path) -> Bm25:
-        """Reads an index written by :meth:`save`."""
+    def load(path: _Path, *, exposed_names: Iterable[tuple[int, str]] | None = None) -> Bm25:
+        """Reads an index written by :meth:`save`, with ``exposed_names`` as for
+        :meth:`build`."""
 
     def save(self, path: _Path) -> None:
         """Writes the index to ``path`` atomically."""
@@ -281,10 +294,12 @@ class Bm25:
         """Rows (ascending) whose id ``server/name`` contains every term of ``term``."""
 
     def rows_named(self, name: str) -> list[int]:
-        """Rows whose tool name or ``server/name`` id equals ``name``."""
+        """Rows whose tool name or ``server/name`` id equals ``name`` (else equals it ignoring
+        case; else the row whose exposed name does)."""
 
     def mentioned_names(self, query: str) -> list[int]:
-        """Rows whose compound name or id the query mentions verbatim (ignoring case)."""
+        """Rows whose compound name, id or exposed name the query mentions verbatim (ignoring
+        case); any name, when it is the whole query."""
 
     @property
     def k1(self) -> float:
@@ -299,9 +314,6 @@ class Bm25:
         """Field weights: ``name``, ``description``, ``params``, ``server``."""
 
     def __len__(self) -> int: ...
-
-def analyze_text(text: str, *, keep_stop_words: bool = False) -> list[str]:
-    """The terms BM25 indexes for ``text``."""
 
 def fuse(
     dense: NDArray[np.float32],
@@ -318,8 +330,6 @@ def fuse(
     ``raw``, ``minmax`` or ``divmax``.
     """
 
-_RoutedRow = tuple[int, float, float, float]
-
 def dense_signal(
     index: Index,
     cosine: NDArray[np.float32],
@@ -330,6 +340,72 @@ def dense_signal(
     clause vectors ((m, d) float32): for the rows nearest the query, the cosine plus
     ``clause_weight`` times the best clause cosine; for the rest, ``1 + clause_weight`` times
     the cosine."""
+
+@final
+class RoutedRow:
+    """One active row of a route and the evidence for it."""
+
+    @property
+    def row(self) -> int:
+        """Row number in the index."""
+
+    @property
+    def fused(self) -> float:
+        """Fused score."""
+
+    @property
+    def dense(self) -> float:
+        """Whole-query cosine, at the index's storage precision."""
+
+    @property
+    def bm25(self) -> float:
+        """BM25 score."""
+
+    @property
+    def copy_of(self) -> int | None:
+        """The row placed above that this ranked row nearly copies, if it does."""
+
+@final
+class GatedRow:
+    """A row the gate kept out of a route: the fused score it would have ranked with, and
+    the flags it misses."""
+
+    @property
+    def row(self) -> int:
+        """Row number in the index."""
+
+    @property
+    def fused(self) -> float:
+        """Fused score."""
+
+    @property
+    def missing_flags(self) -> list[int]:
+        """Required flags the caller did not satisfy, ascending."""
+
+@final
+class RouteOutcome:
+    """What one :func:`route` or :func:`route_select` call chose, and what the gate kept out."""
+
+    @property
+    def forced(self) -> list[RoutedRow]:
+        """Eligible forced rows: best fused score first from :func:`route`, in the order
+        given from :func:`route_select`."""
+
+    @property
+    def ranked(self) -> list[RoutedRow]:
+        """The best ``k`` other eligible rows, best first, near copies moved down."""
+
+    @property
+    def n_gated(self) -> int:
+        """Rows in scope but gated out by missing flags."""
+
+    @property
+    def n_out_of_scope(self) -> int:
+        """Rows outside ``allow`` or inside ``deny``."""
+
+    @property
+    def gated(self) -> list[GatedRow]:
+        """The best few gated rows that would otherwise have been active, best first."""
 
 def route(
     index: Index,
@@ -346,31 +422,40 @@ def route(
     allow: NDArray[np.uint32] | None = None,
     deny: NDArray[np.uint32] | None = None,
     forced: NDArray[np.uint32] | None = None,
+    rankable: NDArray[np.uint32] | None = None,
     clauses: NDArray[np.float32] | None = None,
     clause_weight: float = 0.0,
     near_copy_cosine: float | None = None,
-) -> tuple[
-    list[_RoutedRow],
-    list[_RoutedRow],
-    int,
-    int,
-    list[tuple[_RoutedRow, list[int]]],
-    list[tuple[int, int]],
-]:
+) -> RouteOutcome:
     """Dense scan, BM25, fusion, gating and top-k for one query, with the GIL released.
 
-    ``clauses`` ((m, d) float32) are clause vectors of a multi-intent query: fusion reads each
-    row's whole-query cosine plus ``clause_weight`` times its best clause cosine.
-    ``near_copy_cosine``: a ranked row with the same tool name as a row placed above it, and
-    whose stored vector has at least this cosine with that row's, is moved below the rows
-    that are not copies and score at least half as well (the best ``2k`` are ranked, ``k``
-    kept).
+    Rows are ranked on :meth:`Index.scores`, at the index's storage precision: unlike
+    :meth:`Index.search`, nothing is re-scored in f32, so on an int8 or bf16 index the rows,
+    their order and the ``dense`` cosines are the compact copy's.
 
-    Returns ``(forced, ranked, n_gated, n_out_of_scope, gated, copies)``; each row is
-    ``(row, fused, dense, bm25)`` (``dense``: the whole-query cosine), each gated entry
-    carries its missing flags, and ``copies`` pairs each ranked near copy with the row above
-    it that it copies.
+    ``forced`` rows are included whenever eligible, whatever their score. ``rankable`` (a
+    ``+term`` filter) lists the only other rows that may be ranked; a row in scope outside it
+    is left out of the outcome altogether, and ``n_out_of_scope`` counts ``allow`` and
+    ``deny`` alone. ``clauses`` ((m, d) float32) are clause vectors of a multi-intent query:
+    fusion reads each row's whole-query cosine plus ``clause_weight`` times its best clause
+    cosine. ``near_copy_cosine``: a ranked row with the same tool name as a row placed above
+    it, and whose stored vector has at least this cosine with that row's, is moved below the
+    rows that are not copies and score at least half as well (the best ``2k`` are ranked,
+    ``k`` kept).
     """
+
+def route_select(
+    index: Index,
+    bm25: Bm25,
+    rows: NDArray[np.uint32],
+    *,
+    flags: NDArray[np.uint32] | None = None,
+    allow: NDArray[np.uint32] | None = None,
+    deny: NDArray[np.uint32] | None = None,
+) -> RouteOutcome:
+    """ToolSearch's ``select:``, the same core call as :func:`route` in another mode: the
+    eligible ``rows`` alone, in the order given (each once), every score 0. Nothing is
+    scanned; ``n_gated`` counts the gated ``rows``."""
 
 @final
 class SchemaCache:
@@ -404,26 +489,3 @@ class SchemaCache:
         """The byte bound."""
 
     def __len__(self) -> int: ...
-
-def _available_isas() -> list[str]: ...
-def _active_isa() -> str: ...
-def _force_isa(name: str | None) -> None: ...
-def _scan(
-    query: NDArray[np.float32],
-    rows: NDArray[Any],
-    dtype: str = "f32",
-    scales: NDArray[np.float32] | None = None,
-    *,
-    padded: bool = False,
-) -> NDArray[np.float32]: ...
-def _scan_batch(
-    queries: NDArray[np.float32],
-    rows: NDArray[Any],
-    dtype: str = "f32",
-    scales: NDArray[np.float32] | None = None,
-    *,
-    padded: bool = False,
-) -> NDArray[np.float32]: ...
-def _read_probe(rows: NDArray[np.float32]) -> float: ...
-def _dot(a: NDArray[np.float32], b: NDArray[np.float32]) -> float: ...
-def _i8_error_bound(query: NDArray[np.float32], scale: float) -> float: ...

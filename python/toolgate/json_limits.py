@@ -1,0 +1,123 @@
+"""JSON from outside (files, servers, a model's tool calls) read within bounds.
+
+Python's own readers have none that hostile input cannot reach: ``json.loads`` of 100,000
+nested brackets raises ``RecursionError``, a 5,000-digit number ``ValueError``, a path to
+``/dev/zero`` is read until memory runs out, and every recursive walk of an accepted value
+(schema checks, fingerprints, validation) fails on deep nesting later, far from the input.
+These helpers refuse such input where it is read, with a message that says what is wrong, and
+let each caller raise it as its own :class:`~toolgate.errors.ToolgateError`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from toolgate.unicode import lone_surrogate_at
+
+__all__ = ["MAX_DEPTH", "JsonLimitError", "json_problem", "loads", "open_regular", "read_bounded"]
+
+#: Deepest nesting of objects and arrays accepted in a tool or a call's arguments: far past
+#: any real schema, and well inside the interpreter's recursion limit for every walker.
+MAX_DEPTH = 64
+
+
+# The bits of the longest integer Python prints or parses by default (4,300 digits).
+_MAX_INT_BITS = 14_280
+
+
+class JsonLimitError(ValueError):
+    """Input past a bound (size, nesting) or that is no regular file; the message says which."""
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, refused past ``limit`` bytes.
+
+    A directory, a device (``/dev/zero``) or a pipe is a :class:`JsonLimitError` before it is
+    opened for reading (opening a FIFO blocks); I/O failures are ``OSError``.
+    """
+    with open_regular(path) as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise JsonLimitError(f"{path} is larger than {limit:,} bytes, the most read here")
+    return data
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file, else a :class:`JsonLimitError`
+    (opening a FIFO would block, and a device or a directory has no content to read)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise JsonLimitError(f"{path} is not a regular file (a directory, a device or a pipe)")
+    # O_NONBLOCK: if a FIFO took the path's place since the check, opening it does not block.
+    handle = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    file = os.fdopen(handle, "rb")
+    if not stat.S_ISREG(os.fstat(handle).st_mode):
+        file.close()
+        raise JsonLimitError(f"{path} is not a regular file (a directory, a device or a pipe)")
+    return file
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` that raises only ``ValueError``: nesting too deep for the parser (a
+    ``RecursionError``) becomes a :class:`JsonLimitError`, like a number of more than 4,300
+    digits already is a ``ValueError``."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise JsonLimitError("JSON nested too deeply to read") from None
+
+
+def json_problem(value: Any, max_depth: int = MAX_DEPTH, *, strict: bool = True) -> str | None:
+    """What in ``value`` is not plain JSON toolgate can hold, as a noun phrase naming where
+    (``"NaN or Infinity at properties/x/maximum"``), or ``None``.
+
+    Refused: nesting deeper than ``max_depth``, a key that is not a string, a string or key
+    holding a lone surrogate (no encoder takes it), NaN or infinity, and any type JSON has no
+    form for. The walk is iterative, so it is safe on values nested past the recursion limit.
+    ``strict=False`` checks only what breaks a reader: the nesting, and integers longer than
+    JSON text may hold (4,300 digits; not even ``repr`` takes them).
+    """
+    if not isinstance(value, (dict, list)):
+        return _scalar_problem(value, "(root)", strict)
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        if depth >= max_depth:
+            return f"nesting deeper than {max_depth} levels at {where or '(root)'}"
+        is_dict = isinstance(node, dict)
+        for key, child in node.items() if is_dict else enumerate(node):
+            if is_dict and strict:
+                if not isinstance(key, str):
+                    kind = type(key).__name__
+                    return f"a key that is a {kind}, not a string, at {where or '(root)'}"
+                bad = lone_surrogate_at(key)
+                if bad is not None:
+                    return f"a key with a lone surrogate at {where or '(root)'} (character {bad})"
+            if isinstance(child, (dict, list)):
+                stack.append((child, f"{where}/{key}" if where else str(key), depth + 1))
+            elif strict or type(child) is int:
+                problem = _scalar_problem(child, f"{where}/{key}" if where else str(key), strict)
+                if problem:
+                    return problem
+    return None
+
+
+def _scalar_problem(node: Any, at: str, strict: bool) -> str | None:
+    if isinstance(node, int) and not isinstance(node, bool):
+        return (
+            None
+            if node.bit_length() <= _MAX_INT_BITS
+            else f"an integer of more than 4,300 digits at {at}"
+        )
+    if not strict or node is None or isinstance(node, bool):
+        return None
+    if isinstance(node, str):
+        bad = lone_surrogate_at(node)
+        return None if bad is None else f"a lone surrogate at {at} (character {bad})"
+    if isinstance(node, float):
+        return None if math.isfinite(node) else f"NaN or Infinity at {at}"
+    return f"a {type(node).__name__} at {at}, which JSON cannot hold"

@@ -1,0 +1,204 @@
+"""Building a router's index files: tool rows embedded, the matrix and BM25 index written.
+
+:mod:`toolgate.routing.store` holds the directory's format (manifest, fingerprints, atomic
+writes); this module fills a directory from a catalog, reuses the vectors of unchanged tools
+when a catalog changes, and opens the files of a saved router.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from toolgate import _toolgate
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
+from toolgate.embedding.embedder import Embedder, resolve_cache
+from toolgate.errors import IndexFormatError
+from toolgate.routing.config import RouterConfig
+from toolgate.routing.state import FlagVocabulary
+from toolgate.routing.store import (
+    BM25,
+    CATALOG,
+    MANIFEST,
+    MATRIX,
+    CatalogOutline,
+    SavedRouter,
+    check_files,
+    copy_atomic,
+    fingerprint,
+    load_saved_catalog,
+    prepare_directory,
+    read_manifest,
+    renamed_rows,
+    save_fingerprinted,
+)
+
+if TYPE_CHECKING:
+    from toolgate.embedding.cache import EmbeddingCache
+
+__all__ = [
+    "Built",
+    "build_files",
+    "default_embedder",
+    "embed_tools",
+    "open_cache",
+    "open_files",
+    "refreshed_vectors",
+    "save_files",
+]
+
+_EMBEDDING_DIM = 384
+
+
+def default_embedder(
+    precision: Literal["fp32", "int8"], *, progress: bool | None = None
+) -> Embedder:
+    """The bundled model at ``precision`` (``progress`` as
+    :class:`~toolgate.embedding.embedder.Embedder`)."""
+    return Embedder(precision=precision, progress=progress)
+
+
+def open_cache(
+    cache: EmbeddingCache | str | os.PathLike[str] | bool | None,
+) -> EmbeddingCache | None:
+    """The embedding cache ``Router.from_catalog``'s ``cache`` argument names."""
+    return resolve_cache(cache if not isinstance(cache, os.PathLike) else Path(cache), None)
+
+
+def embed_tools(
+    embedder: Embedder, views: list[tuple[str, ...]], cache: EmbeddingCache | None
+) -> np.ndarray:
+    """Each tool's row: the normalised sum of its views' embeddings.
+
+    Texts found in ``cache`` are not embedded again, so re-indexing a catalog embeds only
+    what changed.
+    """
+    texts = [text for tool_views in views for text in tool_views]
+    if cache is None:
+        vectors = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), np.float32)
+    else:
+        vectors = cache.embed_through(embedder.model_id, texts, embedder.embed)
+    owners = np.repeat(np.arange(len(views)), [len(v) for v in views])
+    rows = np.zeros((len(views), embedder.dim), dtype=np.float32)
+    np.add.at(rows, owners, vectors)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    normalised: np.ndarray = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    return normalised
+
+
+def refreshed_vectors(
+    index: _toolgate.Index,
+    old: Catalog,
+    outline: CatalogOutline,
+    catalog: Catalog,
+    embedder: Embedder,
+) -> np.ndarray:
+    """Rows for ``catalog``, a new version of ``old`` (indexed in ``index``): a tool whose
+    text is unchanged keeps its stored vector, the others are embedded."""
+    # Vectors embedded from another version of the tool text are not reused: the index
+    # would mix two texts.
+    current = outline.text_version == TEXT_VERSION
+    old_rows = {tool.id: row for row, tool in enumerate(old)} if current else {}
+    old_views = embedding_views(old)
+    views = embedding_views(catalog)
+    vectors = np.zeros((len(catalog), index.dim), dtype=np.float32)
+    reused: list[tuple[int, int]] = []
+    fresh: list[int] = []
+    for row, tool in enumerate(catalog):
+        old_row = old_rows.get(tool.id)
+        if old_row is not None and old_views[old_row] == views[row]:
+            reused.append((row, old_row))
+        else:
+            fresh.append(row)
+    if reused:
+        new_rows, rows = zip(*reused, strict=True)
+        vectors[list(new_rows)] = index.vectors(list(rows))
+    if fresh:
+        vectors[fresh] = embed_tools(embedder, [views[row] for row in fresh], None)
+    return vectors
+
+
+@dataclass(frozen=True)
+class Built:
+    """A router's index files, written and opened: ``workdir`` is set when the directory is a
+    temporary one the router owns."""
+
+    directory: Path
+    workdir: Path | None
+    index: _toolgate.Index
+    bm25: _toolgate.Bm25
+    vocabulary: FlagVocabulary
+    files: dict[str, str]
+
+
+def build_files(
+    catalog: Catalog,
+    vectors: np.ndarray,
+    config: RouterConfig,
+    model_id: str,
+    path: str | os.PathLike[str] | None,
+) -> Built:
+    """Index ``catalog`` with its tool ``vectors`` under ``path`` (or a new temp dir)."""
+    workdir = None
+    if path is None:
+        directory = workdir = Path(tempfile.mkdtemp(prefix="toolgate-"))
+    else:
+        directory = prepare_directory(path)
+    tools = catalog.tools
+    vocabulary = FlagVocabulary.from_tools(tools)
+    index = _toolgate.Index.build(
+        directory / MATRIX,
+        vectors,
+        dtype=config.index_dtype,
+        model_id=model_id,
+        masks=vocabulary.masks(tools),
+    )
+    name, description, params, server = config.bm25_weights
+    bm25 = _toolgate.Bm25.build(
+        [bm25_document(t) for t in tools],
+        k1=config.bm25_k1,
+        b=config.bm25_b,
+        field_weights={"name": name, "description": description, "params": params,
+                       "server": server},
+        exposed_names=renamed_rows(catalog),
+    )  # fmt: skip
+    files = {MATRIX: fingerprint(directory / MATRIX), BM25: save_fingerprinted(bm25, directory)}
+    return Built(directory, workdir, index, bm25, vocabulary, files)
+
+
+def save_files(index: _toolgate.Index, bm25: _toolgate.Bm25, directory: Path) -> dict[str, str]:
+    """Copy ``index``'s matrix and write ``bm25`` into ``directory``; their fingerprints."""
+    source = Path(index.path)
+    copy_atomic(source, directory / MATRIX)
+    # Fingerprints of what this save wrote, taken from its own bytes, not from the
+    # directory, where a racing save may have put its files meanwhile.
+    return {MATRIX: fingerprint(source), BM25: save_fingerprinted(bm25, directory)}
+
+
+def open_files(directory: Path) -> tuple[SavedRouter, _toolgate.Index, _toolgate.Bm25]:
+    """The manifest, matrix and BM25 index of the router saved in ``directory``, checked to
+    belong together."""
+    saved = read_manifest(directory)
+    check_files(directory, saved)
+    exposed = saved.outline.exposed
+    if exposed is None:  # a manifest that predates them: ask the catalog
+        exposed = renamed_rows(load_saved_catalog(directory / CATALOG, saved.outline))
+    try:
+        index = _toolgate.Index.open(directory / MATRIX, expected_dim=_EMBEDDING_DIM)
+        bm25 = _toolgate.Bm25.load(directory / BM25, exposed_names=exposed)
+    except OSError as exc:  # missing, or a directory in a file's place
+        raise IndexFormatError(
+            f"{exc.filename or directory}: cannot read: {exc.strerror}"
+        ) from None
+    if index.model_id != saved.model_id:
+        raise IndexFormatError(
+            f"{directory / MATRIX}: embedded with {index.model_id!r}, "
+            f"but {MANIFEST} says {saved.model_id!r}"
+        )
+    return saved, index, bm25

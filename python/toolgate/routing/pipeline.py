@@ -1,0 +1,241 @@
+"""One route, start to end: the query read (its ToolSearch form, the tools it names, the
+caller's lists), the query embedded, one call into the core, its outcome made a result.
+
+:class:`~toolgate.routing.router.Router` owns one :class:`RoutePipeline` and hands it every
+``route``; a ``select:`` query takes the core's select mode, which scans nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from toolgate import _toolgate
+from toolgate.catalog.catalog import Catalog
+from toolgate.errors import IndexFormatError, InvalidInputError
+from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
+from toolgate.routing.history import HistoryTurn
+from toolgate.routing.outcome import Turn, route_result
+from toolgate.routing.query import ParsedQuery, parse_query
+from toolgate.routing.query_vectors import QueryVectors
+from toolgate.routing.result import RouteResult
+from toolgate.routing.rows import CatalogRows, Scope
+from toolgate.routing.scopes import pattern_list
+from toolgate.routing.selection import adapt
+from toolgate.routing.state import FlagVocabulary, State
+from toolgate.routing.store import CatalogOutline
+from toolgate.unicode import well_formed
+
+if TYPE_CHECKING:
+    from toolgate.embedding.embedder import Embedder
+
+__all__ = ["RoutePipeline"]
+
+
+class Limits(NamedTuple):
+    """What a ranked route lets through: at most ``k`` ranked rows, with a cosine of at least
+    ``floor``, whose required ``flags`` are met, within the caller's ``scope``; ``adaptive``
+    makes ``k`` a ceiling (:mod:`toolgate.routing.selection`)."""
+
+    k: int
+    floor: float | None
+    flags: np.ndarray
+    scope: Scope
+    adaptive: bool = False
+
+
+class RoutePipeline:
+    """Routes queries over one index: its BM25, rows, flag vocabulary and query vectors."""
+
+    def __init__(
+        self,
+        index: _toolgate.Index,
+        bm25: _toolgate.Bm25,
+        outline: CatalogOutline,
+        vocabulary: FlagVocabulary,
+        config: RouterConfig,
+        embedder: Embedder | Callable[[], Embedder],
+        catalog: Callable[[], Catalog],
+    ) -> None:
+        """The parts of one router: ``outline`` gives the ids of the rows, in order;
+        ``embedder`` and ``catalog`` may be loaders, called on first need (the catalog only
+        for a manifest too old to name every row's tool, see :meth:`CatalogRows.of`)."""
+        if len(index) != len(outline.ids) or len(bm25) != len(outline.ids):
+            raise IndexFormatError(
+                f"index ({len(index)} rows) and BM25 ({len(bm25)} documents) do not match "
+                f"the catalog ({len(outline.ids)} tools)"
+            )
+        self._index = index
+        self._bm25 = bm25
+        self._outline = outline
+        self._vocabulary = vocabulary
+        self._config = config
+        self._rows = CatalogRows.of(outline, bm25, catalog)
+        self.query_vectors = QueryVectors(
+            embedder, config, model_id=index.model_id, index_path=index.path
+        )
+
+    def with_config(self, config: RouterConfig) -> RoutePipeline:
+        """This pipeline under ``config``: the same index, rows and embedder."""
+        view = copy.copy(self)
+        view._config = config
+        view.query_vectors = self.query_vectors.with_config(config)
+        return view
+
+    def route(
+        self,
+        query: str,
+        *,
+        state: State | Mapping[str, Iterable[str]] | None,
+        history: Sequence[HistoryTurn] | None,
+        top_k: int | None,
+        threshold: float | DefaultType | None,
+        allow: Iterable[str] | None,
+        deny: Iterable[str] | None,
+        forms: bool,
+        include: Iterable[str] | None,
+        adaptive: bool = False,
+    ) -> RouteResult:
+        """:meth:`Router.route <toolgate.routing.router.Router.route>`, but telemetry."""
+        start = time.perf_counter()
+        allow, deny = pattern_list(allow), pattern_list(deny)
+        if isinstance(query, str):  # parse_query names any other type
+            query = well_formed(query)
+        parsed = parse_query(query, forms=forms)
+        k = _checked_k(top_k, self._config.top_k, len(self._outline.ids))
+        floor = _checked_floor(threshold, self._config.threshold)
+        flags = self._vocabulary.flags(State.coerce(state))
+        scope = self._rows.scope(allow, deny)
+        included, unknown = self._rows.included(include)
+        turn = Turn(query, parsed.form, start, unknown=unknown)
+        if parsed.select:
+            result = self._select(parsed.select, turn, flags, scope, included)
+        elif not parsed.text:
+            raise InvalidInputError("query is empty")
+        else:
+            limits = Limits(k, floor, flags, scope, adaptive)
+            result = self._rank(parsed, history, turn, limits, included)
+        if allow is not None or deny is not None:
+            result = replace(result, allow=allow, deny=deny)
+        return result
+
+    def _rank(
+        self,
+        parsed: ParsedQuery,
+        history: Sequence[HistoryTurn] | None,
+        turn: Turn,
+        limits: Limits,
+        included: Sequence[int],
+    ) -> RouteResult:
+        """A text query (``+term`` words filter what is ranked): the tools it names and
+        ``included`` come first, whatever their score, then the best ``limits.k`` others."""
+        named = self._rows.mentioned(turn.query)
+        turn.reasons = {row: "included" for row in included} | {row: "named" for row in named}
+        forced = self._rows.with_pinned(sorted(turn.reasons))
+        rankable = None
+        if parsed.required_terms:  # named, included and pinned tools stay in
+            rankable = self._rows.having_terms(parsed.required_terms)
+        embed_start = turn.lap("parse", turn.start)
+        vector, clauses = self.query_vectors(parsed.text, history)
+        core_start = turn.lap("embed", embed_start)
+        config = self._config
+        rank = partial(
+            _toolgate.route, self._index, self._bm25,
+            alpha=config.alpha, method=config.fusion, top=config.fusion_top,
+            threshold=limits.floor, flags=limits.flags,
+            allow=limits.scope[0], deny=limits.scope[1], forced=forced, rankable=rankable,
+            near_copy_cosine=config.near_copy_cosine,
+        )  # fmt: skip
+        outcome = rank(
+            vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight
+        )
+        ranked = outcome.ranked
+        if limits.adaptive:
+            # Each clause ranked as the query is: the same gate, scope, floor and forced rows.
+            rank_clause = partial(rank, k=max(config.clause_tools, 1))
+            texts = self.query_vectors.clause_texts(parsed.text)
+            ranked, picked = adapt(
+                ranked, clauses, texts, rank_clause, ceiling=limits.k, config=config
+            )
+            turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
+        turn.lap("core", core_start)
+        return self._result(outcome, turn, ranked=ranked)
+
+    def _select(
+        self,
+        names: Sequence[str],
+        turn: Turn,
+        flags: np.ndarray,
+        scope: Scope,
+        included: Sequence[int],
+    ) -> RouteResult:
+        """A ``select:`` query: the tools ``names`` names, then ``included``, then the pinned
+        ones, each when the gate lets it through; those the caller's lists shut out are
+        reported with the reason."""
+        selected, unknown = self._rows.selected(names)
+        turn.reasons = {row: "included" for row in included} | {row: "selected" for row in selected}
+        turn.unknown = [*unknown, *turn.unknown]
+        rows = [*selected, *(row for row in included if row not in selected)]
+        core_start = time.perf_counter()
+        outcome = _toolgate.route_select(
+            self._index, self._bm25, self._rows.with_pinned(rows),
+            flags=flags, allow=scope[0], deny=scope[1],
+        )  # fmt: skip
+        turn.lap("core", core_start)
+        return self._result(outcome, turn, self._rows.shut_out(rows, scope))
+
+    def _result(
+        self,
+        outcome: _toolgate.RouteOutcome,
+        turn: Turn,
+        shut_out: Iterable[tuple[int, str]] = (),
+        ranked: Sequence[_toolgate.RoutedRow] | None = None,
+    ) -> RouteResult:
+        return route_result(
+            outcome,
+            turn,
+            ranked=ranked,
+            ids=self._outline.ids,
+            vocabulary=self._vocabulary,
+            catalog_version=self._outline.version,
+            shut_out=shut_out,
+        )
+
+    def scores(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each row's cosine for ``text``, the dense signal that :meth:`route` fuses (the
+        cosine with the clause bonus, see ``_toolgate.dense_signal``), and its BM25 score."""
+        vector, clauses = self.query_vectors(text)
+        cosine = self._index.scores(vector)
+        weight = self._config.clause_weight
+        dense = _toolgate.dense_signal(self._index, cosine, clauses, weight)
+        return cosine, dense, self._bm25.scores(text)
+
+
+def _checked_k(top_k: int | None, configured: int, n_tools: int) -> int:
+    """``top_k``, or the ``configured`` one, checked and capped at the catalog's size."""
+    k = configured if top_k is None else top_k
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InvalidInputError(f"top_k must be a positive integer, got {top_k!r}")
+    # Past the catalog's size a larger k changes nothing, and the core's k is 64-bit.
+    return min(k, max(1, n_tools))
+
+
+def _checked_floor(threshold: float | DefaultType | None, configured: float | None) -> float | None:
+    """The cosine floor: ``threshold``, or the ``configured`` one for ``DEFAULT``."""
+    floor = configured if threshold is DEFAULT else threshold
+    if floor is None:
+        return None
+    if (
+        isinstance(floor, bool)
+        or not isinstance(floor, (int, float, np.floating))
+        or not math.isfinite(floor)
+    ):
+        raise InvalidInputError(f"threshold must be a finite number or None, got {floor!r}")
+    return float(floor)

@@ -1,0 +1,113 @@
+"""A route's query vectors: the query embedded, blended with earlier turns, and its clauses.
+
+Recent queries and history turns recur turn after turn, and embedding is most of a route's
+time, so each text's vectors are memoised (read-only) for the life of the router.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from toolgate.embedding.clauses import clauses as clauses_of
+from toolgate.errors import IndexFormatError
+from toolgate.lazy import Lazy
+from toolgate.routing.config import RouterConfig
+from toolgate.routing.history import HistoryTurn, blend_history, history_texts
+
+if TYPE_CHECKING:
+    from toolgate.embedding.embedder import Embedder
+
+__all__ = ["QueryVectors", "wants_clauses"]
+
+_CACHE_SIZE = 1024
+
+
+class QueryVectors:
+    """Embeds route queries with the embedder an index was built with."""
+
+    def __init__(
+        self,
+        embedder: Embedder | Callable[[], Embedder],
+        config: RouterConfig,
+        *,
+        model_id: str,
+        index_path: object,
+    ) -> None:
+        """``embedder`` or a loader of it, called on first use and checked against the
+        index's ``model_id`` (``index_path`` names the index in the error)."""
+        self._config = config
+        if hasattr(embedder, "embed"):
+            self._embedder: Lazy[Embedder] = Lazy(embedder)  # type: ignore[arg-type]
+        else:
+            load: Callable[[], Embedder] = embedder
+            self._embedder = Lazy(None, lambda: self._checked(load(), model_id, index_path))
+        self._embed_text = lru_cache(maxsize=_CACHE_SIZE)(self._embed_one)
+
+    @staticmethod
+    def _checked(embedder: Embedder, model_id: str, index_path: object) -> Embedder:
+        if embedder.model_id != model_id:
+            raise IndexFormatError(
+                f"{index_path}: embedded with {model_id!r}, "
+                f"but the embedder is {embedder.model_id!r}; rebuild with 'toolgate index'"
+            )
+        return embedder
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder (loaded on first use)."""
+        return self._embedder.get()
+
+    def with_config(self, config: RouterConfig) -> QueryVectors:
+        """These query vectors under ``config``: the same embedder and, where ``config``
+        reads clauses as this one does, the same memo."""
+        view = copy.copy(self)
+        view._config = config
+        if wants_clauses(config) != wants_clauses(self._config):
+            # The memo holds vectors made with or without clauses as the old config said.
+            view._embed_text = lru_cache(maxsize=_CACHE_SIZE)(view._embed_one)
+        return view
+
+    def __call__(
+        self, text: str, history: Sequence[HistoryTurn] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The query vector, blended with ``history``, and the clause vectors of ``text``."""
+        vector, clauses, _ = self._embed_text(text)
+        texts = history_texts(history, self._config.history_turns)
+        if texts:
+            vector = blend_history(vector, texts, self._embed_texts, self._config.history_decay)
+        return np.ascontiguousarray(vector, dtype=np.float32), clauses
+
+    def _embed_texts(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self._embed_text(text)[0] for text in texts])
+
+    def clause_texts(self, text: str) -> tuple[str, ...]:
+        """The texts of ``text``'s clauses, aligned with its clause vectors."""
+        return self._embed_text(text)[2]
+
+    def _embed_one(self, text: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        """``text``'s vector, its clause vectors (see :mod:`toolgate.embedding.clauses`),
+        read-only, and the clauses' texts.
+
+        Clause vectors need the token states of :meth:`Embedder.embed_tokens`; an embedder
+        without that method gets none, and routes on the whole-query vector alone.
+        """
+        embedder = self._embedder.get()
+        if wants_clauses(self._config) and hasattr(embedder, "embed_tokens"):
+            tokens = embedder.embed_tokens(text)
+            vector, (clauses, texts) = tokens.vector, clauses_of(tokens, text)
+        else:
+            vector = np.asarray(embedder.embed([text])[0], dtype=np.float32)
+            clauses, texts = np.empty((0, len(vector)), dtype=np.float32), ()
+        vector.setflags(write=False)
+        clauses.setflags(write=False)
+        return vector, clauses, texts
+
+
+def wants_clauses(config: RouterConfig) -> bool:
+    """Whether routing under ``config`` reads a query's clauses (to rank or to select)."""
+    return config.clause_weight > 0 or config.clause_tools > 0

@@ -1,0 +1,154 @@
+"""What a route's words name, as rows of the router's index.
+
+A route speaks of tools in many ways: ids and names in ``select:`` and ``include``, names
+mentioned in the query text (the core's name index, which knows exposed names too), ``+term``
+words, allow and deny patterns (:mod:`toolgate.routing.scopes`). :class:`CatalogRows` turns
+each into rows, and says which selected rows the caller's lists shut out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from toolgate import _toolgate
+from toolgate.catalog.catalog import Catalog
+from toolgate.errors import InvalidInputError
+from toolgate.lazy import Lazy
+from toolgate.routing.scopes import ScopeMatcher
+from toolgate.routing.store import CatalogOutline
+
+__all__ = ["CatalogRows", "Scope"]
+
+#: The caller's allow and deny rows (sorted uint32; ``None``: no list).
+Scope = tuple[np.ndarray | None, np.ndarray | None]
+
+
+class CatalogRows:
+    """Resolves names, ids, mentions, ``+term`` words and patterns to rows of one index."""
+
+    def __init__(
+        self,
+        ids: Sequence[str],
+        pinned: Iterable[int],
+        bm25: _toolgate.Bm25,
+        tool_names: Callable[[], Sequence[str]],
+    ) -> None:
+        """``ids`` in row order, the ``pinned`` rows, the router's ``bm25`` (its name index)
+        and a loader of each row's tool name (called on the first allow or deny list)."""
+        self._ids = tuple(ids)
+        self._bm25 = bm25
+        self._pinned = sorted(set(pinned))
+        self._scopes = Lazy(None, lambda: ScopeMatcher(self._ids, tool_names()))
+        self._by_id = Lazy(None, self._rows_by_id)
+
+    @classmethod
+    def of(
+        cls, outline: CatalogOutline, bm25: _toolgate.Bm25, catalog: Callable[[], Catalog]
+    ) -> CatalogRows:
+        """The rows of the catalog ``outline`` outlines; ``catalog`` loads the catalog itself,
+        asked only when a manifest written before servers holding a ``/`` were recorded
+        leaves ids that split two ways, for their tool names."""
+
+        def tool_names() -> Sequence[str]:
+            ambiguous = any(tool_id.count("/") > 1 for tool_id in outline.ids)
+            if outline.slashed_servers is None and ambiguous:
+                return tuple(tool.name for tool in catalog())
+            return outline.names()
+
+        return cls(outline.ids, outline.pinned, bm25, tool_names)
+
+    def _rows_by_id(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Each id to its row, and each id folded to lower case to its row where no other
+        id folds the same."""
+        folded: dict[str, list[int]] = {}
+        for row, tool_id in enumerate(self._ids):
+            folded.setdefault(tool_id.casefold(), []).append(row)
+        exact = {tool_id: row for row, tool_id in enumerate(self._ids)}
+        return exact, {key: rows[0] for key, rows in folded.items() if len(rows) == 1}
+
+    def named(self, name: str) -> list[int]:
+        """Rows of the tools ``name`` names: an id (any case), a name or an exposed name.
+
+        An entry holding a ``/`` is an id and names its own tool only: a tool of another
+        server whose name reads like it (``evil`` naming a tool ``github/search``) is never
+        let in, not even when the id itself is gone after a refresh. (Exposed names, what the
+        model sees, hold no ``/``; a tool whose name does is named by its id.)
+        """
+        if "/" in name:
+            exact, folded = self._by_id.get()
+            row = exact.get(name)
+            if row is None:
+                row = folded.get(name.casefold())
+            return [] if row is None else [row]
+        return list(self._bm25.rows_named(name))
+
+    def mentioned(self, query: str) -> list[int]:
+        """Rows whose name, id or exposed name ``query`` mentions verbatim (see
+        ``_toolgate.Bm25.mentioned_names``), ascending."""
+        return list(self._bm25.mentioned_names(query))
+
+    def selected(self, names: Iterable[str]) -> tuple[list[int], list[str]]:
+        """The rows ``names`` name, each once in the order named, and the names that name
+        no tool."""
+        rows: list[int] = []
+        unknown: list[str] = []
+        for name in names:
+            found = self.named(name)
+            if not found:
+                unknown.append(name)
+            rows.extend(row for row in found if row not in rows)
+        return rows, unknown
+
+    def included(self, include: Iterable[str] | None) -> tuple[list[int], list[str]]:
+        """The rows ``include`` names, ascending, and its entries that name no tool.
+
+        Those are reported in the result's ``unknown``, as unknown ``select:`` names are: ids
+        a search found last turn may be gone after a refresh, and that must not fail a turn.
+        """
+        if include is None:
+            return [], []
+        if isinstance(include, str):
+            raise InvalidInputError(f"include must be a list of tool ids or names, not {include!r}")
+        entries = list(include)
+        for entry in entries:
+            if not isinstance(entry, str) or not entry:
+                raise InvalidInputError(f"include entries must be tool ids or names, got {entry!r}")
+        rows, unknown = self.selected(entries)
+        return sorted(rows), unknown
+
+    def with_pinned(self, rows: Sequence[int]) -> np.ndarray:
+        """``rows`` (in their order) followed by the pinned rows not among them, ascending."""
+        listed = set(rows)
+        pinned = [row for row in self._pinned if row not in listed]
+        return np.asarray([*rows, *pinned], dtype=np.uint32)
+
+    def having_terms(self, terms: Sequence[str]) -> np.ndarray:
+        """Rows whose id holds every one of the ``+term`` words ``terms`` (not empty)."""
+        having = [np.asarray(self._bm25.name_has_term(term), dtype=np.uint32) for term in terms]
+        rows = having[0]
+        for more in having[1:]:
+            rows = np.intersect1d(rows, more)
+        return rows.astype(np.uint32)
+
+    def scope(self, allow: Iterable[str] | None, deny: Iterable[str] | None) -> Scope:
+        """The rows the ``allow`` and ``deny`` patterns match (``None`` where not given)."""
+        scopes = self._scopes.get()
+        return scopes.rows(allow), scopes.rows(deny, deny=True)
+
+    def shut_out(self, rows: Iterable[int], scope: Scope) -> list[tuple[int, str]]:
+        """Those of ``rows`` that ``scope`` shuts out, each with the reason."""
+        allow_rows, deny_rows = scope
+        out = []
+        for row in rows:
+            if allow_rows is not None and not _contains(allow_rows, row):
+                out.append((row, "not in the allow list"))
+            elif deny_rows is not None and _contains(deny_rows, row):
+                out.append((row, "in the deny list"))
+        return out
+
+
+def _contains(sorted_rows: np.ndarray, row: int) -> bool:
+    at = int(np.searchsorted(sorted_rows, row))
+    return at < len(sorted_rows) and int(sorted_rows[at]) == row

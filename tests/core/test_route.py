@@ -1,0 +1,102 @@
+"""The core's route call from Python: its typed outcome, the select mode, the +term filter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolgate import InvalidInputError, _toolgate
+from toolgate._toolgate import Bm25, Index, RouteOutcome
+
+DOCS = [
+    {"name": "read_file", "description": "read a file"},
+    {"name": "write_file", "description": "write a file"},
+    {"name": "delete_file", "description": "delete a file"},
+    {"name": "list_dir", "description": "list a directory"},
+]
+
+
+@pytest.fixture
+def parts(tmp_path: Path) -> tuple[Index, Bm25]:
+    """Four tools on the axes of a 4-d space; tool 2 requires flag 0."""
+    index = Index.build(tmp_path / "m.tgm", np.eye(4, dtype=np.float32), masks=[[], [], [0], []])
+    return index, Bm25.build(DOCS)
+
+
+def rows(array: list[int]) -> np.ndarray:
+    return np.asarray(array, dtype=np.uint32)
+
+
+def route(parts: tuple[Index, Bm25], vector: list[float], **options: object) -> RouteOutcome:
+    index, bm25 = parts
+    query = np.asarray(vector, dtype=np.float32)
+    settings: dict[str, object] = {"alpha": 0.5, "method": "minmax", "top": 0, "k": 2}
+    return _toolgate.route(index, bm25, query, "file", **(settings | options))  # type: ignore[arg-type]
+
+
+def test_the_outcome_is_read_by_name(parts: tuple[Index, Bm25]) -> None:
+    vector = [0.1, 0.2, 1.0, 0.3]
+    outcome = route(parts, vector, forced=rows([3]), deny=rows([1]))
+    assert [r.row for r in outcome.forced] == [3]
+    assert [r.row for r in outcome.ranked] == [0]
+    assert (outcome.n_gated, outcome.n_out_of_scope) == (1, 1)
+    (gated,) = outcome.gated
+    assert (gated.row, gated.missing_flags) == (2, [0])
+    index, bm25 = parts
+    dense = index.scores(np.asarray(vector, dtype=np.float32))
+    sparse = bm25.scores("file")
+    fused = _toolgate.fuse(dense, sparse, alpha=0.5, method="minmax", top=0)
+    best = outcome.ranked[0]
+    assert (best.fused, best.dense, best.bm25) == (fused[0], dense[0], sparse[0])
+    assert best.dense == pytest.approx(0.1 / np.sqrt(0.01 + 0.04 + 1.0 + 0.09), abs=1e-6)
+    assert best.copy_of is None
+    assert gated.fused == fused[2]
+    with pytest.raises(AttributeError):
+        outcome.n_gated = 0  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        best.row = 1  # type: ignore[misc]
+    assert repr(outcome) == "RouteOutcome(forced=1, ranked=1, n_gated=1, n_out_of_scope=1, gated=1)"
+
+
+def test_rankable_rows_filter_the_ranking_and_not_the_scope_count(
+    parts: tuple[Index, Bm25],
+) -> None:
+    outcome = route(parts, [1.0, 1.0, 1.0, 1.0], k=4, forced=rows([3]), rankable=rows([1, 2]))
+    assert [r.row for r in outcome.forced] == [3]
+    assert [r.row for r in outcome.ranked] == [1]
+    assert (outcome.n_gated, outcome.n_out_of_scope) == (1, 0)
+    narrowed = route(parts, [1.0, 1.0, 1.0, 1.0], k=4, rankable=rows([1]), allow=rows([0, 1]))
+    assert [r.row for r in narrowed.ranked] == [1]
+    assert (narrowed.n_gated, narrowed.n_out_of_scope) == (0, 2)
+    with pytest.raises(InvalidInputError, match="rankable contains row 7"):
+        route(parts, [1.0, 0.0, 0.0, 0.0], rankable=rows([7]))
+
+
+def test_select_keeps_the_order_given_and_scores_nothing(parts: tuple[Index, Bm25]) -> None:
+    index, bm25 = parts
+    outcome = _toolgate.route_select(index, bm25, rows([3, 2, 0, 3, 1]), deny=rows([1]))
+    assert [(r.row, r.fused, r.dense, r.bm25) for r in outcome.forced] == [
+        (3, 0.0, 0.0, 0.0),
+        (0, 0.0, 0.0, 0.0),
+    ]
+    assert outcome.ranked == []
+    assert [(g.row, g.missing_flags) for g in outcome.gated] == [(2, [0])]
+    assert (outcome.n_gated, outcome.n_out_of_scope) == (1, 1)
+    unlocked = _toolgate.route_select(index, bm25, rows([2, 1]), flags=rows([0]))
+    assert [r.row for r in unlocked.forced] == [2, 1]
+    with pytest.raises(InvalidInputError, match="forced row 4 is out of range"):
+        _toolgate.route_select(index, bm25, rows([4]))
+    with pytest.raises(InvalidInputError, match="not C-contiguous"):
+        _toolgate.route_select(index, bm25, rows([0, 1, 2, 3])[::2])
+
+
+def test_test_hooks_live_in_a_private_submodule() -> None:
+    import toolgate._toolgate._testing as imported
+    from toolgate._toolgate import _testing
+
+    assert imported is _testing
+    assert _testing.available_isas()[-1] == "serial"
+    assert not hasattr(_toolgate, "_scan")
+    assert not hasattr(_toolgate, "analyze_text")

@@ -1,0 +1,202 @@
+"""A saved router's directory under damage, hostile files and live replacement."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.routing.sealed import write_sealed
+from toolgate import IndexFormatError, InvalidInputError, StorageError, ToolgateError
+from toolgate.catalog.catalog import Catalog
+from toolgate.embedding.embedder import Embedder
+from toolgate.routing.router import Router, RouterConfig
+
+TOOLS = {
+    "weather": {
+        "tools": [
+            {"name": "get_forecast", "description": "Weather forecast for a city."},
+            {"name": "get_alerts", "description": "Storm and heat alerts for a region."},
+        ]
+    },
+    "mail": {
+        "tools": [
+            {"name": "send_email", "description": "Send an email to a recipient."},
+            {"name": "list_inbox", "description": "List the messages in the inbox."},
+        ]
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def router(embedder: Embedder) -> Router:
+    return Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, cache=None)
+
+
+@pytest.fixture
+def saved(router: Router, tmp_path: Path) -> Path:
+    router.save(tmp_path / "r")
+    return tmp_path / "r"
+
+
+def _open(path: Path, embedder: Embedder) -> Router:
+    return Router.open(path, embedder=embedder)
+
+
+def test_an_edited_manifest_is_refused_not_routed_on(saved: Path, embedder: Embedder) -> None:
+    manifest = saved / "router.json"
+    data = json.loads(manifest.read_text())
+    # Two ids swapped: every file still agrees on the row count, so only the checksum can tell.
+    data["ids"][0], data["ids"][2] = data["ids"][2], data["ids"][0]
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(IndexFormatError, match="checksum mismatch"):
+        _open(saved, embedder)
+
+
+def test_every_single_bit_flip_in_the_manifest_is_an_error(saved: Path, embedder: Embedder) -> None:
+    manifest = saved / "router.json"
+    good = manifest.read_bytes()
+    for at in range(0, len(good), 7):
+        for bit in (0, 3, 6):
+            flipped = bytearray(good)
+            flipped[at] ^= 1 << bit
+            manifest.write_bytes(bytes(flipped))
+            with pytest.raises(IndexFormatError):
+                _open(saved, embedder)
+
+
+def test_an_edited_catalog_file_is_refused_when_it_loads(saved: Path, embedder: Embedder) -> None:
+    catalog = saved / "catalog.json"
+    data = json.loads(catalog.read_text())
+    data["tools"][1]["pinned"] = True  # and the fingerprint recomputed by hand, say
+    catalog.write_text(json.dumps(data))
+    opened = _open(saved, embedder)
+    with pytest.raises(IndexFormatError, match=r"not the catalog router\.json was written with"):
+        _ = opened.catalog
+
+
+@pytest.mark.parametrize("name", ["router.json", "catalog.json", "matrix.tgm", "bm25.tgb"])
+def test_a_special_file_in_a_routers_place_is_an_error_not_a_hang(
+    saved: Path, embedder: Embedder, name: str
+) -> None:
+    (saved / name).unlink()
+    (saved / name).symlink_to("/dev/zero")
+    with pytest.raises(IndexFormatError, match="not a regular file"):
+        _ = _open(saved, embedder).catalog
+    (saved / name).unlink()
+    os.mkfifo(saved / name)  # opening a FIFO for reading blocks until a writer comes
+    with pytest.raises(IndexFormatError, match="not a regular file"):
+        _ = _open(saved, embedder).catalog
+
+
+def _deep(depth: int) -> Any:
+    return json.loads("[" * depth + "]" * depth)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("files", ["matrix.tgm"], "files is a list, not an object"),
+        ("ids", {"a": 1}, "ids is a dict, not a list"),
+        ("ids", [1, 2, 3, 4], r"ids\[0\] is a int, not a string"),
+        ("exposed", [[0]], "is not a \\[row, name\\] pair"),
+        ("slashed_servers", [["x"]], "is not a \\[row, name\\] pair"),
+        ("config", [], "config is a list, not an object"),
+        ("model_id", 7, "model_id is a int, not a string"),
+        ("flags", _deep(900), "nesting deeper than 64 levels at flags"),
+        ("config", {"threshold": 1.5}, r"threshold must be a cosine in \[-1, 1\]"),
+        ("config", {"fusion_top": 2**64}, "fusion_top must be at most"),
+        ("config", {"alpha": "0.5"}, "alpha must be in"),
+    ],
+)
+def test_a_malformed_manifest_is_an_index_format_error(
+    saved: Path, embedder: Embedder, field: str, value: Any, message: str
+) -> None:
+    manifest = saved / "router.json"
+    data = json.loads(manifest.read_text())
+    data[field] = {**data[field], **value} if field == "config" and value else value
+    write_sealed(manifest, data)
+    with pytest.raises(IndexFormatError, match=message):
+        _open(saved, embedder)
+
+
+def test_a_manifest_nested_past_the_parsers_limit_is_an_index_format_error(
+    saved: Path, embedder: Embedder
+) -> None:
+    (saved / "router.json").write_text('{"format": 2, "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(IndexFormatError, match="nested too deeply"):
+        _open(saved, embedder)
+
+
+def test_a_version_1_manifest_without_checksums_still_opens(
+    saved: Path, router: Router, embedder: Embedder
+) -> None:
+    manifest = saved / "router.json"
+    data = json.loads(manifest.read_text())
+    for key in ("checksum", "catalog_sha256"):
+        del data[key]
+    manifest.write_text(json.dumps({**data, "format": 1}))
+    opened = _open(saved, embedder)
+    assert opened.route("storm warning").ids == router.route("storm warning").ids
+    assert opened.catalog.version == router.catalog.version
+
+
+def test_saving_onto_a_file_is_a_storage_error(router: Router, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StorageError, match="not a directory") as raised:
+        router.save(tmp_path / "file")
+    assert isinstance(raised.value, OSError)
+    assert isinstance(raised.value, ToolgateError)
+    with pytest.raises(StorageError):
+        router.save(tmp_path / "file" / "below")
+
+
+def test_publish_replaces_a_live_router_atomically(
+    router: Router, embedder: Embedder, tmp_path: Path
+) -> None:
+    link = tmp_path / "live"
+    first = router.publish(link)
+    live = _open(link, embedder)
+    before = live.route("send a message to bob").ids
+    smaller = Router.from_catalog(
+        Catalog.load({"mail": TOOLS["mail"]}), embedder=embedder, cache=None,
+        config=RouterConfig(top_k=2),
+    )  # fmt: skip
+    second = smaller.publish(link)
+    assert link.is_symlink()
+    assert link.resolve() == second.resolve() != first.resolve()
+    # The open router keeps its own version, catalog included (it loads on first use).
+    assert live.route("send a message to bob").ids == before
+    assert len(live.catalog) == 4
+    assert len(_open(link, embedder).catalog) == 2
+    third = router.publish(link, keep=2)
+    assert not first.exists()
+    assert second.exists()
+    assert third.exists()
+    assert len(_open(link, embedder)) == 4
+
+
+def test_publish_never_writes_into_a_real_directory(saved: Path, router: Router) -> None:
+    with pytest.raises(InvalidInputError, match="not a link that publish made"):
+        router.publish(saved)
+    with pytest.raises(InvalidInputError, match="keep must be"):
+        router.publish(saved.parent / "new", keep=0)
+    assert not (saved.parent / "new").exists()
+
+
+def test_cp_over_a_live_router_is_refused_at_the_next_route(
+    router: Router, embedder: Embedder, tmp_path: Path
+) -> None:
+    router.save(tmp_path / "a")
+    live = _open(tmp_path / "a", embedder)
+    live.route("weather in Oslo")
+    other = Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, cache=None,
+                                config=RouterConfig(index_dtype="f32"))  # fmt: skip
+    other.save(tmp_path / "b")
+    shutil.copyfile(tmp_path / "b" / "matrix.tgm", tmp_path / "a" / "matrix.tgm")  # in place
+    with pytest.raises(IndexFormatError, match="cut or grown in place"):
+        live.route("weather in Oslo")
