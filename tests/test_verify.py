@@ -320,6 +320,29 @@ def test_parse_and_closest_helpers() -> None:
     assert closest_name("anything", []) is None
 
 
+@pytest.mark.parametrize(
+    ("name", "candidates"),
+    [
+        ("delete_everything", ["write_query", "read_query", "list_tables"]),
+        ("drop_database", ["create_issue", "search_code"]),
+        ("delete_everything", ["delete_note", "list_notes", "add_note"]),  # one word in three
+    ],
+)
+def test_an_unrelated_name_gets_no_suggestion(name: str, candidates: list[str]) -> None:
+    assert closest_name(name, candidates) is None
+
+
+def test_a_refusal_suggests_nothing_unrelated() -> None:
+    catalog = Catalog.load({"sqlite": {"tools": [{"name": "write_query"}, {"name": "read_query"}]}})
+    verdict = verify_call(catalog, catalog.ids, {"name": "delete_everything"})
+    assert verdict.error == "unknown_tool"
+    assert verdict.closest is None
+    assert "Did you mean" not in verdict.message
+    # A misspelling and a shared word still get one.
+    assert closest_name("reed_query", ["write_query", "read_query"]) == "read_query"
+    assert closest_name("query_read", ["write_query", "read_query"]) == "read_query"
+
+
 def test_threads_get_the_same_verdicts_as_one_thread(catalog: Catalog) -> None:
     calls = [
         *CALL_SHAPES.values(),
@@ -517,3 +540,22 @@ def test_patterns_the_linear_engine_refuses_are_refused_at_load(
     }
     with pytest.raises(CatalogError, match="unevaluatedProperties cannot be checked"):
         Catalog.load({"tools": [{"name": "t", "inputSchema": both}]}, server="x")
+
+
+def test_a_tool_name_where_an_id_belongs_is_named() -> None:
+    catalog = Catalog.load(
+        {
+            "github": {"tools": [{"name": "issue_write"}, {"name": "search"}]},
+            "slack": {"tools": [{"name": "search"}]},
+        }
+    )
+    call = {"name": "issue_write", "arguments": {}}
+    with pytest.raises(InvalidInputError, match="'issue_write' is the name of 'github/issue_w"):
+        verify_call(catalog, ["issue_write"], call)
+    with pytest.raises(InvalidInputError, match="'search' is the name of 'github/search' or "):
+        verify_call(catalog, ["search"], call)
+    with pytest.raises(InvalidInputError, match="not names: 'github__search' is the name of"):
+        promote_tools(catalog, ["github__search"])  # an exposed name
+    assert verify_call(catalog, ["github/issue_write"], call).ok
+    # An id no tool has is still left out: the call is refused, not the list.
+    assert verify_call(catalog, ["github/gone"], call).error == "tool_not_available"

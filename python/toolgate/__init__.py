@@ -10,10 +10,8 @@ Everything but the extension and the exceptions loads on first use (ONNX Runtime
 jsonschema are heavy), so ``import toolgate`` stays fast.
 """
 
-from __future__ import annotations
-
-from importlib import import_module
-from typing import TYPE_CHECKING
+import typing as _typing
+from importlib import import_module as _import_module
 
 from toolgate._toolgate import GatedCandidate, Index, SearchResult, __version__
 from toolgate.errors import (
@@ -31,7 +29,7 @@ from toolgate.errors import (
     UnknownToolError,
 )
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from toolgate.catalog.catalog import Catalog, CatalogDiff
     from toolgate.catalog.tool import Tool
     from toolgate.embedding.cache import CacheWarning
@@ -112,6 +110,11 @@ def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'toolgate' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    value = getattr(_import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The public names, loaded or not, for completion in editors and REPLs."""
+    return sorted(__all__)

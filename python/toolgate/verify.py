@@ -41,7 +41,12 @@ from toolgate.promotion.discovery import TOOL_SEARCH_ID, search_tool
 __all__ = ["Verdict", "closest_name", "verify_call"]
 
 
-_MIN_SIMILARITY = 0.34
+# The floors a suggestion must reach. Two names of a dozen letters each, unrelated, still
+# share about a third of their letters (``delete_everything`` and ``write_query``): an
+# edit similarity must pass half to mean a misspelling, while one shared word in three is
+# already a kinship (``search`` and ``slack__search``).
+_MIN_EDIT_SIMILARITY = 0.5
+_MIN_WORD_OVERLAP = 0.34
 
 
 _MAX_LISTED = 50
@@ -62,10 +67,14 @@ def _words(name: str) -> set[str]:
 
 
 def closest_name(name: str, candidates: Iterable[str]) -> str | None:
-    """The candidate most like ``name`` by edit distance or shared words, if any is close.
+    """The candidate most like ``name`` by edit distance or shared words, if any is close
+    enough to be worth suggesting: at most half its letters edited, or one word in three
+    shared; an unrelated name gets no suggestion, which would only mislead.
 
     >>> closest_name("create_isue", ["create_issue", "list_issues"])
     'create_issue'
+    >>> closest_name("delete_everything", ["write_query", "read_query"]) is None
+    True
     """
     best, best_score = None, 0.0
     wanted = _words(name)
@@ -74,17 +83,19 @@ def closest_name(name: str, candidates: Iterable[str]) -> str | None:
         longest = max(len(name), len(candidate)) or 1
         theirs = _words(candidate)
         overlap = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
+        overlap = overlap if overlap >= _MIN_WORD_OVERLAP else 0.0
         # The edit distance is at least the length difference. A candidate that cannot
-        # beat the best so far, or reach the floor, is not worth the quadratic distance.
+        # beat the best so far, or reach a floor, is not worth the quadratic distance.
         edit_bound = 1 - abs(len(name) - len(candidate)) / longest
-        ceiling = max(edit_bound, overlap)
-        if ceiling <= best_score or ceiling < _MIN_SIMILARITY:
+        if edit_bound < _MIN_EDIT_SIMILARITY:
+            edit_bound = 0.0
+        if max(edit_bound, overlap) <= best_score:
             continue
         edit = 1 - _levenshtein(lowered, candidate.lower()) / longest
-        score = max(edit, overlap)
+        score = max(edit if edit >= _MIN_EDIT_SIMILARITY else 0.0, overlap)
         if score > best_score:
             best, best_score = candidate, score
-    return best if best_score >= _MIN_SIMILARITY else None
+    return best
 
 
 @dataclass(frozen=True)

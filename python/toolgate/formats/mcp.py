@@ -9,14 +9,13 @@ title and ``outputSchema`` are kept.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from toolgate.formats.compact import definition_parts, repeats_name
 from toolgate.formats.raw import RawTool, ToolView, extract_meta
 
-__all__ = ["export", "found_result", "is_jsonrpc_response", "jsonrpc_error", "parse_tool"]
+__all__ = ["export", "is_jsonrpc_response", "jsonrpc_error", "parse_tool"]
 
 
 def parse_tool(obj: Mapping[str, Any], where: str, server: str | None) -> RawTool:
@@ -65,16 +64,3 @@ def export(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
     if tool.annotations:
         out["annotations"] = tool.annotations
     return out
-
-
-def found_result(tools: Sequence[ToolView], header: str) -> dict[str, Any]:
-    """A ``tools/call`` result listing the ``tools`` a search found, best first: each one's
-    compact definition and server, as structured content (``{"tools": [...]}``), and as one
-    line of JSON after ``header`` in the text, for clients that read text only."""
-    found = [{**export(tool, compact=True), "server": tool.server} for tool in tools]
-    text = header + json.dumps(found, ensure_ascii=False, separators=(",", ":"))
-    return {
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": {"tools": found},
-        "isError": False,
-    }

@@ -78,7 +78,9 @@ class ActiveSet:
         names in ``catalog``, which it must have been routed on.
 
         ``strict`` refuses ids the catalog does not hold (what to promote must exist);
-        otherwise they are left out (a call checked against them is simply refused).
+        otherwise they are left out (a call checked against them is simply refused). A
+        tool's name where its id belongs is refused either way, naming the id: left out,
+        it would quietly make every call to that tool a routing miss.
         """
         check_catalog_version(catalog, active)
         # A Promotion's active_ids, a RouteResult's (or a look-alike's) ids, or the list itself.
@@ -93,9 +95,29 @@ class ActiveSet:
             )
         ids = list(ids)
         known = [i for i in ids if isinstance(i, str) and i in catalog]
-        if strict and len(known) != len(ids):
+        if len(known) != len(ids):
             unknown = [i for i in ids if not isinstance(i, str) or i not in catalog]
-            raise InvalidInputError(f"active_ids has ids not in the catalog: {unknown}")
+            _refuse_names(catalog, unknown)
+            if strict:
+                raise InvalidInputError(f"active_ids has ids not in the catalog: {unknown}")
         pinned = () if routed else catalog.pinned_ids
         search_tool_name = getattr(active, "search_tool_name", None)
         return cls(tuple(dict.fromkeys([*known, *pinned])), search_tool_name)
+
+
+def _refuse_names(catalog: Catalog, unknown: Sequence[object]) -> None:
+    """An :class:`InvalidInputError` if any of ``unknown`` (entries of a list of ids that no
+    tool has as its id) is a tool's name or exposed name, naming the ids meant."""
+    meant = {}
+    for entry in unknown:
+        if not isinstance(entry, str):
+            continue
+        exposed = catalog.get_exposed(entry)
+        tools = [exposed] if exposed is not None else catalog.with_name(entry)
+        if tools:
+            meant[entry] = [tool.id for tool in tools]
+    if meant:
+        hints = "; ".join(
+            f"{name!r} is the name of {' or '.join(map(repr, ids))}" for name, ids in meant.items()
+        )
+        raise InvalidInputError(f"active_ids takes tool ids (server/name), not names: {hints}")

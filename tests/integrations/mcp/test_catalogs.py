@@ -26,6 +26,7 @@ from tests.fixtures.mcp import (
 from tests.integrations.mcp.router_helpers import PAGES, anthropic_call
 from toolgate import CatalogError, CatalogWarning, InvalidInputError
 from toolgate.embedding.embedder import Embedder
+from toolgate.integrations.mcp import catalogs
 from toolgate.integrations.mcp.router import McpRouter
 
 
@@ -429,5 +430,28 @@ def test_a_reconnected_server_is_called_through_its_new_client(embedder: Embedde
         assert (old.called, new.called) == ([], [("refund_payment", {})])
         with pytest.raises(InvalidInputError, match="no server 'nope'"):
             await router.replace_client("nope", new)
+
+    run(main)
+
+
+def test_prepare_loads_the_model_once_for_the_first_connect(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+
+    def default_embedder(precision: str, *, progress: bool | None = None) -> Embedder:
+        made.append(precision)
+        return embedder
+
+    monkeypatch.setattr(catalogs, "default_embedder", default_embedder)
+
+    async def main() -> None:
+        router = McpRouter(cache=None)
+        async with anyio.create_task_group() as group:  # a host starting its servers meanwhile
+            group.start_soon(router.prepare)
+            group.start_soon(router.prepare)
+        assert made == ["int8"]  # the default precision
+        await router.connect({"notes": PagedClient([[mcp_tool("add_note", "Save.")]], [None])})
+        assert made == ["int8"]  # the model prepared is the one connect used
 
     run(main)

@@ -79,10 +79,15 @@ def stops_with_its_upstream(process: subprocess.Popen[bytes], pid_file: Path) ->
 
 def test_the_proxy_serves_over_http_to_clients_with_the_token(tmp_path: Path) -> None:
     async def main_(url: str) -> None:
+        base = url.removesuffix("/mcp")
         with anyio.fail_after(60):
             # Without the token: refused before MCP sees the request.
             async with httpx2.AsyncClient() as http:
                 refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1})
+                # The health probe needs none, and tells nothing else; the metrics need it.
+                health = await http.get(f"{base}/healthz")
+                assert (health.status_code, health.json()) == (200, {"status": "ok"})
+                assert (await http.get(f"{base}/metrics")).status_code == 401
             assert refused.status_code == 401
             assert refused.headers["www-authenticate"] == "Bearer"
 
@@ -95,6 +100,16 @@ def test_the_proxy_serves_over_http_to_clients_with_the_token(tmp_path: Path) ->
                 ) as client,
             ):
                 await use_notes_through_proxy(client, "milk")
+                metrics = (await http.get(f"{base}/metrics")).text
+            assert 'toolgate_upstream_up{server="notes"} 1.0' in metrics
+            assert "toolgate_upstream_tools 3.0" in metrics
+            assert 'toolgate_searches_total{outcome="ok"} 1.0' in metrics
+            # delete_note, then archive_notes: both answered by the upstream.
+            calls = re.search(
+                r'toolgate_tool_calls_total\{outcome="ok",server="notes"\} (\S+)', metrics
+            )
+            assert calls is not None, metrics
+            assert float(calls.group(1)) >= 2
 
     with running_proxy(tmp_path, "--auth-token-env", "TG_TOKEN") as (process, url, pid_file):
         run(partial(main_, url))

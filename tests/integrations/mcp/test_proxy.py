@@ -7,8 +7,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 from mcp import Client
 
+import toolgate
 from tests.fixtures.mcp import (
     Calls,
     PagedClient,
@@ -23,6 +25,8 @@ from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.router import McpRouter
 from toolgate.routing.config import RouterConfig
+from toolgate.telemetry.recorder import Telemetry
+from toolgate.telemetry.usage import UsageStats
 
 NOTE_TOOL = mcp_tool("add_note", "Save a note.")
 
@@ -48,6 +52,11 @@ def test_a_client_searches_then_calls_through_the_proxy(embedder: Embedder, mode
         ):
             proxy = await connected(embedder, {"github": github, "calendar": calendar})
             async with Client(proxy.server, mode=mode) as client:
+                assert client.server_info is not None
+                assert (client.server_info.name, client.server_info.version) == (
+                    "toolgate",
+                    toolgate.__version__,
+                )
                 listed = await client.list_tools()
                 assert [t.name for t in listed.tools] == ["search_tools", "call_tool"]
 
@@ -255,5 +264,45 @@ def test_a_search_answers_with_structured_content_and_compact_schemas(
                 "call_tool", {"name": "add_note", "arguments": {"text": "x", "extra": 1}}
             )
             assert json.loads(text_of(refused))["error"] == "invalid_arguments"
+
+    run(main)
+
+
+def test_searches_are_logged_as_searches(embedder: Embedder) -> None:
+    async def main() -> None:
+        usage = UsageStats()
+        router = McpRouter(embedder=embedder, cache=None, telemetry=Telemetry([usage]))
+        await router.connect({"notes": PagedClient([[NOTE_TOOL]], [None])})
+        proxy = McpProxy(router)
+        for query in ("save a note", "select:add_note", "", "select:"):
+            await proxy.call_tool("search_tools", {"query": query})
+        await proxy.call_tool("call_tool", {"name": "add_note", "arguments": {}})
+        # Counted as searches, as `toolgate stats --events` shows them; not as calls.
+        assert (usage.search_calls, usage.search_invalid) == (2, 2)
+        assert usage.called == Counter({"notes/add_note": 1})
+        assert usage.routed == Counter({"notes/add_note": 2})
+
+    run(main)
+
+
+def test_a_search_answers_with_structured_content_too(embedder: Embedder) -> None:
+    async def main() -> None:
+        tools = [NOTE_TOOL, mcp_tool("delete_note", "Delete a note for good.")]
+        proxy = await connected(embedder, {"notes": PagedClient([tools], [None])})
+        async with Client(proxy.server) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            schema = listed["search_tools"].output_schema
+            assert schema is not None
+            # The client checks each answer against the schema: these pass it.
+            found = await client.call_tool("search_tools", {"query": "select:add_note,nope"})
+            assert found.structured_content == {
+                "tools": json.loads(text_of(found).splitlines()[-1]),  # as the text has them
+                "unknown": ["nope"],
+            }
+            assert found.structured_content["tools"][0]["name"] == "add_note"
+            assert found.structured_content["tools"][0]["server"] == "notes"
+            none = await client.call_tool("search_tools", {"query": "+calendar"})
+            assert none.structured_content == {"tools": []}
+            Draft202012Validator(schema).validate(none.structured_content)
 
     run(main)

@@ -105,6 +105,7 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
     # archive_notes twice: the call, then again with the user's answer (each is checked).
     assert usage["called"] == {"notes/delete_note": 1, "notes/archive_notes": 2}
     assert usage["routed"] == {"notes/delete_note": 1}
+    assert usage["search_calls"] == 1  # the search_tools call, counted as a search
 
 
 @pytest.mark.parametrize(
@@ -156,6 +157,56 @@ def test_a_server_config_reads_commands_and_urls(tmp_path: Path) -> None:
         load_servers(tmp_path / "missing.json")
 
 
+def test_a_server_config_takes_environment_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GH_TOKEN", "s3cret")
+    monkeypatch.setenv("EMPTY", "")
+    monkeypatch.delenv("UNSET_PORT", raising=False)
+    entries = {
+        "gh": {
+            "command": "${HOME}/bin/gh-mcp",
+            "args": ["--port", "${UNSET_PORT:-8080}", "$GH_TOKEN"],
+            "env": {"GITHUB_TOKEN": "${GH_TOKEN}", "LEVEL": "${EMPTY:-info}"},
+        },
+        "docs": {
+            "url": "https://example.com/mcp",
+            "headers": {"Authorization": "Bearer ${GH_TOKEN}"},
+        },
+    }
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
+    servers = load_servers(path)
+    gh = servers["gh"]
+    assert isinstance(gh, StdioServerParameters)
+    assert gh.command == f"{os.environ['HOME']}/bin/gh-mcp"
+    assert gh.args == ["--port", "8080", "$GH_TOKEN"]  # no braces: kept, as clients keep it
+    assert gh.env == {"GITHUB_TOKEN": "s3cret", "LEVEL": "info"}
+    assert servers["docs"] == HttpServer(
+        "https://example.com/mcp", {"Authorization": "Bearer s3cret"}
+    )
+
+
+def test_a_variable_not_set_is_named_with_where_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
+    monkeypatch.delenv("NO_SUCH_HOST", raising=False)
+    entries = {
+        "gh": {"command": "gh-mcp", "env": {"GITHUB_TOKEN": "${NO_SUCH_TOKEN}"}},
+        "docs": {"url": "https://${NO_SUCH_HOST}/mcp"},
+        "off": {"command": "${NO_SUCH_TOKEN}", "disabled": True},  # off: needs nothing
+    }
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
+    with pytest.raises(InvalidInputError) as raised:
+        load_servers(path)
+    message = str(raised.value)
+    assert "mcpServers.gh: env.GITHUB_TOKEN: ${NO_SUCH_TOKEN} is not set" in message
+    assert "mcpServers.docs: url: ${NO_SUCH_HOST} is not set" in message
+    assert "mcpServers.off" not in message
+
+
 def test_an_upstream_that_cannot_start_is_named(tmp_path: Path) -> None:
     config = tmp_path / "servers.json"
     broken = {"command": str(tmp_path / "no-such-server")}
@@ -178,6 +229,14 @@ def proxy_process(config: Path, *flags: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
+
+
+def proxy_params(tmp_path: Path, servers: dict[str, Any], *flags: str) -> StdioServerParameters:
+    """The proxy, as a stdio server to start, in front of ``servers`` (``mcpServers``)."""
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    args = ["-m", "toolgate", "mcp-proxy", "--config", str(config), *flags]
+    return StdioServerParameters(command=sys.executable, args=args)
 
 
 def initialize(process: subprocess.Popen[bytes]) -> dict[str, Any]:
@@ -277,11 +336,7 @@ def test_a_call_to_a_server_that_died_restarts_it_once(tmp_path: Path) -> None:
     upstream = tmp_path / "flaky.py"
     upstream.write_text(CRASHING_UPSTREAM, encoding="utf-8")
     flaky = {"command": sys.executable, "args": [str(upstream), str(tmp_path / "crashed")]}
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"flaky": flaky}}), encoding="utf-8")
-    proxy = StdioServerParameters(
-        command=sys.executable, args=["-m", "toolgate", "mcp-proxy", "--config", str(config)]
-    )
+    proxy = proxy_params(tmp_path, {"flaky": flaky})
 
     async def main() -> None:
         with anyio.fail_after(120):
@@ -359,3 +414,145 @@ def test_upstreams_are_served_in_the_configs_order() -> None:
         assert list(upstreams.clients) == ["zeta", "alpha"]
 
     run(main)
+
+
+#: An upstream whose tools/list answers only once the file ``sys.argv[1]`` exists.
+SLOW_LISTING_UPSTREAM = """
+import os, sys
+import anyio
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
+
+release = sys.argv[1]
+
+async def list_tools(_ctx, _params):
+    while not os.path.exists(release):
+        await anyio.sleep(0.05)
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    weather = Tool(name="get_weather", description="Weather in a city.", input_schema=schema)
+    return ListToolsResult(tools=[weather])
+
+async def call_tool(_ctx, _params):
+    return CallToolResult(content=[TextContent(type="text", text="sunny")])
+
+server = Server("weather", on_list_tools=list_tools, on_call_tool=call_tool)
+
+async def main():
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+anyio.run(main)
+"""
+
+
+def test_the_handshake_is_answered_while_the_upstreams_are_listed(tmp_path: Path) -> None:
+    upstream, release = tmp_path / "weather.py", tmp_path / "release"
+    upstream.write_text(SLOW_LISTING_UPSTREAM, encoding="utf-8")
+    weather = {"command": sys.executable, "args": [str(upstream), str(release)]}
+    proxy = proxy_params(tmp_path, {"weather": weather})
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with Client(proxy) as client:
+                # Initialized while the upstream's listing cannot have ended: it waits for
+                # this file, which only now exists.
+                release.touch()
+                found = await client.call_tool("search_tools", {"query": "weather in Lisbon"})
+                assert [t["name"] for t in found_tools(found)] == ["get_weather"]
+
+    run(main)
+
+
+def test_a_server_that_is_not_answering_is_named_in_the_tool_error(tmp_path: Path) -> None:
+    notes = tmp_path / "notes_server.py"
+    notes.write_text(textwrap.dedent(UPSTREAM), encoding="utf-8")
+    servers = {
+        "notes": {"command": sys.executable, "args": [str(notes)]},
+        "git": {"command": sys.executable, "args": ["-c", "raise SystemExit('no repository')"]},
+    }
+    proxy = proxy_params(tmp_path, servers, "--lenient", "--retry-after", "600")
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with Client(proxy) as client:
+                failed = await client.call_tool("call_tool", {"name": "git_log", "arguments": {}})
+                assert failed.is_error
+                body = json.loads(text_of(failed))
+                assert body["error"] == "server_unavailable"
+                assert "Server 'git' is not answering" in body["message"]
+                assert "retry later" in body["message"]
+                found = await client.call_tool("search_tools", {"query": "commit history"})
+                assert found.structured_content is not None
+                assert found.structured_content["unavailable"] == ["git"]
+                # A tool of a server that answers is still called.
+                done = await client.call_tool(
+                    "call_tool", {"name": "add_note", "arguments": {"title": "a", "body": "b"}}
+                )
+                assert text_of(done) == "saved a"
+
+    run(main)
+
+
+#: An upstream whose one tool kills it, and that cannot start a second time.
+DYING_UPSTREAM = '''
+import os, sys
+from mcp.server.mcpserver import MCPServer
+
+marker = sys.argv[1]
+if os.path.exists(marker):
+    sys.exit("cannot start again")
+open(marker, "w").close()
+server = MCPServer("git")
+
+@server.tool()
+def git_log(path: str) -> str:
+    """Show the commit history of a repository."""
+    os._exit(1)
+
+server.run("stdio")
+'''
+
+
+def test_a_server_that_died_for_good_is_named_in_the_tool_error(tmp_path: Path) -> None:
+    upstream = tmp_path / "git.py"
+    upstream.write_text(DYING_UPSTREAM, encoding="utf-8")
+    git = {"command": sys.executable, "args": [str(upstream), str(tmp_path / "started")]}
+    proxy = proxy_params(tmp_path, {"git": git})
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with Client(proxy) as client:
+                call = {"name": "git_log", "arguments": {"path": "."}}
+                failed = await client.call_tool("call_tool", call)
+                body = json.loads(text_of(failed))
+                assert body == {
+                    "error": "server_unavailable",
+                    "message": "Calling 'git_log' failed: server 'git' is not answering; "
+                    "retry later.",
+                    "servers": ["git"],
+                }
+
+    run(main)
+
+
+def test_a_listing_that_fails_after_the_handshake_ends_the_proxy_with_the_error(
+    tmp_path: Path,
+) -> None:
+    upstream, release = tmp_path / "weather.py", tmp_path / "release"
+    # A tool whose input schema is not a schema: a bad tool, an error without --lenient.
+    upstream.write_text(SLOW_LISTING_UPSTREAM.replace('"type": "string"', '"type": 5'))
+    weather = {"command": sys.executable, "args": [str(upstream), str(release)]}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"weather": weather}}), encoding="utf-8")
+    with proxy_process(config) as process:
+        try:
+            assert initialize(process)["result"]["serverInfo"]["name"] == "toolgate"
+            release.touch()
+            assert process.wait(timeout=60) == 2
+        finally:
+            process.kill()
+        assert process.stderr is not None
+        stderr = process.stderr.read().decode()
+    assert "toolgate mcp-proxy: error: " in stderr
+    assert "weather/get_weather" in stderr

@@ -8,6 +8,7 @@ call is checked against the tools of the turn that offered them.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import warnings
 from collections import OrderedDict
@@ -71,6 +72,8 @@ class ServerCatalogs:
             "cache": cache,
         }
         self._overrides = overrides
+        # Held while the default embedder is made: by a prepare() and a first connect() at once.
+        self._embedder_lock = threading.Lock()
         #: The connected servers' clients, by server name.
         self.clients: dict[str, McpClient] = {}
         self._routers: OrderedDict[str, Router] = OrderedDict()
@@ -199,13 +202,18 @@ class ServerCatalogs:
         kept = tuple(i for i in promotion.active_ids if i in current.catalog)
         return current, replace(promotion, active_ids=kept, catalog_version=current.catalog.version)
 
+    async def prepare(self) -> None:
+        """Load the embedding model now, in a worker thread, unless it is loaded."""
+        await anyio.to_thread.run_sync(self._router_options)
+
     def _router_options(self) -> dict[str, Any]:
         """``Router.from_catalog``'s options; the default embedder is made here (in a worker
         thread: loading the model takes a while) without progress bars, which would end up
         in a server's logs."""
-        if self._options["embedder"] is None:
-            precision = (self._config or RouterConfig()).precision
-            self._options["embedder"] = default_embedder(precision, progress=False)
+        with self._embedder_lock:
+            if self._options["embedder"] is None:
+                precision = (self._config or RouterConfig()).precision
+                self._options["embedder"] = default_embedder(precision, progress=False)
         return self._options
 
     def _due(self) -> set[str]:

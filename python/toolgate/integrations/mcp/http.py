@@ -5,6 +5,10 @@ number of them share its upstream connections and its index. The MCP SDK's Strea
 app serves the proxy's server at ``/mcp``, under uvicorn. A listener on a loopback address
 checks the ``Host`` and ``Origin`` headers (the SDK's DNS-rebinding protection); one given a
 token admits only requests that carry it as ``Authorization: Bearer <token>``.
+
+Beside it, ``GET /healthz`` answers ``{"status": "ok"}`` to anyone (a load balancer's or an
+orchestrator's probe carries no token, and learns nothing but that the proxy serves), and
+``GET /metrics`` the proxy's Prometheus metrics, behind the token like ``/mcp``.
 """
 
 from __future__ import annotations
@@ -26,11 +30,25 @@ from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from toolgate.errors import InvalidInputError
+from toolgate.integrations.mcp.metrics import ProxyMetrics
 
-__all__ = ["GRACE_SECONDS", "MCP_PATH", "HttpListener", "serve_over_http"]
+__all__ = [
+    "GRACE_SECONDS",
+    "HEALTH_PATH",
+    "MCP_PATH",
+    "METRICS_PATH",
+    "HttpListener",
+    "serve_over_http",
+]
 
 #: Where the proxy's MCP endpoint is.
 MCP_PATH = "/mcp"
+
+#: The liveness probe: no token, no details.
+HEALTH_PATH = "/healthz"
+
+#: The Prometheus metrics, behind the token when there is one.
+METRICS_PATH = "/metrics"
 
 #: Seconds a graceful stop gives requests under way before closing what is still open.
 GRACE_SECONDS = 10.0
@@ -102,19 +120,24 @@ async def serve_over_http(
     listener: HttpListener,
     sock: socket.socket,
     on_stop: Callable[[Callable[[], None]], None],
+    *,
+    metrics: ProxyMetrics | None = None,
 ) -> None:
     """Serve ``server`` on ``sock`` (from ``listener.bind()``) until told to stop: ``on_stop``
     is given the function that stops it, gracefully: requests under way get
     :data:`GRACE_SECONDS` to finish, and then the connections still open (event streams
     stay open for as long as their clients listen) are closed. The process's signals are
-    the caller's, not uvicorn's."""
+    the caller's, not uvicorn's. ``metrics`` are served at :data:`METRICS_PATH`."""
     app: _App = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=listener.host,
         transport_security=_rebinding_guard(listener.host),
     )
+    if metrics is not None:
+        app = _Route(METRICS_PATH, metrics.asgi_app(), app)
     if listener.token is not None:
         app = _BearerGate(app, listener.token)
+    app = _Route(HEALTH_PATH, _healthy, app)
     config = uvicorn.Config(
         app, log_level="warning", lifespan="on", timeout_graceful_shutdown=int(GRACE_SECONDS)
     )
@@ -171,16 +194,44 @@ class _BearerGate:
             )
             valid = hmac.compare_digest(token.strip(), self.token)
             if scheme.lower() != b"bearer" or not valid:
-                body = json.dumps({"error": "unauthorized: a bearer token is needed"}).encode()
-                headers = [
-                    (b"content-type", b"application/json"),
-                    (b"www-authenticate", b"Bearer"),
-                    (b"content-length", str(len(body)).encode()),
-                ]
-                await send({"type": "http.response.start", "status": 401, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
+                body = {"error": "unauthorized: a bearer token is needed"}
+                await _send_json(send, 401, body, [(b"www-authenticate", b"Bearer")])
                 return
         await self.app(scope, receive, send)
+
+
+class _Route:
+    """Sends HTTP requests for ``path`` to ``app``, and everything else to ``rest``."""
+
+    def __init__(self, path: str, app: _App, rest: _App) -> None:
+        self.path, self.app, self.rest = path, app, rest
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if scope["type"] == "http" and scope.get("path") == self.path:
+            await self.app(scope, receive, send)
+        else:
+            await self.rest(scope, receive, send)
+
+
+async def _healthy(scope: _Scope, _receive: _Receive, send: _Send) -> None:
+    """``{"status": "ok"}`` to a GET or HEAD; nothing about the upstreams, to anyone."""
+    if scope.get("method") not in ("GET", "HEAD"):
+        await _send_json(send, 405, {"error": "method not allowed"}, [(b"allow", b"GET, HEAD")])
+        return
+    await _send_json(send, 200, {"status": "ok"}, [(b"cache-control", b"no-store")])
+
+
+async def _send_json(
+    send: _Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]
+) -> None:
+    data = json.dumps(body).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(data)).encode()),
+        *headers,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
 
 
 def _rebinding_guard(host: str) -> TransportSecuritySettings | None:

@@ -32,8 +32,9 @@ Not passed through: resource subscriptions and upstream log messages.
 from __future__ import annotations
 
 import json
+import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -66,15 +67,19 @@ from mcp.types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolgate._toolgate import __version__
 from toolgate.catalog.catalog import Catalog
 from toolgate.errors import InvalidInputError, ToolgateError
-from toolgate.formats.mcp import export, found_result
+from toolgate.formats.mcp import export
 from toolgate.integrations.mcp.answers import passed_on, text_result, unknown_names_note
+from toolgate.integrations.mcp.metrics import ProxyMetrics
 from toolgate.integrations.mcp.passthrough import Passthrough, Reconnect, reconnected
 from toolgate.integrations.mcp.relay import InputRequired, RequestRelay, UpstreamRequests
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
+from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.routing.config import check_count
 from toolgate.routing.scopes import pattern_list
+from toolgate.telemetry.events import VerifyEvent
 from toolgate.verify import Verdict
 
 __all__ = ["MAX_QUERY_CHARS", "McpProxy"]
@@ -107,6 +112,13 @@ class McpProxy:
     ``requests`` is where the upstream connections' input callbacks
     (:meth:`UpstreamRequests.callbacks`, given to each ``mcp.Client``) find the client a
     request is for.
+
+    ``ready``, when given, is awaited before each request is served: the router may then be
+    connected after the proxy is made, and its clients' handshakes answered meanwhile
+    (``toolgate mcp-proxy`` lists and indexes the upstreams while they initialize).
+    ``unavailable()`` names the upstream servers not answering now, so that a call to one
+    of them, or to a tool no answering server has, says so (a transient failure) rather
+    than that the tool does not exist. ``metrics`` counts searches and calls.
     """
 
     def __init__(
@@ -120,12 +132,18 @@ class McpProxy:
         instructions: str = "",
         reconnect: Reconnect | None = None,
         requests: UpstreamRequests | None = None,
+        ready: Callable[[], Awaitable[None]] | None = None,
+        unavailable: Callable[[], Sequence[str]] | None = None,
+        metrics: ProxyMetrics | None = None,
     ) -> None:
         """See the class docstring."""
         if top_k is not None:
             check_count("top_k", top_k, minimum=1)
         self.router = router
-        self.top_k = top_k or router.top_k or router.router.config.top_k
+        self._top_k = top_k
+        self._ready = ready
+        self.unavailable: Callable[[], Sequence[str]] = unavailable or (lambda: ())
+        self.metrics = metrics
         self.allow, self.deny = pattern_list(allow), pattern_list(deny)
         self.reconnect = reconnect
         self.passthrough = Passthrough(router, reconnect)
@@ -135,13 +153,16 @@ class McpProxy:
         self._listen = ListenHandler(self.events)
         # Connections of clients on earlier protocols, told of changes by notification.
         self._legacy_clients: weakref.WeakSet[Any] = weakref.WeakSet()
-        search, call = _meta_names(router.router.catalog)
+        # Not connected yet (``ready``): the names pinned tools leave free are not known, and
+        # are the usual ones but for a pinned upstream tool called search_tools.
+        search, call = _meta_names(router.router.catalog) if router.servers else (_SEARCH, _CALL)
         own = (
             f"Most tools are not listed. Call {search} to find the ones a task needs, then "
             f"{call} to call one."
         )
         self.server: Server[Any] = _ProxyServer(
             name,
+            version=__version__,
             instructions=f"{own}\n\n{instructions}" if instructions else own,
             on_list_tools=self._on_list_tools,
             on_call_tool=self._on_call_tool,
@@ -158,6 +179,16 @@ class McpProxy:
         self.server.add_notification_handler(
             "notifications/initialized", NotificationParams, self._on_initialized
         )
+
+    @property
+    def top_k(self) -> int:
+        """The most tools one search returns."""
+        return self._top_k or self.router.top_k or self.router.router.config.top_k
+
+    async def wait_ready(self) -> None:
+        """Return once the router is connected (at once without ``ready``)."""
+        if self._ready is not None:
+            await self._ready()
 
     def list_tools(self) -> list[dict[str, Any]]:
         """What the proxy lists: the two meta tools, then the pinned upstream tools."""
@@ -176,6 +207,7 @@ class McpProxy:
         (:mod:`~toolgate.integrations.mcp.relay`): the answer is then an
         ``InputRequiredResult`` when a client on the 2026-07-28 protocol is to answer them.
         """
+        await self.wait_ready()
         search, call = _meta_names(self.router.router.catalog)
         arguments = dict(arguments or {})
         if name == call:
@@ -188,17 +220,41 @@ class McpProxy:
             name, arguments = unwrapped
         if name == search:  # asked for directly, or through call_tool
             return await self._search(arguments)
+        start = time.perf_counter()
+        result, server, how = await self._forwarded(name, arguments, relay, search)
+        if self.metrics is not None:
+            self.metrics.called(server, how, time.perf_counter() - start)
+        return result
+
+    async def _forwarded(
+        self, name: str, arguments: dict[str, Any], relay: RequestRelay | None, search: str
+    ) -> tuple[CallToolResult | InputRequiredResult, str, str]:
+        """The answer to a call of the upstream tool ``name``, the server it is for (``""``:
+        none) and how the call went: ``ok``, ``tool_error`` (the tool answered with an
+        error), ``refused``, ``input_required`` or ``failed``."""
+        tool = self.router.router.catalog.get_exposed(name)
+        server = tool.server if tool is not None else ""
         try:
             outcome = await self._call(name, arguments, relay)
         except InputRequired as asked:  # the client answers the tool's requests, and retries
-            return passed_on(asked.result)
+            return passed_on(asked.result), server, "input_required"
         except Exception as exc:  # the upstream server, its answer or its connection failed
-            why = str(exc) if isinstance(exc, MCPError) else repr(exc)  # an MCP error says it
-            failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {why}"}
-            return text_result(json.dumps(failure), is_error=True)
+            return self._failure(name, server, exc), server, "failed"
         if not outcome.verdict.ok:
-            return _refusal(outcome.verdict, search)
-        return passed_on(outcome.result)
+            return _refusal(outcome.verdict, search, self.unavailable()), server, "refused"
+        result = passed_on(outcome.result)
+        return result, outcome.server or server, "tool_error" if result.is_error else "ok"
+
+    def _failure(self, name: str, server: str, exc: Exception) -> CallToolResult:
+        """The tool error for a call that failed upstream: the server is not answering (and
+        the model may retry later), or what the server or its connection raised."""
+        if server and server in self.unavailable():
+            message = f"Calling {name!r} failed: {_not_answering([server])}; retry later."
+            body = {"error": "server_unavailable", "message": message, "servers": [server]}
+            return text_result(json.dumps(body), is_error=True)
+        why = str(exc) if isinstance(exc, MCPError) else repr(exc)  # an MCP error says it
+        failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {why}"}
+        return text_result(json.dumps(failure), is_error=True)
 
     async def _call(
         self, name: str, arguments: dict[str, Any], relay: RequestRelay | None
@@ -261,29 +317,66 @@ class McpProxy:
         self._listen.close()
 
     async def _search(self, arguments: Mapping[str, Any]) -> CallToolResult:
+        start = time.perf_counter()
+        result = await self._found(arguments)
+        if self.metrics is not None:
+            self.metrics.searched(not result.is_error, time.perf_counter() - start)
+        return result
+
+    async def _found(self, arguments: Mapping[str, Any]) -> CallToolResult:
+        """The answer to a search, or the error for a query it refuses."""
         query = arguments.get("query")
         search, call = _meta_names(self.router.router.catalog)
         if not isinstance(query, str) or not query.strip():
-            return _error(f"{search} takes 'query', a non-empty string")
+            return self._refused_search(search, f"{search} takes 'query', a non-empty string")
         if len(query) > MAX_QUERY_CHARS:  # a client's, on a server others share
-            return _error(
+            return self._refused_search(
+                search,
                 f"{search}'s query has {len(query):,} characters, more than {MAX_QUERY_CHARS:,}: "
-                "describe the task in fewer words"
+                "describe the task in fewer words",
             )
         try:
             found = await self.router.search(
                 query, allow=self.allow, deny=self.deny, top_k=self.top_k
             )
         except ToolgateError as exc:  # "select:" naming nothing, and the like
-            return _error(f"{exc}; describe the task in words, or use 'select:name1,name2'")
+            why = f"{exc}; describe the task in words, or use 'select:name1,name2'"
+            return self._refused_search(search, why)
+        self._log_search(search, ok=True)
         catalog = self.router.router.catalog
         # Pinned tools are listed already: a search shows the others.
         ids = [i for i in found.ids if i in catalog and not catalog[i].pinned]
-        unknown = f"\n{unknown_names_note(found.unknown, catalog)}" if found.unknown else ""
+        down = self.unavailable()
+        # On the first line, which the tools found (a JSON list) follow.
+        notes = (
+            f" {_not_answering(down, start='Server')} now: tools of theirs may be missing here, "
+            "and calls to them fail until they are back."
+            if down
+            else ""
+        )
+        if found.unknown:
+            notes += f"\n{unknown_names_note(found.unknown, catalog)}"
         if not ids:
-            return text_result(f"No tool matched. Try other words, or 'select:name'.{unknown}")
-        header = f"Tools found, best first. Call one with {call}(name, arguments).{unknown}\n"
-        return CallToolResult.model_validate(found_result([catalog[i] for i in ids], header))
+            text = f"No tool matched. Try other words, or 'select:name'.{notes}"
+            return _search_result(text, [], found.unknown, down)
+        tools = [{**export(catalog[i], compact=True), "server": catalog[i].server} for i in ids]
+        header = f"Tools found, best first. Call one with {call}(name, arguments).{notes}\n"
+        text = header + json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
+        return _search_result(text, tools, found.unknown, down)
+
+    def _refused_search(self, name: str, why: str) -> CallToolResult:
+        """The error for a search refused for its query, logged as such."""
+        self._log_search(name, ok=False)
+        return _error(why)
+
+    def _log_search(self, name: str, *, ok: bool) -> None:
+        """Log a ``search_tools`` call as what it is, a search (as a host's checked
+        ``tool_search`` call is logged): its route alone would pass for a turn's."""
+        telemetry = self.router.router.telemetry
+        if telemetry is not None:
+            error = None if ok else "invalid_arguments"
+            event = VerifyEvent(name=name, tool_id=TOOL_SEARCH_ID, ok=ok, error=error)
+            telemetry.emit(event)
 
     async def _on_initialized(self, ctx: Any, _params: NotificationParams) -> None:
         """Note the connection of a client on an earlier protocol, to tell it of changes."""
@@ -296,6 +389,7 @@ class McpProxy:
             self._legacy_clients.add(connection)
 
     async def _on_list_tools(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        await self.wait_ready()
         await self.router.update()  # pinned tools may have changed upstream
         return ListToolsResult.model_validate({"tools": self.list_tools()})
 
@@ -304,30 +398,36 @@ class McpProxy:
         return await self.call_tool(params.name, params.arguments, relay)
 
     async def _on_list_prompts(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        await self.wait_ready()
         prompts = await self.passthrough.list_prompts()
         return ListPromptsResult.model_validate({"prompts": prompts})
 
     async def _on_get_prompt(self, ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
+        await self.wait_ready()
         relay = RequestRelay(ctx, self.requests)
         return await self.passthrough.get_prompt(params.name, params.arguments, relay)
 
     async def _on_list_resources(self, _ctx: Any, _params: PaginatedRequestParams | None) -> Any:
+        await self.wait_ready()
         resources = await self.passthrough.list_resources()
         return ListResourcesResult.model_validate({"resources": resources})
 
     async def _on_list_resource_templates(
         self, _ctx: Any, _params: PaginatedRequestParams | None
     ) -> Any:
+        await self.wait_ready()
         templates = await self.passthrough.list_resource_templates()
         return ListResourceTemplatesResult.model_validate({"resourceTemplates": templates})
 
     async def _on_read_resource(
         self, ctx: Any, params: ReadResourceRequestParams
     ) -> ReadResourceResult:
+        await self.wait_ready()
         relay = RequestRelay(ctx, self.requests)
         return await self.passthrough.read_resource(str(params.uri), relay)
 
     async def _on_completion(self, ctx: Any, params: CompleteRequestParams) -> CompleteResult:
+        await self.wait_ready()
         context = params.context.arguments if params.context else None
         relay = RequestRelay(ctx, self.requests)
         argument = params.argument.model_dump()
@@ -368,12 +468,22 @@ def _unwrapped(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | Non
     return name, dict(inner)
 
 
-def _refusal(verdict: Verdict, search: str) -> CallToolResult:
+def _refusal(verdict: Verdict, search: str, down: Sequence[str]) -> CallToolResult:
     """A refused call, short: any tool may be called through the proxy, so the list of
-    available ones a turn's refusal carries would be the whole catalog."""
+    available ones a turn's refusal carries would be the whole catalog. A name no tool has
+    while servers are ``down`` may be one of theirs: the refusal says so, as a failure
+    that may pass."""
     body: dict[str, Any] = {"error": verdict.error}
     hint = f" Did you mean {verdict.closest!r}?" if verdict.closest else ""
-    if verdict.error == "invalid_arguments":
+    if verdict.error == "unknown_tool" and down:
+        body["error"] = "server_unavailable"
+        body["message"] = (
+            f"No server answering now has a tool {verdict.name!r}.{hint} "
+            f"{_not_answering(down, start='Server')}, and may have it: retry later, or find "
+            f"tools with {search}."
+        )
+        body["servers"] = list(down)
+    elif verdict.error == "invalid_arguments":
         body["message"] = verdict.message
     elif verdict.error == "tool_not_available":  # shut out by the proxy's allow / deny
         body["message"] = f"Tool {verdict.name!r} is not available.{hint} Find tools with {search}."
@@ -386,12 +496,69 @@ def _refusal(verdict: Verdict, search: str) -> CallToolResult:
     return text_result(json.dumps(body, ensure_ascii=False), is_error=True)
 
 
+def _not_answering(servers: Sequence[str], *, start: str = "server") -> str:
+    """``server 'git' is not answering`` (``servers 'git', 'fetch' are ...``); ``start``
+    is the first word's spelling (``"Server"`` begins a sentence)."""
+    names = ", ".join(repr(server) for server in servers)
+    if len(servers) > 1:
+        return f"{start}s {names} are not answering"
+    return f"{start} {names} is not answering"
+
+
 def _meta_names(catalog: Catalog) -> tuple[str, str]:
     """The meta tools' names: ``search_tools`` and ``call_tool``, or ``toolgate_``-prefixed
     when a pinned upstream tool is listed under the same name."""
     taken = {catalog[i].exposed_name.casefold() for i in catalog.pinned_ids}
     search, call = (f"toolgate_{name}" if name in taken else name for name in (_SEARCH, _CALL))
     return search, call
+
+
+#: The search tool's ``outputSchema``: what its answer holds as ``structuredContent``.
+_SEARCH_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "tools": {
+            "type": "array",
+            "description": "The tools found, best first, each as tools/list gives it",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "inputSchema": {"type": "object"},
+                    "server": {"type": "string", "description": "The upstream server"},
+                },
+                "required": ["name", "inputSchema", "server"],
+            },
+        },
+        "unknown": {
+            "type": "array",
+            "description": "Names a 'select:' asked for that no tool has",
+            "items": {"type": "string"},
+        },
+        "unavailable": {
+            "type": "array",
+            "description": "Upstream servers not answering now, whose tools may be missing",
+            "items": {"type": "string"},
+        },
+    },
+    "required": ["tools"],
+}
+
+
+def _search_result(
+    text: str, tools: list[dict[str, Any]], unknown: Sequence[str], down: Sequence[str]
+) -> CallToolResult:
+    """A search's answer: ``text`` for the model, and the tools found as ``structuredContent``
+    (:data:`_SEARCH_OUTPUT`) for a client that reads them rather than parse the text."""
+    structured: dict[str, Any] = {"tools": tools}
+    if unknown:
+        structured["unknown"] = list(unknown)
+    if down:
+        structured["unavailable"] = list(down)
+    return CallToolResult.model_validate(
+        {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+    )
 
 
 def _search_tool(name: str) -> dict[str, Any]:
@@ -408,6 +575,7 @@ def _search_tool(name: str) -> dict[str, Any]:
             "properties": {"query": {"type": "string", "description": "What you need to do"}},
             "required": ["query"],
         },
+        "outputSchema": _SEARCH_OUTPUT,
     }
 
 

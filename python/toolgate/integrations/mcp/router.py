@@ -125,6 +125,13 @@ class McpRouter:
 
     # -- connections ---------------------------------------------------------------------
 
+    async def prepare(self) -> None:
+        """Load the embedding model now (in a worker thread), rather than at :meth:`connect`:
+        a host that starts its servers meanwhile has the model ready when they are. Loading
+        it is the slow part of a first connect; a model given as ``embedder`` is loaded
+        already."""
+        await self._catalogs.prepare()
+
     async def connect(self, servers: Mapping[str, McpClient]) -> Router:
         """List every server's tools (all at once, following pagination) and index them."""
         return await self._catalogs.connect(servers)

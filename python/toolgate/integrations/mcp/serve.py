@@ -4,17 +4,20 @@
 The proxy (:func:`serve`) serves one client on stdin / stdout, or any number over Streamable
 HTTP (:mod:`toolgate.integrations.mcp.http`).
 
-Every upstream is started (or reached) at once, each within ``connect_timeout`` seconds, and
-each lives in a task of its own until the proxy stops: when its stdio client closes stdin, or
-on SIGTERM / SIGINT (over HTTP, once the requests under way are done). Stopping closes every
-upstream at once, so none outlives the proxy. An upstream whose connection closes (it died)
-is started again by the next call to it. One that could not be started (left out under
-``lenient``) is tried again in the background, after ``retry_after`` seconds and then at
-doubling intervals up to :data:`MAX_RETRY_INTERVAL`, until it joins.
+Every upstream is started (or reached) at once, each within ``connect_timeout`` seconds, while
+the embedding model loads. The proxy answers its clients' handshakes as soon as the upstreams
+have answered theirs, and lists and indexes their tools meanwhile (requests wait for that).
+Each upstream lives in a task of its own until the proxy stops: when its stdio client closes
+stdin, or on SIGTERM / SIGINT (over HTTP, once the requests under way are done). Stopping
+closes every upstream at once, so none outlives the proxy. An upstream whose connection
+closes (it died) is started again by the next call to it. One that could not be started (left
+out under ``lenient``) is tried again in the background, after ``retry_after`` seconds and
+then at doubling intervals up to :data:`MAX_RETRY_INTERVAL`, until it joins.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -34,6 +37,7 @@ from mcp.types import METHOD_NOT_FOUND
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.integrations.mcp.http import HttpListener, serve_over_http
 from toolgate.integrations.mcp.listing import McpClient, list_server_tools
+from toolgate.integrations.mcp.metrics import ProxyMetrics
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.relay import UpstreamRequests
 from toolgate.integrations.mcp.router import McpRouter
@@ -86,7 +90,7 @@ async def serve(
     run = partial(
         _serve, servers, router, lenient=lenient, connect_timeout=connect_timeout,
         allow=allow, deny=deny, retry_after=retry_after,
-        requests=UpstreamRequests(one_client=http is None),
+        requests=UpstreamRequests(one_client=http is None), over_http=http is not None,
     )  # fmt: skip
     if http is None:
         await run(_over_stdio)
@@ -106,32 +110,44 @@ async def _serve(
     deny: Sequence[str] | None,
     retry_after: float,
     requests: UpstreamRequests,
+    over_http: bool,
 ) -> None:
     """Connect ``router`` to ``servers``, then serve the proxy over ``transport`` until it
-    returns; ``requests`` passes the upstreams' requests for input on to the clients."""
+    returns; ``requests`` passes the upstreams' requests for input on to the clients.
+    ``over_http``: the transport is HTTP, which serves the proxy's metrics and can stop
+    gracefully.
+
+    The proxy answers its clients' handshakes once the upstreams have answered theirs (their
+    instructions go into its own, and the protocol has no way to send them later), while
+    the upstreams are listed and indexed: requests wait for that. Their tools may change
+    later, and the clients are told.
+    """
     failure: ToolgateError | None = None
     async with anyio.create_task_group() as group:
         upstreams = Upstreams(list(servers))
-        serving = _Serving(group, router, servers, upstreams, connect_timeout, requests=requests)
+        serving = _Serving(
+            group, router, servers, upstreams, connect_timeout, requests=requests,
+            over_http=over_http,
+        )  # fmt: skip
         # First: a signal during start-up must close the upstreams started so far.
         group.start_soon(_stop_on_signal, serving)
+        # The model loads while the upstreams start, rather than after them.
+        group.start_soon(_prepare, router)
         try:
             await serving.connect_all(lenient)
             clients = serving.upstreams.clients
-            await router.connect(clients)
-            for name in clients:
-                group.start_soon(serving.watch, name)
-            left_out = [name for name in servers if name not in clients]
-            if left_out:
-                group.start_soon(serving.join_later, left_out, retry_after)
             serving.proxy = McpProxy(
                 router, allow=allow, deny=deny, instructions=_instructions(clients),
                 reconnect=serving.reconnect, requests=serving.requests,
+                ready=serving.wait_indexed, unavailable=serving.unavailable,
+                metrics=serving.metrics() if over_http else None,
             )  # fmt: skip
+            group.start_soon(serving.index, clients, retry_after)
             await transport(serving)
         except ToolgateError as exc:  # raised after the group, not wrapped in its group
             failure = exc
         group.cancel_scope.cancel()  # closes every upstream at once
+    failure = failure or serving.failure
     if failure is not None:
         raise failure
 
@@ -155,8 +171,10 @@ async def _over_http(listener: HttpListener, sock: socket.socket, serving: _Serv
             stop()
 
         serving.on_stop(stop_serving)
+        if serving.failure is not None:  # it failed before the transport could be stopped
+            stop_serving()
 
-    await serve_over_http(proxy.server, listener, sock, on_stop)
+    await serve_over_http(proxy.server, listener, sock, on_stop, metrics=proxy.metrics)
 
 
 @dataclass
@@ -173,9 +191,68 @@ class _Serving:
     proxy: McpProxy | None = None
     #: Where the upstreams' requests for input find the client they are for.
     requests: UpstreamRequests = field(default_factory=UpstreamRequests)
+    #: Whether the transport is HTTP (else stdio), which can stop gracefully.
+    over_http: bool = False
     #: Stops the transport gracefully (requests under way finish); ``None``: there is no
     #: such way, and a signal ends the process once the upstreams are closed.
     stop: Callable[[], None] | None = None
+    #: Set once the upstreams connected at start are listed and indexed, or that failed.
+    indexed: anyio.Event = field(default_factory=anyio.Event)
+    #: Why the proxy stopped after it began serving (listing or indexing failed).
+    failure: ToolgateError | None = None
+    #: Upstreams that are not answering: left out at start, or dead and not restarted.
+    down: set[str] = field(default_factory=set)
+
+    async def index(self, clients: Mapping[str, McpClient], retry_after: float) -> None:
+        """List and index the upstreams ``clients`` (connected at start) while the proxy's
+        clients initialize; then follow their changes, and start the others again later.
+        A failure (listing in strict mode, the model) stops the proxy with its error."""
+        try:
+            await self.router.connect(clients)
+        except ToolgateError as exc:
+            await self.fail(exc)
+            return
+        for name in clients:
+            self.group.start_soon(self.watch, name)
+        left_out = [name for name in self.servers if name not in clients]
+        if left_out:
+            self.group.start_soon(self.join_later, left_out, retry_after)
+        self.indexed.set()
+
+    async def wait_indexed(self) -> None:
+        """Return once the upstreams are indexed (the proxy's requests wait for it)."""
+        await self.indexed.wait()
+        if self.failure is not None:
+            raise self.failure
+
+    async def fail(self, failure: ToolgateError) -> None:
+        """Stop the proxy with ``failure``: gracefully where the transport can be (HTTP;
+        :func:`serve` raises it then), else on stderr, ending the process with code 2."""
+        self.failure = failure
+        self.indexed.set()  # requests waiting for it get the error
+        if self.over_http:
+            if self.stop is not None:  # else the transport stops as soon as it starts
+                self.stop()
+            return
+        print(f"toolgate mcp-proxy: error: {failure}", file=sys.stderr)
+        await _end(self, code=2)
+
+    def unavailable(self) -> list[str]:
+        """The upstream servers not answering now, in the config's order."""
+        return [name for name in self.servers if name in self.down]
+
+    def answering(self, name: str) -> bool:
+        """Whether upstream ``name`` is connected and not known to be down."""
+        return name in self.upstreams.clients and name not in self.down
+
+    def metrics(self) -> ProxyMetrics:
+        """Metrics for the proxy, with gauges that read this process's upstreams."""
+
+        def tools() -> int:
+            ready = self.indexed.is_set() and self.failure is None
+            return len(self.router.router.catalog) if ready else 0
+
+        return ProxyMetrics(self.servers, answering=self.answering, tools=tools)
 
     def on_stop(self, stop: Callable[[], None]) -> None:
         """The transport's graceful stop, for a signal to use."""
@@ -223,6 +300,7 @@ class _Serving:
         ]
         if problems and not lenient:
             raise InvalidInputError("; ".join(problems))
+        self.down |= set(upstreams.errors)
         for problem in problems:
             print(f"toolgate mcp-proxy: {problem}; going on without it", file=sys.stderr)
 
@@ -246,7 +324,9 @@ class _Serving:
             )
             if client is None:
                 print(f"toolgate mcp-proxy: could not restart {name!r}", file=sys.stderr)
+                self.down.add(name)
                 return False
+            self.down.discard(name)
             print(
                 f"toolgate mcp-proxy: restarted {name!r}, whose connection had closed",
                 file=sys.stderr,
@@ -283,6 +363,7 @@ class _Serving:
                         self.upstreams.scopes[name].cancel()
                         continue
                 pending.remove(name)
+                self.down.discard(name)
                 print(f"toolgate mcp-proxy: {name!r} started and joined", file=sys.stderr)
                 self.group.start_soon(self.watch, name)
                 if self.proxy is not None:
@@ -301,6 +382,13 @@ class _Serving:
                 print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
         except Exception as exc:  # a dropped stream: changes then come with the next listing
             print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
+
+
+async def _prepare(router: McpRouter) -> None:
+    """Load ``router``'s model early; a failure is left for connecting, which raises it
+    again where the proxy reports its errors."""
+    with contextlib.suppress(ToolgateError):
+        await router.prepare()
 
 
 def _instructions(clients: Mapping[str, McpClient]) -> str:
@@ -339,6 +427,12 @@ async def _stop_on_signal(serving: _Serving) -> None:
                 stop, serving.stop = serving.stop, None
                 stop()  # the transport returns; the upstreams are closed after it
                 continue
-            await serving.upstreams.close(timeout=10.0)
-            sys.stderr.flush()
-            os._exit(0)
+            await _end(serving, code=0)
+
+
+async def _end(serving: _Serving, *, code: int) -> None:
+    """Close every upstream and end the process with ``code``, at once: on stdio the task
+    reading stdin waits in a thread that nothing but input interrupts."""
+    await serving.upstreams.close(timeout=10.0)
+    sys.stderr.flush()
+    os._exit(code)

@@ -7,11 +7,19 @@ The servers come in the ``mcpServers`` form MCP clients write::
                    "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "..."}},
         "docs": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ..."}},
         "old": {"command": "old-server", "disabled": true}}}
+
+As in MCP clients' own files, ``${VAR}`` in a value (``command``, ``args``, ``env``,
+``cwd``, ``url``, ``headers``) is the environment variable ``VAR``, and ``${VAR:-default}``
+is ``default`` when ``VAR`` is unset or empty; so a token stays out of the file. A variable
+that is not set, with no default, is an error naming it and where it is. ``$VAR`` without
+braces is kept as written, as those clients keep it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +33,12 @@ __all__ = ["HttpServer", "ServerSpec", "load_servers"]
 
 _STDIO_KEYS = {"type", "command", "args", "env", "cwd", "disabled"}
 _HTTP_KEYS = {"type", "url", "headers", "disabled"}
+
+#: The keys whose values (strings, or lists or objects of strings) take ``${VAR}``.
+_EXPANDED_KEYS = ("command", "args", "env", "cwd", "url", "headers")
+
+#: ``${NAME}`` or ``${NAME:-default}``.
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,8 @@ def _server_spec(entry: Any) -> ServerSpec | None:
     """One ``mcpServers`` entry; ``None`` when it is disabled."""
     if not isinstance(entry, dict):
         raise ValueError(f"expected an object, got {type(entry).__name__}")
+    if entry.get("disabled") is not True:  # a server left off needs no variables set
+        entry = _expanded(entry)
     http = "url" in entry or entry.get("type") in ("http", "streamable-http")
     if unknown := sorted(set(entry) - (_HTTP_KEYS if http else _STDIO_KEYS)):
         raise ValueError(f"unknown keys {unknown}")
@@ -112,3 +128,41 @@ def _stdio_spec(entry: dict[str, Any]) -> StdioServerParameters:
 
 def _str_map(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+def _expanded(entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` with the ``${VAR}`` in its values replaced from the environment; a
+    :class:`ValueError` naming every variable not set and where it is."""
+    missing: list[str] = []
+
+    def expand(text: str, where: str) -> str:
+        def value(found: re.Match[str]) -> str:
+            name, default = found.group(1), found.group(2)
+            given = os.environ.get(name)
+            if default is not None:  # the shell's ":-": the default for unset or empty
+                return given or default
+            if given is None:
+                missing.append(f"{where}: ${{{name}}} is not set")
+                return ""
+            return given
+
+        return _VARIABLE.sub(value, text)
+
+    out = dict(entry)
+    for key in _EXPANDED_KEYS:
+        value = entry.get(key)
+        if isinstance(value, str):
+            out[key] = expand(value, key)
+        elif isinstance(value, list):
+            out[key] = [
+                expand(item, f"{key}[{i}]") if isinstance(item, str) else item
+                for i, item in enumerate(value)
+            ]
+        elif isinstance(value, dict):
+            out[key] = {
+                name: expand(item, f"{key}.{name}") if isinstance(item, str) else item
+                for name, item in value.items()
+            }
+    if missing:
+        raise ValueError("; ".join(missing) + " (set it, or give a default: ${NAME:-default})")
+    return out
