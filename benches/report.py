@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benches import front, quality, tokens
+from benches.tables import markdown
 from benches.testbed import table2_tasks, table2_tools
 from toolgate.catalog.catalog import Catalog
 from toolgate.embedding.embedder import Embedder
@@ -69,23 +70,6 @@ def environment() -> str:
         + ", ".join(versions)
         + f"; generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
-
-
-def markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    """A markdown table of ``columns`` (missing or ``None`` cells show as n/a)."""
-
-    def cell(value: Any) -> str:
-        if value is None:
-            return "n/a"
-        if isinstance(value, float):
-            return f"{value:,.4g}" if abs(value) < 10 else f"{value:,.0f}"
-        if isinstance(value, int):
-            return f"{value:,}"
-        return str(value)
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 TOKEN_COLUMNS = (

@@ -332,7 +332,8 @@ def gold_ids(catalog: Catalog, gold: Sequence[str]) -> list[str]:
 
 @dataclass
 class MethodTally:
-    """Running sums of one method's per-query figures on one workload."""
+    """Running sums of one method's per-query figures on one workload, and its largest
+    steady-state request (``most``, per encoding): the bound a turn kept to."""
 
     method: str
     queries: int = 0
@@ -341,6 +342,7 @@ class MethodTally:
     labelled: int = 0
     schemas: int = 0
     discovery: bool = False
+    most: dict[str, int] = field(default_factory=dict)
 
     def add(self, counts: Mapping[str, TurnTokens], request: Request, gold: Sequence[str]) -> None:
         """Record one query's request (counted per encoding) and whether it is complete."""
@@ -349,6 +351,7 @@ class MethodTally:
             sums = self.tokens.setdefault(name, {})
             for key, value in _figures(turn).items():
                 sums[key] = sums.get(key, 0.0) + value
+            self.most[name] = max(self.most.get(name, 0), turn.steady)
         if request.visible is None:
             self.discovery = True
         else:
@@ -365,6 +368,7 @@ class MethodTally:
             short = name.split("_")[0]
             for key, value in sums.items():
                 out[f"{short} {key}"] = round(value / n, 1)
+            out[f"{short} steady max"] = self.most[name]
         cl100k_window = out.get("cl100k window", 0.0)
         out["rho@30"] = round(rho(cl100k_window), 3)
         out["schemas shown"] = None if self.discovery else round(self.schemas / n, 2)
