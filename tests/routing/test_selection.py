@@ -81,6 +81,8 @@ def test_top_k_is_a_ceiling(router: Router) -> None:
     best = shown.tools[0].score
     assert all(t.score >= 0.9 * best for t in shown.tools[2:])
     assert router.route(query, top_k=1).ids == plain.ids[:1]
+    with pytest.raises(InvalidInputError, match="adaptive must be True, False or None, got a str"):
+        router.route(query, adaptive="no")  # type: ignore[arg-type]
 
 
 def test_each_clause_of_a_multi_intent_query_gets_its_best_tool(router: Router) -> None:

@@ -336,6 +336,10 @@ class Router:
         config's): how many ranked tools are shown then follows the evidence
         (:mod:`toolgate.routing.selection`); ``adaptive=False`` shows the top ``top_k``.
         """
+        if adaptive is not None and not isinstance(adaptive, bool):
+            raise InvalidInputError(
+                f"adaptive must be True, False or None, got a {type(adaptive).__name__}"
+            )
         result = self._pipeline.route(
             query, state=state, history=history, top_k=top_k, threshold=threshold,
             allow=allow, deny=deny, forms=forms, include=include,
