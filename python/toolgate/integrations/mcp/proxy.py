@@ -359,9 +359,9 @@ class McpProxy:
         if not ids:
             text = f"No tool matched. Try other words, or 'select:name'.{notes}"
             return _search_result(text, [], found.unknown, down)
-        tools = [{**export(catalog[i]), "server": catalog[i].server} for i in ids]
+        tools = [{**export(catalog[i], compact=True), "server": catalog[i].server} for i in ids]
         header = f"Tools found, best first. Call one with {call}(name, arguments).{notes}\n"
-        text = header + json.dumps(tools, ensure_ascii=False)
+        text = header + json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
         return _search_result(text, tools, found.unknown, down)
 
     def _refused_search(self, name: str, why: str) -> CallToolResult:
