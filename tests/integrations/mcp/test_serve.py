@@ -25,6 +25,7 @@ from tests.fixtures.mcp import (
     answer_folder,
     found_tools,
     github_server,
+    proxy_params,
     run,
     text_of,
     use_notes_through_proxy,
@@ -229,14 +230,6 @@ def proxy_process(config: Path, *flags: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-
-
-def proxy_params(tmp_path: Path, servers: dict[str, Any], *flags: str) -> StdioServerParameters:
-    """The proxy, as a stdio server to start, in front of ``servers`` (``mcpServers``)."""
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
-    args = ["-m", "toolgate", "mcp-proxy", "--config", str(config), *flags]
-    return StdioServerParameters(command=sys.executable, args=args)
 
 
 def initialize(process: subprocess.Popen[bytes]) -> dict[str, Any]:

@@ -294,8 +294,8 @@ class _Serving:
                 upstreams.errors[name] = TimeoutError(f"no answer within {self.timeout:g} s")
                 upstreams.scopes[name].cancel()
         problems = [
-            f"cannot connect to MCP server {name!r}: {_first_error(upstreams.errors[name])!r}"
-            for name in self.servers
+            f"cannot connect to MCP server {name!r}: {upstreams.why(name, spec)}"
+            for name, spec in self.servers.items()
             if name in upstreams.errors
         ]
         if problems and not lenient:
@@ -399,14 +399,6 @@ def _instructions(clients: Mapping[str, McpClient]) -> str:
         if isinstance(text, str) and text.strip():
             parts.append(f"Server {name}: {text.strip()}")
     return "\n\n".join(parts)
-
-
-def _first_error(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group (the SDK's task groups wrap transport errors)."""
-    # By duck type: BaseExceptionGroup is a builtin from Python 3.11 only.
-    while (inner := getattr(exc, "exceptions", None)) and isinstance(inner[0], BaseException):
-        exc = inner[0]
-    return exc
 
 
 async def _stop_on_signal(serving: _Serving) -> None:
