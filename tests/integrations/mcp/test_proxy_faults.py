@@ -164,3 +164,39 @@ def test_why_a_stdio_server_did_not_start_names_what_is_missing(tmp_path: Path) 
     assert why_not_started(missing, TimeoutError("no answer within 5 s")) == (
         "TimeoutError('no answer within 5 s')"
     )
+
+
+# -- a server that dies during a call ------------------------------------------------------
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_call_cut_off_by_its_servers_death_is_resent_only_if_harmless(
+    tmp_path: Path, idempotent: bool
+) -> None:
+    calls, marker = tmp_path / "calls.txt", tmp_path / "crashed"
+    args = [path("crashing"), str(calls), str(marker)]
+    flaky = {"command": sys.executable, "args": [*args, "--idempotent"] if idempotent else args}
+    proxy = proxy_params(tmp_path, {"flaky": flaky})
+    call = {"name": "fragile_job", "arguments": {"name": "nightly"}}
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Client(proxy) as client:
+                first = await client.call_tool("call_tool", call)
+                if idempotent:  # sent again to the restarted server
+                    assert text_of(first) == "job nightly done"
+                    assert lines(calls) == ["called", "called"]
+                    return
+                assert first.is_error
+                body = json.loads(text_of(first))
+                assert body["error"] == "interrupted"
+                assert body["servers"] == ["flaky"]
+                assert "may or may not have run" in body["message"]
+                assert "was started again" in body["message"]
+                assert lines(calls) == ["called"]  # not run twice
+                # The server is back: the model's own retry runs.
+                again = await client.call_tool("call_tool", call)
+                assert text_of(again) == "job nightly done"
+                assert lines(calls) == ["called", "called"]
+
+    run(main)

@@ -306,42 +306,6 @@ def test_sigterm_while_starting_stops_the_upstreams_started(tmp_path: Path) -> N
         os.kill(upstream_pid, 0)
 
 
-CRASHING_UPSTREAM = '''
-import os, sys
-from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("flaky")
-marker = sys.argv[1]
-
-@server.tool()
-def fragile_job(name: str) -> str:
-    """Run a fragile job that crashes its server the first time."""
-    if not os.path.exists(marker):
-        open(marker, "w").close()
-        os._exit(1)
-    return f"job {name} done"
-
-server.run("stdio")
-'''
-
-
-def test_a_call_to_a_server_that_died_restarts_it_once(tmp_path: Path) -> None:
-    upstream = tmp_path / "flaky.py"
-    upstream.write_text(CRASHING_UPSTREAM, encoding="utf-8")
-    flaky = {"command": sys.executable, "args": [str(upstream), str(tmp_path / "crashed")]}
-    proxy = proxy_params(tmp_path, {"flaky": flaky})
-
-    async def main() -> None:
-        with anyio.fail_after(120):
-            async with Client(proxy) as client:
-                arguments = {"name": "fragile_job", "arguments": {"name": "nightly"}}
-                done = await client.call_tool("call_tool", arguments)
-                assert not done.is_error, text_of(done)
-                assert text_of(done) == "job nightly done"  # on the restarted server
-
-    run(main)
-
-
 LATE_UPSTREAM = '''
 import os, sys
 from mcp.server.mcpserver import MCPServer
@@ -491,6 +455,7 @@ def test_a_server_that_is_not_answering_is_named_in_the_tool_error(tmp_path: Pat
 DYING_UPSTREAM = '''
 import os, sys
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 
 marker = sys.argv[1]
 if os.path.exists(marker):
@@ -498,7 +463,8 @@ if os.path.exists(marker):
 open(marker, "w").close()
 server = MCPServer("git")
 
-@server.tool()
+# Read-only: sent again once the server is back, which it never is.
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def git_log(path: str) -> str:
     """Show the commit history of a repository."""
     os._exit(1)
