@@ -200,3 +200,59 @@ def test_a_call_cut_off_by_its_servers_death_is_resent_only_if_harmless(
                 assert lines(calls) == ["called", "called"]
 
     run(main)
+
+
+# -- a server that hangs as it starts again ------------------------------------------------
+
+
+def test_a_server_that_hangs_on_restart_is_down_at_once_not_restarted_per_call(
+    tmp_path: Path,
+) -> None:
+    starts, release = tmp_path / "starts.txt", tmp_path / "release"
+    git = {"command": sys.executable, "args": [path("hangs_on_restart"), str(starts), str(release)]}
+    # Started again 10 minutes later at the soonest: within the test, not at all.
+    proxy = proxy_params(tmp_path, {"git": git}, "--connect-timeout", "10", "--retry-after", "600")
+    call = {"name": "git_status", "arguments": {"path": "."}}
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Client(proxy) as client:
+                # Dies, is started again, hangs: this call waits the connect timeout.
+                first = json.loads(text_of(await client.call_tool("call_tool", call)))
+                assert first["error"] == "server_unavailable"
+                for _ in range(3):  # each answered at once, without starting it again
+                    later = await client.call_tool("call_tool", call)
+                    body = json.loads(text_of(later))
+                    assert body == {
+                        "error": "server_unavailable",
+                        "message": "Calling 'git_status' failed: server 'git' is not "
+                        "answering; retry later.",
+                        "servers": ["git"],
+                    }
+                assert lines(starts) == ["started", "started"]
+
+    run(main)
+
+
+def test_a_server_that_hung_on_restart_is_tried_again_and_comes_back(tmp_path: Path) -> None:
+    starts, release = tmp_path / "starts.txt", tmp_path / "release"
+    git = {"command": sys.executable, "args": [path("hangs_on_restart"), str(starts), str(release)]}
+    proxy = proxy_params(tmp_path, {"git": git}, "--connect-timeout", "10", "--retry-after", "0.5")
+    call = {"name": "git_status", "arguments": {"path": "."}}
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Client(proxy) as client:
+                first = json.loads(text_of(await client.call_tool("call_tool", call)))
+                assert first["error"] == "server_unavailable"
+                release.touch()  # the next start in the background gets through
+                done = await client.call_tool("call_tool", call)
+                while done.is_error:
+                    assert json.loads(text_of(done))["error"] == "server_unavailable"
+                    await anyio.sleep(0.2)
+                    done = await client.call_tool("call_tool", call)
+                assert text_of(done) == "clean: ."
+        # Tried again at growing intervals, not at every call.
+        assert 3 <= len(lines(starts)) <= 5
+
+    run(main)

@@ -238,6 +238,8 @@ class McpProxy:
         error), ``refused``, ``input_required`` or ``failed``."""
         tool = self.router.router.catalog.get_exposed(name)
         server = tool.server if tool is not None else ""
+        if server and server in self.unavailable():  # being started again: no wait for it
+            return _server_down(name, server), server, "failed"
         try:
             outcome = await self._call(name, arguments, relay)
         except InputRequired as asked:  # the client answers the tool's requests, and retries
