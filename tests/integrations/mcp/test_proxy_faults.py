@@ -14,6 +14,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 
 from tests.fixtures.mcp import UPSTREAM, proxy_params, run, text_of
 from tests.fixtures.upstreams import path
@@ -24,7 +25,7 @@ from toolgate.integrations.mcp.server_config import (
     load_servers,
     request_timeout,
 )
-from toolgate.integrations.mcp.upstreams import why_not_started
+from toolgate.integrations.mcp.upstreams import Upstreams, why_not_started
 
 
 def lines(file: Path) -> list[str]:
@@ -256,3 +257,34 @@ def test_a_server_that_hung_on_restart_is_tried_again_and_comes_back(tmp_path: P
         assert 3 <= len(lines(starts)) <= 5
 
     run(main)
+
+
+# -- the era probe -------------------------------------------------------------------------
+
+
+def test_upstreams_are_asked_their_era_in_a_way_1x_servers_take_quietly(tmp_path: Path) -> None:
+    log = tmp_path / "old.log"
+    old = [path("handshake_era"), str(log)]
+    servers = {
+        "old": StdioServerParameters(command=sys.executable, args=old),
+        "new": StdioServerParameters(command=sys.executable, args=[path("crashing"), "-", "-"]),
+    }
+
+    async def main() -> None:
+        upstreams = Upstreams(list(servers))
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                for name, spec in servers.items():
+                    group.start_soon(upstreams.hold, name, spec, {})
+                for event in upstreams.settled.values():
+                    await event.wait()
+                assert upstreams.errors == {}
+                old, new = upstreams.connected["old"], upstreams.connected["new"]
+                assert old.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+                assert new.protocol_version == LATEST_MODERN_VERSION  # still the newest era
+                tools = await old.list_tools()
+                assert [tool.name for tool in tools.tools] == ["get_current_time"]
+                await upstreams.close(timeout=10)
+
+    run(main)
+    assert lines(log) == []  # nothing it could not read

@@ -1,4 +1,10 @@
-"""The proxy's upstream connections, each held open by a task of its own until closed."""
+"""The proxy's upstream connections, each held open by a task of its own until closed.
+
+A stdio upstream is asked which protocol era it speaks with a ``ping`` rather than the SDK's
+``server/discover`` (:class:`_PingProbe`): servers on the 1.x SDK answer a ping quietly, but
+log every method they do not know with one line per request type they do know (about a
+hundred lines on stderr, which the proxy shares, at every start).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +12,17 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Any
 
 import anyio
 import httpx2
 from anyio.abc import TaskGroup
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+from mcp.types import JSONRPCRequest
 
 from toolgate.integrations.mcp.listing import McpClient
 from toolgate.integrations.mcp.relay import ASK_TIMEOUT
@@ -140,5 +149,57 @@ async def _client(spec: ServerSpec, options: Mapping[str, Any]) -> AsyncIterator
             async with Client(transport, **options) as client:
                 yield client
     else:
-        async with Client(spec, **options) as client:
+        async with Client(_pinged_first(spec), **options) as client:
             yield client
+
+
+@asynccontextmanager
+async def _pinged_first(spec: StdioServerParameters) -> AsyncIterator[Any]:
+    """The SDK's stdio transport to ``spec``'s server, its era probe sent as a ping."""
+    async with stdio_client(spec) as (read, write):
+        yield read, _PingProbe(write)
+
+
+class _PingProbe:
+    """The write side of a stdio connection, on which the SDK's first request, its
+    ``server/discover`` probe, goes out as a ``ping`` with the same id and the same
+    2026-07-28 ``_meta`` envelope.
+
+    A server on the 1.x SDK answers the ping (``{}``, which is no discover result: the SDK
+    falls back to ``initialize``) where it would log a validation error a hundred lines
+    long for ``server/discover``. A server that speaks the 2026-07-28 protocol takes the
+    envelope as its era, has no ``ping`` in it and says so; the SDK's ``initialize`` is then
+    answered with the versions it serves, and the SDK probes again with
+    ``server/discover``, which goes out as it is. Either way the SDK's own negotiation
+    decides, on evidence, and only the first probe changes.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        """See the class docstring."""
+        self._inner = inner
+        self._probed = False
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Send ``item``; the first request, if it is the era probe, as a ping."""
+        message = item.message
+        if not self._probed and isinstance(message, JSONRPCRequest):
+            self._probed = True
+            if message.method == "server/discover":
+                ping = message.model_copy(update={"method": "ping"})
+                item = SessionMessage(ping, metadata=item.metadata)
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        """Close the stream."""
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _PingProbe:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
