@@ -206,21 +206,36 @@ def test_a_call_cut_off_by_its_servers_death_is_resent_only_if_harmless(
 # -- a server that hangs as it starts again ------------------------------------------------
 
 
+GIT_STATUS = {"name": "git_status", "arguments": {"path": "."}}
+
+
+def git_that_hangs_on_restart(tmp_path: Path, retry_after: str) -> StdioServerParameters:
+    """The proxy in front of :mod:`tests.fixtures.upstreams.hangs_on_restart`, which writes
+    its starts to ``starts.txt`` and hangs when started again until ``release`` exists."""
+    starts, release = tmp_path / "starts.txt", tmp_path / "release"
+    git = {"command": sys.executable, "args": [path("hangs_on_restart"), str(starts), str(release)]}
+    flags = ["--connect-timeout", "10", "--retry-after", retry_after]
+    return proxy_params(tmp_path, {"git": git}, *flags)
+
+
+async def call_git_status_that_kills_it(client: Client) -> None:
+    """Call ``git_status``, which kills the server; the restart hangs, and this call waits
+    the connect timeout."""
+    first = json.loads(text_of(await client.call_tool("call_tool", GIT_STATUS)))
+    assert first["error"] == "server_unavailable"
+
+
 def test_a_server_that_hangs_on_restart_is_down_at_once_not_restarted_per_call(
     tmp_path: Path,
 ) -> None:
-    starts, release = tmp_path / "starts.txt", tmp_path / "release"
-    git = {"command": sys.executable, "args": [path("hangs_on_restart"), str(starts), str(release)]}
     # Started again 10 minutes later at the soonest: within the test, not at all.
-    proxy = proxy_params(tmp_path, {"git": git}, "--connect-timeout", "10", "--retry-after", "600")
-    call = {"name": "git_status", "arguments": {"path": "."}}
+    proxy = git_that_hangs_on_restart(tmp_path, "600")
+    call = GIT_STATUS
 
     async def main() -> None:
         with anyio.fail_after(120):
             async with Client(proxy) as client:
-                # Dies, is started again, hangs: this call waits the connect timeout.
-                first = json.loads(text_of(await client.call_tool("call_tool", call)))
-                assert first["error"] == "server_unavailable"
+                await call_git_status_that_kills_it(client)
                 for _ in range(3):  # each answered at once, without starting it again
                     later = await client.call_tool("call_tool", call)
                     body = json.loads(text_of(later))
@@ -230,23 +245,20 @@ def test_a_server_that_hangs_on_restart_is_down_at_once_not_restarted_per_call(
                         "answering; retry later.",
                         "servers": ["git"],
                     }
-                assert lines(starts) == ["started", "started"]
+                assert lines(tmp_path / "starts.txt") == ["started", "started"]
 
     run(main)
 
 
 def test_a_server_that_hung_on_restart_is_tried_again_and_comes_back(tmp_path: Path) -> None:
-    starts, release = tmp_path / "starts.txt", tmp_path / "release"
-    git = {"command": sys.executable, "args": [path("hangs_on_restart"), str(starts), str(release)]}
-    proxy = proxy_params(tmp_path, {"git": git}, "--connect-timeout", "10", "--retry-after", "0.5")
-    call = {"name": "git_status", "arguments": {"path": "."}}
+    proxy = git_that_hangs_on_restart(tmp_path, "0.5")
+    call = GIT_STATUS
 
     async def main() -> None:
         with anyio.fail_after(120):
             async with Client(proxy) as client:
-                first = json.loads(text_of(await client.call_tool("call_tool", call)))
-                assert first["error"] == "server_unavailable"
-                release.touch()  # the next start in the background gets through
+                await call_git_status_that_kills_it(client)
+                (tmp_path / "release").touch()  # the next start in the background gets through
                 done = await client.call_tool("call_tool", call)
                 while done.is_error:
                     assert json.loads(text_of(done))["error"] == "server_unavailable"
@@ -254,7 +266,7 @@ def test_a_server_that_hung_on_restart_is_tried_again_and_comes_back(tmp_path: P
                     done = await client.call_tool("call_tool", call)
                 assert text_of(done) == "clean: ."
         # Tried again at growing intervals, not at every call.
-        assert 3 <= len(lines(starts)) <= 5
+        assert 3 <= len(lines(tmp_path / "starts.txt")) <= 5
 
     run(main)
 
