@@ -28,7 +28,7 @@ from toolgate.integrations.mcp.listing import McpClient
 from toolgate.integrations.mcp.relay import ASK_TIMEOUT
 from toolgate.integrations.mcp.server_config import HttpServer, ServerSpec, request_timeout
 
-__all__ = ["Upstreams", "first_error", "why_not_started"]
+__all__ = ["Upstreams", "why_not_started"]
 
 
 class Upstreams:
