@@ -106,6 +106,31 @@ def test_calibrate_reports_a_curve(
     assert report["config"]["threshold"] == best["threshold"]
 
 
+def test_calibrate_fits_selection_and_saves_the_router(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from toolgate.routing.router import Router
+
+    tools, queries = tiny_set
+    out = tmp_path / "fitted"
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries)]
+    report = run_json(capsys, *argv, "--save", str(out), "--json")
+    curve = report["selection_curve"]
+    assert len(curve) == 4 * 7  # min_tools 1-4, seven keep ratios
+    floor = report["top_k_complete"] - 0.05
+    within = [p for p in curve if p["complete"] >= floor]
+    chosen = report["selection"]
+    assert chosen["schema_tokens"] == min(p["schema_tokens"] for p in within)
+    assert report["saved"] == str(out)
+    saved = Router.open(out).config
+    fitted = report["config"]
+    assert (saved.min_tools, saved.keep_ratio) == (chosen["min_tools"], chosen["keep_ratio"])
+    assert (saved.alpha, saved.threshold) == (fitted["alpha"], fitted["threshold"])
+    (tmp_path / "file").write_text("")
+    assert main([*argv, "--save", str(tmp_path / "file")]) == 2
+    assert "exists and is not a directory" in capsys.readouterr().err
+
+
 def test_stats_counts_the_catalog(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
 ) -> None:

@@ -137,7 +137,8 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
-    """Sweep threshold and fusion weight, maximising F1 (see ``toolgate.evaluation.calibrate``)."""
+    """Sweep threshold and fusion weight, maximising F1, then fit adaptive selection (see
+    ``toolgate.evaluation.calibrate``); ``--save`` writes the router with what was fitted."""
     from toolgate.evaluation.calibrate import calibrate, check_fittable
 
     queries = _queries(args)
@@ -146,7 +147,18 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
     if args.limit is not None:
         source = f"the first {args.limit} of {source}"
     check_fittable(queries, source)
-    return calibrate(_router(args), queries, progress=not args.json).to_dict()
+    if args.save is not None and args.save.exists() and not args.save.is_dir():
+        raise InvalidInputError(f"--save {args.save}: exists and is not a directory")
+    router = _router(args)
+    report = calibrate(router, queries, progress=not args.json)
+    out = report.to_dict()
+    if args.save is not None:
+        try:
+            router.with_config(report.config).save(args.save)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot write router directory {args.save}: {exc}") from None
+        out["saved"] = str(args.save)
+    return out
 
 
 def _queries(args: argparse.Namespace) -> list[LabelledQuery]:

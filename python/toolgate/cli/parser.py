@@ -77,11 +77,16 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--strict", action="store_true", help="bad tools are an error")
     evaluate.add_argument("--json", action="store_true")
 
-    calibrate = commands.add_parser("calibrate", help="fit threshold and fusion weight (max F1)")
+    calibrate = commands.add_parser(
+        "calibrate", help="fit threshold and fusion weight (max F1), then adaptive selection"
+    )
     _add_router_source(calibrate)
     calibrate.add_argument("--queries", type=Path, required=True)
     calibrate.add_argument("--limit", type=_positive_int, help="use only the first N queries")
     calibrate.add_argument("--strict", action="store_true", help="bad tools are an error")
+    calibrate.add_argument(
+        "--save", type=Path, metavar="DIR", help="write the router, with the fitted config, here"
+    )
     calibrate.add_argument("--json", action="store_true")
 
     stats = commands.add_parser("stats", help="catalog token figures, or usage from an event log")

@@ -2,8 +2,10 @@
 
 A gateway between an application and the model sees whole requests. :class:`ToolFilter` takes
 the user's latest message as the query, routes over the tools the request itself carries, and
-returns a copy of the request holding only the routed tools, in their original order and as
-given, so the tools array stays a stable prefix for prompt caching.
+returns a copy of the request holding only the routed tools, in their original order, so the
+tools array stays a stable prefix for prompt caching; their schemas and descriptions are
+compacted (:mod:`toolgate.formats.compact`; every other key as given) unless
+``compact=False``.
 
 Shapes are told apart by their keys: OpenAI Chat Completions (``messages``, tools
 ``{"type": "function", "function": {...}}``), OpenAI Responses (``input``), Anthropic Messages
@@ -49,6 +51,7 @@ from toolgate.errors import (
     StorageError,
 )
 from toolgate.formats import genai_sdk, text_tags
+from toolgate.formats.compact import compact_entry
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool, base_provider
 from toolgate.lazy import Lazy
 from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
@@ -171,7 +174,8 @@ class ToolFilter:
     broken schema, a 30,000-character description): ``"error"`` raises, naming each one,
     since a gateway that dropped it would hide the fault; ``"keep"`` forwards it on every
     request, unrouted, with one :class:`~toolgate.catalog.CatalogWarning` per tools array
-    (an agent framework must not stop over one odd tool).
+    (an agent framework must not stop over one odd tool). ``compact=False`` forwards the kept
+    tools exactly as given instead of compacted.
 
     ``store`` is a directory where each tools array's index is saved and opened from, memory
     mapped: processes serving the same arrays (a gateway's workers) build each one once and
@@ -192,8 +196,10 @@ class ToolFilter:
         max_catalogs: int = 16,
         unreadable: Literal["error", "keep"] = "error",
         store: str | os.PathLike[str] | None = None,
+        compact: bool = True,
     ) -> None:
         """See the class docstring; the options are those of :meth:`Router.from_catalog`."""
+        self.compact = bool(compact)
         if isinstance(max_catalogs, bool) or not isinstance(max_catalogs, int) or max_catalogs < 1:
             raise InvalidInputError(f"max_catalogs must be an integer >= 1, got {max_catalogs!r}")
         if unreadable not in ("error", "keep"):
@@ -313,7 +319,10 @@ class ToolFilter:
         )
         out = dict(turn.request)
         entries = kept_entries(tools, [slots[k] for k in keep], routable, provider == "gemini")
-        kept_tools = [entry for _, entry in entries]
+        kept_tools = [
+            compact_entry(entry, provider) if self.compact and i in routable else entry
+            for i, entry in entries
+        ]
         if provider == "anthropic":
             kept_tools = carry_cache_marker(tools, kept_tools)
         if kept_tools:

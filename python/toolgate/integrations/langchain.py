@@ -50,6 +50,7 @@ from langgraph.types import Command
 from typing_extensions import NotRequired
 
 from toolgate.errors import InvalidInputError
+from toolgate.formats.compact import compact_entry
 from toolgate.gateway.filter import ToolFilter
 from toolgate.routing.config import DEFAULT, DefaultType, check_count
 from toolgate.verify import verify_name
@@ -119,6 +120,7 @@ class ToolSelector:
         *,
         tool_choice: Any = None,
         include: Iterable[str] | None = None,
+        compact: bool = False,
     ) -> list[AnyTool]:
         """The tools of ``tools`` to show the model for ``messages``, in ``tools``' order.
 
@@ -130,6 +132,9 @@ class ToolSelector:
         the selector was given a ``tool_filter`` that raises for such tools. A tool the
         ``tool_choice`` names is always kept. ``include`` names tools to route as if the
         user had named them (the ``allow`` / ``deny`` lists still apply).
+        ``compact`` returns each function tool as its compact OpenAI definition
+        (:mod:`toolgate.formats.compact`) instead of the tool given: for a model request,
+        not for a tool node, which runs the tools themselves.
         """
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise InvalidInputError(
@@ -161,6 +166,9 @@ class ToolSelector:
         kept = set(filtered.positions)
         if self.always_include:
             kept.update(i for i, t in enumerate(tools) if _tool_name(t) in self.always_include)
+        if compact:
+            shown = [_compacted(d) for d in toolset.definitions]
+            return [shown[i] for i in range(len(tools)) if i in kept]
         return [tool for i, tool in enumerate(tools) if i in kept]
 
 
@@ -183,14 +191,20 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
     between agents. When nothing is routed (a ``threshold`` no tool reaches), the model is
     called without tools, and a tool choice that would force a call is dropped with them. A
     tool call to a tool that call was not shown is answered with the verdict's error as
-    its tool result, and the tool is not run (see the module).
+    its tool result, and the tool is not run (see the module). The model is shown each
+    routed function tool as its compact OpenAI definition (which every LangChain chat model
+    binds), unless ``compact=False``: the agent's tool node still runs the tools themselves,
+    found by name.
     """
 
     state_schema = ToolgateState
 
-    def __init__(self, *, selector: ToolSelector | None = None, **options: Any) -> None:
+    def __init__(
+        self, *, selector: ToolSelector | None = None, compact: bool = True, **options: Any
+    ) -> None:
         """See the class docstring."""
         super().__init__()
+        self.compact = bool(compact)
         if selector is not None and options:
             raise InvalidInputError(
                 f"pass either a selector or its options, not both (got {sorted(options)})"
@@ -241,8 +255,9 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
             request.messages,
             tool_choice=request.tool_choice,
             include=_asked_for(request.messages),
+            compact=self.compact,
         )
-        if len(tools) == len(request.tools):
+        if len(tools) == len(request.tools) and not self.compact:
             return request
         if not tools:
             return request.override(tools=[], tool_choice=None)
@@ -360,6 +375,16 @@ def _definition(tool: AnyTool, index: int) -> dict[str, Any]:
             f"tools[{index}] must be a LangChain tool or a tool dict, got {type(tool).__name__}"
         )
     return convert_to_openai_tool(tool)
+
+
+def _compacted(definition: dict[str, Any]) -> dict[str, Any]:
+    """A function tool's definition compacted (OpenAI Chat or Anthropic shape); any other
+    (a provider's tool) as given."""
+    if isinstance(definition.get("function"), dict):
+        return compact_entry(definition, "openai")
+    if "input_schema" in definition and "type" not in definition:
+        return compact_entry(definition, "anthropic")
+    return definition
 
 
 def _tool_name(tool: Any) -> str | None:
