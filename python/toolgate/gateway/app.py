@@ -301,9 +301,11 @@ class Gateway:
         outgoing = self._client.build_request(method, url, headers=headers, content=content)
         try:
             sent = await self._client.send(outgoing, stream=True)
-        except httpx.TimeoutException:
+        except httpx.TimeoutException as exc:
             self.metrics.upstream_errors.labels(provider, "timeout").inc()
-            message = f"the {provider} upstream did not answer in time"
+            # Which timeout (connect, write, pool, read) tells a slow upstream from a
+            # starved gateway.
+            message = f"the {provider} upstream did not answer in time ({type(exc).__name__})"
             return _error(provider, 504, message, "timeout", retry=True)
         except httpx.TransportError as exc:
             kind = "connect" if isinstance(exc, httpx.ConnectError) else "reset"
