@@ -15,6 +15,7 @@ from toolgate.embedding.embedder import Embedder
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream
 from toolgate.gateway.filter import ToolFilter
+from toolgate.routing.config import RouterConfig
 
 
 @dataclass
@@ -35,8 +36,10 @@ def fake() -> Iterator[tuple[FakeUpstream, str]]:
 
 @pytest.fixture(scope="module")
 def shared_filter(embedder: Embedder) -> ToolFilter:
-    """One filter for every gateway of a module, so each tools array is indexed once."""
-    return ToolFilter(embedder=embedder, cache=None)
+    """One filter for every gateway of a module, so each tools array is indexed once; its
+    top_k is a count, not adaptive selection's ceiling, so each route forwards exactly that
+    many tools."""
+    return ToolFilter(config=RouterConfig(adaptive=False), embedder=embedder, cache=None)
 
 
 def start(fake: tuple[FakeUpstream, str], tool_filter: ToolFilter, **options: Any) -> Any:

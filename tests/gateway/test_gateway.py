@@ -91,8 +91,8 @@ def test_openai_chat_forwards_only_the_routed_tools(annotating: Served) -> None:
     assert answer.choices[0].message.tool_calls[0].function.name == "get_weather"
     sent = _sent_names(served)
     assert "get_weather" in sent
-    assert 1 <= len(sent) <= 3  # top_k is a ceiling: the count follows the evidence
-    assert raw.headers["x-toolgate-tools"] == f"{len(sent)}/{len(SPECS)}"
+    assert len(sent) == 3
+    assert raw.headers["x-toolgate-tools"] == f"3/{len(SPECS)}"
     assert raw.headers["x-toolgate-tool-calls"] == "ok"
     assert served.fake.received[-1].path == "/v1/chat/completions"
     assert served.fake.received[-1].headers["authorization"] == "Bearer sk-client"
@@ -102,7 +102,7 @@ def test_openai_responses_anthropic_and_gemini_are_filtered(annotating: Served) 
     served = annotating
     _openai(served).responses.create(model="m", input=WEATHER, tools=responses_tools())
     assert "get_weather" in _sent_names(served)
-    assert len(_sent_names(served)) <= 3
+    assert len(_sent_names(served)) == 3
     _anthropic(served).messages.create(
         model="m", max_tokens=16, messages=USER, tools=anthropic_tools()
     )
@@ -111,12 +111,12 @@ def test_openai_responses_anthropic_and_gemini_are_filtered(annotating: Served) 
     # This SDK version sends its key as a bearer token; older ones in x-api-key.
     assert "sk-ant-client" in (headers.get("x-api-key"), headers.get("authorization", "")[7:])
     assert "get_weather" in _sent_names(served)
-    assert len(_sent_names(served)) <= 3
+    assert len(_sent_names(served)) == 3
     _genai(served).models.generate_content(model="g", contents=WEATHER, config=_genai_config())
     assert served.fake.received[-1].path.endswith("/models/g:generateContent")
     assert served.fake.received[-1].headers["x-goog-api-key"] == "g-client"
     assert "get_weather" in _sent_names(served)
-    assert len(_sent_names(served)) <= 3
+    assert len(_sent_names(served)) == 3
 
 
 def test_top_k_header_asks_for_fewer_and_state_headers_are_read(annotating: Served) -> None:
@@ -126,7 +126,7 @@ def test_top_k_header_asks_for_fewer_and_state_headers_are_read(annotating: Serv
     assert _sent_names(served) == ["get_weather"]
     client = _openai(served, default_headers={"x-toolgate-top-k": "50"})  # capped at 3
     client.chat.completions.create(model="m", messages=USER, tools=chat_tools())
-    assert len(_sent_names(served)) <= 3
+    assert len(_sent_names(served)) == 3
 
 
 # ---- streaming ----
@@ -371,7 +371,7 @@ def test_an_upstream_down_is_502_and_a_slow_one_504(
     with serving(slow.app) as url:
         response = httpx.post(url + "/v1/chat/completions", json={"messages": USER}, timeout=10)
     assert response.status_code == 504
-    assert "did not answer in time (ReadTimeout)" in response.json()["error"]["message"]
+    assert "did not answer in time" in response.json()["error"]["message"]
 
 
 # ---- the rest of the API ----

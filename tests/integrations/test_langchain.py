@@ -393,6 +393,43 @@ def test_unreadable_tools_of_any_shape_are_shown_and_can_be_chosen(
     assert names(chosen) == ["get_weather", "gitlab_issue"]
 
 
+def test_the_model_is_shown_compact_definitions_and_the_agent_still_runs_the_tools(
+    tool_filter: ToolFilter,
+) -> None:
+    def lookup(city: str, units: str | None = None) -> str:
+        """Get the current weather and a 7-day forecast for a city.
+
+        Args:
+            city: The city.
+            units: metric or imperial.
+        """
+        return f"rain in {city}"
+
+    weather = StructuredTool.from_function(lookup, name="get_weather")
+    tools: list[Any] = [*(make_tool(n, d) for n, d in SPECS[1:]), weather]
+    call = AIMessage(
+        "", tool_calls=[{"name": "get_weather", "args": {"city": "Lisbon"}, "id": "1"}]
+    )
+    model = RecordingModel(messages=iter([call, AIMessage("It will rain.")]), bound=[])
+    selector = ToolSelector(top_k=2, tool_filter=tool_filter)
+    seen: list[Any] = []
+    ToolgateMiddleware(selector=selector).wrap_model_call(_request(tools, WEATHER), seen.append)
+    shown = next(t for t in seen[0].tools if name_of(t) == "get_weather")
+    full = integration.convert_to_openai_tool(weather)["function"]
+    assert "\n    " in full["description"]
+    assert shown["function"]["description"] == compact_text(full["description"])
+    assert "default" not in shown["function"]["parameters"]["properties"]["units"]
+    assert shown["function"]["parameters"]["required"] == ["city"]
+    plain = ToolgateMiddleware(selector=selector, compact=False)
+    plain.wrap_model_call(_request(tools, WEATHER), seen.append)
+    assert weather in seen[1].tools  # the tools themselves
+    agent = create_agent(model, tools, middleware=[ToolgateMiddleware(selector=selector)])
+    out = agent.invoke({"messages": [HumanMessage(WEATHER)]})
+    ran = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert [m.content for m in ran] == ["rain in Lisbon"]
+    assert "get_weather" in model.bound[0]
+
+
 def _calls(*names_and_ids: tuple[str, str]) -> AIMessage:
     return AIMessage(
         "", tool_calls=[{"name": n, "args": {"value": "x"}, "id": i} for n, i in names_and_ids]
@@ -453,40 +490,3 @@ def test_a_denied_tool_is_never_run_however_often_the_model_asks(
         assert results[call_id].status == "error"
         assert json.loads(str(results[call_id].content))["error"] == "tool_not_available"
     assert all("send_email" not in bound for bound in model.bound)
-
-
-def test_the_model_is_shown_compact_definitions_and_the_agent_still_runs_the_tools(
-    tool_filter: ToolFilter,
-) -> None:
-    def lookup(city: str, units: str | None = None) -> str:
-        """Get the current weather and a 7-day forecast for a city.
-
-        Args:
-            city: The city.
-            units: metric or imperial.
-        """
-        return f"rain in {city}"
-
-    weather = StructuredTool.from_function(lookup, name="get_weather")
-    tools: list[Any] = [*(make_tool(n, d) for n, d in SPECS[1:]), weather]
-    call = AIMessage(
-        "", tool_calls=[{"name": "get_weather", "args": {"city": "Lisbon"}, "id": "1"}]
-    )
-    model = RecordingModel(messages=iter([call, AIMessage("It will rain.")]), bound=[])
-    selector = ToolSelector(top_k=2, tool_filter=tool_filter)
-    seen: list[Any] = []
-    ToolgateMiddleware(selector=selector).wrap_model_call(_request(tools, WEATHER), seen.append)
-    shown = next(t for t in seen[0].tools if name_of(t) == "get_weather")
-    full = integration.convert_to_openai_tool(weather)["function"]
-    assert "\n    " in full["description"]
-    assert shown["function"]["description"] == compact_text(full["description"])
-    assert "default" not in shown["function"]["parameters"]["properties"]["units"]
-    assert shown["function"]["parameters"]["required"] == ["city"]
-    plain = ToolgateMiddleware(selector=selector, compact=False)
-    plain.wrap_model_call(_request(tools, WEATHER), seen.append)
-    assert weather in seen[1].tools  # the tools themselves
-    agent = create_agent(model, tools, middleware=[ToolgateMiddleware(selector=selector)])
-    out = agent.invoke({"messages": [HumanMessage(WEATHER)]})
-    ran = [m for m in out["messages"] if isinstance(m, ToolMessage)]
-    assert [m.content for m in ran] == ["rain in Lisbon"]
-    assert "get_weather" in model.bound[0]

@@ -191,10 +191,10 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
     between agents. When nothing is routed (a ``threshold`` no tool reaches), the model is
     called without tools, and a tool choice that would force a call is dropped with them. A
     tool call to a tool that call was not shown is answered with the verdict's error as
-    its tool result, and the tool is not run (see the module). The model is shown each
-    routed function tool as its compact OpenAI definition (which every LangChain chat model
-    binds), unless ``compact=False``: the agent's tool node still runs the tools themselves,
-    found by name.
+    its tool result, and the tool is not run (see the module). The model is shown each routed
+    function tool as its compact OpenAI definition (which every LangChain chat model binds),
+    unless ``compact=False``: the agent's tool node still runs the tools themselves, found by
+    name.
     """
 
     state_schema = ToolgateState
