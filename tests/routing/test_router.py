@@ -70,6 +70,30 @@ def test_select_returns_the_named_tools_in_order_and_reports_unknown(router: Rou
     assert result.unknown == ("no_such_tool",)
 
 
+def test_words_after_select_that_name_no_tool_are_routed_as_text(router: Router) -> None:
+    words = "select: a good issue template please"
+    result = router.route(words, top_k=3)
+    assert result.form == "text"
+    assert result.notes == ("'select:' named no tool and reads as words: routed as text",)
+    assert result.unknown == ()
+    assert result.ids[0] == "github/get_issue"
+    assert result.ids == router.route(words, top_k=3, forms=False).ids  # as a person's text
+    assert "routed as text" in repr(result)
+
+
+def test_a_select_that_names_no_tool_says_so(router: Router) -> None:
+    # Names, not words: the model asked for these tools, so it is told they do not exist
+    # rather than handed others.
+    result = router.route("select:no_such_tool, nor_this")
+    assert (result.form, result.ids, result.notes) == ("select", [], ())
+    assert result.unknown == ("no_such_tool", "nor_this")
+    assert repr(result) == "RouteResult([], gated=0, unknown=['no_such_tool', 'nor_this'])"
+    # Words beside a name that names a tool: a select, the words reported.
+    mixed = router.route("select: read_file, a good template")
+    assert (mixed.form, mixed.ids) == ("select", ["filesystem/read_file"])
+    assert mixed.unknown == ("a good template",)
+
+
 def test_select_still_applies_the_gate(router: Router) -> None:
     result = router.route("select:write_file")
     assert result.ids == []
