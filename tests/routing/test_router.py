@@ -414,6 +414,27 @@ def test_refresh_embeds_only_what_changed(router: Router, embedder: Embedder) ->
     assert before == after
 
 
+def test_refresh_takes_what_from_tools_takes_and_returns_a_new_router(
+    embedder: Embedder, tmp_path: Path
+) -> None:
+    weather = [{"name": "get_weather", "description": "Current weather for a city."}]
+    document = {"wx": {"tools": weather}}
+    router = Router.from_tools(document, cache=None, embedder=embedder)
+    more = [*weather, {"name": "get_forecast", "description": "The forecast for a city."}]
+    refreshed = router.refresh({"wx": {"tools": more}})
+    assert refreshed is not router
+    assert router.catalog.ids == ["wx/get_weather"]  # this router is left as it was
+    assert refreshed.catalog.ids == ["wx/get_weather", "wx/get_forecast"]
+    # A list and a file, read with the same server rule as from_tools.
+    assert router.refresh(more, server="wx").catalog.ids == refreshed.catalog.ids
+    assert router.refresh(more).catalog.ids == ["default/get_weather", "default/get_forecast"]
+    path = tmp_path / "wx.tools.json"
+    path.write_text(json.dumps({"tools": more}))
+    assert router.refresh(path).catalog.ids == refreshed.catalog.ids
+    with pytest.raises(InvalidInputError, match="server= and lenient= apply to tools being read"):
+        router.refresh(refreshed.catalog, server="wx")
+
+
 def test_refresh_re_embeds_what_an_older_tool_text_embedded(
     router: Router, embedder: Embedder, tmp_path: Path
 ) -> None:
@@ -449,5 +470,7 @@ def test_from_tools_takes_a_multi_server_document() -> None:
     }
     router = Router.from_tools(document, cache=None)
     assert sorted(router.catalog.ids) == ["mail/send_email", "wx/get_weather"]
+    # server= names only the tools whose document names none.
+    assert Router.from_tools(document, server="x", cache=None).catalog.ids == router.catalog.ids
     with pytest.raises(CatalogError, match="tools"):
         Router.from_tools(["not a tool"], cache=None)

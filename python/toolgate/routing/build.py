@@ -1,17 +1,19 @@
 """Building a router's index files: tool rows embedded, the matrix and BM25 index written.
 
 :mod:`toolgate.routing.store` holds the directory's format (manifest, fingerprints, atomic
-writes); this module fills a directory from a catalog, reuses the vectors of unchanged tools
-when a catalog changes, and opens the files of a saved router.
+writes); this module reads the tools a router is asked to serve into a catalog, fills a
+directory from it, reuses the vectors of unchanged tools when a catalog changes, and opens
+the files of a saved router.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -19,7 +21,7 @@ from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
 from toolgate.embedding.embedder import Embedder, resolve_cache
-from toolgate.errors import IndexFormatError
+from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.state import FlagVocabulary
 from toolgate.routing.store import (
@@ -44,7 +46,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Built",
+    "ToolsSource",
     "build_files",
+    "catalog_of",
     "default_embedder",
     "embed_tools",
     "open_cache",
@@ -54,6 +58,27 @@ __all__ = [
 ]
 
 _EMBEDDING_DIM = 384
+
+#: What ``Router.from_tools`` and ``Router.refresh`` take: a list of tools, a whole document,
+#: a catalog file or its text (or, for ``refresh``, a :class:`Catalog`).
+ToolsSource = Catalog | Sequence[Any] | Mapping[str, Any] | str | os.PathLike[str]
+
+
+def catalog_of(tools: ToolsSource, *, server: str | None, lenient: bool) -> Catalog:
+    """``tools`` as a :class:`Catalog`: itself if it is one, else read with ``server`` and
+    ``lenient`` (a document or a file by :meth:`Catalog.load`, a list by
+    :meth:`Catalog.from_tools`), so that every way in names servers by one rule."""
+    if isinstance(tools, Catalog):
+        if server is not None or lenient:
+            raise InvalidInputError(
+                "server= and lenient= apply to tools being read, not to a Catalog, which is "
+                "read already (pass them to Catalog.load)"
+            )
+        return tools
+    if isinstance(tools, (str, os.PathLike, Mapping)):
+        return Catalog.load(tools, server=server, lenient=lenient)
+    listed: Sequence[Any] = tools
+    return Catalog.from_tools(listed, server=server, lenient=lenient)
 
 
 def default_embedder(

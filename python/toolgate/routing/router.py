@@ -33,7 +33,9 @@ from toolgate.formats.tokens import count_tools
 from toolgate.lazy import Lazy
 from toolgate.promotion.promote import promote_tools
 from toolgate.routing.build import (
+    ToolsSource,
     build_files,
+    catalog_of,
     default_embedder,
     embed_tools,
     open_cache,
@@ -134,19 +136,24 @@ class Router:
         return self._catalog.get()
 
     @classmethod
-    def from_tools(cls, tools: Sequence[Any] | Mapping[str, Any], **options: Any) -> Router:
+    def from_tools(
+        cls,
+        tools: ToolsSource,
+        *,
+        server: str | None = None,
+        lenient: bool = False,
+        **options: Any,
+    ) -> Router:
         """A router over ``tools``: a list of tool dicts in any provider's shape (or
-        :class:`Tool` objects), or a whole document such as an MCP ``tools/list`` result or
-        ``{server: result}`` for several servers.
+        :class:`Tool` objects), a whole document such as an MCP ``tools/list`` result or
+        ``{server: result}`` for several servers, or a catalog file.
 
-        ``lenient=True`` skips bad tools with a warning; other options are those of
-        :meth:`from_catalog`.
+        Tools whose document names no server are given ``server``; else, read from a file,
+        the file's name up to its first dot (as ``toolgate route --tools FILE`` does); else
+        ``"default"``. ``lenient=True`` skips bad tools with a warning; other options are
+        those of :meth:`from_catalog`.
         """
-        lenient = bool(options.pop("lenient", False))
-        if isinstance(tools, Mapping):
-            catalog = Catalog.load(tools, lenient=lenient)
-        else:
-            catalog = Catalog.from_tools(tools, lenient=lenient)
+        catalog = catalog_of(tools, server=server, lenient=lenient)
         return cls.from_catalog(catalog, **options)
 
     @classmethod
@@ -197,18 +204,24 @@ class Router:
         router._write_manifest(built.directory, built.files)
         return router
 
-    def refresh(self, catalog: Catalog, *, path: str | os.PathLike[str] | None = None) -> Router:
-        """A router over ``catalog`` (a new version of this one's) that embeds only the tools
-        added or changed since; unchanged tools keep their stored vectors.
+    def refresh(
+        self,
+        tools: ToolsSource,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        server: str | None = None,
+        lenient: bool = False,
+    ) -> Router:
+        """A new router over ``tools``, a new version of this one's catalog, that embeds only
+        the tools added or changed since; unchanged tools keep their stored vectors. This
+        router is not changed: serve the one returned (``router = router.refresh(tools)``).
 
-        Use it when a file changes or an MCP server sends ``notifications/tools/list_changed``
-        (see :meth:`replace_server`). ``path`` must differ from this router's directory, which
-        stays valid until the old router is dropped.
+        ``tools`` is a :class:`Catalog` or anything :meth:`from_tools` takes, read with the
+        same ``server`` and ``lenient``. Use it when a file changes or an MCP server sends
+        ``notifications/tools/list_changed`` (see :meth:`replace_server`). ``path`` must
+        differ from this router's directory, which stays valid until the old router is dropped.
         """
-        if not isinstance(catalog, Catalog):
-            raise InvalidInputError(
-                f"refresh takes a Catalog (e.g. Catalog.load(...)), got {type(catalog).__name__}"
-            )
+        catalog = catalog_of(tools, server=server, lenient=lenient)
         own = Path(self._index.path).parent
         if path is not None and Path(path).resolve() == own.resolve():
             # Other routers (workers that opened it) may be reading these files right now.
@@ -222,7 +235,7 @@ class Router:
 
     def replace_server(self, server: str, tools: Any) -> Router:
         """:meth:`refresh` after one server's ``tools/list`` changed: ``tools`` is its new list
-        in any format :meth:`Catalog.replace_server` accepts."""
+        in any format :meth:`Catalog.replace_server` accepts. Returns the new router."""
         return self.refresh(self.catalog.replace_server(server, tools))
 
     @classmethod
