@@ -35,6 +35,7 @@ import numpy as np
 
 from toolgate.catalog.build import build_tools
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.errors import CatalogWarning, InvalidInputError, InvalidToolsError
 from toolgate.formats import text_tags
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
@@ -42,7 +43,6 @@ from toolgate.lazy import Lazy
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router, default_embedder
-from toolgate.routing.scopes import ScopeMatcher
 from toolgate.routing.state import State
 
 if TYPE_CHECKING:

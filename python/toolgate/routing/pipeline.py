@@ -17,6 +17,7 @@ import numpy as np
 
 from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.history import HistoryTurn
@@ -25,7 +26,6 @@ from toolgate.routing.query import ParsedQuery, parse_query, reads_as_words
 from toolgate.routing.query_vectors import QueryVectors
 from toolgate.routing.result import RouteResult
 from toolgate.routing.rows import CatalogRows, Scope
-from toolgate.routing.scopes import pattern_list
 from toolgate.routing.state import FlagVocabulary, State
 from toolgate.routing.store import CatalogOutline
 from toolgate.unicode import well_formed

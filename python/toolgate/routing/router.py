@@ -10,9 +10,10 @@ precision (int8 by default: cosines within the quantisation error of exact), unl
 This class is a facade over its parts: :mod:`~toolgate.routing.build` (the tools read, the
 index files built, saved and opened), :mod:`~toolgate.routing.pipeline` (one route, start to
 end, over :mod:`~toolgate.routing.query`, :mod:`~toolgate.routing.rows`,
-:mod:`~toolgate.routing.scopes`, :mod:`~toolgate.routing.state`,
-:mod:`~toolgate.routing.history` and :mod:`~toolgate.routing.outcome`),
-:mod:`~toolgate.routing.store` (the directory's format) and :mod:`~toolgate.routing.stats`.
+:mod:`~toolgate.routing.state`, :mod:`~toolgate.routing.history` and
+:mod:`~toolgate.routing.outcome`), :mod:`~toolgate.routing.store` (the directory's format),
+:mod:`~toolgate.routing.stats`, and below them :mod:`toolgate.promotion`,
+:mod:`toolgate.verify` and :mod:`toolgate.telemetry`.
 """
 
 from __future__ import annotations
@@ -257,7 +258,7 @@ class Router:
         it names verbatim and pinned tools are always included when eligible, as are those
         ``include`` names (what a ``tool_search`` found last turn; entries naming no tool are
         reported in the result's ``unknown``). ``state`` gates tools by their preconditions;
-        ``allow`` / ``deny`` are patterns (:mod:`~toolgate.routing.scopes`); ``threshold``
+        ``allow`` / ``deny`` are patterns (:mod:`~toolgate.catalog.scopes`); ``threshold``
         overrides the configured cosine floor (``None``: none); ``history`` holds earlier
         turns, most recent last. ``forms=False`` reads the whole query as text, for words a
         person wrote. ``turn_id`` labels the telemetry event.
