@@ -371,3 +371,14 @@ def test_the_cli_and_the_library_name_a_file_s_server_alike(
     assert Router.from_tools(path, server="gh", cache=None).catalog.ids == ["gh/create_issue"]
     assert main(["route", "--index", str(tmp_path), "--server", "gh", "an issue"]) == 2
     assert "--server names the server of --tools, not of an --index" in capsys.readouterr().err
+
+
+def test_route_prints_how_the_query_was_read(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
+) -> None:
+    tools, _ = tiny_set
+    assert main(["route", "--tools", str(tools), "select: the weather in Oslo please"]) == 0
+    shown = capsys.readouterr().out
+    assert "(text, " in shown.splitlines()[0]
+    assert "wx/get_weather" in shown.splitlines()[1]
+    assert "note: 'select:' named no tool and reads as words: routed as text" in shown

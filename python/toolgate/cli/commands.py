@@ -128,6 +128,7 @@ def format_result(result: Any) -> str:
         lines.append(f"  gated   {gated.id:<36} {gated.reason}")
     if result.unknown:
         lines.append(f"  unknown names: {', '.join(result.unknown)}")
+    lines += [f"  note: {note}" for note in result.notes]
     return "\n".join(lines)
 
 

@@ -61,8 +61,8 @@ __all__ = [
 
 _EMBEDDING_DIM = 384
 
-#: What ``Router.from_tools`` and ``Router.refresh`` take: a list of tools, a whole document,
-#: a catalog file or its text (or, for ``refresh``, a :class:`Catalog`).
+#: What ``Router.from_tools`` and ``Router.refresh`` take: a :class:`Catalog`, a list of
+#: tools, a whole document, a catalog file or its text.
 ToolsSource = Catalog | Sequence[Any] | Mapping[str, Any] | str | os.PathLike[str]
 
 
