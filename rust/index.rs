@@ -39,8 +39,8 @@ const BATCH_BLOCK_BYTES: usize = 128 * 1024;
 
 /// Rows per scan block of a single query. Nothing is reused across blocks then, so blocks are
 /// as long as the score buffer allows while staying in L1 / L2 (16 KiB): each kernel call has a
-/// fixed cost (the int8 kernels convert the query to i16 on every call), which 341-row blocks
-/// of 384-d int8 rows made a 35% overhead at N = 10,000.
+/// fixed cost (the int8 kernels convert the query to i16 on every call), which short blocks
+/// pay again and again (measured in docs/design.md, "Kernels and ISA dispatch").
 const SINGLE_QUERY_BLOCK_ROWS: usize = 4096;
 
 /// What to store besides the vectors when building an index.

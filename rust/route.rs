@@ -278,9 +278,8 @@ pub const COPY_SCORE_SHARE: f32 = 0.5;
 /// server. Each copy takes a place a different tool could have had, and tells the model
 /// nothing new. The name must match too: tools of one family (`create_issue`,
 /// `update_issue`) with long shared parameter lists can embed as close as copies do, and
-/// are different tools. BFCL's merged catalog repeats functions across its categories:
-/// moving the copies down lifts its nDCG@10 0.8479 -> 0.8515, and leaves MetaTool's, which
-/// has none, the same (replayed over the best 20 of each query).
+/// are different tools. BFCL's merged catalog repeats functions across its categories, and
+/// moving its copies down ranks it better (docs/design.md, "Near copies move down").
 fn defer_near_copies(
     index: &Index,
     bm25: &Bm25Index,
@@ -332,12 +331,10 @@ fn defer_near_copies(
 ///
 /// A tool that fits one intent of a multi-intent query is also near the query as a whole, so
 /// the clause cosines only matter near the top. Scoring just these rows ([`Index::scores_at`])
-/// costs microseconds, where scanning every row costs about 0.1 ms per clause at N = 10,000
-/// int8, and BFCL queries run to 20 clauses. (Exact f32 re-scoring of the 200 rows cost about
-/// 0.15 ms per route: an int8 scan leaves their f32 rows out of cache.) On the dev sets, clause
-/// cosines for the nearest 200 rows gave the same nDCG@10 to four decimals as for all rows
-/// (BFCL 0.8354, MetaTool multi-tool 0.7081, single-tool 0.7221), and the nearest 50 or 100
-/// within 0.0006.
+/// is cheap where scanning every row once per clause is not (a query may have many clauses),
+/// and on the dev sets it ranked as all rows did. They are scored at storage precision: an
+/// int8 scan leaves their f32 rows out of cache. The figures: docs/design.md, "Clause vectors
+/// for multi-intent queries".
 pub const CLAUSE_CANDIDATES: usize = 200;
 
 /// The dense signal [`route`] fuses, from every row's whole-query `cosine`, the query's

@@ -77,9 +77,8 @@ fn split_identifier<'t>(word: &'t str, emit: &mut impl FnMut(&'t str)) {
 /// would only mangle them.
 ///
 /// Full stemming, not just plural stripping, so `translate`, `translates` and `translation`
-/// or `booking` and `book` meet. Measured with `toolgate eval` on the full dev sets against the
-/// plural stripper this replaced, other defaults unchanged: nDCG@10 BFCL 0.827 -> 0.831,
-/// MetaTool single-tool 0.722 -> 0.725. Stems are index terms, not words (`entries` ->
+/// or `booking` and `book` meet; it ranked better than the plural stripper it replaced on both
+/// dev sets (docs/design.md, "BM25"). Stems are index terms, not words (`entries` ->
 /// `entri`); they are never shown to anyone.
 pub fn stem(word: &str) -> Cow<'_, str> {
     static ENGLISH: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));

@@ -4,4 +4,5 @@ import sys
 
 from toolgate.cli.parser import main
 
-sys.exit(main())
+if __name__ == "__main__":  # so that importing the module alone runs nothing
+    sys.exit(main())

@@ -8,12 +8,9 @@ errors from both layers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from toolgate._toolgate import IndexFormatError, InvalidInputError, StorageError, ToolgateError
-
-if TYPE_CHECKING:
-    from toolgate.catalog.build import Offender
 
 __all__ = [
     "CatalogError",
@@ -25,6 +22,7 @@ __all__ = [
     "ModelChecksumError",
     "ModelError",
     "ModelNotFoundError",
+    "Offender",
     "StorageError",
     "ToolgateError",
     "UnknownToolError",
@@ -33,6 +31,18 @@ __all__ = [
 
 class CatalogError(ToolgateError):
     """A tool catalog is malformed; the message lists every offending tool."""
+
+
+@dataclass(frozen=True)
+class Offender:
+    """A tool that could not be loaded: where it was, what it is called, and why."""
+
+    position: str
+    tool: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.position} {self.tool}: {self.reason}"
 
 
 class InvalidToolsError(CatalogError):

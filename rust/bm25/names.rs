@@ -7,8 +7,8 @@
 //!
 //! Keys are folded (lower-cased, whitespace runs collapsed to one space) and hashed; the
 //! index is one sorted array of `(hash, row, kind)`, so building it allocates no per-key
-//! strings (loading a 10,000-tool index stays in milliseconds) and a look-up is a binary
-//! search plus a check of the few candidate rows against the real names.
+//! strings (opening a router stays quick at any N: docs/design.md, "Index storage") and a
+//! look-up is a binary search plus a check of the few candidate rows against the real names.
 
 use super::table::StrTable;
 use crate::tokenize::is_compound_name;

@@ -218,10 +218,9 @@ fn scan_f32_rows(query: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
 /// instruction count of the read probe, and reading the rows strictly in order lets the
 /// hardware prefetcher stream them with no hints. [`generic::scan_rows`] reloads the query for
 /// every group of rows and needs a hint per line, twice the instructions, which costs most when
-/// a sibling hyperthread competes for the core. At N = 10,000, d = 384 on Zen 5 this kernel
-/// took 0.77-0.86x the time of the generic scan, and 1.0-1.1x the read probe against its
-/// 1.2-1.4x. bf16 rows gain nothing from it (0.98x the speed): widening them costs the
-/// instructions anyway.
+/// a sibling hyperthread competes for the core: this kernel runs near the read probe, ahead of
+/// the generic scan (docs/design.md, "Kernels and ISA dispatch"). bf16 rows gain nothing from
+/// it: widening them costs the instructions anyway.
 ///
 /// `C <= 24` keeps 24 query and 2 accumulator registers within the 32 zmm registers, spill-free.
 /// Chunks go to the two accumulators as in [`generic::dot_tile`], so every score is bitwise the

@@ -11,8 +11,8 @@
 //! Then `sum Q r = 256 sum h (r + 128) + sum l (r + 128) - 128 (256 sum h + sum l)`, two
 //! `vpdpbusd` per 64 columns and a per-query constant, with no row-dependent correction. The
 //! integer sum is exact, so the scores are bitwise those of the AVX-512 integer kernel, and
-//! the scan of 10,000 x 384 rows runs about 1.3x faster than its `vpmovsxbw` + `vpmaddwd`
-//! (`benches/bench_kernels.py`, AMD EPYC with AVX-512).
+//! the scan is faster than its `vpmovsxbw` + `vpmaddwd` (`benches/bench_kernels.py`; the
+//! figures in docs/design.md, "Kernels and ISA dispatch").
 //! The two planes are combined lane by lane (`256 h + l`) before the one horizontal sum per
 //! row; see `LANE_FITS_I32` for why that cannot overflow.
 
@@ -93,7 +93,7 @@ fn split(q: i16) -> (i8, i8) {
 }
 
 /// Two accumulators per row, one per query plane. No prefetch hints, unlike the other x86
-/// kernels: at N = 10,000 (an L3-resident matrix) the scan ran 5-10% faster without them; at
+/// kernels: on an L3-resident matrix the scan ran faster without them (docs/design.md); at
 /// this density of work per byte the hardware prefetcher keeps up on its own.
 impl IntegerDot for Avx512Vnni {
     const STEP: usize = STEP;

@@ -280,8 +280,8 @@ pub fn read_probe_f32(rows: &[f32]) -> f32 {
 pub(crate) const GROUP_ROWS: usize = 4;
 
 /// How many rows ahead of the current group the x86 kernels prefetch. Two groups ahead keeps
-/// the f32 scan near the read-probe floor on an L3-resident matrix; without the hints it ran
-/// 15-20% behind at N = 10,000 on Zen 5, and one group ahead still left 5-10%.
+/// the f32 scan near the read-probe floor on an L3-resident matrix; without the hints, or one
+/// group ahead, it fell behind (docs/design.md, "Kernels and ISA dispatch").
 #[cfg(target_arch = "x86_64")]
 pub(crate) const PREFETCH_ROWS: usize = 2 * GROUP_ROWS;
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.shared_data import DATA, require
+from toolgate import Router
 from toolgate.cli.parser import main
 
 EVAL_KEYS = {
@@ -372,6 +373,40 @@ def test_stats_reads_an_event_log_alone_or_says_what_it_needs(
     assert report["usage"]["called"] == {"gh/get_me": 1}
     assert main(["stats"]) == 2
     assert "stats needs --tools or --index (or --events alone)" in capsys.readouterr().err
+
+
+def test_the_cli_and_the_library_name_a_file_s_server_alike(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    document = {"tools": [{"name": "create_issue", "description": "Open an issue."}]}
+    path = tmp_path / "github.tools.json"
+    path.write_text(json.dumps(document))
+
+    def routed(*options: str) -> list[str]:
+        report = run_json(capsys, "route", "--tools", str(path), *options, "an issue", "--json")
+        return [tool["id"] for tool in report["tools"]]
+
+    # A file: its name up to the first dot, in both.
+    assert routed() == ["github/create_issue"]
+    assert Router.from_tools(path, cache=None).catalog.ids == ["github/create_issue"]
+    # A parsed document has no file name: "default", unless server= (--server) names it.
+    assert Router.from_tools(document, cache=None).catalog.ids == ["default/create_issue"]
+    assert Router.from_tools(document, server="gh", cache=None).catalog.ids == ["gh/create_issue"]
+    assert routed("--server", "gh") == ["gh/create_issue"]
+    assert Router.from_tools(path, server="gh", cache=None).catalog.ids == ["gh/create_issue"]
+    assert main(["route", "--index", str(tmp_path), "--server", "gh", "an issue"]) == 2
+    assert "--server names the server of --tools, not of an --index" in capsys.readouterr().err
+
+
+def test_route_prints_how_the_query_was_read(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
+) -> None:
+    tools, _ = tiny_set
+    assert main(["route", "--tools", str(tools), "select: the weather in Oslo please"]) == 0
+    shown = capsys.readouterr().out
+    assert "(text, " in shown.splitlines()[0]
+    assert "wx/get_weather" in shown.splitlines()[1]
+    assert "note: 'select:' named no tool and reads as words: routed as text" in shown
 
 
 def test_model_path_and_verify_name_the_cache_and_the_command_that_fills_it(

@@ -147,12 +147,12 @@ def test_rows_the_cache_would_reject_are_neither_stored_nor_lost(tmp_path: Path)
 def test_router_rebuilds_over_a_nan_filled_cache(fp32: Embedder, tmp_path: Path) -> None:
     path = tmp_path / "e.sqlite3"
     first = Router.from_tools(_TOOLS, embedder=fp32, cache=path)
-    expected = first._index.vectors(range(len(_TOOLS)))
+    expected = first._parts.index.vectors(range(len(_TOOLS)))
     with sqlite3.connect(path) as db:
         db.execute("UPDATE embeddings SET vector = ?", (np.full(DIM, np.nan, "<f4").tobytes(),))
     with pytest.warns(CacheWarning, match="damaged"):
         second = Router.from_tools(_TOOLS, embedder=fp32, cache=path)
-    np.testing.assert_allclose(second._index.vectors(range(len(_TOOLS))), expected, atol=1e-6)
+    np.testing.assert_allclose(second._parts.index.vectors(range(len(_TOOLS))), expected, atol=1e-6)
     assert second.route("email my boss", top_k=1).ids[0].endswith("/send_email")
 
 

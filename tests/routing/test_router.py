@@ -70,6 +70,30 @@ def test_select_returns_the_named_tools_in_order_and_reports_unknown(router: Rou
     assert result.unknown == ("no_such_tool",)
 
 
+def test_words_after_select_that_name_no_tool_are_routed_as_text(router: Router) -> None:
+    words = "select: a good issue template please"
+    result = router.route(words, top_k=3)
+    assert result.form == "text"
+    assert result.notes == ("'select:' named no tool and reads as words: routed as text",)
+    assert result.unknown == ()
+    assert result.ids[0] == "github/get_issue"
+    assert result.ids == router.route(words, top_k=3, forms=False).ids  # as a person's text
+    assert "routed as text" in repr(result)
+
+
+def test_a_select_that_names_no_tool_says_so(router: Router) -> None:
+    # Names, not words: the model asked for these tools, so it is told they do not exist
+    # rather than handed others.
+    result = router.route("select:no_such_tool, nor_this")
+    assert (result.form, result.ids, result.notes) == ("select", [], ())
+    assert result.unknown == ("no_such_tool", "nor_this")
+    assert repr(result) == "RouteResult([], gated=0, unknown=['no_such_tool', 'nor_this'])"
+    # Words beside a name that names a tool: a select, the words reported.
+    mixed = router.route("select: read_file, a good template")
+    assert (mixed.form, mixed.ids) == ("select", ["filesystem/read_file"])
+    assert mixed.unknown == ("a good template",)
+
+
 def test_select_still_applies_the_gate(router: Router) -> None:
     result = router.route("select:write_file")
     assert result.ids == []
@@ -392,6 +416,27 @@ def test_refresh_embeds_only_what_changed(router: Router, embedder: Embedder) ->
     assert before == after
 
 
+def test_refresh_takes_what_from_tools_takes_and_returns_a_new_router(
+    embedder: Embedder, tmp_path: Path
+) -> None:
+    weather = [{"name": "get_weather", "description": "Current weather for a city."}]
+    document = {"wx": {"tools": weather}}
+    router = Router.from_tools(document, cache=None, embedder=embedder)
+    more = [*weather, {"name": "get_forecast", "description": "The forecast for a city."}]
+    refreshed = router.refresh({"wx": {"tools": more}})
+    assert refreshed is not router
+    assert router.catalog.ids == ["wx/get_weather"]  # this router is left as it was
+    assert refreshed.catalog.ids == ["wx/get_weather", "wx/get_forecast"]
+    # A list and a file, read with the same server rule as from_tools.
+    assert router.refresh(more, server="wx").catalog.ids == refreshed.catalog.ids
+    assert router.refresh(more).catalog.ids == ["default/get_weather", "default/get_forecast"]
+    path = tmp_path / "wx.tools.json"
+    path.write_text(json.dumps({"tools": more}))
+    assert router.refresh(path).catalog.ids == refreshed.catalog.ids
+    with pytest.raises(InvalidInputError, match="server= and lenient= apply to tools being read"):
+        router.refresh(refreshed.catalog, server="wx")
+
+
 def test_refresh_re_embeds_what_an_older_tool_text_embedded(
     router: Router, embedder: Embedder, tmp_path: Path
 ) -> None:
@@ -427,5 +472,7 @@ def test_from_tools_takes_a_multi_server_document() -> None:
     }
     router = Router.from_tools(document, cache=None)
     assert sorted(router.catalog.ids) == ["mail/send_email", "wx/get_weather"]
+    # server= names only the tools whose document names none.
+    assert Router.from_tools(document, server="x", cache=None).catalog.ids == router.catalog.ids
     with pytest.raises(CatalogError, match="tools"):
         Router.from_tools(["not a tool"], cache=None)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.routing.sealed import write_sealed
-from toolgate import IndexFormatError, InvalidInputError
+from toolgate import CatalogError, IndexFormatError, InvalidInputError
 from toolgate.catalog.catalog import Catalog, InvalidToolsError
 from toolgate.promotion.budget import Budget
 from toolgate.routing.router import Router, RouterConfig
@@ -324,9 +324,9 @@ def test_a_tool_name_that_is_not_valid_unicode_is_a_bad_tool() -> None:
         Catalog.load({"s": {"tools": [{"name": "a\ud800b", "description": "x"}]}})
 
 
-def test_refresh_takes_a_catalog_and_another_directory(router: Router, tmp_path: Path) -> None:
-    with pytest.raises(InvalidInputError, match="refresh takes a Catalog"):
-        router.refresh([{"name": "x"}])  # type: ignore[arg-type]
+def test_refresh_takes_tools_and_another_directory(router: Router, tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="tools must be a list of tools"):
+        router.refresh(3)  # type: ignore[arg-type]
     own = Router.from_catalog(router.catalog, path=tmp_path / "own", cache=None)
     with pytest.raises(InvalidInputError, match="this router's own directory"):
         own.refresh(router.catalog, path=tmp_path / "own")

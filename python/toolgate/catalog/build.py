@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
 from toolgate.catalog.schema import reference_and_regex_problem
 from toolgate.catalog.summary import SUMMARY_MAX_TOKENS
 from toolgate.catalog.tool import Tool, canonical_json, id_tails
-from toolgate.errors import CatalogError
+from toolgate.errors import CatalogError, Offender
 from toolgate.formats.raw import EMPTY_SCHEMA
 from toolgate.formats.schema_walk import normalize_type_aliases
 from toolgate.formats.tokens import count_text
@@ -45,18 +45,6 @@ _META_KEYS = {"requires", "scopes", "tags", "pinned", "summary"}
 
 
 _REQUIRES_KEYS = {"scopes", "tools", "milestones"}
-
-
-@dataclass(frozen=True)
-class Offender:
-    """A tool that could not be loaded: where it was, what it is called, and why."""
-
-    position: str
-    tool: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.position} {self.tool}: {self.reason}"
 
 
 class _Reject(Exception):

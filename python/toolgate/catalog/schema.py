@@ -6,8 +6,9 @@ server chose), a reference cycle, a ``pattern`` the matcher cannot compile. Load
 those (:func:`reference_and_regex_problem`); :func:`schema_validator` builds validators whose
 registry never retrieves anything, so nothing that got through can reach the network.
 
-Patterns run on RE2, whose matching is linear in the text: with Python's ``re`` (which
-jsonschema uses), ``^(a+)+$`` took 38 s on a 30-character argument, holding the GIL.
+Patterns run on RE2, whose matching is linear in the text: Python's ``re`` (which jsonschema
+uses) backtracks exponentially on ``^(a+)+$``, for seconds on a short argument, holding the GIL
+(docs/design.md, "Hostile input").
 JSON Schema patterns are ECMA-262 regular expressions; RE2 reads the common syntax alike
 (``\\d`` and ``\\w`` are ASCII in both, ``$`` ends the text) and ``\\uXXXX`` is translated. What
 RE2 cannot match in linear time (lookaround, backreferences) is refused at load, with the

@@ -60,17 +60,21 @@ def _config(args: argparse.Namespace) -> RouterConfig:
     return config
 
 
-def _load_catalog(path: Path, *, lenient: bool, measuring: bool = False) -> Catalog:
-    """Load ``path``; in lenient mode, summarise skipped tools on stderr in one line.
+def _load_catalog(
+    path: Path, *, server: str | None, lenient: bool, measuring: bool = False
+) -> Catalog:
+    """Load ``path`` (its tools that name no server under ``server``, else the file's name,
+    as :meth:`Router.from_tools` does); in lenient mode, summarise skipped tools on stderr in
+    one line.
 
     ``measuring`` (eval, calibrate) keeps tools whose id repeats under a renamed server, so
     an evaluation set that reuses names (BFCL) is measured over all of its tools.
     """
     if not lenient:
-        return Catalog.load(path, rename_duplicates=measuring)
+        return Catalog.load(path, server=server, rename_duplicates=measuring)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CatalogWarning)
-        catalog = Catalog.load(path, lenient=True, rename_duplicates=measuring)
+        catalog = Catalog.load(path, server=server, lenient=True, rename_duplicates=measuring)
     for warning in caught:
         text = str(warning.message)
         shown = text if len(text) <= 300 else text[:300] + " ..."
@@ -80,12 +84,14 @@ def _load_catalog(path: Path, *, lenient: bool, measuring: bool = False) -> Cata
 
 def _router(args: argparse.Namespace) -> Router:
     if args.index is not None:
+        if args.server is not None:
+            raise InvalidInputError("--server names the server of --tools, not of an --index")
         return Router.open(args.index)
     # Measuring commands read third-party sets, so they skip bad tools by default, with a
     # warning; --strict turns that into an error.
     measuring = hasattr(args, "strict")
     lenient = args.lenient or (measuring and not args.strict)
-    catalog = _load_catalog(args.tools, lenient=lenient, measuring=measuring)
+    catalog = _load_catalog(args.tools, server=args.server, lenient=lenient, measuring=measuring)
     return Router.from_catalog(catalog, config=_config(args))
 
 
@@ -94,7 +100,7 @@ def run_index(args: argparse.Namespace) -> dict[str, Any]:
     # Checked before embedding, which is the slow part, so a bad --out fails at once.
     if args.out.exists() and not args.out.is_dir():
         raise InvalidInputError(f"--out {args.out}: exists and is not a directory")
-    catalog = _load_catalog(args.tools, lenient=args.lenient)
+    catalog = _load_catalog(args.tools, server=args.server, lenient=args.lenient)
     router = Router.from_catalog(catalog, config=_config(args))
     try:
         router.save(args.out)
@@ -124,6 +130,7 @@ def format_result(result: Any) -> str:
         lines.append(f"  gated   {gated.id:<36} {gated.reason}")
     if result.unknown:
         lines.append(f"  unknown names: {', '.join(result.unknown)}")
+    lines += [f"  note: {note}" for note in result.notes]
     return "\n".join(lines)
 
 

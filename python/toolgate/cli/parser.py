@@ -41,9 +41,17 @@ def _add_router_source(parser: argparse.ArgumentParser, *, required: bool = True
         "--tools", type=Path, help="catalog file (MCP, OpenAI, Anthropic, Gemini, JSONL)"
     )
     source.add_argument("--index", type=Path, help="router directory written by 'toolgate index'")
+    _add_server(parser)
     parser.add_argument("--precision", choices=["fp32", "int8"], help="embedding model precision")
     parser.add_argument("--dtype", choices=["f32", "int8", "bf16"], help="matrix storage type")
     parser.add_argument("--lenient", action="store_true", help="skip bad tools with a warning")
+
+
+def _add_server(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server",
+        help="server of the --tools that name none (default: the file name up to its first dot)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     index = commands.add_parser("index", help="embed and index a catalog into a router directory")
     index.add_argument("--tools", type=Path, required=True)
     index.add_argument("--out", type=Path, required=True, help="router directory to write")
+    _add_server(index)
     index.add_argument("--precision", choices=["fp32", "int8"])
     index.add_argument("--dtype", choices=["f32", "int8", "bf16"], help="matrix storage type")
     index.add_argument("--lenient", action="store_true")

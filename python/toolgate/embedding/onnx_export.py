@@ -320,18 +320,7 @@ def _encoder_layer(g: _GraphBuilder, config: BertConfig, layer: int, hidden: str
     projected = g.node(
         "MatMul", [context, g.weight(prefix + "attention.output.dense.weight", transpose=True)]
     )
-    hidden = g.node(
-        "SkipLayerNormalization",
-        [
-            projected,
-            hidden,
-            g.weight(prefix + "attention.output.LayerNorm.weight"),
-            g.weight(prefix + "attention.output.LayerNorm.bias"),
-            g.weight(prefix + "attention.output.dense.bias"),
-        ],
-        domain=_MS_DOMAIN,
-        epsilon=config.layer_norm_eps,
-    )
+    hidden = _add_and_norm(g, config, projected, hidden, prefix + "attention.output.")
     intermediate = g.node(
         "BiasGelu",
         [
@@ -347,14 +336,22 @@ def _encoder_layer(g: _GraphBuilder, config: BertConfig, layer: int, hidden: str
         [intermediate, g.weight(prefix + "output.dense.weight", transpose=True)],
         name=_ffn_output_name(layer),
     )
+    return _add_and_norm(g, config, output, hidden, prefix + "output.")
+
+
+def _add_and_norm(
+    g: _GraphBuilder, config: BertConfig, projected: str, residual: str, block: str
+) -> str:
+    """BERT's ``LayerNorm(projected + bias + residual)`` after attention and after the
+    feed-forward layer, as one fused node; ``block`` prefixes the weights' names."""
     return g.node(
         "SkipLayerNormalization",
         [
-            output,
-            hidden,
-            g.weight(prefix + "output.LayerNorm.weight"),
-            g.weight(prefix + "output.LayerNorm.bias"),
-            g.weight(prefix + "output.dense.bias"),
+            projected,
+            residual,
+            g.weight(block + "LayerNorm.weight"),
+            g.weight(block + "LayerNorm.bias"),
+            g.weight(block + "dense.bias"),
         ],
         domain=_MS_DOMAIN,
         epsilon=config.layer_norm_eps,

@@ -42,6 +42,7 @@ import numpy as np
 
 from toolgate.catalog.build import build_tools
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.embedding.model_files import exclusive_lock
 from toolgate.errors import (
     CatalogWarning,
@@ -58,7 +59,6 @@ from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router, default_embedder
-from toolgate.routing.scopes import ScopeMatcher
 from toolgate.routing.state import State
 from toolgate.routing.store import MANIFEST
 from toolgate.verify import Verdict, verify_call, verify_name

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError
 from toolgate.memo import Memo
-from toolgate.routing.scopes import ScopeMatcher
 
 __all__ = ["ANY_SCOPE", "ActiveSet", "Scope", "check_catalog_version", "tools_in_scope"]
 
@@ -32,7 +32,7 @@ def tools_in_scope(
     catalog: Catalog, allow: Sequence[str] | None, deny: Sequence[str] | None
 ) -> Sequence[Tool]:
     """The tools of ``catalog`` that the ``allow`` and ``deny`` patterns admit (see
-    :mod:`toolgate.routing.scopes`), in catalog order."""
+    :mod:`toolgate.catalog.scopes`), in catalog order."""
     if allow is None and deny is None:
         return catalog.tools
     matcher = _MATCHERS.get(

@@ -1,17 +1,20 @@
 """Building a router's index files: tool rows embedded, the matrix and BM25 index written.
 
 :mod:`toolgate.routing.store` holds the directory's format (manifest, fingerprints, atomic
-writes); this module fills a directory from a catalog, reuses the vectors of unchanged tools
-when a catalog changes, and opens the files of a saved router.
+writes); this module reads the tools a router is asked to serve into a catalog, fills a
+directory from it, reuses the vectors of unchanged tools when a catalog changes, and opens
+the files of a saved router, as :class:`RouterParts`.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -19,7 +22,7 @@ from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
 from toolgate.embedding.embedder import Embedder, resolve_cache
-from toolgate.errors import IndexFormatError
+from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.state import FlagVocabulary
 from toolgate.routing.store import (
@@ -37,23 +40,47 @@ from toolgate.routing.store import (
     read_manifest,
     renamed_rows,
     save_fingerprinted,
+    write_catalog_and_manifest,
 )
 
 if TYPE_CHECKING:
     from toolgate.embedding.cache import EmbeddingCache
 
 __all__ = [
-    "Built",
-    "build_files",
+    "RouterParts",
+    "ToolsSource",
+    "build_parts",
+    "catalog_of",
+    "check_refresh_path",
     "default_embedder",
     "embed_tools",
     "open_cache",
-    "open_files",
+    "open_parts",
     "refreshed_vectors",
-    "save_files",
 ]
 
 _EMBEDDING_DIM = 384
+
+#: What ``Router.from_tools`` and ``Router.refresh`` take: a :class:`Catalog`, a list of
+#: tools, a whole document, a catalog file or its text.
+ToolsSource = Catalog | Sequence[Any] | Mapping[str, Any] | str | os.PathLike[str]
+
+
+def catalog_of(tools: ToolsSource, *, server: str | None, lenient: bool) -> Catalog:
+    """``tools`` as a :class:`Catalog`: itself if it is one, else read with ``server`` and
+    ``lenient`` (a document or a file by :meth:`Catalog.load`, a list by
+    :meth:`Catalog.from_tools`), so that every way in names servers by one rule."""
+    if isinstance(tools, Catalog):
+        if server is not None or lenient:
+            raise InvalidInputError(
+                "server= and lenient= apply to tools being read, not to a Catalog, which is "
+                "read already (pass them to Catalog.load)"
+            )
+        return tools
+    if isinstance(tools, (str, os.PathLike, Mapping)):
+        return Catalog.load(tools, server=server, lenient=lenient)
+    listed: Sequence[Any] = tools
+    return Catalog.from_tools(listed, server=server, lenient=lenient)
 
 
 def default_embedder(
@@ -125,31 +152,66 @@ def refreshed_vectors(
 
 
 @dataclass(frozen=True)
-class Built:
-    """A router's index files, written and opened: ``workdir`` is set when the directory is a
-    temporary one the router owns."""
+class RouterParts:
+    """A router's index files, open, and what they were built from: the matrix (``index``),
+    the BM25 index (which knows the exposed names), the flag vocabulary of the precondition
+    masks, the catalog's ``outline`` and the ``config``. ``workdir`` is set when the files sit
+    in a temporary directory that the router owns and removes."""
 
-    directory: Path
-    workdir: Path | None
     index: _toolgate.Index
     bm25: _toolgate.Bm25
     vocabulary: FlagVocabulary
-    files: dict[str, str]
+    outline: CatalogOutline
+    config: RouterConfig
+    workdir: Path | None = None
+
+    def save(self, catalog: Catalog, path: str | os.PathLike[str]) -> None:
+        """Write these files and ``catalog`` (the full one, which they index) to the directory
+        ``path``, created if needed."""
+        directory = prepare_directory(path)
+        source = Path(self.index.path)
+        copy_atomic(source, directory / MATRIX)
+        # Fingerprints of what this save wrote, taken from its own bytes, not from the
+        # directory, where a racing save may have put its files meanwhile.
+        files = {MATRIX: fingerprint(source), BM25: save_fingerprinted(self.bm25, directory)}
+        self._write_manifest(directory, catalog, files)
+
+    def _write_manifest(self, directory: Path, catalog: Catalog, files: dict[str, str]) -> None:
+        model_id = str(self.index.model_id)
+        saved = SavedRouter(self.config, self.outline, self.vocabulary.keys, model_id, files)
+        write_catalog_and_manifest(directory, catalog, saved)
 
 
-def build_files(
+def build_parts(
     catalog: Catalog,
     vectors: np.ndarray,
     config: RouterConfig,
     model_id: str,
     path: str | os.PathLike[str] | None,
-) -> Built:
-    """Index ``catalog`` with its tool ``vectors`` under ``path`` (or a new temp dir)."""
+) -> RouterParts:
+    """Index ``catalog`` with its tool ``vectors`` under ``path`` (or a new temporary
+    directory, removed again if indexing fails), manifest and catalog file included."""
     workdir = None
     if path is None:
         directory = workdir = Path(tempfile.mkdtemp(prefix="toolgate-"))
     else:
         directory = prepare_directory(path)
+    try:
+        return _build_parts(catalog, vectors, config, model_id, directory, workdir)
+    except BaseException:
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
+
+
+def _build_parts(
+    catalog: Catalog,
+    vectors: np.ndarray,
+    config: RouterConfig,
+    model_id: str,
+    directory: Path,
+    workdir: Path | None,
+) -> RouterParts:
     tools = catalog.tools
     vocabulary = FlagVocabulary.from_tools(tools)
     index = _toolgate.Index.build(
@@ -169,21 +231,14 @@ def build_files(
         exposed_names=renamed_rows(catalog),
     )  # fmt: skip
     files = {MATRIX: fingerprint(directory / MATRIX), BM25: save_fingerprinted(bm25, directory)}
-    return Built(directory, workdir, index, bm25, vocabulary, files)
+    outline = CatalogOutline.of(catalog)
+    parts = RouterParts(index, bm25, vocabulary, outline, config, workdir)
+    parts._write_manifest(directory, catalog, files)
+    return parts
 
 
-def save_files(index: _toolgate.Index, bm25: _toolgate.Bm25, directory: Path) -> dict[str, str]:
-    """Copy ``index``'s matrix and write ``bm25`` into ``directory``; their fingerprints."""
-    source = Path(index.path)
-    copy_atomic(source, directory / MATRIX)
-    # Fingerprints of what this save wrote, taken from its own bytes, not from the
-    # directory, where a racing save may have put its files meanwhile.
-    return {MATRIX: fingerprint(source), BM25: save_fingerprinted(bm25, directory)}
-
-
-def open_files(directory: Path) -> tuple[SavedRouter, _toolgate.Index, _toolgate.Bm25]:
-    """The manifest, matrix and BM25 index of the router saved in ``directory``, checked to
-    belong together."""
+def open_parts(directory: Path) -> RouterParts:
+    """The files of the router saved in ``directory``, checked to belong together."""
     saved = read_manifest(directory)
     check_files(directory, saved)
     exposed = saved.outline.exposed
@@ -201,4 +256,15 @@ def open_files(directory: Path) -> tuple[SavedRouter, _toolgate.Index, _toolgate
             f"{directory / MATRIX}: embedded with {index.model_id!r}, "
             f"but {MANIFEST} says {saved.model_id!r}"
         )
-    return saved, index, bm25
+    return RouterParts(index, bm25, FlagVocabulary(saved.flags), saved.outline, saved.config)
+
+
+def check_refresh_path(index: _toolgate.Index, path: str | os.PathLike[str] | None) -> None:
+    """Refuse to write a refreshed router over ``index``'s own directory: other routers
+    (workers that opened it) may be reading those files right now."""
+    own = Path(index.path).parent
+    if path is not None and Path(path).resolve() == own.resolve():
+        raise InvalidInputError(
+            f"refresh path {path} is this router's own directory; write the new router "
+            "elsewhere (its files stay valid until this router is dropped)"
+        )

@@ -22,13 +22,15 @@ __all__ = ["Turn", "check_current", "route_result"]
 @dataclass
 class Turn:
     """What a route knows besides the core's outcome: the query, why each forced row is in
-    (a row not listed is pinned), names of no tool, and the time spent so far."""
+    (a row not listed is pinned), names of no tool, how the query was read when that is not
+    what it says (``notes``), and the time spent so far."""
 
     query: str
     form: str
     start: float
     reasons: Mapping[int, str] = field(default_factory=dict)
     unknown: Sequence[str] = ()
+    notes: tuple[str, ...] = ()
     timings_ms: dict[str, float] = field(default_factory=dict)
 
     def lap(self, name: str, since: float) -> float:
@@ -88,6 +90,7 @@ def route_result(
         n_gated=outcome.n_gated,
         n_out_of_scope=outcome.n_out_of_scope,
         unknown=tuple(dict.fromkeys(turn.unknown)),
+        notes=turn.notes,
         timings_ms={key: round(value, 4) for key, value in timings.items()},
         catalog_version=catalog_version,
     )

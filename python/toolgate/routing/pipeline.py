@@ -19,15 +19,15 @@ import numpy as np
 
 from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.outcome import Turn, route_result
-from toolgate.routing.query import ParsedQuery, parse_query
+from toolgate.routing.query import ParsedQuery, parse_query, reads_as_words
 from toolgate.routing.query_vectors import QueryVectors
 from toolgate.routing.result import RouteResult
 from toolgate.routing.rows import CatalogRows, Scope
-from toolgate.routing.scopes import pattern_list
 from toolgate.routing.selection import adapt
 from toolgate.routing.state import FlagVocabulary, State
 from toolgate.routing.store import CatalogOutline
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from toolgate.embedding.embedder import Embedder
 
 __all__ = ["RoutePipeline"]
+
+_WORDS_NOTE = "'select:' named no tool and reads as words: routed as text"
 
 
 class Limits(NamedTuple):
@@ -109,12 +111,15 @@ class RoutePipeline:
         if isinstance(query, str):  # parse_query names any other type
             query = well_formed(query)
         parsed = parse_query(query, forms=forms)
+        notes: tuple[str, ...] = ()
+        if parsed.select and self._words_not_names(parsed.select):
+            parsed, notes = parse_query(query, forms=False), (_WORDS_NOTE,)
         k = _checked_k(top_k, self._config.top_k, len(self._outline.ids))
         floor = _checked_floor(threshold, self._config.threshold)
         flags = self._vocabulary.flags(State.coerce(state))
         scope = self._rows.scope(allow, deny)
         included, unknown = self._rows.included(include)
-        turn = Turn(query, parsed.form, start, unknown=unknown)
+        turn = Turn(query, parsed.form, start, unknown=unknown, notes=notes)
         if parsed.select:
             result = self._select(parsed.select, turn, flags, scope, included)
         elif not parsed.text:
@@ -125,6 +130,11 @@ class RoutePipeline:
         if allow is not None or deny is not None:
             result = replace(result, allow=allow, deny=deny)
         return result
+
+    def _words_not_names(self, names: Sequence[str]) -> bool:
+        """Whether the entries of a ``select:`` are a person's words that happen to start with
+        it: they read as words and none of them names a tool."""
+        return reads_as_words(names) and not self._rows.selected(names)[0]
 
     def _rank(
         self,

@@ -4,16 +4,21 @@ The forms come from Claude Code's ToolSearch: ``select:Read,Edit`` fetches tools
 ``+slack send`` requires ``slack`` in the tool's id (its server or name: ToolSearch's MCP tool
 names carry their server) and ranks by the remaining terms, anything else is a plain query.
 The terms filter what is ranked; tools named in the query and pinned tools stay in.
+
+A person's words may start with "select:" too ("select: a good issue template please"):
+:func:`reads_as_words` tells such entries from names, and the router reads a ``select:``
+whose entries name no tool and read as words as plain text.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolgate.errors import InvalidInputError
 
-__all__ = ["ParsedQuery", "parse_query"]
+__all__ = ["ParsedQuery", "parse_query", "reads_as_words"]
 
 _SELECT_PREFIX = "select:"
 # A term starts with a letter, so "+46 70 123 45 67" and "2 +2" stay plain text.
@@ -65,3 +70,13 @@ def parse_query(query: str, *, forms: bool = True) -> ParsedQuery:
     # The required terms still describe the intent, so they stay in the ranking text too.
     text = " ".join([*required, rest.strip()]).strip()
     return ParsedQuery(text=text, required_terms=required)
+
+
+def reads_as_words(names: Sequence[str]) -> bool:
+    """Whether the entries of a ``select:`` read as words rather than tool names: one of them
+    holds white space, which the name a model calls a tool by never does.
+
+    >>> reads_as_words(("a good issue template please",)), reads_as_words(("get_issue",))
+    (True, False)
+    """
+    return any(len(name.split()) > 1 for name in names)

@@ -60,6 +60,9 @@ class RouteResult:
     n_gated: int = 0
     n_out_of_scope: int = 0
     unknown: tuple[str, ...] = ()
+    #: How the query was read where that differs from what it says: a ``select:`` of words
+    #: that named no tool, routed as text.
+    notes: tuple[str, ...] = ()
     timings_ms: dict[str, float] = field(default_factory=dict)
     catalog_version: str = ""
     #: The allow / deny patterns routed under (``None``: not given), so that a promotion
@@ -89,7 +92,12 @@ class RouteResult:
     def __repr__(self) -> str:
         head = ", ".join(f"{t.id}:{t.score:.3f}" for t in self.tools[:5])
         more = f", +{len(self.tools) - 5}" if len(self.tools) > 5 else ""
-        return f"RouteResult([{head}{more}], gated={self.n_gated})"
+        said = "".join(
+            f", {name}={list(value)!r}"
+            for name, value in (("unknown", self.unknown), ("notes", self.notes))
+            if value
+        )
+        return f"RouteResult([{head}{more}], gated={self.n_gated}{said})"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of everything in the result."""

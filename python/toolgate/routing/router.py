@@ -7,15 +7,19 @@ one router can serve many threads. The core ranks on the matrix's scan scores, a
 precision (int8 by default: cosines within the quantisation error of exact), unlike
 ``Index.search``, which re-scores its candidates in f32.
 
-The parts live beside it: :mod:`~toolgate.routing.build` (index files),
-:mod:`~toolgate.routing.pipeline` (one route, start to end), :mod:`~toolgate.routing.rows`
-(names and patterns to rows), :mod:`~toolgate.routing.query_vectors` (query embedding) and
-:mod:`~toolgate.routing.outcome` (the result).
+This class is a facade over its parts: :mod:`~toolgate.routing.build` (the tools read, the
+index files built, saved and opened), :mod:`~toolgate.routing.pipeline` (one route, start to
+end, over :mod:`~toolgate.routing.query`, :mod:`~toolgate.routing.rows`,
+:mod:`~toolgate.routing.state`, :mod:`~toolgate.routing.history` and
+:mod:`~toolgate.routing.outcome`), :mod:`~toolgate.routing.store` (the directory's format),
+:mod:`~toolgate.routing.stats`, and below them :mod:`toolgate.promotion`,
+:mod:`toolgate.verify` and :mod:`toolgate.telemetry`.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import shutil
 import time
@@ -30,17 +34,19 @@ from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import embedding_views
 from toolgate.errors import InvalidInputError
-from toolgate.formats.tokens import count_tools
 from toolgate.lazy import Lazy
 from toolgate.promotion.promote import promote_tools
 from toolgate.routing.build import (
-    build_files,
+    RouterParts,
+    ToolsSource,
+    build_parts,
+    catalog_of,
+    check_refresh_path,
     default_embedder,
     embed_tools,
     open_cache,
-    open_files,
+    open_parts,
     refreshed_vectors,
-    save_files,
 )
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.history import HistoryTurn
@@ -52,17 +58,9 @@ from toolgate.routing.near_duplicates import (
 from toolgate.routing.outcome import check_current
 from toolgate.routing.pipeline import RoutePipeline
 from toolgate.routing.result import RouteResult
-from toolgate.routing.state import FlagVocabulary, State
-from toolgate.routing.store import (
-    CATALOG,
-    CatalogOutline,
-    SavedRouter,
-    load_saved_catalog,
-    prepare_directory,
-    publish,
-    router_directory,
-    write_catalog_and_manifest,
-)
+from toolgate.routing.state import State
+from toolgate.routing.stats import catalog_stats
+from toolgate.routing.store import CATALOG, load_saved_catalog, publish, router_directory
 from toolgate.telemetry.recorder import Telemetry, as_telemetry
 from toolgate.verify import verify_call
 
@@ -89,44 +87,31 @@ class Router:
 
     def __init__(
         self,
+        parts: RouterParts,
         *,
         catalog: Catalog | Callable[[], Catalog],
-        index: _toolgate.Index,
-        bm25: _toolgate.Bm25,
         embedder: Embedder | Callable[[], Embedder],
-        config: RouterConfig,
-        vocabulary: FlagVocabulary,
-        outline: CatalogOutline | None = None,
         telemetry: Telemetry | None = None,
-        workdir: Path | None = None,
     ) -> None:
         """Use :meth:`from_tools`, :meth:`from_catalog` or :meth:`open` instead.
 
-        ``catalog`` and ``embedder`` may be loaders, called on first use; routing needs only
-        the ``outline`` (ids, pinned rows, version) of a catalog that is not loaded yet.
-        ``bm25`` must know the catalog's exposed names (``Bm25.build(exposed_names=...)``).
+        ``catalog`` and ``embedder`` may be loaders, called on first use: routing needs only
+        the ``parts``, whose outline names the catalog's tools.
         """
-        if isinstance(catalog, Catalog):
-            outline = CatalogOutline.of(catalog)
-            self._catalog = Lazy(catalog)
-        else:
-            self._catalog = Lazy(None, catalog)
-        if outline is None:
-            raise InvalidInputError("a catalog loader needs the catalog's outline")
-        self.config = config
+        self._parts = parts
+        self._catalog = Lazy(catalog) if isinstance(catalog, Catalog) else Lazy(None, catalog)
+        self.config = parts.config
         self.telemetry = as_telemetry(telemetry)
-        self._index = index
-        self._bm25 = bm25
-        self._vocabulary = vocabulary
-        self._outline = outline
-        if workdir is not None:
+        self._base: Router | None = None  # see with_config
+        if parts.workdir is not None:
             # A router built without a path owns a temporary directory for its index files,
             # removed when the router is collected (an explicit finalizer, not
             # TemporaryDirectory, whose implicit clean-up warns).
-            weakref.finalize(self, shutil.rmtree, workdir, ignore_errors=True)
+            weakref.finalize(self, shutil.rmtree, parts.workdir, ignore_errors=True)
         self._pipeline = RoutePipeline(
-            index, bm25, outline, vocabulary, config, embedder, lambda: self.catalog
-        )
+            parts.index, parts.bm25, parts.outline, parts.vocabulary, parts.config, embedder,
+            lambda: self.catalog,
+        )  # fmt: skip
         self._schema_cache = _toolgate.SchemaCache(_SCHEMA_CACHE_ENTRIES, _SCHEMA_CACHE_BYTES)
 
     @property
@@ -135,19 +120,24 @@ class Router:
         return self._catalog.get()
 
     @classmethod
-    def from_tools(cls, tools: Sequence[Any] | Mapping[str, Any], **options: Any) -> Router:
+    def from_tools(
+        cls,
+        tools: ToolsSource,
+        *,
+        server: str | None = None,
+        lenient: bool = False,
+        **options: Any,
+    ) -> Router:
         """A router over ``tools``: a list of tool dicts in any provider's shape (or
-        :class:`Tool` objects), or a whole document such as an MCP ``tools/list`` result or
-        ``{server: result}`` for several servers.
+        :class:`Tool` objects), a whole document such as an MCP ``tools/list`` result or
+        ``{server: result}`` for several servers, or a catalog file.
 
-        ``lenient=True`` skips bad tools with a warning; other options are those of
-        :meth:`from_catalog`.
+        Tools whose document names no server are given ``server``; else, read from a file,
+        the file's name up to its first dot (as ``toolgate route --tools FILE`` does); else
+        ``"default"``. ``lenient=True`` skips bad tools with a warning; other options are
+        those of :meth:`from_catalog`.
         """
-        lenient = bool(options.pop("lenient", False))
-        if isinstance(tools, Mapping):
-            catalog = Catalog.load(tools, lenient=lenient)
-        else:
-            catalog = Catalog.from_tools(tools, lenient=lenient)
+        catalog = catalog_of(tools, server=server, lenient=lenient)
         return cls.from_catalog(catalog, **options)
 
     @classmethod
@@ -172,58 +162,37 @@ class Router:
         config = config or RouterConfig()
         embedder = embedder or default_embedder(config.precision)
         vectors = embed_tools(embedder, embedding_views(catalog), open_cache(cache))
-        return cls._build(catalog, vectors, config, embedder, path, telemetry)
+        parts = build_parts(catalog, vectors, config, embedder.model_id, path)
+        return cls(parts, catalog=catalog, embedder=embedder, telemetry=telemetry)
 
-    @classmethod
-    def _build(
-        cls,
-        catalog: Catalog,
-        vectors: np.ndarray,
-        config: RouterConfig,
-        embedder: Embedder,
-        path: str | os.PathLike[str] | None,
-        telemetry: Telemetry | None,
+    def refresh(
+        self,
+        tools: ToolsSource,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        server: str | None = None,
+        lenient: bool = False,
     ) -> Router:
-        built = build_files(catalog, vectors, config, embedder.model_id, path)
-        router = cls(
-            catalog=catalog,
-            index=built.index,
-            bm25=built.bm25,
-            embedder=embedder,
-            config=config,
-            vocabulary=built.vocabulary,
-            telemetry=telemetry,
-            workdir=built.workdir,
-        )
-        router._write_manifest(built.directory, built.files)
-        return router
+        """A new router over ``tools``, a new version of this one's catalog, that embeds only
+        the tools added or changed since; unchanged tools keep their stored vectors. This
+        router is not changed: serve the one returned (``router = router.refresh(tools)``).
 
-    def refresh(self, catalog: Catalog, *, path: str | os.PathLike[str] | None = None) -> Router:
-        """A router over ``catalog`` (a new version of this one's) that embeds only the tools
-        added or changed since; unchanged tools keep their stored vectors.
-
-        Use it when a file changes or an MCP server sends ``notifications/tools/list_changed``
-        (see :meth:`replace_server`). ``path`` must differ from this router's directory, which
-        stays valid until the old router is dropped.
+        ``tools`` is a :class:`Catalog` or anything :meth:`from_tools` takes, read with the
+        same ``server`` and ``lenient``. Use it when a file changes or an MCP server sends
+        ``notifications/tools/list_changed`` (see :meth:`replace_server`). ``path`` must
+        differ from this router's directory, which stays valid until the old router is dropped.
         """
-        if not isinstance(catalog, Catalog):
-            raise InvalidInputError(
-                f"refresh takes a Catalog (e.g. Catalog.load(...)), got {type(catalog).__name__}"
-            )
-        own = Path(self._index.path).parent
-        if path is not None and Path(path).resolve() == own.resolve():
-            # Other routers (workers that opened it) may be reading these files right now.
-            raise InvalidInputError(
-                f"refresh path {path} is this router's own directory; write the new router "
-                "elsewhere (its files stay valid until this router is dropped)"
-            )
+        catalog = catalog_of(tools, server=server, lenient=lenient)
+        index = self._parts.index
+        check_refresh_path(index, path)
         embedder = self._pipeline.query_vectors.embedder
-        vectors = refreshed_vectors(self._index, self.catalog, self._outline, catalog, embedder)
-        return self._build(catalog, vectors, self.config, embedder, path, self.telemetry)
+        vectors = refreshed_vectors(index, self.catalog, self._parts.outline, catalog, embedder)
+        parts = build_parts(catalog, vectors, self.config, embedder.model_id, path)
+        return type(self)(parts, catalog=catalog, embedder=embedder, telemetry=self.telemetry)
 
     def replace_server(self, server: str, tools: Any) -> Router:
         """:meth:`refresh` after one server's ``tools/list`` changed: ``tools`` is its new list
-        in any format :meth:`Catalog.replace_server` accepts."""
+        in any format :meth:`Catalog.replace_server` accepts. Returns the new router."""
         return self.refresh(self.catalog.replace_server(server, tools))
 
     @classmethod
@@ -241,16 +210,11 @@ class Router:
         on first use, so opening takes milliseconds at any N.
         """
         directory = router_directory(path)
-        saved, index, bm25 = open_files(directory)
-        config = saved.config
+        parts = open_parts(directory)
         return cls(
-            catalog=lambda: load_saved_catalog(directory / CATALOG, saved.outline),
-            outline=saved.outline,
-            index=index,
-            bm25=bm25,
-            embedder=embedder or (lambda: default_embedder(config.precision)),
-            config=config,
-            vocabulary=FlagVocabulary(saved.flags),
+            parts,
+            catalog=lambda: load_saved_catalog(directory / CATALOG, parts.outline),
+            embedder=embedder or (lambda: default_embedder(parts.config.precision)),
             telemetry=telemetry,
         )
 
@@ -267,7 +231,11 @@ class Router:
             )
         view = copy.copy(self)
         view.config = config
+        view._parts = dataclasses.replace(self._parts, config=config)  # what save() writes
         view._pipeline = self._pipeline.with_config(config)
+        # A router built without a path removes its index files when collected: the view
+        # reads the same files, so it keeps that router alive.
+        view._base = self
         return view
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -275,8 +243,7 @@ class Router:
 
         Not over a router that processes have open: use :meth:`publish` for that.
         """
-        directory = prepare_directory(path)
-        self._write_manifest(directory, save_files(self._index, self._bm25, directory))
+        self._parts.save(self.catalog, path)
 
     def publish(self, path: str | os.PathLike[str], *, keep: int = 2) -> Path:
         """Save this router to a new directory and switch the symbolic link ``path`` to it in
@@ -284,22 +251,16 @@ class Router:
         :func:`toolgate.routing.store.publish`). Returns the new directory."""
         return publish(self.save, path, keep=keep)
 
-    def _write_manifest(self, directory: Path, files: dict[str, str]) -> None:
-        saved = SavedRouter(
-            self.config, self._outline, self._vocabulary.keys, str(self._index.model_id), files
-        )
-        write_catalog_and_manifest(directory, self.catalog, saved)
-
     @property
     def model_id(self) -> str:
         """The embedding model the index was built with."""
-        return str(self._index.model_id)
+        return str(self._parts.index.model_id)
 
     def __len__(self) -> int:
-        return len(self._outline.ids)
+        return len(self._parts.outline.ids)
 
     def __repr__(self) -> str:
-        return f"Router({len(self)} tools, {self._index.dtype} index, {self.model_id})"
+        return f"Router({len(self)} tools, {self._parts.index.dtype} index, {self.model_id})"
 
     def route(
         self,
@@ -316,22 +277,16 @@ class Router:
         include: Iterable[str] | None = None,
         adaptive: bool | None = None,
     ) -> RouteResult:
-        """The tools to show the model in full this turn, best first.
+        """The tools to show the model in full this turn, best first (docs/api.md, "route").
 
-        ``query`` is plain text or a ToolSearch form (``select:a,b``; ``+term`` requires
-        ``term`` in the tool's id, server or name). Tools named verbatim in the query (by
-        name, id or exposed name) and pinned tools are always included when eligible.
-        ``state`` gates tools by their preconditions; ``allow`` / ``deny`` are patterns,
-        without a ``/`` over names (``delete_*``), with one over ids (``github/*``; a deny
-        pattern over names too: see :mod:`toolgate.routing.scopes`); ``threshold`` overrides the
-        configured cosine floor (``None``: no floor); ``history`` holds earlier turns, most
-        recent last, blended into the query with a decay. ``turn_id`` labels the telemetry
-        event. ``forms=False`` reads the whole query as plain text, for text a person wrote
-        (a gateway routing user messages).
-        ``include`` lists tool ids or names to include when eligible, as if the query named
-        them: the tools a ``tool_search`` call found last turn, which the search tool
-        promises the model on its next turn (``include=found.ids``); entries naming no tool
-        (gone after a refresh) are reported in the result's ``unknown``.
+        ``query`` is plain text or a ToolSearch form (:mod:`~toolgate.routing.query`); tools
+        it names verbatim and pinned tools are always included when eligible, as are those
+        ``include`` names (what a ``tool_search`` found last turn; entries naming no tool are
+        reported in the result's ``unknown``). ``state`` gates tools by their preconditions;
+        ``allow`` / ``deny`` are patterns (:mod:`~toolgate.catalog.scopes`); ``threshold``
+        overrides the configured cosine floor (``None``: none); ``history`` holds earlier
+        turns, most recent last. ``forms=False`` reads the whole query as text, for words a
+        person wrote. ``turn_id`` labels the telemetry event.
         ``top_k`` is a ceiling when selection is adaptive (``adaptive``, default the
         config's): how many ranked tools are shown then follows the evidence
         (:mod:`toolgate.routing.selection`); ``adaptive=False`` shows the top ``top_k``.
@@ -351,30 +306,13 @@ class Router:
 
     def catalog_stats(self, encoding: str = "cl100k_base") -> dict[str, Any]:
         """Size of the catalog and what sending all of it would cost, per provider."""
-        catalog = self.catalog
-        return {
-            "tools": len(catalog),
-            "servers": len(catalog.servers),
-            "pinned": sum(1 for tool in catalog if tool.pinned),
-            "gated_tools": sum(
-                1
-                for tool in catalog
-                if tool.requires_scopes or tool.requires_tools or tool.requires_milestones
-            ),
-            "flags": len(self._vocabulary.keys),
-            "index_dtype": self._index.dtype,
-            "model_id": self.model_id,
-            "catalog_version": catalog.version,
-            "full_schema_tokens": {
-                provider: count_tools(catalog.to_provider(provider), provider, encoding)
-                for provider in ("openai", "anthropic", "gemini", "mcp")
-            },
-        }
+        parts = self._parts
+        return catalog_stats(self.catalog, parts.index, parts.vocabulary, encoding)
 
     def near_duplicates(self, threshold: float = DEFAULT_THRESHOLD) -> list[DuplicateGroup]:
         """Groups of tools whose rows have a cosine of at least ``threshold``: near copies
         to fold into one (see :mod:`toolgate.routing.near_duplicates`), largest group first."""
-        vectors = self._index.vectors(range(len(self.catalog)))
+        vectors = self._parts.index.vectors(range(len(self.catalog)))
         return near_duplicate_groups(vectors, self.catalog.ids, threshold)
 
     def signals(self, text: str) -> tuple[np.ndarray, np.ndarray]:
@@ -404,16 +342,11 @@ class Router:
         per-server digest and a ``tool_search`` tool) or ``"none"``. See
         :func:`toolgate.promotion.promote.promote_tools`.
         """
-        check_current(result, self._outline.version)
+        check_current(result, self._parts.outline.version)
         promotion = promote_tools(
-            self.catalog,
-            result,
-            format=format,
-            budget=budget,
-            schema_source=schema_source,
-            cache=self._schema_cache,
-            pool=pool,
-        )
+            self.catalog, result, format=format, budget=budget, schema_source=schema_source,
+            cache=self._schema_cache, pool=pool,
+        )  # fmt: skip
         if self.telemetry is not None:
             self.telemetry.promote(promotion, turn_id=turn_id)
         return promotion
@@ -433,7 +366,7 @@ class Router:
         """
         start = time.perf_counter()
         if isinstance(result, RouteResult):
-            check_current(result, self._outline.version)
+            check_current(result, self._parts.outline.version)
         verdict = verify_call(self.catalog, result, tool_call)
         if self.telemetry is not None:
             elapsed = (time.perf_counter() - start) * 1e3

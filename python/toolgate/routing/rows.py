@@ -2,7 +2,7 @@
 
 A route speaks of tools in many ways: ids and names in ``select:`` and ``include``, names
 mentioned in the query text (the core's name index, which knows exposed names too), ``+term``
-words, allow and deny patterns (:mod:`toolgate.routing.scopes`). :class:`CatalogRows` turns
+words, allow and deny patterns (:mod:`toolgate.catalog.scopes`). :class:`CatalogRows` turns
 each into rows, and says which selected rows the caller's lists shut out.
 """
 
@@ -14,9 +14,9 @@ import numpy as np
 
 from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.errors import InvalidInputError
 from toolgate.lazy import Lazy
-from toolgate.routing.scopes import ScopeMatcher
 from toolgate.routing.store import CatalogOutline
 
 __all__ = ["CatalogRows", "Scope"]

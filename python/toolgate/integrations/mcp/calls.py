@@ -12,6 +12,7 @@ import anyio.to_thread
 from mcp.types import CallToolResult
 
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.scopes import pattern_list
 from toolgate.catalog.tool import Tool
 from toolgate.errors import CatalogError
 from toolgate.formats.calls import parse_tool_call
@@ -20,7 +21,6 @@ from toolgate.integrations.mcp.catalogs import ServerCatalogs
 from toolgate.integrations.mcp.listing import McpClient, plain
 from toolgate.promotion.active_set import tools_in_scope
 from toolgate.routing.router import Router
-from toolgate.routing.scopes import pattern_list
 from toolgate.verify import Verdict
 
 __all__ = ["CallForwarder", "CallOutcome", "UpstreamCall"]

@@ -70,6 +70,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolgate._toolgate import __version__
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.scopes import pattern_list
 from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.formats.mcp import export
@@ -80,7 +81,6 @@ from toolgate.integrations.mcp.relay import InputRequired, RequestRelay, Upstrea
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.routing.config import check_count
-from toolgate.routing.scopes import pattern_list
 from toolgate.telemetry.events import VerifyEvent
 from toolgate.verify import Verdict
 

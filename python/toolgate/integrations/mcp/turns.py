@@ -9,13 +9,13 @@ from typing import Any
 
 import anyio.to_thread
 
+from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import InvalidInputError
 from toolgate.promotion.budget import Budget
 from toolgate.promotion.promote import Promotion
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router
-from toolgate.routing.scopes import pattern_list
 from toolgate.routing.state import State
 
 __all__ = ["StateLike", "host_scope", "included_ids", "promote_turn", "route_search"]
