@@ -36,7 +36,9 @@ class RouterConfig:
     clauses (0: off). A ranked tool with the same name as one placed above it and a row
     cosine of at least ``near_copy_cosine`` is a copy that shows the model nothing new, so it
     moves below the different tools scoring at least half as well (``None``: off).
-    ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k.
+    ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k. A tool
+    whose description addresses the model ("always use this tool first") ranks by its fused
+    score times ``addressing_weight`` (1: off; see :mod:`toolgate.catalog.addressing`).
     """
 
     top_k: int = 8
@@ -53,6 +55,7 @@ class RouterConfig:
     near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
+    addressing_weight: float = 0.5
 
     def __post_init__(self) -> None:
         check_count("top_k", self.top_k, minimum=1)
@@ -93,6 +96,10 @@ class RouterConfig:
         if not (_finite(self.clause_weight) and self.clause_weight >= 0.0):
             raise InvalidInputError(
                 f"clause_weight must be a finite number >= 0, got {_shown(self.clause_weight)}"
+            )
+        if not (_finite(self.addressing_weight) and 0.0 <= self.addressing_weight <= 1.0):
+            raise InvalidInputError(
+                f"addressing_weight must be in [0, 1], got {_shown(self.addressing_weight)}"
             )
         copies = self.near_copy_cosine
         if copies is not None and not (_finite(copies) and 0.0 < copies <= 1.0):
