@@ -1,7 +1,7 @@
 .DEFAULT_GOAL := help
 PY := .venv/bin/python
 
-.PHONY: help setup demo test test-rust test-python test-aarch64 lint bench bench-report clean
+.PHONY: help setup demo test test-rust test-python test-aarch64 lint bench bench-gateway bench-report clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ lint: setup ## rustfmt, clippy, ruff, mypy and stubtest
 
 bench: setup ## pytest-benchmark suites, ratios against the peers printed at the end
 	$(PY) -m pytest benches -q -p no:cacheprovider -o python_files='bench_*.py'
+
+bench-gateway: setup ## the HTTP gateway under load: overhead, 16 clients, memory per worker
+	$(PY) -m benches.gateway_load
 
 bench-report: setup ## measure, then write docs/results.md and the README results section
 	$(PY) -m benches.report

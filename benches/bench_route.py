@@ -258,7 +258,7 @@ def token_figures(router: Router, queries: Sequence[str]) -> dict[str, float]:
     attention = toolgate = 0.0
     sample = queries[:TOKEN_QUERIES]
     for text in sample:
-        ranked = router.route(text, top_k=K, threshold=None).ids
+        ranked = router.route(text, top_k=K, threshold=None, adaptive=False).ids
         attention += (
             pool_tokens + count.request(accounting.simple_retrieval(catalog, ranked)).steady
         )

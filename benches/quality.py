@@ -30,8 +30,8 @@ from toolgate.routing.router import Router, RouterConfig
 SEED = 42
 TOP_K = 10
 CONFIGS = {
-    "BM25 alone": RouterConfig(alpha=0.0, threshold=None, near_copy_cosine=None),
-    "dense alone": RouterConfig(alpha=1.0, threshold=None, near_copy_cosine=None),
+    "BM25 alone": RouterConfig(alpha=0.0, threshold=None, near_copy_cosine=None, adaptive=False),
+    "dense alone": RouterConfig(alpha=1.0, threshold=None, near_copy_cosine=None, adaptive=False),
     "toolgate default": RouterConfig(),
 }
 THRESHOLDS = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
@@ -91,8 +91,8 @@ class _WithThreshold:
         """The wrapped router's catalog (``evaluate`` reads tool names from it)."""
         return self._router.catalog
 
-    def route(self, query: str, *, top_k: int) -> RouteResult:
-        return self._router.route(query, top_k=top_k, threshold=self._threshold)
+    def route(self, query: str, **options: Any) -> RouteResult:
+        return self._router.route(query, threshold=self._threshold, **options)
 
 
 def routers_for(catalog: Catalog, embedder: Any) -> dict[str, Router]:

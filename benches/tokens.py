@@ -19,7 +19,8 @@ The methods (the Tool Attention paper's baselines, section 6.4):
   tools above cosine 0.28; a second row counts the pool without the names, as the paper's
   reference code does, to show what that omission is worth;
 * ``toolgate default``: :func:`toolgate.promotion.promote.promote_tools` output for the default
-route.
+  route: the constant-size digest and its ``tool_search`` tool, and the compact schemas of the
+  tools adaptive selection shows.
 
 Prompt caching: the part of a request that is identical every turn (system text and fixed
 tool lines) is a cacheable prefix. ``steady cached`` bills it at :data:`CACHE_READ_FACTOR` of the
@@ -277,20 +278,17 @@ def tool_attention_unnamed(catalog: Catalog, retrieved: Sequence[str]) -> Reques
     )
 
 
-def toolgate_default(promotion: Promotion) -> Request:
-    """toolgate: the promotion's pool and tools; its search tool, if any, is stable."""
+def toolgate_default(promotion: Promotion, method: str = METHODS[6]) -> Request:
+    """toolgate: the promotion's pool and tools; the search tool and pinned tools, which it
+    sends first, are the stable prefix."""
     if promotion.format != "openai":
         raise ValueError(f"promotion must be in openai format, got {promotion.format!r}")
-    search = promotion.search_tool_name
-
-    def is_search(definition: Mapping[str, Any]) -> bool:
-        return search is not None and definition["function"]["name"] == search
-
+    stable = promotion.stable_count
     return Request(
-        METHODS[6],
+        method,
         system=promotion.pool_text,
-        stable_tools=tuple(d for d in promotion.tools if is_search(d)),
-        turn_tools=tuple(d for d in promotion.tools if not is_search(d)),
+        stable_tools=tuple(promotion.tools[:stable]),
+        turn_tools=tuple(promotion.tools[stable:]),
         visible=frozenset(promotion.active_ids),
     )
 
@@ -334,7 +332,8 @@ def gold_ids(catalog: Catalog, gold: Sequence[str]) -> list[str]:
 
 @dataclass
 class MethodTally:
-    """Running sums of one method's per-query figures on one workload."""
+    """Running sums of one method's per-query figures on one workload, and its largest
+    steady-state request (``most``, per encoding): the bound a turn kept to."""
 
     method: str
     queries: int = 0
@@ -343,6 +342,7 @@ class MethodTally:
     labelled: int = 0
     schemas: int = 0
     discovery: bool = False
+    most: dict[str, int] = field(default_factory=dict)
 
     def add(self, counts: Mapping[str, TurnTokens], request: Request, gold: Sequence[str]) -> None:
         """Record one query's request (counted per encoding) and whether it is complete."""
@@ -351,6 +351,7 @@ class MethodTally:
             sums = self.tokens.setdefault(name, {})
             for key, value in _figures(turn).items():
                 sums[key] = sums.get(key, 0.0) + value
+            self.most[name] = max(self.most.get(name, 0), turn.steady)
         if request.visible is None:
             self.discovery = True
         else:
@@ -367,6 +368,7 @@ class MethodTally:
             short = name.split("_")[0]
             for key, value in sums.items():
                 out[f"{short} {key}"] = round(value / n, 1)
+            out[f"{short} steady max"] = self.most[name]
         cl100k_window = out.get("cl100k window", 0.0)
         out["rho@30"] = round(rho(cl100k_window), 3)
         out["schemas shown"] = None if self.discovery else round(self.schemas / n, 2)
@@ -396,7 +398,7 @@ def account(
     encodings: Sequence[str] = ENCODINGS,
 ) -> list[dict[str, Any]]:
     """Mean figures per method over ``queries`` (text, gold), with ``build`` giving the
-    requests of every method for one query."""
+    requests of every method for one query, in the order ``build`` gives them."""
     counters = [TokenCounter(e) for e in encodings]
     tallies: dict[str, MethodTally] = {}
     for text, gold in queries:
@@ -405,7 +407,7 @@ def account(
             tallies.setdefault(request.method, MethodTally(request.method)).add(
                 counts, request, gold
             )
-    return [tallies[m].summary() for m in METHODS if m in tallies]
+    return [tally.summary() for tally in tallies.values()]
 
 
 def method_requests(
@@ -422,8 +424,10 @@ def method_requests(
     b1, b2 = full_schema(catalog), static_pruning(catalog, curated)
 
     def build(text: str, gold: Sequence[str]) -> list[Request]:
-        retrieved = dense.route(text, top_k=RETRIEVAL_K, threshold=None).ids
-        attended = dense.route(text, top_k=RETRIEVAL_K, threshold=TOOL_ATTENTION_THRESHOLD).ids
+        retrieved = dense.route(text, top_k=RETRIEVAL_K, threshold=None, adaptive=False).ids
+        attended = dense.route(
+            text, top_k=RETRIEVAL_K, threshold=TOOL_ATTENTION_THRESHOLD, adaptive=False
+        ).ids
         promotion = promote_tools(catalog, default.route(text), format="openai")
         needed = gold_ids(catalog, gold) or retrieved[:1]
         return [

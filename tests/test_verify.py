@@ -17,7 +17,7 @@ from toolgate.formats.calls import parse_tool_call
 from toolgate.promotion.budget import Budget
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.promotion.promote import promote_tools
-from toolgate.verify import closest_name, verify_call
+from toolgate.verify import closest_name, verify_call, verify_name
 
 ISSUE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -457,6 +457,26 @@ def test_a_name_only_inactive_tools_share_charges_none_of_them(catalog: Catalog)
     assert verdict.error == "tool_not_available"
     assert verdict.tool_id is None
     assert "not available" in verdict.message
+
+
+def test_verify_name_tells_not_offered_from_unknown_in_verify_calls_words(
+    catalog: Catalog,
+) -> None:
+    offered = ["create_issue", "search"]
+    call = {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+    assert verify_name(call, offered).ok
+    hidden = verify_name({"name": "post_message"}, offered, known=["post_message", *offered])
+    assert (hidden.error, hidden.available) == ("tool_not_available", tuple(offered))
+    # The same words verify_call gives for a tool it knows but did not offer.
+    full = verify_call(catalog, ["github/create_issue"], {"name": "post_message"})
+    assert hidden.message.split(" Tools you")[0] == full.message.split(" Tools you")[0]
+    assert "create_issue, search" in hidden.message
+    typo = verify_name({"name": "create_isue"}, offered, known=offered)
+    assert (typo.error, typo.closest) == ("unknown_tool", "create_issue")
+    assert "There is no tool called 'create_isue'" in typo.message
+    broken = verify_name({"arguments": {}}, offered)
+    assert broken.error == "malformed_call"
+    assert json.loads(hidden.to_tool_result()["content"])["error"] == "tool_not_available"
 
 
 HOSTILE_SCHEMA = {

@@ -24,7 +24,7 @@ import contextlib
 import json
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,7 +38,7 @@ from toolgate.formats.raw import PROVIDERS, base_provider
 from toolgate.promotion.active_set import ActiveSet
 from toolgate.promotion.discovery import TOOL_SEARCH_ID, search_tool
 
-__all__ = ["Verdict", "closest_name", "verify_call"]
+__all__ = ["Verdict", "closest_name", "verify_call", "verify_name"]
 
 
 # The floors a suggestion must reach. Two names of a dozen letters each, unrelated, still
@@ -270,10 +270,7 @@ def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
             "tool_not_available",
             tool_id=None if tool is None else tool.id,
             closest=closest,
-            message=(
-                f"Tool {call.name!r} is not available this turn.{hint} Tools you can call now: "
-                f"{listed}. Ask for {call.name!r} again if it is really needed."
-            ),
+            message=_not_available_message(call.name, hint, listed),
             **base,
         )
     if call.problem:
@@ -335,8 +332,48 @@ def _unknown_tool(
             f"{', '.join(shared[:_MAX_LISTED])}."
         )
     else:
-        message = f"There is no tool called {name!r}.{hint} Tools you can call now: {listed}."
+        message = _unknown_message(name, hint, listed)
     return Verdict(False, "unknown_tool", closest=closest, message=message, **base)
+
+
+def verify_name(tool_call: Any, available: Sequence[str], *, known: Iterable[str] = ()) -> Verdict:
+    """Check a call by its name alone against the names of the tools the model was offered.
+
+    For tools known only by name, without a catalog (a framework's tool objects, a request's
+    tools array that was not routed): a call to one of ``available`` passes, its arguments
+    unchecked; one to a tool of ``known`` that was not offered is ``tool_not_available``;
+    any other is ``unknown_tool``; a call without a name is ``malformed_call``.
+
+    >>> verify_name({"name": "send_emial", "arguments": {}}, ["send_email"]).closest
+    'send_email'
+    """
+    call = parse_tool_call(tool_call)
+    offered = tuple(available)
+    base: dict[str, Any] = {"name": call.name, "available": offered, "call_id": call.call_id}
+    if call.problem:
+        message = f"Malformed tool call: {call.problem}."
+        return Verdict(False, "malformed_call", message=message, **base)
+    if call.name in offered:
+        return Verdict(True, arguments=call.arguments, **base)
+    closest = closest_name(call.name, offered)
+    hint = f" Did you mean {closest!r}?" if closest else ""
+    listed = ", ".join(offered[:_MAX_LISTED]) or "none"
+    if call.name in set(known):
+        message = _not_available_message(call.name, hint, listed)
+        return Verdict(False, "tool_not_available", closest=closest, message=message, **base)
+    message = _unknown_message(call.name, hint, listed)
+    return Verdict(False, "unknown_tool", closest=closest, message=message, **base)
+
+
+def _not_available_message(name: str, hint: str, listed: str) -> str:
+    return (
+        f"Tool {name!r} is not available this turn.{hint} Tools you can call now: {listed}. "
+        f"Ask for {name!r} again if it is really needed."
+    )
+
+
+def _unknown_message(name: str, hint: str, listed: str) -> str:
+    return f"There is no tool called {name!r}.{hint} Tools you can call now: {listed}."
 
 
 def _schema_failure(exc: Exception) -> str:

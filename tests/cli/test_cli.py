@@ -106,6 +106,31 @@ def test_calibrate_reports_a_curve(
     assert report["config"]["threshold"] == best["threshold"]
 
 
+def test_calibrate_fits_selection_and_saves_the_router(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from toolgate.routing.router import Router
+
+    tools, queries = tiny_set
+    out = tmp_path / "fitted"
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries)]
+    report = run_json(capsys, *argv, "--save", str(out), "--json")
+    curve = report["selection_curve"]
+    assert len(curve) == 4 * 7  # min_tools 1-4, seven keep ratios
+    floor = report["top_k_complete"] - 0.05
+    within = [p for p in curve if p["complete"] >= floor]
+    chosen = report["selection"]
+    assert chosen["schema_tokens"] == min(p["schema_tokens"] for p in within)
+    assert report["saved"] == str(out)
+    saved = Router.open(out).config
+    fitted = report["config"]
+    assert (saved.min_tools, saved.keep_ratio) == (chosen["min_tools"], chosen["keep_ratio"])
+    assert (saved.alpha, saved.threshold) == (fitted["alpha"], fitted["threshold"])
+    (tmp_path / "file").write_text("")
+    assert main([*argv, "--save", str(tmp_path / "file")]) == 2
+    assert "exists and is not a directory" in capsys.readouterr().err
+
+
 def test_stats_counts_the_catalog(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
 ) -> None:
@@ -347,3 +372,39 @@ def test_stats_reads_an_event_log_alone_or_says_what_it_needs(
     assert report["usage"]["called"] == {"gh/get_me": 1}
     assert main(["stats"]) == 2
     assert "stats needs --tools or --index (or --events alone)" in capsys.readouterr().err
+
+
+def test_model_path_and_verify_name_the_cache_and_the_command_that_fills_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["model", "path", "--home", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "models" / "all-minilm-l6-v2")
+    assert_one_line_error(
+        capsys, ["model", "verify", "--home", str(tmp_path)], "not prepared", "model ensure"
+    )
+    assert_one_line_error(
+        capsys,
+        ["model", "verify", "--force"],
+        "--wheel and --force go with 'toolgate model ensure'",
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--listen", "localhost"], "--listen: expected HOST:PORT, got 'localhost'"),
+        (["--listen", "127.0.0.1:99999"], "expected HOST:PORT"),
+        (["--upstream", "mistral=https://x"], "with NAME one of ['openai', 'anthropic', 'gemini']"),
+        (["--upstream", "openai=ftp://x"], "expected an http(s) URL, got 'ftp://x'"),
+        ([], "no upstream: give --upstream NAME=ORIGIN"),
+        (
+            ["--listen", "0.0.0.0:8080", "--upstream", "openai=https://api.openai.com"],
+            "a host other than loopback needs auth_token_env",
+        ),
+    ],
+)
+def test_gateway_settings_errors_are_one_line_before_it_listens(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], message: str
+) -> None:
+    command = ["gateway", "--listen", "127.0.0.1:8080", "--store", str(tmp_path), *argv]
+    assert_one_line_error(capsys, command, message)

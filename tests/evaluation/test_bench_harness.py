@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benches import report, tokens
+from benches import front, report, tokens
 from benches.quality import eval_sets, sample
+from benches.tables import markdown
 from benches.testbed import SERVERS, table2_tasks, table2_tools, topup_tools
 
 from tests.shared_data import DATA, require
 from toolgate.catalog.catalog import Catalog
 from toolgate.evaluation.evaluate import LabelledQuery
+from toolgate.formats.compact import compact_schema, is_strict
 from toolgate.formats.tokens import encoding
 from toolgate.promotion.promote import promote_tools
 
@@ -168,6 +170,45 @@ def test_account_averages_per_method(catalog: Catalog) -> None:
         + counter.request(tokens.simple_retrieval(catalog, [catalog.ids[2]])).steady
     ) / 2
     assert by_method["B3 simple retrieval"]["cl100k steady"] == pytest.approx(expected, abs=0.05)
+    largest = max(
+        counter.request(tokens.simple_retrieval(catalog, [catalog.ids[i]])).steady for i in (0, 2)
+    )
+    assert by_method["B3 simple retrieval"]["cl100k steady max"] == largest
+
+
+def test_strict_form_closes_every_object_and_compaction_keeps_it_strict() -> None:
+    generated = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "title": "add_noteArguments",
+        "properties": {
+            "text": {"type": "string", "title": "Text"},
+            "tags": {"type": "object", "properties": {"pinned": {"type": "boolean"}}},
+        },
+        "required": [],
+    }
+    strict = front.strict_form(generated)
+    assert strict["additionalProperties"] is False
+    assert strict["required"] == ["text", "tags"]
+    assert strict["properties"]["tags"]["required"] == ["pinned"]
+    assert "additionalProperties" not in generated  # the input is not modified
+    compacted = compact_schema(strict, name="add_note", strict=True)
+    assert is_strict(compacted)
+    assert "$schema" not in compacted
+    assert "title" not in compacted["properties"]["text"]
+
+
+def test_goal_needs_both_completeness_and_half_the_tokens() -> None:
+    def workload(b3: tuple[float, float], ours: tuple[float, float]) -> dict[str, Any]:
+        rows = [
+            {"method": method, "cl100k steady": tokens_, "complete": complete, "schemas shown": 3}
+            for method, (tokens_, complete) in (("B3 top-10", b3), ("toolgate default", ours))
+        ]
+        return {"set": "s", "tools": 10, "rows": rows}
+
+    cases = [((1000, 0.8), (500, 0.8)), ((1000, 0.8), (501, 0.9)), ((1000, 0.8), (400, 0.79))]
+    met = [row["goal met"] for row in front.front_rows([workload(*case) for case in cases])]
+    assert met == ["yes", "no", "no"]
 
 
 def test_testbed_matches_the_papers_table_2() -> None:
@@ -332,7 +373,7 @@ def test_render_without_measurements_names_the_missing_file(stored: Path) -> Non
 
 
 def test_markdown_table_marks_missing_cells() -> None:
-    table = report.markdown([{"a": 1_234, "b": None}], ("a", "b"))
+    table = markdown([{"a": 1_234, "b": None}], ("a", "b"))
     assert table.splitlines() == ["| a | b |", "|---|---|", "| 1,234 | n/a |"]
 
 

@@ -469,6 +469,25 @@ def test_a_tools_array_seen_before_is_not_read_again(
     assert len(reads) == len(chat_tools())  # served by the cached router
 
 
+def test_the_cached_layouts_and_routers_hold_nothing_of_the_array(embedder: Embedder) -> None:
+    """A tools array may be megabytes: once its request is done only the index stays."""
+    import gc
+    import weakref
+
+    class Entry(dict[str, Any]):  # a plain dict cannot be weakly referenced
+        pass
+
+    fresh = ToolFilter(embedder=embedder, cache=None)
+    request = chat_request(WEATHER)
+    request["tools"] = [Entry(tool) for tool in request["tools"]]
+    entries = [weakref.ref(tool) for tool in request["tools"]]
+    assert fresh.filter(request, top_k=2).kept
+    assert len(fresh._layouts) == len(fresh._routers) == 1  # the array was keyed and cached
+    del request
+    gc.collect()
+    assert [ref() for ref in entries] == [None] * len(entries)
+
+
 def test_tools_arrays_are_keyed_by_content_and_reader() -> None:
     from types import MappingProxyType
 
@@ -650,3 +669,54 @@ def test_the_callers_lists_apply_to_unreadable_and_chosen_tools(embedder: Embedd
     # A generator of patterns is read once by routing and once for the choice.
     kept = gate.filter(chosen, top_k=1, deny=(p for p in ["read_*"])).kept
     assert kept == ("get_weather", "send_email")
+
+
+# A generated schema: a title on every property, a null default, a padded description.
+GENERATED = {
+    "type": "object",
+    "title": "get_weatherArguments",
+    "properties": {
+        "city": {"type": "string", "title": "City", "description": "  The  city.  "},
+        "units": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+}
+COMPACT = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "description": "The city."},
+        "units": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    },
+    "required": ["city"],
+}
+
+
+def _weather_first(tools: list[dict[str, Any]], generated: dict[str, Any]) -> list[dict[str, Any]]:
+    tools[0] = {**tools[0], **generated}
+    return tools
+
+
+def test_kept_tools_are_compacted_in_every_shape_unless_told_not_to(
+    gate: ToolFilter, embedder: Embedder
+) -> None:
+    chat = chat_tools()
+    chat[0]["function"] = {**chat[0]["function"], "parameters": GENERATED}
+    request = chat_request(WEATHER, tools=chat)
+    filtered = gate.filter(request, top_k=2)
+    sent = {t["function"]["name"]: t["function"] for t in filtered.request["tools"]}
+    assert sent["get_weather"]["parameters"] == COMPACT
+    assert request["tools"][0]["function"]["parameters"] == GENERATED  # not modified
+
+    anthropic = _weather_first(anthropic_tools(), {"input_schema": GENERATED})
+    anthropic[0]["cache_control"] = {"type": "ephemeral"}
+    message = {"role": "user", "content": WEATHER}
+    claude = {"model": "claude", "max_tokens": 9, "messages": [message], "tools": anthropic}
+    kept = gate.filter(claude, top_k=2).request["tools"]
+    weather = next(t for t in kept if t["name"] == "get_weather")
+    assert weather["input_schema"] == {**COMPACT, "additionalProperties": False}
+    assert weather["cache_control"] == {"type": "ephemeral"}
+
+    plain = ToolFilter(embedder=embedder, cache=None, compact=False)
+    as_given = plain.filter(request, top_k=2).request["tools"]
+    assert as_given[0] is request["tools"][0]

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelRequest
+from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
 from toolgate import CatalogWarning, InvalidInputError
 from toolgate.embedding.embedder import Embedder
+from toolgate.formats.compact import compact_text
 from toolgate.gateway.filter import ToolFilter
 from toolgate.integrations import langchain as integration
 from toolgate.integrations.langchain import ToolgateMiddleware, ToolSelector
@@ -52,7 +54,16 @@ def tool_filter() -> ToolFilter:
 
 
 def names(tools: Sequence[Any]) -> list[str]:
-    return [t.name if isinstance(t, BaseTool) else t.get("type", "?") for t in tools]
+    return [name_of(t) for t in tools]
+
+
+def name_of(tool: Any) -> str:
+    """A LangChain tool's name, a function definition's, or a provider tool's type."""
+    if isinstance(tool, BaseTool):
+        return tool.name
+    if "function" in tool:
+        return str(tool["function"]["name"])
+    return str(tool.get("type", "?"))
 
 
 def in_request_order(picked: Sequence[Any], tools: Sequence[Any]) -> bool:
@@ -201,23 +212,28 @@ def _request(tools: list[Any], text: str, **fields: Any) -> ModelRequest:  # typ
 def test_middleware_narrows_each_model_call(tools: list[BaseTool], tool_filter: ToolFilter) -> None:
     middleware = ToolgateMiddleware(selector=ToolSelector(top_k=2, tool_filter=tool_filter))
     seen: list[Any] = []
+    response = ModelResponse(result=[AIMessage("response")])
 
-    def handler(request: Any) -> str:
+    def handler(request: Any) -> ModelResponse:
         seen.append(request)
-        return "response"
+        return response
 
     original = _request(tools, WEATHER)
-    assert middleware.wrap_model_call(original, handler) == "response"
+    result = middleware.wrap_model_call(original, handler)
+    assert result.model_response is response
     assert "get_weather" in names(seen[0].tools)
     assert len(seen[0].tools) == 2
     assert original.tools == tools  # the request given is not modified
+    # What the call was shown is kept in the agent's state, for its tool calls.
+    assert result.command is not None
+    assert result.command.update == {"toolgate_offered": names(seen[0].tools)}
 
-    async def ahandler(request: Any) -> str:
+    async def ahandler(request: Any) -> AIMessage:
         seen.append(request)
-        return "async response"
+        return AIMessage("async response")
 
     result = asyncio.run(middleware.awrap_model_call(_request(tools, WEATHER), ahandler))
-    assert result == "async response"
+    assert result.model_response.result[0].content == "async response"
     assert names(seen[1].tools) == names(seen[0].tools)
 
 
@@ -227,14 +243,42 @@ def test_middleware_calls_without_tools_when_nothing_is_routed(
     selector = ToolSelector(top_k=2, threshold=0.99, tool_filter=tool_filter)
     middleware = ToolgateMiddleware(selector=selector)
     seen: list[Any] = []
+
+    def handler(request: Any) -> ModelResponse:
+        seen.append(request)
+        return ModelResponse(result=[AIMessage("ok")])
+
     request = _request(tools, "Tell me a joke about penguins.", tool_choice="any")
-    middleware.wrap_model_call(request, seen.append)
+    result = middleware.wrap_model_call(request, handler)
     assert seen[0].tools == []
     assert seen[0].tool_choice is None  # forcing a call with no tools would be refused
-    # A request without tools is passed on as it is.
+    assert result.command is not None
+    assert result.command.update == {"toolgate_offered": []}  # no call may run
+    # A request without tools is passed on as it is, and its calls are not checked.
     bare = _request([], WEATHER)
-    middleware.wrap_model_call(bare, seen.append)
+    result = middleware.wrap_model_call(bare, handler)
     assert seen[1] is bare
+    assert result.command is not None
+    assert result.command.update == {"toolgate_offered": None}
+
+
+def test_middleware_keeps_the_tool_the_tool_choice_names(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    middleware = ToolgateMiddleware(selector=ToolSelector(top_k=1, tool_filter=tool_filter))
+    seen: list[Any] = []
+
+    def handler(request: Any) -> ModelResponse:
+        seen.append(request)
+        return ModelResponse(result=[AIMessage("ok")])
+
+    result = middleware.wrap_model_call(
+        _request(tools, WEATHER, tool_choice="translate_text"), handler
+    )
+    assert names(seen[0].tools) == ["get_weather", "translate_text"]
+    assert seen[0].tool_choice == "translate_text"
+    assert result.command is not None
+    assert "translate_text" in result.command.update["toolgate_offered"]
 
 
 class RecordingModel(GenericFakeChatModel):
@@ -243,7 +287,7 @@ class RecordingModel(GenericFakeChatModel):
     bound: list[list[str]] = []  # noqa: RUF012 (pydantic field, one list per test)
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        self.bound.append([t.name if isinstance(t, BaseTool) else str(t) for t in tools])
+        self.bound.append([name_of(t) for t in tools])
         return self
 
 
@@ -347,3 +391,102 @@ def test_unreadable_tools_of_any_shape_are_shown_and_can_be_chosen(
             [*tools, big_tool], [HumanMessage(WEATHER)], tool_choice="gitlab_issue"
         )
     assert names(chosen) == ["get_weather", "gitlab_issue"]
+
+
+def test_the_model_is_shown_compact_definitions_and_the_agent_still_runs_the_tools(
+    tool_filter: ToolFilter,
+) -> None:
+    def lookup(city: str, units: str | None = None) -> str:
+        """Get the current weather and a 7-day forecast for a city.
+
+        Args:
+            city: The city.
+            units: metric or imperial.
+        """
+        return f"rain in {city}"
+
+    weather = StructuredTool.from_function(lookup, name="get_weather")
+    tools: list[Any] = [*(make_tool(n, d) for n, d in SPECS[1:]), weather]
+    call = AIMessage(
+        "", tool_calls=[{"name": "get_weather", "args": {"city": "Lisbon"}, "id": "1"}]
+    )
+    model = RecordingModel(messages=iter([call, AIMessage("It will rain.")]), bound=[])
+    selector = ToolSelector(top_k=2, tool_filter=tool_filter)
+    seen: list[Any] = []
+    ToolgateMiddleware(selector=selector).wrap_model_call(_request(tools, WEATHER), seen.append)
+    shown = next(t for t in seen[0].tools if name_of(t) == "get_weather")
+    full = integration.convert_to_openai_tool(weather)["function"]
+    assert "\n    " in full["description"]
+    assert shown["function"]["description"] == compact_text(full["description"])
+    assert "default" not in shown["function"]["parameters"]["properties"]["units"]
+    assert shown["function"]["parameters"]["required"] == ["city"]
+    plain = ToolgateMiddleware(selector=selector, compact=False)
+    plain.wrap_model_call(_request(tools, WEATHER), seen.append)
+    assert weather in seen[1].tools  # the tools themselves
+    agent = create_agent(model, tools, middleware=[ToolgateMiddleware(selector=selector)])
+    out = agent.invoke({"messages": [HumanMessage(WEATHER)]})
+    ran = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert [m.content for m in ran] == ["rain in Lisbon"]
+    assert "get_weather" in model.bound[0]
+
+
+def _calls(*names_and_ids: tuple[str, str]) -> AIMessage:
+    return AIMessage(
+        "", tool_calls=[{"name": n, "args": {"value": "x"}, "id": i} for n, i in names_and_ids]
+    )
+
+
+def _results(messages: list[Any]) -> dict[str, ToolMessage]:
+    return {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+
+
+def test_the_agent_runs_no_call_to_a_tool_the_model_was_not_shown(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    model = RecordingModel(
+        messages=iter(
+            [
+                _calls(("send_email", "c1"), ("get_weather", "c2"), ("delete_everything", "c3")),
+                _calls(("send_email", "c4")),
+                AIMessage("Done."),
+            ]
+        ),
+        bound=[],
+    )
+    middleware = ToolgateMiddleware(selector=ToolSelector(top_k=2, tool_filter=tool_filter))
+    agent = create_agent(model, tools, middleware=[middleware])
+    out = agent.invoke({"messages": [HumanMessage(WEATHER)]})
+    shown = model.bound[0]
+    assert "send_email" not in shown
+    results = _results(out["messages"])
+    refused = json.loads(str(results["c1"].content))
+    assert results["c1"].status == "error"
+    assert refused["error"] == "tool_not_available"
+    assert refused["available"] == shown  # the tools it may call: those it was shown
+    assert "'send_email' is not available" in refused["message"]
+    assert results["c2"].content == "get_weather(x)"  # a call to a tool shown runs
+    unknown = json.loads(str(results["c3"].content))
+    assert (unknown["error"], unknown["available"]) == ("unknown_tool", shown)
+    # Asked for by name, send_email is routed on the next call, and its call then runs.
+    assert "send_email" in model.bound[1]
+    assert results["c4"].content == "send_email(x)"
+    assert "toolgate_offered" not in out  # private to the agent
+
+
+def test_a_denied_tool_is_never_run_however_often_the_model_asks(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    model = RecordingModel(
+        messages=iter(
+            [_calls(("send_email", "c1")), _calls(("send_email", "c2")), AIMessage("Done.")]
+        ),
+        bound=[],
+    )
+    selector = ToolSelector(top_k=2, deny=["send_email"], tool_filter=tool_filter)
+    agent = create_agent(model, tools, middleware=[ToolgateMiddleware(selector=selector)])
+    out = asyncio.run(agent.ainvoke({"messages": [HumanMessage(WEATHER)]}))
+    results = _results(out["messages"])
+    for call_id in ("c1", "c2"):
+        assert results[call_id].status == "error"
+        assert json.loads(str(results[call_id].content))["error"] == "tool_not_available"
+    assert all("send_email" not in bound for bound in model.bound)

@@ -1,4 +1,4 @@
-"""The budget enforcer: trims lowest-ranked first, never drops pins, never fails open."""
+"""The budget enforcer: fills by value per token, never drops pins, never fails open."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_warn_mode_sends_everything_but_says_what_it_would_drop() -> None:
     assert decision.reasons == ("3 tools > max_tools 1",)
 
 
-def _brute_force_best(tokens: list[int], pinned: set[int], cap: int) -> tuple[int, ...] | None:
+def _rank_prefix(tokens: list[int], pinned: set[int], cap: int) -> tuple[int, ...] | None:
     """Reference: drop a suffix of unpinned tools by rank until the cap holds."""
     unpinned = [i for i in range(len(tokens)) if i not in pinned]
     for n_drop in range(len(unpinned) + 1):
@@ -83,22 +83,61 @@ def _brute_force_best(tokens: list[int], pinned: set[int], cap: int) -> tuple[in
     return None
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_trim_matches_reference(seed: int) -> None:
+def _best_value(tokens: list[int], pinned: set[int], cap: int) -> float:
+    """Reference: the most value (1 / rank**2 per unpinned tool) any subset fitting the cap
+    holds, by trying every subset."""
+    free = [i for i in range(len(tokens)) if i not in pinned]
+    room = cap - sum(tokens[i] for i in pinned)
+    best = 0.0
+    for size in range(len(free) + 1):
+        for subset in itertools.combinations(free, size):
+            if sum(tokens[i] for i in subset) <= room:
+                best = max(best, sum(1 / (i + 1) ** 2 for i in subset))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_fill_is_worth_at_least_the_rank_rule_and_half_the_best(seed: int) -> None:
     import random
 
     rng = random.Random(seed)
-    tokens = [rng.randint(1, 300) for _ in range(rng.randint(1, 12))]
+    tokens = [rng.randint(1, 300) for _ in range(rng.randint(1, 10))]
     pinned = {i for i in range(len(tokens)) if rng.random() < 0.2}
     cap = rng.randint(0, 1500)
     decision = enforce(Budget(max_schema_tokens=cap), _candidates(tokens, pinned))
-    expected = _brute_force_best(tokens, pinned, cap)
-    if expected is None:
+    if sum(tokens[i] for i in pinned) > cap:
         assert decision.status == "block"
         assert decision.kept == ()
-    else:
-        assert decision.kept == tuple(f"s/t{i}" for i in expected)
-        assert sum(tokens[i] for i in expected) <= cap
+        return
+    kept = [int(tool_id.removeprefix("s/t")) for tool_id in decision.kept]
+    assert kept == sorted(kept)  # the candidates' order
+    assert pinned <= set(kept)
+    assert sum(tokens[i] for i in kept) <= cap
+    worth = sum(1 / (i + 1) ** 2 for i in kept if i not in pinned)
+    by_rank = _rank_prefix(tokens, pinned, cap)
+    assert by_rank is not None
+    assert worth >= sum(1 / (i + 1) ** 2 for i in by_rank if i not in pinned) - 1e-12
+    assert worth >= _best_value(tokens, pinned, cap) / 2 - 1e-12
+    dropped = {d.tool_id for d in decision.dropped}
+    assert dropped == {f"s/t{i}" for i in range(len(tokens)) if i not in kept}
+    # Nothing left out would still have fitted, and each says which limit it would break.
+    sent = sum(tokens[i] for i in kept)
+    assert all(sent + tokens[i] > cap for i in range(len(tokens)) if i not in kept)
+    assert all("max_schema_tokens" in d.reason for d in decision.dropped)
+
+
+def test_token_cap_fills_by_value_per_token_not_by_rank_alone() -> None:
+    # Rank order stops at the 250-token second tool; two small tools fit beside the first.
+    decision = enforce(Budget(max_schema_tokens=340), _candidates([300, 250, 40, 40]))
+    assert decision.kept == ("s/t0", "s/t2")
+    assert [d.tool_id for d in decision.dropped] == ["s/t3", "s/t1"]
+    assert "rank 2 (250 tokens): " in decision.dropped[1].reason
+    # A top tool larger than the cap does not take the smaller ones down with it.
+    decision = enforce(Budget(max_schema_tokens=500), _candidates([600, 100, 100, 100]))
+    assert decision.kept == ("s/t1", "s/t2", "s/t3")
+    # One valuable tool beats many small ones of little value.
+    decision = enforce(Budget(max_schema_tokens=500), _candidates([500, 100, 100, 100, 100]))
+    assert decision.kept == ("s/t0",)
 
 
 @pytest.mark.parametrize(

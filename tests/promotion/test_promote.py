@@ -20,7 +20,7 @@ from toolgate.formats.definition import schema_of
 from toolgate.formats.raw import PROVIDERS, base_provider
 from toolgate.promotion.budget import Budget
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
-from toolgate.promotion.pool import DIGEST_MAX_SERVERS, FULL_POOL_MAX_TOKENS
+from toolgate.promotion.pool import DIGEST_MAX_TOKENS
 from toolgate.promotion.promote import promote_tools
 from toolgate.promotion.schema_source import McpSchemaSource, default_cache
 
@@ -57,13 +57,16 @@ def small(pinned: bool = False) -> Catalog:
     return Catalog.from_tools(tools, server="s", overrides=overrides)
 
 
+@pytest.mark.parametrize("compact", [True, False])
 @pytest.mark.parametrize("fmt", PROVIDERS)
-def test_phase_two_is_in_catalog_order_and_counted(github: Catalog, fmt: str) -> None:
+def test_phase_two_is_in_catalog_order_and_counted(
+    github: Catalog, fmt: str, compact: bool
+) -> None:
     ranked = ["github/search_code", "github/create_issue", "github/get_me"]
-    promotion = promote_tools(github, ranked, format=fmt)
+    promotion = promote_tools(github, ranked, format=fmt, pool="none", compact=compact)
     order = [i for i in github.ids if i in ranked]
     assert list(promotion.active_ids) == order
-    expected = [github[i].to_provider(fmt) for i in order]
+    expected = [github[i].to_provider(fmt, compact=compact) for i in order]
     assert promotion.tools == expected
     provider = base_provider(fmt)
     assert promotion.tokens["schemas"] == tokens.count_tools(expected, provider)
@@ -74,13 +77,32 @@ def test_phase_two_is_in_catalog_order_and_counted(github: Catalog, fmt: str) ->
 
 
 def test_full_pool_lists_every_tool_and_is_counted(github: Catalog) -> None:
-    promotion = promote_tools(github, ["github/get_me"])
+    promotion = promote_tools(github, ["github/get_me"], pool="full")
     assert promotion.pool_mode == "full"
     assert promotion.search_tool_name is None
     lines = promotion.pool_text.splitlines()[1:]
     assert lines == [f"- {t.exposed_name}: {t.summary}" for t in github]
     assert promotion.tokens["pool"] == len(ENC.encode(promotion.pool_text))
-    assert promotion.tokens["pool"] <= FULL_POOL_MAX_TOKENS
+
+
+def test_default_discovery_is_a_digest_and_a_search_tool_of_constant_size(
+    github: Catalog, registries: Catalog
+) -> None:
+    costs = []
+    for catalog in (github, registries):
+        promotion = promote_tools(catalog, [catalog.ids[0]])
+        assert promotion.pool_mode == "digest"
+        assert promotion.search_tool_name == "tool_search"
+        assert promotion.tokens["pool"] <= DIGEST_MAX_TOKENS
+        full = promote_tools(catalog, [catalog.ids[0]], pool="full")
+        assert promotion.tokens["total"] < full.tokens["total"]
+        costs.append(promotion.tokens["pool"] + promotion.tool_tokens[TOOL_SEARCH_ID])
+    # 117 tools on one server, 7,230 on 500: discovery costs nearly the same.
+    assert costs[1] <= DIGEST_MAX_TOKENS + costs[0]
+    head, line = promote_tools(github, []).pool_text.splitlines()
+    assert head.startswith("117 tools on 1 server")
+    assert "tool_search" in head
+    assert line.startswith("- github: ")
 
 
 def test_output_is_byte_stable_across_rank_orders(github: Catalog) -> None:
@@ -103,7 +125,13 @@ def test_route_result_like_objects_are_accepted(github: Catalog) -> None:
 
 def test_pinned_tools_are_always_promoted() -> None:
     promotion = promote_tools(small(pinned=True), ["s/alpha"])
-    assert promotion.active_ids == ("s/alpha", "s/delta")
+    # Pinned first: with the pool they are the prefix that repeats every turn.
+    assert promotion.active_ids == ("s/delta", "s/alpha")
+    assert promotion.stable_count == 1
+    digest = promote_tools(small(pinned=True), ["s/gamma", "s/alpha"], pool="digest")
+    names = [t["function"]["name"] for t in digest.tools]
+    assert names == ["tool_search", "delta", "alpha", "gamma"]
+    assert digest.stable_count == 2
 
 
 def test_large_catalog_gets_a_bounded_digest_and_a_search_tool(registries: Catalog) -> None:
@@ -113,11 +141,11 @@ def test_large_catalog_gets_a_bounded_digest_and_a_search_tool(registries: Catal
     assert promotion.tools[0]["name"] == "tool_search"
     assert promotion.active_ids == (registries.ids[0],)
     lines = promotion.pool_text.splitlines()
-    assert len(lines) <= DIGEST_MAX_SERVERS + 2
+    assert lines[-1].endswith(" more servers")
     assert promotion.tokens["pool"] == len(ENC.encode(promotion.pool_text))
     full = promote_tools(registries, [], pool="full")
     assert promotion.tokens["pool"] * 5 < full.tokens["pool"]
-    assert promotion.tokens["pool"] <= 2 * FULL_POOL_MAX_TOKENS
+    assert promotion.tokens["pool"] <= DIGEST_MAX_TOKENS
 
 
 def test_search_tool_name_avoids_catalog_names() -> None:
@@ -165,7 +193,12 @@ def test_promotion_records_its_catalog_version() -> None:
 def test_pool_none_and_explicit_modes() -> None:
     assert promote_tools(small(), ["s/alpha"], pool="none").tokens["pool"] == 0
     digest = promote_tools(small(), ["s/alpha"], pool="digest")
-    assert "s (4 tools)" in digest.pool_text
+    assert digest.pool_text.splitlines() == [
+        "4 tools on 1 server; call tool_search for any not attached:",
+        "- s: alpha, beta, gamma, delta",
+    ]
+    # Four tools listed in full cost less than the digest and its search tool.
+    assert promote_tools(small(), ["s/alpha"]).pool_mode == "full"
 
 
 def test_budget_drops_lowest_ranked_and_reports_it() -> None:

@@ -34,7 +34,7 @@ def router(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Rout
 
 def test_ids_are_server_slash_name_in_rank_order(router: Router) -> None:
     query = "what's the weather forecast for Lisbon this weekend?"
-    result = router.route(query, top_k=5, threshold=None)
+    result = router.route(query, top_k=5, threshold=None, adaptive=False)
     assert len(result) == 5
     assert result.ids[0] == "weather/get_forecast"
     assert all(tool_id in router.catalog for tool_id in result.ids)
@@ -129,9 +129,9 @@ def test_threshold_is_a_cosine_floor_and_can_route_nothing(router: Router) -> No
 
 def test_history_shifts_an_ambiguous_follow_up(router: Router) -> None:
     follow_up = "and for next week?"
-    plain = router.route(follow_up, top_k=3, threshold=None)
+    plain = router.route(follow_up, top_k=3, threshold=None, adaptive=False)
     history = ["which meetings do I have on my calendar between Monday and Friday?"]
-    blended = router.route(follow_up, top_k=3, threshold=None, history=history)
+    blended = router.route(follow_up, top_k=3, threshold=None, history=history, adaptive=False)
     assert "calendar/list_events" not in plain.ids
     assert "calendar/list_events" in blended.ids
 
@@ -231,11 +231,11 @@ def test_a_near_copy_goes_below_the_different_tools_that_fit() -> None:
         ("github/create_issue", "github-mirror/create_issue")
     ]
     query = "open a new issue in my repository"
-    before = plain.route(query, top_k=6)
+    before = plain.route(query, top_k=6, adaptive=False)
     assert before.ids[:2] == ["github/create_issue", "github-mirror/create_issue"]
     assert all(tool.copy_of is None for tool in before.tools)
 
-    after = router.route(query, top_k=6)
+    after = router.route(query, top_k=6, adaptive=False)
     assert sorted(after.ids) == sorted(before.ids)  # moved, not dropped
     # Only a tool of the same name counts as a copy: the other issue tools are different.
     assert [(t.id, t.copy_of) for t in after.tools if t.copy_of] == [
@@ -252,12 +252,14 @@ def test_a_near_copy_goes_below_the_different_tools_that_fit() -> None:
     event = RouteEvent.from_result(after)
     assert event.copies == {"github-mirror/create_issue": "github/create_issue"}
     # With fewer places, a copy gives its place to a different tool that fits.
-    top3 = router.route(query, top_k=3)
+    top3 = router.route(query, top_k=3, adaptive=False)
     assert top3.ids[0] == "github/create_issue"
     assert "github-mirror/create_issue" not in top3.ids
     assert len(top3) == 3
     # A tool included whatever its score counts as placed above: its copy goes down.
-    included = router.route("file a bug report", top_k=6, include=["github/create_issue"])
+    included = router.route(
+        "file a bug report", top_k=6, include=["github/create_issue"], adaptive=False
+    )
     assert included.tools[0].reason == "included"
     mirror = next(t for t in included.tools if t.id == "github-mirror/create_issue")
     assert mirror.copy_of == "github/create_issue"
@@ -318,7 +320,7 @@ def _fused_order(router: Router, dense: np.ndarray, sparse: np.ndarray, k: int) 
 
 
 def test_clause_vectors_enter_the_fused_ranking(router: Router) -> None:
-    result = router.route(MULTI_INTENT, top_k=10, state=_everything(router))
+    result = router.route(MULTI_INTENT, top_k=10, state=_everything(router), adaptive=False)
     cosine, dense, sparse = router._scores(MULTI_INTENT)
     assert not np.array_equal(dense, cosine), "the query has two clauses"
     assert result.ids == _fused_order(router, dense, sparse, 10)
@@ -363,7 +365,7 @@ def test_clause_weight_zero_or_an_embedder_without_token_states_leaves_the_cosin
     for other in (off, plain):
         cosine, dense, sparse = other._scores(MULTI_INTENT)
         np.testing.assert_array_equal(dense, cosine)
-        routed = other.route(MULTI_INTENT, top_k=10, state=_everything(other)).ids
+        routed = other.route(MULTI_INTENT, top_k=10, state=_everything(other), adaptive=False).ids
         assert routed == _fused_order(other, cosine, sparse, 10)
     assert MULTI_INTENT in counting.texts
 

@@ -144,23 +144,29 @@ class Tool:
         _collect_params(self.input_schema, parts, 0, self.input_schema, embedded=True)
         return " ".join(parts)
 
-    def to_provider(self, provider: str = "openai") -> dict[str, Any]:
+    def to_provider(self, provider: str = "openai", *, compact: bool = False) -> dict[str, Any]:
         """The tool as ``provider`` expects it, named by ``exposed_name``.
 
         ``provider`` is ``"openai"`` (Chat function wrapper), ``"openai-responses"``,
         ``"anthropic"``, ``"gemini"`` (a function declaration whose ``parameters`` are in
         Gemini's OpenAPI subset; see :mod:`toolgate.formats.gemini` for what the conversion
         drops), ``"gemini-json-schema"`` (the same declaration carrying the schema unchanged
-        as ``parametersJsonSchema``) or ``"mcp"``.
+        as ``parametersJsonSchema``) or ``"mcp"``. ``compact`` leaves out of the schema and
+        descriptions what a model does not need (:mod:`toolgate.formats.compact`); calls are
+        still checked against the full schema.
 
         The result is the caller's own copy: a client that edits the definitions it sends
         (OpenAI strict mode closes every object) leaves the catalog's schema alone.
         """
-        copied: dict[str, Any] = _json_copy(self._definition(provider))
+        copied: dict[str, Any] = _json_copy(self._definition(provider, compact=compact))
         return copied
 
-    def _definition(self, provider: str) -> dict[str, Any]:
-        """:meth:`to_provider` sharing this tool's schema: only for reading (token counts)."""
+    def _definition(self, provider: str, *, compact: bool = False) -> dict[str, Any]:
+        """:meth:`to_provider` sharing this tool's schema: only for reading (token counts).
+
+        A compact definition is made once per provider and kept (compaction walks the whole
+        schema, and a tool is promoted turn after turn).
+        """
         writers = {
             "openai": openai.export_chat,
             "openai-responses": openai.export_responses,
@@ -174,23 +180,35 @@ class Tool:
             raise InvalidInputError(
                 f"unknown provider {provider!r}; expected one of {', '.join(writers)}"
             )
-        return writer(self)
-
-    def definition_json(self, provider: str = "openai") -> str:
-        """:meth:`to_provider` as compact JSON, in the schema's own key order (computed once)."""
-        cache: dict[str, str] = self.__dict__.setdefault("_definition_json", {})
+        if not compact:
+            return writer(self)
+        cache: dict[str, dict[str, Any]] = self.__dict__.setdefault("_compact_definitions", {})
         if provider not in cache:
-            cache[provider] = json.dumps(
-                self._definition(provider), ensure_ascii=False, separators=(",", ":"), default=str
-            )
+            cache[provider] = writer(self, compact=True)
         return cache[provider]
 
-    def token_count(self, provider: str = "openai", *, encoding: str = "cl100k_base") -> int:
-        """Tokens this tool's full definition costs in ``provider``'s serialisation."""
-        key = (provider, encoding)
-        cache: dict[tuple[str, str], int] = self.__dict__.setdefault("_token_counts", {})
+    def definition_json(self, provider: str = "openai", *, compact: bool = False) -> str:
+        """:meth:`to_provider` as compact JSON, in the schema's own key order (computed once)."""
+        cache: dict[tuple[str, bool], str] = self.__dict__.setdefault("_definition_json", {})
+        key = (provider, compact)
         if key not in cache:
-            definition = self._definition(provider)
+            cache[key] = json.dumps(
+                self._definition(provider, compact=compact),
+                ensure_ascii=False,
+                separators=(",", ":"),
+                default=str,
+            )
+        return cache[key]
+
+    def token_count(
+        self, provider: str = "openai", *, encoding: str = "cl100k_base", compact: bool = False
+    ) -> int:
+        """Tokens this tool's full (or ``compact``) definition costs in ``provider``'s
+        serialisation."""
+        key = (provider, encoding, compact)
+        cache: dict[tuple[str, str, bool], int] = self.__dict__.setdefault("_token_counts", {})
+        if key not in cache:
+            definition = self._definition(provider, compact=compact)
             cache[key] = count_tool(definition, base_provider(provider), encoding=encoding)
         return cache[key]
 

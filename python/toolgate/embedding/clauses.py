@@ -31,7 +31,7 @@ import numpy as np
 if TYPE_CHECKING:
     from toolgate.embedding.embedder import TokenStates
 
-__all__ = ["MIN_CLAUSE_TOKENS", "clause_spans", "clause_vectors"]
+__all__ = ["MIN_CLAUSE_TOKENS", "clause_spans", "clause_vectors", "clauses"]
 
 #: Fewest tokens a clause needs to get a vector of its own.
 MIN_CLAUSE_TOKENS = 3
@@ -61,13 +61,22 @@ def clause_vectors(
     ``tokens`` must come from embedding ``text`` itself: its offsets index into ``text``.
     [CLS], [SEP] and other zero-width tokens belong to no clause.
     """
+    return clauses(tokens, text, min_tokens)[0]
+
+
+def clauses(
+    tokens: TokenStates, text: str, min_tokens: int = MIN_CLAUSE_TOKENS
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """:func:`clause_vectors` and the text of each clause, aligned (for ranking each clause
+    by its words as well as by its vector)."""
     dim = tokens.states.shape[1]
+    none = (np.empty((0, dim), dtype=np.float32), ())
     spans = clause_spans(text)
     if len(spans) < 2:  # most queries: nothing to pool
-        return np.empty((0, dim), dtype=np.float32)
+        return none
     starts = np.array([start for start, end in tokens.offsets if end > start], dtype=np.int64)
     rows = np.array([i for i, (start, end) in enumerate(tokens.offsets) if end > start], np.int64)
-    vectors = []
+    vectors, texts = [], []
     for start, end in spans:
         members = rows[(starts >= start) & (starts < end)]
         if len(members) >= min_tokens:
@@ -75,6 +84,7 @@ def clause_vectors(
             norm = float(np.linalg.norm(mean))
             if norm > 0.0:
                 vectors.append(mean / norm)
+                texts.append(text[start:end])
     if len(vectors) < 2:
-        return np.empty((0, dim), dtype=np.float32)
-    return np.asarray(vectors, dtype=np.float32)
+        return none
+    return np.asarray(vectors, dtype=np.float32), tuple(texts)

@@ -22,7 +22,21 @@ Precision = Literal["fp32", "int8"]
 HOME_ENV = "TOOLGATE_HOME"
 
 
-ENSURE_COMMAND = "python -m toolgate.embedding.models ensure"
+def _ensure_command() -> str:
+    """The command that prepares the model, for this interpreter: ``toolgate model ensure``
+    when the ``toolgate`` on PATH is this environment's, else this interpreter's
+    ``-m toolgate`` (a virtualenv that is not activated, ``pipx``, a system Python)."""
+    import shlex
+    import shutil
+    import sys
+
+    script = shutil.which("toolgate")
+    if script is not None and Path(script).absolute().parent == Path(sys.executable).parent:
+        return "toolgate model ensure"
+    return f"{shlex.quote(sys.executable or 'python')} -m toolgate model ensure"
+
+
+ENSURE_COMMAND = _ensure_command()
 
 
 STAMP = "stamp.json"

@@ -1,4 +1,4 @@
-"""Fit the router's threshold and fusion weight on labelled queries, maximising F1.
+"""Fit the router's threshold, fusion weight and selection on labelled queries.
 
 As the Tool Attention paper describes: sweep the ISO (cosine) threshold over [0.10, 0.50] in
 steps of 0.02 and keep the value that maximises F1 of the routed set against the gold tools;
@@ -6,12 +6,17 @@ here the fusion weight ``alpha`` is swept alongside it. F1 is micro-averaged ove
 pairs: a routed tool matching no gold entry is a false positive, a gold entry matched by no
 routed tool a false negative, so queries with empty gold reward routing nothing. Those only
 ever add false positives, so a set needs at least one query with gold tools to be fitted.
+
+Then adaptive selection (:mod:`toolgate.routing.selection`) is fitted under the fitted
+ranking: of ``min_tools`` x ``keep_ratio``, the point that sends the fewest schema tokens
+while keeping completeness (every gold tool shown) within ``tolerance`` of what the plain top
+``top_k`` holds, so a deployment trades a known share of completeness for tokens.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,10 +27,21 @@ from toolgate.evaluation.evaluate import LabelledQuery, progress_bar
 from toolgate.evaluation.metrics import gold_hits
 from toolgate.routing.router import Router, RouterConfig
 
-__all__ = ["CalibrationPoint", "CalibrationReport", "calibrate", "check_fittable"]
+__all__ = [
+    "CalibrationPoint",
+    "CalibrationReport",
+    "SelectionPoint",
+    "calibrate",
+    "check_fittable",
+    "fit_selection",
+]
 
 THRESHOLDS = tuple(round(0.10 + 0.02 * i, 2) for i in range(21))
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
+MIN_TOOLS = (1, 2, 3, 4)
+KEEP_RATIOS = (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
+#: Completeness the fitted selection may give up against the plain top ``top_k``.
+TOLERANCE = 0.05
 
 
 @dataclass(frozen=True)
@@ -40,23 +56,48 @@ class CalibrationPoint:
 
 
 @dataclass(frozen=True)
+class SelectionPoint:
+    """What one (min_tools, keep_ratio) shows on the labelled queries: the share complete,
+    and the mean tools and compact schema tokens (OpenAI) per query."""
+
+    min_tools: int
+    keep_ratio: float
+    complete: float
+    tools: float
+    schema_tokens: float
+
+
+@dataclass(frozen=True)
 class CalibrationReport:
-    """The best point, the whole curve, and the config that applies the best point."""
+    """The best point, the whole curve, and the config that applies the best point; and the
+    fitted selection with its curve, against the completeness of the plain top ``top_k``."""
 
     best: CalibrationPoint
     curve: tuple[CalibrationPoint, ...]
     queries: int
     top_k: int
     config: RouterConfig
+    selection: SelectionPoint | None = None
+    selection_curve: tuple[SelectionPoint, ...] = field(default=())
+    top_k_complete: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: best point, fitted values and the curve."""
+        """JSON-ready: best point, fitted values and the curves."""
+        config = {
+            "alpha": self.config.alpha,
+            "threshold": self.config.threshold,
+            "min_tools": self.config.min_tools,
+            "keep_ratio": self.config.keep_ratio,
+        }
         return {
             "queries": self.queries,
             "top_k": self.top_k,
             "best": asdict(self.best),
-            "config": {"alpha": self.config.alpha, "threshold": self.config.threshold},
+            "config": config,
             "curve": [asdict(point) for point in self.curve],
+            "selection": asdict(self.selection) if self.selection else None,
+            "top_k_complete": self.top_k_complete,
+            "selection_curve": [asdict(point) for point in self.selection_curve],
         }
 
 
@@ -83,8 +124,11 @@ def calibrate(
     thresholds: Sequence[float] = THRESHOLDS,
     top_k: int | None = None,
     progress: bool = False,
+    selection: bool = True,
+    tolerance: float = TOLERANCE,
 ) -> CalibrationReport:
-    """Sweep ``alphas`` x ``thresholds`` over ``queries`` and return the F1-best point.
+    """Sweep ``alphas`` x ``thresholds`` over ``queries`` and return the F1-best point; with
+    ``selection``, then fit adaptive selection under it (:func:`fit_selection`).
 
     Each query is embedded once; every point reuses its dense and BM25 scores.
     """
@@ -111,7 +155,72 @@ def calibrate(
     curve = tuple(counts[key].point(*key) for key in counts)
     best = max(curve, key=lambda p: (p.f1, p.recall, -p.threshold))
     config = replace(router.config, alpha=best.alpha, threshold=best.threshold)
-    return CalibrationReport(best, curve, len(queries), k, config)
+    report = CalibrationReport(best, curve, len(queries), k, config)
+    if not selection:
+        return report
+    fitted = fit_selection(
+        router.with_config(config), queries, top_k=k, tolerance=tolerance, progress=progress
+    )
+    chosen, points, reference = fitted
+    config = replace(config, min_tools=chosen.min_tools, keep_ratio=chosen.keep_ratio)
+    return replace(
+        report, config=config, selection=chosen, selection_curve=points, top_k_complete=reference
+    )
+
+
+def fit_selection(
+    router: Router,
+    queries: Sequence[LabelledQuery],
+    *,
+    top_k: int,
+    tolerance: float = TOLERANCE,
+    min_tools: Sequence[int] = MIN_TOOLS,
+    keep_ratios: Sequence[float] = KEEP_RATIOS,
+    progress: bool = False,
+) -> tuple[SelectionPoint, tuple[SelectionPoint, ...], float]:
+    """The (min_tools, keep_ratio) that shows the fewest schema tokens while completeness on
+    ``queries`` (those with gold) stays within ``tolerance`` of the plain top ``top_k``'s
+    (the most complete point when none does), every point measured, and that reference."""
+    if not (isinstance(tolerance, (int, float)) and 0.0 <= tolerance <= 1.0):
+        raise InvalidInputError(f"tolerance must be in [0, 1], got {tolerance!r}")
+    relevant = [item for item in queries if item.gold]
+    check_fittable(relevant)
+    grid = [(m, r) for m in min_tools if m <= top_k for r in keep_ratios]
+    views = {key: router.with_config(_selecting(router.config, *key)) for key in grid}
+    sums = {key: [0.0, 0.0, 0.0] for key in grid}
+    reference = 0.0
+    catalog = router.catalog
+    for item in progress_bar(relevant, progress, "fitting selection"):
+        # One query at a time through every point: its embedding is computed once.
+        plain = router.route(item.query, top_k=top_k, adaptive=False).ids
+        reference += _complete(item.gold, plain, catalog)
+        for key, view in views.items():
+            shown = view.route(item.query, top_k=top_k, adaptive=True).ids
+            total = sums[key]
+            total[0] += _complete(item.gold, shown, catalog)
+            total[1] += len(shown)
+            total[2] += sum(catalog[i].token_count("openai", compact=True) for i in shown)
+    n = len(relevant)
+    points = tuple(
+        SelectionPoint(m, r, round(c / n, 4), round(t / n, 2), round(x / n, 1))
+        for (m, r), (c, t, x) in sums.items()
+    )
+    floor = reference / n - tolerance
+    within = [p for p in points if p.complete >= floor]
+    if within:
+        chosen = min(within, key=lambda p: (p.schema_tokens, -p.complete))
+    else:
+        chosen = max(points, key=lambda p: (p.complete, -p.schema_tokens))
+    return chosen, points, round(reference / n, 4)
+
+
+def _selecting(config: RouterConfig, min_tools: int, keep_ratio: float) -> RouterConfig:
+    return replace(config, adaptive=True, min_tools=min_tools, keep_ratio=keep_ratio)
+
+
+def _complete(gold: Sequence[str], ids: Sequence[str], catalog: Any) -> bool:
+    """Whether every gold entry matches a tool of ``ids``."""
+    return all(gold_hits(gold, ids, [catalog[i].name for i in ids]))
 
 
 def check_fittable(queries: Sequence[LabelledQuery], source: str = "the query set") -> None:

@@ -109,16 +109,24 @@ def evaluate(
 ) -> dict[str, float | int]:
     """Route every query and summarise quality and latency (see :class:`RoutingMetrics`).
 
-    ``route_ms`` is wall time of the whole ``route`` call, embedding included. Gold names are
-    matched against the routed tools' real names, read from ``router.catalog`` (which loads
-    an opened router's catalog).
+    The ranking is judged on the top ``top_k`` (adaptive selection off, so the figures
+    measure ranking alone); ``complete@default`` and ``tools@default`` judge what the router's
+    default selection shows (adaptive, under its configured ceiling). ``route_ms`` is wall
+    time of the ranking's ``route`` call, embedding included. Gold names are matched against
+    the routed tools' real names, read from ``router.catalog`` (which loads an opened
+    router's catalog).
     """
     metrics = RoutingMetrics()
     for item in progress_bar(queries, progress, "routing"):
         start = time.perf_counter()
-        result = router.route(item.query, top_k=top_k)
+        result = router.route(item.query, top_k=top_k, adaptive=False)
         elapsed = (time.perf_counter() - start) * 1000
+        shown = tuple(router.route(item.query).ids)
         ids = tuple(result.ids)
-        names = tuple(router.catalog[tool_id].name for tool_id in ids)
-        metrics.add(QueryOutcome(item.gold, ids, elapsed, names))
+        names = _names(router, ids)
+        metrics.add(QueryOutcome(item.gold, ids, elapsed, names, shown, _names(router, shown)))
     return metrics.summary()
+
+
+def _names(router: Router, ids: Sequence[str]) -> tuple[str, ...]:
+    return tuple(router.catalog[tool_id].name for tool_id in ids)

@@ -51,15 +51,19 @@ def _names(ranked_ids: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class QueryOutcome:
-    """One query's gold set, what was routed (best first) and how long routing took.
+    """One query's gold set, what was ranked (best first) and how long routing took.
 
-    ``ranked_names`` are the routed tools' names (see :func:`gold_hits`), when known.
+    ``ranked_names`` are the ranked tools' names (see :func:`gold_hits`), when known.
+    ``shown_ids`` (and ``shown_names``) are what the router's default selection shows, when
+    measured: the ranking is judged on ``ranked_ids``, the request on ``shown_ids``.
     """
 
     gold: tuple[str, ...]
     ranked_ids: tuple[str, ...]
     route_ms: float
     ranked_names: tuple[str, ...] | None = None
+    shown_ids: tuple[str, ...] | None = None
+    shown_names: tuple[str, ...] | None = None
 
 
 def _recall(ranks: list[int], k: int) -> float:
@@ -100,6 +104,17 @@ class RoutingMetrics:
             return round(sum(values) / n, 4) if n else 0.0
 
         times = sorted(o.route_ms for o in self.outcomes)
+        shown = [o for o in relevant if o.shown_ids is not None]
+        default: dict[str, float | int] = {}
+        if shown:
+            default["complete@default"] = round(
+                sum(all(gold_hits(o.gold, o.shown_ids or (), o.shown_names)) for o in shown)
+                / len(shown),
+                4,
+            )
+            default["tools@default"] = round(
+                sum(len(o.shown_ids or ()) for o in shown) / len(shown), 2
+            )
         return {
             "queries": n,
             "recall@5": mean([_recall(r, 5) for r in ranks]),
@@ -115,6 +130,7 @@ class RoutingMetrics:
                 if irrelevant
                 else 0.0
             ),
+            **default,
         }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolgate.formats.compact import definition_parts
 from toolgate.formats.raw import RawTool, ToolView, extract_meta
 
 __all__ = ["export", "parse_tool"]
@@ -26,10 +27,8 @@ def parse_tool(obj: Mapping[str, Any], where: str, server: str | None) -> RawToo
     )
 
 
-def export(tool: ToolView) -> dict[str, Any]:
-    """The tool as an Anthropic custom tool, named by its exposed name."""
-    return {
-        "name": tool.exposed_name,
-        "description": tool.description,
-        "input_schema": tool.input_schema,
-    }
+def export(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
+    """The tool as an Anthropic custom tool, named by its exposed name (``compact``: see
+    :mod:`toolgate.formats.compact`)."""
+    schema, description = definition_parts(tool, "anthropic", compact=compact)
+    return {"name": tool.exposed_name, "description": description, "input_schema": schema}

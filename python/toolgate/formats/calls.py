@@ -9,7 +9,7 @@ from typing import Any
 
 from toolgate.json_limits import json_problem, loads
 
-__all__ = ["parse_tool_call"]
+__all__ = ["answer_tool_calls", "parse_tool_call", "plain_json"]
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,27 @@ def _unwrap(call: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None, str
     return call, args_key, None
 
 
+def plain_json(value: Any) -> Any:
+    """``value`` as the JSON it stands for when it is a provider SDK's object, else itself.
+
+    The openai, anthropic and google-genai clients hand back pydantic models
+    (``ChatCompletionMessageToolCall``, a Responses ``ResponseFunctionToolCall``,
+    ``ToolUseBlock``, ``FunctionCall`` or a ``Part`` holding one); dumped by alias, they are
+    the provider's wire JSON, which the readers here know. Nothing is imported from the SDKs.
+    """
+    dump = getattr(value, "model_dump", None)
+    if isinstance(value, (Mapping, type)) or not callable(dump):
+        return value
+    try:
+        return dump(mode="json", by_alias=True, exclude_none=True)
+    except (TypeError, ValueError):  # a look-alike method that is not pydantic's
+        return value
+
+
 def parse_tool_call(call: Any) -> ParsedCall:
-    """Read an OpenAI, Anthropic, Gemini or MCP tool call; never raises."""
+    """Read an OpenAI, Anthropic, Gemini or MCP tool call (a dict, or the SDK's own object);
+    never raises."""
+    call = plain_json(call)
     if not isinstance(call, Mapping):
         return ParsedCall(
             "", None, None, f"a tool call is a JSON object, got {type(call).__name__}"
@@ -94,3 +113,49 @@ def parse_tool_call(call: Any) -> ParsedCall:
     if problem:
         return ParsedCall(parsed.name, None, parsed.call_id, f"arguments hold {problem}")
     return ParsedCall(parsed.name, dict(args), parsed.call_id)
+
+
+def answer_tool_calls(answer: Any, shape: str) -> list[Any]:
+    """The tool calls in a model's whole (not streamed) answer, as the provider writes them.
+
+    ``shape`` is the request's: ``"openai"`` (Chat: each choice's ``tool_calls`` and legacy
+    ``function_call``), ``"openai-responses"`` (``function_call`` output items),
+    ``"anthropic"`` (``tool_use`` blocks; server tools run by the provider are not calls to
+    check) or ``"gemini"`` (each candidate's ``functionCall`` parts). Anything else in the
+    answer is skipped: an answer in no known form has no calls.
+    """
+    answer = plain_json(answer)
+    if not isinstance(answer, Mapping):
+        return []
+    if shape == "openai":
+        calls: list[Any] = []
+        for choice in _items(answer.get("choices")):
+            message = choice.get("message")
+            if isinstance(message, Mapping):
+                calls += [c for c in _items(message.get("tool_calls")) if "function" in c]
+                if isinstance(message.get("function_call"), Mapping):
+                    calls.append({"function_call": message["function_call"]})
+        return calls
+    if shape == "openai-responses":
+        return [
+            item for item in _items(answer.get("output")) if item.get("type") == "function_call"
+        ]
+    if shape == "anthropic":
+        return [block for block in _items(answer.get("content")) if block.get("type") == "tool_use"]
+    if shape == "gemini":
+        return [
+            part
+            for candidate in _items(answer.get("candidates"))
+            for part in _items(_get(candidate.get("content"), "parts"))
+            if "functionCall" in part or "function_call" in part
+        ]
+    return []
+
+
+def _items(value: Any) -> list[Mapping[str, Any]]:
+    """The mappings in ``value`` when it is a list, else none."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
+def _get(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, Mapping) else None

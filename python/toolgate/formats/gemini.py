@@ -45,6 +45,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from toolgate.formats.compact import definition_parts
 from toolgate.formats.pointer import resolve_pointer
 from toolgate.formats.raw import RawTool, ToolView, extract_meta
 from toolgate.formats.schema_walk import map_subschemas, normalize_type_aliases
@@ -397,23 +398,27 @@ def to_openapi(schema: Any) -> Any:
     return map_subschemas(_resolve_refs(schema, schema, ()), _to_openapi_node)
 
 
-def export(tool: ToolView) -> dict[str, Any]:
-    """The tool as a Gemini function declaration, named by its exposed name."""
-    out: dict[str, Any] = {"name": tool.exposed_name, "description": tool.description}
-    parameters = to_openapi(tool.input_schema)
+def export(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
+    """The tool as a Gemini function declaration, named by its exposed name (``compact``: see
+    :mod:`toolgate.formats.compact`)."""
+    schema, description = definition_parts(tool, "gemini", compact=compact)
+    out: dict[str, Any] = {"name": tool.exposed_name, "description": description}
+    parameters = to_openapi(schema)
     if isinstance(parameters, dict) and parameters.get("properties"):
         out["parameters"] = parameters
     return out
 
 
-def export_json_schema(tool: ToolView) -> dict[str, Any]:
-    """The tool as a Gemini function declaration whose ``parametersJsonSchema`` is its schema.
+def export_json_schema(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
+    """The tool as a Gemini function declaration whose ``parametersJsonSchema`` is its schema
+    (``compact``: see :mod:`toolgate.formats.compact`).
 
     A tool that takes no arguments gets no parameters field, as in :func:`export`.
     """
-    out: dict[str, Any] = {"name": tool.exposed_name, "description": tool.description}
+    schema, description = definition_parts(tool, "gemini-json-schema", compact=compact)
+    out: dict[str, Any] = {"name": tool.exposed_name, "description": description}
     if not _takes_no_arguments(tool.input_schema):
-        out["parametersJsonSchema"] = tool.input_schema
+        out["parametersJsonSchema"] = schema
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolgate.formats.compact import definition_parts, repeats_name
 from toolgate.formats.raw import RawTool, ToolView, extract_meta
 
 __all__ = ["export", "is_jsonrpc_response", "jsonrpc_error", "parse_tool"]
@@ -51,13 +52,15 @@ def jsonrpc_error(response: Mapping[str, Any]) -> str:
     return f"{error.get('message')!r}{code}"
 
 
-def export(tool: ToolView) -> dict[str, Any]:
-    """The tool as an MCP ``Tool`` object, named by its exposed name."""
+def export(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
+    """The tool as an MCP ``Tool`` object, named by its exposed name (``compact``: see
+    :mod:`toolgate.formats.compact`; a title that repeats the name is left out too)."""
+    schema, description = definition_parts(tool, "mcp", compact=compact)
     out: dict[str, Any] = {"name": tool.exposed_name}
-    if tool.title:
+    if tool.title and not (compact and repeats_name(tool.title, tool.name)):
         out["title"] = tool.title
-    out["description"] = tool.description
-    out["inputSchema"] = tool.input_schema
+    out["description"] = description
+    out["inputSchema"] = schema
     if tool.annotations:
         out["annotations"] = tool.annotations
     return out

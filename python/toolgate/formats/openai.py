@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolgate.formats.compact import definition_parts
 from toolgate.formats.raw import RawTool, ToolView, extract_meta
 
 __all__ = ["export_chat", "export_responses", "is_openai_tool", "parse_tool"]
@@ -35,23 +36,17 @@ def parse_tool(obj: Mapping[str, Any], where: str, server: str | None) -> RawToo
     )
 
 
-def export_chat(tool: ToolView) -> dict[str, Any]:
-    """The tool as a Chat Completions function tool, named by its exposed name."""
-    return {
-        "type": "function",
-        "function": {
-            "name": tool.exposed_name,
-            "description": tool.description,
-            "parameters": tool.input_schema,
-        },
-    }
+def export_chat(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
+    """The tool as a Chat Completions function tool, named by its exposed name (``compact``:
+    see :mod:`toolgate.formats.compact`)."""
+    return {"type": "function", "function": export_responses(tool, compact=compact, typed=False)}
 
 
-def export_responses(tool: ToolView) -> dict[str, Any]:
-    """The tool as a Responses API function tool, named by its exposed name."""
-    return {
-        "type": "function",
-        "name": tool.exposed_name,
-        "description": tool.description,
-        "parameters": tool.input_schema,
-    }
+def export_responses(
+    tool: ToolView, *, compact: bool = False, typed: bool = True
+) -> dict[str, Any]:
+    """The tool as a Responses API function tool, named by its exposed name; without its
+    ``type`` key (``typed=False``) it is the inside of a Chat wrapper."""
+    schema, description = definition_parts(tool, "openai", compact=compact)
+    head = {"type": "function"} if typed else {}
+    return {**head, "name": tool.exposed_name, "description": description, "parameters": schema}

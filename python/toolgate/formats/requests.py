@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from toolgate.errors import InvalidInputError
@@ -140,35 +140,40 @@ def _field(obj: Any, camel: str) -> Any:
     return obj.get(camel, obj.get(re.sub(r"([A-Z])", r"_\1", camel).lower()))
 
 
-def routable_tools(
-    tools: list[Any], provider: str
-) -> tuple[list[Slot], Callable[[], list[RawTool]]]:
-    """Where each function tool of ``tools`` sits, and how to read them all.
+def routable_tools(tools: list[Any], provider: str) -> list[Slot]:
+    """Where each function tool of ``tools`` sits: its index, and for a Gemini declaration
+    list the declaration's index in it.
 
     A function tool is one the provider runs in the application: OpenAI ``type: function``,
     an Anthropic tool without a ``type`` (or ``custom``), a Gemini function declaration.
-    Reading is deferred: a tools array seen before is served by its cached router, and for
-    a large array parsing it would be most of a call.
+    Reading them is :func:`read_slots`, kept apart: a tools array seen before is served by
+    its cached router, and for a large array parsing it would be most of a call.
     """
     slots: list[Slot] = []
-    declared: dict[int, list[RawTool]] = {}  # Gemini entries, read now to count their slots
     for i, tool in enumerate(tools):
         if not isinstance(tool, Mapping):
             raise InvalidInputError(f"tools[{i}] must be a JSON object, got {type(tool).__name__}")
         if provider == "gemini" and gemini.is_wrapper(tool):
-            declared[i] = gemini.parse_wrapper(tool, f"tools[{i}]", DEFAULT_SERVER)
-            slots += [(i, j) for j in range(len(declared[i]))]
+            declared = gemini.parse_wrapper(tool, f"tools[{i}]", DEFAULT_SERVER)
+            slots += [(i, j) for j in range(len(declared))]
         elif _runs_in_application(tool, provider):
             slots.append((i, None))
+    return slots
+
+
+def read_slots(tools: list[Any], slots: Collection[Slot], provider: str) -> list[RawTool]:
+    """The function tools at ``slots`` of ``tools`` (as :func:`routable_tools` found them)."""
     parse = anthropic.parse_tool if provider == "anthropic" else openai.parse_tool
-
-    def read() -> list[RawTool]:
-        return [
-            declared[i][j] if j is not None else parse(tools[i], f"tools[{i}]", DEFAULT_SERVER)
-            for i, j in slots
-        ]
-
-    return slots, read
+    declared: dict[int, list[RawTool]] = {}
+    out = []
+    for i, j in slots:
+        if j is None:
+            out.append(parse(tools[i], f"tools[{i}]", DEFAULT_SERVER))
+            continue
+        if i not in declared:
+            declared[i] = gemini.parse_wrapper(tools[i], f"tools[{i}]", DEFAULT_SERVER)
+        out.append(declared[i][j])
+    return out
 
 
 def _runs_in_application(tool: Mapping[str, Any], provider: str) -> bool:
@@ -179,7 +184,7 @@ def _runs_in_application(tool: Mapping[str, Any], provider: str) -> bool:
 
 
 def kept_entries(
-    tools: list[Any], keep: list[Slot], routable: set[int], gemini: bool
+    tools: list[Any], keep: list[Slot], routable: Collection[int], gemini: bool
 ) -> list[tuple[int, Any]]:
     """``tools`` without the function tools not in ``keep``: each kept entry, as given, with
     its position.

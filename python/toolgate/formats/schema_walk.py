@@ -7,7 +7,7 @@ from typing import Any
 
 from toolgate.formats.raw import JsonDict
 
-__all__ = ["child_schemas", "map_subschemas", "normalize_type_aliases"]
+__all__ = ["child_schemas", "map_named_subschemas", "map_subschemas", "normalize_type_aliases"]
 
 
 # Keywords whose value is a schema, a list of schemas, or a map of name -> schema.
@@ -46,19 +46,27 @@ def map_subschemas(schema: Any, fn: Callable[[JsonDict], JsonDict]) -> Any:
     Only schema positions are visited, so a property that happens to be called ``type`` or a
     ``default`` value that looks like a schema is left alone. ``schema`` is not modified.
     """
+    return map_named_subschemas(schema, lambda node, _name: fn(node))
+
+
+def map_named_subschemas(
+    schema: Any, fn: Callable[[JsonDict, str | None], JsonDict], name: str | None = None
+) -> Any:
+    """:func:`map_subschemas`, with ``fn`` also given the name a subschema is filed under in
+    a map (a property's name, a ``$defs`` entry's), else ``None`` (the root: ``name``)."""
     if not isinstance(schema, dict):
         return schema
     out: JsonDict = dict(schema)
     for key in _SCHEMA_KEYS:
         if isinstance(out.get(key), dict):
-            out[key] = map_subschemas(out[key], fn)
+            out[key] = map_named_subschemas(out[key], fn)
     for key in _SCHEMA_LIST_KEYS:
         if isinstance(out.get(key), list):
-            out[key] = [map_subschemas(s, fn) for s in out[key]]
+            out[key] = [map_named_subschemas(s, fn) for s in out[key]]
     for key in _SCHEMA_MAP_KEYS:
         if isinstance(out.get(key), dict):
-            out[key] = {k: map_subschemas(s, fn) for k, s in out[key].items()}
-    return fn(out)
+            out[key] = {k: map_named_subschemas(s, fn, k) for k, s in out[key].items()}
+    return fn(out, name)
 
 
 def child_schemas(schema: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:

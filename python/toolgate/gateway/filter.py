@@ -2,8 +2,10 @@
 
 A gateway between an application and the model sees whole requests. :class:`ToolFilter` takes
 the user's latest message as the query, routes over the tools the request itself carries, and
-returns a copy of the request holding only the routed tools, in their original order and as
-given, so the tools array stays a stable prefix for prompt caching.
+returns a copy of the request holding only the routed tools, in their original order, so the
+tools array stays a stable prefix for prompt caching; their schemas and descriptions are
+compacted (:mod:`toolgate.formats.compact`; every other key as given) unless
+``compact=False``.
 
 Shapes are told apart by their keys: OpenAI Chat Completions (``messages``, tools
 ``{"type": "function", "function": {...}}``), OpenAI Responses (``input``), Anthropic Messages
@@ -20,30 +22,46 @@ that forwarded the request without it would hide the fault from the application.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import marshal
 import os
+import shutil
+import tempfile
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
 from toolgate.catalog.build import build_tools
 from toolgate.catalog.catalog import Catalog
-from toolgate.errors import CatalogWarning, InvalidInputError, InvalidToolsError
-from toolgate.formats import text_tags
-from toolgate.formats.raw import DEFAULT_SERVER, RawTool
+from toolgate.embedding.model_files import exclusive_lock
+from toolgate.errors import (
+    CatalogWarning,
+    IndexFormatError,
+    InvalidInputError,
+    InvalidToolsError,
+    StorageError,
+)
+from toolgate.formats import genai_sdk, text_tags
+from toolgate.formats.compact import compact_entry
+from toolgate.formats.raw import DEFAULT_SERVER, RawTool, base_provider
 from toolgate.lazy import Lazy
+from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router, default_embedder
 from toolgate.routing.scopes import ScopeMatcher
 from toolgate.routing.state import State
+from toolgate.routing.store import MANIFEST
+from toolgate.verify import Verdict, verify_call, verify_name
 
 if TYPE_CHECKING:
     from toolgate.embedding.cache import EmbeddingCache
@@ -51,18 +69,22 @@ if TYPE_CHECKING:
 
 from toolgate.formats.requests import (
     TOOL_KEYS,
+    Slot,
     carry_cache_marker,
     keep_tags,
     kept_entries,
     last_user_turn,
     messages_of,
+    read_slots,
     read_tool_choice,
     request_shape,
     routable_tools,
     text_rewriter,
 )
 
-__all__ = ["FilteredRequest", "ToolFilter"]
+__all__ = ["FilteredRequest", "IndexInProgress", "ToolFilter", "filter_off_loop"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -74,6 +96,17 @@ class _Turn:
     messages: list[Any]
     found: tuple[int, str] | None
     forced: frozenset[str]
+    wait: bool
+
+
+class IndexInProgress(Exception):
+    """Raised by :meth:`ToolFilter.filter` with ``wait=False`` when another thread is indexing
+    the request's tools: ``done`` resolves when that build ends (built or failed), and the
+    request is then filtered again. A server awaits it without holding a thread."""
+
+    def __init__(self, done: Future[None]) -> None:
+        super().__init__("another thread is indexing this request's tools")
+        self.done = done
 
 
 @dataclass(frozen=True)
@@ -89,15 +122,22 @@ class FilteredRequest:
     ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or ``"text_tags"``.
     When nothing was routed (tool calling off, no function tools, no user text to route on:
     a system prompt or an image alone) ``result`` is empty, with form ``"none"``, and
-    ``request`` is a copy of the input.
+    ``request`` is a copy of the input. ``budget`` is the decision of the budget given to
+    :meth:`ToolFilter.filter`, if any. For a google-genai request object, ``request`` is an
+    object of the same type.
     """
 
-    request: dict[str, Any]
+    request: Any
     result: RouteResult
     kept: tuple[str, ...]
     dropped_count: int
     provider: str
     positions: tuple[int, ...] = ()
+    budget: BudgetDecision | None = None
+    # What ToolFilter.verify checks a call against: the router of the tools read, and the
+    # catalog ids kept (None when nothing was routed).
+    _routed: _Routed | None = field(default=None, repr=False, compare=False)
+    _active: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.kept)
@@ -116,6 +156,7 @@ class FilteredRequest:
             "kept": list(self.kept),
             "dropped_count": self.dropped_count,
             "result": self.result.to_dict(),
+            "budget": None if self.budget is None else self.budget.to_dict(),
         }
 
 
@@ -133,7 +174,12 @@ class ToolFilter:
     broken schema, a 30,000-character description): ``"error"`` raises, naming each one,
     since a gateway that dropped it would hide the fault; ``"keep"`` forwards it on every
     request, unrouted, with one :class:`~toolgate.catalog.CatalogWarning` per tools array
-    (an agent framework must not stop over one odd tool).
+    (an agent framework must not stop over one odd tool). ``compact=False`` forwards the kept
+    tools exactly as given instead of compacted.
+
+    ``store`` is a directory where each tools array's index is saved and opened from, memory
+    mapped: processes serving the same arrays (a gateway's workers) build each one once and
+    share its pages.
 
     >>> gate = ToolFilter(max_catalogs=32)
     >>> filtered = gate.filter(request, top_k=5)  # doctest: +SKIP
@@ -149,8 +195,11 @@ class ToolFilter:
         cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
         max_catalogs: int = 16,
         unreadable: Literal["error", "keep"] = "error",
+        store: str | os.PathLike[str] | None = None,
+        compact: bool = True,
     ) -> None:
         """See the class docstring; the options are those of :meth:`Router.from_catalog`."""
+        self.compact = bool(compact)
         if isinstance(max_catalogs, bool) or not isinstance(max_catalogs, int) or max_catalogs < 1:
             raise InvalidInputError(f"max_catalogs must be an integer >= 1, got {max_catalogs!r}")
         if unreadable not in ("error", "keep"):
@@ -169,9 +218,11 @@ class ToolFilter:
         # Opened once: a path or True would otherwise open a connection per router built.
         self._cache = resolve_cache(Path(cache) if isinstance(cache, os.PathLike) else cache, None)
         self._max_catalogs = max_catalogs
+        self._store = None if store is None else Path(store)
         self._lock = threading.Lock()
         self._routers: OrderedDict[str, _Routed] = OrderedDict()
-        self._building: dict[str, threading.Lock] = {}
+        self._layouts: OrderedDict[str, _Layout] = OrderedDict()
+        self._building: dict[str, Future[None]] = {}
 
     def filter(
         self,
@@ -182,22 +233,50 @@ class ToolFilter:
         state: State | Mapping[str, Iterable[str]] | None = None,
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
+        include: Iterable[str] | None = None,
+        budget: Budget | None = None,
+        query: str | None = None,
+        wait: bool = True,
     ) -> FilteredRequest:
         """``request`` with only the tools routed for its latest user message (see the module).
 
-        The options are :meth:`Router.route`'s. Earlier turns (the messages before that user
-        message) are blended into the query. A tool the request's tool choice names
+        The options are :meth:`Router.route`'s (``include``: names kept whenever the state
+        and lists admit them, as if the query named them). Earlier turns (the messages
+        before that user message) are blended into the query; ``query`` routes on other
+        text instead. A tool the request's tool choice names
         (OpenAI, Anthropic, Gemini ``allowedFunctionNames``) is always kept, unless ``allow``
-        / ``deny`` shut it out, which is an error: the request contradicts the policy. If no
+        / ``deny`` shut it out, which is an error: the request contradicts the policy.
+        ``budget`` then drops the lowest-ranked tools past its caps (schema tokens as the
+        request's provider counts them), never a chosen one. If no
         function tool is kept at all, the tools and tool-choice keys are removed, since
-        providers refuse an empty tools array.
+        providers refuse an empty tools array. google-genai's ``generate_content`` keyword
+        arguments as a dict (``model``, ``contents``, ``config``: SDK objects or dicts) are
+        filtered as the Gemini request they stand for, and come back in their own form.
+
+        A request whose tools another thread is indexing waits for that build, unless
+        ``wait`` is false: it then raises :class:`IndexInProgress` (a server handling many
+        requests on a few threads must not spend one per request waiting).
         """
+        sdk = genai_sdk.lift(request)
+        if sdk is not None:
+            filtered = self.filter(
+                sdk.request, top_k=top_k, threshold=threshold, state=state, allow=allow,
+                deny=deny, include=include, budget=budget, query=query, wait=wait,
+            )  # fmt: skip
+            return replace(filtered, request=sdk.restore(filtered.request))
         if not isinstance(request, Mapping):
             raise InvalidInputError(f"request must be a JSON object, got {type(request).__name__}")
+        if budget is not None and not isinstance(budget, Budget):
+            raise InvalidInputError(f"budget must be a Budget, got {type(budget).__name__}")
         key, provider = request_shape(request)
         messages = messages_of(request, key)
         off, forced = read_tool_choice(request)
-        turn = _Turn(request, key, messages, last_user_turn(messages, provider), forced)
+        found = last_user_turn(messages, provider)
+        if query is not None:
+            if not isinstance(query, str) or not query.strip():
+                raise InvalidInputError(f"query must be a non-empty string, got {query!r}")
+            found = (len(messages) if found is None else found[0], query.strip())
+        turn = _Turn(request, key, messages, found, forced, wait)
         options = {
             "top_k": top_k,
             "threshold": threshold,
@@ -205,8 +284,10 @@ class ToolFilter:
             # Read twice (routing, then the tool choice and unreadable tools): made lists once.
             "allow": _listed(allow),
             "deny": _listed(deny),
+            "include": _listed(include),
             # A user's words are text: "select: a hotel" or "+1" must not act as query forms.
             "forms": False,
+            "budget": budget,
         }
         tools = request.get("tools")
         if not off and tools:
@@ -221,25 +302,27 @@ class ToolFilter:
         """Route over the request's tools array and keep the routed entries, as given."""
         if not isinstance(tools, list):
             raise InvalidInputError(f"'tools' must be a list, got {type(tools).__name__}")
-        slots, read = routable_tools(tools, provider)
-        if not slots:  # only provider-side tools: nothing to route
+        layout = self._layout(tools, provider)
+        if not layout.slots:  # only provider-side tools: nothing to route
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
         if turn.found is None:
             # Nothing to route on (a system prompt alone, an image alone): the provider takes
             # such a request as it is, so it goes on with all its tools.
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
         index, query = turn.found
-        routable = {i for i, _ in slots}
-        # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.
-        builtin = {t.get("name") for i, t in enumerate(tools) if i not in routable}
-        function_tools = [tools[i] for i in sorted(routable)]
+        slots, routable, builtin = layout.slots, layout.routable, layout.builtin
+        routed = self._router(
+            layout.key, provider, lambda: read_slots(tools, slots, provider), turn.wait
+        )
         result, kept, keep = self._route(
-            (function_tools, provider), read, query, turn.messages[:index],
-            turn.forced - builtin, options,
-        )  # fmt: skip
+            routed, query, turn.messages[:index], turn.forced - builtin, options
+        )
         out = dict(turn.request)
         entries = kept_entries(tools, [slots[k] for k in keep], routable, provider == "gemini")
-        kept_tools = [entry for _, entry in entries]
+        kept_tools = [
+            compact_entry(entry, provider) if self.compact and i in routable else entry
+            for i, entry in entries
+        ]
         if provider == "anthropic":
             kept_tools = carry_cache_marker(tools, kept_tools)
         if kept_tools:
@@ -248,7 +331,10 @@ class ToolFilter:
             for name in TOOL_KEYS:
                 out.pop(name, None)
         positions = tuple(i for i, _ in entries)
-        return FilteredRequest(out, result, kept, len(slots) - len(keep), provider, positions)
+        return FilteredRequest(
+            out, result.route, kept, len(slots) - len(keep), provider, positions,
+            result.budget, routed, result.active,
+        )  # fmt: skip
 
     def _filter_tags(self, turn: _Turn, options: dict[str, Any]) -> FilteredRequest:
         """Route over the ``<toolname>`` tags of the user message and strip the others' tags."""
@@ -263,10 +349,8 @@ class ToolFilter:
                 "put it in <userq> or beside the tags"
             )
         tags = text_tags.parse(text, DEFAULT_SERVER)
-        result, kept, _ = self._route(
-            (text, "text_tags"), lambda: tags, query, turn.messages[:index], turn.forced,
-            options,
-        )  # fmt: skip
+        routed = self._router(_digest(text, "text_tags"), "text_tags", lambda: tags, turn.wait)
+        result, kept, _ = self._route(routed, query, turn.messages[:index], turn.forced, options)
         names = set(kept)
         dropped = sum(1 for tag in tags if tag.name not in names)  # tags go by name
         rewrite = text_rewriter(lambda body: keep_tags(body, names))
@@ -276,22 +360,24 @@ class ToolFilter:
             out[turn.key] = rewrite({"content": conversation})["content"]
         else:
             out[turn.key] = [rewrite(m) if i == index else m for i, m in enumerate(conversation)]
-        return FilteredRequest(out, result, kept, dropped, "text_tags")
+        return FilteredRequest(
+            out, result.route, kept, dropped, "text_tags", (), result.budget, routed,
+            result.active,
+        )  # fmt: skip
 
     def _route(
         self,
-        source: tuple[Any, str],
-        read: Callable[[], Sequence[RawTool]],
+        routed: _Routed,
         query: str,
         history: list[Any],
         forced: frozenset[str],
         options: dict[str, Any],
-    ) -> tuple[RouteResult, tuple[str, ...], list[int]]:
-        """Route ``query`` over the tools ``read`` gives (``source``: what they are read from,
-        and as what): the result, the names kept, and the positions (among the tools read)
-        to keep."""
-        routed = self._router(*source, read)
+    ) -> tuple[_Outcome, tuple[str, ...], list[int]]:
+        """Route ``query`` over the tools of ``routed``: the outcome, the names kept, and the
+        positions (among the tools read) to keep."""
         catalog = routed.catalog
+        options = dict(options)
+        budget: Budget | None = options.pop("budget", None)
         missing = sorted(
             n
             for n in forced
@@ -316,7 +402,14 @@ class ToolFilter:
                 f"the request's tool choice names {listed}, which the allow / deny lists shut "
                 "out: change the tool choice or the lists"
             )
-        rows = sorted(chosen | {catalog.position(tool_id) for tool_id in result.ids})
+        routed_rows = [catalog.position(tool_id) for tool_id in result.ids]
+        decision = None
+        if budget is not None:
+            decision = _fit(catalog, routed_rows, chosen, budget, routed.reader)
+            kept_ids = set(decision.kept)
+            routed_rows = [row for row in routed_rows if catalog.tools[row].id in kept_ids]
+        rows = sorted(chosen | set(routed_rows))
+        active = tuple(catalog.tools[row].id for row in rows)
         named = {routed.position_of_row[row]: catalog.tools[row].name for row in rows}
         # Unreadable tools are never ranked, but the caller's lists still apply to them.
         unreadable = list(range(len(routed.unreadable)))
@@ -327,44 +420,106 @@ class ToolFilter:
             if k not in shut_unreadable:
                 named[position] = name
         positions = sorted(named)
-        return result, tuple(named[p] for p in positions if named[p]), positions
+        outcome = _Outcome(result, decision, active)
+        return outcome, tuple(named[p] for p in positions if named[p]), positions
 
-    def _router(self, source: Any, reader: str, read: Callable[[], Sequence[RawTool]]) -> _Routed:
-        """The catalog and router for the tools ``read`` gives from ``source``, built once
-        however many threads ask at the same time.
+    def verify(self, call: Any, filtered: FilteredRequest) -> Verdict:
+        """Check a model's tool call against the tools ``filtered`` sent (see
+        :func:`toolgate.verify.verify_call`): a call to a tool the filter left out is
+        ``tool_not_available``, one to no tool of the request ``unknown_tool``.
 
-        Keyed by a digest of ``source`` as the request gives it and of ``reader`` (how it is
-        read: the same array reads differently as Gemini or Anthropic tools), so a request
-        whose tools were seen before is neither read nor validated again: for a large array
-        that is most of a call's time. Tools without a safe key are read afresh every time.
+        ``call`` is a dict in any provider's shape or the SDK's own object. A tool the filter
+        forwarded without reading it (``unreadable="keep"``) passes by name alone. When the
+        filter routed nothing, the call is checked by name against the request's function
+        tools.
         """
-        key = _digest(source, reader)
-        if key is None:
-            return self._build(read)
-        with self._lock:
-            found = self._routers.get(key)
-            if found is not None:
-                self._routers.move_to_end(key)
-                return found
-            building = self._building.setdefault(key, threading.Lock())
-        try:
-            with building:  # per tools array: other arrays' requests do not wait for it
-                with self._lock:
-                    found = self._routers.get(key)
-                if found is None:
-                    found = self._build(read)
-                with self._lock:
-                    self._routers[key] = found
-                    self._routers.move_to_end(key)
-                    while len(self._routers) > self._max_catalogs:
-                        self._routers.popitem(last=False)
-        finally:  # also when the build fails: a bad array must not leave its lock behind
+        if not isinstance(filtered, FilteredRequest):
+            raise InvalidInputError(
+                f"filtered must be what ToolFilter.filter returned, got {type(filtered).__name__}"
+            )
+        routed = filtered._routed
+        if routed is None:
+            return _verify_by_name(call, filtered)
+        verdict = verify_call(routed.catalog, list(filtered._active), call)
+        if (
+            not verdict.ok
+            and verdict.name in routed.unreadable_names
+            and verdict.name in filtered.kept
+        ):
+            return Verdict(True, name=verdict.name, call_id=verdict.call_id)
+        return verdict
+
+    def _layout(self, tools: list[Any], provider: str) -> _Layout:
+        """Where the function tools of ``tools`` sit, found once per tools array: its digest
+        finds what an earlier request with the same array found."""
+        key = _digest(tools, provider)
+        if key is not None:
             with self._lock:
-                if self._building.get(key) is building:
-                    del self._building[key]
+                found = self._layouts.get(key)
+                if found is not None:
+                    self._layouts.move_to_end(key)
+                    return found
+        slots = routable_tools(tools, provider)
+        routable = frozenset(i for i, _ in slots)
+        # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.
+        builtin = frozenset(t.get("name") for i, t in enumerate(tools) if i not in routable)
+        layout = _Layout(key, tuple(slots), routable, builtin)
+        if key is not None:
+            with self._lock:
+                self._layouts[key] = layout
+                while len(self._layouts) > self._max_catalogs:
+                    self._layouts.popitem(last=False)
+        return layout
+
+    def _router(
+        self, key: str | None, reader: str, read: Callable[[], Sequence[RawTool]], wait: bool
+    ) -> _Routed:
+        """The catalog and router for the tools ``read`` gives, built once however many
+        threads ask at the same time; those asking while it is built wait for it (or, without
+        ``wait``, raise :class:`IndexInProgress`).
+
+        ``key`` is a digest of the tools as the request gives them and of ``reader`` (how
+        they are read: the same array reads differently as Gemini or Anthropic tools), so a
+        request whose tools were seen before is neither read nor validated again: for a
+        large array that is most of a call's time. Tools without a key (None) are read
+        afresh every time.
+        """
+        if key is None:
+            return self._build(read, reader, None)
+        while True:
+            with self._lock:
+                found = self._routers.get(key)
+                if found is not None:
+                    self._routers.move_to_end(key)
+                    return found
+                building = self._building.get(key)
+                if building is None:  # this thread builds it
+                    building = self._building[key] = Future()
+                    # Running: a waiter's cancelled wrapper (asyncio.wrap_future) cannot
+                    # cancel it under the builder.
+                    building.set_running_or_notify_cancel()
+                    break
+            if not wait:
+                raise IndexInProgress(building)
+            # Per tools array: other arrays' requests do not wait for it. After a failed
+            # build the next waiter builds, and fails, itself.
+            wait_for([building])
+        try:
+            found = self._build(read, reader, key)
+            with self._lock:
+                self._routers[key] = found
+                self._routers.move_to_end(key)
+                while len(self._routers) > self._max_catalogs:
+                    self._routers.popitem(last=False)
+        finally:  # also when the build fails: a bad array must not leave its entry behind
+            with self._lock:
+                del self._building[key]
+            building.set_result(None)
         return found
 
-    def _build(self, read: Callable[[], Sequence[RawTool]]) -> _Routed:
+    def _build(
+        self, read: Callable[[], Sequence[RawTool]], reader: str, key: str | None
+    ) -> _Routed:
         raws = list(read())
         tools, offenders = build_tools(raws)
         unreadable: tuple[int, ...] = ()
@@ -385,15 +540,48 @@ class ToolFilter:
         else:
             readable = list(range(len(raws)))
         catalog = Catalog(tools)
-        router = Router.from_catalog(
-            catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
-        )
+        if self._store is not None and key is not None:
+            router = self._stored(catalog, key)
+        else:
+            router = Router.from_catalog(
+                catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
+            )
         names = tuple(raws[k].name if isinstance(raws[k].name, str) else "" for k in unreadable)
         scopes = ScopeMatcher([t.id for t in catalog], [t.name for t in catalog])
         unreadable_scopes = ScopeMatcher([f"{DEFAULT_SERVER}/{n}" for n in names], names)
         return _Routed(
-            catalog, router, tuple(readable), unreadable, names, scopes, unreadable_scopes
-        )
+            catalog, router, tuple(readable), unreadable, names, scopes, unreadable_scopes,
+            reader,
+        )  # fmt: skip
+
+    def _stored(self, catalog: Catalog, key: str) -> Router:
+        """The router for ``catalog`` from the store, built there first if no process has.
+
+        The folder's name covers the tools array and the config; a build goes to a
+        temporary folder renamed into place, so a reader never sees half of one, and a lock
+        file makes processes asking at once build it once.
+        """
+        assert self._store is not None  # the caller checked
+        name = hashlib.sha256(f"{key}\0{self.config!r}".encode()).hexdigest()[:40]
+        directory = self._store / name
+        embedder = self._embedder.get()
+        try:
+            self._store.mkdir(parents=True, exist_ok=True)
+            if not (directory / MANIFEST).exists():
+                with exclusive_lock(self._store / f".{name}.lock"):
+                    if not (directory / MANIFEST).exists():
+                        building = Path(tempfile.mkdtemp(prefix=".build-", dir=self._store))
+                        try:
+                            Router.from_catalog(
+                                catalog, config=self.config, embedder=embedder,
+                                path=building, cache=self._cache,
+                            )  # fmt: skip
+                            os.replace(building, directory)
+                        finally:
+                            shutil.rmtree(building, ignore_errors=True)
+            return Router.open(directory, embedder=embedder)
+        except (OSError, IndexFormatError) as exc:  # the server's fault, not the request's
+            raise StorageError(f"router store {self._store}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -409,11 +597,87 @@ class _Routed:
     unreadable_names_in_order: tuple[str, ...]
     scopes: ScopeMatcher  # over the catalog's rows
     unreadable_scopes: ScopeMatcher  # over the unreadable tools, in order
+    reader: str  # the shape the tools were read as
+    _totals: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def unreadable_names(self) -> frozenset[str]:
         """The names of the unreadable tools that have one."""
         return frozenset(name for name in self.unreadable_names_in_order if name)
+
+    def tokens_of_all(self, provider: str) -> int:
+        """The schema tokens of every tool of the catalog, as ``provider`` counts them."""
+        total = self._totals.get(provider)
+        if total is None:
+            total = self._totals[provider] = sum(t.token_count(provider) for t in self.catalog)
+        return total
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A request's tools array as routing reads it: its key (None: it has none), the slot
+    of each function tool, the positions of those, and the names of the others
+    (provider-side tools). It holds nothing of the array itself, which may be megabytes."""
+
+    key: str | None
+    slots: tuple[Slot, ...]
+    routable: frozenset[int]
+    builtin: frozenset[Any]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One route over a request's tools: the result, the budget's decision, the ids kept."""
+
+    route: RouteResult
+    budget: BudgetDecision | None
+    active: tuple[str, ...]
+
+
+async def filter_off_loop(
+    call: Callable[[], _T],
+    run: Callable[[Callable[[], _T]], Awaitable[_T]] = asyncio.to_thread,
+) -> _T:
+    """``call`` (a :meth:`ToolFilter.filter` with ``wait=False``) on a worker thread by
+    ``run``, again each time it finds its tools being indexed by another thread, after that
+    build ends. Requests waiting for one build then hold no thread, so however many there
+    are, other arrays' requests still find one free."""
+    while True:
+        try:
+            return await run(call)
+        except IndexInProgress as busy:
+            await asyncio.wrap_future(busy.done)
+
+
+def _fit(
+    catalog: Catalog, ranked: list[int], chosen: set[int], budget: Budget, reader: str
+) -> BudgetDecision:
+    """``budget`` applied to the routed rows, best first, after the chosen ones (never
+    dropped); tokens as the request's provider counts a tool."""
+    provider = base_provider(reader) if reader != "text_tags" else "openai"
+    rows = [*sorted(chosen), *(row for row in ranked if row not in chosen)]
+    candidates = [
+        Candidate(
+            catalog.tools[row].id, catalog.tools[row].token_count(provider), rank, row in chosen
+        )
+        for rank, row in enumerate(rows)
+    ]
+    return enforce(budget, candidates)
+
+
+def _verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
+    """A call checked by name alone against the function tools a request was sent with."""
+    request = filtered.request
+    lifted = genai_sdk.lift(request)  # generate_content's arguments: read as REST
+    if lifted is not None:
+        request = lifted.request
+    tools = request.get("tools")
+    names: list[str] = []
+    if isinstance(tools, list) and filtered.provider != "text_tags":
+        slots = routable_tools(tools, filtered.provider)
+        read = read_slots(tools, slots, filtered.provider)
+        names = [raw.name for raw in read if isinstance(raw.name, str)]
+    return verify_name(call, names)
 
 
 def _listed(patterns: Iterable[str] | None) -> Any:

@@ -11,7 +11,14 @@ tools (``model.bind_tools(selector.select(tools, state["messages"]))``).
 
 Both go through :class:`toolgate.gateway.ToolFilter`: the tools become one OpenAI Chat
 request, so a tool set seen before is not indexed again, a provider-side tool given as a dict
-(``{"type": "web_search"}``) is always kept, and a tool the tool choice names stays.
+(``{"type": "web_search"}``) is always kept, and a tool the tool choice names stays (the
+caller forced it, so routing does not overrule it).
+
+The middleware also checks the model's tool calls before the agent runs them: a call to a
+tool the model was not shown on that call is not run; the model gets the verdict of
+:func:`toolgate.verify.verify_name` as the tool's error result instead (the tools it may
+call, the closest name). A tool it asked for that exists is routed on its next call as if
+the user had named it (still subject to ``allow`` / ``deny``), so it can recover.
 
 >>> from langchain.agents import create_agent
 >>> from toolgate.integrations.langchain import ToolgateMiddleware
@@ -23,20 +30,32 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import BaseMessage, convert_to_openai_messages
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+)
+from langchain.agents.middleware.types import PrivateStateAttr
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_openai_messages
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.types import Command
+from typing_extensions import NotRequired
 
 from toolgate.errors import InvalidInputError
+from toolgate.formats.compact import compact_entry
 from toolgate.gateway.filter import ToolFilter
 from toolgate.routing.config import DEFAULT, DefaultType, check_count
+from toolgate.verify import verify_name
 
-__all__ = ["ToolSelector", "ToolgateMiddleware"]
+__all__ = ["ToolSelector", "ToolgateMiddleware", "ToolgateState"]
 
 AnyTool = BaseTool | dict[str, Any]
 # LangChain's tool choices that name no tool, as OpenAI spells them.
@@ -100,6 +119,8 @@ class ToolSelector:
         messages: Sequence[BaseMessage | dict[str, Any]],
         *,
         tool_choice: Any = None,
+        include: Iterable[str] | None = None,
+        compact: bool = False,
     ) -> list[AnyTool]:
         """The tools of ``tools`` to show the model for ``messages``, in ``tools``' order.
 
@@ -108,7 +129,12 @@ class ToolSelector:
         user text to route on (no user message yet, an image alone) or with tool calling off
         (``tool_choice="none"``), every tool is kept. So is a tool toolgate cannot index
         (a :class:`~toolgate.catalog.CatalogWarning` names it, once per tool list), unless
-        the selector was given a ``tool_filter`` that raises for such tools.
+        the selector was given a ``tool_filter`` that raises for such tools. A tool the
+        ``tool_choice`` names is always kept. ``include`` names tools to route as if the
+        user had named them (the ``allow`` / ``deny`` lists still apply).
+        ``compact`` returns each function tool as its compact OpenAI definition
+        (:mod:`toolgate.formats.compact`) instead of the tool given: for a model request,
+        not for a tool node, which runs the tools themselves.
         """
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise InvalidInputError(
@@ -132,26 +158,53 @@ class ToolSelector:
         choice = _openai_tool_choice(tool_choice, toolset.builtin_names)
         if choice is not None:
             request["tool_choice"] = choice
-        filtered = self.tool_filter.filter(request, top_k=self.top_k, **self._options)
+        filtered = self.tool_filter.filter(
+            request, top_k=self.top_k, include=include, **self._options
+        )
         if filtered.result.form == "none":  # nothing was routed: the request stands as given
             return tools
         kept = set(filtered.positions)
         if self.always_include:
             kept.update(i for i, t in enumerate(tools) if _tool_name(t) in self.always_include)
+        if compact:
+            shown = [_compacted(d) for d in toolset.definitions]
+            return [shown[i] for i in range(len(tools)) if i in kept]
         return [tool for i, tool in enumerate(tools) if i in kept]
 
 
-class ToolgateMiddleware(AgentMiddleware):
-    """``create_agent`` middleware: each model call sees only the tools routed for its turn.
+class ToolgateState(AgentState[Any]):
+    """The agent state :class:`ToolgateMiddleware` keeps: the names of the tools the latest
+    model call was shown (None: that call was not narrowed), which its tool calls are
+    checked against. Private to the agent: not in its input or output."""
+
+    toolgate_offered: NotRequired[Annotated[list[str] | None, PrivateStateAttr]]
+
+
+_OFFERED = "toolgate_offered"
+
+
+class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
+    """``create_agent`` middleware: each model call sees only the tools routed for its turn,
+    and the agent runs only the calls it makes to those tools.
 
     Takes :class:`ToolSelector`'s options, or a ``selector`` to share one (and its indexes)
     between agents. When nothing is routed (a ``threshold`` no tool reaches), the model is
-    called without tools, and a tool choice that would force a call is dropped with them.
+    called without tools, and a tool choice that would force a call is dropped with them. A
+    tool call to a tool that call was not shown is answered with the verdict's error as
+    its tool result, and the tool is not run (see the module). The model is shown each routed
+    function tool as its compact OpenAI definition (which every LangChain chat model binds),
+    unless ``compact=False``: the agent's tool node still runs the tools themselves, found by
+    name.
     """
 
-    def __init__(self, *, selector: ToolSelector | None = None, **options: Any) -> None:
+    state_schema = ToolgateState
+
+    def __init__(
+        self, *, selector: ToolSelector | None = None, compact: bool = True, **options: Any
+    ) -> None:
         """See the class docstring."""
         super().__init__()
+        self.compact = bool(compact)
         if selector is not None and options:
             raise InvalidInputError(
                 f"pass either a selector or its options, not both (got {sorted(options)})"
@@ -162,30 +215,101 @@ class ToolgateMiddleware(AgentMiddleware):
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], ModelResponse],
-    ) -> ModelResponse:
+    ) -> ExtendedModelResponse:
         """Call ``handler`` with the request's tools cut down to the routed ones."""
-        return handler(self._narrowed(request))
+        narrowed = self._narrowed(request)
+        return _recorded(handler(narrowed), request, narrowed)
 
     async def awrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
-    ) -> ModelResponse:
+    ) -> ExtendedModelResponse:
         """The async form; routing runs in a worker thread, off the event loop."""
         narrowed = await asyncio.to_thread(self._narrowed, request)
-        return await handler(narrowed)
+        return _recorded(await handler(narrowed), request, narrowed)
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the call through ``handler`` if the model was shown its tool, else refuse it."""
+        refused = _refusal(request)
+        return refused if refused is not None else handler(request)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """The async form of :meth:`wrap_tool_call`."""
+        refused = _refusal(request)
+        return refused if refused is not None else await handler(request)
 
     def _narrowed(self, request: ModelRequest) -> ModelRequest:
         if not request.tools:
             return request
         tools = self.selector.select(
-            request.tools, request.messages, tool_choice=request.tool_choice
+            request.tools,
+            request.messages,
+            tool_choice=request.tool_choice,
+            include=_asked_for(request.messages),
+            compact=self.compact,
         )
-        if len(tools) == len(request.tools):
+        if len(tools) == len(request.tools) and not self.compact:
             return request
         if not tools:
             return request.override(tools=[], tool_choice=None)
         return request.override(tools=tools)
+
+
+def _recorded(
+    response: ModelResponse | AIMessage, request: ModelRequest, narrowed: ModelRequest
+) -> ExtendedModelResponse:
+    """The model's response, with the names of the tools it was shown kept in the state."""
+    if isinstance(response, AIMessage):
+        response = ModelResponse(result=[response])
+    offered = None
+    if request.tools:
+        offered = [name for name in map(_tool_name, narrowed.tools) if name is not None]
+    return ExtendedModelResponse(
+        model_response=response, command=Command(update={_OFFERED: offered})
+    )
+
+
+def _refusal(request: ToolCallRequest) -> ToolMessage | None:
+    """The error result for a call to a tool the model was not shown, or None to run it."""
+    state = request.state
+    offered = state.get(_OFFERED) if isinstance(state, Mapping) else getattr(state, _OFFERED, None)
+    if offered is None:
+        return None
+    call = request.tool_call
+    known = [call["name"]] if request.tool is not None else []
+    verdict = verify_name({"name": call["name"], "arguments": call["args"]}, offered, known=known)
+    if verdict.ok:
+        return None
+    return ToolMessage(
+        content=verdict.to_tool_result("openai")["content"],
+        name=call["name"],
+        tool_call_id=call["id"] or "",
+        status="error",
+        artifact={"toolgate": verdict.to_dict()},
+    )
+
+
+def _asked_for(messages: Sequence[Any]) -> list[str]:
+    """The existing tools the model asked for since its last message and was refused as not
+    shown: routed on its next call as if named."""
+    names = []
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        artifact = message.artifact
+        verdict = artifact.get("toolgate") if isinstance(artifact, Mapping) else None
+        if isinstance(verdict, Mapping) and verdict.get("error") == "tool_not_available":
+            names.append(str(verdict.get("name")))
+    return names
 
 
 @dataclass(frozen=True)
@@ -251,6 +375,16 @@ def _definition(tool: AnyTool, index: int) -> dict[str, Any]:
             f"tools[{index}] must be a LangChain tool or a tool dict, got {type(tool).__name__}"
         )
     return convert_to_openai_tool(tool)
+
+
+def _compacted(definition: dict[str, Any]) -> dict[str, Any]:
+    """A function tool's definition compacted (OpenAI Chat or Anthropic shape); any other
+    (a provider's tool) as given."""
+    if isinstance(definition.get("function"), dict):
+        return compact_entry(definition, "openai")
+    if "input_schema" in definition and "type" not in definition:
+        return compact_entry(definition, "anthropic")
+    return definition
 
 
 def _tool_name(tool: Any) -> str | None:

@@ -9,9 +9,9 @@ that the summary pool and the schemas take together (``max_context_share`` of
 status      mode ``"block"``                                 mode ``"warn"``
 ==========  ===============================================  ======================================
 ``pass``    everything fits, nothing dropped                 everything fits
-``warn``    over budget: the lowest-ranked unpinned tools    over budget: everything is sent
-            are dropped until it fits; ``dropped`` lists     anyway; ``dropped`` lists what block
-            each with the limit it broke                     mode would have dropped
+``warn``    over budget: the unpinned tools worth least      over budget: everything is sent
+            for their tokens are left out until it fits;     anyway; ``dropped`` lists what block
+            ``dropped`` lists each with the limit it broke   mode would have dropped
 ``block``   even with every unpinned tool dropped it does    (never: warn mode reports ``warn``)
             not fit (pinned tools or the pool alone are
             too big): nothing is promoted, ``reasons``
@@ -23,13 +23,21 @@ Block mode never fails open: a breach is either trimmed visibly or blocks visibl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolgate.errors import InvalidInputError, ToolgateError
 
-__all__ = ["Budget", "BudgetDecision", "BudgetExceededError", "Candidate", "Dropped", "enforce"]
+__all__ = [
+    "Budget",
+    "BudgetDecision",
+    "BudgetExceededError",
+    "Candidate",
+    "Dropped",
+    "enforce",
+    "value",
+]
 
 
 class BudgetExceededError(ToolgateError):
@@ -162,6 +170,42 @@ def _breaches(budget: Budget, count: int, schema_tokens: int, fixed_tokens: int)
     return out
 
 
+#: Whether a set of candidates keeps within the budget.
+Fits = Callable[[Sequence[Candidate]], bool]
+
+
+def value(candidate: Candidate) -> float:
+    """What sending ``candidate`` is worth: the chance that the tool at its rank is the one
+    needed, taken to fall as ``1 / rank**2``, as the share of needed tools found at each rank
+    does on the labelled sets (docs/design.md, "Promotion: lean requests")."""
+    return 1.0 / (candidate.rank + 1) ** 2
+
+
+def _fill(fixed: Sequence[Candidate], free: Sequence[Candidate], fits: Fits) -> list[Candidate]:
+    """The candidates of ``free`` to send beside ``fixed``: of three fills that ``fits``, the
+    one worth most (:func:`value`): by rank (the best ranks that fit, the old rule), by value
+    per token (the knapsack greedy), and the single most valuable tool (which the greedy alone
+    can lose to many small ones); ties keep the rank fill. Whatever still fits beside it is
+    then added, by value per token."""
+    by_rank = sorted(free, key=lambda c: c.rank)
+    by_density = sorted(free, key=lambda c: (-value(c) / max(c.tokens, 1), c.rank))
+
+    def top_up(fill: list[Candidate], order: Sequence[Candidate]) -> list[Candidate]:
+        for candidate in order:
+            if candidate not in fill and fits([*fixed, *fill, candidate]):
+                fill.append(candidate)
+        return fill
+
+    prefix: list[Candidate] = []
+    for candidate in by_rank:
+        if not fits([*fixed, *prefix, candidate]):
+            break
+        prefix.append(candidate)
+    single = next(([c] for c in by_rank if fits([*fixed, c])), [])
+    fills = [prefix, top_up([], by_density), single]
+    return top_up(max(fills, key=lambda fill: sum(map(value, fill))), by_density)
+
+
 def enforce(
     budget: Budget | None,
     candidates: Sequence[Candidate],
@@ -169,44 +213,54 @@ def enforce(
     pool_tokens: int = 0,
     overhead_tokens: int = 0,
 ) -> BudgetDecision:
-    """Fit ``candidates`` into ``budget``, dropping the lowest-ranked unpinned tools first.
+    """Fit ``candidates`` into ``budget``: pinned tools always, then the unpinned tools worth
+    most within it (see :func:`_fill`), so a cap on tokens keeps several small tools rather
+    than one large tool of little value, and never less than the best ranks that fit.
 
     ``pool_tokens`` (the phase-1 pool, which cannot be dropped) counts toward the context share.
     ``overhead_tokens`` is the provider's fixed cost of sending any tools at all (Anthropic's
     tool-use prompt, OpenAI's namespace header); it counts as schema tokens while any tool is
-    kept. The ``kept`` ids keep the order of ``candidates``.
+    kept. The ``kept`` ids keep the order of ``candidates``; ``dropped`` lists the others,
+    lowest rank first, each with the limits it would break.
     """
     ids = tuple(c.tool_id for c in candidates)
 
     def schema_tokens(kept: Sequence[Candidate]) -> int:
         return sum(c.tokens for c in kept) + (overhead_tokens if kept else 0)
 
+    def breaches(kept: Sequence[Candidate]) -> list[str]:
+        assert budget is not None
+        return _breaches(budget, len(kept), schema_tokens(kept), pool_tokens)
+
     total = schema_tokens(candidates)
     usage = {"tools": len(candidates), "schema_tokens": total, "pool_tokens": pool_tokens}
     if budget is None:
         return BudgetDecision("pass", ids, usage=usage)
-    breaches = _breaches(budget, len(candidates), total, pool_tokens)
-    if not breaches:
+    reasons = tuple(breaches(candidates))
+    if not reasons:
         return BudgetDecision("pass", ids, budget=budget, usage=usage)
 
-    kept = list(candidates)
-    dropped: list[Dropped] = []
-    droppable = sorted((c for c in candidates if not c.pinned), key=lambda c: -c.rank)
-    for victim in droppable:
-        now = _breaches(budget, len(kept), schema_tokens(kept), pool_tokens)
-        if not now:
-            break
-        kept.remove(victim)
-        dropped.append(Dropped(victim.tool_id, f"rank {victim.rank + 1}: " + "; ".join(now)))
-    still = _breaches(budget, len(kept), schema_tokens(kept), pool_tokens)
-    reasons = tuple(breaches)
-
+    pinned = [c for c in candidates if c.pinned]
+    free = [c for c in candidates if not c.pinned]
+    still = breaches(pinned)
+    chosen = [] if still else _fill(pinned, free, lambda kept: not breaches(kept))
+    kept = {c.tool_id for c in [*pinned, *chosen]}
+    left_out = sorted((c for c in free if c.tool_id not in kept), key=lambda c: -c.rank)
+    dropped = tuple(
+        Dropped(
+            c.tool_id,
+            f"rank {c.rank + 1} ({c.tokens} tokens): "
+            + "; ".join(breaches([*pinned, *chosen, c]) or still),
+        )
+        for c in left_out
+    )
     if budget.mode == "warn":
-        return BudgetDecision("warn", ids, tuple(dropped), reasons, budget, usage)
+        return BudgetDecision("warn", ids, dropped, reasons, budget, usage)
     if still:
         why = tuple(f"pinned tools and the pool alone exceed the budget: {s}" for s in still)
-        return BudgetDecision("block", (), tuple(dropped), reasons + why, budget, usage)
-    kept_usage = {**usage, "tools": len(kept), "schema_tokens": schema_tokens(kept)}
+        return BudgetDecision("block", (), dropped, reasons + why, budget, usage)
+    sent = [c for c in candidates if c.tool_id in kept]
+    kept_usage = {**usage, "tools": len(sent), "schema_tokens": schema_tokens(sent)}
     return BudgetDecision(
-        "warn", tuple(c.tool_id for c in kept), tuple(dropped), reasons, budget, kept_usage
+        "warn", tuple(c.tool_id for c in sent), dropped, reasons, budget, kept_usage
     )

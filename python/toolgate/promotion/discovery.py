@@ -16,11 +16,8 @@ __all__ = ["TOOL_SEARCH_ID", "search_tool"]
 TOOL_SEARCH_ID = "toolgate:tool_search"
 
 
-_SEARCH_DESCRIPTION = (
-    "Find tools that are not loaded yet. Describe what you need in words, use "
-    "'select:name1,name2' to load tools by name, or '+word' to require a word in the name. "
-    "The tools found are available on your next turn."
-)
+# Short: it is sent every turn. '+word' (a word the name must hold) works too, unadvertised.
+_SEARCH_DESCRIPTION = "Load more tools for the next turn: describe the task, or select:name1,name2."
 
 
 _SEARCH_TOOLS: Memo[str, Tool] = Memo(32)
@@ -49,7 +46,7 @@ def _make_search_tool(catalog: Catalog) -> Tool:
     name = _search_tool_name(catalog)
     schema = {
         "type": "object",
-        "properties": {"query": {"type": "string", "description": "What you need, or select:a,b"}},
+        "properties": {"query": {"type": "string"}},
         "required": ["query"],
     }
     return Tool(

@@ -1,4 +1,11 @@
-"""Phase 1: what the model is told of the tools it does not see in full."""
+"""Phase 1: what the model is told of the tools it does not see in full.
+
+The digest is the default: the catalog's size and one line per server (its most frequent
+name words), largest servers first, cut at :data:`DIGEST_MAX_TOKENS` with the rest counted
+on one line, beside a ``tool_search`` tool. Its size does not grow with the catalog, so a
+prompt pays for discovery the same at 100 tools as at 10,000. The full pool lists every
+tool's name and summary.
+"""
 
 from __future__ import annotations
 
@@ -13,22 +20,17 @@ from toolgate.errors import InvalidInputError
 from toolgate.formats.tokens import count_text
 from toolgate.memo import Memo
 from toolgate.promotion.active_set import ANY_SCOPE, Scope, tools_in_scope
-from toolgate.promotion.budget import Budget
 
-__all__ = ["DIGEST_MAX_SERVERS", "FULL_POOL_MAX_TOKENS", "render_pool"]
-
-
-#: Largest full summary pool ``pool="auto"`` keeps; past it the per-server digest is used.
-#: Kept below Claude Code's ToolSearch index, the reference point (docs/design.md).
-FULL_POOL_MAX_TOKENS = 6_000
+__all__ = ["DIGEST_KEYWORDS", "DIGEST_MAX_TOKENS", "render_pool"]
 
 
-#: Most servers the digest lists one by one; the rest are counted on one line.
-DIGEST_MAX_SERVERS = 150
+#: Most tokens the digest takes, whatever the catalog's size: the servers that do not fit are
+#: counted on one line, so discovery costs the same at 100 tools as at 10,000.
+DIGEST_MAX_TOKENS = 80
 
 
 #: Most keywords the digest gives per server.
-DIGEST_KEYWORDS = 8
+DIGEST_KEYWORDS = 4
 
 
 _POOL_MODES = ("auto", "full", "digest", "none")
@@ -36,6 +38,10 @@ _POOL_MODES = ("auto", "full", "digest", "none")
 
 # A pool line ("- name: summary\n") is never under four tokens.
 _MIN_LINE_TOKENS = 4
+
+
+# Tokens kept free for the line that counts the servers left out.
+_REST_LINE_TOKENS = 8
 
 
 _STOP_WORDS = {
@@ -77,22 +83,33 @@ def _render_full(tools: Sequence[Tool]) -> str:
     return "\n".join(lines)
 
 
-def _render_digest(tools: Sequence[Tool], search_name: str) -> str:
+def _server_line(server: str, tools: Sequence[Tool]) -> str:
+    """``- server: keyword, ...``: the words its tools' names use most, what it is for."""
+    words = Counter(w for t in tools for w in dict.fromkeys(_name_words(t.name)))
+    top = [w for w, _ in sorted(words.items(), key=lambda kv: -kv[1])[:DIGEST_KEYWORDS]]
+    return f"- {server}: {', '.join(top)}" if top else f"- {server}"
+
+
+def _render_digest(tools: Sequence[Tool], search_name: str, encoding: str) -> str:
     by_server: dict[str, list[Tool]] = {}
     for tool in tools:
         by_server.setdefault(tool.server, []).append(tool)
-    lines = [
-        f"Tool catalog: {len(tools)} tools on {len(by_server)} servers. Full definitions are "
-        f"attached for the tools you can call this turn; call {search_name} to find others."
-    ]
+    servers = "server" if len(by_server) == 1 else "servers"
+    size = f"{len(tools):,} tools on {len(by_server):,} {servers}"
+    lines = [f"{size}; call {search_name} for any not attached:"]
+    room = DIGEST_MAX_TOKENS - count_text(lines[0] + "\n", encoding) - _REST_LINE_TOKENS
     ordered = sorted(by_server.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    for server, tools in ordered[:DIGEST_MAX_SERVERS]:
-        words = Counter(w for t in tools for w in dict.fromkeys(_name_words(t.name)))
-        top = [w for w, _ in sorted(words.items(), key=lambda kv: -kv[1])[:DIGEST_KEYWORDS]]
-        lines.append(f"- {server} ({len(tools)} tools): {', '.join(top)}")
-    rest = ordered[DIGEST_MAX_SERVERS:]
+    listed = 0
+    for server, server_tools in ordered:
+        line = _server_line(server, server_tools)
+        room -= count_text(line + "\n", encoding)
+        if room < 0:
+            break
+        lines.append(line)
+        listed += 1
+    rest = ordered[listed:]
     if rest:
-        lines.append(f"- and {len(rest)} more servers with {sum(len(t) for _, t in rest)} tools")
+        lines.append(f"- {len(rest):,} more {'server' if len(rest) == 1 else 'servers'}")
     return "\n".join(lines)
 
 
@@ -120,7 +137,7 @@ def render_pool(
         elif mode == "full":
             text = _render_full(tools_in_scope(catalog, *scope))
         else:
-            text = _render_digest(tools_in_scope(catalog, *scope), search_name)
+            text = _render_digest(tools_in_scope(catalog, *scope), search_name, encoding)
         return text, count_text(text, encoding) if text else 0
 
     return _POOLS.get((catalog.version, mode, search_name, encoding, scope), render)
@@ -129,23 +146,24 @@ def render_pool(
 def choose_pool(
     catalog: Catalog,
     pool: str,
-    budget: Budget | None,
     search_name: str,
     encoding: str,
     scope: Scope = ANY_SCOPE,
+    *,
+    search_tokens: int = 0,
 ) -> tuple[str, str, int]:
+    """The pool mode, text and tokens for ``pool``; ``"auto"`` takes whichever of the digest
+    (with its ``tool_search`` tool, ``search_tokens``) and the full pool costs less, which is
+    the full pool only for a handful of tools."""
     if pool not in _POOL_MODES:
         raise InvalidInputError(f"pool must be one of {', '.join(_POOL_MODES)}, got {pool!r}")
     render = partial(render_pool, catalog, search_name=search_name, encoding=encoding, scope=scope)
     if pool != "auto":
         return (pool, *render(pool))
-    limit = FULL_POOL_MAX_TOKENS
-    if budget is not None and budget.max_context_tokens is not None:
-        limit = min(limit, budget.max_context_tokens // 2)
-    if len(tools_in_scope(catalog, *scope)) * _MIN_LINE_TOKENS > limit:
-        # Too many tools for any full pool to fit: skip rendering and counting it.
-        return ("digest", *render("digest"))
-    text, tokens = render("full")
-    if tokens <= limit:
-        return "full", text, tokens
-    return ("digest", *render("digest"))
+    digest, digest_tokens = render("digest")
+    if len(tools_in_scope(catalog, *scope)) * _MIN_LINE_TOKENS < digest_tokens + search_tokens:
+        # Few enough tools that listing them all may cost less than the digest and its tool.
+        text, tokens = render("full")
+        if tokens < digest_tokens + search_tokens:
+            return "full", text, tokens
+    return "digest", digest, digest_tokens

@@ -1,22 +1,26 @@
 """Two-phase tool loading within a budget.
 
-Phase 1 is the *summary pool*: text for the system prompt that tells the model which tools
-exist. It depends only on the catalog, so it is a stable, prompt-cacheable prefix. Up to
-:data:`FULL_POOL_MAX_TOKENS` it lists every tool (``- name: summary``, in catalog order). Past
-that, since it grows with every tool and at thousands would be most of the prompt, it becomes
-a per-server digest, bounded by :data:`DIGEST_MAX_SERVERS` lines, plus a ``tool_search`` tool
-the model can call to ask for more. That tool's name is ``tool_search`` unless a catalog
-tool's exposed name already is (ignoring case, as in :mod:`toolgate.catalog.names`), and its
-id, :data:`TOOL_SEARCH_ID`, is one no tool can have.
+Phase 1 tells the model, in text for the system prompt, what else exists. By default it is a
+digest of constant size (at most :data:`~toolgate.promotion.pool.DIGEST_MAX_TOKENS`: the
+catalog's size and one line per server, largest first, saying what each is for) plus a
+``tool_search`` tool the model calls to load any other tool, as Anthropic's tool search and
+Claude Code do; the full pool (``- name: summary`` for every tool) is an option, and ``"auto"``
+takes it only where it costs less than the digest and its tool. The search tool's name is
+``tool_search`` unless a catalog tool's exposed name already is (ignoring case, as in
+:mod:`toolgate.catalog.names`), and its id, :data:`TOOL_SEARCH_ID`, is one no tool can have.
 
 Phase 2 is the full definitions of the active tools (a route result's, which hold the pinned
-tools the gate admits; a bare id list gets every pinned one added), in catalog order so the
-same active set always serialises the same way, in the provider's format, with schemas from
-the catalog or from a schema source through an optional cache. Both phases are counted in the
-provider's serialisation, and the :class:`~toolgate.promotion.budget.Budget` decides what is
-sent. The ``tool_search`` tool, when present, is treated like a pinned tool: it counts toward
-the caps and is never dropped, since without it the model could not reach the rest of the
-catalog.
+tools the gate admits; a bare id list gets every pinned one added), in the provider's format,
+compact by default (:mod:`toolgate.formats.compact`; ``compact=False`` sends them as given),
+with schemas from the catalog or from a schema source through an optional cache. The tools
+that repeat every turn come first: the search tool, then the pinned tools, each group in
+catalog order, so the pool and those tools make a prefix that stays the same from turn to
+turn and a provider's prompt cache can serve it (:attr:`Promotion.stable_count` says how many
+tools it holds); the routed tools follow, in catalog order, so the same active set always
+serialises the same way. Both phases are counted in the provider's serialisation, and the
+:class:`~toolgate.promotion.budget.Budget` decides what is sent. The ``tool_search`` tool,
+when present, is treated like a pinned tool: it counts toward the caps and is never dropped,
+since without it the model could not reach the rest of the catalog.
 
 >>> promotion = promote_tools(catalog, ["github/get_me"], format="anthropic")  # doctest: +SKIP
 >>> promotion.decision.status, len(promotion.tools)  # doctest: +SKIP
@@ -55,7 +59,9 @@ class Promotion:
 
     ``catalog_version`` is the :attr:`~toolgate.catalog.Catalog.version` it was built from, so
     a promotion is never checked against another catalog. ``search_tool_name`` is the name
-    the ``tool_search`` tool was sent under, if it was.
+    the ``tool_search`` tool was sent under, if it was. The first ``stable_count`` of
+    ``tools`` (the search tool and the pinned tools) are the same every turn: with the pool
+    text they are the prompt-cacheable prefix.
     """
 
     tools: list[dict[str, Any]]
@@ -69,6 +75,7 @@ class Promotion:
     search_tool_name: str | None = None
     tool_tokens: dict[str, int] = field(default_factory=dict)
     latency_ms: float = 0.0
+    stable_count: int = 0
 
     def __len__(self) -> int:
         return len(self.tools)
@@ -96,6 +103,7 @@ class Promotion:
             "catalog_version": self.catalog_version,
             "active_ids": list(self.active_ids),
             "search_tool_name": self.search_tool_name,
+            "stable_count": self.stable_count,
             "tokens": dict(self.tokens),
             "tool_tokens": dict(self.tool_tokens),
             "decision": self.decision.to_dict(),
@@ -110,7 +118,7 @@ class Promotion:
 _SET_TOKENS: Memo[tuple[str, str, str], int] = Memo(256)
 
 
-def _count_set(tools: Sequence[Tool], format: str, encoding: str) -> int:
+def _count_set(tools: Sequence[Tool], format: str, encoding: str, compact: bool) -> int:
     """Tokens of ``tools``' definitions sent together in ``format``, counted once per set.
 
     Keyed by a digest of the definitions' JSON in their own key order (a content
@@ -119,11 +127,12 @@ def _count_set(tools: Sequence[Tool], format: str, encoding: str) -> int:
     """
     if not tools:
         return 0
-    text = "\n".join(t.definition_json(format) for t in tools)
+    text = "\n".join(t.definition_json(format, compact=compact) for t in tools)
     key = (format, encoding, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
 
     def count() -> int:
-        definitions = [t._definition(format) for t in tools]  # read, not sent: no copies
+        # Read, not sent: no copies.
+        definitions = [t._definition(format, compact=compact) for t in tools]
         return count_tools(definitions, base_provider(format), encoding=encoding)
 
     return _SET_TOKENS.get(key, count)
@@ -156,9 +165,10 @@ def _schema_entries(
     source: SchemaSource | None,
     cache: SchemaCacheLike | None,
 ) -> list[tuple[str, Tool]]:
-    """Phase 2's tools, keyed by id, in catalog order (a stable, cacheable prompt prefix),
-    with their schemas from ``source`` when given."""
+    """Phase 2's tools, keyed by id: the pinned ones, then the others, each in catalog order
+    (a stable, cacheable prompt prefix), with their schemas from ``source`` when given."""
     chosen = [catalog[i] for i in catalog.in_catalog_order(rank)]
+    chosen.sort(key=lambda t: not t.pinned)  # stable: catalog order within each group
     if source is not None:
         chosen = [_fetch_schema(t, source, cache) for t in chosen]
     return [(t.id, t) for t in chosen]
@@ -174,6 +184,7 @@ def promote_tools(
     cache: SchemaCacheLike | None = None,
     pool: str = "auto",
     encoding: str = "cl100k_base",
+    compact: bool = True,
 ) -> Promotion:
     """Build both phases for one turn and apply ``budget``.
 
@@ -181,10 +192,13 @@ def promote_tools(
     are added.
     ``format`` is one of :data:`toolgate.formats.raw.PROVIDERS` (see
     :meth:`toolgate.catalog.tool.Tool.to_provider`).
-    ``pool`` is ``"auto"``, ``"full"``, ``"digest"`` or ``"none"``.
-    ``schema_source`` (see :mod:`toolgate.promotion.schema_source`) supplies full schemas instead
-    of the
-    catalog, through ``cache`` (``get_or_fetch(tool_id, version, fetch)``) when given.
+    ``pool`` is ``"auto"`` (the cheaper of the two below), ``"digest"`` (constant-size text
+    and a ``tool_search`` tool), ``"full"`` (every tool's name and summary) or ``"none"``.
+    ``compact`` sends definitions without what a model does not need
+    (:mod:`toolgate.formats.compact`); ``False`` sends them as given.
+    ``schema_source`` (see :mod:`toolgate.promotion.schema_source`) supplies full schemas
+    instead of the catalog, through ``cache`` (``get_or_fetch(tool_id, version, fetch)``) when
+    given.
     """
 
     started = time.perf_counter()
@@ -198,28 +212,31 @@ def promote_tools(
     search = search_tool(catalog)
     scope: Scope = (getattr(active_ids, "allow", None), getattr(active_ids, "deny", None))
     pool_mode, pool_text, pool_tokens = choose_pool(
-        catalog, pool, budget, search.exposed_name, encoding, scope
-    )
+        catalog, pool, search.exposed_name, encoding, scope,
+        search_tokens=search.token_count(format, encoding=encoding, compact=compact),
+    )  # fmt: skip
     rank = {tool_id: i for i, tool_id in enumerate(ranked)}
     source = as_schema_source(schema_source) if schema_source is not None else None
     entries = _schema_entries(catalog, rank, source, cache)
     if pool_mode == "digest":
         # Keyed by an id no catalog tool can have, so a real tool never shares its entry.
         entries.insert(0, (TOOL_SEARCH_ID, search))
-    tool_tokens = {key: t.token_count(format, encoding=encoding) for key, t in entries}
+    tool_tokens = {
+        key: t.token_count(format, encoding=encoding, compact=compact) for key, t in entries
+    }
     candidates = [
         Candidate(key, tool_tokens[key], rank.get(key, len(rank)), t.pinned) for key, t in entries
     ]
-    whole = _count_set([t for _, t in entries], format, encoding)
+    whole = _count_set([t for _, t in entries], format, encoding, compact)
     overhead = max(0, whole - sum(tool_tokens.values()))
     decision = enforce(budget, candidates, pool_tokens=pool_tokens, overhead_tokens=overhead)
     kept = set(decision.kept)
     sent = [(key, t) for key, t in entries if key in kept]
-    tools = [t.to_provider(format) for _, t in sent]
+    tools = [t.to_provider(format, compact=compact) for _, t in sent]
     if len(sent) == len(entries):
         schema_tokens = whole
     else:
-        schema_tokens = _count_set([t for _, t in sent], format, encoding)
+        schema_tokens = _count_set([t for _, t in sent], format, encoding, compact)
     return Promotion(
         tools=tools,
         pool_text=pool_text,
@@ -237,4 +254,5 @@ def promote_tools(
         search_tool_name=search.exposed_name if TOOL_SEARCH_ID in kept else None,
         tool_tokens=tool_tokens,
         latency_ms=(time.perf_counter() - started) * 1000,
+        stable_count=sum(1 for _, t in sent if t.pinned),
     )

@@ -39,6 +39,12 @@ class RouterConfig:
     ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k. A tool
     whose description addresses the model ("always use this tool first") ranks by its fused
     score times ``addressing_weight`` (1: off; see :mod:`toolgate.catalog.addressing`).
+
+    ``top_k`` is a ceiling: with ``adaptive`` on, a turn shows the best ``min_tools`` ranked
+    tools, the best ``clause_tools`` of each clause of a multi-intent query, and any other
+    ranked tool scoring at least ``keep_ratio`` of the best (:mod:`toolgate.routing.selection`;
+    ``toolgate calibrate`` fits ``min_tools`` and ``keep_ratio``). ``adaptive=False`` shows
+    the top ``top_k``.
     """
 
     top_k: int = 8
@@ -56,9 +62,19 @@ class RouterConfig:
     precision: Literal["fp32", "int8"] = "int8"
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
     addressing_weight: float = 0.5
+    adaptive: bool = True
+    min_tools: int = 2
+    keep_ratio: float = 0.9
+    clause_tools: int = 2
 
     def __post_init__(self) -> None:
         check_count("top_k", self.top_k, minimum=1)
+        check_count("min_tools", self.min_tools, minimum=1)
+        check_count("clause_tools", self.clause_tools, minimum=0)
+        if not isinstance(self.adaptive, bool):
+            raise InvalidInputError(f"adaptive must be True or False, got {_shown(self.adaptive)}")
+        if not (_finite(self.keep_ratio) and 0.0 <= self.keep_ratio <= 1.0):
+            raise InvalidInputError(f"keep_ratio must be in [0, 1], got {_shown(self.keep_ratio)}")
         check_count("fusion_top", self.fusion_top, minimum=0)  # 0: min-max over every row
         check_count("history_turns", self.history_turns, minimum=0)
         floor = self.threshold

@@ -46,9 +46,13 @@ def route_result(
     vocabulary: FlagVocabulary,
     catalog_version: str,
     shut_out: Iterable[tuple[int, str]] = (),
+    ranked: Sequence[_toolgate.RoutedRow] | None = None,
 ) -> RouteResult:
     """The result of one route: ``outcome``'s rows as tools, then ``shut_out`` rows (those
-    selected that the caller's allow or deny list kept out) after the gated ones."""
+    selected that the caller's allow or deny list kept out) after the gated ones.
+
+    ``ranked`` replaces the outcome's ranked rows (adaptive selection's cut, with any rows
+    a clause added: ``turn.reasons`` says which)."""
     tools = [
         RoutedTool(ids[r.row], r.fused, r.dense, r.bm25, turn.reasons.get(r.row, "pinned"))
         for r in outcome.forced
@@ -59,9 +63,10 @@ def route_result(
             r.fused,
             r.dense,
             r.bm25,
-            copy_of=None if r.copy_of is None else ids[r.copy_of],
+            turn.reasons.get(r.row, "ranked"),
+            None if r.copy_of is None else ids[r.copy_of],
         )
-        for r in outcome.ranked
+        for r in (outcome.ranked if ranked is None else ranked)
     ]
     gated_out = [
         GatedOut(

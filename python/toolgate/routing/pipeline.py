@@ -7,10 +7,12 @@ caller's lists), the query embedded, one call into the core, its outcome made a 
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -26,6 +28,7 @@ from toolgate.routing.query_vectors import QueryVectors
 from toolgate.routing.result import RouteResult
 from toolgate.routing.rows import CatalogRows, Scope
 from toolgate.routing.scopes import pattern_list
+from toolgate.routing.selection import adapt
 from toolgate.routing.state import FlagVocabulary, State
 from toolgate.routing.store import CatalogOutline
 from toolgate.unicode import well_formed
@@ -38,12 +41,14 @@ __all__ = ["RoutePipeline"]
 
 class Limits(NamedTuple):
     """What a ranked route lets through: at most ``k`` ranked rows, with a cosine of at least
-    ``floor``, whose required ``flags`` are met, within the caller's ``scope``."""
+    ``floor``, whose required ``flags`` are met, within the caller's ``scope``; ``adaptive``
+    makes ``k`` a ceiling (:mod:`toolgate.routing.selection`)."""
 
     k: int
     floor: float | None
     flags: np.ndarray
     scope: Scope
+    adaptive: bool = False
 
 
 class RoutePipeline:
@@ -78,6 +83,13 @@ class RoutePipeline:
             embedder, config, model_id=index.model_id, index_path=index.path
         )
 
+    def with_config(self, config: RouterConfig) -> RoutePipeline:
+        """This pipeline under ``config``: the same index, rows and embedder."""
+        view = copy.copy(self)
+        view._config = config
+        view.query_vectors = self.query_vectors.with_config(config)
+        return view
+
     def route(
         self,
         query: str,
@@ -90,6 +102,7 @@ class RoutePipeline:
         deny: Iterable[str] | None,
         forms: bool,
         include: Iterable[str] | None,
+        adaptive: bool = False,
     ) -> RouteResult:
         """:meth:`Router.route <toolgate.routing.router.Router.route>`, but telemetry."""
         start = time.perf_counter()
@@ -108,7 +121,7 @@ class RoutePipeline:
         elif not parsed.text:
             raise InvalidInputError("query is empty")
         else:
-            limits = Limits(k, floor, flags, scope)
+            limits = Limits(k, floor, flags, scope, adaptive)
             result = self._rank(parsed, history, turn, limits, included)
         if allow is not None or deny is not None:
             result = replace(result, allow=allow, deny=deny)
@@ -134,17 +147,28 @@ class RoutePipeline:
         vector, clauses = self.query_vectors(parsed.text, history)
         core_start = turn.lap("embed", embed_start)
         config = self._config
-        outcome = _toolgate.route(
-            self._index, self._bm25, vector, parsed.text,
+        rank = partial(
+            _toolgate.route, self._index, self._bm25,
             alpha=config.alpha, method=config.fusion, top=config.fusion_top,
-            k=limits.k, threshold=limits.floor, flags=limits.flags,
+            threshold=limits.floor, flags=limits.flags,
             allow=limits.scope[0], deny=limits.scope[1], forced=forced, rankable=rankable,
-            clauses=clauses, clause_weight=config.clause_weight,
             near_copy_cosine=config.near_copy_cosine,
             demoted=self._addressing, demote_weight=config.addressing_weight,
         )  # fmt: skip
+        outcome = rank(
+            vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight
+        )
+        ranked = outcome.ranked
+        if limits.adaptive:
+            # Each clause ranked as the query is: the same gate, scope, floor and forced rows.
+            rank_clause = partial(rank, k=max(config.clause_tools, 1))
+            texts = self.query_vectors.clause_texts(parsed.text)
+            ranked, picked = adapt(
+                ranked, clauses, texts, rank_clause, ceiling=limits.k, config=config
+            )
+            turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
         turn.lap("core", core_start)
-        return self._result(outcome, turn)
+        return self._result(outcome, turn, ranked=ranked)
 
     def _select(
         self,
@@ -174,10 +198,12 @@ class RoutePipeline:
         outcome: _toolgate.RouteOutcome,
         turn: Turn,
         shut_out: Iterable[tuple[int, str]] = (),
+        ranked: Sequence[_toolgate.RoutedRow] | None = None,
     ) -> RouteResult:
         return route_result(
             outcome,
             turn,
+            ranked=ranked,
             ids=self._outline.ids,
             vocabulary=self._vocabulary,
             catalog_version=self._outline.version,

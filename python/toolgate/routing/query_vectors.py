@@ -6,13 +6,14 @@ time, so each text's vectors are memoised (read-only) for the life of the router
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from toolgate.embedding.clauses import clause_vectors
+from toolgate.embedding.clauses import clauses as clauses_of
 from toolgate.errors import IndexFormatError
 from toolgate.lazy import Lazy
 from toolgate.routing.config import RouterConfig
@@ -21,7 +22,7 @@ from toolgate.routing.history import HistoryTurn, blend_history, history_texts
 if TYPE_CHECKING:
     from toolgate.embedding.embedder import Embedder
 
-__all__ = ["QueryVectors"]
+__all__ = ["QueryVectors", "wants_clauses"]
 
 _CACHE_SIZE = 1024
 
@@ -61,11 +62,21 @@ class QueryVectors:
         """The embedder (loaded on first use)."""
         return self._embedder.get()
 
+    def with_config(self, config: RouterConfig) -> QueryVectors:
+        """These query vectors under ``config``: the same embedder and, where ``config``
+        reads clauses as this one does, the same memo."""
+        view = copy.copy(self)
+        view._config = config
+        if wants_clauses(config) != wants_clauses(self._config):
+            # The memo holds vectors made with or without clauses as the old config said.
+            view._embed_text = lru_cache(maxsize=_CACHE_SIZE)(view._embed_one)
+        return view
+
     def __call__(
         self, text: str, history: Sequence[HistoryTurn] | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The query vector, blended with ``history``, and the clause vectors of ``text``."""
-        vector, clauses = self._embed_text(text)
+        vector, clauses, _ = self._embed_text(text)
         texts = history_texts(history, self._config.history_turns)
         if texts:
             vector = blend_history(vector, texts, self._embed_texts, self._config.history_decay)
@@ -74,20 +85,29 @@ class QueryVectors:
     def _embed_texts(self, texts: list[str]) -> np.ndarray:
         return np.stack([self._embed_text(text)[0] for text in texts])
 
-    def _embed_one(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """``text``'s vector and its clause vectors (see :mod:`toolgate.embedding.clauses`),
-        read-only.
+    def clause_texts(self, text: str) -> tuple[str, ...]:
+        """The texts of ``text``'s clauses, aligned with its clause vectors."""
+        return self._embed_text(text)[2]
+
+    def _embed_one(self, text: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        """``text``'s vector, its clause vectors (see :mod:`toolgate.embedding.clauses`),
+        read-only, and the clauses' texts.
 
         Clause vectors need the token states of :meth:`Embedder.embed_tokens`; an embedder
         without that method gets none, and routes on the whole-query vector alone.
         """
         embedder = self._embedder.get()
-        if self._config.clause_weight > 0 and hasattr(embedder, "embed_tokens"):
+        if wants_clauses(self._config) and hasattr(embedder, "embed_tokens"):
             tokens = embedder.embed_tokens(text)
-            vector, clauses = tokens.vector, clause_vectors(tokens, text)
+            vector, (clauses, texts) = tokens.vector, clauses_of(tokens, text)
         else:
             vector = np.asarray(embedder.embed([text])[0], dtype=np.float32)
-            clauses = np.empty((0, len(vector)), dtype=np.float32)
+            clauses, texts = np.empty((0, len(vector)), dtype=np.float32), ()
         vector.setflags(write=False)
         clauses.setflags(write=False)
-        return vector, clauses
+        return vector, clauses, texts
+
+
+def wants_clauses(config: RouterConfig) -> bool:
+    """Whether routing under ``config`` reads a query's clauses (to rank or to select)."""
+    return config.clause_weight > 0 or config.clause_tools > 0

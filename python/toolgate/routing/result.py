@@ -17,9 +17,10 @@ class RoutedTool:
     ``dense`` is the whole-query cosine the core ranked with, at the index's storage precision
     (int8 by default: within the quantisation error of the f32 cosine; routing does not
     re-score in f32 as ``Index.search`` does); ``bm25`` is the BM25 score.
-    ``reason`` is ``"ranked"`` (top-k by fused score), ``"named"`` (named verbatim in the query),
-    ``"selected"`` (a ``select:`` query), ``"included"`` (the caller's ``include`` list) or
-    ``"pinned"`` (always included). ``copy_of`` is the id of a tool placed above that this
+    ``reason`` is ``"ranked"`` (by fused score), ``"clause"`` (among the best for one clause of
+    a multi-intent query, which the whole query ranked lower), ``"named"`` (named verbatim in
+    the query), ``"selected"`` (a ``select:`` query), ``"included"`` (the caller's ``include``
+    list) or ``"pinned"`` (always included). ``copy_of`` is the id of a tool placed above that this
     ranked one nearly copies (the same name, nearly the same row:
     ``RouterConfig.near_copy_cosine``): it was moved below the different tools that score at
     least half as well.

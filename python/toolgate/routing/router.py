@@ -15,6 +15,7 @@ The parts live beside it: :mod:`~toolgate.routing.build` (index files),
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import time
@@ -253,6 +254,22 @@ class Router:
             telemetry=telemetry,
         )
 
+    def with_config(self, config: RouterConfig) -> Router:
+        """This router under ``config`` (fitted by ``toolgate calibrate``, say): the same
+        index, so a setting the index is built with (BM25's, the storage, the model's
+        precision) must stay as it is; ranking and selection settings may change."""
+        built = ("bm25_k1", "bm25_b", "bm25_weights", "index_dtype", "precision")
+        if changed := [
+            name for name in built if getattr(config, name) != getattr(self.config, name)
+        ]:
+            raise InvalidInputError(
+                f"{', '.join(changed)} set how the index was built: build a new router for them"
+            )
+        view = copy.copy(self)
+        view.config = config
+        view._pipeline = self._pipeline.with_config(config)
+        return view
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write this router to the directory ``path`` (created if needed).
 
@@ -297,6 +314,7 @@ class Router:
         turn_id: str = "",
         forms: bool = True,
         include: Iterable[str] | None = None,
+        adaptive: bool | None = None,
     ) -> RouteResult:
         """The tools to show the model in full this turn, best first.
 
@@ -314,10 +332,18 @@ class Router:
         them: the tools a ``tool_search`` call found last turn, which the search tool
         promises the model on its next turn (``include=found.ids``); entries naming no tool
         (gone after a refresh) are reported in the result's ``unknown``.
+        ``top_k`` is a ceiling when selection is adaptive (``adaptive``, default the
+        config's): how many ranked tools are shown then follows the evidence
+        (:mod:`toolgate.routing.selection`); ``adaptive=False`` shows the top ``top_k``.
         """
+        if adaptive is not None and not isinstance(adaptive, bool):
+            raise InvalidInputError(
+                f"adaptive must be True, False or None, got a {type(adaptive).__name__}"
+            )
         result = self._pipeline.route(
             query, state=state, history=history, top_k=top_k, threshold=threshold,
             allow=allow, deny=deny, forms=forms, include=include,
+            adaptive=self.config.adaptive if adaptive is None else adaptive,
         )  # fmt: skip
         if self.telemetry is not None:
             self.telemetry.route(result, turn_id=turn_id)

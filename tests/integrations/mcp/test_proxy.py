@@ -34,7 +34,9 @@ NOTE_TOOL = mcp_tool("add_note", "Save a note.")
 async def connected(
     embedder: Embedder, clients: dict[str, Any], overrides: dict[str, Any] | None = None
 ) -> McpProxy:
-    router = McpRouter(top_k=3, embedder=embedder, cache=None, overrides=overrides)
+    # The top 3 as they rank: these tests are about the proxy, not about selection.
+    plain = RouterConfig(adaptive=False)
+    router = McpRouter(top_k=3, embedder=embedder, cache=None, overrides=overrides, config=plain)
     await router.connect(clients)
     return McpProxy(router)
 
@@ -218,6 +220,50 @@ def test_a_search_query_of_megabytes_is_refused(embedder: Embedder) -> None:
         assert message.startswith("search_tools's query has 10,000 characters, more than 8,000")
         found = await proxy.call_tool("search_tools", {"query": "note " * 1_000})
         assert not found.is_error
+
+    run(main)
+
+
+def test_a_search_answers_with_structured_content_and_compact_schemas(
+    embedder: Embedder,
+) -> None:
+    generated = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "title": "add_noteArguments",
+        "properties": {"text": {"type": "string", "title": "Text"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+    note = {**mcp_tool("add_note", "Save  a note.\n\n"), "inputSchema": generated}
+
+    async def main() -> None:
+        router = McpRouter(embedder=embedder, cache=None)
+        await router.connect(
+            {"notes": PagedClient([[note, mcp_tool("list_notes", "List")]], [None])}
+        )
+        async with Client(McpProxy(router).server) as client:
+            found = await client.call_tool("search_tools", {"query": "select:add_note"})
+            tools = found_tools(found)
+            assert found.structured_content == {"tools": tools}
+            assert tools == [
+                {
+                    "name": "add_note",
+                    "description": "Save a note.",
+                    "inputSchema": {
+                        "type": "object",
+                        "properties": {"text": {"type": "string"}},
+                        "required": ["text"],
+                        "additionalProperties": False,
+                    },
+                    "server": "notes",
+                }
+            ]
+            # The call is still checked against the full schema.
+            refused = await client.call_tool(
+                "call_tool", {"name": "add_note", "arguments": {"text": "x", "extra": 1}}
+            )
+            assert json.loads(text_of(refused))["error"] == "invalid_arguments"
 
     run(main)
 

@@ -23,6 +23,7 @@ from tests.integrations.mcp.router_helpers import PAGES, anthropic_call
 from toolgate import CatalogError, InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.router import McpRouter
+from toolgate.routing.config import RouterConfig
 
 
 def exposed(promotion: Any) -> list[str]:
@@ -35,7 +36,9 @@ def test_routes_a_turn_and_forwards_the_call_to_its_server(embedder: Embedder) -
     calls: Calls = Counter()
 
     async def main() -> None:
-        router = McpRouter(top_k=2, embedder=embedder, cache=None)
+        # The top 2 as they rank, listed in a full pool (no search tool among the tools).
+        plain = RouterConfig(adaptive=False)
+        router = McpRouter(top_k=2, embedder=embedder, cache=None, config=plain)
         async with (
             Client(github_server(calls)) as github,
             Client(calendar_server(calls)) as calendar,
@@ -43,7 +46,9 @@ def test_routes_a_turn_and_forwards_the_call_to_its_server(embedder: Embedder) -
             await router.connect({"github": github, "calendar": calendar})
             assert router.servers == ["github", "calendar"]
             promotion = await router.tools(
-                "open an issue about the flaky login test in acme/web", format="anthropic"
+                "open an issue about the flaky login test in acme/web",
+                format="anthropic",
+                pool="full",
             )
             assert "github/create_issue" in promotion.active_ids
             assert len(promotion.tools) == 2
@@ -98,7 +103,10 @@ def test_a_refused_call_never_reaches_a_server(embedder: Embedder) -> None:
         router = McpRouter(top_k=1, embedder=embedder, cache=None)
         async with Client(github_server(calls)) as github:
             await router.connect({"github": github})
-            promotion = await router.tools("open an issue in acme/web", format="anthropic")
+            # A full pool: no tool_search among the tools offered.
+            promotion = await router.tools(
+                "open an issue in acme/web", format="anthropic", pool="full"
+            )
             assert promotion.active_ids == ("github/create_issue",)
 
             # Not offered this turn.

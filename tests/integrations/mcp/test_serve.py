@@ -25,6 +25,7 @@ from tests.fixtures.mcp import (
     answer_folder,
     found_tools,
     github_server,
+    proxy_params,
     run,
     text_of,
     use_notes_through_proxy,
@@ -231,14 +232,6 @@ def proxy_process(config: Path, *flags: str) -> subprocess.Popen[bytes]:
     )
 
 
-def proxy_params(tmp_path: Path, servers: dict[str, Any], *flags: str) -> StdioServerParameters:
-    """The proxy, as a stdio server to start, in front of ``servers`` (``mcpServers``)."""
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
-    args = ["-m", "toolgate", "mcp-proxy", "--config", str(config), *flags]
-    return StdioServerParameters(command=sys.executable, args=args)
-
-
 def initialize(process: subprocess.Popen[bytes]) -> dict[str, Any]:
     """The proxy's answer to a handshake-era ``initialize``, written as a client would."""
     request = {
@@ -311,42 +304,6 @@ def test_sigterm_while_starting_stops_the_upstreams_started(tmp_path: Path) -> N
             process.kill()
     with pytest.raises(ProcessLookupError):
         os.kill(upstream_pid, 0)
-
-
-CRASHING_UPSTREAM = '''
-import os, sys
-from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("flaky")
-marker = sys.argv[1]
-
-@server.tool()
-def fragile_job(name: str) -> str:
-    """Run a fragile job that crashes its server the first time."""
-    if not os.path.exists(marker):
-        open(marker, "w").close()
-        os._exit(1)
-    return f"job {name} done"
-
-server.run("stdio")
-'''
-
-
-def test_a_call_to_a_server_that_died_restarts_it_once(tmp_path: Path) -> None:
-    upstream = tmp_path / "flaky.py"
-    upstream.write_text(CRASHING_UPSTREAM, encoding="utf-8")
-    flaky = {"command": sys.executable, "args": [str(upstream), str(tmp_path / "crashed")]}
-    proxy = proxy_params(tmp_path, {"flaky": flaky})
-
-    async def main() -> None:
-        with anyio.fail_after(120):
-            async with Client(proxy) as client:
-                arguments = {"name": "fragile_job", "arguments": {"name": "nightly"}}
-                done = await client.call_tool("call_tool", arguments)
-                assert not done.is_error, text_of(done)
-                assert text_of(done) == "job nightly done"  # on the restarted server
-
-    run(main)
 
 
 LATE_UPSTREAM = '''
@@ -498,6 +455,7 @@ def test_a_server_that_is_not_answering_is_named_in_the_tool_error(tmp_path: Pat
 DYING_UPSTREAM = '''
 import os, sys
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 
 marker = sys.argv[1]
 if os.path.exists(marker):
@@ -505,7 +463,8 @@ if os.path.exists(marker):
 open(marker, "w").close()
 server = MCPServer("git")
 
-@server.tool()
+# Read-only: sent again once the server is back, which it never is.
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def git_log(path: str) -> str:
     """Show the commit history of a repository."""
     os._exit(1)

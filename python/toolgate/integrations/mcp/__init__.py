@@ -1,6 +1,6 @@
 """MCP hosts and proxies: route each turn over the tools of live MCP servers.
 
-Needs the MCP SDK (``pip install "toolgate[mcp]"``). :class:`McpRouter` is the host side;
+Needs the MCP SDK (``pip install "toolgate-router[mcp]"``). :class:`McpRouter` is the host side;
 ``toolgate mcp-proxy`` (:mod:`toolgate.integrations.mcp.serve`) serves it to other clients.
 """
 

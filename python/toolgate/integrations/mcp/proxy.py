@@ -49,6 +49,7 @@ from mcp.shared.subscriptions import (
     ToolsListChanged,
 )
 from mcp.types import (
+    CONNECTION_CLOSED,
     CallToolRequestParams,
     CallToolResult,
     CompleteRequestParams,
@@ -69,6 +70,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolgate._toolgate import __version__
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.formats.mcp import export
 from toolgate.integrations.mcp.answers import passed_on, text_result, unknown_names_note
@@ -108,7 +110,9 @@ class McpProxy:
     proxy's own (each upstream's, for instance). ``reconnect(server, failed)``, when given,
     is awaited when a call fails as a closed connection does: if it returns true (``failed``,
     the client the call went through, was dead and a new connection is in place), the call
-    is made once more. Upstream prompts and resources are served by :attr:`passthrough`.
+    is made once more when its tool is marked ``readOnlyHint`` or ``idempotentHint``; any
+    other tool's call may have run, and the model is told so rather than have it run twice.
+    Upstream prompts and resources are served by :attr:`passthrough`.
     ``requests`` is where the upstream connections' input callbacks
     (:meth:`UpstreamRequests.callbacks`, given to each ``mcp.Client``) find the client a
     request is for.
@@ -234,10 +238,14 @@ class McpProxy:
         error), ``refused``, ``input_required`` or ``failed``."""
         tool = self.router.router.catalog.get_exposed(name)
         server = tool.server if tool is not None else ""
+        if server and server in self.unavailable():  # being started again: no wait for it
+            return _server_down(name, server), server, "failed"
         try:
             outcome = await self._call(name, arguments, relay)
         except InputRequired as asked:  # the client answers the tool's requests, and retries
             return passed_on(asked.result), server, "input_required"
+        except _Interrupted as cut:
+            return self._interrupted(name, cut.server, cut.restarted), server, "failed"
         except Exception as exc:  # the upstream server, its answer or its connection failed
             return self._failure(name, server, exc), server, "failed"
         if not outcome.verdict.ok:
@@ -249,17 +257,33 @@ class McpProxy:
         """The tool error for a call that failed upstream: the server is not answering (and
         the model may retry later), or what the server or its connection raised."""
         if server and server in self.unavailable():
-            message = f"Calling {name!r} failed: {_not_answering([server])}; retry later."
-            body = {"error": "server_unavailable", "message": message, "servers": [server]}
-            return text_result(json.dumps(body), is_error=True)
+            return _server_down(name, server)
         why = str(exc) if isinstance(exc, MCPError) else repr(exc)  # an MCP error says it
         failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {why}"}
         return text_result(json.dumps(failure), is_error=True)
 
+    def _interrupted(self, name: str, server: str, restarted: bool) -> CallToolResult:
+        """The tool error for a call cut off by its server's death, and not sent again."""
+        now = (
+            "The server was started again."
+            if restarted
+            else f"{_not_answering([server], start='Server')} now; retry later."
+        )
+        message = (
+            f"Calling {name!r} was interrupted: the connection to server {server!r} closed "
+            "before it answered, so the call may or may not have run. It was not sent again, "
+            "since the tool is not marked read-only or idempotent: check whether it took "
+            f"effect before calling it again. {now}"
+        )
+        body = {"error": "interrupted", "message": message, "servers": [server]}
+        return text_result(json.dumps(body), is_error=True)
+
     async def _call(
         self, name: str, arguments: dict[str, Any], relay: RequestRelay | None
     ) -> CallOutcome:
-        """``call_any``, made once more after a reconnection if the server had died."""
+        """``call_any``, made once more after a reconnection if the server had died while
+        the call was under way and the tool says that running it twice is harmless (its
+        ``readOnlyHint`` or ``idempotentHint``); else :class:`_Interrupted`."""
         forward = partial(
             self.router.call_any,
             {"name": name, "arguments": arguments},
@@ -273,9 +297,13 @@ class McpProxy:
         try:
             return await forward()
         except MCPError as exc:
-            if tool is None or used is None:
+            if tool is None or used is None or exc.code != CONNECTION_CLOSED:
                 raise
-            if not await reconnected(self.reconnect, tool.server, used, exc):
+            restarted = await reconnected(self.reconnect, tool.server, used, exc)
+            died = restarted or tool.server in self.unavailable()
+            if died and not _resendable(tool):
+                raise _Interrupted(tool.server, restarted) from exc
+            if not restarted:
                 raise
         return await forward()
 
@@ -359,9 +387,9 @@ class McpProxy:
         if not ids:
             text = f"No tool matched. Try other words, or 'select:name'.{notes}"
             return _search_result(text, [], found.unknown, down)
-        tools = [{**export(catalog[i]), "server": catalog[i].server} for i in ids]
+        tools = [{**export(catalog[i], compact=True), "server": catalog[i].server} for i in ids]
         header = f"Tools found, best first. Call one with {call}(name, arguments).{notes}\n"
-        text = header + json.dumps(tools, ensure_ascii=False)
+        text = header + json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
         return _search_result(text, tools, found.unknown, down)
 
     def _refused_search(self, name: str, why: str) -> CallToolResult:
@@ -494,6 +522,29 @@ def _refusal(verdict: Verdict, search: str, down: Sequence[str]) -> CallToolResu
     if verdict.path:
         body["path"] = verdict.path
     return text_result(json.dumps(body, ensure_ascii=False), is_error=True)
+
+
+class _Interrupted(Exception):
+    """A call whose server's connection closed before it answered, not to be sent again."""
+
+    def __init__(self, server: str, restarted: bool) -> None:
+        super().__init__(f"the connection to {server!r} closed during the call")
+        self.server = server
+        self.restarted = restarted
+
+
+def _resendable(tool: Tool) -> bool:
+    """Whether ``tool`` may be called twice for one call: its server marks it read-only or
+    idempotent (MCP tool annotations, hints a server gives about its own tools)."""
+    hints = tool.annotations
+    return hints.get("readOnlyHint") is True or hints.get("idempotentHint") is True
+
+
+def _server_down(name: str, server: str) -> CallToolResult:
+    """The tool error for a call to ``name`` of ``server``, which is not answering."""
+    message = f"Calling {name!r} failed: {_not_answering([server])}; retry later."
+    body = {"error": "server_unavailable", "message": message, "servers": [server]}
+    return text_result(json.dumps(body), is_error=True)
 
 
 def _not_answering(servers: Sequence[str], *, start: str = "server") -> str:

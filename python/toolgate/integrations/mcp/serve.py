@@ -11,8 +11,9 @@ Each upstream lives in a task of its own until the proxy stops: when its stdio c
 stdin, or on SIGTERM / SIGINT (over HTTP, once the requests under way are done). Stopping
 closes every upstream at once, so none outlives the proxy. An upstream whose connection
 closes (it died) is started again by the next call to it. One that could not be started (left
-out under ``lenient``) is tried again in the background, after ``retry_after`` seconds and
-then at doubling intervals up to :data:`MAX_RETRY_INTERVAL`, until it joins.
+out under ``lenient``, or not back after it died) is tried again in the background, after
+``retry_after`` seconds and then at doubling intervals up to :data:`MAX_RETRY_INTERVAL`,
+until it joins; calls to it meanwhile are answered at once, with an error saying it is down.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ async def _serve(
         upstreams = Upstreams(list(servers))
         serving = _Serving(
             group, router, servers, upstreams, connect_timeout, requests=requests,
-            over_http=over_http,
+            over_http=over_http, retry_after=retry_after,
         )  # fmt: skip
         # First: a signal during start-up must close the upstreams started so far.
         group.start_soon(_stop_on_signal, serving)
@@ -142,7 +143,7 @@ async def _serve(
                 ready=serving.wait_indexed, unavailable=serving.unavailable,
                 metrics=serving.metrics() if over_http else None,
             )  # fmt: skip
-            group.start_soon(serving.index, clients, retry_after)
+            group.start_soon(serving.index, clients)
             await transport(serving)
         except ToolgateError as exc:  # raised after the group, not wrapped in its group
             failure = exc
@@ -189,6 +190,8 @@ class _Serving:
     upstreams: Upstreams
     timeout: float
     proxy: McpProxy | None = None
+    #: Seconds before an upstream that could not be started is tried again (then doubling).
+    retry_after: float = 30.0
     #: Where the upstreams' requests for input find the client they are for.
     requests: UpstreamRequests = field(default_factory=UpstreamRequests)
     #: Whether the transport is HTTP (else stdio), which can stop gracefully.
@@ -203,7 +206,7 @@ class _Serving:
     #: Upstreams that are not answering: left out at start, or dead and not restarted.
     down: set[str] = field(default_factory=set)
 
-    async def index(self, clients: Mapping[str, McpClient], retry_after: float) -> None:
+    async def index(self, clients: Mapping[str, McpClient]) -> None:
         """List and index the upstreams ``clients`` (connected at start) while the proxy's
         clients initialize; then follow their changes, and start the others again later.
         A failure (listing in strict mode, the model) stops the proxy with its error."""
@@ -216,7 +219,7 @@ class _Serving:
             self.group.start_soon(self.watch, name)
         left_out = [name for name in self.servers if name not in clients]
         if left_out:
-            self.group.start_soon(self.join_later, left_out, retry_after)
+            self.group.start_soon(self.join_later, left_out, self.retry_after)
         self.indexed.set()
 
     async def wait_indexed(self) -> None:
@@ -294,8 +297,8 @@ class _Serving:
                 upstreams.errors[name] = TimeoutError(f"no answer within {self.timeout:g} s")
                 upstreams.scopes[name].cancel()
         problems = [
-            f"cannot connect to MCP server {name!r}: {_first_error(upstreams.errors[name])!r}"
-            for name in self.servers
+            f"cannot connect to MCP server {name!r}: {upstreams.why(name, spec)}"
+            for name, spec in self.servers.items()
             if name in upstreams.errors
         ]
         if problems and not lenient:
@@ -309,22 +312,35 @@ class _Serving:
         closed connection does; whether a new connection is in place. One restart at a time
         per server: a request that waited for another's restart finds a new client and goes
         on; one whose client still answers failed for another reason, and is not made
-        again."""
+        again. A server that does not come back is down: requests to it are answered at
+        once, and it is started again in the background (:meth:`join_later`), so a server
+        that hangs as it starts costs one request the connect timeout, not every one."""
+        if name in self.down:
+            return False
         async with self.upstreams.locks[name]:
             if self.router.client(name) is not failed:
                 return True  # restarted meanwhile
+            if name in self.down:  # found down by the request this one waited for
+                return False
             try:
                 with anyio.fail_after(self.timeout):
                     await list_server_tools(name, failed)
                 return False  # it answers: the request failed, the server did not die
             except Exception:  # the connection is gone: start the server again
                 pass
+            spec = self.servers[name]
             client = await self.upstreams.restart(
-                self.group, name, self.servers[name], self.client_options(name), self.timeout
+                self.group, name, spec, self.client_options(name), self.timeout
             )
             if client is None:
-                print(f"toolgate mcp-proxy: could not restart {name!r}", file=sys.stderr)
+                why = self.upstreams.why(name, spec)
+                print(
+                    f"toolgate mcp-proxy: could not restart {name!r}: {why}; trying again in "
+                    f"{self.retry_after:g} s",
+                    file=sys.stderr,
+                )
                 self.down.add(name)
+                self.group.start_soon(self.join_later, [name], self.retry_after)
                 return False
             self.down.discard(name)
             print(
@@ -335,13 +351,14 @@ class _Serving:
             self.group.start_soon(self.watch, name)
             return True
 
-    async def join_later(self, left_out: list[str], first_wait: float) -> None:
-        """Try to start each upstream left out at start again, after ``first_wait`` seconds
-        and then at doubling intervals (at most :data:`MAX_RETRY_INTERVAL`), until every one
-        has joined: its tools are then found and called like the others', and the proxy's
-        clients are told its tools, prompts and resources are there."""
+    async def join_later(self, pending: list[str], first_wait: float) -> None:
+        """Try to start each upstream of ``pending`` (left out at start, or not restarted)
+        again, after ``first_wait`` seconds and then at doubling intervals (at most
+        :data:`MAX_RETRY_INTERVAL`), until every one has joined: its tools are then found
+        and called like the others', and the proxy's clients are told its tools, prompts
+        and resources are there."""
         wait = first_wait
-        pending = list(left_out)
+        pending = list(pending)
         while pending:
             await anyio.sleep(wait)
             wait = min(max(wait * 2, 1.0), MAX_RETRY_INTERVAL)
@@ -357,7 +374,10 @@ class _Serving:
                     if client is None:
                         continue
                     try:  # lenient: a listing that fails is a warning, and is tried again
-                        await self.router.add_server(name, client)
+                        if name in self.router.servers:  # it was connected before it died
+                            await self.router.replace_client(name, client)
+                        else:
+                            await self.router.add_server(name, client)
                     except Exception as exc:  # this server's problem must not stop the proxy
                         print(f"toolgate mcp-proxy: {name!r} left out: {exc}", file=sys.stderr)
                         self.upstreams.scopes[name].cancel()
@@ -399,14 +419,6 @@ def _instructions(clients: Mapping[str, McpClient]) -> str:
         if isinstance(text, str) and text.strip():
             parts.append(f"Server {name}: {text.strip()}")
     return "\n\n".join(parts)
-
-
-def _first_error(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group (the SDK's task groups wrap transport errors)."""
-    # By duck type: BaseExceptionGroup is a builtin from Python 3.11 only.
-    while (inner := getattr(exc, "exceptions", None)) and isinstance(inner[0], BaseException):
-        exc = inner[0]
-    return exc
 
 
 async def _stop_on_signal(serving: _Serving) -> None:

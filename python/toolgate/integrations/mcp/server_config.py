@@ -8,6 +8,13 @@ The servers come in the ``mcpServers`` form MCP clients write::
         "docs": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ..."}},
         "old": {"command": "old-server", "disabled": true}}}
 
+Files written by Cline and Roo Code are read as they are: their ``timeout`` is how many
+seconds each request to the server may take (the SDK's ``read_timeout_seconds``), and their
+``autoApprove`` / ``alwaysAllow`` lists (the tools those clients call without asking the
+user) are checked and then ignored: the proxy never asks the user before a call, so it has
+nothing to approve; the host in front of it keeps its own approvals. Cline's ``type``
+``streamableHttp`` is ``http``.
+
 As in MCP clients' own files, ``${VAR}`` in a value (``command``, ``args``, ``env``,
 ``cwd``, ``url``, ``headers``) is the environment variable ``VAR``, and ``${VAR:-default}``
 is ``default`` when ``VAR`` is unset or empty; so a token stays out of the file. A variable
@@ -29,10 +36,18 @@ from mcp.client.stdio import StdioServerParameters
 
 from toolgate.errors import InvalidInputError
 
-__all__ = ["HttpServer", "ServerSpec", "load_servers"]
+__all__ = ["HttpServer", "ServerSpec", "StdioServer", "load_servers", "request_timeout"]
 
-_STDIO_KEYS = {"type", "command", "args", "env", "cwd", "disabled"}
-_HTTP_KEYS = {"type", "url", "headers", "disabled"}
+#: Keys any entry may have: Cline's and Roo Code's besides the common ``disabled``.
+_COMMON_KEYS = {"type", "disabled", "timeout", "autoApprove", "alwaysAllow"}
+_STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
+_HTTP_KEYS = _COMMON_KEYS | {"url", "headers"}
+
+#: The ``type`` spellings of a Streamable HTTP entry (``streamableHttp``: Cline's).
+_HTTP_TYPES = ("http", "streamable-http", "streamableHttp")
+
+#: Cline's and Roo Code's lists of tools they call without asking (read, then ignored).
+_APPROVAL_KEYS = ("autoApprove", "alwaysAllow")
 
 #: The keys whose values (strings, or lists or objects of strings) take ``${VAR}``.
 _EXPANDED_KEYS = ("command", "args", "env", "cwd", "url", "headers")
@@ -43,22 +58,39 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 @dataclass(frozen=True)
 class HttpServer:
-    """A Streamable HTTP upstream: its URL and the headers every request carries."""
+    """A Streamable HTTP upstream: its URL, the headers every request carries, and how many
+    seconds each request may take (``None``: the SDK's default)."""
 
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+
+
+class StdioServer(StdioServerParameters):
+    """A stdio upstream read from a config file: the SDK's parameters, and how many seconds
+    each request may take (``None``: the SDK's default)."""
+
+    timeout: float | None = None
 
 
 ServerSpec = StdioServerParameters | HttpServer
+
+
+def request_timeout(spec: ServerSpec) -> float | None:
+    """How many seconds each request to the server of ``spec`` may take (its config's
+    ``timeout``); ``None`` for the SDK's default."""
+    return spec.timeout if isinstance(spec, (StdioServer, HttpServer)) else None
 
 
 def load_servers(path: str | Path) -> dict[str, ServerSpec]:
     """The upstream servers of an MCP client configuration file, without the disabled ones.
 
     Each entry is a stdio command (``command``, ``args``, ``env``, ``cwd``) or a Streamable
-    HTTP endpoint (``url``, ``headers``), optionally with ``type`` (``stdio``, ``http``) and
-    ``disabled``. Every problem is reported at once, naming the entry; an unknown key is one,
-    since a misspelt ``args`` would otherwise start the command without its arguments.
+    HTTP endpoint (``url``, ``headers``), optionally with ``type`` (``stdio``, ``http``),
+    ``disabled``, ``timeout`` (seconds a request may take) and Cline's or Roo Code's
+    ``autoApprove`` / ``alwaysAllow`` (see the module docstring). Every problem is reported
+    at once, naming the entry; an unknown key is one, since a misspelt ``args`` would
+    otherwise start the command without its arguments.
     """
     try:
         config = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -92,30 +124,44 @@ def _server_spec(entry: Any) -> ServerSpec | None:
         raise ValueError(f"expected an object, got {type(entry).__name__}")
     if entry.get("disabled") is not True:  # a server left off needs no variables set
         entry = _expanded(entry)
-    http = "url" in entry or entry.get("type") in ("http", "streamable-http")
+    http = "url" in entry or entry.get("type") in _HTTP_TYPES
     if unknown := sorted(set(entry) - (_HTTP_KEYS if http else _STDIO_KEYS)):
         raise ValueError(f"unknown keys {unknown}")
     kind = entry.get("type", "http" if http else "stdio")
-    if kind not in ("stdio", "http", "streamable-http"):
+    if kind not in ("stdio", *_HTTP_TYPES):
         raise ValueError(f"'type' must be 'stdio' or 'http', got {kind!r}")
     if (kind == "stdio") == http:
         raise ValueError(f"'type' {kind!r} does not fit the entry's keys ('url' or 'command')")
     if not isinstance(entry.get("disabled", False), bool):
         raise ValueError(f"'disabled' must be true or false, got {entry['disabled']!r}")
-    spec = _http_spec(entry) if http else _stdio_spec(entry)
+    for key in _APPROVAL_KEYS:
+        names = entry.get(key, [])
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise ValueError(f"{key!r} must be a list of tool names, got {names!r}")
+    timeout = _timeout(entry.get("timeout"))
+    spec = _http_spec(entry, timeout) if http else _stdio_spec(entry, timeout)
     return None if entry.get("disabled", False) else spec
 
 
-def _http_spec(entry: dict[str, Any]) -> HttpServer:
+def _timeout(value: Any) -> float | None:
+    """A ``timeout`` in seconds, as Cline and Roo Code write it (a number > 0)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"'timeout' must be seconds > 0, got {value!r}")
+    return float(value)
+
+
+def _http_spec(entry: dict[str, Any], timeout: float | None) -> HttpServer:
     url, headers = entry.get("url"), entry.get("headers", {})
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ValueError(f"'url' must be an http(s) URL, got {url!r}")
     if not _str_map(headers):
         raise ValueError("'headers' must map names to string values")
-    return HttpServer(url, dict(headers))
+    return HttpServer(url, dict(headers), timeout)
 
 
-def _stdio_spec(entry: dict[str, Any]) -> StdioServerParameters:
+def _stdio_spec(entry: dict[str, Any], timeout: float | None) -> StdioServer:
     command, args, env = entry.get("command"), entry.get("args", []), entry.get("env")
     if not isinstance(command, str) or not command:
         raise ValueError("needs 'command' (a stdio server) or 'url' (a Streamable HTTP one)")
@@ -123,7 +169,8 @@ def _stdio_spec(entry: dict[str, Any]) -> StdioServerParameters:
         raise ValueError(f"'args' must be a list of strings, got {args!r}")
     if env is not None and not _str_map(env):
         raise ValueError("'env' must map names to string values")
-    return StdioServerParameters(command=command, args=args, env=env, cwd=entry.get("cwd"))
+    cwd = entry.get("cwd")
+    return StdioServer(command=command, args=args, env=env, cwd=cwd, timeout=timeout)
 
 
 def _str_map(value: Any) -> bool:

@@ -1,22 +1,34 @@
-"""The proxy's upstream connections, each held open by a task of its own until closed."""
+"""The proxy's upstream connections, each held open by a task of its own until closed.
+
+A stdio upstream is asked which protocol era it speaks with a ``ping`` rather than the SDK's
+``server/discover`` (:class:`_PingProbe`): servers on the 1.x SDK answer a ping quietly, but
+log every method they do not know with one line per request type they do know (about a
+hundred lines on stderr, which the proxy shares, at every start).
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Any
 
 import anyio
 import httpx2
 from anyio.abc import TaskGroup
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+from mcp.types import JSONRPCRequest
 
 from toolgate.integrations.mcp.listing import McpClient
 from toolgate.integrations.mcp.relay import ASK_TIMEOUT
-from toolgate.integrations.mcp.server_config import HttpServer, ServerSpec
+from toolgate.integrations.mcp.server_config import HttpServer, ServerSpec, request_timeout
 
-__all__ = ["Upstreams"]
+__all__ = ["Upstreams", "why_not_started"]
 
 
 class Upstreams:
@@ -78,8 +90,15 @@ class Upstreams:
             await self.settled[name].wait()
         if name in self.connected and name not in self.errors:
             return self.connected[name]
+        if not self.settled[name].is_set():
+            self.errors[name] = TimeoutError(f"no answer within {timeout:g} s")
         self.scopes[name].cancel()
         return None
+
+    def why(self, name: str, spec: ServerSpec) -> str:
+        """Why ``name``, whose server is ``spec``, failed to connect, to be read."""
+        exc = self.errors.get(name)
+        return "it is not connected" if exc is None else why_not_started(spec, first_error(exc))
 
     async def close(self, timeout: float) -> None:
         """Close every upstream at once, waiting at most ``timeout`` seconds."""
@@ -90,16 +109,97 @@ class Upstreams:
                 await event.wait()
 
 
+def first_error(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (the SDK's task groups wrap transport errors)."""
+    # By duck type: BaseExceptionGroup is a builtin from Python 3.11 only.
+    while (inner := getattr(exc, "exceptions", None)) and isinstance(inner[0], BaseException):
+        exc = inner[0]
+    return exc
+
+
+def why_not_started(spec: ServerSpec, exc: BaseException) -> str:
+    """Why the server of ``spec`` could not be started, from the error ``exc`` that starting
+    it raised: a stdio command that is not there or cannot be run is named (the OS error
+    names neither the command nor the directory it looked in)."""
+    spawning = (FileNotFoundError, PermissionError, NotADirectoryError)
+    if not (isinstance(spec, StdioServerParameters) and isinstance(exc, spawning)):
+        return repr(exc)
+    command = spec.command
+    if spec.cwd is not None and not os.path.isdir(spec.cwd):
+        return f"its working directory {str(spec.cwd)!r} does not exist"
+    # The server is started with its entry's env over the proxy's, PATH included.
+    path = (spec.env or {}).get("PATH", os.environ.get("PATH"))
+    if isinstance(exc, FileNotFoundError) and shutil.which(command, path=path) is None:
+        where = "" if os.sep in command else " on PATH"
+        return f"command {command!r} not found{where}"
+    return f"command {command!r} cannot be run: {exc.strerror or repr(exc)}"
+
+
 @asynccontextmanager
 async def _client(spec: ServerSpec, options: Mapping[str, Any]) -> AsyncIterator[Client]:
+    timeout = request_timeout(spec)
+    if timeout is not None:  # the config's: each request's, as the clients that wrote it mean
+        options = {**options, "read_timeout_seconds": timeout}
     if isinstance(spec, HttpServer):
         # A response stream may stay open long, silent while a client of the proxy answers
         # the upstream's question: up to ASK_TIMEOUT, and the SDK's 300 s otherwise.
-        timeout = httpx2.Timeout(30.0, read=max(300.0, ASK_TIMEOUT + 30.0))
-        async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http:
+        limits = httpx2.Timeout(30.0, read=max(300.0, ASK_TIMEOUT + 30.0))
+        async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=limits) as http:
             transport = streamable_http_client(spec.url, http_client=http)
             async with Client(transport, **options) as client:
                 yield client
     else:
-        async with Client(spec, **options) as client:
+        async with Client(_pinged_first(spec), **options) as client:
             yield client
+
+
+@asynccontextmanager
+async def _pinged_first(spec: StdioServerParameters) -> AsyncIterator[Any]:
+    """The SDK's stdio transport to ``spec``'s server, its era probe sent as a ping."""
+    async with stdio_client(spec) as (read, write):
+        yield read, _PingProbe(write)
+
+
+class _PingProbe:
+    """The write side of a stdio connection, on which the SDK's first request, its
+    ``server/discover`` probe, goes out as a ``ping`` with the same id and the same
+    2026-07-28 ``_meta`` envelope.
+
+    A server on the 1.x SDK answers the ping (``{}``, which is no discover result: the SDK
+    falls back to ``initialize``) where it would log a validation error a hundred lines
+    long for ``server/discover``. A server that speaks the 2026-07-28 protocol takes the
+    envelope as its era, has no ``ping`` in it and says so; the SDK's ``initialize`` is then
+    answered with the versions it serves, and the SDK probes again with
+    ``server/discover``, which goes out as it is. Either way the SDK's own negotiation
+    decides, on evidence, and only the first probe changes.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        """See the class docstring."""
+        self._inner = inner
+        self._probed = False
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Send ``item``; the first request, if it is the era probe, as a ping."""
+        message = item.message
+        if not self._probed and isinstance(message, JSONRPCRequest):
+            self._probed = True
+            if message.method == "server/discover":
+                ping = message.model_copy(update={"method": "ping"})
+                item = SessionMessage(ping, metadata=item.metadata)
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        """Close the stream."""
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _PingProbe:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

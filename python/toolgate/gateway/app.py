@@ -1,0 +1,489 @@
+"""The filtering HTTP gateway: an ASGI app in front of OpenAI, Anthropic and Gemini.
+
+Each request on a filtered endpoint (see :mod:`toolgate.gateway.upstream`) has its tools
+array cut to the tools routed for its latest user message, on a worker thread (routing and,
+for a tools array not seen before, indexing are CPU work), then goes upstream on a pooled
+keep-alive ``httpx`` client. The answer comes back as it arrives: a streamed one event by
+event, never held. Its tool calls are checked against the tools the request was sent with:
+``annotate`` counts them and names the failures in a ``x-toolgate-tool-calls`` header (a
+streamed answer's headers leave before its calls, so there only the metric tells);
+``enforce`` turns an answer calling a tool that was not sent into an error the
+application's SDK raises. Other paths pass through untouched.
+
+>>> from toolgate.gateway.app import Gateway
+>>> from toolgate.gateway.config import GatewayConfig, Upstream
+>>> config = GatewayConfig(upstreams={"openai": Upstream("https://api.openai.com")})
+>>> app = Gateway(config).app  # doctest: +SKIP  (serve it with uvicorn)
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from toolgate.errors import InvalidInputError, StorageError, ToolgateError
+from toolgate.formats.calls import answer_tool_calls
+from toolgate.gateway.config import GatewayConfig, Prewarm, RouteConfig, read_file
+from toolgate.gateway.filter import FilteredRequest, ToolFilter, filter_off_loop
+from toolgate.gateway.filtering import Filtered, filter_request
+from toolgate.gateway.metrics import CONTENT_TYPE_LATEST, Metrics
+from toolgate.gateway.streaming import CallWatcher, SseEvent, SseSplitter, error_event
+from toolgate.gateway.upstream import (
+    CREDENTIAL_HEADERS,
+    GATEWAY_KEY_HEADER,
+    Endpoint,
+    endpoint_of,
+    error_body,
+    forwarded_headers,
+    passthrough_provider,
+    response_headers,
+)
+from toolgate.json_limits import JsonLimitError
+from toolgate.verify import Verdict
+
+__all__ = ["Gateway"]
+
+log = logging.getLogger("toolgate.gateway")
+
+
+class _NoQueryStrings(logging.Filter):
+    """Drops the query string from the URLs httpx logs at INFO: a Gemini client may put its
+    key there (``?key=``), and nothing the gateway logs may hold a key."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                arg.copy_with(query=None) if isinstance(arg, httpx.URL) and arg.query else arg
+                for arg in record.args
+            )
+        return True
+
+
+_HTTPX_LOG = logging.getLogger("httpx")
+if not any(isinstance(f, _NoQueryStrings) for f in _HTTPX_LOG.filters):
+    _HTTPX_LOG.addFilter(_NoQueryStrings())
+
+# A call naming a tool the request was not sent: what enforce blocks.
+NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})
+CALLS_HEADER = "x-toolgate-tool-calls"
+# How long an idle upstream connection is kept for reuse: under the shortest idle timeout
+# common among servers (5 s: uvicorn's, and others'), so the gateway drops a connection
+# before the upstream closes it, never sending a request into one being closed.
+UPSTREAM_KEEP_ALIVE_SECONDS = 4.0
+_WARM_TEXT = "prewarm"
+
+
+class Gateway:
+    """The gateway for ``config``: :attr:`app` is the ASGI app to serve.
+
+    ``tool_filter`` is the :class:`ToolFilter` requests go through (one is made from the
+    config otherwise: its store and LRU size). ``transport`` replaces the network under the
+    upstream client (tests). :attr:`ready` turns true once the prewarmed tools are indexed,
+    which runs in the background once the app starts; :attr:`problem` says why that failed,
+    if it did. ``GET /healthz`` reports both.
+    """
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        tool_filter: ToolFilter | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        """See the class docstring."""
+        self.config = config
+        self.filter = tool_filter or ToolFilter(
+            max_catalogs=config.max_catalogs, store=config.store
+        )
+        self.metrics = Metrics()
+        self._token = config.auth_token()
+        self._keys = {name: up.api_key() for name, up in config.upstreams.items()}
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        # Read now, so a missing or malformed file stops the gateway before it listens.
+        self._warm = [(entry, _read_tools(entry)) for entry in config.prewarm]
+        self.ready = False
+        self.problem: str | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/healthz", self._healthz, methods=["GET"]),
+                Route("/metrics", self._metrics, methods=["GET"]),
+                Route("/{path:path}", self._handle, methods=_METHODS),
+            ],
+            lifespan=self._lifespan,
+        )
+
+    @asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        timeout = httpx.Timeout(self.config.timeout, connect=self.config.connect_timeout)
+        limits = httpx.Limits(
+            max_connections=1000,
+            max_keepalive_connections=100,
+            keepalive_expiry=UPSTREAM_KEEP_ALIVE_SECONDS,
+        )
+        async with (
+            httpx.AsyncClient(
+                timeout=timeout, limits=limits, transport=self._transport, follow_redirects=False
+            ) as client,
+            anyio.create_task_group() as background,
+        ):
+            self._client = client
+            # Indexing the prewarmed tools may take minutes: the gateway serves meanwhile
+            # (/healthz says it is starting) and a signal stops it without waiting for it.
+            background.start_soon(self._prewarm_all)
+            try:
+                yield
+            finally:
+                background.cancel_scope.cancel()
+                self.ready = False
+
+    async def _prewarm_all(self) -> None:
+        for entry, tools in self._warm:
+            try:
+                await anyio.to_thread.run_sync(self._prewarm, entry, tools, abandon_on_cancel=True)
+            except ToolgateError as exc:
+                self.problem = f"prewarm {entry.tools}: {exc}"
+                log.error("%s", self.problem)
+                return
+            except Exception as exc:  # a bug: /healthz and the log say so, the server goes on
+                self.problem = f"prewarm {entry.tools}: {type(exc).__name__}: {exc}"
+                log.exception("%s", self.problem)
+                return
+        self.ready = True
+
+    def _prewarm(self, entry: Prewarm, tools: list[Any]) -> None:
+        """Index ``tools`` as a request carrying them would, so the first real request
+        finds them indexed."""
+        user = {"role": "user", "content": _WARM_TEXT}
+        requests: dict[str, dict[str, Any]] = {
+            "openai": {"messages": [user], "tools": tools},
+            "anthropic": {"messages": [user], "tools": tools},
+            "openai-responses": {"input": _WARM_TEXT, "tools": tools},
+            "gemini": {"contents": [{"role": "user", "parts": [{"text": _WARM_TEXT}]}],
+                       "tools": tools},
+        }  # fmt: skip
+        filtered = self.filter.filter(requests[entry.provider])
+        log.info("prewarmed %s: %d tools", entry.tools, len(filtered.kept) + filtered.dropped_count)
+
+    async def _healthz(self, _request: Request) -> Response:
+        if self.problem is not None:
+            body = orjson.dumps({"status": "failed", "error": self.problem})
+            return Response(body, 503, media_type="application/json")
+        if not self.ready:
+            return Response(b'{"status":"starting"}', 503, media_type="application/json")
+        return Response(b'{"status":"ok"}', 200, media_type="application/json")
+
+    async def _metrics(self, _request: Request) -> Response:
+        return Response(self.metrics.render(), 200, media_type=CONTENT_TYPE_LATEST)
+
+    async def _handle(self, request: Request) -> Response:
+        started = time.perf_counter()
+        path = request.url.path
+        endpoint = endpoint_of(request.method, path)
+        provider = endpoint.provider if endpoint else passthrough_provider(path, request.headers)
+        label = endpoint.shape if endpoint else "passthrough"
+        if not self._admitted(request, provider):
+            response = _error(provider, 401, "missing or wrong gateway key", "unauthorized")
+        elif provider not in self.config.upstreams:
+            message = (
+                f"no upstream for {provider}: start the gateway with --upstream {provider}=URL"
+            )
+            response = _error(provider, 502, message, "no_upstream")
+        elif endpoint is None:
+            response = await self._passthrough(request, provider)
+        else:
+            response = await self._filtered(request, endpoint)
+        self.metrics.requests.labels(label, str(response.status_code)).inc()
+        # The path alone: a query string may hold a key (Gemini's ?key=).
+        log.info(
+            "%s %s %d %.1fms", request.method, path, response.status_code,
+            (time.perf_counter() - started) * 1000,
+        )  # fmt: skip
+        return response
+
+    def _admitted(self, request: Request, provider: str) -> bool:
+        """Whether the request carries the gateway's key (when it has one): in
+        ``x-toolgate-key``, or in the SDK's own key header when the gateway holds the
+        upstream's key (the client then has no other use for it)."""
+        if self._token is None:
+            return True
+        offered = [request.headers.get(GATEWAY_KEY_HEADER, "")]
+        if self._keys.get(provider) is not None:
+            for header in CREDENTIAL_HEADERS:
+                value = request.headers.get(header, "")
+                offered.append(value.removeprefix("Bearer ").strip())
+        token = self._token.encode()
+        return any(hmac.compare_digest(value.encode(), token) for value in offered if value)
+
+    def _url(self, provider: str, request: Request) -> str:
+        origin = self.config.upstreams[provider].origin
+        query = request.url.query
+        return f"{origin}{request.url.path}" + (f"?{query}" if query else "")
+
+    async def _passthrough(self, request: Request, provider: str) -> Response:
+        headers = forwarded_headers(request.headers.items(), provider, self._keys.get(provider))
+        sent = await self._send(
+            provider, request.method, self._url(provider, request), headers, request.stream()
+        )
+        if isinstance(sent, Response):
+            return sent
+        return _raw(sent)
+
+    async def _filtered(self, request: Request, endpoint: Endpoint) -> Response:
+        provider, shape = endpoint.provider, endpoint.shape
+        raw = await _body(request, self.config.max_body_bytes)
+        if raw is None:
+            message = (
+                f"the request body is larger than {self.config.max_body_bytes:,} bytes, "
+                "the gateway's max_body_bytes"
+            )
+            return _error(provider, 413, message, "body_too_large")
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            return _error(provider, 400, f"the request body is not valid JSON: {exc}", "bad_json")
+        if not isinstance(body, dict):
+            message = f"the request body must be a JSON object, got {type(body).__name__}"
+            return _error(provider, 400, message, "bad_body")
+        route = self.config.route(request.url.path)
+        try:
+            done = await filter_off_loop(
+                partial(filter_request, self.filter, body, route, request.headers, wait=False),
+                # A request cancelled at shutdown does not wait for its thread to finish.
+                partial(anyio.to_thread.run_sync, abandon_on_cancel=True),
+            )
+        except StorageError as exc:  # a disk full or a broken index file: try again later
+            message = f"toolgate cannot filter requests now: {exc}"
+            return _error(provider, 503, message, "store_failed", retry=True)
+        except ToolgateError as exc:
+            return _error(provider, 400, f"toolgate cannot filter this request: {exc}", "bad_tools")
+        self._count(shape, done)
+        changed = done.filtered.dropped_count or done.filtered.provider == "text_tags"
+        content = orjson.dumps(done.filtered.request) if changed else raw
+        headers = forwarded_headers(request.headers.items(), provider, self._keys.get(provider))
+        sent = await self._send(provider, "POST", self._url(provider, request), headers, content)
+        if isinstance(sent, Response):
+            return sent
+        ours = [("x-toolgate-tools", f"{done.tools_out}/{done.tools_in}")]
+        if sent.status_code != 200 or route.policy == "off":
+            return _raw(sent, ours)
+        check = _Check(self, shape, done.filtered, route)
+        if sent.headers.get("content-type", "").startswith("text/event-stream"):
+            return _stream(sent, check, ours)
+        return await check.whole(sent, ours)
+
+    def _count(self, shape: str, done: Filtered) -> None:
+        self.metrics.tools_in.labels(shape).inc(done.tools_in)
+        self.metrics.tools_out.labels(shape).inc(done.tools_out)
+        self.metrics.tokens_saved.labels(shape).inc(done.tokens_saved)
+        self.metrics.filter_seconds.labels(shape).observe(done.seconds)
+
+    async def _send(
+        self, provider: str, method: str, url: str, headers: list[tuple[str, str]], content: Any
+    ) -> httpx.Response | Response:
+        """The upstream's answer, its body not read yet; or the gateway's error when the
+        upstream cannot be reached (502) or does not answer in time (504)."""
+        assert self._client is not None  # set by the lifespan before any request
+        outgoing = self._client.build_request(method, url, headers=headers, content=content)
+        try:
+            sent = await self._client.send(outgoing, stream=True)
+        except httpx.TimeoutException as exc:
+            self.metrics.upstream_errors.labels(provider, "timeout").inc()
+            # Which timeout (connect, write, pool, read) tells a slow upstream from a
+            # starved gateway.
+            message = f"the {provider} upstream did not answer in time ({type(exc).__name__})"
+            return _error(provider, 504, message, "timeout", retry=True)
+        except httpx.TransportError as exc:
+            kind = "connect" if isinstance(exc, httpx.ConnectError) else "reset"
+            self.metrics.upstream_errors.labels(provider, kind).inc()
+            message = f"the {provider} upstream cannot be reached ({type(exc).__name__})"
+            return _error(provider, 502, message, "upstream_unreachable", retry=True)
+        self.metrics.upstream.labels(provider, str(sent.status_code)).inc()
+        return sent
+
+
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+async def _body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None past ``limit`` bytes (read no further than that)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+def _read_tools(entry: Prewarm) -> list[Any]:
+    """The tools array in ``entry``'s file."""
+    try:
+        tools = orjson.loads(read_file(Path(entry.tools)))
+    except (OSError, JsonLimitError, orjson.JSONDecodeError) as exc:
+        raise InvalidInputError(
+            f"prewarm {entry.tools}: cannot read a tools array: {exc}"
+        ) from None
+    if not isinstance(tools, list):
+        raise InvalidInputError(
+            f"prewarm {entry.tools}: expected a JSON array of tools, got {type(tools).__name__}"
+        )
+    return tools
+
+
+class _Check:
+    """The tool calls of one answer checked against the tools its request was sent with."""
+
+    def __init__(
+        self, gateway: Gateway, shape: str, filtered: FilteredRequest, route: RouteConfig
+    ) -> None:
+        self.gateway, self.shape, self.filtered = gateway, shape, filtered
+        self.enforce = route.policy == "enforce"
+
+    def verdict(self, call: Any) -> Verdict:
+        verdict = self.gateway.filter.verify(call, self.filtered)
+        self.gateway.metrics.tool_calls.labels(self.shape, verdict.error or "ok").inc()
+        return verdict
+
+    def not_sent(self, name: str) -> bool:
+        """Whether a call to ``name`` names a tool the request was not sent (its arguments
+        are checked when the call is whole)."""
+        verdict = self.gateway.filter.verify({"name": name, "arguments": {}}, self.filtered)
+        return verdict.error in NOT_SENT
+
+    def blocked(self, names: list[str]) -> str:
+        self.gateway.metrics.blocked.labels(self.shape).inc()
+        listed = ", ".join(repr(n) for n in names)
+        return (
+            f"toolgate: the model called {listed}, which the request did not offer it "
+            f"(it was sent: {', '.join(self.filtered.kept) or 'no tools'})"
+        )
+
+    async def whole(self, sent: httpx.Response, ours: list[tuple[str, str]]) -> Response:
+        """A whole answer, checked; blocked by an enforce route if it calls a tool not sent."""
+        try:
+            body = await sent.aread()
+        except httpx.TransportError as exc:
+            message = f"the upstream's answer broke off ({type(exc).__name__})"
+            return _error(_provider(self.shape), 502, message, "upstream_reset", retry=True)
+        finally:
+            await sent.aclose()
+        headers = response_headers(sent.headers.multi_items(), decoded=True)
+        try:
+            answer = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return _response(body, sent.status_code, headers + ours)
+        verdicts = [self.verdict(call) for call in answer_tool_calls(answer, self.shape)]
+        failed = [v for v in verdicts if not v.ok]
+        provider = _provider(self.shape)
+        not_sent = [v.name for v in failed if v.error in NOT_SENT]
+        if self.enforce and not_sent:
+            response = _error(provider, 502, self.blocked(not_sent), "tool_not_sent")
+            response.headers[CALLS_HEADER] = _summary(failed)
+            return response
+        if verdicts:
+            ours = [*ours, (CALLS_HEADER, _summary(failed) if failed else "ok")]
+        return _response(body, sent.status_code, headers + ours)
+
+
+def _summary(failed: list[Verdict]) -> str:
+    """Failed verdicts for a header: ``error=name`` pairs (names are ASCII-safe here)."""
+    return ", ".join(f"{v.error}={v.name.encode('ascii', 'replace').decode()}" for v in failed)
+
+
+def _stream(sent: httpx.Response, check: _Check, ours: list[tuple[str, str]]) -> Response:
+    """A streamed answer passed on event by event while its tool calls are checked."""
+    provider = _provider(check.shape)
+
+    async def events() -> AsyncIterator[bytes]:
+        splitter, watcher = SseSplitter(), CallWatcher(check.shape)
+        try:
+            async for chunk in sent.aiter_bytes():
+                for raw in splitter.feed(chunk):
+                    started, finished = watcher.see(SseEvent.parse(raw))
+                    bad = [name for name in started if check.enforce and check.not_sent(name)]
+                    for call in finished:
+                        check.verdict(call)
+                    if bad:
+                        yield error_event(check.shape, check.blocked(bad), "tool_not_sent")
+                        return
+                    yield raw
+            for call in watcher.finish():
+                check.verdict(call)
+            if rest := splitter.rest():
+                yield rest
+        except httpx.TransportError as exc:  # the upstream broke off or stalled mid-stream
+            kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "reset"
+            check.gateway.metrics.upstream_errors.labels(provider, kind).inc()
+            message = f"toolgate: the upstream's stream broke off ({type(exc).__name__})"
+            yield error_event(check.shape, message, "upstream_" + kind)
+        finally:
+            with anyio.CancelScope(shield=True):  # also when the client went away
+                await sent.aclose()
+
+    headers = response_headers(sent.headers.multi_items(), decoded=True) + ours
+    response = StreamingResponse(events(), status_code=sent.status_code)
+    response.raw_headers = _encoded(headers)
+    return response
+
+
+def _raw(sent: httpx.Response, extra: list[tuple[str, str]] | None = None) -> Response:
+    """The upstream's answer passed on untouched: status, headers, bytes as they come."""
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in sent.aiter_raw():
+                yield chunk
+        finally:
+            with anyio.CancelScope(shield=True):
+                await sent.aclose()
+
+    response = StreamingResponse(body(), status_code=sent.status_code)
+    response.raw_headers = _encoded(
+        [*response_headers(sent.headers.multi_items(), decoded=False), *(extra or ())]
+    )
+    return response
+
+
+def _response(body: bytes, status: int, headers: list[tuple[str, str]]) -> Response:
+    response = Response(body, status)  # sets content-length for this body
+    response.raw_headers = [
+        *(h for h in response.raw_headers if h[0] == b"content-length"),
+        *_encoded(headers),
+    ]
+    return response
+
+
+def _error(provider: str, status: int, message: str, code: str, *, retry: bool = False) -> Response:
+    """The gateway's own error, in ``provider``'s error shape; unless ``retry`` (the
+    upstream could not be reached), the SDKs are told not to retry it."""
+    response = Response(error_body(provider, status, message, code), status)
+    response.headers["content-type"] = "application/json"
+    if not retry:
+        response.headers["x-should-retry"] = "false"
+    response.headers["x-toolgate-error"] = code
+    return response
+
+
+def _provider(shape: str) -> str:
+    return "openai" if shape.startswith("openai") else shape
+
+
+def _encoded(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]

@@ -1,0 +1,352 @@
+"""The gateway's settings: upstreams, per-route filtering policy, prewarmed tool sets.
+
+Read from a TOML or YAML file (``--config``), overridden by the command line. A route is
+chosen by the first ``[[routes]]`` entry whose ``path`` pattern (``fnmatch``, e.g.
+``/v1/*``) matches the request path; the top-level keys are every route's defaults::
+
+    top_k = 8                      # the most tools a request keeps (a header may ask fewer)
+    policy = "annotate"            # tool calls in answers: "off", "annotate" or "enforce"
+    store = "/var/lib/toolgate"    # indexes saved here, memory-mapped, shared by workers
+    max_body_bytes = 67108864      # a larger filtered request is refused (413), unread
+
+    [upstreams.openai]
+    origin = "https://api.openai.com"
+    api_key_env = "OPENAI_API_KEY" # the upstream key comes from the gateway, not the client
+
+    [[routes]]
+    path = "/v1/messages"
+    top_k = 5
+    threshold = 0.3
+    budget_tokens = 6000           # schema tokens the kept tools may take
+    pinned = ["search_docs"]
+    deny = ["delete_*"]
+    query = "$.metadata.task"      # JSONPath to the text routed on (default: latest user turn)
+
+    [[prewarm]]
+    provider = "openai"            # the shape the file's tools array has
+    tools = "tools/github.json"    # indexed before /healthz answers
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from toolgate.errors import InvalidInputError
+from toolgate.json_limits import JsonLimitError, read_bounded
+from toolgate.promotion.budget import Budget
+
+__all__ = ["PROVIDERS", "GatewayConfig", "RouteConfig", "Upstream", "load_config"]
+
+# The upstreams a gateway knows, and the header each takes its key in.
+PROVIDERS = ("openai", "anthropic", "gemini")
+_POLICIES = ("off", "annotate", "enforce")
+# The state a request's headers may carry, header -> State field.
+DEFAULT_STATE_HEADERS = {
+    "x-toolgate-scopes": "scopes",
+    "x-toolgate-milestones": "milestones",
+    "x-toolgate-tools-run": "tools_run",
+}
+_ROUTE_KEYS = {
+    "path", "top_k", "threshold", "budget_tokens", "max_tools", "pinned", "allow", "deny",
+    "policy", "query", "state_headers",
+}  # fmt: skip
+_TOP_KEYS = _ROUTE_KEYS - {"path"} | {
+    "upstreams", "routes", "prewarm", "store", "max_catalogs", "timeout", "connect_timeout",
+    "auth_token_env", "max_body_bytes",
+}  # fmt: skip
+# The largest filtered request read by default: past the providers' own limits (Anthropic's
+# is 32 MB), so a request refused here would have been refused upstream.
+MAX_BODY_BYTES = 64 << 20
+# The largest config or prewarm tools file read: a bound on what a wrong path (/dev/zero)
+# makes the gateway allocate before it listens.
+MAX_FILE_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where one provider's requests go, and the key the gateway adds (if it holds one)."""
+
+    origin: str
+    api_key_env: str | None = None
+
+    def api_key(self) -> str | None:
+        """The key from the environment, or None when the client's own credentials pass."""
+        return _from_env("api_key_env", self.api_key_env)
+
+
+@dataclass(frozen=True)
+class RouteConfig:
+    """How requests on matching paths are filtered and their answers checked."""
+
+    path: str = "*"
+    top_k: int | None = None
+    threshold: float | None = None
+    budget_tokens: int | None = None
+    max_tools: int | None = None
+    pinned: tuple[str, ...] = ()
+    allow: tuple[str, ...] | None = None
+    deny: tuple[str, ...] | None = None
+    policy: str = "annotate"
+    query: str | None = None
+    state_headers: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_STATE_HEADERS))
+
+    def budget(self) -> Budget | None:
+        """The budget the route sets, if any (dropping the lowest-ranked tools past it)."""
+        if self.budget_tokens is None and self.max_tools is None:
+            return None
+        return Budget(max_tools=self.max_tools, max_schema_tokens=self.budget_tokens)
+
+
+@dataclass(frozen=True)
+class Prewarm:
+    """A tools array indexed at start-up, read as ``provider`` shapes it."""
+
+    provider: str
+    tools: Path
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """Every setting of a gateway (see the module)."""
+
+    upstreams: Mapping[str, Upstream] = field(default_factory=dict)
+    routes: tuple[RouteConfig, ...] = ()
+    default: RouteConfig = field(default_factory=RouteConfig)
+    prewarm: tuple[Prewarm, ...] = ()
+    store: Path | None = None
+    max_catalogs: int = 64
+    timeout: float = 600.0
+    connect_timeout: float = 10.0
+    auth_token_env: str | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    def route(self, path: str) -> RouteConfig:
+        """The settings for ``path``: the first route whose pattern matches, else the
+        defaults."""
+        for route in self.routes:
+            if fnmatch.fnmatchcase(path, route.path):
+                return route
+        return self.default
+
+    def with_overrides(
+        self, *, upstreams: Mapping[str, str] | None = None, top_k: int | None = None
+    ) -> GatewayConfig:
+        """These settings with the command line's ``--upstream`` and ``--top-k`` applied
+        (``--top-k`` caps every route)."""
+        merged = dict(self.upstreams)
+        for name, origin in (upstreams or {}).items():
+            known = merged.get(name)
+            merged[name] = Upstream(_origin(origin, name), known.api_key_env if known else None)
+        if top_k is None:
+            return replace(self, upstreams=merged)
+
+        def capped(route: RouteConfig) -> RouteConfig:
+            return replace(route, top_k=top_k if route.top_k is None else min(route.top_k, top_k))
+
+        routes = tuple(capped(route) for route in self.routes)
+        return replace(self, upstreams=merged, routes=routes, default=capped(self.default))
+
+    def auth_token(self) -> str | None:
+        """The token clients must present, from ``auth_token_env``; None: no check."""
+        return _from_env("auth_token_env", self.auth_token_env)
+
+
+def _from_env(key: str, variable: str | None) -> str | None:
+    """The secret in the environment variable ``variable`` (named by the setting ``key``);
+    None when there is no variable; an error when it is unset or empty."""
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise InvalidInputError(f"{key}: {variable} is not set")
+    return value
+
+
+def load_config(path: Path | None) -> GatewayConfig:
+    """The settings in the TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file ``path``;
+    defaults when ``path`` is None. Every problem is an error naming the key."""
+    if path is None:
+        return GatewayConfig()
+    data = _read(path)
+    where = str(path)
+    _check_keys(data, _TOP_KEYS, where)
+    default = _route({k: v for k, v in data.items() if k in _ROUTE_KEYS}, "*", where)
+    routes = data.get("routes", [])
+    if not isinstance(routes, list):
+        raise InvalidInputError(f"{where}: 'routes' must be a list of tables")
+    parsed_routes = []
+    for i, entry in enumerate(routes):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("path"), str):
+            raise InvalidInputError(f"{where}: routes[{i}] needs a 'path' pattern")
+        # A route's unset keys fall back to the top-level defaults.
+        merged = {**{k: v for k, v in data.items() if k in _ROUTE_KEYS}, **entry}
+        parsed_routes.append(_route(merged, entry["path"], f"{where}: routes[{i}]"))
+    upstreams = data.get("upstreams", {})
+    if not isinstance(upstreams, Mapping):
+        raise InvalidInputError(f"{where}: 'upstreams' must be a table of providers")
+    base = path.parent
+    return GatewayConfig(
+        upstreams={name: _upstream(name, entry, where) for name, entry in upstreams.items()},
+        routes=tuple(parsed_routes),
+        default=default,
+        prewarm=tuple(
+            _prewarm(entry, i, base, where) for i, entry in enumerate(_list(data, "prewarm", where))
+        ),
+        store=None if data.get("store") is None else base / str(data["store"]),
+        max_catalogs=_int(data, "max_catalogs", where, 64, minimum=1),
+        timeout=_seconds(data, "timeout", where, 600.0),
+        connect_timeout=_seconds(data, "connect_timeout", where, 10.0),
+        auth_token_env=_optional_str(data, "auth_token_env", where),
+        max_body_bytes=_int(data, "max_body_bytes", where, MAX_BODY_BYTES, minimum=1),
+    )
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        text = read_file(path).decode("utf-8")
+    except (OSError, JsonLimitError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else exc
+        raise InvalidInputError(f"--config {path}: cannot read: {reason}") from None
+    if path.suffix == ".toml":
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - the same parser, under its older name
+            import tomli as tomllib
+        try:
+            data: Any = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidInputError(f"--config {path}: not valid TOML: {exc}") from None
+    elif path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InvalidInputError(f"--config {path}: not valid YAML: {exc}") from None
+    else:
+        raise InvalidInputError(f"--config {path}: expected a .toml, .yaml or .yml file")
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"--config {path}: expected a table of settings")
+    return data
+
+
+def read_file(path: Path) -> bytes:
+    """The bytes of the regular file ``path`` (a config or a tools array), at most
+    :data:`MAX_FILE_BYTES`: ``OSError`` or :class:`JsonLimitError` otherwise."""
+    return read_bounded(path, MAX_FILE_BYTES)
+
+
+def _check_keys(data: Mapping[str, Any], known: set[str], where: str) -> None:
+    if unknown := sorted(set(data) - known):
+        raise InvalidInputError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+
+
+def _route(data: Mapping[str, Any], path: str, where: str) -> RouteConfig:
+    _check_keys(data, _ROUTE_KEYS, where)
+    policy = data.get("policy", "annotate")
+    if policy not in _POLICIES:
+        raise InvalidInputError(f"{where}: policy must be one of {list(_POLICIES)}, got {policy!r}")
+    threshold = data.get("threshold")
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+    ):
+        raise InvalidInputError(f"{where}: threshold must be a number, got {threshold!r}")
+    state_headers = data.get("state_headers", DEFAULT_STATE_HEADERS)
+    if not isinstance(state_headers, Mapping) or not all(
+        isinstance(k, str) and v in ("scopes", "milestones", "tools_run")
+        for k, v in state_headers.items()
+    ):
+        raise InvalidInputError(
+            f"{where}: state_headers maps header names to 'scopes', 'milestones' or 'tools_run'"
+        )
+    route = RouteConfig(
+        path=path,
+        top_k=_int(data, "top_k", where, None, minimum=1),
+        threshold=None if threshold is None else float(threshold),
+        budget_tokens=_int(data, "budget_tokens", where, None, minimum=1),
+        max_tools=_int(data, "max_tools", where, None, minimum=1),
+        pinned=tuple(_names(data, "pinned", where) or ()),
+        allow=_names(data, "allow", where),
+        deny=_names(data, "deny", where),
+        policy=policy,
+        query=_optional_str(data, "query", where),
+        state_headers={k.lower(): v for k, v in state_headers.items()},
+    )
+    if route.query is not None:
+        from toolgate.gateway.query import compile_path
+
+        compile_path(route.query, where)  # a bad path fails at start-up, not per request
+    return route
+
+
+def _upstream(name: str, entry: Any, where: str) -> Upstream:
+    if name not in PROVIDERS:
+        raise InvalidInputError(f"{where}: upstreams.{name}: expected one of {list(PROVIDERS)}")
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("origin"), str):
+        raise InvalidInputError(f"{where}: upstreams.{name} needs an 'origin' URL")
+    _check_keys(entry, {"origin", "api_key_env"}, f"{where}: upstreams.{name}")
+    key_env = _optional_str(entry, "api_key_env", f"{where}: upstreams.{name}")
+    return Upstream(_origin(entry["origin"], name), key_env)
+
+
+def _origin(text: str, name: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise InvalidInputError(f"upstream {name}: expected an http(s) URL, got {text!r}")
+    return text.rstrip("/")
+
+
+def _prewarm(entry: Any, i: int, base: Path, where: str) -> Prewarm:
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("tools"), str):
+        raise InvalidInputError(f"{where}: prewarm[{i}] needs 'tools', a file of a tools array")
+    provider = entry.get("provider")
+    shapes = ("openai", "openai-responses", "anthropic", "gemini")
+    if provider not in shapes:
+        raise InvalidInputError(f"{where}: prewarm[{i}].provider must be one of {list(shapes)}")
+    return Prewarm(provider, base / entry["tools"])
+
+
+def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise InvalidInputError(f"{where}: {key!r} must be a list")
+    return value
+
+
+def _names(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...] | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInputError(f"{where}: {key!r} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _int(
+    data: Mapping[str, Any], key: str, where: str, default: int | None, *, minimum: int
+) -> Any:
+    value = data.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{where}: {key!r} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _seconds(data: Mapping[str, Any], key: str, where: str, default: float) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidInputError(f"{where}: {key!r} must be a number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def _optional_str(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InvalidInputError(f"{where}: {key!r} must be a string, got {value!r}")
+    return value

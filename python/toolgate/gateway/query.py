@@ -1,0 +1,71 @@
+"""What a route reads from a request besides its tools: the text to route on, and the state.
+
+The text is the latest user message unless the route names a JSONPath (``jsonpath-ng``'s
+extended syntax, as in the gateway seed's ``$.messages[-1].content``); the state comes from
+headers such as ``x-toolgate-scopes: github:write, slack:read``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from toolgate.errors import InvalidInputError
+
+__all__ = ["compile_path", "query_at", "state_from_headers"]
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(path: str) -> Any:
+    from jsonpath_ng.ext.parser import parse
+
+    return parse(path)
+
+
+def compile_path(path: str, where: str) -> Any:
+    """The parsed JSONPath ``path``; an error naming ``where`` if it does not parse."""
+    try:
+        return _compiled(path)
+    except Exception as exc:  # jsonpath-ng raises bare Exception subclasses of its own
+        raise InvalidInputError(f"{where}: query {path!r} is not a JSONPath: {exc}") from None
+
+
+def query_at(body: Mapping[str, Any], path: str) -> str | None:
+    """The text at ``path`` in ``body``: strings found there joined by new lines, the text
+    blocks of a content list read as text; None when nothing is found."""
+    texts: list[str] = []
+    for match in compile_path(path, "query").find(body):
+        texts.extend(_texts(match.value))
+    joined = "\n".join(t for t in texts if t.strip())
+    return joined or None
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        text = value.get("text")
+        if isinstance(text, str):
+            return [text]
+        return _texts(value.get("content", value.get("parts")))
+    if isinstance(value, list):
+        return [text for item in value for text in _texts(item)]
+    return []
+
+
+def state_from_headers(
+    headers: Mapping[str, str], fields: Mapping[str, str]
+) -> dict[str, list[str]] | None:
+    """The routing state the request's headers give (comma-separated lists), None if none.
+
+    ``fields`` maps lower-case header names to the state field each fills.
+    """
+    state: dict[str, list[str]] = {}
+    for header, name in fields.items():
+        value = headers.get(header)
+        if value is None:
+            continue
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        state.setdefault(name, []).extend(items)
+    return state or None

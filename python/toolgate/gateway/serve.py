@@ -1,0 +1,137 @@
+"""``toolgate gateway``: the gateway served by uvicorn, in one process or several workers.
+
+Workers are separate processes that uvicorn starts by importing :func:`app_from_env`, so the
+settings travel to them in an environment variable. They share each tools array's index
+through the router store (memory-mapped files) and their metrics through
+``PROMETHEUS_MULTIPROC_DIR``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from toolgate.errors import InvalidInputError
+from toolgate.gateway.config import PROVIDERS, GatewayConfig, load_config
+
+__all__ = ["KEEP_ALIVE_SECONDS", "ServeOptions", "app_from_env", "serve"]
+
+_SETTINGS_ENV = "TOOLGATE_GATEWAY_SETTINGS"
+# How long an idle client connection stays open. Longer than clients keep idle connections
+# in their pools (httpx, under the OpenAI, Anthropic and Google SDKs: 5 s), so the client
+# always closes first: a server closing at the moment a client reuses the connection would
+# fail that request.
+KEEP_ALIVE_SECONDS = 75
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What the command line says: where to listen, the upstreams, the config file."""
+
+    host: str
+    port: int
+    upstreams: dict[str, str]
+    config: Path | None = None
+    top_k: int | None = None
+    store: Path | None = None
+    workers: int = 1
+    no_auth: bool = False
+    graceful_timeout: int = 10
+
+    @classmethod
+    def parse(cls, listen: str, upstreams: list[str], **options: Any) -> ServeOptions:
+        """Options from ``--listen HOST:PORT`` and ``--upstream NAME=ORIGIN`` (repeated)."""
+        host, sep, port = listen.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InvalidInputError(f"--listen: expected HOST:PORT, got {listen!r}")
+        parsed: dict[str, str] = {}
+        for entry in upstreams:
+            name, sep, origin = entry.partition("=")
+            if not sep or name not in PROVIDERS:
+                raise InvalidInputError(
+                    f"--upstream: expected NAME=ORIGIN with NAME one of {list(PROVIDERS)}, "
+                    f"got {entry!r}"
+                )
+            parsed[name] = origin
+        return cls(host.strip("[]"), int(port), parsed, **options)
+
+    def gateway_config(self) -> GatewayConfig:
+        """The config file's settings with the command line's on top."""
+        config = load_config(self.config).with_overrides(upstreams=self.upstreams, top_k=self.top_k)
+        if self.store is not None:
+            config = replace(config, store=self.store)
+        if config.store is None:
+            from toolgate.embedding.model_files import toolgate_home
+
+            # Saved indexes outlive a restart and are shared by the workers.
+            config = replace(config, store=toolgate_home() / "gateway-routers")
+        if not config.upstreams:
+            raise InvalidInputError("no upstream: give --upstream NAME=ORIGIN (or [upstreams])")
+        return config
+
+
+def app_from_env() -> Any:
+    """The ASGI app of the settings in ``TOOLGATE_GATEWAY_SETTINGS`` (uvicorn's factory in
+    each worker)."""
+    from toolgate.gateway.app import Gateway
+
+    settings = json.loads(os.environ[_SETTINGS_ENV])
+    options = ServeOptions(
+        host=settings["host"], port=settings["port"], upstreams=settings["upstreams"],
+        config=None if settings["config"] is None else Path(settings["config"]),
+        top_k=settings["top_k"],
+        store=None if settings["store"] is None else Path(settings["store"]),
+    )  # fmt: skip
+    return Gateway(options.gateway_config()).app
+
+
+def serve(options: ServeOptions) -> None:
+    """Serve until a signal; checks the settings (and the key rule) before listening."""
+    import uvicorn
+
+    config = options.gateway_config()  # every settings error before the port opens
+    if not _loopback(options.host) and config.auth_token_env is None and not options.no_auth:
+        raise InvalidInputError(
+            f"--listen {options.host}: a host other than loopback needs auth_token_env in "
+            "the config (clients then send that token) or --no-auth"
+        )
+    config.auth_token()
+    for upstream in config.upstreams.values():
+        upstream.api_key()
+    os.environ[_SETTINGS_ENV] = json.dumps(
+        {
+            "host": options.host, "port": options.port, "upstreams": options.upstreams,
+            "config": None if options.config is None else str(options.config.resolve()),
+            "top_k": options.top_k,
+            "store": None if config.store is None else str(Path(config.store).resolve()),
+        }
+    )  # fmt: skip
+    if options.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="toolgate-metrics-")
+    uvicorn.run(
+        "toolgate.gateway.serve:app_from_env",
+        factory=True,
+        host=options.host,
+        port=options.port,
+        workers=options.workers,
+        access_log=False,  # it would log query strings, where Gemini clients may put a key
+        log_level="info",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        # After a signal, requests still running (a long stream, an index being built)
+        # get this long, then are cancelled: the process stops within it, never hangs.
+        timeout_graceful_shutdown=options.graceful_timeout,
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,195 @@
+"""Server-sent event streams read as they pass: whole events out, the tool calls in them seen.
+
+The gateway forwards a streamed answer event by event, never holding more than the event
+being received, and watches each for tool calls: the name of a call is known from its first
+event (so an ``enforce`` route can stop the stream before the application sees a call to a
+tool it did not send), and its arguments once its last event is in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from toolgate.formats.calls import answer_tool_calls
+
+__all__ = ["CallWatcher", "SseEvent", "SseSplitter", "error_event"]
+
+# An event ends at a blank line; lines end in CRLF, LF or CR (the SSE specification).
+_BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+class SseSplitter:
+    """Cuts a byte stream into whole events, each with the blank line that ends it."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._scanned = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The events ``chunk`` completes, in order; the rest waits for the next chunk."""
+        self._buffer += chunk
+        events = []
+        start = 0
+        # A boundary may straddle two chunks: scan again from just before the old end.
+        search_from = max(0, self._scanned - 3)
+        while (match := _BOUNDARY.search(self._buffer, search_from)) is not None:
+            events.append(bytes(self._buffer[start : match.end()]))
+            start = search_from = match.end()
+        del self._buffer[:start]
+        self._scanned = len(self._buffer)
+        return events
+
+    def rest(self) -> bytes:
+        """What came after the last whole event (a stream cut short)."""
+        rest = bytes(self._buffer)
+        self._buffer.clear()
+        self._scanned = 0
+        return rest
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    """One event's name (``event:``) and its data lines joined, parsed as JSON if they are."""
+
+    name: str | None
+    data: Any
+
+    @classmethod
+    def parse(cls, raw: bytes) -> SseEvent:
+        """Read ``raw``, one whole event; data that is not JSON (``[DONE]``) stays text."""
+        name, lines = None, []
+        for line in raw.decode("utf-8", "replace").splitlines():
+            field_name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field_name == "event":
+                name = value
+            elif field_name == "data":
+                lines.append(value)
+        text = "\n".join(lines)
+        try:
+            return cls(name, orjson.loads(text)) if text else cls(name, None)
+        except orjson.JSONDecodeError:
+            return cls(name, text)
+
+
+@dataclass
+class _Partial:
+    """A streamed call not finished yet: its id, name and argument text so far."""
+
+    call_id: str | None
+    name: str
+    arguments: list[str] = field(default_factory=list)
+
+
+class CallWatcher:
+    """Follows one streamed answer of the request shape ``shape`` and reports its tool calls.
+
+    :meth:`see` takes each event and returns the names of the calls it starts and the calls
+    it finishes (as the provider writes a whole call, for verification); :meth:`finish`
+    returns the calls the stream started but never closed.
+    """
+
+    def __init__(self, shape: str) -> None:
+        self.shape = shape
+        self._open: dict[Any, _Partial] = {}
+
+    def see(self, event: SseEvent) -> tuple[list[str], list[Any]]:
+        """The call names started and the calls finished by ``event``."""
+        data = event.data
+        if not isinstance(data, Mapping):
+            return [], []
+        if self.shape == "openai":
+            return self._chat(data)
+        if self.shape == "openai-responses":
+            return self._responses(data)
+        if self.shape == "anthropic":
+            return self._anthropic(data)
+        calls = answer_tool_calls(data, "gemini")
+        names = [str(c.get("functionCall", c.get("function_call", {})).get("name")) for c in calls]
+        return names, calls
+
+    def finish(self) -> list[Any]:
+        """The calls still open when the stream ended, as whole calls."""
+        calls = [self._whole(partial) for partial in self._open.values()]
+        self._open.clear()
+        return calls
+
+    def _whole(self, partial: _Partial) -> dict[str, Any]:
+        arguments = "".join(partial.arguments)
+        if self.shape == "anthropic":
+            return {"type": "tool_use", "id": partial.call_id, "name": partial.name,
+                    "input": arguments}  # fmt: skip
+        return {"id": partial.call_id, "function": {"name": partial.name, "arguments": arguments}}
+
+    def _chat(self, data: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
+        started: list[str] = []
+        finished: list[Any] = []
+        for choice in _items(data.get("choices")):
+            delta = choice.get("delta")
+            number = choice.get("index", 0)
+            for call in _items(delta.get("tool_calls") if isinstance(delta, Mapping) else None):
+                key = (number, call.get("index", 0))
+                function = call.get("function")
+                function = function if isinstance(function, Mapping) else {}
+                partial = self._open.get(key)
+                if partial is None:
+                    name = str(function.get("name") or "")
+                    partial = self._open[key] = _Partial(call.get("id"), name)
+                    started.append(name)
+                if isinstance(function.get("arguments"), str):
+                    partial.arguments.append(function["arguments"])
+            if choice.get("finish_reason"):
+                for key in [k for k in self._open if k[0] == number]:
+                    finished.append(self._whole(self._open.pop(key)))
+        return started, finished
+
+    def _responses(self, data: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
+        item = data.get("item")
+        if not isinstance(item, Mapping) or item.get("type") != "function_call":
+            return [], []
+        if data.get("type") == "response.output_item.added":
+            return [str(item.get("name") or "")], []
+        if data.get("type") == "response.output_item.done":
+            return [], [item]
+        return [], []
+
+    def _anthropic(self, data: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
+        kind, index = data.get("type"), data.get("index")
+        if kind == "content_block_start":
+            block = data.get("content_block")
+            if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                name = str(block.get("name") or "")
+                self._open[index] = _Partial(block.get("id"), name)
+                return [name], []
+        elif kind == "content_block_delta" and index in self._open:
+            delta = data.get("delta")
+            if isinstance(delta, Mapping) and isinstance(delta.get("partial_json"), str):
+                self._open[index].arguments.append(delta["partial_json"])
+        elif kind == "content_block_stop" and index in self._open:
+            return [], [self._whole(self._open.pop(index))]
+        return [], []
+
+
+def error_event(shape: str, message: str, code: str) -> bytes:
+    """A stream event that each provider's SDK raises as an error, carrying ``message``."""
+    body: dict[str, Any]
+    if shape == "anthropic":
+        body = {"type": "error", "error": {"type": "api_error", "message": message}}
+        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
+    if shape == "gemini":
+        body = {"error": {"code": 502, "message": message, "status": "INTERNAL"}}
+        return b"data: " + orjson.dumps(body) + b"\n\n"
+    error = {"message": message, "type": "toolgate_error", "code": code, "param": None}
+    if shape == "openai-responses":
+        body = {"type": "error", "code": code, "message": message, "param": None, "error": error}
+        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
+    return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+
+
+def _items(value: Any) -> list[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []

@@ -1,0 +1,104 @@
+"""Adaptive selection: how many of the ranked tools a turn shows, from the evidence.
+
+``top_k`` is a ceiling, not a count. Every schema shown costs tokens on every turn, so a turn
+shows what the evidence asks for:
+
+- the best ``min_tools`` ranked tools, always: the fused score's gaps at the head of a
+  ranking say little about whether the best tool is the one needed (on the labelled sets a
+  rule on score gaps alone did no better than a fixed count; see docs/design.md,
+  "Promotion: lean requests"), so a floor on the count is what keeps a near miss in;
+- for a query of several clauses ("convert 5 USD to EUR, then email the result to Bob"),
+  the best ``clause_tools`` tools of each clause, ranked by the clause's own vector and words:
+  each intent needs its own tool, and the whole query's ranking buries the second one;
+- then any further ranked tool whose fused score is at least ``keep_ratio`` of the best one's
+  (and likewise the second tool of a clause against its clause's best): a tool that scores
+  nearly as well as the best is as likely to be the one needed;
+- the cosine floor (``threshold``) applies to every candidate, as in the ranking itself.
+
+The order of the result is the order of that list, which is the order of the evidence.
+
+>>> select([("a", 1.0), ("b", 0.95), ("c", 0.5)], [], ceiling=8, min_tools=1,
+...        keep_ratio=0.9, clause_tools=2)
+['a', 'b']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from toolgate.routing.config import RouterConfig
+
+if TYPE_CHECKING:
+    from toolgate._toolgate import RoutedRow, RouteOutcome
+
+__all__ = ["MAX_CLAUSES", "adapt", "select"]
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def select(
+    ranked: Sequence[tuple[Key, float]],
+    clauses: Sequence[Sequence[tuple[Key, float]]],
+    *,
+    ceiling: int,
+    min_tools: int,
+    keep_ratio: float,
+    clause_tools: int,
+) -> list[Key]:
+    """The keys to show, at most ``ceiling``, in the order of the evidence (see the module).
+
+    ``ranked`` holds the whole query's candidates as ``(key, fused score)``, best first;
+    ``clauses`` holds each clause's, ranked by the clause alone (empty for a query of one
+    clause).
+    """
+    chosen: list[Key] = [key for key, _ in ranked[:min_tools]]
+    for depth in range(clause_tools):
+        for clause in clauses:
+            if depth == 0 and clause:
+                chosen.append(clause[0][0])
+            elif depth < len(clause) and clause[depth][1] >= keep_ratio * clause[0][1]:
+                chosen.append(clause[depth][0])
+    best = ranked[0][1] if ranked else 0.0
+    chosen += [key for key, score in ranked[min_tools:] if score >= keep_ratio * best]
+    return list(dict.fromkeys(chosen))[:ceiling]
+
+
+#: Most clauses of one query ranked on their own; a query of more is a list of arguments
+#: more often than of intents.
+MAX_CLAUSES = 16
+
+
+def adapt(
+    ranked: Sequence[RoutedRow],
+    clause_vectors: Any,
+    clause_texts: Sequence[str],
+    rank_clause: Callable[[Any, str], RouteOutcome],
+    *,
+    ceiling: int,
+    config: RouterConfig,
+) -> tuple[list[RoutedRow], list[int]]:
+    """The core's ``ranked`` rows cut down by :func:`select`, and the rows added for a clause
+    that the whole query did not rank.
+
+    ``clause_vectors`` is the (clauses, dim) array of the query's clause vectors and
+    ``clause_texts`` their texts. ``rank_clause(vector, text)`` routes one clause as the query
+    was routed (the same gate, scope, floor and forced rows) and returns the core's outcome;
+    at most :data:`MAX_CLAUSES` clauses are ranked (each is a pass over every row).
+    """
+    ranked_clauses: list[list[RoutedRow]] = []
+    if config.clause_tools:
+        for vector, text in list(zip(clause_vectors, clause_texts, strict=True))[:MAX_CLAUSES]:
+            ranked_clauses.append(list(rank_clause(vector, text).ranked))
+    rows = {r.row: r for clause in ranked_clauses for r in clause}
+    rows |= {r.row: r for r in ranked}
+    keys = select(
+        [(r.row, r.fused) for r in ranked],
+        [[(r.row, r.fused) for r in clause] for clause in ranked_clauses],
+        ceiling=ceiling,
+        min_tools=config.min_tools,
+        keep_ratio=config.keep_ratio,
+        clause_tools=config.clause_tools,
+    )
+    own = {r.row for r in ranked}
+    return [rows[key] for key in keys], [key for key in keys if key not in own]

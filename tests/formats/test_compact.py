@@ -1,0 +1,267 @@
+"""Compact definitions: what a model does not need is left out, every constraint stays."""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+from typing import Any
+
+import pytest
+
+from tests.shared_data import CATALOGS, DATA, require
+from toolgate.catalog.catalog import Catalog, CatalogWarning
+from toolgate.catalog.tool import Tool
+from toolgate.formats.compact import compact_entry, compact_schema, compact_text, is_strict
+from toolgate.formats.raw import PROVIDERS
+from toolgate.verify import verify_call
+
+# A pydantic / FastMCP-style schema: a title on everything, $schema, Optional fields.
+GENERATED: dict[str, Any] = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "search_issuesArguments",
+    "type": "object",
+    "properties": {
+        "query": {"title": "Query", "type": "string", "description": "  Words  to find.\n\n"},
+        "per_page": {
+            "title": "Per Page",
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 100,
+            "default": 30,
+            "description": "Results per page (default 30).",
+        },
+        "state": {
+            "title": "Issue state filter",
+            "anyOf": [{"type": "string", "enum": ["open", "closed"]}, {"type": "null"}],
+            "default": None,
+        },
+        "sort": {"type": "string", "default": "created", "description": "Sort key."},
+        "labels": {
+            "title": "Labels",
+            "type": "array",
+            "items": {"type": "string", "title": "Labels"},
+            "$comment": "from the API spec",
+        },
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+# Keywords that constrain a call: compaction must never touch them.
+_CONSTRAINTS = {
+    "type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "minLength", "maxLength", "pattern", "format", "minItems", "maxItems", "uniqueItems",
+    "multipleOf", "minProperties", "maxProperties",
+}  # fmt: skip
+
+
+def _constraints(node: Any, path: str = "") -> set[tuple[str, str]]:
+    """Every (path, keyword=value) that constrains a value, plus non-empty required lists."""
+    out: set[tuple[str, str]] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _CONSTRAINTS and not isinstance(value, dict):
+                out.add((path, f"{key}={json.dumps(value, sort_keys=True)}"))
+            elif key == "required" and value:
+                out.add((path, f"required={sorted(value)}"))
+            elif key == "properties" and isinstance(value, dict):
+                out.add((path, f"properties={sorted(value)}"))
+            out |= _constraints(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            out |= _constraints(item, f"{path}/{i}")
+    return out
+
+
+def test_generated_noise_is_left_out_and_every_constraint_kept() -> None:
+    original = copy.deepcopy(GENERATED)
+    out = compact_schema(GENERATED, provider="openai", name="search_issues")
+    assert original == GENERATED  # not modified
+    assert "$schema" not in out
+    assert "title" not in out
+    props = out["properties"]
+    assert props["query"] == {"type": "string", "description": "Words to find."}
+    assert "title" not in props["per_page"]
+    assert "default" not in props["per_page"]
+    assert props["state"]["title"] == "Issue state filter"  # says more than the name
+    assert "default" not in props["state"]  # null, and not required
+    assert props["sort"]["default"] == "created"  # the description does not state it
+    assert "$comment" not in props["labels"]
+    assert "title" not in props["labels"]
+    assert props["labels"]["items"] == {"type": "string", "title": "Labels"}  # not its name
+    assert "additionalProperties" not in out  # OpenAI's models never see it
+    assert _constraints(out) == _constraints(GENERATED)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "mcp", "gemini-json-schema"])
+def test_closed_objects_stay_closed_where_the_model_reads_json_schema(provider: str) -> None:
+    out = compact_schema(GENERATED, provider=provider, name="search_issues")
+    assert out["additionalProperties"] is False
+    assert "title" not in out["properties"]["query"]
+
+
+def test_open_and_schema_valued_additional_properties() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+            "meta": {"type": "object", "additionalProperties": True},
+        },
+        "required": [],
+    }
+    for provider in PROVIDERS:
+        out = compact_schema(schema, provider=provider)
+        assert out["properties"]["tags"]["additionalProperties"] == {"type": "string"}
+        assert "additionalProperties" not in out["properties"]["meta"]
+        assert "required" not in out
+
+
+def test_strict_schemas_stay_strict() -> None:
+    strict = {
+        "type": "object",
+        "title": "Args",
+        "properties": {
+            "city": {"type": "string", "title": "City"},
+            "when": {
+                "type": "object",
+                "properties": {"day": {"type": ["string", "null"], "default": None}},
+                "required": ["day"],
+                "additionalProperties": False,
+            },
+        },
+        "required": ["city", "when"],
+        "additionalProperties": False,
+    }
+    assert is_strict(strict)
+    out = compact_schema(strict, provider="openai")
+    assert is_strict(out)
+    assert out["properties"]["when"]["additionalProperties"] is False
+    assert "title" not in out["properties"]["city"]
+    assert not is_strict(GENERATED)
+
+
+@pytest.mark.parametrize(
+    ("default", "description", "dropped"),
+    [
+        (10, "How many. Defaults to 10.", True),
+        (0, "How many. Default is 10.", False),
+        (False, "Include forks (default: false).", True),
+        (True, "Include forks (default: false).", False),
+        ("celsius", "Unit; the default is celsius.", True),
+        ("celsius", "Unit, celsius or fahrenheit.", False),
+        (1.0, "Scale factor, default 1.", True),
+        ([], "Fields to return; default none.", False),
+        (",", "Delimiter, such as a comma; default ','.", False),
+        ("json", "Output format. Use json for machines, or text; a default applies.", False),
+        ("celsius", "Temperature unit, celsius by default.", True),
+    ],
+)
+def test_a_default_is_dropped_only_when_the_description_states_it(
+    default: Any, description: str, dropped: bool
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"x": {"default": default, "description": description}},
+    }
+    out = compact_schema(schema)
+    assert ("default" not in out["properties"]["x"]) is dropped
+
+
+def test_keywords_are_only_read_at_schema_positions() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "title": "Title"},
+            "$schema": {"type": "string"},
+        },
+        "required": ["title"],
+    }
+    out = compact_schema(schema, name="make")
+    assert set(out["properties"]) == {"title", "$schema"}
+    assert out["properties"]["title"] == {"type": "string"}
+
+
+def test_whitespace() -> None:
+    assert (
+        compact_text("  A  tool.\t Does\n\n\n - one\r\n - two  \n") == "A tool. Does\n- one\n- two"
+    )
+    assert compact_text("") == ""
+
+
+def test_tool_exports_switch_between_original_and_compact() -> None:
+    tool = Tool("gh", "search_issues", "  Search  issues. ", GENERATED, title="Search Issues")
+    for provider in PROVIDERS:
+        assert tool.to_provider(provider) == tool.to_provider(provider, compact=False)
+        full, small = tool.definition_json(provider), tool.definition_json(provider, compact=True)
+        assert len(small) < len(full)
+        assert tool.token_count(provider, compact=True) <= tool.token_count(provider)
+    assert tool.to_provider("openai")["function"]["parameters"] == GENERATED
+    compact = tool.to_provider("openai", compact=True)["function"]
+    assert compact["description"] == "Search issues."
+    assert "title" not in tool.to_provider("mcp", compact=True)  # repeats the name
+    # The caller's own copy, as for full definitions.
+    compact["parameters"]["properties"].clear()
+    assert tool.to_provider("openai", compact=True)["function"]["parameters"]["properties"]
+
+
+def test_verify_checks_the_full_schema() -> None:
+    catalog = Catalog.from_tools(
+        [{"name": "search_issues", "description": "Search.", "inputSchema": GENERATED}],
+        server="gh",
+    )
+    sent = catalog["gh/search_issues"].to_provider("openai", compact=True)
+    assert "additionalProperties" not in sent["function"]["parameters"]
+    call = {"name": "search_issues", "arguments": {"query": "bug", "colour": "red"}}
+    verdict = verify_call(catalog, ["gh/search_issues"], call)
+    assert not verdict.ok
+    assert verdict.error == "invalid_arguments"
+    bound = {"name": "search_issues", "arguments": {"query": "bug", "per_page": 500}}
+    assert not verify_call(catalog, ["gh/search_issues"], bound).ok
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        CATALOGS / "mcpm-registry.jsonl",
+        CATALOGS / "github-mcp-server.tools-list.json",
+        DATA / "eval" / "bfcl-single-turn" / "tools.jsonl",
+    ],
+)
+def test_real_catalogs_keep_every_constraint_and_never_grow(path: Any) -> None:
+    require(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CatalogWarning)
+        catalog = Catalog.load(path, lenient=True, rename_duplicates=True)
+    saved = 0
+    for tool in catalog.tools[:600]:
+        for provider in ("openai", "anthropic", "mcp"):
+            out = compact_schema(tool.input_schema, provider=provider, name=tool.name)
+            assert _constraints(out) == _constraints(tool.input_schema), tool.id
+            full = tool.token_count(provider)
+            small = tool.token_count(provider, compact=True)
+            assert small <= full, tool.id
+            saved += full - small
+    assert saved > 0
+
+
+def test_request_entries_of_every_shape_are_compacted_in_place() -> None:
+    chat = {"type": "function", "function": {"name": "search_issues", "parameters": GENERATED}}
+    out = compact_entry(chat, "openai")
+    assert out["function"]["parameters"] == compact_schema(GENERATED, name="search_issues")
+    strict = {"type": "function", "function": {**chat["function"], "strict": True}}
+    kept = compact_entry(strict, "openai")["function"]
+    assert kept["parameters"]["additionalProperties"] is False  # strict: stays closed
+    assert "title" not in kept["parameters"]["properties"]["query"]
+    responses = {"type": "function", "name": "x", "description": " a  b ", "parameters": GENERATED}
+    assert compact_entry(responses, "openai-responses")["description"] == "a b"
+    claude = {"name": "x", "input_schema": GENERATED, "cache_control": {"type": "ephemeral"}}
+    out = compact_entry(claude, "anthropic")
+    assert out["cache_control"] == {"type": "ephemeral"}
+    assert out["input_schema"]["additionalProperties"] is False
+    gemini = {"functionDeclarations": [{"name": "x", "parametersJsonSchema": GENERATED}]}
+    declared = compact_entry(gemini, "gemini")["functionDeclarations"][0]
+    assert "$schema" not in declared["parametersJsonSchema"]
+    plain = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    assert compact_entry(plain, "openai") is plain  # nothing to leave out: the entry itself
+    assert chat["function"]["parameters"] is GENERATED  # the input is not modified

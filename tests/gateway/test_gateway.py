@@ -1,0 +1,406 @@
+"""The gateway driven by the real openai, anthropic and google-genai clients against a fake
+upstream on loopback: what the upstream receives, what the application gets back."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import orjson
+import pytest
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from tests.gateway.conftest import Served
+from tests.gateway.fake_upstream import serving
+from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
+from toolgate.gateway.app import Gateway
+from toolgate.gateway.config import GatewayConfig, Upstream
+
+USER = [{"role": "user", "content": WEATHER}]
+_CLIENTS: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    """Clients made by a test are closed after it (an open one warns when collected)."""
+    yield
+    while _CLIENTS:
+        _CLIENTS.pop().close()
+
+
+def _openai(served: Served, **options: Any) -> openai.OpenAI:
+    client = openai.OpenAI(
+        base_url=served.url + "/v1", api_key="sk-client", max_retries=0, **options
+    )
+    _CLIENTS.append(client)
+    return client
+
+
+def _anthropic(served: Served) -> anthropic.Anthropic:
+    client = anthropic.Anthropic(base_url=served.url, api_key="sk-ant-client", max_retries=0)
+    _CLIENTS.append(client)
+    return client
+
+
+def _genai(served: Served) -> genai.Client:
+    # Kept referenced: a collected genai Client closes the transport its .models still uses.
+    client = genai.Client(api_key="g-client", http_options={"base_url": served.url})
+    _CLIENTS.append(client)
+    return client
+
+
+def _genai_config() -> types.GenerateContentConfig:
+    declarations = [types.FunctionDeclaration(name=n, description=d) for n, d, _ in SPECS]
+    return types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=declarations)],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+
+
+def _sent_names(served: Served) -> list[str]:
+    """The function tools the upstream received in the last request, by name."""
+    body = served.fake.received[-1].body
+    tools = body["tools"]
+    if "functionDeclarations" in tools[0]:
+        return [d["name"] for d in tools[0]["functionDeclarations"]]
+    return [t["function"]["name"] if "function" in t else t["name"] for t in tools]
+
+
+def _metric(served: Served, name: str, **labels: str) -> float:
+    value = served.gateway.metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+# ---- filtering, as each SDK sends ----
+
+
+def test_openai_chat_forwards_only_the_routed_tools(annotating: Served) -> None:
+    served = annotating
+    served.fake.script.tool = "get_weather"
+    raw = _openai(served).chat.completions.with_raw_response.create(
+        model="m", messages=USER, tools=chat_tools()
+    )
+    answer = raw.parse()
+    assert answer.choices[0].message.tool_calls[0].function.name == "get_weather"
+    sent = _sent_names(served)
+    assert "get_weather" in sent
+    assert len(sent) == 3
+    assert raw.headers["x-toolgate-tools"] == f"3/{len(SPECS)}"
+    assert raw.headers["x-toolgate-tool-calls"] == "ok"
+    assert served.fake.received[-1].path == "/v1/chat/completions"
+    assert served.fake.received[-1].headers["authorization"] == "Bearer sk-client"
+
+
+def test_openai_responses_anthropic_and_gemini_are_filtered(annotating: Served) -> None:
+    served = annotating
+    _openai(served).responses.create(model="m", input=WEATHER, tools=responses_tools())
+    assert "get_weather" in _sent_names(served)
+    assert len(_sent_names(served)) == 3
+    _anthropic(served).messages.create(
+        model="m", max_tokens=16, messages=USER, tools=anthropic_tools()
+    )
+    assert served.fake.received[-1].path == "/v1/messages"
+    headers = served.fake.received[-1].headers
+    # This SDK version sends its key as a bearer token; older ones in x-api-key.
+    assert "sk-ant-client" in (headers.get("x-api-key"), headers.get("authorization", "")[7:])
+    assert "get_weather" in _sent_names(served)
+    assert len(_sent_names(served)) == 3
+    _genai(served).models.generate_content(model="g", contents=WEATHER, config=_genai_config())
+    assert served.fake.received[-1].path.endswith("/models/g:generateContent")
+    assert served.fake.received[-1].headers["x-goog-api-key"] == "g-client"
+    assert "get_weather" in _sent_names(served)
+    assert len(_sent_names(served)) == 3
+
+
+def test_top_k_header_asks_for_fewer_and_state_headers_are_read(annotating: Served) -> None:
+    served = annotating
+    client = _openai(served, default_headers={"x-toolgate-top-k": "1"})
+    client.chat.completions.create(model="m", messages=USER, tools=chat_tools())
+    assert _sent_names(served) == ["get_weather"]
+    client = _openai(served, default_headers={"x-toolgate-top-k": "50"})  # capped at 3
+    client.chat.completions.create(model="m", messages=USER, tools=chat_tools())
+    assert len(_sent_names(served)) == 3
+
+
+# ---- streaming ----
+
+
+def test_streams_pass_through_event_by_event(annotating: Served) -> None:
+    served = annotating
+    served.fake.script.tool = "get_weather"
+    served.fake.script.args = {"city": "Lisbon"}
+    chunks = list(
+        _openai(served).chat.completions.create(
+            model="m", messages=USER, tools=chat_tools(), stream=True
+        )
+    )
+    calls = [c.choices[0].delta.tool_calls for c in chunks if c.choices[0].delta.tool_calls]
+    assert calls[0][0].function.name == "get_weather"
+    assert "".join(c[0].function.arguments for c in calls) == '{"city": "Lisbon"}'
+    with _anthropic(served).messages.stream(
+        model="m", max_tokens=16, messages=USER, tools=anthropic_tools()
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.content[0].name == "get_weather"
+    assert final.content[0].input == {"city": "Lisbon"}
+    events = list(
+        _openai(served).responses.create(
+            model="m", input=WEATHER, tools=responses_tools(), stream=True
+        )
+    )
+    assert events[-1].type == "response.completed"
+    parts = list(
+        _genai(served).models.generate_content_stream(
+            model="g", contents=WEATHER, config=_genai_config()
+        )
+    )
+    assert parts[-1].function_calls[0].name == "get_weather"
+    assert _metric(served, "toolgate_gateway_tool_calls_total", endpoint="gemini", verdict="ok")
+
+
+def test_a_slow_stream_reaches_the_client_before_it_ends(annotating: Served) -> None:
+    served = annotating
+    served.fake.script.delay = 0.4
+    served.fake.events_sent = 0
+    stream = _openai(served).chat.completions.create(model="m", messages=USER, stream=True)
+    first = next(iter(stream))
+    # The fake sends 4 events, 0.4 s apart: the first reached the client before the last left.
+    assert first.choices[0].delta.content == "Sun"
+    assert served.fake.events_sent < 4
+    rest = list(stream)
+    assert [c.choices[0].delta.content for c in rest][:1] == ["ny."]
+
+
+def test_client_gone_mid_stream_closes_the_upstream_stream(annotating: Served) -> None:
+    served = annotating
+    served.fake.script.delay = 0.5
+    before = served.fake.closed_streams
+    with httpx.stream(
+        "POST", served.url + "/v1/chat/completions",
+        json={"model": "m", "messages": USER, "stream": True}, timeout=10,
+    ) as response:  # fmt: skip
+        next(response.iter_raw())
+    deadline = time.monotonic() + 10
+    while served.fake.closed_streams == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert served.fake.closed_streams == before + 1
+
+
+# ---- verification of the answer's tool calls ----
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_enforce_blocks_a_call_to_a_tool_not_sent_for_every_sdk(
+    enforcing: Served, stream: bool
+) -> None:
+    served = enforcing
+    served.fake.script.tool = "send_email"  # in the request, but routed out for WEATHER
+    before = _metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
+    with pytest.raises(openai.APIError, match="send_email"):
+        list(_consume(_openai(served).chat.completions.create(
+            model="m", messages=USER, tools=chat_tools(), stream=stream)))  # fmt: skip
+    after = _metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
+    assert after == before + 1
+    responses = _openai(served).responses
+    with pytest.raises(openai.APIError, match="send_email"):
+        list(
+            _consume(
+                responses.create(**_body(input=WEATHER, tools=responses_tools()), stream=stream)
+            )
+        )
+    messages = _anthropic(served).messages
+    with pytest.raises(anthropic.APIError, match="send_email"):
+        list(
+            _consume(
+                messages.create(
+                    **_body(max_tokens=16, messages=USER, tools=anthropic_tools()), stream=stream
+                )
+            )
+        )
+    gemini = _genai(served).models
+    call = gemini.generate_content_stream if stream else gemini.generate_content
+    with pytest.raises(genai_errors.APIError, match="send_email"):
+        list(_consume(call(model="g", contents=WEATHER, config=_genai_config())))
+
+
+def _body(**options: Any) -> dict[str, Any]:
+    return {"model": "m", **options}
+
+
+def _consume(answer: Any) -> Any:
+    return answer if hasattr(answer, "__iter__") and not hasattr(answer, "model_dump") else [answer]
+
+
+def test_enforce_lets_a_call_to_a_tool_sent_through(enforcing: Served) -> None:
+    served = enforcing
+    served.fake.script.tool = "get_weather"
+    answer = _anthropic(served).messages.create(
+        model="m", max_tokens=16, messages=USER, tools=anthropic_tools()
+    )
+    assert answer.content[0].name == "get_weather"
+
+
+def test_annotate_names_the_failed_calls_in_a_header_and_a_metric(annotating: Served) -> None:
+    served = annotating
+    served.fake.script.tool = "send_email"
+    before = _metric(
+        served, "toolgate_gateway_tool_calls_total", endpoint="openai",
+        verdict="tool_not_available",
+    )  # fmt: skip
+    raw = _openai(served).chat.completions.with_raw_response.create(
+        model="m", messages=USER, tools=chat_tools()
+    )
+    assert raw.parse().choices[0].message.tool_calls[0].function.name == "send_email"
+    assert raw.headers["x-toolgate-tool-calls"] == "tool_not_available=send_email"
+    after = _metric(
+        served, "toolgate_gateway_tool_calls_total", endpoint="openai",
+        verdict="tool_not_available",
+    )  # fmt: skip
+    assert after == before + 1
+
+
+def test_annotate_checks_arguments_of_a_streamed_call(annotating: Served) -> None:
+    served = annotating
+    served.fake.script.tool = "get_weather"
+    served.fake.script.args = {"city": 5}  # the schema says string
+    labels = {"endpoint": "anthropic", "verdict": "invalid_arguments"}
+    before = _metric(served, "toolgate_gateway_tool_calls_total", **labels)
+    with _anthropic(served).messages.stream(
+        model="m", max_tokens=16, messages=USER, tools=anthropic_tools()
+    ) as stream:
+        stream.get_final_message()
+    assert _metric(served, "toolgate_gateway_tool_calls_total", **labels) == before + 1
+
+
+# ---- bad input and faults ----
+
+
+def test_bad_input_is_a_4xx_naming_the_problem_and_never_reaches_upstream(
+    annotating: Served,
+) -> None:
+    served = annotating
+    url = served.url + "/v1/chat/completions"
+    bad_json = httpx.post(
+        url, content=b'{"messages": [', headers={"content-type": "application/json"}
+    )
+    assert bad_json.status_code == 400
+    assert "not valid JSON" in bad_json.json()["error"]["message"]
+    not_object = httpx.post(url, json=[1, 2])
+    assert not_object.status_code == 400
+    assert "got list" in not_object.json()["error"]["message"]
+    unreadable = httpx.post(
+        url,
+        json={"messages": USER, "tools": [{"type": "function", "function": {"description": "x"}}]},
+    )
+    assert unreadable.status_code == 400
+    assert "tools[0]" in unreadable.json()["error"]["message"]
+    with pytest.raises(anthropic.BadRequestError, match="tools"):
+        _anthropic(served).messages.create(
+            model="m", max_tokens=16, messages=USER, tools=[{"name": "x", "input_schema": 3}]
+        )
+    assert served.fake.received == []
+
+
+def test_a_body_past_max_body_bytes_is_413_unread_and_never_reaches_upstream(
+    fake: tuple[Any, str], shared_filter: Any
+) -> None:
+    upstream, url = fake
+    config = GatewayConfig(upstreams={"openai": Upstream(url)}, max_body_bytes=1000)
+    body = {"messages": USER, "tools": chat_tools()}
+    assert len(orjson.dumps(body)) > 1000
+    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
+        declared = httpx.post(base + "/v1/chat/completions", json=body)
+        # Chunked, with no length declared: counted as it arrives.
+        chunked = httpx.post(
+            base + "/v1/chat/completions",
+            content=iter([orjson.dumps(body)[:600], orjson.dumps(body)[600:]]),
+        )
+        small = httpx.post(base + "/v1/chat/completions", json={"messages": USER})
+    for answer in (declared, chunked):
+        assert answer.status_code == 413
+        assert "larger than 1,000 bytes" in answer.json()["error"]["message"]
+    assert small.status_code == 200
+    assert len(upstream.received) == 1
+
+
+def test_upstream_errors_pass_through_with_status_and_headers(annotating: Served) -> None:
+    served = annotating
+    served.fake.script.status = 503
+    response = httpx.post(
+        served.url + "/v1/chat/completions", json={"messages": USER, "tools": chat_tools()}
+    )
+    assert response.status_code == 503
+    assert response.headers["x-upstream"] == "yes"
+    assert response.json() == {"error": {"message": "upstream says no", "type": "server_error"}}
+
+
+def test_an_upstream_reset_mid_stream_is_an_error_not_a_hang(annotating: Served) -> None:
+    served = annotating
+    served.fake.script.reset_after = 1
+    with pytest.raises(openai.APIError, match="broke off"):
+        list(_openai(served).chat.completions.create(model="m", messages=USER, stream=True))
+
+
+def test_an_upstream_down_is_502_and_a_slow_one_504(
+    fake: Any, shared_filter: Any, annotating: Served
+) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()  # nothing listens there now
+    down = Gateway(GatewayConfig(upstreams={"openai": Upstream(closed)}), tool_filter=shared_filter)
+    with serving(down.app) as url:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
+        _CLIENTS.append(client)
+        with pytest.raises(openai.InternalServerError, match="cannot be reached") as caught:
+            client.chat.completions.create(model="m", messages=USER)
+        assert caught.value.status_code == 502
+    _, fake_url = fake
+    slow = Gateway(
+        GatewayConfig(upstreams={"openai": Upstream(fake_url)}, timeout=0.5),
+        tool_filter=shared_filter,
+    )
+    annotating.fake.script.answer_delay = 3
+    with serving(slow.app) as url:
+        response = httpx.post(url + "/v1/chat/completions", json={"messages": USER}, timeout=10)
+    assert response.status_code == 504
+    assert "did not answer in time" in response.json()["error"]["message"]
+
+
+# ---- the rest of the API ----
+
+
+def test_other_paths_pass_through_untouched(annotating: Served) -> None:
+    served = annotating
+    models = _openai(served).models.list()
+    assert models.data[0].id == "fake-model"
+    received = served.fake.received[-1]
+    assert (received.method, received.path) == ("GET", "/v1/models")
+    assert received.headers["authorization"] == "Bearer sk-client"
+
+
+def test_healthz_and_metrics(annotating: Served) -> None:
+    served = annotating
+    assert httpx.get(served.url + "/healthz").json() == {"status": "ok"}
+    _openai(served).chat.completions.create(model="m", messages=USER, tools=chat_tools())
+    text = httpx.get(served.url + "/metrics").text
+    for name in (
+        "toolgate_gateway_requests_total", "toolgate_gateway_tools_in_total",
+        "toolgate_gateway_tools_out_total", "toolgate_gateway_schema_tokens_saved_total",
+        "toolgate_gateway_filter_seconds_bucket", "toolgate_gateway_upstream_responses_total",
+    ):  # fmt: skip
+        assert name in text
+    assert _metric(served, "toolgate_gateway_schema_tokens_saved_total", endpoint="openai") > 0
+    assert (
+        _metric(
+            served, "toolgate_gateway_upstream_responses_total", upstream="openai", status="200"
+        )
+        > 0
+    )

@@ -1,0 +1,347 @@
+"""The gateway's settings: config files, per-route options, keys, prewarm, the shared store,
+and a new tools array that must not stall other requests."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.gateway.conftest import CountingEmbedder, start
+from tests.gateway.fake_upstream import FakeUpstream, serving
+from tests.gateway.test_filter import SPECS, TRIP, WEATHER, chat_tools
+from toolgate import InvalidInputError
+from toolgate.embedding.embedder import Embedder
+from toolgate.gateway.app import Gateway
+from toolgate.gateway.config import GatewayConfig, Upstream, load_config
+from toolgate.gateway.filter import ToolFilter
+
+USER = [{"role": "user", "content": WEATHER}]
+
+
+def _chat(url: str, body: dict[str, Any], **headers: str) -> httpx.Response:
+    return httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=60)
+
+
+def _names(fake: FakeUpstream) -> list[str]:
+    return [t["function"]["name"] for t in fake.received[-1].body.get("tools", [])]
+
+
+def test_toml_and_yaml_configs_read_the_same(tmp_path: Path) -> None:
+    toml = tmp_path / "gateway.toml"
+    toml.write_text(
+        'top_k = 6\npolicy = "enforce"\n[upstreams.openai]\norigin = "http://127.0.0.1:9"\n'
+        '[[routes]]\npath = "/v1/messages"\ntop_k = 2\ndeny = ["send_*"]\n'
+        'query = "$.metadata.task"\n'
+    )
+    yaml = tmp_path / "gateway.yaml"
+    yaml.write_text(
+        "top_k: 6\npolicy: enforce\nupstreams:\n  openai:\n    origin: http://127.0.0.1:9\n"
+        "routes:\n  - path: /v1/messages\n    top_k: 2\n    deny: [send_*]\n"
+        "    query: $.metadata.task\n"
+    )
+    for path in (toml, yaml):
+        config = load_config(path)
+        route = config.route("/v1/messages")
+        assert (route.top_k, route.deny, route.policy) == (2, ("send_*",), "enforce")
+        assert config.route("/v1/chat/completions").top_k == 6
+        assert config.upstreams["openai"].origin == "http://127.0.0.1:9"
+    capped = load_config(toml).with_overrides(top_k=4)
+    assert capped.route("/v1/messages").top_k == 2
+    assert capped.route("/x").top_k == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("top_k = 0\n", "'top_k' must be an integer >= 1"),
+        ('policy = "block"\n', "policy must be one of"),
+        ("colour = 1\n", "unknown key(s) ['colour']"),
+        ("[[routes]]\ntop_k = 2\n", "routes[0] needs a 'path'"),
+        ('query = "$..[["\n', "is not a JSONPath"),
+        ("[upstreams.mistral]\norigin = 'http://x'\n", "upstreams.mistral"),
+        ("top_k = [\n", "not valid TOML"),
+    ],
+)
+def test_config_errors_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text(text)
+    with pytest.raises(InvalidInputError, match=__import__("re").escape(message)):
+        load_config(path)
+
+
+def test_route_query_pinned_budget_and_deny(fake: Any, shared_filter: ToolFilter) -> None:
+    upstream, _ = fake
+    with start(fake, shared_filter, top_k=2, query="$.metadata.task") as served:
+        _chat(served.url, {"messages": USER, "tools": chat_tools(), "metadata": {"task": TRIP}})
+        assert _names(upstream) == ["search_flights", "book_hotel"]  # not the user's weather
+        missing = _chat(served.url, {"messages": USER, "tools": chat_tools()})
+        assert missing.status_code == 400
+        assert "finds no text" in missing.json()["error"]["message"]
+    with start(fake, shared_filter, pinned=("translate_text",), deny=("book_*",)) as served:
+        _chat(served.url, {"messages": [{"role": "user", "content": TRIP}], "tools": chat_tools()})
+        assert "translate_text" in _names(upstream)
+        assert "book_hotel" not in _names(upstream)
+    with start(fake, shared_filter, top_k=5, max_tools=1) as served:
+        response = _chat(served.url, {"messages": USER, "tools": chat_tools()})
+        assert _names(upstream) == ["get_weather"]
+        assert response.headers["x-toolgate-tools"] == f"1/{len(SPECS)}"
+
+
+def test_a_gateway_key_is_required_and_never_logged(
+    fake: Any, shared_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    upstream, url = fake
+    monkeypatch.setenv("GATEWAY_TOKEN", "tg-secret-token")
+    monkeypatch.setenv("UPSTREAM_KEY", "sk-upstream-secret")
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(url, "UPSTREAM_KEY")}, auth_token_env="GATEWAY_TOKEN"
+    )
+    gateway = Gateway(config, tool_filter=shared_filter)
+    caplog.set_level(logging.DEBUG)
+    with serving(gateway.app) as base:
+        body = {"messages": USER, "tools": chat_tools()}
+        refused = _chat(base, body, authorization="Bearer wrong")
+        assert refused.status_code == 401
+        assert upstream.received == []
+        # The SDK's own key header carries the gateway key when the gateway holds the upstream's.
+        assert _chat(base, body, authorization="Bearer tg-secret-token").status_code == 200
+        assert upstream.received[-1].headers["authorization"] == "Bearer sk-upstream-secret"
+        assert "x-toolgate-key" not in upstream.received[-1].headers
+        ok = httpx.get(
+            base + "/v1/models?key=tg-secret-token", headers={"x-toolgate-key": "tg-secret-token"}
+        )
+        assert ok.status_code == 200
+    logged = caplog.text
+    assert "/v1/models" in logged
+    assert "secret" not in logged
+
+
+def test_prewarm_and_the_store_spare_the_first_request_its_indexing(
+    fake: Any, embedder: Embedder, tmp_path: Path
+) -> None:
+    _upstream, url = fake
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_bytes(orjson.dumps(chat_tools()))
+    counting = CountingEmbedder(embedder)
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(url)},
+        prewarm=(load_config(_prewarm_toml(tmp_path)).prewarm),
+        store=tmp_path / "store",
+    )
+    gateway = Gateway(
+        config, tool_filter=ToolFilter(embedder=counting, cache=None, store=config.store)
+    )
+    with serving(gateway.app) as base:
+        assert _healthy(base) == {"status": "ok"}
+        indexed = counting.batch_texts
+        assert indexed >= len(SPECS)  # prewarm embedded the tools before /healthz said ok
+        _chat(base, {"messages": USER, "tools": chat_tools()})
+        assert counting.batch_texts == indexed
+    assert len([p for p in (tmp_path / "store").iterdir() if not p.name.startswith(".")]) == 1
+    # Another process (a second worker) opens the saved index: it embeds no tool.
+    other = CountingEmbedder(embedder)
+    second = ToolFilter(embedder=other, cache=None, store=tmp_path / "store")
+    filtered = second.filter({"messages": USER, "tools": chat_tools()}, top_k=3)
+    assert "get_weather" in filtered.kept
+    assert other.batch_texts == 0
+
+
+def test_a_store_that_fails_is_a_503_to_retry_not_a_bad_request(
+    fake: Any, embedder: Embedder, tmp_path: Path
+) -> None:
+    upstream, url = fake
+    (tmp_path / "store").write_text("a file where the store folder should be")
+    tool_filter = ToolFilter(embedder=embedder, cache=None, store=tmp_path / "store")
+    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}), tool_filter=tool_filter)
+    with serving(gateway.app) as base:
+        answer = _chat(base, {"messages": USER, "tools": chat_tools()})
+    assert answer.status_code == 503
+    assert answer.headers["x-toolgate-error"] == "store_failed"
+    assert "x-should-retry" not in answer.headers
+    assert "router store" in answer.json()["error"]["message"]
+    assert upstream.received == []
+
+
+def test_the_gateway_serves_while_it_prewarms_and_says_so(
+    fake: Any, embedder: Embedder, tmp_path: Path
+) -> None:
+    _upstream, url = fake
+    (tmp_path / "tools.json").write_bytes(orjson.dumps(chat_tools()))
+    release = threading.Event()
+    held = CountingEmbedder(embedder, hold=release)  # the prewarm waits for the release
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(url)}, prewarm=load_config(_prewarm_toml(tmp_path)).prewarm
+    )
+    gateway = Gateway(config, tool_filter=ToolFilter(embedder=held, cache=None))
+    with serving(gateway.app) as base:
+        starting = httpx.get(base + "/healthz")
+        assert (starting.status_code, starting.json()) == (503, {"status": "starting"})
+        # A request is answered meanwhile (its tools array is not the one being indexed).
+        assert _chat(base, {"messages": USER, "tools": chat_tools()[:3]}).status_code == 200
+        assert httpx.get(base + "/healthz").status_code == 503
+        release.set()
+        assert _healthy(base) == {"status": "ok"}
+
+
+def test_a_prewarm_that_fails_is_named_by_healthz_and_a_missing_file_stops_start(
+    fake: Any, shared_filter: ToolFilter, embedder: Embedder, tmp_path: Path
+) -> None:
+    _upstream, url = fake
+    unreadable = [*chat_tools(), {"type": "function", "function": {"description": "no name"}}]
+    (tmp_path / "tools.json").write_bytes(orjson.dumps(unreadable))
+    prewarm = load_config(_prewarm_toml(tmp_path)).prewarm
+    config = GatewayConfig(upstreams={"openai": Upstream(url)}, prewarm=prewarm)
+    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
+        failed = _healthy(base, wanted=503)
+        assert failed["status"] == "failed"
+        assert "tools.json" in failed["error"]
+        assert "name" in failed["error"]
+    # A fault that is not the tools' (a bug) is named too, and the server goes on.
+    broken = Gateway(config, tool_filter=_Broken(embedder=embedder))
+    with serving(broken.app) as base:
+        failed = _healthy(base, wanted=503)
+        assert failed["error"].endswith("RuntimeError: a bug")
+        assert httpx.get(base + "/metrics").status_code == 200
+    (tmp_path / "tools.json").unlink()
+    with pytest.raises(InvalidInputError, match=r"prewarm .*tools\.json: cannot read"):
+        Gateway(config, tool_filter=shared_filter)
+    (tmp_path / "tools.json").write_text('{"tools": []}')
+    with pytest.raises(InvalidInputError, match="expected a JSON array of tools, got dict"):
+        Gateway(config, tool_filter=shared_filter)
+    (tmp_path / "tools.json").unlink()
+    os.mkfifo(tmp_path / "tools.json")  # opening it to read would block for ever
+    with pytest.raises(InvalidInputError, match=r"tools\.json: cannot read.*not a regular file"):
+        Gateway(config, tool_filter=shared_filter)
+    with pytest.raises(InvalidInputError, match=r"--config .*: cannot read.*not a regular file"):
+        load_config(tmp_path / "tools.json")
+
+
+class _Broken(ToolFilter):
+    def filter(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+
+def _healthy(base: str, wanted: int = 200) -> Any:
+    """The /healthz body once prewarm has ended (it runs in the background), which must
+    have answered ``wanted``."""
+    deadline = time.monotonic() + 120
+    while (answer := httpx.get(base + "/healthz")).json()["status"] == "starting":
+        assert answer.status_code == 503
+        assert time.monotonic() < deadline, "the gateway did not finish prewarming"
+        time.sleep(0.05)
+    assert answer.status_code == wanted
+    return answer.json()
+
+
+def _prewarm_toml(tmp_path: Path) -> Path:
+    path = tmp_path / "gateway.toml"
+    path.write_text('[[prewarm]]\nprovider = "openai"\ntools = "tools.json"\n')
+    return path
+
+
+def _held_gateway(fake: Any, embedder: Embedder) -> tuple[Gateway, CountingEmbedder]:
+    """A gateway to ``fake`` whose embedder can hold an index build (see CountingEmbedder)."""
+    _upstream, url = fake
+    held = CountingEmbedder(embedder)
+    config = GatewayConfig(upstreams={"openai": Upstream(url)})
+    return Gateway(config, tool_filter=ToolFilter(embedder=held, cache=None)), held
+
+
+def _renamed(suffix: str) -> list[dict[str, Any]]:
+    """The chat tools with ``suffix`` on their names: an array no filter has indexed."""
+    return [
+        {**t, "function": {**t["function"], "name": t["function"]["name"] + suffix}}
+        for t in chat_tools()
+    ]
+
+
+def _until_indexing(held: CountingEmbedder) -> None:
+    """Returns once ``held`` embeds a batch: a new array is being indexed."""
+    deadline = time.monotonic() + 60
+    while held.batch_texts == 0:
+        assert time.monotonic() < deadline, "no indexing started"
+        time.sleep(0.01)
+
+
+def test_a_new_tools_array_does_not_stall_other_requests(fake: Any, embedder: Embedder) -> None:
+    gateway, held = _held_gateway(fake, embedder)
+    with serving(gateway.app) as base:
+        _chat(base, {"messages": USER, "tools": chat_tools()})  # indexed now
+        release = threading.Event()
+        held.batch_texts, held.hold = 0, release  # the next array's indexing waits for it
+        renamed = _renamed("_v2")
+        finished: list[str] = []
+        new = threading.Thread(
+            target=lambda: finished.append(
+                str(_chat(base, {"messages": USER, "tools": renamed}).status_code)
+            )
+        )
+        new.start()
+        try:
+            _until_indexing(held)
+            for _ in range(3):
+                assert _chat(base, {"messages": USER, "tools": chat_tools()}).status_code == 200
+            assert finished == []  # the known array's requests were answered meanwhile
+        finally:
+            release.set()
+        new.join(60)
+        assert finished == ["200"]
+
+
+def test_a_key_variable_that_is_not_set_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_GATEWAY_TOKEN", raising=False)
+    monkeypatch.setenv("EMPTY_UPSTREAM_KEY", "")
+    config = GatewayConfig(auth_token_env="NO_SUCH_GATEWAY_TOKEN")
+    with pytest.raises(InvalidInputError, match="auth_token_env: NO_SUCH_GATEWAY_TOKEN is not set"):
+        config.auth_token()
+    upstream = Upstream("https://api.openai.com", "EMPTY_UPSTREAM_KEY")
+    with pytest.raises(InvalidInputError, match="api_key_env: EMPTY_UPSTREAM_KEY is not set"):
+        upstream.api_key()
+    assert Upstream("https://api.openai.com").api_key() is None
+
+
+def test_many_requests_waiting_for_one_new_array_do_not_stall_others(
+    fake: Any, embedder: Embedder
+) -> None:
+    """More requests for an array being indexed than the gateway has worker threads: they
+    wait without holding a thread each, so a known array's requests are still answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import anyio
+    import anyio.to_thread
+
+    async def thread_tokens() -> float:
+        return anyio.to_thread.current_default_thread_limiter().total_tokens
+
+    gateway, held = _held_gateway(fake, embedder)
+    with serving(gateway.app) as base:
+        _chat(base, {"messages": USER, "tools": chat_tools()})  # indexed now
+        threads = int(anyio.run(thread_tokens))  # each event loop's default, as uvicorn's
+        release = threading.Event()
+        held.batch_texts, held.embedded_texts, held.hold = 0, 0, release
+        renamed = _renamed("_v3")
+        waiting = threads + 8
+        with ThreadPoolExecutor(waiting) as pool:
+            new = [
+                pool.submit(lambda: _chat(base, {"messages": USER, "tools": renamed}))
+                for _ in range(waiting)
+            ]
+            try:
+                _until_indexing(held)
+                time.sleep(1.0)  # every request for it has arrived and waits
+                known = _chat(base, {"messages": USER, "tools": chat_tools()})
+                assert known.status_code == 200
+                assert not any(f.done() for f in new)  # answered while they still wait
+            finally:
+                release.set()
+            assert [f.result().status_code for f in new] == [200] * waiting
+    assert held.embedded_texts == held.batch_texts == 2 * len(SPECS)  # indexed once

@@ -1,0 +1,97 @@
+"""verify and ToolFilter with the SDKs' own objects, as a new user hands them over."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from anthropic.types import ToolUseBlock
+from google.genai import types
+from openai.types.chat import ChatCompletionMessageToolCall
+from openai.types.responses import ResponseFunctionToolCall
+
+from tests.gateway.test_filter import SPECS, WEATHER, chat_tools
+from toolgate import InvalidInputError
+from toolgate.embedding.embedder import Embedder
+from toolgate.formats.calls import parse_tool_call
+from toolgate.gateway.filter import ToolFilter
+
+
+def _sdk_calls(name: str, city: Any) -> list[Any]:
+    arguments = f'{{"city": {city!r}}}'.replace("'", '"')
+    return [
+        ChatCompletionMessageToolCall(
+            id="call_1", type="function", function={"name": name, "arguments": arguments}
+        ),
+        ResponseFunctionToolCall(
+            type="function_call", call_id="call_1", name=name, arguments=arguments
+        ),
+        ToolUseBlock(type="tool_use", id="toolu_1", name=name, input={"city": city}),
+        types.FunctionCall(id="call_1", name=name, args={"city": city}),
+        types.Part(function_call=types.FunctionCall(name=name, args={"city": city})),
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_sdk_call_objects_parse_as_their_json(index: int) -> None:
+    call = parse_tool_call(_sdk_calls("get_weather", "Lisbon")[index])
+    assert (call.name, call.arguments, call.problem) == ("get_weather", {"city": "Lisbon"}, None)
+
+
+@pytest.fixture(scope="module")
+def tool_filter(embedder: Embedder) -> ToolFilter:
+    return ToolFilter(embedder=embedder, cache=None)
+
+
+def test_tool_filter_verify_takes_sdk_objects(tool_filter: ToolFilter) -> None:
+    request = {"messages": [{"role": "user", "content": WEATHER}], "tools": chat_tools()}
+    filtered = tool_filter.filter(request, top_k=2)
+    assert "get_weather" in filtered.kept
+    assert "send_email" not in filtered.kept
+    for call in _sdk_calls("get_weather", "Lisbon"):
+        assert tool_filter.verify(call, filtered).ok, call
+    for call in _sdk_calls("send_email", "Lisbon"):
+        assert tool_filter.verify(call, filtered).error == "tool_not_available"
+    for call in _sdk_calls("get_weather", 5):
+        assert tool_filter.verify(call, filtered).error == "invalid_arguments"
+    assert tool_filter.verify({"name": "nope", "arguments": {}}, filtered).error == "unknown_tool"
+    with pytest.raises(InvalidInputError, match=r"what ToolFilter\.filter returned"):
+        tool_filter.verify({"name": "get_weather"}, request)  # type: ignore[arg-type]
+
+
+def test_verify_when_nothing_was_routed_goes_by_name(tool_filter: ToolFilter) -> None:
+    request = {"messages": [{"role": "system", "content": "hi"}], "tools": chat_tools()}
+    filtered = tool_filter.filter(request, top_k=2)
+    assert filtered.result.form == "none"
+    assert tool_filter.verify(_sdk_calls("send_email", "x")[0], filtered).ok
+    verdict = tool_filter.verify({"name": "send_emial", "arguments": "{}"}, filtered)
+    assert (verdict.error, verdict.closest) == ("unknown_tool", "send_email")
+
+
+def _declarations() -> list[types.FunctionDeclaration]:
+    return [types.FunctionDeclaration(name=n, description=d) for n, d, _ in SPECS]
+
+
+def test_tool_filter_takes_google_genai_request_objects(tool_filter: ToolFilter) -> None:
+    config = types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=_declarations())], temperature=0.2,
+        tool_config=types.ToolConfig(function_calling_config=types.FunctionCallingConfig(
+            mode="ANY", allowed_function_names=["translate_text"])),
+    )  # fmt: skip
+    # generate_content's keyword arguments, with SDK objects inside, come back in kind.
+    for contents in (WEATHER, [types.Content(role="user", parts=[types.Part(text=WEATHER)])]):
+        request = {"model": "gemini-x", "contents": contents, "config": config}
+        filtered = tool_filter.filter(request, top_k=2)
+        out = filtered.request
+        assert out["model"] == "gemini-x"
+        assert out["contents"] is contents
+        assert isinstance(out["config"], types.GenerateContentConfig)
+        names = [d.name for d in out["config"].tools[0].function_declarations]
+        assert "get_weather" in names
+        assert "translate_text" in names
+        assert len(names) == 3
+        assert out["config"].temperature == 0.2
+        assert out["config"].tool_config.function_calling_config.mode == "ANY"
+        assert tool_filter.verify(types.FunctionCall(name="get_weather", args={}), filtered).ok
+    as_dicts = tool_filter.filter({**request, "config": config.model_dump()}, top_k=2).request
+    assert isinstance(as_dicts["config"], dict)

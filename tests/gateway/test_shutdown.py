@@ -1,0 +1,115 @@
+"""The gateway stops promptly when told to: a request still indexing a new tools array or a
+stream still running gets the graceful timeout, then is cut, and the process exits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.gateway.conftest import CountingEmbedder
+from tests.gateway.fake_upstream import FakeUpstream, Script, serving
+from tests.gateway.test_filter import WEATHER, chat_tools
+from toolgate.embedding.embedder import Embedder
+from toolgate.gateway.app import Gateway
+from toolgate.gateway.config import GatewayConfig, Upstream
+from toolgate.gateway.filter import ToolFilter
+
+USER = [{"role": "user", "content": WEATHER}]
+
+
+def test_a_request_stuck_indexing_does_not_hold_the_shutdown(
+    fake: tuple[FakeUpstream, str], embedder: Embedder
+) -> None:
+    _upstream, url = fake
+    release = threading.Event()
+    held = CountingEmbedder(embedder, hold=release)  # indexing waits until released
+    tool_filter = ToolFilter(embedder=held, cache=None)
+    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}), tool_filter=tool_filter)
+    answers: list[Any] = []
+    try:
+        with serving(gateway.app, timeout_graceful_shutdown=1) as base:
+            body = {"messages": USER, "tools": chat_tools()}
+            client = threading.Thread(target=lambda: answers.append(_post(base, body)))
+            client.start()
+            deadline = time.monotonic() + 60
+            while held.batch_texts == 0:  # the request is indexing now
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        # serving() raised if the server had not stopped; the indexing is still held.
+        assert not release.is_set()
+        client.join(60)
+        assert answers
+        assert answers[0] != 200  # cut, not answered
+    finally:
+        release.set()
+    # The abandoned build goes on in its thread and ends (this waits for it): its index serves.
+    assert "get_weather" in tool_filter.filter({"messages": USER, "tools": chat_tools()}).kept
+    assert held.embedded_texts == held.batch_texts > 0
+
+
+def _post(base: str, body: dict[str, Any]) -> int | str:
+    try:
+        return httpx.post(base + "/v1/chat/completions", json=body, timeout=120).status_code
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+
+
+def test_sigterm_stops_the_gateway_process_with_a_stream_open(
+    fake: tuple[FakeUpstream, str], tmp_path: Path
+) -> None:
+    upstream, url = fake
+    upstream.script = Script(delay=30.0)  # a stream that would run for minutes
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "toolgate", "gateway", "--listen", f"127.0.0.1:{port}",
+        "--upstream", f"openai={url}", "--store", str(tmp_path / "store"),
+        "--graceful-timeout", "1",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as gateway:
+        base = f"http://127.0.0.1:{port}"
+        _wait_healthy(base, gateway)
+        body = {"messages": USER, "tools": chat_tools(), "stream": True}
+        events: list[bytes] = []
+        with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=120) as r:
+            assert r.status_code == 200
+            chunks = r.iter_raw()
+            events.append(next(chunks))  # the stream is open and under way
+            started = time.monotonic()
+            gateway.send_signal(signal.SIGTERM)
+            with pytest.raises(httpx.HTTPError):  # cut, before the stream would end
+                events.extend(chunks)
+            assert gateway.wait(timeout=60) in (0, -signal.SIGTERM)
+        stopped = time.monotonic() - started
+        log = gateway.stderr.read() if gateway.stderr else ""
+    assert stopped < 60
+    assert "timeout graceful shutdown exceeded" in log
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_healthy(base: str, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the gateway exited"
+        try:
+            if httpx.get(base + "/healthz", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the gateway did not become healthy")

@@ -1,0 +1,302 @@
+"""``toolgate mcp-proxy`` when upstreams fail: a server that dies during a call, one that
+hangs as it starts again, a command that is not there, configs written by Cline and Roo
+Code, and servers on the 1.x SDK, which must not be sent a request they log at length."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
+
+from tests.fixtures.mcp import UPSTREAM, proxy_params, run, text_of
+from tests.fixtures.upstreams import path
+from toolgate import InvalidInputError
+from toolgate.integrations.mcp.server_config import (
+    HttpServer,
+    StdioServer,
+    load_servers,
+    request_timeout,
+)
+from toolgate.integrations.mcp.upstreams import Upstreams, why_not_started
+
+
+def lines(file: Path) -> list[str]:
+    return file.read_text(encoding="utf-8").splitlines() if file.exists() else []
+
+
+# -- configs written by Cline and Roo Code -------------------------------------------------
+
+CLINE = {
+    "mcpServers": {
+        "github": {
+            "command": "github-mcp-server",
+            "args": ["stdio"],
+            "autoApprove": ["get_issue", "list_issues"],
+            "timeout": 60,
+            "disabled": False,
+        },
+        "docs": {"type": "streamableHttp", "url": "https://example.com/mcp", "timeout": 15},
+        "old": {"command": "old-server", "autoApprove": [], "disabled": True},
+    }
+}
+
+ROO = {
+    "mcpServers": {
+        "time": {
+            "command": "uvx",
+            "args": ["mcp-server-time"],
+            "alwaysAllow": ["get_current_time"],
+            "timeout": 1.5,
+            "disabled": False,
+        },
+        "git": {"command": "uvx", "args": ["mcp-server-git"], "disabled": True},
+    }
+}
+
+
+def test_configs_written_by_cline_and_roo_code_are_read(tmp_path: Path) -> None:
+    config = tmp_path / "cline.json"
+    config.write_text(json.dumps(CLINE), encoding="utf-8")
+    cline = load_servers(config)
+    assert list(cline) == ["github", "docs"]  # the disabled one is skipped
+    github = cline["github"]
+    assert isinstance(github, StdioServer)
+    assert (github.command, github.args, request_timeout(github)) == (
+        "github-mcp-server",
+        ["stdio"],
+        60.0,
+    )
+    assert cline["docs"] == HttpServer("https://example.com/mcp", {}, 15.0)
+    config.write_text(json.dumps(ROO), encoding="utf-8")
+    roo = load_servers(config)
+    assert list(roo) == ["time"]
+    assert request_timeout(roo["time"]) == 1.5
+    # A server given in code has the SDK's timeout.
+    assert request_timeout(StdioServerParameters(command="x")) is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"command": "x", "timeout": 0}, "'timeout' must be seconds > 0, got 0"),
+        ({"command": "x", "timeout": "60"}, "'timeout' must be seconds > 0, got '60'"),
+        ({"command": "x", "timeout": True}, "'timeout' must be seconds > 0, got True"),
+        ({"command": "x", "autoApprove": "all"}, "'autoApprove' must be a list of tool names"),
+        ({"url": "http://x", "alwaysAllow": [1]}, "'alwaysAllow' must be a list of tool names"),
+    ],
+)
+def test_a_bad_cline_or_roo_key_is_named(
+    tmp_path: Path, entry: dict[str, Any], message: str
+) -> None:
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"a": entry}}), encoding="utf-8")
+    with pytest.raises(InvalidInputError, match=f"mcpServers.a: {message}"):
+        load_servers(config)
+
+
+def test_a_servers_timeout_ends_a_call_that_takes_longer(tmp_path: Path) -> None:
+    reports = {"command": sys.executable, "args": [path("slow_tool")], "timeout": 2}
+    proxy = proxy_params(tmp_path, {"reports": reports})
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Client(proxy) as client:
+                call = {"name": "build_report", "arguments": {"title": "Q3"}}
+                late = await client.call_tool("call_tool", call)
+                body = json.loads(text_of(late))
+                assert body["error"] == "upstream_error"
+                assert "timed out" in body["message"]
+
+    run(main)
+
+
+# -- a command that is not there -----------------------------------------------------------
+
+
+def test_a_missing_command_is_named_with_its_server(tmp_path: Path) -> None:
+    servers = {
+        "git": {"command": "no-such-mcp-server-git", "args": ["--repository", "."]},
+        "notes": {"command": sys.executable, "args": [str(tmp_path / "notes.py")]},
+    }
+    (tmp_path / "notes.py").write_text(UPSTREAM, encoding="utf-8")
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    with subprocess.Popen(
+        [sys.executable, "-m", "toolgate", "mcp-proxy", "--config", str(config), "--lenient"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    ) as process:
+        assert process.stderr is not None
+        try:
+            first = process.stderr.readline().decode()
+        finally:
+            process.kill()
+    assert first == (
+        "toolgate mcp-proxy: cannot connect to MCP server 'git': command "
+        "'no-such-mcp-server-git' not found on PATH; going on without it\n"
+    )
+
+
+def test_why_a_stdio_server_did_not_start_names_what_is_missing(tmp_path: Path) -> None:
+    missing = StdioServerParameters(command=str(tmp_path / "bin" / "server"))
+    assert why_not_started(missing, FileNotFoundError(2, "No such file or directory")) == (
+        f"command {str(tmp_path / 'bin' / 'server')!r} not found"
+    )
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\n", encoding="utf-8")  # there, but not executable
+    denied = StdioServerParameters(command=str(script))
+    assert why_not_started(denied, PermissionError(13, "Permission denied")) == (
+        f"command {str(script)!r} cannot be run: Permission denied"
+    )
+    elsewhere = StdioServerParameters(command="sh", cwd=str(tmp_path / "gone"))
+    assert why_not_started(elsewhere, FileNotFoundError(2, "No such file or directory")) == (
+        f"its working directory {str(tmp_path / 'gone')!r} does not exist"
+    )
+    # Not a start failure: said as it is.
+    assert why_not_started(missing, TimeoutError("no answer within 5 s")) == (
+        "TimeoutError('no answer within 5 s')"
+    )
+
+
+# -- a server that dies during a call ------------------------------------------------------
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_call_cut_off_by_its_servers_death_is_resent_only_if_harmless(
+    tmp_path: Path, idempotent: bool
+) -> None:
+    calls, marker = tmp_path / "calls.txt", tmp_path / "crashed"
+    args = [path("crashing"), str(calls), str(marker)]
+    flaky = {"command": sys.executable, "args": [*args, "--idempotent"] if idempotent else args}
+    proxy = proxy_params(tmp_path, {"flaky": flaky})
+    call = {"name": "fragile_job", "arguments": {"name": "nightly"}}
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Client(proxy) as client:
+                first = await client.call_tool("call_tool", call)
+                if idempotent:  # sent again to the restarted server
+                    assert text_of(first) == "job nightly done"
+                    assert lines(calls) == ["called", "called"]
+                    return
+                assert first.is_error
+                body = json.loads(text_of(first))
+                assert body["error"] == "interrupted"
+                assert body["servers"] == ["flaky"]
+                assert "may or may not have run" in body["message"]
+                assert "was started again" in body["message"]
+                assert lines(calls) == ["called"]  # not run twice
+                # The server is back: the model's own retry runs.
+                again = await client.call_tool("call_tool", call)
+                assert text_of(again) == "job nightly done"
+                assert lines(calls) == ["called", "called"]
+
+    run(main)
+
+
+# -- a server that hangs as it starts again ------------------------------------------------
+
+
+GIT_STATUS = {"name": "git_status", "arguments": {"path": "."}}
+
+
+def git_that_hangs_on_restart(tmp_path: Path, retry_after: str) -> StdioServerParameters:
+    """The proxy in front of :mod:`tests.fixtures.upstreams.hangs_on_restart`, which writes
+    its starts to ``starts.txt`` and hangs when started again until ``release`` exists."""
+    starts, release = tmp_path / "starts.txt", tmp_path / "release"
+    git = {"command": sys.executable, "args": [path("hangs_on_restart"), str(starts), str(release)]}
+    flags = ["--connect-timeout", "10", "--retry-after", retry_after]
+    return proxy_params(tmp_path, {"git": git}, *flags)
+
+
+async def call_git_status_that_kills_it(client: Client) -> None:
+    """Call ``git_status``, which kills the server; the restart hangs, and this call waits
+    the connect timeout."""
+    first = json.loads(text_of(await client.call_tool("call_tool", GIT_STATUS)))
+    assert first["error"] == "server_unavailable"
+
+
+def test_a_server_that_hangs_on_restart_is_down_at_once_not_restarted_per_call(
+    tmp_path: Path,
+) -> None:
+    # Started again 10 minutes later at the soonest: within the test, not at all.
+    proxy = git_that_hangs_on_restart(tmp_path, "600")
+    call = GIT_STATUS
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Client(proxy) as client:
+                await call_git_status_that_kills_it(client)
+                for _ in range(3):  # each answered at once, without starting it again
+                    later = await client.call_tool("call_tool", call)
+                    body = json.loads(text_of(later))
+                    assert body == {
+                        "error": "server_unavailable",
+                        "message": "Calling 'git_status' failed: server 'git' is not "
+                        "answering; retry later.",
+                        "servers": ["git"],
+                    }
+                assert lines(tmp_path / "starts.txt") == ["started", "started"]
+
+    run(main)
+
+
+def test_a_server_that_hung_on_restart_is_tried_again_and_comes_back(tmp_path: Path) -> None:
+    proxy = git_that_hangs_on_restart(tmp_path, "0.5")
+    call = GIT_STATUS
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Client(proxy) as client:
+                await call_git_status_that_kills_it(client)
+                (tmp_path / "release").touch()  # the next start in the background gets through
+                done = await client.call_tool("call_tool", call)
+                while done.is_error:
+                    assert json.loads(text_of(done))["error"] == "server_unavailable"
+                    await anyio.sleep(0.2)
+                    done = await client.call_tool("call_tool", call)
+                assert text_of(done) == "clean: ."
+        # Tried again at growing intervals, not at every call.
+        assert 3 <= len(lines(tmp_path / "starts.txt")) <= 5
+
+    run(main)
+
+
+# -- the era probe -------------------------------------------------------------------------
+
+
+def test_upstreams_are_asked_their_era_in_a_way_1x_servers_take_quietly(tmp_path: Path) -> None:
+    log = tmp_path / "old.log"
+    old = [path("handshake_era"), str(log)]
+    servers = {
+        "old": StdioServerParameters(command=sys.executable, args=old),
+        "new": StdioServerParameters(command=sys.executable, args=[path("crashing"), "-", "-"]),
+    }
+
+    async def main() -> None:
+        upstreams = Upstreams(list(servers))
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                for name, spec in servers.items():
+                    group.start_soon(upstreams.hold, name, spec, {})
+                for event in upstreams.settled.values():
+                    await event.wait()
+                assert upstreams.errors == {}
+                old, new = upstreams.connected["old"], upstreams.connected["new"]
+                assert old.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+                assert new.protocol_version == LATEST_MODERN_VERSION  # still the newest era
+                tools = await old.list_tools()
+                assert [tool.name for tool in tools.tools] == ["get_current_time"]
+                await upstreams.close(timeout=10)
+
+    run(main)
+    assert lines(log) == []  # nothing it could not read

@@ -1,0 +1,128 @@
+"""Adaptive selection: top_k is a ceiling, and what a turn shows follows the evidence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolgate.catalog.catalog import Catalog
+from toolgate.errors import InvalidInputError
+from toolgate.routing.config import RouterConfig
+from toolgate.routing.router import Router
+from toolgate.routing.selection import select
+
+RATIO = {"keep_ratio": 0.9, "clause_tools": 2}
+
+
+def test_select_keeps_the_floor_then_what_scores_near_the_best() -> None:
+    ranked = [("a", 1.0), ("b", 0.95), ("c", 0.89), ("d", 0.91)]
+    assert select(ranked, [], ceiling=8, min_tools=1, **RATIO) == ["a", "b", "d"]
+    assert select(ranked, [], ceiling=8, min_tools=3, **RATIO) == ["a", "b", "c", "d"]
+    assert select(ranked, [], ceiling=2, min_tools=1, **RATIO) == ["a", "b"]
+    assert select([], [], ceiling=8, min_tools=2, **RATIO) == []
+
+
+def test_select_covers_every_clause_before_the_tail() -> None:
+    ranked = [("a", 1.0), ("b", 0.99), ("c", 0.98)]
+    clauses = [[("a", 1.0), ("x", 0.5)], [("y", 0.8), ("z", 0.7), ("w", 0.1)]]
+    # Each clause's best; a clause's second only when it scores near its best.
+    assert select(ranked, clauses, ceiling=8, min_tools=1, **RATIO) == ["a", "y", "b", "c"]
+    near = [[("y", 0.8), ("z", 0.79)]]
+    assert select(ranked, near, ceiling=8, min_tools=1, **RATIO) == ["a", "y", "z", "b", "c"]
+    # The ceiling cuts the tail first: clause picks come before it.
+    assert select(ranked, clauses, ceiling=2, min_tools=1, **RATIO) == ["a", "y"]
+    off = {"keep_ratio": 0.9, "clause_tools": 0}
+    assert select(ranked, clauses, ceiling=8, min_tools=1, **off) == ["a", "b", "c"]
+
+
+TOOLS = {
+    "weather": {
+        "tools": [
+            {"name": "get_forecast", "description": "Weather forecast for a city, by day."},
+            {"name": "get_air_quality", "description": "Air quality index for a city."},
+        ]
+    },
+    "mail": {
+        "tools": [
+            {"name": "send_email", "description": "Send an email to a person."},
+            {"name": "list_inbox", "description": "List the messages in the inbox."},
+        ]
+    },
+    "calendar": {
+        "tools": [
+            {"name": "create_event", "description": "Put an event on the calendar."},
+            {"name": "list_events", "description": "List the events on the calendar."},
+        ]
+    },
+    "files": {
+        "tools": [
+            {"name": "read_file", "description": "Read a text file from disk."},
+            {"name": "write_file", "description": "Write a text file to disk."},
+            {"name": "delete_file", "description": "Delete a file from disk."},
+        ]
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def router() -> Router:
+    return Router.from_catalog(Catalog.load(TOOLS), cache=None)
+
+
+def test_top_k_is_a_ceiling(router: Router) -> None:
+    query = "what is the weather forecast for Lisbon"
+    plain = router.route(query, top_k=6, adaptive=False)
+    shown = router.route(query, top_k=6)
+    assert len(plain) == 6
+    assert 2 <= len(shown) < 6  # min_tools 2, and the tail scores well below the best
+    assert shown.ids == plain.ids[: len(shown)]
+    best = shown.tools[0].score
+    assert all(t.score >= 0.9 * best for t in shown.tools[2:])
+    assert router.route(query, top_k=1).ids == plain.ids[:1]
+    with pytest.raises(InvalidInputError, match="adaptive must be True, False or None, got a str"):
+        router.route(query, adaptive="no")  # type: ignore[arg-type]
+
+
+def test_each_clause_of_a_multi_intent_query_gets_its_best_tool(router: Router) -> None:
+    # The file tools crowd the whole query's top 3; the last clause asks for another tool.
+    query = "Read the file report.txt from disk, write it to backup.txt, then email Ann"
+    plain = router.route(query, top_k=3, adaptive=False)
+    assert "mail/send_email" not in plain.ids
+    shown = router.route(query, top_k=3)
+    assert len(shown) <= 3
+    assert ("mail/send_email", "clause") in [(t.id, t.reason) for t in shown.tools]
+    assert shown.ids[0] == plain.ids[0]
+    off = router.with_config(RouterConfig(clause_tools=0))
+    assert "mail/send_email" not in off.route(query, top_k=3).ids
+
+
+def test_named_and_pinned_tools_come_on_top_of_the_selection(router: Router) -> None:
+    shown = router.route("read_file and tell me the weather forecast", top_k=2)
+    assert ("files/read_file", "named") in [(t.id, t.reason) for t in shown.tools]
+
+
+def test_selection_settings_are_checked_and_saved_with_the_router(tmp_path: Path) -> None:
+    for bad, message in [
+        ({"min_tools": 0}, "min_tools must be an integer >= 1"),
+        ({"clause_tools": -1}, "clause_tools must be an integer >= 0"),
+        ({"keep_ratio": 1.5}, r"keep_ratio must be in \[0, 1\]"),
+        ({"keep_ratio": float("nan")}, r"keep_ratio must be in \[0, 1\]"),
+        ({"adaptive": "yes"}, "adaptive must be True or False"),
+    ]:
+        with pytest.raises(InvalidInputError, match=message):
+            RouterConfig(**bad)  # type: ignore[arg-type]
+    config = RouterConfig(min_tools=3, keep_ratio=0.8, clause_tools=1, adaptive=False)
+    Router.from_catalog(Catalog.load(TOOLS), config=config, path=tmp_path, cache=None)
+    saved = json.loads((tmp_path / "router.json").read_text())["config"]
+    assert (saved["min_tools"], saved["keep_ratio"], saved["clause_tools"]) == (3, 0.8, 1)
+    assert Router.open(tmp_path).config == config
+
+
+def test_with_config_changes_settings_but_not_the_index(router: Router) -> None:
+    wide = router.with_config(RouterConfig(min_tools=4))
+    assert len(wide.route("what is the weather forecast for Lisbon", top_k=6)) >= 4
+    assert router.config.min_tools == 2  # the original is untouched
+    with pytest.raises(InvalidInputError, match="bm25_k1, index_dtype set how the index"):
+        router.with_config(RouterConfig(bm25_k1=1.2, index_dtype="f32"))
