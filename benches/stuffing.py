@@ -18,6 +18,7 @@ import argparse
 import json
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -158,8 +159,15 @@ def attacked_catalog(style: str | None, n: int) -> Catalog:
     return Catalog.load(document)
 
 
+def ranked_top(router: Router) -> Router:
+    """``router`` showing its whole top k, whatever the evidence (``adaptive`` off): the
+    bench measures the ranking."""
+    return router.with_config(replace(router.config, adaptive=False))
+
+
 def capture_rate(router: Router, requests: Sequence[str], *, top: int = TOP) -> float:
     """Share of ``requests`` that route any tool of the hostile server into the top ``top``."""
+    router = ranked_top(router)
     captured = 0
     for request in requests:
         ids = [tool.id for tool in router.route(request, top_k=top).tools]
@@ -169,6 +177,7 @@ def capture_rate(router: Router, requests: Sequence[str], *, top: int = TOP) -> 
 
 def github_recall(router: Router, *, top: int = TOP) -> float:
     """Share of the labelled requests with one of their GitHub tools in the top ``top``."""
+    router = ranked_top(router)
     hits = 0
     for request, gold in REQUESTS:
         names = {tool.id.split("/", 1)[1] for tool in router.route(request, top_k=top).tools}
