@@ -3,8 +3,8 @@
 //! Each tool is one document with four fields: its name, its description, the text of its
 //! parameters (names and descriptions) and its server. Fields are analysed by
 //! [`crate::tokenize`] and combined BM25F-style: a term's frequency in a document is the
-//! field-weighted sum `tf = Σ_f w_f · count_f`, and the document length is the weighted
-//! length `len = Σ_f w_f · terms_f`. With `avg` the mean `len`, `N` documents and `df` the
+//! field-weighted sum `tf = Σ_f w_f · min(count_f, 2)` ([`MAX_FIELD_COUNT`]), and the
+//! document length is the weighted length `len = Σ_f w_f · terms_f`. With `avg` the mean `len`, `N` documents and `df` the
 //! number of documents containing the term, a document scores
 //!
 //! ```text
@@ -26,6 +26,8 @@ mod file;
 mod invert;
 mod names;
 mod table;
+
+use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::tokenize::{analyze, analyze_keep_stop_words};
@@ -151,6 +153,12 @@ struct Analysed {
     doc_id_terms: Vec<Vec<(u32, f32)>>,
 }
 
+/// How many occurrences of a term count in one field. Past a second mention, repeating a
+/// term says nothing more about the tool, and a description that repeats its keywords
+/// ("issues issues pull requests issues") bids for every request holding them; the
+/// occurrences still count in the document's length.
+pub const MAX_FIELD_COUNT: u32 = 2;
+
 /// Runs the analyser over every field of every document. Serial on purpose: a thread pool
 /// started here would not survive a `fork()` of the host process (pre-forking servers), and
 /// one pass is quick even at large N (docs/design.md, "BM25").
@@ -162,6 +170,7 @@ fn analyse(docs: &[ToolDocument], w: &FieldWeights) -> Analysed {
         id_vocabulary: Interner::default(),
         doc_id_terms: Vec::with_capacity(docs.len()),
     };
+    let mut counts: HashMap<u32, u32> = HashMap::new();
     for doc in docs {
         let mut occurrences = Vec::new();
         let mut length = 0.0f32;
@@ -172,10 +181,16 @@ fn analyse(docs: &[ToolDocument], w: &FieldWeights) -> Analysed {
             (&doc.server, w.server),
         ] {
             if weight > 0.0 {
+                counts.clear();
                 analyze(text, |term| {
-                    occurrences.push((out.vocabulary.id(term), weight));
+                    *counts.entry(out.vocabulary.id(term)).or_default() += 1;
                     length += weight;
                 });
+                occurrences.extend(
+                    counts
+                        .iter()
+                        .map(|(&id, &count)| (id, weight * count.min(MAX_FIELD_COUNT) as f32)),
+                );
             }
         }
         out.doc_terms.push(merge_occurrences(occurrences));
@@ -437,6 +452,22 @@ mod tests {
         let want = part(4.0) + part(3.0);
         assert!((f64::from(scores[0]) - want).abs() < 1e-5, "{} vs {want}", scores[0]);
         assert_eq!(&scores[1..], &[0.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn a_term_counts_at_most_twice_per_field_but_every_occurrence_adds_length() {
+        let docs = [
+            doc("alpha", "issue issue issue issue", "", ""),
+            doc("bravo", "issue issue branch branch", "", ""),
+            doc("delta", "issue issue", "", ""),
+        ];
+        let scores = Bm25Index::build(&docs, Bm25Params::default()).unwrap().scores("issue");
+        assert_eq!(scores[0], scores[1]);
+        assert!(scores[2] > scores[0], "{scores:?}");
+        // The name's third `issue` adds length, not frequency.
+        let docs = [doc("issue_issue_issue", "issue", "", ""), doc("issue_issue", "issue", "", "")];
+        let scores = Bm25Index::build(&docs, Bm25Params::default()).unwrap().scores("issue");
+        assert!(scores[1] > scores[0], "{scores:?}");
     }
 
     #[test]

@@ -74,6 +74,12 @@ pub struct Ranking<'a> {
     /// [`COPY_SCORE_SHARE`] of its score (the best `2k` are ranked for it), so `k` rows show
     /// more different tools. `None` ranks by fused score alone.
     pub near_copy_cosine: Option<f32>,
+    /// Rows whose fused score is multiplied by `demote_weight` before ranking: tools whose
+    /// descriptions address the model ("always use this tool first") rather than describe
+    /// the tool, bidding for every route. Forced rows keep their place whatever it says.
+    pub demoted: &'a [u32],
+    /// The factor, in `[0, 1]`, on a demoted row's fused score; 1 leaves it alone.
+    pub demote_weight: f32,
 }
 
 /// One routed row with the evidence for it.
@@ -184,12 +190,28 @@ fn rank(
     if let Some(cosine) = request.near_copy_cosine.filter(|c| !c.is_finite()) {
         return Err(Error::invalid(format!("near_copy_cosine must be finite, got {cosine}")));
     }
+    if !(0.0..=1.0).contains(&request.demote_weight) {
+        return Err(Error::invalid(format!(
+            "demote_weight must be in [0, 1], got {}",
+            request.demote_weight
+        )));
+    }
+    if let Some(&row) = request.demoted.iter().find(|&&row| row as usize >= index.len()) {
+        return Err(Error::invalid(format!(
+            "demoted row {row} is out of range for {} rows",
+            index.len()
+        )));
+    }
     let rankable = request.rankable.map(|rows| RowSet::new(index.len(), rows, "rankable"));
     let rankable = rankable.transpose()?;
     let dense = index.scores(request.vector)?;
     let sparse = bm25.scores(request.text);
     let signal = dense_signal(index, &dense, request.clauses, request.clause_weight)?;
-    let fused = fusion::fuse(&signal, &sparse, request.alpha, request.method)?;
+    let mut fused = fusion::fuse(&signal, &sparse, request.alpha, request.method)?;
+    for &row in request.demoted {
+        // Min-max fusion maps into [0, 1] and RRF is positive, so the factor only lowers.
+        fused[row as usize] *= request.demote_weight;
+    }
     let routed = |row: u32| RoutedRow {
         row,
         fused: fused[row as usize],
@@ -445,6 +467,8 @@ mod tests {
             threshold: None,
             rankable: None,
             near_copy_cosine: None,
+            demoted: &[],
+            demote_weight: 1.0,
         };
         RouteRequest { forced, mode: RouteMode::Rank(ranking) }
     }
@@ -600,6 +624,39 @@ mod tests {
         ranking(&mut req).near_copy_cosine = Some(f32::NAN);
         let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
         assert!(err.contains("near_copy_cosine must be finite"), "{err}");
+    }
+
+    #[test]
+    fn demoted_rows_are_weighed_down_unless_forced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, bm25) = fixture(dir.path());
+        let gate = index.gate(&[0], None, None).unwrap();
+        let vector = [0.2, 1.0, 0.9, 0.0];
+        let rows = |req: &RouteRequest<'_>| {
+            let outcome = route(&index, &bm25, req, &gate).unwrap();
+            let forced = outcome.forced.iter().map(|r| (r.row, r.fused));
+            forced.chain(outcome.ranked.iter().map(|r| (r.row, r.fused))).collect::<Vec<_>>()
+        };
+        let mut req = request(&vector, "write file", &[]);
+        let plain = rows(&req);
+        assert_eq!(plain.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2]);
+        ranking(&mut req).demoted = &[1];
+        ranking(&mut req).demote_weight = 0.5;
+        let demoted = rows(&req);
+        assert_eq!(demoted.iter().map(|r| r.0).collect::<Vec<_>>(), [2, 1]);
+        assert!((demoted[1].1 - 0.5 * plain[0].1).abs() < 1e-6, "{demoted:?} {plain:?}");
+        // A forced row is included whatever its weight.
+        let mut forced = request(&vector, "write file", &[1]);
+        ranking(&mut forced).demoted = &[1];
+        ranking(&mut forced).demote_weight = 0.0;
+        assert_eq!(rows(&forced)[0].0, 1);
+        ranking(&mut req).demote_weight = 1.5;
+        let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
+        assert!(err.contains("demote_weight must be in [0, 1]"), "{err}");
+        ranking(&mut req).demote_weight = 0.5;
+        ranking(&mut req).demoted = &[7];
+        let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
+        assert!(err.contains("demoted row 7 is out of range"), "{err}");
     }
 
     #[test]

@@ -147,7 +147,7 @@ fn gate<'i>(
 #[pyo3(signature = (
     index, bm25, vector, text, *, alpha, method, top, k, threshold = None,
     flags = None, allow = None, deny = None, forced = None, rankable = None, clauses = None,
-    clause_weight = 0.0, near_copy_cosine = None
+    clause_weight = 0.0, near_copy_cosine = None, demoted = None, demote_weight = 1.0
 ))]
 #[allow(clippy::too_many_arguments)]
 fn route(
@@ -169,6 +169,8 @@ fn route(
     clauses: Option<PyReadonlyArray2<'_, f32>>,
     clause_weight: f32,
     near_copy_cosine: Option<f32>,
+    demoted: Option<PyReadonlyArray1<'_, u32>>,
+    demote_weight: f32,
 ) -> PyResult<PyRouteOutcome> {
     let method = parse_method(method, top, 60.0)?;
     let (index, bm25) = (&index.get().index, &bm25.get().index);
@@ -185,6 +187,8 @@ fn route(
         threshold,
         rankable: slice(&rankable, "rankable")?,
         near_copy_cosine,
+        demoted: slice(&demoted, "demoted")?.unwrap_or_default(),
+        demote_weight,
     };
     let forced = slice(&forced, "forced")?.unwrap_or_default();
     let request = RouteRequest { forced, mode: RouteMode::Rank(ranking) };

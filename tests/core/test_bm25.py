@@ -89,7 +89,8 @@ def ref_scores(
     b: float = 0.75,
     weights: dict[str, float] | None = None,
 ) -> np.ndarray:
-    """BM25F with field-weighted term frequencies and lengths, in float64."""
+    """BM25F with field-weighted term frequencies (a term counting at most twice per field)
+    and lengths (every occurrence), in float64."""
     w = {"name": 3.0, "description": 1.0, "params": 1.0, "server": 1.0, **(weights or {})}
     tfs: list[Counter[str]] = []
     lengths: list[float] = []
@@ -99,9 +100,10 @@ def ref_scores(
         for field, key in zip(FIELDS, WEIGHT_KEYS, strict=True):
             if w[key] == 0:
                 continue
-            for term in ref_terms(doc.get(field, "")):
-                tf[term] += w[key]  # type: ignore[assignment]
-                length += w[key]
+            counts = Counter(ref_terms(doc.get(field, "")))
+            for term, count in counts.items():
+                tf[term] += w[key] * min(count, 2)  # type: ignore[assignment]
+                length += w[key] * count
         tfs.append(tf)
         lengths.append(length)
     n = len(docs)

@@ -426,6 +426,8 @@ def route(
     clauses: NDArray[np.float32] | None = None,
     clause_weight: float = 0.0,
     near_copy_cosine: float | None = None,
+    demoted: NDArray[np.uint32] | None = None,
+    demote_weight: float = 1.0,
 ) -> RouteOutcome:
     """Dense scan, BM25, fusion, gating and top-k for one query, with the GIL released.
 
@@ -441,7 +443,8 @@ def route(
     cosine. ``near_copy_cosine``: a ranked row with the same tool name as a row placed above
     it, and whose stored vector has at least this cosine with that row's, is moved below the
     rows that are not copies and score at least half as well (the best ``2k`` are ranked,
-    ``k`` kept).
+    ``k`` kept). ``demoted`` rows (tools whose descriptions address the model) rank by their
+    fused score times ``demote_weight`` (in [0, 1]); forced rows stay whatever it says.
     """
 
 def route_select(

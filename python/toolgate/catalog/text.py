@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
+from toolgate.catalog.addressing import addressing_sentences, described_text
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.summary import derive_summary
 from toolgate.catalog.tool import Tool
 
 __all__ = [
@@ -18,8 +20,9 @@ __all__ = [
 
 #: Version of what :func:`embedding_views` produces for a tool; bump it when that changes, so a
 #: saved router's stored vectors (embedded from the old text) are not reused as if current.
-#: 2: parameters' allowed values added.
-TEXT_VERSION = 2
+#: 2: parameters' allowed values added. 3: sentences addressing the model left out, descriptions
+#: cut (:func:`~toolgate.catalog.addressing.described_text`).
+TEXT_VERSION = 3
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NAME_SEPARATORS = re.compile(r"[\s_.\-/:]+")
@@ -39,7 +42,10 @@ def embedding_text(tool: Tool, *, with_server: bool = True) -> str:
     single-server catalog, where it would be the same noise in every row. Measurements:
     docs/design.md, "What a tool's row embeds".
     """
-    text = f"{humanize(tool.name)}: {tool.summary}"
+    summary = tool.summary
+    if addressing_sentences(summary):
+        summary = derive_summary(tool.name, described_text(tool.description))
+    text = f"{humanize(tool.name)}: {summary}"
     if with_server:
         text = f"{tool.server}: {text}"
     params = tool.embedded_param_text
@@ -55,21 +61,24 @@ def embedding_texts(catalog: Catalog) -> list[str]:
 def embedding_views(catalog: Catalog) -> list[tuple[str, ...]]:
     """The texts whose embeddings are summed into each tool's row.
 
-    Two views: :func:`embedding_text` (name, summary, parameters) and the whole description,
-    which says more than its first sentence; the row is their normalised sum. A tool without
-    a description has the first view only.
+    Two views: :func:`embedding_text` (name, summary, parameters) and the description as
+    :func:`~toolgate.catalog.addressing.described_text` keeps it, which says more than its
+    first sentence; the row is their normalised sum. A tool without one has the first view
+    only.
     """
-    return [
-        (text, tool.description) if tool.description.strip() else (text,)
-        for text, tool in zip(embedding_texts(catalog), catalog, strict=True)
-    ]
+    views: list[tuple[str, ...]] = []
+    for text, tool in zip(embedding_texts(catalog), catalog, strict=True):
+        described = described_text(tool.description)
+        views.append((text, described) if described else (text,))
+    return views
 
 
 def bm25_document(tool: Tool) -> dict[str, str]:
-    """The fields BM25 indexes for ``tool``."""
+    """The fields BM25 indexes for ``tool``: its description as
+    :func:`~toolgate.catalog.addressing.described_text` keeps it."""
     return {
         "name": tool.name,
-        "description": tool.description,
+        "description": described_text(tool.description),
         "param_text": tool.param_text,
         "server": tool.server,
     }

@@ -36,7 +36,9 @@ class RouterConfig:
     clauses (0: off). A ranked tool with the same name as one placed above it and a row
     cosine of at least ``near_copy_cosine`` is a copy that shows the model nothing new, so it
     moves below the different tools scoring at least half as well (``None``: off).
-    ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k.
+    ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k. A tool
+    whose description addresses the model ("always use this tool first") ranks by its fused
+    score times ``addressing_weight`` (1: off; see :mod:`toolgate.catalog.addressing`).
 
     ``top_k`` is a ceiling: with ``adaptive`` on, a turn shows the best ``min_tools`` ranked
     tools, the best ``clause_tools`` of each clause of a multi-intent query, and any other
@@ -59,6 +61,7 @@ class RouterConfig:
     near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
+    addressing_weight: float = 0.5
     adaptive: bool = True
     min_tools: int = 2
     keep_ratio: float = 0.9
@@ -109,6 +112,10 @@ class RouterConfig:
         if not (_finite(self.clause_weight) and self.clause_weight >= 0.0):
             raise InvalidInputError(
                 f"clause_weight must be a finite number >= 0, got {_shown(self.clause_weight)}"
+            )
+        if not (_finite(self.addressing_weight) and 0.0 <= self.addressing_weight <= 1.0):
+            raise InvalidInputError(
+                f"addressing_weight must be in [0, 1], got {_shown(self.addressing_weight)}"
             )
         copies = self.near_copy_cosine
         if copies is not None and not (_finite(copies) and 0.0 < copies <= 1.0):

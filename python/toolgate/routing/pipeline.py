@@ -80,6 +80,7 @@ class RoutePipeline:
         self._vocabulary = vocabulary
         self._config = config
         self._rows = CatalogRows.of(outline, bm25, catalog)
+        self._addressing = np.asarray(outline.addressing, dtype=np.uint32)
         self.query_vectors = QueryVectors(
             embedder, config, model_id=index.model_id, index_path=index.path
         )
@@ -162,6 +163,7 @@ class RoutePipeline:
             threshold=limits.floor, flags=limits.flags,
             allow=limits.scope[0], deny=limits.scope[1], forced=forced, rankable=rankable,
             near_copy_cosine=config.near_copy_cosine,
+            demoted=self._addressing, demote_weight=config.addressing_weight,
         )  # fmt: skip
         outcome = rank(
             vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight

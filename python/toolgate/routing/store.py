@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from toolgate.catalog.addressing import addressing_sentences
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.overrides import saved_overrides
 from toolgate.catalog.text import TEXT_VERSION
@@ -108,6 +109,9 @@ class CatalogOutline:
     ``file_digest`` is the sha256 of the saved catalog file as its manifest recorded it,
     checked when that file loads; None when the outline was not read from a manifest, or from
     one written before it was recorded.
+
+    ``addressing`` lists the rows whose description or summary addresses the model
+    (:func:`~toolgate.catalog.addressing.addressing_sentences`), which routing weighs down.
     """
 
     ids: tuple[str, ...]
@@ -118,6 +122,7 @@ class CatalogOutline:
     slashed_servers: tuple[tuple[int, str], ...] | None = ()
     text_version: int | None = TEXT_VERSION
     file_digest: str | None = None
+    addressing: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, catalog: Catalog) -> CatalogOutline:
@@ -129,6 +134,7 @@ class CatalogOutline:
             catalog.version,
             renamed_rows(catalog),
             slashed_servers=_slashed_server_rows(catalog),
+            addressing=addressing_rows(catalog),
         )
 
     def names(self) -> tuple[str, ...]:
@@ -143,6 +149,15 @@ class CatalogOutline:
             tool_id[len(slashed[row]) + 1 :] if row in slashed else tool_id.partition("/")[2]
             for row, tool_id in enumerate(self.ids)
         )
+
+
+def addressing_rows(catalog: Catalog) -> tuple[int, ...]:
+    """Rows of ``catalog`` whose description or summary addresses the model."""
+    return tuple(
+        row
+        for row, tool in enumerate(catalog)
+        if addressing_sentences(tool.description) or addressing_sentences(tool.summary)
+    )
 
 
 def _slashed_server_rows(catalog: Catalog) -> tuple[tuple[int, str], ...]:
@@ -299,6 +314,7 @@ def _saved_router(manifest: dict[str, Any]) -> SavedRouter:
         _slashed_servers(manifest.get("slashed_servers"), ids),
         _text_version(manifest.get("text_version")),
         _optional_string(manifest.get("catalog_sha256"), "catalog_sha256"),
+        tuple(_row(r, len(ids)) for r in _list(manifest.get("addressing", []), "addressing")),
     )
     files = _mapping(manifest.get("files", {}), "files")
     return SavedRouter(
@@ -411,6 +427,7 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
         "exposed": [list(item) for item in renamed_rows(catalog)],
         "slashed_servers": [list(item) for item in _slashed_server_rows(catalog)],
         "text_version": saved.outline.text_version,
+        "addressing": list(addressing_rows(catalog)),
         "overrides_digest": digest,
         "files": dict(saved.files),
         "catalog_sha256": hashlib.sha256(text).hexdigest(),
