@@ -482,7 +482,8 @@ def test_the_cached_layouts_and_routers_hold_nothing_of_the_array(embedder: Embe
     request["tools"] = [Entry(tool) for tool in request["tools"]]
     entries = [weakref.ref(tool) for tool in request["tools"]]
     assert fresh.filter(request, top_k=2).kept
-    assert len(fresh._layouts) == len(fresh._routers) == 1  # the array was keyed and cached
+    # The array was keyed and cached.
+    assert len(fresh._layouts) == len(fresh._indexes._routers) == 1
     del request
     gc.collect()
     assert [ref() for ref in entries] == [None] * len(entries)
@@ -491,7 +492,7 @@ def test_the_cached_layouts_and_routers_hold_nothing_of_the_array(embedder: Embe
 def test_tools_arrays_are_keyed_by_content_and_reader() -> None:
     from types import MappingProxyType
 
-    from toolgate.gateway.filter import _digest
+    from toolgate.gateway.indexes import digest as _digest
 
     tools = chat_tools()
     assert _digest(tools, "openai") == _digest(copy.deepcopy(tools), "openai")
@@ -529,7 +530,7 @@ class _Frozen(Mapping[str, Any]):
 
 
 def test_mapping_tools_get_their_own_router_each(gate: ToolFilter) -> None:
-    from toolgate.gateway.filter import _digest
+    from toolgate.gateway.indexes import digest as _digest
 
     keys = set()
     for n, (name, _, _) in enumerate(SPECS[:4]):
@@ -546,7 +547,7 @@ def test_mapping_tools_get_their_own_router_each(gate: ToolFilter) -> None:
 def test_str_enums_from_a_model_dump_are_keyed_as_their_values() -> None:
     import enum
 
-    from toolgate.gateway.filter import _digest
+    from toolgate.gateway.indexes import digest as _digest
 
     class Kind(str, enum.Enum):
         OBJECT = "object"
@@ -572,7 +573,7 @@ def test_a_failed_build_leaves_no_lock_behind(gate: ToolFilter) -> None:
         tools[2] = {"type": "function", "function": {"description": f"no name {n}"}}
         with pytest.raises(CatalogError):
             gate.filter({**chat_request(), "tools": tools})
-    assert gate._building == {}
+    assert gate._indexes._building == {}
 
 
 def test_a_chat_request_with_only_custom_tools_is_left_as_chat(gate: ToolFilter) -> None:
@@ -634,7 +635,7 @@ def test_keep_mode_names_no_nameless_tool_and_passes_odd_declarations(
 def test_enum_keys_are_keyed_as_their_values() -> None:
     import enum
 
-    from toolgate.gateway.filter import _digest
+    from toolgate.gateway.indexes import digest as _digest
 
     class Key(str, enum.Enum):
         TYPE = "type"

@@ -22,45 +22,37 @@ that forwarded the request without it would hide the fault from the application.
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import marshal
 import os
-import shutil
-import tempfile
 import threading
-import warnings
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
-from concurrent.futures import wait as wait_for
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from toolgate.catalog.build import build_tools
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import ScopeMatcher
-from toolgate.embedding.model_files import exclusive_lock
 from toolgate.errors import (
-    CatalogWarning,
-    IndexFormatError,
     InvalidInputError,
-    InvalidToolsError,
-    StorageError,
 )
 from toolgate.formats import genai_sdk, text_tags
 from toolgate.formats.compact import compact_entry
-from toolgate.formats.raw import DEFAULT_SERVER, RawTool, base_provider
+from toolgate.formats.raw import DEFAULT_SERVER, base_provider
+from toolgate.gateway.indexes import (
+    IndexedTools,
+    Indexes,
+    IndexInProgress,
+    digest,
+    filter_off_loop,
+)
 from toolgate.lazy import Lazy
 from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.result import RouteResult
-from toolgate.routing.router import Router, default_embedder
+from toolgate.routing.router import default_embedder
 from toolgate.routing.state import State
-from toolgate.routing.store import MANIFEST
 from toolgate.verify import Verdict, verify_call, verify_name
 
 if TYPE_CHECKING:
@@ -84,8 +76,6 @@ from toolgate.formats.requests import (
 
 __all__ = ["FilteredRequest", "IndexInProgress", "ToolFilter", "filter_off_loop"]
 
-_T = TypeVar("_T")
-
 
 @dataclass(frozen=True)
 class _Turn:
@@ -97,16 +87,6 @@ class _Turn:
     found: tuple[int, str] | None
     forced: frozenset[str]
     wait: bool
-
-
-class IndexInProgress(Exception):
-    """Raised by :meth:`ToolFilter.filter` with ``wait=False`` when another thread is indexing
-    the request's tools: ``done`` resolves when that build ends (built or failed), and the
-    request is then filtered again. A server awaits it without holding a thread."""
-
-    def __init__(self, done: Future[None]) -> None:
-        super().__init__("another thread is indexing this request's tools")
-        self.done = done
 
 
 @dataclass(frozen=True)
@@ -136,7 +116,7 @@ class FilteredRequest:
     budget: BudgetDecision | None = None
     # What ToolFilter.verify checks a call against: the router of the tools read, and the
     # catalog ids kept (None when nothing was routed).
-    _routed: _Routed | None = field(default=None, repr=False, compare=False)
+    _routed: IndexedTools | None = field(default=None, repr=False, compare=False)
     _active: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -218,11 +198,16 @@ class ToolFilter:
         # Opened once: a path or True would otherwise open a connection per router built.
         self._cache = resolve_cache(Path(cache) if isinstance(cache, os.PathLike) else cache, None)
         self._max_catalogs = max_catalogs
-        self._store = None if store is None else Path(store)
         self._lock = threading.Lock()
-        self._routers: OrderedDict[str, _Routed] = OrderedDict()
         self._layouts: OrderedDict[str, _Layout] = OrderedDict()
-        self._building: dict[str, Future[None]] = {}
+        self._indexes = Indexes(
+            config=self.config,
+            embedder=self._embedder,
+            cache=self._cache,
+            store=None if store is None else Path(store),
+            max_catalogs=max_catalogs,
+            unreadable=unreadable,
+        )
 
     def filter(
         self,
@@ -311,7 +296,7 @@ class ToolFilter:
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
         index, query = turn.found
         slots, routable, builtin = layout.slots, layout.routable, layout.builtin
-        routed = self._router(
+        routed = self._indexes.get(
             layout.key, provider, lambda: read_slots(tools, slots, provider), turn.wait
         )
         result, kept, keep = self._route(
@@ -349,7 +334,7 @@ class ToolFilter:
                 "put it in <userq> or beside the tags"
             )
         tags = text_tags.parse(text, DEFAULT_SERVER)
-        routed = self._router(_digest(text, "text_tags"), "text_tags", lambda: tags, turn.wait)
+        routed = self._indexes.get(digest(text, "text_tags"), "text_tags", lambda: tags, turn.wait)
         result, kept, _ = self._route(routed, query, turn.messages[:index], turn.forced, options)
         names = set(kept)
         dropped = sum(1 for tag in tags if tag.name not in names)  # tags go by name
@@ -367,7 +352,7 @@ class ToolFilter:
 
     def _route(
         self,
-        routed: _Routed,
+        routed: IndexedTools,
         query: str,
         history: list[Any],
         forced: frozenset[str],
@@ -452,7 +437,7 @@ class ToolFilter:
     def _layout(self, tools: list[Any], provider: str) -> _Layout:
         """Where the function tools of ``tools`` sit, found once per tools array: its digest
         finds what an earlier request with the same array found."""
-        key = _digest(tools, provider)
+        key = digest(tools, provider)
         if key is not None:
             with self._lock:
                 found = self._layouts.get(key)
@@ -470,147 +455,6 @@ class ToolFilter:
                 while len(self._layouts) > self._max_catalogs:
                     self._layouts.popitem(last=False)
         return layout
-
-    def _router(
-        self, key: str | None, reader: str, read: Callable[[], Sequence[RawTool]], wait: bool
-    ) -> _Routed:
-        """The catalog and router for the tools ``read`` gives, built once however many
-        threads ask at the same time; those asking while it is built wait for it (or, without
-        ``wait``, raise :class:`IndexInProgress`).
-
-        ``key`` is a digest of the tools as the request gives them and of ``reader`` (how
-        they are read: the same array reads differently as Gemini or Anthropic tools), so a
-        request whose tools were seen before is neither read nor validated again: for a
-        large array that is most of a call's time. Tools without a key (None) are read
-        afresh every time.
-        """
-        if key is None:
-            return self._build(read, reader, None)
-        while True:
-            with self._lock:
-                found = self._routers.get(key)
-                if found is not None:
-                    self._routers.move_to_end(key)
-                    return found
-                building = self._building.get(key)
-                if building is None:  # this thread builds it
-                    building = self._building[key] = Future()
-                    # Running: a waiter's cancelled wrapper (asyncio.wrap_future) cannot
-                    # cancel it under the builder.
-                    building.set_running_or_notify_cancel()
-                    break
-            if not wait:
-                raise IndexInProgress(building)
-            # Per tools array: other arrays' requests do not wait for it. After a failed
-            # build the next waiter builds, and fails, itself.
-            wait_for([building])
-        try:
-            found = self._build(read, reader, key)
-            with self._lock:
-                self._routers[key] = found
-                self._routers.move_to_end(key)
-                while len(self._routers) > self._max_catalogs:
-                    self._routers.popitem(last=False)
-        finally:  # also when the build fails: a bad array must not leave its entry behind
-            with self._lock:
-                del self._building[key]
-            building.set_result(None)
-        return found
-
-    def _build(
-        self, read: Callable[[], Sequence[RawTool]], reader: str, key: str | None
-    ) -> _Routed:
-        raws = list(read())
-        tools, offenders = build_tools(raws)
-        unreadable: tuple[int, ...] = ()
-        if offenders and self.unreadable == "error":
-            raise InvalidToolsError(offenders, "the request's tools")
-        if offenders:
-            # Told apart by index: several text tags on one line share a position.
-            _, by_index = build_tools([replace(raw, where=str(k)) for k, raw in enumerate(raws)])
-            unreadable = tuple(sorted({int(offender.position) for offender in by_index}))
-            readable = [k for k in range(len(raws)) if k not in set(unreadable)]
-            tools, _ = build_tools([raws[k] for k in readable])
-            warnings.warn(
-                f"cannot index {len(offenders)} of the request's tools, so they are sent on "
-                f"every request: {'; '.join(map(str, offenders))}",
-                CatalogWarning,
-                stacklevel=6,  # filter()'s caller: _build, _router, _route, _filter_*, filter
-            )
-        else:
-            readable = list(range(len(raws)))
-        catalog = Catalog(tools)
-        if self._store is not None and key is not None:
-            router = self._stored(catalog, key)
-        else:
-            router = Router.from_catalog(
-                catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
-            )
-        names = tuple(raws[k].name if isinstance(raws[k].name, str) else "" for k in unreadable)
-        scopes = ScopeMatcher([t.id for t in catalog], [t.name for t in catalog])
-        unreadable_scopes = ScopeMatcher([f"{DEFAULT_SERVER}/{n}" for n in names], names)
-        return _Routed(
-            catalog, router, tuple(readable), unreadable, names, scopes, unreadable_scopes,
-            reader,
-        )  # fmt: skip
-
-    def _stored(self, catalog: Catalog, key: str) -> Router:
-        """The router for ``catalog`` from the store, built there first if no process has.
-
-        The folder's name covers the tools array and the config; a build goes to a
-        temporary folder renamed into place, so a reader never sees half of one, and a lock
-        file makes processes asking at once build it once.
-        """
-        assert self._store is not None  # the caller checked
-        name = hashlib.sha256(f"{key}\0{self.config!r}".encode()).hexdigest()[:40]
-        directory = self._store / name
-        embedder = self._embedder.get()
-        try:
-            self._store.mkdir(parents=True, exist_ok=True)
-            if not (directory / MANIFEST).exists():
-                with exclusive_lock(self._store / f".{name}.lock"):
-                    if not (directory / MANIFEST).exists():
-                        building = Path(tempfile.mkdtemp(prefix=".build-", dir=self._store))
-                        try:
-                            Router.from_catalog(
-                                catalog, config=self.config, embedder=embedder,
-                                path=building, cache=self._cache,
-                            )  # fmt: skip
-                            os.replace(building, directory)
-                        finally:
-                            shutil.rmtree(building, ignore_errors=True)
-            return Router.open(directory, embedder=embedder)
-        except (OSError, IndexFormatError) as exc:  # the server's fault, not the request's
-            raise StorageError(f"router store {self._store}: {exc}") from None
-
-
-@dataclass(frozen=True)
-class _Routed:
-    """A tools array read and indexed: its catalog and router, the position among the tools
-    read of each catalog row, and the positions and names of the tools it could not read
-    (kept on every request when the filter keeps unreadable tools)."""
-
-    catalog: Catalog
-    router: Router
-    position_of_row: tuple[int, ...]
-    unreadable: tuple[int, ...]
-    unreadable_names_in_order: tuple[str, ...]
-    scopes: ScopeMatcher  # over the catalog's rows
-    unreadable_scopes: ScopeMatcher  # over the unreadable tools, in order
-    reader: str  # the shape the tools were read as
-    _totals: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def unreadable_names(self) -> frozenset[str]:
-        """The names of the unreadable tools that have one."""
-        return frozenset(name for name in self.unreadable_names_in_order if name)
-
-    def tokens_of_all(self, provider: str) -> int:
-        """The schema tokens of every tool of the catalog, as ``provider`` counts them."""
-        total = self._totals.get(provider)
-        if total is None:
-            total = self._totals[provider] = sum(t.token_count(provider) for t in self.catalog)
-        return total
 
 
 @dataclass(frozen=True)
@@ -632,21 +476,6 @@ class _Outcome:
     route: RouteResult
     budget: BudgetDecision | None
     active: tuple[str, ...]
-
-
-async def filter_off_loop(
-    call: Callable[[], _T],
-    run: Callable[[Callable[[], _T]], Awaitable[_T]] = asyncio.to_thread,
-) -> _T:
-    """``call`` (a :meth:`ToolFilter.filter` with ``wait=False``) on a worker thread by
-    ``run``, again each time it finds its tools being indexed by another thread, after that
-    build ends. Requests waiting for one build then hold no thread, so however many there
-    are, other arrays' requests still find one free."""
-    while True:
-        try:
-            return await run(call)
-        except IndexInProgress as busy:
-            await asyncio.wrap_future(busy.done)
 
 
 def _fit(
@@ -702,43 +531,6 @@ def _shut_out(
     if (denied := scopes.rows(deny, deny=True)) is not None:
         out |= np.isin(wanted, denied)
     return [int(row) for row in wanted[out]]
-
-
-def _digest(source: Any, reader: str) -> str | None:
-    """A key for the tools array ``source`` read as ``reader``, or None if it has no safe one.
-
-    marshal serialises the parsed JSON faster than ``json.dumps`` (keying is most of a
-    repeated request's time) and, being loadable back, never gives two different arrays one
-    key. Version 2 writes no back-references, so the bytes do not depend on which strings
-    happen to be shared objects; the same tools with keys in another order only miss the
-    cache. Other mappings and sequences (a client library's own types) are keyed by their
-    plain JSON form; an array holding values that have none (whose text could only be a
-    ``repr`` with a memory address in it) gets no key.
-    """
-    try:
-        data = marshal.dumps(source, 2)
-    except ValueError:
-        try:
-            data = marshal.dumps(_plain(source), 2)
-        except ValueError:
-            return None
-    return hashlib.sha256(reader.encode() + b"\0" + data).hexdigest()
-
-
-def _plain(value: Any) -> Any:
-    """``value`` with mappings as dicts, sequences as lists and subclasses of ``str``, ``int``
-    and ``float`` (a ``str`` enum from a model dump) as those types, which is how JSON
-    writes them; ValueError past JSON's types."""
-    if value is None or type(value) in (str, bool, int, float):
-        return value
-    for plain in (str, bool, int, float):
-        if isinstance(value, plain):
-            return plain.__str__(value) if plain is str else plain(value)
-    if isinstance(value, Mapping):
-        return {_plain(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    raise ValueError(f"no JSON form for {type(value).__name__}")
 
 
 def _unrouted() -> RouteResult:

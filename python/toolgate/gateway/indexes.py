@@ -1,0 +1,277 @@
+"""The routers a :class:`~toolgate.gateway.filter.ToolFilter` builds, one per tools array.
+
+A gateway sees the same few tools arrays again and again: each is read, checked and indexed
+once, keyed by a digest of the array, kept in an LRU (and, given a store directory, saved
+there memory mapped, so that worker processes share one copy), and built once however many
+requests ask for it at the same time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import marshal
+import os
+import shutil
+import tempfile
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from toolgate.catalog.build import build_tools
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.scopes import ScopeMatcher
+from toolgate.embedding.model_files import exclusive_lock
+from toolgate.errors import CatalogWarning, IndexFormatError, InvalidToolsError, StorageError
+from toolgate.formats.raw import DEFAULT_SERVER, RawTool
+from toolgate.lazy import Lazy
+from toolgate.routing.config import RouterConfig
+from toolgate.routing.router import Router
+from toolgate.routing.store import MANIFEST
+
+if TYPE_CHECKING:
+    from toolgate.embedding.cache import EmbeddingCache
+    from toolgate.embedding.embedder import Embedder
+
+__all__ = ["IndexInProgress", "IndexedTools", "Indexes", "digest", "filter_off_loop"]
+
+_T = TypeVar("_T")
+
+
+class IndexInProgress(Exception):
+    """Raised by :meth:`ToolFilter.filter` with ``wait=False`` when another thread is indexing
+    the request's tools: ``done`` resolves when that build ends (built or failed), and the
+    request is then filtered again. A server awaits it without holding a thread."""
+
+    def __init__(self, done: Future[None]) -> None:
+        super().__init__("another thread is indexing this request's tools")
+        self.done = done
+
+
+@dataclass(frozen=True)
+class IndexedTools:
+    """A tools array read and indexed: its catalog and router, the position among the tools
+    read of each catalog row, and the positions and names of the tools it could not read
+    (kept on every request when the filter keeps unreadable tools)."""
+
+    catalog: Catalog
+    router: Router
+    position_of_row: tuple[int, ...]
+    unreadable: tuple[int, ...]
+    unreadable_names_in_order: tuple[str, ...]
+    scopes: ScopeMatcher  # over the catalog's rows
+    unreadable_scopes: ScopeMatcher  # over the unreadable tools, in order
+    reader: str  # the shape the tools were read as
+    _totals: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def unreadable_names(self) -> frozenset[str]:
+        """The names of the unreadable tools that have one."""
+        return frozenset(name for name in self.unreadable_names_in_order if name)
+
+    def tokens_of_all(self, provider: str) -> int:
+        """The schema tokens of every tool of the catalog, as ``provider`` counts them."""
+        total = self._totals.get(provider)
+        if total is None:
+            total = self._totals[provider] = sum(t.token_count(provider) for t in self.catalog)
+        return total
+
+
+class Indexes:
+    """The :class:`IndexedTools` of the last ``max_catalogs`` tools arrays, by key.
+
+    ``unreadable`` is the filter's policy for tools that cannot be indexed (``"error"``
+    raises; ``"keep"`` leaves them out of the index, named by a warning); ``store`` is a
+    directory the routers are saved in and opened from.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: RouterConfig,
+        embedder: Lazy[Embedder],
+        cache: EmbeddingCache | None,
+        store: Path | None,
+        max_catalogs: int,
+        unreadable: Literal["error", "keep"],
+    ) -> None:
+        """See the class docstring."""
+        self.config = config
+        self._embedder = embedder
+        self._cache = cache
+        self._store = store
+        self._max_catalogs = max_catalogs
+        self._unreadable = unreadable
+        self._lock = threading.Lock()
+        self._routers: OrderedDict[str, IndexedTools] = OrderedDict()
+        self._building: dict[str, Future[None]] = {}
+
+    def get(
+        self, key: str | None, reader: str, read: Callable[[], Sequence[RawTool]], wait: bool
+    ) -> IndexedTools:
+        """The catalog and router for the tools ``read`` gives, built once however many
+        threads ask at the same time; those asking while it is built wait for it (or, without
+        ``wait``, raise :class:`IndexInProgress`).
+
+        ``key`` is a digest of the tools as the request gives them and of ``reader`` (how
+        they are read: the same array reads differently as Gemini or Anthropic tools), so a
+        request whose tools were seen before is neither read nor validated again: for a
+        large array that is most of a call's time. Tools without a key (None) are read
+        afresh every time.
+        """
+        if key is None:
+            return self._build(read, reader, None)
+        while True:
+            with self._lock:
+                found = self._routers.get(key)
+                if found is not None:
+                    self._routers.move_to_end(key)
+                    return found
+                building = self._building.get(key)
+                if building is None:  # this thread builds it
+                    building = self._building[key] = Future()
+                    # Running: a waiter's cancelled wrapper (asyncio.wrap_future) cannot
+                    # cancel it under the builder.
+                    building.set_running_or_notify_cancel()
+                    break
+            if not wait:
+                raise IndexInProgress(building)
+            # Per tools array: other arrays' requests do not wait for it. After a failed
+            # build the next waiter builds, and fails, itself.
+            wait_for([building])
+        try:
+            found = self._build(read, reader, key)
+            with self._lock:
+                self._routers[key] = found
+                self._routers.move_to_end(key)
+                while len(self._routers) > self._max_catalogs:
+                    self._routers.popitem(last=False)
+        finally:  # also when the build fails: a bad array must not leave its entry behind
+            with self._lock:
+                del self._building[key]
+            building.set_result(None)
+        return found
+
+    def _build(
+        self, read: Callable[[], Sequence[RawTool]], reader: str, key: str | None
+    ) -> IndexedTools:
+        raws = list(read())
+        tools, offenders = build_tools(raws)
+        unreadable: tuple[int, ...] = ()
+        if offenders and self._unreadable == "error":
+            raise InvalidToolsError(offenders, "the request's tools")
+        if offenders:
+            # Told apart by index: several text tags on one line share a position.
+            _, by_index = build_tools([replace(raw, where=str(k)) for k, raw in enumerate(raws)])
+            unreadable = tuple(sorted({int(offender.position) for offender in by_index}))
+            readable = [k for k in range(len(raws)) if k not in set(unreadable)]
+            tools, _ = build_tools([raws[k] for k in readable])
+            warnings.warn(
+                f"cannot index {len(offenders)} of the request's tools, so they are sent on "
+                f"every request: {'; '.join(map(str, offenders))}",
+                CatalogWarning,
+                stacklevel=6,  # filter()'s caller: _build, get, _route, _filter_*, filter
+            )
+        else:
+            readable = list(range(len(raws)))
+        catalog = Catalog(tools)
+        if self._store is not None and key is not None:
+            router = self._stored(catalog, key)
+        else:
+            router = Router.from_catalog(
+                catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
+            )
+        names = tuple(raws[k].name if isinstance(raws[k].name, str) else "" for k in unreadable)
+        scopes = ScopeMatcher([t.id for t in catalog], [t.name for t in catalog])
+        unreadable_scopes = ScopeMatcher([f"{DEFAULT_SERVER}/{n}" for n in names], names)
+        return IndexedTools(
+            catalog, router, tuple(readable), unreadable, names, scopes, unreadable_scopes,
+            reader,
+        )  # fmt: skip
+
+    def _stored(self, catalog: Catalog, key: str) -> Router:
+        """The router for ``catalog`` from the store, built there first if no process has.
+
+        The folder's name covers the tools array and the config; a build goes to a
+        temporary folder renamed into place, so a reader never sees half of one, and a lock
+        file makes processes asking at once build it once.
+        """
+        assert self._store is not None  # the caller checked
+        name = hashlib.sha256(f"{key}\0{self.config!r}".encode()).hexdigest()[:40]
+        directory = self._store / name
+        embedder = self._embedder.get()
+        try:
+            self._store.mkdir(parents=True, exist_ok=True)
+            if not (directory / MANIFEST).exists():
+                with exclusive_lock(self._store / f".{name}.lock"):
+                    if not (directory / MANIFEST).exists():
+                        building = Path(tempfile.mkdtemp(prefix=".build-", dir=self._store))
+                        try:
+                            Router.from_catalog(
+                                catalog, config=self.config, embedder=embedder,
+                                path=building, cache=self._cache,
+                            )  # fmt: skip
+                            os.replace(building, directory)
+                        finally:
+                            shutil.rmtree(building, ignore_errors=True)
+            return Router.open(directory, embedder=embedder)
+        except (OSError, IndexFormatError) as exc:  # the server's fault, not the request's
+            raise StorageError(f"router store {self._store}: {exc}") from None
+
+
+async def filter_off_loop(
+    call: Callable[[], _T],
+    run: Callable[[Callable[[], _T]], Awaitable[_T]] = asyncio.to_thread,
+) -> _T:
+    """``call`` (a :meth:`ToolFilter.filter` with ``wait=False``) on a worker thread by
+    ``run``, again each time it finds its tools being indexed by another thread, after that
+    build ends. Requests waiting for one build then hold no thread, so however many there
+    are, other arrays' requests still find one free."""
+    while True:
+        try:
+            return await run(call)
+        except IndexInProgress as busy:
+            await asyncio.wrap_future(busy.done)
+
+
+def digest(source: Any, reader: str) -> str | None:
+    """A key for the tools array ``source`` read as ``reader``, or None if it has no safe one.
+
+    marshal serialises the parsed JSON faster than ``json.dumps`` (keying is most of a
+    repeated request's time) and, being loadable back, never gives two different arrays one
+    key. Version 2 writes no back-references, so the bytes do not depend on which strings
+    happen to be shared objects; the same tools with keys in another order only miss the
+    cache. Other mappings and sequences (a client library's own types) are keyed by their
+    plain JSON form; an array holding values that have none (whose text could only be a
+    ``repr`` with a memory address in it) gets no key.
+    """
+    try:
+        data = marshal.dumps(source, 2)
+    except ValueError:
+        try:
+            data = marshal.dumps(_plain(source), 2)
+        except ValueError:
+            return None
+    return hashlib.sha256(reader.encode() + b"\0" + data).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with mappings as dicts, sequences as lists and subclasses of ``str``, ``int``
+    and ``float`` (a ``str`` enum from a model dump) as those types, which is how JSON
+    writes them; ValueError past JSON's types."""
+    if value is None or type(value) in (str, bool, int, float):
+        return value
+    for plain in (str, bool, int, float):
+        if isinstance(value, plain):
+            return plain.__str__(value) if plain is str else plain(value)
+    if isinstance(value, Mapping):
+        return {_plain(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    raise ValueError(f"no JSON form for {type(value).__name__}")
