@@ -46,6 +46,7 @@ from toolgate.errors import (
 )
 from toolgate.json_limits import json_problem, loads, open_regular, read_bounded
 from toolgate.routing.config import RouterConfig
+from toolgate.routing.no_tool import NullScores
 
 __all__ = [
     "BM25",
@@ -184,6 +185,9 @@ class SavedRouter:
     flags: tuple[str, ...]
     model_id: str
     files: dict[str, str] = field(default_factory=dict)
+    #: The catalog's scores for requests that need no tool (``None``: not measured, a
+    #: manifest that predates them).
+    null: NullScores | None = None
 
 
 # Both index formats keep the checksum of their payload in their header (matrix_file.rs,
@@ -303,6 +307,9 @@ def _saved_router(manifest: dict[str, Any]) -> SavedRouter:
     one is wrong."""
     settings = _mapping(manifest["config"], "config")
     settings["bm25_weights"] = tuple(_list(settings["bm25_weights"], "bm25_weights"))
+    if "no_tool_weights" in settings:
+        settings["no_tool_weights"] = tuple(_list(settings["no_tool_weights"], "no_tool_weights"))
+    null = manifest.get("null_scores")
     ids = tuple(_strings(manifest["ids"], "ids"))
     exposed = manifest.get("exposed")
     outline = CatalogOutline(
@@ -323,6 +330,7 @@ def _saved_router(manifest: dict[str, Any]) -> SavedRouter:
         tuple(_strings(manifest["flags"], "flags")),
         _string(manifest["model_id"], "model_id"),
         {name: _string(digest, f"files[{name!r}]") for name, digest in files.items()},
+        None if null is None else NullScores.from_dict(null),
     )
 
 
@@ -432,6 +440,8 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
         "files": dict(saved.files),
         "catalog_sha256": hashlib.sha256(text).hexdigest(),
     }
+    if saved.null is not None:
+        manifest["null_scores"] = saved.null.to_dict()
     manifest["checksum"] = manifest_checksum(manifest)
     _write_atomic(directory / MANIFEST, json.dumps(manifest, indent=1))
 
