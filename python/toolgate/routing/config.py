@@ -26,7 +26,7 @@ DEFAULT = DefaultType.TOKEN
 #: Features of :func:`toolgate.routing.no_tool.features`.
 NO_TOOL_FEATURES = 4
 #: Fitted once across catalogs by ``benches/no_tool_fit.py`` (docs/design.md, "No tool needed").
-NO_TOOL_WEIGHTS = (4.88, -0.14, -0.34, -0.62, -1.21)
+NO_TOOL_WEIGHTS = (4.74, -0.15, -0.26, -0.6, -1.2)
 
 
 @dataclass(frozen=True)
