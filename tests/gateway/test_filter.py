@@ -721,3 +721,22 @@ def test_kept_tools_are_compacted_in_every_shape_unless_told_not_to(
     plain = ToolFilter(embedder=embedder, cache=None, compact=False)
     as_given = plain.filter(request, top_k=2).request["tools"]
     assert as_given[0] is request["tools"][0]
+
+
+def test_a_request_that_needs_no_tool_is_sent_without_tools(gate: ToolFilter) -> None:
+    request = {"model": "m", "messages": [{"role": "user", "content": "🙂"}]}
+    filtered = gate.filter({**request, "tools": chat_tools()})
+    assert filtered.no_tool
+    assert filtered.kept == ()
+    assert "tools" not in filtered.request  # providers refuse an empty tools array
+    assert filtered.to_dict()["no_tool"] is True
+    chosen = {"type": "function", "function": {"name": "read_file"}}
+    forced = gate.filter({**request, "tools": chat_tools(), "tool_choice": chosen})
+    assert forced.no_tool
+    assert forced.kept == ("read_file",)  # the tool choice still wins
+    asked = gate.filter(
+        {**request, "messages": [{"role": "user", "content": WEATHER}], "tools": chat_tools()}
+    )
+    assert not asked.no_tool
+    assert "get_weather" in asked.kept
+
