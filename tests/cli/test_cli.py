@@ -151,7 +151,8 @@ def test_calibrate_fits_the_no_tool_threshold_to_a_false_rejection_rate(
     rejected = [saved.route(q["query"], top_k=10, adaptive=False).no_tool for q in relevant]
     assert sum(rejected[:3]) / 3 == pytest.approx(point["false_rejected"], abs=1e-4)
     if rate == "1":
-        assert point["threshold"] == 0.0 and all(rejected)
+        assert point["threshold"] == 0.0
+        assert all(rejected)
 
 
 def test_calibrate_refuses_a_rate_outside_zero_to_one(

@@ -739,4 +739,3 @@ def test_a_request_that_needs_no_tool_is_sent_without_tools(gate: ToolFilter) ->
     )
     assert not asked.no_tool
     assert "get_weather" in asked.kept
-

@@ -1,4 +1,4 @@
-""""No tool needed": the decision on the demo catalog, its settings, and the null scores a
+""" "No tool needed": the decision on the demo catalog, its settings, and the null scores a
 saved router keeps."""
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def test_chit_chat_is_more_confidently_toolless_than_any_tool_request(router: Ro
 def test_decide_false_never_rejects_but_reports_the_confidence(router: Router) -> None:
     decided = router.route("thank you!")
     searched = router.route("thank you!", decide=False)
-    assert decided.no_tool and not searched.no_tool
+    assert decided.no_tool
+    assert not searched.no_tool
     assert searched.no_tool_confidence == decided.no_tool_confidence
     assert len(searched) >= 1
 
@@ -181,3 +182,12 @@ def test_the_null_requests_are_packaged() -> None:
     requests = null_requests()
     assert len(requests) >= 50
     assert not any(text.startswith("#") for text in requests)
+
+
+def test_a_catalog_smaller_than_the_gap_rank_still_routes_a_fitting_request(
+    embedder: Embedder,
+) -> None:
+    document = {"tools": [{"name": "create_issue", "description": "Open an issue."}]}
+    router = Router.from_tools(document, cache=None, embedder=embedder)
+    assert router.route("an issue").ids == ["default/create_issue"]
+    assert router.route("🙂").no_tool

@@ -147,7 +147,6 @@ class RouterConfig:
                 f"index_dtype must be 'f32', 'int8' or 'bf16', got {_shown(self.index_dtype)}"
             )
 
-
     def _check_no_tool(self) -> None:
         weights = self.no_tool_weights
         if not (

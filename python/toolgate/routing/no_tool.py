@@ -1,4 +1,4 @@
-""""No tool needed": whether a request needs none of the catalog's tools, and how sure.
+""" "No tool needed": whether a request needs none of the catalog's tools, and how sure.
 
 Raw scores do not carry across catalogs: a cosine of 0.45 is a strong match among 36 tools
 and a weak one among 2,700 tools that cover arithmetic. So each catalog is measured against
@@ -9,8 +9,8 @@ spread, in the saved router's manifest. A request's features are then
 
 - its best cosine among the ranked tools, as a z-score against the null requests';
 - its best BM25 score (``log1p``), likewise;
-- the gap between its best and its ``k``-th best cosine, in null spreads (a request that fits
-  a tool stands out from the rest of the ranking);
+- the gap between its best and its ``k``-th best cosine (the last ranked), in null spreads
+  (a request that fits a tool stands out from the rest of the ranking);
 - its length in words (``log1p``): short requests are chit-chat more often.
 
 A logistic combination of them is the confidence that no tool is needed; its weights were
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from toolgate import _toolgate
 
 __all__ = [
+    "GAP_RANK",
     "N_FEATURES",
     "NullScores",
     "features",
@@ -48,6 +49,10 @@ __all__ = [
 #: Features of :func:`features`; ``RouterConfig.no_tool_weights`` holds a bias and one weight
 #: for each.
 N_FEATURES = NO_TOOL_FEATURES
+
+#: The rank whose cosine the gap feature measures the best one against: the ``top_k`` the
+#: weights were fitted at.
+GAP_RANK = 10
 
 # Floors on the null spreads: a catalog whose null requests all score alike (a handful of
 # tools) must not turn a small difference into a large z-score.
@@ -111,27 +116,39 @@ class NullScores:
         if not isinstance(value, Mapping) or set(value) != set(keys):
             raise IndexFormatError(f"null_scores must hold {', '.join(keys)}")
         numbers = [value[key] for key in keys]
-        if not all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-            for x in numbers
-        ) or min(numbers[1], numbers[3]) <= 0:
+        if (
+            not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                for x in numbers
+            )
+            or min(numbers[1], numbers[3]) <= 0
+        ):
             raise IndexFormatError("null_scores must be finite numbers, with spreads > 0")
         return cls(*(float(x) for x in numbers))
 
 
 def features(
-    null: NullScores, dense: Sequence[float], bm25: Sequence[float], query: str
+    null: NullScores,
+    dense: Sequence[float],
+    bm25: Sequence[float],
+    query: str,
+    n_tools: int = GAP_RANK,
 ) -> tuple[float, ...]:
     """The features of one request (see the module) from the cosines and BM25 scores of its
-    ranked tools."""
+    ranked tools, in a catalog of ``n_tools``."""
     if not dense:
         return (-10.0, -10.0, 0.0, math.log1p(len(query.split())))
     top = max(dense)
+    tail = min(dense)
+    if n_tools < GAP_RANK:
+        # A catalog of fewer tools than the gap's rank has no k-th: a tool that fits nothing
+        # stands in, at the null requests' mean, or a one-tool catalog would show no gap.
+        tail = min(tail, null.cosine_mean)
     best_sparse = math.log1p(max(0.0, max(bm25)))
     return (
         (top - null.cosine_mean) / null.cosine_std,
         (best_sparse - null.bm25_mean) / null.bm25_std,
-        (top - min(dense)) / null.cosine_std,
+        (top - tail) / null.cosine_std,
         math.log1p(len(query.split())),
     )
 

@@ -206,7 +206,8 @@ class RoutePipeline:
             index, bm25 = self._index, self._bm25
             vectors = null_vectors(index.model_id, self.query_vectors.embedder.embed)
             self._null = NullScores.measure(index, bm25, vectors, null_requests())
-        values = features(self._null, [r.dense for r in ranked], [r.bm25 for r in ranked], text)
+        dense, sparse = [r.dense for r in ranked], [r.bm25 for r in ranked]
+        values = features(self._null, dense, sparse, text, len(self._outline.ids))
         confidence = no_tool_confidence(self._config.no_tool_weights, values)
         cut = self._config.no_tool_threshold
         return decide and cut is not None and confidence >= cut, confidence

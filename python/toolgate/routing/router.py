@@ -187,9 +187,7 @@ class Router:
         check_refresh_path(index, path)
         embedder = self._pipeline.query_vectors.embedder
         vectors = refreshed_vectors(index, self.catalog, self._parts.outline, catalog, embedder)
-        parts = build_parts(
-            catalog, vectors, self.config, embedder.model_id, path, embedder.embed
-        )
+        parts = build_parts(catalog, vectors, self.config, embedder.model_id, path, embedder.embed)
         return type(self)(parts, catalog=catalog, embedder=embedder, telemetry=self.telemetry)
 
     def replace_server(self, server: str, tools: Any) -> Router:
