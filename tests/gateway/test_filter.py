@@ -389,10 +389,15 @@ def test_threads_agree_with_one_thread(embedder: Embedder, builds: list[Any]) ->
 
 
 def test_user_text_is_never_read_as_a_query_form(gate: ToolFilter) -> None:
-    for text in ("Select: a hotel in Rome for me", "Pros: +cheap +fast. " + TRIP, "select:"):
+    for text in ("Select: a hotel in Rome for me", "Pros: +cheap +fast. " + TRIP):
         filtered = gate.filter(chat_request(text), top_k=2)
         assert filtered.result.form == "text"
         assert len(filtered.kept) == 2
+    # A bare "select:" is a word that asks for nothing: read as text, it needs no tool.
+    bare = gate.filter(chat_request("select:"), top_k=2)
+    assert bare.result.form == "text"
+    assert bare.no_tool
+    assert bare.kept == ()
 
 
 def test_choices_naming_builtins_or_allowed_tools_are_honoured(gate: ToolFilter) -> None:
