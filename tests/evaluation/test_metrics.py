@@ -59,3 +59,16 @@ def test_given_names_decide_where_a_scoped_server_ends() -> None:
 def test_names_must_line_up_with_ids() -> None:
     with pytest.raises(InvalidInputError, match="ranked_names has 1 entries for 2 ranked ids"):
         gold_hits(["a"], ["s/a", "s/b"], ["a"])
+
+
+def test_queries_said_to_need_no_tool_count_as_rejected() -> None:
+    metrics = RoutingMetrics()
+    metrics.add(QueryOutcome(("x",), ("s/x",), 1.0))
+    metrics.add(QueryOutcome(("y",), (), 1.0, no_tool=True))  # a relevant query rejected
+    metrics.add(QueryOutcome(("z",), ("s/z",), 1.0, no_tool=True))  # kept its tools
+    metrics.add(QueryOutcome((), ("s/a",), 1.0))  # irrelevant, routed
+    metrics.add(QueryOutcome((), ("s/a",), 1.0, no_tool=True))  # irrelevant, said so
+    report = metrics.summary()
+    assert report["false_rejected"] == pytest.approx(2 / 3, abs=1e-4)
+    assert report["irrelevant_rejected"] == 0.5
+    assert report["recall@10"] == pytest.approx(2 / 3, abs=1e-4)

@@ -114,7 +114,8 @@ def evaluate(
     default selection shows (adaptive, under its configured ceiling). ``route_ms`` is wall
     time of the ranking's ``route`` call, embedding included. Gold names are matched against
     the routed tools' real names, read from ``router.catalog`` (which loads an opened
-    router's catalog).
+    router's catalog). ``irrelevant_rejected`` is the share of queries with empty gold that
+    the router said need no tool (or routed nothing), ``false_rejected`` that of the others.
     """
     metrics = RoutingMetrics()
     for item in progress_bar(queries, progress, "routing"):
@@ -124,7 +125,10 @@ def evaluate(
         shown = tuple(router.route(item.query).ids)
         ids = tuple(result.ids)
         names = _names(router, ids)
-        metrics.add(QueryOutcome(item.gold, ids, elapsed, names, shown, _names(router, shown)))
+        outcome = QueryOutcome(
+            item.gold, ids, elapsed, names, shown, _names(router, shown), result.no_tool
+        )
+        metrics.add(outcome)
     return metrics.summary()
 
 

@@ -56,6 +56,7 @@ class QueryOutcome:
     ``ranked_names`` are the ranked tools' names (see :func:`gold_hits`), when known.
     ``shown_ids`` (and ``shown_names``) are what the router's default selection shows, when
     measured: the ranking is judged on ``ranked_ids``, the request on ``shown_ids``.
+    A query whose route said no tool is needed, or routed nothing, counts as rejected.
     """
 
     gold: tuple[str, ...]
@@ -64,6 +65,8 @@ class QueryOutcome:
     ranked_names: tuple[str, ...] | None = None
     shown_ids: tuple[str, ...] | None = None
     shown_names: tuple[str, ...] | None = None
+    #: Whether the route said the query needs no tool (``RouteResult.no_tool``).
+    no_tool: bool = False
 
 
 def _recall(ranks: list[int], k: int) -> float:
@@ -126,12 +129,18 @@ class RoutingMetrics:
             "route_ms_p95": round(_percentile(times, 95), 3),
             "irrelevant": len(irrelevant),
             "irrelevant_rejected": (
-                round(sum(1 for o in irrelevant if not o.ranked_ids) / len(irrelevant), 4)
+                round(sum(1 for o in irrelevant if _rejected(o)) / len(irrelevant), 4)
                 if irrelevant
                 else 0.0
             ),
+            # Relevant queries routed to nothing: each is a request left without its tool.
+            "false_rejected": mean([1.0 if _rejected(o) else 0.0 for o in relevant]),
             **default,
         }
+
+
+def _rejected(outcome: QueryOutcome) -> bool:
+    return outcome.no_tool or not outcome.ranked_ids
 
 
 def _percentile(sorted_values: list[float], pct: float) -> float:
