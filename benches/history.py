@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from toolgate.catalog.catalog import Catalog
 from toolgate.evaluation.evaluate import evaluate, load_queries
@@ -23,7 +24,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "apibank"
 DECAYS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-def sweep(fixture: Path, decays: tuple[float, ...], turns: int) -> list[dict[str, float]]:
+def sweep(fixture: Path, decays: tuple[float, ...], turns: int) -> list[dict[str, Any]]:
     """nDCG@10 and complete@5 of every turn and of the later turns, at each decay."""
     router = Router.from_catalog(Catalog.load(fixture / "tools.jsonl"))
     queries = load_queries(fixture / "queries.jsonl")
@@ -54,7 +55,7 @@ def main() -> None:
     print(f"API-Bank dialogues ({args.fixture}), history_turns = {args.turns}")
     print(" | ".join(rows[0]))
     for row in rows:
-        print(" | ".join(f"{value:.4f}" if isinstance(value, float) else str(value) for value in row.values()))
+        print(" | ".join(f"{value:.4f}" for value in row.values()))
 
 
 if __name__ == "__main__":
