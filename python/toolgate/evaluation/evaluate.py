@@ -97,9 +97,7 @@ def _parse_line(raw: bytes, number: int) -> LabelledQuery:
             raise _BadLine(
                 f"history[{position}] must be a string or an object, got {type(turn).__name__}"
             )
-    return LabelledQuery(
-        str(row.get("qid", number)), query, tuple(map(str, gold)), tuple(history)
-    )
+    return LabelledQuery(str(row.get("qid", number)), query, tuple(map(str, gold)), tuple(history))
 
 
 def progress_bar(
