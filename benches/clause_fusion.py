@@ -11,6 +11,7 @@ The others add to it:
 
 * ``clause fused max``: ``weight`` times each row's best fused score over the clauses, each
   clause fused from its own cosine and BM25 as the whole query is;
+  ``6+ words`` reads only clauses of at least six words, and only when two are left;
 * ``clause round robin``: the query's best 2, then each clause's best in turn.
 
 Prints complete@5, complete@10 and nDCG@10 per set and variant.
@@ -44,7 +45,7 @@ class Scores:
 
     dense: np.ndarray
     bm25: np.ndarray
-    clauses: list[tuple[np.ndarray, np.ndarray]]
+    clauses: list[tuple[np.ndarray, np.ndarray, str]]
 
 
 def read_scores(router: Router, text: str) -> Scores:
@@ -56,7 +57,7 @@ def read_scores(router: Router, text: str) -> Scores:
     index = pipeline._index
     clause_cos = [np.asarray(index.scores(np.ascontiguousarray(c))) for c in clauses]
     clause_bm25 = [np.asarray(pipeline._bm25.scores(t)) for t in texts]
-    return Scores(dense, bm25, list(zip(clause_cos, clause_bm25, strict=True)))
+    return Scores(dense, bm25, list(zip(clause_cos, clause_bm25, texts, strict=True)))
 
 
 def _fuse(router: Router, dense: np.ndarray, bm25: np.ndarray) -> np.ndarray:
@@ -70,17 +71,17 @@ def default(router: Router, s: Scores) -> list[int]:
     return list(np.argsort(-_fuse(router, s.dense, s.bm25), kind="stable"))
 
 
-def fused_max(router: Router, s: Scores, weight: float = 0.5) -> list[int]:
+def fused_max(router: Router, s: Scores, weight: float = 0.5, words: int = 0) -> list[int]:
     fused = _fuse(router, s.dense, s.bm25)
-    clauses = [_fuse(router, c, b) for c, b in s.clauses]
-    if clauses:
+    clauses = [_fuse(router, c, b) for c, b, text in s.clauses if len(text.split()) >= words]
+    if len(clauses) >= 2:
         fused = fused + weight * np.max(clauses, axis=0)
     return list(np.argsort(-fused, kind="stable"))
 
 
 def round_robin(router: Router, s: Scores, lead: int = 2) -> list[int]:
     order = default(router, s)
-    lists = [list(np.argsort(-_fuse(router, c, b), kind="stable")) for c, b in s.clauses]
+    lists = [list(np.argsort(-_fuse(router, c, b), kind="stable")) for c, b, _ in s.clauses]
     out = order[:lead]
     while lists and len(out) < 10:
         for ranked in lists:
@@ -93,6 +94,7 @@ VARIANTS: dict[str, Callable[[Router, Scores], list[int]]] = {
     "default": default,
     "clause fused max (0.5)": fused_max,
     "clause fused max (1.0)": lambda router, s: fused_max(router, s, 1.0),
+    "clause fused max (0.5), clauses of 6+ words": lambda router, s: fused_max(router, s, 0.5, 6),
     "clause round robin": round_robin,
 }
 
