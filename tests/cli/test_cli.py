@@ -17,6 +17,7 @@ EVAL_KEYS = {
     "queries",
     "recall@5",
     "recall@10",
+    "complete@5",
     "complete@10",
     "ndcg@10",
     "mrr",

@@ -28,6 +28,7 @@ def test_summary_on_a_worked_example() -> None:
     assert report["queries"] == 3
     assert report["recall@5"] == pytest.approx((1 + 0.5 + 0) / 3, abs=1e-4)
     assert report["recall@10"] == pytest.approx((1 + 1 + 0) / 3, abs=1e-4)
+    assert report["complete@5"] == pytest.approx(1 / 3, abs=1e-4)  # q2's second gold is 7th
     assert report["complete@10"] == pytest.approx(2 / 3, abs=1e-4)
     ndcg_q1 = (1 / math.log2(3)) / 1
     ndcg_q2 = (1 + 1 / math.log2(8)) / (1 + 1 / math.log2(3))

@@ -1,5 +1,7 @@
 """Retrieval metrics for routing: recall@k, complete@k, nDCG@k, MRR, irrelevant-query rejection.
 
+complete@k is the share of queries whose every gold tool is in the top k.
+
 A gold entry is either a bare tool name, which any tool of that name satisfies, or a
 ``server/name`` id, which only that tool satisfies. Relevance is binary. Both server and tool
 names may contain ``/`` (``@scope/server``, ``nasa/apod``), so an id alone does not say where
@@ -73,6 +75,11 @@ def _recall(ranks: list[int], k: int) -> float:
     return sum(1 for r in ranks if 0 < r <= k) / len(ranks)
 
 
+def _complete(ranks: list[int], k: int) -> float:
+    """1 when every gold entry is in the top ``k``, else 0."""
+    return 1.0 if all(0 < r <= k for r in ranks) else 0.0
+
+
 def _ndcg(ranks: list[int], k: int) -> float:
     # Binary gains at distinct ranks; several gold entries can match one tool only once.
     hit_ranks = sorted({r for r in ranks if 0 < r <= k})
@@ -122,7 +129,8 @@ class RoutingMetrics:
             "queries": n,
             "recall@5": mean([_recall(r, 5) for r in ranks]),
             "recall@10": mean([_recall(r, 10) for r in ranks]),
-            "complete@10": mean([1.0 if all(0 < x <= 10 for x in r) else 0.0 for r in ranks]),
+            "complete@5": mean([_complete(r, 5) for r in ranks]),
+            "complete@10": mean([_complete(r, 10) for r in ranks]),
             "ndcg@10": mean([_ndcg(r, 10) for r in ranks]),
             "mrr": mean([_mrr(r) for r in ranks]),
             "route_ms_p50": round(_percentile(times, 50), 3),

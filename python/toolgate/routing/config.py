@@ -68,7 +68,7 @@ class RouterConfig:
     bm25_b: float = 0.75
     bm25_weights: tuple[float, float, float, float] = (2.0, 1.0, 1.0, 0.5)
     history_turns: int = 3
-    history_decay: float = 0.5
+    history_decay: float = 1.0
     clause_weight: float = 1.0
     near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
