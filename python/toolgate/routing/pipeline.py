@@ -22,6 +22,7 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
+from toolgate.routing.feedback import LearnedMemory, lifted
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.outcome import Turn, route_result
 from toolgate.routing.query import ParsedQuery, parse_query, reads_as_words
@@ -84,6 +85,8 @@ class RoutePipeline:
         self.query_vectors = QueryVectors(
             embedder, config, model_id=index.model_id, index_path=index.path
         )
+        #: What feedback taught this router (``Router.learn``), or ``None``: no lift.
+        self.memory: LearnedMemory | None = None
 
     def with_config(self, config: RouterConfig) -> RoutePipeline:
         """This pipeline under ``config``: the same index, rows and embedder."""
@@ -165,10 +168,21 @@ class RoutePipeline:
             near_copy_cosine=config.near_copy_cosine,
             demoted=self._addressing, demote_weight=config.addressing_weight,
         )  # fmt: skip
+        lifts = {} if self.memory is None else self.memory.lift(vector)
+        learned = np.asarray([row for row in lifts if row not in set(forced)], dtype=np.uint32)
         outcome = rank(
-            vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight
-        )
-        ranked = outcome.ranked
+            vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight,
+            forced=np.concatenate([forced, learned]) if len(learned) else forced,
+        )  # fmt: skip
+        forced_rows, ranked = outcome.forced, outcome.ranked
+        if len(learned):
+            # The learned rows came back as forced: each competes for the top k on its fused
+            # score plus its lift, under the floor and the +term filter as ranked rows are.
+            forced_rows, ranked = lifted(
+                outcome, set(forced.tolist()), lifts, k=limits.k, floor=limits.floor,
+                rankable=rankable,
+            )  # fmt: skip
+            turn.reasons = {**turn.reasons, **dict.fromkeys(learned.tolist(), "learned")}
         if limits.adaptive:
             # Each clause ranked as the query is: the same gate, scope, floor and forced rows.
             rank_clause = partial(rank, k=max(config.clause_tools, 1))
@@ -178,7 +192,7 @@ class RoutePipeline:
             )
             turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
         turn.lap("core", core_start)
-        return self._result(outcome, turn, ranked=ranked)
+        return self._result(outcome, turn, ranked=ranked, forced=forced_rows)
 
     def _select(
         self,
@@ -209,11 +223,13 @@ class RoutePipeline:
         turn: Turn,
         shut_out: Iterable[tuple[int, str]] = (),
         ranked: Sequence[_toolgate.RoutedRow] | None = None,
+        forced: Sequence[_toolgate.RoutedRow] | None = None,
     ) -> RouteResult:
         return route_result(
             outcome,
             turn,
             ranked=ranked,
+            forced=forced,
             ids=self._outline.ids,
             vocabulary=self._vocabulary,
             catalog_version=self._outline.version,
