@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=_positive_int, help="evaluate only the first N queries")
     evaluate.add_argument("--strict", action="store_true", help="bad tools are an error")
     evaluate.add_argument("--json", action="store_true")
+    evaluate.add_argument(
+        "--learn-first",
+        type=float,
+        metavar="F",
+        help="learn from the gold of the first fraction F of the queries, evaluate the rest "
+        'with and without it (the JSON adds "before")',
+    )
 
     calibrate = commands.add_parser(
         "calibrate", help="fit threshold and fusion weight (max F1), then adaptive selection"
