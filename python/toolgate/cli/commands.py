@@ -250,7 +250,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
     run = partial(
         serve, servers, http=http, top_k=args.top_k, lenient=args.lenient,
         connect_timeout=args.connect_timeout, allow=args.allow, deny=args.deny,
-        retry_after=args.retry_after, telemetry=telemetry,
+        retry_after=args.retry_after, telemetry=telemetry, learn=args.learn,
     )  # fmt: skip
     anyio.run(run)
 

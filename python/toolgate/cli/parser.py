@@ -149,6 +149,12 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds each upstream server has to start and answer (default 30)",
     )
     proxy.add_argument(
+        "--learn",
+        metavar="STORE",
+        help="learn from use into STORE, a SQLite file or a postgresql:// address: a call of "
+        "a tool a search found lifts it for searches like that one",
+    )
+    proxy.add_argument(
         "--http",
         metavar="HOST:PORT",
         help="serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio "
