@@ -53,7 +53,6 @@ from toolgate.integrations.mcp.catalogs import ServerCatalogs
 from toolgate.integrations.mcp.changes import change_handler, follow_changes
 from toolgate.integrations.mcp.listing import McpClient
 from toolgate.integrations.mcp.tool_search import answer_tool_search
-from toolgate.routing.learned_store import LearnedStore, open_store
 from toolgate.integrations.mcp.turns import (
     StateLike,
     host_scope,
@@ -66,6 +65,7 @@ from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.promotion.promote import Promotion
 from toolgate.routing.config import RouterConfig, check_count
 from toolgate.routing.history import HistoryTurn
+from toolgate.routing.learned_store import LearnedStore, open_store
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router
 from toolgate.telemetry.recorder import Telemetry
@@ -366,7 +366,8 @@ class McpRouter:
             and tool in search
             and router.memory is not None
         ):
-            await anyio.to_thread.run_sync(lambda: router.feedback(search.query, used=[tool]))
+            used = [str(tool)]
+            await anyio.to_thread.run_sync(lambda: router.feedback(search.query, used=used))
         return outcome
 
 
