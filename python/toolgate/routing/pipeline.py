@@ -22,6 +22,7 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
+from toolgate.routing.feedback import LearnedMemory, lifted
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.no_tool import (
     NullScores,
@@ -97,6 +98,8 @@ class RoutePipeline:
             embedder, config, model_id=index.model_id, index_path=index.path
         )
         self._null = null
+        #: What feedback taught this router (``Router.learn``), or ``None``: no lift.
+        self.memory: LearnedMemory | None = None
 
     def with_config(self, config: RouterConfig) -> RoutePipeline:
         """This pipeline under ``config``: the same index, rows and embedder."""
@@ -179,11 +182,23 @@ class RoutePipeline:
             near_copy_cosine=config.near_copy_cosine,
             demoted=self._addressing, demote_weight=config.addressing_weight,
         )  # fmt: skip
+        lifts = {} if self.memory is None else self.memory.lift(vector)
+        learned = np.asarray([row for row in lifts if row not in set(forced)], dtype=np.uint32)
         outcome = rank(
-            vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight
-        )
-        ranked = outcome.ranked
-        no_tool = self._no_tool(ranked, parsed.text, limits.decide and not named)
+            vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight,
+            forced=np.concatenate([forced, learned]) if len(learned) else forced,
+        )  # fmt: skip
+        forced_rows, ranked = outcome.forced, outcome.ranked
+        if len(learned):
+            # The learned rows came back as forced: each competes for the top k on its fused
+            # score plus its lift, under the floor and the +term filter as ranked rows are.
+            forced_rows, ranked = lifted(
+                outcome, set(forced.tolist()), lifts, k=limits.k, floor=limits.floor,
+                rankable=rankable,
+            )  # fmt: skip
+            turn.reasons = {**turn.reasons, **dict.fromkeys(learned.tolist(), "learned")}
+        # Decided on the ranking alone, as calibrated: what was learned does not move it.
+        no_tool = self._no_tool(outcome.ranked, parsed.text, limits.decide and not named)
         if no_tool[0] and config.no_tool_drop:
             ranked = []
         elif limits.adaptive:
@@ -195,7 +210,7 @@ class RoutePipeline:
             )
             turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
         turn.lap("core", core_start)
-        return self._result(outcome, turn, ranked=ranked, no_tool=no_tool)
+        return self._result(outcome, turn, ranked=ranked, forced=forced_rows, no_tool=no_tool)
 
     def _no_tool(
         self, ranked: Sequence[_toolgate.RoutedRow], text: str, decide: bool
@@ -241,12 +256,14 @@ class RoutePipeline:
         turn: Turn,
         shut_out: Iterable[tuple[int, str]] = (),
         ranked: Sequence[_toolgate.RoutedRow] | None = None,
+        forced: Sequence[_toolgate.RoutedRow] | None = None,
         no_tool: tuple[bool, float | None] = (False, None),
     ) -> RouteResult:
         return route_result(
             outcome,
             turn,
             ranked=ranked,
+            forced=forced,
             ids=self._outline.ids,
             vocabulary=self._vocabulary,
             catalog_version=self._outline.version,
