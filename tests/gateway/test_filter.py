@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import math
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -501,6 +503,11 @@ def test_tools_arrays_are_keyed_by_content_and_reader() -> None:
     changed[3]["function"]["description"] += " "
     assert _digest(changed, "openai") != _digest(tools, "openai")
     assert _digest([1], "openai") != _digest([1.0], "openai") != _digest([True], "openai")
+    # JSON text writes NaN and the infinities as null, and has no 65-bit integers.
+    keys = {_digest([value], "openai") for value in (None, math.nan, math.inf, -math.inf)}
+    assert len(keys) == 4
+    assert _digest([2**70], "openai") != _digest([2**70 + 1], "openai")
+    assert _digest(["null"], "openai") != _digest([None], "openai")
     # A client library's own mapping type is keyed by its content, not by its address.
     proxied = [MappingProxyType(tool) for tool in tools]
     assert _digest(proxied, "openai") == _digest(tools, "openai")
@@ -511,6 +518,12 @@ def test_tools_arrays_are_keyed_by_content_and_reader() -> None:
         pass
 
     assert _digest([*tools, {"type": "custom", "handle": Opaque()}], "openai") is None
+
+    @dataclasses.dataclass
+    class Declared:  # read as an object, not as the dict its fields would make
+        type: str = "function"
+
+    assert _digest([Declared()], "openai") is None
 
 
 class _Frozen(Mapping[str, Any]):

@@ -40,6 +40,15 @@ _SCHEMA_MAP_KEYS = (
 )
 
 
+# What a keyword's value holds, as bits: one schema, a list of them, a map of name -> schema
+# (``items`` is one schema or a list).
+_ONE, _LIST, _MAP = 1, 2, 4
+_KINDS: dict[str, int] = {}
+for _keys, _kind in ((_SCHEMA_KEYS, _ONE), (_SCHEMA_LIST_KEYS, _LIST), (_SCHEMA_MAP_KEYS, _MAP)):
+    for _key in _keys:
+        _KINDS[_key] = _KINDS.get(_key, 0) | _kind
+
+
 def map_subschemas(schema: Any, fn: Callable[[JsonDict], JsonDict]) -> Any:
     """Rebuild ``schema`` bottom-up, applying ``fn`` to every (sub)schema dict.
 
@@ -57,15 +66,19 @@ def map_named_subschemas(
     if not isinstance(schema, dict):
         return schema
     out: JsonDict = dict(schema)
-    for key in _SCHEMA_KEYS:
-        if isinstance(out.get(key), dict):
-            out[key] = map_named_subschemas(out[key], fn)
-    for key in _SCHEMA_LIST_KEYS:
-        if isinstance(out.get(key), list):
-            out[key] = [map_named_subschemas(s, fn) for s in out[key]]
-    for key in _SCHEMA_MAP_KEYS:
-        if isinstance(out.get(key), dict):
-            out[key] = {k: map_named_subschemas(s, fn, k) for k, s in out[key].items()}
+    # A node's own keys are few and the schema keywords many: looking each key up is what
+    # keeps compacting a gateway request's schemas cheap.
+    for key, value in schema.items():
+        kind = _KINDS.get(key, 0)
+        if not kind:
+            continue
+        if isinstance(value, dict):
+            if kind & _MAP:
+                out[key] = {k: map_named_subschemas(s, fn, k) for k, s in value.items()}
+            elif kind & _ONE:
+                out[key] = map_named_subschemas(value, fn)
+        elif isinstance(value, list) and kind & _LIST:
+            out[key] = [map_named_subschemas(s, fn) for s in value]
     return fn(out, name)
 
 
