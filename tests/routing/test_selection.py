@@ -38,6 +38,17 @@ def test_the_floor_past_the_best_tool_keeps_within_its_tokens() -> None:
     assert select(near, [], floor_tokens=0, **pick) == ["a", "b"]
 
 
+def test_the_selection_keeps_within_its_tokens() -> None:
+    ranked = [("a", 1.0), ("b", 0.99), ("c", 0.98), ("d", 0.97)]
+    cost = {"a": 900, "b": 300, "c": 200, "d": 100}.get
+    pick = {"ceiling": 3, "min_tools": 4, "cost": cost, **RATIO}
+    assert select(ranked, [], selection_tokens=None, **pick) == ["a", "b", "c"]
+    # A tool that does not fit is passed over, and a smaller one after it may fit.
+    assert select(ranked, [], selection_tokens=1150, **pick) == ["a", "c"]
+    assert select(ranked, [], selection_tokens=1300, **pick) == ["a", "b", "d"]
+    assert select(ranked, [], selection_tokens=10, **pick) == ["a"]  # the best, always
+
+
 def test_the_floor_counts_compact_schema_tokens(router: Router) -> None:
     query = "what is the weather forecast for Lisbon"
     plain = router.route(query, top_k=6, adaptive=False)
@@ -139,6 +150,7 @@ def test_selection_settings_are_checked_and_saved_with_the_router(tmp_path: Path
         ({"keep_ratio": float("nan")}, r"keep_ratio must be in \[0, 1\]"),
         ({"adaptive": "yes"}, "adaptive must be True or False"),
         ({"floor_tokens": -1}, "floor_tokens must be an integer >= 0"),
+        ({"selection_tokens": 1.5}, "selection_tokens must be an integer >= 0"),
     ]:
         with pytest.raises(InvalidInputError, match=message):
             RouterConfig(**bad)  # type: ignore[arg-type]

@@ -45,7 +45,9 @@ class RouterConfig:
     ``None``: whatever they cost), the best ``clause_tools`` of each clause of a
     multi-intent query, and any other ranked tool scoring at least ``keep_ratio`` of the best
     (:mod:`toolgate.routing.selection`; ``toolgate calibrate`` fits ``min_tools`` and
-    ``keep_ratio``). ``adaptive=False`` shows the top ``top_k``.
+    ``keep_ratio``). The ranked tools shown keep within ``selection_tokens`` of compact
+    schemas (the best one always; ``None``: no cap). ``adaptive=False`` shows the top
+    ``top_k``.
     """
 
     top_k: int = 8
@@ -66,14 +68,16 @@ class RouterConfig:
     adaptive: bool = True
     min_tools: int = 3
     floor_tokens: int | None = 800
+    selection_tokens: int | None = 2500
     keep_ratio: float = 0.9
     clause_tools: int = 2
 
     def __post_init__(self) -> None:
         check_count("top_k", self.top_k, minimum=1)
         check_count("min_tools", self.min_tools, minimum=1)
-        if self.floor_tokens is not None:
-            check_count("floor_tokens", self.floor_tokens, minimum=0)
+        for name in ("floor_tokens", "selection_tokens"):
+            if getattr(self, name) is not None:
+                check_count(name, getattr(self, name), minimum=0)
         check_count("clause_tools", self.clause_tools, minimum=0)
         if not isinstance(self.adaptive, bool):
             raise InvalidInputError(f"adaptive must be True or False, got {_shown(self.adaptive)}")

@@ -178,7 +178,7 @@ class RoutePipeline:
             texts = self.query_vectors.clause_texts(parsed.text)
             ranked, picked = adapt(
                 ranked, clauses, texts, rank_clause, ceiling=limits.k, config=config,
-                cost=self._cost if config.floor_tokens is not None else None,
+                cost=self._cost,
             )  # fmt: skip
             turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
         turn.lap("core", core_start)

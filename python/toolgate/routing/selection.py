@@ -17,7 +17,10 @@ shows what the evidence asks for:
 - then any further ranked tool whose fused score is at least ``keep_ratio`` of the best one's
   (and likewise the second tool of a clause against its clause's best): a tool that scores
   nearly as well as the best is as likely to be the one needed;
-- the cosine floor (``threshold``) applies to every candidate, as in the ranking itself.
+- the cosine floor (``threshold``) applies to every candidate, as in the ranking itself;
+- the whole selection keeps within ``selection_tokens`` of schemas (the best tool always; a
+  tool that does not fit is passed over), so the largest turn is bounded by a constant, not
+  only the mean.
 
 The order of the result is the order of that list, which is the order of the evidence.
 
@@ -55,13 +58,15 @@ def select(
     clause_tools: int,
     cost: Callable[[Key], int | None] | None = None,
     floor_tokens: int | None = None,
+    selection_tokens: int | None = None,
 ) -> list[Key]:
     """The keys to show, at most ``ceiling``, in the order of the evidence (see the module).
 
     ``ranked`` holds the whole query's candidates as ``(key, fused score)``, best first;
     ``clauses`` holds each clause's, ranked by the clause alone (empty for a query of one
     clause). ``cost`` gives a key's schema tokens; without it, or without ``floor_tokens``,
-    the floor is the best ``min_tools`` whatever they cost.
+    the floor is the best ``min_tools`` whatever they cost, and without it, or without
+    ``selection_tokens``, the whole selection is not capped in tokens.
     """
     floor = _floor(ranked[:min_tools], cost, floor_tokens)
     # Each clause's best comes right after the best tool: a clause's own tool is worth more
@@ -74,7 +79,31 @@ def select(
                 chosen.append(clause[depth][0])
     best = ranked[0][1] if ranked else 0.0
     chosen += [key for key, score in ranked[len(floor) :] if score >= keep_ratio * best]
-    return list(dict.fromkeys(chosen))[:ceiling]
+    return _within(list(dict.fromkeys(chosen)), ceiling, cost, selection_tokens)
+
+
+def _within(
+    keys: list[Key],
+    ceiling: int,
+    cost: Callable[[Key], int | None] | None,
+    selection_tokens: int | None,
+) -> list[Key]:
+    """The first ``ceiling`` of ``keys`` whose schemas fit in ``selection_tokens`` together,
+    in order: the first key always, and a key that does not fit is passed over, not the end
+    (a smaller one after it may fit)."""
+    if cost is None or selection_tokens is None:
+        return keys[:ceiling]
+    out: list[Key] = []
+    spent = 0
+    for key in keys:
+        tokens = cost(key) or 0
+        if out and spent + tokens > selection_tokens:
+            continue
+        out.append(key)
+        spent += tokens
+        if len(out) == ceiling:
+            break
+    return out
 
 
 def _floor(
@@ -117,7 +146,8 @@ def adapt(
     ``clause_texts`` their texts. ``rank_clause(vector, text)`` routes one clause as the query
     was routed (the same gate, scope, floor and forced rows) and returns the core's outcome;
     at most :data:`MAX_CLAUSES` clauses are ranked (each is a pass over every row).
-    ``cost(row)`` gives a row's schema tokens, for the floor's ``config.floor_tokens``.
+    ``cost(row)`` gives a row's schema tokens, for ``config.floor_tokens`` and
+    ``config.selection_tokens``.
     """
     ranked_clauses: list[list[RoutedRow]] = []
     if config.clause_tools:
@@ -134,6 +164,7 @@ def adapt(
         clause_tools=config.clause_tools,
         cost=cost,
         floor_tokens=config.floor_tokens,
+        selection_tokens=config.selection_tokens,
     )
     own = {r.row for r in ranked}
     return [rows[key] for key in keys], [key for key in keys if key not in own]
