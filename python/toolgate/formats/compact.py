@@ -150,7 +150,7 @@ def _without_null_defaults(properties: dict[str, Any], required: Any) -> dict[st
     return out
 
 
-def takes_no_arguments(schema: JsonDict) -> bool:
+def takes_no_arguments(schema: Mapping[str, Any]) -> bool:
     """True for an object schema that declares no argument (no properties, no extra keys)."""
     trivial = {"type", "properties", "required", "$schema", "additionalProperties"}
     return (
