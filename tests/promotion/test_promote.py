@@ -100,7 +100,7 @@ def test_default_discovery_is_a_digest_and_a_search_tool_of_constant_size(
     # 117 tools on one server, 7,230 on 500: discovery costs nearly the same.
     assert costs[1] <= DIGEST_MAX_TOKENS + costs[0]
     head, line = promote_tools(github, []).pool_text.splitlines()
-    assert head.startswith("117 tools; ")  # the one server's line says the rest
+    assert head.startswith("117 tools on 1 server")
     assert "tool_search" in head
     assert line.startswith("- github: ")
 
