@@ -194,7 +194,7 @@ def test_pool_none_and_explicit_modes() -> None:
     assert promote_tools(small(), ["s/alpha"], pool="none").tokens["pool"] == 0
     digest = promote_tools(small(), ["s/alpha"], pool="digest")
     assert digest.pool_text.splitlines() == [
-        "4 tools; tool_search loads any not attached:",
+        "4 tools on 1 server; call tool_search for any not attached:",
         "- s: alpha, beta, gamma, delta",
     ]
     # Four tools listed in full cost less than the digest and its search tool.

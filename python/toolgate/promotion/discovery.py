@@ -17,7 +17,7 @@ TOOL_SEARCH_ID = "toolgate:tool_search"
 
 
 # Short: it is sent every turn. '+word' (a word the name must hold) works too, unadvertised.
-_SEARCH_DESCRIPTION = "Load tools: describe a task, or select:name1,name2"
+_SEARCH_DESCRIPTION = "Load more tools for the next turn: describe the task, or select:name1,name2."
 
 
 _SEARCH_TOOLS: Memo[str, Tool] = Memo(32)

@@ -94,10 +94,9 @@ def _render_digest(tools: Sequence[Tool], search_name: str, encoding: str) -> st
     by_server: dict[str, list[Tool]] = {}
     for tool in tools:
         by_server.setdefault(tool.server, []).append(tool)
-    size = f"{len(tools):,} tools"
-    if len(by_server) > 1:  # one server's line says so itself
-        size += f" on {len(by_server):,} servers"
-    lines = [f"{size}; {search_name} loads any not attached:"]
+    servers = "server" if len(by_server) == 1 else "servers"
+    size = f"{len(tools):,} tools on {len(by_server):,} {servers}"
+    lines = [f"{size}; call {search_name} for any not attached:"]
     room = DIGEST_MAX_TOKENS - count_text(lines[0] + "\n", encoding) - _REST_LINE_TOKENS
     ordered = sorted(by_server.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     listed = 0
