@@ -20,7 +20,7 @@ import numpy as np
 from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
-from toolgate.errors import IndexFormatError, InvalidInputError
+from toolgate.errors import IndexFormatError, InvalidInputError, ToolgateError
 from toolgate.formats.tokens import count_text
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.history import HistoryTurn
@@ -83,6 +83,7 @@ class RoutePipeline:
         self._rows = CatalogRows.of(outline, bm25, catalog)
         self._catalog = catalog
         self._schema_tokens: dict[int, int | None] = {}
+        self._unreadable = False
         self._addressing = np.asarray(outline.addressing, dtype=np.uint32)
         self.query_vectors = QueryVectors(
             embedder, config, model_id=index.model_id, index_path=index.path
@@ -187,9 +188,18 @@ class RoutePipeline:
     def _cost(self, row: int) -> int | None:
         """Tokens of ``row``'s tool as a compact OpenAI definition, the measure of adaptive
         selection's ``floor_tokens``, counted once per row (the first adaptive route of a
-        saved router loads its catalog for them); ``None`` for a row the catalog lacks."""
+        saved router loads its catalog for them); ``None`` for a row the catalog lacks, and
+        for every row when the catalog cannot be read (routing never needs it: selection then
+        goes by counts alone, and the catalog fails where it is read)."""
         if row not in self._schema_tokens:
-            tools, tool_id = self._catalog(), self._outline.ids[row]
+            if self._unreadable:
+                return None
+            try:
+                tools = self._catalog()
+            except ToolgateError:
+                self._unreadable = True  # tried once, not on every row of every route
+                return None
+            tool_id = self._outline.ids[row]
             self._schema_tokens[row] = (
                 count_text(tools[tool_id].definition_json("openai", compact=True), "cl100k_base")
                 if tool_id in tools
