@@ -1,7 +1,7 @@
 .DEFAULT_GOAL := help
 PY := .venv/bin/python
 
-.PHONY: help setup demo test test-rust test-python test-aarch64 lint bench bench-gateway bench-report clean
+.PHONY: help setup demo test test-rust test-python test-aarch64 lint bench bench-gateway bench-report wheel clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ bench-gateway: setup ## the HTTP gateway under load: overhead, 16 clients, memor
 
 bench-report: setup ## measure, then write docs/results.md and the README results section
 	$(PY) -m benches.report
+
+wheel: setup ## the release wheel for manylinux2014 in dist/ (zig links it), checked by auditwheel
+	bash scripts/wheel.sh
 
 clean: ## remove build products (keeps .venv and the model cache)
 	cargo clean

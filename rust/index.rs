@@ -14,49 +14,30 @@
 //!
 //! The scan runs in blocks of rows small enough to stay in L2, so a batch of queries reads
 //! the matrix from memory once, and each block's scores are consumed while still in L1.
+//!
+//! This module holds the argument, the types and the entry points; the work lives beside it:
+//! [`build`] writes an index file, [`scan`] runs the blocked, threaded scan and the exact
+//! re-scoring that finishes a search, [`collect`] keeps the candidates during a scan, and
+//! [`scores`] reads scores and vectors at chosen rows without a top-k.
 
 use std::path::Path;
-
-use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::gating::Gate;
 use crate::kernels;
-use crate::matrix_file::{self, Dtype, MatrixData, MatrixFile, OpenOptions, Quantized};
-use crate::quantize;
-use crate::topk::{Hit, TopK};
+use crate::matrix_file::{Dtype, MatrixFile, OpenOptions};
+use crate::topk::Hit;
 
+mod build;
 mod collect;
+mod scan;
+mod scores;
 
-use collect::{Collector, QueryScan, ScanPlan};
+pub use build::BuildOptions;
+use collect::ScanPlan;
 
 /// How many of the best gated-out rows a search reports.
 pub const GATED_REPORT_LEN: usize = 5;
-
-/// Bytes of stored rows per scan block of a batch: inside every current core's L2 (1-2 MiB
-/// on servers, 256 KiB on older parts), so every query of the batch reuses a block from cache.
-const BATCH_BLOCK_BYTES: usize = 128 * 1024;
-
-/// Rows per scan block of a single query. Nothing is reused across blocks then, so blocks are
-/// as long as the score buffer allows while staying in L1 / L2 (16 KiB): each kernel call has a
-/// fixed cost (the int8 kernels convert the query to i16 on every call), which short blocks
-/// pay again and again (measured in docs/design.md, "Kernels and ISA dispatch").
-const SINGLE_QUERY_BLOCK_ROWS: usize = 4096;
-
-/// What to store besides the vectors when building an index.
-#[derive(Debug, Clone, Copy)]
-pub struct BuildOptions<'a> {
-    /// Storage of the scanned matrix.
-    pub dtype: Dtype,
-    /// Identifier of the embedding model, stored verbatim.
-    pub model_id: &'a str,
-    /// One caller-defined id per row; `None` stores `0..rows`.
-    pub ids: Option<&'a [u64]>,
-    /// Required-flag masks, `rows x mask_words` words; empty with `mask_words == 0` for none.
-    pub masks: &'a [u64],
-    /// Words per mask.
-    pub mask_words: usize,
-}
 
 /// A row gated out by missing flags, reported so a caller can tell what would unlock it.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,58 +72,6 @@ pub struct Index {
 }
 
 impl Index {
-    /// Normalises `vectors` (`rows x dim`, row-major; a zero row stays zero), quantizes them
-    /// for `options.dtype` and writes the index to `path` atomically.
-    pub fn build(
-        path: &Path,
-        vectors: &[f32],
-        dim: usize,
-        options: &BuildOptions<'_>,
-    ) -> Result<()> {
-        if dim == 0 || !vectors.len().is_multiple_of(dim) {
-            return Err(Error::invalid(format!(
-                "vectors hold {} values, not a whole number of rows of dimension {dim}",
-                vectors.len()
-            )));
-        }
-        let rows = vectors.len() / dim;
-        let normalised = normalise_rows(vectors, dim)?;
-        let default_ids: Vec<u64>;
-        let ids = match options.ids {
-            Some(ids) => ids,
-            None => {
-                default_ids = (0..rows as u64).collect();
-                &default_ids
-            }
-        };
-        let mut data = MatrixData {
-            dim,
-            rows,
-            model_id: options.model_id,
-            ids,
-            masks: options.masks,
-            mask_words: options.mask_words,
-            f32_rows: &normalised,
-            quantized: Quantized::None,
-            residual: 0.0,
-        };
-        match options.dtype {
-            Dtype::F32 => matrix_file::write(path, &data),
-            Dtype::Int8 => {
-                let q = quantize::to_int8(&normalised, dim);
-                data.quantized = Quantized::Int8 { codes: &q.codes, scales: &q.scales };
-                data.residual = q.residual;
-                matrix_file::write(path, &data)
-            }
-            Dtype::Bf16 => {
-                let q = quantize::to_bf16(&normalised, dim);
-                data.quantized = Quantized::Bf16 { bits: &q.bits };
-                data.residual = q.residual;
-                matrix_file::write(path, &data)
-            }
-        }
-    }
-
     /// Maps the index at `path`. `threads > 1` splits each scan over that many row ranges on
     /// the rayon pool; 1 scans on the calling thread.
     pub fn open(path: &Path, options: OpenOptions, threads: usize) -> Result<Self> {
@@ -260,118 +189,6 @@ impl Index {
         Ok(out)
     }
 
-    /// Scan scores of `query` against every row, at the storage precision (exact for f32,
-    /// within [`Index::score_error_bound`] of exact for int8 / bf16).
-    pub fn scores(&self, query: &[f32]) -> Result<Vec<f32>> {
-        let query = self.prepare_queries(query)?;
-        let mut out = vec![0f32; self.len()];
-        if self.is_empty() {
-            return Ok(out);
-        }
-        let chunk = self.len().div_ceil(self.threads);
-        let score_chunk = |(index, out): (usize, &mut [f32])| {
-            let start = index * chunk;
-            self.scan_rows(&query, start..start + out.len(), out);
-        };
-        self.guarded(|| {
-            if self.threads > 1 {
-                out.par_chunks_mut(chunk).enumerate().for_each(score_chunk);
-            } else {
-                out.chunks_mut(chunk).enumerate().for_each(score_chunk);
-            }
-            Ok(out)
-        })
-    }
-
-    /// The stored (normalised) f32 vectors of `rows`, back to back: what a caller rebuilding
-    /// an index reuses for rows whose content did not change, instead of embedding them again.
-    pub fn vectors(&self, rows: &[u32]) -> Result<Vec<f32>> {
-        let mut out = Vec::with_capacity(rows.len() * self.dim());
-        self.guarded(|| {
-            for &row in rows {
-                if row as usize >= self.len() {
-                    return Err(Error::invalid(format!(
-                        "row {row} is out of range for an index of {} rows",
-                        self.len()
-                    )));
-                }
-                out.extend_from_slice(self.f32_row(row));
-            }
-            Ok(out)
-        })
-    }
-
-    /// Exact f32 scores of `query` against `rows` (e.g. to re-score candidates picked from
-    /// [`Index::scores`] of a quantized index).
-    pub fn rescore(&self, query: &[f32], rows: &[u32]) -> Result<Vec<f32>> {
-        let query = self.prepare_queries(query)?;
-        self.guarded(|| {
-            rows.iter()
-                .map(|&row| {
-                    if (row as usize) < self.len() {
-                        Ok(self.exact_score(&query, row))
-                    } else {
-                        Err(Error::invalid(format!(
-                            "row {row} is out of range for an index of {} rows",
-                            self.len()
-                        )))
-                    }
-                })
-                .collect()
-        })
-    }
-
-    /// Scan scores (the storage precision, as [`Index::scores`] gives them) of each of
-    /// `queries.len() / dim` queries, stored back to back, at `rows`: `rows.len()` scores per
-    /// query, query after query.
-    ///
-    /// The rows are gathered once and scored by the batch kernels, so a few hundred rows cost
-    /// microseconds, and their compact copies are still in cache after a scan: cheaper than
-    /// [`Index::rescore`], whose f32 rows an int8 scan never touched.
-    pub fn scores_at(&self, queries: &[f32], rows: &[u32]) -> Result<Vec<f32>> {
-        let queries = self.prepare_queries(queries)?;
-        if let Some(&row) = rows.iter().find(|&&row| row as usize >= self.len()) {
-            return Err(Error::invalid(format!(
-                "row {row} is out of range for an index of {} rows",
-                self.len()
-            )));
-        }
-        let n_queries = queries.len() / self.dim();
-        let mut out = vec![0f32; n_queries * rows.len()];
-        if rows.is_empty() {
-            return Ok(out);
-        }
-        let file = &self.file;
-        fn gather<T: Copy>(all: &[T], rows: &[u32], stride: usize) -> Vec<T> {
-            rows.iter().flat_map(|&row| &all[row as usize * stride..][..stride]).copied().collect()
-        }
-        self.guarded(|| {
-            match file.dtype() {
-                Dtype::F32 => {
-                    let stride = file.stride();
-                    let gathered = gather(file.f32_rows(), rows, stride);
-                    kernels::scan_f32_batch(&queries, n_queries, &gathered, stride, &mut out);
-                }
-                Dtype::Int8 => {
-                    let (codes, scales) = file.int8_rows().expect("int8 storage");
-                    let stride = file.quant_stride();
-                    let gathered = gather(codes, rows, stride);
-                    let scales: Vec<f32> = rows.iter().map(|&row| scales[row as usize]).collect();
-                    kernels::scan_i8_batch(
-                        &queries, n_queries, &gathered, stride, &scales, &mut out,
-                    );
-                }
-                Dtype::Bf16 => {
-                    let stride = file.quant_stride();
-                    let gathered = gather(file.bf16_rows().expect("bf16 storage"), rows, stride);
-                    kernels::scan_bf16_batch(&queries, n_queries, &gathered, stride, &mut out);
-                }
-            }
-            Ok(())
-        })?;
-        Ok(out)
-    }
-
     /// Largest possible `|scan score - exact score|` for the (already normalised) `queries`.
     ///
     /// For a query `q` and stored f32 row `x` (`|x| <= 1 + u` after normalisation, `u = 2^-24`)
@@ -416,14 +233,6 @@ impl Index {
         normalise_rows(queries, dim)
     }
 
-    /// The cosine of two rows' stored f32 vectors (normalised, so their dot product).
-    ///
-    /// # Panics
-    /// If a row is out of range.
-    pub fn row_cosine(&self, a: u32, b: u32) -> f32 {
-        kernels::dot_f32(self.f32_row(a), self.f32_row(b))
-    }
-
     fn f32_row(&self, row: u32) -> &[f32] {
         let start = row as usize * self.file.stride();
         &self.file.f32_rows()[start..start + self.dim()]
@@ -431,112 +240,6 @@ impl Index {
 
     fn exact_score(&self, query: &[f32], row: u32) -> f32 {
         kernels::dot_f32(query, self.f32_row(row))
-    }
-
-    /// Scan scores of `query` against `rows` at the storage precision into `out`.
-    fn scan_rows(&self, query: &[f32], rows: std::ops::Range<usize>, out: &mut [f32]) {
-        debug_assert_eq!(rows.len(), out.len());
-        let file = &self.file;
-        match file.dtype() {
-            Dtype::F32 => {
-                let stride = file.stride();
-                kernels::scan_f32(query, &file.f32_rows()[rows.start * stride..], stride, out);
-            }
-            Dtype::Int8 => {
-                let (codes, scales) = file.int8_rows().expect("int8 storage");
-                let stride = file.quant_stride();
-                kernels::scan_i8(query, &codes[rows.start * stride..], stride, &scales[rows], out);
-            }
-            Dtype::Bf16 => {
-                let bits = file.bf16_rows().expect("bf16 storage");
-                let stride = file.quant_stride();
-                kernels::scan_bf16(query, &bits[rows.start * stride..], stride, out);
-            }
-        }
-    }
-
-    fn row_bytes(&self) -> usize {
-        match self.file.dtype() {
-            Dtype::F32 => self.file.stride() * 4,
-            Dtype::Int8 => self.file.quant_stride(),
-            Dtype::Bf16 => self.file.quant_stride() * 2,
-        }
-    }
-
-    /// Scans every row for every query, split over `threads` row ranges when asked.
-    fn scan_parallel(&self, queries: &[f32], plan: &ScanPlan<'_, '_>) -> Vec<QueryScan> {
-        let n_queries = queries.len() / self.dim();
-        let n = self.len();
-        let threads = self.threads.min(n.div_ceil(1024)).max(1);
-        if threads == 1 {
-            return self.scan_range(queries, 0..n, plan);
-        }
-        let chunk = n.div_ceil(threads);
-        let parts: Vec<Vec<QueryScan>> = (0..threads)
-            .into_par_iter()
-            .map(|t| self.scan_range(queries, t * chunk..((t + 1) * chunk).min(n), plan))
-            .collect();
-        let mut merged: Vec<QueryScan> = (0..n_queries).map(|_| QueryScan::new(plan)).collect();
-        for part in parts {
-            for (total, scan) in merged.iter_mut().zip(part) {
-                total.merge(scan);
-            }
-        }
-        merged
-    }
-
-    /// Scans `rows` for every query, one L2-sized block at a time.
-    fn scan_range(
-        &self,
-        queries: &[f32],
-        rows: std::ops::Range<usize>,
-        plan: &ScanPlan<'_, '_>,
-    ) -> Vec<QueryScan> {
-        let dim = self.dim();
-        let mut scans: Vec<QueryScan> =
-            queries.chunks_exact(dim).map(|_| QueryScan::new(plan)).collect();
-        let block_rows = if queries.len() == dim {
-            SINGLE_QUERY_BLOCK_ROWS
-        } else {
-            (BATCH_BLOCK_BYTES / self.row_bytes()).clamp(16, SINGLE_QUERY_BLOCK_ROWS)
-        };
-        let mut scores = vec![0f32; block_rows.min(rows.len())];
-        let mut start = rows.start;
-        while start < rows.end {
-            let end = (start + block_rows).min(rows.end);
-            let block = &mut scores[..end - start];
-            for (query, scan) in queries.chunks_exact(dim).zip(&mut scans) {
-                self.scan_rows(query, start..end, block);
-                scan.feed(start, block, plan.gate);
-            }
-            start = end;
-        }
-        scans
-    }
-
-    /// Re-scores the candidates of one query exactly and assembles its result.
-    fn finish(&self, query: &[f32], scan: QueryScan, plan: &ScanPlan<'_, '_>) -> SearchResult {
-        let floor = plan.threshold.unwrap_or(f32::NEG_INFINITY);
-        let exact_top = |candidates: Collector, k: usize| {
-            let mut best = TopK::new(k);
-            for row in candidates.into_rows() {
-                let score = self.exact_score(query, row);
-                if score >= floor {
-                    best.push(row, score);
-                }
-            }
-            best.into_sorted()
-        };
-        let hits = exact_top(scan.eligible, plan.k);
-        let gated = exact_top(scan.gated, GATED_REPORT_LEN)
-            .into_iter()
-            .map(|hit| GatedCandidate {
-                row: hit.row,
-                score: hit.score,
-                missing_flags: plan.gate.missing_flags(hit.row as usize),
-            })
-            .collect();
-        SearchResult { hits, n_gated: scan.n_gated, n_out_of_scope: scan.n_out_of_scope, gated }
     }
 }
 

@@ -50,13 +50,14 @@ class Script:
 
 class FakeUpstream:
     """The fake API: :attr:`received` lists every request; :attr:`script` says what to answer;
-    :attr:`closed_streams` counts streams the client (the gateway) stopped reading."""
+    :attr:`closed` lists the bodies of the requests whose stream the client (the gateway) stopped
+    reading, :attr:`closed_streams` counts them."""
 
     def __init__(self, *, record: bool = True) -> None:
         self.record = record
         self.received: list[Received] = []
         self.script = Script()
-        self.closed_streams = 0
+        self.closed: list[Any] = []
         self.events_sent = 0
         self.app = Starlette(routes=[Route("/{path:path}", self._answer, methods=["GET", "POST"])])
 
@@ -90,11 +91,15 @@ class FakeUpstream:
             return JSONResponse(WHOLE[kind](script), headers={"x-upstream": "yes"})
         events = STREAMED[kind](script)
         return StreamingResponse(
-            self._events(events, script), media_type="text/event-stream",
+            self._events(events, script, body), media_type="text/event-stream",
             headers={"x-upstream": "yes"},
         )  # fmt: skip
 
-    async def _events(self, events: list[bytes], script: Script) -> AsyncIterator[bytes]:
+    @property
+    def closed_streams(self) -> int:
+        return len(self.closed)
+
+    async def _events(self, events: list[bytes], script: Script, body: Any) -> AsyncIterator[bytes]:
         try:
             for i, event in enumerate(events):
                 if script.reset_after is not None and i == script.reset_after:
@@ -104,7 +109,7 @@ class FakeUpstream:
                 if script.delay:
                     await asyncio.sleep(script.delay)
         except (asyncio.CancelledError, GeneratorExit):
-            self.closed_streams += 1
+            self.closed.append(body)
             raise
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -181,16 +182,21 @@ def test_a_slow_stream_reaches_the_client_before_it_ends(annotating: Served) -> 
 def test_client_gone_mid_stream_closes_the_upstream_stream(annotating: Served) -> None:
     served = annotating
     served.fake.script.delay = 0.5
-    before = served.fake.closed_streams
+    # Its own words: a stream an earlier test left may close while this one is read.
+    messages = [{"role": "user", "content": f"{WEATHER} (request {uuid.uuid4()})"}]
     with httpx.stream(
         "POST", served.url + "/v1/chat/completions",
-        json={"model": "m", "messages": USER, "stream": True}, timeout=10,
+        json={"model": "m", "messages": messages, "stream": True}, timeout=10,
     ) as response:  # fmt: skip
         next(response.iter_raw())
+
+    def closed() -> list[Any]:
+        return [b for b in served.fake.closed if isinstance(b, dict) and b["messages"] == messages]
+
     deadline = time.monotonic() + 10
-    while served.fake.closed_streams == before and time.monotonic() < deadline:
+    while not closed() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert served.fake.closed_streams == before + 1
+    assert len(closed()) == 1
 
 
 # ---- verification of the answer's tool calls ----

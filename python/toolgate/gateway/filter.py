@@ -25,35 +25,32 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-
-from toolgate.catalog.catalog import Catalog
-from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.errors import (
     InvalidInputError,
 )
 from toolgate.formats import genai_sdk, text_tags
 from toolgate.formats.compact import compact_entry
-from toolgate.formats.raw import DEFAULT_SERVER, base_provider
+from toolgate.formats.raw import DEFAULT_SERVER
+from toolgate.gateway.choosing import choose
+from toolgate.gateway.filtered import FilteredRequest, verify_by_name
 from toolgate.gateway.indexes import (
-    IndexedTools,
     Indexes,
     IndexInProgress,
     digest,
     filter_off_loop,
 )
 from toolgate.lazy import Lazy
-from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
+from toolgate.promotion.budget import Budget
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import default_embedder
 from toolgate.routing.state import State
-from toolgate.verify import Verdict, verify_call, verify_name
+from toolgate.verify import Verdict, verify_call
 
 if TYPE_CHECKING:
     from toolgate.embedding.cache import EmbeddingCache
@@ -87,57 +84,6 @@ class _Turn:
     found: tuple[int, str] | None
     forced: frozenset[str]
     wait: bool
-
-
-@dataclass(frozen=True)
-class FilteredRequest:
-    """A request cut down to its routed tools, and the routing behind it.
-
-    ``request`` is a new dict; the input is never modified (nested values that were not
-    rewritten are shared with it, not copied). ``kept`` names the function tools kept, as the
-    request names them, in request order; provider-side tools are kept too but not listed.
-    ``positions`` are the indexes, in the request's ``tools`` array, of the entries kept
-    (provider-side ones too), in order; empty for text tags.
-    ``dropped_count`` counts the function tools removed. ``provider`` is the shape read:
-    ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or ``"text_tags"``.
-    When nothing was routed (tool calling off, no function tools, no user text to route on:
-    a system prompt or an image alone) ``result`` is empty, with form ``"none"``, and
-    ``request`` is a copy of the input. ``budget`` is the decision of the budget given to
-    :meth:`ToolFilter.filter`, if any. For a google-genai request object, ``request`` is an
-    object of the same type.
-    """
-
-    request: Any
-    result: RouteResult
-    kept: tuple[str, ...]
-    dropped_count: int
-    provider: str
-    positions: tuple[int, ...] = ()
-    budget: BudgetDecision | None = None
-    # What ToolFilter.verify checks a call against: the router of the tools read, and the
-    # catalog ids kept (None when nothing was routed).
-    _routed: IndexedTools | None = field(default=None, repr=False, compare=False)
-    _active: tuple[str, ...] = field(default=(), repr=False, compare=False)
-
-    def __len__(self) -> int:
-        return len(self.kept)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.kept)
-
-    def __repr__(self) -> str:
-        kept, dropped = list(self.kept), self.dropped_count
-        return f"FilteredRequest({self.provider}, kept={kept}, dropped={dropped})"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready view for logs; the request itself is left out (large, user data)."""
-        return {
-            "provider": self.provider,
-            "kept": list(self.kept),
-            "dropped_count": self.dropped_count,
-            "result": self.result.to_dict(),
-            "budget": None if self.budget is None else self.budget.to_dict(),
-        }
 
 
 class ToolFilter:
@@ -299,7 +245,7 @@ class ToolFilter:
         routed = self._indexes.get(
             layout.key, provider, lambda: read_slots(tools, slots, provider), turn.wait
         )
-        result, kept, keep = self._route(
+        result, kept, keep = choose(
             routed, query, turn.messages[:index], turn.forced - builtin, options
         )
         out = dict(turn.request)
@@ -335,7 +281,7 @@ class ToolFilter:
             )
         tags = text_tags.parse(text, DEFAULT_SERVER)
         routed = self._indexes.get(digest(text, "text_tags"), "text_tags", lambda: tags, turn.wait)
-        result, kept, _ = self._route(routed, query, turn.messages[:index], turn.forced, options)
+        result, kept, _ = choose(routed, query, turn.messages[:index], turn.forced, options)
         names = set(kept)
         dropped = sum(1 for tag in tags if tag.name not in names)  # tags go by name
         rewrite = text_rewriter(lambda body: keep_tags(body, names))
@@ -349,64 +295,6 @@ class ToolFilter:
             out, result.route, kept, dropped, "text_tags", (), result.budget, routed,
             result.active,
         )  # fmt: skip
-
-    def _route(
-        self,
-        routed: IndexedTools,
-        query: str,
-        history: list[Any],
-        forced: frozenset[str],
-        options: dict[str, Any],
-    ) -> tuple[_Outcome, tuple[str, ...], list[int]]:
-        """Route ``query`` over the tools of ``routed``: the outcome, the names kept, and the
-        positions (among the tools read) to keep."""
-        catalog = routed.catalog
-        options = dict(options)
-        budget: Budget | None = options.pop("budget", None)
-        missing = sorted(
-            n
-            for n in forced
-            if not catalog.with_name(n) and not catalog.get_exposed(n)
-            and n not in routed.unreadable_names
-        )  # fmt: skip
-        if missing:
-            raise InvalidInputError(
-                f"the request's tool choice names {', '.join(map(repr, missing))}, "
-                "which no tool of the request declares"
-            )
-        result = routed.router.route(query, history=history, **options)
-        allow, deny = options.get("allow"), options.get("deny")
-        chosen: set[int] = set()
-        for name in forced:
-            chosen.update(catalog.position(tool.id) for tool in catalog.with_name(name))
-            if (tool := catalog.get_exposed(name)) is not None:
-                chosen.add(catalog.position(tool.id))
-        if shut := _shut_out(routed.scopes, sorted(chosen), allow, deny):
-            listed = ", ".join(repr(catalog.tools[row].name) for row in shut)
-            raise InvalidInputError(
-                f"the request's tool choice names {listed}, which the allow / deny lists shut "
-                "out: change the tool choice or the lists"
-            )
-        routed_rows = [catalog.position(tool_id) for tool_id in result.ids]
-        decision = None
-        if budget is not None:
-            decision = _fit(catalog, routed_rows, chosen, budget, routed.reader)
-            kept_ids = set(decision.kept)
-            routed_rows = [row for row in routed_rows if catalog.tools[row].id in kept_ids]
-        rows = sorted(chosen | set(routed_rows))
-        active = tuple(catalog.tools[row].id for row in rows)
-        named = {routed.position_of_row[row]: catalog.tools[row].name for row in rows}
-        # Unreadable tools are never ranked, but the caller's lists still apply to them.
-        unreadable = list(range(len(routed.unreadable)))
-        shut_unreadable = set(_shut_out(routed.unreadable_scopes, unreadable, allow, deny))
-        for k, (position, name) in enumerate(
-            zip(routed.unreadable, routed.unreadable_names_in_order, strict=True)
-        ):
-            if k not in shut_unreadable:
-                named[position] = name
-        positions = sorted(named)
-        outcome = _Outcome(result, decision, active)
-        return outcome, tuple(named[p] for p in positions if named[p]), positions
 
     def verify(self, call: Any, filtered: FilteredRequest) -> Verdict:
         """Check a model's tool call against the tools ``filtered`` sent (see
@@ -424,7 +312,7 @@ class ToolFilter:
             )
         routed = filtered._routed
         if routed is None:
-            return _verify_by_name(call, filtered)
+            return verify_by_name(call, filtered)
         verdict = verify_call(routed.catalog, list(filtered._active), call)
         if (
             not verdict.ok
@@ -469,68 +357,9 @@ class _Layout:
     builtin: frozenset[Any]
 
 
-@dataclass(frozen=True)
-class _Outcome:
-    """One route over a request's tools: the result, the budget's decision, the ids kept."""
-
-    route: RouteResult
-    budget: BudgetDecision | None
-    active: tuple[str, ...]
-
-
-def _fit(
-    catalog: Catalog, ranked: list[int], chosen: set[int], budget: Budget, reader: str
-) -> BudgetDecision:
-    """``budget`` applied to the routed rows, best first, after the chosen ones (never
-    dropped); tokens as the request's provider counts a tool."""
-    provider = base_provider(reader) if reader != "text_tags" else "openai"
-    rows = [*sorted(chosen), *(row for row in ranked if row not in chosen)]
-    candidates = [
-        Candidate(
-            catalog.tools[row].id, catalog.tools[row].token_count(provider), rank, row in chosen
-        )
-        for rank, row in enumerate(rows)
-    ]
-    return enforce(budget, candidates)
-
-
-def _verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
-    """A call checked by name alone against the function tools a request was sent with."""
-    request = filtered.request
-    lifted = genai_sdk.lift(request)  # generate_content's arguments: read as REST
-    if lifted is not None:
-        request = lifted.request
-    tools = request.get("tools")
-    names: list[str] = []
-    if isinstance(tools, list) and filtered.provider != "text_tags":
-        slots = routable_tools(tools, filtered.provider)
-        read = read_slots(tools, slots, filtered.provider)
-        names = [raw.name for raw in read if isinstance(raw.name, str)]
-    return verify_name(call, names)
-
-
 def _listed(patterns: Iterable[str] | None) -> Any:
     """``patterns`` as a list, so it can be read twice; a string stays (it is refused)."""
     return patterns if patterns is None or isinstance(patterns, str) else list(patterns)
-
-
-def _shut_out(
-    scopes: ScopeMatcher,
-    rows: list[int],
-    allow: Iterable[str] | None,
-    deny: Iterable[str] | None,
-) -> list[int]:
-    """Those of ``rows`` (of ``scopes``) that ``allow`` or ``deny`` shut out. Nothing is
-    resolved when there are no rows or no lists: the common call costs nothing."""
-    if not rows or (allow is None and deny is None):
-        return []
-    wanted = np.asarray(rows)
-    out = np.zeros(len(rows), dtype=bool)
-    if (allowed := scopes.rows(allow)) is not None:
-        out |= ~np.isin(wanted, allowed)
-    if (denied := scopes.rows(deny, deny=True)) is not None:
-        out |= np.isin(wanted, denied)
-    return [int(row) for row in wanted[out]]
 
 
 def _unrouted() -> RouteResult:

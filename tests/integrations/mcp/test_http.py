@@ -232,6 +232,8 @@ def test_any_loopback_listener_checks_host_and_origin(tmp_path: Path) -> None:
 
 
 def test_a_stop_ends_the_clients_event_streams(tmp_path: Path) -> None:
+    ended_after: list[float] = []
+
     async def listen_then_stop(url: str, process: subprocess.Popen[bytes]) -> None:
         with anyio.fail_after(60):
             async with (
@@ -242,13 +244,16 @@ def test_a_stop_ends_the_clients_event_streams(tmp_path: Path) -> None:
                 ) as client,
                 client.listen(tools_list_changed=True) as events,
             ):
+                stopped = time.monotonic()
                 process.send_signal(signal.SIGTERM)
                 async for _event in events:  # ended by the proxy, gracefully
                     pass
+                ended_after.append(time.monotonic() - stopped)
 
     with running_proxy(tmp_path) as (process, url, pid_file):
-        started = time.monotonic()
         run(partial(listen_then_stop, url, process))
         stops_with_its_upstream(process, pid_file)
-        # The stream did not hold the stop for the whole grace period.
-        assert time.monotonic() - started < GRACE_SECONDS
+        # The stream did not hold the stop for the whole grace period (timed from the signal:
+        # connecting first can take seconds on a loaded machine).
+        (elapsed,) = ended_after
+        assert elapsed < GRACE_SECONDS

@@ -17,7 +17,7 @@ from mcp.types import (
 from toolgate.catalog.catalog import Catalog
 from toolgate.verify import Verdict, closest_name
 
-__all__ = ["error_result", "passed_on", "text_result", "unknown_names_note"]
+__all__ = ["error_result", "not_answering", "passed_on", "text_result", "unknown_names_note"]
 
 ResultT = TypeVar(
     "ResultT",
@@ -64,3 +64,12 @@ def passed_on(result: ResultT) -> ResultT:
         return result
     rest = {k: v for k, v in meta.items() if k != _SERVER_INFO_META}
     return result.model_copy(update={"meta": rest or None})
+
+
+def not_answering(servers: Sequence[str], *, start: str = "server") -> str:
+    """``server 'git' is not answering`` (``servers 'git', 'fetch' are ...``); ``start``
+    is the first word's spelling (``"Server"`` begins a sentence)."""
+    names = ", ".join(repr(server) for server in servers)
+    if len(servers) > 1:
+        return f"{start}s {names} are not answering"
+    return f"{start} {names} is not answering"

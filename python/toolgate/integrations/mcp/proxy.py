@@ -35,13 +35,11 @@ import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import (
     PromptsListChanged,
     ResourcesListChanged,
@@ -49,7 +47,6 @@ from mcp.shared.subscriptions import (
     ToolsListChanged,
 )
 from mcp.types import (
-    CONNECTION_CLOSED,
     CallToolRequestParams,
     CallToolResult,
     CompleteRequestParams,
@@ -69,20 +66,28 @@ from mcp.types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolgate._toolgate import __version__
-from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
-from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.formats.mcp import export
-from toolgate.integrations.mcp.answers import passed_on, text_result, unknown_names_note
+from toolgate.integrations.mcp.answers import not_answering, unknown_names_note
+from toolgate.integrations.mcp.forwarding import Forwarder
+from toolgate.integrations.mcp.meta_tools import (
+    CALL,
+    SEARCH,
+    call_tool_listing,
+    invalid_arguments,
+    meta_names,
+    search_result,
+    search_tool_listing,
+    unwrap_call,
+)
 from toolgate.integrations.mcp.metrics import ProxyMetrics
-from toolgate.integrations.mcp.passthrough import Passthrough, Reconnect, reconnected
-from toolgate.integrations.mcp.relay import InputRequired, RequestRelay, UpstreamRequests
-from toolgate.integrations.mcp.router import CallOutcome, McpRouter
+from toolgate.integrations.mcp.passthrough import Passthrough, Reconnect
+from toolgate.integrations.mcp.relay import RequestRelay, UpstreamRequests
+from toolgate.integrations.mcp.router import McpRouter
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.routing.config import check_count
 from toolgate.telemetry.events import VerifyEvent
-from toolgate.verify import Verdict
 
 __all__ = ["MAX_QUERY_CHARS", "McpProxy"]
 
@@ -90,8 +95,6 @@ __all__ = ["MAX_QUERY_CHARS", "McpProxy"]
 #: tokenizing a huge one would cost memory on a server others share.
 MAX_QUERY_CHARS = 8000
 
-_SEARCH = "search_tools"
-_CALL = "call_tool"
 
 #: What each kind of change is, as an upstream's notification and as a listen-stream event.
 _CHANGES: dict[str, tuple[str, ServerEvent]] = {
@@ -150,6 +153,13 @@ class McpProxy:
         self.metrics = metrics
         self.allow, self.deny = pattern_list(allow), pattern_list(deny)
         self.reconnect = reconnect
+        self._forwarder = Forwarder(
+            router,
+            allow=self.allow,
+            deny=self.deny,
+            reconnect=reconnect,
+            unavailable=self.unavailable,
+        )
         self.passthrough = Passthrough(router, reconnect)
         self.requests = requests or UpstreamRequests()
         #: Change events for the clients' ``subscriptions/listen`` streams (2026-07-28).
@@ -159,7 +169,7 @@ class McpProxy:
         self._legacy_clients: weakref.WeakSet[Any] = weakref.WeakSet()
         # Not connected yet (``ready``): the names pinned tools leave free are not known, and
         # are the usual ones but for a pinned upstream tool called search_tools.
-        search, call = _meta_names(router.router.catalog) if router.servers else (_SEARCH, _CALL)
+        search, call = meta_names(router.router.catalog) if router.servers else (SEARCH, CALL)
         own = (
             f"Most tools are not listed. Call {search} to find the ones a task needs, then "
             f"{call} to call one."
@@ -197,9 +207,9 @@ class McpProxy:
     def list_tools(self) -> list[dict[str, Any]]:
         """What the proxy lists: the two meta tools, then the pinned upstream tools."""
         catalog = self.router.router.catalog
-        search, call = _meta_names(catalog)
+        search, call = meta_names(catalog)
         pinned = [export(catalog[i]) for i in catalog.pinned_ids]
-        return [_search_tool(search), _call_tool(call, search), *pinned]
+        return [search_tool_listing(search), call_tool_listing(call, search), *pinned]
 
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None, relay: RequestRelay | None = None
@@ -212,12 +222,12 @@ class McpProxy:
         ``InputRequiredResult`` when a client on the 2026-07-28 protocol is to answer them.
         """
         await self.wait_ready()
-        search, call = _meta_names(self.router.router.catalog)
+        search, call = meta_names(self.router.router.catalog)
         arguments = dict(arguments or {})
         if name == call:
-            unwrapped = _unwrapped(arguments)
+            unwrapped = unwrap_call(arguments)
             if unwrapped is None:
-                return _error(
+                return invalid_arguments(
                     f"{call} takes 'name' (a tool's name, as {search} gave it) and "
                     "'arguments' (an object)"
                 )
@@ -225,87 +235,10 @@ class McpProxy:
         if name == search:  # asked for directly, or through call_tool
             return await self._search(arguments)
         start = time.perf_counter()
-        result, server, how = await self._forwarded(name, arguments, relay, search)
+        result, server, how = await self._forwarder.forward(name, arguments, relay, search)
         if self.metrics is not None:
             self.metrics.called(server, how, time.perf_counter() - start)
         return result
-
-    async def _forwarded(
-        self, name: str, arguments: dict[str, Any], relay: RequestRelay | None, search: str
-    ) -> tuple[CallToolResult | InputRequiredResult, str, str]:
-        """The answer to a call of the upstream tool ``name``, the server it is for (``""``:
-        none) and how the call went: ``ok``, ``tool_error`` (the tool answered with an
-        error), ``refused``, ``input_required`` or ``failed``."""
-        tool = self.router.router.catalog.get_exposed(name)
-        server = tool.server if tool is not None else ""
-        if server and server in self.unavailable():  # being started again: no wait for it
-            return _server_down(name, server), server, "failed"
-        try:
-            outcome = await self._call(name, arguments, relay)
-        except InputRequired as asked:  # the client answers the tool's requests, and retries
-            return passed_on(asked.result), server, "input_required"
-        except _Interrupted as cut:
-            return self._interrupted(name, cut.server, cut.restarted), server, "failed"
-        except Exception as exc:  # the upstream server, its answer or its connection failed
-            return self._failure(name, server, exc), server, "failed"
-        if not outcome.verdict.ok:
-            return _refusal(outcome.verdict, search, self.unavailable()), server, "refused"
-        result = passed_on(outcome.result)
-        return result, outcome.server or server, "tool_error" if result.is_error else "ok"
-
-    def _failure(self, name: str, server: str, exc: Exception) -> CallToolResult:
-        """The tool error for a call that failed upstream: the server is not answering (and
-        the model may retry later), or what the server or its connection raised."""
-        if server and server in self.unavailable():
-            return _server_down(name, server)
-        why = str(exc) if isinstance(exc, MCPError) else repr(exc)  # an MCP error says it
-        failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {why}"}
-        return text_result(json.dumps(failure), is_error=True)
-
-    def _interrupted(self, name: str, server: str, restarted: bool) -> CallToolResult:
-        """The tool error for a call cut off by its server's death, and not sent again."""
-        now = (
-            "The server was started again."
-            if restarted
-            else f"{_not_answering([server], start='Server')} now; retry later."
-        )
-        message = (
-            f"Calling {name!r} was interrupted: the connection to server {server!r} closed "
-            "before it answered, so the call may or may not have run. It was not sent again, "
-            "since the tool is not marked read-only or idempotent: check whether it took "
-            f"effect before calling it again. {now}"
-        )
-        body = {"error": "interrupted", "message": message, "servers": [server]}
-        return text_result(json.dumps(body), is_error=True)
-
-    async def _call(
-        self, name: str, arguments: dict[str, Any], relay: RequestRelay | None
-    ) -> CallOutcome:
-        """``call_any``, made once more after a reconnection if the server had died while
-        the call was under way and the tool says that running it twice is harmless (its
-        ``readOnlyHint`` or ``idempotentHint``); else :class:`_Interrupted`."""
-        forward = partial(
-            self.router.call_any,
-            {"name": name, "arguments": arguments},
-            allow=self.allow,
-            deny=self.deny,
-            upstream_call=relay.call_tool if relay else None,
-        )
-        tool = self.router.router.catalog.get_exposed(name)
-        connected = tool is not None and tool.server in self.router.servers
-        used = self.router.client(tool.server) if tool and connected else None
-        try:
-            return await forward()
-        except MCPError as exc:
-            if tool is None or used is None or exc.code != CONNECTION_CLOSED:
-                raise
-            restarted = await reconnected(self.reconnect, tool.server, used, exc)
-            died = restarted or tool.server in self.unavailable()
-            if died and not _resendable(tool):
-                raise _Interrupted(tool.server, restarted) from exc
-            if not restarted:
-                raise
-        return await forward()
 
     async def heard(self, server: str, notice: Any) -> None:
         """Pass on an upstream's notice that its tools, prompts or resources changed: a
@@ -354,7 +287,7 @@ class McpProxy:
     async def _found(self, arguments: Mapping[str, Any]) -> CallToolResult:
         """The answer to a search, or the error for a query it refuses."""
         query = arguments.get("query")
-        search, call = _meta_names(self.router.router.catalog)
+        search, call = meta_names(self.router.router.catalog)
         if not isinstance(query, str) or not query.strip():
             return self._refused_search(search, f"{search} takes 'query', a non-empty string")
         if len(query) > MAX_QUERY_CHARS:  # a client's, on a server others share
@@ -377,7 +310,7 @@ class McpProxy:
         down = self.unavailable()
         # On the first line, which the tools found (a JSON list) follow.
         notes = (
-            f" {_not_answering(down, start='Server')} now: tools of theirs may be missing here, "
+            f" {not_answering(down, start='Server')} now: tools of theirs may be missing here, "
             "and calls to them fail until they are back."
             if down
             else ""
@@ -386,16 +319,16 @@ class McpProxy:
             notes += f"\n{unknown_names_note(found.unknown, catalog)}"
         if not ids:
             text = f"No tool matched. Try other words, or 'select:name'.{notes}"
-            return _search_result(text, [], found.unknown, down)
+            return search_result(text, [], found.unknown, down)
         tools = [{**export(catalog[i], compact=True), "server": catalog[i].server} for i in ids]
         header = f"Tools found, best first. Call one with {call}(name, arguments).{notes}\n"
         text = header + json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
-        return _search_result(text, tools, found.unknown, down)
+        return search_result(text, tools, found.unknown, down)
 
     def _refused_search(self, name: str, why: str) -> CallToolResult:
         """The error for a search refused for its query, logged as such."""
         self._log_search(name, ok=False)
-        return _error(why)
+        return invalid_arguments(why)
 
     def _log_search(self, name: str, *, ok: bool) -> None:
         """Log a ``search_tools`` call as what it is, a search (as a host's checked
@@ -478,175 +411,3 @@ class _ProxyServer(Server[Any]):
         return super().create_initialization_options(
             notification_options or tells, experimental_capabilities, extensions
         )
-
-
-def _unwrapped(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """``call_tool``'s ``name`` and ``arguments``, the latter also as models send it: a
-    JSON string, or null for none; ``None`` when they are not that."""
-    name, inner = arguments.get("name"), arguments.get("arguments")
-    if isinstance(inner, str):
-        try:
-            inner = json.loads(inner) if inner.strip() else {}
-        except json.JSONDecodeError:
-            return None
-    if inner is None:
-        inner = {}
-    if not isinstance(name, str) or not isinstance(inner, Mapping):
-        return None
-    return name, dict(inner)
-
-
-def _refusal(verdict: Verdict, search: str, down: Sequence[str]) -> CallToolResult:
-    """A refused call, short: any tool may be called through the proxy, so the list of
-    available ones a turn's refusal carries would be the whole catalog. A name no tool has
-    while servers are ``down`` may be one of theirs: the refusal says so, as a failure
-    that may pass."""
-    body: dict[str, Any] = {"error": verdict.error}
-    hint = f" Did you mean {verdict.closest!r}?" if verdict.closest else ""
-    if verdict.error == "unknown_tool" and down:
-        body["error"] = "server_unavailable"
-        body["message"] = (
-            f"No server answering now has a tool {verdict.name!r}.{hint} "
-            f"{_not_answering(down, start='Server')}, and may have it: retry later, or find "
-            f"tools with {search}."
-        )
-        body["servers"] = list(down)
-    elif verdict.error == "invalid_arguments":
-        body["message"] = verdict.message
-    elif verdict.error == "tool_not_available":  # shut out by the proxy's allow / deny
-        body["message"] = f"Tool {verdict.name!r} is not available.{hint} Find tools with {search}."
-    else:
-        body["message"] = f"There is no tool {verdict.name!r}.{hint} Find tools with {search}."
-    if verdict.closest:
-        body["closest"] = verdict.closest
-    if verdict.path:
-        body["path"] = verdict.path
-    return text_result(json.dumps(body, ensure_ascii=False), is_error=True)
-
-
-class _Interrupted(Exception):
-    """A call whose server's connection closed before it answered, not to be sent again."""
-
-    def __init__(self, server: str, restarted: bool) -> None:
-        super().__init__(f"the connection to {server!r} closed during the call")
-        self.server = server
-        self.restarted = restarted
-
-
-def _resendable(tool: Tool) -> bool:
-    """Whether ``tool`` may be called twice for one call: its server marks it read-only or
-    idempotent (MCP tool annotations, hints a server gives about its own tools)."""
-    hints = tool.annotations
-    return hints.get("readOnlyHint") is True or hints.get("idempotentHint") is True
-
-
-def _server_down(name: str, server: str) -> CallToolResult:
-    """The tool error for a call to ``name`` of ``server``, which is not answering."""
-    message = f"Calling {name!r} failed: {_not_answering([server])}; retry later."
-    body = {"error": "server_unavailable", "message": message, "servers": [server]}
-    return text_result(json.dumps(body), is_error=True)
-
-
-def _not_answering(servers: Sequence[str], *, start: str = "server") -> str:
-    """``server 'git' is not answering`` (``servers 'git', 'fetch' are ...``); ``start``
-    is the first word's spelling (``"Server"`` begins a sentence)."""
-    names = ", ".join(repr(server) for server in servers)
-    if len(servers) > 1:
-        return f"{start}s {names} are not answering"
-    return f"{start} {names} is not answering"
-
-
-def _meta_names(catalog: Catalog) -> tuple[str, str]:
-    """The meta tools' names: ``search_tools`` and ``call_tool``, or ``toolgate_``-prefixed
-    when a pinned upstream tool is listed under the same name."""
-    taken = {catalog[i].exposed_name.casefold() for i in catalog.pinned_ids}
-    search, call = (f"toolgate_{name}" if name in taken else name for name in (_SEARCH, _CALL))
-    return search, call
-
-
-#: The search tool's ``outputSchema``: what its answer holds as ``structuredContent``.
-_SEARCH_OUTPUT = {
-    "type": "object",
-    "properties": {
-        "tools": {
-            "type": "array",
-            "description": "The tools found, best first, each as tools/list gives it",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "description": {"type": "string"},
-                    "inputSchema": {"type": "object"},
-                    "server": {"type": "string", "description": "The upstream server"},
-                },
-                "required": ["name", "inputSchema", "server"],
-            },
-        },
-        "unknown": {
-            "type": "array",
-            "description": "Names a 'select:' asked for that no tool has",
-            "items": {"type": "string"},
-        },
-        "unavailable": {
-            "type": "array",
-            "description": "Upstream servers not answering now, whose tools may be missing",
-            "items": {"type": "string"},
-        },
-    },
-    "required": ["tools"],
-}
-
-
-def _search_result(
-    text: str, tools: list[dict[str, Any]], unknown: Sequence[str], down: Sequence[str]
-) -> CallToolResult:
-    """A search's answer: ``text`` for the model, and the tools found as ``structuredContent``
-    (:data:`_SEARCH_OUTPUT`) for a client that reads them rather than parse the text."""
-    structured: dict[str, Any] = {"tools": tools}
-    if unknown:
-        structured["unknown"] = list(unknown)
-    if down:
-        structured["unavailable"] = list(down)
-    return CallToolResult.model_validate(
-        {"content": [{"type": "text", "text": text}], "structuredContent": structured}
-    )
-
-
-def _search_tool(name: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "description": (
-            "Find the tools for a task among every connected server's tools. Describe the "
-            "task in words, or use 'select:name1,name2' for tools you know by name, or "
-            "'+word' to require a word in the tool's name. Returns each tool's name, "
-            "description and input schema."
-        ),
-        "inputSchema": {
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "What you need to do"}},
-            "required": ["query"],
-        },
-        "outputSchema": _SEARCH_OUTPUT,
-    }
-
-
-def _call_tool(name: str, search: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "description": (
-            f"Call a tool found with {search}: its name, and arguments that match its input schema."
-        ),
-        "inputSchema": {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "description": "The tool's name, as found"},
-                "arguments": {"type": "object", "description": "The tool's arguments"},
-            },
-            "required": ["name"],
-        },
-    }
-
-
-def _error(message: str) -> CallToolResult:
-    body = {"error": "invalid_arguments", "message": message}
-    return text_result(json.dumps(body), is_error=True)

@@ -1,0 +1,125 @@
+"""Which of a request's tools a :class:`~toolgate.gateway.filter.ToolFilter` keeps: the routed
+ones and those the request's tool choice names, within the caller's allow / deny lists, cut
+to a budget if one is given; tools the catalog could not read are kept unless a list shuts
+them out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.scopes import ScopeMatcher
+from toolgate.errors import InvalidInputError
+from toolgate.formats.raw import base_provider
+from toolgate.gateway.indexes import IndexedTools
+from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
+from toolgate.routing.result import RouteResult
+
+__all__ = ["Outcome", "choose"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One route over a request's tools: the result, the budget's decision, the ids kept."""
+
+    route: RouteResult
+    budget: BudgetDecision | None
+    active: tuple[str, ...]
+
+
+def choose(
+    routed: IndexedTools,
+    query: str,
+    history: list[Any],
+    forced: frozenset[str],
+    options: dict[str, Any],
+) -> tuple[Outcome, tuple[str, ...], list[int]]:
+    """Route ``query`` over the tools of ``routed`` with :meth:`Router.route`'s ``options``
+    (and ``budget``): the outcome, the names kept, and the positions (among the tools read)
+    to keep."""
+    catalog = routed.catalog
+    options = dict(options)
+    budget: Budget | None = options.pop("budget", None)
+    missing = sorted(
+        n
+        for n in forced
+        if not catalog.with_name(n) and not catalog.get_exposed(n)
+        and n not in routed.unreadable_names
+    )  # fmt: skip
+    if missing:
+        raise InvalidInputError(
+            f"the request's tool choice names {', '.join(map(repr, missing))}, "
+            "which no tool of the request declares"
+        )
+    result = routed.router.route(query, history=history, **options)
+    allow, deny = options.get("allow"), options.get("deny")
+    chosen: set[int] = set()
+    for name in forced:
+        chosen.update(catalog.position(tool.id) for tool in catalog.with_name(name))
+        if (tool := catalog.get_exposed(name)) is not None:
+            chosen.add(catalog.position(tool.id))
+    if shut := shut_out(routed.scopes, sorted(chosen), allow, deny):
+        listed = ", ".join(repr(catalog.tools[row].name) for row in shut)
+        raise InvalidInputError(
+            f"the request's tool choice names {listed}, which the allow / deny lists shut "
+            "out: change the tool choice or the lists"
+        )
+    routed_rows = [catalog.position(tool_id) for tool_id in result.ids]
+    decision = None
+    if budget is not None:
+        decision = fit_budget(catalog, routed_rows, chosen, budget, routed.reader)
+        kept_ids = set(decision.kept)
+        routed_rows = [row for row in routed_rows if catalog.tools[row].id in kept_ids]
+    rows = sorted(chosen | set(routed_rows))
+    active = tuple(catalog.tools[row].id for row in rows)
+    named = {routed.position_of_row[row]: catalog.tools[row].name for row in rows}
+    # Unreadable tools are never ranked, but the caller's lists still apply to them.
+    unreadable = list(range(len(routed.unreadable)))
+    shut_unreadable = set(shut_out(routed.unreadable_scopes, unreadable, allow, deny))
+    for k, (position, name) in enumerate(
+        zip(routed.unreadable, routed.unreadable_names_in_order, strict=True)
+    ):
+        if k not in shut_unreadable:
+            named[position] = name
+    positions = sorted(named)
+    outcome = Outcome(result, decision, active)
+    return outcome, tuple(named[p] for p in positions if named[p]), positions
+
+
+def fit_budget(
+    catalog: Catalog, ranked: list[int], chosen: set[int], budget: Budget, reader: str
+) -> BudgetDecision:
+    """``budget`` applied to the routed rows, best first, after the chosen ones (never
+    dropped); tokens as the request's provider counts a tool."""
+    provider = base_provider(reader) if reader != "text_tags" else "openai"
+    rows = [*sorted(chosen), *(row for row in ranked if row not in chosen)]
+    candidates = [
+        Candidate(
+            catalog.tools[row].id, catalog.tools[row].token_count(provider), rank, row in chosen
+        )
+        for rank, row in enumerate(rows)
+    ]
+    return enforce(budget, candidates)
+
+
+def shut_out(
+    scopes: ScopeMatcher,
+    rows: list[int],
+    allow: Iterable[str] | None,
+    deny: Iterable[str] | None,
+) -> list[int]:
+    """Those of ``rows`` (of ``scopes``) that ``allow`` or ``deny`` shut out. Nothing is
+    resolved when there are no rows or no lists: the common call costs nothing."""
+    if not rows or (allow is None and deny is None):
+        return []
+    wanted = np.asarray(rows)
+    out = np.zeros(len(rows), dtype=bool)
+    if (allowed := scopes.rows(allow)) is not None:
+        out |= ~np.isin(wanted, allowed)
+    if (denied := scopes.rows(deny, deny=True)) is not None:
+        out |= np.isin(wanted, denied)
+    return [int(row) for row in wanted[out]]

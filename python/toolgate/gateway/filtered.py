@@ -1,0 +1,83 @@
+"""What :meth:`~toolgate.gateway.filter.ToolFilter.filter` returns: a request cut down to its
+routed tools, with the routing behind it and what a later check of the model's call needs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolgate.formats import genai_sdk
+from toolgate.formats.requests import read_slots, routable_tools
+from toolgate.gateway.indexes import IndexedTools
+from toolgate.promotion.budget import BudgetDecision
+from toolgate.routing.result import RouteResult
+from toolgate.verify import Verdict, verify_name
+
+__all__ = ["FilteredRequest", "verify_by_name"]
+
+
+@dataclass(frozen=True)
+class FilteredRequest:
+    """A request cut down to its routed tools, and the routing behind it.
+
+    ``request`` is a new dict; the input is never modified (nested values that were not
+    rewritten are shared with it, not copied). ``kept`` names the function tools kept, as the
+    request names them, in request order; provider-side tools are kept too but not listed.
+    ``positions`` are the indexes, in the request's ``tools`` array, of the entries kept
+    (provider-side ones too), in order; empty for text tags.
+    ``dropped_count`` counts the function tools removed. ``provider`` is the shape read:
+    ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or ``"text_tags"``.
+    When nothing was routed (tool calling off, no function tools, no user text to route on:
+    a system prompt or an image alone) ``result`` is empty, with form ``"none"``, and
+    ``request`` is a copy of the input. ``budget`` is the decision of the budget given to
+    :meth:`ToolFilter.filter`, if any. For a google-genai request object, ``request`` is an
+    object of the same type.
+    """
+
+    request: Any
+    result: RouteResult
+    kept: tuple[str, ...]
+    dropped_count: int
+    provider: str
+    positions: tuple[int, ...] = ()
+    budget: BudgetDecision | None = None
+    # What ToolFilter.verify checks a call against: the router of the tools read, and the
+    # catalog ids kept (None when nothing was routed).
+    _routed: IndexedTools | None = field(default=None, repr=False, compare=False)
+    _active: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.kept)
+
+    def __repr__(self) -> str:
+        kept, dropped = list(self.kept), self.dropped_count
+        return f"FilteredRequest({self.provider}, kept={kept}, dropped={dropped})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view for logs; the request itself is left out (large, user data)."""
+        return {
+            "provider": self.provider,
+            "kept": list(self.kept),
+            "dropped_count": self.dropped_count,
+            "result": self.result.to_dict(),
+            "budget": None if self.budget is None else self.budget.to_dict(),
+        }
+
+
+def verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
+    """A call checked by name alone against the function tools a request was sent with."""
+    request = filtered.request
+    lifted = genai_sdk.lift(request)  # generate_content's arguments: read as REST
+    if lifted is not None:
+        request = lifted.request
+    tools = request.get("tools")
+    names: list[str] = []
+    if isinstance(tools, list) and filtered.provider != "text_tags":
+        slots = routable_tools(tools, filtered.provider)
+        read = read_slots(tools, slots, filtered.provider)
+        names = [raw.name for raw in read if isinstance(raw.name, str)]
+    return verify_name(call, names)

@@ -1,0 +1,170 @@
+"""Forwarding a call to the upstream server that has the tool, and the tool error the model
+reads for each way that can fail: refused, server down, connection lost mid-call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED, CallToolResult, InputRequiredResult
+
+from toolgate.catalog.tool import Tool
+from toolgate.integrations.mcp.answers import not_answering, passed_on, text_result
+from toolgate.integrations.mcp.passthrough import Reconnect, reconnected
+from toolgate.integrations.mcp.relay import InputRequired, RequestRelay
+from toolgate.integrations.mcp.router import CallOutcome, McpRouter
+from toolgate.verify import Verdict
+
+__all__ = ["Forwarder"]
+
+
+class Forwarder:
+    """Calls of upstream tools made for the proxy's clients (see
+    :class:`~toolgate.integrations.mcp.proxy.McpProxy` for ``allow``, ``deny``,
+    ``reconnect`` and ``unavailable``)."""
+
+    def __init__(
+        self,
+        router: McpRouter,
+        *,
+        allow: Sequence[str] | None,
+        deny: Sequence[str] | None,
+        reconnect: Reconnect | None,
+        unavailable: Callable[[], Sequence[str]],
+    ) -> None:
+        """See the class docstring."""
+        self.router = router
+        self.allow, self.deny = allow, deny
+        self.reconnect = reconnect
+        self.unavailable = unavailable
+
+    async def forward(
+        self, name: str, arguments: dict[str, Any], relay: RequestRelay | None, search: str
+    ) -> tuple[CallToolResult | InputRequiredResult, str, str]:
+        """The answer to a call of the upstream tool ``name``, the server it is for (``""``:
+        none) and how the call went: ``ok``, ``tool_error`` (the tool answered with an
+        error), ``refused``, ``input_required`` or ``failed``."""
+        tool = self.router.router.catalog.get_exposed(name)
+        server = tool.server if tool is not None else ""
+        if server and server in self.unavailable():  # being started again: no wait for it
+            return _server_down(name, server), server, "failed"
+        try:
+            outcome = await self._call(name, arguments, relay)
+        except InputRequired as asked:  # the client answers the tool's requests, and retries
+            return passed_on(asked.result), server, "input_required"
+        except _Interrupted as cut:
+            return self._interrupted(name, cut.server, cut.restarted), server, "failed"
+        except Exception as exc:  # the upstream server, its answer or its connection failed
+            return self._failure(name, server, exc), server, "failed"
+        if not outcome.verdict.ok:
+            return _refusal(outcome.verdict, search, self.unavailable()), server, "refused"
+        result = passed_on(outcome.result)
+        return result, outcome.server or server, "tool_error" if result.is_error else "ok"
+
+    def _failure(self, name: str, server: str, exc: Exception) -> CallToolResult:
+        """The tool error for a call that failed upstream: the server is not answering (and
+        the model may retry later), or what the server or its connection raised."""
+        if server and server in self.unavailable():
+            return _server_down(name, server)
+        why = str(exc) if isinstance(exc, MCPError) else repr(exc)  # an MCP error says it
+        failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {why}"}
+        return text_result(json.dumps(failure), is_error=True)
+
+    def _interrupted(self, name: str, server: str, restarted: bool) -> CallToolResult:
+        """The tool error for a call cut off by its server's death, and not sent again."""
+        now = (
+            "The server was started again."
+            if restarted
+            else f"{not_answering([server], start='Server')} now; retry later."
+        )
+        message = (
+            f"Calling {name!r} was interrupted: the connection to server {server!r} closed "
+            "before it answered, so the call may or may not have run. It was not sent again, "
+            "since the tool is not marked read-only or idempotent: check whether it took "
+            f"effect before calling it again. {now}"
+        )
+        body = {"error": "interrupted", "message": message, "servers": [server]}
+        return text_result(json.dumps(body), is_error=True)
+
+    async def _call(
+        self, name: str, arguments: dict[str, Any], relay: RequestRelay | None
+    ) -> CallOutcome:
+        """``call_any``, made once more after a reconnection if the server had died while
+        the call was under way and the tool says that running it twice is harmless (its
+        ``readOnlyHint`` or ``idempotentHint``); else :class:`_Interrupted`."""
+        forward = partial(
+            self.router.call_any,
+            {"name": name, "arguments": arguments},
+            allow=self.allow,
+            deny=self.deny,
+            upstream_call=relay.call_tool if relay else None,
+        )
+        tool = self.router.router.catalog.get_exposed(name)
+        connected = tool is not None and tool.server in self.router.servers
+        used = self.router.client(tool.server) if tool and connected else None
+        try:
+            return await forward()
+        except MCPError as exc:
+            if tool is None or used is None or exc.code != CONNECTION_CLOSED:
+                raise
+            restarted = await reconnected(self.reconnect, tool.server, used, exc)
+            died = restarted or tool.server in self.unavailable()
+            if died and not _resendable(tool):
+                raise _Interrupted(tool.server, restarted) from exc
+            if not restarted:
+                raise
+        return await forward()
+
+
+def _refusal(verdict: Verdict, search: str, down: Sequence[str]) -> CallToolResult:
+    """A refused call, short: any tool may be called through the proxy, so the list of
+    available ones a turn's refusal carries would be the whole catalog. A name no tool has
+    while servers are ``down`` may be one of theirs: the refusal says so, as a failure
+    that may pass."""
+    body: dict[str, Any] = {"error": verdict.error}
+    hint = f" Did you mean {verdict.closest!r}?" if verdict.closest else ""
+    if verdict.error == "unknown_tool" and down:
+        body["error"] = "server_unavailable"
+        body["message"] = (
+            f"No server answering now has a tool {verdict.name!r}.{hint} "
+            f"{not_answering(down, start='Server')}, and may have it: retry later, or find "
+            f"tools with {search}."
+        )
+        body["servers"] = list(down)
+    elif verdict.error == "invalid_arguments":
+        body["message"] = verdict.message
+    elif verdict.error == "tool_not_available":  # shut out by the proxy's allow / deny
+        body["message"] = f"Tool {verdict.name!r} is not available.{hint} Find tools with {search}."
+    else:
+        body["message"] = f"There is no tool {verdict.name!r}.{hint} Find tools with {search}."
+    if verdict.closest:
+        body["closest"] = verdict.closest
+    if verdict.path:
+        body["path"] = verdict.path
+    return text_result(json.dumps(body, ensure_ascii=False), is_error=True)
+
+
+class _Interrupted(Exception):
+    """A call whose server's connection closed before it answered, not to be sent again."""
+
+    def __init__(self, server: str, restarted: bool) -> None:
+        super().__init__(f"the connection to {server!r} closed during the call")
+        self.server = server
+        self.restarted = restarted
+
+
+def _resendable(tool: Tool) -> bool:
+    """Whether ``tool`` may be called twice for one call: its server marks it read-only or
+    idempotent (MCP tool annotations, hints a server gives about its own tools)."""
+    hints = tool.annotations
+    return hints.get("readOnlyHint") is True or hints.get("idempotentHint") is True
+
+
+def _server_down(name: str, server: str) -> CallToolResult:
+    """The tool error for a call to ``name`` of ``server``, which is not answering."""
+    message = f"Calling {name!r} failed: {not_answering([server])}; retry later."
+    body = {"error": "server_unavailable", "message": message, "servers": [server]}
+    return text_result(json.dumps(body), is_error=True)

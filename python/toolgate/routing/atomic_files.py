@@ -1,0 +1,87 @@
+"""Durable file writes for a router's directory: a file is written beside its target, fsync'd
+and renamed over it, so a reader sees the old file or the new one, never half of one; any
+``OSError`` on the way is a :class:`~toolgate.errors.StorageError`."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from toolgate.errors import StorageError, ToolgateError
+
+__all__ = [
+    "copy_atomic",
+    "prepare_directory",
+    "replace_atomically",
+    "storage_errors",
+    "sync_directory",
+    "write_atomic",
+]
+
+
+@contextlib.contextmanager
+def storage_errors() -> Iterator[None]:
+    """Raise an ``OSError`` from inside as a :class:`StorageError`, which is both an
+    ``OSError`` (same errno and file name) and a :class:`ToolgateError`."""
+    try:
+        yield
+    except ToolgateError:
+        raise
+    except OSError as exc:
+        if exc.errno is None:
+            raise StorageError(str(exc)) from exc
+        raise StorageError(exc.errno, exc.strerror or str(exc), exc.filename) from exc
+
+
+def prepare_directory(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a directory to save a router in, created if needed."""
+    directory = Path(path)
+    with storage_errors():
+        if directory.exists() and not directory.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", str(path))
+        directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def replace_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` through a temporary file beside it, fsync'd, then renamed over it."""
+    # A unique name per call: two threads (or processes) saving at once must not share one.
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    replace_atomically(path, lambda out: out.write(text.encode("utf-8")))
+
+
+@storage_errors()
+def copy_atomic(source: Path, target: Path) -> None:
+    """Copy ``source`` over ``target`` through a temporary file and a rename."""
+    if source.resolve() == target.resolve():
+        return
+    with source.open("rb") as src:
+        replace_atomically(target, lambda out: shutil.copyfileobj(src, out, 1 << 20))
+
+
+def sync_directory(directory: Path) -> None:
+    """fsync ``directory``, so a rename in it survives a crash (a no-op where unsupported)."""
+    with contextlib.suppress(OSError):
+        handle = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)

@@ -1,0 +1,101 @@
+"""What routing needs of a catalog without loading it: ids in row order, pinned rows, the
+version, and the few per-row facts (exposed names, slashed servers, addressing) that a
+manifest records so that a router reopens without parsing the full catalog."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toolgate.catalog.addressing import addressing_sentences
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.text import TEXT_VERSION
+
+__all__ = ["CatalogOutline", "addressing_rows", "renamed_rows", "slashed_server_rows"]
+
+
+@dataclass(frozen=True)
+class CatalogOutline:
+    """What routing needs of a catalog: ids in row order, pinned rows, and the version.
+
+    ``exposed`` lists the rows whose exposed name (what the model sees and repeats) differs
+    from the tool's name, with that name, so a query that mentions it names the tool; None
+    when a manifest written before it was recorded does not say.
+
+    ``overrides_digest`` is the :func:`saved_overrides` digest of the catalog's load-time
+    overrides as a manifest recorded it, checked when the saved catalog loads; None when the
+    outline was not read from a manifest, or from one written before overrides were saved.
+
+    ``slashed_servers`` lists the rows whose server holds a ``/`` (an npm scope,
+    ``@org/server``), with that server, so that :meth:`names` can split every id exactly;
+    None when a manifest written before it was recorded does not say.
+
+    ``text_version`` is the :data:`~toolgate.catalog.text.TEXT_VERSION` of the texts the stored
+    vectors were embedded from; None when a manifest written before it was recorded does not
+    say, and then no stored vector is taken for current.
+
+    ``file_digest`` is the sha256 of the saved catalog file as its manifest recorded it,
+    checked when that file loads; None when the outline was not read from a manifest, or from
+    one written before it was recorded.
+
+    ``addressing`` lists the rows whose description or summary addresses the model
+    (:func:`~toolgate.catalog.addressing.addressing_sentences`), which routing weighs down.
+    """
+
+    ids: tuple[str, ...]
+    pinned: tuple[int, ...]
+    version: str
+    exposed: tuple[tuple[int, str], ...] | None = ()
+    overrides_digest: str | None = None
+    slashed_servers: tuple[tuple[int, str], ...] | None = ()
+    text_version: int | None = TEXT_VERSION
+    file_digest: str | None = None
+    addressing: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, catalog: Catalog) -> CatalogOutline:
+        """The outline of a loaded catalog."""
+        pinned = tuple(row for row, tool in enumerate(catalog) if tool.pinned)
+        return cls(
+            tuple(catalog.ids),
+            pinned,
+            catalog.version,
+            renamed_rows(catalog),
+            slashed_servers=slashed_server_rows(catalog),
+            addressing=addressing_rows(catalog),
+        )
+
+    def names(self) -> tuple[str, ...]:
+        """Each row's tool name, as the catalog has it.
+
+        An id is ``server/name`` and both parts may hold a ``/``; the rows whose server does
+        are listed, every other id splits at its first ``/``. Without the list (None), that
+        split can misread an id with two ``/``: ask the catalog instead.
+        """
+        slashed = dict(self.slashed_servers or ())
+        return tuple(
+            tool_id[len(slashed[row]) + 1 :] if row in slashed else tool_id.partition("/")[2]
+            for row, tool_id in enumerate(self.ids)
+        )
+
+
+def addressing_rows(catalog: Catalog) -> tuple[int, ...]:
+    """Rows of ``catalog`` whose description or summary addresses the model."""
+    return tuple(
+        row
+        for row, tool in enumerate(catalog)
+        if addressing_sentences(tool.description) or addressing_sentences(tool.summary)
+    )
+
+
+def slashed_server_rows(catalog: Catalog) -> tuple[tuple[int, str], ...]:
+    """Rows of ``catalog`` whose server holds a ``/``, with the server."""
+    return tuple((row, tool.server) for row, tool in enumerate(catalog) if "/" in tool.server)
+
+
+def renamed_rows(catalog: Catalog) -> tuple[tuple[int, str], ...]:
+    """Rows of ``catalog`` whose exposed name differs from the tool name, with that name."""
+    return tuple(
+        (row, tool.exposed_name)
+        for row, tool in enumerate(catalog)
+        if tool.exposed_name != tool.name
+    )

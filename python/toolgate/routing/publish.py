@@ -1,0 +1,61 @@
+"""Publishing a router that processes have open: the new one is written to a directory of its
+own, then a symbolic link is switched to it in one rename. Writing over the files of a live
+router (``cp``) would change pages they have mapped."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from toolgate.errors import InvalidInputError
+from toolgate.routing.atomic_files import prepare_directory, storage_errors, sync_directory
+
+__all__ = ["publish", "router_directory"]
+
+
+def router_directory(path: str | os.PathLike[str]) -> Path:
+    """The directory to open a router from: a link :func:`publish` made is followed once, so
+    that a router keeps reading the version it opened (its catalog loads later) after the
+    link moves on."""
+    directory = Path(path)
+    return directory.resolve() if directory.is_symlink() else directory
+
+
+@storage_errors()
+def publish(save: Callable[[Path], None], path: str | os.PathLike[str], *, keep: int) -> Path:
+    """Write a router with ``save`` into a new directory beside ``path``, then point the
+    symbolic link ``path`` at it in one rename; the new directory.
+
+    A process that opens ``path`` gets the old router or the new one, whole; one that opened
+    the old one keeps it. The ``keep`` newest versions stay on disk, older ones are removed
+    (a process that still has one open routes on, but its catalog can no longer load).
+    """
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise InvalidInputError(f"keep must be an integer >= 1, got {keep!r}")
+    link = Path(path)
+    if link.exists() and not link.is_symlink():
+        raise InvalidInputError(
+            f"{link} exists and is not a link that publish made: publish switches a symbolic "
+            "link to each new version; publish to a new path, or move this one away first"
+        )
+    parent = prepare_directory(link.parent)
+    prefix = f".{link.name}.v"
+    # The time first in the name: versions sort oldest first.
+    version = Path(tempfile.mkdtemp(dir=parent, prefix=f"{prefix}{time.time_ns():016x}-"))
+    save(version)
+    staged = parent / f".{link.name}.link-{os.getpid()}-{time.time_ns():x}"
+    try:
+        os.symlink(version.name, staged)  # relative: the parent may be moved
+        os.replace(staged, link)
+    finally:
+        staged.unlink(missing_ok=True)
+    sync_directory(parent)
+    versions = sorted(p for p in parent.iterdir() if p.name.startswith(prefix) and p.is_dir())
+    for old in versions[:-keep]:
+        if old != version:
+            shutil.rmtree(old, ignore_errors=True)
+    return version

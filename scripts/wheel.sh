@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds the release wheel for manylinux2014 (glibc 2.17) with zig as the linker, then checks
+# with auditwheel that the extension asks for no newer glibc symbol than its tag promises.
+# Why zig: the system's own linker ties the extension to the build machine's glibc (2.34 on
+# Debian 12), and a manylinux container image is not reachable from here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.venv
+OUT=${OUT:-dist}
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements/wheel.lock
+rm -f "$OUT"/toolgate_router-*.whl
+# maturin finds the zig driver on PATH; a target dir of its own keeps the dev build intact.
+PATH=$PWD/$VENV/bin:$PATH "$VENV/bin/maturin" build --release --zig \
+    --compatibility manylinux2014 --out "$OUT" --target-dir target/wheel
+wheel=$(ls "$OUT"/toolgate_router-*.whl)
+"$VENV/bin/auditwheel" show "$wheel"
+echo "wheel: $wheel"
