@@ -17,12 +17,14 @@ EVAL_KEYS = {
     "queries",
     "recall@5",
     "recall@10",
+    "complete@5",
     "complete@10",
     "ndcg@10",
     "mrr",
     "route_ms_p50",
     "irrelevant",
     "irrelevant_rejected",
+    "false_rejected",
 }
 
 
@@ -130,6 +132,51 @@ def test_calibrate_fits_selection_and_saves_the_router(
     (tmp_path / "file").write_text("")
     assert main([*argv, "--save", str(tmp_path / "file")]) == 2
     assert "exists and is not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rate", ["0", "0.34", "1"])
+def test_calibrate_fits_the_no_tool_threshold_to_a_false_rejection_rate(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path, rate: str
+) -> None:
+    tools, queries = tiny_set
+    out = tmp_path / "fitted"
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries)]
+    report = run_json(capsys, *argv, "--false-rejections", rate, "--save", str(out), "--json")
+    point = report["no_tool"]
+    assert point["false_rejected"] <= float(rate)
+    assert point["irrelevant_rejected"] in (0.0, 1.0)  # one query without gold
+    assert report["config"]["no_tool_threshold"] == point["threshold"]
+    saved = Router.open(out)
+    assert saved.config.no_tool_threshold == point["threshold"]
+    relevant = [json.loads(line) for line in queries.read_text().splitlines()]
+    rejected = [saved.route(q["query"], top_k=10, adaptive=False).no_tool for q in relevant]
+    assert sum(rejected[:3]) / 3 == pytest.approx(point["false_rejected"], abs=1e-4)
+    if rate == "1":
+        assert point["threshold"] == 0.0
+        assert all(rejected)
+
+
+def test_calibrate_refuses_a_rate_outside_zero_to_one(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
+) -> None:
+    tools, queries = tiny_set
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries)]
+    with pytest.raises(SystemExit):
+        main([*argv, "--false-rejections", "1.5"])
+    assert "expected a number in [0, 1]" in capsys.readouterr().err
+
+
+def test_eval_counts_relevant_queries_routed_to_nothing(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    tools, queries = tiny_set
+    out = tmp_path / "rejecting"
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries)]
+    run_json(capsys, *argv, "--false-rejections", "1", "--save", str(out), "--json")
+    report = run_json(capsys, "eval", "--index", str(out), "--queries", str(queries), "--json")
+    assert report["false_rejected"] == 1.0
+    assert report["irrelevant_rejected"] == 1.0
+    assert report["recall@10"] == 0.0
 
 
 def test_stats_counts_the_catalog(

@@ -28,6 +28,7 @@ def test_summary_on_a_worked_example() -> None:
     assert report["queries"] == 3
     assert report["recall@5"] == pytest.approx((1 + 0.5 + 0) / 3, abs=1e-4)
     assert report["recall@10"] == pytest.approx((1 + 1 + 0) / 3, abs=1e-4)
+    assert report["complete@5"] == pytest.approx(1 / 3, abs=1e-4)  # q2's second gold is 7th
     assert report["complete@10"] == pytest.approx(2 / 3, abs=1e-4)
     ndcg_q1 = (1 / math.log2(3)) / 1
     ndcg_q2 = (1 + 1 / math.log2(8)) / (1 + 1 / math.log2(3))
@@ -59,3 +60,16 @@ def test_given_names_decide_where_a_scoped_server_ends() -> None:
 def test_names_must_line_up_with_ids() -> None:
     with pytest.raises(InvalidInputError, match="ranked_names has 1 entries for 2 ranked ids"):
         gold_hits(["a"], ["s/a", "s/b"], ["a"])
+
+
+def test_queries_said_to_need_no_tool_count_as_rejected() -> None:
+    metrics = RoutingMetrics()
+    metrics.add(QueryOutcome(("x",), ("s/x",), 1.0))
+    metrics.add(QueryOutcome(("y",), (), 1.0, no_tool=True))  # a relevant query rejected
+    metrics.add(QueryOutcome(("z",), ("s/z",), 1.0, no_tool=True))  # kept its tools
+    metrics.add(QueryOutcome((), ("s/a",), 1.0))  # irrelevant, routed
+    metrics.add(QueryOutcome((), ("s/a",), 1.0, no_tool=True))  # irrelevant, said so
+    report = metrics.summary()
+    assert report["false_rejected"] == pytest.approx(2 / 3, abs=1e-4)
+    assert report["irrelevant_rejected"] == 0.5
+    assert report["recall@10"] == pytest.approx(2 / 3, abs=1e-4)

@@ -391,10 +391,15 @@ def test_threads_agree_with_one_thread(embedder: Embedder, builds: list[Any]) ->
 
 
 def test_user_text_is_never_read_as_a_query_form(gate: ToolFilter) -> None:
-    for text in ("Select: a hotel in Rome for me", "Pros: +cheap +fast. " + TRIP, "select:"):
+    for text in ("Select: a hotel in Rome for me", "Pros: +cheap +fast. " + TRIP):
         filtered = gate.filter(chat_request(text), top_k=2)
         assert filtered.result.form == "text"
         assert len(filtered.kept) == 2
+    # A bare "select:" is a word that asks for nothing: read as text, it needs no tool.
+    bare = gate.filter(chat_request("select:"), top_k=2)
+    assert bare.result.form == "text"
+    assert bare.no_tool
+    assert bare.kept == ()
 
 
 def test_choices_naming_builtins_or_allowed_tools_are_honoured(gate: ToolFilter) -> None:
@@ -734,3 +739,21 @@ def test_kept_tools_are_compacted_in_every_shape_unless_told_not_to(
     plain = ToolFilter(embedder=embedder, cache=None, compact=False)
     as_given = plain.filter(request, top_k=2).request["tools"]
     assert as_given[0] is request["tools"][0]
+
+
+def test_a_request_that_needs_no_tool_is_sent_without_tools(gate: ToolFilter) -> None:
+    request = {"model": "m", "messages": [{"role": "user", "content": "🙂"}]}
+    filtered = gate.filter({**request, "tools": chat_tools()})
+    assert filtered.no_tool
+    assert filtered.kept == ()
+    assert "tools" not in filtered.request  # providers refuse an empty tools array
+    assert filtered.to_dict()["no_tool"] is True
+    chosen = {"type": "function", "function": {"name": "read_file"}}
+    forced = gate.filter({**request, "tools": chat_tools(), "tool_choice": chosen})
+    assert forced.no_tool
+    assert forced.kept == ("read_file",)  # the tool choice still wins
+    asked = gate.filter(
+        {**request, "messages": [{"role": "user", "content": WEATHER}], "tools": chat_tools()}
+    )
+    assert not asked.no_tool
+    assert "get_weather" in asked.kept

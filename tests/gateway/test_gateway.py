@@ -120,6 +120,25 @@ def test_openai_responses_anthropic_and_gemini_are_filtered(annotating: Served) 
     assert len(_sent_names(served)) == 3
 
 
+def test_a_request_that_needs_no_tool_goes_without_tools_and_says_so(
+    annotating: Served,
+) -> None:
+    served = annotating
+    before = _metric(served, "toolgate_gateway_no_tool_total", endpoint="openai")
+    raw = _openai(served).chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": "🙂"}], tools=chat_tools()
+    )
+    assert "tools" not in served.fake.received[-1].body
+    assert raw.headers["x-toolgate-no-tool"] == "1"
+    assert raw.headers["x-toolgate-tools"] == f"0/{len(SPECS)}"
+    assert _metric(served, "toolgate_gateway_no_tool_total", endpoint="openai") == before + 1
+    raw = _openai(served).chat.completions.with_raw_response.create(
+        model="m", messages=USER, tools=chat_tools()
+    )
+    assert "x-toolgate-no-tool" not in raw.headers
+    assert _metric(served, "toolgate_gateway_no_tool_total", endpoint="openai") == before + 1
+
+
 def test_top_k_header_asks_for_fewer_and_state_headers_are_read(annotating: Served) -> None:
     served = annotating
     client = _openai(served, default_headers={"x-toolgate-top-k": "1"})

@@ -262,6 +262,25 @@ def test_middleware_calls_without_tools_when_nothing_is_routed(
     assert result.command.update == {"toolgate_offered": None}
 
 
+def test_a_turn_that_needs_no_tool_is_shown_only_what_must_be_shown(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    chat = [HumanMessage("🙂")]
+    assert ToolSelector(top_k=3, tool_filter=tool_filter).select(tools, chat) == []
+    pinned = ToolSelector(top_k=3, always_include=["read_file"], tool_filter=tool_filter)
+    assert names(pinned.select(tools, chat)) == ["read_file"]
+    assert "get_weather" in names(pinned.select(tools, [HumanMessage(WEATHER)]))
+    seen: list[Any] = []
+
+    def handler(request: Any) -> ModelResponse:
+        seen.append(request)
+        return ModelResponse(result=[AIMessage("🙂")])
+
+    middleware = ToolgateMiddleware(selector=ToolSelector(top_k=3, tool_filter=tool_filter))
+    middleware.wrap_model_call(_request(tools, "🙂"), handler)
+    assert seen[0].tools == []
+
+
 def test_middleware_keeps_the_tool_the_tool_choice_names(
     tools: list[BaseTool], tool_filter: ToolFilter
 ) -> None:

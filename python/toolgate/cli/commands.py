@@ -128,6 +128,8 @@ def format_result(result: Any) -> str:
         )
     for gated in result.gated_out:
         lines.append(f"  gated   {gated.id:<36} {gated.reason}")
+    if result.no_tool:
+        lines.append(f"  no tool needed (confidence {result.no_tool_confidence:.3f})")
     if result.unknown:
         lines.append(f"  unknown names: {', '.join(result.unknown)}")
     lines += [f"  note: {note}" for note in result.notes]
@@ -157,7 +159,9 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
     if args.save is not None and args.save.exists() and not args.save.is_dir():
         raise InvalidInputError(f"--save {args.save}: exists and is not a directory")
     router = _router(args)
-    report = calibrate(router, queries, progress=not args.json)
+    report = calibrate(
+        router, queries, progress=not args.json, false_rejections=args.false_rejections
+    )
     out = report.to_dict()
     if args.save is not None:
         try:

@@ -24,6 +24,17 @@ from toolgate.errors import ToolgateError
 __all__ = ["main"]
 
 
+def _rate(text: str) -> float:
+    """argparse type for a share such as ``--false-rejections``: a number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     """argparse type for counts such as ``--top-k`` and ``--limit``: an integer of at least 1."""
     try:
@@ -95,6 +106,12 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--strict", action="store_true", help="bad tools are an error")
     calibrate.add_argument(
         "--save", type=Path, metavar="DIR", help="write the router, with the fitted config, here"
+    )
+    calibrate.add_argument(
+        "--false-rejections",
+        type=_rate,
+        metavar="RATE",
+        help="fit the 'no tool needed' threshold: reject at most RATE of the queries with gold",
     )
     calibrate.add_argument("--json", action="store_true")
 

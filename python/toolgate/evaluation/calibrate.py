@@ -11,10 +11,16 @@ Then adaptive selection (:mod:`toolgate.routing.selection`) is fitted under the 
 ranking: of ``min_tools`` x ``keep_ratio``, the point that sends the fewest schema tokens
 while keeping completeness (every gold tool shown) within ``tolerance`` of what the plain top
 ``top_k`` holds, so a deployment trades a known share of completeness for tokens.
+
+With ``false_rejections`` (``--false-rejections RATE``), the "no tool needed" threshold
+(:mod:`toolgate.routing.no_tool`) is fitted last: the lowest confidence that rejects at most
+``RATE`` of the queries with gold, whatever it does to those without (it reports the share
+of them it rejects).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -33,6 +39,7 @@ __all__ = [
     "SelectionPoint",
     "calibrate",
     "check_fittable",
+    "fit_no_tool",
     "fit_selection",
 ]
 
@@ -68,6 +75,17 @@ class SelectionPoint:
 
 
 @dataclass(frozen=True)
+class NoToolPoint:
+    """The fitted "no tool needed" threshold: the share of queries with gold it rejects
+    (at most the rate asked for) and of those without gold."""
+
+    threshold: float
+    false_rejections: float
+    false_rejected: float
+    irrelevant_rejected: float | None
+
+
+@dataclass(frozen=True)
 class CalibrationReport:
     """The best point, the whole curve, and the config that applies the best point; and the
     fitted selection with its curve, against the completeness of the plain top ``top_k``."""
@@ -80,6 +98,7 @@ class CalibrationReport:
     selection: SelectionPoint | None = None
     selection_curve: tuple[SelectionPoint, ...] = field(default=())
     top_k_complete: float | None = None
+    no_tool: NoToolPoint | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: best point, fitted values and the curves."""
@@ -88,6 +107,7 @@ class CalibrationReport:
             "threshold": self.config.threshold,
             "min_tools": self.config.min_tools,
             "keep_ratio": self.config.keep_ratio,
+            "no_tool_threshold": self.config.no_tool_threshold,
         }
         return {
             "queries": self.queries,
@@ -98,6 +118,7 @@ class CalibrationReport:
             "selection": asdict(self.selection) if self.selection else None,
             "top_k_complete": self.top_k_complete,
             "selection_curve": [asdict(point) for point in self.selection_curve],
+            "no_tool": asdict(self.no_tool) if self.no_tool else None,
         }
 
 
@@ -126,9 +147,11 @@ def calibrate(
     progress: bool = False,
     selection: bool = True,
     tolerance: float = TOLERANCE,
+    false_rejections: float | None = None,
 ) -> CalibrationReport:
     """Sweep ``alphas`` x ``thresholds`` over ``queries`` and return the F1-best point; with
-    ``selection``, then fit adaptive selection under it (:func:`fit_selection`).
+    ``selection``, then fit adaptive selection under it (:func:`fit_selection`); with
+    ``false_rejections``, then the "no tool needed" threshold (:func:`fit_no_tool`).
 
     Each query is embedded once; every point reuses its dense and BM25 scores.
     """
@@ -156,16 +179,64 @@ def calibrate(
     best = max(curve, key=lambda p: (p.f1, p.recall, -p.threshold))
     config = replace(router.config, alpha=best.alpha, threshold=best.threshold)
     report = CalibrationReport(best, curve, len(queries), k, config)
-    if not selection:
-        return report
-    fitted = fit_selection(
-        router.with_config(config), queries, top_k=k, tolerance=tolerance, progress=progress
+    if selection:
+        fitted = fit_selection(
+            router.with_config(config), queries, top_k=k, tolerance=tolerance, progress=progress
+        )
+        chosen, points, reference = fitted
+        config = replace(config, min_tools=chosen.min_tools, keep_ratio=chosen.keep_ratio)
+        report = replace(
+            report, config=config, selection=chosen, selection_curve=points,
+            top_k_complete=reference,
+        )  # fmt: skip
+    if false_rejections is not None:
+        point = fit_no_tool(
+            router.with_config(config), queries, false_rejections, top_k=k, progress=progress
+        )
+        config = replace(config, no_tool_threshold=point.threshold)
+        report = replace(report, config=config, no_tool=point)
+    return report
+
+
+def fit_no_tool(
+    router: Router,
+    queries: Sequence[LabelledQuery],
+    false_rejections: float,
+    *,
+    top_k: int,
+    progress: bool = False,
+) -> NoToolPoint:
+    """The lowest "no tool needed" threshold that rejects at most ``false_rejections`` of
+    the ``queries`` with gold, and what it rejects of those without."""
+    if not (
+        isinstance(false_rejections, (int, float))
+        and not isinstance(false_rejections, bool)
+        and 0.0 <= false_rejections <= 1.0
+    ):
+        raise InvalidInputError(f"false_rejections must be in [0, 1], got {false_rejections!r}")
+    check_fittable(queries)
+    relevant: list[float] = []
+    irrelevant: list[float] = []
+    for item in progress_bar(queries, progress, "fitting no-tool"):
+        result = router.route(item.query, top_k=top_k, adaptive=False, decide=False)
+        confidence = result.no_tool_confidence or 0.0
+        (relevant if item.gold else irrelevant).append(confidence)
+    ranked = sorted(relevant, reverse=True)
+    allowed = math.floor(false_rejections * len(ranked) + 1e-9)
+    # Just above the confidence of the first relevant query that must not be rejected; a
+    # threshold above 1 would never reject, which 1.0 itself nearly never does either.
+    threshold = 0.0 if allowed >= len(ranked) else min(1.0, _above(ranked[allowed]))
+    return NoToolPoint(
+        threshold,
+        false_rejections,
+        round(sum(c >= threshold for c in relevant) / len(relevant), 4),
+        round(sum(c >= threshold for c in irrelevant) / len(irrelevant), 4) if irrelevant else None,
     )
-    chosen, points, reference = fitted
-    config = replace(config, min_tools=chosen.min_tools, keep_ratio=chosen.keep_ratio)
-    return replace(
-        report, config=config, selection=chosen, selection_curve=points, top_k_complete=reference
-    )
+
+
+def _above(confidence: float) -> float:
+    """The 4-decimal number just above ``confidence`` (results report it to 4 decimals)."""
+    return math.floor(confidence * 1e4 + 1) / 1e4
 
 
 def fit_selection(

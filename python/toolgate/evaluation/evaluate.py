@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolgate.errors import InvalidInputError
 from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics
@@ -20,15 +20,19 @@ __all__ = ["LabelledQuery", "evaluate", "load_queries", "progress_bar"]
 
 @dataclass(frozen=True)
 class LabelledQuery:
-    """A query and the tools that answer it (empty: no tool in the catalog fits)."""
+    """A query and the tools that answer it (empty: no tool in the catalog fits), with the
+    conversation before it (``history``, as :meth:`Router.route` takes it; empty: a first
+    turn)."""
 
     qid: str
     query: str
     gold: tuple[str, ...]
+    history: tuple[str | Mapping[str, object], ...] = field(default=())
 
 
 def load_queries(path: str | Path) -> list[LabelledQuery]:
-    """Read a queries JSONL file (``{"qid", "query", "gold": [...]}`` per line).
+    """Read a queries JSONL file (``{"qid", "query", "gold": [...]}`` per line, and an
+    optional ``"history"``: the turns before the query, strings or message objects).
 
     Every malformed line is reported at once, with its line number; a file that cannot be read
     or holds no query is an :class:`InvalidInputError` too.
@@ -85,7 +89,15 @@ def _parse_line(raw: bytes, number: int) -> LabelledQuery:
         raise _BadLine("query is empty")
     if not isinstance(gold, list):
         raise _BadLine(f"'gold' must be a list, got {type(gold).__name__}")
-    return LabelledQuery(str(row.get("qid", number)), query, tuple(map(str, gold)))
+    history = row.get("history", [])
+    if not isinstance(history, list):
+        raise _BadLine(f"'history' must be a list, got {type(history).__name__}")
+    for position, turn in enumerate(history):
+        if not isinstance(turn, (str, dict)):
+            raise _BadLine(
+                f"history[{position}] must be a string or an object, got {type(turn).__name__}"
+            )
+    return LabelledQuery(str(row.get("qid", number)), query, tuple(map(str, gold)), tuple(history))
 
 
 def progress_bar(
@@ -106,7 +118,7 @@ def evaluate(
     *,
     top_k: int = 10,
     progress: bool = False,
-) -> dict[str, float | int]:
+) -> dict[str, Any]:
     """Route every query and summarise quality and latency (see :class:`RoutingMetrics`).
 
     The ranking is judged on the top ``top_k`` (adaptive selection off, so the figures
@@ -114,18 +126,55 @@ def evaluate(
     default selection shows (adaptive, under its configured ceiling). ``route_ms`` is wall
     time of the ranking's ``route`` call, embedding included. Gold names are matched against
     the routed tools' real names, read from ``router.catalog`` (which loads an opened
-    router's catalog).
+    router's catalog). ``irrelevant_rejected`` is the share of queries with empty gold that
+    the router said need no tool (or routed nothing), ``false_rejected`` that of the others.
+
+    Queries with a ``history`` are routed with it. When any has one, the report adds
+    ``without_history`` (the ranking figures of every query routed without its history) and
+    ``later_turns`` (the figures of the queries that have a history, with it, and under its
+    own ``without_history`` without it): what blending the conversation in is worth.
     """
     metrics = RoutingMetrics()
+    plain, later, later_plain = RoutingMetrics(), RoutingMetrics(), RoutingMetrics()
+    with_history = any(item.history for item in queries)
     for item in progress_bar(queries, progress, "routing"):
+        history = list(item.history) or None
         start = time.perf_counter()
-        result = router.route(item.query, top_k=top_k, adaptive=False)
+        result = router.route(item.query, top_k=top_k, adaptive=False, history=history)
         elapsed = (time.perf_counter() - start) * 1000
-        shown = tuple(router.route(item.query).ids)
+        shown = tuple(router.route(item.query, history=history).ids)
         ids = tuple(result.ids)
-        names = _names(router, ids)
-        metrics.add(QueryOutcome(item.gold, ids, elapsed, names, shown, _names(router, shown)))
-    return metrics.summary()
+        outcome = QueryOutcome(
+            item.gold, ids, elapsed, _names(router, ids), shown, _names(router, shown),
+            result.no_tool,
+        )  # fmt: skip
+        metrics.add(outcome)
+        if not with_history:
+            continue
+        if item.history:
+            later.add(outcome)
+            start = time.perf_counter()
+            alone = tuple(router.route(item.query, top_k=top_k, adaptive=False).ids)
+            elapsed = (time.perf_counter() - start) * 1000
+            outcome = QueryOutcome(item.gold, alone, elapsed, _names(router, alone))
+            later_plain.add(outcome)
+        plain.add(outcome)
+    summary: dict[str, Any] = dict(metrics.summary())
+    if with_history:
+        summary["without_history"] = _ranking(plain.summary())
+        summary["later_turns"] = {
+            **_ranking(later.summary()),
+            "without_history": _ranking(later_plain.summary()),
+        }
+    return summary
+
+
+# The figures of a ranking, apart from latency and what the default selection shows.
+_RANKING_KEYS = ("queries", "recall@5", "recall@10", "complete@5", "complete@10", "ndcg@10", "mrr")
+
+
+def _ranking(summary: Mapping[str, float | int]) -> dict[str, float | int]:
+    return {key: summary[key] for key in _RANKING_KEYS}
 
 
 def _names(router: Router, ids: Sequence[str]) -> tuple[str, ...]:

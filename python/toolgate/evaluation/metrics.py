@@ -1,5 +1,7 @@
 """Retrieval metrics for routing: recall@k, complete@k, nDCG@k, MRR, irrelevant-query rejection.
 
+complete@k is the share of queries whose every gold tool is in the top k.
+
 A gold entry is either a bare tool name, which any tool of that name satisfies, or a
 ``server/name`` id, which only that tool satisfies. Relevance is binary. Both server and tool
 names may contain ``/`` (``@scope/server``, ``nasa/apod``), so an id alone does not say where
@@ -56,6 +58,7 @@ class QueryOutcome:
     ``ranked_names`` are the ranked tools' names (see :func:`gold_hits`), when known.
     ``shown_ids`` (and ``shown_names``) are what the router's default selection shows, when
     measured: the ranking is judged on ``ranked_ids``, the request on ``shown_ids``.
+    A query whose route said no tool is needed, or routed nothing, counts as rejected.
     """
 
     gold: tuple[str, ...]
@@ -64,10 +67,17 @@ class QueryOutcome:
     ranked_names: tuple[str, ...] | None = None
     shown_ids: tuple[str, ...] | None = None
     shown_names: tuple[str, ...] | None = None
+    #: Whether the route said the query needs no tool (``RouteResult.no_tool``).
+    no_tool: bool = False
 
 
 def _recall(ranks: list[int], k: int) -> float:
     return sum(1 for r in ranks if 0 < r <= k) / len(ranks)
+
+
+def _complete(ranks: list[int], k: int) -> float:
+    """1 when every gold entry is in the top ``k``, else 0."""
+    return 1.0 if all(0 < r <= k for r in ranks) else 0.0
 
 
 def _ndcg(ranks: list[int], k: int) -> float:
@@ -119,19 +129,26 @@ class RoutingMetrics:
             "queries": n,
             "recall@5": mean([_recall(r, 5) for r in ranks]),
             "recall@10": mean([_recall(r, 10) for r in ranks]),
-            "complete@10": mean([1.0 if all(0 < x <= 10 for x in r) else 0.0 for r in ranks]),
+            "complete@5": mean([_complete(r, 5) for r in ranks]),
+            "complete@10": mean([_complete(r, 10) for r in ranks]),
             "ndcg@10": mean([_ndcg(r, 10) for r in ranks]),
             "mrr": mean([_mrr(r) for r in ranks]),
             "route_ms_p50": round(_percentile(times, 50), 3),
             "route_ms_p95": round(_percentile(times, 95), 3),
             "irrelevant": len(irrelevant),
             "irrelevant_rejected": (
-                round(sum(1 for o in irrelevant if not o.ranked_ids) / len(irrelevant), 4)
+                round(sum(1 for o in irrelevant if _rejected(o)) / len(irrelevant), 4)
                 if irrelevant
                 else 0.0
             ),
+            # Relevant queries routed to nothing: each is a request left without its tool.
+            "false_rejected": mean([1.0 if _rejected(o) else 0.0 for o in relevant]),
             **default,
         }
+
+
+def _rejected(outcome: QueryOutcome) -> bool:
+    return outcome.no_tool or not outcome.ranked_ids
 
 
 def _percentile(sorted_values: list[float], pct: float) -> float:

@@ -8,7 +8,9 @@ event, never held. Its tool calls are checked against the tools the request was 
 ``annotate`` counts them and names the failures in a ``x-toolgate-tool-calls`` header (a
 streamed answer's headers leave before its calls, so there only the metric tells);
 ``enforce`` turns an answer calling a tool that was not sent into an error the
-application's SDK raises. Other paths pass through untouched.
+application's SDK raises. A request the router judged to need none of its tools goes on
+without them and its answer carries ``x-toolgate-no-tool: 1`` (and the
+``toolgate_gateway_no_tool`` counter counts it). Other paths pass through untouched.
 
 >>> from toolgate.gateway.app import Gateway
 >>> from toolgate.gateway.config import GatewayConfig, Upstream
@@ -80,6 +82,9 @@ if not any(isinstance(f, _NoQueryStrings) for f in _HTTPX_LOG.filters):
 # A call naming a tool the request was not sent: what enforce blocks.
 NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})
 CALLS_HEADER = "x-toolgate-tool-calls"
+#: Set (to "1") on an answer whose request the router judged to need none of its tools: it
+#: was sent with none of them (or only those its tool choice named).
+NO_TOOL_HEADER = "x-toolgate-no-tool"
 # How long an idle upstream connection is kept for reuse: under the shortest idle timeout
 # common among servers (5 s: uvicorn's, and others'), so the gateway drops a connection
 # before the upstream closes it, never sending a request into one being closed.
@@ -279,6 +284,8 @@ class Gateway:
         if isinstance(sent, Response):
             return sent
         ours = [("x-toolgate-tools", f"{done.tools_out}/{done.tools_in}")]
+        if done.filtered.result.no_tool:
+            ours.append((NO_TOOL_HEADER, "1"))
         if sent.status_code != 200 or route.policy == "off":
             return _raw(sent, ours)
         check = _Check(self, shape, done.filtered, route)
@@ -291,6 +298,8 @@ class Gateway:
         self.metrics.tools_out.labels(shape).inc(done.tools_out)
         self.metrics.tokens_saved.labels(shape).inc(done.tokens_saved)
         self.metrics.filter_seconds.labels(shape).observe(done.seconds)
+        if done.filtered.result.no_tool:
+            self.metrics.no_tool.labels(shape).inc()
 
     async def _send(
         self, provider: str, method: str, url: str, headers: list[tuple[str, str]], content: Any

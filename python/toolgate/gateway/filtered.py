@@ -53,6 +53,12 @@ class FilteredRequest:
     def __iter__(self) -> Iterator[str]:
         return iter(self.kept)
 
+    @property
+    def no_tool(self) -> bool:
+        """Whether the router judged that the request needs none of its tools: it keeps
+        only those its tool choice names (``RouteResult.no_tool``)."""
+        return self.result.no_tool
+
     def __repr__(self) -> str:
         kept, dropped = list(self.kept), self.dropped_count
         return f"FilteredRequest({self.provider}, kept={kept}, dropped={dropped})"
@@ -63,6 +69,7 @@ class FilteredRequest:
             "provider": self.provider,
             "kept": list(self.kept),
             "dropped_count": self.dropped_count,
+            "no_tool": self.no_tool,
             "result": self.result.to_dict(),
             "budget": None if self.budget is None else self.budget.to_dict(),
         }

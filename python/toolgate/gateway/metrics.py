@@ -65,6 +65,11 @@ class Metrics:
             "Tool calls in answers, by verdict (ok, tool_not_available, unknown_tool, ...).",
             ["endpoint", "verdict"], registry=r,
         )  # fmt: skip
+        self.no_tool = Counter(
+            "toolgate_gateway_no_tool",
+            "Requests routed to no tool: the router judged that none of their tools was needed.",
+            ["endpoint"], registry=r,
+        )  # fmt: skip
         self.blocked = Counter(
             "toolgate_gateway_answers_blocked",
             "Answers an enforce route turned into an error for calling a tool not sent.",

@@ -131,7 +131,9 @@ class ToolSelector:
         (a :class:`~toolgate.catalog.CatalogWarning` names it, once per tool list), unless
         the selector was given a ``tool_filter`` that raises for such tools. A tool the
         ``tool_choice`` names is always kept. ``include`` names tools to route as if the
-        user had named them (the ``allow`` / ``deny`` lists still apply).
+        user had named them (the ``allow`` / ``deny`` lists still apply). A request the router
+        judged to need none of the tools (``RouteResult.no_tool``, "thanks!") keeps only
+        ``always_include`` and the tool the ``tool_choice`` names.
         ``compact`` returns each function tool as its compact OpenAI definition
         (:mod:`toolgate.formats.compact`) instead of the tool given: for a model request,
         not for a tool node, which runs the tools themselves.
@@ -188,7 +190,8 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
     and the agent runs only the calls it makes to those tools.
 
     Takes :class:`ToolSelector`'s options, or a ``selector`` to share one (and its indexes)
-    between agents. When nothing is routed (a ``threshold`` no tool reaches), the model is
+    between agents. When nothing is routed (a ``threshold`` no tool reaches, or a request the
+    router judged to need none of the tools: ``RouteResult.no_tool``), the model is
     called without tools, and a tool choice that would force a call is dropped with them. A
     tool call to a tool that call was not shown is answered with the verdict's error as
     its tool result, and the tool is not run (see the module). The model is shown each routed

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,6 +24,7 @@ from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
 from toolgate.embedding.embedder import Embedder, resolve_cache
 from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.routing.config import RouterConfig
+from toolgate.routing.no_tool import NullScores, null_requests, null_vectors
 from toolgate.routing.state import FlagVocabulary
 from toolgate.routing.store import (
     BM25,
@@ -164,6 +165,7 @@ class RouterParts:
     outline: CatalogOutline
     config: RouterConfig
     workdir: Path | None = None
+    null: NullScores | None = None
 
     def save(self, catalog: Catalog, path: str | os.PathLike[str]) -> None:
         """Write these files and ``catalog`` (the full one, which they index) to the directory
@@ -178,7 +180,9 @@ class RouterParts:
 
     def _write_manifest(self, directory: Path, catalog: Catalog, files: dict[str, str]) -> None:
         model_id = str(self.index.model_id)
-        saved = SavedRouter(self.config, self.outline, self.vocabulary.keys, model_id, files)
+        saved = SavedRouter(
+            self.config, self.outline, self.vocabulary.keys, model_id, files, self.null
+        )
         write_catalog_and_manifest(directory, catalog, saved)
 
 
@@ -188,16 +192,19 @@ def build_parts(
     config: RouterConfig,
     model_id: str,
     path: str | os.PathLike[str] | None,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
 ) -> RouterParts:
     """Index ``catalog`` with its tool ``vectors`` under ``path`` (or a new temporary
-    directory, removed again if indexing fails), manifest and catalog file included."""
+    directory, removed again if indexing fails), manifest and catalog file included;
+    ``embed`` (the model's) measures the catalog's null scores
+    (:mod:`toolgate.routing.no_tool`)."""
     workdir = None
     if path is None:
         directory = workdir = Path(tempfile.mkdtemp(prefix="toolgate-"))
     else:
         directory = prepare_directory(path)
     try:
-        return _build_parts(catalog, vectors, config, model_id, directory, workdir)
+        return _build_parts(catalog, vectors, config, model_id, directory, workdir, embed)
     except BaseException:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -211,6 +218,7 @@ def _build_parts(
     model_id: str,
     directory: Path,
     workdir: Path | None,
+    embed: Callable[[list[str]], np.ndarray] | None,
 ) -> RouterParts:
     tools = catalog.tools
     vocabulary = FlagVocabulary.from_tools(tools)
@@ -232,7 +240,10 @@ def _build_parts(
     )  # fmt: skip
     files = {MATRIX: fingerprint(directory / MATRIX), BM25: save_fingerprinted(bm25, directory)}
     outline = CatalogOutline.of(catalog)
-    parts = RouterParts(index, bm25, vocabulary, outline, config, workdir)
+    null = None
+    if embed is not None:
+        null = NullScores.measure(index, bm25, null_vectors(model_id, embed), null_requests())
+    parts = RouterParts(index, bm25, vocabulary, outline, config, workdir, null)
     parts._write_manifest(directory, catalog, files)
     return parts
 
@@ -256,7 +267,8 @@ def open_parts(directory: Path) -> RouterParts:
             f"{directory / MATRIX}: embedded with {index.model_id!r}, "
             f"but {MANIFEST} says {saved.model_id!r}"
         )
-    return RouterParts(index, bm25, FlagVocabulary(saved.flags), saved.outline, saved.config)
+    vocabulary = FlagVocabulary(saved.flags)
+    return RouterParts(index, bm25, vocabulary, saved.outline, saved.config, null=saved.null)
 
 
 def check_refresh_path(index: _toolgate.Index, path: str | os.PathLike[str] | None) -> None:

@@ -23,6 +23,12 @@ DEFAULT = DefaultType.TOKEN
 """Stands for "the router's configured value" where ``None`` means "none at all"."""
 
 
+#: Features of :func:`toolgate.routing.no_tool.features`.
+NO_TOOL_FEATURES = 4
+#: Fitted once across catalogs by ``benches/no_tool_fit.py`` (docs/design.md, "No tool needed").
+NO_TOOL_WEIGHTS = (4.74, -0.15, -0.26, -0.6, -1.2)
+
+
 @dataclass(frozen=True)
 class RouterConfig:
     """How a router ranks and stores tools; the defaults were chosen on the dev sets.
@@ -48,6 +54,12 @@ class RouterConfig:
     ``keep_ratio``). The ranked tools shown keep within ``selection_tokens`` of compact
     schemas (the best one always; ``None``: no cap). ``adaptive=False`` shows the top
     ``top_k``.
+
+    "No tool needed" (:mod:`toolgate.routing.no_tool`): ``no_tool_weights`` (a bias and one
+    weight per feature) give the confidence that a request needs none of the tools; at
+    ``no_tool_threshold`` or above the route says so (``None``: never), and with
+    ``no_tool_drop`` it then routes none of the ranked tools (pinned, named and included
+    ones stay).
     """
 
     top_k: int = 8
@@ -59,7 +71,7 @@ class RouterConfig:
     bm25_b: float = 0.75
     bm25_weights: tuple[float, float, float, float] = (2.0, 1.0, 1.0, 0.5)
     history_turns: int = 3
-    history_decay: float = 0.5
+    history_decay: float = 1.0
     clause_weight: float = 1.0
     near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
@@ -71,6 +83,9 @@ class RouterConfig:
     selection_tokens: int | None = 2500
     keep_ratio: float = 0.9
     clause_tools: int = 2
+    no_tool_weights: tuple[float, ...] = NO_TOOL_WEIGHTS
+    no_tool_threshold: float | None = 0.89
+    no_tool_drop: bool = True
 
     def __post_init__(self) -> None:
         check_count("top_k", self.top_k, minimum=1)
@@ -83,6 +98,7 @@ class RouterConfig:
             raise InvalidInputError(f"adaptive must be True or False, got {_shown(self.adaptive)}")
         if not (_finite(self.keep_ratio) and 0.0 <= self.keep_ratio <= 1.0):
             raise InvalidInputError(f"keep_ratio must be in [0, 1], got {_shown(self.keep_ratio)}")
+        self._check_no_tool()
         check_count("fusion_top", self.fusion_top, minimum=0)  # 0: min-max over every row
         check_count("history_turns", self.history_turns, minimum=0)
         floor = self.threshold
@@ -137,6 +153,27 @@ class RouterConfig:
         if not (isinstance(self.index_dtype, str) and self.index_dtype in ("f32", "int8", "bf16")):
             raise InvalidInputError(
                 f"index_dtype must be 'f32', 'int8' or 'bf16', got {_shown(self.index_dtype)}"
+            )
+
+    def _check_no_tool(self) -> None:
+        weights = self.no_tool_weights
+        if not (
+            isinstance(weights, tuple)
+            and len(weights) == NO_TOOL_FEATURES + 1
+            and all(_finite(w) for w in weights)
+        ):
+            raise InvalidInputError(
+                f"no_tool_weights must be {NO_TOOL_FEATURES + 1} finite numbers (a bias, then "
+                f"one weight per feature), got {_shown(weights)}"
+            )
+        cut = self.no_tool_threshold
+        if cut is not None and not (_finite(cut) and 0.0 <= cut <= 1.0):
+            raise InvalidInputError(
+                f"no_tool_threshold must be in [0, 1] or None, got {_shown(cut)}"
+            )
+        if not isinstance(self.no_tool_drop, bool):
+            raise InvalidInputError(
+                f"no_tool_drop must be True or False, got {_shown(self.no_tool_drop)}"
             )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from toolgate.errors import IndexFormatError, ToolgateError
 from toolgate.json_limits import json_problem, loads, read_bounded
 from toolgate.routing.config import RouterConfig
+from toolgate.routing.no_tool import NullScores
 from toolgate.routing.outline import CatalogOutline
 
 __all__ = ["FORMAT_VERSION", "MANIFEST", "SavedRouter", "manifest_checksum", "read_manifest"]
@@ -38,6 +39,9 @@ class SavedRouter:
     flags: tuple[str, ...]
     model_id: str
     files: dict[str, str] = field(default_factory=dict)
+    #: The catalog's scores for requests that need no tool (``None``: not measured, a
+    #: manifest that predates them).
+    null: NullScores | None = None
 
 
 def manifest_checksum(manifest: dict[str, Any]) -> str:
@@ -84,6 +88,9 @@ def _saved_router(manifest: dict[str, Any]) -> SavedRouter:
     one is wrong."""
     settings = _mapping(manifest["config"], "config")
     settings["bm25_weights"] = tuple(_list(settings["bm25_weights"], "bm25_weights"))
+    if "no_tool_weights" in settings:
+        settings["no_tool_weights"] = tuple(_list(settings["no_tool_weights"], "no_tool_weights"))
+    null = manifest.get("null_scores")
     ids = tuple(_strings(manifest["ids"], "ids"))
     exposed = manifest.get("exposed")
     outline = CatalogOutline(
@@ -104,6 +111,7 @@ def _saved_router(manifest: dict[str, Any]) -> SavedRouter:
         tuple(_strings(manifest["flags"], "flags")),
         _string(manifest["model_id"], "model_id"),
         {name: _string(digest, f"files[{name!r}]") for name, digest in files.items()},
+        None if null is None else NullScores.from_dict(null),
     )
 
 

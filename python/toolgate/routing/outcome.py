@@ -49,12 +49,14 @@ def route_result(
     catalog_version: str,
     shut_out: Iterable[tuple[int, str]] = (),
     ranked: Sequence[_toolgate.RoutedRow] | None = None,
+    no_tool: tuple[bool, float | None] = (False, None),
 ) -> RouteResult:
     """The result of one route: ``outcome``'s rows as tools, then ``shut_out`` rows (those
     selected that the caller's allow or deny list kept out) after the gated ones.
 
     ``ranked`` replaces the outcome's ranked rows (adaptive selection's cut, with any rows
-    a clause added: ``turn.reasons`` says which)."""
+    a clause added: ``turn.reasons`` says which); ``no_tool`` is the decision that the request
+    needs no tool and its confidence."""
     tools = [
         RoutedTool(ids[r.row], r.fused, r.dense, r.bm25, turn.reasons.get(r.row, "pinned"))
         for r in outcome.forced
@@ -93,6 +95,8 @@ def route_result(
         notes=turn.notes,
         timings_ms={key: round(value, 4) for key, value in timings.items()},
         catalog_version=catalog_version,
+        no_tool=no_tool[0],
+        no_tool_confidence=None if no_tool[1] is None else round(no_tool[1], 4),
     )
 
 

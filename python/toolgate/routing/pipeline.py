@@ -24,6 +24,13 @@ from toolgate.errors import IndexFormatError, InvalidInputError, ToolgateError
 from toolgate.formats.tokens import count_text
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.history import HistoryTurn
+from toolgate.routing.no_tool import (
+    NullScores,
+    features,
+    no_tool_confidence,
+    null_requests,
+    null_vectors,
+)
 from toolgate.routing.outcome import Turn, route_result
 from toolgate.routing.query import ParsedQuery, parse_query, reads_as_words
 from toolgate.routing.query_vectors import QueryVectors
@@ -45,13 +52,15 @@ _WORDS_NOTE = "'select:' named no tool and reads as words: routed as text"
 class Limits(NamedTuple):
     """What a ranked route lets through: at most ``k`` ranked rows, with a cosine of at least
     ``floor``, whose required ``flags`` are met, within the caller's ``scope``; ``adaptive``
-    makes ``k`` a ceiling (:mod:`toolgate.routing.selection`)."""
+    makes ``k`` a ceiling (:mod:`toolgate.routing.selection`); ``decide`` lets the route say
+    that no tool is needed (:mod:`toolgate.routing.no_tool`)."""
 
     k: int
     floor: float | None
     flags: np.ndarray
     scope: Scope
     adaptive: bool = False
+    decide: bool = True
 
 
 class RoutePipeline:
@@ -66,10 +75,13 @@ class RoutePipeline:
         config: RouterConfig,
         embedder: Embedder | Callable[[], Embedder],
         catalog: Callable[[], Catalog],
+        null: NullScores | None = None,
     ) -> None:
         """The parts of one router: ``outline`` gives the ids of the rows, in order;
         ``embedder`` and ``catalog`` may be loaders, called on first need (the catalog only
-        for a manifest too old to name every row's tool, see :meth:`CatalogRows.of`)."""
+        for a manifest too old to name every row's tool, see :meth:`CatalogRows.of`).
+        ``null`` are the catalog's null scores, measured on first need when not given (a
+        manifest that predates them)."""
         if len(index) != len(outline.ids) or len(bm25) != len(outline.ids):
             raise IndexFormatError(
                 f"index ({len(index)} rows) and BM25 ({len(bm25)} documents) do not match "
@@ -88,6 +100,7 @@ class RoutePipeline:
         self.query_vectors = QueryVectors(
             embedder, config, model_id=index.model_id, index_path=index.path
         )
+        self._null = null
 
     def with_config(self, config: RouterConfig) -> RoutePipeline:
         """This pipeline under ``config``: the same index, rows and embedder."""
@@ -109,6 +122,7 @@ class RoutePipeline:
         forms: bool,
         include: Iterable[str] | None,
         adaptive: bool = False,
+        decide: bool = True,
     ) -> RouteResult:
         """:meth:`Router.route <toolgate.routing.router.Router.route>`, but telemetry."""
         start = time.perf_counter()
@@ -130,7 +144,7 @@ class RoutePipeline:
         elif not parsed.text:
             raise InvalidInputError("query is empty")
         else:
-            limits = Limits(k, floor, flags, scope, adaptive)
+            limits = Limits(k, floor, flags, scope, adaptive, decide)
             result = self._rank(parsed, history, turn, limits, included)
         if allow is not None or deny is not None:
             result = replace(result, allow=allow, deny=deny)
@@ -173,7 +187,10 @@ class RoutePipeline:
             vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight
         )
         ranked = outcome.ranked
-        if limits.adaptive:
+        no_tool = self._no_tool(ranked, parsed.text, limits.decide and not named)
+        if no_tool[0] and config.no_tool_drop:
+            ranked = []
+        elif limits.adaptive:
             # Each clause ranked as the query is: the same gate, scope, floor and forced rows.
             rank_clause = partial(rank, k=max(config.clause_tools, 1))
             texts = self.query_vectors.clause_texts(parsed.text)
@@ -183,7 +200,22 @@ class RoutePipeline:
             )  # fmt: skip
             turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
         turn.lap("core", core_start)
-        return self._result(outcome, turn, ranked=ranked)
+        return self._result(outcome, turn, ranked=ranked, no_tool=no_tool)
+
+    def _no_tool(
+        self, ranked: Sequence[_toolgate.RoutedRow], text: str, decide: bool
+    ) -> tuple[bool, float]:
+        """Whether ``text``, whose ranked rows are ``ranked``, needs no tool (only when
+        ``decide``), and the confidence that it does not."""
+        if self._null is None:
+            index, bm25 = self._index, self._bm25
+            vectors = null_vectors(index.model_id, self.query_vectors.embedder.embed)
+            self._null = NullScores.measure(index, bm25, vectors, null_requests())
+        dense, sparse = [r.dense for r in ranked], [r.bm25 for r in ranked]
+        values = features(self._null, dense, sparse, text, len(self._outline.ids))
+        confidence = no_tool_confidence(self._config.no_tool_weights, values)
+        cut = self._config.no_tool_threshold
+        return decide and cut is not None and confidence >= cut, confidence
 
     def _cost(self, row: int) -> int | None:
         """Tokens of ``row``'s tool as a compact OpenAI definition, the measure of adaptive
@@ -236,6 +268,7 @@ class RoutePipeline:
         turn: Turn,
         shut_out: Iterable[tuple[int, str]] = (),
         ranked: Sequence[_toolgate.RoutedRow] | None = None,
+        no_tool: tuple[bool, float | None] = (False, None),
     ) -> RouteResult:
         return route_result(
             outcome,
@@ -245,6 +278,7 @@ class RoutePipeline:
             vocabulary=self._vocabulary,
             catalog_version=self._outline.version,
             shut_out=shut_out,
+            no_tool=no_tool,
         )
 
     def scores(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -69,6 +69,12 @@ class RouteResult:
     #: keeps the tools they shut out out of its summary pool as well.
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] | None = None
+    #: Whether the request needs none of the catalog's tools (:mod:`toolgate.routing.no_tool`),
+    #: and the confidence that it does not (``None``: not judged, as for a ``select:`` query).
+    #: With ``RouterConfig.no_tool_drop`` such a route holds only pinned, named and included
+    #: tools.
+    no_tool: bool = False
+    no_tool_confidence: float | None = None
 
     @property
     def ids(self) -> list[str]:
@@ -97,7 +103,8 @@ class RouteResult:
             for name, value in (("unknown", self.unknown), ("notes", self.notes))
             if value
         )
-        return f"RouteResult([{head}{more}], gated={self.n_gated}{said})"
+        none = ", no_tool=True" if self.no_tool else ""
+        return f"RouteResult([{head}{more}], gated={self.n_gated}{none}{said})"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of everything in the result."""

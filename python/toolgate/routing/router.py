@@ -110,7 +110,7 @@ class Router:
             weakref.finalize(self, shutil.rmtree, parts.workdir, ignore_errors=True)
         self._pipeline = RoutePipeline(
             parts.index, parts.bm25, parts.outline, parts.vocabulary, parts.config, embedder,
-            lambda: self.catalog,
+            lambda: self.catalog, parts.null,
         )  # fmt: skip
         self._schema_cache = _toolgate.SchemaCache(_SCHEMA_CACHE_ENTRIES, _SCHEMA_CACHE_BYTES)
 
@@ -162,7 +162,7 @@ class Router:
         config = config or RouterConfig()
         embedder = embedder or default_embedder(config.precision)
         vectors = embed_tools(embedder, embedding_views(catalog), open_cache(cache))
-        parts = build_parts(catalog, vectors, config, embedder.model_id, path)
+        parts = build_parts(catalog, vectors, config, embedder.model_id, path, embedder.embed)
         return cls(parts, catalog=catalog, embedder=embedder, telemetry=telemetry)
 
     def refresh(
@@ -187,7 +187,7 @@ class Router:
         check_refresh_path(index, path)
         embedder = self._pipeline.query_vectors.embedder
         vectors = refreshed_vectors(index, self.catalog, self._parts.outline, catalog, embedder)
-        parts = build_parts(catalog, vectors, self.config, embedder.model_id, path)
+        parts = build_parts(catalog, vectors, self.config, embedder.model_id, path, embedder.embed)
         return type(self)(parts, catalog=catalog, embedder=embedder, telemetry=self.telemetry)
 
     def replace_server(self, server: str, tools: Any) -> Router:
@@ -276,6 +276,7 @@ class Router:
         forms: bool = True,
         include: Iterable[str] | None = None,
         adaptive: bool | None = None,
+        decide: bool = True,
     ) -> RouteResult:
         """The tools to show the model in full this turn, best first (docs/api.md, "route").
 
@@ -290,6 +291,9 @@ class Router:
         ``top_k`` is a ceiling when selection is adaptive (``adaptive``, default the
         config's): how many ranked tools are shown then follows the evidence
         (:mod:`toolgate.routing.selection`); ``adaptive=False`` shows the top ``top_k``.
+        The result says when the request needs none of the tools (``no_tool``, see
+        :mod:`toolgate.routing.no_tool`); ``decide=False`` never says so (a search the model
+        asked for wants an answer), though the confidence is still reported.
         """
         if adaptive is not None and not isinstance(adaptive, bool):
             raise InvalidInputError(
@@ -299,6 +303,7 @@ class Router:
             query, state=state, history=history, top_k=top_k, threshold=threshold,
             allow=allow, deny=deny, forms=forms, include=include,
             adaptive=self.config.adaptive if adaptive is None else adaptive,
+            decide=decide is not False,
         )  # fmt: skip
         if self.telemetry is not None:
             self.telemetry.route(result, turn_id=turn_id)

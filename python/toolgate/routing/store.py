@@ -173,6 +173,8 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
         "files": dict(saved.files),
         "catalog_sha256": hashlib.sha256(text).hexdigest(),
     }
+    if saved.null is not None:
+        manifest["null_scores"] = saved.null.to_dict()
     manifest["checksum"] = manifest_checksum(manifest)
     write_atomic(directory / MANIFEST, json.dumps(manifest, indent=1))
 

@@ -75,8 +75,8 @@ async def route_search(
     router: Router, query: str, scope: Mapping[str, Any], *, top_k: int | None, turn_id: str
 ) -> RouteResult:
     """The tools ``router`` routes for a search ``query`` (words, ``select:a,b`` or
-    ``+term``)."""
-    route = partial(router.route, query, top_k=top_k, turn_id=turn_id, **scope)
+    ``+term``); never "no tool needed": the model asked for tools, so it gets the best."""
+    route = partial(router.route, query, top_k=top_k, turn_id=turn_id, decide=False, **scope)
     return await anyio.to_thread.run_sync(route)
 
 

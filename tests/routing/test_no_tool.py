@@ -1,0 +1,193 @@
+""" "No tool needed": the decision on the demo catalog, its settings, and the null scores a
+saved router keeps."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.routing.sealed import write_sealed
+from toolgate import IndexFormatError, InvalidInputError
+from toolgate.catalog.catalog import Catalog
+from toolgate.cli.commands import demo_catalog
+from toolgate.embedding.embedder import Embedder
+from toolgate.routing.no_tool import NullScores, features, no_tool_confidence, null_requests
+from toolgate.routing.router import Router, RouterConfig
+from toolgate.routing.store import MANIFEST
+
+CHIT_CHAT = ("hi, how are you?", "thank you!", "🙂")
+TOOL_REQUESTS = (
+    "what's the weather forecast for Lisbon this weekend?",
+    "post the release notes to the #eng slack channel",
+    "open an issue about the flaky login test in acme/webapp",
+)
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Router:
+    path = tmp_path_factory.mktemp("no-tool")
+    return Router.from_catalog(demo_catalog(), path=path, cache=None, embedder=embedder)
+
+
+@pytest.mark.parametrize("query", CHIT_CHAT)
+def test_chit_chat_needs_no_tool_and_routes_none(router: Router, query: str) -> None:
+    result = router.route(query)
+    assert result.no_tool
+    assert result.no_tool_confidence is not None
+    assert result.no_tool_confidence >= (router.config.no_tool_threshold or 0.0)
+    assert result.ids == []
+    assert "no_tool=True" in repr(result)
+
+
+@pytest.mark.parametrize("query", TOOL_REQUESTS)
+def test_a_tool_request_is_routed_as_before(router: Router, query: str) -> None:
+    result = router.route(query)
+    assert not result.no_tool
+    assert result.no_tool_confidence is not None
+    assert result.no_tool_confidence < (router.config.no_tool_threshold or 1.0)
+    assert len(result) >= router.config.min_tools
+
+
+def test_chit_chat_is_more_confidently_toolless_than_any_tool_request(router: Router) -> None:
+    lowest = min(router.route(q).no_tool_confidence or 0.0 for q in CHIT_CHAT)
+    highest = max(router.route(q).no_tool_confidence or 0.0 for q in TOOL_REQUESTS)
+    assert lowest > highest
+
+
+def test_decide_false_never_rejects_but_reports_the_confidence(router: Router) -> None:
+    decided = router.route("thank you!")
+    searched = router.route("thank you!", decide=False)
+    assert decided.no_tool
+    assert not searched.no_tool
+    assert searched.no_tool_confidence == decided.no_tool_confidence
+    assert len(searched) >= 1
+
+
+def test_without_dropping_the_decision_keeps_the_tools(router: Router) -> None:
+    view = router.with_config(replace(router.config, no_tool_drop=False))
+    result = view.route("hi, how are you?")
+    assert result.no_tool
+    assert len(result) >= 1
+
+
+def test_no_threshold_turns_the_decision_off(router: Router) -> None:
+    view = router.with_config(replace(router.config, no_tool_threshold=None))
+    result = view.route("hi, how are you?")
+    assert not result.no_tool
+    assert result.no_tool_confidence == router.route("hi, how are you?").no_tool_confidence
+
+
+def test_a_named_tool_is_never_no_tool(router: Router) -> None:
+    result = router.route("hi! get_forecast")
+    assert not result.no_tool
+    assert "weather/get_forecast" in result.ids
+
+
+def test_select_queries_are_not_judged(router: Router) -> None:
+    result = router.route("select:get_forecast")
+    assert not result.no_tool
+    assert result.no_tool_confidence is None
+
+
+def test_pinned_tools_stay_when_no_tool_is_needed(embedder: Embedder) -> None:
+    tools = list(demo_catalog())
+    tools[0] = replace(tools[0], pinned=True)
+    router = Router.from_catalog(Catalog.from_tools(tools), cache=None, embedder=embedder)
+    result = router.route("hi, how are you?")
+    assert result.no_tool
+    assert result.ids == [tools[0].id]
+    assert result.tools[0].reason == "pinned"
+
+
+def test_the_result_dict_carries_the_decision(router: Router) -> None:
+    shown = json.loads(router.route("🙂").to_json())
+    assert shown["no_tool"] is True
+    assert 0.0 < shown["no_tool_confidence"] <= 1.0
+
+
+def test_the_null_scores_are_saved_and_reopened(router: Router) -> None:
+    directory = Path(router._parts.index.path).parent
+    manifest = json.loads((directory / MANIFEST).read_text())
+    assert manifest["null_scores"] == router._parts.null.to_dict()  # type: ignore[union-attr]
+    reopened = Router.open(directory)
+    assert reopened._parts.null == router._parts.null
+    query = "hi, how are you?"
+    assert reopened.route(query).no_tool_confidence == router.route(query).no_tool_confidence
+
+
+def test_a_manifest_without_null_scores_measures_them_on_first_route(
+    router: Router, tmp_path: Path, embedder: Embedder
+) -> None:
+    router.save(tmp_path)
+    manifest = json.loads((tmp_path / MANIFEST).read_text())
+    del manifest["null_scores"]
+    write_sealed(tmp_path / MANIFEST, manifest)
+    old = Router.open(tmp_path, embedder=embedder)
+    assert old._parts.null is None
+    query = "thank you!"
+    assert old.route(query).no_tool_confidence == router.route(query).no_tool_confidence
+
+
+def test_the_settings_survive_a_save(router: Router, tmp_path: Path) -> None:
+    config = replace(router.config, no_tool_weights=(1.0, -1.0, 0.0, 0.5, 0.0),
+                     no_tool_threshold=0.5, no_tool_drop=False)  # fmt: skip
+    router.with_config(config).save(tmp_path)
+    assert Router.open(tmp_path).config == config
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("no_tool_weights", (1.0, 2.0)),
+        ("no_tool_weights", [4.0, -1.0, 0.0, 0.0, -1.0]),
+        ("no_tool_weights", (1.0, float("nan"), 0.0, 0.0, 0.0)),
+        ("no_tool_threshold", 1.5),
+        ("no_tool_threshold", -0.1),
+        ("no_tool_threshold", float("inf")),
+        ("no_tool_drop", 1),
+    ],
+)
+def test_bad_settings_are_refused_by_name(setting: str, value: object) -> None:
+    with pytest.raises(InvalidInputError, match=setting):
+        RouterConfig(**{setting: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"cosine_mean": 0.2, "cosine_std": 0.1, "bm25_mean": 1.0},
+        {"cosine_mean": 0.2, "cosine_std": 0.0, "bm25_mean": 1.0, "bm25_std": 1.0},
+        {"cosine_mean": "x", "cosine_std": 0.1, "bm25_mean": 1.0, "bm25_std": 1.0},
+        [0.2, 0.1, 1.0, 1.0],
+    ],
+)
+def test_malformed_null_scores_are_an_index_format_error(value: object) -> None:
+    with pytest.raises(IndexFormatError, match="null_scores"):
+        NullScores.from_dict(value)  # type: ignore[arg-type]
+
+
+def test_a_better_match_lowers_the_confidence() -> None:
+    null = NullScores(0.3, 0.1, 1.0, 0.5)
+    weights = RouterConfig().no_tool_weights
+    weak = features(null, [0.35, 0.3, 0.28], [1.0, 0.5, 0.2], "do the thing please")
+    strong = features(null, [0.75, 0.3, 0.28], [6.0, 0.5, 0.2], "do the thing please")
+    assert no_tool_confidence(weights, strong) < no_tool_confidence(weights, weak)
+    assert features(null, [], [], "hi")[0] < weak[0]  # nothing ranked: as weak as it gets
+
+
+def test_the_null_requests_are_packaged() -> None:
+    requests = null_requests()
+    assert len(requests) >= 50
+    assert not any(text.startswith("#") for text in requests)
+
+
+def test_a_catalog_smaller_than_the_gap_rank_still_routes_a_fitting_request(
+    embedder: Embedder,
+) -> None:
+    document = {"tools": [{"name": "create_issue", "description": "Open an issue."}]}
+    router = Router.from_tools(document, cache=None, embedder=embedder)
+    assert router.route("an issue").ids == ["default/create_issue"]
+    assert router.route("🙂").no_tool
