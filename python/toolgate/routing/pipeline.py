@@ -20,7 +20,8 @@ import numpy as np
 from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
-from toolgate.errors import IndexFormatError, InvalidInputError
+from toolgate.errors import IndexFormatError, InvalidInputError, ToolgateError
+from toolgate.formats.tokens import count_text
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.feedback import LearnedMemory, lifted
 from toolgate.routing.history import HistoryTurn
@@ -93,6 +94,9 @@ class RoutePipeline:
         self._vocabulary = vocabulary
         self._config = config
         self._rows = CatalogRows.of(outline, bm25, catalog)
+        self._catalog = catalog
+        self._schema_tokens: dict[int, int | None] = {}
+        self._unreadable = False
         self._addressing = np.asarray(outline.addressing, dtype=np.uint32)
         self.query_vectors = QueryVectors(
             embedder, config, model_id=index.model_id, index_path=index.path
@@ -206,8 +210,9 @@ class RoutePipeline:
             rank_clause = partial(rank, k=max(config.clause_tools, 1))
             texts = self.query_vectors.clause_texts(parsed.text)
             ranked, picked = adapt(
-                ranked, clauses, texts, rank_clause, ceiling=limits.k, config=config
-            )
+                ranked, clauses, texts, rank_clause, ceiling=limits.k, config=config,
+                cost=self._cost,
+            )  # fmt: skip
             turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
         turn.lap("core", core_start)
         return self._result(outcome, turn, ranked=ranked, forced=forced_rows, no_tool=no_tool)
@@ -226,6 +231,28 @@ class RoutePipeline:
         confidence = no_tool_confidence(self._config.no_tool_weights, values)
         cut = self._config.no_tool_threshold
         return decide and cut is not None and confidence >= cut, confidence
+
+    def _cost(self, row: int) -> int | None:
+        """Tokens of ``row``'s tool as a compact OpenAI definition, the measure of adaptive
+        selection's ``floor_tokens``, counted once per row (the first adaptive route of a
+        saved router loads its catalog for them); ``None`` for a row the catalog lacks, and
+        for every row when the catalog cannot be read (routing never needs it: selection then
+        goes by counts alone, and the catalog fails where it is read)."""
+        if row not in self._schema_tokens:
+            if self._unreadable:
+                return None
+            try:
+                tools = self._catalog()
+            except ToolgateError:
+                self._unreadable = True  # tried once, not on every row of every route
+                return None
+            tool_id = self._outline.ids[row]
+            self._schema_tokens[row] = (
+                count_text(tools[tool_id].definition_json("openai", compact=True), "cl100k_base")
+                if tool_id in tools
+                else None
+            )
+        return self._schema_tokens[row]
 
     def _select(
         self,
