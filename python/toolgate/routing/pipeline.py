@@ -201,8 +201,10 @@ class RoutePipeline:
                 rankable=rankable,
             )  # fmt: skip
             turn.reasons = {**turn.reasons, **dict.fromkeys(learned.tolist(), "learned")}
-        # Decided on the ranking alone, as calibrated: what was learned does not move it.
-        no_tool = self._no_tool(outcome.ranked, parsed.text, limits.decide and not named)
+        # Read off the ranking alone, as calibrated; but a request like those a tool served
+        # (a learned lift) needs a tool, as one that names a tool does.
+        decide = limits.decide and not named and not len(learned)
+        no_tool = self._no_tool(outcome.ranked, parsed.text, decide)
         if no_tool[0] and config.no_tool_drop:
             ranked = []
         elif limits.adaptive:
