@@ -180,8 +180,10 @@ class RoutePipeline:
             demoted=self._addressing, demote_weight=config.addressing_weight,
         )  # fmt: skip
         outcome = rank(
-            vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight
-        )
+            vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight,
+            clause_texts=self.query_vectors.clause_texts(parsed.text),
+            clause_fusion=config.clause_fusion,
+        )  # fmt: skip
         ranked = outcome.ranked
         no_tool = self._no_tool(ranked, parsed.text, limits.decide and not named)
         if no_tool[0] and config.no_tool_drop:
