@@ -10,6 +10,7 @@ pub mod fusion;
 pub mod gating;
 pub mod index;
 pub mod kernels;
+pub mod learned;
 pub mod matrix_file;
 pub mod quantize;
 pub mod route;

@@ -21,6 +21,16 @@ if [[ ! -f $STAMP || $LOCK -nt $STAMP ]]; then
     touch "$STAMP"
 fi
 
+# The learned memory's tests start a throwaway PostgreSQL server from Debian's package.
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+        echo "setup: installing PostgreSQL (Debian's postgresql) for the learned memory's tests"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    else
+        echo "setup: PostgreSQL is missing; the learned memory's tests need Debian's postgresql" >&2
+    fi
+fi
+
 echo "setup: building the extension (release)"
 # maturin finds .venv through VIRTUAL_ENV; cargo rebuilds only what changed.
 VIRTUAL_ENV=$PWD/$VENV "$VENV/bin/maturin" develop --release --quiet

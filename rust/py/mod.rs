@@ -14,6 +14,7 @@ mod fusion;
 mod gating;
 mod index;
 mod kernels;
+mod learned;
 mod route;
 mod tokenize;
 
@@ -28,6 +29,7 @@ fn _toolgate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fusion::register(m)?;
     cache::register(m)?;
     route::register(m)?;
+    learned::register(m)?;
     add_testing(m)
 }
 

@@ -262,6 +262,31 @@ def test_request_entries_of_every_shape_are_compacted_in_place() -> None:
     gemini = {"functionDeclarations": [{"name": "x", "parametersJsonSchema": GENERATED}]}
     declared = compact_entry(gemini, "gemini")["functionDeclarations"][0]
     assert "$schema" not in declared["parametersJsonSchema"]
-    plain = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    typed = {"type": "object", "properties": {"q": {"type": "string"}}}
+    plain = {"type": "function", "function": {"name": "f", "parameters": typed}}
     assert compact_entry(plain, "openai") is plain  # nothing to leave out: the entry itself
     assert chat["function"]["parameters"] is GENERATED  # the input is not modified
+
+
+NO_ARGUMENTS = {"type": "object", "properties": {}}
+
+
+def test_openai_leaves_out_the_parameters_of_a_tool_without_arguments() -> None:
+    tool = Tool("s", "now", "The time.", NO_ARGUMENTS)
+    assert "parameters" not in tool.to_provider("openai", compact=True)["function"]
+    assert "parameters" not in tool.to_provider("openai-responses", compact=True)
+    assert tool.to_provider("openai")["function"]["parameters"] == NO_ARGUMENTS
+    # OpenAI bills its own rendering, the same either way; JSON sent as text is shorter.
+    assert len(tool.definition_json("openai", compact=True)) < len(tool.definition_json("openai"))
+    # Anthropic and MCP require a schema: it stays.
+    assert tool.to_provider("anthropic", compact=True)["input_schema"] == NO_ARGUMENTS
+    entry = {"type": "function", "function": {"name": "now", "parameters": NO_ARGUMENTS}}
+    assert compact_entry(entry, "openai") == {"type": "function", "function": {"name": "now"}}
+    # An argument declared, or strict mode, keeps them.
+    taking = Tool("s", "at", "The time at.", {"type": "object", "properties": {"tz": {}}})
+    assert "parameters" in taking.to_provider("openai", compact=True)["function"]
+    closed = {**NO_ARGUMENTS, "additionalProperties": False, "required": []}
+    strict = {"type": "function", "function": {"name": "now", "parameters": closed, "strict": True}}
+    assert compact_entry(strict, "openai")["function"]["parameters"] == closed
+    sent = Tool("s", "now", "x", closed).to_provider("openai", compact=True)
+    assert "parameters" in sent["function"]

@@ -301,8 +301,11 @@ NO_PARAMETERS = {"type": "object", "properties": {}}
 def test_a_tool_without_a_schema_takes_no_arguments(answer: dict[str, Any]) -> None:
     # The same schema the catalog gives a tool loaded without one.
     assert Catalog.from_tools([{"name": "x"}], server="s")["s/x"].input_schema == NO_PARAMETERS
+    full = promote_tools(small(), ["s/alpha"], schema_source=lambda _: answer, compact=False)
+    assert full.tools[0]["function"]["parameters"] == NO_PARAMETERS
+    # Compact, an empty parameter list is an omitted one.
     promotion = promote_tools(small(), ["s/alpha"], schema_source=lambda _: answer)
-    assert promotion.tools[0]["function"]["parameters"] == NO_PARAMETERS
+    assert "parameters" not in promotion.tools[0]["function"]
 
 
 @pytest.mark.parametrize(

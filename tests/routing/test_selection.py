@@ -24,6 +24,42 @@ def test_select_keeps_the_floor_then_what_scores_near_the_best() -> None:
     assert select([], [], ceiling=8, min_tools=2, **RATIO) == []
 
 
+def test_the_floor_past_the_best_tool_keeps_within_its_tokens() -> None:
+    ranked = [("a", 1.0), ("b", 0.5), ("c", 0.4), ("d", 0.3)]
+    cost = {"a": 500, "b": 100, "c": 50, "d": 10}.get
+    pick = {"ceiling": 8, "min_tools": 4, "cost": cost, **RATIO}
+    assert select(ranked, [], floor_tokens=None, **pick) == ["a", "b", "c", "d"]
+    assert select(ranked, [], floor_tokens=650, **pick) == ["a", "b", "c"]
+    # The best tool always, whatever it costs; the first tool that does not fit ends it.
+    assert select(ranked, [], floor_tokens=0, **pick) == ["a"]
+    assert select(ranked, [], floor_tokens=599, **pick) == ["a"]
+    # Past the floor, a tool scoring near the best is still shown.
+    near = [("a", 1.0), ("b", 0.95)]
+    assert select(near, [], floor_tokens=0, **pick) == ["a", "b"]
+
+
+def test_the_selection_keeps_within_its_tokens() -> None:
+    ranked = [("a", 1.0), ("b", 0.99), ("c", 0.98), ("d", 0.97)]
+    cost = {"a": 900, "b": 300, "c": 200, "d": 100}.get
+    pick = {"ceiling": 3, "min_tools": 4, "cost": cost, **RATIO}
+    assert select(ranked, [], selection_tokens=None, **pick) == ["a", "b", "c"]
+    # A tool that does not fit is passed over, and a smaller one after it may fit.
+    assert select(ranked, [], selection_tokens=1150, **pick) == ["a", "c"]
+    assert select(ranked, [], selection_tokens=1300, **pick) == ["a", "b", "d"]
+    assert select(ranked, [], selection_tokens=10, **pick) == ["a"]  # the best, always
+
+
+def test_the_floor_counts_compact_schema_tokens(router: Router) -> None:
+    query = "what is the weather forecast for Lisbon"
+    plain = router.route(query, top_k=6, adaptive=False)
+    lean = router.with_config(RouterConfig(min_tools=4, floor_tokens=0, keep_ratio=1.0))
+    assert lean.route(query, top_k=6).ids == plain.ids[:1]
+    tokens = [router.catalog[i].token_count("openai", compact=True) for i in plain.ids[:2]]
+    roomy = router.with_config(RouterConfig(min_tools=4, floor_tokens=None, keep_ratio=1.0))
+    assert roomy.route(query, top_k=6).ids == plain.ids[:4]
+    assert all(t > 0 for t in tokens)
+
+
 def test_select_covers_every_clause_before_the_tail() -> None:
     ranked = [("a", 1.0), ("b", 0.99), ("c", 0.98)]
     clauses = [[("a", 1.0), ("x", 0.5)], [("y", 0.8), ("z", 0.7), ("w", 0.1)]]
@@ -33,6 +69,8 @@ def test_select_covers_every_clause_before_the_tail() -> None:
     assert select(ranked, near, ceiling=8, min_tools=1, **RATIO) == ["a", "y", "z", "b", "c"]
     # The ceiling cuts the tail first: clause picks come before it.
     assert select(ranked, clauses, ceiling=2, min_tools=1, **RATIO) == ["a", "y"]
+    # Each clause's best comes before the rest of the floor.
+    assert select(ranked, clauses, ceiling=3, min_tools=3, **RATIO) == ["a", "y", "b"]
     off = {"keep_ratio": 0.9, "clause_tools": 0}
     assert select(ranked, clauses, ceiling=8, min_tools=1, **off) == ["a", "b", "c"]
 
@@ -76,10 +114,11 @@ def test_top_k_is_a_ceiling(router: Router) -> None:
     plain = router.route(query, top_k=6, adaptive=False)
     shown = router.route(query, top_k=6)
     assert len(plain) == 6
-    assert 2 <= len(shown) < 6  # min_tools 2, and the tail scores well below the best
+    floor = router.config.min_tools  # these schemas are small: the whole floor fits
+    assert floor <= len(shown) < 6  # the tail scores well below the best
     assert shown.ids == plain.ids[: len(shown)]
     best = shown.tools[0].score
-    assert all(t.score >= 0.9 * best for t in shown.tools[2:])
+    assert all(t.score >= 0.9 * best for t in shown.tools[floor:])
     assert router.route(query, top_k=1).ids == plain.ids[:1]
     with pytest.raises(InvalidInputError, match="adaptive must be True, False or None, got a str"):
         router.route(query, adaptive="no")  # type: ignore[arg-type]
@@ -110,19 +149,23 @@ def test_selection_settings_are_checked_and_saved_with_the_router(tmp_path: Path
         ({"keep_ratio": 1.5}, r"keep_ratio must be in \[0, 1\]"),
         ({"keep_ratio": float("nan")}, r"keep_ratio must be in \[0, 1\]"),
         ({"adaptive": "yes"}, "adaptive must be True or False"),
+        ({"floor_tokens": -1}, "floor_tokens must be an integer >= 0"),
+        ({"selection_tokens": 1.5}, "selection_tokens must be an integer >= 0"),
     ]:
         with pytest.raises(InvalidInputError, match=message):
             RouterConfig(**bad)  # type: ignore[arg-type]
-    config = RouterConfig(min_tools=3, keep_ratio=0.8, clause_tools=1, adaptive=False)
+    config = RouterConfig(
+        min_tools=4, floor_tokens=300, keep_ratio=0.8, clause_tools=1, adaptive=False
+    )
     Router.from_catalog(Catalog.load(TOOLS), config=config, path=tmp_path, cache=None)
     saved = json.loads((tmp_path / "router.json").read_text())["config"]
-    assert (saved["min_tools"], saved["keep_ratio"], saved["clause_tools"]) == (3, 0.8, 1)
+    assert (saved["min_tools"], saved["floor_tokens"], saved["keep_ratio"]) == (4, 300, 0.8)
     assert Router.open(tmp_path).config == config
 
 
 def test_with_config_changes_settings_but_not_the_index(router: Router) -> None:
     wide = router.with_config(RouterConfig(min_tools=4))
     assert len(wide.route("what is the weather forecast for Lisbon", top_k=6)) >= 4
-    assert router.config.min_tools == 2  # the original is untouched
+    assert router.config.min_tools == RouterConfig().min_tools  # the original is untouched
     with pytest.raises(InvalidInputError, match="bm25_k1, index_dtype set how the index"):
         router.with_config(RouterConfig(bm25_k1=1.2, index_dtype="f32"))

@@ -19,6 +19,7 @@ __all__ = [
     "Index",
     "IndexFormatError",
     "InvalidInputError",
+    "LearnedRows",
     "RouteOutcome",
     "RoutedRow",
     "SchemaCache",
@@ -495,5 +496,53 @@ class SchemaCache:
     @property
     def max_bytes(self) -> int:
         """The byte bound."""
+
+    def __len__(self) -> int: ...
+
+@final
+class LearnedRows:
+    """Stored query vectors (int8, one scale per row), each for one tool with a weight.
+
+    ``LearnedRows(dim)`` holds none. Rows are appended with ``push``, dropped with ``retain``,
+    and ``votes`` gives the vote of the stored rows nearest a query, grouped by tool.
+    """
+
+    def __new__(cls, dim: int) -> LearnedRows: ...
+    def push(
+        self,
+        vectors: NDArray[np.float32],
+        tools: NDArray[np.uint32],
+        weights: NDArray[np.float32],
+    ) -> None:
+        """Appends one row per entry of ``tools`` ((n,) uint32): ``vectors`` ((n, dim) float32,
+        L2-normalised) with ``weights`` ((n,) float32)."""
+
+    def set_weight(self, row: int, weight: float) -> None:
+        """Sets row ``row``'s weight."""
+
+    def retain(self, keep: NDArray[np.bool_]) -> None:
+        """Keeps the rows whose entry of ``keep`` ((len,) bool) is true, in order."""
+
+    def scores(self, query: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Every row's cosine with ``query`` ((dim,) float32), at int8 precision."""
+
+    def votes(
+        self, query: NDArray[np.float32], neighbours: int, floor: float
+    ) -> tuple[NDArray[np.uint32], NDArray[np.float32], NDArray[np.float32]]:
+        """The votes of the ``neighbours`` rows nearest ``query`` with a cosine of at least
+        ``floor``, by tool, largest first: ``(tools, votes, best)`` arrays, where a vote is the
+        sum of ``weight * cosine`` of the tool's rows among them and ``best`` its best cosine."""
+
+    @property
+    def tools(self) -> NDArray[np.uint32]:
+        """The tool of each row, in order."""
+
+    @property
+    def weights(self) -> NDArray[np.float32]:
+        """The weight of each row, in order."""
+
+    @property
+    def dim(self) -> int:
+        """Values per row."""
 
     def __len__(self) -> int: ...

@@ -141,6 +141,15 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
     from toolgate.evaluation.evaluate import evaluate
 
     queries = _queries(args)
+    if args.learn_first is not None:
+        from toolgate.evaluation.learning import evaluate_learning, split_for_learning
+
+        split_for_learning(queries, args.learn_first)  # before the router is built
+        router = _router(args)
+        progress = not args.json
+        return evaluate_learning(
+            router, queries, args.learn_first, top_k=args.top_k, progress=progress
+        )
     router = _router(args)
     return evaluate(router, queries, top_k=args.top_k, progress=not args.json)
 
@@ -245,7 +254,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
     run = partial(
         serve, servers, http=http, top_k=args.top_k, lenient=args.lenient,
         connect_timeout=args.connect_timeout, allow=args.allow, deny=args.deny,
-        retry_after=args.retry_after, telemetry=telemetry,
+        retry_after=args.retry_after, telemetry=telemetry, learn=args.learn,
     )  # fmt: skip
     anyio.run(run)
 

@@ -96,6 +96,13 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=_positive_int, help="evaluate only the first N queries")
     evaluate.add_argument("--strict", action="store_true", help="bad tools are an error")
     evaluate.add_argument("--json", action="store_true")
+    evaluate.add_argument(
+        "--learn-first",
+        type=float,
+        metavar="F",
+        help="learn from the gold of the first fraction F of the queries, evaluate the rest "
+        'with and without it (the JSON adds "before")',
+    )
 
     calibrate = commands.add_parser(
         "calibrate", help="fit threshold and fusion weight (max F1), then adaptive selection"
@@ -157,6 +164,12 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=30.0,
         help="seconds each upstream server has to start and answer (default 30)",
+    )
+    proxy.add_argument(
+        "--learn",
+        metavar="STORE",
+        help="learn from use into STORE, a SQLite file or a postgresql:// address: a call of "
+        "a tool a search found lifts it for searches like that one",
     )
     proxy.add_argument(
         "--http",

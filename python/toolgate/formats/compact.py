@@ -19,6 +19,8 @@ What is left out, and where:
   acts in strict mode, below); Anthropic, Gemini's JSON Schema form and MCP clients keep it;
 - a ``default`` whose value the description states next to the word "default", and a null
   ``default`` on a property that is not required (leaving it out already means that);
+- for OpenAI, the whole ``parameters`` of a tool that takes no arguments (an omitted
+  ``parameters`` is an empty parameter list; Gemini's exports never write one);
 - whitespace: leading and trailing, runs of spaces and tabs, and blank lines, in the tool's
   description and in every description of its schema.
 
@@ -49,7 +51,9 @@ __all__ = [
     "compact_text",
     "definition_parts",
     "is_strict",
+    "omits_parameters",
     "repeats_name",
+    "takes_no_arguments",
 ]
 
 
@@ -144,6 +148,31 @@ def _without_null_defaults(properties: dict[str, Any], required: Any) -> dict[st
             prop = {k: v for k, v in prop.items() if k != "default"}
         out[name] = prop
     return out
+
+
+def takes_no_arguments(schema: Mapping[str, Any]) -> bool:
+    """True for an object schema that declares no argument (no properties, no extra keys)."""
+    trivial = {"type", "properties", "required", "$schema", "additionalProperties"}
+    return (
+        set(schema) <= trivial
+        and schema.get("type", "object") == "object"
+        and not schema.get("properties")
+        and not schema.get("required")  # a required key the schema does not describe
+        and schema.get("additionalProperties", False) is False
+    )
+
+
+def omits_parameters(schema: Any, *, strict: bool = False) -> bool:
+    """Whether a compact OpenAI definition leaves ``parameters`` out: for a tool that takes no
+    arguments, where an omitted ``parameters`` means the same (an empty parameter list) and
+    ``{"type": "object", "properties": {}}`` costs about ten tokens; never in strict mode,
+    which wants the closed object."""
+    return (
+        isinstance(schema, Mapping)
+        and takes_no_arguments(schema)
+        and not strict
+        and not is_strict(schema)
+    )
 
 
 def is_strict(schema: Any) -> bool:
@@ -253,7 +282,10 @@ def _compact_fields(tool: Mapping[str, Any], key: str, provider: str) -> dict[st
     name = out.get("name") if isinstance(out.get("name"), str) else None
     if isinstance(out.get(key), Mapping):
         strict = True if out.get("strict") is True else None
-        out[key] = compact_schema(out[key], provider=provider, name=name, strict=strict)
+        if provider == "openai" and omits_parameters(out[key], strict=bool(strict)):
+            del out[key]
+        else:
+            out[key] = compact_schema(out[key], provider=provider, name=name, strict=strict)
     if isinstance(out.get("description"), str):
         out["description"] = compact_text(out["description"])
     return out

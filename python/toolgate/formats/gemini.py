@@ -45,7 +45,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolgate.formats.compact import definition_parts
+from toolgate.formats.compact import definition_parts, takes_no_arguments
 from toolgate.formats.pointer import resolve_pointer
 from toolgate.formats.raw import RawTool, ToolView, extract_meta
 from toolgate.formats.schema_walk import map_subschemas, normalize_type_aliases
@@ -417,18 +417,6 @@ def export_json_schema(tool: ToolView, *, compact: bool = False) -> dict[str, An
     """
     schema, description = definition_parts(tool, "gemini-json-schema", compact=compact)
     out: dict[str, Any] = {"name": tool.exposed_name, "description": description}
-    if not _takes_no_arguments(tool.input_schema):
+    if not takes_no_arguments(tool.input_schema):
         out["parametersJsonSchema"] = schema
     return out
-
-
-def _takes_no_arguments(schema: JsonDict) -> bool:
-    """True for an object schema that declares no argument (no properties, no extra keys)."""
-    trivial = {"type", "properties", "required", "$schema", "additionalProperties"}
-    return (
-        set(schema) <= trivial
-        and schema.get("type", "object") == "object"
-        and not schema.get("properties")
-        and not schema.get("required")  # a required key the schema does not describe
-        and schema.get("additionalProperties", False) is False
-    )

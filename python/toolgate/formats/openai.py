@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolgate.formats.compact import definition_parts
+from toolgate.formats.compact import definition_parts, omits_parameters
 from toolgate.formats.raw import RawTool, ToolView, extract_meta
 
 __all__ = ["export_chat", "export_responses", "is_openai_tool", "parse_tool"]
@@ -49,4 +49,7 @@ def export_responses(
     ``type`` key (``typed=False``) it is the inside of a Chat wrapper."""
     schema, description = definition_parts(tool, "openai", compact=compact)
     head = {"type": "function"} if typed else {}
-    return {**head, "name": tool.exposed_name, "description": description, "parameters": schema}
+    out = {**head, "name": tool.exposed_name, "description": description, "parameters": schema}
+    if compact and omits_parameters(tool.input_schema):
+        del out["parameters"]
+    return out

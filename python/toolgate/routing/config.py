@@ -50,10 +50,13 @@ class RouterConfig:
     score times ``addressing_weight`` (1: off; see :mod:`toolgate.catalog.addressing`).
 
     ``top_k`` is a ceiling: with ``adaptive`` on, a turn shows the best ``min_tools`` ranked
-    tools, the best ``clause_tools`` of each clause of a multi-intent query, and any other
-    ranked tool scoring at least ``keep_ratio`` of the best (:mod:`toolgate.routing.selection`;
-    ``toolgate calibrate`` fits ``min_tools`` and ``keep_ratio``). ``adaptive=False`` shows
-    the top ``top_k``.
+    tools (past the first, only while their compact schemas cost at most ``floor_tokens``;
+    ``None``: whatever they cost), the best ``clause_tools`` of each clause of a
+    multi-intent query, and any other ranked tool scoring at least ``keep_ratio`` of the best
+    (:mod:`toolgate.routing.selection`; ``toolgate calibrate`` fits ``min_tools`` and
+    ``keep_ratio``). The ranked tools shown keep within ``selection_tokens`` of compact
+    schemas (the best one always; ``None``: no cap). ``adaptive=False`` shows the top
+    ``top_k``.
 
     "No tool needed" (:mod:`toolgate.routing.no_tool`): ``no_tool_weights`` (a bias and one
     weight per feature) give the confidence that a request needs none of the tools; at
@@ -79,7 +82,9 @@ class RouterConfig:
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
     addressing_weight: float = 0.5
     adaptive: bool = True
-    min_tools: int = 2
+    min_tools: int = 3
+    floor_tokens: int | None = 800
+    selection_tokens: int | None = 2500
     keep_ratio: float = 0.9
     clause_tools: int = 2
     no_tool_weights: tuple[float, ...] = NO_TOOL_WEIGHTS
@@ -89,6 +94,9 @@ class RouterConfig:
     def __post_init__(self) -> None:
         check_count("top_k", self.top_k, minimum=1)
         check_count("min_tools", self.min_tools, minimum=1)
+        for name in ("floor_tokens", "selection_tokens"):
+            if getattr(self, name) is not None:
+                check_count(name, getattr(self, name), minimum=0)
         check_count("clause_tools", self.clause_tools, minimum=0)
         if not isinstance(self.adaptive, bool):
             raise InvalidInputError(f"adaptive must be True or False, got {_shown(self.adaptive)}")

@@ -49,17 +49,19 @@ def route_result(
     catalog_version: str,
     shut_out: Iterable[tuple[int, str]] = (),
     ranked: Sequence[_toolgate.RoutedRow] | None = None,
+    forced: Sequence[_toolgate.RoutedRow] | None = None,
     no_tool: tuple[bool, float | None] = (False, None),
 ) -> RouteResult:
     """The result of one route: ``outcome``'s rows as tools, then ``shut_out`` rows (those
     selected that the caller's allow or deny list kept out) after the gated ones.
 
     ``ranked`` replaces the outcome's ranked rows (adaptive selection's cut, with any rows
-    a clause added: ``turn.reasons`` says which); ``no_tool`` is the decision that the request
-    needs no tool and its confidence."""
+    a clause added: ``turn.reasons`` says which); ``forced`` likewise replaces its forced rows
+    (less those a learned lift added, which compete with the ranked ones); ``no_tool`` is the
+    decision that the request needs no tool and its confidence."""
     tools = [
         RoutedTool(ids[r.row], r.fused, r.dense, r.bm25, turn.reasons.get(r.row, "pinned"))
-        for r in outcome.forced
+        for r in (outcome.forced if forced is None else forced)
     ]
     tools += [
         RoutedTool(

@@ -20,8 +20,10 @@ import numpy as np
 from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
-from toolgate.errors import IndexFormatError, InvalidInputError
+from toolgate.errors import IndexFormatError, InvalidInputError, ToolgateError
+from toolgate.formats.tokens import count_text
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
+from toolgate.routing.feedback import LearnedMemory, lifted
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.no_tool import (
     NullScores,
@@ -92,11 +94,16 @@ class RoutePipeline:
         self._vocabulary = vocabulary
         self._config = config
         self._rows = CatalogRows.of(outline, bm25, catalog)
+        self._catalog = catalog
+        self._schema_tokens: dict[int, int | None] = {}
+        self._unreadable = False
         self._addressing = np.asarray(outline.addressing, dtype=np.uint32)
         self.query_vectors = QueryVectors(
             embedder, config, model_id=index.model_id, index_path=index.path
         )
         self._null = null
+        #: What feedback taught this router (``Router.learn``), or ``None``: no lift.
+        self.memory: LearnedMemory | None = None
 
     def with_config(self, config: RouterConfig) -> RoutePipeline:
         """This pipeline under ``config``: the same index, rows and embedder."""
@@ -179,13 +186,25 @@ class RoutePipeline:
             near_copy_cosine=config.near_copy_cosine,
             demoted=self._addressing, demote_weight=config.addressing_weight,
         )  # fmt: skip
+        lifts = {} if self.memory is None else self.memory.lift(vector)
+        learned = np.asarray([row for row in lifts if row not in set(forced)], dtype=np.uint32)
         outcome = rank(
             vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight,
             clause_texts=self.query_vectors.clause_texts(parsed.text),
             clause_fusion=config.clause_fusion,
+            forced=np.concatenate([forced, learned]) if len(learned) else forced,
         )  # fmt: skip
-        ranked = outcome.ranked
-        no_tool = self._no_tool(ranked, parsed.text, limits.decide and not named)
+        forced_rows, ranked = outcome.forced, outcome.ranked
+        if len(learned):
+            # The learned rows came back as forced: each competes for the top k on its fused
+            # score plus its lift, under the floor and the +term filter as ranked rows are.
+            forced_rows, ranked = lifted(
+                outcome, set(forced.tolist()), lifts, k=limits.k, floor=limits.floor,
+                rankable=rankable,
+            )  # fmt: skip
+            turn.reasons = {**turn.reasons, **dict.fromkeys(learned.tolist(), "learned")}
+        # Decided on the ranking alone, as calibrated: what was learned does not move it.
+        no_tool = self._no_tool(outcome.ranked, parsed.text, limits.decide and not named)
         if no_tool[0] and config.no_tool_drop:
             ranked = []
         elif limits.adaptive:
@@ -193,11 +212,12 @@ class RoutePipeline:
             rank_clause = partial(rank, k=max(config.clause_tools, 1))
             texts = self.query_vectors.clause_texts(parsed.text)
             ranked, picked = adapt(
-                ranked, clauses, texts, rank_clause, ceiling=limits.k, config=config
-            )
+                ranked, clauses, texts, rank_clause, ceiling=limits.k, config=config,
+                cost=self._cost,
+            )  # fmt: skip
             turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
         turn.lap("core", core_start)
-        return self._result(outcome, turn, ranked=ranked, no_tool=no_tool)
+        return self._result(outcome, turn, ranked=ranked, forced=forced_rows, no_tool=no_tool)
 
     def _no_tool(
         self, ranked: Sequence[_toolgate.RoutedRow], text: str, decide: bool
@@ -213,6 +233,28 @@ class RoutePipeline:
         confidence = no_tool_confidence(self._config.no_tool_weights, values)
         cut = self._config.no_tool_threshold
         return decide and cut is not None and confidence >= cut, confidence
+
+    def _cost(self, row: int) -> int | None:
+        """Tokens of ``row``'s tool as a compact OpenAI definition, the measure of adaptive
+        selection's ``floor_tokens``, counted once per row (the first adaptive route of a
+        saved router loads its catalog for them); ``None`` for a row the catalog lacks, and
+        for every row when the catalog cannot be read (routing never needs it: selection then
+        goes by counts alone, and the catalog fails where it is read)."""
+        if row not in self._schema_tokens:
+            if self._unreadable:
+                return None
+            try:
+                tools = self._catalog()
+            except ToolgateError:
+                self._unreadable = True  # tried once, not on every row of every route
+                return None
+            tool_id = self._outline.ids[row]
+            self._schema_tokens[row] = (
+                count_text(tools[tool_id].definition_json("openai", compact=True), "cl100k_base")
+                if tool_id in tools
+                else None
+            )
+        return self._schema_tokens[row]
 
     def _select(
         self,
@@ -243,12 +285,14 @@ class RoutePipeline:
         turn: Turn,
         shut_out: Iterable[tuple[int, str]] = (),
         ranked: Sequence[_toolgate.RoutedRow] | None = None,
+        forced: Sequence[_toolgate.RoutedRow] | None = None,
         no_tool: tuple[bool, float | None] = (False, None),
     ) -> RouteResult:
         return route_result(
             outcome,
             turn,
             ranked=ranked,
+            forced=forced,
             ids=self._outline.ids,
             vocabulary=self._vocabulary,
             catalog_version=self._outline.version,

@@ -49,7 +49,9 @@ from toolgate.routing.build import (
     refreshed_vectors,
 )
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
+from toolgate.routing.feedback import LearnConfig, LearnedMemory
 from toolgate.routing.history import HistoryTurn
+from toolgate.routing.learned_store import LearnedStore, open_store, query_key
 from toolgate.routing.near_duplicates import (
     DEFAULT_THRESHOLD,
     DuplicateGroup,
@@ -113,6 +115,7 @@ class Router:
             lambda: self.catalog, parts.null,
         )  # fmt: skip
         self._schema_cache = _toolgate.SchemaCache(_SCHEMA_CACHE_ENTRIES, _SCHEMA_CACHE_BYTES)
+        self._learn_from_verify = False
 
     @property
     def catalog(self) -> Catalog:
@@ -188,7 +191,10 @@ class Router:
         embedder = self._pipeline.query_vectors.embedder
         vectors = refreshed_vectors(index, self.catalog, self._parts.outline, catalog, embedder)
         parts = build_parts(catalog, vectors, self.config, embedder.model_id, path, embedder.embed)
-        return type(self)(parts, catalog=catalog, embedder=embedder, telemetry=self.telemetry)
+        new = type(self)(parts, catalog=catalog, embedder=embedder, telemetry=self.telemetry)
+        if (memory := self.memory) is not None:  # the same store, the new version's rows
+            new.learn(memory.store, config=memory.config, from_verify=self._learn_from_verify)
+        return new
 
     def replace_server(self, server: str, tools: Any) -> Router:
         """:meth:`refresh` after one server's ``tools/list`` changed: ``tools`` is its new list
@@ -309,6 +315,63 @@ class Router:
             self.telemetry.route(result, turn_id=turn_id)
         return result
 
+    @property
+    def memory(self) -> LearnedMemory | None:
+        """What this router learned from use (:meth:`learn`), or ``None``."""
+        return self._pipeline.memory
+
+    def learn(
+        self,
+        store: LearnedStore | str | os.PathLike[str] | None = None,
+        *,
+        config: LearnConfig | None = None,
+        from_verify: bool = False,
+    ) -> LearnedMemory:
+        """Learn from use: lift tools for requests like those they served (docs/api.md,
+        "Learning from use"). Returns the memory, read from ``store`` for this catalog version.
+
+        ``store`` is a SQLite path (``None``: ``$TOOLGATE_HOME/learned.sqlite3``; ``":memory:"``:
+        this process only), a ``postgresql://`` address that replicas share, or a
+        :class:`~toolgate.routing.learned_store.LearnedStore`. ``from_verify=True`` makes every
+        call that passes :meth:`verify` against a route count as used for that route's query.
+        """
+        memory = LearnedMemory(
+            open_store(store),
+            f"{self.model_id}@{self._parts.outline.version}",
+            self._parts.outline.ids,
+            lambda: [tool.server for tool in self.catalog],
+            self._parts.index.dim,
+            config,
+        )
+        self._pipeline.memory = memory
+        self._learn_from_verify = from_verify
+        return memory
+
+    def feedback(self, query: str, *, used: Iterable[str] = (), missed: Iterable[str] = ()) -> int:
+        """Record which tools served ``query``: ``used`` ones the turn called, ``missed`` ones
+        it needed but the route did not show (a ``tool_search`` found them, say). Both are
+        tool ids. Starts learning into the default store if :meth:`learn` was not called.
+        Returns how many tools were recorded (a flood past the rate cap is refused)."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("feedback needs the query's text")
+        memory = self.learn() if self.memory is None else self.memory
+        tools = [*_tool_ids(used, "used"), *_tool_ids(missed, "missed")]
+        rows = [memory.row(tool) for tool in tools]
+        if not rows:
+            return 0
+        vector, _ = self._pipeline.query_vectors(query)
+        return memory.learn(vector, rows, query_key(query))
+
+    def forget(self, *, tool: str | None = None, server: str | None = None) -> int:
+        """Forget what was learned for the tool ``tool`` (an id) or every tool of ``server``,
+        in the store too (every catalog version). Returns the rows dropped from this memory."""
+        memory = self.memory
+        if memory is None:
+            if (tool is None) == (server is None):
+                raise InvalidInputError("forget takes one of tool= or server=")
+            return 0
+        return memory.forget(tool=tool, server=server)
+
     def catalog_stats(self, encoding: str = "cl100k_base") -> dict[str, Any]:
         """Size of the catalog and what sending all of it would cost, per provider."""
         parts = self._parts
@@ -373,7 +436,26 @@ class Router:
         if isinstance(result, RouteResult):
             check_current(result, self._parts.outline.version)
         verdict = verify_call(self.catalog, result, tool_call)
+        if (
+            self._learn_from_verify
+            and verdict.ok
+            and verdict.tool_id is not None
+            and isinstance(result, RouteResult)
+            and result.form == "text"
+        ):
+            self.feedback(result.query, used=[verdict.tool_id])
         if self.telemetry is not None:
             elapsed = (time.perf_counter() - start) * 1e3
             self.telemetry.verify(verdict, turn_id=turn_id, latency_ms=elapsed)
         return verdict
+
+
+def _tool_ids(ids: Iterable[str], name: str) -> list[str]:
+    """``ids`` as a list of tool ids, or an error naming the argument ``name``."""
+    if isinstance(ids, str):
+        raise InvalidInputError(f"{name} must be a list of tool ids, not {ids!r}")
+    listed = list(ids)
+    for tool_id in listed:
+        if not isinstance(tool_id, str) or not tool_id:
+            raise InvalidInputError(f"{name} holds {tool_id!r}, not a tool id")
+    return listed

@@ -3,22 +3,33 @@
 ``top_k`` is a ceiling, not a count. Every schema shown costs tokens on every turn, so a turn
 shows what the evidence asks for:
 
-- the best ``min_tools`` ranked tools, always: the fused score's gaps at the head of a
-  ranking say little about whether the best tool is the one needed (on the labelled sets a
-  rule on score gaps alone did no better than a fixed count; see docs/design.md,
-  "Promotion: lean requests"), so a floor on the count is what keeps a near miss in;
+- the best ``min_tools`` ranked tools: the fused score's gaps at the head of a ranking say
+  little about whether the best tool is the one needed (on the labelled sets a rule on score
+  gaps alone did no better than a fixed count; see docs/design.md, "Promotion: lean
+  requests"), so a floor on the count is what keeps a near miss in. The best tool always;
+  each further one only while the floor's schemas cost at most ``floor_tokens`` (value per
+  token: the third tool is needed about a ninth as often as the first, so it earns its
+  place when it is small, not when it is a 300-token schema);
 - for a query of several clauses ("convert 5 USD to EUR, then email the result to Bob"),
-  the best ``clause_tools`` tools of each clause, ranked by the clause's own vector and words:
+  the best ``clause_tools`` tools of each clause (each clause's best right after the best
+  tool, before the rest of the floor), ranked by the clause's own vector and words:
   each intent needs its own tool, and the whole query's ranking buries the second one;
 - then any further ranked tool whose fused score is at least ``keep_ratio`` of the best one's
   (and likewise the second tool of a clause against its clause's best): a tool that scores
   nearly as well as the best is as likely to be the one needed;
-- the cosine floor (``threshold``) applies to every candidate, as in the ranking itself.
+- the cosine floor (``threshold``) applies to every candidate, as in the ranking itself;
+- the whole selection keeps within ``selection_tokens`` of schemas (the best tool always; a
+  tool that does not fit is passed over), so the largest turn is bounded by a constant, not
+  only the mean.
 
 The order of the result is the order of that list, which is the order of the evidence.
 
 >>> select([("a", 1.0), ("b", 0.95), ("c", 0.5)], [], ceiling=8, min_tools=1,
 ...        keep_ratio=0.9, clause_tools=2)
+['a', 'b']
+>>> select([("a", 1.0), ("b", 0.5), ("c", 0.5)], [], ceiling=8, min_tools=3,
+...        keep_ratio=0.9, clause_tools=2, cost={"a": 100, "b": 300, "c": 50}.get,
+...        floor_tokens=400)
 ['a', 'b']
 """
 
@@ -45,23 +56,72 @@ def select(
     min_tools: int,
     keep_ratio: float,
     clause_tools: int,
+    cost: Callable[[Key], int | None] | None = None,
+    floor_tokens: int | None = None,
+    selection_tokens: int | None = None,
 ) -> list[Key]:
     """The keys to show, at most ``ceiling``, in the order of the evidence (see the module).
 
     ``ranked`` holds the whole query's candidates as ``(key, fused score)``, best first;
     ``clauses`` holds each clause's, ranked by the clause alone (empty for a query of one
-    clause).
+    clause). ``cost`` gives a key's schema tokens; without it, or without ``floor_tokens``,
+    the floor is the best ``min_tools`` whatever they cost, and without it, or without
+    ``selection_tokens``, the whole selection is not capped in tokens.
     """
-    chosen: list[Key] = [key for key, _ in ranked[:min_tools]]
-    for depth in range(clause_tools):
+    floor = _floor(ranked[:min_tools], cost, floor_tokens)
+    # Each clause's best comes right after the best tool: a clause's own tool is worth more
+    # than the whole query's third, and a low ceiling cuts from the end.
+    firsts = [clause[0][0] for clause in clauses if clause] if clause_tools else []
+    chosen = [*floor[:1], *firsts, *floor[1:]]
+    for depth in range(1, clause_tools):
         for clause in clauses:
-            if depth == 0 and clause:
-                chosen.append(clause[0][0])
-            elif depth < len(clause) and clause[depth][1] >= keep_ratio * clause[0][1]:
+            if depth < len(clause) and clause[depth][1] >= keep_ratio * clause[0][1]:
                 chosen.append(clause[depth][0])
     best = ranked[0][1] if ranked else 0.0
-    chosen += [key for key, score in ranked[min_tools:] if score >= keep_ratio * best]
-    return list(dict.fromkeys(chosen))[:ceiling]
+    chosen += [key for key, score in ranked[len(floor) :] if score >= keep_ratio * best]
+    return _within(list(dict.fromkeys(chosen)), ceiling, cost, selection_tokens)
+
+
+def _within(
+    keys: list[Key],
+    ceiling: int,
+    cost: Callable[[Key], int | None] | None,
+    selection_tokens: int | None,
+) -> list[Key]:
+    """The first ``ceiling`` of ``keys`` whose schemas fit in ``selection_tokens`` together,
+    in order: the first key always, and a key that does not fit is passed over, not the end
+    (a smaller one after it may fit)."""
+    if cost is None or selection_tokens is None:
+        return keys[:ceiling]
+    out: list[Key] = []
+    spent = 0
+    for key in keys:
+        tokens = cost(key) or 0
+        if out and spent + tokens > selection_tokens:
+            continue
+        out.append(key)
+        spent += tokens
+        if len(out) == ceiling:
+            break
+    return out
+
+
+def _floor(
+    head: Sequence[tuple[Key, float]],
+    cost: Callable[[Key], int | None] | None,
+    floor_tokens: int | None,
+) -> list[Key]:
+    """The floor: the best key, then the next ones while their schemas stay within
+    ``floor_tokens`` (the first that does not fit ends it: the floor follows the rank)."""
+    keys = [key for key, _ in head]
+    if cost is None or floor_tokens is None:
+        return keys
+    spent = 0
+    for depth, key in enumerate(keys):
+        spent += cost(key) or 0
+        if depth and spent > floor_tokens:
+            return keys[:depth]
+    return keys
 
 
 #: Most clauses of one query ranked on their own; a query of more is a list of arguments
@@ -77,6 +137,7 @@ def adapt(
     *,
     ceiling: int,
     config: RouterConfig,
+    cost: Callable[[int], int | None] | None = None,
 ) -> tuple[list[RoutedRow], list[int]]:
     """The core's ``ranked`` rows cut down by :func:`select`, and the rows added for a clause
     that the whole query did not rank.
@@ -85,6 +146,8 @@ def adapt(
     ``clause_texts`` their texts. ``rank_clause(vector, text)`` routes one clause as the query
     was routed (the same gate, scope, floor and forced rows) and returns the core's outcome;
     at most :data:`MAX_CLAUSES` clauses are ranked (each is a pass over every row).
+    ``cost(row)`` gives a row's schema tokens, for ``config.floor_tokens`` and
+    ``config.selection_tokens``.
     """
     ranked_clauses: list[list[RoutedRow]] = []
     if config.clause_tools:
@@ -99,6 +162,9 @@ def adapt(
         min_tools=config.min_tools,
         keep_ratio=config.keep_ratio,
         clause_tools=config.clause_tools,
+        cost=cost,
+        floor_tokens=config.floor_tokens,
+        selection_tokens=config.selection_tokens,
     )
     own = {r.row for r in ranked}
     return [rows[key] for key in keys], [key for key in keys if key not in own]

@@ -72,6 +72,8 @@ class ServerCatalogs:
             "cache": cache,
         }
         self._overrides = overrides
+        #: Where the routers learn from the calls of each turn (McpRouter's ``learn``), or None.
+        self.learn_store: Any = None
         # Held while the default embedder is made: by a prepare() and a first connect() at once.
         self._embedder_lock = threading.Lock()
         #: The connected servers' clients, by server name.
@@ -116,7 +118,10 @@ class ServerCatalogs:
                     lenient=self.policy.lenient,
                     overrides=self._overrides,
                 )
-                return Router.from_catalog(catalog, **self._router_options())
+                built = Router.from_catalog(catalog, **self._router_options())
+                if self.learn_store is not None:  # refresh() carries the memory over
+                    built.learn(self.learn_store)
+                return built
 
             router = await anyio.to_thread.run_sync(build)
             self.clients = clients

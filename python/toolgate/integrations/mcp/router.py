@@ -37,6 +37,7 @@ id, ``server/name``) to a connected client, an ``mcp.Client`` or ``mcp.ClientSes
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -64,6 +65,7 @@ from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.promotion.promote import Promotion
 from toolgate.routing.config import RouterConfig, check_count
 from toolgate.routing.history import HistoryTurn
+from toolgate.routing.learned_store import LearnedStore, open_store
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router
 from toolgate.telemetry.recorder import Telemetry
@@ -103,8 +105,11 @@ class McpRouter:
         cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
         list_timeout: float | None = 10.0,
         retry_after: float = 30.0,
+        learn: LearnedStore | str | os.PathLike[str] | None = None,
     ) -> None:
-        """See the class docstring."""
+        """See the class docstring. ``learn`` (a store, as :meth:`Router.learn` takes) makes
+        the router learn from use: a call that passes is feedback for its turn's query, the
+        tool used, or missed by the route when last turn's ``tool_search`` found it."""
         if top_k is not None:
             check_count("top_k", top_k, minimum=1)
         if list_timeout is not None and not (_is_number(list_timeout) and list_timeout > 0):
@@ -122,6 +127,11 @@ class McpRouter:
             cache=cache,
         )  # fmt: skip
         self._calls = CallForwarder(self._catalogs)
+        self._catalogs.learn_store = None if learn is None else open_store(learn)
+        # The query and included ids of recent turns, by promotion, for learning from calls.
+        self._turns: OrderedDict[int, tuple[str, frozenset[str]]] = OrderedDict()
+        # The last tool_search, by catalog version: a call of a tool it found is its feedback.
+        self._searches: dict[str, RouteResult] = {}
 
     # -- connections ---------------------------------------------------------------------
 
@@ -255,10 +265,15 @@ class McpRouter:
         include = included_ids(include)
         scope = host_scope(state, allow, deny)
         await self.update()
-        return await promote_turn(
+        promotion = await promote_turn(
             self.router, query, scope, top_k=self.top_k, format=format, history=history,
             include=include, budget=budget, pool=pool, turn_id=turn_id,
         )  # fmt: skip
+        if self._catalogs.learn_store is not None and query.strip():
+            self._turns[id(promotion)] = (query, frozenset(include or ()))
+            while len(self._turns) > _TURNS_KEPT:
+                self._turns.popitem(last=False)
+        return promotion
 
     async def call(
         self,
@@ -290,7 +305,15 @@ class McpRouter:
             return await answer_tool_search(
                 self.router, verdict, offered, scope, top_k=self.top_k, turn_id=turn_id
             )
-        return await self._calls.turn_call(router, verdict, scope)
+        outcome = await self._calls.turn_call(router, verdict, scope)
+        turn = self._turns.get(id(promotion))
+        if turn is not None and outcome.forwarded and router.memory is not None:
+            query, found = turn
+            tool = verdict.tool_id or ""
+            # A tool last turn's search found is one the route missed; any other was used.
+            which = "missed" if tool in found or verdict.name in found else "used"
+            await anyio.to_thread.run_sync(lambda: router.feedback(query, **{which: [tool]}))
+        return outcome
 
     async def search(
         self,
@@ -307,7 +330,11 @@ class McpRouter:
         scope = host_scope(state, allow, deny)
         await self.update()
         k = self.top_k if top_k is None else top_k
-        return await route_search(self.router, query, scope, top_k=k, turn_id=turn_id)
+        result = await route_search(self.router, query, scope, top_k=k, turn_id=turn_id)
+        if self._catalogs.learn_store is not None and result.form == "text":
+            # A call of a tool this search found will say the search's words needed it.
+            self._searches[result.catalog_version] = result
+        return result
 
     async def call_any(
         self,
@@ -327,9 +354,25 @@ class McpRouter:
         ``upstream_call(server, client, name, arguments)``, when given, makes the checked
         call in place of ``client.call_tool(name, arguments)`` (the proxy's passes progress
         and requests for input on, :class:`~toolgate.integrations.mcp.relay.RequestRelay`)."""
-        return await self._calls.any_call(
+        outcome = await self._calls.any_call(
             tool_call, allow=allow, deny=deny, turn_id=turn_id, upstream_call=upstream_call
         )
+        router = self.router
+        search = self._searches.get(router.catalog.version)
+        tool = outcome.verdict.tool_id
+        if (
+            search is not None
+            and outcome.forwarded
+            and tool in search
+            and router.memory is not None
+        ):
+            used = [str(tool)]
+            await anyio.to_thread.run_sync(lambda: router.feedback(search.query, used=used))
+        return outcome
+
+
+#: Turns remembered for learning from their calls (a host calls within a turn or two).
+_TURNS_KEPT = 256
 
 
 def _is_number(value: object) -> bool:

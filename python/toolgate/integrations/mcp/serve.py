@@ -73,6 +73,7 @@ async def serve(
     deny: Sequence[str] | None = None,
     retry_after: float = 30.0,
     telemetry: Telemetry | None = None,
+    learn: str | None = None,
 ) -> None:
     """Connect to ``servers``, then serve the proxy: over this process's stdin / stdout until
     the client closes it or a SIGTERM / SIGINT arrives, or with ``http`` over Streamable HTTP
@@ -84,10 +85,14 @@ async def serve(
     ``allow`` / ``deny`` are :class:`McpProxy`'s; ``retry_after`` is also how long a server
     whose re-listing failed keeps its tools before it is listed again (:class:`McpRouter`).
     An ``http`` address is bound first, so one in use is an error before anything starts.
+    ``learn`` (a SQLite path or a ``postgresql://`` address) makes the routes learn from use:
+    a call of a tool a ``tool_search`` found counts as used for the search's words.
     ``telemetry`` gets the route, promote and verify events of every search and call (a
     :class:`~toolgate.telemetry.sinks.JsonFileSink` makes a log ``toolgate stats --events`` reads).
     """
-    router = McpRouter(top_k=top_k, lenient=lenient, retry_after=retry_after, telemetry=telemetry)
+    router = McpRouter(
+        top_k=top_k, lenient=lenient, retry_after=retry_after, telemetry=telemetry, learn=learn
+    )
     run = partial(
         _serve, servers, router, lenient=lenient, connect_timeout=connect_timeout,
         allow=allow, deny=deny, retry_after=retry_after,

@@ -1,0 +1,70 @@
+"""``toolgate eval --learn-first F``: routing quality before and after learning from use.
+
+The gold of the first fraction ``F`` of the queries (in file order) is fed to the router as
+feedback, as an agent's traffic would (the tools that served each request); the rest are
+evaluated twice, without the memory and with it. Nothing of the evaluated queries is learned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from toolgate.errors import InvalidInputError
+from toolgate.evaluation.evaluate import LabelledQuery, evaluate, progress_bar
+from toolgate.routing.feedback import LearnConfig
+
+if TYPE_CHECKING:
+    from toolgate.routing.router import Router
+
+__all__ = ["evaluate_learning", "split_for_learning"]
+
+#: The evaluation feeds a day's traffic in seconds: the rate cap, meant for a flooding caller,
+#: would refuse most of it.
+_UNCAPPED = dataclasses.replace(LearnConfig(), rate_per_tool=1e12)
+
+
+def split_for_learning(
+    queries: Sequence[LabelledQuery], fraction: float
+) -> tuple[list[LabelledQuery], list[LabelledQuery]]:
+    """The first ``fraction`` of ``queries`` (rounded down) and the rest, both non-empty."""
+    if not (isinstance(fraction, float | int) and 0.0 < fraction < 1.0):
+        raise InvalidInputError(f"--learn-first must be a fraction in (0, 1), got {fraction!r}")
+    cut = math.floor(len(queries) * fraction)
+    if cut < 1 or cut >= len(queries):
+        raise InvalidInputError(
+            f"--learn-first {fraction} of {len(queries)} queries leaves nothing to learn from "
+            "or nothing to evaluate"
+        )
+    return list(queries[:cut]), list(queries[cut:])
+
+
+def evaluate_learning(
+    router: Router,
+    queries: Sequence[LabelledQuery],
+    fraction: float,
+    *,
+    top_k: int = 10,
+    progress: bool = False,
+    config: LearnConfig | None = None,
+) -> dict[str, Any]:
+    """The metrics of :func:`evaluate` on the queries after the first ``fraction``, once the
+    router learned from the gold of those, with ``"before"`` (the same metrics without
+    learning), ``"learned_from"`` and ``"learned_rows"``."""
+    learn, rest = split_for_learning(queries, fraction)
+    before = evaluate(router, rest, top_k=top_k, progress=progress)
+    memory = router.learn(":memory:", config=config or _UNCAPPED)
+    try:
+        by_name: dict[str, list[str]] = {}
+        for tool in router.catalog:
+            by_name.setdefault(tool.name, []).append(tool.id)
+        for item in progress_bar(learn, progress, "learning"):
+            used = [tool_id for name in item.gold for tool_id in by_name.get(name, ())]
+            if used:
+                router.feedback(item.query, used=used)
+        after = evaluate(router, rest, top_k=top_k, progress=progress)
+    finally:
+        router._pipeline.memory = None  # the router is as it was
+    return {**after, "before": before, "learned_from": len(learn), "learned_rows": len(memory)}

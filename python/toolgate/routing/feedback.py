@@ -1,0 +1,271 @@
+"""Learning from use: a bounded memory of the requests each tool served, and its lift.
+
+An agent's traffic says which tools served which requests: the calls that passed ``verify``,
+the tools a ``tool_search`` found that the route missed, what a caller reports through
+``Router.feedback``. Intents repeat, so a router that remembers lifts a tool for requests like
+those it served before. The memory is one :class:`LearnedMemory` per catalog version (and
+model), stored in a :mod:`~toolgate.routing.learned_store`.
+
+What it keeps and how far it trusts it (:class:`LearnConfig`):
+
+- query vectors and a hash of the text, never the text; a repeat of one query for one tool
+  adds to that row's weight, up to ``max_weight``;
+- at most ``rows_per_tool`` rows per tool and ``max_rows`` in all, the oldest evicted first;
+- at most ``rate_per_tool`` feedback events per tool per minute (a token bucket): a caller
+  flooding one tool fills its rows with the same few neighbourhoods, and no more;
+- at route time the ``neighbours`` stored queries nearest the new one (cosine at least
+  ``floor``) vote for their tools; a tool's lift grows with its vote and with how close its
+  nearest stored query is, and never passes ``weight``. A flood for one tool lifts it only for
+  queries near those flooded, by at most ``weight``: it cannot move unrelated routes.
+
+The lift is added to the fused score of the tool's row (min-max fusion puts the best tool at
+about 1), so a tool the ranking placed outside the top ``k`` may enter it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from toolgate import _toolgate
+from toolgate.errors import InvalidInputError
+from toolgate.routing.learned_store import LearnedStore
+
+__all__ = ["LearnConfig", "LearnedMemory", "LiftedRow", "lifted"]
+
+
+@dataclass(frozen=True)
+class LearnConfig:
+    """Bounds of a learned memory and the shape of its lift (see the module)."""
+
+    rows_per_tool: int = 32
+    max_rows: int = 20_000
+    max_weight: float = 3.0
+    rate_per_tool: float = 60.0
+    neighbours: int = 8
+    floor: float = 0.55
+    weight: float = 0.6
+    saturation: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("rows_per_tool", "max_rows", "neighbours"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("max_weight", "rate_per_tool", "weight", "saturation"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
+                raise InvalidInputError(f"{name} must be a positive number, got {value!r}")
+        if not (isinstance(self.floor, (int, float)) and -1.0 <= self.floor < 1.0):
+            raise InvalidInputError(f"floor must be in [-1, 1), got {self.floor!r}")
+
+
+class LearnedMemory:
+    """The learned rows of one catalog version: what feedback stored, and the lift it gives.
+
+    ``ids`` are the catalog's tool ids in row order and ``servers`` each one's server;
+    ``scope`` names the model and catalog version in the ``store``. One memory may be shared
+    by threads: routes read it while feedback writes.
+    """
+
+    def __init__(
+        self,
+        store: LearnedStore,
+        scope: str,
+        ids: Sequence[str],
+        servers: Callable[[], Sequence[str]],
+        dim: int,
+        config: LearnConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.scope = scope
+        self.config = config or LearnConfig()
+        self._ids = tuple(ids)
+        self._row_of = {tool_id: row for row, tool_id in enumerate(self._ids)}
+        self._servers = servers
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._rows = _toolgate.LearnedRows(dim)
+        self._seqs: list[int] = []
+        self._keys: list[tuple[bytes, int]] = []
+        self._buckets: dict[int, tuple[float, float]] = {}
+        #: Feedback events refused by the rate cap since this memory was made.
+        self.refused = 0
+        self.reload()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __repr__(self) -> str:
+        return f"LearnedMemory({len(self)} rows, {self.store!r})"
+
+    def reload(self) -> None:
+        """Read this scope's rows from the store again (what other replicas learned too)."""
+        stored = [row for row in self.store.load(self.scope) if row.tool in self._row_of]
+        rows = _toolgate.LearnedRows(self._rows.dim)
+        if stored:
+            rows.push(
+                _unit(np.stack([row.vector for row in stored]).astype(np.float32)),
+                np.asarray([self._row_of[row.tool] for row in stored], dtype=np.uint32),
+                np.asarray([row.weight for row in stored], dtype=np.float32),
+            )
+        with self._lock:
+            self._rows = rows
+            self._seqs = [row.seq for row in stored]
+            self._keys = [(row.key, self._row_of[row.tool]) for row in stored]
+
+    def row(self, tool: str) -> int:
+        """The index row of the tool ``tool`` (an id), or an error naming it."""
+        row = self._row_of.get(tool)
+        if row is None:
+            raise InvalidInputError(f"no tool {tool!r} in this router's catalog")
+        return row
+
+    def learn(self, vector: np.ndarray, rows: Iterable[int], key: bytes) -> int:
+        """Record that the query of ``vector`` (its text hashed to ``key``) was served by the
+        tools of ``rows``; returns how many of them were recorded (the rest hit the rate cap)."""
+        vector = _unit(np.asarray(vector, dtype=np.float32).reshape(1, -1))
+        recorded = 0
+        with self._lock:
+            for row in dict.fromkeys(rows):
+                if not self._take_token(row):
+                    self.refused += 1
+                    continue
+                self._add(vector, row, key)
+                recorded += 1
+            self._evict()
+        return recorded
+
+    def _take_token(self, row: int) -> bool:
+        """One token from ``row``'s bucket (``rate_per_tool`` a minute, as many at once)."""
+        rate = self.config.rate_per_tool
+        now = self._clock()
+        tokens, then = self._buckets.get(row, (rate, now))
+        tokens = min(rate, tokens + (now - then) * rate / 60.0)
+        if tokens < 1.0:
+            self._buckets[row] = (tokens, now)
+            return False
+        self._buckets[row] = (tokens - 1.0, now)
+        return True
+
+    def _add(self, vector: np.ndarray, row: int, key: bytes) -> None:
+        try:
+            at = self._keys.index((key, row))
+        except ValueError:
+            tool = self._ids[row]
+            seq = self.store.insert(
+                self.scope, tool, self._servers()[row], key, vector[0], time.time()
+            )
+            self._rows.push(vector, np.asarray([row], np.uint32), np.ones(1, np.float32))
+            self._seqs.append(seq)
+            self._keys.append((key, row))
+            return
+        weight = min(self.config.max_weight, float(self._rows.weights[at]) + 1.0)
+        self._rows.set_weight(at, weight)
+        self.store.set_weight(self._seqs[at], weight)
+
+    def _evict(self) -> None:
+        """Drop the oldest rows past ``rows_per_tool`` for a tool and ``max_rows`` in all."""
+        tools = self._rows.tools
+        keep = np.ones(len(tools), dtype=bool)
+        counts: dict[int, int] = {}
+        for at in range(len(tools) - 1, -1, -1):  # newest first
+            tool = int(tools[at])
+            counts[tool] = counts.get(tool, 0) + 1
+            keep[at] = counts[tool] <= self.config.rows_per_tool
+        kept = np.flatnonzero(keep)
+        if len(kept) > self.config.max_rows:
+            keep[kept[: len(kept) - self.config.max_rows]] = False
+        if not keep.all():
+            self._drop(keep)
+
+    def _drop(self, keep: np.ndarray) -> None:
+        self.store.delete(seq for seq, kept in zip(self._seqs, keep, strict=True) if not kept)
+        self._rows.retain(keep)
+        self._seqs = [seq for seq, kept in zip(self._seqs, keep, strict=True) if kept]
+        self._keys = [key for key, kept in zip(self._keys, keep, strict=True) if kept]
+
+    def forget(self, *, tool: str | None = None, server: str | None = None) -> int:
+        """Remove what was learned for the tool ``tool`` (an id) or every tool of ``server``,
+        from the store in every catalog version; returns the rows this memory dropped."""
+        if (tool is None) == (server is None):
+            raise InvalidInputError("forget takes one of tool= or server=")
+        servers = self._servers()
+        with self._lock:
+            tools = self._rows.tools
+            if tool is not None:
+                keep = np.asarray([self._ids[t] != tool for t in tools], dtype=bool)
+            else:
+                keep = np.asarray([servers[t] != server for t in tools], dtype=bool)
+            self.store.forget(tool=tool, server=server)
+            dropped = int((~keep).sum())
+            if dropped:
+                self._drop(keep)
+        return dropped
+
+    def lift(self, vector: np.ndarray) -> dict[int, float]:
+        """The lift of each tool (by row) for the query of ``vector``: nothing when no stored
+        query is near it."""
+        rows = self._rows
+        if not len(rows):
+            return {}
+        config = self.config
+        tools, votes, best = rows.votes(
+            np.ascontiguousarray(vector, dtype=np.float32), config.neighbours, config.floor
+        )
+        closeness = np.clip((best - config.floor) / (1.0 - config.floor), 0.0, 1.0)
+        amount = np.minimum(votes / config.saturation, 1.0)
+        lifts = config.weight * closeness * amount
+        return {int(t): float(v) for t, v in zip(tools, lifts, strict=True) if v > 0}
+
+
+class LiftedRow(NamedTuple):
+    """A ranked row whose fused score carries its learned lift (read as a core ``RoutedRow``)."""
+
+    row: int
+    fused: float
+    dense: float
+    bm25: float
+    copy_of: int | None = None
+
+
+def lifted(
+    outcome: _toolgate.RouteOutcome,
+    forced: set[int],
+    lifts: dict[int, float],
+    *,
+    k: int,
+    floor: float | None,
+    rankable: np.ndarray | None,
+) -> tuple[list[_toolgate.RoutedRow], list[_toolgate.RoutedRow]]:
+    """The forced rows of ``outcome`` that are truly ``forced``, and its ranked rows merged with
+    the learned ones (the rest of its forced rows, passed to the core to learn their fused
+    scores) by fused score plus lift, best ``k`` first. A learned row under the cosine
+    ``floor`` or outside ``rankable`` stays out, as it would from the ranking."""
+    allowed = None if rankable is None else set(rankable.tolist())
+    kept = [r for r in outcome.forced if r.row in forced]
+    learned = [
+        r
+        for r in outcome.forced
+        if r.row not in forced
+        and (floor is None or r.dense >= floor)
+        and (allowed is None or r.row in allowed)
+    ]
+    # A LiftedRow reads as a core RoutedRow (the same fields), which is all that follows uses.
+    candidates: list[Any] = [
+        LiftedRow(r.row, r.fused + lifts[r.row], r.dense, r.bm25) for r in learned
+    ]
+    candidates += outcome.ranked
+    candidates.sort(key=lambda r: -r.fused)
+    return kept, candidates[:k]
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.ascontiguousarray(vectors / np.where(norms > 0, norms, 1.0), dtype=np.float32)

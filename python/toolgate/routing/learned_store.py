@@ -1,0 +1,295 @@
+"""Where a router's learned memory lives: a SQLite file by default, PostgreSQL for replicas.
+
+A learned row is one query vector and the tool it served, under a *scope* (the model and the
+catalog version it was learned for), with a weight and the time it was stored. No query text
+is kept: a row holds the query's vector (int8 with one scale, as the memory scans it) and a
+salted hash of its text, enough to merge a repeated query into one row and nothing more.
+
+:class:`SqliteStore` is one file in WAL mode, shared by the processes of one machine, as the
+embedding cache is; :class:`PostgresStore` (psycopg 3) is one table that replicas on several
+machines share. :func:`open_store` picks one from a path or a ``postgresql://`` address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toolgate.errors import InvalidInputError, ToolgateError
+
+__all__ = [
+    "LearnedRow",
+    "LearnedStore",
+    "PostgresStore",
+    "SqliteStore",
+    "StoreError",
+    "default_store_path",
+    "open_store",
+    "query_key",
+]
+
+#: How long a writer waits on another process's lock before the write fails.
+BUSY_TIMEOUT_S = 30.0
+
+
+class StoreError(ToolgateError):
+    """The learned memory's store cannot be opened, read or written."""
+
+
+def query_key(text: str) -> bytes:
+    """A 16-byte digest of a query's text: repeats of one query merge, the text is not kept."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class LearnedRow:
+    """One stored query vector and the tool it served."""
+
+    seq: int
+    tool: str
+    server: str
+    key: bytes
+    vector: np.ndarray
+    weight: float
+    at: float
+
+
+def encode_vector(vector: np.ndarray) -> tuple[bytes, float]:
+    """``vector`` as int8 codes and their scale (``vector ~= scale * codes``)."""
+    peak = float(np.max(np.abs(vector))) if vector.size else 0.0
+    scale = peak / 127.0 if peak > 0 else 0.0
+    codes = np.zeros(vector.shape, np.int8) if scale == 0 else np.round(vector / scale)
+    return np.clip(codes, -127, 127).astype(np.int8).tobytes(), scale
+
+
+def decode_vector(codes: bytes, scale: float) -> np.ndarray:
+    """The float32 vector of :func:`encode_vector`'s codes and scale."""
+    vector: np.ndarray = np.frombuffer(bytes(codes), dtype=np.int8).astype(np.float32)
+    vector *= np.float32(scale)
+    return vector
+
+
+_COLUMNS = "seq, tool, server, query_key, codes, scale, weight, at"
+
+
+class LearnedStore:
+    """Rows of learned memories, by scope. Subclasses say how to reach the database."""
+
+    _param = "?"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _insert(self, sql: str, args: Sequence[Any]) -> int:
+        raise NotImplementedError
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", self._param)
+
+    def load(self, scope: str) -> list[LearnedRow]:
+        """Every row of ``scope``, oldest first."""
+        rows = self._execute(
+            self._sql(f"SELECT {_COLUMNS} FROM learned WHERE scope = ? ORDER BY seq"), (scope,)
+        )
+        return [
+            LearnedRow(int(seq), tool, server, bytes(key), decode_vector(codes, scale), weight, at)
+            for seq, tool, server, key, codes, scale, weight, at in rows
+        ]
+
+    def insert(
+        self, scope: str, tool: str, server: str, key: bytes, vector: np.ndarray, at: float
+    ) -> int:
+        """Stores one row of weight 1; returns its ``seq``."""
+        codes, scale = encode_vector(vector)
+        return self._insert(
+            self._sql(
+                "INSERT INTO learned (scope, tool, server, query_key, codes, scale, weight, at) "
+                "VALUES (?, ?, ?, ?, ?, ?, 1.0, ?)"
+            ),
+            (scope, tool, server, key, codes, scale, at),
+        )
+
+    def set_weight(self, seq: int, weight: float) -> None:
+        """Sets the weight of row ``seq``."""
+        self._execute(self._sql("UPDATE learned SET weight = ? WHERE seq = ?"), (weight, seq))
+
+    def delete(self, seqs: Iterable[int]) -> None:
+        """Removes the rows ``seqs`` (evicted ones)."""
+        for chunk in _chunks(list(seqs), 500):
+            marks = ", ".join(self._param for _ in chunk)
+            self._execute(f"DELETE FROM learned WHERE seq IN ({marks})", chunk)
+
+    def forget(self, *, tool: str | None = None, server: str | None = None) -> None:
+        """Removes every row, in every scope, of the tool ``tool`` or of the server ``server``."""
+        if tool is not None:
+            self._execute(self._sql("DELETE FROM learned WHERE tool = ?"), (tool,))
+        if server is not None:
+            self._execute(self._sql("DELETE FROM learned WHERE server = ?"), (server,))
+
+    def close(self) -> None:
+        """Closes the connection."""
+
+
+class SqliteStore(LearnedStore):
+    """Learned rows in one SQLite file (``":memory:"``: in this process only)."""
+
+    _SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS learned (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "scope TEXT NOT NULL, tool TEXT NOT NULL, server TEXT NOT NULL, query_key BLOB NOT NULL, "
+        "codes BLOB NOT NULL, scale REAL NOT NULL, weight REAL NOT NULL, at REAL NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS learned_scope ON learned (scope, seq)",
+        "CREATE INDEX IF NOT EXISTS learned_tool ON learned (tool)",
+        "CREATE INDEX IF NOT EXISTS learned_server ON learned (server)",
+    )
+
+    def __init__(self, path: str | Path = ":memory:", *, timeout_s: float = BUSY_TIMEOUT_S):
+        super().__init__()
+        self.path = str(path)
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False
+            )
+            weakref.finalize(self, self._db.close)  # a dropped store closes its file
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            for statement in self._SCHEMA:
+                self._db.execute(statement)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open the learned memory {self.path}: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
+    def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock, self._failing("read or write"):
+            return list(self._db.execute(sql, tuple(args)).fetchall())
+
+    def _insert(self, sql: str, args: Sequence[Any]) -> int:
+        with self._lock, self._failing("write"):
+            cursor = self._db.execute(sql, tuple(args))
+            return int(cursor.lastrowid or 0)
+
+    @contextlib.contextmanager
+    def _failing(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot {what} the learned memory {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class PostgresStore(LearnedStore):
+    """Learned rows in a PostgreSQL table that several replicas share (psycopg 3)."""
+
+    _param = "%s"
+    _SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS learned (seq BIGSERIAL PRIMARY KEY, scope TEXT NOT NULL, "
+        "tool TEXT NOT NULL, server TEXT NOT NULL, query_key BYTEA NOT NULL, "
+        "codes BYTEA NOT NULL, scale DOUBLE PRECISION NOT NULL, "
+        "weight DOUBLE PRECISION NOT NULL, at DOUBLE PRECISION NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS learned_scope ON learned (scope, seq)",
+        "CREATE INDEX IF NOT EXISTS learned_tool ON learned (tool)",
+        "CREATE INDEX IF NOT EXISTS learned_server ON learned (server)",
+    )
+
+    def __init__(self, address: str) -> None:
+        super().__init__()
+        try:
+            import psycopg
+        except ImportError as exc:  # pragma: no cover - pinned in the project's dependencies
+            raise StoreError("a PostgreSQL learned memory needs psycopg 3") from exc
+        self._errors = psycopg.Error
+        self.address = address
+        try:
+            self._db = psycopg.connect(address, autocommit=True)
+            weakref.finalize(self, self._db.close)  # a dropped store closes its connection
+            # Two replicas creating the table at once would race: one lock for the set-up.
+            with self._db.transaction():
+                self._db.execute("SELECT pg_advisory_xact_lock(7718)")
+                for statement in self._SCHEMA:
+                    self._db.execute(statement)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot open the learned memory at {_redacted(address)}: {exc}"
+            ) from exc
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({_redacted(self.address)!r})"
+
+    def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock, self._failing():
+            cursor = self._db.execute(sql.encode(), tuple(args))
+            return list(cursor.fetchall()) if cursor.description else []
+
+    def _insert(self, sql: str, args: Sequence[Any]) -> int:
+        with self._lock, self._failing():
+            row = self._db.execute((sql + " RETURNING seq").encode(), tuple(args)).fetchone()
+            return int(row[0]) if row else 0
+
+    @contextlib.contextmanager
+    def _failing(self) -> Iterator[None]:
+        try:
+            yield
+        except self._errors as exc:
+            raise StoreError(f"the learned memory at {_redacted(self.address)}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _redacted(address: str) -> str:
+    """A PostgreSQL address without its password, for messages."""
+    head, at, tail = address.rpartition("@")
+    if not at or "://" not in head:
+        return address
+    scheme, _, credentials = head.partition("://")
+    return f"{scheme}://{credentials.split(':', 1)[0]}@{tail}"
+
+
+def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def default_store_path() -> Path:
+    """``$TOOLGATE_HOME/learned.sqlite3``, beside the embedding cache."""
+    from toolgate.embedding.model_files import toolgate_home
+
+    return toolgate_home() / "learned.sqlite3"
+
+
+def open_store(store: LearnedStore | str | os.PathLike[str] | None) -> LearnedStore:
+    """``store`` itself, a :class:`PostgresStore` for a ``postgresql://`` address, or a
+    :class:`SqliteStore` at a path (``":memory:"`` in memory; ``None``: the default file)."""
+    if isinstance(store, LearnedStore):
+        return store
+    if store is None:
+        return SqliteStore(default_store_path())
+    if not isinstance(store, (str, os.PathLike)):
+        raise InvalidInputError(
+            f"a learned store is a path, a postgresql:// address or a LearnedStore, "
+            f"got {type(store).__name__}"
+        )
+    text = str(store)
+    if text.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(text)
+    return SqliteStore(text)

@@ -1,0 +1,210 @@
+"""Learning from use: feedback, forgetting, the bounds, the lift, and a hostile flood; every
+store test runs on SQLite and on a real throwaway PostgreSQL server."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from tests.fixtures.postgres import postgres_server
+from toolgate import InvalidInputError
+from toolgate.cli.commands import demo_catalog
+from toolgate.embedding.embedder import Embedder
+from toolgate.routing.feedback import LearnConfig
+from toolgate.routing.learned_store import LearnedStore, SqliteStore, open_store, query_key
+from toolgate.routing.router import Router
+
+QUERY = "please do the thing with my repository tickets"
+TARGET = "search/search_news"  # far from QUERY in the ranking before learning
+
+
+@pytest.fixture(scope="module")
+def router(embedder: Embedder) -> Router:
+    return Router.from_catalog(demo_catalog(), cache=None, embedder=embedder)
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    with postgres_server() as address:
+        yield address
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The address of an empty store of each kind."""
+    if request.param == "sqlite":
+        yield str(tmp_path_factory.mktemp("learned") / "learned.sqlite3")
+        return
+    address = request.getfixturevalue("postgres")
+    import psycopg
+
+    with psycopg.connect(address, autocommit=True) as db:
+        db.execute("DROP TABLE IF EXISTS learned")
+    yield address
+
+
+@pytest.fixture
+def learner(router: Router, store: str) -> Iterator[Router]:
+    router.learn(store)
+    yield router
+    router._pipeline.memory = None
+
+
+def rank_of(router: Router, query: str, tool: str, k: int = 10) -> int | None:
+    ids = router.route(query, top_k=k, adaptive=False).ids
+    return ids.index(tool) if tool in ids else None
+
+
+def test_feedback_lifts_the_tool_for_that_request_and_like_ones(learner: Router) -> None:
+    like = "do the thing with the tickets of my repository"
+    before = rank_of(learner, QUERY, TARGET, k=36)  # the store is empty yet
+    assert before is not None
+    assert before > 4, before
+    before_like = rank_of(learner, like, TARGET, k=36)
+    assert learner.feedback(QUERY, used=[TARGET]) == 1
+    result = learner.route(QUERY, top_k=5, adaptive=False)
+    assert TARGET in result.ids
+    assert dict(zip(result.ids, (t.reason for t in result.tools), strict=True))[TARGET] == "learned"
+    after_like = rank_of(learner, like, TARGET, k=36)
+    assert before_like is not None
+    assert after_like is not None
+    assert after_like < before_like
+
+
+def test_memory_is_kept_in_the_store_and_read_by_another_router(
+    learner: Router, store: str, embedder: Embedder
+) -> None:
+    learner.feedback(QUERY, missed=[TARGET])
+    other = Router.from_catalog(demo_catalog(), cache=None, embedder=embedder)
+    memory = other.learn(store)
+    assert len(memory) == 1
+    assert TARGET in other.route(QUERY, top_k=5, adaptive=False).ids
+
+
+def test_no_query_text_is_stored(learner: Router, store: str) -> None:
+    learner.feedback(QUERY, used=[TARGET])
+    rows = open_store(store).load(learner.memory.scope)  # type: ignore[union-attr]
+    assert [row.tool for row in rows] == [TARGET]
+    assert rows[0].key == query_key(QUERY)
+    assert QUERY.encode() not in rows[0].key
+    assert rows[0].vector.shape == (384,)
+
+
+def test_a_repeated_query_adds_weight_not_rows(learner: Router) -> None:
+    for _ in range(5):
+        learner.feedback(QUERY, used=[TARGET])
+    memory = learner.memory
+    assert memory is not None
+    assert len(memory) == 1
+    assert memory._rows.weights.tolist() == [memory.config.max_weight]
+
+
+def test_forget_a_tool_and_a_server(learner: Router, store: str) -> None:
+    learner.feedback(QUERY, used=[TARGET, "github/list_issues"])
+    learner.feedback("book a table for two", used=["slack/post_message"])
+    assert learner.forget(tool=TARGET) == 1
+    assert TARGET not in learner.route(QUERY, top_k=5, adaptive=False).ids
+    assert learner.forget(server="github") == 1
+    memory = learner.memory
+    assert memory is not None
+    assert [row.tool for row in open_store(store).load(memory.scope)] == ["slack/post_message"]
+    with pytest.raises(InvalidInputError, match="one of tool= or server="):
+        learner.forget()
+
+
+def test_bounds_evict_the_oldest(router: Router, store: str) -> None:
+    config = LearnConfig(rows_per_tool=3, max_rows=5)
+    memory = router.learn(store, config=config)
+    try:
+        for n in range(6):
+            router.feedback(f"find news about topic number {n}", used=[TARGET])
+        assert len(memory) == 3
+        for n in range(4):
+            router.feedback(f"list my open issues, page {n}", used=["github/list_issues"])
+        assert len(memory) == 5
+        assert len(open_store(store).load(memory.scope)) == 5
+        counts = dict(zip(*np.unique(memory._rows.tools, return_counts=True), strict=True))
+        assert sorted(counts.values()) == [2, 3]
+    finally:
+        router._pipeline.memory = None
+
+
+def test_rate_cap_refuses_a_flood(router: Router) -> None:
+    clock = [0.0]
+    memory = router.learn(":memory:", config=LearnConfig(rate_per_tool=10))
+    memory._clock = lambda: clock[0]
+    try:
+        recorded = sum(router.feedback(f"news item {n}", used=[TARGET]) for n in range(50))
+        assert recorded == 10
+        assert memory.refused == 40
+        clock[0] += 60.0  # a minute later the bucket is full again
+        assert router.feedback("news item again", used=[TARGET]) == 1
+    finally:
+        router._pipeline.memory = None
+
+
+def test_a_flood_for_one_tool_moves_no_unrelated_route(router: Router) -> None:
+    """A hostile caller floods one tool with feedback for many requests of its own: routes
+    for unrelated requests keep their better-matching tools above it."""
+    unrelated = [
+        "what's the weather forecast for Lisbon this weekend?",
+        "post a message to the #general channel",
+        "read the file README.md in my project",
+    ]
+    before = {query: router.route(query, top_k=5, adaptive=False).ids for query in unrelated}
+    memory = router.learn(":memory:", config=dataclasses.replace(LearnConfig(), rate_per_tool=1e9))
+    try:
+        flood = [f"{word} news" for word in ("latest", "breaking", "today's", "world", "tech")]
+        for _ in range(40):
+            for query in flood:
+                router.feedback(query, used=[TARGET])
+        assert len(memory) == len(flood)
+        for query in unrelated:
+            after = router.route(query, top_k=5, adaptive=False).ids
+            assert after[0] == before[query][0] != TARGET
+            if TARGET in after:
+                assert after.index(TARGET) > 0
+        assert router.route("latest news", top_k=5, adaptive=False).ids[0] == TARGET
+    finally:
+        router._pipeline.memory = None
+
+
+def test_verify_learns_when_asked(router: Router) -> None:
+    memory = router.learn(":memory:", from_verify=True)
+    try:
+        result = router.route(QUERY, top_k=36, adaptive=False)
+        verdict = router.verify({"name": "search_news", "arguments": {"query": "x"}}, result)
+        assert verdict.ok, verdict
+        assert memory._rows.tools.tolist() == [router._parts.outline.ids.index(TARGET)]
+        router.learn(":memory:")  # from_verify off
+        assert router.verify({"name": "search_news", "arguments": {"query": "x"}}, result).ok
+        assert len(router.memory or ()) == 0
+    finally:
+        router._pipeline.memory = None
+
+
+def test_bad_feedback_is_refused(router: Router) -> None:
+    router.learn(":memory:")
+    try:
+        with pytest.raises(InvalidInputError, match="no tool 'nope/nothing'"):
+            router.feedback(QUERY, used=["nope/nothing"])
+        with pytest.raises(InvalidInputError, match="list of tool ids"):
+            router.feedback(QUERY, used=TARGET)
+        with pytest.raises(InvalidInputError, match="query"):
+            router.feedback("  ", used=[TARGET])
+        with pytest.raises(InvalidInputError, match="neighbours"):
+            LearnConfig(neighbours=0)
+    finally:
+        router._pipeline.memory = None
+
+
+def test_sqlite_is_the_default_store() -> None:
+    assert isinstance(open_store(":memory:"), SqliteStore)
+    assert isinstance(open_store(open_store(":memory:")), LearnedStore)
+    with pytest.raises(InvalidInputError, match="learned store"):
+        open_store(3)  # type: ignore[arg-type]
