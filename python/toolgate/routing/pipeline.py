@@ -190,6 +190,8 @@ class RoutePipeline:
         learned = np.asarray([row for row in lifts if row not in set(forced)], dtype=np.uint32)
         outcome = rank(
             vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight,
+            clause_texts=self.query_vectors.clause_texts(parsed.text),
+            clause_fusion=config.clause_fusion,
             forced=np.concatenate([forced, learned]) if len(learned) else forced,
         )  # fmt: skip
         forced_rows, ranked = outcome.forced, outcome.ranked
