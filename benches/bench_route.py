@@ -11,6 +11,8 @@ One group per N, each entry timed on one thread:
   embedding, dense + BM25 fusion, gate, top-k. Each call takes the next of 2,000 distinct
   queries, more than the router's query cache holds, so every call embeds;
 * ``toolgate route, query cached``: the same query every call (the embedding is memoised);
+* ``toolgate route, no clause fusion``: ``toolgate route`` with ``clause_fusion=0``, for
+  what fusing each long clause of a multi-intent query on its own costs;
 * ``python pipeline``: what a user would write instead: ONNX Runtime fp32 embedding of the
   query (tokenizers + InferenceSession, no toolgate code) and a faiss ``IndexFlatIP`` search
   over the same tool matrix;
@@ -34,7 +36,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +75,7 @@ SYNTHETIC_PREFIX = "synthetic-"
 METHODS = (
     "toolgate route",
     "toolgate route, query cached",
+    "toolgate route, no clause fusion",
     "python pipeline",
     "faiss IndexFlatIP",
     "numpy",
@@ -291,9 +294,12 @@ def _callables(setup: Setup, queries: Sequence[str]) -> dict[str, Callable[[], o
         top = np.argpartition(-scores, K)[:K] if len(scores) > K else np.arange(len(scores))
         return top[np.argsort(-scores[top])]
 
+    # What clause fusion costs: the same fresh queries, each long clause left unfused.
+    unfused = setup.router.with_config(replace(setup.router.config, clause_fusion=0.0))
     return {
         "toolgate route": lambda: setup.router.route(next(texts)),
         "toolgate route, query cached": lambda: setup.router.route(fixed),
+        "toolgate route, no clause fusion": lambda: unfused.route(next(texts)),
         "python pipeline": lambda: setup.pipeline.search(next(texts)),
         "faiss IndexFlatIP": lambda: flat.search(vector, K),
         "numpy": numpy_top10,

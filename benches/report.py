@@ -41,7 +41,7 @@ RESULTS = ROOT / "benches" / "results"
 DOCS_RESULTS = ROOT / "docs" / "results.md"
 README = ROOT / "README.md"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-PACKAGES = ("toolgate", "numpy", "onnxruntime", "tokenizers", "tiktoken", "faiss-cpu")
+PACKAGES = ("toolgate-router", "numpy", "onnxruntime", "tokenizers", "tiktoken", "faiss-cpu")
 REAL_CATALOGS = (
     ("github-mcp-server", "github-mcp-server.tools-list.json"),
     ("mcpm-registry", "mcpm-registry.jsonl"),

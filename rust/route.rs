@@ -21,6 +21,9 @@ use crate::gating::{Gate, RowSet, Verdict};
 use crate::index::{Index, GATED_REPORT_LEN};
 use crate::topk::{top_k, TopK};
 
+mod clauses;
+pub use clauses::{add_clause_fusion, ClauseFusion, CLAUSE_FUSION_MIN_WORDS};
+
 /// What to route: the rows that must come along, and how the others are chosen.
 #[derive(Debug, Clone, Copy)]
 pub struct RouteRequest<'a> {
@@ -51,6 +54,11 @@ pub struct Ranking<'a> {
     /// Weight of a row's best clause cosine, added to its whole-query cosine in the dense
     /// signal that is fused; 0 leaves the whole-query cosine alone.
     pub clause_weight: f32,
+    /// Each clause's text, aligned with `clauses` (may be empty when `clause_fusion` is 0).
+    pub clause_texts: &'a [&'a str],
+    /// Weight of a row's best score over the query's long clauses, each fused on its own,
+    /// added to its fused score ([`add_clause_fusion`]); 0 turns it off.
+    pub clause_fusion: f32,
     /// The query text BM25 ranks by.
     pub text: &'a str,
     /// Weight of the dense signal in the fused score, in `[0, 1]`.
@@ -208,6 +216,12 @@ fn rank(
     let sparse = bm25.scores(request.text);
     let signal = dense_signal(index, &dense, request.clauses, request.clause_weight)?;
     let mut fused = fusion::fuse(&signal, &sparse, request.alpha, request.method)?;
+    let clauses = ClauseFusion {
+        vectors: request.clauses,
+        texts: request.clause_texts,
+        weight: request.clause_fusion,
+    };
+    add_clause_fusion(index, bm25, &clauses, request.alpha, request.method, &mut fused)?;
     for &row in request.demoted {
         // Min-max fusion maps into [0, 1] and RRF is positive, so the factor only lowers.
         fused[row as usize] *= request.demote_weight;

@@ -147,7 +147,8 @@ fn gate<'i>(
 #[pyo3(signature = (
     index, bm25, vector, text, *, alpha, method, top, k, threshold = None,
     flags = None, allow = None, deny = None, forced = None, rankable = None, clauses = None,
-    clause_weight = 0.0, near_copy_cosine = None, demoted = None, demote_weight = 1.0
+    clause_weight = 0.0, clause_texts = None, clause_fusion = 0.0, near_copy_cosine = None,
+    demoted = None, demote_weight = 1.0
 ))]
 #[allow(clippy::too_many_arguments)]
 fn route(
@@ -168,6 +169,8 @@ fn route(
     rankable: Option<PyReadonlyArray1<'_, u32>>,
     clauses: Option<PyReadonlyArray2<'_, f32>>,
     clause_weight: f32,
+    clause_texts: Option<Vec<String>>,
+    clause_fusion: f32,
     near_copy_cosine: Option<f32>,
     demoted: Option<PyReadonlyArray1<'_, u32>>,
     demote_weight: f32,
@@ -176,10 +179,13 @@ fn route(
     let (index, bm25) = (&index.get().index, &bm25.get().index);
     let gate = gate(index, &flags, &allow, &deny)?;
     let clauses = clauses.as_ref().map(|c| clause_values(c, index)).transpose()?;
+    let clause_texts: Vec<&str> = clause_texts.iter().flatten().map(String::as_str).collect();
     let ranking = Ranking {
         vector: row_major(&vector, "vector")?,
         clauses: clauses.unwrap_or_default(),
         clause_weight,
+        clause_texts: &clause_texts,
+        clause_fusion,
         text,
         alpha,
         method,

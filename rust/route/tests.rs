@@ -48,6 +48,8 @@ fn request<'a>(vector: &'a [f32], text: &'a str, forced: &'a [u32]) -> RouteRequ
         vector,
         clauses: &[],
         clause_weight: 0.0,
+        clause_texts: &[],
+        clause_fusion: 0.0,
         text,
         alpha: 0.5,
         method: FusionMethod::min_max(0),
@@ -117,6 +119,45 @@ fn clause_vectors_lift_the_rows_of_each_intent_over_the_blend() {
     ranking(&mut req).clause_weight = f32::NAN;
     let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
     assert!(err.contains("clause_weight"), "{err}");
+}
+
+#[test]
+fn each_long_clause_fused_on_its_own_brings_in_the_second_intents_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let (index, bm25) = fixture(dir.path());
+    let gate = index.gate(&[], None, None).unwrap();
+    // Two intents: read a file (row 0), then write one (row 1). The vectors lean to row 3,
+    // as a model may; only the second clause's words name row 1 clearly.
+    let first = "read the file from the local disk";
+    let second = "then write the whole report to a file";
+    let text = format!("{first}, {second}");
+    let vector = [0.8, 0.0, 0.0, 0.6];
+    let clauses = [1.0, 0.0, 0.0, 0.0, 0.0, 0.7, 0.0, 0.714];
+    let texts = [first, second];
+    let mut req = request(&vector, &text, &[]);
+    let ranked = ranking(&mut req);
+    (ranked.alpha, ranked.clauses, ranked.clause_weight, ranked.clause_texts) =
+        (0.8, &clauses, 1.0, &texts);
+    let rows = |req: &RouteRequest<'_>| -> Vec<u32> {
+        let outcome = route(&index, &bm25, req, &gate).unwrap();
+        outcome.ranked.iter().map(|r| r.row).collect()
+    };
+    assert!(!rows(&req).contains(&1), "off at weight 0: {:?}", rows(&req));
+    ranking(&mut req).clause_fusion = 0.5;
+    assert!(rows(&req).contains(&1), "{:?}", rows(&req));
+
+    // Fragments under the word minimum are not fused on their own.
+    let short = ["read the file", "then write it"];
+    ranking(&mut req).clause_texts = &short;
+    assert!(!rows(&req).contains(&1), "{:?}", rows(&req));
+
+    ranking(&mut req).clause_texts = &texts[..1];
+    let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
+    assert!(err.contains("1 clause texts for 2 clause vectors"), "{err}");
+    ranking(&mut req).clause_texts = &texts;
+    ranking(&mut req).clause_fusion = -1.0;
+    let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
+    assert!(err.contains("clause_fusion"), "{err}");
 }
 
 #[test]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +345,7 @@ def _fused_order(router: Router, dense: np.ndarray, sparse: np.ndarray, k: int) 
 
 
 def test_clause_vectors_enter_the_fused_ranking(router: Router) -> None:
+    router = router.with_config(replace(router.config, clause_fusion=0.0))  # the vectors alone
     result = router.route(MULTI_INTENT, top_k=10, state=_everything(router), adaptive=False)
     cosine, dense, sparse = router._scores(MULTI_INTENT)
     assert not np.array_equal(dense, cosine), "the query has two clauses"
@@ -382,7 +384,7 @@ def test_clause_weight_zero_or_an_embedder_without_token_states_leaves_the_cosin
     router: Router, embedder: Embedder
 ) -> None:
     off = Router.from_catalog(
-        router.catalog, embedder=embedder, config=RouterConfig(clause_weight=0)
+        router.catalog, embedder=embedder, config=RouterConfig(clause_weight=0, clause_fusion=0)
     )
     counting = _CountingEmbedder(embedder)
     plain = Router.from_catalog(router.catalog, embedder=counting, cache=None)  # type: ignore[arg-type]
@@ -392,6 +394,41 @@ def test_clause_weight_zero_or_an_embedder_without_token_states_leaves_the_cosin
         routed = other.route(MULTI_INTENT, top_k=10, state=_everything(other), adaptive=False).ids
         assert routed == _fused_order(other, cosine, sparse, 10)
     assert MULTI_INTENT in counting.texts
+
+
+# The words of the second clause name read_file, but the blended vector leans to Slack.
+READ_THEN_POST = (
+    "read the quarterly report file from my home folder, then post a short summary of it to "
+    "the team channel on slack"
+)
+
+
+def test_each_long_clause_fused_on_its_own_brings_in_the_second_intents_tool(
+    router: Router,
+) -> None:
+    off = router.with_config(replace(router.config, clause_fusion=0.0))
+    assert router.config.clause_fusion > 0, "on by default"
+    assert "filesystem/read_file" in router.route(READ_THEN_POST, top_k=4, adaptive=False).ids
+    assert "filesystem/read_file" not in off.route(READ_THEN_POST, top_k=4, adaptive=False).ids
+    # Clauses under six words are fragments, not intents: the same words, cut short, score
+    # as they do without clause fusion (which adds to every row's score when it applies).
+    short = "read the report file, then post it to slack"
+    assert len(router._pipeline.query_vectors.clause_texts(short)) == 2
+    on = router.route(short, top_k=4, adaptive=False)
+    assert on.scores == off.route(short, top_k=4, adaptive=False).scores
+    long = off.route(READ_THEN_POST, top_k=4, adaptive=False).scores
+    assert router.route(READ_THEN_POST, top_k=4, adaptive=False).scores[0] > long[0]
+
+
+def test_clause_fusion_is_checked_and_saved_with_the_router(tmp_path: Path) -> None:
+    for weight in (-0.5, float("nan"), float("inf"), "0.5"):
+        with pytest.raises(InvalidInputError, match="clause_fusion must be a finite number >= 0"):
+            RouterConfig(clause_fusion=weight)  # type: ignore[arg-type]
+    config = RouterConfig(clause_fusion=0.25)
+    Router.from_catalog(demo_catalog(), config=config, path=tmp_path, cache=None)
+    saved = json.loads((tmp_path / "router.json").read_text())["config"]
+    assert saved["clause_fusion"] == 0.25
+    assert Router.open(tmp_path).config == config
 
 
 def test_refresh_embeds_only_what_changed(router: Router, embedder: Embedder) -> None:

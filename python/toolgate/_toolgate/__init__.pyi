@@ -426,6 +426,8 @@ def route(
     rankable: NDArray[np.uint32] | None = None,
     clauses: NDArray[np.float32] | None = None,
     clause_weight: float = 0.0,
+    clause_texts: Sequence[str] | None = None,
+    clause_fusion: float = 0.0,
     near_copy_cosine: float | None = None,
     demoted: NDArray[np.uint32] | None = None,
     demote_weight: float = 1.0,
@@ -441,7 +443,10 @@ def route(
     is left out of the outcome altogether, and ``n_out_of_scope`` counts ``allow`` and
     ``deny`` alone. ``clauses`` ((m, d) float32) are clause vectors of a multi-intent query:
     fusion reads each row's whole-query cosine plus ``clause_weight`` times its best clause
-    cosine. ``near_copy_cosine``: a ranked row with the same tool name as a row placed above
+    cosine. ``clause_texts`` are their texts, aligned: with ``clause_fusion`` above 0, each
+    clause of six words or more is fused on its own (its cosine over every row and its BM25)
+    and each row's fused score gains ``clause_fusion`` times its best, when two such clauses
+    or more remain. ``near_copy_cosine``: a ranked row with the same tool name as a row placed above
     it, and whose stored vector has at least this cosine with that row's, is moved below the
     rows that are not copies and score at least half as well (the best ``2k`` are ranked,
     ``k`` kept). ``demoted`` rows (tools whose descriptions address the model) rank by their

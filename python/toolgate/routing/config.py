@@ -39,7 +39,10 @@ class RouterConfig:
     on the cosine itself, since min-max fusion cannot say "nothing fits"; it is off by
     default and ``toolgate calibrate`` fits one. ``history_*`` blend earlier turns into the
     query, and ``clause_weight`` adds each tool's best cosine against a multi-intent query's
-    clauses (0: off). A ranked tool with the same name as one placed above it and a row
+    clauses (0: off). ``clause_fusion`` adds that share of each tool's best score over the
+    query's clauses of six words or more, each fused from its own cosine and BM25 as the whole
+    query is (``CLAUSE_FUSION_MIN_WORDS`` in ``rust/route/clauses.rs``; 0: off), when two such
+    clauses or more remain. A ranked tool with the same name as one placed above it and a row
     cosine of at least ``near_copy_cosine`` is a copy that shows the model nothing new, so it
     moves below the different tools scoring at least half as well (``None``: off).
     ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k. A tool
@@ -73,6 +76,7 @@ class RouterConfig:
     history_turns: int = 3
     history_decay: float = 1.0
     clause_weight: float = 1.0
+    clause_fusion: float = 0.5
     near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
@@ -136,6 +140,10 @@ class RouterConfig:
         if not (_finite(self.clause_weight) and self.clause_weight >= 0.0):
             raise InvalidInputError(
                 f"clause_weight must be a finite number >= 0, got {_shown(self.clause_weight)}"
+            )
+        if not (_finite(self.clause_fusion) and self.clause_fusion >= 0.0):
+            raise InvalidInputError(
+                f"clause_fusion must be a finite number >= 0, got {_shown(self.clause_fusion)}"
             )
         if not (_finite(self.addressing_weight) and 0.0 <= self.addressing_weight <= 1.0):
             raise InvalidInputError(

@@ -190,6 +190,8 @@ class RoutePipeline:
         learned = np.asarray([row for row in lifts if row not in set(forced)], dtype=np.uint32)
         outcome = rank(
             vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight,
+            clause_texts=self.query_vectors.clause_texts(parsed.text),
+            clause_fusion=config.clause_fusion,
             forced=np.concatenate([forced, learned]) if len(learned) else forced,
         )  # fmt: skip
         forced_rows, ranked = outcome.forced, outcome.ranked
@@ -201,8 +203,10 @@ class RoutePipeline:
                 rankable=rankable,
             )  # fmt: skip
             turn.reasons = {**turn.reasons, **dict.fromkeys(learned.tolist(), "learned")}
-        # Decided on the ranking alone, as calibrated: what was learned does not move it.
-        no_tool = self._no_tool(outcome.ranked, parsed.text, limits.decide and not named)
+        # Read off the ranking alone, as calibrated; but a request like those a tool served
+        # (a learned lift) needs a tool, as one that names a tool does.
+        decide = limits.decide and not named and not len(learned)
+        no_tool = self._no_tool(outcome.ranked, parsed.text, decide)
         if no_tool[0] and config.no_tool_drop:
             ranked = []
         elif limits.adaptive:

@@ -1,0 +1,82 @@
+//! Clause fusion: each long clause of a multi-intent query ranked on its own.
+//!
+//! The clause vectors of [`dense_signal`](super::dense_signal) lift a tool that fits one
+//! intent, but only through the cosine: a clause's own words never reach BM25, whose
+//! whole-query scores favour the intent with the most matching terms. Here each clause is
+//! scored as a query would be (its vector over every row, its text by BM25, the two fused by
+//! the route's own method), and each row gains `weight` times its best clause score. The
+//! figures: docs/design.md, "Clause fusion".
+
+use crate::bm25::Bm25Index;
+use crate::error::{Error, Result};
+use crate::fusion::{self, FusionMethod};
+use crate::index::Index;
+
+/// Fewest words (split at white space) a clause needs to be fused on its own.
+///
+/// Shorter clauses are mostly argument fragments ("with precision 3", "in Celsius") of
+/// single-intent requests, which BFCL's queries cut into by the dozen: fused on their own
+/// they pull up tools that fit a fragment. Clauses of six words or more kept the multi-tool
+/// lift at BFCL's ranking (docs/design.md, "Clause fusion").
+pub const CLAUSE_FUSION_MIN_WORDS: usize = 6;
+
+/// The clauses a query is fused by, and how much their best score weighs.
+#[derive(Debug, Clone, Copy)]
+pub struct ClauseFusion<'a> {
+    /// Clause vectors, back to back (the route's `clauses`).
+    pub vectors: &'a [f32],
+    /// Each clause's text, aligned with `vectors`.
+    pub texts: &'a [&'a str],
+    /// Weight of a row's best clause score in its fused score; 0 turns clause fusion off.
+    pub weight: f32,
+}
+
+/// Adds to each row's `fused` score `weight` times its best fused score over the query's
+/// clauses of at least [`CLAUSE_FUSION_MIN_WORDS`] words, each clause fused from its own
+/// cosine (every row, at the index's storage precision) and BM25 with `alpha` and `method`.
+/// Nothing changes at weight 0, or when fewer than two clauses are long enough: a query of
+/// one intent is ranked by the whole query alone.
+pub fn add_clause_fusion(
+    index: &Index,
+    bm25: &Bm25Index,
+    clauses: &ClauseFusion<'_>,
+    alpha: f32,
+    method: FusionMethod,
+    fused: &mut [f32],
+) -> Result<()> {
+    let weight = clauses.weight;
+    if !(weight.is_finite() && weight >= 0.0) {
+        return Err(Error::invalid(format!("clause_fusion must be finite and >= 0, got {weight}")));
+    }
+    let dim = index.dim();
+    if weight == 0.0 || clauses.vectors.is_empty() || dim == 0 {
+        return Ok(());
+    }
+    let count = clauses.vectors.len() / dim;
+    if clauses.texts.len() != count {
+        return Err(Error::invalid(format!(
+            "{} clause texts for {count} clause vectors",
+            clauses.texts.len()
+        )));
+    }
+    let long: Vec<usize> = (0..count)
+        .filter(|&i| clauses.texts[i].split_whitespace().count() >= CLAUSE_FUSION_MIN_WORDS)
+        .collect();
+    if long.len() < 2 {
+        return Ok(());
+    }
+    let mut best = vec![f32::NEG_INFINITY; fused.len()];
+    let mut clause = vec![0.0; fused.len()];
+    for i in long {
+        let cosine = index.scores(&clauses.vectors[i * dim..(i + 1) * dim])?;
+        let sparse = bm25.scores(clauses.texts[i]);
+        fusion::fuse_into(&cosine, &sparse, alpha, method, &mut clause)?;
+        for (best, &score) in best.iter_mut().zip(&clause) {
+            *best = best.max(score);
+        }
+    }
+    for (fused, best) in fused.iter_mut().zip(best) {
+        *fused += weight * best;
+    }
+    Ok(())
+}
