@@ -25,6 +25,7 @@ from toolgate.embedding.embedder import Embedder, resolve_cache
 from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores, null_requests, null_vectors
+from toolgate.routing.outline import TokenKey
 from toolgate.routing.state import FlagVocabulary
 from toolgate.routing.store import (
     BM25,
@@ -193,18 +194,21 @@ def build_parts(
     model_id: str,
     path: str | os.PathLike[str] | None,
     embed: Callable[[list[str]], np.ndarray] | None = None,
+    tokens: Mapping[TokenKey, int] | None = None,
 ) -> RouterParts:
     """Index ``catalog`` with its tool ``vectors`` under ``path`` (or a new temporary
     directory, removed again if indexing fails), manifest and catalog file included;
     ``embed`` (the model's) measures the catalog's null scores
-    (:mod:`toolgate.routing.no_tool`)."""
+    (:mod:`toolgate.routing.no_tool`); ``tokens`` are schema token counts to reuse
+    (:func:`~toolgate.routing.outline.reusable_tokens`)."""
     workdir = None
     if path is None:
         directory = workdir = Path(tempfile.mkdtemp(prefix="toolgate-"))
     else:
         directory = prepare_directory(path)
     try:
-        return _build_parts(catalog, vectors, config, model_id, directory, workdir, embed)
+        outline = CatalogOutline.of(catalog, reuse=tokens)
+        return _build_parts(catalog, vectors, config, model_id, directory, workdir, embed, outline)
     except BaseException:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -219,6 +223,7 @@ def _build_parts(
     directory: Path,
     workdir: Path | None,
     embed: Callable[[list[str]], np.ndarray] | None,
+    outline: CatalogOutline,
 ) -> RouterParts:
     tools = catalog.tools
     vocabulary = FlagVocabulary.from_tools(tools)
@@ -239,7 +244,6 @@ def _build_parts(
         exposed_names=renamed_rows(catalog),
     )  # fmt: skip
     files = {MATRIX: fingerprint(directory / MATRIX), BM25: save_fingerprinted(bm25, directory)}
-    outline = CatalogOutline.of(catalog)
     null = None
     if embed is not None:
         null = NullScores.measure(index, bm25, null_vectors(model_id, embed), null_requests())

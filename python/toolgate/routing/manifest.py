@@ -103,6 +103,7 @@ def _saved_router(manifest: dict[str, Any]) -> SavedRouter:
         _text_version(manifest.get("text_version")),
         _optional_string(manifest.get("catalog_sha256"), "catalog_sha256"),
         tuple(_row(r, len(ids)) for r in _list(manifest.get("addressing", []), "addressing")),
+        _schema_tokens(manifest.get("schema_tokens"), len(ids)),
     )
     files = _mapping(manifest.get("files", {}), "files")
     return SavedRouter(
@@ -174,6 +175,19 @@ def _slashed_servers(entries: Any, ids: tuple[str, ...]) -> tuple[tuple[int, str
             raise ValueError(f"slashed_servers: {server!r} is not the server of row {row}")
         out.append((row, server))
     return tuple(out)
+
+
+def _schema_tokens(counts: object, n: int) -> tuple[int, ...] | None:
+    """The manifest's ``schema_tokens``: one count of at least 0 for each of the ``n`` rows."""
+    if counts is None:
+        return None
+    counts = _list(counts, "schema_tokens")
+    if len(counts) != n:
+        raise ValueError(f"schema_tokens holds {len(counts)} counts for {n} rows")
+    for row, count in enumerate(counts):
+        if not (_is_int(count) and count >= 0):
+            raise ValueError(f"schema_tokens[{row}] {repr(count)[:40]} is not a count >= 0")
+    return tuple(counts)
 
 
 def _row(value: object, n: int) -> int:

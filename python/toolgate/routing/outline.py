@@ -1,16 +1,31 @@
 """What routing needs of a catalog without loading it: ids in row order, pinned rows, the
-version, and the few per-row facts (exposed names, slashed servers, addressing) that a
-manifest records so that a router reopens without parsing the full catalog."""
+version, and the few per-row facts (exposed names, slashed servers, addressing, schema tokens)
+that a manifest records so that a router reopens without parsing the full catalog."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from toolgate.catalog.addressing import addressing_sentences
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION
+from toolgate.catalog.tool import Tool
+from toolgate.formats.tokens import count_text
 
-__all__ = ["CatalogOutline", "addressing_rows", "renamed_rows", "slashed_server_rows"]
+__all__ = [
+    "CatalogOutline",
+    "TokenKey",
+    "addressing_rows",
+    "renamed_rows",
+    "reusable_tokens",
+    "schema_token_rows",
+    "slashed_server_rows",
+    "tool_schema_tokens",
+]
+
+#: What a tool's compact OpenAI definition is made of: its content and its exposed name.
+TokenKey = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,9 @@ class CatalogOutline:
 
     ``addressing`` lists the rows whose description or summary addresses the model
     (:func:`~toolgate.catalog.addressing.addressing_sentences`), which routing weighs down.
+
+    ``schema_tokens`` holds each row's :func:`schema_token_rows` count, which adaptive
+    selection weighs; None when a manifest written before it was recorded does not say.
     """
 
     ids: tuple[str, ...]
@@ -50,10 +68,11 @@ class CatalogOutline:
     text_version: int | None = TEXT_VERSION
     file_digest: str | None = None
     addressing: tuple[int, ...] = ()
+    schema_tokens: tuple[int, ...] | None = None
 
     @classmethod
-    def of(cls, catalog: Catalog) -> CatalogOutline:
-        """The outline of a loaded catalog."""
+    def of(cls, catalog: Catalog, *, reuse: Mapping[TokenKey, int] | None = None) -> CatalogOutline:
+        """The outline of a loaded catalog; ``reuse`` as :func:`schema_token_rows`."""
         pinned = tuple(row for row, tool in enumerate(catalog) if tool.pinned)
         return cls(
             tuple(catalog.ids),
@@ -62,6 +81,7 @@ class CatalogOutline:
             renamed_rows(catalog),
             slashed_servers=slashed_server_rows(catalog),
             addressing=addressing_rows(catalog),
+            schema_tokens=schema_token_rows(catalog, reuse),
         )
 
     def names(self) -> tuple[str, ...]:
@@ -99,3 +119,36 @@ def renamed_rows(catalog: Catalog) -> tuple[tuple[int, str], ...]:
         for row, tool in enumerate(catalog)
         if tool.exposed_name != tool.name
     )
+
+
+def _token_key(tool: Tool) -> TokenKey:
+    return tool.fingerprint, tool.exposed_name
+
+
+def tool_schema_tokens(tool: Tool) -> int:
+    """``tool``'s tokens as a compact OpenAI definition (cl100k_base)."""
+    return count_text(tool.definition_json("openai", compact=True), "cl100k_base")
+
+
+def schema_token_rows(
+    catalog: Catalog, reuse: Mapping[TokenKey, int] | None = None
+) -> tuple[int, ...]:
+    """Each row's tokens as a compact OpenAI definition (cl100k_base), the measure of adaptive
+    selection's ``floor_tokens``; a tool whose content and exposed name are keys of ``reuse``
+    (:func:`reusable_tokens` of an older version) takes that count instead of a new one."""
+    reuse = reuse or {}
+    counts = []
+    for tool in catalog:
+        known = reuse.get(_token_key(tool))
+        counts.append(tool_schema_tokens(tool) if known is None else known)
+    return tuple(counts)
+
+
+def reusable_tokens(catalog: Catalog, outline: CatalogOutline) -> dict[TokenKey, int]:
+    """The schema token counts ``outline`` holds for ``catalog``'s tools, by what they were
+    counted from (empty when the outline holds none), for :func:`schema_token_rows`."""
+    if outline.schema_tokens is None:
+        return {}
+    return {
+        _token_key(tool): count for tool, count in zip(catalog, outline.schema_tokens, strict=True)
+    }

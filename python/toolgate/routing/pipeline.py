@@ -21,7 +21,6 @@ from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import IndexFormatError, InvalidInputError, ToolgateError
-from toolgate.formats.tokens import count_text
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.feedback import LearnedMemory, lifted
 from toolgate.routing.history import HistoryTurn
@@ -33,6 +32,7 @@ from toolgate.routing.no_tool import (
     null_vectors,
 )
 from toolgate.routing.outcome import Turn, route_result
+from toolgate.routing.outline import tool_schema_tokens
 from toolgate.routing.query import ParsedQuery, parse_query, reads_as_words
 from toolgate.routing.query_vectors import QueryVectors
 from toolgate.routing.result import RouteResult
@@ -238,10 +238,14 @@ class RoutePipeline:
 
     def _cost(self, row: int) -> int | None:
         """Tokens of ``row``'s tool as a compact OpenAI definition, the measure of adaptive
-        selection's ``floor_tokens``, counted once per row (the first adaptive route of a
-        saved router loads its catalog for them); ``None`` for a row the catalog lacks, and
-        for every row when the catalog cannot be read (routing never needs it: selection then
-        goes by counts alone, and the catalog fails where it is read)."""
+        selection's ``floor_tokens``, as the outline holds them (counted at build time).
+
+        An outline from a manifest that predates the counts has none: they are counted once
+        per row, from the catalog loaded on the first adaptive route; ``None`` for a row the
+        catalog lacks, and for every row when the catalog cannot be read (routing never needs
+        it: selection then goes by counts alone, and the catalog fails where it is read)."""
+        if self._outline.schema_tokens is not None:
+            return self._outline.schema_tokens[row]
         if row not in self._schema_tokens:
             if self._unreadable:
                 return None
@@ -252,9 +256,7 @@ class RoutePipeline:
                 return None
             tool_id = self._outline.ids[row]
             self._schema_tokens[row] = (
-                count_text(tools[tool_id].definition_json("openai", compact=True), "cl100k_base")
-                if tool_id in tools
-                else None
+                tool_schema_tokens(tools[tool_id]) if tool_id in tools else None
             )
         return self._schema_tokens[row]
 

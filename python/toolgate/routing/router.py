@@ -58,6 +58,7 @@ from toolgate.routing.near_duplicates import (
     near_duplicate_groups,
 )
 from toolgate.routing.outcome import check_current
+from toolgate.routing.outline import reusable_tokens
 from toolgate.routing.pipeline import RoutePipeline
 from toolgate.routing.result import RouteResult
 from toolgate.routing.state import State
@@ -189,8 +190,12 @@ class Router:
         index = self._parts.index
         check_refresh_path(index, path)
         embedder = self._pipeline.query_vectors.embedder
-        vectors = refreshed_vectors(index, self.catalog, self._parts.outline, catalog, embedder)
-        parts = build_parts(catalog, vectors, self.config, embedder.model_id, path, embedder.embed)
+        outline = self._parts.outline
+        vectors = refreshed_vectors(index, self.catalog, outline, catalog, embedder)
+        tokens = reusable_tokens(self.catalog, outline)
+        parts = build_parts(
+            catalog, vectors, self.config, embedder.model_id, path, embedder.embed, tokens
+        )
         new = type(self)(parts, catalog=catalog, embedder=embedder, telemetry=self.telemetry)
         if (memory := self.memory) is not None:  # the same store, the new version's rows
             new.learn(memory.store, config=memory.config, from_verify=self._learn_from_verify)

@@ -50,6 +50,7 @@ from toolgate.routing.outline import (
     CatalogOutline,
     addressing_rows,
     renamed_rows,
+    schema_token_rows,
     slashed_server_rows,
 )
 from toolgate.routing.publish import publish, router_directory
@@ -173,6 +174,9 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
         "files": dict(saved.files),
         "catalog_sha256": hashlib.sha256(text).hexdigest(),
     }
+    tokens = saved.outline.schema_tokens
+    # A router opened from a manifest that predates the counts gains them when saved again.
+    manifest["schema_tokens"] = list(schema_token_rows(catalog) if tokens is None else tokens)
     if saved.null is not None:
         manifest["null_scores"] = saved.null.to_dict()
     manifest["checksum"] = manifest_checksum(manifest)
