@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.routing.sealed import write_sealed
+from tests.routing.test_selection import TOOLS as SELECTION_TOOLS
 from toolgate import IndexFormatError
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.tool import Tool
@@ -17,26 +18,8 @@ from toolgate.formats.tokens import count_text
 from toolgate.routing import outline
 from toolgate.routing.router import Router, RouterConfig
 
-TOOLS = {
-    "weather": {
-        "tools": [
-            {"name": "get_forecast", "description": "Weather forecast for a city, by day."},
-            {"name": "get_air_quality", "description": "Air quality index for a city."},
-        ]
-    },
-    "mail": {
-        "tools": [
-            {"name": "send_email", "description": "Send an email to a person."},
-            {"name": "list_inbox", "description": "List the messages in the inbox."},
-        ]
-    },
-    "files": {
-        "tools": [
-            {"name": "read_file", "description": "Read a text file from disk."},
-            {"name": "write_file", "description": "Write a text file to disk."},
-        ]
-    },
-}
+# Three servers of the selection tests' catalog: seven tools.
+TOOLS = {server: SELECTION_TOOLS[server] for server in ("weather", "mail", "files")}
 QUERY = "what is the weather forecast for Lisbon"
 LEAN = RouterConfig(min_tools=4, floor_tokens=0, keep_ratio=1.0)
 
@@ -119,11 +102,11 @@ def test_refresh_counts_only_the_tools_that_changed(
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ([1, 2, 3], "schema_tokens holds 3 counts for 6 rows"),
-        ([1, 2, -1, 4, 5, 6], r"schema_tokens\[2\] -1 is not a count >= 0"),
-        ([1, 2, 3, 4.0, 5, 6], r"schema_tokens\[3\] 4.0 is not a count >= 0"),
-        ([1, True, 3, 4, 5, 6], r"schema_tokens\[1\] True is not a count >= 0"),
-        ([1, 2, 3, 4, 5, "6"], r"schema_tokens\[5\] '6' is not a count >= 0"),
+        ([1, 2, 3], "schema_tokens holds 3 counts for 7 rows"),
+        ([1, 2, -1, 4, 5, 6, 7], r"schema_tokens\[2\] -1 is not a count >= 0"),
+        ([1, 2, 3, 4.0, 5, 6, 7], r"schema_tokens\[3\] 4.0 is not a count >= 0"),
+        ([1, True, 3, 4, 5, 6, 7], r"schema_tokens\[1\] True is not a count >= 0"),
+        ([1, 2, 3, 4, 5, "6", 7], r"schema_tokens\[5\] '6' is not a count >= 0"),
         ({"a": 1}, "schema_tokens is a dict, not a list"),
     ],
 )
