@@ -741,6 +741,31 @@ def test_kept_tools_are_compacted_in_every_shape_unless_told_not_to(
     assert as_given[0] is request["tools"][0]
 
 
+def test_a_tools_array_is_compacted_once_and_each_request_gets_its_own_copy(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolgate.gateway import filter as filter_module
+
+    gate = ToolFilter(embedder=embedder, cache=None)  # its own: no array seen before
+    walked: list[str] = []
+    compact = filter_module.compact_entry
+
+    def counting(entry: Any, provider: str) -> Any:
+        walked.append(entry["function"]["name"])
+        return compact(entry, provider)
+
+    monkeypatch.setattr(filter_module, "compact_entry", counting)
+    chat = chat_tools()
+    chat[0]["function"] = {**chat[0]["function"], "parameters": GENERATED}
+    first = gate.filter(chat_request(WEATHER, tools=chat), top_k=2)
+    assert sorted(walked) == sorted(first.kept)
+    first.request["tools"][0]["function"]["parameters"]["properties"].clear()
+    again = gate.filter(chat_request(WEATHER, tools=copy.deepcopy(chat)), top_k=2)
+    assert sorted(walked) == sorted(first.kept)  # the same array: nothing walked again
+    sent = {t["function"]["name"]: t["function"] for t in again.request["tools"]}
+    assert sent["get_weather"]["parameters"] == COMPACT  # not what the first caller changed
+
+
 def test_a_request_that_needs_no_tool_is_sent_without_tools(gate: ToolFilter) -> None:
     request = {"model": "m", "messages": [{"role": "user", "content": "🙂"}]}
     filtered = gate.filter({**request, "tools": chat_tools()})

@@ -22,11 +22,13 @@ that forwarded the request without it would hide the fault from the application.
 
 from __future__ import annotations
 
+import contextlib
+import marshal
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -251,7 +253,9 @@ class ToolFilter:
         out = dict(turn.request)
         entries = kept_entries(tools, [slots[k] for k in keep], routable, provider == "gemini")
         kept_tools = [
-            compact_entry(entry, provider) if self.compact and i in routable else entry
+            _compacted(layout, tools, i, entry, provider)
+            if self.compact and i in routable
+            else entry
             for i, entry in entries
         ]
         if provider == "anthropic":
@@ -345,16 +349,41 @@ class ToolFilter:
         return layout
 
 
+# Compacted entries kept per tools array: enough for any tools array a provider accepts.
+_MAX_COMPACTED = 512
+
+
 @dataclass(frozen=True)
 class _Layout:
     """A request's tools array as routing reads it: its key (None: it has none), the slot
     of each function tool, the positions of those, and the names of the others
-    (provider-side tools). It holds nothing of the array itself, which may be megabytes."""
+    (provider-side tools). It holds nothing of the array itself, which may be megabytes,
+    only the compacted form of the entries kept so far (``compacted``, by position)."""
 
     key: str | None
     slots: tuple[Slot, ...]
     routable: frozenset[int]
     builtin: frozenset[Any]
+    compacted: dict[int, bytes] = field(default_factory=dict, compare=False)
+
+
+def _compacted(layout: _Layout, tools: list[Any], i: int, entry: Any, provider: str) -> Any:
+    """``entry`` compacted (:func:`compact_entry`), walked once per tools array.
+
+    A client sends the same array on every turn, and walking a schema costs more than the
+    route. The saved form is serialised, so each request gets its own copy to change.
+    """
+    if entry is not tools[i]:  # a Gemini entry cut to this request's declarations
+        return compact_entry(entry, provider)
+    saved = layout.compacted.get(i)
+    if saved is not None:
+        return marshal.loads(saved)
+    out = compact_entry(entry, provider)
+    # Not plain JSON data (an SDK object): compacted each time.
+    with contextlib.suppress(ValueError):
+        if len(layout.compacted) < _MAX_COMPACTED:
+            layout.compacted[i] = marshal.dumps(out)
+    return out
 
 
 def _listed(patterns: Iterable[str] | None) -> Any:
