@@ -1,11 +1,13 @@
-//! Clause fusion: each long clause of a multi-intent query ranked on its own.
+//! A multi-intent query's clauses, each scored as a query of its own: for clause fusion and
+//! for the per-clause rankings of [`Ranking::clause_k`](super::Ranking::clause_k).
 //!
 //! The clause vectors of [`dense_signal`](super::dense_signal) lift a tool that fits one
 //! intent, but only through the cosine: a clause's own words never reach BM25, whose
 //! whole-query scores favour the intent with the most matching terms. Here each clause is
 //! scored as a query would be (its vector over every row, its text by BM25, the two fused by
-//! the route's own method), and each row gains `weight` times its best clause score. The
-//! figures: docs/design.md, "Clause fusion".
+//! the route's own method). For clause fusion each row gains `weight` times its best clause
+//! score; the first clauses' scores are also kept, to be ranked on their own in the same
+//! route. A clause that is both is scored once. The figures: docs/design.md, "Clause fusion".
 
 use crate::bm25::Bm25Index;
 use crate::error::{Error, Result};
@@ -31,26 +33,40 @@ pub struct ClauseFusion<'a> {
     pub weight: f32,
 }
 
+/// One clause scored over every row as a query of its own.
+#[derive(Debug, Clone, Default)]
+pub struct ClauseScores {
+    /// The clause vector's cosine, at the index's storage precision.
+    pub cosine: Vec<f32>,
+    /// BM25 scores of the clause's text.
+    pub sparse: Vec<f32>,
+    /// The two fused by the route's method.
+    pub fused: Vec<f32>,
+}
+
 /// Adds to each row's `fused` score `weight` times its best fused score over the query's
 /// clauses of at least [`CLAUSE_FUSION_MIN_WORDS`] words, each clause fused from its own
-/// cosine (every row, at the index's storage precision) and BM25 with `alpha` and `method`.
-/// Nothing changes at weight 0, or when fewer than two clauses are long enough: a query of
+/// cosine (every row, at the index's storage precision) and BM25 with `alpha` and `method`;
+/// returns the scores of the first `ranked` clauses, scored the same way.
+///
+/// Nothing is added at weight 0, or when fewer than two clauses are long enough: a query of
 /// one intent is ranked by the whole query alone.
-pub fn add_clause_fusion(
+pub fn score_clauses(
     index: &Index,
     bm25: &Bm25Index,
     clauses: &ClauseFusion<'_>,
+    ranked: usize,
     alpha: f32,
     method: FusionMethod,
     fused: &mut [f32],
-) -> Result<()> {
+) -> Result<Vec<ClauseScores>> {
     let weight = clauses.weight;
     if !(weight.is_finite() && weight >= 0.0) {
         return Err(Error::invalid(format!("clause_fusion must be finite and >= 0, got {weight}")));
     }
     let dim = index.dim();
-    if weight == 0.0 || clauses.vectors.is_empty() || dim == 0 {
-        return Ok(());
+    if clauses.vectors.is_empty() || dim == 0 || (weight == 0.0 && ranked == 0) {
+        return Ok(Vec::new());
     }
     let count = clauses.vectors.len() / dim;
     if clauses.texts.len() != count {
@@ -59,24 +75,37 @@ pub fn add_clause_fusion(
             clauses.texts.len()
         )));
     }
-    let long: Vec<usize> = (0..count)
-        .filter(|&i| clauses.texts[i].split_whitespace().count() >= CLAUSE_FUSION_MIN_WORDS)
-        .collect();
-    if long.len() < 2 {
-        return Ok(());
+    let mut long: Vec<usize> = Vec::new();
+    if weight > 0.0 {
+        long = (0..count)
+            .filter(|&i| clauses.texts[i].split_whitespace().count() >= CLAUSE_FUSION_MIN_WORDS)
+            .collect();
+        if long.len() < 2 {
+            long.clear();
+        }
     }
-    let mut best = vec![f32::NEG_INFINITY; fused.len()];
-    let mut clause = vec![0.0; fused.len()];
-    for i in long {
+    let ranked = ranked.min(count);
+    let mut best = if long.is_empty() { Vec::new() } else { vec![f32::NEG_INFINITY; fused.len()] };
+    let mut kept = Vec::with_capacity(ranked);
+    for i in 0..count {
+        let is_long = long.binary_search(&i).is_ok();
+        if i >= ranked && !is_long {
+            continue;
+        }
         let cosine = index.scores(&clauses.vectors[i * dim..(i + 1) * dim])?;
         let sparse = bm25.scores(clauses.texts[i]);
-        fusion::fuse_into(&cosine, &sparse, alpha, method, &mut clause)?;
-        for (best, &score) in best.iter_mut().zip(&clause) {
-            *best = best.max(score);
+        let clause = fusion::fuse(&cosine, &sparse, alpha, method)?;
+        if is_long {
+            for (best, &score) in best.iter_mut().zip(&clause) {
+                *best = best.max(score);
+            }
+        }
+        if i < ranked {
+            kept.push(ClauseScores { cosine, sparse, fused: clause });
         }
     }
     for (fused, best) in fused.iter_mut().zip(best) {
         *fused += weight * best;
     }
-    Ok(())
+    Ok(kept)
 }
