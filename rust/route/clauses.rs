@@ -7,7 +7,8 @@
 //! scored as a query would be (its vector over every row, its text by BM25, the two fused by
 //! the route's own method). For clause fusion each row gains `weight` times its best clause
 //! score; the first clauses' scores are also kept, to be ranked on their own in the same
-//! route. A clause that is both is scored once. The figures: docs/design.md, "Clause fusion".
+//! route. A clause that is both is scored once, and the cosines of all of them come from one
+//! pass over the matrix. The figures: docs/design.md, "Clause fusion".
 
 use crate::bm25::Bm25Index;
 use crate::error::{Error, Result};
@@ -85,23 +86,29 @@ pub fn score_clauses(
         }
     }
     let ranked = ranked.min(count);
+    let scored: Vec<usize> =
+        (0..count).filter(|&i| i < ranked || long.binary_search(&i).is_ok()).collect();
+    if scored.is_empty() {
+        return Ok(Vec::new());
+    }
+    // One pass over the matrix scores every clause (bitwise as a scan of each would).
+    let vectors: Vec<f32> =
+        scored.iter().flat_map(|&i| &clauses.vectors[i * dim..(i + 1) * dim]).copied().collect();
+    let cosines = index.scores_batch(&vectors)?;
     let mut best = if long.is_empty() { Vec::new() } else { vec![f32::NEG_INFINITY; fused.len()] };
     let mut kept = Vec::with_capacity(ranked);
-    for i in 0..count {
-        let is_long = long.binary_search(&i).is_ok();
-        if i >= ranked && !is_long {
-            continue;
-        }
-        let cosine = index.scores(&clauses.vectors[i * dim..(i + 1) * dim])?;
+    let n = fused.len();
+    for (j, &i) in scored.iter().enumerate() {
+        let cosine = &cosines[j * n..(j + 1) * n];
         let sparse = bm25.scores(clauses.texts[i]);
-        let clause = fusion::fuse(&cosine, &sparse, alpha, method)?;
-        if is_long {
+        let clause = fusion::fuse(cosine, &sparse, alpha, method)?;
+        if long.binary_search(&i).is_ok() {
             for (best, &score) in best.iter_mut().zip(&clause) {
                 *best = best.max(score);
             }
         }
         if i < ranked {
-            kept.push(ClauseScores { cosine, sparse, fused: clause });
+            kept.push(ClauseScores { cosine: cosine.to_vec(), sparse, fused: clause });
         }
     }
     for (fused, best) in fused.iter_mut().zip(best) {
