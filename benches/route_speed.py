@@ -16,7 +16,8 @@ The catalog, the queries and the plain pipeline are those of ``benches/bench_rou
 
 "fresh" routes each query once (every call embeds); "repeated" routes queries already routed
 (the embedding is memoised), and the one long multi-intent query ``bench_route`` repeats.
-Each query goes to every method in turn, so load on the machine falls on all alike. The
+Each query goes to every method in turn, which method first turning from query to query, so
+load on the machine and cold caches fall on all alike. The
 model-run / core split is the route's own ``timings_ms`` (``embed``: tokenizer, model run,
 clause pooling; ``core``: the core call and selection), p50 over the fresh queries; the model
 run's own parts are timed apart on the same queries.
@@ -131,15 +132,26 @@ def timed(call: Callable[[], object]) -> tuple[object, float]:
 def run_methods(
     router: Router, before: PerClauseCalls, plain: PlainPipeline | None, texts: Sequence[str]
 ) -> dict[str, Times]:
-    """Each of ``texts`` through each method in turn."""
+    """Each of ``texts`` through each method, the order turning with each text: a method run
+    right after another's model run finds the caches as that one left them."""
     times = {"toolgate route": Times(), "per-clause calls": Times(), "python pipeline": Times()}
-    for text in texts:
-        result, ms = timed(lambda text=text: router.route(text))
+
+    def ours(text: str) -> None:
+        result, ms = timed(lambda: router.route(text))
         times["toolgate route"].add(ms, result)  # type: ignore[arg-type]
-        (old, clause_ms), ms = timed(lambda text=text: before.route(text))  # type: ignore[misc]
+
+    def theirs(text: str) -> None:
+        (old, clause_ms), ms = timed(lambda: before.route(text))  # type: ignore[misc]
         times["per-clause calls"].add(ms, old, clause_ms)
+
+    def plain_search(text: str) -> None:
         if plain is not None:
-            times["python pipeline"].add(timed(lambda text=text: plain.search(text))[1])
+            times["python pipeline"].add(timed(lambda: plain.search(text))[1])
+
+    methods = [ours, theirs, plain_search]
+    for turn, text in enumerate(texts):
+        for method in methods[turn % 3 :] + methods[: turn % 3]:
+            method(text)
     return times
 
 
