@@ -3,6 +3,7 @@ apart, against the route that ranked each clause by a core call of its own and a
 plain Python pipeline, all in one run:
 
     .venv/bin/python -m benches.route_speed
+    .venv/bin/python -m benches.route_speed --route-only   # Router.route alone, any checkout
 
 The catalog, the queries and the plain pipeline are those of ``benches/bench_route.py``
 (real registry tools topped up to N, queries from the BFCL and MetaTool sets). Routers:
@@ -26,6 +27,7 @@ run's own parts are timed apart on the same queries.
 from __future__ import annotations
 
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -197,12 +199,36 @@ def report(name: str, times: dict[str, Times]) -> None:
             print(f"  {method:18s} {p50(each.total):7.2f}  ({ratio:.2f}x){split}")
 
 
+def route_only(router: Router, queries: Sequence[str]) -> None:
+    """``Router.route`` alone, fresh, repeated and the long query: what runs on a checkout
+    whose core ranks no clause, to compare builds across runs."""
+
+    def line(name: str, texts: Sequence[str]) -> None:
+        times = Times()
+        for text in texts:
+            result, ms = timed(lambda text=text: router.route(text))
+            times.add(ms, result)  # type: ignore[arg-type]
+        print(f"  {name:10s} {p50(times.total):6.2f}  embed {p50(times.embed):5.2f}", end="")
+        print(f"  core {p50(times.core):5.2f}")
+
+    warm = queries[:REPEATED]
+    for text in warm:
+        router.route(text)
+    print(f"N = {N:,}, toolgate route alone, p50 ms")
+    line("fresh", queries[REPEATED : REPEATED + FRESH])
+    line("repeated", warm)
+    line("long", [queries[0]] * LONG_REPEATS)
+
+
 def main() -> None:
     """Build the N = 10,000 router, check the clause rankings, time the methods."""
     real, embedder, queries = real_tools(), TopUpEmbedder(), query_pool()
     catalog = scale_catalog(N, real)
     with tempfile.TemporaryDirectory(prefix="toolgate-route-speed-") as workdir:
         router = Router.from_catalog(catalog, embedder=embedder, cache=False, path=workdir)  # type: ignore[arg-type]
+        if "--route-only" in sys.argv[1:]:
+            route_only(router, queries)
+            return
         before = PerClauseCalls(Router.open(workdir, embedder=embedder))  # type: ignore[arg-type]
         matrix = np.ascontiguousarray(embedder.embed(embedding_texts(catalog)), np.float32)
         plain = PlainPipeline(matrix)
