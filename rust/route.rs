@@ -22,6 +22,7 @@ use crate::index::{Index, GATED_REPORT_LEN};
 use crate::topk::{top_k, TopK};
 
 mod clauses;
+use clauses::{rank_clause, ClauseRows};
 pub use clauses::{score_clauses, ClauseFusion, ClauseScores, CLAUSE_FUSION_MIN_WORDS};
 
 /// What to route: the rows that must come along, and how the others are chosen.
@@ -340,69 +341,6 @@ fn sorted_rows<'r>(rows: impl Iterator<Item = &'r u32>) -> Vec<u32> {
     rows.sort_unstable();
     rows.dedup();
     rows
-}
-
-/// What the whole query's scan learns about each row for the clause rankings: whether a
-/// clause may rank it (eligible, not forced for its own sake, within `rankable`), and the
-/// eligible rows that are forced for their own sake, which every clause ranking places above
-/// its own rows (near copies are compared with them).
-struct ClauseRows {
-    rankable: Vec<bool>,
-    forced: Vec<u32>,
-}
-
-impl ClauseRows {
-    /// For `n` rows (0: no clause is ranked).
-    fn new(n: usize) -> Self {
-        Self { rankable: vec![false; n], forced: Vec::new() }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.rankable.is_empty()
-    }
-
-    /// Records an eligible `row`.
-    fn mark(&mut self, row: usize, forced: bool, in_rankable: bool) {
-        if forced {
-            self.forced.push(row as u32);
-        } else {
-            self.rankable[row] = in_rankable;
-        }
-    }
-}
-
-/// One clause's ranking from its `scores`: the best [`Ranking::clause_k`] of the rows it may
-/// rank whose clause cosine meets `floor`, near copies moved down as in the whole query's.
-fn rank_clause(
-    index: &Index,
-    bm25: &Bm25Index,
-    scores: &ClauseScores,
-    rows: &ClauseRows,
-    request: &Ranking<'_>,
-    floor: f32,
-) -> Vec<RoutedRow> {
-    let k = request.clause_k;
-    let pool = if request.near_copy_cosine.is_some() { k.saturating_mul(2) } else { k };
-    let mut top = TopK::new(pool);
-    for (row, (&rankable, &cosine)) in rows.rankable.iter().zip(&scores.cosine).enumerate() {
-        if rankable && cosine >= floor {
-            top.push(row as u32, scores.fused[row]);
-        }
-    }
-    let routed = |row: u32| RoutedRow {
-        row,
-        fused: scores.fused[row as usize],
-        dense: scores.cosine[row as usize],
-        sparse: scores.sparse[row as usize],
-        copy_of: None,
-    };
-    let ranked: Vec<RoutedRow> = top.into_sorted().into_iter().map(|hit| routed(hit.row)).collect();
-    let Some(cosine) = request.near_copy_cosine else {
-        return ranked;
-    };
-    let mut forced: Vec<RoutedRow> = rows.forced.iter().map(|&row| routed(row)).collect();
-    forced.sort_by(|a, b| b.fused.total_cmp(&a.fused).then(a.row.cmp(&b.row)));
-    defer_near_copies(index, bm25, &forced, ranked, k, cosine)
 }
 
 /// How far below [`Ranking::near_copy_cosine`] a cosine may fall and still meet it: two

@@ -10,10 +10,12 @@
 //! route. A clause that is both is scored once, and the cosines of all of them come from one
 //! pass over the matrix. The figures: docs/design.md, "Clause fusion".
 
+use super::{defer_near_copies, Ranking, RoutedRow};
 use crate::bm25::Bm25Index;
 use crate::error::{Error, Result};
 use crate::fusion::{self, FusionMethod};
 use crate::index::Index;
+use crate::topk::TopK;
 
 /// Fewest words (split at white space) a clause needs to be fused on its own.
 ///
@@ -115,4 +117,67 @@ pub fn score_clauses(
         *fused += weight * best;
     }
     Ok(kept)
+}
+
+/// What the whole query's scan learns about each row for the clause rankings: whether a
+/// clause may rank it (eligible, not forced for its own sake, within `rankable`), and the
+/// eligible rows that are forced for their own sake, which every clause ranking places above
+/// its own rows (near copies are compared with them).
+pub(super) struct ClauseRows {
+    rankable: Vec<bool>,
+    forced: Vec<u32>,
+}
+
+impl ClauseRows {
+    /// For `n` rows (0: no clause is ranked).
+    pub(super) fn new(n: usize) -> Self {
+        Self { rankable: vec![false; n], forced: Vec::new() }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.rankable.is_empty()
+    }
+
+    /// Records an eligible `row`.
+    pub(super) fn mark(&mut self, row: usize, forced: bool, in_rankable: bool) {
+        if forced {
+            self.forced.push(row as u32);
+        } else {
+            self.rankable[row] = in_rankable;
+        }
+    }
+}
+
+/// One clause's ranking from its `scores`: the best [`Ranking::clause_k`] of the rows it may
+/// rank whose clause cosine meets `floor`, near copies moved down as in the whole query's.
+pub(super) fn rank_clause(
+    index: &Index,
+    bm25: &Bm25Index,
+    scores: &ClauseScores,
+    rows: &ClauseRows,
+    request: &Ranking<'_>,
+    floor: f32,
+) -> Vec<RoutedRow> {
+    let k = request.clause_k;
+    let pool = if request.near_copy_cosine.is_some() { k.saturating_mul(2) } else { k };
+    let mut top = TopK::new(pool);
+    for (row, (&rankable, &cosine)) in rows.rankable.iter().zip(&scores.cosine).enumerate() {
+        if rankable && cosine >= floor {
+            top.push(row as u32, scores.fused[row]);
+        }
+    }
+    let routed = |row: u32| RoutedRow {
+        row,
+        fused: scores.fused[row as usize],
+        dense: scores.cosine[row as usize],
+        sparse: scores.sparse[row as usize],
+        copy_of: None,
+    };
+    let ranked: Vec<RoutedRow> = top.into_sorted().into_iter().map(|hit| routed(hit.row)).collect();
+    let Some(cosine) = request.near_copy_cosine else {
+        return ranked;
+    };
+    let mut forced: Vec<RoutedRow> = rows.forced.iter().map(|&row| routed(row)).collect();
+    forced.sort_by(|a, b| b.fused.total_cmp(&a.fused).then(a.row.cmp(&b.row)));
+    defer_near_copies(index, bm25, &forced, ranked, k, cosine)
 }
