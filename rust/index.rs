@@ -368,6 +368,28 @@ mod tests {
     }
 
     #[test]
+    fn batch_scores_are_each_querys_scan_scores_bitwise() {
+        let dir = tempfile::tempdir().unwrap();
+        for (rows, dim, n_queries) in [(1, 7, 1), (65, 97, 3), (1001, 384, 5)] {
+            let vectors = noise(5, rows * dim);
+            let queries = noise(6, n_queries * dim);
+            for dtype in Dtype::ALL {
+                let built = build(dir.path(), dtype.name(), &vectors, dim, dtype);
+                for threads in [1, 2] {
+                    let file = MatrixFile::open(built.path(), OpenOptions::default()).unwrap();
+                    let index = Index { file, threads };
+                    let got = index.scores_batch(&queries).unwrap();
+                    let want: Vec<f32> =
+                        queries.chunks(dim).flat_map(|q| index.scores(q).unwrap()).collect();
+                    assert_eq!(got, want, "{dtype:?} rows={rows} threads={threads}");
+                }
+                let err = built.scores_batch(&queries[1..]).unwrap_err().to_string();
+                assert!(err.contains("the index has dimension"), "{err}");
+            }
+        }
+    }
+
+    #[test]
     fn gated_rows_are_counted_and_reported() {
         let dir = tempfile::tempdir().unwrap();
         let (rows, dim) = (200, 8);

@@ -22,7 +22,8 @@ use crate::index::{Index, GATED_REPORT_LEN};
 use crate::topk::{top_k, TopK};
 
 mod clauses;
-pub use clauses::{add_clause_fusion, ClauseFusion, CLAUSE_FUSION_MIN_WORDS};
+use clauses::{rank_clause, ClauseRows};
+pub use clauses::{score_clauses, ClauseFusion, ClauseScores, CLAUSE_FUSION_MIN_WORDS};
 
 /// What to route: the rows that must come along, and how the others are chosen.
 #[derive(Debug, Clone, Copy)]
@@ -54,11 +55,21 @@ pub struct Ranking<'a> {
     /// Weight of a row's best clause cosine, added to its whole-query cosine in the dense
     /// signal that is fused; 0 leaves the whole-query cosine alone.
     pub clause_weight: f32,
-    /// Each clause's text, aligned with `clauses` (may be empty when `clause_fusion` is 0).
+    /// Each clause's text, aligned with `clauses` (may be empty when `clause_fusion` and
+    /// `clause_k` are 0).
     pub clause_texts: &'a [&'a str],
     /// Weight of a row's best score over the query's long clauses, each fused on its own,
-    /// added to its fused score ([`add_clause_fusion`]); 0 turns it off.
+    /// added to its fused score ([`score_clauses`]); 0 turns it off.
     pub clause_fusion: f32,
+    /// Each of the first [`MAX_RANKED_CLAUSES`] clauses is ranked on its own as well, as a
+    /// query of its vector and text alone would be (the same gate, scope, floor, forced and
+    /// rankable rows, demotion and near copies; no clause signal of its own): its best
+    /// `clause_k` rows come back in [`RouteOutcome::clauses`]. 0: no clause is ranked.
+    pub clause_k: usize,
+    /// Rows reported among the forced ones whatever their score, as `forced` rows are, for
+    /// the caller to place by a score of its own (rows lifted by learned memory); each
+    /// clause's ranking ranks them as any other row.
+    pub lifted: &'a [u32],
     /// The query text BM25 ranks by.
     pub text: &'a str,
     /// Weight of the dense signal in the fused score, in `[0, 1]`.
@@ -131,7 +142,15 @@ pub struct RouteOutcome {
     /// The best (up to [`GATED_REPORT_LEN`]) rows gated out by missing flags that would
     /// otherwise have been forced or ranked among the active rows, with the flags they miss.
     pub gated: Vec<(RoutedRow, Vec<u32>)>,
+    /// Each ranked clause's best [`Ranking::clause_k`] rows, clause by clause, ranked as
+    /// `ranked` is but by the clause's own scores (which its rows report); empty when no
+    /// clause is ranked.
+    pub clauses: Vec<Vec<RoutedRow>>,
 }
+
+/// Most clauses of one query ranked on their own ([`Ranking::clause_k`]); a query of more is
+/// a list of arguments more often than of intents.
+pub const MAX_RANKED_CLAUSES: usize = 16;
 
 /// Routes one request over `index` and `bm25`, which must describe the same rows in the same
 /// order, through `gate`.
@@ -188,28 +207,7 @@ fn rank(
     request: &Ranking<'_>,
     gate: &Gate<'_>,
 ) -> Result<RouteOutcome> {
-    if request.k == 0 {
-        return Err(Error::invalid("k must be at least 1"));
-    }
-    if let Some(threshold) = request.threshold.filter(|t| !t.is_finite()) {
-        // A NaN floor would compare false against every row and route nothing, silently.
-        return Err(Error::invalid(format!("threshold must be finite, got {threshold}")));
-    }
-    if let Some(cosine) = request.near_copy_cosine.filter(|c| !c.is_finite()) {
-        return Err(Error::invalid(format!("near_copy_cosine must be finite, got {cosine}")));
-    }
-    if !(0.0..=1.0).contains(&request.demote_weight) {
-        return Err(Error::invalid(format!(
-            "demote_weight must be in [0, 1], got {}",
-            request.demote_weight
-        )));
-    }
-    if let Some(&row) = request.demoted.iter().find(|&&row| row as usize >= index.len()) {
-        return Err(Error::invalid(format!(
-            "demoted row {row} is out of range for {} rows",
-            index.len()
-        )));
-    }
+    check_ranking(index, request)?;
     let rankable = request.rankable.map(|rows| RowSet::new(index.len(), rows, "rankable"));
     let rankable = rankable.transpose()?;
     let dense = index.scores(request.vector)?;
@@ -221,10 +219,16 @@ fn rank(
         texts: request.clause_texts,
         weight: request.clause_fusion,
     };
-    add_clause_fusion(index, bm25, &clauses, request.alpha, request.method, &mut fused)?;
+    let ranked_clauses = if request.clause_k == 0 { 0 } else { MAX_RANKED_CLAUSES };
+    let (alpha, method) = (request.alpha, request.method);
+    let mut clause_scores =
+        score_clauses(index, bm25, &clauses, ranked_clauses, alpha, method, &mut fused)?;
     for &row in request.demoted {
         // Min-max fusion maps into [0, 1] and RRF is positive, so the factor only lowers.
         fused[row as usize] *= request.demote_weight;
+        for clause in &mut clause_scores {
+            clause.fused[row as usize] *= request.demote_weight;
+        }
     }
     let routed = |row: u32| RoutedRow {
         row,
@@ -234,9 +238,8 @@ fn rank(
         copy_of: None,
     };
 
-    let mut forced: Vec<u32> = forced.to_vec();
-    forced.sort_unstable();
-    forced.dedup();
+    let own = sorted_rows(forced.iter());
+    let forced = sorted_rows(forced.iter().chain(request.lifted));
     let is_forced = |row: usize| forced.binary_search(&(row as u32)).is_ok();
     let floor = request.threshold.unwrap_or(f32::NEG_INFINITY);
 
@@ -246,15 +249,18 @@ fn rank(
         if request.near_copy_cosine.is_some() { request.k.saturating_mul(2) } else { request.k };
     let mut ranked = TopK::new(pool);
     let mut gated = TopK::new(GATED_REPORT_LEN);
+    // The rows each clause may rank, and the eligible rows forced for their own sake.
+    let mut clause_rows = ClauseRows::new(if clause_scores.is_empty() { 0 } else { fused.len() });
     // An open gate (no masks, no scopes) admits every row: skip the per-row checks.
     let open = gate.is_open();
     for (row, &score) in fused.iter().enumerate() {
         let relevant = dense[row] >= floor;
         let verdict = if open { Verdict::Eligible } else { gate.verdict(row) };
-        if rankable.as_ref().is_some_and(|rows| !rows.contains(row))
-            && verdict != Verdict::OutOfScope
-            && !is_forced(row)
-        {
+        let in_rankable = rankable.as_ref().is_none_or(|rows| rows.contains(row));
+        if !clause_rows.is_empty() && verdict == Verdict::Eligible {
+            clause_rows.mark(row, own.binary_search(&(row as u32)).is_ok(), in_rankable);
+        }
+        if !in_rankable && verdict != Verdict::OutOfScope && !is_forced(row) {
             continue;
         }
         match verdict {
@@ -293,7 +299,48 @@ fn rank(
         .filter(|hit| hit.score >= cutoff || is_forced(hit.row as usize))
         .map(|hit| (routed(hit.row), gate.missing_flags(hit.row as usize)))
         .collect();
+    outcome.clauses = clause_scores
+        .iter()
+        .map(|scores| rank_clause(index, bm25, scores, &clause_rows, request, floor))
+        .collect();
     Ok(outcome)
+}
+
+/// The checks of a ranking's settings that scoring does not make itself.
+fn check_ranking(index: &Index, request: &Ranking<'_>) -> Result<()> {
+    if request.k == 0 {
+        return Err(Error::invalid("k must be at least 1"));
+    }
+    if let Some(threshold) = request.threshold.filter(|t| !t.is_finite()) {
+        // A NaN floor would compare false against every row and route nothing, silently.
+        return Err(Error::invalid(format!("threshold must be finite, got {threshold}")));
+    }
+    if let Some(cosine) = request.near_copy_cosine.filter(|c| !c.is_finite()) {
+        return Err(Error::invalid(format!("near_copy_cosine must be finite, got {cosine}")));
+    }
+    if !(0.0..=1.0).contains(&request.demote_weight) {
+        return Err(Error::invalid(format!(
+            "demote_weight must be in [0, 1], got {}",
+            request.demote_weight
+        )));
+    }
+    for (rows, what) in [(request.demoted, "demoted"), (request.lifted, "lifted")] {
+        if let Some(&row) = rows.iter().find(|&&row| row as usize >= index.len()) {
+            return Err(Error::invalid(format!(
+                "{what} row {row} is out of range for {} rows",
+                index.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `rows` sorted, each once, for binary search.
+fn sorted_rows<'r>(rows: impl Iterator<Item = &'r u32>) -> Vec<u32> {
+    let mut rows: Vec<u32> = rows.copied().collect();
+    rows.sort_unstable();
+    rows.dedup();
+    rows
 }
 
 /// How far below [`Ranking::near_copy_cosine`] a cosine may fall and still meet it: two

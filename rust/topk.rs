@@ -111,19 +111,33 @@ pub fn top_k(
     eligible: impl Fn(usize) -> bool,
 ) -> Vec<(u32, f32)> {
     assert!(u32::try_from(scores.len()).is_ok(), "top_k over more than u32::MAX rows");
+    if k == 0 {
+        return Vec::new();
+    }
     let floor = threshold.unwrap_or(f32::NEG_INFINITY);
-    let mut best = TopK::new(k);
-    let mut cutoff = floor;
+    // Hits gather in a buffer of 2k; each time it fills it is cut back to its best k (a
+    // selection, not a sort) and the worst of those becomes the cutoff. Rows come in
+    // ascending order, so a later row tying the cutoff ranks below it: only a higher score
+    // gets in. Most rows cost one comparison, where a heap paid a sift per early entrant.
+    let full = k.saturating_mul(2);
+    let mut buffer: Vec<Hit> = Vec::with_capacity(full.min(scores.len()));
+    let mut cutoff: Option<f32> = None;
+    let better = |a: &Hit, b: &Hit| b.cmp(a);
     for (row, &score) in scores.iter().enumerate() {
         // `>=` with a NaN score is false, which drops it here already.
-        if score >= cutoff && eligible(row) {
-            best.push(row as u32, score);
-            if let Some(worst) = best.worst_when_full() {
-                cutoff = worst.max(floor);
+        if score >= floor && cutoff.is_none_or(|cut| score.total_cmp(&cut).is_gt()) && eligible(row)
+        {
+            buffer.push(Hit { row: row as u32, score });
+            if buffer.len() == full {
+                buffer.select_nth_unstable_by(k - 1, better);
+                buffer.truncate(k);
+                cutoff = Some(buffer[k - 1].score);
             }
         }
     }
-    best.into_sorted().into_iter().map(|hit| (hit.row, hit.score)).collect()
+    buffer.sort_unstable_by(better);
+    buffer.truncate(k);
+    buffer.into_iter().map(|hit| (hit.row, hit.score)).collect()
 }
 
 #[cfg(test)]
@@ -145,7 +159,7 @@ mod tests {
     #[test]
     fn matches_a_full_sort_with_ties() {
         let mut state = 12345u64;
-        for n in [0usize, 1, 5, 63, 64, 65, 1000] {
+        for n in [0usize, 1, 5, 63, 64, 65, 1000, 10_001] {
             let scores: Vec<f32> = (0..n)
                 .map(|_| {
                     state =
@@ -153,7 +167,7 @@ mod tests {
                     ((state >> 40) % 17) as f32 / 16.0
                 })
                 .collect();
-            for k in [1usize, 3, 10, n, n + 5, usize::MAX] {
+            for k in [1usize, 3, 10, 100, 200, n, n + 5, usize::MAX] {
                 for threshold in [None, Some(0.5f32)] {
                     assert_eq!(
                         top_k(&scores, k, threshold, |_| true),

@@ -32,6 +32,49 @@ impl Index {
         })
     }
 
+    /// [`Index::scores`] of each of `queries.len() / dim` queries, stored back to back: one
+    /// run of `len()` scores per query, bitwise equal to [`Index::scores`] of that query.
+    ///
+    /// On one thread the batch kernels score every query against a block of rows before the
+    /// next block is read, so the matrix is read once for all of them, not once per query;
+    /// with several threads each query's scan is split over them instead.
+    pub fn scores_batch(&self, queries: &[f32]) -> Result<Vec<f32>> {
+        if self.threads > 1 {
+            let mut out = Vec::with_capacity(queries.len() / self.dim().max(1) * self.len());
+            for query in queries.chunks(self.dim().max(1)) {
+                out.extend(self.scores(query)?);
+            }
+            return Ok(out);
+        }
+        let queries = self.prepare_queries(queries)?;
+        let n_queries = queries.len() / self.dim();
+        let mut out = vec![0f32; n_queries * self.len()];
+        if self.is_empty() {
+            return Ok(out);
+        }
+        let file = &self.file;
+        self.guarded(|| {
+            match file.dtype() {
+                Dtype::F32 => {
+                    let rows = file.f32_rows();
+                    kernels::scan_f32_batch(&queries, n_queries, rows, file.stride(), &mut out);
+                }
+                Dtype::Int8 => {
+                    let (codes, scales) = file.int8_rows().expect("int8 storage");
+                    let stride = file.quant_stride();
+                    kernels::scan_i8_batch(&queries, n_queries, codes, stride, scales, &mut out);
+                }
+                Dtype::Bf16 => {
+                    let bits = file.bf16_rows().expect("bf16 storage");
+                    let stride = file.quant_stride();
+                    kernels::scan_bf16_batch(&queries, n_queries, bits, stride, &mut out);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
     /// The stored (normalised) f32 vectors of `rows`, back to back: what a caller rebuilding
     /// an index reuses for rows whose content did not change, instead of embedding them again.
     pub fn vectors(&self, rows: &[u32]) -> Result<Vec<f32>> {

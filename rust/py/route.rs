@@ -100,6 +100,13 @@ impl PyRouteOutcome {
         self.outcome.n_out_of_scope
     }
 
+    /// Each ranked clause's best `clause_k` rows, best first, with the clause's own scores.
+    #[getter]
+    fn clauses(&self) -> Vec<Vec<PyRoutedRow>> {
+        let rows = |clause: &Vec<RoutedRow>| clause.iter().map(PyRoutedRow::from).collect();
+        self.outcome.clauses.iter().map(rows).collect()
+    }
+
     /// The best few gated rows that would otherwise have been active, best first.
     #[getter]
     fn gated(&self) -> Vec<PyGatedRow> {
@@ -114,12 +121,17 @@ impl PyRouteOutcome {
     fn __repr__(&self) -> String {
         let o = &self.outcome;
         format!(
-            "RouteOutcome(forced={}, ranked={}, n_gated={}, n_out_of_scope={}, gated={})",
+            "RouteOutcome(forced={}, ranked={}, n_gated={}, n_out_of_scope={}, gated={}{})",
             o.forced.len(),
             o.ranked.len(),
             o.n_gated,
             o.n_out_of_scope,
-            o.gated.len()
+            o.gated.len(),
+            if o.clauses.is_empty() {
+                String::new()
+            } else {
+                format!(", clauses={}", o.clauses.len())
+            }
         )
     }
 }
@@ -147,8 +159,8 @@ fn gate<'i>(
 #[pyo3(signature = (
     index, bm25, vector, text, *, alpha, method, top, k, threshold = None,
     flags = None, allow = None, deny = None, forced = None, rankable = None, clauses = None,
-    clause_weight = 0.0, clause_texts = None, clause_fusion = 0.0, near_copy_cosine = None,
-    demoted = None, demote_weight = 1.0
+    clause_weight = 0.0, clause_texts = None, clause_fusion = 0.0, clause_k = 0, lifted = None,
+    near_copy_cosine = None, demoted = None, demote_weight = 1.0
 ))]
 #[allow(clippy::too_many_arguments)]
 fn route(
@@ -171,6 +183,8 @@ fn route(
     clause_weight: f32,
     clause_texts: Option<Vec<String>>,
     clause_fusion: f32,
+    clause_k: usize,
+    lifted: Option<PyReadonlyArray1<'_, u32>>,
     near_copy_cosine: Option<f32>,
     demoted: Option<PyReadonlyArray1<'_, u32>>,
     demote_weight: f32,
@@ -186,6 +200,8 @@ fn route(
         clause_weight,
         clause_texts: &clause_texts,
         clause_fusion,
+        clause_k,
+        lifted: slice(&lifted, "lifted")?.unwrap_or_default(),
         text,
         alpha,
         method,

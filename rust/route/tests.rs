@@ -50,6 +50,8 @@ fn request<'a>(vector: &'a [f32], text: &'a str, forced: &'a [u32]) -> RouteRequ
         clause_weight: 0.0,
         clause_texts: &[],
         clause_fusion: 0.0,
+        clause_k: 0,
+        lifted: &[],
         text,
         alpha: 0.5,
         method: FusionMethod::min_max(0),
@@ -353,4 +355,149 @@ fn select_passes_the_forced_rows_through_the_gate_in_order_unscored() {
     assert_eq!(rows(select(&[2, 0, 1], &open).unwrap()), [2, 0, 1]);
     let err = select(&[4], &open).unwrap_err().to_string();
     assert!(err.contains("forced row 4 is out of range"), "{err}");
+}
+
+const CLAUSE_DIM: usize = 8;
+const CLAUSE_ROWS: usize = 60;
+
+/// Values in `[-1, 1)` from a fixed linear congruential sequence.
+fn noise(seed: u64, count: usize) -> Vec<f32> {
+    let mut state = seed;
+    (0..count)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            f32::from(u16::try_from(state >> 48).unwrap()) / 32_768.0 - 1.0
+        })
+        .collect()
+}
+
+/// 60 rows of 8-d noise: rows 14, 28, 42 and 56 near copies of the row before (same name);
+/// every row `r % 5 == 2` requires flag 0; each row's text two of ten words.
+fn clause_fixture(dir: &std::path::Path) -> (Index, Bm25Index) {
+    let mut vectors = noise(7, CLAUSE_ROWS * CLAUSE_DIM);
+    let mut names: Vec<String> = (0..CLAUSE_ROWS).map(|row| format!("tool_{row}")).collect();
+    for row in [14, 28, 42, 56] {
+        for col in 0..CLAUSE_DIM {
+            vectors[row * CLAUSE_DIM + col] = vectors[(row - 1) * CLAUSE_DIM + col] + 0.001;
+        }
+        names[row] = names[row - 1].clone();
+    }
+    let masks: Vec<u64> = (0..CLAUSE_ROWS).map(|row| u64::from(row % 5 == 2)).collect();
+    let options = BuildOptions {
+        dtype: Dtype::F32,
+        model_id: "test",
+        ids: None,
+        masks: &masks,
+        mask_words: 1,
+    };
+    let path = dir.join("m.tgm");
+    Index::build(&path, &vectors, CLAUSE_DIM, &options).unwrap();
+    let index = Index::open(&path, OpenOptions::default(), 1).unwrap();
+    let words =
+        ["read", "write", "file", "issue", "mail", "send", "list", "search", "user", "repo"];
+    let docs: Vec<ToolDocument> = (0..CLAUSE_ROWS)
+        .map(|row| doc(&names[row], &format!("{} {}", words[row % 10], words[(row / 3) % 10])))
+        .collect();
+    (index, Bm25Index::build(&docs, Bm25Params::default()).unwrap())
+}
+
+/// The row vector of `row` in `clause_fixture`, as a clause vector.
+fn fixture_row(row: usize) -> Vec<f32> {
+    noise(7, CLAUSE_ROWS * CLAUSE_DIM)[row * CLAUSE_DIM..(row + 1) * CLAUSE_DIM].to_vec()
+}
+
+#[test]
+fn each_clause_is_ranked_as_a_route_of_its_own_would_rank_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (index, bm25) = clause_fixture(dir.path());
+    let gate = index.gate(&[], None, Some(&[3])).unwrap();
+    // Clause 0 is lifted row 16 itself; clause 1 is row 13, a near copy of row 14 (whose
+    // words match the clause's better).
+    let mut clauses = fixture_row(16);
+    clauses.extend(fixture_row(13));
+    clauses.extend(noise(11, CLAUSE_DIM));
+    let texts = ["read the file", "send mail to the user", "search the issue in the repo"];
+    let vector = noise(5, CLAUSE_DIM);
+    let rankable: Vec<u32> = (0..CLAUSE_ROWS as u32).filter(|row| row % 6 != 5).collect();
+    let forced = [10];
+    let base = Ranking {
+        vector: &vector,
+        clauses: &clauses,
+        clause_weight: 1.0,
+        clause_texts: &texts,
+        clause_fusion: 0.5,
+        clause_k: 3,
+        lifted: &[16, 9],
+        text: "read the file, send mail to the user, search the issue",
+        alpha: 0.65,
+        method: FusionMethod::min_max(20),
+        k: 5,
+        threshold: Some(-0.5),
+        rankable: Some(&rankable),
+        near_copy_cosine: Some(0.95),
+        demoted: &[4, 9],
+        demote_weight: 0.5,
+    };
+    let request = RouteRequest { forced: &forced, mode: RouteMode::Rank(base) };
+    let outcome = route(&index, &bm25, &request, &gate).unwrap();
+    assert_eq!(outcome.clauses.len(), 3);
+    for (i, clause) in outcome.clauses.iter().enumerate() {
+        let alone = Ranking {
+            vector: &clauses[i * CLAUSE_DIM..(i + 1) * CLAUSE_DIM],
+            clauses: &[],
+            clause_texts: &[],
+            clause_k: 0,
+            lifted: &[],
+            text: texts[i],
+            k: 3,
+            ..base
+        };
+        let request = RouteRequest { forced: &forced, mode: RouteMode::Rank(alone) };
+        let expected = route(&index, &bm25, &request, &gate).unwrap().ranked;
+        assert_eq!(clause, &expected, "clause {i}");
+    }
+    // A lifted row is forced in the query's own ranking and ranked in a clause's.
+    assert!(outcome.forced.iter().any(|r| r.row == 16));
+    assert_eq!(outcome.clauses[0][0].row, 16);
+    let rows = |outcome: &RouteOutcome, i: usize| -> Vec<u32> {
+        outcome.clauses[i].iter().map(|r| r.row).collect()
+    };
+    assert_eq!(rows(&outcome, 1)[0], 14);
+    assert!(!rows(&outcome, 1).contains(&13), "moved down: {:?}", rows(&outcome, 1));
+    let mut copies_kept = request;
+    ranking(&mut copies_kept).near_copy_cosine = None;
+    let kept = route(&index, &bm25, &copies_kept, &gate).unwrap();
+    assert_eq!(rows(&kept, 1), [14, 25, 13]);
+    // The query's own rows are those of a route that ranks no clause.
+    let mut plain = request;
+    ranking(&mut plain).clause_k = 0;
+    let unranked = route(&index, &bm25, &plain, &gate).unwrap();
+    assert!(unranked.clauses.is_empty());
+    assert_eq!((unranked.forced, unranked.ranked), (outcome.forced, outcome.ranked));
+}
+
+#[test]
+fn only_the_first_clauses_are_ranked_and_each_needs_its_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let (index, bm25) = clause_fixture(dir.path());
+    let gate = index.gate(&[0], None, None).unwrap();
+    let count = MAX_RANKED_CLAUSES + 2;
+    let clauses = noise(3, count * CLAUSE_DIM);
+    let texts = vec!["read"; count];
+    let vector = noise(5, CLAUSE_DIM);
+    let mut req = request(&vector, "read", &[]);
+    (ranking(&mut req).clauses, ranking(&mut req).clause_texts) = (&clauses, &texts);
+    ranking(&mut req).clause_k = 1;
+    let outcome = route(&index, &bm25, &req, &gate).unwrap();
+    assert_eq!(outcome.clauses.len(), MAX_RANKED_CLAUSES);
+    assert!(outcome.clauses.iter().all(|clause| clause.len() == 1));
+    ranking(&mut req).clause_texts = &texts[..1];
+    let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
+    assert!(err.contains("1 clause texts for 18 clause vectors"), "{err}");
+    ranking(&mut req).clause_texts = &texts;
+    ranking(&mut req).lifted = &[60];
+    let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
+    assert!(err.contains("lifted row 60 is out of range"), "{err}");
 }

@@ -74,6 +74,30 @@ def test_rankable_rows_filter_the_ranking_and_not_the_scope_count(
         route(parts, [1.0, 0.0, 0.0, 0.0], rankable=rows([7]))
 
 
+def test_each_clause_comes_back_ranked_as_a_route_of_its_own(parts: tuple[Index, Bm25]) -> None:
+    clauses = np.asarray([[0.0, 1.0, 0.1, 0.0], [0.0, 0.1, 0.0, 1.0]], dtype=np.float32)
+    texts = ["write a file", "list a directory"]
+    options: dict[str, object] = {"forced": rows([0]), "deny": rows([2])}
+    outcome = route(
+        parts, [0.5, 0.5, 0.5, 0.5], k=3, clauses=clauses, clause_texts=texts, clause_k=2,
+        lifted=rows([1]), **options,
+    )  # fmt: skip
+    assert [r.row for r in outcome.forced] == [0, 1], "a lifted row comes back as forced"
+    index, bm25 = parts
+    for clause, vector, text in zip(outcome.clauses, clauses, texts, strict=True):
+        alone = _toolgate.route(
+            index, bm25, vector, text, alpha=0.5, method="minmax", top=0, k=2, **options
+        )  # type: ignore[arg-type]
+        assert [(r.row, r.fused, r.dense, r.bm25) for r in clause] == [
+            (r.row, r.fused, r.dense, r.bm25) for r in alone.ranked
+        ]
+    assert [[r.row for r in clause] for clause in outcome.clauses] == [[1, 3], [3, 1]]
+    assert repr(outcome).endswith(", clauses=2)")
+    assert route(parts, [1.0, 0.0, 0.0, 0.0], clauses=clauses, clause_texts=texts).clauses == []
+    with pytest.raises(InvalidInputError, match="1 clause texts for 2 clause vectors"):
+        route(parts, [1.0, 0.0, 0.0, 0.0], clauses=clauses, clause_texts=texts[:1], clause_k=1)
+
+
 def test_select_keeps_the_order_given_and_scores_nothing(parts: tuple[Index, Bm25]) -> None:
     index, bm25 = parts
     outcome = _toolgate.route_select(index, bm25, rows([3, 2, 0, 3, 1]), deny=rows([1]))

@@ -405,6 +405,11 @@ class RouteOutcome:
         """Rows outside ``allow`` or inside ``deny``."""
 
     @property
+    def clauses(self) -> list[list[RoutedRow]]:
+        """Each ranked clause's best ``clause_k`` rows, best first, with the clause's own
+        scores (empty when no clause is ranked)."""
+
+    @property
     def gated(self) -> list[GatedRow]:
         """The best few gated rows that would otherwise have been active, best first."""
 
@@ -428,6 +433,8 @@ def route(
     clause_weight: float = 0.0,
     clause_texts: Sequence[str] | None = None,
     clause_fusion: float = 0.0,
+    clause_k: int = 0,
+    lifted: NDArray[np.uint32] | None = None,
     near_copy_cosine: float | None = None,
     demoted: NDArray[np.uint32] | None = None,
     demote_weight: float = 1.0,
@@ -446,11 +453,17 @@ def route(
     cosine. ``clause_texts`` are their texts, aligned: with ``clause_fusion`` above 0, each
     clause of six words or more is fused on its own (its cosine over every row and its BM25)
     and each row's fused score gains ``clause_fusion`` times its best, when two such clauses
-    or more remain. ``near_copy_cosine``: a ranked row with the same tool name as a row placed above
-    it, and whose stored vector has at least this cosine with that row's, is moved below the
-    rows that are not copies and score at least half as well (the best ``2k`` are ranked,
-    ``k`` kept). ``demoted`` rows (tools whose descriptions address the model) rank by their
-    fused score times ``demote_weight`` (in [0, 1]); forced rows stay whatever it says.
+    or more remain. With ``clause_k`` above 0, each of the first 16 clauses is also ranked on
+    its own, as a query of its vector and text alone would be (the same gate, scope, floor,
+    forced and rankable rows, demotion and near copies), in the same call: its best
+    ``clause_k`` rows are in ``clauses`` of the outcome. ``lifted`` rows (a learned lift) come
+    back among ``forced`` whatever their score, for the caller to place, and each clause's
+    ranking ranks them as any other row. ``near_copy_cosine``: a ranked row with the same
+    tool name as a row placed above it, and whose stored vector has at least this cosine with
+    that row's, is moved below the rows that are not copies and score at least half as well
+    (the best ``2k`` are ranked, ``k`` kept). ``demoted`` rows (tools whose descriptions
+    address the model) rank by their fused score times ``demote_weight`` (in [0, 1]); forced
+    rows stay whatever it says.
     """
 
 def route_select(

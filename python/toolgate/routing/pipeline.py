@@ -12,7 +12,6 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -178,23 +177,26 @@ class RoutePipeline:
         vector, clauses = self.query_vectors(parsed.text, history)
         core_start = turn.lap("embed", embed_start)
         config = self._config
-        rank = partial(
-            _toolgate.route, self._index, self._bm25,
-            alpha=config.alpha, method=config.fusion, top=config.fusion_top,
+        lifts = {} if self.memory is None else self.memory.lift(vector)
+        learned = np.asarray([row for row in lifts if row not in set(forced)], dtype=np.uint32)
+        # Adaptive selection reads each clause's own ranking, made in the same call: the same
+        # gate, scope, floor and forced rows as the query's.
+        outcome = _toolgate.route(
+            self._index, self._bm25, vector, parsed.text,
+            alpha=config.alpha, method=config.fusion, top=config.fusion_top, k=limits.k,
             threshold=limits.floor, flags=limits.flags,
             allow=limits.scope[0], deny=limits.scope[1], forced=forced, rankable=rankable,
+            clauses=clauses, clause_weight=config.clause_weight,
+            clause_texts=self.query_vectors.clause_texts(parsed.text),
+            clause_fusion=config.clause_fusion,
+            clause_k=config.clause_tools if limits.adaptive else 0,
+            lifted=learned if len(learned) else None,
             near_copy_cosine=config.near_copy_cosine,
             demoted=self._addressing, demote_weight=config.addressing_weight,
         )  # fmt: skip
-        lifts = {} if self.memory is None else self.memory.lift(vector)
-        learned = np.asarray([row for row in lifts if row not in set(forced)], dtype=np.uint32)
-        outcome = rank(
-            vector, parsed.text, k=limits.k, clauses=clauses, clause_weight=config.clause_weight,
-            clause_texts=self.query_vectors.clause_texts(parsed.text),
-            clause_fusion=config.clause_fusion,
-            forced=np.concatenate([forced, learned]) if len(learned) else forced,
-        )  # fmt: skip
+        # Each getter builds its rows anew: read once.
         forced_rows, ranked = outcome.forced, outcome.ranked
+        core_ranked = ranked
         if len(learned):
             # The learned rows came back as forced: each competes for the top k on its fused
             # score plus its lift, under the floor and the +term filter as ranked rows are.
@@ -206,17 +208,13 @@ class RoutePipeline:
         # Read off the ranking alone, as calibrated; but a request like those a tool served
         # (a learned lift) needs a tool, as one that names a tool does.
         decide = limits.decide and not named and not len(learned)
-        no_tool = self._no_tool(outcome.ranked, parsed.text, decide)
+        no_tool = self._no_tool(core_ranked, parsed.text, decide)
         if no_tool[0] and config.no_tool_drop:
             ranked = []
         elif limits.adaptive:
-            # Each clause ranked as the query is: the same gate, scope, floor and forced rows.
-            rank_clause = partial(rank, k=max(config.clause_tools, 1))
-            texts = self.query_vectors.clause_texts(parsed.text)
             ranked, picked = adapt(
-                ranked, clauses, texts, rank_clause, ceiling=limits.k, config=config,
-                cost=self._cost,
-            )  # fmt: skip
+                ranked, outcome.clauses, ceiling=limits.k, config=config, cost=self._cost
+            )
             turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
         turn.lap("core", core_start)
         return self._result(outcome, turn, ranked=ranked, forced=forced_rows, no_tool=no_tool)

@@ -36,14 +36,14 @@ The order of the result is the order of that list, which is the order of the evi
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from toolgate.routing.config import RouterConfig
 
 if TYPE_CHECKING:
-    from toolgate._toolgate import RoutedRow, RouteOutcome
+    from toolgate._toolgate import RoutedRow
 
-__all__ = ["MAX_CLAUSES", "adapt", "select"]
+__all__ = ["adapt", "select"]
 
 Key = TypeVar("Key", bound=Hashable)
 
@@ -124,16 +124,9 @@ def _floor(
     return keys
 
 
-#: Most clauses of one query ranked on their own; a query of more is a list of arguments
-#: more often than of intents.
-MAX_CLAUSES = 16
-
-
 def adapt(
     ranked: Sequence[RoutedRow],
-    clause_vectors: Any,
-    clause_texts: Sequence[str],
-    rank_clause: Callable[[Any, str], RouteOutcome],
+    clauses: Sequence[Sequence[RoutedRow]],
     *,
     ceiling: int,
     config: RouterConfig,
@@ -142,17 +135,12 @@ def adapt(
     """The core's ``ranked`` rows cut down by :func:`select`, and the rows added for a clause
     that the whole query did not rank.
 
-    ``clause_vectors`` is the (clauses, dim) array of the query's clause vectors and
-    ``clause_texts`` their texts. ``rank_clause(vector, text)`` routes one clause as the query
-    was routed (the same gate, scope, floor and forced rows) and returns the core's outcome;
-    at most :data:`MAX_CLAUSES` clauses are ranked (each is a pass over every row).
-    ``cost(row)`` gives a row's schema tokens, for ``config.floor_tokens`` and
-    ``config.selection_tokens``.
+    ``clauses`` holds each clause's own ranking, as the core's route returns it
+    (``RouteOutcome.clauses``: the query's first clauses, each ranked as the query was, with
+    the same gate, scope, floor and forced rows). ``cost(row)`` gives a row's schema tokens,
+    for ``config.floor_tokens`` and ``config.selection_tokens``.
     """
-    ranked_clauses: list[list[RoutedRow]] = []
-    if config.clause_tools:
-        for vector, text in list(zip(clause_vectors, clause_texts, strict=True))[:MAX_CLAUSES]:
-            ranked_clauses.append(list(rank_clause(vector, text).ranked))
+    ranked_clauses = [list(clause) for clause in clauses] if config.clause_tools else []
     rows = {r.row: r for clause in ranked_clauses for r in clause}
     rows |= {r.row: r for r in ranked}
     keys = select(
