@@ -25,6 +25,8 @@ def _pieces(text: str) -> list[str]:
         ("also send it", ["also send it"]),  # a boundary at 0 cuts nothing
         ("brandon's android island", ["brandon's android island"]),  # words, not substrings
         ("查天气\uff0c然后订酒店\u3002", ["查天气", "\uff0c然后订酒店", "\u3002"]),
+        # A dot or comma inside a token is a file name or a number, not a boundary.
+        ("read report.txt, pay 1,000.50 USD.", ["read report.txt", ", pay 1,000.50 USD", "."]),
         ("", []),
     ],
 )

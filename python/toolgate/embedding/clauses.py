@@ -10,8 +10,8 @@ router adds each tool's best cosine against these clause vectors to its whole-qu
 (``RouterConfig.clause_weight``), for the 200 tools nearest the whole query
 (``CLAUSE_CANDIDATES`` in ``rust/route.rs``, which says why that is enough).
 
-A clause boundary is sentence or clause punctuation (ASCII and CJK) or the words "and", "then"
-and "also"; a boundary token starts the next clause. Clauses of fewer than
+A clause boundary is sentence or clause punctuation (ASCII before a space or the end, CJK
+anywhere) or the words "and", "then" and "also"; a boundary token starts the next clause. Clauses of fewer than
 :data:`MIN_CLAUSE_TOKENS` tokens (argument fragments such as "and 5") are dropped, and a query
 with fewer than two clauses left has no clause vectors: its single clause is the query itself.
 
@@ -36,9 +36,12 @@ __all__ = ["MIN_CLAUSE_TOKENS", "clause_spans", "clause_vectors", "clauses"]
 #: Fewest tokens a clause needs to get a vector of its own.
 MIN_CLAUSE_TOKENS = 3
 
-# ASCII and full-width (CJK) sentence and clause punctuation, or a joining word.
+# ASCII sentence and clause punctuation before a space or the end (not the dot of
+# "report.txt" or "3.5", nor the comma of "1,000"), full-width (CJK) punctuation anywhere, or
+# a joining word.
 _BOUNDARY = re.compile(
-    r"[.?!;,\u3002\uff1f\uff01\uff1b\uff0c]|\b(?:and|then|also)\b", re.IGNORECASE
+    r"[.?!;,](?=\s|$)|[\u3002\uff1f\uff01\uff1b\uff0c]|\b(?:and|then|also)\b",
+    re.IGNORECASE,
 )
 
 
