@@ -126,7 +126,7 @@ def test_top_k_is_a_ceiling(router: Router) -> None:
 
 def test_each_clause_of_a_multi_intent_query_gets_its_best_tool(router: Router) -> None:
     # The file tools crowd the whole query's top 3; the last clause asks for another tool.
-    query = "Read the file report.txt from disk, write it to backup.txt, then email Ann"
+    query = "Read the file on disk, write the file to disk again, then email Ann"
     plain = router.route(query, top_k=3, adaptive=False)
     assert "mail/send_email" not in plain.ids
     shown = router.route(query, top_k=3)
