@@ -13,6 +13,7 @@ from benches.stuffing import (
     GITHUB,
     HOSTILE,
     REQUESTS,
+    STYLES,
     attacked_catalog,
     capture_rate,
     github_recall,
@@ -33,10 +34,9 @@ def _github_catalog() -> None:
 
 
 @pytest.mark.parametrize("n", [10, 50])
-def test_tools_that_order_the_model_around_capture_almost_no_route(
-    embedder: Embedder, n: int
-) -> None:
-    router = Router.from_catalog(attacked_catalog("imperative", n), embedder=embedder)
+@pytest.mark.parametrize("style", sorted(set(STYLES) - {"mimic"}))
+def test_stuffed_tools_capture_almost_no_route(embedder: Embedder, style: str, n: int) -> None:
+    router = Router.from_catalog(attacked_catalog(style, n), embedder=embedder)
     assert capture_rate(router, REQUEST_TEXTS) <= 0.02
 
 
@@ -84,7 +84,9 @@ def test_a_saved_router_keeps_weighing_the_flagged_tools_down(
     assert scores(reopened) == scores(router)
     hub = "default/issue_hub"
     assert scores(unweighted)[hub] > 0.1
-    assert scores(router)[hub] == pytest.approx(0.5 * scores(unweighted)[hub], abs=1e-6)
+    weight = RouterConfig().addressing_weight
+    assert 0.0 < weight < 1.0
+    assert scores(router)[hub] == pytest.approx(weight * scores(unweighted)[hub], abs=1e-6)
     assert scores(router)["default/list_issues"] == scores(unweighted)["default/list_issues"]
 
 

@@ -47,7 +47,8 @@ class RouterConfig:
     moves below the different tools scoring at least half as well (``None``: off).
     ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k. A tool
     whose description addresses the model ("always use this tool first") ranks by its fused
-    score times ``addressing_weight`` (1: off; see :mod:`toolgate.catalog.addressing`).
+    score times ``addressing_weight``, as does one whose description is keyword-stuffed (1:
+    off; see :mod:`toolgate.catalog.addressing`, :mod:`toolgate.catalog.keyword_lists`).
 
     ``top_k`` is a ceiling: with ``adaptive`` on, a turn shows the best ``min_tools`` ranked
     tools (past the first, only while their compact schemas cost at most ``floor_tokens``;
@@ -80,7 +81,7 @@ class RouterConfig:
     near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
-    addressing_weight: float = 0.5
+    addressing_weight: float = 0.3
     adaptive: bool = True
     min_tools: int = 3
     floor_tokens: int | None = 800
