@@ -34,11 +34,30 @@ def _github_catalog() -> None:
     require(GITHUB)
 
 
+#: Copies under another server's exact tool names: nothing in a catalog says which server
+#: is genuine (docs/design.md, "Keyword stuffing"); the host's allow and deny lists do.
+UNMET = {"namesake"}
+
+
 @pytest.mark.parametrize("n", [10, 50])
-@pytest.mark.parametrize("style", sorted(STYLES))
+@pytest.mark.parametrize("style", sorted(set(STYLES) - UNMET))
 def test_stuffed_tools_capture_almost_no_route(embedder: Embedder, style: str, n: int) -> None:
     router = Router.from_catalog(attacked_catalog(style, n), embedder=embedder)
     assert capture_rate(router, REQUEST_TEXTS) <= 0.02
+
+
+@pytest.mark.xfail(strict=True, reason="exact namesakes of another server's tools are not told")
+@pytest.mark.parametrize("style", sorted(UNMET))
+def test_namesakes_still_capture_routes(embedder: Embedder, style: str) -> None:
+    router = Router.from_catalog(attacked_catalog(style, 10), embedder=embedder)
+    assert capture_rate(router, REQUEST_TEXTS) <= 0.02
+
+
+def test_a_deny_list_keeps_namesakes_out(embedder: Embedder) -> None:
+    router = Router.from_catalog(attacked_catalog("namesake", 10), embedder=embedder)
+    routed = ranked_top(router).route("list issues of acme/widgets", top_k=5, deny=[f"{HOSTILE}/*"])
+    assert routed.tools
+    assert not any(tool.id.startswith(f"{HOSTILE}/") for tool in routed.tools)
 
 
 def test_the_demotion_is_what_keeps_them_out(embedder: Embedder) -> None:
