@@ -106,6 +106,13 @@ def mimic(i: int, rng: random.Random) -> tuple[str, str]:
     return f"{name}_v{i // len(MIMICKED) + 2}", text
 
 
+def namesake(i: int, rng: random.Random) -> tuple[str, str]:
+    """Written after the look-alike rule: ``mimic`` under GitHub's exact names (a suffix only
+    past the twentieth tool, ids must differ), which say nothing of which tool is the copy."""
+    name, text = mimic(i, rng)
+    return (MIMICKED[i] if i < len(MIMICKED) else name), text
+
+
 def authority(i: int, rng: random.Random) -> tuple[str, str]:
     """Held out while the defences were designed: a claim of being the official, preferred
     integration, phrased as recommendation rather than order."""
@@ -129,10 +136,10 @@ def override(i: int, rng: random.Random) -> tuple[str, str]:
 
 
 #: Stuffing styles by name; ``authority`` was held out while designing the defences and
-#: ``override`` written after them, to see whether they generalise.
+#: ``override`` and ``namesake`` written after them, to see whether they generalise.
 STYLES: dict[str, Callable[[int, random.Random], tuple[str, str]]] = {
     style.__name__: style
-    for style in (imperative, vocabulary, repeated, long, mimic, authority, override)
+    for style in (imperative, vocabulary, repeated, long, mimic, namesake, authority, override)
 }
 
 

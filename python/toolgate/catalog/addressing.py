@@ -21,8 +21,10 @@ __all__ = ["ADDRESSING_PATTERNS", "addressing_sentences", "described_text"]
 
 #: What a sentence that addresses the model says, one pattern per kind of claim.
 ADDRESSING_PATTERNS: tuple[str, ...] = (
-    # A shouted label that opens an instruction about using the tool.
-    r"(?-i:\b(?:IMPORTANT|CRITICAL|ATTENTION)\b)\s*[:!][^.]{0,60}\b(?:use|call|this tool)\b",
+    # A shouted label that opens an order to use the tool (not a warning: "IMPORTANT: Do
+    # NOT call this tool without ...", "CRITICAL: This tool returns ...").
+    r"(?-i:\b(?:IMPORTANT|CRITICAL|ATTENTION)\b)\s*[:!]\s*(?:always |you must |must )?"
+    r"(?:use|call|invoke|select|choose) (?:this|me|it)\b",
     # Priority over every other tool.
     r"\balways (?:use|call|invoke|choose|select) (?:this|me|it) (?:tool )?first\b",
     r"\bbefore (?:any|all|every) other tools?\b",
@@ -34,7 +36,28 @@ ADDRESSING_PATTERNS: tuple[str, ...] = (
     r"\b(?:use|call|invoke|select)\b[^.]{0,40}\bfor (?:every|each|all|any) (?:\w+ )?"
     r"(?:requests?|tasks?|queries|questions?|prompts?)\b",
     r"\b(?:must|should) always be (?:used|called|invoked|selected|chosen)\b",
-    r"\byou must (?:always )?(?:use|call|invoke|select) this\b",
+    r"\byou must always (?:use|call|invoke|select) this\b",
+    r"\byou must (?:use|call|invoke|select) (?:this|me)(?: tool)? (?:first|before|instead)\b",
+    # Override: other tools are to be set aside, or an injected note from the system.
+    r"(?-i:\bSYSTEM\s+(?:NOTE|MESSAGE|OVERRIDE|INSTRUCTIONS?|PROMPT)\b)\s*:",
+    r"\b(?:ignore|disregard|forget|bypass)\b[^.]{0,30}\b(?:previous(?:ly)?|earlier|above|other|"
+    r"standard|existing|built-in|default)\b[^.]{0,30}\btools?\b",
+    r"\b(?:supersedes?|replaces?|overrides?|deprecates?)\b (?:all |any |the )?(?:them|other|"
+    r"previous(?:ly listed)?|standard|existing|built-in|default) (?:\w+ )?tools?\b",
+    r"\b(?:other|previous(?:ly listed)?|standard|existing|built-in|default) (?:\w+ )?tools?,? "
+    r"(?:which |that )?(?:are|is) (?:now )?(?:deprecated|obsolete|outdated|unreliable|unsafe)\b",
+    r"\bsupersedes them\b",
+    # Authority: a claim to be the official, preferred or required tool for every request.
+    r"\bofficial and (?:recommended|preferred|approved|trusted)\b",
+    r"\b(?:recommended|preferred|approved|trusted|endorsed) by (?:\w+ )?(?:assistants|agents|"
+    r"models|LLMs|AI)\b",
+    r"\bpreferred\b[^.]{0,40}\bover (?:the |all |any )?(?:other|standard|default|built-in|"
+    r"existing|regular)\b",
+    r"\b(?:every|all|any) (?:\w+ ){0,2}(?:tasks?|requests?|queries|questions?|operations?) "
+    r"(?:should|must) (?:be )?(?:routed|sent|directed|handled|done) "
+    r"(?:here|through this|by this)\b",
+    r"\b(?:required|mandatory) (?:for|before) (?:every|all|any) (?:\w+ )?(?:requests?|tasks?|"
+    r"queries|operations?|tool calls?)\b",
 )
 
 

@@ -21,8 +21,9 @@ __all__ = [
 #: Version of what :func:`embedding_views` produces for a tool; bump it when that changes, so a
 #: saved router's stored vectors (embedded from the old text) are not reused as if current.
 #: 2: parameters' allowed values added. 3: sentences addressing the model left out, descriptions
-#: cut (:func:`~toolgate.catalog.addressing.described_text`).
-TEXT_VERSION = 3
+#: cut (:func:`~toolgate.catalog.addressing.described_text`). 4: sentences that override other
+#: tools or claim authority left out too.
+TEXT_VERSION = 4
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NAME_SEPARATORS = re.compile(r"[\s_.\-/:]+")

@@ -47,7 +47,12 @@ class RouterConfig:
     moves below the different tools scoring at least half as well (``None``: off).
     ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k. A tool
     whose description addresses the model ("always use this tool first") ranks by its fused
-    score times ``addressing_weight`` (1: off; see :mod:`toolgate.catalog.addressing`).
+    score times ``addressing_weight``, as does one whose description is keyword-stuffed (1:
+    off; see :mod:`toolgate.catalog.addressing`, :mod:`toolgate.catalog.keyword_lists`). A
+    tool named as a new version of another server's tool (``list_issues_v2`` beside
+    ``list_issues``) whose row has at least ``lookalike_cosine`` with it is left out of the
+    ranking unless the request names its server (:mod:`toolgate.routing.lookalikes`; ``None``:
+    off).
 
     ``top_k`` is a ceiling: with ``adaptive`` on, a turn shows the best ``min_tools`` ranked
     tools (past the first, only while their compact schemas cost at most ``floor_tokens``;
@@ -80,7 +85,8 @@ class RouterConfig:
     near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
-    addressing_weight: float = 0.5
+    addressing_weight: float = 0.3
+    lookalike_cosine: float | None = 0.4
     adaptive: bool = True
     min_tools: int = 3
     floor_tokens: int | None = 800
@@ -148,6 +154,11 @@ class RouterConfig:
         if not (_finite(self.addressing_weight) and 0.0 <= self.addressing_weight <= 1.0):
             raise InvalidInputError(
                 f"addressing_weight must be in [0, 1], got {_shown(self.addressing_weight)}"
+            )
+        lookalike = self.lookalike_cosine
+        if lookalike is not None and not (_finite(lookalike) and -1.0 <= lookalike <= 1.0):
+            raise InvalidInputError(
+                f"lookalike_cosine must be a cosine in [-1, 1] or None, got {_shown(lookalike)}"
             )
         copies = self.near_copy_cosine
         if copies is not None and not (_finite(copies) and 0.0 < copies <= 1.0):

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from toolgate.catalog.addressing import addressing_sentences
+from toolgate.catalog.addressing import addressing_sentences, described_text
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.keyword_lists import stuffed_keywords
 from toolgate.catalog.text import TEXT_VERSION
 from toolgate.catalog.tool import Tool
 from toolgate.formats.tokens import count_text
@@ -99,11 +100,14 @@ class CatalogOutline:
 
 
 def addressing_rows(catalog: Catalog) -> tuple[int, ...]:
-    """Rows of ``catalog`` whose description or summary addresses the model."""
+    """Rows of ``catalog`` whose description or summary addresses the model, or whose
+    indexed description is keyword-stuffed (:mod:`toolgate.catalog.keyword_lists`)."""
     return tuple(
         row
         for row, tool in enumerate(catalog)
-        if addressing_sentences(tool.description) or addressing_sentences(tool.summary)
+        if addressing_sentences(tool.description)
+        or addressing_sentences(tool.summary)
+        or stuffed_keywords(described_text(tool.description))
     )
 
 

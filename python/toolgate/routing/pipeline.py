@@ -20,9 +20,11 @@ from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import IndexFormatError, InvalidInputError, ToolgateError
+from toolgate.lazy import Lazy
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.feedback import LearnedMemory, lifted
 from toolgate.routing.history import HistoryTurn
+from toolgate.routing.lookalikes import Lookalikes, find_lookalikes
 from toolgate.routing.no_tool import (
     NullScores,
     features,
@@ -97,6 +99,7 @@ class RoutePipeline:
         self._schema_tokens: dict[int, int | None] = {}
         self._unreadable = False
         self._addressing = np.asarray(outline.addressing, dtype=np.uint32)
+        self._lookalikes = Lazy(None, self._find_lookalikes)
         self.query_vectors = QueryVectors(
             embedder, config, model_id=index.model_id, index_path=index.path
         )
@@ -108,6 +111,8 @@ class RoutePipeline:
         """This pipeline under ``config``: the same index, rows and embedder."""
         view = copy.copy(self)
         view._config = config
+        if config.lookalike_cosine != self._config.lookalike_cosine:
+            view._lookalikes = Lazy(None, view._find_lookalikes)
         view.query_vectors = self.query_vectors.with_config(config)
         return view
 
@@ -170,9 +175,12 @@ class RoutePipeline:
         named = self._rows.mentioned(turn.query)
         turn.reasons = {row: "included" for row in included} | {row: "named" for row in named}
         forced = self._rows.with_pinned(sorted(turn.reasons))
-        rankable = None
-        if parsed.required_terms:  # named, included and pinned tools stay in
-            rankable = self._rows.having_terms(parsed.required_terms)
+        # Named, included and pinned tools stay in whatever ``rankable`` says.
+        rankable, copiers = self._lookalike_rows(turn.query)
+        demoted = np.union1d(self._addressing, copiers).astype(np.uint32)
+        if parsed.required_terms:
+            having = self._rows.having_terms(parsed.required_terms)
+            rankable = having if rankable is None else np.intersect1d(having, rankable)
         embed_start = turn.lap("parse", turn.start)
         vector, clauses = self.query_vectors(parsed.text, history)
         core_start = turn.lap("embed", embed_start)
@@ -192,7 +200,7 @@ class RoutePipeline:
             clause_k=config.clause_tools if limits.adaptive else 0,
             lifted=learned if len(learned) else None,
             near_copy_cosine=config.near_copy_cosine,
-            demoted=self._addressing, demote_weight=config.addressing_weight,
+            demoted=demoted, demote_weight=config.addressing_weight,
         )  # fmt: skip
         # Each getter builds its rows anew: read once.
         forced_rows, ranked = outcome.forced, outcome.ranked
@@ -218,6 +226,22 @@ class RoutePipeline:
             turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
         turn.lap("core", core_start)
         return self._result(outcome, turn, ranked=ranked, forced=forced_rows, no_tool=no_tool)
+
+    def _lookalike_rows(self, query: str) -> tuple[np.ndarray | None, np.ndarray]:
+        """The rows ``query`` may rank, look-alikes left out (``None``: every row), and the
+        rows of servers of copies that it weighs down (:meth:`Lookalikes.for_query`)."""
+        if self._config.lookalike_cosine is None:
+            return None, np.zeros(0, dtype=np.uint32)
+        return self._lookalikes.get().for_query(query)
+
+    def _find_lookalikes(self) -> Lookalikes:
+        """The index's look-alikes, at the configured cosine (found on first need; a config
+        with another cosine gets a pipeline of its own, see :meth:`with_config`)."""
+        cosine = self._config.lookalike_cosine
+        ids = self._outline.ids
+        if cosine is None:
+            return Lookalikes({}, (), len(ids))
+        return find_lookalikes(ids, self._rows.names(), self._index.vectors, cosine)
 
     def _no_tool(
         self, ranked: Sequence[_toolgate.RoutedRow], text: str, decide: bool

@@ -40,7 +40,8 @@ class CatalogRows:
         self._ids = tuple(ids)
         self._bm25 = bm25
         self._pinned = sorted(set(pinned))
-        self._scopes = Lazy(None, lambda: ScopeMatcher(self._ids, tool_names()))
+        self._names = Lazy(None, lambda: tuple(tool_names()))
+        self._scopes = Lazy(None, lambda: ScopeMatcher(self._ids, self._names.get()))
         self._by_id = Lazy(None, self._rows_by_id)
 
     @classmethod
@@ -67,6 +68,10 @@ class CatalogRows:
             folded.setdefault(tool_id.casefold(), []).append(row)
         exact = {tool_id: row for row, tool_id in enumerate(self._ids)}
         return exact, {key: rows[0] for key, rows in folded.items() if len(rows) == 1}
+
+    def names(self) -> tuple[str, ...]:
+        """Each row's tool name, in row order."""
+        return self._names.get()
 
     def named(self, name: str) -> list[int]:
         """Rows of the tools ``name`` names: an id (any case), a name or an exposed name.
