@@ -6,6 +6,7 @@ stuffing", has the figures for every style.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -115,8 +116,11 @@ def test_a_saved_router_still_leaves_the_look_alikes_out(
 
 def test_github_routing_on_its_own_catalog_stays_whole(embedder: Embedder) -> None:
     router = Router.from_catalog(attacked_catalog(None, 0), embedder=embedder)
-    # Main routes 99 of the 109 labelled requests to one of their tools; the BM25 cap costs one.
-    assert github_recall(router) >= 0.89
+    trusting = router.with_config(
+        replace(router.config, addressing_weight=1.0, lookalike_cosine=None)
+    )
+    # The defences find nothing to act on in GitHub's own tools: its routes stay as they were.
+    assert github_recall(router) == github_recall(trusting) >= 0.88
 
 
 def test_a_saved_router_keeps_weighing_the_flagged_tools_down(
