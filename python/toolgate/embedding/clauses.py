@@ -4,16 +4,17 @@
 is the average of both intents and sits close to neither tool; each clause alone sits close to
 its own. Re-embedding every clause would cost a model run each (most of a route's time), so
 instead each clause's vector is the mean of the last-layer states of its tokens, taken from the
-single run that embeds the whole query (:meth:`toolgate.embedding.embedder.Embedder.embed_tokens`).
-The
-router adds each tool's best cosine against these clause vectors to its whole-query cosine
-(``RouterConfig.clause_weight``), for the 200 tools nearest the whole query
-(``CLAUSE_CANDIDATES`` in ``rust/route.rs``, which says why that is enough).
+single run that embeds the whole query
+(:meth:`toolgate.embedding.embedder.Embedder.embed_tokens`). The router adds each tool's best
+cosine against these clause vectors to its whole-query cosine (``RouterConfig.clause_weight``),
+for the 200 tools nearest the whole query (``CLAUSE_CANDIDATES`` in ``rust/route.rs``, which
+says why that is enough).
 
 A clause boundary is sentence or clause punctuation (ASCII before a space or the end, CJK
-anywhere) or the words "and", "then" and "also"; a boundary token starts the next clause. Clauses of fewer than
-:data:`MIN_CLAUSE_TOKENS` tokens (argument fragments such as "and 5") are dropped, and a query
-with fewer than two clauses left has no clause vectors: its single clause is the query itself.
+anywhere) or the words "and", "then" and "also"; a boundary token starts the next clause.
+Clauses of fewer than :data:`MIN_CLAUSE_TOKENS` tokens (argument fragments such as "and 5")
+are dropped, and a query with fewer than two clauses left has no clause vectors: its single
+clause is the query itself.
 
 >>> text = "Convert 5 USD to EUR, then email the result to Bob."
 >>> [text[start:end] for start, end in clause_spans(text)]
