@@ -64,7 +64,7 @@ def main() -> None:
     # Interleaved, each query routed both ways, so a busy machine weighs on both alike.
     for n in range(ROUTES):
         for memory_on, times, tag in ((None, without, "a"), (memory, with_memory, "b")):
-            router._pipeline.memory = memory_on  # each text once: every route embeds
+            router._pipeline.learning.memory = memory_on  # each text once: every route embeds
             times.append(_timed(router, f"find the sales report number {n} ({tag})"))
     p50, p50_memory = statistics.median(without), statistics.median(with_memory)
     print(

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolgate.catalog.catalog import Catalog
-from toolgate.catalog.names import split_name
+from toolgate.catalog.names import name_words
 from toolgate.catalog.schema import schema_validator
 from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError
@@ -63,7 +63,7 @@ def _levenshtein(a: str, b: str) -> int:
 
 
 def _words(name: str) -> set[str]:
-    return set(split_name(name).split())
+    return set(name_words(name))
 
 
 def closest_name(name: str, candidates: Iterable[str]) -> str | None:

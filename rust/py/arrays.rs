@@ -1,7 +1,7 @@
 //! Borrowing numpy buffers: typed, read-only, as row-major slices.
 
 use numpy::ndarray::Dimension;
-use numpy::{Element, PyArrayMethods, PyReadonlyArray, PyUntypedArrayMethods};
+use numpy::{Element, PyArray1, PyArrayMethods, PyReadonlyArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use super::error::InvalidInputError;
@@ -21,6 +21,19 @@ pub(super) fn row_major<'a, T: Element, D: Dimension>(
             "{what} is not C-contiguous; pass np.ascontiguousarray({what})"
         ))
     })
+}
+
+/// `score` applied to `query`, a 1-D float32 array borrowed without a copy, with the GIL
+/// released: one score per stored row, as a new float32 array.
+pub(super) fn query_scores<'py>(
+    py: Python<'py>,
+    query: &Bound<'py, PyAny>,
+    score: impl Send + FnOnce(&[f32]) -> crate::Result<Vec<f32>>,
+) -> PyResult<Bound<'py, PyArray1<f32>>> {
+    let query = borrow_array::<f32, numpy::Ix1>(query, "query", "a 1-D float32 array")?;
+    let values = row_major(&query, "query")?;
+    let scores = py.detach(|| score(values))?;
+    Ok(PyArray1::from_vec(py, scores))
 }
 
 /// Borrows `obj` as a numpy array of element `T` and dimensionality `D`, or explains what

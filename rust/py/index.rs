@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::args;
-use super::arrays::{borrow_array, row_major};
+use super::arrays::{borrow_array, query_scores, row_major};
 use super::error::InvalidInputError;
 use super::gating::{extract_masks, flag_list, row_list, row_list_values};
 use crate::gating::Gate;
@@ -160,10 +160,7 @@ impl PyIndex {
         py: Python<'py>,
         query: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
-        let query = borrow_array::<f32, numpy::Ix1>(query, "query", "a 1-D float32 array")?;
-        let values = row_major(&query, "query")?;
-        let scores = py.detach(|| self.index.scores(values))?;
-        Ok(PyArray1::from_vec(py, scores))
+        query_scores(py, query, |values| self.index.scores(values))
     }
 
     /// The stored f32 vectors of `rows` as an (len(rows), d) array (a copy).

@@ -8,7 +8,7 @@ use std::sync::RwLock;
 use numpy::{PyArray1, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use super::arrays::{borrow_array, row_major};
+use super::arrays::{borrow_array, query_scores, row_major};
 use super::error::invalid;
 use crate::learned::LearnedRows;
 
@@ -83,10 +83,7 @@ impl PyLearnedRows {
         py: Python<'py>,
         query: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
-        let query = borrow_array::<f32, numpy::Ix1>(query, "query", "a 1-D float32 array")?;
-        let values = row_major(&query, "query")?;
-        let scores = py.detach(|| self.read().scores(values))?;
-        Ok(PyArray1::from_vec(py, scores))
+        query_scores(py, query, |values| self.read().scores(values))
     }
 
     /// The votes of the `neighbours` rows nearest `query` with a cosine of at least `floor`,

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.shared_data import CATALOGS, require
-from toolgate.catalog.names import assign_exposed_names, sanitize_name
+from toolgate.catalog.names import assign_exposed_names, name_words, sanitize_name, split_name
 from toolgate.errors import InvalidInputError
 
 DATA = CATALOGS
@@ -116,3 +116,19 @@ def test_assignment_does_not_depend_on_order() -> None:
     random.Random(7).shuffle(shuffled)
     again = dict(zip(shuffled, assign_exposed_names(shuffled), strict=True))
     assert again == reference
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("getRepo_file.contents", ["get", "Repo", "file", "contents"]),
+        ("slack/post-message", ["slack", "post", "message"]),
+        ("__HTTP2Get__", ["HTTP2", "Get"]),
+        ("a: b\tc", ["a", "b", "c"]),
+        ("___", []),
+    ],
+)
+def test_name_words_split_on_separators_and_camel_case(name: str, words: list[str]) -> None:
+    assert name_words(name, keep_case=True) == words
+    assert name_words(name) == [word.lower() for word in words]
+    assert split_name(name) == " ".join(word.lower() for word in words)

@@ -18,6 +18,7 @@ from toolgate.errors import CatalogError, InvalidInputError
 from toolgate.formats import tokens
 from toolgate.formats.definition import schema_of
 from toolgate.formats.raw import PROVIDERS, base_provider
+from toolgate.promotion.active_set import ANY_SCOPE, ActiveSet
 from toolgate.promotion.budget import Budget
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.promotion.pool import DIGEST_MAX_TOKENS
@@ -556,3 +557,24 @@ def test_set_counts_are_reused_for_schemas_fetched_anew(github: Catalog) -> None
     for _ in range(5):  # new Tool objects each time, the same definitions
         promote_tools(github, ranked, schema_source=source.__getitem__)
     assert len(promote._SET_TOKENS) == 1
+
+
+@dataclass(frozen=True)
+class _Routed:
+    """What a RouteResult holds that promotion reads: its ids and the caller's lists."""
+
+    ids: tuple[str, ...]
+    allow: tuple[str, ...] | None = None
+    deny: tuple[str, ...] | None = None
+
+
+def test_the_active_set_carries_the_routes_scope_into_the_pool() -> None:
+    catalog = small()
+    routed = _Routed(("s/alpha",), deny=("s/beta",))
+    assert ActiveSet.of(catalog, routed, strict=True).scope == (None, ("s/beta",))
+    assert ActiveSet.of(catalog, ["s/alpha"], strict=True).scope == ANY_SCOPE
+    shut = promote_tools(catalog, routed, pool="full").pool_text
+    whole = promote_tools(catalog, ["s/alpha"], pool="full").pool_text
+    assert "beta" in whole
+    assert "beta" not in shut
+    assert "gamma" in shut

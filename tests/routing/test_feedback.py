@@ -52,7 +52,7 @@ def store(
 def learner(router: Router, store: str) -> Iterator[Router]:
     router.learn(store)
     yield router
-    router._pipeline.memory = None
+    router._pipeline.learning.memory = None
 
 
 def rank_of(router: Router, query: str, tool: str, k: int = 10) -> int | None:
@@ -131,7 +131,7 @@ def test_bounds_evict_the_oldest(router: Router, store: str) -> None:
         counts = dict(zip(*np.unique(memory._rows.tools, return_counts=True), strict=True))
         assert sorted(counts.values()) == [2, 3]
     finally:
-        router._pipeline.memory = None
+        router._pipeline.learning.memory = None
 
 
 def test_rate_cap_refuses_a_flood(router: Router) -> None:
@@ -145,7 +145,7 @@ def test_rate_cap_refuses_a_flood(router: Router) -> None:
         clock[0] += 60.0  # a minute later the bucket is full again
         assert router.feedback("news item again", used=[TARGET]) == 1
     finally:
-        router._pipeline.memory = None
+        router._pipeline.learning.memory = None
 
 
 def test_a_flood_for_one_tool_moves_no_unrelated_route(router: Router) -> None:
@@ -171,7 +171,7 @@ def test_a_flood_for_one_tool_moves_no_unrelated_route(router: Router) -> None:
                 assert after.index(TARGET) > 0
         assert router.route("latest news", top_k=5, adaptive=False).ids[0] == TARGET
     finally:
-        router._pipeline.memory = None
+        router._pipeline.learning.memory = None
 
 
 def test_verify_learns_when_asked(router: Router) -> None:
@@ -185,7 +185,7 @@ def test_verify_learns_when_asked(router: Router) -> None:
         assert router.verify({"name": "search_news", "arguments": {"query": "x"}}, result).ok
         assert len(router.memory or ()) == 0
     finally:
-        router._pipeline.memory = None
+        router._pipeline.learning.memory = None
 
 
 def test_bad_feedback_is_refused(router: Router) -> None:
@@ -200,7 +200,7 @@ def test_bad_feedback_is_refused(router: Router) -> None:
         with pytest.raises(InvalidInputError, match="neighbours"):
             LearnConfig(neighbours=0)
     finally:
-        router._pipeline.memory = None
+        router._pipeline.learning.memory = None
 
 
 def test_sqlite_is_the_default_store() -> None:

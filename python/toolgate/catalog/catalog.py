@@ -18,11 +18,12 @@ import hashlib
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 from toolgate.catalog.build import Offender, RequirementIndex, build_tools
+from toolgate.catalog.changes import CatalogDiff, catalog_diff, server_tools, with_server_replaced
 from toolgate.catalog.names import assign_exposed_names
 from toolgate.catalog.sources import (
     ToolSource,
@@ -43,29 +44,6 @@ __all__ = [
     "CatalogDiff",
     "Offender",
 ]
-
-
-@dataclass(frozen=True)
-class CatalogDiff:
-    """What changed between two catalogs, as tool ids in catalog order."""
-
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    changed: tuple[str, ...]
-
-    def __bool__(self) -> bool:
-        return bool(self.added or self.removed or self.changed)
-
-    def __len__(self) -> int:
-        return len(self.added) + len(self.removed) + len(self.changed)
-
-    def to_dict(self) -> dict[str, list[str]]:
-        """JSON-ready view."""
-        return {
-            "added": list(self.added),
-            "removed": list(self.removed),
-            "changed": list(self.changed),
-        }
 
 
 class Catalog:
@@ -446,14 +424,7 @@ class Catalog:
         Re-indexing only ``added + changed`` and dropping ``removed`` brings an index built on
         this catalog up to date with ``other``.
         """
-        added = tuple(t.id for t in other if t.id not in self._by_id)
-        removed = tuple(t.id for t in self if t.id not in other._by_id)
-        changed = tuple(
-            t.id
-            for t in other
-            if t.id in self._by_id and self._by_id[t.id].fingerprint != t.fingerprint
-        )
-        return CatalogDiff(added, removed, changed)
+        return catalog_diff(self, other)
 
     def replace_server(self, server: str, new_tools: Any, *, lenient: bool = False) -> Catalog:
         """A new catalog with ``server``'s tools replaced (on ``notifications/tools/list_changed``).
@@ -463,13 +434,7 @@ class Catalog:
         the old ones, so the order of other servers' tools is untouched. Overrides given at
         load time apply again. An empty list removes the server.
         """
-        try:
-            fmt = detect_format(new_tools) if not isinstance(new_tools, list) else "tools"
-            raws = parse_document(new_tools, fmt, server)
-        except ValueError as exc:
-            raise CatalogError(f"refresh of server {server!r}: {exc}") from None
-        raws = [replace(r, server=server) for r in raws]
-        fresh, offenders = build_tools(raws, overrides=self._overrides)
+        fresh, offenders = server_tools(new_tools, server, self._overrides)
         if offenders and not lenient:
             raise InvalidToolsError(offenders, f"the refresh of server {server!r}")
         if offenders:
@@ -479,16 +444,7 @@ class Catalog:
                 CatalogWarning,
                 stacklevel=2,
             )
-        merged: list[Tool] = []
-        inserted = False
-        for tool in self._tools:
-            if tool.server != server:
-                merged.append(tool)
-            elif not inserted:
-                merged.extend(fresh)
-                inserted = True
-        if not inserted:
-            merged.extend(fresh)
+        merged = with_server_replaced(self._tools, server, fresh)
         catalog = Catalog(merged, qualify=self._qualify)
         catalog._overrides = self._overrides
         catalog._warn_unmet_requirements(f"the refresh of server {server!r}")

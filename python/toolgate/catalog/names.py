@@ -38,6 +38,7 @@ __all__ = [
     "EXPOSED_NAME_RE",
     "MAX_EXPOSED_LEN",
     "assign_exposed_names",
+    "name_words",
     "sanitize_name",
     "split_name",
 ]
@@ -54,13 +55,25 @@ _HASH_LEN = 8
 _WORD_SPLIT = re.compile(r"[_\-\s./:]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
+def name_words(name: str, *, keep_case: bool = False) -> list[str]:
+    """The words of the tool or parameter name ``name``, split on ``_ - . / :``, white space
+    and camelCase; lower-case unless ``keep_case``. Every split of names into words is this
+    one, so the summary, the embedded text, the pool and ``verify`` read a name alike.
+
+    >>> name_words("getRepo_file.contents")
+    ['get', 'repo', 'file', 'contents']
+    """
+    words = [word for word in _WORD_SPLIT.split(name) if word]
+    return words if keep_case else [word.lower() for word in words]
+
+
 def split_name(name: str) -> str:
-    """``name`` as lower-case words, split on ``_ - . / :`` and camelCase.
+    """``name`` as lower-case words joined by spaces (:func:`name_words`).
 
     >>> split_name("getRepo_file.contents")
     'get repo file contents'
     """
-    return " ".join(w.lower() for w in _WORD_SPLIT.split(name) if w)
+    return " ".join(name_words(name))
 
 
 def sanitize_name(name: str) -> str:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 from toolgate.catalog.addressing import addressing_sentences, described_text
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.names import name_words
 from toolgate.catalog.summary import derive_summary
 from toolgate.catalog.tool import Tool
 
@@ -25,14 +24,10 @@ __all__ = [
 #: tools or claim authority left out too.
 TEXT_VERSION = 4
 
-_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NAME_SEPARATORS = re.compile(r"[\s_.\-/:]+")
-
 
 def humanize(name: str) -> str:
     """``get_issueComments`` -> ``get issue Comments``: names read as words to the encoder."""
-    spaced = _CAMEL_BOUNDARY.sub(" ", name)
-    return " ".join(_NAME_SEPARATORS.split(spaced)).strip()
+    return " ".join(name_words(name, keep_case=True))
 
 
 def embedding_text(tool: Tool, *, with_server: bool = True) -> str:

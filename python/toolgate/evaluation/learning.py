@@ -66,5 +66,5 @@ def evaluate_learning(
                 router.feedback(item.query, used=used)
         after = evaluate(router, rest, top_k=top_k, progress=progress)
     finally:
-        router._pipeline.memory = None  # the router is as it was
+        router._pipeline.learning.memory = None  # the router is as it was
     return {**after, "before": before, "learned_from": len(learn), "learned_rows": len(memory)}

@@ -60,8 +60,9 @@ def check_catalog_version(catalog: Catalog, active: Any) -> None:
 
 @dataclass(frozen=True)
 class ActiveSet:
-    """The tools a model may call this turn, best first, and the name the ``tool_search``
-    tool was sent under, if it was.
+    """The tools a model may call this turn, best first, the name the ``tool_search`` tool
+    was sent under, if it was, and the route's allow / deny ``scope`` (what a digest of the
+    catalog may describe).
 
     A :class:`RouteResult` or a promotion is the whole set: the router already added the
     pinned tools the gate and the allow / deny lists admit, a pinned tool they shut out must
@@ -71,6 +72,7 @@ class ActiveSet:
 
     ids: tuple[str, ...]
     search_tool_name: str | None = None
+    scope: Scope = ANY_SCOPE
 
     @classmethod
     def of(cls, catalog: Catalog, active: Any, *, strict: bool) -> ActiveSet:
@@ -102,7 +104,8 @@ class ActiveSet:
                 raise InvalidInputError(f"active_ids has ids not in the catalog: {unknown}")
         pinned = () if routed else catalog.pinned_ids
         search_tool_name = getattr(active, "search_tool_name", None)
-        return cls(tuple(dict.fromkeys([*known, *pinned])), search_tool_name)
+        scope = (getattr(active, "allow", None), getattr(active, "deny", None))
+        return cls(tuple(dict.fromkeys([*known, *pinned])), search_tool_name, scope)
 
 
 def _refuse_names(catalog: Catalog, unknown: Sequence[object]) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from toolgate.catalog.catalog import Catalog
-from toolgate.catalog.names import split_name
+from toolgate.catalog.names import name_words
 from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError
 from toolgate.formats.tokens import count_text
@@ -71,7 +71,7 @@ _STOP_WORDS = {
 
 
 def _name_words(name: str) -> list[str]:
-    return [w for w in split_name(name).split() if w not in _STOP_WORDS and not w.isdigit()]
+    return [w for w in name_words(name) if w not in _STOP_WORDS and not w.isdigit()]
 
 
 def _render_full(tools: Sequence[Tool]) -> str:

@@ -44,7 +44,7 @@ from toolgate.formats.definition import schema_of
 from toolgate.formats.raw import PROVIDERS, base_provider
 from toolgate.formats.tokens import count_tools
 from toolgate.memo import Memo
-from toolgate.promotion.active_set import ActiveSet, Scope
+from toolgate.promotion.active_set import ActiveSet
 from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
 from toolgate.promotion.discovery import TOOL_SEARCH_ID, search_tool
 from toolgate.promotion.pool import choose_pool
@@ -208,11 +208,11 @@ def promote_tools(
         raise InvalidInputError(
             f"budget must be a toolgate.Budget or None, got {type(budget).__name__}"
         )
-    ranked = list(ActiveSet.of(catalog, active_ids, strict=True).ids)
+    active = ActiveSet.of(catalog, active_ids, strict=True)
+    ranked = list(active.ids)
     search = search_tool(catalog)
-    scope: Scope = (getattr(active_ids, "allow", None), getattr(active_ids, "deny", None))
     pool_mode, pool_text, pool_tokens = choose_pool(
-        catalog, pool, search.exposed_name, encoding, scope,
+        catalog, pool, search.exposed_name, encoding, active.scope,
         search_tokens=search.token_count(format, encoding=encoding, compact=compact),
     )  # fmt: skip
     rank = {tool_id: i for i, tool_id in enumerate(ranked)}

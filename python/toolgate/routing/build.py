@@ -8,6 +8,7 @@ the files of a saved router, as :class:`RouterParts`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -25,7 +26,7 @@ from toolgate.embedding.embedder import Embedder, resolve_cache
 from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores, null_requests, null_vectors
-from toolgate.routing.outline import TokenKey
+from toolgate.routing.outline import TokenKey, reusable_tokens
 from toolgate.routing.state import FlagVocabulary
 from toolgate.routing.store import (
     BM25,
@@ -56,6 +57,7 @@ __all__ = [
     "check_refresh_path",
     "default_embedder",
     "embed_tools",
+    "index_catalog",
     "open_cache",
     "open_parts",
     "refreshed_vectors",
@@ -179,12 +181,55 @@ class RouterParts:
         files = {MATRIX: fingerprint(source), BM25: save_fingerprinted(self.bm25, directory)}
         self._write_manifest(directory, catalog, files)
 
+    def refreshed(
+        self,
+        old: Catalog,
+        catalog: Catalog,
+        embedder: Embedder,
+        path: str | os.PathLike[str] | None,
+    ) -> RouterParts:
+        """These files rebuilt for ``catalog``, a new version of ``old`` (the catalog they
+        index): only tools added or changed are embedded, and unchanged tools keep their
+        vectors and schema token counts. ``path`` may not be this index's own directory."""
+        check_refresh_path(self.index, path)
+        vectors = refreshed_vectors(self.index, old, self.outline, catalog, embedder)
+        tokens = reusable_tokens(old, self.outline)
+        return build_parts(
+            catalog, vectors, self.config, embedder.model_id, path, embedder.embed, tokens
+        )
+
+    def with_config(self, config: RouterConfig) -> RouterParts:
+        """These files under ``config``, which may change ranking and selection but none of
+        the settings the files were built with."""
+        built = ("bm25_k1", "bm25_b", "bm25_weights", "index_dtype", "precision")
+        if changed := [
+            name for name in built if getattr(config, name) != getattr(self.config, name)
+        ]:
+            raise InvalidInputError(
+                f"{', '.join(changed)} set how the index was built: build a new router for them"
+            )
+        return dataclasses.replace(self, config=config)
+
     def _write_manifest(self, directory: Path, catalog: Catalog, files: dict[str, str]) -> None:
         model_id = str(self.index.model_id)
         saved = SavedRouter(
             self.config, self.outline, self.vocabulary.keys, model_id, files, self.null
         )
         write_catalog_and_manifest(directory, catalog, saved)
+
+
+def index_catalog(
+    catalog: Catalog,
+    *,
+    config: RouterConfig,
+    embedder: Embedder,
+    path: str | os.PathLike[str] | None,
+    cache: EmbeddingCache | str | os.PathLike[str] | bool | None,
+) -> RouterParts:
+    """Embed ``catalog`` (through the embedding ``cache``, see :func:`open_cache`) and build
+    its index files under ``path``, or a temporary directory."""
+    vectors = embed_tools(embedder, embedding_views(catalog), open_cache(cache))
+    return build_parts(catalog, vectors, config, embedder.model_id, path, embedder.embed)
 
 
 def build_parts(

@@ -24,6 +24,7 @@ about 1), so a tool the ranking placed outside the top ``k`` may enter it.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -34,9 +35,10 @@ import numpy as np
 
 from toolgate import _toolgate
 from toolgate.errors import InvalidInputError
-from toolgate.routing.learned_store import LearnedStore
+from toolgate.routing.learned_store import LearnedStore, open_store, query_key
+from toolgate.routing.rows import tool_list
 
-__all__ = ["LearnConfig", "LearnedMemory", "LiftedRow", "lifted"]
+__all__ = ["LearnConfig", "LearnedMemory", "Learning", "LiftedRow", "lifted"]
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,80 @@ class LearnedMemory:
         amount = np.minimum(votes / config.saturation, 1.0)
         lifts = config.weight * closeness * amount
         return {int(t): float(v) for t, v in zip(tools, lifts, strict=True) if v > 0}
+
+
+class Learning:
+    """A router's learning from use: its memory (``None`` until :meth:`start`), and whether a
+    call that passes ``verify`` counts as used for its route's query.
+
+    ``scope`` names the model and catalog version, ``ids`` the rows' tools, ``servers`` (a
+    loader: the catalog may not be read yet) each row's server, ``dim`` the vectors' width.
+    """
+
+    def __init__(
+        self, scope: str, ids: Sequence[str], servers: Callable[[], Sequence[str]], dim: int
+    ) -> None:
+        self._scope = scope
+        self._ids = ids
+        self._servers = servers
+        self._dim = dim
+        self.memory: LearnedMemory | None = None
+        self.from_verify = False
+
+    def start(
+        self,
+        store: LearnedStore | str | os.PathLike[str] | None,
+        *,
+        config: LearnConfig | None,
+        from_verify: bool,
+    ) -> LearnedMemory:
+        """Learn into ``store`` (see ``Router.learn``) from now on; returns the memory."""
+        memory = LearnedMemory(
+            open_store(store), self._scope, self._ids, self._servers, self._dim, config
+        )
+        self.memory = memory
+        self.from_verify = from_verify
+        return memory
+
+    def follow(self, old: Learning) -> None:
+        """Learn as ``old`` does (its store, bounds and ``from_verify``), when it learns: the
+        same store, read for this catalog version's rows."""
+        if old.memory is not None:
+            self.start(old.memory.store, config=old.memory.config, from_verify=old.from_verify)
+
+    def record(
+        self,
+        query: str,
+        used: Iterable[str],
+        missed: Iterable[str],
+        embed: Callable[[str], np.ndarray],
+    ) -> int:
+        """Store which tools served ``query`` (see ``Router.feedback``), into the default
+        store if learning was not started; returns how many were recorded."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("feedback needs the query's text")
+        memory = self.memory
+        if memory is None:
+            memory = self.start(None, config=None, from_verify=False)
+        tools = [*tool_list(used, "used"), *tool_list(missed, "missed")]
+        rows = [memory.row(tool) for tool in tools]
+        if not rows:
+            return 0
+        return memory.learn(embed(query), rows, query_key(query))
+
+    def verified(self, query: str, tool: str | None, embed: Callable[[str], np.ndarray]) -> None:
+        """A call to ``tool`` passed ``verify`` against the route of the text ``query``: it
+        counts as used for that query when learning ``from_verify``."""
+        if self.from_verify and tool is not None:
+            self.record(query, [tool], (), embed)
+
+    def forget(self, *, tool: str | None, server: str | None) -> int:
+        """Forget one tool's or one server's rows (see ``Router.forget``)."""
+        if self.memory is None:
+            if (tool is None) == (server is None):
+                raise InvalidInputError("forget takes one of tool= or server=")
+            return 0
+        return self.memory.forget(tool=tool, server=server)
 
 
 class LiftedRow(NamedTuple):

@@ -22,7 +22,7 @@ from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import IndexFormatError, InvalidInputError, ToolgateError
 from toolgate.lazy import Lazy
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
-from toolgate.routing.feedback import LearnedMemory, lifted
+from toolgate.routing.feedback import Learning, lifted
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.lookalikes import Lookalikes, find_lookalikes
 from toolgate.routing.no_tool import (
@@ -104,13 +104,19 @@ class RoutePipeline:
             embedder, config, model_id=index.model_id, index_path=index.path
         )
         self._null = null
-        #: What feedback taught this router (``Router.learn``), or ``None``: no lift.
-        self.memory: LearnedMemory | None = None
+        #: What feedback teaches this router (``Router.learn``); no memory, no lift.
+        self.learning = Learning(
+            f"{index.model_id}@{outline.version}",
+            outline.ids,
+            lambda: [tool.server for tool in catalog()],
+            index.dim,
+        )
 
     def with_config(self, config: RouterConfig) -> RoutePipeline:
         """This pipeline under ``config``: the same index, rows and embedder."""
         view = copy.copy(self)
         view._config = config
+        view.learning = copy.copy(self.learning)  # learning started on the view stays its own
         if config.lookalike_cosine != self._config.lookalike_cosine:
             view._lookalikes = Lazy(None, view._find_lookalikes)
         view.query_vectors = self.query_vectors.with_config(config)
@@ -128,11 +134,18 @@ class RoutePipeline:
         deny: Iterable[str] | None,
         forms: bool,
         include: Iterable[str] | None,
-        adaptive: bool = False,
+        adaptive: bool | None = False,
         decide: bool = True,
     ) -> RouteResult:
-        """:meth:`Router.route <toolgate.routing.router.Router.route>`, but telemetry."""
+        """:meth:`Router.route <toolgate.routing.router.Router.route>`, but telemetry
+        (``adaptive=None``: the config's)."""
         start = time.perf_counter()
+        if adaptive is None:
+            adaptive = self._config.adaptive
+        elif not isinstance(adaptive, bool):
+            raise InvalidInputError(
+                f"adaptive must be True, False or None, got a {type(adaptive).__name__}"
+            )
         allow, deny = pattern_list(allow), pattern_list(deny)
         if isinstance(query, str):  # parse_query names any other type
             query = well_formed(query)
@@ -185,7 +198,8 @@ class RoutePipeline:
         vector, clauses = self.query_vectors(parsed.text, history)
         core_start = turn.lap("embed", embed_start)
         config = self._config
-        lifts = {} if self.memory is None else self.memory.lift(vector)
+        memory = self.learning.memory
+        lifts = {} if memory is None else memory.lift(vector)
         learned = np.asarray([row for row in lifts if row not in set(forced)], dtype=np.uint32)
         # Adaptive selection reads each clause's own ranking, made in the same call: the same
         # gate, scope, floor and forced rows as the query's.

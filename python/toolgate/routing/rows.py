@@ -19,7 +19,7 @@ from toolgate.errors import InvalidInputError
 from toolgate.lazy import Lazy
 from toolgate.routing.store import CatalogOutline
 
-__all__ = ["CatalogRows", "Scope"]
+__all__ = ["CatalogRows", "Scope", "tool_list"]
 
 #: The caller's allow and deny rows (sorted uint32; ``None``: no list).
 Scope = tuple[np.ndarray | None, np.ndarray | None]
@@ -157,3 +157,15 @@ class CatalogRows:
 def _contains(sorted_rows: np.ndarray, row: int) -> bool:
     at = int(np.searchsorted(sorted_rows, row))
     return at < len(sorted_rows) and int(sorted_rows[at]) == row
+
+
+def tool_list(ids: Iterable[str], name: str) -> list[str]:
+    """``ids`` as a list of tool ids, or an error naming the argument ``name`` (a lone string
+    is refused: its letters are not ids)."""
+    if isinstance(ids, str):
+        raise InvalidInputError(f"{name} must be a list of tool ids, not {ids!r}")
+    listed = list(ids)
+    for tool_id in listed:
+        if not isinstance(tool_id, str) or not tool_id:
+            raise InvalidInputError(f"{name} holds {tool_id!r}, not a tool id")
+    return listed
