@@ -193,8 +193,10 @@ def test_bad_feedback_is_refused(router: Router) -> None:
     try:
         with pytest.raises(InvalidInputError, match="no tool 'nope/nothing'"):
             router.feedback(QUERY, used=["nope/nothing"])
-        with pytest.raises(InvalidInputError, match="list of tool ids"):
+        with pytest.raises(InvalidInputError, match="used must be a list of tool ids"):
             router.feedback(QUERY, used=TARGET)
+        with pytest.raises(InvalidInputError, match="missed entries must be tool ids, got 3"):
+            router.feedback(QUERY, missed=[3])  # type: ignore[list-item]
         with pytest.raises(InvalidInputError, match="query"):
             router.feedback("  ", used=[TARGET])
         with pytest.raises(InvalidInputError, match="neighbours"):

@@ -114,13 +114,7 @@ class CatalogRows:
         """
         if include is None:
             return [], []
-        if isinstance(include, str):
-            raise InvalidInputError(f"include must be a list of tool ids or names, not {include!r}")
-        entries = list(include)
-        for entry in entries:
-            if not isinstance(entry, str) or not entry:
-                raise InvalidInputError(f"include entries must be tool ids or names, got {entry!r}")
-        rows, unknown = self.selected(entries)
+        rows, unknown = self.selected(tool_list(include, "include", "tool ids or names"))
         return sorted(rows), unknown
 
     def with_pinned(self, rows: Sequence[int]) -> np.ndarray:
@@ -159,13 +153,13 @@ def _contains(sorted_rows: np.ndarray, row: int) -> bool:
     return at < len(sorted_rows) and int(sorted_rows[at]) == row
 
 
-def tool_list(ids: Iterable[str], name: str) -> list[str]:
-    """``ids`` as a list of tool ids, or an error naming the argument ``name`` (a lone string
-    is refused: its letters are not ids)."""
+def tool_list(ids: Iterable[str], name: str, kinds: str = "tool ids") -> list[str]:
+    """``ids`` as a list of non-empty strings, or an error naming the argument ``name`` and
+    what it holds, ``kinds`` (a lone string is refused: its letters are not ids)."""
     if isinstance(ids, str):
-        raise InvalidInputError(f"{name} must be a list of tool ids, not {ids!r}")
+        raise InvalidInputError(f"{name} must be a list of {kinds}, not {ids!r}")
     listed = list(ids)
-    for tool_id in listed:
-        if not isinstance(tool_id, str) or not tool_id:
-            raise InvalidInputError(f"{name} holds {tool_id!r}, not a tool id")
+    for entry in listed:
+        if not isinstance(entry, str) or not entry:
+            raise InvalidInputError(f"{name} entries must be {kinds}, got {entry!r}")
     return listed
