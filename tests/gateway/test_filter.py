@@ -513,6 +513,10 @@ def test_tools_arrays_are_keyed_by_content_and_reader() -> None:
     assert len(keys) == 4
     assert _digest([2**70], "openai") != _digest([2**70 + 1], "openai")
     assert _digest(["null"], "openai") != _digest([None], "openai")
+    # Many "null"s in strings before a null value: the value is still told from NaN's null.
+    words = [{"type": "null"}] * 100
+    assert _digest([*words, None], "openai") != _digest([*words, math.nan], "openai")
+    assert _digest(None, "openai") != _digest(math.nan, "openai")
     # A client library's own mapping type is keyed by its content, not by its address.
     proxied = [MappingProxyType(tool) for tool in tools]
     assert _digest(proxied, "openai") == _digest(tools, "openai")

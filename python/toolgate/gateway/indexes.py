@@ -268,9 +268,23 @@ def digest(source: Any, reader: str) -> str | None:
     return hashlib.sha256(reader.encode() + b"\0" + data).hexdigest()
 
 
-# A JSON null value, as opposed to the string "null" (a type name in many schemas): three
-# substring searches, each far faster than one regex scan of the array's text.
-_NULL_VALUES = (b":null", b",null", b"[null")
+# Bytes before a JSON null value in orjson's compact text; "null" after anything else is
+# inside a string (a type name in many schemas).
+_BEFORE_VALUE = frozenset(b":,[")
+# Past this many "null"s, three whole-text searches cost less than stepping through them.
+_NULLS_STEPPED = 64
+
+
+def _has_null_value(text: bytes) -> bool:
+    """Whether ``text`` (orjson's compact JSON) holds a null value, not just the word."""
+    at = text.find(b"null")
+    for _ in range(_NULLS_STEPPED):
+        if at == -1:
+            return False
+        if at == 0 or text[at - 1] in _BEFORE_VALUE:
+            return True
+        at = text.find(b"null", at + 4)
+    return text.startswith(b"null") or any(n in text for n in (b":null", b",null", b"[null"))
 
 
 def _key_bytes(source: Any) -> bytes | None:
@@ -287,7 +301,7 @@ def _key_bytes(source: Any) -> bytes | None:
                 text = orjson.dumps(plain)
             except (ValueError, TypeError):
                 text = None
-        if text is not None and not any(null in text for null in _NULL_VALUES):
+        if text is not None and not _has_null_value(text):
             return b"j" + text
     try:
         return b"m" + marshal.dumps(plain, 2)
