@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,20 @@ from toolgate.integrations.mcp.upstreams import Upstreams, why_not_started
 
 def lines(file: Path) -> list[str]:
     return file.read_text(encoding="utf-8").splitlines() if file.exists() else []
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` ends (or is a zombie: nothing may reap an orphan here)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
 
 
 # -- configs written by Cline and Roo Code -------------------------------------------------
@@ -103,7 +118,8 @@ def test_a_bad_cline_or_roo_key_is_named(
 
 
 def test_a_servers_timeout_ends_a_call_that_takes_longer(tmp_path: Path) -> None:
-    reports = {"command": sys.executable, "args": [path("slow_tool")], "timeout": 2}
+    pid_file = tmp_path / "pid"
+    reports = {"command": sys.executable, "args": [path("slow_tool"), str(pid_file)], "timeout": 2}
     proxy = proxy_params(tmp_path, {"reports": reports})
 
     async def main() -> None:
@@ -114,6 +130,29 @@ def test_a_servers_timeout_ends_a_call_that_takes_longer(tmp_path: Path) -> None
                 body = json.loads(text_of(late))
                 assert body["error"] == "upstream_error"
                 assert "timed out" in body["message"]
+
+    run(main)
+    # Stuck in its tool, the server cannot stop when the proxy closes it: the proxy kills
+    # it before its own client gives up on the proxy and kills that.
+    assert gone_within(int(pid_file.read_text()), seconds=5.0)
+
+
+def test_closing_the_upstreams_kills_a_server_that_cannot_stop(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    spec = StdioServerParameters(command=sys.executable, args=[path("slow_tool"), str(pid_file)])
+
+    async def main() -> None:
+        upstreams = Upstreams(["reports"])
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(upstreams.hold, "reports", spec, {})
+                await upstreams.settled["reports"].wait()
+                with anyio.move_on_after(0.5):  # the server is now stuck in its tool
+                    await upstreams.connected["reports"].call_tool("build_report", {"title": "Q"})
+                await upstreams.close(timeout=0.2)
+                # Killed by close itself, not seconds later by the SDK's shutdown, which a
+                # client killing the proxy meanwhile would cut short.
+                assert gone_within(int(pid_file.read_text()), seconds=0.5)
 
     run(main)
 

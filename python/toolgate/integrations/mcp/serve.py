@@ -9,7 +9,8 @@ the embedding model loads. The proxy answers its clients' handshakes as soon as 
 have answered theirs, and lists and indexes their tools meanwhile (requests wait for that).
 Each upstream lives in a task of its own until the proxy stops: when its stdio client closes
 stdin, or on SIGTERM / SIGINT (over HTTP, once the requests under way are done). Stopping
-closes every upstream at once, so none outlives the proxy. An upstream whose connection
+closes every upstream at once and kills, after :data:`CLOSE_GRACE`, the servers still
+running, so none outlives the proxy. An upstream whose connection
 closes (it died) is started again by the next call to it. One that could not be started (left
 out under ``lenient``, or not back after it died) is tried again in the background, after
 ``retry_after`` seconds and then at doubling intervals up to :data:`MAX_RETRY_INTERVAL`,
@@ -60,6 +61,10 @@ CONNECT_TIMEOUT = 30.0
 
 #: The longest wait, in seconds, between two tries to start an upstream left out at start.
 MAX_RETRY_INTERVAL = 300.0
+
+#: Seconds the upstreams have to end once the proxy stops; then the ones left are killed.
+#: Less than the two seconds an MCP client waits for the proxy itself before killing it.
+CLOSE_GRACE = 1.5
 
 
 async def serve(
@@ -152,7 +157,8 @@ async def _serve(
             await transport(serving)
         except ToolgateError as exc:  # raised after the group, not wrapped in its group
             failure = exc
-        group.cancel_scope.cancel()  # closes every upstream at once
+        await serving.upstreams.close(timeout=CLOSE_GRACE)
+        group.cancel_scope.cancel()
     failure = failure or serving.failure
     if failure is not None:
         raise failure
@@ -450,6 +456,6 @@ async def _stop_on_signal(serving: _Serving) -> None:
 async def _end(serving: _Serving, *, code: int) -> None:
     """Close every upstream and end the process with ``code``, at once: on stdio the task
     reading stdin waits in a thread that nothing but input interrupts."""
-    await serving.upstreams.close(timeout=10.0)
+    await serving.upstreams.close(timeout=CLOSE_GRACE)
     sys.stderr.flush()
     os._exit(code)

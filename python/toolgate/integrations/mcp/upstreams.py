@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCRequest
 
+from toolgate.integrations.mcp.children import TAG_ENV, kill_tagged, new_tag
 from toolgate.integrations.mcp.listing import McpClient
 from toolgate.integrations.mcp.relay import ASK_TIMEOUT
 from toolgate.integrations.mcp.server_config import HttpServer, ServerSpec, request_timeout
@@ -44,6 +45,7 @@ class Upstreams:
         self.closed = {name: anyio.Event() for name in names}
         self.scopes = {name: anyio.CancelScope() for name in names}
         self.locks = {name: anyio.Lock() for name in names}
+        self.tag = new_tag()  # on every server started, for close() to find the stuck ones
 
     @property
     def clients(self) -> dict[str, McpClient]:
@@ -58,7 +60,7 @@ class Upstreams:
         failure to connect is kept in :attr:`errors`."""
         try:
             with self.scopes[name]:
-                async with _client(spec, options) as client:
+                async with _client(spec, options, self.tag) as client:
                     self.connected[name] = client
                     self.settled[name].set()
                     await anyio.sleep_forever()
@@ -101,12 +103,14 @@ class Upstreams:
         return "it is not connected" if exc is None else why_not_started(spec, first_error(exc))
 
     async def close(self, timeout: float) -> None:
-        """Close every upstream at once, waiting at most ``timeout`` seconds."""
+        """Close every upstream at once, waiting at most ``timeout`` seconds; then kill the
+        servers still running (:mod:`~toolgate.integrations.mcp.children` says why)."""
         for scope in self.scopes.values():
             scope.cancel()
         with anyio.move_on_after(timeout):
             for event in self.closed.values():
                 await event.wait()
+        kill_tagged(self.tag)
 
 
 def first_error(exc: BaseException) -> BaseException:
@@ -136,7 +140,7 @@ def why_not_started(spec: ServerSpec, exc: BaseException) -> str:
 
 
 @asynccontextmanager
-async def _client(spec: ServerSpec, options: Mapping[str, Any]) -> AsyncIterator[Client]:
+async def _client(spec: ServerSpec, options: Mapping[str, Any], tag: str) -> AsyncIterator[Client]:
     timeout = request_timeout(spec)
     if timeout is not None:  # the config's: each request's, as the clients that wrote it mean
         options = {**options, "read_timeout_seconds": timeout}
@@ -149,7 +153,8 @@ async def _client(spec: ServerSpec, options: Mapping[str, Any]) -> AsyncIterator
             async with Client(transport, **options) as client:
                 yield client
     else:
-        async with Client(_pinged_first(spec), **options) as client:
+        tagged = spec.model_copy(update={"env": {**(spec.env or {}), TAG_ENV: tag}})
+        async with Client(_pinged_first(tagged), **options) as client:
             yield client
 
 
