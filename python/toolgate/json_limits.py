@@ -41,10 +41,13 @@ def read_bounded(path: Path, limit: int) -> bytes:
     opened for reading (opening a FIFO blocks); I/O failures are ``OSError``.
     """
     with open_regular(path) as file:
-        data = file.read(limit + 1)
-    if len(data) > limit:
-        raise JsonLimitError(f"{path} is larger than {limit:,} bytes, the most read here")
-    return data
+        # The size first, so a file far past the limit costs no read of ``limit`` bytes; the
+        # bounded read still catches a file that grows after the check.
+        if os.fstat(file.fileno()).st_size <= limit:
+            data = file.read(limit + 1)
+            if len(data) <= limit:
+                return data
+    raise JsonLimitError(f"{path} is larger than {limit:,} bytes, the most read here")
 
 
 def open_regular(path: Path) -> BinaryIO:

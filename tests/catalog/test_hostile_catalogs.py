@@ -5,6 +5,7 @@ than its host allowed."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 import warnings
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 
 from toolgate import CatalogError, CatalogWarning, InvalidToolsError
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.sources import MAX_CATALOG_BYTES
 from toolgate.catalog.tool import Tool
 from toolgate.verify import verify_call
 
@@ -85,6 +87,20 @@ def test_special_files_are_not_read_as_catalogs(tmp_path: Path) -> None:
         Catalog.load("/dev/zero")  # was read until memory ran out
     with pytest.raises(CatalogError, match="not a regular file"):
         Catalog.load(tmp_path)
+
+
+def test_a_catalog_file_past_the_limit_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "tools.json"
+    with path.open("wb") as out:
+        out.truncate(MAX_CATALOG_BYTES + 1)  # sparse: no disk used
+    tracemalloc.start()
+    try:
+        with pytest.raises(CatalogError, match="is larger than"):
+            Catalog.load(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20  # refused by its size, not read up to the limit first
 
 
 def _saved(**changes: Any) -> dict[str, Any]:

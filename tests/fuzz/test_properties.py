@@ -1,9 +1,11 @@
 """Property campaigns (hypothesis): hostile catalogs, tool calls and config values.
 
 Whatever the input, the catalog loaders return a catalog or raise a ``ToolgateError``,
-``verify_call`` returns a verdict, and the config readers return a config or raise a
-``ToolgateError``; every example must finish within 5 s (the deadline). Examples are
-derandomized (a fixed seed) and nothing is stored between runs.
+``verify_call`` returns a verdict, the MCP proxy reads a ``call_tool`` call's arguments or
+refuses them, and the config readers (``RouterConfig``, a router's manifest, the MCP proxy's
+``servers.json``) return a config or raise a ``ToolgateError``; every example must finish
+within 5 s (the deadline). Examples are derandomized (a fixed seed) and nothing is stored
+between runs.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from tests.routing.sealed import write_sealed
 from toolgate import CatalogWarning, IndexFormatError, ToolgateError
 from toolgate.catalog.catalog import Catalog
 from toolgate.formats.calls import parse_tool_call
+from toolgate.integrations.mcp.meta_tools import unwrap_call
+from toolgate.integrations.mcp.server_config import load_servers
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.store import read_manifest
 from toolgate.verify import verify_call
@@ -309,3 +313,43 @@ def test_manifest_reader_reads_or_names_the_problem(
         return
     with contextlib.suppress(IndexFormatError):
         read_manifest(Path(directory))
+
+
+@CAMPAIGN
+@given(st.one_of(text, json_values.map(_json_text)))
+def test_call_tool_arguments_are_read_or_refused(arguments: str) -> None:
+    unwrapped = unwrap_call({"name": "t", "arguments": arguments})
+    assert unwrapped is None or isinstance(unwrapped[1], dict)
+
+
+SERVER_KEYS = [
+    "command", "args", "env", "cwd", "url", "headers", "type", "disabled", "timeout",
+    "autoApprove", "alwaysAllow",
+]  # fmt: skip
+
+server_configs = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {
+            "mcpServers": st.one_of(
+                json_values,
+                st.dictionaries(
+                    text,
+                    st.dictionaries(st.sampled_from(SERVER_KEYS), json_values, max_size=4),
+                    max_size=3,
+                ),
+            )
+        }
+    ),
+)
+
+
+@CAMPAIGN
+@given(server_configs)
+def test_mcp_proxy_config_reader_reads_or_names_the_problem(
+    tmp_path_factory: pytest.TempPathFactory, config: Any
+) -> None:
+    path = tmp_path_factory.mktemp("servers", numbered=True) / "servers.json"
+    path.write_text(_json_text(config), encoding="utf-8")
+    with contextlib.suppress(ToolgateError):
+        load_servers(path)

@@ -77,6 +77,24 @@ def test_config_errors_name_the_key(tmp_path: Path, text: str, message: str) -> 
         load_config(path)
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("gateway.toml", "top_k = " + "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ("gateway.yaml", "top_k: " + "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ("gateway.toml", "top_k = " + "9" * 5_000, "4300 digits"),
+        ("gateway.yml", "top_k: " + "9" * 5_000, "4300 digits"),
+    ],
+)
+def test_a_config_past_its_parsers_limits_is_named(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InvalidInputError, match=message):
+        load_config(path)
+
+
 def test_route_query_pinned_budget_and_deny(fake: Any, shared_filter: ToolFilter) -> None:
     upstream, _ = fake
     with start(fake, shared_filter, top_k=2, query="$.metadata.task") as served:

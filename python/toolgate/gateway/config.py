@@ -220,20 +220,26 @@ def _read(path: Path) -> dict[str, Any]:
             import tomli as tomllib
         try:
             data: Any = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise InvalidInputError(f"--config {path}: not valid TOML: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
+            raise InvalidInputError(f"--config {path}: not valid TOML: {_why(exc)}") from None
     elif path.suffix in (".yaml", ".yml"):
         import yaml
 
         try:
             data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InvalidInputError(f"--config {path}: not valid YAML: {exc}") from None
+        except (yaml.YAMLError, ValueError, RecursionError) as exc:
+            raise InvalidInputError(f"--config {path}: not valid YAML: {_why(exc)}") from None
     else:
         raise InvalidInputError(f"--config {path}: expected a .toml, .yaml or .yml file")
     if not isinstance(data, dict):
         raise InvalidInputError(f"--config {path}: expected a table of settings")
     return data
+
+
+def _why(exc: BaseException) -> str:
+    """What a parser's failure says; both parsers recurse, so nesting past the interpreter's
+    limit is a ``RecursionError``, and a number of more than 4,300 digits a ``ValueError``."""
+    return "nested too deeply to read" if isinstance(exc, RecursionError) else str(exc)
 
 
 def read_file(path: Path) -> bytes:

@@ -41,6 +41,59 @@ async def connected(
     return McpProxy(router)
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    ["[" * 100_000 + "]" * 100_000, '{"n": ' + "9" * 5_000 + "}", '{"repo": '],
+    ids=["nested past the parser", "5,000 digits", "not JSON"],
+)
+def test_call_tool_arguments_a_model_wrote_badly_are_a_tool_error(
+    embedder: Embedder, arguments: str
+) -> None:
+    calls: Calls = Counter()
+
+    async def main() -> None:
+        async with Client(github_server(calls)) as github:
+            proxy = await connected(embedder, {"github": github})
+            async with Client(proxy.server) as client:
+                answer = await client.call_tool(
+                    "call_tool", {"name": "create_issue", "arguments": arguments}
+                )
+                assert answer.is_error
+                assert "takes 'name'" in json.loads(text_of(answer))["message"]
+        assert calls == Counter()
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "found"),
+    [
+        ('{"repo": "a/b", "title": "\\ud800"}', "a lone surrogate at title"),
+        ('{"repo": "a/b", "title": "x", "\\udfff": 1}', "a key with a lone surrogate"),
+        ('{"repo": "a/b", "title": "x", "n": NaN}', "NaN or Infinity at n"),
+    ],
+)
+def test_arguments_no_json_text_holds_are_refused_not_sent(
+    embedder: Embedder, arguments: str, found: str
+) -> None:
+    calls: Calls = Counter()
+
+    async def main() -> None:
+        async with Client(github_server(calls)) as github:
+            proxy = await connected(embedder, {"github": github})
+            async with Client(proxy.server) as client:
+                answer = await client.call_tool(
+                    "call_tool", {"name": "create_issue", "arguments": arguments}
+                )
+                assert answer.is_error
+                body = json.loads(text_of(answer))
+                assert body["error"] == "invalid_arguments"
+                assert found in body["message"]
+        assert calls == Counter()  # over stdio, the failed write would close the connection
+
+    run(main)
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28, and the handshake era
 def test_a_client_searches_then_calls_through_the_proxy(embedder: Embedder, mode: str) -> None:
     calls: Calls = Counter()

@@ -135,6 +135,29 @@ def test_a_bad_server_config_is_named(tmp_path: Path, config: str, message: str)
         load_servers(path)
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        ('{"mcpServers": {"a": {"command": "x", "timeout": ' + "9" * 5_000 + "}}}", "4300 digits"),
+        (None, "not a regular file"),  # a link to /dev/zero: read until memory runs out
+        ("fifo", "not a regular file"),  # opening a FIFO blocks until a writer comes
+    ],
+)
+def test_a_hostile_server_config_is_named_not_raised_or_hung(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    path = tmp_path / "servers.json"
+    if content is None:
+        path.symlink_to("/dev/zero")
+    elif content == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(InvalidInputError, match=message):
+        load_servers(path)
+
+
 def test_a_server_config_reads_commands_and_urls(tmp_path: Path) -> None:
     path = tmp_path / "servers.json"
     entries = {

@@ -19,6 +19,7 @@ from toolgate.formats.calls import parse_tool_call
 from toolgate.integrations.mcp.answers import error_result
 from toolgate.integrations.mcp.catalogs import ServerCatalogs
 from toolgate.integrations.mcp.listing import McpClient, plain
+from toolgate.json_limits import json_problem
 from toolgate.promotion.active_set import tools_in_scope
 from toolgate.routing.router import Router
 from toolgate.verify import Verdict
@@ -142,6 +143,8 @@ class CallForwarder:
                     return CallOutcome(error_result(recheck), recheck)
                 tool = now
         arguments = dict(verdict.arguments or {})
+        if problem := json_problem(arguments):
+            return _unsendable(verdict, tool, problem)
         if upstream_call is None:
             result = await client.call_tool(tool.name, arguments)
         else:
@@ -178,6 +181,20 @@ def _refused(verdict: Verdict, tool: Tool, why: str) -> CallOutcome:
         available=tuple(name for name in verdict.available if name != tool.exposed_name),
     )
     return CallOutcome(error_result(gone), gone)
+
+
+def _unsendable(verdict: Verdict, tool: Tool, problem: str) -> CallOutcome:
+    """Refuse a call whose arguments no JSON text holds: a lone surrogate fails the
+    transport's encoding, which closes the server's connection (a restart, and the calls in
+    flight cut off), and NaN would reach the server as null."""
+    bad = replace(
+        verdict,
+        ok=False,
+        error="invalid_arguments",
+        message=f"Invalid arguments for {tool.exposed_name!r}: they hold {problem}, which "
+        "cannot be sent to the server as JSON.",
+    )
+    return CallOutcome(error_result(bad), bad)
 
 
 def _as_call_result(result: Any, server: str) -> CallToolResult:

@@ -11,6 +11,7 @@ from mcp.types import CallToolResult
 
 from toolgate.catalog.catalog import Catalog
 from toolgate.integrations.mcp.answers import text_result
+from toolgate.json_limits import loads
 
 __all__ = [
     "CALL",
@@ -43,8 +44,8 @@ def unwrap_call(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | No
     name, inner = arguments.get("name"), arguments.get("arguments")
     if isinstance(inner, str):
         try:
-            inner = json.loads(inner) if inner.strip() else {}
-        except json.JSONDecodeError:
+            inner = loads(inner) if inner.strip() else {}
+        except ValueError:  # not JSON, nested past the parser, a 5,000-digit number
             return None
     if inner is None:
         inner = {}

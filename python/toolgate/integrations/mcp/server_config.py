@@ -24,7 +24,6 @@ braces is kept as written, as those clients keep it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -35,8 +34,19 @@ from typing import Any
 from mcp.client.stdio import StdioServerParameters
 
 from toolgate.errors import InvalidInputError
+from toolgate.json_limits import JsonLimitError, loads, read_bounded
 
-__all__ = ["HttpServer", "ServerSpec", "StdioServer", "load_servers", "request_timeout"]
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "HttpServer",
+    "ServerSpec",
+    "StdioServer",
+    "load_servers",
+    "request_timeout",
+]
+
+#: The largest configuration file read: far past any list of servers a client writes.
+MAX_CONFIG_BYTES = 16 << 20
 
 #: Keys any entry may have: Cline's and Roo Code's besides the common ``disabled``.
 _COMMON_KEYS = {"type", "disabled", "timeout", "autoApprove", "alwaysAllow"}
@@ -93,10 +103,14 @@ def load_servers(path: str | Path) -> dict[str, ServerSpec]:
     otherwise start the command without its arguments.
     """
     try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
+        # Bounded: a path to /dev/zero or a FIFO, or JSON nested past the parser, would hang,
+        # exhaust memory or raise outside the exception tree.
+        config = loads(read_bounded(Path(path), MAX_CONFIG_BYTES).decode("utf-8"))
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except JsonLimitError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc}") from None
+    except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, a 5,000-digit number
         raise InvalidInputError(f"{path}: not a JSON file: {exc}") from None
     servers = config.get("mcpServers") if isinstance(config, dict) else None
     if not isinstance(servers, dict) or not servers:
