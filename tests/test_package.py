@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +34,23 @@ def test_dir_loads_nothing_heavy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert shown.strip() == "False"
+
+
+def test_errors_with_a_builtin_meaning_derive_from_the_builtin(tmp_path: Path) -> None:
+    import numpy as np
+
+    from toolgate import Index, InvalidInputError, RouterConfig, StorageError, ToolgateError
+    from toolgate.errors import UnknownToolError
+
+    for error, builtin in [
+        (InvalidInputError, ValueError),
+        (StorageError, OSError),
+        (UnknownToolError, KeyError),
+    ]:
+        assert issubclass(error, ToolgateError), error
+        assert issubclass(error, builtin), error
+    # Raised by the Python layer and by the Rust core alike.
+    with pytest.raises(ValueError, match="fusion_top"):
+        RouterConfig(fusion_top=2**64)
+    with pytest.raises(ValueError, match="finite"):
+        Index.build(tmp_path / "i.tgi", np.full((2, 4), np.nan, dtype=np.float32))

@@ -2,7 +2,7 @@
 //! the helpers every binding uses to name bad input.
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyOSError};
+use pyo3::exceptions::{PyException, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -16,12 +16,34 @@ create_exception!(
     ToolgateError,
     "An index file is not a well-formed toolgate index: wrong magic or version, truncated, corrupted."
 );
-create_exception!(
-    toolgate,
-    InvalidInputError,
-    ToolgateError,
-    "An argument has a value toolgate cannot use."
-);
+
+/// `InvalidInputError(ToolgateError, ValueError)`: a bad argument value, which code around
+/// toolgate may catch as the `ValueError` Python raises for one. Made like `StorageError`.
+pub(super) struct InvalidInputError;
+
+static INVALID_INPUT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+const INVALID_INPUT_ERROR_DOC: &str = "An argument has a value toolgate cannot use: both a \
+ToolgateError and a ValueError.";
+
+impl InvalidInputError {
+    /// An `InvalidInputError` saying `message`.
+    pub(super) fn new_err(message: impl Into<String>) -> PyErr {
+        let message = message.into();
+        Python::attach(|py| {
+            match two_based_class(
+                py,
+                &INVALID_INPUT_ERROR,
+                "InvalidInputError",
+                INVALID_INPUT_ERROR_DOC,
+                py.get_type::<PyValueError>(),
+            ) {
+                Ok(class) => PyErr::from_type(class.clone(), message),
+                Err(failed) => failed,
+            }
+        })
+    }
+}
 
 /// An `InvalidInputError` saying `message`.
 pub(super) fn invalid(message: String) -> PyErr {
@@ -42,12 +64,29 @@ const STORAGE_ERROR_DOC: &str = "A file cannot be read or written (missing, a di
 permission, disk full...): both a ToolgateError and an OSError with errno and filename.";
 
 fn storage_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
-    let class = STORAGE_ERROR.get_or_try_init(py, || -> PyResult<Py<PyType>> {
-        let bases = PyTuple::new(py, [py.get_type::<ToolgateError>(), py.get_type::<PyOSError>()])?;
+    two_based_class(
+        py,
+        &STORAGE_ERROR,
+        "StorageError",
+        STORAGE_ERROR_DOC,
+        py.get_type::<PyOSError>(),
+    )
+}
+
+/// The class `name(ToolgateError, builtin)`, made once with `type()` into `cell`.
+fn two_based_class<'py>(
+    py: Python<'py>,
+    cell: &'py PyOnceLock<Py<PyType>>,
+    name: &str,
+    doc: &str,
+    builtin: Bound<'py, PyType>,
+) -> PyResult<&'py Bound<'py, PyType>> {
+    let class = cell.get_or_try_init(py, || -> PyResult<Py<PyType>> {
+        let bases = PyTuple::new(py, [py.get_type::<ToolgateError>(), builtin])?;
         let namespace = PyDict::new(py);
         namespace.set_item("__module__", "toolgate")?;
-        namespace.set_item("__doc__", STORAGE_ERROR_DOC)?;
-        let made = py.get_type::<PyType>().call1(("StorageError", bases, namespace))?;
+        namespace.set_item("__doc__", doc)?;
+        let made = py.get_type::<PyType>().call1((name, bases, namespace))?;
         Ok(made.cast_into::<PyType>()?.unbind())
     })?;
     Ok(class.bind(py))
@@ -80,7 +119,14 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("ToolgateError", py.get_type::<ToolgateError>())?;
     m.add("IndexFormatError", py.get_type::<IndexFormatError>())?;
-    m.add("InvalidInputError", py.get_type::<InvalidInputError>())?;
+    let invalid_input = two_based_class(
+        py,
+        &INVALID_INPUT_ERROR,
+        "InvalidInputError",
+        INVALID_INPUT_ERROR_DOC,
+        py.get_type::<PyValueError>(),
+    )?;
+    m.add("InvalidInputError", invalid_input)?;
     m.add("StorageError", storage_error(py)?)?;
     Ok(())
 }

@@ -42,8 +42,8 @@ class IndexFormatError(ToolgateError):
     """An index file is not a well-formed toolgate index: wrong magic or version, truncated,
     corrupted."""
 
-class InvalidInputError(ToolgateError):
-    """An argument has a value toolgate cannot use."""
+class InvalidInputError(ToolgateError, ValueError):
+    """An argument has a value toolgate cannot use: both a ToolgateError and a ValueError."""
 
 class StorageError(ToolgateError, OSError):
     """A file cannot be read or written (missing, a directory, no permission, disk full...):
