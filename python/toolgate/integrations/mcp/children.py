@@ -20,7 +20,7 @@ import secrets
 import signal
 from pathlib import Path
 
-__all__ = ["TAG_ENV", "kill_tagged", "new_tag"]
+__all__ = ["TAG_ENV", "exists", "kill_tagged", "new_tag"]
 
 #: The environment variable that marks a process as one of a proxy's upstream servers.
 TAG_ENV = "TOOLGATE_MCP_UPSTREAM"
@@ -47,6 +47,11 @@ def kill_tagged(tag: str) -> list[int]:
                 os.kill(pid, signal.SIGKILL)
             killed.append(pid)
     return killed
+
+
+def exists(pid: int) -> bool:
+    """Whether process ``pid`` is there, a zombie not yet reaped included (Linux)."""
+    return (_PROC / str(pid)).exists()
 
 
 def _tagged(marker: bytes) -> list[int]:

@@ -24,12 +24,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCRequest
 
-from toolgate.integrations.mcp.children import TAG_ENV, kill_tagged, new_tag
+from toolgate.integrations.mcp.children import TAG_ENV, exists, kill_tagged, new_tag
 from toolgate.integrations.mcp.listing import McpClient
 from toolgate.integrations.mcp.relay import ASK_TIMEOUT
 from toolgate.integrations.mcp.server_config import HttpServer, ServerSpec, request_timeout
 
 __all__ = ["Upstreams", "why_not_started"]
+
+# Seconds to wait for the servers killed at close to be reaped.
+_REAP_WAIT = 1.0
 
 
 class Upstreams:
@@ -110,7 +113,12 @@ class Upstreams:
         with anyio.move_on_after(timeout):
             for event in self.closed.values():
                 await event.wait()
-        kill_tagged(self.tag)
+        killed = kill_tagged(self.tag)
+        # Until the event loop's child watcher reaps them, they are zombies: a proxy that
+        # exits first leaves them to an init that may never reap them.
+        with anyio.move_on_after(_REAP_WAIT):
+            while any(exists(pid) for pid in killed):
+                await anyio.sleep(0.02)
 
 
 def first_error(exc: BaseException) -> BaseException:
