@@ -10,9 +10,9 @@ have answered theirs, and lists and indexes their tools meanwhile (requests wait
 Each upstream lives in a task of its own until the proxy stops: when its stdio client closes
 stdin, or on SIGTERM / SIGINT (over HTTP, once the requests under way are done). Stopping
 closes every upstream at once and kills, after :data:`CLOSE_GRACE`, the servers still
-running, so none outlives the proxy. An upstream whose connection
-closes (it died) is started again by the next call to it. One that could not be started (left
-out under ``lenient``, or not back after it died) is tried again in the background, after
+running, so none outlives the proxy. An upstream whose connection closes (it died) is
+started again by the next call to it. One that could not be started (left out under
+``lenient``, or not back after it died) is tried again in the background, after
 ``retry_after`` seconds and then at doubling intervals up to :data:`MAX_RETRY_INTERVAL`,
 until it joins; calls to it meanwhile are answered at once, with an error saying it is down.
 """
