@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 from mcp import Client
+from mcp.types import CallToolResult
 
 import toolgate
 from tests.fixtures.mcp import (
@@ -41,6 +42,23 @@ async def connected(
     return McpProxy(router)
 
 
+def call_create_issue(embedder: Embedder, arguments: str) -> tuple[CallToolResult, Calls]:
+    """``call_tool`` of GitHub's ``create_issue`` through a proxy with ``arguments`` as the
+    model wrote them: the answer, and the calls that reached the server."""
+    calls: Calls = Counter()
+    answers: list[CallToolResult] = []
+
+    async def main() -> None:
+        async with Client(github_server(calls)) as github:
+            proxy = await connected(embedder, {"github": github})
+            async with Client(proxy.server) as client:
+                call = {"name": "create_issue", "arguments": arguments}
+                answers.append(await client.call_tool("call_tool", call))
+
+    run(main)
+    return answers[0], calls
+
+
 @pytest.mark.parametrize(
     "arguments",
     ["[" * 100_000 + "]" * 100_000, '{"n": ' + "9" * 5_000 + "}", '{"repo": '],
@@ -49,20 +67,10 @@ async def connected(
 def test_call_tool_arguments_a_model_wrote_badly_are_a_tool_error(
     embedder: Embedder, arguments: str
 ) -> None:
-    calls: Calls = Counter()
-
-    async def main() -> None:
-        async with Client(github_server(calls)) as github:
-            proxy = await connected(embedder, {"github": github})
-            async with Client(proxy.server) as client:
-                answer = await client.call_tool(
-                    "call_tool", {"name": "create_issue", "arguments": arguments}
-                )
-                assert answer.is_error
-                assert "takes 'name'" in json.loads(text_of(answer))["message"]
-        assert calls == Counter()
-
-    run(main)
+    answer, calls = call_create_issue(embedder, arguments)
+    assert answer.is_error
+    assert "takes 'name'" in json.loads(text_of(answer))["message"]
+    assert calls == Counter()
 
 
 @pytest.mark.parametrize(
@@ -76,22 +84,12 @@ def test_call_tool_arguments_a_model_wrote_badly_are_a_tool_error(
 def test_arguments_no_json_text_holds_are_refused_not_sent(
     embedder: Embedder, arguments: str, found: str
 ) -> None:
-    calls: Calls = Counter()
-
-    async def main() -> None:
-        async with Client(github_server(calls)) as github:
-            proxy = await connected(embedder, {"github": github})
-            async with Client(proxy.server) as client:
-                answer = await client.call_tool(
-                    "call_tool", {"name": "create_issue", "arguments": arguments}
-                )
-                assert answer.is_error
-                body = json.loads(text_of(answer))
-                assert body["error"] == "invalid_arguments"
-                assert found in body["message"]
-        assert calls == Counter()  # over stdio, the failed write would close the connection
-
-    run(main)
+    answer, calls = call_create_issue(embedder, arguments)
+    assert answer.is_error
+    body = json.loads(text_of(answer))
+    assert body["error"] == "invalid_arguments"
+    assert found in body["message"]
+    assert calls == Counter()  # over stdio, the failed write would close the connection
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28, and the handshake era
