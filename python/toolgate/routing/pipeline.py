@@ -190,7 +190,9 @@ class RoutePipeline:
         forced = self._rows.with_pinned(sorted(turn.reasons))
         # Named, included and pinned tools stay in whatever ``rankable`` says.
         rankable, copiers = self._lookalike_rows(turn.query)
-        demoted = np.union1d(self._addressing, copiers).astype(np.uint32)
+        demoted = self._addressing
+        if len(copiers):  # a server of look-alikes: its other tools weigh down too
+            demoted = np.union1d(demoted, copiers).astype(np.uint32)
         if parsed.required_terms:
             having = self._rows.having_terms(parsed.required_terms)
             rankable = having if rankable is None else np.intersect1d(having, rankable)
@@ -200,7 +202,8 @@ class RoutePipeline:
         config = self._config
         memory = self.learning.memory
         lifts = {} if memory is None else memory.lift(vector)
-        learned = np.asarray([row for row in lifts if row not in set(forced)], dtype=np.uint32)
+        shown = set(forced.tolist())
+        learned = np.asarray([row for row in lifts if row not in shown], dtype=np.uint32)
         # Adaptive selection reads each clause's own ranking, made in the same call: the same
         # gate, scope, floor and forced rows as the query's.
         outcome = _toolgate.route(
