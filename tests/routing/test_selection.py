@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from toolgate.catalog.catalog import Catalog
 from toolgate.errors import InvalidInputError
 from toolgate.routing.config import RouterConfig
+from toolgate.routing.feedback import LiftedRow
 from toolgate.routing.router import Router
-from toolgate.routing.selection import select
+from toolgate.routing.selection import select, with_clause_slots
 
 RATIO = {"keep_ratio": 0.9, "clause_tools": 2}
 
@@ -137,6 +139,59 @@ def test_each_clause_of_a_multi_intent_query_gets_its_best_tool(router: Router) 
     assert "mail/send_email" not in off.route(query, top_k=3).ids
 
 
+def test_clause_slots_give_each_clause_its_best_tool_in_the_ranking(router: Router) -> None:
+    query = "Read the file on disk, write the file to disk again, then email Ann"
+    plain = router.route(query, top_k=3, adaptive=False)
+    assert "mail/send_email" not in plain.ids
+    slotted = router.with_config(RouterConfig(clause_slots=1))
+    ranked = slotted.route(query, top_k=3, adaptive=False)
+    assert ranked.ids[:2] == plain.ids[:2]  # the query's own best two stay first
+    assert ("mail/send_email", "clause") in [(t.id, t.reason) for t in ranked.tools]
+    assert len(ranked) == 3
+    # A query of one clause ranks as it did.
+    single = "what is the weather forecast for Lisbon"
+    assert (
+        slotted.route(single, top_k=4, adaptive=False).ids
+        == router.route(single, top_k=4, adaptive=False).ids
+    )
+
+
+def test_with_clause_slots_orders_head_then_clauses_then_the_rest() -> None:
+    row = lambda n, score: LiftedRow(n, score, 0.0, 0.0)  # noqa: E731
+    ranked = [row(1, 1.0), row(2, 0.9), row(3, 0.8), row(4, 0.7)]
+    clauses = [[row(7, 0.6), row(3, 0.5)], [row(1, 1.0), row(8, 0.4)]]
+    rows, added = with_clause_slots(ranked, clauses, slots=1, k=4)
+    assert [r.row for r in rows] == [1, 2, 7, 3]
+    assert added == [7]
+    rows, added = with_clause_slots(ranked, clauses, slots=2, k=6)
+    assert [r.row for r in rows] == [1, 2, 7, 3, 8, 4]
+    assert rows[3] is ranked[2]  # a row the query ranked keeps the query's scores
+    assert with_clause_slots(ranked, clauses, slots=0, k=2) == (ranked[:2], [])
+    assert with_clause_slots(ranked, [], slots=1, k=3) == (ranked[:3], [])
+
+
+def test_embedded_clause_vectors_add_each_clause_read_on_its_own(router: Router) -> None:
+    query = "Read the file on disk, write the file to disk again, then email Ann"
+    embedded = router.with_config(RouterConfig(clause_vectors="embedded"))
+    pooled_vectors = router._pipeline.query_vectors
+    vector, pooled = pooled_vectors(query)
+    same, mixed = embedded._pipeline.query_vectors(query)
+    np.testing.assert_array_equal(vector, same)  # the whole query's vector is untouched
+    assert mixed.shape == pooled.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(mixed, axis=1), 1.0, atol=1e-5)
+    own = pooled_vectors.embedder.embed(list(pooled_vectors.clause_texts(query)))
+    unit = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    expected = unit + own
+    np.testing.assert_allclose(
+        mixed, expected / np.linalg.norm(expected, axis=1, keepdims=True), atol=1e-5
+    )
+    single = "what is the weather forecast for Lisbon"
+    np.testing.assert_array_equal(
+        pooled_vectors(single)[1], embedded._pipeline.query_vectors(single)[1]
+    )
+    assert "mail/send_email" in embedded.route(query, top_k=6).ids
+
+
 def test_named_and_pinned_tools_come_on_top_of_the_selection(router: Router) -> None:
     shown = router.route("read_file and tell me the weather forecast", top_k=2)
     assert ("files/read_file", "named") in [(t.id, t.reason) for t in shown.tools]
@@ -151,15 +206,19 @@ def test_selection_settings_are_checked_and_saved_with_the_router(tmp_path: Path
         ({"adaptive": "yes"}, "adaptive must be True or False"),
         ({"floor_tokens": -1}, "floor_tokens must be an integer >= 0"),
         ({"selection_tokens": 1.5}, "selection_tokens must be an integer >= 0"),
+        ({"clause_slots": -1}, "clause_slots must be an integer >= 0"),
+        ({"clause_vectors": "mean"}, "clause_vectors must be 'pooled' or 'embedded', got 'mean'"),
     ]:
         with pytest.raises(InvalidInputError, match=message):
             RouterConfig(**bad)  # type: ignore[arg-type]
     config = RouterConfig(
-        min_tools=4, floor_tokens=300, keep_ratio=0.8, clause_tools=1, adaptive=False
-    )
+        min_tools=4, floor_tokens=300, keep_ratio=0.8, clause_tools=1, adaptive=False,
+        clause_slots=2, clause_vectors="embedded",
+    )  # fmt: skip
     Router.from_catalog(Catalog.load(TOOLS), config=config, path=tmp_path, cache=None)
     saved = json.loads((tmp_path / "router.json").read_text())["config"]
     assert (saved["min_tools"], saved["floor_tokens"], saved["keep_ratio"]) == (4, 300, 0.8)
+    assert (saved["clause_slots"], saved["clause_vectors"]) == (2, "embedded")
     assert Router.open(tmp_path).config == config
 
 

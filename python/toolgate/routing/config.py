@@ -44,7 +44,14 @@ class RouterConfig:
     query is (``CLAUSE_FUSION_MIN_WORDS`` in ``rust/route/clauses.rs``; 0: off), when two such
     clauses or more remain. A ranked tool with the same name as one placed above it and a row
     cosine of at least ``near_copy_cosine`` is a copy that shows the model nothing new, so it
-    moves below the different tools scoring at least half as well (``None``: off).
+    moves below the different tools scoring at least half as well (``None``: off). In the
+    ranking of a multi-intent query, the best ``clause_slots`` tools of each clause (ranked by
+    the clause's own vector and words) come right after the query's own best two (0: off;
+    :func:`toolgate.routing.selection.with_clause_slots`). A clause's vector is the mean of
+    its tokens' states in the whole query's model run (``clause_vectors="pooled"``, no second
+    run), or that mean plus the clause embedded on its own (``"embedded"``: one more model run
+    per multi-clause query; finds each intent's tool more often on multi-tool tasks, see
+    docs/design.md, "Clause vectors embedded on their own").
     ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k. A tool
     whose description addresses the model ("always use this tool first") ranks by its fused
     score times ``addressing_weight``, as does one whose description is keyword-stuffed (1:
@@ -82,6 +89,8 @@ class RouterConfig:
     history_decay: float = 1.0
     clause_weight: float = 1.0
     clause_fusion: float = 0.5
+    clause_slots: int = 0
+    clause_vectors: Literal["pooled", "embedded"] = "pooled"
     near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
@@ -104,6 +113,7 @@ class RouterConfig:
             if getattr(self, name) is not None:
                 check_count(name, getattr(self, name), minimum=0)
         check_count("clause_tools", self.clause_tools, minimum=0)
+        check_count("clause_slots", self.clause_slots, minimum=0)
         if not isinstance(self.adaptive, bool):
             raise InvalidInputError(f"adaptive must be True or False, got {_shown(self.adaptive)}")
         if not (_finite(self.keep_ratio) and 0.0 <= self.keep_ratio <= 1.0):
@@ -142,6 +152,10 @@ class RouterConfig:
         if not (_finite(self.history_decay) and 0.0 <= self.history_decay <= 1.0):
             raise InvalidInputError(
                 f"history_decay must be in [0, 1], got {_shown(self.history_decay)}"
+            )
+        if self.clause_vectors not in ("pooled", "embedded"):
+            raise InvalidInputError(
+                f"clause_vectors must be 'pooled' or 'embedded', got {_shown(self.clause_vectors)}"
             )
         if not (_finite(self.clause_weight) and self.clause_weight >= 0.0):
             raise InvalidInputError(

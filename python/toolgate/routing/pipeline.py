@@ -38,7 +38,7 @@ from toolgate.routing.query import ParsedQuery, parse_query, reads_as_words
 from toolgate.routing.query_vectors import QueryVectors
 from toolgate.routing.result import RouteResult
 from toolgate.routing.rows import CatalogRows, Scope
-from toolgate.routing.selection import adapt
+from toolgate.routing.selection import adapt, with_clause_slots
 from toolgate.routing.state import FlagVocabulary, State
 from toolgate.routing.store import CatalogOutline
 from toolgate.unicode import well_formed
@@ -214,7 +214,7 @@ class RoutePipeline:
             clauses=clauses, clause_weight=config.clause_weight,
             clause_texts=self.query_vectors.clause_texts(parsed.text),
             clause_fusion=config.clause_fusion,
-            clause_k=config.clause_tools if limits.adaptive else 0,
+            clause_k=config.clause_tools if limits.adaptive else config.clause_slots,
             lifted=learned if len(learned) else None,
             near_copy_cosine=config.near_copy_cosine,
             demoted=demoted, demote_weight=config.addressing_weight,
@@ -241,6 +241,11 @@ class RoutePipeline:
                 ranked, outcome.clauses, ceiling=limits.k, config=config, cost=self._cost
             )
             turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
+        else:
+            ranked, picked = with_clause_slots(
+                ranked, outcome.clauses, slots=config.clause_slots, k=limits.k
+            )
+            turn.reasons = {**dict.fromkeys(picked, "clause"), **turn.reasons}
         turn.lap("core", core_start)
         return self._result(outcome, turn, ranked=ranked, forced=forced_rows, no_tool=no_tool)
 

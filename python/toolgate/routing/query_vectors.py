@@ -67,8 +67,11 @@ class QueryVectors:
         reads clauses as this one does, the same memo."""
         view = copy.copy(self)
         view._config = config
-        if wants_clauses(config) != wants_clauses(self._config):
-            # The memo holds vectors made with or without clauses as the old config said.
+        if (
+            wants_clauses(config) != wants_clauses(self._config)
+            or config.clause_vectors != self._config.clause_vectors
+        ):
+            # The memo holds clause vectors made as the old config said.
             view._embed_text = lru_cache(maxsize=_CACHE_SIZE)(view._embed_one)
         return view
 
@@ -100,6 +103,8 @@ class QueryVectors:
         if wants_clauses(self._config) and hasattr(embedder, "embed_tokens"):
             tokens = embedder.embed_tokens(text)
             vector, (clauses, texts) = tokens.vector, clauses_of(tokens, text)
+            if self._config.clause_vectors == "embedded" and len(texts) > 1:
+                clauses = _with_own(clauses, embedder.embed(list(texts)))
         else:
             vector = np.asarray(embedder.embed([text])[0], dtype=np.float32)
             clauses, texts = np.empty((0, len(vector)), dtype=np.float32), ()
@@ -111,3 +116,17 @@ class QueryVectors:
 def wants_clauses(config: RouterConfig) -> bool:
     """Whether routing under ``config`` reads a query's clauses (to rank or to select)."""
     return config.clause_weight > 0 or config.clause_fusion > 0 or config.clause_tools > 0
+
+
+def _with_own(pooled: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Each clause's pooled vector plus its own embedding, both unit length, made unit. The
+    pooled one reads the clause within its sentence, which draws it towards the other
+    intents' tools; its own embedding reads it apart, and a short clause ("and also its
+    price") needs the sentence to mean anything."""
+    mixed = _unit(np.asarray(pooled, dtype=np.float32)) + _unit(np.asarray(own, dtype=np.float32))
+    return np.ascontiguousarray(_unit(mixed), dtype=np.float32)
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)

@@ -43,7 +43,11 @@ from toolgate.routing.config import RouterConfig
 if TYPE_CHECKING:
     from toolgate._toolgate import RoutedRow
 
-__all__ = ["adapt", "select"]
+__all__ = ["CLAUSE_HEAD", "adapt", "select", "with_clause_slots"]
+
+#: The whole query's best tools that stay ahead of the clauses' in a ranking with clause
+#: slots: the query's own head is right more often than any one clause's best.
+CLAUSE_HEAD = 2
 
 Key = TypeVar("Key", bound=Hashable)
 
@@ -156,3 +160,29 @@ def adapt(
     )
     own = {r.row for r in ranked}
     return [rows[key] for key in keys], [key for key in keys if key not in own]
+
+
+def with_clause_slots(
+    ranked: Sequence[RoutedRow],
+    clauses: Sequence[Sequence[RoutedRow]],
+    *,
+    slots: int,
+    k: int,
+) -> tuple[list[RoutedRow], list[int]]:
+    """The best ``k`` of a ranking in which each clause's best ``slots`` rows come right after
+    the whole query's best :data:`CLAUSE_HEAD` (clause by clause, each clause's best first),
+    then the rest of ``ranked``; and the rows that only a clause placed in the top ``k``.
+
+    One vector for "fetch the page and post a summary to #eng" lands between its two tools,
+    and the whole query's ranking buries the second; each clause ranked on its own finds it.
+    ``clauses`` holds each clause's ranking as the core returns it (empty for one clause).
+    """
+    if not slots or not clauses:
+        return list(ranked[:k]), []
+    picked = [clause[depth] for depth in range(slots) for clause in clauses if depth < len(clause)]
+    # A row the whole query ranked reports the whole query's scores, as in adapt().
+    rows = {r.row: r for r in picked} | {r.row: r for r in ranked}
+    order = [r.row for r in ranked[:CLAUSE_HEAD]] + [r.row for r in picked]
+    order = list(dict.fromkeys([*order, *(r.row for r in ranked)]))[:k]
+    own = {r.row for r in ranked[:k]}
+    return [rows[row] for row in order], [row for row in order if row not in own]

@@ -1,0 +1,93 @@
+"""Clause vectors pooled or embedded on their own, with and without clause slots.
+
+A multi-intent request ("fetch the changelog and post a summary to #eng") is cut into clauses
+(:mod:`toolgate.embedding.clauses`), each with a vector of its own. By default that vector is
+the mean of the clause's token states in the whole query's model run (``pooled``); with
+``clause_vectors="embedded"`` the clause is also embedded on its own, one more model run per
+multi-clause query. ``clause_slots`` places each clause's best tool right after the query's
+best two in the ranking itself, not only in adaptive selection.
+
+For each labelled set (the Table 2 testbed, the hand-written MCP tasks of
+:mod:`benches.mcp_tasks`, and the sets of ``../shared/data/eval``, up to ``--n`` sampled
+queries each) this prints ``toolgate eval``'s complete@5, complete@10, nDCG@10 and
+complete@default under each configuration, and the route time of each configuration relative
+to the default's, measured over the same queries in the same run::
+
+    .venv/bin/python -m benches.clause_vectors [--n 800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from benches import mcp_tasks
+from benches.front import labelled_sets
+from benches.quality import sample
+from benches.tables import markdown
+from toolgate.catalog.catalog import Catalog
+from toolgate.evaluation.evaluate import LabelledQuery, evaluate
+from toolgate.routing.router import Router, RouterConfig
+
+DEFAULT = RouterConfig()
+CONFIGS = {
+    "pooled (default)": DEFAULT,
+    "pooled, slots": replace(DEFAULT, clause_slots=1),
+    "embedded": replace(DEFAULT, clause_vectors="embedded"),
+    "embedded, slots": replace(DEFAULT, clause_vectors="embedded", clause_slots=1),
+}
+COLUMNS = ("set", "config", "complete@5", "complete@10", "ndcg@10", "complete@default", "time")
+
+
+def workloads(n: int) -> list[tuple[str, Catalog, list[LabelledQuery]]]:
+    """Every labelled set, the MCP tasks second, each cut to ``n`` sampled queries."""
+    sets = labelled_sets()
+    tools, tasks = mcp_tasks.load()
+    sets.insert(1, ("MCP tasks", Catalog.from_tools(tools), tasks))
+    return [(name, catalog, sample(queries, n)) for name, catalog, queries in sets]
+
+
+def route_seconds(router: Router, queries: Sequence[LabelledQuery]) -> float:
+    """Seconds to route every query once with the router's default selection, memo cleared
+    first: every route embeds, as a fresh request does."""
+    router._pipeline.query_vectors._embed_text.cache_clear()
+    start = time.perf_counter()
+    for item in queries:
+        router.route(item.query)
+    return time.perf_counter() - start
+
+
+def measure(n: int) -> list[dict[str, Any]]:
+    """One row per set and configuration (see the module)."""
+    rows = []
+    for name, catalog, queries in workloads(n):
+        base = Router.from_catalog(catalog)
+        views = {label: base.with_config(config) for label, config in CONFIGS.items()}
+        reference = route_seconds(views["pooled (default)"], queries)
+        for label, router in views.items():
+            figures = evaluate(router, queries, top_k=10)
+            seconds = route_seconds(router, queries)
+            rows.append(
+                {
+                    "set": f"{name} ({len(queries)})",
+                    "config": label,
+                    **{key: figures[key] for key in COLUMNS[2:6]},
+                    "time": f"{seconds / reference:.2f}x",
+                }
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=800, help="queries sampled per set")
+    args = parser.parse_args(argv)
+    print(markdown(measure(args.n), COLUMNS))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
