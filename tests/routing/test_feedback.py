@@ -13,6 +13,7 @@ from tests.fixtures.postgres import postgres_server
 from toolgate import InvalidInputError
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
+from toolgate.routing.co_use import CO_USE_MAX_TOOLS, CoUse
 from toolgate.routing.feedback import LearnConfig
 from toolgate.routing.learned_store import LearnedStore, SqliteStore, open_store, query_key
 from toolgate.routing.router import Router
@@ -174,6 +175,58 @@ def test_a_flood_for_one_tool_moves_no_unrelated_route(router: Router) -> None:
         router._pipeline.learning.memory = None
 
 
+ISSUES = "github/list_issues"
+SLOTS = "calendar/find_free_slots"  # far down the ranking of an issue query
+ISSUE_QUERY = "list the open issues in my repository"
+
+
+def test_tools_used_together_lift_each_other(
+    learner: Router, store: str, embedder: Embedder
+) -> None:
+    before = rank_of(learner, ISSUE_QUERY, SLOTS, k=30)
+    assert before is not None
+    assert before > 8, before
+    # Requests far from ISSUE_QUERY: no stored query is near it, so no nearest-query lift.
+    learner.feedback("weekly triage report", used=[ISSUES, SLOTS])
+    assert rank_of(learner, ISSUE_QUERY, SLOTS, k=30) == before  # one request is no pattern
+    learner.feedback("standup digest for the team", used=[ISSUES, SLOTS])
+    result = learner.route(ISSUE_QUERY, top_k=5, adaptive=False)
+    assert result.ids[0] == ISSUES
+    assert (SLOTS, "co-used") in [(t.id, t.reason) for t in result.tools]
+    # Only where a tool it was used with is among the route's best.
+    weather = "what's the air quality in Oslo"
+    assert SLOTS not in learner.route(weather, top_k=5, adaptive=False).ids
+    other = Router.from_catalog(demo_catalog(), cache=None, embedder=embedder)
+    other.learn(store)  # another replica reads the pairs from the store
+    assert SLOTS in other.route(ISSUE_QUERY, top_k=5, adaptive=False).ids
+    learner.forget(tool=SLOTS)
+    assert rank_of(learner, ISSUE_QUERY, SLOTS, k=30) == before
+
+
+def test_co_use_counts_only_tools_of_other_names_in_small_requests() -> None:
+    names = ["search", "search", "fetch", *(f"t{n}" for n in range(10))]
+    co_use = CoUse(names.__getitem__)
+    for key, row in [(b"a", 0), (b"a", 1), (b"a", 2), (b"b", 0), (b"b", 2), (b"b", 1)]:
+        co_use.add(key, row)
+    # Two servers' "search" tools served one request as alternatives, not together.
+    assert co_use.lifts([0], weight=0.5, least=2) == {2: 0.5}
+    assert co_use.lifts([2], weight=0.5, least=2) == {0: 0.5, 1: 0.5}
+    assert co_use.lifts([0], weight=0.5, least=3) == {}
+    # A request of more than CO_USE_MAX_TOOLS tools makes no pair, until it is back under.
+    crowd = range(3, 3 + CO_USE_MAX_TOOLS + 1)
+    for row in crowd:
+        co_use.add(b"c", row)
+    assert co_use.lifts([3], weight=1.0, least=1) == {}
+    co_use.remove(b"c", crowd[-1])
+    assert co_use.lifts([3], weight=1.0, least=1) == dict.fromkeys(crowd[1:-1], 1.0)
+    for row in crowd[:-1]:
+        co_use.remove(b"c", row)
+    co_use.remove(b"a", 2)
+    co_use.remove(b"b", 2)
+    assert not co_use
+    co_use.remove(b"nothing", 1)  # what was never added is no error
+
+
 def test_verify_learns_when_asked(router: Router) -> None:
     memory = router.learn(":memory:", from_verify=True)
     try:
@@ -201,6 +254,10 @@ def test_bad_feedback_is_refused(router: Router) -> None:
             router.feedback("  ", used=[TARGET])
         with pytest.raises(InvalidInputError, match="neighbours"):
             LearnConfig(neighbours=0)
+        with pytest.raises(InvalidInputError, match="co_use_weight must be a number >= 0"):
+            LearnConfig(co_use_weight=-1.0)
+        with pytest.raises(InvalidInputError, match="co_use_min must be a positive integer"):
+            LearnConfig(co_use_min=0)
     finally:
         router._pipeline.learning.memory = None
 

@@ -16,7 +16,14 @@ What it keeps and how far it trusts it (:class:`LearnConfig`):
 - at route time the ``neighbours`` stored queries nearest the new one (cosine at least
   ``floor``) vote for their tools; a tool's lift grows with its vote and with how close its
   nearest stored query is, and never passes ``weight``. A flood for one tool lifts it only for
-  queries near those flooded, by at most ``weight``: it cannot move unrelated routes.
+  queries near those flooded, by at most ``weight``: it cannot move unrelated routes;
+- tools recorded for one request (its text hashed to one key) were used together: when one of
+  the route's best ``co_use_anchors`` tools was used with another for at least ``co_use_min``
+  distinct requests, that other tool gains ``co_use_weight`` times the share of the anchor's
+  requests it served too. Co-use carries across phrasings, which the nearest stored queries
+  do not ("find the cheapest flight" and "look up fares" both need the booking tool after
+  the search); it lifts only tools the ranking already holds among its best
+  ``k + CO_USE_DEPTH`` (:mod:`toolgate.routing.co_use`), by at most ``co_use_weight``.
 
 The lift is added to the fused score of the tool's row (min-max fusion puts the best tool at
 about 1), so a tool the ranking placed outside the top ``k`` may enter it.
@@ -35,10 +42,11 @@ import numpy as np
 
 from toolgate import _toolgate
 from toolgate.errors import InvalidInputError
+from toolgate.routing.co_use import CoUse
 from toolgate.routing.learned_store import LearnedStore, open_store, query_key
 from toolgate.routing.rows import tool_list
 
-__all__ = ["LearnConfig", "LearnedMemory", "Learning", "LiftedRow", "lifted"]
+__all__ = ["LearnConfig", "LearnedMemory", "Learning", "LiftedRow", "co_used", "lifted"]
 
 
 @dataclass(frozen=True)
@@ -53,9 +61,12 @@ class LearnConfig:
     floor: float = 0.55
     weight: float = 0.6
     saturation: float = 1.0
+    co_use_weight: float = 0.5
+    co_use_anchors: int = 2
+    co_use_min: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("rows_per_tool", "max_rows", "neighbours"):
+        for name in ("rows_per_tool", "max_rows", "neighbours", "co_use_anchors", "co_use_min"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
@@ -63,6 +74,9 @@ class LearnConfig:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
                 raise InvalidInputError(f"{name} must be a positive number, got {value!r}")
+        value = self.co_use_weight
+        if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
+            raise InvalidInputError(f"co_use_weight must be a number >= 0, got {value!r}")
         if not (isinstance(self.floor, (int, float)) and -1.0 <= self.floor < 1.0):
             raise InvalidInputError(f"floor must be in [-1, 1), got {self.floor!r}")
 
@@ -96,6 +110,8 @@ class LearnedMemory:
         self._rows = _toolgate.LearnedRows(dim)
         self._seqs: list[int] = []
         self._keys: list[tuple[bytes, int]] = []
+        self._names: list[str] | None = None  # read from the catalog on first need
+        self._co_use = CoUse(self._name)
         self._buckets: dict[int, tuple[float, float]] = {}
         #: Feedback events refused by the rate cap since this memory was made.
         self.refused = 0
@@ -121,6 +137,9 @@ class LearnedMemory:
             self._rows = rows
             self._seqs = [row.seq for row in stored]
             self._keys = [(row.key, self._row_of[row.tool]) for row in stored]
+            self._co_use = CoUse(self._name)
+            for key, row in self._keys:
+                self._co_use.add(key, row)
 
     def row(self, tool: str) -> int:
         """The index row of the tool ``tool`` (an id), or an error naming it."""
@@ -167,6 +186,7 @@ class LearnedMemory:
             self._rows.push(vector, np.asarray([row], np.uint32), np.ones(1, np.float32))
             self._seqs.append(seq)
             self._keys.append((key, row))
+            self._co_use.add(key, row)
             return
         weight = min(self.config.max_weight, float(self._rows.weights[at]) + 1.0)
         self._rows.set_weight(at, weight)
@@ -191,6 +211,9 @@ class LearnedMemory:
         self.store.delete(seq for seq, kept in zip(self._seqs, keep, strict=True) if not kept)
         self._rows.retain(keep)
         self._seqs = [seq for seq, kept in zip(self._seqs, keep, strict=True) if kept]
+        for (key, row), kept in zip(self._keys, keep, strict=True):
+            if not kept:
+                self._co_use.remove(key, row)
         self._keys = [key for key, kept in zip(self._keys, keep, strict=True) if kept]
 
     def forget(self, *, tool: str | None = None, server: str | None = None) -> int:
@@ -225,6 +248,25 @@ class LearnedMemory:
         amount = np.minimum(votes / config.saturation, 1.0)
         lifts = config.weight * closeness * amount
         return {int(t): float(v) for t, v in zip(tools, lifts, strict=True) if v > 0}
+
+    def has_co_use(self) -> bool:
+        """Whether any two tools were recorded for one request."""
+        with self._lock:
+            return bool(self._co_use)
+
+    def co_use_lifts(self, anchors: Iterable[int]) -> dict[int, float]:
+        """The lift of each tool used together with one of ``anchors`` (rows; see the
+        module and :meth:`CoUse.lifts`)."""
+        config = self.config
+        with self._lock:
+            return self._co_use.lifts(anchors, weight=config.co_use_weight, least=config.co_use_min)
+
+    def _name(self, row: int) -> str:
+        """The name of ``row``'s tool (its id less its server, which may hold a slash)."""
+        if self._names is None:
+            pairs = zip(self._ids, self._servers(), strict=True)
+            self._names = [tool[len(server) + 1 :] for tool, server in pairs]
+        return self._names[row]
 
 
 class Learning:
@@ -340,6 +382,28 @@ def lifted(
     candidates += outcome.ranked
     candidates.sort(key=lambda r: -r.fused)
     return kept, candidates[:k]
+
+
+def co_used(
+    ranked: Sequence[_toolgate.RoutedRow], memory: LearnedMemory, *, k: int
+) -> tuple[list[_toolgate.RoutedRow], list[int]]:
+    """The best ``k`` of ``ranked`` once each tool used together with one of the best
+    ``co_use_anchors`` gained its lift (:meth:`CoUse.lifts`), and the rows the lift brought
+    into the top ``k``."""
+    config = memory.config
+    anchors = [r.row for r in ranked[: config.co_use_anchors]]
+    lifts = memory.co_use_lifts(anchors)
+    if not lifts:
+        return list(ranked[:k]), []
+    before = {r.row for r in ranked[:k]}
+    rows: list[Any] = [
+        LiftedRow(r.row, r.fused + lifts[r.row], r.dense, r.bm25, r.copy_of)
+        if r.row in lifts
+        else r
+        for r in ranked
+    ]
+    rows.sort(key=lambda r: -r.fused)  # stable: ties keep the ranking's order
+    return rows[:k], [r.row for r in rows[:k] if r.row not in before]
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

@@ -21,8 +21,9 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import IndexFormatError, InvalidInputError, ToolgateError
 from toolgate.lazy import Lazy
+from toolgate.routing.co_use import CO_USE_DEPTH
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
-from toolgate.routing.feedback import Learning, lifted
+from toolgate.routing.feedback import Learning, co_used, lifted
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.lookalikes import Lookalikes, find_lookalikes
 from toolgate.routing.no_tool import (
@@ -204,11 +205,14 @@ class RoutePipeline:
         lifts = {} if memory is None else memory.lift(vector)
         shown = set(forced.tolist())
         learned = np.asarray([row for row in lifts if row not in shown], dtype=np.uint32)
+        # Tools used together with the best ones are lifted from past the top k.
+        co_use = memory is not None and memory.has_co_use()
+        depth = limits.k + CO_USE_DEPTH if co_use else limits.k
         # Adaptive selection reads each clause's own ranking, made in the same call: the same
         # gate, scope, floor and forced rows as the query's.
         outcome = _toolgate.route(
             self._index, self._bm25, vector, parsed.text,
-            alpha=config.alpha, method=config.fusion, top=config.fusion_top, k=limits.k,
+            alpha=config.alpha, method=config.fusion, top=config.fusion_top, k=depth,
             threshold=limits.floor, flags=limits.flags,
             allow=limits.scope[0], deny=limits.scope[1], forced=forced, rankable=rankable,
             clauses=clauses, clause_weight=config.clause_weight,
@@ -226,10 +230,14 @@ class RoutePipeline:
             # The learned rows came back as forced: each competes for the top k on its fused
             # score plus its lift, under the floor and the +term filter as ranked rows are.
             forced_rows, ranked = lifted(
-                outcome, set(forced.tolist()), lifts, k=limits.k, floor=limits.floor,
+                outcome, set(forced.tolist()), lifts, k=depth, floor=limits.floor,
                 rankable=rankable,
             )  # fmt: skip
             turn.reasons = {**turn.reasons, **dict.fromkeys(learned.tolist(), "learned")}
+        if co_use and memory is not None:
+            ranked, joined = co_used(ranked, memory, k=limits.k)
+            core_ranked = core_ranked[: limits.k]  # the ranking no_tool was calibrated on
+            turn.reasons = {**dict.fromkeys(joined, "co-used"), **turn.reasons}
         # Read off the ranking alone, as calibrated; but a request like those a tool served
         # (a learned lift) needs a tool, as one that names a tool does.
         decide = limits.decide and not named and not len(learned)

@@ -20,7 +20,9 @@ class RoutedTool:
     ``reason`` is ``"ranked"`` (by fused score), ``"clause"`` (among the best for one clause of
     a multi-intent query, which the whole query ranked lower), ``"named"`` (named verbatim in
     the query), ``"selected"`` (a ``select:`` query), ``"included"`` (the caller's ``include``
-    list) or ``"pinned"`` (always included). ``copy_of`` is the id of a tool placed above that this
+    list), ``"pinned"`` (always included), ``"learned"`` (lifted by requests like this one that
+    it served) or ``"co-used"`` (lifted as used together with one of the best tools; see
+    :mod:`toolgate.routing.feedback`). ``copy_of`` is the id of a tool placed above that this
     ranked one nearly copies (the same name, nearly the same row:
     ``RouterConfig.near_copy_cosine``): it was moved below the different tools that score at
     least half as well.
