@@ -7,11 +7,11 @@ the mean of the clause's token states in the whole query's model run (``pooled``
 multi-clause query. ``clause_slots`` places each clause's best tool right after the query's
 best two in the ranking itself, not only in adaptive selection.
 
-For each labelled set (the Table 2 testbed, the hand-written MCP tasks of
-:mod:`benches.mcp_tasks`, and the sets of ``../shared/data/eval``, up to ``--n`` sampled
-queries each) this prints ``toolgate eval``'s complete@5, complete@10, nDCG@10 and
-complete@default under each configuration, and the route time of each configuration relative
-to the default's, measured over the same queries in the same run::
+For each labelled set of :func:`benches.front.labelled_sets` (the Table 2 testbed, the
+hand-written MCP tasks of :mod:`benches.mcp_tasks`, and the sets of ``../shared/data/eval``,
+up to ``--n`` sampled queries each) this prints ``toolgate eval``'s complete@5, complete@10,
+nDCG@10 and complete@default under each configuration, and the route time of each
+configuration relative to the default's, measured over the same queries in the same run::
 
     .venv/bin/python -m benches.clause_vectors [--n 800]
 """
@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from benches import mcp_tasks
 from benches.front import labelled_sets
 from benches.quality import sample
 from benches.tables import markdown
@@ -43,11 +42,8 @@ COLUMNS = ("set", "config", "complete@5", "complete@10", "ndcg@10", "complete@de
 
 
 def workloads(n: int) -> list[tuple[str, Catalog, list[LabelledQuery]]]:
-    """Every labelled set, the MCP tasks second, each cut to ``n`` sampled queries."""
-    sets = labelled_sets()
-    tools, tasks = mcp_tasks.load()
-    sets.insert(1, ("MCP tasks", Catalog.from_tools(tools), tasks))
-    return [(name, catalog, sample(queries, n)) for name, catalog, queries in sets]
+    """Every labelled set, each cut to ``n`` sampled queries."""
+    return [(name, catalog, sample(queries, n)) for name, catalog, queries in labelled_sets()]
 
 
 def route_seconds(router: Router, queries: Sequence[LabelledQuery]) -> float:

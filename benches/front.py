@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from benches import quality, tokens
+from benches import mcp_tasks, quality, tokens
 from benches.tables import markdown
 from benches.testbed import table2_tasks, table2_tools
 from toolgate.catalog.catalog import Catalog
@@ -74,10 +74,12 @@ LABELS = {
 
 
 def labelled_sets() -> list[tuple[str, Catalog, list[LabelledQuery]]]:
-    """The labelled workloads, the testbed first: catalog and queries with gold."""
+    """The labelled workloads, the testbed and the MCP tasks first: catalog and queries with
+    gold."""
     testbed = Catalog.from_tools(table2_tools())
     tasks = [LabelledQuery(t.qid, t.query, t.gold) for t in table2_tasks()]
-    out = [("Table 2 testbed", testbed, tasks)]
+    tools, mcp = mcp_tasks.load()
+    out = [("Table 2 testbed", testbed, tasks), ("MCP tasks", Catalog.from_tools(tools), mcp)]
     for eval_set in quality.eval_sets(DATA / "eval"):
         catalog, _ = quality.load_catalog(eval_set.tools)
         relevant = [q for q in load_queries(eval_set.queries) if q.gold]

@@ -3,7 +3,7 @@
 Each task is one request needing 2 to 5 tools of one or two servers of the Docker MCP registry
 (``../shared/data/catalogs/docker-mcp-registry.jsonl``); the catalog is every registry tool of
 the set's servers. Three configurations, as in :mod:`benches.quality`, each with ``top_k=10``:
-BM25 alone (``alpha=0``), dense alone (``alpha=1``) and the shipped :class:`RouterConfig`.
+BM25 alone, dense alone and the shipped :class:`RouterConfig` (:data:`benches.quality.CONFIGS`).
 Figures are :func:`toolgate.evaluation.evaluate.evaluate`'s.
 
 ``python -m benches.mcp_tasks`` prints them as JSON.
@@ -15,20 +15,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benches import quality
 from toolgate import Router
 from toolgate.evaluation.evaluate import LabelledQuery, evaluate
-from toolgate.routing.router import RouterConfig
 
+#: The set's name in the results tables.
+NAME = "mcp tasks"
 TASKS = Path(__file__).resolve().parent / "data" / "mcp_tasks.json"
 REGISTRY = Path(__file__).resolve().parents[2] / "shared/data/catalogs/docker-mcp-registry.jsonl"
-TOP_K = 10
-# The single-signal baselines switch off what is not ranking (a cosine floor, moving near
-# copies down, adaptive selection), so they measure the signal alone, as quality.py's do.
-CONFIGS = {
-    "BM25 alone": RouterConfig(alpha=0.0, threshold=None, near_copy_cosine=None, adaptive=False),
-    "dense alone": RouterConfig(alpha=1.0, threshold=None, near_copy_cosine=None, adaptive=False),
-    "toolgate default": RouterConfig(),
-}
 
 
 def registry_tools(servers: list[str], registry: Path = REGISTRY) -> list[dict[str, Any]]:
@@ -74,22 +68,22 @@ def load(
 
 
 def measure(tools: list[dict[str, Any]], queries: list[LabelledQuery]) -> dict[str, dict[str, Any]]:
-    """``evaluate``'s figures per configuration in :data:`CONFIGS`.
+    """``evaluate``'s figures per configuration of :data:`benches.quality.CONFIGS`.
 
     One router is built and the others are views of it (:meth:`Router.with_config`): the
     configurations differ only in ranking and selection, so the tools are embedded once.
     """
     router = Router.from_tools(tools)
     return {
-        name: evaluate(router.with_config(config), queries, top_k=TOP_K)
-        for name, config in CONFIGS.items()
+        name: evaluate(router.with_config(config), queries, top_k=quality.TOP_K)
+        for name, config in quality.CONFIGS.items()
     }
 
 
 def main() -> None:
     """Print the set's size and each configuration's figures as JSON."""
     tools, queries = load()
-    report = {"tools": len(tools), "tasks": len(queries), "top_k": TOP_K}
+    report = {"tools": len(tools), "tasks": len(queries), "top_k": quality.TOP_K}
     print(json.dumps({**report, "configs": measure(tools, queries)}, indent=2))
 
 

@@ -104,13 +104,13 @@ def routers_for(catalog: Catalog, embedder: Any) -> dict[str, Router]:
 
 
 def quality_rows(
-    eval_set: EvalSet, routers: dict[str, Router], queries: list[LabelledQuery]
+    set_name: str, routers: dict[str, Router], queries: list[LabelledQuery]
 ) -> list[dict[str, Any]]:
-    """One row of ``toolgate eval`` figures per configuration."""
+    """One row of ``toolgate eval`` figures per configuration, for the set ``set_name``."""
     rows = []
     for name, router in routers.items():
         figures = evaluate(router, queries, top_k=TOP_K)
-        rows.append({"set": eval_set.name, "config": name, **figures})
+        rows.append({"set": set_name, "config": name, **figures})
     return rows
 
 

@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benches import front, quality, tokens
+from benches import front, mcp_tasks, quality, tokens
 from benches.tables import markdown
 from benches.testbed import table2_tasks, table2_tools
 from toolgate.catalog.catalog import Catalog
@@ -190,9 +190,14 @@ def measure_quality(embedder: Embedder, n: int) -> dict[str, Any]:
         samples.append({"set": eval_set.name, "queries": len(drawn), "of": total,
                         "tools": len(catalog), "skipped": skipped})  # fmt: skip
         routers = quality.routers_for(catalog, embedder)
-        rows += quality.quality_rows(eval_set, routers, drawn)
+        rows += quality.quality_rows(eval_set.name, routers, drawn)
         if eval_set.name.startswith("bfcl") and not curve:
             curve = quality.threshold_curve(routers["toolgate default"], drawn)
+    tools, tasks = mcp_tasks.load()
+    catalog = Catalog.from_tools(tools)
+    samples.append({"set": mcp_tasks.NAME, "queries": len(tasks), "of": len(tasks),
+                    "tools": len(catalog), "skipped": 0})  # fmt: skip
+    rows += quality.quality_rows(mcp_tasks.NAME, quality.routers_for(catalog, embedder), tasks)
     default = RouterConfig()
     defaults = {"alpha": default.alpha, "threshold": default.threshold, "fusion": default.fusion,
                 "clause_weight": default.clause_weight,

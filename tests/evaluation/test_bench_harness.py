@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benches import front, report, tokens
+from benches import front, mcp_tasks, report, tokens
 from benches.quality import eval_sets, sample
 from benches.tables import markdown
 from benches.testbed import SERVERS, table2_tasks, table2_tools, topup_tools
@@ -235,6 +235,29 @@ def test_table2_tasks_name_real_tools() -> None:
     assert all(task.gold and set(task.gold) <= ids for task in tasks)
     assert {len(task.gold) for task in tasks} == {1, 2, 3}
     assert table2_tasks(200) == tasks
+
+
+def test_mcp_tasks_need_two_to_five_tools_of_one_or_two_servers(tmp_path: Path) -> None:
+    require(mcp_tasks.REGISTRY)
+    tools, tasks = mcp_tasks.load()
+    ids = set(Catalog.from_tools(tools).ids)
+    assert len(tasks) >= 80
+    assert len({task.qid for task in tasks}) == len(tasks)
+    for task in tasks:
+        assert 2 <= len(task.gold) <= 5, task.qid
+        assert set(task.gold) <= ids, task.qid
+        assert len({tool.split("/")[0] for tool in task.gold}) <= 2, task.qid
+    document = json.loads(mcp_tasks.TASKS.read_text(encoding="utf-8"))
+    document["servers"].append("no-such-server")
+    document["tasks"][0]["gold"].append("fastfs-mcp/no_such_tool")
+    broken = tmp_path / "tasks.json"
+    broken.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(ValueError, match="servers no-such-server"):
+        mcp_tasks.load(broken)
+    document["servers"].pop()
+    broken.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(ValueError, match="mcp0: fastfs-mcp/no_such_tool"):
+        mcp_tasks.load(broken)
 
 
 def test_topup_tools_form_a_valid_catalog_of_unique_ids() -> None:
