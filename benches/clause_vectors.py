@@ -11,23 +11,32 @@ For each labelled set of :func:`benches.front.labelled_sets` (the Table 2 testbe
 hand-written MCP tasks of :mod:`benches.mcp_tasks`, and the sets of ``../shared/data/eval``,
 up to ``--n`` sampled queries each) this prints ``toolgate eval``'s complete@5, complete@10,
 nDCG@10 and complete@default under each configuration, and the route time of each
-configuration relative to the default's, measured over the same queries in the same run::
+configuration relative to the default's, measured over the same queries in the same run.
+``--speed`` times ``Router.route`` at N = 10,000 instead (the catalog and queries of
+:mod:`benches.route_speed`), pooled against embedded, each with an embedder of its own and
+the two interleaved query by query::
 
     .venv/bin/python -m benches.clause_vectors [--n 800]
+    .venv/bin/python -m benches.clause_vectors --speed
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from benches.bench_route import TopUpEmbedder, query_pool, real_tools, scale_catalog
 from benches.front import labelled_sets
 from benches.quality import sample
+from benches.route_speed import FRESH, N
 from benches.tables import markdown
 from toolgate.catalog.catalog import Catalog
+from toolgate.embedding.embedder import Embedder
 from toolgate.evaluation.evaluate import LabelledQuery, evaluate
 from toolgate.routing.router import Router, RouterConfig
 
@@ -77,11 +86,37 @@ def measure(n: int) -> list[dict[str, Any]]:
     return rows
 
 
+def speed() -> str:
+    """p50 and p90 milliseconds of a fresh route at N = 10,000, pooled and embedded."""
+    real, queries = real_tools(), query_pool()
+    catalog = scale_catalog(N, real)
+    with tempfile.TemporaryDirectory(prefix="toolgate-clause-vectors-") as workdir:
+        Router.from_catalog(catalog, embedder=TopUpEmbedder(), cache=False, path=workdir)  # type: ignore[arg-type]
+        routers = {
+            label: Router.open(
+                workdir, embedder=Embedder(precision="int8", progress=False)
+            ).with_config(CONFIGS[label])
+            for label in ("pooled (default)", "embedded")
+        }
+        times: dict[str, list[float]] = {label: [] for label in routers}
+        for turn, text in enumerate(queries[:FRESH]):  # a query's vectors are memoised
+            order = list(routers.items())
+            for label, router in order[turn % 2 :] + order[: turn % 2]:
+                start = time.perf_counter()
+                router.route(text)
+                times[label].append((time.perf_counter() - start) * 1e3)
+    return "\n".join(
+        f"{label}: p50 {statistics.median(ms):.2f} ms, p90 {statistics.quantiles(ms, n=10)[-1]:.2f}"
+        for label, ms in times.items()
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=800, help="queries sampled per set")
+    parser.add_argument("--speed", action="store_true", help="route time at N = 10,000")
     args = parser.parse_args(argv)
-    print(markdown(measure(args.n), COLUMNS))
+    print(speed() if args.speed else markdown(measure(args.n), COLUMNS))
     return 0
 
 
