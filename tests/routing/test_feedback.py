@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -201,6 +202,21 @@ def test_tools_used_together_lift_each_other(
     assert SLOTS in other.route(ISSUE_QUERY, top_k=5, adaptive=False).ids
     learner.forget(tool=SLOTS)
     assert rank_of(learner, ISSUE_QUERY, SLOTS, k=30) == before
+
+
+def test_an_opened_router_learns_pairs_without_reading_its_catalog(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    Router.from_catalog(demo_catalog(), path=tmp_path / "router", cache=None, embedder=embedder)
+    store = str(tmp_path / "learned.sqlite3")
+    writer = Router.open(tmp_path / "router", embedder=embedder)
+    writer.learn(store)
+    for request in ("weekly triage report", "standup digest for the team"):
+        writer.feedback(request, used=[ISSUES, SLOTS])
+    (tmp_path / "router" / "catalog.json").unlink()  # routing never needs it
+    reader = Router.open(tmp_path / "router", embedder=embedder)
+    reader.learn(store)
+    assert SLOTS in reader.route(ISSUE_QUERY, top_k=5, adaptive=False).ids
 
 
 def test_co_use_counts_only_tools_of_other_names_in_small_requests() -> None:

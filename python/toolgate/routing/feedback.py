@@ -84,8 +84,8 @@ class LearnConfig:
 class LearnedMemory:
     """The learned rows of one catalog version: what feedback stored, and the lift it gives.
 
-    ``ids`` are the catalog's tool ids in row order and ``servers`` each one's server;
-    ``scope`` names the model and catalog version in the ``store``. One memory may be shared
+    ``ids`` are the catalog's tool ids in row order, ``servers`` and ``names`` load each
+    one's server and tool name; ``scope`` names the model and catalog version in the ``store``. One memory may be shared
     by threads: routes read it while feedback writes.
     """
 
@@ -95,6 +95,7 @@ class LearnedMemory:
         scope: str,
         ids: Sequence[str],
         servers: Callable[[], Sequence[str]],
+        names: Callable[[], Sequence[str]],
         dim: int,
         config: LearnConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -105,12 +106,13 @@ class LearnedMemory:
         self._ids = tuple(ids)
         self._row_of = {tool_id: row for row, tool_id in enumerate(self._ids)}
         self._servers = servers
+        self._tool_names = names
         self._clock = clock
         self._lock = threading.Lock()
         self._rows = _toolgate.LearnedRows(dim)
         self._seqs: list[int] = []
         self._keys: list[tuple[bytes, int]] = []
-        self._names: list[str] | None = None  # read from the catalog on first need
+        self._names: list[str] | None = None  # read on first need
         self._co_use = CoUse(self._name)
         self._buckets: dict[int, tuple[float, float]] = {}
         #: Feedback events refused by the rate cap since this memory was made.
@@ -262,10 +264,9 @@ class LearnedMemory:
             return self._co_use.lifts(anchors, weight=config.co_use_weight, least=config.co_use_min)
 
     def _name(self, row: int) -> str:
-        """The name of ``row``'s tool (its id less its server, which may hold a slash)."""
+        """The name of ``row``'s tool."""
         if self._names is None:
-            pairs = zip(self._ids, self._servers(), strict=True)
-            self._names = [tool[len(server) + 1 :] for tool, server in pairs]
+            self._names = list(self._tool_names())
         return self._names[row]
 
 
@@ -273,16 +274,23 @@ class Learning:
     """A router's learning from use: its memory (``None`` until :meth:`start`), and whether a
     call that passes ``verify`` counts as used for its route's query.
 
-    ``scope`` names the model and catalog version, ``ids`` the rows' tools, ``servers`` (a
-    loader: the catalog may not be read yet) each row's server, ``dim`` the vectors' width.
+    ``scope`` names the model and catalog version, ``ids`` the rows' tools, ``servers`` and
+    ``names`` (loaders: the catalog may not be read yet) each row's server and tool name,
+    ``dim`` the vectors' width.
     """
 
     def __init__(
-        self, scope: str, ids: Sequence[str], servers: Callable[[], Sequence[str]], dim: int
+        self,
+        scope: str,
+        ids: Sequence[str],
+        servers: Callable[[], Sequence[str]],
+        names: Callable[[], Sequence[str]],
+        dim: int,
     ) -> None:
         self._scope = scope
         self._ids = ids
         self._servers = servers
+        self._names = names
         self._dim = dim
         self.memory: LearnedMemory | None = None
         self.from_verify = False
@@ -296,8 +304,9 @@ class Learning:
     ) -> LearnedMemory:
         """Learn into ``store`` (see ``Router.learn``) from now on; returns the memory."""
         memory = LearnedMemory(
-            open_store(store), self._scope, self._ids, self._servers, self._dim, config
-        )
+            open_store(store), self._scope, self._ids, self._servers, self._names, self._dim,
+            config,
+        )  # fmt: skip
         self.memory = memory
         self.from_verify = from_verify
         return memory

@@ -110,6 +110,7 @@ class RoutePipeline:
             f"{index.model_id}@{outline.version}",
             outline.ids,
             lambda: [tool.server for tool in catalog()],
+            self._rows.names,
             index.dim,
         )
 
