@@ -85,8 +85,8 @@ class LearnedMemory:
     """The learned rows of one catalog version: what feedback stored, and the lift it gives.
 
     ``ids`` are the catalog's tool ids in row order, ``servers`` and ``names`` load each
-    one's server and tool name; ``scope`` names the model and catalog version in the ``store``. One memory may be shared
-    by threads: routes read it while feedback writes.
+    one's server and tool name; ``scope`` names the model and catalog version in the
+    ``store``. One memory may be shared by threads: routes read it while feedback writes.
     """
 
     def __init__(
