@@ -13,6 +13,7 @@ from toolgate.errors import InvalidInputError
 from toolgate.evaluation.evaluate import evaluate, load_queries
 
 APIBANK = Path(__file__).resolve().parents[1] / "fixtures" / "apibank"
+TOOLTALK = Path(__file__).resolve().parents[1] / "fixtures" / "tooltalk"
 
 
 def test_history_is_read_per_query_line(tmp_path: Path) -> None:
@@ -49,6 +50,28 @@ def test_the_apibank_fixture_is_a_conversation_over_its_own_catalog() -> None:
     assert 0 < len(later) < len(queries)
     roles = {turn["role"] for item in later for turn in item.history if isinstance(turn, dict)}
     assert roles == {"user", "tool"}
+
+
+def test_the_tooltalk_fixture_is_a_conversation_over_its_own_catalog() -> None:
+    catalog = Catalog.load(TOOLTALK / "tools.jsonl")
+    names = {tool.name for tool in catalog}
+    assert len(names) == 28
+    queries = load_queries(TOOLTALK / "queries.jsonl")
+    assert all(len(item.gold) == 1 and set(item.gold) <= names for item in queries)
+    # Every tool of the catalog is called somewhere.
+    assert {name for item in queries for name in item.gold} == names
+    later = [item for item in queries if item.history]
+    assert 100 < len(later) < len(queries)
+    for item in later:
+        assert all(isinstance(turn, dict) for turn in item.history)
+        assert all(turn["role"] in {"user", "tool"} for turn in item.history)
+        assert all(isinstance(turn["content"], str) and turn["content"] for turn in item.history)
+        # Tool results are cut short (README); user messages are kept whole.
+        assert all(len(turn["content"]) <= 300 for turn in item.history if turn["role"] == "tool")
+    roles = {turn["role"] for item in later for turn in item.history}
+    assert roles == {"user", "tool"}
+    # A call chained after another under the same user message has that result last.
+    assert any(item.history[-1]["role"] == "tool" for item in later)
 
 
 def test_later_turns_are_reported_with_and_without_history() -> None:
