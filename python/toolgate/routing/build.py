@@ -23,6 +23,7 @@ from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
 from toolgate.embedding.embedder import Embedder, resolve_cache
+from toolgate.embedding.normalise import normalised
 from toolgate.errors import IndexFormatError, InvalidInputError
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores, null_requests, null_vectors
@@ -118,9 +119,7 @@ def embed_tools(
     owners = np.repeat(np.arange(len(views)), [len(v) for v in views])
     rows = np.zeros((len(views), embedder.dim), dtype=np.float32)
     np.add.at(rows, owners, vectors)
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    normalised: np.ndarray = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
-    return normalised
+    return normalised(rows)
 
 
 def refreshed_vectors(

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from toolgate import _toolgate
+from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError
 from toolgate.routing.co_use import CoUse
 from toolgate.routing.learned_store import LearnedStore, open_store, query_key
@@ -131,7 +132,7 @@ class LearnedMemory:
         rows = _toolgate.LearnedRows(self._rows.dim)
         if stored:
             rows.push(
-                _unit(np.stack([row.vector for row in stored]).astype(np.float32)),
+                normalised(np.stack([row.vector for row in stored])),
                 np.asarray([self._row_of[row.tool] for row in stored], dtype=np.uint32),
                 np.asarray([row.weight for row in stored], dtype=np.float32),
             )
@@ -153,7 +154,7 @@ class LearnedMemory:
     def learn(self, vector: np.ndarray, rows: Iterable[int], key: bytes) -> int:
         """Record that the query of ``vector`` (its text hashed to ``key``) was served by the
         tools of ``rows``; returns how many of them were recorded (the rest hit the rate cap)."""
-        vector = _unit(np.asarray(vector, dtype=np.float32).reshape(1, -1))
+        vector = normalised(np.asarray(vector).reshape(1, -1))
         recorded = 0
         with self._lock:
             for row in dict.fromkeys(rows):
@@ -413,8 +414,3 @@ def co_used(
     ]
     rows.sort(key=lambda r: -r.fused)  # stable: ties keep the ranking's order
     return rows[:k], [r.row for r in rows[:k] if r.row not in before]
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return np.ascontiguousarray(vectors / np.where(norms > 0, norms, 1.0), dtype=np.float32)

@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from toolgate.embedding.normalise import normalised
+
 __all__ = ["COPIER_SHARE", "Lookalikes", "find_lookalikes", "name_stem"]
 
 #: Words that mark a name as a version or copy of another (besides ``v2`` and ``2``).
@@ -148,7 +150,7 @@ def find_lookalikes(
     copies: dict[int, list[int]] = {}
     if pairs:
         rows = sorted({r for pair in pairs for r in pair})
-        unit = _unit(vectors(rows))
+        unit = normalised(vectors(rows))
         at = {row: i for i, row in enumerate(rows)}
         for copy, original in pairs:
             if float(unit[at[copy]] @ unit[at[original]]) >= cosine:
@@ -158,9 +160,3 @@ def find_lookalikes(
         tuple(_server_words(server) for server in servers),
         len(ids),
     )
-
-
-def _unit(matrix: np.ndarray) -> np.ndarray:
-    matrix = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms > 0, norms, 1.0)

@@ -27,6 +27,7 @@ from numbers import Real
 
 import numpy as np
 
+from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError
 
 __all__ = ["DEFAULT_THRESHOLD", "DuplicateGroup", "check_threshold", "near_duplicate_groups"]
@@ -87,9 +88,7 @@ def near_duplicate_groups(
         raise InvalidInputError(
             f"expected one vector per id ({len(ids)}), got an array of shape {matrix.shape}"
         )
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    unit = matrix / np.where(norms > 0, norms, 1.0)
-    return _Linker(len(ids)).link(unit, threshold).groups(ids)
+    return _Linker(len(ids)).link(normalised(matrix), threshold).groups(ids)
 
 
 class _Linker:

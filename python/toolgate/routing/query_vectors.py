@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from toolgate.embedding.clauses import clauses as clauses_of
+from toolgate.embedding.normalise import normalised
 from toolgate.errors import IndexFormatError
 from toolgate.lazy import Lazy
 from toolgate.routing.config import RouterConfig
@@ -123,10 +124,4 @@ def _with_own(pooled: np.ndarray, own: np.ndarray) -> np.ndarray:
     pooled one reads the clause within its sentence, which draws it towards the other
     intents' tools; its own embedding reads it apart, and a short clause ("and also its
     price") needs the sentence to mean anything."""
-    mixed = _unit(np.asarray(pooled, dtype=np.float32)) + _unit(np.asarray(own, dtype=np.float32))
-    return np.ascontiguousarray(_unit(mixed), dtype=np.float32)
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms > 0, norms, 1.0)
+    return normalised(normalised(pooled) + normalised(own))
