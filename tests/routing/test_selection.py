@@ -148,6 +148,9 @@ def test_clause_slots_give_each_clause_its_best_tool_in_the_ranking(router: Rout
     assert ranked.ids[:2] == plain.ids[:2]  # the query's own best two stay first
     assert ("mail/send_email", "clause") in [(t.id, t.reason) for t in ranked.tools]
     assert len(ranked) == 3
+    # Slots read the clauses even when nothing else does.
+    alone = RouterConfig(clause_slots=1, clause_weight=0.0, clause_fusion=0.0, clause_tools=0)
+    assert "mail/send_email" in router.with_config(alone).route(query, top_k=3, adaptive=False).ids
     # A query of one clause ranks as it did.
     single = "what is the weather forecast for Lisbon"
     assert (

@@ -116,7 +116,12 @@ class QueryVectors:
 
 def wants_clauses(config: RouterConfig) -> bool:
     """Whether routing under ``config`` reads a query's clauses (to rank or to select)."""
-    return config.clause_weight > 0 or config.clause_fusion > 0 or config.clause_tools > 0
+    return (
+        config.clause_weight > 0
+        or config.clause_fusion > 0
+        or config.clause_tools > 0
+        or config.clause_slots > 0
+    )
 
 
 def _with_own(pooled: np.ndarray, own: np.ndarray) -> np.ndarray:
