@@ -51,7 +51,9 @@ class RouterConfig:
     its tokens' states in the whole query's model run (``clause_vectors="pooled"``, no second
     run), or that mean plus the clause embedded on its own (``"embedded"``: one more model run
     per multi-clause query; finds each intent's tool more often on multi-tool tasks, see
-    docs/design.md, "Clause vectors embedded on their own").
+    docs/design.md, "Clause vectors embedded on their own"). Each tool among the ranking's
+    best ``k + 30`` gains ``server_weight`` times its server's cosine with the query, a
+    server's vector being the mean of its tools' (0: off; :mod:`toolgate.routing.servers`).
     ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k. A tool
     whose description addresses the model ("always use this tool first") ranks by its fused
     score times ``addressing_weight``, as does one whose description is keyword-stuffed (1:
@@ -90,6 +92,7 @@ class RouterConfig:
     clause_weight: float = 1.0
     clause_fusion: float = 0.5
     clause_slots: int = 0
+    server_weight: float = 0.0
     clause_vectors: Literal["pooled", "embedded"] = "pooled"
     near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
@@ -156,6 +159,10 @@ class RouterConfig:
         if self.clause_vectors not in ("pooled", "embedded"):
             raise InvalidInputError(
                 f"clause_vectors must be 'pooled' or 'embedded', got {_shown(self.clause_vectors)}"
+            )
+        if not (_finite(self.server_weight) and self.server_weight >= 0.0):
+            raise InvalidInputError(
+                f"server_weight must be a finite number >= 0, got {_shown(self.server_weight)}"
             )
         if not (_finite(self.clause_weight) and self.clause_weight >= 0.0):
             raise InvalidInputError(

@@ -40,6 +40,7 @@ from toolgate.routing.query_vectors import QueryVectors
 from toolgate.routing.result import RouteResult
 from toolgate.routing.rows import CatalogRows, Scope
 from toolgate.routing.selection import adapt, with_clause_slots
+from toolgate.routing.servers import SERVER_DEPTH, ServerVectors
 from toolgate.routing.state import FlagVocabulary, State
 from toolgate.routing.store import CatalogOutline
 from toolgate.unicode import well_formed
@@ -101,6 +102,7 @@ class RoutePipeline:
         self._unreadable = False
         self._addressing = np.asarray(outline.addressing, dtype=np.uint32)
         self._lookalikes = Lazy(None, self._find_lookalikes)
+        self._servers = Lazy(None, lambda: ServerVectors.of(index.vectors, self._rows.servers()))
         self.query_vectors = QueryVectors(
             embedder, config, model_id=index.model_id, index_path=index.path
         )
@@ -109,7 +111,7 @@ class RoutePipeline:
         self.learning = Learning(
             f"{index.model_id}@{outline.version}",
             outline.ids,
-            lambda: [tool.server for tool in catalog()],
+            self._rows.servers,
             self._rows.names,
             index.dim,
         )
@@ -206,9 +208,13 @@ class RoutePipeline:
         lifts = {} if memory is None else memory.lift(vector)
         shown = set(forced.tolist())
         learned = np.asarray([row for row in lifts if row not in shown], dtype=np.uint32)
-        # Tools used together with the best ones are lifted from past the top k.
+        # Tools used together with the best ones, and tools of the servers nearest the query,
+        # are lifted from past the top k.
         co_use = memory is not None and memory.has_co_use()
-        depth = limits.k + CO_USE_DEPTH if co_use else limits.k
+        servers = self._servers.get() if config.server_weight > 0 else None
+        depth = limits.k + max(
+            CO_USE_DEPTH if co_use else 0, SERVER_DEPTH if servers is not None else 0
+        )
         # Adaptive selection reads each clause's own ranking, made in the same call: the same
         # gate, scope, floor and forced rows as the query's.
         outcome = _toolgate.route(
@@ -226,7 +232,7 @@ class RoutePipeline:
         )  # fmt: skip
         # Each getter builds its rows anew: read once.
         forced_rows, ranked = outcome.forced, outcome.ranked
-        core_ranked = ranked
+        core_ranked = ranked[: limits.k]  # the ranking no_tool was calibrated on
         if len(learned):
             # The learned rows came back as forced: each competes for the top k on its fused
             # score plus its lift, under the floor and the +term filter as ranked rows are.
@@ -235,10 +241,12 @@ class RoutePipeline:
                 rankable=rankable,
             )  # fmt: skip
             turn.reasons = {**turn.reasons, **dict.fromkeys(learned.tolist(), "learned")}
+        if servers is not None:
+            ranked = servers.lifted(ranked, vector, weight=config.server_weight)
         if co_use and memory is not None:
             ranked, joined = co_used(ranked, memory, k=limits.k)
-            core_ranked = core_ranked[: limits.k]  # the ranking no_tool was calibrated on
             turn.reasons = {**dict.fromkeys(joined, "co-used"), **turn.reasons}
+        ranked = ranked[: limits.k]
         # Read off the ranking alone, as calibrated; but a request like those a tool served
         # (a learned lift) needs a tool, as one that names a tool does.
         decide = limits.decide and not named and not len(learned)

@@ -41,6 +41,7 @@ class CatalogRows:
         self._bm25 = bm25
         self._pinned = sorted(set(pinned))
         self._names = Lazy(None, lambda: tuple(tool_names()))
+        self._servers = Lazy(None, self._split_servers)
         self._scopes = Lazy(None, lambda: ScopeMatcher(self._ids, self._names.get()))
         self._by_id = Lazy(None, self._rows_by_id)
 
@@ -72,6 +73,17 @@ class CatalogRows:
     def names(self) -> tuple[str, ...]:
         """Each row's tool name, in row order."""
         return self._names.get()
+
+    def servers(self) -> tuple[str, ...]:
+        """Each row's server, in row order."""
+        return self._servers.get()
+
+    def _split_servers(self) -> tuple[str, ...]:
+        # An id is ``server/name``, and the name is known: what is left is the server.
+        return tuple(
+            tool_id[: len(tool_id) - len(name) - 1]
+            for tool_id, name in zip(self._ids, self.names(), strict=True)
+        )
 
     def named(self, name: str) -> list[int]:
         """Rows of the tools ``name`` names: an id (any case), a name or an exposed name.
