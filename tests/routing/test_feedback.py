@@ -4,6 +4,7 @@ store test runs on SQLite and on a real throwaway PostgreSQL server."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -253,6 +254,29 @@ def test_verify_learns_when_asked(router: Router) -> None:
         router.learn(":memory:")  # from_verify off
         assert router.verify({"name": "search_news", "arguments": {"query": "x"}}, result).ok
         assert len(router.memory or ()) == 0
+    finally:
+        router._pipeline.learning.memory = None
+
+
+def test_verify_learns_from_a_call_checked_against_the_promotion(router: Router) -> None:
+    memory = router.learn(":memory:", from_verify=True)
+    try:
+        promotion = router.promote(router.route(QUERY, top_k=36, adaptive=False))
+        assert promotion.query == QUERY
+        # The query stays out of what telemetry logs.
+        assert QUERY not in repr(promotion)
+        assert QUERY not in json.dumps(promotion.to_dict())
+        search = {"name": promotion.search_tool_name, "arguments": {"query": "weather"}}
+        assert router.verify(search, promotion).ok  # the tool_search tool: nothing to learn
+        assert len(memory) == 0
+        call = {"name": "search_news", "arguments": {"query": "x"}}
+        assert router.verify(call, promotion).ok
+        assert memory._rows.tools.tolist() == [router._parts.outline.ids.index(TARGET)]
+        # A select: route names its tools: no request to learn from.
+        selected = router.promote(router.route("select:search_news"))
+        assert selected.query == ""
+        assert router.verify(call, selected).ok
+        assert len(memory) == 1
     finally:
         router._pipeline.learning.memory = None
 

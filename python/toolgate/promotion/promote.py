@@ -61,7 +61,10 @@ class Promotion:
     a promotion is never checked against another catalog. ``search_tool_name`` is the name
     the ``tool_search`` tool was sent under, if it was. The first ``stable_count`` of
     ``tools`` (the search tool and the pinned tools) are the same every turn: with the pool
-    text they are the prompt-cacheable prefix.
+    text they are the prompt-cacheable prefix. ``query`` is the text of the route it was
+    built from, when that route ranked a text query ("" otherwise), so that a call verified
+    against it can teach a learning router; it is left out of ``repr`` and :meth:`to_dict`,
+    which telemetry logs.
     """
 
     tools: list[dict[str, Any]]
@@ -76,6 +79,7 @@ class Promotion:
     tool_tokens: dict[str, int] = field(default_factory=dict)
     latency_ms: float = 0.0
     stable_count: int = 0
+    query: str = field(default="", repr=False)
 
     def __len__(self) -> int:
         return len(self.tools)

@@ -10,6 +10,7 @@ A facade over its parts: :mod:`~toolgate.routing.build` (index files built, refr
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import shutil
 import time
@@ -279,7 +280,8 @@ class Router:
 
         ``store`` is a SQLite path (``None``: the default file), a ``postgresql://`` address
         or a :class:`LearnedStore`. ``from_verify=True`` counts every call that passes
-        :meth:`verify` against a route as used for that route's query.
+        :meth:`verify` against a route of a text query, or the promotion made of one, as used
+        for that query.
         """
         return self._pipeline.learning.start(store, config=config, from_verify=from_verify)
 
@@ -338,6 +340,8 @@ class Router:
             self.catalog, result, format=format, budget=budget, schema_source=schema_source,
             cache=self._schema_cache, pool=pool,
         )  # fmt: skip
+        if result.form == "text":  # what verify learns from (Router.learn(from_verify=True))
+            promotion = dataclasses.replace(promotion, query=result.query)
         if self.telemetry is not None:
             self.telemetry.promote(promotion, turn_id=turn_id)
         return promotion
@@ -356,9 +360,20 @@ class Router:
         if isinstance(result, RouteResult):
             check_current(result, self._parts.outline.version)
         verdict = verify_call(self.catalog, result, tool_call)
-        if verdict.ok and isinstance(result, RouteResult) and result.form == "text":
-            self._pipeline.learning.verified(result.query, verdict.tool_id, self._query_vector)
+        if verdict.ok and verdict.tool_id in self.catalog:  # not the tool_search tool
+            query = _routed_text(result)
+            if query:
+                self._pipeline.learning.verified(query, verdict.tool_id, self._query_vector)
         if self.telemetry is not None:
             elapsed = (time.perf_counter() - start) * 1e3
             self.telemetry.verify(verdict, turn_id=turn_id, latency_ms=elapsed)
         return verdict
+
+
+def _routed_text(result: object) -> str:
+    """The text query ``result`` was routed from: a :class:`RouteResult` of a text query, or
+    a :class:`Promotion` that :meth:`Router.promote` made of one; "" for anything else."""
+    if isinstance(result, RouteResult):
+        return result.query if result.form == "text" else ""
+    query = getattr(result, "query", "")
+    return query if isinstance(query, str) else ""
