@@ -112,7 +112,7 @@ class Gateway:
         """See the class docstring."""
         self.config = config
         self.filter = tool_filter or ToolFilter(
-            max_catalogs=config.max_catalogs, store=config.store
+            max_catalogs=config.max_catalogs, store=config.store, learn=config.learn
         )
         self.metrics = Metrics()
         self._token = config.auth_token()
@@ -373,7 +373,8 @@ class _Check:
     def not_sent(self, name: str) -> bool:
         """Whether a call to ``name`` names a tool the request was not sent (its arguments
         are checked when the call is whole)."""
-        verdict = self.gateway.filter.verify({"name": name, "arguments": {}}, self.filtered)
+        call = {"name": name, "arguments": {}}
+        verdict = self.gateway.filter.verify(call, self.filtered, learn=False)
         return verdict.error in NOT_SENT
 
     def blocked(self, names: list[str]) -> str:

@@ -7,6 +7,7 @@ chosen by the first ``[[routes]]`` entry whose ``path`` pattern (``fnmatch``, e.
     top_k = 8                      # the most tools a request keeps (a header may ask fewer)
     policy = "annotate"            # tool calls in answers: "off", "annotate" or "enforce"
     store = "/var/lib/toolgate"    # indexes saved here, memory-mapped, shared by workers
+    learn = "learned.sqlite3"      # learn from the calls checked (or postgresql://...)
     max_body_bytes = 67108864      # a larger filtered request is refused (413), unread
 
     [upstreams.openai]
@@ -57,8 +58,8 @@ _ROUTE_KEYS = {
     "policy", "query", "state_headers",
 }  # fmt: skip
 _TOP_KEYS = _ROUTE_KEYS - {"path"} | {
-    "upstreams", "routes", "prewarm", "store", "max_catalogs", "timeout", "connect_timeout",
-    "auth_token_env", "max_body_bytes",
+    "upstreams", "routes", "prewarm", "store", "learn", "max_catalogs", "timeout",
+    "connect_timeout", "auth_token_env", "max_body_bytes",
 }  # fmt: skip
 # The largest filtered request read by default: past the providers' own limits (Anthropic's
 # is 32 MB), so a request refused here would have been refused upstream.
@@ -120,6 +121,7 @@ class GatewayConfig:
     default: RouteConfig = field(default_factory=RouteConfig)
     prewarm: tuple[Prewarm, ...] = ()
     store: Path | None = None
+    learn: str | None = None
     max_catalogs: int = 64
     timeout: float = 600.0
     connect_timeout: float = 10.0
@@ -199,6 +201,7 @@ def load_config(path: Path | None) -> GatewayConfig:
             _prewarm(entry, i, base, where) for i, entry in enumerate(_list(data, "prewarm", where))
         ),
         store=None if data.get("store") is None else base / str(data["store"]),
+        learn=_learn_store(data, base, where),
         max_catalogs=_int(data, "max_catalogs", where, 64, minimum=1),
         timeout=_seconds(data, "timeout", where, 600.0),
         connect_timeout=_seconds(data, "connect_timeout", where, 10.0),
@@ -349,6 +352,21 @@ def _seconds(data: Mapping[str, Any], key: str, where: str, default: float) -> f
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise InvalidInputError(f"{where}: {key!r} must be a number of seconds > 0, got {value!r}")
     return float(value)
+
+
+def _learn_store(data: Mapping[str, Any], base: Path, where: str) -> str | None:
+    """The learned store of ``learn``: a ``postgresql://`` address as it is, a SQLite path
+    from the config file's folder (``":memory:"``: each worker its own)."""
+    value = _optional_str(data, "learn", where)
+    if value is None:
+        return None
+    if not value.strip():
+        raise InvalidInputError(
+            f"{where}: 'learn' must be a SQLite path or a postgresql:// address"
+        )
+    if value == ":memory:" or value.startswith(("postgresql://", "postgres://")):
+        return value
+    return str(base / value)
 
 
 def _optional_str(data: Mapping[str, Any], key: str, where: str) -> str | None:

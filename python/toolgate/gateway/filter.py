@@ -23,6 +23,7 @@ that forwarded the request without it would hide the fault from the application.
 from __future__ import annotations
 
 import contextlib
+import logging
 import marshal
 import os
 import threading
@@ -41,6 +42,7 @@ from toolgate.formats.raw import DEFAULT_SERVER
 from toolgate.gateway.choosing import choose
 from toolgate.gateway.filtered import FilteredRequest, verify_by_name
 from toolgate.gateway.indexes import (
+    IndexedTools,
     Indexes,
     IndexInProgress,
     digest,
@@ -49,6 +51,7 @@ from toolgate.gateway.indexes import (
 from toolgate.lazy import Lazy
 from toolgate.promotion.budget import Budget
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
+from toolgate.routing.learned_store import LearnedStore, StoreError, open_store
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import default_embedder
 from toolgate.routing.state import State
@@ -72,6 +75,8 @@ from toolgate.formats.requests import (
     routable_tools,
     text_rewriter,
 )
+
+_log = logging.getLogger("toolgate.gateway")
 
 __all__ = ["FilteredRequest", "IndexInProgress", "ToolFilter", "filter_off_loop"]
 
@@ -109,6 +114,12 @@ class ToolFilter:
     mapped: processes serving the same arrays (a gateway's workers) build each one once and
     share its pages.
 
+    ``learn`` (a learned store, as :meth:`Router.learn` takes: a SQLite path, a
+    ``postgresql://`` address or a :class:`~toolgate.routing.learned_store.LearnedStore`)
+    makes every tools array's router learn from use: a call that passes :meth:`verify` counts
+    as used for the user message it was routed on. A store that fails is logged, not raised:
+    the verdict stands without it.
+
     >>> gate = ToolFilter(max_catalogs=32)
     >>> filtered = gate.filter(request, top_k=5)  # doctest: +SKIP
     >>> filtered.kept, filtered.dropped_count  # doctest: +SKIP
@@ -125,6 +136,7 @@ class ToolFilter:
         unreadable: Literal["error", "keep"] = "error",
         store: str | os.PathLike[str] | None = None,
         compact: bool = True,
+        learn: LearnedStore | str | os.PathLike[str] | None = None,
     ) -> None:
         """See the class docstring; the options are those of :meth:`Router.from_catalog`."""
         self.compact = bool(compact)
@@ -155,6 +167,7 @@ class ToolFilter:
             store=None if store is None else Path(store),
             max_catalogs=max_catalogs,
             unreadable=unreadable,
+            learn=None if learn is None else open_store(learn),
         )
 
     def filter(
@@ -300,10 +313,12 @@ class ToolFilter:
             result.active,
         )  # fmt: skip
 
-    def verify(self, call: Any, filtered: FilteredRequest) -> Verdict:
+    def verify(self, call: Any, filtered: FilteredRequest, *, learn: bool = True) -> Verdict:
         """Check a model's tool call against the tools ``filtered`` sent (see
         :func:`toolgate.verify.verify_call`): a call to a tool the filter left out is
-        ``tool_not_available``, one to no tool of the request ``unknown_tool``.
+        ``tool_not_available``, one to no tool of the request ``unknown_tool``. A call that
+        passes is learned from when the filter learns, unless ``learn`` is false (a check
+        of a call not yet whole, which will be checked again).
 
         ``call`` is a dict in any provider's shape or the SDK's own object. A tool the filter
         forwarded without reading it (``unreadable="keep"``) passes by name alone. When the
@@ -324,6 +339,8 @@ class ToolFilter:
             and verdict.name in filtered.kept
         ):
             return Verdict(True, name=verdict.name, call_id=verdict.call_id)
+        if verdict.ok and learn:
+            _learn(routed, filtered.result, verdict)
         return verdict
 
     def _layout(self, tools: list[Any], provider: str) -> _Layout:
@@ -384,6 +401,17 @@ def _compacted(layout: _Layout, tools: list[Any], i: int, entry: Any, provider: 
         if len(layout.compacted) < _MAX_COMPACTED:
             layout.compacted[i] = marshal.dumps(out)
     return out
+
+
+def _learn(routed: IndexedTools, result: RouteResult, verdict: Verdict) -> None:
+    """Feed a call that passed back to the router that routed it, when it learns."""
+    router, tool = routed.router, verdict.tool_id
+    if router.memory is None or result.form != "text" or tool is None or tool not in routed.catalog:
+        return
+    try:
+        router.feedback(result.query, used=[tool])
+    except StoreError as exc:
+        _log.warning("learning from a verified call failed: %s", exc)
 
 
 def _listed(patterns: Iterable[str] | None) -> Any:

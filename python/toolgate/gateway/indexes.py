@@ -32,6 +32,7 @@ from toolgate.errors import CatalogWarning, IndexFormatError, InvalidToolsError,
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.lazy import Lazy
 from toolgate.routing.config import RouterConfig
+from toolgate.routing.learned_store import LearnedStore
 from toolgate.routing.router import Router
 from toolgate.routing.store import MANIFEST
 
@@ -99,7 +100,8 @@ class Indexes:
 
     ``unreadable`` is the filter's policy for tools that cannot be indexed (``"error"``
     raises; ``"keep"`` leaves them out of the index, named by a warning); ``store`` is a
-    directory the routers are saved in and opened from.
+    directory the routers are saved in and opened from; ``learn`` a learned store every
+    router learns into (``Router.learn``).
     """
 
     def __init__(
@@ -111,6 +113,7 @@ class Indexes:
         store: Path | None,
         max_catalogs: int,
         unreadable: Literal["error", "keep"],
+        learn: LearnedStore | None = None,
     ) -> None:
         """See the class docstring."""
         self.config = config
@@ -119,6 +122,7 @@ class Indexes:
         self._store = store
         self._max_catalogs = max_catalogs
         self._unreadable = unreadable
+        self._learn = learn
         self._lock = threading.Lock()
         self._routers: OrderedDict[str, IndexedTools] = OrderedDict()
         self._building: dict[str, Future[None]] = {}
@@ -198,6 +202,8 @@ class Indexes:
             router = Router.from_catalog(
                 catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
             )
+        if self._learn is not None:
+            router.learn(self._learn)
         names = tuple(raws[k].name if isinstance(raws[k].name, str) else "" for k in unreadable)
         scopes = ScopeMatcher([t.id for t in catalog], [t.name for t in catalog])
         unreadable_scopes = ScopeMatcher([f"{DEFAULT_SERVER}/{n}" for n in names], names)

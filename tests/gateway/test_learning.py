@@ -1,0 +1,127 @@
+"""A ToolFilter (and the gateway) that learns: a call that passes verify lifts its tool."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+
+from tests.gateway.conftest import start
+from tests.gateway.fake_upstream import FakeUpstream, Script
+from tests.gateway.test_filter import anthropic_tools, chat_request
+from toolgate.embedding.embedder import Embedder
+from toolgate.errors import InvalidInputError
+from toolgate.gateway.config import load_config
+from toolgate.gateway.filter import ToolFilter
+from toolgate.routing.config import RouterConfig
+from toolgate.routing.learned_store import SqliteStore, StoreError
+
+# Needs the email tool, though most of its words are about a trip.
+QUERY = "let Ann know about the trip to Lisbon"
+
+
+def _call(name: str, arguments: str = '{"to": "ann"}') -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _gate(embedder: Embedder, learn: Any) -> ToolFilter:
+    config = RouterConfig(adaptive=False)
+    return ToolFilter(config=config, embedder=embedder, cache=None, learn=learn)
+
+
+def _names(gate: ToolFilter, query: str) -> list[str]:
+    result = gate.filter(chat_request(query), top_k=8).result
+    return [tool.id.rpartition("/")[2] for tool in result.tools]
+
+
+def _learned_tools(gate: ToolFilter, query: str) -> list[str]:
+    routed = gate.filter(chat_request(query), top_k=8)._routed
+    assert routed is not None
+    memory = routed.router.memory
+    assert memory is not None
+    return [routed.catalog.ids[row] for row in memory._rows.tools.tolist()]
+
+
+def test_a_verified_call_is_learned_for_its_user_message(embedder: Embedder) -> None:
+    gate = _gate(embedder, SqliteStore(":memory:"))
+    before = _names(gate, QUERY)
+    filtered = gate.filter(chat_request(QUERY), top_k=8)
+    # A check of a call not yet whole teaches nothing; the whole call does, once.
+    assert gate.verify(_call("send_email", "{}"), filtered, learn=False).ok
+    assert _learned_tools(gate, QUERY) == []
+    assert gate.verify(_call("send_email"), filtered).ok
+    assert [tool.rpartition("/")[2] for tool in _learned_tools(gate, QUERY)] == ["send_email"]
+    assert before.index("send_email") > 0
+    first = gate.filter(chat_request(QUERY), top_k=8).result.tools[0]
+    assert (first.id.rpartition("/")[2], first.reason) == ("send_email", "learned")
+
+
+def test_a_refused_call_and_a_filter_that_does_not_learn_teach_nothing(
+    embedder: Embedder,
+) -> None:
+    gate = _gate(embedder, SqliteStore(":memory:"))
+    filtered = gate.filter(chat_request(QUERY), top_k=1)
+    assert not gate.verify(_call("translate_text", '{"text": "hi"}'), filtered).ok
+    assert _learned_tools(gate, QUERY) == []
+    plain = _gate(embedder, None)
+    filtered = plain.filter(chat_request(QUERY), top_k=8)
+    assert plain.verify(_call("send_email"), filtered).ok
+    assert filtered._routed is not None
+    assert filtered._routed.router.memory is None
+
+
+class _Broken(SqliteStore):
+    def _insert(self, sql: str, args: Any) -> int:
+        raise StoreError("cannot write the learned memory: disk full")
+
+
+def test_a_store_that_fails_is_logged_and_the_verdict_stands(
+    embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = _gate(embedder, _Broken(":memory:"))
+    filtered = gate.filter(chat_request(QUERY), top_k=8)
+    with caplog.at_level(logging.WARNING, logger="toolgate.gateway"):
+        assert gate.verify(_call("send_email"), filtered).ok
+    assert "disk full" in caplog.text
+
+
+def test_the_gateway_config_names_its_learned_store(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text('learn = "learned.sqlite3"\n')
+    assert load_config(path).learn == str(tmp_path / "learned.sqlite3")
+    path.write_text('learn = "postgresql://toolgate@db/toolgate"\n')
+    assert load_config(path).learn == "postgresql://toolgate@db/toolgate"
+    assert load_config(None).learn is None
+    for text, message in [
+        ("learn = 3\n", "'learn' must be a string, got 3"),
+        ('learn = " "\n', "'learn' must be a SQLite path or a postgresql:// address"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(InvalidInputError, match=message):
+            load_config(path)
+
+
+def test_the_gateway_learns_once_from_each_call_it_checks(
+    fake: tuple[FakeUpstream, str], embedder: Embedder
+) -> None:
+    gate = _gate(embedder, SqliteStore(":memory:"))
+    upstream, _ = fake
+    upstream.script = Script(tool="send_email", args={"to": "ann"})
+    messages = [{"role": "user", "content": QUERY}]
+    with start(fake, gate, top_k=5, policy="enforce") as served:
+        client = anthropic.Anthropic(base_url=served.url, api_key="sk-ant", max_retries=0)
+        with (
+            client,
+            client.messages.stream(
+                model="m", max_tokens=16, messages=messages, tools=anthropic_tools()
+            ) as stream,
+        ):
+            stream.get_final_message()  # enforced and streamed: its name is checked first
+        assert _learned_tools(gate, QUERY) == ["default/send_email"]
+        routed = gate.filter(chat_request(QUERY), top_k=8)._routed
+        assert routed is not None
+        assert routed.router.memory is not None
+        assert routed.router.memory._rows.weights.tolist() == [1.0]  # learned once
