@@ -509,3 +509,28 @@ def test_a_denied_tool_is_never_run_however_often_the_model_asks(
         assert results[call_id].status == "error"
         assert json.loads(str(results[call_id].content))["error"] == "tool_not_available"
     assert all("send_email" not in bound for bound in model.bound)
+
+
+def test_the_agent_learns_from_the_calls_its_model_makes(tools: list[BaseTool]) -> None:
+    embedder = Embedder(precision="int8")
+    learning = ToolFilter(embedder=embedder, cache=None, unreadable="keep", learn=":memory:")
+    query = "write to Ann about the Lisbon trip"
+    selector = ToolSelector(top_k=5, tool_filter=learning)
+    request = {"messages": [{"role": "user", "content": query}], "tools": _definitions(tools)}
+    before = [tool.id for tool in learning.filter(request, top_k=5).result.tools]
+    # Shown (so its call runs and is learned), but not first.
+    assert before.index("default/send_email") > 0
+    model = RecordingModel(
+        messages=iter([_calls(("send_email", "c1")), AIMessage("Sent.")]), bound=[]
+    )
+    agent = create_agent(model, tools, middleware=[ToolgateMiddleware(selector=selector)])
+    agent.invoke({"messages": [HumanMessage(query)]})
+    routed = learning.filter(request, top_k=5)
+    assert routed.result.tools[0].id.endswith("/send_email")
+    assert routed.result.tools[0].reason == "learned"
+    with pytest.raises(InvalidInputError, match="pass learn to the tool_filter"):
+        ToolSelector(tool_filter=learning, learn=":memory:")
+
+
+def _definitions(tools: list[BaseTool]) -> list[dict[str, Any]]:
+    return [integration.convert_to_openai_tool(tool) for tool in tools]

@@ -170,6 +170,11 @@ class ToolFilter:
             learn=None if learn is None else open_store(learn),
         )
 
+    @property
+    def learns(self) -> bool:
+        """Whether the routers of this filter learn from the calls :meth:`verify` passes."""
+        return self._indexes.learns
+
     def filter(
         self,
         request: Mapping[str, Any],

@@ -127,6 +127,11 @@ class Indexes:
         self._routers: OrderedDict[str, IndexedTools] = OrderedDict()
         self._building: dict[str, Future[None]] = {}
 
+    @property
+    def learns(self) -> bool:
+        """Whether every router built learns (into ``learn``)."""
+        return self._learn is not None
+
     def get(
         self, key: str | None, reader: str, read: Callable[[], Sequence[RawTool]], wait: bool
     ) -> IndexedTools:

@@ -52,6 +52,7 @@ from typing_extensions import NotRequired
 from toolgate.errors import InvalidInputError
 from toolgate.formats.compact import compact_entry
 from toolgate.gateway.filter import ToolFilter
+from toolgate.gateway.filtered import FilteredRequest
 from toolgate.routing.config import DEFAULT, DefaultType, check_count
 from toolgate.verify import verify_name
 
@@ -72,7 +73,9 @@ class ToolSelector:
     embedder, embedding cache, how many tool sets it keeps, and what becomes of a tool it
     cannot read: pass ``unreadable="keep"`` for the behaviour of the selector's own, which
     shows such a tool on every call instead of raising); one is made on first use
-    otherwise. A selector is safe to share between threads.
+    otherwise, learning into ``learn`` when given (a learned store, as
+    :meth:`toolgate.Router.learn` takes; see :class:`ToolgateMiddleware`). A selector is safe
+    to share between threads.
     """
 
     def __init__(
@@ -84,9 +87,12 @@ class ToolSelector:
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
         tool_filter: ToolFilter | None = None,
+        learn: Any = None,
     ) -> None:
         """See the class docstring."""
         check_count("top_k", top_k, minimum=1)
+        if tool_filter is not None and learn is not None:
+            raise InvalidInputError("pass learn to the tool_filter given, not to the selector")
         if isinstance(always_include, str):
             raise InvalidInputError("always_include must be a list of tool names, not a string")
         if tool_filter is not None and not isinstance(tool_filter, ToolFilter):
@@ -101,6 +107,7 @@ class ToolSelector:
             "deny": None if deny is None else list(deny),
         }
         self._filter = tool_filter
+        self._learn = learn
         self._lock = threading.Lock()
         self._converted = _ConvertedTools()
 
@@ -110,7 +117,7 @@ class ToolSelector:
         the tools it cannot read, since an agent must not stop over one odd tool)."""
         with self._lock:
             if self._filter is None:
-                self._filter = ToolFilter(unreadable="keep")
+                self._filter = ToolFilter(unreadable="keep", learn=self._learn)
             return self._filter
 
     def select(
@@ -138,6 +145,20 @@ class ToolSelector:
         (:mod:`toolgate.formats.compact`) instead of the tool given: for a model request,
         not for a tool node, which runs the tools themselves.
         """
+        return self._select(
+            tools, messages, tool_choice=tool_choice, include=include, compact=compact
+        )[0]
+
+    def _select(
+        self,
+        tools: Sequence[AnyTool],
+        messages: Sequence[BaseMessage | dict[str, Any]],
+        *,
+        tool_choice: Any,
+        include: Iterable[str] | None,
+        compact: bool,
+    ) -> tuple[list[AnyTool], FilteredRequest | None]:
+        """:meth:`select`, and the filtered request behind it (None: nothing was routed)."""
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise InvalidInputError(
                 f"messages must be a list of messages, got {type(messages).__name__}"
@@ -151,7 +172,7 @@ class ToolSelector:
                     f"it has {sorted(names)}"
                 )
         if not tools:
-            return []
+            return [], None
         toolset = self._converted.get(tools)
         request: dict[str, Any] = {
             "messages": convert_to_openai_messages(list(messages)),
@@ -164,14 +185,22 @@ class ToolSelector:
             request, top_k=self.top_k, include=include, **self._options
         )
         if filtered.result.form == "none":  # nothing was routed: the request stands as given
-            return tools
+            return tools, None
         kept = set(filtered.positions)
         if self.always_include:
             kept.update(i for i, t in enumerate(tools) if _tool_name(t) in self.always_include)
         if compact:
             shown = [_compacted(d) for d in toolset.definitions]
-            return [shown[i] for i in range(len(tools)) if i in kept]
-        return [tool for i, tool in enumerate(tools) if i in kept]
+            return [shown[i] for i in range(len(tools)) if i in kept], filtered
+        return [tool for i, tool in enumerate(tools) if i in kept], filtered
+
+    def learn_from(self, message: Any, filtered: FilteredRequest | None) -> None:
+        """Check each tool call of the model's ``message`` against ``filtered`` (the request
+        it answered), so that a call that passes is learned from, when the filter learns."""
+        if filtered is None or not isinstance(message, AIMessage) or not self.tool_filter.learns:
+            return
+        for call in message.tool_calls:
+            self.tool_filter.verify({"name": call["name"], "arguments": call["args"]}, filtered)
 
 
 class ToolgateState(AgentState[Any]):
@@ -220,8 +249,10 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ExtendedModelResponse:
         """Call ``handler`` with the request's tools cut down to the routed ones."""
-        narrowed = self._narrowed(request)
-        return _recorded(handler(narrowed), request, narrowed)
+        narrowed, filtered = self._narrowed(request)
+        response = handler(narrowed)
+        self._learn(response, filtered)
+        return _recorded(response, request, narrowed)
 
     async def awrap_model_call(
         self,
@@ -229,8 +260,10 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ExtendedModelResponse:
         """The async form; routing runs in a worker thread, off the event loop."""
-        narrowed = await asyncio.to_thread(self._narrowed, request)
-        return _recorded(await handler(narrowed), request, narrowed)
+        narrowed, filtered = await asyncio.to_thread(self._narrowed, request)
+        response = await handler(narrowed)
+        await asyncio.to_thread(self._learn, response, filtered)
+        return _recorded(response, request, narrowed)
 
     def wrap_tool_call(
         self,
@@ -250,10 +283,11 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         refused = _refusal(request)
         return refused if refused is not None else await handler(request)
 
-    def _narrowed(self, request: ModelRequest) -> ModelRequest:
+    def _narrowed(self, request: ModelRequest) -> tuple[ModelRequest, FilteredRequest | None]:
+        """The request with its tools cut down, and the filtered request behind it."""
         if not request.tools:
-            return request
-        tools = self.selector.select(
+            return request, None
+        tools, filtered = self.selector._select(
             request.tools,
             request.messages,
             tool_choice=request.tool_choice,
@@ -261,10 +295,18 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
             compact=self.compact,
         )
         if len(tools) == len(request.tools) and not self.compact:
-            return request
+            return request, filtered
         if not tools:
-            return request.override(tools=[], tool_choice=None)
-        return request.override(tools=tools)
+            return request.override(tools=[], tool_choice=None), filtered
+        return request.override(tools=tools), filtered
+
+    def _learn(self, response: ModelResponse | AIMessage, filtered: FilteredRequest | None) -> None:
+        """Learn from the tool calls of the model's answer (see :meth:`ToolSelector.learn_from`)."""
+        if filtered is None or not self.selector.tool_filter.learns:
+            return
+        messages = [response] if isinstance(response, AIMessage) else response.result
+        for message in messages:
+            self.selector.learn_from(message, filtered)
 
 
 def _recorded(
