@@ -490,3 +490,15 @@ def test_gateway_settings_errors_are_one_line_before_it_listens(
 ) -> None:
     command = ["gateway", "--listen", "127.0.0.1:8080", "--store", str(tmp_path), *argv]
     assert_one_line_error(capsys, command, message)
+
+
+def test_a_gateway_learned_store_that_cannot_open_stops_it_before_it_listens(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text(f'learn = "{tmp_path}"\n')  # a folder, not a SQLite file
+    command = [
+        "gateway", "--listen", "127.0.0.1:8080", "--store", str(tmp_path / "routers"),
+        "--upstream", "openai=https://api.openai.com", "--config", str(config),
+    ]  # fmt: skip
+    assert_one_line_error(capsys, command, "cannot open the learned memory")

@@ -181,6 +181,7 @@ def test_a_tool_list_seen_before_is_not_converted_again(
         ({"top_k": True}, "top_k must be an integer >= 1"),
         ({"always_include": "read_file"}, "always_include must be a list of tool names"),
         ({"tool_filter": object()}, "tool_filter must be a toolgate ToolFilter, got object"),
+        ({"learn": 3}, "a learned store is a path, a postgresql:// address or a LearnedStore"),
     ],
 )
 def test_bad_options_are_named(options: dict[str, Any], message: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from toolgate.errors import InvalidInputError
 from toolgate.gateway.config import PROVIDERS, GatewayConfig, load_config
+from toolgate.routing.learned_store import open_store
 
 __all__ = ["KEEP_ALIVE_SECONDS", "ServeOptions", "app_from_env", "serve"]
 
@@ -103,6 +104,8 @@ def serve(options: ServeOptions) -> None:
     config.auth_token()
     for upstream in config.upstreams.values():
         upstream.api_key()
+    if config.learn is not None:  # a store that cannot be opened stops the start
+        open_store(config.learn).close()
     os.environ[_SETTINGS_ENV] = json.dumps(
         {
             "host": options.host, "port": options.port, "upstreams": options.upstreams,

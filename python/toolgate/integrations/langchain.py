@@ -28,6 +28,7 @@ the user had named it (still subject to ``allow`` / ``deny``), so it can recover
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -54,6 +55,7 @@ from toolgate.formats.compact import compact_entry
 from toolgate.gateway.filter import ToolFilter
 from toolgate.gateway.filtered import FilteredRequest
 from toolgate.routing.config import DEFAULT, DefaultType, check_count
+from toolgate.routing.learned_store import LearnedStore, open_store
 from toolgate.verify import verify_name
 
 __all__ = ["ToolSelector", "ToolgateMiddleware", "ToolgateState"]
@@ -87,7 +89,7 @@ class ToolSelector:
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
         tool_filter: ToolFilter | None = None,
-        learn: Any = None,
+        learn: LearnedStore | str | os.PathLike[str] | None = None,
     ) -> None:
         """See the class docstring."""
         check_count("top_k", top_k, minimum=1)
@@ -107,7 +109,8 @@ class ToolSelector:
             "deny": None if deny is None else list(deny),
         }
         self._filter = tool_filter
-        self._learn = learn
+        # Opened now: a bad store is the caller's error here, not at the first model call.
+        self._learn = None if learn is None else open_store(learn)
         self._lock = threading.Lock()
         self._converted = _ConvertedTools()
 
