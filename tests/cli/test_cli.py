@@ -129,6 +129,9 @@ def test_calibrate_fits_selection_and_saves_the_router(
     fitted = report["config"]
     assert (saved.min_tools, saved.keep_ratio) == (chosen["min_tools"], chosen["keep_ratio"])
     assert (saved.alpha, saved.threshold) == (fitted["alpha"], fitted["threshold"])
+    # Three servers, one tool each: the server weight is fitted (and saved) too.
+    assert [p["server_weight"] for p in report["server_curve"]] == [0.0, 0.2, 0.35]
+    assert saved.server_weight == fitted["server_weight"]
     (tmp_path / "file").write_text("")
     assert main([*argv, "--save", str(tmp_path / "file")]) == 2
     assert "exists and is not a directory" in capsys.readouterr().err

@@ -11,6 +11,8 @@ import pytest
 
 from toolgate.catalog.catalog import Catalog
 from toolgate.errors import InvalidInputError
+from toolgate.evaluation.calibrate import fit_server_weight
+from toolgate.evaluation.evaluate import LabelledQuery
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.router import Router
 from toolgate.routing.servers import ServerVectors
@@ -104,3 +106,26 @@ def test_the_server_weight_is_saved_with_the_router(tmp_path: Path) -> None:
 def test_a_bad_server_weight_is_refused(weight: object) -> None:
     with pytest.raises(InvalidInputError, match="server_weight must be a finite number >= 0"):
         RouterConfig(server_weight=weight)  # type: ignore[arg-type]
+
+
+def test_calibrate_keeps_a_server_weight_only_where_it_ranks_better(router: Router) -> None:
+    # The generic tool each request means is its server's: only the server signal tells.
+    meant = [
+        LabelledQuery("1", "remove the meeting on my calendar", ("s3/delete_item",), ()),
+        LabelledQuery("2", "delete the old text file on disk", ("s2/delete_item",), ()),
+        LabelledQuery("3", "delete the message from Ann in my inbox", ("s1/delete_item",), ()),
+    ]
+    weight, points = fit_server_weight(router, meant, top_k=3)
+    assert [p.server_weight for p in points] == [0.0, 0.2, 0.35]
+    # The best nDCG, the smallest weight on a tie.
+    assert weight == min(p.server_weight for p in points if p.ndcg == max(q.ndcg for q in points))
+    chosen = next(p for p in points if p.server_weight == weight)
+    assert chosen.ndcg >= points[0].ndcg + 0.005
+    assert chosen.complete == 1.0 > points[0].complete
+    # Requests the ranking already gets right gain nothing: no server signal.
+    plain = [LabelledQuery("4", "send an email to a person", ("s1/send_email",), ())]
+    assert fit_server_weight(router, plain, top_k=2)[0] == 0.0
+    with pytest.raises(InvalidInputError, match="weights must hold 0"):
+        fit_server_weight(router, meant, top_k=2, weights=(0.2,))
+    single = Router.from_catalog(Catalog.load({"s1": TOOLS["s1"]}), cache=None)
+    assert fit_server_weight(single, meant, top_k=2) == (0.0, ())

@@ -105,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     calibrate = commands.add_parser(
-        "calibrate", help="fit threshold and fusion weight (max F1), then adaptive selection"
+        "calibrate",
+        help="fit threshold and fusion weight (max F1), the server weight, then adaptive selection",
     )
     _add_router_source(calibrate)
     calibrate.add_argument("--queries", type=Path, required=True)

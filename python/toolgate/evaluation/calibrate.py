@@ -7,6 +7,11 @@ pairs: a routed tool matching no gold entry is a false positive, a gold entry ma
 routed tool a false negative, so queries with empty gold reward routing nothing. Those only
 ever add false positives, so a set needs at least one query with gold tools to be fitted.
 
+For a catalog of several servers, ``server_weight`` (:mod:`toolgate.routing.servers`) is
+fitted next: of :data:`SERVER_WEIGHTS`, the one with the best nDCG at ``top_k`` on the queries
+with gold, kept only when it beats no server signal by :data:`SERVER_MARGIN` (it helps
+catalogs of real servers and costs those whose "servers" are loose groupings).
+
 Then adaptive selection (:mod:`toolgate.routing.selection`) is fitted under the fitted
 ranking: of ``min_tools`` x ``keep_ratio``, the point that sends the fewest schema tokens
 while keeping completeness (every gold tool shown) within ``tolerance`` of what the plain top
@@ -30,17 +35,19 @@ import numpy as np
 from toolgate import _toolgate
 from toolgate.errors import InvalidInputError
 from toolgate.evaluation.evaluate import LabelledQuery, progress_bar
-from toolgate.evaluation.metrics import gold_hits
+from toolgate.evaluation.metrics import gold_hits, ndcg
 from toolgate.routing.router import Router, RouterConfig
 
 __all__ = [
     "CalibrationPoint",
     "CalibrationReport",
     "SelectionPoint",
+    "ServerPoint",
     "calibrate",
     "check_fittable",
     "fit_no_tool",
     "fit_selection",
+    "fit_server_weight",
 ]
 
 THRESHOLDS = tuple(round(0.10 + 0.02 * i, 2) for i in range(21))
@@ -49,6 +56,10 @@ MIN_TOOLS = (1, 2, 3, 4)
 KEEP_RATIOS = (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
 #: Completeness the fitted selection may give up against the plain top ``top_k``.
 TOLERANCE = 0.05
+#: The server weights tried; 0 (no server signal) is the reference.
+SERVER_WEIGHTS = (0.0, 0.2, 0.35)
+#: What a server weight must add to nDCG at ``top_k`` over none to be kept: less is noise.
+SERVER_MARGIN = 0.005
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,16 @@ class SelectionPoint:
     complete: float
     tools: float
     schema_tokens: float
+
+
+@dataclass(frozen=True)
+class ServerPoint:
+    """How one ``server_weight`` ranks the labelled queries: nDCG and the share complete at
+    ``top_k``."""
+
+    server_weight: float
+    ndcg: float
+    complete: float
 
 
 @dataclass(frozen=True)
@@ -99,6 +120,7 @@ class CalibrationReport:
     selection_curve: tuple[SelectionPoint, ...] = field(default=())
     top_k_complete: float | None = None
     no_tool: NoToolPoint | None = None
+    server_curve: tuple[ServerPoint, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: best point, fitted values and the curves."""
@@ -108,6 +130,7 @@ class CalibrationReport:
             "min_tools": self.config.min_tools,
             "keep_ratio": self.config.keep_ratio,
             "no_tool_threshold": self.config.no_tool_threshold,
+            "server_weight": self.config.server_weight,
         }
         return {
             "queries": self.queries,
@@ -119,6 +142,7 @@ class CalibrationReport:
             "top_k_complete": self.top_k_complete,
             "selection_curve": [asdict(point) for point in self.selection_curve],
             "no_tool": asdict(self.no_tool) if self.no_tool else None,
+            "server_curve": [asdict(point) for point in self.server_curve],
         }
 
 
@@ -149,8 +173,9 @@ def calibrate(
     tolerance: float = TOLERANCE,
     false_rejections: float | None = None,
 ) -> CalibrationReport:
-    """Sweep ``alphas`` x ``thresholds`` over ``queries`` and return the F1-best point; with
-    ``selection``, then fit adaptive selection under it (:func:`fit_selection`); with
+    """Sweep ``alphas`` x ``thresholds`` over ``queries`` and return the F1-best point; then
+    fit the server weight under it (:func:`fit_server_weight`); with
+    ``selection``, then fit adaptive selection under both (:func:`fit_selection`); with
     ``false_rejections``, then the "no tool needed" threshold (:func:`fit_no_tool`).
 
     Each query is embedded once; every point reuses its dense and BM25 scores.
@@ -178,7 +203,11 @@ def calibrate(
     curve = tuple(counts[key].point(*key) for key in counts)
     best = max(curve, key=lambda p: (p.f1, p.recall, -p.threshold))
     config = replace(router.config, alpha=best.alpha, threshold=best.threshold)
-    report = CalibrationReport(best, curve, len(queries), k, config)
+    weight, servers = fit_server_weight(
+        router.with_config(config), queries, top_k=k, progress=progress
+    )
+    config = replace(config, server_weight=weight)
+    report = CalibrationReport(best, curve, len(queries), k, config, server_curve=servers)
     if selection:
         fitted = fit_selection(
             router.with_config(config), queries, top_k=k, tolerance=tolerance, progress=progress
@@ -237,6 +266,41 @@ def fit_no_tool(
 def _above(confidence: float) -> float:
     """The 4-decimal number just above ``confidence`` (results report it to 4 decimals)."""
     return math.floor(confidence * 1e4 + 1) / 1e4
+
+
+def fit_server_weight(
+    router: Router,
+    queries: Sequence[LabelledQuery],
+    *,
+    top_k: int,
+    weights: Sequence[float] = SERVER_WEIGHTS,
+    margin: float = SERVER_MARGIN,
+    progress: bool = False,
+) -> tuple[float, tuple[ServerPoint, ...]]:
+    """The ``server_weight`` of ``weights`` (which must hold 0) with the best nDCG at
+    ``top_k`` on ``queries`` (those with gold), 0 unless it beats 0 by ``margin``, and every
+    point measured; 0 and no points for a catalog of one server, which has nothing to tell
+    apart."""
+    if 0.0 not in weights:
+        raise InvalidInputError(f"weights must hold 0 (no server signal), got {list(weights)}")
+    catalog = router.catalog
+    if len({tool.server for tool in catalog}) < 2:
+        return 0.0, ()
+    relevant = [item for item in queries if item.gold]
+    check_fittable(relevant)
+    views = {w: router.with_config(replace(router.config, server_weight=w)) for w in weights}
+    sums = {w: [0.0, 0.0] for w in weights}
+    for item in progress_bar(relevant, progress, "fitting servers"):
+        for weight, view in views.items():
+            ids = view.route(item.query, top_k=top_k, adaptive=False).ids
+            ranks = gold_hits(item.gold, ids, [catalog[i].name for i in ids])
+            sums[weight][0] += ndcg(ranks, top_k)
+            sums[weight][1] += all(ranks)
+    n = len(relevant)
+    points = tuple(ServerPoint(w, round(g / n, 4), round(c / n, 4)) for w, (g, c) in sums.items())
+    none = next(p for p in points if p.server_weight == 0.0)
+    best = max(points, key=lambda p: (p.ndcg, -p.server_weight))
+    return (best.server_weight if best.ndcg >= none.ndcg + margin else 0.0), points
 
 
 def fit_selection(

@@ -80,7 +80,8 @@ def _complete(ranks: list[int], k: int) -> float:
     return 1.0 if all(0 < r <= k for r in ranks) else 0.0
 
 
-def _ndcg(ranks: list[int], k: int) -> float:
+def ndcg(ranks: list[int], k: int) -> float:
+    """nDCG at ``k`` of one query whose gold entries sit at ``ranks`` (:func:`gold_hits`)."""
     # Binary gains at distinct ranks; several gold entries can match one tool only once.
     hit_ranks = sorted({r for r in ranks if 0 < r <= k})
     dcg = sum(1.0 / math.log2(r + 1) for r in hit_ranks)
@@ -131,7 +132,7 @@ class RoutingMetrics:
             "recall@10": mean([_recall(r, 10) for r in ranks]),
             "complete@5": mean([_complete(r, 5) for r in ranks]),
             "complete@10": mean([_complete(r, 10) for r in ranks]),
-            "ndcg@10": mean([_ndcg(r, 10) for r in ranks]),
+            "ndcg@10": mean([ndcg(r, 10) for r in ranks]),
             "mrr": mean([_mrr(r) for r in ranks]),
             "route_ms_p50": round(_percentile(times, 50), 3),
             "route_ms_p95": round(_percentile(times, 95), 3),
