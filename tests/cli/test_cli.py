@@ -505,3 +505,44 @@ def test_a_gateway_learned_store_that_cannot_open_stops_it_before_it_listens(
         "--upstream", "openai=https://api.openai.com", "--config", str(config),
     ]  # fmt: skip
     assert_one_line_error(capsys, command, "cannot open the learned memory")
+
+
+def test_set_changes_a_router_setting_for_one_command(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    tools, _ = tiny_set
+    argv = ["route", "--tools", str(tools), "email the report to Ann", "--json"]
+    plain = run_json(capsys, *argv)
+    lifted = run_json(capsys, *argv, "--set", "server_weight=0.35", "--set", "top_k=2")
+    assert len(plain["tools"]) == 3
+    assert len(lifted["tools"]) == 2
+    assert lifted["tools"][0]["score"] > plain["tools"][0]["score"]  # its server's cosine added
+    out = tmp_path / "idx"
+    run_json(
+        capsys, "index", "--tools", str(tools), "--out", str(out), "--set", "alpha=0.5", "--json"
+    )
+    from toolgate.routing.router import Router
+
+    assert Router.open(out).config.alpha == 0.5
+    opened = run_json(
+        capsys, "route", "--index", str(out), "send mail", "--set", "top_k=1", "--json"
+    )
+    assert len(opened["tools"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("server_weight", "--set: expected KEY=VALUE, got 'server_weight'"),
+        ("=1", "--set: expected KEY=VALUE, got '=1'"),
+        ("nope=1", "--set nope: RouterConfig has no such setting; it has adaptive, "),
+        ("alpha=2", "alpha must be in [0, 1], got 2"),
+        ("clause_vectors=mean", "clause_vectors must be 'pooled' or 'embedded', got 'mean'"),
+    ],
+)
+def test_a_bad_setting_is_named(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], setting: str, message: str
+) -> None:
+    tools, _ = tiny_set
+    command = ["route", "--tools", str(tools), "hello", "--set", setting]
+    assert_one_line_error(capsys, command, message)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
 import warnings
@@ -57,7 +59,29 @@ def _config(args: argparse.Namespace) -> RouterConfig:
         config = replace(config, precision=args.precision)
     if getattr(args, "dtype", None):
         config = replace(config, index_dtype=args.dtype)
-    return config
+    return replace(config, **_settings(args))
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--set KEY=VALUE`` entries as RouterConfig fields: each value read as JSON (a
+    list as a tuple), else as text; RouterConfig checks the values."""
+    fields = {field.name for field in dataclasses.fields(RouterConfig)}
+    settings: dict[str, Any] = {}
+    for entry in getattr(args, "set", None) or ():
+        key, sep, text = entry.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InvalidInputError(f"--set: expected KEY=VALUE, got {entry!r}")
+        if key not in fields:
+            raise InvalidInputError(
+                f"--set {key}: RouterConfig has no such setting; it has {', '.join(sorted(fields))}"
+            )
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        settings[key] = tuple(value) if isinstance(value, list) else value
+    return settings
 
 
 def _load_catalog(
@@ -86,7 +110,9 @@ def _router(args: argparse.Namespace) -> Router:
     if args.index is not None:
         if args.server is not None:
             raise InvalidInputError("--server names the server of --tools, not of an --index")
-        return Router.open(args.index)
+        router = Router.open(args.index)
+        settings = _settings(args)
+        return router.with_config(replace(router.config, **settings)) if settings else router
     # Measuring commands read third-party sets, so they skip bad tools by default, with a
     # warning; --strict turns that into an error.
     measuring = hasattr(args, "strict")

@@ -56,6 +56,17 @@ def _add_router_source(parser: argparse.ArgumentParser, *, required: bool = True
     parser.add_argument("--precision", choices=["fp32", "int8"], help="embedding model precision")
     parser.add_argument("--dtype", choices=["f32", "int8", "bf16"], help="matrix storage type")
     parser.add_argument("--lenient", action="store_true", help="skip bad tools with a warning")
+    _add_settings(parser)
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a RouterConfig setting, e.g. server_weight=0.35 (JSON value or text; repeatable)",
+    )
 
 
 def _add_server(parser: argparse.ArgumentParser) -> None:
@@ -79,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument("--precision", choices=["fp32", "int8"])
     index.add_argument("--dtype", choices=["f32", "int8", "bf16"], help="matrix storage type")
     index.add_argument("--lenient", action="store_true")
+    _add_settings(index)
     index.add_argument("--json", action="store_true")
 
     route = commands.add_parser("route", help="route one query")
