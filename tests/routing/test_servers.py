@@ -14,6 +14,7 @@ from toolgate.errors import InvalidInputError
 from toolgate.evaluation.calibrate import fit_server_weight
 from toolgate.evaluation.evaluate import LabelledQuery
 from toolgate.routing.config import RouterConfig
+from toolgate.routing.feedback import LiftedRow
 from toolgate.routing.router import Router
 from toolgate.routing.servers import ServerVectors
 
@@ -100,6 +101,19 @@ def test_the_server_weight_is_saved_with_the_router(tmp_path: Path) -> None:
     opened = Router.open(tmp_path)
     assert opened.config == LIFTED
     assert opened.route("remove the meeting on my calendar", top_k=2).ids[1] == "s3/delete_item"
+
+
+def test_a_near_copy_lifted_above_its_original_becomes_the_original() -> None:
+    rows = np.array([[1, 0], [0, 1]], dtype=np.float32)
+    servers = ServerVectors.of(rows.__getitem__, ["a", "b"])
+    assert servers is not None
+    ranked = [LiftedRow(0, 1.0, 0.9, 0.0), LiftedRow(1, 0.9, 0.9, 0.0, copy_of=0)]
+    lifted = servers.lifted(ranked, np.array([0, 1], dtype=np.float32), weight=0.5)
+    assert [(r.row, r.copy_of) for r in lifted] == [(1, None), (0, 1)]
+    assert [r.fused for r in lifted] == pytest.approx([1.4, 1.0])
+    # Not lifted past it, a copy stays the copy.
+    kept = servers.lifted(ranked, np.array([1, 0], dtype=np.float32), weight=0.5)
+    assert [(r.row, r.copy_of) for r in kept] == [(0, None), (1, 0)]
 
 
 @pytest.mark.parametrize("weight", [-0.1, float("nan"), float("inf"), "0.3"])

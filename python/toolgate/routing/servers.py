@@ -66,7 +66,12 @@ class ServerVectors:
         self, ranked: Sequence[_toolgate.RoutedRow], vector: np.ndarray, *, weight: float
     ) -> list[_toolgate.RoutedRow]:
         """``ranked`` with each row's fused score plus ``weight`` times its server's cosine
-        with ``vector``, best first (ties keep the ranking's order)."""
+        with ``vector``, best first (ties keep the ranking's order).
+
+        Near copies (the same tool on several servers, ``copy_of``) are lifted too: which
+        server the request means is what tells them apart. A copy lifted above the tool it
+        copies trades places with it in the labels: that tool becomes the copy.
+        """
         if not ranked:
             return []
         server = self.scores(vector)
@@ -76,4 +81,18 @@ class ServerVectors:
             for r in ranked
         ]  # fmt: skip
         rows.sort(key=lambda r: -r.fused)
-        return rows
+        return _relabelled(rows)
+
+
+def _relabelled(rows: list[Any]) -> list[Any]:
+    """``rows`` (best first) with each near copy placed above the tool it copies turned
+    around: it is the original now, and that tool its copy."""
+    at = {r.row: i for i, r in enumerate(rows)}
+    for i, r in enumerate(rows):
+        original = r.copy_of
+        if original is not None and at.get(original, -1) > i:
+            rows[i] = r._replace(copy_of=None)
+            below = at[original]
+            if rows[below].copy_of is None:
+                rows[below] = rows[below]._replace(copy_of=r.row)
+    return rows
