@@ -47,7 +47,15 @@ from toolgate.routing.co_use import CoUse
 from toolgate.routing.learned_store import LearnedStore, open_store, query_key
 from toolgate.routing.rows import tool_list
 
-__all__ = ["LearnConfig", "LearnedMemory", "Learning", "LiftedRow", "co_used", "lifted"]
+__all__ = [
+    "LearnConfig",
+    "LearnedMemory",
+    "Learning",
+    "LiftedRow",
+    "co_used",
+    "lifted",
+    "relabel_copies",
+]
 
 
 @dataclass(frozen=True)
@@ -413,4 +421,21 @@ def co_used(
         for r in ranked
     ]
     rows.sort(key=lambda r: -r.fused)  # stable: ties keep the ranking's order
+    rows = relabel_copies(rows)
     return rows[:k], [r.row for r in rows[:k] if r.row not in before]
+
+
+def relabel_copies(rows: list[Any]) -> list[Any]:
+    """``rows`` (best first, re-sorted after a lift) with each near copy that now sits above
+    the tool it copies turned around: it is the original now, and that tool its copy."""
+    at = {r.row: i for i, r in enumerate(rows)}
+    for i, r in enumerate(rows):
+        original = r.copy_of
+        if original is not None and at.get(original, -1) > i:
+            rows[i] = LiftedRow(r.row, r.fused, r.dense, r.bm25)
+            below = rows[at[original]]
+            if below.copy_of is None:  # core rows are frozen: a new row carries the label
+                rows[at[original]] = LiftedRow(
+                    below.row, below.fused, below.dense, below.bm25, r.row
+                )
+    return rows

@@ -25,7 +25,7 @@ import numpy as np
 
 from toolgate import _toolgate
 from toolgate.embedding.normalise import normalised
-from toolgate.routing.feedback import LiftedRow
+from toolgate.routing.feedback import LiftedRow, relabel_copies
 
 __all__ = ["SERVER_DEPTH", "ServerVectors"]
 
@@ -81,18 +81,4 @@ class ServerVectors:
             for r in ranked
         ]  # fmt: skip
         rows.sort(key=lambda r: -r.fused)
-        return _relabelled(rows)
-
-
-def _relabelled(rows: list[Any]) -> list[Any]:
-    """``rows`` (best first) with each near copy placed above the tool it copies turned
-    around: it is the original now, and that tool its copy."""
-    at = {r.row: i for i, r in enumerate(rows)}
-    for i, r in enumerate(rows):
-        original = r.copy_of
-        if original is not None and at.get(original, -1) > i:
-            rows[i] = r._replace(copy_of=None)
-            below = at[original]
-            if rows[below].copy_of is None:
-                rows[below] = rows[below]._replace(copy_of=r.row)
-    return rows
+        return relabel_copies(rows)
