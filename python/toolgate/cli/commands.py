@@ -257,6 +257,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
             f'mcp-proxy needs the MCP SDK: pip install "toolgate-router[mcp]" ({exc})'
         ) from None
     servers = load_servers(args.config)
+    config = _config(args)  # --set: checked before any upstream starts
     if not args.connect_timeout > 0:
         raise InvalidInputError(f"--connect-timeout must be > 0, got {args.connect_timeout}")
     if not args.retry_after >= 0:
@@ -280,7 +281,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
     run = partial(
         serve, servers, http=http, top_k=args.top_k, lenient=args.lenient,
         connect_timeout=args.connect_timeout, allow=args.allow, deny=args.deny,
-        retry_after=args.retry_after, telemetry=telemetry, learn=args.learn,
+        retry_after=args.retry_after, telemetry=telemetry, learn=args.learn, config=config,
     )  # fmt: skip
     anyio.run(run)
 

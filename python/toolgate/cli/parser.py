@@ -178,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
         default=30.0,
         help="seconds each upstream server has to start and answer (default 30)",
     )
+    _add_settings(proxy)
     proxy.add_argument(
         "--learn",
         metavar="STORE",

@@ -157,6 +157,27 @@ def test_the_token_flags_are_checked(
     assert "--auth-token-env and --no-auth go with --http" in capsys.readouterr().err
     assert main([*proxy, "--http", ":0", "--auth-token-env", "TG_UNSET"]) == 2
     assert "--auth-token-env: TG_UNSET is not set" in capsys.readouterr().err
+    # A router setting (--set) is checked before any upstream starts, as these are.
+    assert main([*proxy, "--set", "server_weight=-1"]) == 2
+    assert "server_weight must be a finite number >= 0, got -1" in capsys.readouterr().err
+
+
+def test_router_settings_reach_the_proxys_router(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolgate.integrations.mcp import serve as serving
+
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}}}), encoding="utf-8")
+    seen: dict[str, Any] = {}
+
+    async def fake_serve(servers: Any, **options: Any) -> None:
+        seen.update(options)
+
+    monkeypatch.setattr(serving, "serve", fake_serve)
+    argv = ["mcp-proxy", "--config", str(config), "--set", "server_weight=0.35"]
+    assert main([*argv, "--set", "clause_slots=1"]) == 0
+    assert (seen["config"].server_weight, seen["config"].clause_slots) == (0.35, 1)
 
 
 def test_a_port_in_use_is_named_before_any_upstream_starts(

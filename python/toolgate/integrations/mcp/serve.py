@@ -45,6 +45,7 @@ from toolgate.integrations.mcp.relay import UpstreamRequests
 from toolgate.integrations.mcp.router import McpRouter
 from toolgate.integrations.mcp.server_config import HttpServer, ServerSpec, load_servers
 from toolgate.integrations.mcp.upstreams import Upstreams
+from toolgate.routing.config import RouterConfig
 from toolgate.telemetry.recorder import Telemetry
 
 __all__ = [
@@ -79,6 +80,7 @@ async def serve(
     retry_after: float = 30.0,
     telemetry: Telemetry | None = None,
     learn: str | None = None,
+    config: RouterConfig | None = None,
 ) -> None:
     """Connect to ``servers``, then serve the proxy: over this process's stdin / stdout until
     the client closes it or a SIGTERM / SIGINT arrives, or with ``http`` over Streamable HTTP
@@ -94,10 +96,12 @@ async def serve(
     a call of a tool a ``tool_search`` found counts as used for the search's words.
     ``telemetry`` gets the route, promote and verify events of every search and call (a
     :class:`~toolgate.telemetry.sinks.JsonFileSink` makes a log ``toolgate stats --events`` reads).
+    ``config`` is the router's (``toolgate mcp-proxy --set``).
     """
     router = McpRouter(
-        top_k=top_k, lenient=lenient, retry_after=retry_after, telemetry=telemetry, learn=learn
-    )
+        top_k=top_k, lenient=lenient, retry_after=retry_after, telemetry=telemetry, learn=learn,
+        config=config,
+    )  # fmt: skip
     run = partial(
         _serve, servers, router, lenient=lenient, connect_timeout=connect_timeout,
         allow=allow, deny=deny, retry_after=retry_after,
