@@ -535,9 +535,9 @@ def test_set_changes_a_router_setting_for_one_command(
     [
         ("server_weight", "--set: expected KEY=VALUE, got 'server_weight'"),
         ("=1", "--set: expected KEY=VALUE, got '=1'"),
-        ("nope=1", "--set nope: RouterConfig has no such setting; it has adaptive, "),
-        ("alpha=2", "alpha must be in [0, 1], got 2"),
-        ("clause_vectors=mean", "clause_vectors must be 'pooled' or 'embedded', got 'mean'"),
+        ("nope=1", "--set: nope: RouterConfig has no such setting; it has adaptive, "),
+        ("alpha=2", "--set: alpha must be in [0, 1], got 2"),
+        ("clause_vectors=mean", "--set: clause_vectors must be 'pooled' or 'embedded', got 'mean'"),
     ],
 )
 def test_a_bad_setting_is_named(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +127,25 @@ def test_the_gateway_learns_once_from_each_call_it_checks(
         assert routed is not None
         assert routed.router.memory is not None
         assert routed.router.memory._rows.weights.tolist() == [1.0]  # learned once
+
+
+def test_the_gateway_config_sets_its_routers_settings(tmp_path: Path) -> None:
+    from toolgate.gateway.app import Gateway
+    from toolgate.gateway.config import Upstream
+
+    path = tmp_path / "gateway.toml"
+    path.write_text("[router]\nserver_weight = 0.35\nbm25_weights = [2, 1, 1, 0]\n")
+    config = load_config(path)
+    assert (config.router.server_weight, config.router.bm25_weights) == (0.35, (2, 1, 1, 0))
+    assert load_config(None).router == RouterConfig()
+    upstreams = {"openai": Upstream("https://api.openai.com")}
+    gateway = Gateway(dataclasses.replace(config, upstreams=upstreams))
+    assert gateway.filter.config.server_weight == 0.35
+    for text, message in [
+        ("router = 3\n", "'router' must be a table of RouterConfig settings"),
+        ("[router]\nnope = 1\n", "router: nope: RouterConfig has no such setting; it has"),
+        ("[router]\nalpha = 2\n", "router: alpha must be in [0, 1], got 2"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(InvalidInputError, match=re.escape(message)):
+            load_config(path)

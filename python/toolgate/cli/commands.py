@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -59,29 +58,25 @@ def _config(args: argparse.Namespace) -> RouterConfig:
         config = replace(config, precision=args.precision)
     if getattr(args, "dtype", None):
         config = replace(config, index_dtype=args.dtype)
-    return replace(config, **_settings(args))
+    return _with_settings(config, args)
 
 
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``--set KEY=VALUE`` entries as RouterConfig fields: each value read as JSON (a
-    list as a tuple), else as text; RouterConfig checks the values."""
-    fields = {field.name for field in dataclasses.fields(RouterConfig)}
+def _with_settings(config: RouterConfig, args: argparse.Namespace) -> RouterConfig:
+    """``config`` with the ``--set KEY=VALUE`` entries, each value read as JSON, else as
+    text (:meth:`RouterConfig.with_settings` checks them)."""
     settings: dict[str, Any] = {}
     for entry in getattr(args, "set", None) or ():
         key, sep, text = entry.partition("=")
-        key = key.strip()
-        if not sep or not key:
+        if not sep or not key.strip():
             raise InvalidInputError(f"--set: expected KEY=VALUE, got {entry!r}")
-        if key not in fields:
-            raise InvalidInputError(
-                f"--set {key}: RouterConfig has no such setting; it has {', '.join(sorted(fields))}"
-            )
         try:
-            value = json.loads(text)
+            settings[key.strip()] = json.loads(text)
         except ValueError:
-            value = text
-        settings[key] = tuple(value) if isinstance(value, list) else value
-    return settings
+            settings[key.strip()] = text
+    try:
+        return config.with_settings(settings)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"--set: {exc}") from None
 
 
 def _load_catalog(
@@ -111,8 +106,7 @@ def _router(args: argparse.Namespace) -> Router:
         if args.server is not None:
             raise InvalidInputError("--server names the server of --tools, not of an --index")
         router = Router.open(args.index)
-        settings = _settings(args)
-        return router.with_config(replace(router.config, **settings)) if settings else router
+        return router.with_config(_with_settings(router.config, args)) if args.set else router
     # Measuring commands read third-party sets, so they skip bad tools by default, with a
     # warning; --strict turns that into an error.
     measuring = hasattr(args, "strict")

@@ -112,8 +112,9 @@ class Gateway:
         """See the class docstring."""
         self.config = config
         self.filter = tool_filter or ToolFilter(
-            max_catalogs=config.max_catalogs, store=config.store, learn=config.learn
-        )
+            config=config.router, max_catalogs=config.max_catalogs, store=config.store,
+            learn=config.learn,
+        )  # fmt: skip
         self.metrics = Metrics()
         self._token = config.auth_token()
         self._keys = {name: up.api_key() for name, up in config.upstreams.items()}

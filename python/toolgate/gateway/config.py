@@ -26,6 +26,9 @@ chosen by the first ``[[routes]]`` entry whose ``path`` pattern (``fnmatch``, e.
     [[prewarm]]
     provider = "openai"            # the shape the file's tools array has
     tools = "tools/github.json"    # indexed before /healthz answers
+
+    [router]                       # RouterConfig settings for every tools array's router
+    server_weight = 0.35
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import Any
 from toolgate.errors import InvalidInputError
 from toolgate.json_limits import JsonLimitError, read_bounded
 from toolgate.promotion.budget import Budget
+from toolgate.routing.config import RouterConfig
 
 __all__ = ["PROVIDERS", "GatewayConfig", "RouteConfig", "Upstream", "load_config"]
 
@@ -58,7 +62,7 @@ _ROUTE_KEYS = {
     "policy", "query", "state_headers",
 }  # fmt: skip
 _TOP_KEYS = _ROUTE_KEYS - {"path"} | {
-    "upstreams", "routes", "prewarm", "store", "learn", "max_catalogs", "timeout",
+    "upstreams", "routes", "prewarm", "store", "learn", "router", "max_catalogs", "timeout",
     "connect_timeout", "auth_token_env", "max_body_bytes",
 }  # fmt: skip
 # The largest filtered request read by default: past the providers' own limits (Anthropic's
@@ -122,6 +126,7 @@ class GatewayConfig:
     prewarm: tuple[Prewarm, ...] = ()
     store: Path | None = None
     learn: str | None = None
+    router: RouterConfig = field(default_factory=RouterConfig)
     max_catalogs: int = 64
     timeout: float = 600.0
     connect_timeout: float = 10.0
@@ -202,6 +207,7 @@ def load_config(path: Path | None) -> GatewayConfig:
         ),
         store=None if data.get("store") is None else base / str(data["store"]),
         learn=_learn_store(data, base, where),
+        router=_router_config(data, where),
         max_catalogs=_int(data, "max_catalogs", where, 64, minimum=1),
         timeout=_seconds(data, "timeout", where, 600.0),
         connect_timeout=_seconds(data, "connect_timeout", where, 10.0),
@@ -352,6 +358,17 @@ def _seconds(data: Mapping[str, Any], key: str, where: str, default: float) -> f
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise InvalidInputError(f"{where}: {key!r} must be a number of seconds > 0, got {value!r}")
     return float(value)
+
+
+def _router_config(data: Mapping[str, Any], where: str) -> RouterConfig:
+    """The ``[router]`` table as a :class:`RouterConfig` (its defaults for the keys left out)."""
+    table = data.get("router", {})
+    if not isinstance(table, Mapping):
+        raise InvalidInputError(f"{where}: 'router' must be a table of RouterConfig settings")
+    try:
+        return RouterConfig().with_settings(table)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{where}: router: {exc}") from None
 
 
 def _learn_store(data: Mapping[str, Any], base: Path, where: str) -> str | None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import enum
 import math
 import re
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
 
 from toolgate.errors import InvalidInputError
 
@@ -108,6 +109,21 @@ class RouterConfig:
     no_tool_weights: tuple[float, ...] = NO_TOOL_WEIGHTS
     no_tool_threshold: float | None = 0.89
     no_tool_drop: bool = True
+
+    def with_settings(self, settings: Mapping[str, Any]) -> RouterConfig:
+        """This config with ``settings`` (field name to value, a list read as a tuple, as
+        JSON, TOML and YAML give them), checked as any config is; a name that is no field
+        is an error naming the fields."""
+        names = {field.name for field in fields(self)}
+        for key in settings:
+            if key not in names:
+                raise InvalidInputError(
+                    f"{key}: RouterConfig has no such setting; it has {', '.join(sorted(names))}"
+                )
+        values: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()
+        }
+        return replace(self, **values)
 
     def __post_init__(self) -> None:
         check_count("top_k", self.top_k, minimum=1)
