@@ -254,7 +254,8 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         """Call ``handler`` with the request's tools cut down to the routed ones."""
         narrowed, filtered = self._narrowed(request)
         response = handler(narrowed)
-        self._learn(response, filtered)
+        if filtered is not None and self.selector.tool_filter.learns:
+            self._learn(response, filtered)
         return _recorded(response, request, narrowed)
 
     async def awrap_model_call(
@@ -265,7 +266,9 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         """The async form; routing runs in a worker thread, off the event loop."""
         narrowed, filtered = await asyncio.to_thread(self._narrowed, request)
         response = await handler(narrowed)
-        await asyncio.to_thread(self._learn, response, filtered)
+        # Checked first: no thread hop for a filter that does not learn.
+        if filtered is not None and self.selector.tool_filter.learns:
+            await asyncio.to_thread(self._learn, response, filtered)
         return _recorded(response, request, narrowed)
 
     def wrap_tool_call(
@@ -303,10 +306,8 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
             return request.override(tools=[], tool_choice=None), filtered
         return request.override(tools=tools), filtered
 
-    def _learn(self, response: ModelResponse | AIMessage, filtered: FilteredRequest | None) -> None:
+    def _learn(self, response: ModelResponse | AIMessage, filtered: FilteredRequest) -> None:
         """Learn from the tool calls of the model's answer (see :meth:`ToolSelector.learn_from`)."""
-        if filtered is None or not self.selector.tool_filter.learns:
-            return
         messages = [response] if isinstance(response, AIMessage) else response.result
         for message in messages:
             self.selector.learn_from(message, filtered)
