@@ -152,6 +152,10 @@ class LearnedMemory:
             for key, row in self._keys:
                 self._co_use.add(key, row)
 
+    def knows(self, tool: str) -> bool:
+        """Whether ``tool`` (an id) is a tool of this catalog version."""
+        return tool in self._row_of
+
     def row(self, tool: str) -> int:
         """The index row of the tool ``tool`` (an id), or an error naming it."""
         row = self._row_of.get(tool)
@@ -347,9 +351,11 @@ class Learning:
         return memory.learn(embed(query), rows, query_key(query))
 
     def verified(self, query: str, tool: str | None, embed: Callable[[str], np.ndarray]) -> None:
-        """A call to ``tool`` passed ``verify`` against the route of the text ``query``: it
-        counts as used for that query when learning ``from_verify``."""
-        if self.from_verify and tool is not None:
+        """A call to ``tool`` passed ``verify`` against the route of the text ``query`` ("":
+        no text route): it counts as used for that query when learning ``from_verify``. A
+        tool of no catalog row (the ``tool_search`` tool a promotion sends) teaches nothing."""
+        memory = self.memory
+        if self.from_verify and memory is not None and query and tool and memory.knows(tool):
             self.record(query, [tool], (), embed)
 
     def forget(self, *, tool: str | None, server: str | None) -> int:

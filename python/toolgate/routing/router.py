@@ -360,10 +360,10 @@ class Router:
         if isinstance(result, RouteResult):
             check_current(result, self._parts.outline.version)
         verdict = verify_call(self.catalog, result, tool_call)
-        if verdict.ok and verdict.tool_id in self.catalog:  # not the tool_search tool
-            query = _routed_text(result)
-            if query:
-                self._pipeline.learning.verified(query, verdict.tool_id, self._query_vector)
+        if verdict.ok:
+            self._pipeline.learning.verified(
+                _routed_text(result), verdict.tool_id, self._query_vector
+            )
         if self.telemetry is not None:
             elapsed = (time.perf_counter() - start) * 1e3
             self.telemetry.verify(verdict, turn_id=turn_id, latency_ms=elapsed)
