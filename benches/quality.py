@@ -4,7 +4,8 @@ Three configurations, each over the same sampled queries with ``top_k=10``:
 
 * ``BM25 alone`` (``alpha=0``, no threshold, near copies left in place), as Claude Code's
   ToolSearch ranks;
-* ``dense alone`` (``alpha=1``, the same): MiniLM cosine, as Tool Attention ranks;
+* ``dense alone`` (``alpha=1``, rows as embedded, the same): MiniLM cosine, as Tool Attention
+  ranks;
 * ``toolgate default``: :class:`toolgate.RouterConfig` as shipped.
 
 Figures are :func:`toolgate.evaluation.evaluate.evaluate`'s (the ``toolgate eval`` contract). On
@@ -31,7 +32,9 @@ SEED = 42
 TOP_K = 10
 CONFIGS = {
     "BM25 alone": RouterConfig(alpha=0.0, threshold=None, near_copy_cosine=None, adaptive=False),
-    "dense alone": RouterConfig(alpha=1.0, threshold=None, near_copy_cosine=None, adaptive=False),
+    "dense alone": RouterConfig(
+        alpha=1.0, row_centring=0.0, threshold=None, near_copy_cosine=None, adaptive=False
+    ),
     "toolgate default": RouterConfig(),
 }
 THRESHOLDS = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)

@@ -102,8 +102,7 @@ def token_workload(
 ) -> dict[str, Any]:
     """The token table of one catalog: every method over ``n`` held-out queries."""
     # B3 and Tool Attention rank by cosine alone, with none of toolgate's re-ranking.
-    cosine_only = RouterConfig(alpha=1.0, near_copy_cosine=None, adaptive=False)
-    dense = Router.from_catalog(catalog, config=cosine_only, embedder=embedder)
+    dense = Router.from_catalog(catalog, config=front.COSINE_ONLY, embedder=embedder)
     default = Router.from_catalog(catalog, embedder=embedder)
     curation, held_out = _split(queries, n)
     labelled = any(q.gold for q in queries)
@@ -201,7 +200,8 @@ def measure_quality(embedder: Embedder, n: int) -> dict[str, Any]:
     default = RouterConfig()
     defaults = {"alpha": default.alpha, "threshold": default.threshold, "fusion": default.fusion,
                 "clause_weight": default.clause_weight,
-                "near_copy_cosine": default.near_copy_cosine}  # fmt: skip
+                "near_copy_cosine": default.near_copy_cosine,
+                "row_centring": default.row_centring}  # fmt: skip
     return {"rows": rows, "curve": curve, "samples": samples, "defaults": defaults}
 
 
@@ -218,8 +218,9 @@ def quality_text(measured: dict[str, Any]) -> str:
         f"one thread). toolgate default is `RouterConfig()`: alpha {d['alpha']}, cosine "
         f"floor {d['threshold']}, {d['fusion']} fusion, clause weight "
         f"{d['clause_weight']}, near copies from cosine {d['near_copy_cosine']} moved "
-        "down. BM25 alone is alpha 0 and dense alone alpha 1 (clause vectors included), both "
-        "without a floor and without moving near copies. Samples (seeded): "
+        f"down, rows centred by {d.get('row_centring', 0.0)} of the catalog's mean. BM25 alone "
+        "is alpha 0 and dense alone alpha 1 on the rows as embedded (clause vectors included), "
+        "both without a floor and without moving near copies. Samples (seeded): "
         + "; ".join(notes)
         + ".\n\n"
         + markdown(measured["rows"], QUALITY_COLUMNS)

@@ -25,6 +25,7 @@ from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
 from toolgate.embedding.embedder import Embedder, resolve_cache
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import IndexFormatError, InvalidInputError
+from toolgate.routing.centring import centred, centring_offset, offset_numbers
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores, null_requests, null_vectors
 from toolgate.routing.outline import TokenKey, reusable_tokens
@@ -128,9 +129,13 @@ def refreshed_vectors(
     outline: CatalogOutline,
     catalog: Catalog,
     embedder: Embedder,
-) -> np.ndarray:
-    """Rows for ``catalog``, a new version of ``old`` (indexed in ``index``): a tool whose
-    text is unchanged keeps its stored vector, the others are embedded."""
+    offset: np.ndarray | None,
+    share: float,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Rows for ``catalog``, a new version of ``old`` (indexed in ``index``, its rows centred
+    on ``offset``), and the offset they are centred on: a tool whose text is unchanged keeps
+    its stored row, the others are embedded and centred on ``offset``, or, when no row is
+    kept, on a new offset (``share`` of theirs, :mod:`toolgate.routing.centring`)."""
     # Vectors embedded from another version of the tool text are not reused: the index
     # would mix two texts.
     current = outline.text_version == TEXT_VERSION
@@ -150,8 +155,11 @@ def refreshed_vectors(
         new_rows, rows = zip(*reused, strict=True)
         vectors[list(new_rows)] = index.vectors(list(rows))
     if fresh:
-        vectors[fresh] = embed_tools(embedder, [views[row] for row in fresh], None)
-    return vectors
+        embedded = embed_tools(embedder, [views[row] for row in fresh], None)
+        if not reused:
+            offset = centring_offset(embedded, share)
+        vectors[fresh] = centred(embedded, offset)
+    return vectors, offset
 
 
 @dataclass(frozen=True)
@@ -159,7 +167,8 @@ class RouterParts:
     """A router's index files, open, and what they were built from: the matrix (``index``),
     the BM25 index (which knows the exposed names), the flag vocabulary of the precondition
     masks, the catalog's ``outline`` and the ``config``. ``workdir`` is set when the files sit
-    in a temporary directory that the router owns and removes."""
+    in a temporary directory that the router owns and removes. ``offset`` is what was taken
+    from each row (:mod:`toolgate.routing.centring`; ``None``: nothing)."""
 
     index: _toolgate.Index
     bm25: _toolgate.Bm25
@@ -168,6 +177,7 @@ class RouterParts:
     config: RouterConfig
     workdir: Path | None = None
     null: NullScores | None = None
+    offset: np.ndarray | None = None
 
     def save(self, catalog: Catalog, path: str | os.PathLike[str]) -> None:
         """Write these files and ``catalog`` (the full one, which they index) to the directory
@@ -191,16 +201,18 @@ class RouterParts:
         index): only tools added or changed are embedded, and unchanged tools keep their
         vectors and schema token counts. ``path`` may not be this index's own directory."""
         check_refresh_path(self.index, path)
-        vectors = refreshed_vectors(self.index, old, self.outline, catalog, embedder)
+        vectors, offset = refreshed_vectors(
+            self.index, old, self.outline, catalog, embedder, self.offset, self.config.row_centring
+        )
         tokens = reusable_tokens(old, self.outline)
         return build_parts(
-            catalog, vectors, self.config, embedder.model_id, path, embedder.embed, tokens
+            catalog, vectors, self.config, embedder.model_id, path, embedder.embed, tokens, offset
         )
 
     def with_config(self, config: RouterConfig) -> RouterParts:
         """These files under ``config``, which may change ranking and selection but none of
         the settings the files were built with."""
-        built = ("bm25_k1", "bm25_b", "bm25_weights", "index_dtype", "precision")
+        built = ("bm25_k1", "bm25_b", "bm25_weights", "index_dtype", "precision", "row_centring")
         if changed := [
             name for name in built if getattr(config, name) != getattr(self.config, name)
         ]:
@@ -211,8 +223,9 @@ class RouterParts:
 
     def _write_manifest(self, directory: Path, catalog: Catalog, files: dict[str, str]) -> None:
         model_id = str(self.index.model_id)
+        offset = None if self.offset is None else offset_numbers(self.offset)
         saved = SavedRouter(
-            self.config, self.outline, self.vocabulary.keys, model_id, files, self.null
+            self.config, self.outline, self.vocabulary.keys, model_id, files, self.null, offset
         )
         write_catalog_and_manifest(directory, catalog, saved)
 
@@ -225,10 +238,20 @@ def index_catalog(
     path: str | os.PathLike[str] | None,
     cache: EmbeddingCache | str | os.PathLike[str] | bool | None,
 ) -> RouterParts:
-    """Embed ``catalog`` (through the embedding ``cache``, see :func:`open_cache`) and build
-    its index files under ``path``, or a temporary directory."""
+    """Embed ``catalog`` (through the embedding ``cache``, see :func:`open_cache`), centre its
+    rows (:mod:`toolgate.routing.centring`) and build its index files under ``path``, or a
+    temporary directory."""
     vectors = embed_tools(embedder, embedding_views(catalog), open_cache(cache))
-    return build_parts(catalog, vectors, config, embedder.model_id, path, embedder.embed)
+    offset = centring_offset(vectors, config.row_centring)
+    return build_parts(
+        catalog,
+        centred(vectors, offset),
+        config,
+        embedder.model_id,
+        path,
+        embedder.embed,
+        offset=offset,
+    )
 
 
 def build_parts(
@@ -239,12 +262,14 @@ def build_parts(
     path: str | os.PathLike[str] | None,
     embed: Callable[[list[str]], np.ndarray] | None = None,
     tokens: Mapping[TokenKey, int] | None = None,
+    offset: np.ndarray | None = None,
 ) -> RouterParts:
     """Index ``catalog`` with its tool ``vectors`` under ``path`` (or a new temporary
     directory, removed again if indexing fails), manifest and catalog file included;
     ``embed`` (the model's) measures the catalog's null scores
     (:mod:`toolgate.routing.no_tool`); ``tokens`` are schema token counts to reuse
-    (:func:`~toolgate.routing.outline.reusable_tokens`)."""
+    (:func:`~toolgate.routing.outline.reusable_tokens`); ``offset`` is what was taken from
+    each of ``vectors`` (:mod:`toolgate.routing.centring`), saved for a refresh."""
     workdir = None
     if path is None:
         directory = workdir = Path(tempfile.mkdtemp(prefix="toolgate-"))
@@ -252,7 +277,9 @@ def build_parts(
         directory = prepare_directory(path)
     try:
         outline = CatalogOutline.of(catalog, reuse=tokens)
-        return _build_parts(catalog, vectors, config, model_id, directory, workdir, embed, outline)
+        return _build_parts(
+            catalog, vectors, config, model_id, directory, workdir, embed, outline, offset
+        )
     except BaseException:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -268,6 +295,7 @@ def _build_parts(
     workdir: Path | None,
     embed: Callable[[list[str]], np.ndarray] | None,
     outline: CatalogOutline,
+    offset: np.ndarray | None,
 ) -> RouterParts:
     tools = catalog.tools
     vocabulary = FlagVocabulary.from_tools(tools)
@@ -291,7 +319,7 @@ def _build_parts(
     null = None
     if embed is not None:
         null = NullScores.measure(index, bm25, null_vectors(model_id, embed), null_requests())
-    parts = RouterParts(index, bm25, vocabulary, outline, config, workdir, null)
+    parts = RouterParts(index, bm25, vocabulary, outline, config, workdir, null, offset)
     parts._write_manifest(directory, catalog, files)
     return parts
 
@@ -316,7 +344,17 @@ def open_parts(directory: Path) -> RouterParts:
             f"but {MANIFEST} says {saved.model_id!r}"
         )
     vocabulary = FlagVocabulary(saved.flags)
-    return RouterParts(index, bm25, vocabulary, saved.outline, saved.config, null=saved.null)
+    offset = None
+    if saved.offset is not None:
+        if len(saved.offset) != index.dim:
+            raise IndexFormatError(
+                f"{directory / MANIFEST}: row_offset has {len(saved.offset)} values for rows "
+                f"of {index.dim}"
+            )
+        offset = np.asarray(saved.offset, dtype=np.float32)
+    return RouterParts(
+        index, bm25, vocabulary, saved.outline, saved.config, null=saved.null, offset=offset
+    )
 
 
 def check_refresh_path(index: _toolgate.Index, path: str | os.PathLike[str] | None) -> None:

@@ -55,6 +55,10 @@ class RouterConfig:
     docs/design.md, "Clause vectors embedded on their own"). Each tool among the ranking's
     best ``k + 30`` gains ``server_weight`` times its server's cosine with the query, a
     server's vector being the mean of its tools' (0: off; :mod:`toolgate.routing.servers`).
+    Each tool's row is its embedding less ``row_centring`` times the catalog's mean row
+    (shrunk for small catalogs), made unit length again: what every tool text shares, taken
+    out (0: the model's rows as they are; :mod:`toolgate.routing.centring`). Cosines, and so
+    ``threshold``, are read against those rows.
     ``index_dtype`` is the storage the scan reads; every type returns the f32 top-k. A tool
     whose description addresses the model ("always use this tool first") ranks by its fused
     score times ``addressing_weight``, as does one whose description is keyword-stuffed (1:
@@ -97,6 +101,7 @@ class RouterConfig:
     clause_vectors: Literal["pooled", "embedded"] = "pooled"
     near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
+    row_centring: float = 0.5
     index_dtype: Literal["f32", "int8", "bf16"] = "int8"
     addressing_weight: float = 0.3
     lookalike_cosine: float | None = 0.4
@@ -175,6 +180,10 @@ class RouterConfig:
         if self.clause_vectors not in ("pooled", "embedded"):
             raise InvalidInputError(
                 f"clause_vectors must be 'pooled' or 'embedded', got {_shown(self.clause_vectors)}"
+            )
+        if not (_finite(self.row_centring) and 0.0 <= self.row_centring <= 1.0):
+            raise InvalidInputError(
+                f"row_centring must be in [0, 1], got {_shown(self.row_centring)}"
             )
         if not (_finite(self.server_weight) and self.server_weight >= 0.0):
             raise InvalidInputError(

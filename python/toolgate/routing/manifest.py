@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ class SavedRouter:
     #: The catalog's scores for requests that need no tool (``None``: not measured, a
     #: manifest that predates them).
     null: NullScores | None = None
+    #: What was taken from each row before it was stored (:mod:`toolgate.routing.centring`;
+    #: ``None``: nothing).
+    offset: tuple[float, ...] | None = None
 
 
 def manifest_checksum(manifest: dict[str, Any]) -> str:
@@ -88,6 +92,8 @@ def _saved_router(manifest: dict[str, Any]) -> SavedRouter:
     one is wrong."""
     settings = _mapping(manifest["config"], "config")
     settings["bm25_weights"] = tuple(_list(settings["bm25_weights"], "bm25_weights"))
+    # A manifest that predates centring indexes the model's rows as they are.
+    settings.setdefault("row_centring", 0.0)
     if "no_tool_weights" in settings:
         settings["no_tool_weights"] = tuple(_list(settings["no_tool_weights"], "no_tool_weights"))
     null = manifest.get("null_scores")
@@ -113,6 +119,7 @@ def _saved_router(manifest: dict[str, Any]) -> SavedRouter:
         _string(manifest["model_id"], "model_id"),
         {name: _string(digest, f"files[{name!r}]") for name, digest in files.items()},
         None if null is None else NullScores.from_dict(null),
+        _offset(manifest.get("row_offset")),
     )
 
 
@@ -155,6 +162,20 @@ def _pair(entry: object, what: str) -> tuple[object, object]:
 def _exposed(entries: object, ids: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
     pairs = (_pair(entry, "exposed") for entry in _list(entries, "exposed"))
     return tuple((_row(row, len(ids)), _string(name, "exposed")) for row, name in pairs)
+
+
+def _offset(values: object) -> tuple[float, ...] | None:
+    """The manifest's ``row_offset``: finite numbers (their count is checked against the
+    matrix when it is opened)."""
+    if values is None:
+        return None
+    out = []
+    for at, value in enumerate(_list(values, "row_offset")):
+        # Written from float32 values, so always a JSON number with a point or exponent.
+        if not (isinstance(value, float) and math.isfinite(value)):
+            raise ValueError(f"row_offset[{at}] {repr(value)[:40]} is not a finite number")
+        out.append(value)
+    return tuple(out)
 
 
 def _text_version(value: object) -> int | None:

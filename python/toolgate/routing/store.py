@@ -179,6 +179,8 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
     manifest["schema_tokens"] = list(schema_token_rows(catalog) if tokens is None else tokens)
     if saved.null is not None:
         manifest["null_scores"] = saved.null.to_dict()
+    if saved.offset is not None:
+        manifest["row_offset"] = list(saved.offset)
     manifest["checksum"] = manifest_checksum(manifest)
     write_atomic(directory / MANIFEST, json.dumps(manifest, indent=1))
 

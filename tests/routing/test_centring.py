@@ -1,0 +1,179 @@
+"""Tool rows centred on their catalog: built, saved, reopened and refreshed on one offset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from tests.routing.sealed import write_sealed
+from toolgate import IndexFormatError, InvalidInputError
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.text import embedding_views
+from toolgate.embedding.embedder import Embedder
+from toolgate.embedding.normalise import normalised
+from toolgate.routing.build import embed_tools
+from toolgate.routing.centring import SMALL_CATALOG, centred, centring_offset, offset_numbers
+from toolgate.routing.router import Router, RouterConfig
+
+TOOLS = {
+    "weather": {
+        "tools": [
+            {"name": "get_forecast", "description": "Weather forecast for a city."},
+            {"name": "get_alerts", "description": "Storm and heat alerts for a region."},
+        ]
+    },
+    "mail": {
+        "tools": [
+            {"name": "send_email", "description": "Send an email to a recipient."},
+            {"name": "list_inbox", "description": "List the messages in the inbox."},
+        ]
+    },
+}
+
+unit_rows = arrays(
+    np.float32,
+    st.tuples(st.integers(1, 40), st.just(8)),
+    elements=st.floats(-1, 1, width=32),
+).map(normalised)
+
+
+@given(unit_rows, st.floats(0, 1))
+@settings(max_examples=60, deadline=None)
+def test_centred_rows_are_unit_rows_less_a_shrunk_share_of_their_mean(
+    rows: np.ndarray, share: float
+) -> None:
+    offset = centring_offset(rows, share)
+    out = centred(rows, offset)
+    norms = np.linalg.norm(out, axis=1)
+    live = np.linalg.norm(rows, axis=1) > 0
+    assert np.allclose(norms[live & (norms > 0)], 1.0, atol=1e-5)
+    if share == 0.0:
+        assert offset is None
+        assert np.array_equal(out, rows)
+        return
+    assert offset is not None
+    n = len(rows)
+    expected = share * n / (n + SMALL_CATALOG) * rows.astype(np.float64).mean(axis=0)
+    assert np.allclose(offset, expected, atol=1e-6)
+
+
+def test_a_small_catalog_is_centred_less_than_a_large_one() -> None:
+    row = normalised(np.array([[3.0, 4.0]]))
+    small, large = (centring_offset(np.repeat(row, n, axis=0), 1.0) for n in (2, 2000))
+    assert small is not None
+    assert large is not None
+    # Of two near copies, the mean is the tools themselves: barely taken out.
+    assert np.linalg.norm(small) < 0.06 < 0.98 < np.linalg.norm(large) <= 1.0
+
+
+def test_offset_numbers_read_back_as_the_same_float32_values() -> None:
+    offset = np.random.default_rng(3).normal(scale=1e-2, size=384).astype(np.float32)
+    numbers = offset_numbers(offset)
+    assert all(isinstance(number, float) for number in numbers)
+    assert np.array_equal(np.asarray(json.loads(json.dumps(numbers)), np.float32), offset)
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.load(TOOLS)
+
+
+def test_the_index_holds_the_centred_rows(catalog: Catalog, embedder: Embedder) -> None:
+    raw = embed_tools(embedder, embedding_views(catalog), None)
+    plain = Router.from_catalog(
+        catalog, config=RouterConfig(row_centring=0.0), embedder=embedder, cache=None
+    )
+    assert np.allclose(plain._parts.index.vectors(range(4)), raw, atol=1e-6)
+    assert plain._parts.offset is None
+    router = Router.from_catalog(catalog, embedder=embedder, cache=None)
+    offset = centring_offset(raw, RouterConfig().row_centring)
+    assert offset is not None
+    assert router._parts.offset is not None
+    assert np.allclose(router._parts.offset, offset)
+    assert np.allclose(router._parts.index.vectors(range(4)), centred(raw, offset), atol=1e-6)
+    assert not np.allclose(router._parts.index.vectors(range(4)), raw, atol=1e-3)
+
+
+def test_a_saved_router_reopens_on_the_same_offset(
+    catalog: Catalog, embedder: Embedder, tmp_path: Path
+) -> None:
+    router = Router.from_catalog(catalog, embedder=embedder, cache=None, path=tmp_path / "r")
+    reopened = Router.open(tmp_path / "r", embedder=embedder)
+    assert reopened.config.row_centring == RouterConfig().row_centring
+    assert reopened._parts.offset is not None
+    assert router._parts.offset is not None
+    assert np.array_equal(reopened._parts.offset, router._parts.offset)
+    with pytest.raises(InvalidInputError, match="row_centring set how the index was built"):
+        router.with_config(RouterConfig(row_centring=0.25))
+
+
+def test_a_refresh_centres_new_tools_on_the_offset_of_the_rows_it_keeps(
+    catalog: Catalog, embedder: Embedder
+) -> None:
+    router = Router.from_catalog(catalog, embedder=embedder, cache=None)
+    more = dict(TOOLS)
+    uv = {"name": "get_uv_index", "description": "Ultraviolet index for a city."}
+    more["weather"] = {"tools": [*TOOLS["weather"]["tools"], uv]}
+    refreshed = router.refresh(more)
+    offset = router._parts.offset
+    assert refreshed._parts.offset is not None
+    assert offset is not None
+    assert np.array_equal(refreshed._parts.offset, offset)
+    index, old = refreshed._parts.index, router._parts.index
+    rows = {tool_id: row for row, tool_id in enumerate(refreshed.catalog.ids)}
+    for row, tool_id in enumerate(router.catalog.ids):  # kept as stored
+        assert np.array_equal(index.vectors([rows[tool_id]]), old.vectors([row]))
+    row = rows["weather/get_uv_index"]
+    raw = embed_tools(embedder, embedding_views(refreshed.catalog)[row : row + 1], None)
+    assert np.allclose(index.vectors([row]), centred(raw, offset), atol=1e-6)
+
+
+def test_a_router_saved_before_centring_reads_as_uncentred(
+    catalog: Catalog, embedder: Embedder, tmp_path: Path
+) -> None:
+    config = RouterConfig(row_centring=0.0)
+    Router.from_catalog(catalog, config=config, embedder=embedder, cache=None, path=tmp_path)
+    manifest = tmp_path / "router.json"
+    data = json.loads(manifest.read_text())
+    assert "row_offset" not in data
+    del data["config"]["row_centring"]  # as a manifest written before the setting
+    write_sealed(manifest, data)
+    old = Router.open(tmp_path, embedder=embedder)
+    assert old.config.row_centring == 0.0
+    assert old._parts.offset is None
+    refreshed = old.refresh(catalog)  # and stays so when refreshed
+    assert refreshed._parts.offset is None
+
+
+@pytest.mark.parametrize(
+    ("offset", "message"),
+    [
+        ("zero", "row_offset is a str, not a list"),
+        ([0.1, "x"], r"row_offset\[1\] 'x' is not a finite number"),
+        ([0.1, 1], r"row_offset\[1\] 1 is not a finite number"),
+        ([0.1, 1e999], r"row_offset\[1\] inf is not a finite number"),
+        ([0.1, 0.2], "row_offset has 2 values for rows of 384"),
+    ],
+)
+def test_a_malformed_offset_is_an_index_format_error(
+    catalog: Catalog, embedder: Embedder, tmp_path: Path, offset: object, message: str
+) -> None:
+    Router.from_catalog(catalog, embedder=embedder, cache=None, path=tmp_path)
+    manifest = tmp_path / "router.json"
+    data = json.loads(manifest.read_text())
+    data["row_offset"] = offset
+    write_sealed(manifest, data)
+    with pytest.raises(IndexFormatError, match=message):
+        Router.open(tmp_path, embedder=embedder)
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5, float("nan"), True, "0.5", None])
+def test_row_centring_must_be_a_share(share: object) -> None:
+    with pytest.raises(InvalidInputError, match="row_centring must be in \\[0, 1\\]"):
+        RouterConfig(row_centring=share)  # type: ignore[arg-type]
