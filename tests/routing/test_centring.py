@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -177,3 +178,12 @@ def test_a_malformed_offset_is_an_index_format_error(
 def test_row_centring_must_be_a_share(share: object) -> None:
     with pytest.raises(InvalidInputError, match="row_centring must be in \\[0, 1\\]"):
         RouterConfig(row_centring=share)  # type: ignore[arg-type]
+
+
+def test_router_parts_compare_without_comparing_the_offset_array(
+    catalog: Catalog, embedder: Embedder
+) -> None:
+    parts = Router.from_catalog(catalog, embedder=embedder, cache=None)._parts
+    assert parts.offset is not None
+    # Arrays compared by == have no truth value (the same object is not compared at all).
+    assert parts == replace(parts, offset=parts.offset.copy())

@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -177,7 +177,8 @@ class RouterParts:
     config: RouterConfig
     workdir: Path | None = None
     null: NullScores | None = None
-    offset: np.ndarray | None = None
+    # An array has no truth value to compare by: parts are equal by their files and settings.
+    offset: np.ndarray | None = field(default=None, compare=False)
 
     def save(self, catalog: Catalog, path: str | os.PathLike[str]) -> None:
         """Write these files and ``catalog`` (the full one, which they index) to the directory
