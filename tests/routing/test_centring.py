@@ -20,7 +20,13 @@ from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
 from toolgate.embedding.normalise import normalised
 from toolgate.routing.build import embed_tools
-from toolgate.routing.centring import SMALL_CATALOG, centred, centring_offset, offset_numbers
+from toolgate.routing.centring import (
+    SMALL_CATALOG,
+    centred,
+    centring_offset,
+    offset_numbers,
+    uncentred,
+)
 from toolgate.routing.router import Router, RouterConfig
 
 unit_rows = (
@@ -51,6 +57,14 @@ def test_centred_rows_are_unit_rows_less_a_shrunk_share_of_their_mean(
     n = len(rows)
     expected = share * n / (n + SMALL_CATALOG) * rows.astype(np.float64).mean(axis=0)
     assert np.allclose(offset, expected, atol=1e-6)
+
+
+@given(unit_rows, st.floats(0, 1))
+@settings(max_examples=60, deadline=None)
+def test_uncentred_gives_back_the_rows_that_were_centred(rows: np.ndarray, share: float) -> None:
+    offset = centring_offset(rows, share)
+    back = uncentred(centred(rows, offset), offset)
+    assert np.allclose(back, rows, atol=2e-5)
 
 
 def test_a_small_catalog_is_centred_less_than_a_large_one() -> None:
@@ -175,3 +189,43 @@ def test_router_parts_compare_without_comparing_the_offset_array(
     assert parts.offset is not None
     # Arrays compared by == have no truth value (the same object is not compared at all).
     assert parts == replace(parts, offset=parts.offset.copy())
+
+
+class _Counting:
+    """Wraps the real embedder and records every text it is asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.texts = inner, list[str]()
+        self.model_id, self.dim = inner.model_id, inner.dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_recentred_is_the_router_built_at_that_share_without_a_model_run(
+    catalog: Catalog, embedder: Embedder
+) -> None:
+    every = range(len(catalog))
+    counting = _Counting(embedder)
+    router = Router.from_catalog(catalog, embedder=counting, cache=None)  # type: ignore[arg-type]
+    plain = Router.from_catalog(
+        catalog, config=RouterConfig(row_centring=0.0), embedder=embedder, cache=None
+    )
+    counting.texts.clear()
+    again = router.recentred(0.0)
+    tool_texts = {text for views in embedding_views(catalog) for text in views}
+    assert not tool_texts & set(counting.texts)  # read back from the index, not embedded
+    assert again.config == plain.config
+    assert again._parts.offset is None
+    assert np.allclose(
+        again._parts.index.vectors(every), plain._parts.index.vectors(every), atol=1e-5
+    )
+    back = plain.recentred(RouterConfig().row_centring)
+    assert back._parts.offset is not None
+    assert router._parts.offset is not None
+    assert np.allclose(back._parts.offset, router._parts.offset, atol=1e-6)
+    query = "merge the approved pull request"
+    assert back.route(query, top_k=5).ids == router.route(query, top_k=5).ids
+    with pytest.raises(InvalidInputError, match="row_centring must be in"):
+        router.recentred(2.0)

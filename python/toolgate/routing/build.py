@@ -25,7 +25,7 @@ from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
 from toolgate.embedding.embedder import Embedder, resolve_cache
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import IndexFormatError, InvalidInputError
-from toolgate.routing.centring import centred, centring_offset, offset_numbers
+from toolgate.routing.centring import centred, centring_offset, offset_numbers, uncentred
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores, null_requests, null_vectors
 from toolgate.routing.outline import TokenKey, reusable_tokens
@@ -209,6 +209,21 @@ class RouterParts:
         return build_parts(
             catalog, vectors, self.config, embedder.model_id, path, embedder.embed, tokens, offset
         )
+
+    def recentred(
+        self, catalog: Catalog, share: float, embed: Callable[[list[str]], np.ndarray]
+    ) -> RouterParts:
+        """These files rebuilt for the same ``catalog`` (the one they index) with its rows
+        centred by ``share`` instead, in a temporary directory: the tools' embeddings are read
+        back from the stored rows (:func:`~toolgate.routing.centring.uncentred`), so only
+        ``embed`` runs, for the null scores (memoised per model)."""
+        config = dataclasses.replace(self.config, row_centring=share)  # checks the share
+        raw = uncentred(self.index.vectors(range(len(catalog))), self.offset)
+        offset = centring_offset(raw, share)
+        tokens = reusable_tokens(catalog, self.outline)
+        model_id = str(self.index.model_id)
+        vectors = centred(raw, offset)
+        return build_parts(catalog, vectors, config, model_id, None, embed, tokens, offset)
 
     def with_config(self, config: RouterConfig) -> RouterParts:
         """These files under ``config``, which may change ranking and selection but none of

@@ -11,7 +11,9 @@ catalog").
 The mean of a few tools is mostly those tools themselves (of two near copies, it *is* them),
 not what a catalog's texts share, so the share shrinks with the catalog:
 ``share * n / (n + SMALL_CATALOG)`` of the mean of ``n`` rows. The offset is saved with the
-router: a refreshed catalog's new tools are centred on the same offset as the rows it keeps.
+router: a refreshed catalog's new tools are centred on the same offset as the rows it keeps,
+and :func:`uncentred` gives back the model's rows, so a router is centred anew without a model
+run (``Router.recentred``).
 
 >>> rows = np.array([[1.0, 0.0], [0.6, 0.8]], dtype=np.float32)
 >>> offset = centring_offset(rows, 0.75)
@@ -27,7 +29,7 @@ import numpy as np
 
 from toolgate.embedding.normalise import normalised
 
-__all__ = ["SMALL_CATALOG", "centred", "centring_offset", "offset_numbers"]
+__all__ = ["SMALL_CATALOG", "centred", "centring_offset", "offset_numbers", "uncentred"]
 
 #: The catalog size at which the offset is half of ``share`` times the mean row.
 SMALL_CATALOG = 32
@@ -50,6 +52,22 @@ def centred(rows: np.ndarray, offset: np.ndarray | None) -> np.ndarray:
     if offset is None:
         return np.ascontiguousarray(rows, dtype=np.float32)
     return normalised(np.asarray(rows, dtype=np.float32) - offset)
+
+
+def uncentred(rows: np.ndarray, offset: np.ndarray | None) -> np.ndarray:
+    """The unit rows that :func:`centred` made ``rows`` (unit rows) from with ``offset``.
+
+    A row ``c`` came from the unit row ``n * c + offset``, where ``n`` is the length it had
+    before it was made unit again: the positive root of ``|n * c + offset| = 1``. The offset
+    is shorter than 1 (a share of a mean of unit rows), so the root exists.
+    """
+    rows = np.asarray(rows, dtype=np.float64)
+    if offset is None:
+        return np.ascontiguousarray(rows, dtype=np.float32)
+    offset64 = np.asarray(offset, dtype=np.float64)
+    along = rows @ offset64
+    length = -along + np.sqrt(along**2 - offset64 @ offset64 + 1.0)
+    return normalised(length[:, None] * rows + offset64)
 
 
 def offset_numbers(offset: np.ndarray) -> tuple[float, ...]:

@@ -207,6 +207,15 @@ class Router:
         view._base = self
         return view
 
+    def recentred(self, row_centring: float) -> Router:
+        """A new router over this one's catalog and settings with its rows centred by
+        ``row_centring`` instead (:mod:`toolgate.routing.centring`): the tools' embeddings are
+        read back from this index, so no tool is embedded again. It lives in a temporary
+        directory; :meth:`save` it to keep it."""
+        embedder = self._pipeline.query_vectors.embedder
+        parts = self._parts.recentred(self.catalog, row_centring, embedder.embed)
+        return Router(parts, catalog=self.catalog, embedder=embedder, telemetry=self.telemetry)
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write this router to the directory ``path`` (created if needed).
 
