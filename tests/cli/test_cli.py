@@ -132,6 +132,9 @@ def test_calibrate_fits_selection_and_saves_the_router(
     # Three servers, one tool each: the server weight is fitted (and saved) too.
     assert [p["server_weight"] for p in report["server_curve"]] == [0.0, 0.2, 0.35]
     assert saved.server_weight == fitted["server_weight"]
+    # The router's own row centring first, then the others tried; the saved one is fitted.
+    assert [p["row_centring"] for p in report["centring_curve"]] == [0.5, 0.0, 0.75]
+    assert saved.row_centring == fitted["row_centring"]
     (tmp_path / "file").write_text("")
     assert main([*argv, "--save", str(tmp_path / "file")]) == 2
     assert "exists and is not a directory" in capsys.readouterr().err

@@ -19,6 +19,8 @@ from toolgate.catalog.text import embedding_views
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
 from toolgate.embedding.normalise import normalised
+from toolgate.evaluation.calibrate import fit_row_centring
+from toolgate.evaluation.evaluate import LabelledQuery
 from toolgate.routing.build import embed_tools
 from toolgate.routing.centring import (
     SMALL_CATALOG,
@@ -229,3 +231,24 @@ def test_recentred_is_the_router_built_at_that_share_without_a_model_run(
     assert back.route(query, top_k=5).ids == router.route(query, top_k=5).ids
     with pytest.raises(InvalidInputError, match="row_centring must be in"):
         router.recentred(2.0)
+
+
+def test_calibrate_takes_another_centring_only_when_it_ranks_better(
+    catalog: Catalog, embedder: Embedder
+) -> None:
+    router = Router.from_catalog(catalog, embedder=embedder, cache=None)
+    queries = [
+        LabelledQuery("1", "merge the approved pull request", ("merge_pull_request",)),
+        LabelledQuery("2", "post the build status to #eng", ("send_message",)),
+        LabelledQuery("3", "which tables hold the orders", ("list_tables",)),
+        LabelledQuery("4", "hello there", ()),
+    ]
+    kept, points = fit_row_centring(router, queries, top_k=3, margin=1.0)
+    assert kept is router
+    assert [p.row_centring for p in points] == [0.5, 0.0, 0.75]
+    assert all(0.0 <= p.ndcg <= 1.0 and 0.0 <= p.complete <= 1.0 for p in points)
+    taken, points = fit_row_centring(router, queries, top_k=3, margin=-1.0)
+    best = max(points, key=lambda p: (p.ndcg, p.row_centring == 0.5))
+    assert taken.config.row_centring == best.row_centring
+    with pytest.raises(InvalidInputError, match="has gold tools; calibrate needs at least one"):
+        fit_row_centring(router, queries[3:], top_k=3)

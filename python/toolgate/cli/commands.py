@@ -193,6 +193,8 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
     )
     out = report.to_dict()
     if args.save is not None:
+        if report.config.row_centring != router.config.row_centring:
+            router = router.recentred(report.config.row_centring)
         try:
             router.with_config(report.config).save(args.save)
         except OSError as exc:

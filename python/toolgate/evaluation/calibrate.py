@@ -7,6 +7,12 @@ pairs: a routed tool matching no gold entry is a false positive, a gold entry ma
 routed tool a false negative, so queries with empty gold reward routing nothing. Those only
 ever add false positives, so a set needs at least one query with gold tools to be fitted.
 
+First, ``row_centring`` (:mod:`toolgate.routing.centring`): of :data:`ROW_CENTRINGS` and the
+router's own share, the one with the best nDCG at ``top_k`` on the queries with gold, taken
+only when it beats the router's own by :data:`CENTRING_MARGIN`; every other share is a router
+centred anew from the stored rows (``Router.recentred``, no model run), and what follows is
+fitted on the chosen one, whose cosines the threshold is read against.
+
 For a catalog of several servers, ``server_weight`` (:mod:`toolgate.routing.servers`) is
 fitted next: of :data:`SERVER_WEIGHTS`, the one with the best nDCG at ``top_k`` on the queries
 with gold, kept only when it beats no server signal by :data:`SERVER_MARGIN` (it helps
@@ -26,7 +32,7 @@ of them it rejects).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -41,11 +47,13 @@ from toolgate.routing.router import Router, RouterConfig
 __all__ = [
     "CalibrationPoint",
     "CalibrationReport",
+    "CentringPoint",
     "SelectionPoint",
     "ServerPoint",
     "calibrate",
     "check_fittable",
     "fit_no_tool",
+    "fit_row_centring",
     "fit_selection",
     "fit_server_weight",
 ]
@@ -60,6 +68,10 @@ TOLERANCE = 0.05
 SERVER_WEIGHTS = (0.0, 0.2, 0.35)
 #: What a server weight must add to nDCG at ``top_k`` over none to be kept: less is noise.
 SERVER_MARGIN = 0.005
+#: The row centring shares tried beside the router's own, which is the reference.
+ROW_CENTRINGS = (0.0, 0.5, 0.75)
+#: What another share must add to nDCG at ``top_k`` over the router's own to be taken.
+CENTRING_MARGIN = 0.005
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,16 @@ class ServerPoint:
 
 
 @dataclass(frozen=True)
+class CentringPoint:
+    """How one ``row_centring`` ranks the labelled queries: nDCG and the share complete at
+    ``top_k``."""
+
+    row_centring: float
+    ndcg: float
+    complete: float
+
+
+@dataclass(frozen=True)
 class NoToolPoint:
     """The fitted "no tool needed" threshold: the share of queries with gold it rejects
     (at most the rate asked for) and of those without gold."""
@@ -121,6 +143,7 @@ class CalibrationReport:
     top_k_complete: float | None = None
     no_tool: NoToolPoint | None = None
     server_curve: tuple[ServerPoint, ...] = field(default=())
+    centring_curve: tuple[CentringPoint, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: best point, fitted values and the curves."""
@@ -131,6 +154,7 @@ class CalibrationReport:
             "keep_ratio": self.config.keep_ratio,
             "no_tool_threshold": self.config.no_tool_threshold,
             "server_weight": self.config.server_weight,
+            "row_centring": self.config.row_centring,
         }
         return {
             "queries": self.queries,
@@ -143,6 +167,7 @@ class CalibrationReport:
             "selection_curve": [asdict(point) for point in self.selection_curve],
             "no_tool": asdict(self.no_tool) if self.no_tool else None,
             "server_curve": [asdict(point) for point in self.server_curve],
+            "centring_curve": [asdict(point) for point in self.centring_curve],
         }
 
 
@@ -172,8 +197,11 @@ def calibrate(
     selection: bool = True,
     tolerance: float = TOLERANCE,
     false_rejections: float | None = None,
+    centring: bool = True,
 ) -> CalibrationReport:
-    """Sweep ``alphas`` x ``thresholds`` over ``queries`` and return the F1-best point; then
+    """With ``centring``, fit the row centring first (:func:`fit_row_centring`; the report's
+    ``config`` then names the share, and a saved router must be ``router.recentred`` to it);
+    sweep ``alphas`` x ``thresholds`` over ``queries`` and return the F1-best point; then
     fit the server weight under it (:func:`fit_server_weight`); with
     ``selection``, then fit adaptive selection under both (:func:`fit_selection`); with
     ``false_rejections``, then the "no tool needed" threshold (:func:`fit_no_tool`).
@@ -182,6 +210,9 @@ def calibrate(
     """
     check_fittable(queries)
     k = top_k or router.config.top_k
+    centring_curve: tuple[CentringPoint, ...] = ()
+    if centring:
+        router, centring_curve = fit_row_centring(router, queries, top_k=k, progress=progress)
     counts = {(a, t): _Counts() for a in alphas for t in thresholds}
     ids = router.catalog.ids
     names = [tool.name for tool in router.catalog.tools]
@@ -207,7 +238,9 @@ def calibrate(
         router.with_config(config), queries, top_k=k, progress=progress
     )
     config = replace(config, server_weight=weight)
-    report = CalibrationReport(best, curve, len(queries), k, config, server_curve=servers)
+    report = CalibrationReport(
+        best, curve, len(queries), k, config, server_curve=servers, centring_curve=centring_curve
+    )
     if selection:
         fitted = fit_selection(
             router.with_config(config), queries, top_k=k, tolerance=tolerance, progress=progress
@@ -283,24 +316,58 @@ def fit_server_weight(
     apart."""
     if 0.0 not in weights:
         raise InvalidInputError(f"weights must hold 0 (no server signal), got {list(weights)}")
-    catalog = router.catalog
-    if len({tool.server for tool in catalog}) < 2:
+    if len({tool.server for tool in router.catalog}) < 2:
         return 0.0, ()
+    check_fittable(queries)
     relevant = [item for item in queries if item.gold]
-    check_fittable(relevant)
     views = {w: router.with_config(replace(router.config, server_weight=w)) for w in weights}
-    sums = {w: [0.0, 0.0] for w in weights}
-    for item in progress_bar(relevant, progress, "fitting servers"):
-        for weight, view in views.items():
-            ids = view.route(item.query, top_k=top_k, adaptive=False).ids
-            ranks = gold_hits(item.gold, ids, [catalog[i].name for i in ids])
-            sums[weight][0] += ndcg(ranks, top_k)
-            sums[weight][1] += all(ranks)
-    n = len(relevant)
-    points = tuple(ServerPoint(w, round(g / n, 4), round(c / n, 4)) for w, (g, c) in sums.items())
+    measured = _rankings(views, relevant, top_k, progress, "fitting servers")
+    points = tuple(ServerPoint(w, *figures) for w, figures in measured.items())
     none = next(p for p in points if p.server_weight == 0.0)
     best = max(points, key=lambda p: (p.ndcg, -p.server_weight))
     return (best.server_weight if best.ndcg >= none.ndcg + margin else 0.0), points
+
+
+def fit_row_centring(
+    router: Router,
+    queries: Sequence[LabelledQuery],
+    *,
+    top_k: int,
+    shares: Sequence[float] = ROW_CENTRINGS,
+    margin: float = CENTRING_MARGIN,
+    progress: bool = False,
+) -> tuple[Router, tuple[CentringPoint, ...]]:
+    """``router`` centred by the share of ``shares`` or its own with the best nDCG at
+    ``top_k`` on ``queries`` (those with gold): ``router`` itself unless another share beats
+    its own by ``margin``; and every point measured, its own share first."""
+    check_fittable(queries)
+    relevant = [item for item in queries if item.gold]
+    own = router.config.row_centring
+    views = {s: router if s == own else router.recentred(s) for s in dict.fromkeys([own, *shares])}
+    measured = _rankings(views, relevant, top_k, progress, "fitting centring")
+    points = tuple(CentringPoint(s, *figures) for s, figures in measured.items())
+    best = max(points, key=lambda p: (p.ndcg, p.row_centring == own))
+    return (views[best.row_centring] if best.ndcg >= points[0].ndcg + margin else router), points
+
+
+def _rankings(
+    views: Mapping[float, Router],
+    relevant: Sequence[LabelledQuery],
+    top_k: int,
+    progress: bool,
+    label: str,
+) -> dict[float, tuple[float, float]]:
+    """nDCG and the share complete at ``top_k`` of each router of ``views`` (by the setting
+    it was made with) over ``relevant``, each rounded to 4 decimals."""
+    sums = {key: [0.0, 0.0] for key in views}
+    for item in progress_bar(relevant, progress, label):
+        for key, view in views.items():
+            ids = view.route(item.query, top_k=top_k, adaptive=False).ids
+            ranks = gold_hits(item.gold, ids, [view.catalog[i].name for i in ids])
+            sums[key][0] += ndcg(ranks, top_k)
+            sums[key][1] += all(ranks)
+    n = len(relevant)
+    return {key: (round(g / n, 4), round(c / n, 4)) for key, (g, c) in sums.items()}
 
 
 def fit_selection(
