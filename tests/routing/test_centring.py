@@ -164,6 +164,7 @@ def test_a_router_saved_before_centring_reads_as_uncentred(
         ([0.1, 1], r"row_offset\[1\] 1 is not a finite number"),
         ([0.1, 1e999], r"row_offset\[1\] inf is not a finite number"),
         ([0.1, 0.2], "row_offset has 2 values for rows of 384"),
+        ([0.1] * 384, "row_offset has length 1.96, not under 1 as centring writes it"),
     ],
 )
 def test_a_malformed_offset_is_an_index_format_error(

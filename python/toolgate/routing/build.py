@@ -368,6 +368,13 @@ def open_parts(directory: Path) -> RouterParts:
                 f"of {index.dim}"
             )
         offset = np.asarray(saved.offset, dtype=np.float32)
+        # A share of a mean of unit rows is shorter than 1; a longer one has no rows it
+        # could have come from (see centring.uncentred).
+        if not float(np.linalg.norm(offset)) < 1.0:
+            raise IndexFormatError(
+                f"{directory / MANIFEST}: row_offset has length "
+                f"{float(np.linalg.norm(offset)):.3g}, not under 1 as centring writes it"
+            )
     return RouterParts(
         index, bm25, vocabulary, saved.outline, saved.config, null=saved.null, offset=offset
     )
