@@ -130,12 +130,10 @@ def refreshed_vectors(
     catalog: Catalog,
     embedder: Embedder,
     offset: np.ndarray | None,
-    share: float,
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Rows for ``catalog``, a new version of ``old`` (indexed in ``index``, its rows centred
-    on ``offset``), and the offset they are centred on: a tool whose text is unchanged keeps
-    its stored row, the others are embedded and centred on ``offset``, or, when no row is
-    kept, on a new offset (``share`` of theirs, :mod:`toolgate.routing.centring`)."""
+) -> np.ndarray:
+    """The model's rows for ``catalog``, a new version of ``old`` (indexed in ``index``, its
+    rows centred on ``offset``): a tool whose text is unchanged has its stored row read back
+    (:func:`~toolgate.routing.centring.uncentred`), the others are embedded."""
     # Vectors embedded from another version of the tool text are not reused: the index
     # would mix two texts.
     current = outline.text_version == TEXT_VERSION
@@ -153,13 +151,10 @@ def refreshed_vectors(
             fresh.append(row)
     if reused:
         new_rows, rows = zip(*reused, strict=True)
-        vectors[list(new_rows)] = index.vectors(list(rows))
+        vectors[list(new_rows)] = uncentred(index.vectors(list(rows)), offset)
     if fresh:
-        embedded = embed_tools(embedder, [views[row] for row in fresh], None)
-        if not reused:
-            offset = centring_offset(embedded, share)
-        vectors[fresh] = centred(embedded, offset)
-    return vectors, offset
+        vectors[fresh] = embed_tools(embedder, [views[row] for row in fresh], None)
+    return vectors
 
 
 @dataclass(frozen=True)
@@ -200,12 +195,13 @@ class RouterParts:
     ) -> RouterParts:
         """These files rebuilt for ``catalog``, a new version of ``old`` (the catalog they
         index): only tools added or changed are embedded, and unchanged tools keep their
-        vectors and schema token counts. ``path`` may not be this index's own directory."""
+        embeddings and schema token counts; every row is centred on the new catalog's mean,
+        as a build of it would be. ``path`` may not be this index's own directory."""
         check_refresh_path(self.index, path)
-        vectors, offset = refreshed_vectors(
-            self.index, old, self.outline, catalog, embedder, self.offset, self.config.row_centring
-        )
+        raw = refreshed_vectors(self.index, old, self.outline, catalog, embedder, self.offset)
+        offset = centring_offset(raw, self.config.row_centring)
         tokens = reusable_tokens(old, self.outline)
+        vectors = centred(raw, offset)
         return build_parts(
             catalog, vectors, self.config, embedder.model_id, path, embedder.embed, tokens, offset
         )

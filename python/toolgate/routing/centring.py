@@ -11,9 +11,10 @@ catalog").
 The mean of a few tools is mostly those tools themselves (of two near copies, it *is* them),
 not what a catalog's texts share, so the share shrinks with the catalog:
 ``share * n / (n + SMALL_CATALOG)`` of the mean of ``n`` rows. The offset is saved with the
-router: a refreshed catalog's new tools are centred on the same offset as the rows it keeps,
-and :func:`uncentred` gives back the model's rows, so a router is centred anew without a model
-run (``Router.recentred``).
+router, and :func:`uncentred` gives back the model's rows from the stored ones: a refresh
+centres every row on the new catalog's mean (a catalog that grows server by server is not left
+centred on its first server's), and ``Router.recentred`` centres a router anew, both without
+embedding the tools they keep.
 
 >>> rows = np.array([[1.0, 0.0], [0.6, 0.8]], dtype=np.float32)
 >>> offset = centring_offset(rows, 0.75)
