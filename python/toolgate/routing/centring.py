@@ -5,8 +5,8 @@ MiniLM puts every tool description in one narrow cone ("a tool that gets ...", "
 that tells two tools apart is small beside it. Each row is therefore the tool's embedding less
 an *offset*, a share of the catalog's mean row, made unit length again; requests are embedded
 as before. A row near the mean (a generic tool) loses more of its length than a distinct one,
-so what is left of it weighs more (measurements: docs/design.md, "Rows centred on the
-catalog").
+so once made unit again its own part counts for more (measurements: docs/design.md, "Rows
+centred on the catalog").
 
 The mean of a few tools is mostly those tools themselves (of two near copies, it *is* them),
 not what a catalog's texts share, so the share shrinks with the catalog:
