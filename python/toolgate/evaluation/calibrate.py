@@ -337,9 +337,9 @@ def fit_row_centring(
     margin: float = CENTRING_MARGIN,
     progress: bool = False,
 ) -> tuple[Router, tuple[CentringPoint, ...]]:
-    """``router`` centred by the share of ``shares`` or its own with the best nDCG at
-    ``top_k`` on ``queries`` (those with gold): ``router`` itself unless another share beats
-    its own by ``margin``; and every point measured, its own share first."""
+    """The router at whichever of its own share and ``shares`` ranks ``queries`` (those with
+    gold) best by nDCG at ``top_k``: ``router`` itself unless another share beats its own by
+    ``margin``; and every point measured, its own share first."""
     check_fittable(queries)
     relevant = [item for item in queries if item.gold]
     own = router.config.row_centring
