@@ -12,11 +12,13 @@ Figures are :func:`toolgate.evaluation.evaluate.evaluate`'s.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 from benches import quality
 from toolgate import Router
+from toolgate.catalog.catalog import Catalog
 from toolgate.evaluation.evaluate import LabelledQuery, evaluate
 
 #: The set's name in the results tables.
@@ -65,6 +67,16 @@ def load(
     if unknown:
         raise ValueError(f"gold tools not in the catalog: {'; '.join(unknown)}")
     return tools, queries
+
+
+def whole_registry(registry: Path = REGISTRY) -> tuple[Catalog, list[LabelledQuery]]:
+    """Every tool of the registry as one catalog (its few unreadable tools skipped, repeated
+    names kept under a renamed server) and the set's tasks: the tasks' servers among many."""
+    _, queries = load(registry=registry)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one warning per skipped tool
+        catalog = Catalog.load(registry, lenient=True, rename_duplicates=True)
+    return catalog, queries
 
 
 def measure(tools: list[dict[str, Any]], queries: list[LabelledQuery]) -> dict[str, dict[str, Any]]:

@@ -16,7 +16,6 @@ nDCG@10 and complete@default at each weight of :data:`WEIGHTS`, on one router pe
 from __future__ import annotations
 
 import argparse
-import warnings
 from dataclasses import replace
 from typing import Any
 
@@ -43,10 +42,7 @@ def measure(n: int) -> list[dict[str, Any]]:
 
 def whole_registry() -> list[dict[str, Any]]:
     """The MCP tasks over every tool of the Docker registry, by weight."""
-    _, queries = mcp_tasks.load()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # its few unreadable tools are skipped
-        catalog = Catalog.load(mcp_tasks.REGISTRY, lenient=True, rename_duplicates=True)
+    catalog, queries = mcp_tasks.whole_registry()
     return by_weight(f"MCP tasks over the registry ({len(catalog):,} tools)", catalog, queries)
 
 
