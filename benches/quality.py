@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,13 +107,18 @@ def routers_for(catalog: Catalog, embedder: Any) -> dict[str, Router]:
 
 
 def quality_rows(
-    set_name: str, routers: dict[str, Router], queries: list[LabelledQuery]
+    set_name: str,
+    routers: Mapping[Any, Router],
+    queries: list[LabelledQuery],
+    *,
+    key: str = "config",
 ) -> list[dict[str, Any]]:
-    """One row of ``toolgate eval`` figures per configuration, for the set ``set_name``."""
+    """One row of ``toolgate eval`` figures per router, for the set ``set_name``; the router's
+    name in ``routers`` (a configuration, or a setting's value) goes in the column ``key``."""
     rows = []
     for name, router in routers.items():
         figures = evaluate(router, queries, top_k=TOP_K)
-        rows.append({"set": set_name, "config": name, **figures})
+        rows.append({"set": set_name, key: name, **figures})
     return rows
 
 

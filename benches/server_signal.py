@@ -21,11 +21,11 @@ from typing import Any
 
 from benches import mcp_tasks
 from benches.front import labelled_sets
-from benches.quality import sample
+from benches.quality import quality_rows, sample
 from benches.tables import markdown
 from toolgate.catalog.catalog import Catalog
-from toolgate.evaluation.evaluate import LabelledQuery, evaluate
-from toolgate.routing.router import Router, RouterConfig
+from toolgate.evaluation.evaluate import LabelledQuery
+from toolgate.routing.router import Router
 
 WEIGHTS = (0.0, 0.1, 0.2, 0.35, 0.5)
 COLUMNS = ("set", "server_weight", "complete@5", "complete@10", "ndcg@10", "complete@default")
@@ -47,16 +47,10 @@ def whole_registry() -> list[dict[str, Any]]:
 
 
 def by_weight(label: str, catalog: Catalog, queries: list[LabelledQuery]) -> list[dict[str, Any]]:
-    """``evaluate``'s figures at each weight, on one router."""
+    """``evaluate``'s figures at each weight, on one index."""
     base = Router.from_catalog(catalog)
-    rows = []
-    for weight in WEIGHTS:
-        router = base.with_config(replace(RouterConfig(), server_weight=weight))
-        figures = evaluate(router, queries, top_k=10)
-        rows.append(
-            {"set": label, "server_weight": weight, **{key: figures[key] for key in COLUMNS[2:]}}
-        )
-    return rows
+    routers = {w: base.with_config(replace(base.config, server_weight=w)) for w in WEIGHTS}
+    return quality_rows(label, routers, queries, key="server_weight")
 
 
 def main(argv: list[str] | None = None) -> int:
