@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -296,10 +298,36 @@ def test_bad_feedback_is_refused(router: Router) -> None:
             LearnConfig(neighbours=0)
         with pytest.raises(InvalidInputError, match="co_use_weight must be a number >= 0"):
             LearnConfig(co_use_weight=-1.0)
-        with pytest.raises(InvalidInputError, match="co_use_min must be a positive integer"):
+        with pytest.raises(InvalidInputError, match="co_use_min must be an integer >= 1"):
             LearnConfig(co_use_min=0)
     finally:
         router._pipeline.learning.memory = None
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda r: r.feedback(QUERY, used=None), "used must be a list of tool ids, got NoneType"),
+        (lambda r: r.feedback(QUERY, missed=3), "missed must be a list of tool ids, got int"),
+        (lambda r: r.feedback(QUERY, used={TARGET: 1}), "used must be a list of tool ids, got"),
+        (lambda r: r.forget(tool=3), "forget's tool= must be a non-empty string, got 3"),
+        (lambda r: r.forget(server=""), "forget's server= must be a non-empty string, got ''"),
+        (lambda r: LearnConfig(weight=True), "weight must be a positive number, got True"),
+        (lambda r: LearnConfig(floor=10**400), "floor must be in"),
+        (lambda r: LearnConfig(neighbours=10**30), "neighbours must be at most"),
+    ],
+)
+def test_what_is_not_feedback_is_named(router: Router, call: Any, message: str) -> None:
+    """Arguments of the wrong kind are errors naming them, learning or not: a stray ``None``
+    must not escape as a TypeError, nor a number match no tool and forget nothing."""
+    for learning in (False, True):
+        if learning:
+            router.learn(":memory:")
+        try:
+            with pytest.raises(InvalidInputError, match=re.escape(message)):
+                call(router)
+        finally:
+            router._pipeline.learning.memory = None
 
 
 def test_sqlite_is_the_default_store() -> None:

@@ -170,6 +170,9 @@ def test_history_shifts_an_ambiguous_follow_up(router: Router) -> None:
         ({"state": {"scopes": "github:write"}}, "list of strings"),
         ({"allow": "github/*"}, "list of patterns"),
         ({"history": "earlier"}, "list of turns"),
+        ({"include": 5}, "include must be a list of tool ids or names, got int"),
+        ({"decide": "no"}, "decide must be True or False, got a str"),
+        ({"forms": None}, "forms must be True or False, got a NoneType"),
     ],
 )
 def test_bad_arguments_are_named(router: Router, kwargs: dict, message: str) -> None:

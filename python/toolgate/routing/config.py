@@ -140,13 +140,13 @@ class RouterConfig:
         check_count("clause_slots", self.clause_slots, minimum=0)
         if not isinstance(self.adaptive, bool):
             raise InvalidInputError(f"adaptive must be True or False, got {_shown(self.adaptive)}")
-        if not (_finite(self.keep_ratio) and 0.0 <= self.keep_ratio <= 1.0):
+        if not (finite_number(self.keep_ratio) and 0.0 <= self.keep_ratio <= 1.0):
             raise InvalidInputError(f"keep_ratio must be in [0, 1], got {_shown(self.keep_ratio)}")
         self._check_no_tool()
         check_count("fusion_top", self.fusion_top, minimum=0)  # 0: min-max over every row
         check_count("history_turns", self.history_turns, minimum=0)
         floor = self.threshold
-        if floor is not None and not (_finite(floor) and -1.0 <= floor <= 1.0):
+        if floor is not None and not (finite_number(floor) and -1.0 <= floor <= 1.0):
             raise InvalidInputError(
                 f"threshold must be a cosine in [-1, 1] or None, got {_shown(floor)}"
             )
@@ -155,25 +155,25 @@ class RouterConfig:
                 'fusion must be "minmax", "divmax", "rrf" or "<dense>+<sparse>" with each side '
                 f"raw, minmax or divmax (as _toolgate.fuse takes), got {_shown(self.fusion)}"
             )
-        if not (_finite(self.bm25_k1) and self.bm25_k1 > 0.0):
+        if not (finite_number(self.bm25_k1) and self.bm25_k1 > 0.0):
             raise InvalidInputError(
                 f"bm25_k1 must be a finite number > 0, got {_shown(self.bm25_k1)}"
             )
-        if not (_finite(self.bm25_b) and 0.0 <= self.bm25_b <= 1.0):
+        if not (finite_number(self.bm25_b) and 0.0 <= self.bm25_b <= 1.0):
             raise InvalidInputError(f"bm25_b must be in [0, 1], got {_shown(self.bm25_b)}")
         weights = self.bm25_weights
         if not (
             isinstance(weights, tuple)
             and len(weights) == 4
-            and all(_finite(w) and w >= 0.0 for w in weights)
+            and all(finite_number(w) and w >= 0.0 for w in weights)
         ):
             raise InvalidInputError(
                 "bm25_weights must be 4 finite numbers >= 0 (name, description, parameter "
                 f"text, server), got {_shown(weights)}"
             )
-        if not (_finite(self.alpha) and 0.0 <= self.alpha <= 1.0):
+        if not (finite_number(self.alpha) and 0.0 <= self.alpha <= 1.0):
             raise InvalidInputError(f"alpha must be in [0, 1], got {_shown(self.alpha)}")
-        if not (_finite(self.history_decay) and 0.0 <= self.history_decay <= 1.0):
+        if not (finite_number(self.history_decay) and 0.0 <= self.history_decay <= 1.0):
             raise InvalidInputError(
                 f"history_decay must be in [0, 1], got {_shown(self.history_decay)}"
             )
@@ -181,33 +181,33 @@ class RouterConfig:
             raise InvalidInputError(
                 f"clause_vectors must be 'pooled' or 'embedded', got {_shown(self.clause_vectors)}"
             )
-        if not (_finite(self.row_centring) and 0.0 <= self.row_centring <= 1.0):
+        if not (finite_number(self.row_centring) and 0.0 <= self.row_centring <= 1.0):
             raise InvalidInputError(
                 f"row_centring must be in [0, 1], got {_shown(self.row_centring)}"
             )
-        if not (_finite(self.server_weight) and self.server_weight >= 0.0):
+        if not (finite_number(self.server_weight) and self.server_weight >= 0.0):
             raise InvalidInputError(
                 f"server_weight must be a finite number >= 0, got {_shown(self.server_weight)}"
             )
-        if not (_finite(self.clause_weight) and self.clause_weight >= 0.0):
+        if not (finite_number(self.clause_weight) and self.clause_weight >= 0.0):
             raise InvalidInputError(
                 f"clause_weight must be a finite number >= 0, got {_shown(self.clause_weight)}"
             )
-        if not (_finite(self.clause_fusion) and self.clause_fusion >= 0.0):
+        if not (finite_number(self.clause_fusion) and self.clause_fusion >= 0.0):
             raise InvalidInputError(
                 f"clause_fusion must be a finite number >= 0, got {_shown(self.clause_fusion)}"
             )
-        if not (_finite(self.addressing_weight) and 0.0 <= self.addressing_weight <= 1.0):
+        if not (finite_number(self.addressing_weight) and 0.0 <= self.addressing_weight <= 1.0):
             raise InvalidInputError(
                 f"addressing_weight must be in [0, 1], got {_shown(self.addressing_weight)}"
             )
         lookalike = self.lookalike_cosine
-        if lookalike is not None and not (_finite(lookalike) and -1.0 <= lookalike <= 1.0):
+        if lookalike is not None and not (finite_number(lookalike) and -1.0 <= lookalike <= 1.0):
             raise InvalidInputError(
                 f"lookalike_cosine must be a cosine in [-1, 1] or None, got {_shown(lookalike)}"
             )
         copies = self.near_copy_cosine
-        if copies is not None and not (_finite(copies) and 0.0 < copies <= 1.0):
+        if copies is not None and not (finite_number(copies) and 0.0 < copies <= 1.0):
             raise InvalidInputError(
                 f"near_copy_cosine must be a cosine in (0, 1] or None, got {_shown(copies)}"
             )
@@ -225,14 +225,14 @@ class RouterConfig:
         if not (
             isinstance(weights, tuple)
             and len(weights) == NO_TOOL_FEATURES + 1
-            and all(_finite(w) for w in weights)
+            and all(finite_number(w) for w in weights)
         ):
             raise InvalidInputError(
                 f"no_tool_weights must be {NO_TOOL_FEATURES + 1} finite numbers (a bias, then "
                 f"one weight per feature), got {_shown(weights)}"
             )
         cut = self.no_tool_threshold
-        if cut is not None and not (_finite(cut) and 0.0 <= cut <= 1.0):
+        if cut is not None and not (finite_number(cut) and 0.0 <= cut <= 1.0):
             raise InvalidInputError(
                 f"no_tool_threshold must be in [0, 1] or None, got {_shown(cut)}"
             )
@@ -247,7 +247,9 @@ class RouterConfig:
 _FUSION_METHOD = re.compile(r"minmax|divmax|rrf|(?:raw|minmax|divmax)\+(?:raw|minmax|divmax)")
 
 
-def _finite(value: object) -> bool:
+def finite_number(value: object) -> bool:
+    """Whether ``value`` is a finite int or float (``True`` is an int to Python, not a
+    setting's number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     # An integer past float's range is no finite setting either (and isfinite raises on it).

@@ -44,6 +44,7 @@ from toolgate import _toolgate
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError
 from toolgate.routing.co_use import CoUse
+from toolgate.routing.config import check_count, finite_number
 from toolgate.routing.learned_store import LearnedStore, open_store, query_key
 from toolgate.routing.rows import tool_list
 
@@ -76,17 +77,15 @@ class LearnConfig:
 
     def __post_init__(self) -> None:
         for name in ("rows_per_tool", "max_rows", "neighbours", "co_use_anchors", "co_use_min"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+            check_count(name, getattr(self, name), minimum=1)
         for name in ("max_weight", "rate_per_tool", "weight", "saturation"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
+            if not (finite_number(value) and value > 0):
                 raise InvalidInputError(f"{name} must be a positive number, got {value!r}")
         value = self.co_use_weight
-        if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
+        if not (finite_number(value) and value >= 0):
             raise InvalidInputError(f"co_use_weight must be a number >= 0, got {value!r}")
-        if not (isinstance(self.floor, (int, float)) and -1.0 <= self.floor < 1.0):
+        if not (finite_number(self.floor) and -1.0 <= self.floor < 1.0):
             raise InvalidInputError(f"floor must be in [-1, 1), got {self.floor!r}")
 
 
@@ -234,8 +233,7 @@ class LearnedMemory:
     def forget(self, *, tool: str | None = None, server: str | None = None) -> int:
         """Remove what was learned for the tool ``tool`` (an id) or every tool of ``server``,
         from the store in every catalog version; returns the rows this memory dropped."""
-        if (tool is None) == (server is None):
-            raise InvalidInputError("forget takes one of tool= or server=")
+        _check_forget_target(tool, server)
         servers = self._servers()
         with self._lock:
             tools = self._rows.tools
@@ -341,10 +339,10 @@ class Learning:
         store if learning was not started; returns how many were recorded."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("feedback needs the query's text")
+        tools = [*tool_list(used, "used"), *tool_list(missed, "missed")]
         memory = self.memory
         if memory is None:
             memory = self.start(None, config=None, from_verify=False)
-        tools = [*tool_list(used, "used"), *tool_list(missed, "missed")]
         rows = [memory.row(tool) for tool in tools]
         if not rows:
             return 0
@@ -361,10 +359,19 @@ class Learning:
     def forget(self, *, tool: str | None, server: str | None) -> int:
         """Forget one tool's or one server's rows (see ``Router.forget``)."""
         if self.memory is None:
-            if (tool is None) == (server is None):
-                raise InvalidInputError("forget takes one of tool= or server=")
+            _check_forget_target(tool, server)
             return 0
         return self.memory.forget(tool=tool, server=server)
+
+
+def _check_forget_target(tool: object, server: object) -> None:
+    """An error unless exactly one of ``tool`` (an id) and ``server`` is given, as a
+    non-empty string: anything else would match no row and forget nothing, silently."""
+    if (tool is None) == (server is None):
+        raise InvalidInputError("forget takes one of tool= or server=")
+    name, value = ("tool", tool) if tool is not None else ("server", server)
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError(f"forget's {name}= must be a non-empty string, got {value!r}")
 
 
 class LiftedRow(NamedTuple):

@@ -150,6 +150,10 @@ class RoutePipeline:
             raise InvalidInputError(
                 f"adaptive must be True, False or None, got a {type(adaptive).__name__}"
             )
+        for name, flag in (("decide", decide), ("forms", forms)):
+            if not isinstance(flag, bool):
+                kind = type(flag).__name__
+                raise InvalidInputError(f"{name} must be True or False, got a {kind}")
         allow, deny = pattern_list(allow), pattern_list(deny)
         if isinstance(query, str):  # parse_query names any other type
             query = well_formed(query)

@@ -266,7 +266,7 @@ class Router:
         result = self._pipeline.route(
             query, state=state, history=history, top_k=top_k, threshold=threshold,
             allow=allow, deny=deny, forms=forms, include=include, adaptive=adaptive,
-            decide=decide is not False,
+            decide=decide,
         )  # fmt: skip
         if self.telemetry is not None:
             self.telemetry.route(result, turn_id=turn_id)

@@ -8,7 +8,7 @@ each into rows, and says which selected rows the caller's lists shut out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -170,6 +170,8 @@ def tool_list(ids: Iterable[str], name: str, kinds: str = "tool ids") -> list[st
     what it holds, ``kinds`` (a lone string is refused: its letters are not ids)."""
     if isinstance(ids, str):
         raise InvalidInputError(f"{name} must be a list of {kinds}, not {ids!r}")
+    if isinstance(ids, (bytes, Mapping)) or not isinstance(ids, Iterable):
+        raise InvalidInputError(f"{name} must be a list of {kinds}, got {type(ids).__name__}")
     listed = list(ids)
     for entry in listed:
         if not isinstance(entry, str) or not entry:
