@@ -340,6 +340,40 @@ def test_calibrate_needs_a_query_with_gold_tools(
     assert_one_line_error(capsys, argv, str(queries), "has gold tools")
 
 
+@pytest.mark.parametrize("command", ["eval", "calibrate"])
+def test_gold_that_names_no_tool_is_said(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path, command: str
+) -> None:
+    """A misspelt gold name would pass for a miss: the commands say which entries match no
+    tool, and score the rest as before."""
+    tools, _ = tiny_set
+    rows = [
+        {"qid": "ok", "query": "is it raining in Oslo", "gold": ["get_weather"]},
+        {"qid": "typo", "query": "email the report to Ann", "gold": ["send_emial"]},
+    ]
+    queries = write_jsonl(tmp_path / "q.jsonl", rows)
+    assert main([command, "--tools", str(tools), "--queries", str(queries), "--json"]) == 0
+    out, err = capsys.readouterr()
+    if command == "eval":
+        report = json.loads(out)
+        assert report["queries"] == 2
+        assert report["recall@10"] == 0.5
+    assert (
+        f"toolgate {command}: warning: 1 gold entry names no tool of the catalog "
+        "(typo: 'send_emial'); their queries count as misses"
+    ) in err
+
+
+def test_calibrate_refuses_a_set_whose_gold_names_no_tool(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    tools, _ = tiny_set
+    rows = [{"qid": "a", "query": "is it raining", "gold": ["get_wether"]}]
+    queries = write_jsonl(tmp_path / "q.jsonl", rows)
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries)]
+    assert_one_line_error(capsys, argv, "no gold entry", "a: 'get_wether'", "nothing to fit")
+
+
 def test_index_into_an_existing_file_is_an_error(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -159,19 +159,42 @@ def format_result(result: Any) -> str:
 def run_eval(args: argparse.Namespace) -> dict[str, Any]:
     """Routing quality and latency on ``--queries`` (the ``toolgate eval`` JSON contract)."""
     from toolgate.evaluation.evaluate import evaluate
+    from toolgate.evaluation.learning import evaluate_learning, split_for_learning
 
     queries = _queries(args)
     if args.learn_first is not None:
-        from toolgate.evaluation.learning import evaluate_learning, split_for_learning
-
         split_for_learning(queries, args.learn_first)  # before the router is built
-        router = _router(args)
-        progress = not args.json
+    router = _router(args)
+    _warn_unmatched("eval", *_unmatched(router, queries))
+    progress = not args.json
+    if args.learn_first is not None:
         return evaluate_learning(
             router, queries, args.learn_first, top_k=args.top_k, progress=progress
         )
-    router = _router(args)
-    return evaluate(router, queries, top_k=args.top_k, progress=not args.json)
+    return evaluate(router, queries, top_k=args.top_k, progress=progress)
+
+
+def _unmatched(router: Router, queries: list[LabelledQuery]) -> tuple[int, str]:
+    """How many gold entries of ``queries`` name no tool of the router's catalog, and the
+    first five of them for a message."""
+    from toolgate.evaluation.evaluate import unmatched_gold
+
+    unmatched = unmatched_gold(router.catalog, queries)
+    shown = ", ".join(f"{qid}: {entry!r}" for qid, entry in unmatched[:5])
+    more = f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else ""
+    return len(unmatched), shown + more
+
+
+def _warn_unmatched(command: str, n: int, shown: str) -> None:
+    """Say on stderr that ``n`` gold entries (``shown``) name no tool of the catalog: their
+    queries are scored as misses, which a typo in a gold name should not pass for."""
+    if n:
+        count = "1 gold entry names" if n == 1 else f"{n} gold entries name"
+        print(
+            f"toolgate {command}: warning: {count} no tool of the catalog ({shown}); "
+            "their queries count as misses",
+            file=sys.stderr,
+        )
 
 
 def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
@@ -188,6 +211,12 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
     if args.save is not None and args.save.exists() and not args.save.is_dir():
         raise InvalidInputError(f"--save {args.save}: exists and is not a directory")
     router = _router(args)
+    n, shown = _unmatched(router, queries)
+    if n == sum(len(item.gold) for item in queries):
+        raise InvalidInputError(
+            f"no gold entry of {source} names a tool of the catalog ({shown}): nothing to fit"
+        )
+    _warn_unmatched("calibrate", n, shown)
     report = calibrate(
         router, queries, progress=not args.json, false_rejections=args.false_rejections
     )

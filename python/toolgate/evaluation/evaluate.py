@@ -13,9 +13,10 @@ from toolgate.errors import InvalidInputError
 from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics
 
 if TYPE_CHECKING:
+    from toolgate.catalog.catalog import Catalog
     from toolgate.routing.router import Router
 
-__all__ = ["LabelledQuery", "evaluate", "load_queries", "progress_bar"]
+__all__ = ["LabelledQuery", "evaluate", "load_queries", "progress_bar", "unmatched_gold"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,14 @@ def _parse_line(raw: bytes, number: int) -> LabelledQuery:
                 f"history[{position}] must be a string or an object, got {type(turn).__name__}"
             )
     return LabelledQuery(str(row.get("qid", number)), query, tuple(map(str, gold)), tuple(history))
+
+
+def unmatched_gold(catalog: Catalog, queries: Sequence[LabelledQuery]) -> list[tuple[str, str]]:
+    """``(qid, entry)`` for every gold entry that is neither the id nor the name of a tool of
+    ``catalog``: its query can never be complete (a misspelt name, or a tool skipped as
+    invalid when the catalog was loaded)."""
+    known = {tool.id for tool in catalog} | {tool.name for tool in catalog}
+    return [(item.qid, entry) for item in queries for entry in item.gold if entry not in known]
 
 
 def progress_bar(
