@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::fusion::{self, FusionMethod};
 use crate::gating::{Gate, RowSet, Verdict};
 use crate::index::{Index, GATED_REPORT_LEN};
+use crate::tokenize::{name_coverage, term_set};
 use crate::topk::{top_k, TopK};
 
 mod clauses;
@@ -99,6 +100,10 @@ pub struct Ranking<'a> {
     pub demoted: &'a [u32],
     /// The factor, in `[0, 1]`, on a demoted row's fused score; 1 leaves it alone.
     pub demote_weight: f32,
+    /// Weight of a ranked row's name coverage (the share of its name's words the query holds,
+    /// [`name_coverage`]) in the order of the best `2k` rows; 0 ranks by fused score alone.
+    /// See [`order_by_name`].
+    pub name_weight: f32,
 }
 
 /// One routed row with the evidence for it.
@@ -131,8 +136,9 @@ pub struct RouteOutcome {
     /// for [`RouteMode::Select`].
     pub forced: Vec<RoutedRow>,
     /// The best `k` other eligible rows whose cosine meets the threshold, best first (fused
-    /// score descending, then row ascending), each near copy moved below the other rows that
-    /// score at least [`COPY_SCORE_SHARE`] of its score.
+    /// score descending, then row ascending, unless [`Ranking::name_weight`] reorders them),
+    /// each near copy moved below the other rows that score at least [`COPY_SCORE_SHARE`] of
+    /// its score.
     pub ranked: Vec<RoutedRow>,
     /// Rows in scope but gated out by missing flags (of the forced rows alone for
     /// [`RouteMode::Select`]).
@@ -244,9 +250,10 @@ fn rank(
     let floor = request.threshold.unwrap_or(f32::NEG_INFINITY);
 
     let mut outcome = RouteOutcome::default();
-    // Near copies are moved down: the best 2k leave room for k different tools.
-    let pool =
-        if request.near_copy_cosine.is_some() { request.k.saturating_mul(2) } else { request.k };
+    // Near copies are moved down and rows whose names the query holds up: the best 2k leave
+    // room for k different tools and for the rows that move.
+    let widen = request.near_copy_cosine.is_some() || request.name_weight > 0.0;
+    let pool = if widen { request.k.saturating_mul(2) } else { request.k };
     let mut ranked = TopK::new(pool);
     let mut gated = TopK::new(GATED_REPORT_LEN);
     // The rows each clause may rank, and the eligible rows forced for their own sake.
@@ -280,11 +287,15 @@ fn rank(
     }
     outcome.forced.sort_by(|a, b| b.fused.total_cmp(&a.fused).then(a.row.cmp(&b.row)));
     outcome.ranked = ranked.into_sorted().into_iter().map(|hit| routed(hit.row)).collect();
+    if request.name_weight > 0.0 {
+        order_by_name(bm25, &mut outcome.ranked, request.text, request.name_weight);
+    }
     if let Some(cosine) = request.near_copy_cosine {
         let ranked = std::mem::take(&mut outcome.ranked);
         let forced = &outcome.forced;
         outcome.ranked = defer_near_copies(index, bm25, forced, ranked, request.k, cosine);
     }
+    outcome.ranked.truncate(request.k);
     // Report only the gated rows that the gate actually displaced: those that would have been
     // forced, or ranked at least as high as the lowest active row that is not a near copy
     // (copies are placed by their own rule, not by score).
@@ -318,6 +329,12 @@ fn check_ranking(index: &Index, request: &Ranking<'_>) -> Result<()> {
     if let Some(cosine) = request.near_copy_cosine.filter(|c| !c.is_finite()) {
         return Err(Error::invalid(format!("near_copy_cosine must be finite, got {cosine}")));
     }
+    if !(request.name_weight.is_finite() && request.name_weight >= 0.0) {
+        return Err(Error::invalid(format!(
+            "name_weight must be finite and >= 0, got {}",
+            request.name_weight
+        )));
+    }
     if !(0.0..=1.0).contains(&request.demote_weight) {
         return Err(Error::invalid(format!(
             "demote_weight must be in [0, 1], got {}",
@@ -341,6 +358,42 @@ fn sorted_rows<'r>(rows: impl Iterator<Item = &'r u32>) -> Vec<u32> {
     rows.sort_unstable();
     rows.dedup();
     rows
+}
+
+/// How much a place further down weighs against a row in [`order_by_name`]: `ln(1 + place)`
+/// times this is taken from its order key. Without it a row of any place could jump to the
+/// top on its name alone; with it a fully covered name moves a row past close scores near the
+/// head and past larger gaps further down, where places are cheaper (ln 2 - ln 1 is 0.69,
+/// ln 10 - ln 9 is 0.11).
+pub const NAME_PLACE_WEIGHT: f32 = 0.65;
+
+/// Reorders `ranked` (best fused score first) by `fused + weight * coverage -
+/// NAME_PLACE_WEIGHT * ln(1 + place)`, where coverage is the share of the row's tool name
+/// that the query `text` holds ([`name_coverage`]) and place its position in `ranked` from 0.
+/// Ties keep the fused order. Each row keeps its own fused score, so the result need not be
+/// sorted by it.
+///
+/// A request often names what it wants in the words of the tool's name ("create an issue",
+/// "the current weather"), and the fused score, spread over the whole description, weighs
+/// those words as any others. Fitted on BFCL and MetaTool as a pairwise logistic model over
+/// the fused score, the coverage and the log place (docs/design.md, "Name words").
+fn order_by_name(bm25: &Bm25Index, ranked: &mut Vec<RoutedRow>, text: &str, weight: f32) {
+    let query = term_set(text);
+    if query.is_empty() {
+        return;
+    }
+    let mut keyed: Vec<(f32, RoutedRow)> = ranked
+        .iter()
+        .enumerate()
+        .map(|(place, row)| {
+            let coverage = name_coverage(bm25.name(row.row as usize), &query);
+            let prior = NAME_PLACE_WEIGHT * (place as f32).ln_1p();
+            (row.fused + weight * coverage - prior, *row)
+        })
+        .collect();
+    keyed.sort_by(|a, b| b.0.total_cmp(&a.0)); // stable: ties keep the fused order
+    ranked.clear();
+    ranked.extend(keyed.into_iter().map(|(_, row)| row));
 }
 
 /// How far below [`Ranking::near_copy_cosine`] a cosine may fall and still meet it: two
@@ -381,7 +434,7 @@ fn defer_near_copies(
     let mut copies = Vec::new();
     for mut row in ranked {
         if distinct.len() == k {
-            break; // every row below scores less than these k, so it would come after them
+            break; // every row below is ranked after these k, so it would come after them
         }
         let same_name = shown.entry(bm25.name(row.row as usize)).or_default();
         match same_name.iter().find(|&&above| index.row_cosine(row.row, above) >= floor) {

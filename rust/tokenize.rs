@@ -19,6 +19,7 @@
 //! Everything is deterministic and independent of locale.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
@@ -103,12 +104,7 @@ pub fn analyze_keep_stop_words(text: &str, emit: impl FnMut(&str)) {
 fn analyze_with(text: &str, drop_stop_words: bool, mut emit: impl FnMut(&str)) {
     let mut lower = String::new();
     let mut emit_term = |raw: &str| {
-        lower.clear();
-        if raw.is_ascii() {
-            lower.extend(raw.bytes().map(|b| char::from(b.to_ascii_lowercase())));
-        } else {
-            lower.extend(raw.chars().flat_map(char::to_lowercase));
-        }
+        lower_into(raw, &mut lower);
         if !(drop_stop_words && is_stop_word(&lower)) {
             emit(&stem(&lower));
         }
@@ -123,6 +119,56 @@ fn analyze_with(text: &str, drop_stop_words: bool, mut emit: impl FnMut(&str)) {
             emit_term(word);
         }
     }
+}
+
+/// Writes `raw` lower-cased (full Unicode lower-casing) into `out`, replacing what it held.
+fn lower_into(raw: &str, out: &mut String) {
+    out.clear();
+    if raw.is_ascii() {
+        out.extend(raw.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+    } else {
+        out.extend(raw.chars().flat_map(char::to_lowercase));
+    }
+}
+
+/// The analysed terms of `text`, each once: what [`name_coverage`] looks names up in.
+pub fn term_set(text: &str) -> HashSet<String> {
+    let mut terms = HashSet::new();
+    analyze(text, |term| {
+        if !terms.contains(term) {
+            terms.insert(term.to_owned());
+        }
+    });
+    terms
+}
+
+/// The share of `name`'s words that a query holds, `query` being its [`term_set`]: each
+/// identifier part of the name that is not a stop word counts once (`get_current_weather`:
+/// three), and a word the query holds whole covers all of its parts (`github` covers `GitHub`).
+/// 0 for a name of no such part.
+pub fn name_coverage(name: &str, query: &HashSet<String>) -> f32 {
+    let (mut parts, mut covered) = (0usize, 0usize);
+    let mut lower = String::new();
+    for word in words(name) {
+        let (mut word_parts, mut word_covered) = (0usize, 0usize);
+        split_identifier(word, &mut |part| {
+            lower_into(part, &mut lower);
+            if !is_stop_word(&lower) {
+                word_parts += 1;
+                word_covered += usize::from(query.contains(stem(&lower).as_ref()));
+            }
+        });
+        lower_into(word, &mut lower);
+        if query.contains(stem(&lower).as_ref()) {
+            word_covered = word_parts;
+        }
+        parts += word_parts;
+        covered += word_covered;
+    }
+    if parts == 0 {
+        return 0.0;
+    }
+    covered as f32 / parts as f32
 }
 
 /// The analysed terms of `text`, in order, duplicates kept.
@@ -163,6 +209,23 @@ mod tests {
         let mut out = Vec::new();
         for_each_part(text, |p| out.push(p));
         out
+    }
+
+    #[test]
+    fn name_coverage_counts_the_parts_a_query_holds() {
+        let query = term_set("What's the current weather in Paris? Also check github");
+        assert_eq!(name_coverage("get_current_weather", &query), 2.0 / 3.0);
+        assert_eq!(name_coverage("getCurrentWeather", &query), 2.0 / 3.0);
+        assert_eq!(name_coverage("weather", &query), 1.0);
+        // A word held whole covers its parts; the parts alone count one by one.
+        assert_eq!(name_coverage("GitHub", &query), 1.0);
+        assert_eq!(name_coverage("GitLab", &term_set("git")), 0.5);
+        // Stems meet: "bookings" and "book".
+        assert_eq!(name_coverage("list_bookings", &term_set("book a table")), 0.5);
+        // Stop words count for neither side; a name of nothing else is covered 0.
+        assert_eq!(name_coverage("do_it", &query), 0.0);
+        assert_eq!(name_coverage("", &query), 0.0);
+        assert_eq!(name_coverage("send_email", &term_set("")), 0.0);
     }
 
     #[test]

@@ -160,7 +160,7 @@ fn gate<'i>(
     index, bm25, vector, text, *, alpha, method, top, k, threshold = None,
     flags = None, allow = None, deny = None, forced = None, rankable = None, clauses = None,
     clause_weight = 0.0, clause_texts = None, clause_fusion = 0.0, clause_k = 0, lifted = None,
-    near_copy_cosine = None, demoted = None, demote_weight = 1.0
+    near_copy_cosine = None, demoted = None, demote_weight = 1.0, name_weight = 0.0
 ))]
 #[allow(clippy::too_many_arguments)]
 fn route(
@@ -188,6 +188,7 @@ fn route(
     near_copy_cosine: Option<f32>,
     demoted: Option<PyReadonlyArray1<'_, u32>>,
     demote_weight: f32,
+    name_weight: f32,
 ) -> PyResult<PyRouteOutcome> {
     let method = parse_method(method, top, 60.0)?;
     let (index, bm25) = (&index.get().index, &bm25.get().index);
@@ -211,6 +212,7 @@ fn route(
         near_copy_cosine,
         demoted: slice(&demoted, "demoted")?.unwrap_or_default(),
         demote_weight,
+        name_weight,
     };
     let forced = slice(&forced, "forced")?.unwrap_or_default();
     let request = RouteRequest { forced, mode: RouteMode::Rank(ranking) };

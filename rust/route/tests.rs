@@ -61,6 +61,7 @@ fn request<'a>(vector: &'a [f32], text: &'a str, forced: &'a [u32]) -> RouteRequ
         near_copy_cosine: None,
         demoted: &[],
         demote_weight: 1.0,
+        name_weight: 0.0,
     };
     RouteRequest { forced, mode: RouteMode::Rank(ranking) }
 }
@@ -439,6 +440,7 @@ fn each_clause_is_ranked_as_a_route_of_its_own_would_rank_it() {
         near_copy_cosine: Some(0.95),
         demoted: &[4, 9],
         demote_weight: 0.5,
+        name_weight: 0.0,
     };
     let request = RouteRequest { forced: &forced, mode: RouteMode::Rank(base) };
     let outcome = route(&index, &bm25, &request, &gate).unwrap();
@@ -500,4 +502,36 @@ fn only_the_first_clauses_are_ranked_and_each_needs_its_text() {
     ranking(&mut req).lifted = &[60];
     let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
     assert!(err.contains("lifted row 60 is out of range"), "{err}");
+}
+
+#[test]
+fn a_row_whose_name_the_query_holds_moves_past_close_scores_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (index, bm25) = fixture(dir.path());
+    let gate = index.gate(&[0], None, None).unwrap();
+    // Dense alone (alpha 1, raw cosines): rows 0 > 3 > 1 by a little, row 2 far below.
+    let vector = [1.0, 0.9, 0.2, 0.95];
+    let mut req = request(&vector, "write the file to disk", &[]);
+    ranking(&mut req).alpha = 1.0;
+    ranking(&mut req).method = FusionMethod::div_max();
+    ranking(&mut req).k = 3;
+    let rows = |req: &RouteRequest<'_>| -> Vec<u32> {
+        let outcome = route(&index, &bm25, req, &gate).unwrap();
+        outcome.ranked.iter().map(|r| r.row).collect()
+    };
+    assert_eq!(rows(&req), [0, 3, 1], "weight 0 ranks by fused score");
+    ranking(&mut req).name_weight = 0.4;
+    // The query holds both words of write_file (0.4), more than its 0.03 gap to list_dir and
+    // the 0.26 that the place between them weighs (0.65 * (ln 3 - ln 2)); read_file holds one
+    // of its two (0.2) and keeps the head.
+    let outcome = route(&index, &bm25, &req, &gate).unwrap();
+    let ranked: Vec<u32> = outcome.ranked.iter().map(|r| r.row).collect();
+    assert_eq!(ranked, [0, 1, 3]);
+    assert!(outcome.ranked[1].fused < outcome.ranked[2].fused, "each row keeps its own score");
+    // A query holding no name word keeps the fused order.
+    ranking(&mut req).text = "nothing named here";
+    assert_eq!(rows(&req), [0, 3, 1]);
+    ranking(&mut req).name_weight = f32::NAN;
+    let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
+    assert!(err.contains("name_weight must be finite and >= 0"), "{err}");
 }

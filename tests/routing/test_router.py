@@ -386,17 +386,44 @@ def test_dense_signal_names_bad_input(router: Router, tmp_path: Path) -> None:
 def test_clause_weight_zero_or_an_embedder_without_token_states_leaves_the_cosine(
     router: Router, embedder: Embedder
 ) -> None:
-    off = Router.from_catalog(
-        router.catalog, embedder=embedder, config=RouterConfig(clause_weight=0, clause_fusion=0)
-    )
+    # Names off too: this compares the route with the fused order alone.
+    config = RouterConfig(clause_weight=0, clause_fusion=0, name_weight=0)
+    off = Router.from_catalog(router.catalog, embedder=embedder, config=config)
     counting = _CountingEmbedder(embedder)
-    plain = Router.from_catalog(router.catalog, embedder=counting, cache=None)  # type: ignore[arg-type]
+    plain = Router.from_catalog(
+        router.catalog,
+        embedder=counting,  # type: ignore[arg-type]
+        cache=None,
+        config=RouterConfig(name_weight=0),
+    )
     for other in (off, plain):
         cosine, dense, sparse = other._scores(MULTI_INTENT)
         np.testing.assert_array_equal(dense, cosine)
         routed = other.route(MULTI_INTENT, top_k=10, state=_everything(other), adaptive=False).ids
         assert routed == _fused_order(other, cosine, sparse, 10)
     assert MULTI_INTENT in counting.texts
+
+
+def test_a_tool_whose_name_the_request_holds_moves_up_past_close_scores(router: Router) -> None:
+    query = "search the news about rust"
+    on = router.route(query, top_k=8, adaptive=False)
+    off = router.with_config(replace(router.config, name_weight=0.0)).route(
+        query, top_k=8, adaptive=False
+    )
+    assert router.config.name_weight > 0, "on by default"
+    assert set(on.ids) == set(off.ids)
+    # search_files holds half its name ("search"); get_issue, scored a little higher, none.
+    assert off.ids.index("github/get_issue") < off.ids.index("filesystem/search_files")
+    assert on.ids.index("filesystem/search_files") < on.ids.index("github/get_issue")
+    # The head stays, and every tool keeps its own fused score.
+    assert on.ids[:3] == off.ids[:3]
+    assert dict(zip(on.ids, on.scores, strict=True)) == dict(zip(off.ids, off.scores, strict=True))
+
+
+@pytest.mark.parametrize("weight", [-0.1, float("nan"), float("inf"), True, "0.4"])
+def test_a_bad_name_weight_is_refused(weight: object) -> None:
+    with pytest.raises(InvalidInputError, match="name_weight must be a finite number >= 0"):
+        RouterConfig(name_weight=weight)  # type: ignore[arg-type]
 
 
 # The words of the second clause name read_file, but the blended vector leans to Slack.

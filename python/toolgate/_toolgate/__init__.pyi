@@ -438,6 +438,7 @@ def route(
     near_copy_cosine: float | None = None,
     demoted: NDArray[np.uint32] | None = None,
     demote_weight: float = 1.0,
+    name_weight: float = 0.0,
 ) -> RouteOutcome:
     """Dense scan, BM25, fusion, gating and top-k for one query, with the GIL released.
 
@@ -463,7 +464,10 @@ def route(
     that row's, is moved below the rows that are not copies and score at least half as well
     (the best ``2k`` are ranked, ``k`` kept). ``demoted`` rows (tools whose descriptions
     address the model) rank by their fused score times ``demote_weight`` (in [0, 1]); forced
-    rows stay whatever it says.
+    rows stay whatever it says. With ``name_weight`` above 0, the best ``2k`` rows are put in
+    the order of ``fused + name_weight * coverage - 0.65 * ln(1 + place)`` (coverage: the share
+    of the tool name's words that ``text`` holds; place: from 0, by fused score) before ``k``
+    are kept; each row keeps its own fused score.
     """
 
 def route_select(

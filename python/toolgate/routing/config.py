@@ -55,6 +55,9 @@ class RouterConfig:
     docs/design.md, "Clause vectors embedded on their own"). Each tool among the ranking's
     best ``k + 30`` gains ``server_weight`` times its server's cosine with the query, a
     server's vector being the mean of its tools' (0: off; :mod:`toolgate.routing.servers`).
+    The best ``2k`` ranked tools are ordered by their fused score plus ``name_weight`` times
+    the share of the tool name's words the request holds, less a little for each place down
+    (0: by fused score alone; ``order_by_name`` in ``rust/route.rs``).
     Each tool's row is its embedding less ``row_centring`` times the catalog's mean row
     (shrunk for small catalogs), made unit length again: what every tool text shares, taken
     out (0: the model's rows as they are; :mod:`toolgate.routing.centring`). Cosines, and so
@@ -98,6 +101,7 @@ class RouterConfig:
     clause_fusion: float = 0.5
     clause_slots: int = 0
     server_weight: float = 0.0
+    name_weight: float = 0.4
     clause_vectors: Literal["pooled", "embedded"] = "pooled"
     near_copy_cosine: float | None = 0.95
     precision: Literal["fp32", "int8"] = "int8"
@@ -188,6 +192,10 @@ class RouterConfig:
         if not (finite_number(self.server_weight) and self.server_weight >= 0.0):
             raise InvalidInputError(
                 f"server_weight must be a finite number >= 0, got {_shown(self.server_weight)}"
+            )
+        if not (finite_number(self.name_weight) and self.name_weight >= 0.0):
+            raise InvalidInputError(
+                f"name_weight must be a finite number >= 0, got {_shown(self.name_weight)}"
             )
         if not (finite_number(self.clause_weight) and self.clause_weight >= 0.0):
             raise InvalidInputError(

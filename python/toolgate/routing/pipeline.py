@@ -233,6 +233,7 @@ class RoutePipeline:
             lifted=learned if len(learned) else None,
             near_copy_cosine=config.near_copy_cosine,
             demoted=demoted, demote_weight=config.addressing_weight,
+            name_weight=config.name_weight,
         )  # fmt: skip
         # Each getter builds its rows anew: read once.
         forced_rows, ranked = outcome.forced, outcome.ranked
