@@ -314,6 +314,7 @@ def test_bad_feedback_is_refused(router: Router) -> None:
         (lambda r: r.forget(server=""), "forget's server= must be a non-empty string, got ''"),
         (lambda r: LearnConfig(weight=True), "weight must be a positive number, got True"),
         (lambda r: LearnConfig(floor=10**400), "floor must be in"),
+        (lambda r: LearnConfig(weight=10**5000), "weight must be a positive number, got an int"),
         (lambda r: LearnConfig(neighbours=10**30), "neighbours must be at most"),
     ],
 )

@@ -143,28 +143,28 @@ class RouterConfig:
         check_count("clause_tools", self.clause_tools, minimum=0)
         check_count("clause_slots", self.clause_slots, minimum=0)
         if not isinstance(self.adaptive, bool):
-            raise InvalidInputError(f"adaptive must be True or False, got {_shown(self.adaptive)}")
+            raise InvalidInputError(f"adaptive must be True or False, got {shown(self.adaptive)}")
         if not (finite_number(self.keep_ratio) and 0.0 <= self.keep_ratio <= 1.0):
-            raise InvalidInputError(f"keep_ratio must be in [0, 1], got {_shown(self.keep_ratio)}")
+            raise InvalidInputError(f"keep_ratio must be in [0, 1], got {shown(self.keep_ratio)}")
         self._check_no_tool()
         check_count("fusion_top", self.fusion_top, minimum=0)  # 0: min-max over every row
         check_count("history_turns", self.history_turns, minimum=0)
         floor = self.threshold
         if floor is not None and not (finite_number(floor) and -1.0 <= floor <= 1.0):
             raise InvalidInputError(
-                f"threshold must be a cosine in [-1, 1] or None, got {_shown(floor)}"
+                f"threshold must be a cosine in [-1, 1] or None, got {shown(floor)}"
             )
         if not (isinstance(self.fusion, str) and _FUSION_METHOD.fullmatch(self.fusion)):
             raise InvalidInputError(
                 'fusion must be "minmax", "divmax", "rrf" or "<dense>+<sparse>" with each side '
-                f"raw, minmax or divmax (as _toolgate.fuse takes), got {_shown(self.fusion)}"
+                f"raw, minmax or divmax (as _toolgate.fuse takes), got {shown(self.fusion)}"
             )
         if not (finite_number(self.bm25_k1) and self.bm25_k1 > 0.0):
             raise InvalidInputError(
-                f"bm25_k1 must be a finite number > 0, got {_shown(self.bm25_k1)}"
+                f"bm25_k1 must be a finite number > 0, got {shown(self.bm25_k1)}"
             )
         if not (finite_number(self.bm25_b) and 0.0 <= self.bm25_b <= 1.0):
-            raise InvalidInputError(f"bm25_b must be in [0, 1], got {_shown(self.bm25_b)}")
+            raise InvalidInputError(f"bm25_b must be in [0, 1], got {shown(self.bm25_b)}")
         weights = self.bm25_weights
         if not (
             isinstance(weights, tuple)
@@ -173,59 +173,59 @@ class RouterConfig:
         ):
             raise InvalidInputError(
                 "bm25_weights must be 4 finite numbers >= 0 (name, description, parameter "
-                f"text, server), got {_shown(weights)}"
+                f"text, server), got {shown(weights)}"
             )
         if not (finite_number(self.alpha) and 0.0 <= self.alpha <= 1.0):
-            raise InvalidInputError(f"alpha must be in [0, 1], got {_shown(self.alpha)}")
+            raise InvalidInputError(f"alpha must be in [0, 1], got {shown(self.alpha)}")
         if not (finite_number(self.history_decay) and 0.0 <= self.history_decay <= 1.0):
             raise InvalidInputError(
-                f"history_decay must be in [0, 1], got {_shown(self.history_decay)}"
+                f"history_decay must be in [0, 1], got {shown(self.history_decay)}"
             )
         if self.clause_vectors not in ("pooled", "embedded"):
             raise InvalidInputError(
-                f"clause_vectors must be 'pooled' or 'embedded', got {_shown(self.clause_vectors)}"
+                f"clause_vectors must be 'pooled' or 'embedded', got {shown(self.clause_vectors)}"
             )
         if not (finite_number(self.row_centring) and 0.0 <= self.row_centring <= 1.0):
             raise InvalidInputError(
-                f"row_centring must be in [0, 1], got {_shown(self.row_centring)}"
+                f"row_centring must be in [0, 1], got {shown(self.row_centring)}"
             )
         if not (finite_number(self.server_weight) and self.server_weight >= 0.0):
             raise InvalidInputError(
-                f"server_weight must be a finite number >= 0, got {_shown(self.server_weight)}"
+                f"server_weight must be a finite number >= 0, got {shown(self.server_weight)}"
             )
         if not (finite_number(self.name_weight) and self.name_weight >= 0.0):
             raise InvalidInputError(
-                f"name_weight must be a finite number >= 0, got {_shown(self.name_weight)}"
+                f"name_weight must be a finite number >= 0, got {shown(self.name_weight)}"
             )
         if not (finite_number(self.clause_weight) and self.clause_weight >= 0.0):
             raise InvalidInputError(
-                f"clause_weight must be a finite number >= 0, got {_shown(self.clause_weight)}"
+                f"clause_weight must be a finite number >= 0, got {shown(self.clause_weight)}"
             )
         if not (finite_number(self.clause_fusion) and self.clause_fusion >= 0.0):
             raise InvalidInputError(
-                f"clause_fusion must be a finite number >= 0, got {_shown(self.clause_fusion)}"
+                f"clause_fusion must be a finite number >= 0, got {shown(self.clause_fusion)}"
             )
         if not (finite_number(self.addressing_weight) and 0.0 <= self.addressing_weight <= 1.0):
             raise InvalidInputError(
-                f"addressing_weight must be in [0, 1], got {_shown(self.addressing_weight)}"
+                f"addressing_weight must be in [0, 1], got {shown(self.addressing_weight)}"
             )
         lookalike = self.lookalike_cosine
         if lookalike is not None and not (finite_number(lookalike) and -1.0 <= lookalike <= 1.0):
             raise InvalidInputError(
-                f"lookalike_cosine must be a cosine in [-1, 1] or None, got {_shown(lookalike)}"
+                f"lookalike_cosine must be a cosine in [-1, 1] or None, got {shown(lookalike)}"
             )
         copies = self.near_copy_cosine
         if copies is not None and not (finite_number(copies) and 0.0 < copies <= 1.0):
             raise InvalidInputError(
-                f"near_copy_cosine must be a cosine in (0, 1] or None, got {_shown(copies)}"
+                f"near_copy_cosine must be a cosine in (0, 1] or None, got {shown(copies)}"
             )
         if not (isinstance(self.precision, str) and self.precision in ("fp32", "int8")):
             raise InvalidInputError(
-                f"precision must be 'fp32' or 'int8', got {_shown(self.precision)}"
+                f"precision must be 'fp32' or 'int8', got {shown(self.precision)}"
             )
         if not (isinstance(self.index_dtype, str) and self.index_dtype in ("f32", "int8", "bf16")):
             raise InvalidInputError(
-                f"index_dtype must be 'f32', 'int8' or 'bf16', got {_shown(self.index_dtype)}"
+                f"index_dtype must be 'f32', 'int8' or 'bf16', got {shown(self.index_dtype)}"
             )
 
     def _check_no_tool(self) -> None:
@@ -237,16 +237,16 @@ class RouterConfig:
         ):
             raise InvalidInputError(
                 f"no_tool_weights must be {NO_TOOL_FEATURES + 1} finite numbers (a bias, then "
-                f"one weight per feature), got {_shown(weights)}"
+                f"one weight per feature), got {shown(weights)}"
             )
         cut = self.no_tool_threshold
         if cut is not None and not (finite_number(cut) and 0.0 <= cut <= 1.0):
             raise InvalidInputError(
-                f"no_tool_threshold must be in [0, 1] or None, got {_shown(cut)}"
+                f"no_tool_threshold must be in [0, 1] or None, got {shown(cut)}"
             )
         if not isinstance(self.no_tool_drop, bool):
             raise InvalidInputError(
-                f"no_tool_drop must be True or False, got {_shown(self.no_tool_drop)}"
+                f"no_tool_drop must be True or False, got {shown(self.no_tool_drop)}"
             )
 
 
@@ -273,12 +273,12 @@ def check_count(name: str, value: object, *, minimum: int) -> None:
     """Raise :class:`InvalidInputError` unless ``value`` is an integer from ``minimum`` to
     :data:`MAX_COUNT`."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {_shown(value)}")
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {shown(value)}")
     if value > MAX_COUNT:
-        raise InvalidInputError(f"{name} must be at most {MAX_COUNT:,}, got {_shown(value)}")
+        raise InvalidInputError(f"{name} must be at most {MAX_COUNT:,}, got {shown(value)}")
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
     """``repr(value)`` for a message: cut short, and never raising (``repr`` of an integer of
     more than 4,300 digits does)."""
     if isinstance(value, int) and value.bit_length() > 64:

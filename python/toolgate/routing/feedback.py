@@ -44,7 +44,7 @@ from toolgate import _toolgate
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError
 from toolgate.routing.co_use import CoUse
-from toolgate.routing.config import check_count, finite_number
+from toolgate.routing.config import check_count, finite_number, shown
 from toolgate.routing.learned_store import LearnedStore, open_store, query_key
 from toolgate.routing.rows import tool_list
 
@@ -81,12 +81,12 @@ class LearnConfig:
         for name in ("max_weight", "rate_per_tool", "weight", "saturation"):
             value = getattr(self, name)
             if not (finite_number(value) and value > 0):
-                raise InvalidInputError(f"{name} must be a positive number, got {value!r}")
+                raise InvalidInputError(f"{name} must be a positive number, got {shown(value)}")
         value = self.co_use_weight
         if not (finite_number(value) and value >= 0):
-            raise InvalidInputError(f"co_use_weight must be a number >= 0, got {value!r}")
+            raise InvalidInputError(f"co_use_weight must be a number >= 0, got {shown(value)}")
         if not (finite_number(self.floor) and -1.0 <= self.floor < 1.0):
-            raise InvalidInputError(f"floor must be in [-1, 1), got {self.floor!r}")
+            raise InvalidInputError(f"floor must be in [-1, 1), got {shown(self.floor)}")
 
 
 class LearnedMemory:
@@ -371,7 +371,7 @@ def _check_forget_target(tool: object, server: object) -> None:
         raise InvalidInputError("forget takes one of tool= or server=")
     name, value = ("tool", tool) if tool is not None else ("server", server)
     if not isinstance(value, str) or not value:
-        raise InvalidInputError(f"forget's {name}= must be a non-empty string, got {value!r}")
+        raise InvalidInputError(f"forget's {name}= must be a non-empty string, got {shown(value)}")
 
 
 class LiftedRow(NamedTuple):
