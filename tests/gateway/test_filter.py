@@ -360,6 +360,31 @@ def test_bad_requests_are_named(gate: ToolFilter, request_: Any, match: str) -> 
         gate.filter(request_)
 
 
+def test_a_schema_nested_past_the_limit_is_a_bad_tool_named(gate: ToolFilter) -> None:
+    """Nested far past any real schema (and the interpreter's recursion limit for a walk
+    that recursed): the array gets no cache key, and the catalog names the tool."""
+    deep: dict[str, Any] = {}
+    for _ in range(300):
+        deep = {"type": "object", "properties": {"a": deep}}
+    tools = [*chat_tools(), {"type": "function", "function": {"name": "deep", "parameters": deep}}]
+    with pytest.raises(CatalogError, match=r"tools\[8\] default/deep: .*nesting deeper than 64"):
+        gate.filter({**chat_request(), "tools": tools})
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"include": 5}, "include must be a list of tool ids or names, got int"),
+        ({"allow": 5}, "allow/deny must be a list of patterns, got 5"),
+        ({"deny": None, "allow": 3.5}, "allow/deny must be a list of patterns, got 3.5"),
+        ({"wait": "no"}, "wait must be True or False, got a str"),
+    ],
+)
+def test_bad_options_are_named(gate: ToolFilter, options: dict[str, Any], match: str) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        gate.filter(chat_request(), **options)
+
+
 @pytest.mark.parametrize("value", [0, -1, 1.5, True])
 def test_max_catalogs_must_be_a_positive_integer(value: Any) -> None:
     with pytest.raises(InvalidInputError, match="max_catalogs must be an integer >= 1"):

@@ -219,6 +219,8 @@ class ToolFilter:
             raise InvalidInputError(f"request must be a JSON object, got {type(request).__name__}")
         if budget is not None and not isinstance(budget, Budget):
             raise InvalidInputError(f"budget must be a Budget, got {type(budget).__name__}")
+        if not isinstance(wait, bool):
+            raise InvalidInputError(f"wait must be True or False, got a {type(wait).__name__}")
         key, provider = request_shape(request)
         messages = messages_of(request, key)
         off, forced = read_tool_choice(request)
@@ -420,8 +422,11 @@ def _learn(routed: IndexedTools, result: RouteResult, verdict: Verdict) -> None:
 
 
 def _listed(patterns: Iterable[str] | None) -> Any:
-    """``patterns`` as a list, so it can be read twice; a string stays (it is refused)."""
-    return patterns if patterns is None or isinstance(patterns, str) else list(patterns)
+    """``patterns`` as a list, so it can be read twice; a string or anything else that is no
+    list stays as it is, for the router to refuse by name."""
+    if isinstance(patterns, (str, bytes, Mapping)) or not isinstance(patterns, Iterable):
+        return patterns
+    return list(patterns)
 
 
 def _unrouted() -> RouteResult:

@@ -30,6 +30,7 @@ from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.embedding.model_files import exclusive_lock
 from toolgate.errors import CatalogWarning, IndexFormatError, InvalidToolsError, StorageError
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
+from toolgate.json_limits import MAX_DEPTH
 from toolgate.lazy import Lazy
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.learned_store import LearnedStore
@@ -323,17 +324,20 @@ def _key_bytes(source: Any) -> bytes | None:
             return None
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, depth: int = 0) -> Any:
     """``value`` with mappings as dicts, sequences as lists and subclasses of ``str``, ``int``
     and ``float`` (a ``str`` enum from a model dump) as those types, which is how JSON
-    writes them; ValueError past JSON's types."""
+    writes them; ValueError past JSON's types, or nested past ``MAX_DEPTH`` (which no tool
+    passes: the catalog refuses it, by name, once the array gets no key here)."""
     if value is None or type(value) in (str, bool, int, float):
         return value
     for plain in (str, bool, int, float):
         if isinstance(value, plain):
             return plain.__str__(value) if plain is str else plain(value)
+    if depth >= MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, Mapping):
-        return {_plain(key): _plain(item) for key, item in value.items()}
+        return {_plain(key, depth + 1): _plain(item, depth + 1) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
+        return [_plain(item, depth + 1) for item in value]
     raise ValueError(f"no JSON form for {type(value).__name__}")
