@@ -54,8 +54,16 @@ SCALE = (1_000, 2_500, 5_000, 10_000)
 SCALE_QUERIES = 40
 SCALE_METHODS = ("B3 simple retrieval", "Tool Attention", "toolgate default")
 PROVIDERS = ("openai", "anthropic", "gemini", "mcp")
-#: B3 and Tool Attention rank by the model's cosine alone (rows as embedded), top k as ranked.
-COSINE_ONLY = RouterConfig(alpha=1.0, row_centring=0.0, near_copy_cosine=None, adaptive=False)
+#: B3 and Tool Attention rank by the model's cosine alone (rows as embedded), top k as ranked:
+#: none of toolgate's own steps (centring, near copies, name words, "no tool needed").
+COSINE_ONLY = RouterConfig(
+    alpha=1.0,
+    row_centring=0.0,
+    near_copy_cosine=None,
+    name_weight=0.0,
+    adaptive=False,
+    no_tool_threshold=None,
+)
 COMPACTION_CATALOGS = (
     ("GitHub MCP server", DATA / "catalogs" / "github-mcp-server.tools-list.json"),
     ("mcpm registry", DATA / "catalogs" / "mcpm-registry.jsonl"),

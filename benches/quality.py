@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,13 @@ from toolgate.routing.router import Router, RouterConfig
 
 SEED = 42
 TOP_K = 10
+#: The signals alone are the ranking by one signal and nothing else of toolgate's.
+_ALONE = RouterConfig(
+    threshold=None, near_copy_cosine=None, name_weight=0.0, adaptive=False, no_tool_threshold=None
+)
 CONFIGS = {
-    "BM25 alone": RouterConfig(alpha=0.0, threshold=None, near_copy_cosine=None, adaptive=False),
-    "dense alone": RouterConfig(
-        alpha=1.0, row_centring=0.0, threshold=None, near_copy_cosine=None, adaptive=False
-    ),
+    "BM25 alone": replace(_ALONE, alpha=0.0),
+    "dense alone": replace(_ALONE, alpha=1.0, row_centring=0.0),
     "toolgate default": RouterConfig(),
 }
 THRESHOLDS = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)

@@ -9,16 +9,18 @@ from typing import Any
 
 import pytest
 from benches import front, mcp_tasks, report, tokens
-from benches.quality import eval_sets, sample
+from benches.quality import CONFIGS, eval_sets, sample
 from benches.tables import markdown
 from benches.testbed import SERVERS, table2_tasks, table2_tools, topup_tools
 
 from tests.shared_data import DATA, require
 from toolgate.catalog.catalog import Catalog
+from toolgate.cli.commands import demo_catalog
 from toolgate.evaluation.evaluate import LabelledQuery
 from toolgate.formats.compact import compact_schema, is_strict
 from toolgate.formats.tokens import encoding
 from toolgate.promotion.promote import promote_tools
+from toolgate.routing.router import Router, RouterConfig
 
 EVAL_ROOT = DATA / "eval"
 
@@ -411,3 +413,23 @@ def test_the_threshold_sweep_router_evaluates(catalog: Catalog) -> None:
     low = evaluate(_WithThreshold(router, -1.0), queries, top_k=2)
     high = evaluate(_WithThreshold(router, 1.01), queries, top_k=2)
     assert (low["recall@10"], high["recall@10"]) == (1.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("config", "signal"),
+    [(front.COSINE_ONLY, 0), (CONFIGS["dense alone"], 0), (CONFIGS["BM25 alone"], 1)],
+    ids=["B3", "dense-alone", "bm25-alone"],
+)
+def test_the_baselines_rank_by_their_signal_and_nothing_else(
+    config: RouterConfig, signal: int
+) -> None:
+    """B3 and the signals alone are what the tables compare toolgate with: none of toolgate's
+    own steps (centring, name words, "no tool needed", ...) may reorder or empty them. On the
+    demo catalog, name words reorder the first query's tools and "hi" needs no tool."""
+    router = Router.from_catalog(demo_catalog(), config=config, cache=None)
+    ids = list(router.catalog.ids)
+    for query in ["search the news about rust", "hi", "read the config file from disk"]:
+        scores = router.signals(query)[signal]
+        routed = [scores[ids.index(tool)] for tool in router.route(query, top_k=5).ids]
+        assert len(routed) == 5
+        assert routed == sorted(routed, reverse=True)
