@@ -6,26 +6,36 @@ in ``rust/route.rs``). For each workload of :func:`benches.centring.workloads` (
 sets, up to ``--n`` sampled queries each, and the multi-turn fixtures whole) this prints
 ``toolgate eval``'s recall@10, complete@5, complete@10, nDCG@10 and complete@default at each
 weight of :data:`WEIGHTS`, on one index per workload. ``--whole-registry`` routes the MCP
-tasks over every tool of the Docker registry instead (4,993 tools of 250 servers)::
+tasks over every tool of the Docker registry instead (4,993 tools of 250 servers).
+``--speed`` times ``Router.route`` at N = 10,000 (the catalog and queries of
+:mod:`benches.route_speed`) at 0 and the default, interleaved query by query, each query's
+embedding memoised first: what is left is the core and selection, where the order is made::
 
     .venv/bin/python -m benches.name_words [--n 800]
     .venv/bin/python -m benches.name_words --whole-registry
+    .venv/bin/python -m benches.name_words --speed
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import tempfile
+import time
 from dataclasses import replace
 from typing import Any
 
 from benches import mcp_tasks
+from benches.bench_route import TopUpEmbedder, query_pool, real_tools, scale_catalog
 from benches.centring import COLUMNS as CENTRING_COLUMNS
 from benches.centring import workloads
 from benches.quality import quality_rows
+from benches.route_speed import FRESH, N
 from benches.tables import markdown
 from toolgate.catalog.catalog import Catalog
+from toolgate.embedding.embedder import Embedder
 from toolgate.evaluation.evaluate import LabelledQuery
-from toolgate.routing.router import Router
+from toolgate.routing.router import Router, RouterConfig
 
 WEIGHTS = (0.0, 0.2, 0.4, 0.6)
 COLUMNS = tuple("name_weight" if c == "row_centring" else c for c in CENTRING_COLUMNS)
@@ -38,13 +48,42 @@ def by_weight(label: str, catalog: Catalog, queries: list[LabelledQuery]) -> lis
     return quality_rows(label, routers, queries, key="name_weight")
 
 
+def speed(rounds: int = 5) -> str:
+    """p50 and p90 milliseconds of a route at N = 10,000 by weight, embeddings memoised."""
+    real, queries = real_tools(), query_pool()[:FRESH]
+    with tempfile.TemporaryDirectory(prefix="toolgate-name-words-") as workdir:
+        catalog = scale_catalog(N, real)
+        Router.from_catalog(catalog, embedder=TopUpEmbedder(), cache=False, path=workdir)  # type: ignore[arg-type]
+        base = Router.open(workdir, embedder=Embedder(precision="int8", progress=False))
+        weights = (0.0, RouterConfig().name_weight)
+        routers = [(w, base.with_config(replace(base.config, name_weight=w))) for w in weights]
+        for text in queries:
+            base.route(text)  # the embedding, memoised for every view of the router
+        times: dict[float, list[float]] = {w: [] for w in weights}
+        for _ in range(rounds):
+            for turn, text in enumerate(queries):
+                for weight, router in routers[turn % 2 :] + routers[: turn % 2]:
+                    start = time.perf_counter()
+                    router.route(text)
+                    times[weight].append((time.perf_counter() - start) * 1000)
+    return "\n".join(
+        f"name_weight {w}: p50 {statistics.median(t):.3f} ms, "
+        f"p90 {statistics.quantiles(t, n=10)[-1]:.3f} ms ({len(t)} routes)"
+        for w, t in times.items()
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=800, help="queries sampled per labelled set")
     parser.add_argument(
         "--whole-registry", action="store_true", help="the MCP tasks over the whole registry"
     )
+    parser.add_argument("--speed", action="store_true", help="route time at N = 10,000")
     args = parser.parse_args(argv)
+    if args.speed:
+        print(speed())
+        return 0
     if args.whole_registry:
         catalog, queries = mcp_tasks.whole_registry()
         rows = by_weight(f"MCP tasks over the registry ({len(catalog):,} tools)", catalog, queries)
