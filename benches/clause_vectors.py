@@ -23,7 +23,6 @@ the two interleaved query by query::
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -33,7 +32,7 @@ from typing import Any
 from benches.bench_route import TopUpEmbedder, query_pool, real_tools, scale_catalog
 from benches.front import labelled_sets
 from benches.quality import sample
-from benches.route_speed import FRESH, N
+from benches.route_speed import FRESH, N, interleaved_ms, percentiles
 from benches.tables import markdown
 from toolgate.catalog.catalog import Catalog
 from toolgate.embedding.embedder import Embedder
@@ -98,17 +97,8 @@ def speed() -> str:
             ).with_config(CONFIGS[label])
             for label in ("pooled (default)", "embedded")
         }
-        times: dict[str, list[float]] = {label: [] for label in routers}
-        for turn, text in enumerate(queries[:FRESH]):  # a query's vectors are memoised
-            order = list(routers.items())
-            for label, router in order[turn % 2 :] + order[: turn % 2]:
-                start = time.perf_counter()
-                router.route(text)
-                times[label].append((time.perf_counter() - start) * 1e3)
-    return "\n".join(
-        f"{label}: p50 {statistics.median(ms):.2f} ms, p90 {statistics.quantiles(ms, n=10)[-1]:.2f}"
-        for label, ms in times.items()
-    )
+        # A query's vectors are memoised: each is routed once, every route embeds it.
+        return percentiles(interleaved_ms(routers, queries[:FRESH]))
 
 
 def main(argv: list[str] | None = None) -> int:

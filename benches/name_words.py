@@ -19,9 +19,7 @@ embedding memoised first: what is left is the core and selection, where the orde
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -30,7 +28,7 @@ from benches.bench_route import TopUpEmbedder, query_pool, real_tools, scale_cat
 from benches.centring import COLUMNS as CENTRING_COLUMNS
 from benches.centring import workloads
 from benches.quality import quality_rows
-from benches.route_speed import FRESH, N
+from benches.route_speed import FRESH, N, interleaved_ms, percentiles
 from benches.tables import markdown
 from toolgate.catalog.catalog import Catalog
 from toolgate.embedding.embedder import Embedder
@@ -56,21 +54,10 @@ def speed(rounds: int = 5) -> str:
         Router.from_catalog(catalog, embedder=TopUpEmbedder(), cache=False, path=workdir)  # type: ignore[arg-type]
         base = Router.open(workdir, embedder=Embedder(precision="int8", progress=False))
         weights = (0.0, RouterConfig().name_weight)
-        routers = [(w, base.with_config(replace(base.config, name_weight=w))) for w in weights]
+        routers = {w: base.with_config(replace(base.config, name_weight=w)) for w in weights}
         for text in queries:
             base.route(text)  # the embedding, memoised for every view of the router
-        times: dict[float, list[float]] = {w: [] for w in weights}
-        for _ in range(rounds):
-            for turn, text in enumerate(queries):
-                for weight, router in routers[turn % 2 :] + routers[: turn % 2]:
-                    start = time.perf_counter()
-                    router.route(text)
-                    times[weight].append((time.perf_counter() - start) * 1000)
-    return "\n".join(
-        f"name_weight {w}: p50 {statistics.median(t):.3f} ms, "
-        f"p90 {statistics.quantiles(t, n=10)[-1]:.3f} ms ({len(t)} routes)"
-        for w, t in times.items()
-    )
+        return percentiles(interleaved_ms(routers, queries, rounds), "name_weight ")
 
 
 def main(argv: list[str] | None = None) -> int:

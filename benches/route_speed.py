@@ -30,8 +30,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -129,6 +131,31 @@ def timed(call: Callable[[], object]) -> tuple[object, float]:
     start = time.perf_counter()
     out = call()
     return out, (time.perf_counter() - start) * 1e3
+
+
+def interleaved_ms(
+    routers: Mapping[Any, Router], texts: Sequence[str], rounds: int = 1
+) -> dict[Any, list[float]]:
+    """Milliseconds of each router's ``route`` for each of ``texts`` (``rounds`` times over),
+    which router goes first turning with each text, so load on the machine and cold caches
+    fall on all alike."""
+    order = list(routers.items())
+    times: dict[Any, list[float]] = {key: [] for key in routers}
+    for _ in range(rounds):
+        for turn, text in enumerate(texts):
+            at = turn % len(order)
+            for key, router in order[at:] + order[:at]:
+                times[key].append(timed(partial(router.route, text))[1])
+    return times
+
+
+def percentiles(times: Mapping[Any, Sequence[float]], label: str = "") -> str:
+    """One line per key of ``times``: its p50 and p90 milliseconds and how many routes."""
+    return "\n".join(
+        f"{label}{key}: p50 {statistics.median(ms):.3f} ms, "
+        f"p90 {statistics.quantiles(ms, n=10)[-1]:.3f} ms ({len(ms)} routes)"
+        for key, ms in times.items()
+    )
 
 
 def run_methods(
