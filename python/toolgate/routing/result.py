@@ -17,15 +17,16 @@ class RoutedTool:
     ``dense`` is the whole-query cosine the core ranked with, at the index's storage precision
     (int8 by default: within the quantisation error of the f32 cosine; routing does not
     re-score in f32 as ``Index.search`` does); ``bm25`` is the BM25 score.
-    ``reason`` is ``"ranked"`` (by fused score), ``"clause"`` (among the best for one clause of
-    a multi-intent query, which the whole query ranked lower), ``"named"`` (named verbatim in
-    the query), ``"selected"`` (a ``select:`` query), ``"included"`` (the caller's ``include``
-    list), ``"pinned"`` (always included), ``"learned"`` (lifted by requests like this one that
-    it served) or ``"co-used"`` (lifted as used together with one of the best tools; see
-    :mod:`toolgate.routing.feedback`). ``copy_of`` is the id of a tool placed above that this
-    ranked one nearly copies (the same name, nearly the same row:
-    ``RouterConfig.near_copy_cosine``): it was moved below the different tools that score at
-    least half as well.
+    ``reason`` is ``"ranked"`` (by fused score, or past a close score for the request holding
+    its name's words, ``RouterConfig.name_weight``: ``score`` need not fall down the list),
+    ``"clause"`` (among the best for one clause of a multi-intent query, which the whole query
+    ranked lower), ``"named"`` (named verbatim in the query), ``"selected"`` (a ``select:``
+    query), ``"included"`` (the caller's ``include`` list), ``"pinned"`` (always included),
+    ``"learned"`` (lifted by requests like this one that it served) or ``"co-used"`` (lifted
+    as used together with one of the best tools; see :mod:`toolgate.routing.feedback`).
+    ``copy_of`` is the id of a tool placed above that this ranked one nearly copies (the same
+    name, nearly the same row: ``RouterConfig.near_copy_cosine``): it was moved below the
+    different tools that score at least half as well.
     """
 
     id: str
