@@ -135,6 +135,9 @@ def test_calibrate_fits_selection_and_saves_the_router(
     # The router's own row centring first, then the others tried; the saved one is fitted.
     assert [p["row_centring"] for p in report["centring_curve"]] == [0.5, 0.0, 0.75]
     assert saved.row_centring == fitted["row_centring"]
+    # The name weight likewise, the router's own (0.4) first.
+    assert [p["name_weight"] for p in report["name_curve"]] == [0.4, 0.0, 0.6]
+    assert saved.name_weight == fitted["name_weight"]
     (tmp_path / "file").write_text("")
     assert main([*argv, "--save", str(tmp_path / "file")]) == 2
     assert "exists and is not a directory" in capsys.readouterr().err

@@ -18,6 +18,8 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
+from toolgate.evaluation.calibrate import fit_name_weight
+from toolgate.evaluation.evaluate import LabelledQuery
 from toolgate.routing.router import Router, RouterConfig, default_embedder
 from toolgate.telemetry.events import RouteEvent
 
@@ -418,6 +420,20 @@ def test_a_tool_whose_name_the_request_holds_moves_up_past_close_scores(router: 
     # The head stays, and every tool keeps its own fused score.
     assert on.ids[:3] == off.ids[:3]
     assert dict(zip(on.ids, on.scores, strict=True)) == dict(zip(off.ids, off.scores, strict=True))
+
+
+def test_calibrate_takes_another_name_weight_only_where_it_ranks_better(router: Router) -> None:
+    off = router.with_config(replace(router.config, name_weight=0.0))
+    # search_files holds half its name; at 0 the fused order puts it fifth.
+    named = [LabelledQuery("1", "search the news about rust", ("filesystem/search_files",))]
+    weight, points = fit_name_weight(off, named, top_k=5)
+    assert [p.name_weight for p in points] == [0.0, 0.4, 0.6]
+    assert weight > 0
+    chosen = next(p for p in points if p.name_weight == weight)
+    assert chosen.ndcg >= points[0].ndcg + 0.005
+    # Where the weights rank alike, the router's own stays.
+    plain = [LabelledQuery("2", "what is the weather in Lisbon", ("weather/get_current_weather",))]
+    assert fit_name_weight(router, plain, top_k=5)[0] == router.config.name_weight
 
 
 @pytest.mark.parametrize("weight", [-0.1, float("nan"), float("inf"), True, "0.4"])

@@ -18,6 +18,11 @@ fitted next: of :data:`SERVER_WEIGHTS`, the one with the best nDCG at ``top_k`` 
 with gold, kept only when it beats no server signal by :data:`SERVER_MARGIN` (it helps
 catalogs of real servers and costs those whose "servers" are loose groupings).
 
+Then ``name_weight`` (the share of a tool name's words the request holds, in the order of the
+ranking's head): of :data:`NAME_WEIGHTS` and the router's own weight, the one with the best
+nDCG at ``top_k``, taken only when it beats the router's own by :data:`NAME_MARGIN` (catalogs
+whose names are their topic, and multi-tool requests, gain from more).
+
 Then adaptive selection (:mod:`toolgate.routing.selection`) is fitted under the fitted
 ranking: of ``min_tools`` x ``keep_ratio``, the point that sends the fewest schema tokens
 while keeping completeness (every gold tool shown) within ``tolerance`` of what the plain top
@@ -48,10 +53,12 @@ __all__ = [
     "CalibrationPoint",
     "CalibrationReport",
     "CentringPoint",
+    "NamePoint",
     "SelectionPoint",
     "ServerPoint",
     "calibrate",
     "check_fittable",
+    "fit_name_weight",
     "fit_no_tool",
     "fit_row_centring",
     "fit_selection",
@@ -68,6 +75,10 @@ TOLERANCE = 0.05
 SERVER_WEIGHTS = (0.0, 0.2, 0.35)
 #: What a server weight must add to nDCG at ``top_k`` over none to be kept: less is noise.
 SERVER_MARGIN = 0.005
+#: The name weights tried beside the router's own, which is the reference.
+NAME_WEIGHTS = (0.0, 0.4, 0.6)
+#: What another name weight must add to nDCG at ``top_k`` over the router's own to be taken.
+NAME_MARGIN = 0.005
 #: The row centring shares tried beside the router's own, which is the reference.
 ROW_CENTRINGS = (0.0, 0.5, 0.75)
 #: What another share must add to nDCG at ``top_k`` over the router's own to be taken.
@@ -103,6 +114,16 @@ class ServerPoint:
     ``top_k``."""
 
     server_weight: float
+    ndcg: float
+    complete: float
+
+
+@dataclass(frozen=True)
+class NamePoint:
+    """How one ``name_weight`` ranks the labelled queries: nDCG and the share complete at
+    ``top_k``."""
+
+    name_weight: float
     ndcg: float
     complete: float
 
@@ -144,6 +165,7 @@ class CalibrationReport:
     no_tool: NoToolPoint | None = None
     server_curve: tuple[ServerPoint, ...] = field(default=())
     centring_curve: tuple[CentringPoint, ...] = field(default=())
+    name_curve: tuple[NamePoint, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: best point, fitted values and the curves."""
@@ -155,6 +177,7 @@ class CalibrationReport:
             "no_tool_threshold": self.config.no_tool_threshold,
             "server_weight": self.config.server_weight,
             "row_centring": self.config.row_centring,
+            "name_weight": self.config.name_weight,
         }
         return {
             "queries": self.queries,
@@ -168,6 +191,7 @@ class CalibrationReport:
             "no_tool": asdict(self.no_tool) if self.no_tool else None,
             "server_curve": [asdict(point) for point in self.server_curve],
             "centring_curve": [asdict(point) for point in self.centring_curve],
+            "name_curve": [asdict(point) for point in self.name_curve],
         }
 
 
@@ -202,7 +226,8 @@ def calibrate(
     """With ``centring``, fit the row centring first (:func:`fit_row_centring`; the report's
     ``config`` then names the share, and a saved router must be ``router.recentred`` to it);
     sweep ``alphas`` x ``thresholds`` over ``queries`` and return the F1-best point; then
-    fit the server weight under it (:func:`fit_server_weight`); with
+    fit the server weight under it (:func:`fit_server_weight`), then the name weight
+    (:func:`fit_name_weight`); with
     ``selection``, then fit adaptive selection under both (:func:`fit_selection`); with
     ``false_rejections``, then the "no tool needed" threshold (:func:`fit_no_tool`).
 
@@ -238,9 +263,13 @@ def calibrate(
         router.with_config(config), queries, top_k=k, progress=progress
     )
     config = replace(config, server_weight=weight)
+    view = router.with_config(config)
+    weight, name_curve = fit_name_weight(view, queries, top_k=k, progress=progress)
+    config = replace(config, name_weight=weight)
     report = CalibrationReport(
-        best, curve, len(queries), k, config, server_curve=servers, centring_curve=centring_curve
-    )
+        best, curve, len(queries), k, config, server_curve=servers, centring_curve=centring_curve,
+        name_curve=name_curve,
+    )  # fmt: skip
     if selection:
         fitted = fit_selection(
             router.with_config(config), queries, top_k=k, tolerance=tolerance, progress=progress
@@ -318,14 +347,47 @@ def fit_server_weight(
         raise InvalidInputError(f"weights must hold 0 (no server signal), got {list(weights)}")
     if len({tool.server for tool in router.catalog}) < 2:
         return 0.0, ()
-    check_fittable(queries)
-    relevant = [item for item in queries if item.gold]
-    views = {w: router.with_config(replace(router.config, server_weight=w)) for w in weights}
-    measured = _rankings(views, relevant, top_k, progress, "fitting servers")
+    measured = _by_setting(router, queries, "server_weight", weights, top_k, progress)
     points = tuple(ServerPoint(w, *figures) for w, figures in measured.items())
     none = next(p for p in points if p.server_weight == 0.0)
     best = max(points, key=lambda p: (p.ndcg, -p.server_weight))
     return (best.server_weight if best.ndcg >= none.ndcg + margin else 0.0), points
+
+
+def fit_name_weight(
+    router: Router,
+    queries: Sequence[LabelledQuery],
+    *,
+    top_k: int,
+    weights: Sequence[float] = NAME_WEIGHTS,
+    margin: float = NAME_MARGIN,
+    progress: bool = False,
+) -> tuple[float, tuple[NamePoint, ...]]:
+    """Of the router's own ``name_weight`` and ``weights``, the one with the best nDCG at
+    ``top_k`` on ``queries`` (those with gold): the router's own unless another beats it by
+    ``margin``; and every point measured, its own first."""
+    own = router.config.name_weight
+    tried = list(dict.fromkeys([own, *weights]))
+    measured = _by_setting(router, queries, "name_weight", tried, top_k, progress)
+    points = tuple(NamePoint(w, *figures) for w, figures in measured.items())
+    best = max(points, key=lambda p: (p.ndcg, p.name_weight == own))
+    return (best.name_weight if best.ndcg >= points[0].ndcg + margin else own), points
+
+
+def _by_setting(
+    router: Router,
+    queries: Sequence[LabelledQuery],
+    setting: str,
+    values: Sequence[float],
+    top_k: int,
+    progress: bool,
+) -> dict[float, tuple[float, float]]:
+    """:func:`_rankings` of ``router`` under each of ``values`` of the ranking setting
+    ``setting`` (the same index: ``Router.with_config``), over the queries with gold."""
+    check_fittable(queries)
+    relevant = [item for item in queries if item.gold]
+    views = {v: router.with_config(router.config.with_settings({setting: v})) for v in values}
+    return _rankings(views, relevant, top_k, progress, f"fitting {setting}")
 
 
 def fit_row_centring(
