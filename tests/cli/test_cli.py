@@ -12,6 +12,7 @@ import pytest
 from tests.shared_data import DATA, require
 from toolgate import Router
 from toolgate.cli.parser import main
+from toolgate.routing.config import RouterConfig
 
 EVAL_KEYS = {
     "queries",
@@ -85,6 +86,25 @@ def test_eval_on_shared_bfcl_subset(capsys: pytest.CaptureFixture[str]) -> None:
     assert "invalid JSON Schema" in capsys.readouterr().err
 
 
+def test_a_calibrated_router_ranks_about_as_well_as_the_default(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """calibrate fits a floor and a selection that trade tokens for completeness, not a worse
+    ranking: on MetaTool multi-tool its F1 sweep alone once chose BM25 alone (alpha 0) and a
+    floor that cut recall@10 from 0.87 to 0.54."""
+    metatool = DATA / "eval" / "metatool"
+    require(metatool)
+    tools, queries = str(metatool / "tools.jsonl"), str(metatool / "queries-multi-tool.jsonl")
+    head = ["--tools", tools, "--queries", queries, "--limit", "200", "--json"]
+    out = tmp_path / "fitted"
+    fitted = run_json(capsys, "calibrate", *head, "--save", str(out))
+    assert fitted["config"]["alpha"] == RouterConfig().alpha
+    default = run_json(capsys, "eval", *head)
+    calibrated = run_json(capsys, "eval", "--index", str(out), *head[2:])
+    assert calibrated["ndcg@10"] >= default["ndcg@10"] - 0.02
+    assert calibrated["recall@10"] >= default["recall@10"] - 0.03
+
+
 def test_index_then_route_from_the_saved_directory(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -103,9 +123,24 @@ def test_calibrate_reports_a_curve(
     report = run_json(
         capsys, "calibrate", "--tools", str(tools), "--queries", str(queries), "--json"
     )
-    assert len(report["curve"]) == 11 * 21
+    # The router's own alpha (0.65) and 0.0 ... 1.0, each at 21 thresholds.
+    assert len(report["curve"]) == 12 * 21
+    # alpha by how it orders the tools: the router's own unless another adds 0.005 nDCG.
+    alphas = report["alpha_curve"]
+    assert [p["alpha"] for p in alphas][:2] == [0.65, 0.0]
+    fitted = report["config"]["alpha"]
+    chosen = next(p for p in alphas if p["alpha"] == fitted)
+    assert fitted == 0.65 or chosen["ndcg"] >= alphas[0]["ndcg"] + 0.005
+    assert chosen["ndcg"] == max(p["ndcg"] for p in alphas) or fitted == 0.65
+    # The threshold is the F1-best at that alpha of those keeping recall within 0.01 of the
+    # lowest threshold's.
     best = report["best"]
-    assert best["f1"] == max(point["f1"] for point in report["curve"])
+    assert best["alpha"] == fitted
+    at_alpha = [p for p in report["curve"] if p["alpha"] == fitted]
+    lowest = min(at_alpha, key=lambda p: p["threshold"])
+    kept = [p for p in at_alpha if p["recall"] >= lowest["recall"] - 0.01]
+    assert best["f1"] == max(p["f1"] for p in kept)
+    assert best["recall"] >= lowest["recall"] - 0.01
     assert report["config"]["threshold"] == best["threshold"]
 
 

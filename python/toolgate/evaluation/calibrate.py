@@ -1,11 +1,19 @@
 """Fit the router's threshold, fusion weight and selection on labelled queries.
 
 As the Tool Attention paper describes: sweep the ISO (cosine) threshold over [0.10, 0.50] in
-steps of 0.02 and keep the value that maximises F1 of the routed set against the gold tools;
-here the fusion weight ``alpha`` is swept alongside it. F1 is micro-averaged over (query, tool)
-pairs: a routed tool matching no gold entry is a false positive, a gold entry matched by no
-routed tool a false negative, so queries with empty gold reward routing nothing. Those only
-ever add false positives, so a set needs at least one query with gold tools to be fitted.
+steps of 0.02 and keep the value that maximises F1 of the routed set against the gold tools.
+F1 is micro-averaged over (query, tool) pairs: a routed tool matching no gold entry is a false
+positive, a gold entry matched by no routed tool a false negative, so queries with empty gold
+reward routing nothing. Those only ever add false positives, so a set needs at least one query
+with gold tools to be fitted.
+
+The fusion weight ``alpha`` orders the tools, and F1 of a set cut by a threshold cannot judge
+an order (it chose BM25 alone on MetaTool, and the ranking lost 0.15 nDCG@10): of the router's
+own and :data:`ALPHAS`, the one with the best nDCG at ``top_k`` of the fused order is taken,
+the router's own unless another beats it by :data:`ALPHA_MARGIN`. The threshold is then the
+F1-best at that ``alpha`` of those that keep recall within :data:`RECALL_TOLERANCE` of the
+lowest threshold's: F1 alone cuts needed tools for precision (on MetaTool multi-tool it chose
+a floor that left 1.9 tools a turn and recall@10 0.54). The curve still covers every ``alpha``.
 
 First, ``row_centring`` (:mod:`toolgate.routing.centring`): of :data:`ROW_CENTRINGS` and the
 router's own share, the one with the best nDCG at ``top_k`` on the queries with gold, taken
@@ -50,6 +58,7 @@ from toolgate.evaluation.metrics import gold_hits, ndcg
 from toolgate.routing.router import Router, RouterConfig
 
 __all__ = [
+    "AlphaPoint",
     "CalibrationPoint",
     "CalibrationReport",
     "CentringPoint",
@@ -67,6 +76,10 @@ __all__ = [
 
 THRESHOLDS = tuple(round(0.10 + 0.02 * i, 2) for i in range(21))
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
+#: What another ``alpha`` must add to nDCG at ``top_k`` over the router's own to be taken.
+ALPHA_MARGIN = 0.005
+#: Recall the fitted threshold may give up against the lowest one tried.
+RECALL_TOLERANCE = 0.01
 MIN_TOOLS = (1, 2, 3, 4)
 KEEP_RATIOS = (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
 #: Completeness the fitted selection may give up against the plain top ``top_k``.
@@ -94,6 +107,16 @@ class CalibrationPoint:
     precision: float
     recall: float
     f1: float
+
+
+@dataclass(frozen=True)
+class AlphaPoint:
+    """How one ``alpha`` orders the labelled queries' tools (fused scores, before a floor or
+    any other step): nDCG and the share complete at ``top_k``."""
+
+    alpha: float
+    ndcg: float
+    complete: float
 
 
 @dataclass(frozen=True)
@@ -166,6 +189,7 @@ class CalibrationReport:
     server_curve: tuple[ServerPoint, ...] = field(default=())
     centring_curve: tuple[CentringPoint, ...] = field(default=())
     name_curve: tuple[NamePoint, ...] = field(default=())
+    alpha_curve: tuple[AlphaPoint, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: best point, fitted values and the curves."""
@@ -192,6 +216,7 @@ class CalibrationReport:
             "server_curve": [asdict(point) for point in self.server_curve],
             "centring_curve": [asdict(point) for point in self.centring_curve],
             "name_curve": [asdict(point) for point in self.name_curve],
+            "alpha_curve": [asdict(point) for point in self.alpha_curve],
         }
 
 
@@ -225,7 +250,8 @@ def calibrate(
 ) -> CalibrationReport:
     """With ``centring``, fit the row centring first (:func:`fit_row_centring`; the report's
     ``config`` then names the share, and a saved router must be ``router.recentred`` to it);
-    sweep ``alphas`` x ``thresholds`` over ``queries`` and return the F1-best point; then
+    sweep ``alphas`` (and the router's own) x ``thresholds`` over ``queries``, take the
+    ``alpha`` of the best nDCG (see the module) and return the F1-best point at it; then
     fit the server weight under it (:func:`fit_server_weight`), then the name weight
     (:func:`fit_name_weight`); with
     ``selection``, then fit adaptive selection under both (:func:`fit_selection`); with
@@ -238,7 +264,10 @@ def calibrate(
     centring_curve: tuple[CentringPoint, ...] = ()
     if centring:
         router, centring_curve = fit_row_centring(router, queries, top_k=k, progress=progress)
+    own = router.config.alpha
+    alphas = list(dict.fromkeys([own, *alphas]))
     counts = {(a, t): _Counts() for a in alphas for t in thresholds}
+    ordered = {a: [0.0, 0.0] for a in alphas}  # nDCG and complete summed over gold queries
     ids = router.catalog.ids
     names = [tool.name for tool in router.catalog.tools]
     for item in progress_bar(queries, progress, "calibrating"):
@@ -252,13 +281,29 @@ def calibrate(
                 top=router.config.fusion_top,
             )
             order = np.lexsort((np.arange(len(fused)), -fused))[:k]
+            if item.gold:
+                ranks = gold_hits(item.gold, [ids[r] for r in order], [names[r] for r in order])
+                ordered[alpha][0] += ndcg(ranks, k)
+                ordered[alpha][1] += all(ranks)
             for threshold in thresholds:
                 rows = [row for row in order if cosine[row] >= threshold]
                 routed = [ids[row] for row in rows]
                 _count(counts[(alpha, threshold)], item.gold, routed, [names[r] for r in rows])
+    n = sum(1 for item in queries if item.gold)
+    alpha_curve = tuple(
+        AlphaPoint(a, round(gain / n, 4), round(complete / n, 4))
+        for a, (gain, complete) in ordered.items()
+    )
+    top = max(alpha_curve, key=lambda p: (p.ndcg, p.alpha == own))
+    alpha = top.alpha if top.ndcg >= alpha_curve[0].ndcg + ALPHA_MARGIN else own
     curve = tuple(counts[key].point(*key) for key in counts)
-    best = max(curve, key=lambda p: (p.f1, p.recall, -p.threshold))
-    config = replace(router.config, alpha=best.alpha, threshold=best.threshold)
+    at_alpha = [point for point in curve if point.alpha == alpha]
+    # A floor that cuts a needed tool costs more than a schema too many: of the thresholds
+    # that keep recall within RECALL_TOLERANCE of the lowest one's, the F1-best.
+    lowest = min(at_alpha, key=lambda p: p.threshold)
+    kept = [point for point in at_alpha if point.recall >= lowest.recall - RECALL_TOLERANCE]
+    best = max(kept, key=lambda p: (p.f1, p.recall, -p.threshold))
+    config = replace(router.config, alpha=alpha, threshold=best.threshold)
     weight, servers = fit_server_weight(
         router.with_config(config), queries, top_k=k, progress=progress
     )
@@ -268,7 +313,7 @@ def calibrate(
     config = replace(config, name_weight=weight)
     report = CalibrationReport(
         best, curve, len(queries), k, config, server_curve=servers, centring_curve=centring_curve,
-        name_curve=name_curve,
+        name_curve=name_curve, alpha_curve=alpha_curve,
     )  # fmt: skip
     if selection:
         fitted = fit_selection(
