@@ -8,12 +8,12 @@ reward routing nothing. Those only ever add false positives, so a set needs at l
 with gold tools to be fitted.
 
 The fusion weight ``alpha`` orders the tools, and F1 of a set cut by a threshold cannot judge
-an order (it chose BM25 alone on MetaTool, and the ranking lost 0.15 nDCG@10): of the router's
-own and :data:`ALPHAS`, the one with the best nDCG at ``top_k`` of the fused order is taken,
-the router's own unless another beats it by :data:`ALPHA_MARGIN`. The threshold is then the
-F1-best at that ``alpha`` of those that keep recall within :data:`RECALL_TOLERANCE` of the
-lowest threshold's: F1 alone cuts needed tools for precision (on MetaTool multi-tool it chose
-a floor that left 1.9 tools a turn and recall@10 0.54). The curve still covers every ``alpha``.
+an order: of the router's own and :data:`ALPHAS`, the one with the best nDCG at ``top_k`` of
+the fused order is taken, the router's own unless another beats it by :data:`ALPHA_MARGIN`.
+The threshold is then the F1-best at that ``alpha`` of those that keep recall within
+:data:`RECALL_TOLERANCE` of the lowest threshold's, since F1 alone buys precision with needed
+tools (docs/design.md, "What calibrate fits the floor and alpha by"). The curve still covers
+every ``alpha``.
 
 First, ``row_centring`` (:mod:`toolgate.routing.centring`): of :data:`ROW_CENTRINGS` and the
 router's own share, the one with the best nDCG at ``top_k`` on the queries with gold, taken
