@@ -290,12 +290,11 @@ def calibrate(
                 routed = [ids[row] for row in rows]
                 _count(counts[(alpha, threshold)], item.gold, routed, [names[r] for r in rows])
     n = sum(1 for item in queries if item.gold)
-    alpha_curve = tuple(
-        AlphaPoint(a, round(gain / n, 4), round(complete / n, 4))
-        for a, (gain, complete) in ordered.items()
-    )
-    top = max(alpha_curve, key=lambda p: (p.ndcg, p.alpha == own))
-    alpha = top.alpha if top.ndcg >= alpha_curve[0].ndcg + ALPHA_MARGIN else own
+    by_alpha = {
+        a: (round(gain / n, 4), round(complete / n, 4)) for a, (gain, complete) in ordered.items()
+    }
+    alpha_curve = tuple(AlphaPoint(a, *figures) for a, figures in by_alpha.items())
+    alpha = _chosen(by_alpha, own, ALPHA_MARGIN)
     curve = tuple(counts[key].point(*key) for key in counts)
     at_alpha = [point for point in curve if point.alpha == alpha]
     # A floor that cuts a needed tool costs more than a schema too many: of the thresholds
@@ -392,11 +391,9 @@ def fit_server_weight(
         raise InvalidInputError(f"weights must hold 0 (no server signal), got {list(weights)}")
     if len({tool.server for tool in router.catalog}) < 2:
         return 0.0, ()
-    measured = _by_setting(router, queries, "server_weight", weights, top_k, progress)
+    measured = _by_setting(router, queries, "server_weight", sorted(weights), top_k, progress)
     points = tuple(ServerPoint(w, *figures) for w, figures in measured.items())
-    none = next(p for p in points if p.server_weight == 0.0)
-    best = max(points, key=lambda p: (p.ndcg, -p.server_weight))
-    return (best.server_weight if best.ndcg >= none.ndcg + margin else 0.0), points
+    return _chosen(measured, 0.0, margin), points
 
 
 def fit_name_weight(
@@ -415,8 +412,7 @@ def fit_name_weight(
     tried = list(dict.fromkeys([own, *weights]))
     measured = _by_setting(router, queries, "name_weight", tried, top_k, progress)
     points = tuple(NamePoint(w, *figures) for w, figures in measured.items())
-    best = max(points, key=lambda p: (p.ndcg, p.name_weight == own))
-    return (best.name_weight if best.ndcg >= points[0].ndcg + margin else own), points
+    return _chosen(measured, own, margin), points
 
 
 def _by_setting(
@@ -453,8 +449,17 @@ def fit_row_centring(
     views = {s: router if s == own else router.recentred(s) for s in dict.fromkeys([own, *shares])}
     measured = _rankings(views, relevant, top_k, progress, "fitting centring")
     points = tuple(CentringPoint(s, *figures) for s, figures in measured.items())
-    best = max(points, key=lambda p: (p.ndcg, p.row_centring == own))
-    return (views[best.row_centring] if best.ndcg >= points[0].ndcg + margin else router), points
+    return views[_chosen(measured, own, margin)], points
+
+
+def _chosen(
+    measured: Mapping[float, tuple[float, float]], reference: float, margin: float
+) -> float:
+    """Of the settings ``measured`` (each to its nDCG and share complete), the one with the
+    best nDCG, kept only when it beats ``reference``'s by ``margin``: ``reference`` on a tie
+    or a smaller gain, which is noise; of other tied settings, the first."""
+    best = max(measured, key=lambda v: (measured[v][0], v == reference))
+    return best if measured[best][0] >= measured[reference][0] + margin else reference
 
 
 def _rankings(
