@@ -478,3 +478,17 @@ def test_a_json_file_sink_appends_whole_lines_from_many_threads(tmp_path: Path) 
 def test_a_json_file_sink_names_a_file_it_cannot_open(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match=r"cannot write events to .*missing/events"):
         JsonFileSink(tmp_path / "missing" / "events.jsonl")
+
+
+def test_a_closed_json_file_sink_writes_nowhere(tmp_path: Path) -> None:
+    sink = JsonFileSink(tmp_path / "events.jsonl")
+    sink.close()
+    # The descriptor's number is free again: the next file opened may get it.
+    other = tmp_path / "other.txt"
+    with other.open("w", encoding="utf-8") as handle:
+        with pytest.raises(InvalidInputError, match=r"event sink for .*events\.jsonl is closed"):
+            sink.emit(VerifyEvent(name="get_me", tool_id="github/get_me", ok=True))
+        sink.close()  # a second close must not close the file that took the number
+        handle.write("still mine\n")
+    assert other.read_text(encoding="utf-8") == "still mine\n"
+    assert (tmp_path / "events.jsonl").read_text(encoding="utf-8") == ""

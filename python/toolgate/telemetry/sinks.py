@@ -93,18 +93,24 @@ class JsonFileSink:
         self._lock = threading.Lock()
 
     def emit(self, event: Event) -> None:
-        """Append the event's line. A failed write (a full disk) is logged, never raised."""
+        """Append the event's line. A failed write (a full disk) is logged, never raised;
+        emitting to a closed sink is an :class:`InvalidInputError`."""
         line = (event.to_json() + "\n").encode()
         with self._lock:
+            if self._fd < 0:
+                # The number may name another file by now: never write through it.
+                raise InvalidInputError(f"the event sink for {self.path} is closed")
             try:
                 os.write(self._fd, line)
             except OSError as exc:
                 _log.warning("event not written to %s: %s", self.path, exc.strerror)
 
     def close(self) -> None:
-        """Close the file; events emitted after are an error."""
+        """Close the file; closing again does nothing."""
         with self._lock:
-            os.close(self._fd)
+            fd, self._fd = self._fd, -1
+            if fd >= 0:
+                os.close(fd)
 
 
 class OpenTelemetrySink:
