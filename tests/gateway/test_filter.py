@@ -811,3 +811,82 @@ def test_a_request_that_needs_no_tool_is_sent_without_tools(gate: ToolFilter) ->
     )
     assert not asked.no_tool
     assert "get_weather" in asked.kept
+
+
+CHIT_CHAT = [{"role": "user", "content": "🙂"}]
+
+
+@pytest.mark.parametrize(
+    ("request_", "kept_key"),
+    [
+        ({"messages": CHIT_CHAT, "tools": chat_tools(), "tool_choice": "required"}, "tools"),
+        ({"messages": CHIT_CHAT, "tools": anthropic_tools(), "tool_choice": {"type": "any"}},
+         "tools"),
+        ({"contents": [{"role": "user", "parts": [{"text": "🙂"}]}],
+          "tools": [{"functionDeclarations": gemini_declarations()}],
+          "toolConfig": {"functionCallingConfig": {"mode": "ANY"}}}, "tools"),
+        ({"input": "🙂", "tools": responses_tools(), "tool_choice": {
+            "type": "allowed_tools", "mode": "required",
+            "tools": [{"type": "function", "name": "read_file"}]}}, "tools"),
+    ],
+)  # fmt: skip
+def test_a_request_that_requires_a_call_keeps_tools(
+    gate: ToolFilter, request_: dict[str, Any], kept_key: str
+) -> None:
+    filtered = gate.filter(request_, top_k=3)
+    assert not filtered.no_tool  # the client asked for a call: "no tool" is not an answer
+    assert filtered.kept
+    assert filtered.request[kept_key]
+    choice_key = "toolConfig" if "toolConfig" in request_ else "tool_choice"
+    assert filtered.request[choice_key] == request_[choice_key]
+    bare = gate.filter(_without(request_, "tool_choice", "toolConfig"), top_k=3)
+    assert bare.no_tool
+    assert not bare.kept
+
+
+def test_a_required_call_that_routing_leaves_no_tool_for_is_refused(gate: ToolFilter) -> None:
+    request = {"messages": CHIT_CHAT, "tools": chat_tools(), "tool_choice": "required"}
+    with pytest.raises(InvalidInputError, match="requires a tool call, but routing kept none"):
+        gate.filter(request, deny=["*"])
+
+
+def test_a_conversation_that_called_tools_keeps_them_when_routing_keeps_none(
+    gate: ToolFilter,
+) -> None:
+    messages = [
+        {"role": "user", "content": WEATHER},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Lisbon"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "rain"},
+            {"type": "text", "text": "🙂"}]},
+    ]  # fmt: skip
+    # A floor no tool passes, as a "no tool needed" answer or a strict threshold leaves it.
+    filtered = gate.filter({"messages": messages, "tools": anthropic_tools()}, threshold=0.99)
+    assert filtered.result.ids == []
+    # Anthropic refuses tool_use blocks with no tools: the one called stays declared.
+    assert filtered.kept == ("get_weather",)
+    assert [t["name"] for t in filtered.request["tools"]] == ["get_weather"]
+    chat = [
+        {"role": "user", "content": WEATHER},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "rain"},
+        {"role": "user", "content": "🙂"},
+    ]  # fmt: skip
+    chat_request_ = {"messages": chat, "tools": chat_tools()}
+    assert gate.filter(chat_request_, threshold=0.99).kept == ("get_weather",)
+    denied = gate.filter(
+        {"messages": messages, "tools": anthropic_tools()}, threshold=0.99, deny=["get_*"]
+    )
+    assert denied.kept == ()
+    assert "tools" not in denied.request
+
+
+def test_odd_names_and_keys_are_refused_or_passed_over_not_crashed_on(gate: ToolFilter) -> None:
+    odd_builtin = {"type": "web_search_20250305", "name": ["not", "a", "name"]}
+    filtered = gate.filter({"messages": [{"role": "user", "content": WEATHER}],
+                            "tools": [*anthropic_tools(), odd_builtin]}, top_k=2)  # fmt: skip
+    assert odd_builtin in filtered.request["tools"]  # a provider-side tool is kept as given
+    with pytest.raises(InvalidInputError, match=r"got keys \['1', 'model'\]"):
+        gate.filter({1: "x", "model": "m"})  # type: ignore[dict-item]

@@ -249,10 +249,10 @@ def test_middleware_calls_without_tools_when_nothing_is_routed(
         seen.append(request)
         return ModelResponse(result=[AIMessage("ok")])
 
-    request = _request(tools, "Tell me a joke about penguins.", tool_choice="any")
+    request = _request(tools, "Tell me a joke about penguins.", tool_choice="auto")
     result = middleware.wrap_model_call(request, handler)
     assert seen[0].tools == []
-    assert seen[0].tool_choice is None  # forcing a call with no tools would be refused
+    assert seen[0].tool_choice is None  # a choice with no tools would be refused
     assert result.command is not None
     assert result.command.update == {"toolgate_offered": []}  # no call may run
     # A request without tools is passed on as it is, and its calls are not checked.
@@ -261,6 +261,10 @@ def test_middleware_calls_without_tools_when_nothing_is_routed(
     assert seen[1] is bare
     assert result.command is not None
     assert result.command.update == {"toolgate_offered": None}
+    # A call the agent requires is not dropped in silence: the conflict is named.
+    forced = _request(tools, "Tell me a joke about penguins.", tool_choice="any")
+    with pytest.raises(InvalidInputError, match="requires a tool call, but routing kept none"):
+        middleware.wrap_model_call(forced, handler)
 
 
 def test_a_turn_that_needs_no_tool_is_shown_only_what_must_be_shown(

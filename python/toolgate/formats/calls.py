@@ -9,7 +9,7 @@ from typing import Any
 
 from toolgate.json_limits import json_problem, loads
 
-__all__ = ["answer_tool_calls", "parse_tool_call", "plain_json"]
+__all__ = ["answer_tool_calls", "call_name", "parse_tool_call", "plain_json"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,17 @@ def parse_tool_call(call: Any) -> ParsedCall:
     if problem:
         return ParsedCall(parsed.name, None, parsed.call_id, f"arguments hold {problem}")
     return ParsedCall(parsed.name, dict(args), parsed.call_id)
+
+
+def call_name(call: Any) -> str:
+    """The tool name a call in any provider's shape names (``""`` when none), its arguments
+    left unread."""
+    call = plain_json(call)
+    if not isinstance(call, Mapping):
+        return ""
+    inner, _, problem = _unwrap(call)
+    name = inner.get("name")
+    return name if problem is None and isinstance(name, str) else ""
 
 
 def answer_tool_calls(answer: Any, shape: str) -> list[Any]:

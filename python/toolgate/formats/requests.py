@@ -5,10 +5,12 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from toolgate.errors import InvalidInputError
 from toolgate.formats import anthropic, gemini, openai
+from toolgate.formats.calls import call_name
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 
 # The key holding a request's conversation, and its provider ("messages": Chat or Anthropic).
@@ -39,7 +41,7 @@ def request_shape(request: Mapping[str, Any]) -> tuple[str, str]:
     """The key holding the conversation, and the provider the request is shaped for."""
     keys = [key for key in _CONVERSATION if key in request]
     if len(keys) != 1:
-        found = f"both {keys[0]!r} and {keys[1]!r}" if keys else f"keys {sorted(request)}"
+        found = f"both {keys[0]!r} and {keys[1]!r}" if keys else f"keys {sorted(map(str, request))}"
         raise InvalidInputError(
             "expected an OpenAI Chat or Anthropic ('messages'), OpenAI Responses ('input') or "
             f"Gemini ('contents') request, got {found}"
@@ -100,26 +102,67 @@ def last_user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None
     return None
 
 
-def read_tool_choice(request: Mapping[str, Any]) -> tuple[bool, frozenset[str]]:
-    """Whether the request turns tool calls off, and the tool names its tool choice forces."""
+@dataclass(frozen=True)
+class ToolChoice:
+    """What a request's tool choice asks: tool calls off, some call required (OpenAI
+    ``"required"``, Anthropic ``{"type": "any"}``, Gemini mode ``ANY``), and the tool names
+    it forces or allows."""
+
+    off: bool = False
+    required: bool = False
+    names: frozenset[str] = frozenset()
+
+
+def read_tool_choice(request: Mapping[str, Any]) -> ToolChoice:
+    """The request's tool choice (OpenAI, Anthropic or Gemini ``toolConfig``)."""
     choice = request.get("tool_choice")
     calling = _field(_field(request, "toolConfig"), "functionCallingConfig")
+    mode = str(_field(calling, "mode") or "").upper()
     if choice == "none" or (isinstance(choice, Mapping) and choice.get("type") == "none"):
-        return True, frozenset()
-    if str(_field(calling, "mode") or "").upper() == "NONE":
-        return True, frozenset()
+        return ToolChoice(off=True)
+    if mode == "NONE":
+        return ToolChoice(off=True)
     names: set[str] = set()
+    required = choice == "required" or mode == "ANY"
     if isinstance(choice, Mapping) and choice.get("type") in ("function", "tool"):
         names.update(_choice_names([choice]))
+    if isinstance(choice, Mapping) and choice.get("type") == "any":
+        required = True
     if isinstance(choice, Mapping) and choice.get("type") == "allowed_tools":
         # OpenAI: Chat nests the list under "allowed_tools", Responses does not.
         allowed_tools = choice.get("allowed_tools", choice)
-        listed = allowed_tools.get("tools") if isinstance(allowed_tools, Mapping) else None
-        names.update(_choice_names(listed if isinstance(listed, list) else []))
+        if isinstance(allowed_tools, Mapping):
+            listed = allowed_tools.get("tools")
+            names.update(_choice_names(listed if isinstance(listed, list) else []))
+            required = required or allowed_tools.get("mode") == "required"
     allowed = _field(calling, "allowedFunctionNames")
     if isinstance(allowed, list):
         names.update(name for name in allowed if isinstance(name, str))
-    return False, frozenset(names)
+    return ToolChoice(required=required, names=frozenset(names))
+
+
+def called_tools(messages: list[Any]) -> frozenset[str]:
+    """The names of the tools a conversation's earlier turns called, in any provider's
+    shape: Chat ``tool_calls`` (and legacy ``function_call``), Responses ``function_call``
+    items, Anthropic ``tool_use`` blocks, Gemini ``functionCall`` parts."""
+    calls: list[Any] = []
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        if message.get("type") == "function_call":
+            calls.append(message)
+        tool_calls = message.get("tool_calls")
+        calls += tool_calls if isinstance(tool_calls, list) else []
+        if isinstance(message.get("function_call"), Mapping):
+            calls.append({"function_call": message["function_call"]})
+        body = message.get("parts", message.get("content"))
+        for block in body if isinstance(body, list) else ():
+            if isinstance(block, Mapping) and (
+                block.get("type") == "tool_use" or "functionCall" in block
+                or "function_call" in block
+            ):  # fmt: skip
+                calls.append(block)
+    return frozenset(name for name in map(call_name, calls) if name)
 
 
 def _choice_names(entries: list[Any]) -> set[str]:

@@ -37,10 +37,13 @@ def choose(
     history: list[Any],
     forced: frozenset[str],
     options: dict[str, Any],
+    *,
+    fallback: frozenset[str] = frozenset(),
 ) -> tuple[Outcome, tuple[str, ...], list[int]]:
     """Route ``query`` over the tools of ``routed`` with :meth:`Router.route`'s ``options``
     (and ``budget``): the outcome, the names kept, and the positions (among the tools read)
-    to keep."""
+    to keep. The tools named in ``fallback`` (those the lists admit) are kept when nothing
+    else is."""
     catalog = routed.catalog
     options = dict(options)
     budget: Budget | None = options.pop("budget", None)
@@ -57,11 +60,7 @@ def choose(
         )
     result = routed.router.route(query, history=history, **options)
     allow, deny = options.get("allow"), options.get("deny")
-    chosen: set[int] = set()
-    for name in forced:
-        chosen.update(catalog.position(tool.id) for tool in catalog.with_name(name))
-        if (tool := catalog.get_exposed(name)) is not None:
-            chosen.add(catalog.position(tool.id))
+    chosen = _rows_named(catalog, forced)
     if shut := shut_out(routed.scopes, sorted(chosen), allow, deny):
         listed = ", ".join(repr(catalog.tools[row].name) for row in shut)
         raise InvalidInputError(
@@ -75,6 +74,10 @@ def choose(
         kept_ids = set(decision.kept)
         routed_rows = [row for row in routed_rows if catalog.tools[row].id in kept_ids]
     rows = sorted(chosen | set(routed_rows))
+    if not rows and fallback:
+        named_rows = _rows_named(catalog, fallback)
+        shut_rows = set(shut_out(routed.scopes, sorted(named_rows), allow, deny))
+        rows = sorted(named_rows - shut_rows)
     active = tuple(catalog.tools[row].id for row in rows)
     named = {routed.position_of_row[row]: catalog.tools[row].name for row in rows}
     # Unreadable tools are never ranked, but the caller's lists still apply to them.
@@ -88,6 +91,16 @@ def choose(
     positions = sorted(named)
     outcome = Outcome(result, decision, active)
     return outcome, tuple(named[p] for p in positions if named[p]), positions
+
+
+def _rows_named(catalog: Catalog, names: Iterable[str]) -> set[int]:
+    """The rows of the tools called ``name`` or exposed as it, for each of ``names``."""
+    rows: set[int] = set()
+    for name in names:
+        rows.update(catalog.position(tool.id) for tool in catalog.with_name(name))
+        if (tool := catalog.get_exposed(name)) is not None:
+            rows.add(catalog.position(tool.id))
+    return rows
 
 
 def fit_budget(

@@ -64,6 +64,8 @@ if TYPE_CHECKING:
 from toolgate.formats.requests import (
     TOOL_KEYS,
     Slot,
+    ToolChoice,
+    called_tools,
     carry_cache_marker,
     keep_tags,
     kept_entries,
@@ -89,7 +91,7 @@ class _Turn:
     key: str
     messages: list[Any]
     found: tuple[int, str] | None
-    forced: frozenset[str]
+    choice: ToolChoice
     wait: bool
 
 
@@ -198,9 +200,13 @@ class ToolFilter:
         (OpenAI, Anthropic, Gemini ``allowedFunctionNames``) is always kept, unless ``allow``
         / ``deny`` shut it out, which is an error: the request contradicts the policy.
         ``budget`` then drops the lowest-ranked tools past its caps (schema tokens as the
-        request's provider counts them), never a chosen one. If no
-        function tool is kept at all, the tools and tool-choice keys are removed, since
-        providers refuse an empty tools array. google-genai's ``generate_content`` keyword
+        request's provider counts them), never a chosen one. A request whose tool choice
+        requires a call (``"required"``, ``{"type": "any"}``, mode ``ANY``) is never judged
+        to need no tool, and is refused if routing keeps none of its tools. When the route
+        keeps no function tool, those the conversation already called stay (Anthropic
+        refuses tool calls in a conversation without their tools); with none of those either,
+        the tools and tool-choice keys are removed, since providers refuse an empty tools
+        array. google-genai's ``generate_content`` keyword
         arguments as a dict (``model``, ``contents``, ``config``: SDK objects or dicts) are
         filtered as the Gemini request they stand for, and come back in their own form.
 
@@ -223,13 +229,13 @@ class ToolFilter:
             raise InvalidInputError(f"wait must be True or False, got a {type(wait).__name__}")
         key, provider = request_shape(request)
         messages = messages_of(request, key)
-        off, forced = read_tool_choice(request)
+        choice = read_tool_choice(request)
         found = last_user_turn(messages, provider)
         if query is not None:
             if not isinstance(query, str) or not query.strip():
                 raise InvalidInputError(f"query must be a non-empty string, got {query!r}")
             found = (len(messages) if found is None else found[0], query.strip())
-        turn = _Turn(request, key, messages, found, forced, wait)
+        turn = _Turn(request, key, messages, found, choice, wait)
         options = {
             "top_k": top_k,
             "threshold": threshold,
@@ -240,12 +246,14 @@ class ToolFilter:
             "include": _listed(include),
             # A user's words are text: "select: a hotel" or "+1" must not act as query forms.
             "forms": False,
+            # A request that requires a call is not one to answer with no tool.
+            "decide": not choice.required,
             "budget": budget,
         }
         tools = request.get("tools")
-        if not off and tools:
+        if not choice.off and tools:
             return self._filter_tools(turn, tools, provider, options)
-        if not off and turn.found is not None and "<toolname>" in turn.found[1]:
+        if not choice.off and turn.found is not None and "<toolname>" in turn.found[1]:
             return self._filter_tags(turn, options)
         return FilteredRequest(dict(request), _unrouted(), (), 0, provider)
 
@@ -267,9 +275,18 @@ class ToolFilter:
         routed = self._indexes.get(
             layout.key, provider, lambda: read_slots(tools, slots, provider), turn.wait
         )
+        history = turn.messages[:index]
+        # Tools the conversation called stay declared when the route keeps none: Anthropic
+        # (and Bedrock) refuse a conversation holding tool calls without its tools.
         result, kept, keep = choose(
-            routed, query, turn.messages[:index], turn.forced - builtin, options
-        )
+            routed, query, history, turn.choice.names - builtin, options,
+            fallback=called_tools(history),
+        )  # fmt: skip
+        if turn.choice.required and not kept:
+            raise InvalidInputError(
+                "the request's tool choice requires a tool call, but routing kept none of its "
+                "tools (the threshold, the allow / deny lists or the budget left them out)"
+            )
         out = dict(turn.request)
         entries = kept_entries(tools, [slots[k] for k in keep], routable, provider == "gemini")
         kept_tools = [
@@ -305,7 +322,7 @@ class ToolFilter:
             )
         tags = text_tags.parse(text, DEFAULT_SERVER)
         routed = self._indexes.get(digest(text, "text_tags"), "text_tags", lambda: tags, turn.wait)
-        result, kept, _ = choose(routed, query, turn.messages[:index], turn.forced, options)
+        result, kept, _ = choose(routed, query, turn.messages[:index], turn.choice.names, options)
         names = set(kept)
         dropped = sum(1 for tag in tags if tag.name not in names)  # tags go by name
         rewrite = text_rewriter(lambda body: keep_tags(body, names))
@@ -363,7 +380,11 @@ class ToolFilter:
         slots = routable_tools(tools, provider)
         routable = frozenset(i for i, _ in slots)
         # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.
-        builtin = frozenset(t.get("name") for i, t in enumerate(tools) if i not in routable)
+        builtin = frozenset(
+            name
+            for i, tool in enumerate(tools)
+            if i not in routable and isinstance(name := tool.get("name"), str)
+        )
         layout = _Layout(key, tuple(slots), routable, builtin)
         if key is not None:
             with self._lock:
@@ -387,7 +408,7 @@ class _Layout:
     key: str | None
     slots: tuple[Slot, ...]
     routable: frozenset[int]
-    builtin: frozenset[Any]
+    builtin: frozenset[str]
     compacted: dict[int, bytes] = field(default_factory=dict, compare=False)
 
 

@@ -56,7 +56,8 @@ class FilteredRequest:
     @property
     def no_tool(self) -> bool:
         """Whether the router judged that the request needs none of its tools: it keeps
-        only those its tool choice names (``RouteResult.no_tool``)."""
+        only those its tool choice names and those the conversation called
+        (``RouteResult.no_tool``)."""
         return self.result.no_tool
 
     def __repr__(self) -> str:

@@ -143,7 +143,9 @@ class ToolSelector:
         ``tool_choice`` names is always kept. ``include`` names tools to route as if the
         user had named them (the ``allow`` / ``deny`` lists still apply). A request the router
         judged to need none of the tools (``RouteResult.no_tool``, "thanks!") keeps only
-        ``always_include`` and the tool the ``tool_choice`` names.
+        ``always_include``, the tool the ``tool_choice`` names and the tools the conversation
+        already called; ``tool_choice="any"`` is never judged so, and is an
+        :class:`~toolgate.errors.InvalidInputError` if routing keeps no tool at all.
         ``compact`` returns each function tool as its compact OpenAI definition
         (:mod:`toolgate.formats.compact`) instead of the tool given: for a model request,
         not for a tool node, which runs the tools themselves.
