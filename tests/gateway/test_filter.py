@@ -890,3 +890,24 @@ def test_odd_names_and_keys_are_refused_or_passed_over_not_crashed_on(gate: Tool
     assert odd_builtin in filtered.request["tools"]  # a provider-side tool is kept as given
     with pytest.raises(InvalidInputError, match=r"got keys \['1', 'model'\]"):
         gate.filter({1: "x", "model": "m"})  # type: ignore[dict-item]
+
+
+def test_calls_to_tools_declared_out_of_the_tools_array_are_checked_or_let_through(
+    gate: ToolFilter,
+) -> None:
+    legacy = {"messages": [{"role": "user", "content": WEATHER}], "functions": [
+        {"name": "get_weather", "parameters": _schema(["city"])}]}  # fmt: skip
+    filtered = gate.filter(legacy)
+    assert gate.verify({"function_call": {"name": "get_weather", "arguments": "{}"}}, filtered)
+    wrong = gate.verify({"function_call": {"name": "send_email", "arguments": "{}"}}, filtered)
+    assert wrong.error == "unknown_tool"
+    # Tools held in a cached content or a stored prompt: the gateway cannot see them.
+    for elsewhere in (
+        {"contents": [{"role": "user", "parts": [{"text": WEATHER}]}], "cachedContent": "c/1"},
+        {"input": WEATHER, "prompt": {"id": "pmpt_1"}},
+    ):
+        unseen = gate.filter(elsewhere)
+        assert gate.verify({"name": "get_weather", "args": {}}, unseen)
+        assert gate.verify({"args": {}}, unseen).error == "malformed_call"
+    plain = gate.filter({"input": WEATHER})  # no tools anywhere: a call is to no tool
+    assert gate.verify({"name": "get_weather", "arguments": {}}, plain).error == "unknown_tool"

@@ -3,11 +3,12 @@ routed tools, with the routing behind it and what a later check of the model's c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolgate.formats import genai_sdk
+from toolgate.formats.calls import call_name
 from toolgate.formats.requests import read_slots, routable_tools
 from toolgate.gateway.indexes import IndexedTools
 from toolgate.promotion.budget import BudgetDecision
@@ -77,15 +78,36 @@ class FilteredRequest:
 
 
 def verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
-    """A call checked by name alone against the function tools a request was sent with."""
+    """A call checked by name alone against the function tools a request was sent with (its
+    ``tools``, and OpenAI Chat's legacy ``functions``).
+
+    A request whose tools are declared where the gateway cannot read them (a Gemini
+    ``cachedContent``, a Responses stored ``prompt``) and that carries none of its own lets
+    any named call pass, unchecked: blocking it would block every call it makes.
+    """
     request = filtered.request
     lifted = genai_sdk.lift(request)  # generate_content's arguments: read as REST
     if lifted is not None:
         request = lifted.request
     tools = request.get("tools")
+    functions = request.get("functions")
     names: list[str] = []
     if isinstance(tools, list) and filtered.provider != "text_tags":
         slots = routable_tools(tools, filtered.provider)
         read = read_slots(tools, slots, filtered.provider)
         names = [raw.name for raw in read if isinstance(raw.name, str)]
+    if isinstance(functions, list):
+        names += [f["name"] for f in functions if isinstance(f, Mapping) and _named(f)]
+    if tools is None and functions is None and any(k in request for k in _TOOLS_ELSEWHERE):
+        name = call_name(call)
+        return verify_name(call, [name] if name else [])
     return verify_name(call, names)
+
+
+# Where a request may declare its tools out of band: Gemini's cached content, a Responses
+# stored prompt.
+_TOOLS_ELSEWHERE = ("cachedContent", "cached_content", "prompt")
+
+
+def _named(entry: Mapping[str, Any]) -> bool:
+    return isinstance(entry.get("name"), str)
