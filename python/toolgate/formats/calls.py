@@ -132,10 +132,21 @@ def answer_tool_calls(answer: Any, shape: str) -> list[Any]:
     ``shape`` is the request's: ``"openai"`` (Chat: each choice's ``tool_calls`` and legacy
     ``function_call``), ``"openai-responses"`` (``function_call`` output items),
     ``"anthropic"`` (``tool_use`` blocks; server tools run by the provider are not calls to
-    check) or ``"gemini"`` (each candidate's ``functionCall`` parts). Anything else in the
+    check) or ``"gemini"`` (each candidate's ``functionCall`` parts, of one response or of a
+    stream's JSON array of them). Anything else in the
     answer is skipped: an answer in no known form has no calls.
     """
     answer = plain_json(answer)
+    if shape == "gemini":
+        # A stream read whole (streamGenerateContent without SSE) is an array of responses.
+        responses = _items(answer) if isinstance(answer, list) else _items([answer])
+        return [
+            part
+            for response in responses
+            for candidate in _items(response.get("candidates"))
+            for part in _items(_get(candidate.get("content"), "parts"))
+            if "functionCall" in part or "function_call" in part
+        ]
     if not isinstance(answer, Mapping):
         return []
     if shape == "openai":
@@ -153,13 +164,6 @@ def answer_tool_calls(answer: Any, shape: str) -> list[Any]:
         ]
     if shape == "anthropic":
         return [block for block in _items(answer.get("content")) if block.get("type") == "tool_use"]
-    if shape == "gemini":
-        return [
-            part
-            for candidate in _items(answer.get("candidates"))
-            for part in _items(_get(candidate.get("content"), "parts"))
-            if "functionCall" in part or "function_call" in part
-        ]
     return []
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from toolgate.formats.calls import answer_tool_calls
+from toolgate.formats.calls import answer_tool_calls, call_name
 
 __all__ = ["CallWatcher", "SseEvent", "SseSplitter", "error_event"]
 
@@ -110,8 +110,7 @@ class CallWatcher:
         if self.shape == "anthropic":
             return self._anthropic(data)
         calls = answer_tool_calls(data, "gemini")
-        names = [str(c.get("functionCall", c.get("function_call", {})).get("name")) for c in calls]
-        return names, calls
+        return [call_name(call) for call in calls], calls
 
     def finish(self) -> list[Any]:
         """The calls still open when the stream ended, as whole calls."""
@@ -132,14 +131,24 @@ class CallWatcher:
         for choice in _items(data.get("choices")):
             delta = choice.get("delta")
             number = choice.get("index", 0)
+            number = number if isinstance(number, int) else 0
             for call in _items(delta.get("tool_calls") if isinstance(delta, Mapping) else None):
-                key = (number, call.get("index", 0))
+                # OpenAI numbers each call; servers that do not are followed by call id.
+                index = call.get("index")
+                key = (number, index if isinstance(index, int) else None)
+                call_id = call.get("id") if isinstance(call.get("id"), str) else None
+                partial = self._open.get(key)
+                if partial is not None and call_id and partial.call_id not in (None, call_id):
+                    finished.append(self._whole(self._open.pop(key)))  # a new call began
+                    partial = None
+                if partial is None:
+                    partial = self._open[key] = _Partial(call_id, "")
                 function = call.get("function")
                 function = function if isinstance(function, Mapping) else {}
-                partial = self._open.get(key)
-                if partial is None:
-                    name = str(function.get("name") or "")
-                    partial = self._open[key] = _Partial(call.get("id"), name)
+                name = function.get("name")
+                if not partial.name and isinstance(name, str) and name:
+                    # Checked when it first comes, whichever delta carries it.
+                    partial.name = name
                     started.append(name)
                 if isinstance(function.get("arguments"), str):
                     partial.arguments.append(function["arguments"])

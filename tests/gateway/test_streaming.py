@@ -1,0 +1,64 @@
+"""The stream reader's view of tool calls: every call seen, whatever the server's dialect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolgate.formats.calls import answer_tool_calls, call_name
+from toolgate.gateway.streaming import CallWatcher, SseEvent
+
+
+def _chat_chunk(*calls: dict[str, Any], finish: str | None = None) -> SseEvent:
+    choice = {"index": 0, "delta": {"tool_calls": list(calls)}, "finish_reason": finish}
+    return SseEvent(None, {"choices": [choice]})
+
+
+def _watch(events: list[SseEvent]) -> tuple[list[str], list[str]]:
+    watcher = CallWatcher("openai")
+    started: list[str] = []
+    finished: list[Any] = []
+    for event in events:
+        names, calls = watcher.see(event)
+        started += names
+        finished += calls
+    finished += watcher.finish()
+    return started, [call_name(call) for call in finished]
+
+
+def test_chat_calls_without_an_index_are_told_apart_by_id() -> None:
+    first = {"id": "a", "function": {"name": "get_weather", "arguments": "{}"}}
+    second = {"id": "b", "function": {"name": "send_email", "arguments": '{"to"'}}
+    rest = {"function": {"arguments": ': "bob"}'}}  # no id: the last call goes on
+    started, finished = _watch([_chat_chunk(first, second), _chat_chunk(rest, finish="stop")])
+    assert started == ["get_weather", "send_email"]
+    assert finished == ["get_weather", "send_email"]
+    watcher = CallWatcher("openai")
+    for event in [_chat_chunk(first, second), _chat_chunk(rest, finish="stop")]:
+        _, calls = watcher.see(event)
+    assert calls[-1]["function"]["arguments"] == '{"to": "bob"}'
+
+
+def test_a_chat_call_named_after_its_first_delta_is_still_checked() -> None:
+    opened = {"index": 0, "id": "a", "function": {"arguments": ""}}
+    named = {"index": 0, "function": {"name": "send_email", "arguments": "{}"}}
+    started, finished = _watch([_chat_chunk(opened), _chat_chunk(named, finish="tool_calls")])
+    assert started == ["send_email"]
+    assert finished == ["send_email"]
+
+
+def test_odd_chat_indexes_and_gemini_parts_do_not_break_the_reader() -> None:
+    odd = {"index": [1], "id": "a", "function": {"name": "get_weather"}}
+    assert _watch([_chat_chunk(odd)])[0] == ["get_weather"]
+    watcher = CallWatcher("gemini")
+    part = {"candidates": [{"content": {"parts": [{"functionCall": "not an object"}]}}]}
+    assert watcher.see(SseEvent(None, part))[0] == [""]  # no name: the verdict says malformed
+
+
+def test_a_gemini_stream_read_whole_has_the_calls_of_every_response() -> None:
+    def response(name: str) -> dict[str, Any]:
+        call = {"functionCall": {"name": name, "args": {}}}
+        return {"candidates": [{"content": {"role": "model", "parts": [call]}}]}
+
+    calls = answer_tool_calls([response("get_weather"), response("send_email")], "gemini")
+    assert [call_name(call) for call in calls] == ["get_weather", "send_email"]
+    assert answer_tool_calls(response("get_weather"), "gemini") == calls[:1]
