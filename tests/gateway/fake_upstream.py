@@ -32,6 +32,7 @@ class Received:
     headers: dict[str, str]
     body: Any
     port: int | None = None  # the client's: a new one is a new connection
+    raw_path: bytes = b""  # the path as the client wrote it, escapes and all
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Script:
     delay: float = 0.0
     reset_after: int | None = None
     answer_delay: float = 0.0
+    headers: tuple[tuple[bytes, bytes], ...] = ()  # added to a whole answer, as bytes
 
 
 class FakeUpstream:
@@ -73,6 +75,7 @@ class FakeUpstream:
                 Received(
                     request.method, path, request.url.query, dict(request.headers), body,
                     request.client.port if request.client else None,
+                    request.scope.get("raw_path", b""),
                 )
             )  # fmt: skip
         script = self.script
@@ -88,7 +91,9 @@ class FakeUpstream:
         )
         kind = _kind(path)
         if not stream:
-            return JSONResponse(WHOLE[kind](script), headers={"x-upstream": "yes"})
+            response = JSONResponse(WHOLE[kind](script), headers={"x-upstream": "yes"})
+            response.raw_headers += script.headers
+            return response
         events = STREAMED[kind](script)
         return StreamingResponse(
             self._events(events, script, body), media_type="text/event-stream",

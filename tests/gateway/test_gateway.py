@@ -429,3 +429,19 @@ def test_healthz_and_metrics(annotating: Served) -> None:
         )
         > 0
     )
+
+
+def test_headers_pass_byte_for_byte_and_paths_as_the_client_wrote_them(
+    annotating: Served,
+) -> None:
+    name = 'attachment; filename="café → menu.pdf"'.encode()
+    annotating.fake.script.headers = ((b"content-disposition", name),)
+    note = "José Müller → ok".encode()
+    body = {"messages": USER, "tools": chat_tools()}
+    for url in (annotating.url + "/v1/chat/completions", annotating.url + "/v1/embeddings"):
+        answer = httpx.post(url, json=body, headers=[(b"x-note", note)])
+        assert answer.status_code == 200
+        assert (b"content-disposition", name) in answer.headers.raw
+        assert annotating.fake.received[-1].headers["x-note"] == note.decode("latin-1")
+    httpx.get(annotating.url + "/v1/files/a%3Fb%23c%2Fd/content")
+    assert annotating.fake.received[-1].raw_path == b"/v1/files/a%3Fb%23c%2Fd/content"

@@ -22,6 +22,7 @@ from toolgate.embedding.embedder import Embedder
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, Upstream, load_config
 from toolgate.gateway.filter import ToolFilter
+from toolgate.gateway.upstream import passthrough_provider
 
 USER = [{"role": "user", "content": WEATHER}]
 
@@ -135,7 +136,8 @@ def test_a_gateway_key_is_required_and_never_logged(
         assert upstream.received[-1].headers["authorization"] == "Bearer sk-upstream-secret"
         assert "x-toolgate-key" not in upstream.received[-1].headers
         ok = httpx.get(
-            base + "/v1/models?key=tg-secret-token", headers={"x-toolgate-key": "tg-secret-token"}
+            base + "/v1/models?token=tg-secret-token",
+            headers={"x-toolgate-key": "tg-secret-token"},
         )
         assert ok.status_code == 200
     logged = caplog.text
@@ -363,3 +365,22 @@ def test_many_requests_waiting_for_one_new_array_do_not_stall_others(
                 release.set()
             assert [f.result().status_code for f in new] == [200] * waiting
     assert held.embedded_texts == held.batch_texts == 2 * len(SPECS)  # indexed once
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "query", "provider"),
+    [
+        ("/v1/models", {}, "key=AIza-secret", "gemini"),
+        ("/v1beta1/projects/p/locations/l/publishers/google/models/m:generateContent", {}, "",
+         "gemini"),
+        ("/v1/projects/p/locations/l/endpoints/e:predict", {}, "", "gemini"),
+        ("/v1beta/models", {}, "", "gemini"),
+        ("/v1/models", {"anthropic-version": "2023-06-01"}, "", "anthropic"),
+        ("/v1/models", {}, "limit=5", "openai"),
+    ],
+)  # fmt: skip
+def test_a_passthrough_goes_where_its_credentials_point(
+    path: str, headers: dict[str, str], query: str, provider: str
+) -> None:
+    # A Google key or a Vertex AI path never goes to OpenAI's upstream.
+    assert passthrough_provider(path, headers, query) == provider

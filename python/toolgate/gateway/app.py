@@ -200,7 +200,11 @@ class Gateway:
         started = time.perf_counter()
         path = request.url.path
         endpoint = endpoint_of(request.method, path)
-        provider = endpoint.provider if endpoint else passthrough_provider(path, request.headers)
+        provider = (
+            endpoint.provider
+            if endpoint
+            else passthrough_provider(path, request.headers, request.url.query)
+        )
         label = endpoint.shape if endpoint else "passthrough"
         if not self._admitted(request, provider):
             response = _error(provider, 401, "missing or wrong gateway key", "unauthorized")
@@ -236,12 +240,16 @@ class Gateway:
         return any(hmac.compare_digest(value.encode(), token) for value in offered if value)
 
     def _url(self, provider: str, request: Request) -> str:
+        """The upstream's URL for ``request``: its path as the client wrote it (an escaped
+        ``%2F`` stays one) and its query string."""
         origin = self.config.upstreams[provider].origin
+        raw_path = request.scope.get("raw_path")
+        path = raw_path.decode("latin-1") if raw_path else request.url.path
         query = request.url.query
-        return f"{origin}{request.url.path}" + (f"?{query}" if query else "")
+        return f"{origin}{path}" + (f"?{query}" if query else "")
 
     async def _passthrough(self, request: Request, provider: str) -> Response:
-        headers = forwarded_headers(request.headers.items(), provider, self._keys.get(provider))
+        headers = forwarded_headers(request.headers.raw, provider, self._keys.get(provider))
         sent = await self._send(
             provider, request.method, self._url(provider, request), headers, request.stream()
         )
@@ -280,7 +288,7 @@ class Gateway:
         self._count(shape, done)
         changed = done.filtered.dropped_count or done.filtered.provider == "text_tags"
         content = orjson.dumps(done.filtered.request) if changed else raw
-        headers = forwarded_headers(request.headers.items(), provider, self._keys.get(provider))
+        headers = forwarded_headers(request.headers.raw, provider, self._keys.get(provider))
         sent = await self._send(provider, "POST", self._url(provider, request), headers, content)
         if isinstance(sent, Response):
             return sent
@@ -303,7 +311,12 @@ class Gateway:
             self.metrics.no_tool.labels(shape).inc()
 
     async def _send(
-        self, provider: str, method: str, url: str, headers: list[tuple[str, str]], content: Any
+        self,
+        provider: str,
+        method: str,
+        url: str,
+        headers: list[tuple[bytes, bytes]],
+        content: Any,
     ) -> httpx.Response | Response:
         """The upstream's answer, its body not read yet; or the gateway's error when the
         upstream cannot be reached (502) or does not answer in time (504)."""
@@ -395,11 +408,11 @@ class _Check:
             return _error(_provider(self.shape), 502, message, "upstream_reset", retry=True)
         finally:
             await sent.aclose()
-        headers = response_headers(sent.headers.multi_items(), decoded=True)
+        headers = response_headers(sent.headers.raw, decoded=True)
         try:
             answer = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return _response(body, sent.status_code, headers + ours)
+            return _response(body, sent.status_code, headers, ours)
         verdicts = [self.verdict(call) for call in answer_tool_calls(answer, self.shape)]
         failed = [v for v in verdicts if not v.ok]
         provider = _provider(self.shape)
@@ -410,7 +423,7 @@ class _Check:
             return response
         if verdicts:
             ours = [*ours, (CALLS_HEADER, _summary(failed) if failed else "ok")]
-        return _response(body, sent.status_code, headers + ours)
+        return _response(body, sent.status_code, headers, ours)
 
 
 def _summary(failed: list[Verdict]) -> str:
@@ -448,9 +461,9 @@ def _stream(sent: httpx.Response, check: _Check, ours: list[tuple[str, str]]) ->
             with anyio.CancelScope(shield=True):  # also when the client went away
                 await sent.aclose()
 
-    headers = response_headers(sent.headers.multi_items(), decoded=True) + ours
+    headers = response_headers(sent.headers.raw, decoded=True) + _encoded(ours)
     response = StreamingResponse(events(), status_code=sent.status_code)
-    response.raw_headers = _encoded(headers)
+    response.raw_headers = headers
     return response
 
 
@@ -466,17 +479,21 @@ def _raw(sent: httpx.Response, extra: list[tuple[str, str]] | None = None) -> Re
                 await sent.aclose()
 
     response = StreamingResponse(body(), status_code=sent.status_code)
-    response.raw_headers = _encoded(
-        [*response_headers(sent.headers.multi_items(), decoded=False), *(extra or ())]
-    )
+    response.raw_headers = [
+        *response_headers(sent.headers.raw, decoded=False),
+        *_encoded(extra or []),
+    ]
     return response
 
 
-def _response(body: bytes, status: int, headers: list[tuple[str, str]]) -> Response:
+def _response(
+    body: bytes, status: int, headers: list[tuple[bytes, bytes]], ours: list[tuple[str, str]]
+) -> Response:
     response = Response(body, status)  # sets content-length for this body
     response.raw_headers = [
         *(h for h in response.raw_headers if h[0] == b"content-length"),
-        *_encoded(headers),
+        *headers,
+        *_encoded(ours),
     ]
     return response
 
@@ -497,4 +514,5 @@ def _provider(shape: str) -> str:
 
 
 def _encoded(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    """The gateway's own headers (ASCII) as bytes."""
     return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 import orjson
 
@@ -50,10 +51,16 @@ HOP_BY_HOP = frozenset(
     }
 )  # fmt: skip
 
+_HOP_BY_HOP_BYTES = frozenset(name.encode() for name in HOP_BY_HOP)
+
+# Gemini's paths: the Gemini API's, its uploads, and Vertex AI's (/v1/projects/...).
+_GOOGLE_PATH = re.compile(r"/(?:v1beta|v1alpha|upload)/|/v1[a-z0-9]*/projects/")
+
 # Where each provider's SDK puts its key.
 _KEY_HEADERS = {"openai": "authorization", "anthropic": "x-api-key", "gemini": "x-goog-api-key"}
 CREDENTIAL_HEADERS = frozenset({*_KEY_HEADERS.values(), "api-key"})
 GATEWAY_KEY_HEADER = "x-toolgate-key"
+_CREDENTIAL_BYTES = frozenset(name.encode() for name in CREDENTIAL_HEADERS)
 
 
 def endpoint_of(method: str, path: str) -> Endpoint | None:
@@ -63,10 +70,12 @@ def endpoint_of(method: str, path: str) -> Endpoint | None:
     return next((ep for pattern, ep in _ENDPOINTS if pattern.fullmatch(path)), None)
 
 
-def passthrough_provider(path: str, headers: Mapping[str, str]) -> str:
-    """The upstream an unfiltered request goes to: Gemini for its own paths or key,
-    Anthropic for its headers, else OpenAI."""
-    if path.startswith(("/v1beta/", "/v1alpha/", "/upload/")) or "x-goog-api-key" in headers:
+def passthrough_provider(path: str, headers: Mapping[str, str], query: str = "") -> str:
+    """The upstream an unfiltered request goes to: Gemini for its own paths (Vertex AI's
+    ``/v1*/projects/...`` too) or key (header or ``?key=``), Anthropic for its headers, else
+    OpenAI."""
+    google_key = "x-goog-api-key" in headers or "key" in parse_qs(query)
+    if _GOOGLE_PATH.match(path) or google_key:
         return "gemini"
     if "anthropic-version" in headers or "x-api-key" in headers:
         return "anthropic"
@@ -74,29 +83,33 @@ def passthrough_provider(path: str, headers: Mapping[str, str]) -> str:
 
 
 def forwarded_headers(
-    headers: Iterable[tuple[str, str]], provider: str, api_key: str | None
-) -> list[tuple[str, str]]:
-    """The client's headers as sent upstream: hop-by-hop ones, ``host`` and the length
+    headers: Iterable[tuple[bytes, bytes]], provider: str, api_key: str | None
+) -> list[tuple[bytes, bytes]]:
+    """The client's headers as sent upstream, as bytes (a value may hold any octet, which
+    a round trip through text would change): hop-by-hop ones, ``host`` and the length
     (recomputed) left out, the gateway's own key never, and the client's credentials
     replaced by ``api_key`` when the gateway holds one."""
+    skipped = _HOP_BY_HOP_BYTES | {b"host", b"content-length", GATEWAY_KEY_HEADER.encode()}
     out = []
     for name, value in headers:
         lower = name.lower()
-        if lower in HOP_BY_HOP or lower in ("host", "content-length", GATEWAY_KEY_HEADER):
-            continue
-        if api_key is not None and lower in CREDENTIAL_HEADERS:
+        if lower in skipped or (api_key is not None and lower in _CREDENTIAL_BYTES):
             continue
         out.append((name, value))
     if api_key is not None:
         header = _KEY_HEADERS[provider]
-        out.append((header, f"Bearer {api_key}" if header == "authorization" else api_key))
+        key = f"Bearer {api_key}" if header == "authorization" else api_key
+        out.append((header.encode(), key.encode()))
     return out
 
 
-def response_headers(headers: Iterable[tuple[str, str]], *, decoded: bool) -> list[tuple[str, str]]:
-    """The upstream's answer headers for the client, hop-by-hop ones left out; with
-    ``decoded`` (the body is passed on decoded, or rewritten) its encoding and length too."""
-    dropped = HOP_BY_HOP | ({"content-encoding", "content-length"} if decoded else set())
+def response_headers(
+    headers: Iterable[tuple[bytes, bytes]], *, decoded: bool
+) -> list[tuple[bytes, bytes]]:
+    """The upstream's answer headers for the client, as bytes, hop-by-hop ones left out;
+    with ``decoded`` (the body is passed on decoded, or rewritten) its encoding and length
+    too."""
+    dropped = _HOP_BY_HOP_BYTES | ({b"content-encoding", b"content-length"} if decoded else set())
     return [(name, value) for name, value in headers if name.lower() not in dropped]
 
 
