@@ -445,3 +445,24 @@ def test_headers_pass_byte_for_byte_and_paths_as_the_client_wrote_them(
         assert annotating.fake.received[-1].headers["x-note"] == note.decode("latin-1")
     httpx.get(annotating.url + "/v1/files/a%3Fb%23c%2Fd/content")
     assert annotating.fake.received[-1].raw_path == b"/v1/files/a%3Fb%23c%2Fd/content"
+
+
+def test_a_filtered_body_goes_upstream_with_every_integer_and_level_it_had(
+    annotating: Served,
+) -> None:
+    deep: Any = "bottom"
+    for _ in range(300):  # past orjson's writer (254 levels), within its reader
+        deep = [deep]
+    body = {"messages": USER, "tools": chat_tools(), "seed": 123456789012345678901,
+            "metadata": {"order": -9223372036854775809, "deep": deep}}  # fmt: skip
+    answer = httpx.post(annotating.url + "/v1/chat/completions", json=body)
+    assert answer.status_code == 200
+    sent = annotating.fake.received[-1].body
+    assert len(sent["tools"]) < len(chat_tools())  # filtered, so written anew
+    assert sent["seed"] == 123456789012345678901
+    assert sent["metadata"] == body["metadata"]
+    huge = "1" * 5000  # past what any JSON reader here takes: refused, not rounded
+    raw = orjson.dumps({"messages": USER, "tools": chat_tools()})[:-1] + b',"n":' + huge.encode()
+    refused = httpx.post(annotating.url + "/v1/chat/completions", content=raw + b"}")
+    assert refused.status_code == 400
+    assert "not valid JSON" in refused.json()["error"]["message"]

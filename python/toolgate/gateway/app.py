@@ -21,7 +21,9 @@ without them and its answer carries ``x-toolgate-no-tool: 1`` (and the
 from __future__ import annotations
 
 import hmac
+import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -37,6 +39,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from toolgate import json_limits
 from toolgate.errors import InvalidInputError, StorageError, ToolgateError
 from toolgate.formats.calls import answer_tool_calls
 from toolgate.gateway.config import GatewayConfig, Prewarm, RouteConfig, read_file
@@ -267,8 +270,8 @@ class Gateway:
             )
             return _error(provider, 413, message, "body_too_large")
         try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
+            body = _parse(raw)
+        except ValueError as exc:  # orjson's JSONDecodeError, or past the exact reader's bounds
             return _error(provider, 400, f"the request body is not valid JSON: {exc}", "bad_json")
         if not isinstance(body, dict):
             message = f"the request body must be a JSON object, got {type(body).__name__}"
@@ -287,7 +290,10 @@ class Gateway:
             return _error(provider, 400, f"toolgate cannot filter this request: {exc}", "bad_tools")
         self._count(shape, done)
         changed = done.filtered.dropped_count or done.filtered.provider == "text_tags"
-        content = orjson.dumps(done.filtered.request) if changed else raw
+        try:
+            content = _dumps(done.filtered.request) if changed else raw
+        except InvalidInputError as exc:
+            return _error(provider, 400, f"toolgate cannot forward this request: {exc}", "bad_body")
         headers = forwarded_headers(request.headers.raw, provider, self._keys.get(provider))
         sent = await self._send(provider, "POST", self._url(provider, request), headers, content)
         if isinstance(sent, Response):
@@ -353,6 +359,33 @@ async def _body(request: Request, limit: int) -> bytes | None:
         if len(body) > limit:
             return None
     return bytes(body)
+
+
+# Nineteen digits in a row may be an integer past 64 bits, which orjson reads as a float.
+_LONG_DIGITS = re.compile(rb"\d{19}")
+
+
+def _parse(raw: bytes) -> Any:
+    """The request body's JSON, every integer exact: a body holding one past 64 bits (an id
+    in a tool result) is read again by the standard library, as orjson would round it."""
+    body = orjson.loads(raw)
+    if _LONG_DIGITS.search(raw):
+        body = json_limits.loads(raw)
+    return body
+
+
+def _dumps(body: Any) -> bytes:
+    """``body`` as JSON text; what orjson cannot write (an integer past 64 bits, nesting past
+    254 levels) the standard library writes, and what neither can is an
+    :class:`InvalidInputError`."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # orjson.JSONEncodeError
+        pass
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    except RecursionError:
+        raise InvalidInputError("the request is nested too deeply to write out") from None
 
 
 def _read_tools(entry: Prewarm) -> list[Any]:
