@@ -911,3 +911,19 @@ def test_calls_to_tools_declared_out_of_the_tools_array_are_checked_or_let_throu
         assert gate.verify({"args": {}}, unseen).error == "malformed_call"
     plain = gate.filter({"input": WEATHER})  # no tools anywhere: a call is to no tool
     assert gate.verify({"name": "get_weather", "arguments": {}}, plain).error == "unknown_tool"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Explain what the <toolname> element means in this prompt format.",
+        "Why does <toolname>foo</toolname> break my XML parser?",
+        "Compare <toolname>a</toolname><tooldescription>A thing.</tooldescription> with "
+        "<toolname>b</toolname>, which has none.",
+    ],
+)
+def test_words_that_mention_a_tag_are_not_a_tag_catalog(gate: ToolFilter, text: str) -> None:
+    request = {"model": "m", "messages": [{"role": "user", "content": text}]}
+    filtered = gate.filter(request)
+    assert filtered.provider != "text_tags"
+    assert filtered.request == request  # forwarded as written

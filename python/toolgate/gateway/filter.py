@@ -10,10 +10,12 @@ compacted (:mod:`toolgate.formats.compact`; every other key as given) unless
 Shapes are told apart by their keys: OpenAI Chat Completions (``messages``, tools
 ``{"type": "function", "function": {...}}``), OpenAI Responses (``input``), Anthropic Messages
 (``messages``, tools with ``input_schema``) and Gemini (``contents``, ``functionDeclarations``).
-A request without a tools array whose last user message holds ``<toolname>`` tags is routed
-over those tags. Provider-side tools (``web_search``, ``googleSearch``...) are never routed
-and always kept. A function tool the catalog cannot read is an error, never dropped: a gateway
-that forwarded the request without it would hide the fault from the application.
+A request without a tools array whose last user message is a catalog of ``<toolname>`` tags
+(each with its ``<tooldescription>``, or the question in ``<userq>``) is routed over those
+tags; a message that only mentions a tag goes on as it is. Provider-side tools
+(``web_search``, ``googleSearch``...) are never routed and always kept. A function tool the
+catalog cannot read is an error, never dropped: a gateway that forwarded the request without
+it would hide the fault from the application.
 
 >>> from toolgate.gateway import ToolFilter
 >>> gate = ToolFilter()
@@ -253,7 +255,7 @@ class ToolFilter:
         tools = request.get("tools")
         if not choice.off and tools:
             return self._filter_tools(turn, tools, provider, options)
-        if not choice.off and turn.found is not None and "<toolname>" in turn.found[1]:
+        if not choice.off and turn.found is not None and _tag_catalog(turn.found[1]):
             return self._filter_tags(turn, options)
         return FilteredRequest(dict(request), _unrouted(), (), 0, provider)
 
@@ -448,6 +450,18 @@ def _listed(patterns: Iterable[str] | None) -> Any:
     if isinstance(patterns, (str, bytes, Mapping)) or not isinstance(patterns, Iterable):
         return patterns
     return list(patterns)
+
+
+def _tag_catalog(text: str) -> bool:
+    """Whether ``text`` is a catalog in the text-tag form, not words that mention a tag ("what
+    does <toolname> mean?"): it asks its question in ``<userq>``, or each of its tools has
+    a whole ``<toolname>`` and ``<tooldescription>``."""
+    if "<toolname>" not in text:
+        return False
+    if text_tags.user_query(text) is not None:
+        return True
+    tags = text_tags.parse(text, DEFAULT_SERVER)
+    return bool(tags) and all(tag.problem is None and tag.description for tag in tags)
 
 
 def _unrouted() -> RouteResult:
