@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +180,30 @@ def test_publish_replaces_a_live_router_atomically(
     assert second.exists()
     assert third.exists()
     assert len(_open(link, embedder)) == 4
+
+
+def test_publishers_of_one_link_take_turns(
+    router: Router, embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link, saving = tmp_path / "live", threading.Event()
+    real_save = router.save
+
+    def slow_first_save(directory: Path) -> None:
+        real_save(directory)
+        if not saving.is_set():  # the first publisher is still writing when the second comes
+            saving.set()
+            time.sleep(0.5)
+
+    monkeypatch.setattr(router, "save", slow_first_save)
+    first = threading.Thread(target=router.publish, args=(link,), kwargs={"keep": 1})
+    first.start()
+    assert saving.wait(30)
+    second = router.publish(link, keep=1)  # must not remove the version being written
+    first.join()
+    assert (link.resolve() / "router.json").is_file()
+    assert len(_open(link, embedder)) == 4
+    versions = [p.name for p in tmp_path.iterdir() if p.is_dir() and not p.is_symlink()]
+    assert versions == [second.name]
 
 
 def test_publish_never_writes_into_a_real_directory(saved: Path, router: Router) -> None:

@@ -4,17 +4,30 @@ router (``cp``) would change pages they have mapped."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from toolgate.errors import InvalidInputError
 from toolgate.routing.atomic_files import prepare_directory, storage_errors, sync_directory
 
 __all__ = ["publish", "router_directory"]
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (made if missing) while in the block."""
+    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # closing the descriptor releases the lock
 
 
 def router_directory(path: str | os.PathLike[str]) -> Path:
@@ -31,8 +44,10 @@ def publish(save: Callable[[Path], None], path: str | os.PathLike[str], *, keep:
     symbolic link ``path`` at it in one rename; the new directory.
 
     A process that opens ``path`` gets the old router or the new one, whole; one that opened
-    the old one keeps it. The ``keep`` newest versions stay on disk, older ones are removed
-    (a process that still has one open routes on, but its catalog can no longer load).
+    the old one keeps it. Publishers of one ``path`` take turns (a lock file beside it), so
+    the link always points at a whole version. The ``keep`` newest versions stay on disk,
+    older ones are removed (a process that still has one open routes on, but its catalog can
+    no longer load).
     """
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise InvalidInputError(f"keep must be an integer >= 1, got {keep!r}")
@@ -44,18 +59,21 @@ def publish(save: Callable[[Path], None], path: str | os.PathLike[str], *, keep:
         )
     parent = prepare_directory(link.parent)
     prefix = f".{link.name}.v"
-    # The time first in the name: versions sort oldest first.
-    version = Path(tempfile.mkdtemp(dir=parent, prefix=f"{prefix}{time.time_ns():016x}-"))
-    save(version)
-    staged = parent / f".{link.name}.link-{os.getpid()}-{time.time_ns():x}"
-    try:
-        os.symlink(version.name, staged)  # relative: the parent may be moved
-        os.replace(staged, link)
-    finally:
-        staged.unlink(missing_ok=True)
-    sync_directory(parent)
-    versions = sorted(p for p in parent.iterdir() if p.name.startswith(prefix) and p.is_dir())
-    for old in versions[:-keep]:
-        if old != version:
-            shutil.rmtree(old, ignore_errors=True)
+    # One publisher of a link at a time, across processes: another's clean-up must never
+    # remove a version still being written, nor the one its link is about to point at.
+    with _locked(parent / f".{link.name}.lock"):
+        # The time first in the name: versions sort oldest first.
+        version = Path(tempfile.mkdtemp(dir=parent, prefix=f"{prefix}{time.time_ns():016x}-"))
+        save(version)
+        staged = parent / f".{link.name}.link-{os.getpid()}-{time.time_ns():x}"
+        try:
+            os.symlink(version.name, staged)  # relative: the parent may be moved
+            os.replace(staged, link)
+        finally:
+            staged.unlink(missing_ok=True)
+        sync_directory(parent)
+        versions = sorted(p for p in parent.iterdir() if p.name.startswith(prefix) and p.is_dir())
+        for old in versions[:-keep]:
+            if old != version:
+                shutil.rmtree(old, ignore_errors=True)
     return version
