@@ -147,6 +147,21 @@ def test_a_version_1_manifest_without_checksums_still_opens(
     assert opened.catalog.version == router.catalog.version
 
 
+def test_relabelling_a_manifest_format_1_does_not_switch_its_checks_off(
+    saved: Path, embedder: Embedder
+) -> None:
+    manifest = saved / "router.json"
+    data = json.loads(manifest.read_text())
+    data["ids"][0], data["ids"][1] = data["ids"][1], data["ids"][0]  # routes to the wrong tools
+    manifest.write_text(json.dumps({**data, "format": 1}))
+    with pytest.raises(IndexFormatError, match="checksum mismatch"):
+        _open(saved, embedder)
+    del data["checksum"]  # no checksum at all: the ids are checked against the catalog
+    manifest.write_text(json.dumps({**data, "format": 1}))
+    with pytest.raises(IndexFormatError, match="does not match the router"):
+        _open(saved, embedder)
+
+
 def test_saving_onto_a_file_is_a_storage_error(router: Router, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(StorageError, match="not a directory") as raised:

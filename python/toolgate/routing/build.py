@@ -341,8 +341,11 @@ def open_parts(directory: Path) -> RouterParts:
     saved = read_manifest(directory)
     check_files(directory, saved)
     exposed = saved.outline.exposed
-    if exposed is None:  # a manifest that predates them: ask the catalog
-        exposed = renamed_rows(load_saved_catalog(directory / CATALOG, saved.outline))
+    if exposed is None or not saved.sealed:
+        # Routing reads the manifest alone: one without a checksum is checked against its
+        # catalog now (its ids and version), and one that predates exposed names asks it.
+        catalog = load_saved_catalog(directory / CATALOG, saved.outline)
+        exposed = renamed_rows(catalog) if exposed is None else exposed
     try:
         index = _toolgate.Index.open(directory / MATRIX, expected_dim=_EMBEDDING_DIM)
         bm25 = _toolgate.Bm25.load(directory / BM25, exposed_names=exposed)

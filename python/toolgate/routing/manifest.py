@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,9 @@ class SavedRouter:
     #: What was taken from each row before it was stored (:mod:`toolgate.routing.centring`;
     #: ``None``: nothing).
     offset: tuple[float, ...] | None = None
+    #: Whether the manifest carried its own checksum (format 1 did not: its ids are checked
+    #: against the saved catalog when the router opens).
+    sealed: bool = True
 
 
 def manifest_checksum(manifest: dict[str, Any]) -> str:
@@ -76,13 +79,16 @@ def read_manifest(directory: Path) -> SavedRouter:
             f"{path}: router format {found!r:.40}, this toolgate reads format "
             f"{' or '.join(map(str, _READABLE_FORMATS))}"
         )
-    if found >= 2 and manifest.get("checksum") != manifest_checksum(manifest):
+    # A checksum is checked whatever the format says: relabelling a manifest "format 1"
+    # must not switch its checks off.
+    sealed = found >= 2 or "checksum" in manifest
+    if sealed and manifest.get("checksum") != manifest_checksum(manifest):
         raise IndexFormatError(
             f"{path}: checksum mismatch: the manifest was edited or damaged since it was "
             "written; save the router again or rebuild it with 'toolgate index'"
         )
     try:
-        return _saved_router(manifest)
+        return replace(_saved_router(manifest), sealed=sealed)
     except (KeyError, TypeError, ValueError, AttributeError, ToolgateError) as exc:
         raise IndexFormatError(f"{path}: malformed manifest: {exc}") from None
 
