@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import signal
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from functools import partial
 from typing import Any
 
@@ -25,7 +26,12 @@ from mcp.types import (
 
 from tests.fixtures.mcp import PagedClient, calendar_server, github_server, mcp_tool, run
 from toolgate.embedding.embedder import Embedder
-from toolgate.integrations.mcp.passthrough import RESOURCE_NOT_FOUND, template_pattern
+from toolgate.integrations.mcp.passthrough import (
+    MAX_TEMPLATE_EXPRESSIONS,
+    MAX_TEMPLATE_URI_CHARS,
+    RESOURCE_NOT_FOUND,
+    template_matches,
+)
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.router import McpRouter
 
@@ -444,12 +450,69 @@ def test_a_request_to_a_server_that_died_is_made_again_once_it_is_back(
         ("file:///{+path}", "file:///etc/hosts", True),
         ("search://q{?term,page}", "search://q?term=a&page=2", True),
         ("a.b://{x}", "aXb://y", False),  # literal text is literal
+        ("repo://{owner}/{repo}", "repo://acme/web", True),
+        ("repo://{owner}/{repo}", "repo://acme", False),
+        ("x://{a}/y/{b}/y", "x://1/y/y", False),  # pieces do not overlap
+        ("x://{a}/y/{b}/y", "x://1/y//y", True),
+        ("x://{a}ab{b}ab", "x://ab", False),  # prefix and suffix do not overlap
+        ("a{b}a", "a", False),
+        ("a{b}a", "aa", True),
+        ("plain://text", "plain://text", True),
+        ("plain://text", "plain://textual", False),
     ],
 )
 def test_uri_templates_match_the_uris_they_expand_to(
     template: str, uri: str, matches: bool
 ) -> None:
-    assert bool(template_pattern(template).fullmatch(uri)) is matches
+    assert template_matches(template, uri) is matches
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise ``TimeoutError`` in the block after ``seconds``, so code that would run for
+    minutes fails the test instead (Python's ``re`` checks for signals as it backtracks)."""
+
+    def expire(_signum: int, _frame: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize(
+    ("template", "uri", "matches"),
+    [
+        # Each expression a regular expression's ".*": backtracking past any wait.
+        ("x://" + "{a}" * 12 + "!", "x://" + "a" * (MAX_TEMPLATE_URI_CHARS - 4), False),
+        ("x://" + "{a}" * 12 + "!", "x://" + "a" * (MAX_TEMPLATE_URI_CHARS - 5) + "!", True),
+        (
+            "repo://{owner}/{repo}/issues/{number}/comments/{id}.json",
+            "repo://" + "/issues//comments/" * 3000 + "x",
+            False,
+        ),
+        (
+            "repo://{owner}/{repo}/issues/{number}/comments/{id}.json",
+            "repo://" + "/issues//comments/" * 3000 + "x.json",
+            True,
+        ),
+    ],
+)
+def test_a_hostile_uri_is_matched_in_linear_time(template: str, uri: str, matches: bool) -> None:
+    with deadline(5):
+        matched = template_matches(template, uri)
+    assert matched is matches
+
+
+def test_uris_and_templates_past_the_bounds_match_nothing() -> None:
+    too_long = "x://" + "a" * MAX_TEMPLATE_URI_CHARS
+    assert template_matches("x://{a}", too_long) is False
+    many = "x://" + "{a}/" * (MAX_TEMPLATE_EXPRESSIONS + 1)
+    assert template_matches(many, "x://" + "a/" * (MAX_TEMPLATE_EXPRESSIONS + 1)) is False
 
 
 def docs_server(*, modern: bool) -> MCPServer:

@@ -58,12 +58,30 @@ from toolgate.integrations.mcp.listing import list_every_page, plain
 from toolgate.integrations.mcp.relay import RequestRelay
 from toolgate.integrations.mcp.router import McpClient, McpRouter
 
-__all__ = ["RESOURCE_NOT_FOUND", "Passthrough", "Reconnect", "reconnected", "template_pattern"]
+__all__ = [
+    "MAX_TEMPLATE_EXPRESSIONS",
+    "MAX_TEMPLATE_URI_CHARS",
+    "RESOURCE_NOT_FOUND",
+    "Passthrough",
+    "Reconnect",
+    "reconnected",
+    "template_matches",
+]
 
 logger = logging.getLogger(__name__)
 
 #: The MCP error code for a resource no server has.
 RESOURCE_NOT_FOUND = -32002
+
+#: The longest URI matched against templates, far past any real URI; a longer one matches
+#: none (a template only chooses which server to ask first, so it is still read).
+MAX_TEMPLATE_URI_CHARS = 1 << 16
+
+#: The most expressions a template may have and match a URI: real ones have a handful.
+MAX_TEMPLATE_EXPRESSIONS = 32
+
+# An expression of a URI template (RFC 6570): ``{path}``, ``{+path}``, ``{?q,page}``.
+_EXPRESSION = re.compile(r"\{[^{}]*\}")
 
 #: ``reconnect(server, failed)``: start ``server`` again if the connection of ``failed`` (its
 #: client a request failed on) is closed; whether a new connection is in place (``False``
@@ -261,7 +279,7 @@ class Passthrough:
         matching = [
             server
             for server, server_templates in templates.items()
-            if any(template_pattern(t["uriTemplate"]).fullmatch(uri) for t in server_templates)
+            if any(template_matches(t["uriTemplate"], uri) for t in server_templates)
         ]
         others = [
             s
@@ -434,17 +452,38 @@ async def reconnected(
     )
 
 
-def template_pattern(template: str) -> re.Pattern[str]:
-    """A URI template (RFC 6570) as a pattern of the URIs it can expand to.
+def template_matches(template: str, uri: str) -> bool:
+    """Whether ``uri`` is one of the URIs the URI template (RFC 6570) ``template`` can
+    expand to.
 
-    Every expression (``{path}``, ``{+path}``, ``{?q,page}``) matches any text: the pattern
+    Every expression (``{path}``, ``{+path}``, ``{?q,page}``) matches any text: the match
     only chooses which server to ask first, and a server that cannot read the URI says so.
+    A template is literal pieces with any text between them, so the pieces are looked for in
+    order, each at its first place: time linear in the URI, where a regular expression of
+    ``.*`` between the pieces backtracks for as long as a hostile URI makes it. A URI over
+    :data:`MAX_TEMPLATE_URI_CHARS` or a template with more than
+    :data:`MAX_TEMPLATE_EXPRESSIONS` expressions matches nothing.
 
-    >>> bool(template_pattern("repo://{owner}/{repo}/readme").fullmatch("repo://a/b/readme"))
+    >>> template_matches("repo://{owner}/{repo}/readme", "repo://a/b/readme")
     True
     """
-    parts = re.split(r"\{[^{}]*\}", template)
-    return re.compile(".*".join(re.escape(part) for part in parts), re.DOTALL)
+    first, *middle = _EXPRESSION.split(template)
+    if not middle:
+        return uri == template
+    if len(middle) > MAX_TEMPLATE_EXPRESSIONS or len(uri) > MAX_TEMPLATE_URI_CHARS:
+        return False
+    *middle, last = middle
+    end = len(uri) - len(last)
+    if end < len(first) or not uri.startswith(first) or not uri.endswith(last):
+        return False
+    at = len(first)
+    for piece in middle:
+        # The first place a piece fits leaves the most room for the pieces after it.
+        found = uri.find(piece, at, end)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return True
 
 
 async def _listing(client: McpClient, *, server: str, attr: str, method: str, key: str) -> Any:
