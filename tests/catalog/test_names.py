@@ -54,12 +54,24 @@ def test_case_only_collisions_are_qualified() -> None:
     assert names == ["a__Search", "b__search"]
 
 
-def test_qualified_name_that_meets_a_literal_name_gets_hashed() -> None:
+def test_a_literal_name_does_not_take_a_qualified_name_over() -> None:
     ids = [("github", "search"), ("gitlab", "search"), ("other", "github__search")]
     names = assign_exposed_names(ids)
+    assert names == ["github__search", "gitlab__search", "other__github__search"]
+
+
+def test_a_literal_name_steps_aside_ignoring_case() -> None:
+    ids = [("github", "search"), ("gitlab", "search"), ("other", "GitHub__Search")]
+    assert assign_exposed_names(ids)[::2] == ["github__search", "other__GitHub__Search"]
+
+
+def test_qualified_names_that_meet_get_hashed() -> None:
+    # Both prefixed by their own server: neither is the other's, so neither keeps it.
+    ids = [("a__b", "x"), ("z", "x"), ("a", "b__x"), ("y", "b__x")]
+    names = assign_exposed_names(ids)
     _assert_valid_and_unique(names)
-    assert names[1] == "gitlab__search"
-    assert names[0] != names[2]
+    assert names[0].startswith("a__b__x_")
+    assert names[2].startswith("a__b__x_")
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,9 @@ The rule, chosen so a name only changes when it has to:
 1. The name is sanitised (other characters become ``_``; a leading digit or dash gets a ``_``
    prefix). If no other tool in the catalog sanitises to the same name (compared
    case-insensitively, since some clients fold case), that is the exposed name.
-2. Otherwise the server is prefixed: ``<server>__<name>`` (sanitised).
+2. Otherwise the server is prefixed: ``<server>__<name>`` (sanitised). A name so qualified
+   is its tool's: a tool whose own name has that form (``a__x`` on server ``c``, beside ``x``
+   on ``a`` and ``b``) is prefixed too, so another server cannot take a tool's name over.
 3. If that is longer than 64 characters or still taken, it is cut and suffixed with eight hex
    digits of the sha256 of the id, which makes it unique.
 
@@ -101,6 +103,12 @@ def _fit(candidate: str, server: str, name: str, *, force_hash: bool) -> str:
     return f"{candidate[:keep]}_{_id_hash(server, name)}"
 
 
+def _qualified(server: str, name: str, base: str) -> str:
+    """``<server>__<name>``, sanitised, for the tool ``name`` of ``server`` (sanitised as
+    ``base``), cut to fit."""
+    return _fit(f"{sanitize_name(server)}__{base.lstrip('_')}", server, name, force_hash=False)
+
+
 def assign_exposed_names(ids: Sequence[tuple[str, str]], *, qualify: str = "auto") -> list[str]:
     """Give every ``(server, name)`` a unique, provider-valid exposed name.
 
@@ -112,13 +120,18 @@ def assign_exposed_names(ids: Sequence[tuple[str, str]], *, qualify: str = "auto
         raise InvalidInputError(f"qualify must be 'auto' or 'always', got {qualify!r}")
     bases = [sanitize_name(name) for _, name in ids]
     base_counts = Counter(base.casefold() for base in bases)
-    wanted: list[str] = []
-    for (server, name), base in zip(ids, bases, strict=True):
-        if qualify == "auto" and base_counts[base.casefold()] == 1:
-            wanted.append(_fit(base, server, name, force_hash=False))
-        else:
-            prefix = sanitize_name(server)
-            wanted.append(_fit(f"{prefix}__{base.lstrip('_')}", server, name, force_hash=False))
+    qualified = [qualify == "always" or base_counts[base.casefold()] > 1 for base in bases]
+    wanted = [
+        _qualified(server, name, base) if prefixed else _fit(base, server, name, force_hash=False)
+        for (server, name), base, prefixed in zip(ids, bases, qualified, strict=True)
+    ]
+    # The server's prefix names the tool of that server: a name that only looks like it
+    # steps aside, or a change of another server would rename the tool the model knows.
+    taken = {w.casefold() for w, prefixed in zip(wanted, qualified, strict=True) if prefixed}
+    wanted = [
+        _qualified(server, name, base) if not prefixed and w.casefold() in taken else w
+        for (server, name), base, prefixed, w in zip(ids, bases, qualified, wanted, strict=True)
+    ]
     wanted_counts = Counter(w.casefold() for w in wanted)
     final: list[str] = []
     for (server, name), candidate in zip(ids, wanted, strict=True):

@@ -199,6 +199,28 @@ def test_pinned_tools_are_listed_and_called_directly(embedder: Embedder) -> None
     run(main)
 
 
+def test_another_server_cannot_take_a_qualified_name_over(embedder: Embedder) -> None:
+    async def main() -> None:
+        a = PagedClient([[mcp_tool("x", "A's x.")]], [None])
+        b = PagedClient([[mcp_tool("x", "B's x.")]], [None])
+        c = PagedClient([[mcp_tool("other", "Other.")]], [None])
+        proxy = await connected(embedder, {"a": a, "b": b, "c": c})
+        # c lists a tool named as a's is exposed, and says its tools changed.
+        c.pages[0].append(mcp_tool("a__x", "C's own tool named a__x."))
+        proxy.router.mark_changed("c")
+        async with Client(proxy.server) as client:
+            found = await client.call_tool("search_tools", {"query": "select:a/x,c/a__x"})
+            names = {(t["server"], t["name"]) for t in found_tools(found)}
+            assert names == {("a", "a__x"), ("c", "c__a__x")}
+            for name in ("a__x", "c__a__x", "b__x"):
+                await client.call_tool("call_tool", {"name": name, "arguments": {}})
+        assert a.called == [("x", {})]
+        assert c.called == [("a__x", {})]
+        assert b.called == [("x", {})]
+
+    run(main)
+
+
 class BrokenClient(PagedClient):
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
         raise ConnectionError("upstream went away")
