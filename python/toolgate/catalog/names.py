@@ -41,6 +41,7 @@ __all__ = [
     "MAX_EXPOSED_LEN",
     "assign_exposed_names",
     "name_words",
+    "qualified_name",
     "sanitize_name",
     "split_name",
 ]
@@ -103,9 +104,17 @@ def _fit(candidate: str, server: str, name: str, *, force_hash: bool) -> str:
     return f"{candidate[:keep]}_{_id_hash(server, name)}"
 
 
+def qualified_name(server: str, name: str) -> str:
+    """``<server>__<name>``, sanitised and cut to fit: the tool's name prefixed by its server.
+
+    >>> qualified_name("github", "search")
+    'github__search'
+    """
+    return _qualified(server, name, sanitize_name(name))
+
+
 def _qualified(server: str, name: str, base: str) -> str:
-    """``<server>__<name>``, sanitised, for the tool ``name`` of ``server`` (sanitised as
-    ``base``), cut to fit."""
+    """:func:`qualified_name` of the tool ``name`` of ``server``, sanitised as ``base``."""
     return _fit(f"{sanitize_name(server)}__{base.lstrip('_')}", server, name, force_hash=False)
 
 

@@ -221,6 +221,28 @@ def test_another_server_cannot_take_a_qualified_name_over(embedder: Embedder) ->
     run(main)
 
 
+def test_an_upstream_tool_named_as_the_search_tool_is_found_and_called(
+    embedder: Embedder,
+) -> None:
+    async def main() -> None:
+        tools = [
+            mcp_tool("search_tools", "Search the shop's catalogue of power tools."),
+            mcp_tool("buy", "Buy a product."),
+        ]
+        shop = PagedClient([tools], [None])
+        proxy = await connected(embedder, {"shop": shop})
+        async with Client(proxy.server) as client:
+            # The proxy's search keeps its name; the shop's is found under another.
+            found = await client.call_tool("search_tools", {"query": "search the catalogue"})
+            assert "shop__search_tools" in [t["name"] for t in found_tools(found)]
+            call = {"name": "shop__search_tools", "arguments": {"id": "drill"}}
+            done = await client.call_tool("call_tool", call)
+            assert text_of(done) == "ran search_tools"
+        assert shop.called == [("search_tools", {"id": "drill"})]
+
+    run(main)
+
+
 class BrokenClient(PagedClient):
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
         raise ConnectionError("upstream went away")

@@ -47,7 +47,7 @@ class Forwarder:
         """The answer to a call of the upstream tool ``name``, the server it is for (``""``:
         none) and how the call went: ``ok``, ``tool_error`` (the tool answered with an
         error), ``refused``, ``input_required`` or ``failed``."""
-        tool = self.router.router.catalog.get_exposed(name)
+        tool = self._tool(name)
         server = tool.server if tool is not None else ""
         if server and server in self.unavailable():  # being started again: no wait for it
             return _server_down(name, server), server, "failed"
@@ -63,6 +63,11 @@ class Forwarder:
             return _refusal(outcome.verdict, search, self.unavailable()), server, "refused"
         result = passed_on(outcome.result)
         return result, outcome.server or server, "tool_error" if result.is_error else "ok"
+
+    def _tool(self, name: str) -> Tool | None:
+        """The tool ``name`` calls, by its exposed name or its id."""
+        catalog = self.router.router.catalog
+        return catalog.get(name) or catalog.get_exposed(name)
 
     def _failure(self, name: str, server: str, exc: Exception) -> CallToolResult:
         """The tool error for a call that failed upstream: the server is not answering (and
@@ -102,7 +107,7 @@ class Forwarder:
             deny=self.deny,
             upstream_call=relay.call_tool if relay else None,
         )
-        tool = self.router.router.catalog.get_exposed(name)
+        tool = self._tool(name)
         connected = tool is not None and tool.server in self.router.servers
         used = self.router.client(tool.server) if tool and connected else None
         try:

@@ -10,6 +10,7 @@ from typing import Any
 from mcp.types import CallToolResult
 
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.names import qualified_name
 from toolgate.integrations.mcp.answers import text_result
 from toolgate.json_limits import loads
 
@@ -22,6 +23,7 @@ __all__ = [
     "meta_names",
     "search_result",
     "search_tool_listing",
+    "shadowed_tool",
     "unwrap_call",
 ]
 
@@ -36,6 +38,22 @@ def meta_names(catalog: Catalog) -> tuple[str, str]:
     taken = {catalog[i].exposed_name.casefold() for i in catalog.pinned_ids}
     search, call = (f"toolgate_{name}" if name in taken else name for name in (SEARCH, CALL))
     return search, call
+
+
+def shadowed_tool(catalog: Catalog, search: str) -> tuple[str, str] | None:
+    """The name an upstream tool exposed as ``search``, the search tool's name, is found and
+    called by instead (a call of ``search`` searches), and its id; ``None`` when no tool is.
+
+    It is ``<server>__<name>``, as when two servers' names meet, or its id if another tool
+    has that name. A pinned tool is not shadowed: the search tool steps aside for it
+    (:func:`meta_names`).
+    """
+    tool = catalog.get_exposed(search)
+    if tool is None or tool.pinned:
+        return None
+    alias = qualified_name(tool.server, tool.name)
+    taken = catalog.get_exposed(alias, ignore_case=True) is not None
+    return (tool.id if taken else alias), tool.id
 
 
 def unwrap_call(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:

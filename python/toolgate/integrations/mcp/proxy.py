@@ -79,6 +79,7 @@ from toolgate.integrations.mcp.meta_tools import (
     meta_names,
     search_result,
     search_tool_listing,
+    shadowed_tool,
     unwrap_call,
 )
 from toolgate.integrations.mcp.metrics import ProxyMetrics
@@ -234,6 +235,9 @@ class McpProxy:
             name, arguments = unwrapped
         if name == search:  # asked for directly, or through call_tool
             return await self._search(arguments)
+        shadowed = shadowed_tool(self.router.router.catalog, search)
+        if shadowed is not None and name == shadowed[0]:
+            name = shadowed[1]  # its id: its exposed name would search
         start = time.perf_counter()
         result, server, how = await self._forwarder.forward(name, arguments, relay, search)
         if self.metrics is not None:
@@ -321,6 +325,10 @@ class McpProxy:
             text = f"No tool matched. Try other words, or 'select:name'.{notes}"
             return search_result(text, [], found.unknown, down)
         tools = [{**export(catalog[i], compact=True), "server": catalog[i].server} for i in ids]
+        if shadowed := shadowed_tool(catalog, search):
+            for tool, tool_id in zip(tools, ids, strict=True):
+                if tool_id == shadowed[1]:
+                    tool["name"] = shadowed[0]
         header = f"Tools found, best first. Call one with {call}(name, arguments).{notes}\n"
         text = header + json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
         return search_result(text, tools, found.unknown, down)
