@@ -243,6 +243,29 @@ def test_an_upstream_tool_named_as_the_search_tool_is_found_and_called(
     run(main)
 
 
+def test_pinned_tools_are_listed_as_their_servers_list_them(embedder: Embedder) -> None:
+    passed_on = {
+        "outputSchema": {"type": "object", "properties": {"temp": {"type": "number"}}},
+        "icons": [{"src": "https://example.com/weather.png"}],
+        "_meta": {"vendor/x": 1},
+    }
+
+    async def main() -> None:
+        tools = [
+            {**mcp_tool("weather", "Get the weather for a city."), **passed_on},
+            {**mcp_tool("forecast", "Get the forecast."), "icons": "not a list"},
+        ]
+        pins = {"w/weather": {"pinned": True}, "w/forecast": {"pinned": True}}
+        proxy = await connected(embedder, {"w": PagedClient([tools], [None])}, overrides=pins)
+        async with Client(proxy.server) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+        weather = listed["weather"].model_dump(mode="json", by_alias=True, exclude_none=True)
+        assert {key: weather.get(key) for key in passed_on} == passed_on
+        assert listed["forecast"].icons is None  # not MCP's shape: left out, not the listing
+
+    run(main)
+
+
 class BrokenClient(PagedClient):
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
         raise ConnectionError("upstream went away")

@@ -29,7 +29,11 @@ from toolgate.routing.config import RouterConfig
 from toolgate.routing.router import Router, default_embedder
 from toolgate.telemetry.recorder import Telemetry
 
-__all__ = ["ListingPolicy", "ServerCatalogs"]
+__all__ = ["PASSED_ON", "ListingPolicy", "ServerCatalogs"]
+
+#: The fields of an upstream's tool that the catalog does not keep, and that a listing of
+#: the tool passes on as the server gave them.
+PASSED_ON = ("outputSchema", "icons", "_meta")
 
 #: Routers kept for checking calls against the promotion that offered them, after refreshes
 #: replaced the current one; an older promotion is checked against the current tools.
@@ -78,6 +82,9 @@ class ServerCatalogs:
         self._embedder_lock = threading.Lock()
         #: The connected servers' clients, by server name.
         self.clients: dict[str, McpClient] = {}
+        #: Each server's tools' :data:`PASSED_ON` fields, by tool name, from the listing
+        #: the current tools come from.
+        self.passed_on: dict[str, dict[str, dict[str, Any]]] = {}
         self._routers: OrderedDict[str, Router] = OrderedDict()
         self._changed: set[str] = set()
         self._retry_at: dict[str, float] = {}
@@ -125,6 +132,7 @@ class ServerCatalogs:
 
             router = await anyio.to_thread.run_sync(build)
             self.clients = clients
+            self.passed_on = {name: _passed_on(listed.get(name, [])) for name in clients}
             # Kept: a change heard while listing is listed again next turn.
             self._changed |= set(clients) - set(listed)
             self._keep(router)
@@ -152,6 +160,7 @@ class ServerCatalogs:
             # The tools go first: cancelled before this, nothing has changed.
             router = await self._replace({name: []})
             del self.clients[name]
+            self.passed_on.pop(name, None)
             self._changed.discard(name)
             self._retry_at.pop(name, None)
             return router
@@ -268,6 +277,7 @@ class ServerCatalogs:
             return current.refresh(catalog) if catalog.diff(current.catalog) else current
 
         router = await anyio.to_thread.run_sync(rebuild)
+        self.passed_on.update({name: _passed_on(tools) for name, tools in listed.items()})
         if router is not current:
             self._keep(router)
         return router
@@ -277,6 +287,18 @@ class ServerCatalogs:
         self._routers.move_to_end(router.catalog.version)
         while len(self._routers) > _ROUTERS_KEPT:
             self._routers.popitem(last=False)
+
+
+def _passed_on(tools: list[Any]) -> dict[str, dict[str, Any]]:
+    """The :data:`PASSED_ON` fields of each of ``tools`` (a server's listing) that has any,
+    by tool name."""
+    return {
+        tool["name"]: {key: tool[key] for key in PASSED_ON if key in tool}
+        for tool in tools
+        if isinstance(tool, dict)
+        and isinstance(tool.get("name"), str)
+        and any(key in tool for key in PASSED_ON)
+    }
 
 
 def _checked_servers(servers: Mapping[str, McpClient]) -> dict[str, McpClient]:

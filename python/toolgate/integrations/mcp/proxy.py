@@ -32,6 +32,7 @@ Not passed through: resource subscriptions and upstream log messages.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -63,10 +64,13 @@ from mcp.types import (
     ReadResourceRequestParams,
     ReadResourceResult,
 )
+from mcp.types import Tool as McpTool
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from toolgate._toolgate import __version__
 from toolgate.catalog.scopes import pattern_list
+from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.formats.mcp import export
 from toolgate.integrations.mcp.answers import not_answering, unknown_names_note
@@ -91,6 +95,8 @@ from toolgate.routing.config import check_count
 from toolgate.telemetry.events import VerifyEvent
 
 __all__ = ["MAX_QUERY_CHARS", "McpProxy"]
+
+logger = logging.getLogger(__name__)
 
 #: The longest ``search_tools`` query taken: a search reads only the start of a query, and
 #: tokenizing a huge one would cost memory on a server others share.
@@ -162,6 +168,7 @@ class McpProxy:
             unavailable=self.unavailable,
         )
         self.passthrough = Passthrough(router, reconnect)
+        self._misshapen: set[str] = set()  # pinned tools listed without their passed_on
         self.requests = requests or UpstreamRequests()
         #: Change events for the clients' ``subscriptions/listen`` streams (2026-07-28).
         self.events = InMemorySubscriptionBus()
@@ -209,8 +216,32 @@ class McpProxy:
         """What the proxy lists: the two meta tools, then the pinned upstream tools."""
         catalog = self.router.router.catalog
         search, call = meta_names(catalog)
-        pinned = [export(catalog[i]) for i in catalog.pinned_ids]
+        pinned = [self._pinned_listing(catalog[i]) for i in catalog.pinned_ids]
         return [search_tool_listing(search), call_tool_listing(call, search), *pinned]
+
+    def _pinned_listing(self, tool: Tool) -> dict[str, Any]:
+        """A pinned tool as its server lists it: with the fields the catalog does not keep
+        (``outputSchema``, ``icons``, ``_meta``), unless they are not MCP's shape, which
+        would fail the whole listing."""
+        listed = export(tool)
+        passed_on = self.router.passed_on(tool)
+        if not passed_on:
+            return listed
+        whole = {**listed, **passed_on}
+        try:
+            McpTool.model_validate(whole)
+        except ValidationError as exc:
+            if tool.id not in self._misshapen:  # listed again on every tools/list
+                self._misshapen.add(tool.id)
+                logger.warning(
+                    "MCP server %r: tool %r listed without its %s, not of MCP's shape: %s",
+                    tool.server,
+                    tool.name,
+                    ", ".join(passed_on),
+                    exc,
+                )
+            return listed
+        return whole
 
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None, relay: RequestRelay | None = None

@@ -45,6 +45,7 @@ import anyio
 from anyio.abc import TaskStatus
 from mcp.client.session import MessageHandlerFnT
 
+from toolgate.catalog.tool import Tool
 from toolgate.embedding.cache import EmbeddingCache
 from toolgate.embedding.embedder import Embedder
 from toolgate.errors import InvalidInputError
@@ -173,6 +174,11 @@ class McpRouter:
     def router(self) -> Router:
         """The current router (replaced by each refresh)."""
         return self._catalogs.router
+
+    def passed_on(self, tool: Tool) -> dict[str, Any]:
+        """The fields of ``tool``'s listing by its server that its catalog entry does not
+        keep (``outputSchema``, ``icons``, ``_meta``), as the server gave them."""
+        return dict(self._catalogs.passed_on.get(tool.server, {}).get(tool.name, {}))
 
     # -- changes ---------------------------------------------------------------------------
 
