@@ -265,9 +265,10 @@ class RequestContext:
         self.protocol_version = "2025-11-25"
         self.client_capabilities = capabilities
         self.sent: list[Any] = []
+        self.reported: list[float] = []
 
-    async def report_progress(self, *_: Any) -> None:
-        return None
+    async def report_progress(self, progress: float, *_: Any) -> None:
+        self.reported.append(progress)
 
     def check_client_capability(self, capability: ClientCapabilities) -> bool:
         mine = self.client_capabilities
@@ -280,6 +281,17 @@ class RequestContext:
     async def send_request(self, request: Any, *_: Any, **__: Any) -> ElicitResult:
         self.sent.append(request)
         return ElicitResult(action="accept", content={})
+
+
+def test_progress_that_does_not_rise_is_not_passed_on() -> None:
+    async def main() -> None:
+        ctx = RequestContext()
+        relay = RequestRelay(ctx, UpstreamRequests())
+        for progress in (0, 5, 3, 5, 1, 6):
+            await relay.progress(progress, None, None)
+        assert ctx.reported == [0, 5, 6]  # MCP: progress must increase
+
+    run(main)
 
 
 def test_a_call_refused_for_stale_headers_is_sent_again_after_listing_the_tools() -> None:

@@ -6,7 +6,8 @@ before it can finish: a sampling (an LLM completion), an elicitation (the user's
 client's roots. Through the proxy, these reach the client whose request it is:
 
 - Progress is passed on as the proxy's progress on that call (when the client asked for it),
-  still rising when the proxy answers the upstream's questions itself (below).
+  still rising when the proxy answers the upstream's questions itself (below); a value that
+  does not rise is dropped.
 - On the 2026-07-28 protocol an upstream asks by answering the call with an
   ``InputRequiredResult``. A client on that protocol gets it as the proxy's answer, and its
   retry (``inputResponses``, ``requestState``) is forwarded as it is: the state is the
@@ -130,9 +131,10 @@ class RequestRelay:
         self.input_responses = params.input_responses if params else None
         self.request_state = params.request_state if params else None
         self.requests = requests
-        # Progress so far, and where the current input round's starts (each round's
-        # progress starts again from the upstream's 0).
+        # Progress passed on so far (none yet: ``_reported``), and where the current input
+        # round's starts (each round's progress starts again from the upstream's 0).
         self._progress = self._round_start = 0.0
+        self._reported = False
 
     @contextmanager
     def waiting_on(self, server: str) -> Iterator[None]:
@@ -195,10 +197,15 @@ class RequestRelay:
         return answer
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        """The upstream's progress, as the proxy's on this request (if its client asked)."""
-        self._progress = self._round_start + progress
+        """The upstream's progress, as the proxy's on this request (if its client asked);
+        a value at or below the last one passed on is dropped, as MCP wants progress to
+        increase and a client may take a fall for a fault."""
+        value = self._round_start + progress
+        if self._reported and not value > self._progress:
+            return
+        self._progress, self._reported = value, True
         total = None if total is None else self._round_start + total
-        await self.session.report_progress(self._progress, total, message)
+        await self.session.report_progress(value, total, message)
 
     def _check_capability(self, request: InputRequest) -> None:
         if not self.session.check_client_capability(_CAPABILITIES[request.method]):
