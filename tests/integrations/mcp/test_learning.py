@@ -7,7 +7,7 @@ from collections import Counter
 
 from mcp import Client
 
-from tests.fixtures.mcp import Calls, github_server, run
+from tests.fixtures.mcp import Calls, PagedClient, github_server, mcp_tool, run
 from tests.integrations.mcp.router_helpers import anthropic_call
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.router import McpRouter
@@ -52,5 +52,24 @@ def test_no_learning_unless_asked(embedder: Embedder) -> None:
                 anthropic_call("create_issue", {"repo": "acme/web", "title": "crash"}), promotion
             )
             assert router.router.memory is None
+
+    run(main)
+
+
+def test_searches_are_kept_for_the_current_tools_only(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=":memory:")
+        notes = PagedClient([[mcp_tool("add_note", "Save a new note.")]], [None])
+        await router.connect({"notes": notes})
+        for n in range(20):  # each search after the server changed: a new catalog version
+            notes.pages[0].append(mcp_tool(f"tag_note_{n}", "Tag a note."))
+            router.mark_changed("notes")
+            assert (await router.search("save a note")).ids == ["notes/add_note"]
+        assert len(router._searches) == 1
+        memory = router.router.memory
+        assert memory is not None
+        outcome = await router.call_any(anthropic_call("add_note", {}))
+        assert outcome.forwarded
+        assert len(memory) == 1  # the last search still learns from the call
 
     run(main)

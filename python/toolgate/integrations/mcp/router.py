@@ -131,7 +131,8 @@ class McpRouter:
         self._catalogs.learn_store = None if learn is None else open_store(learn)
         # The query and included ids of recent turns, by promotion, for learning from calls.
         self._turns: OrderedDict[int, tuple[str, frozenset[str]]] = OrderedDict()
-        # The last tool_search, by catalog version: a call of a tool it found is its feedback.
+        # The last tool_search, by its catalog version: a call of a tool it found is its
+        # feedback. Only the current version's is asked for, so only the last is kept.
         self._searches: dict[str, RouteResult] = {}
 
     # -- connections ---------------------------------------------------------------------
@@ -339,7 +340,7 @@ class McpRouter:
         result = await route_search(self.router, query, scope, top_k=k, turn_id=turn_id)
         if self._catalogs.learn_store is not None and result.form == "text":
             # A call of a tool this search found will say the search's words needed it.
-            self._searches[result.catalog_version] = result
+            self._searches = {result.catalog_version: result}
         return result
 
     async def call_any(
