@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
+import anyio
 import pytest
 from jsonschema import Draft202012Validator
 from mcp import Client
@@ -422,5 +423,34 @@ def test_a_search_answers_with_structured_content_too(embedder: Embedder) -> Non
             none = await client.call_tool("search_tools", {"query": "+calendar"})
             assert none.structured_content == {"tools": []}
             Draft202012Validator(schema).validate(none.structured_content)
+
+    run(main)
+
+
+class _SlowLegacyClient:
+    """A legacy client connection that takes a while to take each notice."""
+
+    def __init__(self) -> None:
+        self.told = 0
+
+    async def send_tool_list_changed(self) -> None:
+        await anyio.sleep(0.05)
+        self.told += 1
+
+
+def test_a_storm_of_changes_is_told_to_each_client_once_more_not_once_each(
+    embedder: Embedder,
+) -> None:
+    client = _SlowLegacyClient()
+
+    async def main() -> None:
+        proxy = McpProxy(McpRouter(embedder=embedder, cache=None))
+        proxy._legacy_clients.add(client)
+        async with anyio.create_task_group() as group:
+            for _ in range(500):  # a server sending notice after notice
+                group.start_soon(proxy.announce, "tools")
+        assert client.told == 2  # the first, and one for all that came while it was sent
+        await proxy.announce("tools")  # a later change is told again
+        assert client.told == 3
 
     run(main)

@@ -175,6 +175,9 @@ class McpProxy:
         self._listen = ListenHandler(self.events)
         # Connections of clients on earlier protocols, told of changes by notification.
         self._legacy_clients: weakref.WeakSet[Any] = weakref.WeakSet()
+        # Kinds of change being announced, and those that changed again meanwhile.
+        self._announcing: set[str] = set()
+        self._changed_again: set[str] = set()
         # Not connected yet (``ready``): the names pinned tools leave free are not known, and
         # are the usual ones but for a pinned upstream tool called search_tools.
         search, call = meta_names(router.router.catalog) if router.servers else (SEARCH, CALL)
@@ -295,17 +298,35 @@ class McpProxy:
 
     async def announce(self, *kinds: str) -> None:
         """Tell every client that the proxy's ``tools``, ``prompts`` and / or ``resources``
-        changed (a server joined, or one changed its own)."""
+        changed (a server joined, or one changed its own).
+
+        Changes that come while a notice of their kind is on its way are told in one more
+        notice after it: a server sending thousands does not make the proxy send thousands
+        to each client."""
         if unknown := [kind for kind in kinds if kind not in _CHANGES]:
             raise InvalidInputError(f"unknown kinds {unknown}; expected {sorted(_CHANGES)}")
         for kind in kinds:
-            await self.events.publish(_CHANGES[kind][1])
-            send = f"send_{kind.rstrip('s')}_list_changed"
-            for client in list(self._legacy_clients):
-                try:
-                    await getattr(client, send)()
-                except Exception:  # that client is gone
-                    self._legacy_clients.discard(client)
+            if kind in self._announcing:
+                self._changed_again.add(kind)
+                continue
+            self._announcing.add(kind)
+            try:
+                await self._tell_changed(kind)
+                while kind in self._changed_again:
+                    self._changed_again.discard(kind)
+                    await self._tell_changed(kind)
+            finally:
+                self._announcing.discard(kind)
+
+    async def _tell_changed(self, kind: str) -> None:
+        """One notice that ``kind`` changed, to every client."""
+        await self.events.publish(_CHANGES[kind][1])
+        send = f"send_{kind.rstrip('s')}_list_changed"
+        for client in list(self._legacy_clients):
+            try:
+                await getattr(client, send)()
+            except Exception:  # that client is gone
+                self._legacy_clients.discard(client)
 
     def end_event_streams(self) -> None:
         """End every client's ``subscriptions/listen`` stream, gracefully (the proxy is
