@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -325,8 +326,26 @@ def assert_one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], *
         assert part in err
 
 
+# What each hostile queries file holds (None: made below), and what its error says.
+HOSTILE_QUERIES = {
+    "missing": (None, "not found"),
+    "directory": (None, "not a regular file"),
+    "fifo": (None, "not a regular file"),
+    "device": (None, "not a regular file"),
+    "not-utf8": (b'{"query": "ok", "gold": []}\n{"query": "caf\xe9"}\n', "line 2: not UTF-8"),
+    "deep": (b'{"query": "ok", "gold": []}\n{"query": "x", "gold": [' + b"[" * 100_000
+             + b"]" * 100_000 + b"]}\n", "line 2: invalid JSON"),
+    "big-integer": (b'{"query": "ok", "gold": [], "n": ' + b"9" * 5000 + b"}\n",
+                    "line 1: invalid JSON"),
+    # Tool results within tool results: JSON the parser takes, too deep for route() to read.
+    "nested": (b'{"query": "ok", "history": [{"role": "user", "content": ['
+               + b'{"type": "tool_result", "content": [' * 300 + b"]}" * 300
+               + b"]}]}\n", "line 1: nesting deeper than"),
+}  # fmt: skip
+
+
 @pytest.mark.parametrize("command", ["eval", "calibrate"])
-@pytest.mark.parametrize("problem", ["missing", "directory", "not-utf8"])
+@pytest.mark.parametrize("problem", list(HOSTILE_QUERIES))
 def test_unreadable_queries_file_is_a_one_line_error(
     capsys: pytest.CaptureFixture[str],
     tiny_set: tuple[Path, Path],
@@ -334,15 +353,19 @@ def test_unreadable_queries_file_is_a_one_line_error(
     command: str,
     problem: str,
 ) -> None:
+    """A queries file that is no regular file (a pipe would block, /dev/zero fill memory)
+    or holds JSON past the reader's bounds is an error naming it, not a hang or a traceback."""
     tools, _ = tiny_set
-    queries = tmp_path / "queries"
+    content, said = HOSTILE_QUERIES[problem]
+    queries = Path("/dev/zero") if problem == "device" else tmp_path / "queries"
     if problem == "directory":
         queries.mkdir()
-    elif problem == "not-utf8":
-        queries.write_bytes(b'{"query": "ok", "gold": []}\n{"query": "caf\xe9"}\n')
-    where = "line 2" if problem == "not-utf8" else ""
+    elif problem == "fifo":
+        os.mkfifo(queries)
+    elif content is not None:
+        queries.write_bytes(content)
     argv = [command, "--tools", str(tools), "--queries", str(queries)]
-    assert_one_line_error(capsys, argv, str(queries), where)
+    assert_one_line_error(capsys, argv, str(queries), said)
 
 
 @pytest.mark.parametrize("command", ["eval", "calibrate"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,12 +10,19 @@ from typing import TYPE_CHECKING, Any
 
 from toolgate.errors import InvalidInputError
 from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics
+from toolgate.json_limits import JsonLimitError, json_problem, loads, read_bounded
+from toolgate.routing.history import history_texts
+from toolgate.routing.query import parse_query
 
 if TYPE_CHECKING:
     from toolgate.catalog.catalog import Catalog
     from toolgate.routing.router import Router
 
 __all__ = ["LabelledQuery", "evaluate", "load_queries", "progress_bar", "unmatched_gold"]
+
+# Far past any labelled set (the largest shared one is a few megabytes), and a bound on what
+# a wrong path makes the reader allocate.
+_MAX_QUERIES_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -63,34 +69,65 @@ class _BadLine(Exception):
 def _read_lines(path: Path) -> list[bytes]:
     # Bytes first and each line decoded on its own, so a bad byte is reported at its line.
     try:
-        return path.read_bytes().splitlines()
+        return read_bounded(path, _MAX_QUERIES_BYTES).splitlines()
     except FileNotFoundError:
         raise InvalidInputError(f"queries file not found: {path}") from None
+    except JsonLimitError as exc:  # a pipe, a device, a directory, or too large
+        raise InvalidInputError(f"cannot read queries file: {exc}") from None
     except OSError as exc:
         raise InvalidInputError(f"cannot read queries file {path}: {exc.strerror}") from None
 
 
 def _parse_line(raw: bytes, number: int) -> LabelledQuery:
-    try:
-        row = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise _BadLine(
-            f"not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})"
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise _BadLine(f"invalid JSON: {exc}") from None
-    if not isinstance(row, dict):
-        raise _BadLine(f"expected a JSON object, got {type(row).__name__}")
+    row = _json_object(raw)
     if "query" not in row:
         raise _BadLine("missing key 'query'")
-    query, gold = row["query"], row.get("gold", [])
+    query = row["query"]
     if not isinstance(query, str):
         raise _BadLine(f"'query' must be a string, got {type(query).__name__}")
     if not query.strip():
         raise _BadLine("query is empty")
+    gold, history = _gold(row.get("gold", [])), _history(row.get("history", []))
+    try:
+        # What route() refuses (a "select:" naming no tool, a turn it cannot read) is said
+        # here, with the line, rather than in the middle of the run.
+        parse_query(query)
+        history_texts(history, len(history))
+    except InvalidInputError as exc:
+        raise _BadLine(str(exc)) from None
+    return LabelledQuery(str(row.get("qid", number)), query, gold, history)
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        row = loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _BadLine(
+            f"not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})"
+        ) from None
+    except ValueError as exc:  # also nesting too deep to parse, or a 5,000-digit number
+        raise _BadLine(f"invalid JSON: {exc}") from None
+    if not isinstance(row, dict):
+        raise _BadLine(f"expected a JSON object, got {type(row).__name__}")
+    # Nesting the parser takes can still be past what route() walks (tool results in
+    # tool results).
+    problem = json_problem(row, strict=False)
+    if problem:
+        raise _BadLine(problem)
+    return row
+
+
+def _gold(gold: object) -> tuple[str, ...]:
     if not isinstance(gold, list):
         raise _BadLine(f"'gold' must be a list, got {type(gold).__name__}")
-    history = row.get("history", [])
+    for position, entry in enumerate(gold):
+        if not isinstance(entry, str):
+            # As text a null would pass for the name 'None'.
+            raise _BadLine(f"gold[{position}] must be a string, got {type(entry).__name__}")
+    return tuple(gold)
+
+
+def _history(history: object) -> tuple[str | Mapping[str, object], ...]:
     if not isinstance(history, list):
         raise _BadLine(f"'history' must be a list, got {type(history).__name__}")
     for position, turn in enumerate(history):
@@ -98,7 +135,7 @@ def _parse_line(raw: bytes, number: int) -> LabelledQuery:
             raise _BadLine(
                 f"history[{position}] must be a string or an object, got {type(turn).__name__}"
             )
-    return LabelledQuery(str(row.get("qid", number)), query, tuple(map(str, gold)), tuple(history))
+    return tuple(history)
 
 
 def unmatched_gold(catalog: Catalog, queries: Sequence[LabelledQuery]) -> list[tuple[str, str]]:
