@@ -467,6 +467,11 @@ def test_stats_on_a_bad_event_log_names_file_and_line(
     assert_one_line_error(capsys, argv, str(events), where)
 
 
+def test_stats_on_a_device_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["stats", "--events", "/dev/zero"]
+    assert_one_line_error(capsys, argv, "/dev/zero", "not a regular file")
+
+
 @pytest.mark.parametrize(
     "argv",
     [

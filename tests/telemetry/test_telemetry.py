@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sys
 import threading
 import tracemalloc
@@ -366,6 +367,19 @@ def test_replay_skips_a_half_written_last_line(
     # The same line followed by more is a corrupt log, not a live one.
     log.write_text("\n".join([*complete, half, *complete]) + "\n")
     with pytest.raises(InvalidInputError, match=r"events.log, line 2: not a toolgate event"):
+        UsageStats.from_log(log)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_replay_refuses_what_is_no_regular_file(tmp_path: Path, kind: str) -> None:
+    """Opening a pipe blocks until a writer comes and /dev/zero is one endless line: both
+    would hang the replay."""
+    log = Path("/dev/zero") if kind == "device" else tmp_path / "events.log"
+    if kind == "fifo":
+        os.mkfifo(log)
+    elif kind == "directory":
+        log.mkdir()
+    with pytest.raises(InvalidInputError, match=r"telemetry log .*not a regular file"):
         UsageStats.from_log(log)
 
 

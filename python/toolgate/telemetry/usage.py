@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgate.errors import InvalidInputError
+from toolgate.json_limits import JsonLimitError, open_regular
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.telemetry.events import (
     EVENT_TYPES,
@@ -228,9 +229,14 @@ def _keep_latest(last: dict[str, float], tool_ids: Iterable[str], timestamp: flo
 
 
 def _read_log(path: Path) -> Iterator[Event]:
-    """The toolgate events in the log at ``path``, read one line at a time."""
+    """The toolgate events in the log at ``path``, read one line at a time.
+
+    Only a regular file: opening a pipe blocks until something writes to it, and a device
+    such as /dev/zero is one line without end. A regular file still being appended to is
+    read up to where its writer is.
+    """
     try:
-        with path.open("rb") as log:
+        with open_regular(path) as log:
             for number, raw in enumerate(log, start=1):
                 where = f"{path}, line {number}"
                 try:
@@ -245,7 +251,7 @@ def _read_log(path: Path) -> Iterator[Event]:
                 data = None if found is None else _toolgate_event(*found)
                 if data is not None:
                     yield _event_at(data, where)
-    except OSError as exc:
+    except (OSError, JsonLimitError) as exc:
         raise InvalidInputError(f"cannot read telemetry log {path}: {exc}") from exc
 
 
