@@ -121,6 +121,17 @@ def test_hub_fans_out_and_survives_a_failing_sink(caplog: pytest.LogCaptureFixtu
         Telemetry([object()])  # type: ignore[list-item]
 
 
+@pytest.mark.parametrize(
+    ("salt", "said"),
+    [(None, "salt must be a str, got NoneType"), (5, "salt must be a str, got int"),
+     ("pepper\ud800", "salt holds a lone surrogate at character 6")],
+)  # fmt: skip
+def test_a_salt_that_cannot_be_hashed_is_refused_at_once(salt: Any, said: str) -> None:
+    """Taken as given, such a salt (an unset environment variable) failed every route()."""
+    with pytest.raises(InvalidInputError, match=said):
+        Telemetry([MemorySink()], salt=salt)
+
+
 def test_json_log_sink_writes_one_line_per_event(caplog: pytest.LogCaptureFixture) -> None:
     hub = Telemetry([JsonLogSink()])
     with caplog.at_level(logging.INFO, logger="toolgate.telemetry"):

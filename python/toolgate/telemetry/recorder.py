@@ -9,6 +9,7 @@ from typing import Any
 from toolgate.errors import InvalidInputError
 from toolgate.telemetry.events import Event, PromoteEvent, RouteEvent, VerifyEvent
 from toolgate.telemetry.sinks import Sink, default_sinks
+from toolgate.unicode import lone_surrogate_at
 
 _log = logging.getLogger("toolgate.telemetry")
 
@@ -26,7 +27,7 @@ class Telemetry:
             if not isinstance(sink, Sink):
                 raise InvalidInputError(f"a sink needs an emit(event) method: {sink!r}")
         self.record_queries = record_queries
-        self.salt = salt
+        self.salt = _checked_salt(salt)
 
     def emit(self, event: Event) -> None:
         """Send ``event`` to every sink."""
@@ -55,6 +56,17 @@ class Telemetry:
         event = VerifyEvent.from_verdict(verdict, turn_id=turn_id, latency_ms=latency_ms)
         self.emit(event)
         return event
+
+
+def _checked_salt(salt: object) -> str:
+    """``salt``, refused here if hashing it with a query would fail on every route (None from
+    an unset environment variable, a lone surrogate that UTF-8 cannot encode)."""
+    if not isinstance(salt, str):
+        raise InvalidInputError(f"salt must be a str, got {type(salt).__name__}")
+    bad = lone_surrogate_at(salt)
+    if bad is not None:
+        raise InvalidInputError(f"salt holds a lone surrogate at character {bad}")
+    return salt
 
 
 def as_telemetry(value: object) -> Telemetry | None:
