@@ -189,6 +189,16 @@ def test_empty_queries_are_rejected(router: Router) -> None:
         router.route("select:")
 
 
+def test_signals_read_a_query_as_route_does(router: Router) -> None:
+    """A lone surrogate (a reply cut in an emoji) is repaired for the signals as for route()."""
+    cosine, sparse = router.signals("list my \ud800 issues")
+    expected_cosine, expected_sparse = router.signals("list my \ufffd issues")
+    assert np.array_equal(cosine, expected_cosine)
+    assert np.array_equal(sparse, expected_sparse)
+    with pytest.raises(InvalidInputError, match="query must be a str, got bytes"):
+        router.signals(b"list my issues")  # type: ignore[arg-type]
+
+
 def test_reopened_router_gives_the_same_answers(router: Router, tmp_path: Path) -> None:
     router.save(tmp_path / "copy")
     # Routing never needs the full catalog: a broken one fails only where it is read.

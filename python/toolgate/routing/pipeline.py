@@ -35,7 +35,7 @@ from toolgate.routing.no_tool import (
 )
 from toolgate.routing.outcome import Turn, route_result
 from toolgate.routing.outline import tool_schema_tokens
-from toolgate.routing.query import ParsedQuery, parse_query, reads_as_words
+from toolgate.routing.query import ParsedQuery, parse_query, query_text, reads_as_words
 from toolgate.routing.query_vectors import QueryVectors
 from toolgate.routing.result import RouteResult
 from toolgate.routing.rows import CatalogRows, Scope
@@ -43,7 +43,6 @@ from toolgate.routing.selection import adapt, with_clause_slots
 from toolgate.routing.servers import SERVER_DEPTH, ServerVectors
 from toolgate.routing.state import FlagVocabulary, State
 from toolgate.routing.store import CatalogOutline
-from toolgate.unicode import well_formed
 
 if TYPE_CHECKING:
     from toolgate.embedding.embedder import Embedder
@@ -155,8 +154,7 @@ class RoutePipeline:
                 kind = type(flag).__name__
                 raise InvalidInputError(f"{name} must be True or False, got a {kind}")
         allow, deny = pattern_list(allow), pattern_list(deny)
-        if isinstance(query, str):  # parse_query names any other type
-            query = well_formed(query)
+        query = query_text(query)
         parsed = parse_query(query, forms=forms)
         notes: tuple[str, ...] = ()
         if parsed.select and self._words_not_names(parsed.select):
@@ -373,6 +371,7 @@ class RoutePipeline:
     def scores(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each row's cosine for ``text``, the dense signal that :meth:`route` fuses (the
         cosine with the clause bonus, see ``_toolgate.dense_signal``), and its BM25 score."""
+        text = query_text(text)
         vector, clauses = self.query_vectors(text)
         cosine = self._index.scores(vector)
         weight = self._config.clause_weight

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolgate.errors import InvalidInputError
+from toolgate.unicode import well_formed
 
-__all__ = ["ParsedQuery", "parse_query", "reads_as_words"]
+__all__ = ["ParsedQuery", "parse_query", "query_text", "reads_as_words"]
 
 _SELECT_PREFIX = "select:"
 # A term starts with a letter, so "+46 70 123 45 67" and "2 +2" stay plain text.
@@ -53,8 +54,7 @@ def parse_query(query: str, *, forms: bool = True) -> ParsedQuery:
     >>> parse_query("+slack send a message").required_terms
     ('slack',)
     """
-    if not isinstance(query, str):
-        raise InvalidInputError(f"query must be a str, got {type(query).__name__}")
+    _check_str(query)
     stripped = query.strip()
     if not forms:  # a user's own words, where "select:" or "+1" is just text
         return ParsedQuery(text=stripped)
@@ -70,6 +70,22 @@ def parse_query(query: str, *, forms: bool = True) -> ParsedQuery:
     # The required terms still describe the intent, so they stay in the ranking text too.
     text = " ".join([*required, rest.strip()]).strip()
     return ParsedQuery(text=text, required_terms=required)
+
+
+def query_text(query: str) -> str:
+    """``query`` as the router reads it: a str (else an :class:`InvalidInputError`) with each
+    lone surrogate replaced, since neither the tokenizers nor the core take one.
+
+    >>> query_text("open \\ud800 issue") == "open \\ufffd issue"
+    True
+    """
+    _check_str(query)
+    return well_formed(query)
+
+
+def _check_str(query: object) -> None:
+    if not isinstance(query, str):
+        raise InvalidInputError(f"query must be a str, got {type(query).__name__}")
 
 
 def reads_as_words(names: Sequence[str]) -> bool:
