@@ -182,6 +182,28 @@ def test_bad_arguments_are_named(router: Router, kwargs: dict, message: str) -> 
         router.route("list my issues", **kwargs)
 
 
+@pytest.mark.parametrize("config", [None, {"top_k": 3}])
+def test_with_config_names_a_config_of_another_type(router: Router, config: Any) -> None:
+    kind = type(config).__name__
+    with pytest.raises(InvalidInputError, match=f"config must be a RouterConfig, got {kind}"):
+        router.with_config(config)
+
+
+@pytest.mark.parametrize("config", [{"top_k": 3}, {}, "fast"])
+def test_from_tools_names_a_config_of_another_type(embedder: Embedder, config: Any) -> None:
+    """A dict was read as settings it has no attributes for, and an empty one as no config."""
+    kind = type(config).__name__
+    with pytest.raises(
+        InvalidInputError, match=f"config must be a RouterConfig or None, got {kind}"
+    ):
+        Router.from_tools(demo_catalog(), config=config, embedder=embedder, cache=None)
+
+
+def test_learn_names_a_config_of_another_type(router: Router) -> None:
+    with pytest.raises(InvalidInputError, match="config must be a LearnConfig or None, got dict"):
+        router.with_config(router.config).learn(":memory:", config={"rate_per_tool": 1})
+
+
 def test_empty_queries_are_rejected(router: Router) -> None:
     with pytest.raises(InvalidInputError, match="empty"):
         router.route("   ")

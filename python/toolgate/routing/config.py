@@ -278,6 +278,18 @@ def check_count(name: str, value: object, *, minimum: int) -> None:
         raise InvalidInputError(f"{name} must be at most {MAX_COUNT:,}, got {shown(value)}")
 
 
+def check_instance(name: str, value: object, kind: type, *, optional: bool = False) -> None:
+    """Raise :class:`InvalidInputError` unless ``value`` is a ``kind`` (or None, when
+    ``optional``): a dict of settings in its place fails far from the call otherwise."""
+    if isinstance(value, kind) or (optional and value is None):
+        return
+    either = " or None" if optional else ""
+    hint = f"; {kind.__name__}(**settings) makes one" if isinstance(value, Mapping) else ""
+    raise InvalidInputError(
+        f"{name} must be a {kind.__name__}{either}, got {type(value).__name__}{hint}"
+    )
+
+
 def shown(value: object) -> str:
     """``repr(value)`` for a message: cut short, and never raising (``repr`` of an integer of
     more than 4,300 digits does)."""

@@ -44,7 +44,7 @@ from toolgate import _toolgate
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError
 from toolgate.routing.co_use import CoUse
-from toolgate.routing.config import check_count, finite_number, shown
+from toolgate.routing.config import check_count, check_instance, finite_number, shown
 from toolgate.routing.learned_store import LearnedStore, open_store, query_key
 from toolgate.routing.rows import tool_list
 
@@ -110,7 +110,8 @@ class LearnedMemory:
     ) -> None:
         self.store = store
         self.scope = scope
-        self.config = config or LearnConfig()
+        check_instance("config", config, LearnConfig, optional=True)
+        self.config = LearnConfig() if config is None else config
         self._ids = tuple(ids)
         self._row_of = {tool_id: row for row, tool_id in enumerate(self._ids)}
         self._servers = servers

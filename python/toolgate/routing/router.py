@@ -33,7 +33,7 @@ from toolgate.routing.build import (
     index_catalog,
     open_parts,
 )
-from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
+from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig, check_instance
 from toolgate.routing.feedback import LearnConfig, LearnedMemory
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.learned_store import LearnedStore
@@ -141,7 +141,8 @@ class Router:
         what changed. ``telemetry`` receives an event for every route, promote and verify.
         """
         as_telemetry(telemetry)  # before embedding, the slow part
-        config = config or RouterConfig()
+        check_instance("config", config, RouterConfig, optional=True)
+        config = RouterConfig() if config is None else config
         embedder = embedder or default_embedder(config.precision)
         parts = index_catalog(catalog, config=config, embedder=embedder, path=path, cache=cache)
         return cls(parts, catalog=catalog, embedder=embedder, telemetry=telemetry)
@@ -197,6 +198,7 @@ class Router:
         """This router under ``config`` (fitted by ``toolgate calibrate``, say): the same
         index, so a setting the index is built with (BM25's, the storage, the model's
         precision) must stay as it is; ranking and selection settings may change."""
+        check_instance("config", config, RouterConfig)
         parts = self._parts.with_config(config)
         view = copy.copy(self)
         view.config = config
