@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import tracemalloc
@@ -265,6 +266,27 @@ def test_pruning_report_over_a_window(catalog: Catalog) -> None:
     assert everything["loaded_not_called"] == ["s/b"]
     with pytest.raises(InvalidInputError, match="window_s"):
         stats.pruning_report(window_s=0)
+
+
+@pytest.mark.parametrize("window_s", [float("nan"), float("inf"), "3600", True])
+def test_a_window_that_is_no_finite_number_is_refused(window_s: Any) -> None:
+    """A NaN window compared false with every time, so every tool passed for idle."""
+    with pytest.raises(InvalidInputError, match="window_s must be a positive number"):
+        UsageStats(["s/a"]).pruning_report(window_s=window_s)
+
+
+@pytest.mark.parametrize(
+    ("tool_ids", "said"),
+    [
+        ("github/get_issue", "tool_ids must be a list of tool ids, not 'github/get_issue'"),
+        (b"github/get_issue", "tool_ids must be a list of tool ids, got bytes"),
+        (["s/a", None], "tool_ids entries must be tool ids, got None"),
+    ],
+)
+def test_a_registry_that_is_no_list_of_ids_is_refused(tool_ids: Any, said: str) -> None:
+    """A bare string was read letter by letter: a registry of one-letter tools."""
+    with pytest.raises(InvalidInputError, match=re.escape(said)):
+        UsageStats(tool_ids)
 
 
 def test_usage_stats_are_thread_safe() -> None:

@@ -32,6 +32,7 @@ from typing import Any
 from toolgate.errors import InvalidInputError
 from toolgate.json_limits import JsonLimitError, open_regular
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
+from toolgate.routing.config import finite_number, shown
 from toolgate.telemetry.events import (
     EVENT_TYPES,
     Event,
@@ -67,8 +68,12 @@ class UsageStats:
     """
 
     def __init__(self, tool_ids: Iterable[str] = ()) -> None:
+        # Here: the rows module loads numpy, which telemetry alone does not need.
+        from toolgate.routing.rows import tool_list
+
         self._lock = threading.Lock()
-        self.registry: list[str] = list(dict.fromkeys(_catalog_ids(tool_ids)))
+        listed = tool_list(tool_ids, "tool_ids")  # a bare string is no list of ids
+        self.registry: list[str] = list(dict.fromkeys(_catalog_ids(listed)))
         self.turns: set[str] = set()
         self.routed: Counter[str] = Counter()
         self.loaded: Counter[str] = Counter()
@@ -156,8 +161,11 @@ class UsageStats:
         ``window_s=None`` looks at everything seen. ``loaded_not_called`` are tools whose schemas
         were sent but never used: pure token cost.
         """
-        if window_s is not None and window_s <= 0:
-            raise InvalidInputError(f"window_s must be positive, got {window_s}")
+        if window_s is not None and not (finite_number(window_s) and window_s > 0):
+            # NaN compares false with every time: every tool would pass for idle.
+            raise InvalidInputError(
+                f"window_s must be a positive number of seconds or None, got {shown(window_s)}"
+            )
         now = time.time() if now is None else now
         since = float("-inf") if window_s is None else now - window_s
 
