@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from functools import partial
 from pathlib import Path
@@ -211,6 +212,22 @@ def test_a_tool_recorded_by_id_meets_a_precondition_naming_it_bare() -> None:
     items = set(State.coerce({"tools_run": ["gh/list_issues", "a/b/x"]}).items())
     assert {"tool:gh/list_issues", "tool:list_issues", "tool:b/x", "tool:x"} <= items
     assert "tool:gh" not in items
+
+
+@pytest.mark.parametrize(
+    ("state", "said"),
+    [
+        ({"scopes": ["repo", 1]}, "state['scopes'][1] must be a string, got int"),
+        ({"tools_run": [None]}, "state['tools_run'][0] must be a string, got NoneType"),
+        ({"milestones": [["a"]]}, "state['milestones'][0] must be a string, got list"),
+    ],
+)
+def test_state_entries_that_are_no_strings_are_refused(state: dict, said: str) -> None:
+    """Made text, None would meet a precondition named 'None'."""
+    from toolgate.routing.state import State
+
+    with pytest.raises(InvalidInputError, match=re.escape(said)):
+        State.coerce(state)
 
 
 def test_files_of_another_save_are_refused_at_open(router: Router, tmp_path: Path) -> None:

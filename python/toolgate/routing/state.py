@@ -57,7 +57,7 @@ class State:
                 raise InvalidInputError(
                     f"state[{key!r}] must be a list of strings, got {type(value).__name__}"
                 )
-            parts[key] = frozenset(str(v) for v in value)
+            parts[key] = frozenset(_strings(value, key))
         return cls(**parts)
 
     def items(self) -> Iterable[str]:
@@ -67,6 +67,17 @@ class State:
         # meets a precondition naming ``list_issues``.
         yield from (f"tool:{tail}" for ran in self.tools_run for tail in id_tails(ran))
         yield from (f"milestone:{m}" for m in self.milestones)
+
+
+def _strings(values: Iterable[object], key: str) -> list[str]:
+    """``values`` if each is a string; made text, a null would meet a precondition 'None'."""
+    strings: list[str] = []
+    for position, value in enumerate(values):
+        if not isinstance(value, str):
+            kind = type(value).__name__
+            raise InvalidInputError(f"state[{key!r}][{position}] must be a string, got {kind}")
+        strings.append(value)
+    return strings
 
 
 def tool_requirements(tool: Tool) -> list[str]:
