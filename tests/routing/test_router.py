@@ -221,6 +221,23 @@ def test_signals_read_a_query_as_route_does(router: Router) -> None:
         router.signals(b"list my issues")  # type: ignore[arg-type]
 
 
+def test_an_empty_path_is_refused(
+    router: Router, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty path was the current directory (save, open) or SQLite's throwaway database
+    (learn): a slip that wrote files, or lost what was learned, without a word."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInputError, match="router directory is an empty path"):
+        router.save("")
+    with pytest.raises(InvalidInputError, match="router directory is an empty path"):
+        Router.open("")
+    with pytest.raises(InvalidInputError, match="router directory is an empty path"):
+        router.refresh(router.catalog, path="")
+    with pytest.raises(InvalidInputError, match="learned store is an empty path"):
+        router.with_config(router.config).learn("")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_reopened_router_gives_the_same_answers(router: Router, tmp_path: Path) -> None:
     router.save(tmp_path / "copy")
     # Routing never needs the full catalog: a broken one fails only where it is read.

@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from toolgate.errors import StorageError, ToolgateError
+from toolgate.errors import InvalidInputError, StorageError, ToolgateError
 
 __all__ = [
     "copy_atomic",
+    "directory_path",
     "prepare_directory",
     "replace_atomically",
     "storage_errors",
@@ -39,9 +40,17 @@ def storage_errors() -> Iterator[None]:
         raise StorageError(exc.errno, exc.strerror or str(exc), exc.filename) from exc
 
 
+def directory_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a router directory's path; an empty one is refused, as ``Path("")`` is
+    the current directory: a slip, not a choice (``"."`` says that)."""
+    if isinstance(path, str) and not path:
+        raise InvalidInputError("the router directory is an empty path; '.' is this directory")
+    return Path(path)
+
+
 def prepare_directory(path: str | os.PathLike[str]) -> Path:
     """``path`` as a directory to save a router in, created if needed."""
-    directory = Path(path)
+    directory = directory_path(path)
     with storage_errors():
         if directory.exists() and not directory.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", str(path))

@@ -290,6 +290,8 @@ def open_store(store: LearnedStore | str | os.PathLike[str] | None) -> LearnedSt
             f"got {type(store).__name__}"
         )
     text = str(store)
+    if not text:  # SQLite would open a temporary database, dropped with its connection
+        raise InvalidInputError("a learned store is an empty path; ':memory:' is one in memory")
     if text.startswith(("postgresql://", "postgres://")):
         return PostgresStore(text)
     return SqliteStore(text)

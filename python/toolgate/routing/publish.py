@@ -14,7 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from toolgate.errors import InvalidInputError
-from toolgate.routing.atomic_files import prepare_directory, storage_errors, sync_directory
+from toolgate.routing.atomic_files import (
+    directory_path,
+    prepare_directory,
+    storage_errors,
+    sync_directory,
+)
 
 __all__ = ["publish", "router_directory"]
 
@@ -34,7 +39,7 @@ def router_directory(path: str | os.PathLike[str]) -> Path:
     """The directory to open a router from: a link :func:`publish` made is followed once, so
     that a router keeps reading the version it opened (its catalog loads later) after the
     link moves on."""
-    directory = Path(path)
+    directory = directory_path(path)
     return directory.resolve() if directory.is_symlink() else directory
 
 
