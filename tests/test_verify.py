@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from toolgate import verify as verify_module
 from toolgate.catalog.catalog import Catalog
 from toolgate.errors import CatalogError, InvalidInputError
 from toolgate.formats.calls import parse_tool_call
@@ -330,6 +331,35 @@ def test_parse_and_closest_helpers() -> None:
 )
 def test_an_unrelated_name_gets_no_suggestion(name: str, candidates: list[str]) -> None:
     assert closest_name(name, candidates) is None
+
+
+def test_a_name_far_longer_than_any_tool_name_gets_no_suggestion(catalog: Catalog) -> None:
+    """A hostile name of a million characters sharing a word with the tools: a suggestion
+    cost a pass over all of it per tool, holding the GIL, and no tool is named like it."""
+    name = "_".join(["search"] * 150_000)
+    verdict = verify_call(catalog, ACTIVE, {"name": name, "arguments": {}})
+    assert verdict.error == "unknown_tool"
+    assert verdict.closest is None
+    assert closest_name("search_" * 30, ["search", "get_me"]) == "search"  # shared words still
+
+
+def test_the_edit_distance_is_skipped_when_the_lengths_rule_it_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Names whose lengths differ by more than half cannot be misspellings of each other: only
+    their shared words count, at no cost quadratic in their lengths."""
+    computed: list[tuple[str, str]] = []
+
+    def counted(a: str, b: str) -> int:
+        computed.append((a, b))
+        return levenshtein(a, b)
+
+    levenshtein = verify_module._levenshtein
+    monkeypatch.setattr(verify_module, "_levenshtein", counted)
+    assert closest_name("list_" * 40, ["list_issues", "get_me"]) == "list_issues"
+    assert computed == []
+    assert closest_name("list_isues", ["list_issues", "get_me"]) == "list_issues"  # a typo still
+    assert computed
 
 
 def test_a_refusal_suggests_nothing_unrelated() -> None:

@@ -48,6 +48,10 @@ __all__ = ["Verdict", "closest_name", "verify_call", "verify_name"]
 _MIN_EDIT_SIMILARITY = 0.5
 _MIN_WORD_OVERLAP = 0.34
 
+# Past this length a called name is no slip of a tool's name (providers cap those far below
+# it) but junk or an attack, and suggesting for it would cost a pass over it per tool.
+_MAX_SUGGESTED_LENGTH = 256
+
 
 _MAX_LISTED = 50
 
@@ -69,13 +73,16 @@ def _words(name: str) -> set[str]:
 def closest_name(name: str, candidates: Iterable[str]) -> str | None:
     """The candidate most like ``name`` by edit distance or shared words, if any is close
     enough to be worth suggesting: at most half its letters edited, or one word in three
-    shared; an unrelated name gets no suggestion, which would only mislead.
+    shared; an unrelated name gets no suggestion, which would only mislead, and neither does
+    a name far longer than any tool's.
 
     >>> closest_name("create_isue", ["create_issue", "list_issues"])
     'create_issue'
     >>> closest_name("delete_everything", ["write_query", "read_query"]) is None
     True
     """
+    if len(name) > _MAX_SUGGESTED_LENGTH:
+        return None
     best, best_score = None, 0.0
     wanted = _words(name)
     lowered = name.lower()
@@ -83,16 +90,15 @@ def closest_name(name: str, candidates: Iterable[str]) -> str | None:
         longest = max(len(name), len(candidate)) or 1
         theirs = _words(candidate)
         overlap = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
-        overlap = overlap if overlap >= _MIN_WORD_OVERLAP else 0.0
-        # The edit distance is at least the length difference. A candidate that cannot
-        # beat the best so far, or reach a floor, is not worth the quadratic distance.
+        score = overlap if overlap >= _MIN_WORD_OVERLAP else 0.0
+        # The edit distance is at least the length difference. Unless that leaves room to
+        # reach the floor and beat both the best so far and the shared words, the quadratic
+        # distance cannot change the outcome.
         edit_bound = 1 - abs(len(name) - len(candidate)) / longest
-        if edit_bound < _MIN_EDIT_SIMILARITY:
-            edit_bound = 0.0
-        if max(edit_bound, overlap) <= best_score:
-            continue
-        edit = 1 - _levenshtein(lowered, candidate.lower()) / longest
-        score = max(edit if edit >= _MIN_EDIT_SIMILARITY else 0.0, overlap)
+        if edit_bound >= _MIN_EDIT_SIMILARITY and edit_bound > max(best_score, score):
+            edit = 1 - _levenshtein(lowered, candidate.lower()) / longest
+            if edit >= _MIN_EDIT_SIMILARITY:
+                score = max(edit, score)
         if score > best_score:
             best, best_score = candidate, score
     return best
