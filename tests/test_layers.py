@@ -13,7 +13,7 @@ from pathlib import Path
 import toolgate
 
 PACKAGE = Path(toolgate.__file__).parent
-BASE = {"_toolgate", "errors", "json_limits", "lazy", "memo", "unicode"}
+BASE = {"_toolgate", "arguments", "errors", "json_limits", "lazy", "memo", "unicode"}
 LAYERS = [
     "base",
     "formats",

@@ -50,11 +50,12 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
+from toolgate.arguments import check_count
 from toolgate.errors import InvalidInputError
 from toolgate.formats.compact import compact_entry
 from toolgate.gateway.filter import ToolFilter
 from toolgate.gateway.filtered import FilteredRequest
-from toolgate.routing.config import DEFAULT, DefaultType, check_count
+from toolgate.routing.config import DEFAULT, DefaultType
 from toolgate.routing.learned_store import LearnedStore, open_store
 from toolgate.verify import verify_name
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
+from toolgate.arguments import check_count
 from toolgate.errors import InvalidInputError
 from toolgate.gateway.filter import FilteredRequest, ToolFilter, filter_off_loop
-from toolgate.routing.config import check_count
 
 __all__ = ["ToolgateHook"]
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import enum
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from toolgate.arguments import check_count, finite_number, shown
 from toolgate.errors import InvalidInputError
 
-__all__ = ["DEFAULT", "MAX_COUNT", "DefaultType", "RouterConfig", "check_count"]
+__all__ = ["DEFAULT", "DefaultType", "RouterConfig"]
 
 
 class DefaultType(enum.Enum):
@@ -253,50 +253,3 @@ class RouterConfig:
 # The methods ``_toolgate.fuse`` takes (rust/py/text.rs, parse_method): checked here so a bad
 # one fails when the config is made, not at the first route.
 _FUSION_METHOD = re.compile(r"minmax|divmax|rrf|(?:raw|minmax|divmax)\+(?:raw|minmax|divmax)")
-
-
-def finite_number(value: object) -> bool:
-    """Whether ``value`` is a finite int or float (``True`` is an int to Python, not a
-    setting's number)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    # An integer past float's range is no finite setting either (and isfinite raises on it).
-    return math.isfinite(value) if isinstance(value, float) else value.bit_length() <= 1024
-
-
-#: Largest count a setting takes: the core reads counts as 64-bit integers, and no index
-#: holds more rows than this.
-MAX_COUNT = 2**32 - 1
-
-
-def check_count(name: str, value: object, *, minimum: int) -> None:
-    """Raise :class:`InvalidInputError` unless ``value`` is an integer from ``minimum`` to
-    :data:`MAX_COUNT`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {shown(value)}")
-    if value > MAX_COUNT:
-        raise InvalidInputError(f"{name} must be at most {MAX_COUNT:,}, got {shown(value)}")
-
-
-def check_instance(name: str, value: object, kind: type, *, optional: bool = False) -> None:
-    """Raise :class:`InvalidInputError` unless ``value`` is a ``kind`` (or None, when
-    ``optional``): a dict of settings in its place fails far from the call otherwise."""
-    if isinstance(value, kind) or (optional and value is None):
-        return
-    either = " or None" if optional else ""
-    hint = f"; {kind.__name__}(**settings) makes one" if isinstance(value, Mapping) else ""
-    raise InvalidInputError(
-        f"{name} must be a {kind.__name__}{either}, got {type(value).__name__}{hint}"
-    )
-
-
-def shown(value: object) -> str:
-    """``repr(value)`` for a message: cut short, and never raising (``repr`` of an integer of
-    more than 4,300 digits does)."""
-    if isinstance(value, int) and value.bit_length() > 64:
-        return f"an integer of {value.bit_length()} bits"
-    try:
-        text = repr(value)
-    except Exception:  # a hostile __repr__ must not replace the error being reported
-        return f"a {type(value).__name__}"
-    return text if len(text) <= 80 else f"{text[:80]}..."

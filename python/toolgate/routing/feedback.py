@@ -41,12 +41,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from toolgate import _toolgate
+from toolgate.arguments import check_count, check_instance, finite_number, shown, tool_list
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError
 from toolgate.routing.co_use import CoUse
-from toolgate.routing.config import check_count, check_instance, finite_number, shown
 from toolgate.routing.learned_store import LearnedStore, open_store, query_key
-from toolgate.routing.rows import tool_list
 
 __all__ = [
     "LearnConfig",

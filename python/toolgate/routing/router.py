@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from toolgate.arguments import check_instance
 from toolgate.catalog.catalog import Catalog
 from toolgate.lazy import Lazy
 from toolgate.promotion.promote import promote_tools
@@ -33,7 +34,7 @@ from toolgate.routing.build import (
     index_catalog,
     open_parts,
 )
-from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig, check_instance
+from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
 from toolgate.routing.feedback import LearnConfig, LearnedMemory
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.learned_store import LearnedStore

@@ -8,18 +8,18 @@ each into rows, and says which selected rows the caller's lists shut out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from toolgate import _toolgate
+from toolgate.arguments import tool_list
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import ScopeMatcher
-from toolgate.errors import InvalidInputError
 from toolgate.lazy import Lazy
 from toolgate.routing.store import CatalogOutline
 
-__all__ = ["CatalogRows", "Scope", "tool_list"]
+__all__ = ["CatalogRows", "Scope"]
 
 #: The caller's allow and deny rows (sorted uint32; ``None``: no list).
 Scope = tuple[np.ndarray | None, np.ndarray | None]
@@ -163,17 +163,3 @@ class CatalogRows:
 def _contains(sorted_rows: np.ndarray, row: int) -> bool:
     at = int(np.searchsorted(sorted_rows, row))
     return at < len(sorted_rows) and int(sorted_rows[at]) == row
-
-
-def tool_list(ids: Iterable[str], name: str, kinds: str = "tool ids") -> list[str]:
-    """``ids`` as a list of non-empty strings, or an error naming the argument ``name`` and
-    what it holds, ``kinds`` (a lone string is refused: its letters are not ids)."""
-    if isinstance(ids, str):
-        raise InvalidInputError(f"{name} must be a list of {kinds}, not {ids!r}")
-    if isinstance(ids, (bytes, Mapping)) or not isinstance(ids, Iterable):
-        raise InvalidInputError(f"{name} must be a list of {kinds}, got {type(ids).__name__}")
-    listed = list(ids)
-    for entry in listed:
-        if not isinstance(entry, str) or not entry:
-            raise InvalidInputError(f"{name} entries must be {kinds}, got {entry!r}")
-    return listed

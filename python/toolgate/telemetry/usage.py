@@ -29,10 +29,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from toolgate.arguments import finite_number, shown, tool_list
 from toolgate.errors import InvalidInputError
 from toolgate.json_limits import JsonLimitError, open_regular
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
-from toolgate.routing.config import finite_number, shown
 from toolgate.telemetry.events import (
     EVENT_TYPES,
     Event,
@@ -68,9 +68,6 @@ class UsageStats:
     """
 
     def __init__(self, tool_ids: Iterable[str] = ()) -> None:
-        # Here: the rows module loads numpy, which telemetry alone does not need.
-        from toolgate.routing.rows import tool_list
-
         self._lock = threading.Lock()
         listed = tool_list(tool_ids, "tool_ids")  # a bare string is no list of ids
         self.registry: list[str] = list(dict.fromkeys(_catalog_ids(listed)))

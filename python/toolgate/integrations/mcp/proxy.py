@@ -69,6 +69,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from toolgate._toolgate import __version__
+from toolgate.arguments import check_count
 from toolgate.catalog.scopes import pattern_list
 from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError, ToolgateError
@@ -91,7 +92,6 @@ from toolgate.integrations.mcp.passthrough import Passthrough, Reconnect
 from toolgate.integrations.mcp.relay import RequestRelay, UpstreamRequests
 from toolgate.integrations.mcp.router import McpRouter
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
-from toolgate.routing.config import check_count
 from toolgate.telemetry.events import VerifyEvent
 
 __all__ = ["MAX_QUERY_CHARS", "McpProxy"]

@@ -45,6 +45,7 @@ import anyio
 from anyio.abc import TaskStatus
 from mcp.client.session import MessageHandlerFnT
 
+from toolgate.arguments import check_count
 from toolgate.catalog.tool import Tool
 from toolgate.embedding.cache import EmbeddingCache
 from toolgate.embedding.embedder import Embedder
@@ -64,7 +65,7 @@ from toolgate.integrations.mcp.turns import (
 from toolgate.promotion.budget import Budget
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.promotion.promote import Promotion
-from toolgate.routing.config import RouterConfig, check_count
+from toolgate.routing.config import RouterConfig
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.learned_store import LearnedStore, open_store
 from toolgate.routing.result import RouteResult

@@ -1,0 +1,80 @@
+"""Checks of the arguments a caller passes, shared by every layer: each failure is an
+:class:`~toolgate.errors.InvalidInputError` that names the argument and shows the value
+without ever failing to show it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from toolgate.errors import InvalidInputError
+
+__all__ = [
+    "MAX_COUNT",
+    "check_count",
+    "check_instance",
+    "finite_number",
+    "shown",
+    "tool_list",
+]
+
+
+def finite_number(value: object) -> bool:
+    """Whether ``value`` is a finite int or float (``True`` is an int to Python, not a
+    setting's number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    # An integer past float's range is no finite setting either (and isfinite raises on it).
+    return math.isfinite(value) if isinstance(value, float) else value.bit_length() <= 1024
+
+
+#: Largest count a setting takes: the core reads counts as 64-bit integers, and no index
+#: holds more rows than this.
+MAX_COUNT = 2**32 - 1
+
+
+def check_count(name: str, value: object, *, minimum: int) -> None:
+    """Raise :class:`InvalidInputError` unless ``value`` is an integer from ``minimum`` to
+    :data:`MAX_COUNT`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {shown(value)}")
+    if value > MAX_COUNT:
+        raise InvalidInputError(f"{name} must be at most {MAX_COUNT:,}, got {shown(value)}")
+
+
+def check_instance(name: str, value: object, kind: type, *, optional: bool = False) -> None:
+    """Raise :class:`InvalidInputError` unless ``value`` is a ``kind`` (or None, when
+    ``optional``): a dict of settings in its place fails far from the call otherwise."""
+    if isinstance(value, kind) or (optional and value is None):
+        return
+    either = " or None" if optional else ""
+    hint = f"; {kind.__name__}(**settings) makes one" if isinstance(value, Mapping) else ""
+    raise InvalidInputError(
+        f"{name} must be a {kind.__name__}{either}, got {type(value).__name__}{hint}"
+    )
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for a message: cut short, and never raising (``repr`` of an integer of
+    more than 4,300 digits does)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__ must not replace the error being reported
+        return f"a {type(value).__name__}"
+    return text if len(text) <= 80 else f"{text[:80]}..."
+
+
+def tool_list(ids: Iterable[str], name: str, kinds: str = "tool ids") -> list[str]:
+    """``ids`` as a list of non-empty strings, or an error naming the argument ``name`` and
+    what it holds, ``kinds`` (a lone string is refused: its letters are not ids)."""
+    if isinstance(ids, str):
+        raise InvalidInputError(f"{name} must be a list of {kinds}, not {ids!r}")
+    if isinstance(ids, (bytes, Mapping)) or not isinstance(ids, Iterable):
+        raise InvalidInputError(f"{name} must be a list of {kinds}, got {type(ids).__name__}")
+    listed = list(ids)
+    for entry in listed:
+        if not isinstance(entry, str) or not entry:
+            raise InvalidInputError(f"{name} entries must be {kinds}, got {entry!r}")
+    return listed
