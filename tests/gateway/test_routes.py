@@ -69,6 +69,13 @@ def test_toml_and_yaml_configs_read_the_same(tmp_path: Path) -> None:
         ('query = "$..[["\n', "is not a JSONPath"),
         ("[upstreams.mistral]\norigin = 'http://x'\n", "upstreams.mistral"),
         ("top_k = [\n", "not valid TOML"),
+        ("threshold = nan\n", "'threshold' must be a cosine in [-1, 1], got nan"),
+        ("threshold = inf\n", "'threshold' must be a cosine in [-1, 1], got inf"),
+        ("threshold = -3\n", "'threshold' must be a cosine in [-1, 1], got -3"),
+        ("threshold = true\n", "'threshold' must be a cosine in [-1, 1], got True"),
+        ('[[routes]]\npath = "/v1/*"\nthreshold = 7\n', "routes[0]: 'threshold' must be a"),
+        ("timeout = inf\n", "'timeout' must be a finite number of seconds > 0, got inf"),
+        ("connect_timeout = nan\n", "'connect_timeout' must be a finite number of seconds"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path: Path, text: str, message: str) -> None:

@@ -17,7 +17,7 @@ chosen by the first ``[[routes]]`` entry whose ``path`` pattern (``fnmatch``, e.
     [[routes]]
     path = "/v1/messages"
     top_k = 5
-    threshold = 0.3
+    threshold = 0.3                # a cosine floor in [-1, 1]
     budget_tokens = 6000           # schema tokens the kept tools may take
     pinned = ["search_docs"]
     deny = ["delete_*"]
@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from toolgate.arguments import finite_number, shown
 from toolgate.errors import InvalidInputError
 from toolgate.json_limits import JsonLimitError, read_bounded
 from toolgate.promotion.budget import Budget
@@ -267,11 +268,7 @@ def _route(data: Mapping[str, Any], path: str, where: str) -> RouteConfig:
     policy = data.get("policy", "annotate")
     if policy not in _POLICIES:
         raise InvalidInputError(f"{where}: policy must be one of {list(_POLICIES)}, got {policy!r}")
-    threshold = data.get("threshold")
-    if threshold is not None and (
-        isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-    ):
-        raise InvalidInputError(f"{where}: threshold must be a number, got {threshold!r}")
+    threshold = _threshold(data, where)
     state_headers = data.get("state_headers", DEFAULT_STATE_HEADERS)
     if not isinstance(state_headers, Mapping) or not all(
         isinstance(k, str) and v in ("scopes", "milestones", "tools_run")
@@ -283,7 +280,7 @@ def _route(data: Mapping[str, Any], path: str, where: str) -> RouteConfig:
     route = RouteConfig(
         path=path,
         top_k=_int(data, "top_k", where, None, minimum=1),
-        threshold=None if threshold is None else float(threshold),
+        threshold=threshold,
         budget_tokens=_int(data, "budget_tokens", where, None, minimum=1),
         max_tools=_int(data, "max_tools", where, None, minimum=1),
         pinned=tuple(_names(data, "pinned", where) or ()),
@@ -298,6 +295,19 @@ def _route(data: Mapping[str, Any], path: str, where: str) -> RouteConfig:
 
         compile_path(route.query, where)  # a bad path fails at start-up, not per request
     return route
+
+
+def _threshold(data: Mapping[str, Any], where: str) -> float | None:
+    """The route's ``threshold``, checked as :class:`RouterConfig` checks it: outside the
+    cosine range it fails every request (NaN) or keeps no tool at all."""
+    value = data.get("threshold")
+    if value is None:
+        return None
+    if not (finite_number(value) and -1.0 <= value <= 1.0):
+        raise InvalidInputError(
+            f"{where}: 'threshold' must be a cosine in [-1, 1], got {shown(value)}"
+        )
+    return float(value)
 
 
 def _upstream(name: str, entry: Any, where: str) -> Upstream:
@@ -355,8 +365,11 @@ def _int(
 
 def _seconds(data: Mapping[str, Any], key: str, where: str, default: float) -> float:
     value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InvalidInputError(f"{where}: {key!r} must be a number of seconds > 0, got {value!r}")
+    # An infinite timeout overflows the socket's own (it is no "never").
+    if not (finite_number(value) and value > 0):
+        raise InvalidInputError(
+            f"{where}: {key!r} must be a finite number of seconds > 0, got {shown(value)}"
+        )
     return float(value)
 
 
