@@ -610,6 +610,18 @@ def test_a_gateway_learned_store_that_cannot_open_stops_it_before_it_listens(
     assert_one_line_error(capsys, command, "cannot open the learned memory")
 
 
+def test_a_gateway_config_with_keys_of_mixed_types_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "gateway.yaml"
+    config.write_text("1: x\nfoo: y\n")
+    command = [
+        "gateway", "--listen", "127.0.0.1:8080", "--store", str(tmp_path / "routers"),
+        "--upstream", "openai=https://api.openai.com", "--config", str(config),
+    ]  # fmt: skip
+    assert_one_line_error(capsys, command, "keys must be strings, got 1")
+
+
 def test_set_changes_a_router_setting_for_one_command(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
 ) -> None:

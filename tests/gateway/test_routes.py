@@ -86,6 +86,26 @@ def test_config_errors_name_the_key(tmp_path: Path, text: str, message: str) -> 
 
 
 @pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1: x\nfoo: y\n", "gateway.yaml: keys must be strings, got 1"),
+        ("true: 1\nfoo: 2\n", "gateway.yaml: keys must be strings, got True"),
+        ("null: x\ntop_k: 3\n", "gateway.yaml: keys must be strings, got None"),
+        ("routes:\n  - path: /v1/*\n    1: x\n    foo: y\n", "routes[0]: keys must be strings"),
+        (
+            "upstreams:\n  openai:\n    origin: https://x\n    1: a\n    b: c\n",
+            "upstreams.openai: keys must be strings, got 1",
+        ),
+    ],
+)
+def test_yaml_keys_that_are_no_strings_are_named(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidInputError, match=__import__("re").escape(message)):
+        load_config(path)
+
+
+@pytest.mark.parametrize(
     ("name", "text", "message"),
     [
         ("gateway.toml", "top_k = " + "[" * 100_000 + "]" * 100_000, "nested too deeply"),

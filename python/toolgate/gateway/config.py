@@ -259,6 +259,10 @@ def read_file(path: Path) -> bytes:
 
 
 def _check_keys(data: Mapping[str, Any], known: set[str], where: str) -> None:
+    # YAML reads `1:`, `true:` and `null:` as keys of those types, which sort against no str.
+    for key in data:
+        if not isinstance(key, str):
+            raise InvalidInputError(f"{where}: keys must be strings, got {shown(key)}")
     if unknown := sorted(set(data) - known):
         raise InvalidInputError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
 
