@@ -76,6 +76,25 @@ def test_toml_and_yaml_configs_read_the_same(tmp_path: Path) -> None:
         ('[[routes]]\npath = "/v1/*"\nthreshold = 7\n', "routes[0]: 'threshold' must be a"),
         ("timeout = inf\n", "'timeout' must be a finite number of seconds > 0, got inf"),
         ("connect_timeout = nan\n", "'connect_timeout' must be a finite number of seconds"),
+        ("store = 5\n", "'store' must be a string, got 5"),
+        ("store = true\n", "'store' must be a string, got True"),
+        ("[store]\na = 1\n", "'store' must be a string, got {'a': 1}"),
+        ("store = ''\n", "'store' must be a folder path, got ''"),
+        (
+            "[[prewarm]]\nprovider = 'openai'\ntools = 'x.json'\nbogus = 1\n",
+            "prewarm[0]: unknown key(s) ['bogus']",
+        ),
+        (
+            "[upstreams.openai]\norigin = 'https://x'\napi_key_env = ''\n",
+            "upstreams.openai: 'api_key_env' must name an environment variable, got ''",
+        ),
+        ("auth_token_env = ' '\n", "'auth_token_env' must name an environment variable"),
+        (
+            "[state_headers]\n'X-Scopes' = 'scopes'\n'x-scopes' = 'milestones'\n",
+            "state_headers: 'x-scopes' names a header already listed",
+        ),
+        ('[state_headers]\n"x-bad\\n" = "scopes"\n', "state_headers: 'x-bad\\n' is no HTTP header"),
+        ("[state_headers]\n'x bad' = 'scopes'\n", "state_headers: 'x bad' is no HTTP header"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path: Path, text: str, message: str) -> None:

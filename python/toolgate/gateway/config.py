@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -58,6 +59,8 @@ DEFAULT_STATE_HEADERS = {
     "x-toolgate-milestones": "milestones",
     "x-toolgate-tools-run": "tools_run",
 }
+# A header name as HTTP allows it (RFC 9110 token): another would never arrive.
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _ROUTE_KEYS = {
     "path", "top_k", "threshold", "budget_tokens", "max_tools", "pinned", "allow", "deny",
     "policy", "query", "state_headers",
@@ -206,13 +209,13 @@ def load_config(path: Path | None) -> GatewayConfig:
         prewarm=tuple(
             _prewarm(entry, i, base, where) for i, entry in enumerate(_list(data, "prewarm", where))
         ),
-        store=None if data.get("store") is None else base / str(data["store"]),
+        store=_store(data, base, where),
         learn=_learn_store(data, base, where),
         router=_router_config(data, where),
         max_catalogs=_int(data, "max_catalogs", where, 64, minimum=1),
         timeout=_seconds(data, "timeout", where, 600.0),
         connect_timeout=_seconds(data, "connect_timeout", where, 10.0),
-        auth_token_env=_optional_str(data, "auth_token_env", where),
+        auth_token_env=_env_name(data, "auth_token_env", where),
         max_body_bytes=_int(data, "max_body_bytes", where, MAX_BODY_BYTES, minimum=1),
     )
 
@@ -273,14 +276,6 @@ def _route(data: Mapping[str, Any], path: str, where: str) -> RouteConfig:
     if policy not in _POLICIES:
         raise InvalidInputError(f"{where}: policy must be one of {list(_POLICIES)}, got {policy!r}")
     threshold = _threshold(data, where)
-    state_headers = data.get("state_headers", DEFAULT_STATE_HEADERS)
-    if not isinstance(state_headers, Mapping) or not all(
-        isinstance(k, str) and v in ("scopes", "milestones", "tools_run")
-        for k, v in state_headers.items()
-    ):
-        raise InvalidInputError(
-            f"{where}: state_headers maps header names to 'scopes', 'milestones' or 'tools_run'"
-        )
     route = RouteConfig(
         path=path,
         top_k=_int(data, "top_k", where, None, minimum=1),
@@ -292,7 +287,7 @@ def _route(data: Mapping[str, Any], path: str, where: str) -> RouteConfig:
         deny=_names(data, "deny", where),
         policy=policy,
         query=_optional_str(data, "query", where),
-        state_headers={k.lower(): v for k, v in state_headers.items()},
+        state_headers=_state_headers(data, where),
     )
     if route.query is not None:
         from toolgate.gateway.query import compile_path
@@ -314,13 +309,36 @@ def _threshold(data: Mapping[str, Any], where: str) -> float | None:
     return float(value)
 
 
+def _state_headers(data: Mapping[str, Any], where: str) -> dict[str, str]:
+    """The route's ``state_headers``, by lower-case name: HTTP names are case-blind, so two
+    spellings of one name would silently keep only the last."""
+    table = data.get("state_headers", DEFAULT_STATE_HEADERS)
+    if not isinstance(table, Mapping) or not all(
+        isinstance(k, str) and v in ("scopes", "milestones", "tools_run") for k, v in table.items()
+    ):
+        raise InvalidInputError(
+            f"{where}: state_headers maps header names to 'scopes', 'milestones' or 'tools_run'"
+        )
+    headers: dict[str, str] = {}
+    for name, state in table.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise InvalidInputError(f"{where}: state_headers: {shown(name)} is no HTTP header name")
+        if name.lower() in headers:
+            raise InvalidInputError(
+                f"{where}: state_headers: {shown(name)} names a header already listed "
+                "(header names ignore case)"
+            )
+        headers[name.lower()] = state
+    return headers
+
+
 def _upstream(name: str, entry: Any, where: str) -> Upstream:
     if name not in PROVIDERS:
         raise InvalidInputError(f"{where}: upstreams.{name}: expected one of {list(PROVIDERS)}")
     if not isinstance(entry, Mapping) or not isinstance(entry.get("origin"), str):
         raise InvalidInputError(f"{where}: upstreams.{name} needs an 'origin' URL")
     _check_keys(entry, {"origin", "api_key_env"}, f"{where}: upstreams.{name}")
-    key_env = _optional_str(entry, "api_key_env", f"{where}: upstreams.{name}")
+    key_env = _env_name(entry, "api_key_env", f"{where}: upstreams.{name}")
     return Upstream(_origin(entry["origin"], name), key_env)
 
 
@@ -333,6 +351,7 @@ def _origin(text: str, name: str) -> str:
 def _prewarm(entry: Any, i: int, base: Path, where: str) -> Prewarm:
     if not isinstance(entry, Mapping) or not isinstance(entry.get("tools"), str):
         raise InvalidInputError(f"{where}: prewarm[{i}] needs 'tools', a file of a tools array")
+    _check_keys(entry, {"provider", "tools"}, f"{where}: prewarm[{i}]")
     provider = entry.get("provider")
     shapes = ("openai", "openai-responses", "anthropic", "gemini")
     if provider not in shapes:
@@ -401,6 +420,28 @@ def _learn_store(data: Mapping[str, Any], base: Path, where: str) -> str | None:
     if value == ":memory:" or value.startswith(("postgresql://", "postgres://")):
         return value
     return str(base / value)
+
+
+def _store(data: Mapping[str, Any], base: Path, where: str) -> Path | None:
+    """The router store of ``store``, from the config file's folder; an empty path would be
+    that folder itself, which holds the config, not routers."""
+    value = _optional_str(data, "store", where)
+    if value is None:
+        return None
+    if not value.strip():
+        raise InvalidInputError(f"{where}: 'store' must be a folder path, got {value!r}")
+    return base / value
+
+
+def _env_name(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    """The environment variable named by ``key``: an empty name is never set, so it would
+    fail every request instead of the start."""
+    value = _optional_str(data, key, where)
+    if value is not None and not value.strip():
+        raise InvalidInputError(
+            f"{where}: {key!r} must name an environment variable, got {value!r}"
+        )
+    return value
 
 
 def _optional_str(data: Mapping[str, Any], key: str, where: str) -> str | None:
