@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
@@ -313,6 +313,36 @@ class RecordingModel(GenericFakeChatModel):
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
         self.bound.append([name_of(t) for t in tools])
         return self
+
+
+class ForceACall(AgentMiddleware):  # type: ignore[type-arg]
+    """Sets a tool choice that requires a call, as an agent's own middleware may."""
+
+    def __init__(self, choice: Any) -> None:
+        super().__init__()
+        self.choice = choice
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(request.override(tool_choice=self.choice))
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request.override(tool_choice=self.choice))
+
+
+@pytest.mark.parametrize("choice", ["any", "required", True])
+def test_a_required_call_routing_leaves_no_tool_for_raises_in_sync_and_async_agents(
+    tools: list[BaseTool], tool_filter: ToolFilter, choice: Any
+) -> None:
+    model = RecordingModel(messages=iter([AIMessage("a joke, not a call")]), bound=[])
+    selector = ToolSelector(top_k=2, threshold=0.99, tool_filter=tool_filter)
+    middleware = [ForceACall(choice), ToolgateMiddleware(selector=selector)]
+    agent = create_agent(model, tools, middleware=middleware)
+    chat = {"messages": [HumanMessage("Tell me a joke about penguins.")]}
+    with pytest.raises(InvalidInputError, match="requires a tool call, but routing kept none"):
+        agent.invoke(chat)
+    with pytest.raises(InvalidInputError, match="requires a tool call, but routing kept none"):
+        asyncio.run(agent.ainvoke(chat))
+    assert model.bound == []  # the model was never called, so never answered in text
 
 
 def test_create_agent_binds_only_routed_tools(

@@ -145,8 +145,10 @@ class ToolSelector:
         user had named them (the ``allow`` / ``deny`` lists still apply). A request the router
         judged to need none of the tools (``RouteResult.no_tool``, "thanks!") keeps only
         ``always_include``, the tool the ``tool_choice`` names and the tools the conversation
-        already called; ``tool_choice="any"`` is never judged so, and is an
-        :class:`~toolgate.errors.InvalidInputError` if routing keeps no tool at all.
+        already called. A tool choice that requires a call (``"any"``, ``"required"``,
+        ``True``) is never judged so; if the ``threshold``, the ``allow`` / ``deny`` lists or
+        the budget still leave no tool, it is an :class:`~toolgate.errors.InvalidInputError`
+        (a required call must not silently become a text answer).
         ``compact`` returns each function tool as its compact OpenAI definition
         (:mod:`toolgate.formats.compact`) instead of the tool given: for a model request,
         not for a tool node, which runs the tools themselves.
@@ -227,7 +229,11 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
     Takes :class:`ToolSelector`'s options, or a ``selector`` to share one (and its indexes)
     between agents. When nothing is routed (a ``threshold`` no tool reaches, or a request the
     router judged to need none of the tools: ``RouteResult.no_tool``), the model is
-    called without tools, and a tool choice that would force a call is dropped with them. A
+    called without tools and without its tool choice; but a tool choice that requires a call
+    (``"any"``, ``"required"``, ``True``) is never judged to need no tool, and if the
+    ``threshold``, ``allow`` / ``deny`` or budget leave it no tool, the model call raises
+    :class:`~toolgate.errors.InvalidInputError` (sync or async) instead of calling the
+    model: a required call must not silently become a text answer. A
     tool call to a tool that call was not shown is answered with the verdict's error as
     its tool result, and the tool is not run (see the module). The model is shown each routed
     function tool as its compact OpenAI definition (which every LangChain chat model binds),
