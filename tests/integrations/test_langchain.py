@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel
 
 from toolgate import CatalogWarning, InvalidInputError
 from toolgate.embedding.embedder import Embedder
@@ -482,6 +485,48 @@ def test_the_model_is_shown_compact_definitions_and_the_agent_still_runs_the_too
     ran = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert [m.content for m in ran] == ["rain in Lisbon"]
     assert "get_weather" in model.bound[0]
+
+
+def test_a_tool_with_provider_extras_is_shown_as_itself(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    extras = {"cache_control": {"type": "ephemeral"}, "defer_loading": True}
+    forecast = StructuredTool.from_function(
+        lambda city: city, name="forecast", description="Weather forecast for a city: rain, wind",
+        extras=extras,
+    )  # fmt: skip
+    every = [*tools, forecast]
+    selector = ToolSelector(top_k=3, tool_filter=tool_filter)
+    shown = selector.select(every, [HumanMessage(WEATHER)], compact=True)
+    assert any(t is forecast for t in shown)  # providers read extras from the tool alone
+    assert any(isinstance(t, dict) for t in shown)  # the others are still compacted
+    seen: list[Any] = []
+    ToolgateMiddleware(selector=selector).wrap_model_call(_request(every, WEATHER), seen.append)
+    assert any(t is forecast for t in seen[0].tools)
+
+
+def test_a_request_that_binds_strictly_is_shown_the_tools_themselves(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    class Answer(BaseModel):
+        text: str
+
+    middleware = ToolgateMiddleware(selector=ToolSelector(top_k=2, tool_filter=tool_filter))
+    seen: list[Any] = []
+    middleware.wrap_model_call(
+        _request(tools, WEATHER, model_settings={"strict": True}), seen.append
+    )
+    middleware.wrap_model_call(
+        _request(tools, WEATHER, response_format=ProviderStrategy(Answer)), seen.append
+    )
+    for request in seen:
+        assert len(request.tools) == 2
+        strict = [convert_to_openai_tool(t, strict=True)["function"] for t in request.tools]
+        assert all(f.get("strict") is True for f in strict)  # a dict would pass as it is
+    middleware.wrap_model_call(
+        _request(tools, WEATHER, response_format=ToolStrategy(Answer)), seen.append
+    )
+    assert all(isinstance(t, dict) for t in seen[2].tools)  # no strict binding: compacted
 
 
 def _calls(*names_and_ids: tuple[str, str]) -> AIMessage:

@@ -44,6 +44,7 @@ from langchain.agents.middleware import (
     ToolCallRequest,
 )
 from langchain.agents.middleware.types import PrivateStateAttr
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_openai_messages
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -151,7 +152,10 @@ class ToolSelector:
         (a required call must not silently become a text answer).
         ``compact`` returns each function tool as its compact OpenAI definition
         (:mod:`toolgate.formats.compact`) instead of the tool given: for a model request,
-        not for a tool node, which runs the tools themselves.
+        not for a tool node, which runs the tools themselves. A LangChain tool with
+        ``extras`` (provider settings such as Anthropic's ``cache_control``) is returned as
+        given, since providers read those from the tool object only; and a definition binds
+        as it is, so do not compact for ``bind_tools(..., strict=True)``.
         """
         return self._select(
             tools, messages, tool_choice=tool_choice, include=include, compact=compact
@@ -198,8 +202,9 @@ class ToolSelector:
         if self.always_include:
             kept.update(i for i, t in enumerate(tools) if _tool_name(t) in self.always_include)
         if compact:
-            shown = [_compacted(d) for d in toolset.definitions]
-            return [shown[i] for i in range(len(tools)) if i in kept], filtered
+            definitions = toolset.definitions
+            shown = [_shown(tools[i], definitions[i]) for i in range(len(tools)) if i in kept]
+            return shown, filtered
         return [tool for i, tool in enumerate(tools) if i in kept], filtered
 
     def learn_from(self, message: Any, filtered: FilteredRequest | None) -> None:
@@ -238,7 +243,10 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
     its tool result, and the tool is not run (see the module). The model is shown each routed
     function tool as its compact OpenAI definition (which every LangChain chat model binds),
     unless ``compact=False``: the agent's tool node still runs the tools themselves, found by
-    name.
+    name. A tool with ``extras`` is shown as given (see :meth:`ToolSelector.select`), and so
+    is every tool of a request that binds strictly (``strict`` in its model settings, or a
+    structured output the agent may bind with ``strict=True``): a definition would not take
+    it.
     """
 
     state_schema = ToolgateState
@@ -302,14 +310,15 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         """The request with its tools cut down, and the filtered request behind it."""
         if not request.tools:
             return request, None
+        compact = self.compact and not _binds_strictly(request)
         tools, filtered = self.selector._select(
             request.tools,
             request.messages,
             tool_choice=request.tool_choice,
             include=_asked_for(request.messages),
-            compact=self.compact,
+            compact=compact,
         )
-        if len(tools) == len(request.tools) and not self.compact:
+        if len(tools) == len(request.tools) and not compact:
             return request, filtered
         if not tools:
             return request.override(tools=[], tool_choice=None), filtered
@@ -320,6 +329,17 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         messages = [response] if isinstance(response, AIMessage) else response.result
         for message in messages:
             self.selector.learn_from(message, filtered)
+
+
+def _binds_strictly(request: ModelRequest) -> bool:
+    """Whether the agent may bind the request's tools with ``strict=True``: asked in its model
+    settings, or for a structured output the provider enforces (the agent then sets it for
+    OpenAI models), which a tool definition given as a dict passes through without."""
+    if request.model_settings.get("strict"):
+        return True
+    return request.response_format is not None and not isinstance(
+        request.response_format, ToolStrategy
+    )
 
 
 def _recorded(
@@ -433,6 +453,15 @@ def _definition(tool: AnyTool, index: int) -> dict[str, Any]:
             f"tools[{index}] must be a LangChain tool or a tool dict, got {type(tool).__name__}"
         )
     return convert_to_openai_tool(tool)
+
+
+def _shown(tool: AnyTool, definition: dict[str, Any]) -> AnyTool:
+    """What a compacting call shows of ``tool``: its compact definition, or the tool itself
+    when it has ``extras``, which providers read from the tool object alone (Anthropic's
+    ``cache_control``, ``defer_loading``, ``input_examples``)."""
+    if isinstance(tool, BaseTool) and getattr(tool, "extras", None):
+        return tool
+    return _compacted(definition)
 
 
 def _compacted(definition: dict[str, Any]) -> dict[str, Any]:
