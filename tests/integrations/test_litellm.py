@@ -57,6 +57,32 @@ def test_litellm_calls_the_hook_and_sends_the_routed_tools(
     assert answer.choices[0].message.tool_calls[0].function.name == "get_weather"  # type: ignore[attr-defined]
 
 
+@pytest.mark.filterwarnings("ignore:Item.* `ReadOnly` qualifier:UserWarning")
+def test_litellm_responses_calls_are_filtered_on_their_input(
+    hook: ToolgateHook, fake: tuple[FakeUpstream, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upstream, url = fake
+    monkeypatch.setattr(litellm, "callbacks", [hook])
+    tools = [{"type": "function", **t["function"]} for t in chat_tools()]
+
+    async def call() -> object:
+        return await litellm.aresponses(
+            model="openai/fake-model", api_base=url + "/v1", api_key="sk-x",
+            input=WEATHER, tools=tools,
+        )  # fmt: skip
+
+    asyncio.run(call())
+    litellm.responses(
+        model="openai/fake-model", api_base=url + "/v1", api_key="sk-x", input=WEATHER,
+        tools=tools,
+    )  # fmt: skip
+    for received in upstream.received[-2:]:
+        assert received.path == "/v1/responses"
+        sent = [t["name"] for t in received.body["tools"]]
+        assert "get_weather" in sent
+        assert len(sent) == 2 < len(SPECS)
+
+
 def test_the_proxy_hook_filters_chat_and_anthropic_requests(hook: ToolgateHook) -> None:
     for tools in (chat_tools(), anthropic_tools()):
         data = {"model": "m", "messages": USER, "tools": tools, "metadata": {"user": "u"}}

@@ -3,9 +3,13 @@
 :class:`ToolgateHook` is a LiteLLM ``CustomLogger``. On the LiteLLM proxy its
 ``async_pre_call_hook`` cuts the request's ``tools`` (OpenAI Chat or Anthropic Messages
 shape) to those routed for the latest user message before LiteLLM calls the model; in the
-SDK (``litellm.acompletion``, a ``litellm.Router``) ``async_pre_call_deployment_hook`` does
-the same, and ``async_pre_request_hook`` for ``litellm.anthropic_messages``. Both go through
-:class:`toolgate.gateway.ToolFilter`, so a tools array seen before is not indexed again.
+SDK (``litellm.acompletion``, ``litellm.responses`` and ``aresponses``, a ``litellm.Router``)
+``async_pre_call_deployment_hook`` does the same, and ``async_pre_request_hook`` for
+``litellm.anthropic_messages``. Both go through :class:`toolgate.gateway.ToolFilter`, so a
+tools array seen before is not indexed again.
+
+The hooks are LiteLLM's async ones, which a sync ``litellm.completion`` never calls: its
+tools go to the model unfiltered (use ``litellm.acompletion``).
 
 Proxy ``config.yaml``::
 
@@ -95,8 +99,9 @@ class ToolgateHook(CustomLogger):
     async def async_pre_call_deployment_hook(
         self, kwargs: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
-        """The SDK's hook for chat completions (``litellm.acompletion``, the Router): the
-        call's arguments with ``tools`` (and a tool choice) filtered for its messages."""
+        """The SDK's hook for chat completions and Responses calls (``litellm.acompletion``,
+        ``litellm.responses`` and ``aresponses``, the Router): the call's arguments with
+        ``tools`` (and a tool choice) filtered for its messages or its Responses ``input``."""
         return await self._narrowed(kwargs.get("messages"), kwargs)
 
     async def async_pre_request_hook(
@@ -106,11 +111,18 @@ class ToolgateHook(CustomLogger):
         return await self._narrowed(messages, kwargs)
 
     async def _narrowed(self, messages: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
-        """``kwargs`` with its tool keys filtered for ``messages``; None (no change) when it
-        has no tools or no messages."""
-        if not kwargs.get("tools") or not isinstance(messages, list):
+        """``kwargs`` with its tool keys filtered for ``messages``, else for a Responses
+        call's ``input`` (a text or a list of items); None (no change) when it has no tools
+        or neither."""
+        if not kwargs.get("tools"):
             return None
-        request = {"messages": messages, **{k: kwargs[k] for k in _TOOL_KEYS if k in kwargs}}
+        if isinstance(messages, list):
+            turns: dict[str, Any] = {"messages": messages}
+        elif isinstance(kwargs.get("input"), (str, list)):
+            turns = {"input": kwargs["input"]}  # the filter reads it as a Responses request
+        else:
+            return None
+        request = {**turns, **{k: kwargs[k] for k in _TOOL_KEYS if k in kwargs}}
         filtered = await self._filter_async(request)
         out = dict(kwargs)
         for key in _TOOL_KEYS:
