@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -100,7 +101,7 @@ def test_toml_and_yaml_configs_read_the_same(tmp_path: Path) -> None:
 def test_config_errors_name_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "gateway.toml"
     path.write_text(text)
-    with pytest.raises(InvalidInputError, match=__import__("re").escape(message)):
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
         load_config(path)
 
 
@@ -115,12 +116,16 @@ def test_config_errors_name_the_key(tmp_path: Path, text: str, message: str) -> 
             "upstreams:\n  openai:\n    origin: https://x\n    1: a\n    b: c\n",
             "upstreams.openai: keys must be strings, got 1",
         ),
+        ("top_k: 3\nstore: a\ntop_k: 30\n", "duplicate key 'top_k'"),
+        ("routes:\n  - path: /v1/*\n    top_k: 2\n    top_k: 9\n", "duplicate key 'top_k'"),
     ],
 )
-def test_yaml_keys_that_are_no_strings_are_named(tmp_path: Path, text: str, message: str) -> None:
+def test_yaml_keys_that_are_no_strings_or_repeat_are_named(
+    tmp_path: Path, text: str, message: str
+) -> None:
     path = tmp_path / "gateway.yaml"
     path.write_text(text)
-    with pytest.raises(InvalidInputError, match=__import__("re").escape(message)):
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
         load_config(path)
 
 

@@ -239,7 +239,7 @@ def _read(path: Path) -> dict[str, Any]:
         import yaml
 
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_unique_keys_loader(yaml))
         except (yaml.YAMLError, ValueError, RecursionError) as exc:
             raise InvalidInputError(f"--config {path}: not valid YAML: {_why(exc)}") from None
     else:
@@ -247,6 +247,25 @@ def _read(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidInputError(f"--config {path}: expected a table of settings")
     return data
+
+
+def _unique_keys_loader(yaml: Any) -> Any:
+    """PyYAML's safe loader, refusing a key given twice in one mapping: YAML forbids it,
+    and PyYAML would keep the later value in silence (TOML's parser refuses it already)."""
+
+    class UniqueKeysLoader(yaml.SafeLoader):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, str) and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key if isinstance(key, str) else id(key_node))
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeysLoader
 
 
 def _why(exc: BaseException) -> str:
