@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -111,6 +112,36 @@ def test_local_refs_resolve_wherever_they_point() -> None:
     assert child["properties"]["n"] == {"type": "INTEGER"}
     assert "(recursive reference #/properties/tree)" in child["properties"]["child"]["description"]
     assert "(unresolved reference #/properties/nowhere)" in props["ghost"]["description"]
+
+
+def _fan_out_schema(depth: int) -> dict[str, Any]:
+    """Definitions that each refer twice to the next: inlining every path doubles per level."""
+    defs: dict[str, Any] = {
+        f"d{i}": {
+            "type": "object",
+            "properties": {side: {"$ref": f"#/$defs/d{i + 1}"} for side in ("l", "r")},
+        }
+        for i in range(depth)
+    }
+    defs[f"d{depth}"] = {"type": "string"}
+    return {"type": "object", "$defs": defs, "properties": {"root": {"$ref": "#/$defs/d0"}}}
+
+
+# Inlined in full, depth 14 is already a megabyte; depth 30, tens of gigabytes.
+@pytest.mark.parametrize("depth", [14, 30])
+def test_references_that_fan_out_inline_within_a_budget(depth: int) -> None:
+    schema = _fan_out_schema(depth)
+    catalog = Catalog.from_tools(
+        [{"name": "t", "description": "d", "inputSchema": schema}], server="s"
+    )
+    parameters = catalog["s/t"].to_provider("gemini")["parameters"]
+    text = json.dumps(parameters)
+    assert len(text) < 100_000
+    # The first levels are still inlined; only what is past the budget is left out.
+    top = parameters["properties"]["root"]["properties"]["l"]["properties"]["r"]
+    assert top["properties"]["l"]["type"] == "OBJECT"
+    assert "too large" in text
+    assert _problems(parameters) == []
 
 
 def test_nested_objects_without_properties_are_not_empty_objects() -> None:

@@ -17,8 +17,10 @@ much of JSON Schema. What that conversion changes, and what it loses:
 
 - a local ``$ref`` (any JSON pointer into the schema: ``#/$defs/x``, nested ``$defs``,
   ``#/properties/a/properties/b``, with ``~0``/``~1`` and percent escapes decoded) is inlined;
-  a recursive reference, or a chain deeper than 32, becomes a free-form object (below) whose
-  description says so; ``$defs``, ``$schema``, ``$id`` are dropped;
+  a recursive reference, a chain deeper than 32, or a reference past the budget of inlined
+  text (which keeps definitions that fan out from growing the output exponentially) becomes
+  a free-form object (below) whose description says so; ``$defs``, ``$schema``, ``$id`` are
+  dropped;
 - a ``type`` list becomes one type plus ``nullable``, or ``anyOf`` of the types, each branch
   taking the keywords of its type (``items`` go to the ``ARRAY`` branch, ``properties`` and
   ``required`` to the ``OBJECT`` one, ``enum`` and ``pattern`` to the ``STRING`` one...);
@@ -42,6 +44,7 @@ still checks calls against the full JSON Schema.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -94,6 +97,9 @@ _FORMATS = {
     "NUMBER": {"float", "double"},
 }
 _MAX_REF_DEPTH = 32
+# JSON text a schema's references may inline in all: far past what real tools inline (a few
+# kilobytes), and small enough that a definition fanning out to the next stays a small request.
+_MAX_INLINED_CHARS = 32_000
 # Keywords that only mean something for one Gemini type. Gemini rejects them on a node of
 # another type or of none, so a type list split into anyOf hands each to its own branch.
 _TYPE_KEYWORDS = {
@@ -231,29 +237,70 @@ def from_openapi(schema: Any) -> Any:
     return map_subschemas(normalize_type_aliases(schema), _from_openapi_node)
 
 
-def _resolve_refs(node: Any, root: Any, stack: tuple[str, ...]) -> Any:
-    if isinstance(node, list):
-        return [_resolve_refs(item, root, stack) for item in node]
-    if not isinstance(node, dict):
-        return node
-    ref = node.get("$ref")
-    if isinstance(ref, str):
-        target = resolve_pointer(root, ref)
-        if not isinstance(target, dict) or ref in stack or len(stack) >= _MAX_REF_DEPTH:
-            # Past the depth limit the chain is treated as the cycle it almost always is.
-            why = "unresolved" if not isinstance(target, dict) else "recursive"
-            note = f"({why} reference {ref})"
-            return {
-                "type": "object",
-                "description": f"{node.get('description', '')} {note}".strip(),
-            }
-        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        return _resolve_refs(merged, root, (*stack, ref))
-    return {
-        k: _resolve_refs(v, root, stack)
-        for k, v in node.items()
-        if k not in ("$defs", "definitions")
-    }
+class _RefInliner:
+    """Inlines the local references of one schema, within a budget of inlined JSON text.
+
+    The depth limit bounds a chain of references but not its breadth: definitions that each
+    refer twice to the next would double the output at every level. Each inlining is charged
+    the size of its target, so the output stays within the schema's size plus the budget; a
+    reference past the budget becomes a free-form object whose description says so. The
+    schema is walked breadth first, so the budget goes to the outer levels, which every
+    branch has, before the depths of the first branch.
+    """
+
+    def __init__(self, root: JsonDict) -> None:
+        self.root = root
+        self.budget = _MAX_INLINED_CHARS
+        self._sizes: dict[str, int] = {}
+
+    def inline(self) -> Any:
+        """The schema with its references inlined and its definitions dropped."""
+        box: list[Any] = [self.root]
+        # Each entry is a slot to fill (a container and its key) and the references being
+        # inlined around it, which tell a cycle.
+        pending: deque[tuple[Any, Any, tuple[str, ...]]] = deque([(box, 0, ())])
+        while pending:
+            container, key, stack = pending.popleft()
+            node, stack = self._follow(container[key], stack)
+            if isinstance(node, dict):
+                node = {k: v for k, v in node.items() if k not in ("$defs", "definitions")}
+            elif isinstance(node, list):
+                node = list(node)
+            container[key] = node
+            slots = node.items() if isinstance(node, dict) else enumerate(node)
+            pending.extend((node, k, stack) for k, v in slots if isinstance(v, (dict, list)))
+        return box[0]
+
+    def _follow(self, node: Any, stack: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
+        """``node`` with the chain of references it starts inlined, and the stack grown by it."""
+        while isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            ref = node["$ref"]
+            target = resolve_pointer(self.root, ref)
+            if not isinstance(target, dict):
+                return _note_node(node, f"(unresolved reference {ref})"), stack
+            if ref in stack or len(stack) >= _MAX_REF_DEPTH:
+                # Past the depth limit the chain is treated as the cycle it almost always is.
+                return _note_node(node, f"(recursive reference {ref})"), stack
+            cost = self._size(ref, target)
+            if cost > self.budget:
+                return _note_node(
+                    node, f"(reference {ref} left out: the schema is too large)"
+                ), stack
+            self.budget -= cost
+            node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+            stack = (*stack, ref)
+        return node, stack
+
+    def _size(self, ref: str, target: JsonDict) -> int:
+        # Cached: a fan-out refers to the same few targets many times.
+        if ref not in self._sizes:
+            self._sizes[ref] = len(json.dumps(target, default=str))
+        return self._sizes[ref]
+
+
+def _note_node(node: JsonDict, note: str) -> JsonDict:
+    """The free-form object a reference that is not inlined becomes, ``note`` saying why."""
+    return {"type": "object", "description": f"{node.get('description', '')} {note}".strip()}
 
 
 def _merge_all_of(node: JsonDict) -> JsonDict:
@@ -395,7 +442,7 @@ def to_openapi(schema: Any) -> Any:
     """JSON Schema converted to Gemini's OpenAPI subset (see the module docstring)."""
     if not isinstance(schema, dict):
         return schema
-    return map_subschemas(_resolve_refs(schema, schema, ()), _to_openapi_node)
+    return map_subschemas(_RefInliner(schema).inline(), _to_openapi_node)
 
 
 def export(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
