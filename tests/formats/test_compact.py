@@ -274,7 +274,8 @@ NO_ARGUMENTS = {"type": "object", "properties": {}}
 def test_openai_leaves_out_the_parameters_of_a_tool_without_arguments() -> None:
     tool = Tool("s", "now", "The time.", NO_ARGUMENTS)
     assert "parameters" not in tool.to_provider("openai", compact=True)["function"]
-    assert "parameters" not in tool.to_provider("openai-responses", compact=True)
+    # Responses wants them (its SDK declares them required).
+    assert tool.to_provider("openai-responses", compact=True)["parameters"] == NO_ARGUMENTS
     assert tool.to_provider("openai")["function"]["parameters"] == NO_ARGUMENTS
     # OpenAI bills its own rendering, the same either way; JSON sent as text is shorter.
     assert len(tool.definition_json("openai", compact=True)) < len(tool.definition_json("openai"))

@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from openai.types.responses import FunctionToolParam
+from pydantic import TypeAdapter
 
 from tests.shared_data import CATALOGS, require
 from toolgate.catalog.catalog import Catalog, CatalogWarning, InvalidToolsError
@@ -130,6 +132,43 @@ def test_exports_read_back_to_the_same_tool(provider: str) -> None:
     assert again.description == tool.description
 
 
+RESPONSES_TOOLS = [
+    {"name": "now", "description": "The time.", "inputSchema": {"type": "object"}},
+    {
+        "name": "empty",
+        "description": "The date.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+    {"name": "forecast", "description": DESCRIPTION, "inputSchema": SCHEMA},
+    {
+        "type": "function",
+        "function": {
+            "name": "closed",
+            "description": "Strict.",
+            "strict": True,
+            "parameters": {**SCHEMA, "required": ["city", "days"], "additionalProperties": False},
+        },
+    },
+]
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_responses_exports_carry_strict_and_parameters(compact: bool) -> None:
+    checker = TypeAdapter(FunctionToolParam)
+    for tool in Catalog.from_tools(RESPONSES_TOOLS, server="s"):
+        exported = tool.to_provider("openai-responses", compact=compact)
+        checker.validate_python(exported)  # the SDK declares both fields required
+        # Left out, strict reads as true in Responses: every optional property required.
+        assert exported["strict"] is False, tool.id
+        assert exported["parameters"]["type"] == "object", tool.id
+    # Chat still leaves out what means the same there.
+    chat = Catalog.from_tools(RESPONSES_TOOLS[:1], server="s")["s/now"]
+    assert chat.to_provider("openai", compact=True)["function"] == {
+        "name": "now",
+        "description": "The time.",
+    }
+
+
 def test_export_shapes() -> None:
     tool = Catalog.load(SHAPES["mcp"], server="wx")["wx/forecast"]
     assert tool.to_provider("openai") == {
@@ -141,6 +180,7 @@ def test_export_shapes() -> None:
         "name": "forecast",
         "description": DESCRIPTION,
         "parameters": SCHEMA,
+        "strict": False,
     }
     assert tool.to_provider("anthropic") == {
         "name": "forecast",

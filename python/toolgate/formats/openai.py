@@ -2,7 +2,11 @@
 
 Chat: ``{"type": "function", "function": {"name", "description", "parameters", "strict"}}``.
 Responses: ``{"type": "function", "name", "description", "parameters", "strict"}``.
-A ``parameters`` omitted means a function without arguments.
+
+In Chat an omitted ``parameters`` means a function without arguments, and an omitted
+``strict`` means false. Responses exports write both: the API reads an omitted ``strict`` as
+true and makes every property required, so the model would invent values for the optional
+ones; the SDK's ``FunctionToolParam`` declares both fields required.
 """
 
 from __future__ import annotations
@@ -38,18 +42,22 @@ def parse_tool(obj: Mapping[str, Any], where: str, server: str | None) -> RawToo
 
 def export_chat(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
     """The tool as a Chat Completions function tool, named by its exposed name (``compact``:
-    see :mod:`toolgate.formats.compact`)."""
-    return {"type": "function", "function": export_responses(tool, compact=compact, typed=False)}
-
-
-def export_responses(
-    tool: ToolView, *, compact: bool = False, typed: bool = True
-) -> dict[str, Any]:
-    """The tool as a Responses API function tool, named by its exposed name; without its
-    ``type`` key (``typed=False``) it is the inside of a Chat wrapper."""
-    schema, description = definition_parts(tool, "openai", compact=compact)
-    head = {"type": "function"} if typed else {}
-    out = {**head, "name": tool.exposed_name, "description": description, "parameters": schema}
+    see :mod:`toolgate.formats.compact`; it leaves out the ``parameters`` of a tool without
+    arguments)."""
+    out = _function(tool, compact=compact)
     if compact and omits_parameters(tool.input_schema):
         del out["parameters"]
-    return out
+    return {"type": "function", "function": out}
+
+
+def export_responses(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
+    """The tool as a Responses API function tool, named by its exposed name, always with
+    ``parameters`` and ``strict`` (``compact``: see :mod:`toolgate.formats.compact`)."""
+    # Strict mode is for a tool its provider marked strict, and the catalog keeps no such
+    # mark: a closed schema alone may still use keywords strict mode refuses.
+    return {"type": "function", **_function(tool, compact=compact), "strict": False}
+
+
+def _function(tool: ToolView, *, compact: bool) -> dict[str, Any]:
+    schema, description = definition_parts(tool, "openai", compact=compact)
+    return {"name": tool.exposed_name, "description": description, "parameters": schema}
