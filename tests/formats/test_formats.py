@@ -169,6 +169,30 @@ def test_responses_exports_carry_strict_and_parameters(compact: bool) -> None:
     }
 
 
+UNTYPED_ROOT = {"properties": {"city": {"type": "string"}}, "required": ["city"]}
+# Where each export keeps the schema, and the name its format gives the object type.
+ROOT_OF: dict[str, tuple[Any, str]] = {
+    "openai": (lambda d: d["function"]["parameters"], "object"),
+    "openai-responses": (lambda d: d["parameters"], "object"),
+    "anthropic": (lambda d: d["input_schema"], "object"),
+    "mcp": (lambda d: d["inputSchema"], "object"),
+    "gemini": (lambda d: d["parameters"], "OBJECT"),
+    "gemini-json-schema": (lambda d: d["parametersJsonSchema"], "object"),
+}
+
+
+@pytest.mark.parametrize("compact", [False, True])
+@pytest.mark.parametrize("provider", list(ROOT_OF))
+def test_a_root_without_type_exports_as_an_object(provider: str, compact: bool) -> None:
+    tool = Catalog.from_tools(
+        [{"name": "get_weather", "description": "Weather.", "inputSchema": UNTYPED_ROOT}],
+        server="s",
+    )["s/get_weather"]
+    root_of, object_type = ROOT_OF[provider]
+    # OpenAI refuses the whole request over a root without it; Anthropic's API requires it.
+    assert root_of(tool.to_provider(provider, compact=compact))["type"] == object_type
+
+
 def test_export_shapes() -> None:
     tool = Catalog.load(SHAPES["mcp"], server="wx")["wx/forecast"]
     assert tool.to_provider("openai") == {

@@ -167,7 +167,7 @@ def _check_schema(schema: Any) -> dict[str, Any]:
     if problem:
         raise _Reject(f"input schema holds {problem}")
     try:
-        normalized: dict[str, Any] = dict(normalize_type_aliases(schema))
+        normalized = _typed_root(normalize_type_aliases(schema))
         try:
             canonical = canonical_json(normalized, allow_nan=False)
         except ValueError as exc:  # an integer too long to print, given as an object
@@ -182,6 +182,15 @@ def _check_schema(schema: Any) -> dict[str, Any]:
     if problem:
         raise _Reject(problem)
     return normalized
+
+
+def _typed_root(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with the root ``"type": "object"`` it may leave implicit, written out:
+    OpenAI refuses a whole request whose ``parameters`` lack it, and Anthropic's API requires it.
+    """
+    if "type" in schema:
+        return dict(schema)
+    return {"type": "object", **schema}
 
 
 def _string_list(block: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
