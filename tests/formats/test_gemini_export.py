@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from google.genai import types as genai_types
+from pydantic import ValidationError
 
 from tests.shared_data import SHARED, require
 from toolgate.catalog.catalog import Catalog, CatalogWarning
@@ -47,6 +49,10 @@ def _nodes(node: Any, path: str = "$") -> Iterator[tuple[str, Any]]:
 def _problems(parameters: Any) -> list[str]:
     """Where ``parameters`` breaks a rule Gemini enforces with a 400, or keeps a local $ref."""
     found = []
+    try:  # google-genai's own model of a schema reaches every node, booleans included
+        genai_types.Schema.model_validate(parameters)
+    except ValidationError as exc:
+        found.extend(f"$.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
     for path, node in _nodes(parameters):
         if not isinstance(node, dict):
             found.append(f"{path}: not an object")
@@ -171,6 +177,38 @@ def test_nested_objects_without_properties_are_not_empty_objects() -> None:
         [{"name": "run", "description": "Run.", "inputSchema": {"type": "object"}}], server="s"
     )["s/run"].to_provider("gemini")
     assert "parameters" not in declaration
+
+
+def test_boolean_subschemas_become_nodes_gemini_takes() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "payload": True,
+            "gone": False,
+            "tags": {"type": "array", "items": True},
+            "none": {"type": "array", "items": False},
+            "v": {"anyOf": [True, {"type": "string"}]},
+            "w": {"oneOf": [False, {"type": "integer"}]},
+            "pair": {"type": "array", "prefixItems": [{"type": "string"}, False]},
+        },
+        "required": ["payload", "gone"],
+    }
+    catalog = Catalog.from_tools(
+        [{"name": "t", "description": "d", "inputSchema": schema}], server="s"
+    )
+    declaration = catalog["s/t"].to_provider("gemini")
+    genai_types.FunctionDeclaration.model_validate(declaration)
+    parameters = declaration["parameters"]
+    props = parameters["properties"]
+    assert props["payload"] == {"description": "(any JSON value)"}
+    assert "gone" not in props  # nothing matches it, so no call sends it
+    assert parameters["required"] == ["payload"]
+    assert props["tags"]["items"]["type"] == "STRING"
+    assert props["none"]["maxItems"] == 0
+    assert props["v"]["anyOf"][0] == {"description": "(any JSON value)"}
+    assert props["w"]["anyOf"] == [{"type": "INTEGER"}]
+    assert props["pair"]["items"] == {"anyOf": [{"type": "STRING"}]}
+    assert _problems(parameters) == []
 
 
 def test_arrays_without_items_get_string_items() -> None:

@@ -31,6 +31,8 @@ much of JSON Schema. What that conversion changes, and what it loses:
   become ``minimum``/``maximum`` (inclusive: the bound itself is no longer excluded);
 - formats Gemini does not know are dropped, and so are keywords outside the subset
   (``additionalProperties``, ``patternProperties``, ``not``, ``if``/``then``/``else``...);
+- a ``true`` subschema becomes an untyped node (any value); a ``false`` property or
+  alternative, which nothing matches, is dropped, and ``false`` items become ``maxItems: 0``;
 - ``required`` keeps only names that are in ``properties``;
 - a tool without parameters gets no ``parameters`` field (Gemini rejects an empty ``OBJECT``);
   for the same reason a nested object without properties (a free-form map) loses its
@@ -114,6 +116,7 @@ _TYPE_KEYWORDS = {
 # verification. (Leaving the type out instead would invite any value but risk a 400.)
 _OPEN_ITEMS: JsonDict = {"type": "STRING", "description": "(the tool does not type the items)"}
 _FREE_FORM_NOTE = "(a JSON object with any keys)"
+_ANY_VALUE_NOTE = "(any JSON value)"
 # Entries of a request's ``tools`` list that switch on a tool Google runs, in both casings.
 _BUILTIN_TOOLS = frozenset(
     {
@@ -376,7 +379,37 @@ def _fold_null_alternatives(node: JsonDict) -> JsonDict:
     return node
 
 
+def _without_booleans(node: JsonDict) -> JsonDict:
+    """``node`` with the boolean subschemas Gemini would take to ``parameters`` replaced.
+
+    Gemini's schema has no boolean form. ``true`` accepts any value, as an untyped node does
+    (items stay open, and so get the open items' type later); a ``false`` property or
+    alternative can never match, so it goes, and ``false`` items make an array that must be
+    empty.
+    """
+    if isinstance(node.get("properties"), dict):
+        node["properties"] = {
+            k: _any_value(v) for k, v in node["properties"].items() if v is not False
+        }
+    for key in ("anyOf", "oneOf", "prefixItems", "items"):
+        if isinstance(node.get(key), list):
+            node[key] = [_any_value(v) for v in node[key] if v is not False]
+            if not node[key] and key != "items":  # an empty "items" list already means open
+                del node[key]
+    if node.get("items") is True:
+        node["items"] = {}
+    elif node.get("items") is False:
+        del node["items"]
+        node["maxItems"] = 0
+    return node
+
+
+def _any_value(schema: Any) -> Any:
+    return {"description": _ANY_VALUE_NOTE} if schema is True else schema
+
+
 def _to_openapi_node(node: JsonDict) -> JsonDict:
+    node = _without_booleans(node)
     if "allOf" in node:
         node = _merge_all_of(node)
     if "oneOf" in node:
