@@ -120,6 +120,31 @@ def test_local_refs_resolve_wherever_they_point() -> None:
     assert "(unresolved reference #/properties/nowhere)" in props["ghost"]["description"]
 
 
+def test_anchors_and_id_relative_refs_resolve() -> None:
+    schema = {
+        "$id": "https://tools.example/weather.json",
+        "type": "object",
+        "$defs": {
+            "city": {"$anchor": "city", "type": "string", "description": "A city."},
+            "days": {"$id": "days.json", "type": "integer", "minimum": 1},
+        },
+        "properties": {
+            "city": {"$ref": "#city"},
+            "days": {"$ref": "days.json"},
+            "also": {"$ref": "https://tools.example/days.json"},
+        },
+    }
+    catalog = Catalog.from_tools(
+        [{"name": "t", "description": "d", "inputSchema": schema}], server="s"
+    )
+    parameters = catalog["s/t"].to_provider("gemini")["parameters"]
+    props = parameters["properties"]
+    assert props["city"] == {"type": "STRING", "description": "A city."}
+    assert props["days"] == {"type": "INTEGER", "minimum": 1}
+    assert props["also"] == props["days"]
+    assert _problems(parameters) == []
+
+
 def _fan_out_schema(depth: int) -> dict[str, Any]:
     """Definitions that each refer twice to the next: inlining every path doubles per level."""
     defs: dict[str, Any] = {

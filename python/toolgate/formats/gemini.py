@@ -16,7 +16,9 @@ nothing is lost, so prefer it where the endpoint takes it. :func:`export` produc
 much of JSON Schema. What that conversion changes, and what it loses:
 
 - a local ``$ref`` (any JSON pointer into the schema: ``#/$defs/x``, nested ``$defs``,
-  ``#/properties/a/properties/b``, with ``~0``/``~1`` and percent escapes decoded) is inlined;
+  ``#/properties/a/properties/b``, with ``~0``/``~1`` and percent escapes decoded), one to an
+  ``$anchor`` and one relative to the ``$id`` of the root or of a subschema are inlined (a
+  reference written inside a subschema with its own ``$id`` is still read against the root's);
   a recursive reference, a chain deeper than 32, or a reference past the budget of inlined
   text (which keeps definitions that fan out from growing the output exponentially) becomes
   a free-form object (below) whose description says so; ``$defs``, ``$schema``, ``$id`` are
@@ -255,6 +257,7 @@ class _RefInliner:
         self.root = root
         self.budget = _MAX_INLINED_CHARS
         self._sizes: dict[str, int] = {}
+        self._resolver: Any = None  # built at the first reference a JSON pointer misses
 
     def inline(self) -> Any:
         """The schema with its references inlined and its definitions dropped."""
@@ -279,6 +282,8 @@ class _RefInliner:
         while isinstance(node, dict) and isinstance(node.get("$ref"), str):
             ref = node["$ref"]
             target = resolve_pointer(self.root, ref)
+            if target is None:
+                target = self._lookup(ref)
             if not isinstance(target, dict):
                 return _note_node(node, f"(unresolved reference {ref})"), stack
             if ref in stack or len(stack) >= _MAX_REF_DEPTH:
@@ -293,6 +298,22 @@ class _RefInliner:
             node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
             stack = (*stack, ref)
         return node, stack
+
+    def _lookup(self, ref: str) -> Any:
+        """What ``ref`` names when it is no JSON pointer: an ``$anchor``, or a reference
+        relative to the ``$id`` of the root or of a subschema. ``None`` if it names nothing
+        within the schema: the registry holds only the schema and never fetches a URL."""
+        from referencing import Registry
+        from referencing.exceptions import Unresolvable
+        from referencing.jsonschema import DRAFT202012, specification_with
+
+        if self._resolver is None:
+            draft = specification_with(str(self.root.get("$schema", "")), default=DRAFT202012)
+            self._resolver = Registry().resolver_with_root(draft.create_resource(self.root))
+        try:
+            return self._resolver.lookup(ref).contents
+        except (Unresolvable, ValueError):  # ValueError: a malformed URL
+            return None
 
     def _size(self, ref: str, target: JsonDict) -> int:
         # Cached: a fan-out refers to the same few targets many times.
