@@ -8,6 +8,7 @@ import warnings
 from typing import Any
 
 import pytest
+from jsonschema.validators import Draft202012Validator, validator_for
 
 from tests.shared_data import CATALOGS, DATA, require
 from toolgate.catalog.catalog import Catalog, CatalogWarning
@@ -166,6 +167,87 @@ def test_a_default_is_dropped_only_when_the_description_states_it(
     }
     out = compact_schema(schema)
     assert ("default" not in out["properties"]["x"]) is dropped
+
+
+DRAFT_04 = "http://json-schema.org/draft-04/schema#"
+DRAFT_06 = "http://json-schema.org/draft-06/schema#"
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+
+
+def _accepts(schema: dict[str, Any], call: dict[str, Any]) -> bool:
+    """Whether ``call`` is valid under ``schema``, read in the dialect it names (else 2020-12)."""
+    return bool(validator_for(schema, default=Draft202012Validator)(schema).is_valid(call))
+
+
+# Schemas whose meaning hangs on their dialect or on an ``additionalProperties: true``, each
+# with a call valid under it.
+DIALECT_CASES = {
+    "draft-07 ignores the siblings of $ref": (
+        {
+            "$schema": DRAFT_07,
+            "type": "object",
+            "definitions": {"n": {"type": "integer"}},
+            "properties": {"x": {"$ref": "#/definitions/n", "maximum": 5}},
+        },
+        {"x": 10},
+    ),
+    "draft-04 exclusive bounds are booleans": (
+        {
+            "$schema": DRAFT_04,
+            "type": "object",
+            "properties": {"x": {"type": "number", "minimum": 0, "exclusiveMinimum": True}},
+        },
+        {"x": 0.5},
+    ),
+    "draft-07 ignores unevaluatedProperties": (
+        {"$schema": DRAFT_07, "type": "object", "unevaluatedProperties": False},
+        {"x": 1},
+    ),
+    "draft-06 ignores if and then": (
+        {"$schema": DRAFT_06, "if": {"type": "object"}, "then": {"required": ["x"]}},
+        {"y": 1},
+    ),
+    "additionalProperties true evaluates keys": (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string"}},
+            "additionalProperties": True,
+            "unevaluatedProperties": False,
+        },
+        {"a": "x", "b": 1},
+    ),
+    "unevaluatedProperties sees a branch's additionalProperties": (
+        {
+            "allOf": [{"properties": {"a": {}}, "additionalProperties": True}],
+            "unevaluatedProperties": False,
+        },
+        {"a": 1, "b": 2},
+    ),
+}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "mcp"])
+@pytest.mark.parametrize("case", list(DIALECT_CASES))
+def test_a_call_valid_under_the_full_schema_stays_valid(case: str, provider: str) -> None:
+    schema, call = DIALECT_CASES[case]
+    assert _accepts(schema, call)
+    assert _accepts(compact_schema(schema, provider=provider), call)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"},
+        {
+            "$schema": DRAFT_07,
+            "type": "object",
+            "definitions": {"n": {"type": "integer"}},
+            "properties": {"x": {"$ref": "#/definitions/n", "description": "A number."}},
+        },
+    ],
+)
+def test_a_dialect_that_reads_as_the_implied_one_is_left_out(schema: dict[str, Any]) -> None:
+    assert "$schema" not in compact_schema(schema)
 
 
 def test_keywords_are_only_read_at_schema_positions() -> None:

@@ -10,13 +10,17 @@ required list.
 
 What is left out, and where:
 
-- ``$schema`` and ``$comment``, everywhere (annotations for tools, not for the model);
+- ``$comment``, everywhere, and ``$schema`` where the schema reads the same without it (as
+  2020-12, which a schema naming no dialect is read as): a draft-07 ``$ref`` with a sibling
+  that constrains, a draft-04 boolean ``exclusiveMinimum`` or a keyword the draft ignores
+  keep it;
 - a ``title`` that repeats what it titles (the property or definition name, or at the root the
   tool's name, also as FastMCP's ``<name>Arguments``), compared ignoring case and punctuation;
 - ``required: []`` (no required property is what an absent list means);
-- ``additionalProperties: true`` (the default), and ``additionalProperties: false`` for OpenAI,
-  whose models read functions rendered as TypeScript types that have no place for it (it only
-  acts in strict mode, below); Anthropic, Gemini's JSON Schema form and MCP clients keep it;
+- ``additionalProperties: true`` (the default) where no ``unevaluated*`` keyword reads it,
+  and ``additionalProperties: false`` for OpenAI, whose models read functions rendered as
+  TypeScript types that have no place for it (it only acts in strict mode, below); Anthropic,
+  Gemini's JSON Schema form and MCP clients keep it;
 - a ``default`` whose value the description states next to the word "default", and a null
   ``default`` on a property that is not required (leaving it out already means that);
 - for OpenAI, the whole ``parameters`` of a tool that takes no arguments (an omitted
@@ -30,20 +34,22 @@ false`` and every property required) stays valid: its ``additionalProperties`` a
 call valid under the full schema is valid under the compact one; :mod:`toolgate.verify` still
 checks calls against the full schema.
 
->>> compact_schema({"$schema": "x", "type": "object", "title": "add_args",
-...     "properties": {"a": {"type": "integer", "title": "A"}}, "required": []}, name="add")
+>>> compact_schema({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+...     "title": "add_args", "properties": {"a": {"type": "integer", "title": "A"}},
+...     "required": []}, name="add")
 {'type': 'object', 'properties': {'a': {'type': 'integer'}}}
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from toolgate.formats.raw import JsonDict, ToolView, base_provider
-from toolgate.formats.schema_walk import map_named_subschemas
+from toolgate.formats.schema_walk import child_schemas, map_named_subschemas
 
 __all__ = [
     "compact_entry",
@@ -57,8 +63,46 @@ __all__ = [
 ]
 
 
-# Keys that are notes for people and tools, never for the model.
+# Keys that are notes for people and tools, never for the model (``$schema`` only where
+# leaving it out keeps the meaning: :func:`_dialect_is_implied`).
 _ANNOTATIONS = ("$schema", "$comment")
+
+
+# The drafts whose ``$schema`` may go: a schema without one is read as 2020-12 (jsonschema's
+# default), and these read the same unless they use a construct below. Draft-04 and older
+# (boolean exclusive bounds, ``id``) and unknown dialects always keep theirs.
+_DIALECT_URL = re.compile(
+    r"https?://json-schema\.org/(?:draft-0(?P<draft>[67])|draft/(?P<year>2019-09|2020-12))/schema#?"
+)
+
+
+# Keywords 2020-12 applies that the draft ignores: with its ``$schema`` gone, a schema using
+# one would refuse calls it accepts.
+_LATER_2019 = frozenset({"prefixItems", "$dynamicRef", "$dynamicAnchor"})
+_LATER_07 = _LATER_2019 | {
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "dependentRequired",
+    "dependentSchemas",
+    "minContains",
+    "maxContains",
+    "$anchor",
+    "$recursiveRef",
+    "$recursiveAnchor",
+}
+_LATER_KEYWORDS = {"2019-09": _LATER_2019, "7": _LATER_07, "6": _LATER_07 | {"if", "then", "else"}}
+
+
+# What may stand beside a ``$ref`` in draft-06/07, which ignore its siblings, without
+# constraining anything once 2020-12 applies them.
+_REF_NOTES = frozenset(
+    {"$ref", "$comment", "$schema", "title", "description", "default", "examples", "definitions"}
+    | {"$defs", "readOnly", "writeOnly", "deprecated"}
+)
+
+
+# Keywords that read annotations of ``additionalProperties``, so ``true`` there is no default.
+_UNEVALUATED = frozenset({"unevaluatedProperties", "unevaluatedItems"})
 
 
 # Providers whose models never see additionalProperties outside strict mode.
@@ -131,6 +175,40 @@ def _states_default(description: Any, value: Any) -> bool:
         if re.search(f"{after}|{before}", description, re.IGNORECASE):
             return True
     return False
+
+
+def _subschemas(schema: JsonDict) -> list[JsonDict]:
+    """``schema`` and every subschema dict in it (without recursion: schemas may nest deep)."""
+    found, stack = [], [schema]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack.extend(sub for _path, sub in child_schemas(node) if isinstance(sub, dict))
+    return found
+
+
+def _reads_differently(node: JsonDict, draft: str) -> bool:
+    """Whether ``node`` means something else under 2020-12 than under ``draft``."""
+    if _LATER_KEYWORDS[draft].intersection(node) or isinstance(node.get("items"), list):
+        return True  # a keyword the draft ignores, or a tuple ``items`` (2020-12: prefixItems)
+    return draft in ("6", "7") and "$ref" in node and not _REF_NOTES.issuperset(node)
+
+
+def _dialect_is_implied(schema: JsonDict) -> bool:
+    """Whether ``schema``'s ``$schema`` can go without changing what it accepts: it names
+    2020-12, or a later draft and ``schema`` uses nothing that 2020-12 reads otherwise."""
+    match = _DIALECT_URL.fullmatch(str(schema.get("$schema")))
+    if match is None:
+        return False
+    draft = match["draft"] or match["year"]
+    if draft == "2020-12":
+        return True
+    return not any(_reads_differently(node, draft) for node in _subschemas(schema))
+
+
+def _mentions_unevaluated(schema: JsonDict) -> bool:
+    """Whether an ``unevaluated*`` keyword appears anywhere in ``schema``."""
+    return any(_UNEVALUATED.intersection(node) for node in _subschemas(schema))
 
 
 def _without_null_defaults(properties: dict[str, Any], required: Any) -> dict[str, Any]:
@@ -209,8 +287,16 @@ def compact_schema(
     strict = is_strict(schema) if strict is None else strict
     hide_additional = base_provider(provider) in _HIDES_ADDITIONAL
 
+    @functools.cache
+    def keeps_open() -> bool:
+        # ``unevaluatedProperties`` counts the keys ``additionalProperties: true`` evaluated;
+        # looked for only once such a node is met, since a scan costs as much as compacting.
+        return _mentions_unevaluated(dict(schema))
+
     def compact_node(node: JsonDict, key: str | None) -> JsonDict:
-        out = {k: v for k, v in node.items() if k not in _ANNOTATIONS}
+        drop_dialect = "$schema" not in node or _dialect_is_implied(node)
+        notes = _ANNOTATIONS if drop_dialect else ("$comment",)
+        out = {k: v for k, v in node.items() if k not in notes}
         if repeats_name(out.get("title"), key, root=False):
             del out["title"]
         if isinstance(out.get("description"), str):
@@ -223,7 +309,7 @@ def compact_schema(
             if out.get("required") == []:
                 del out["required"]
             extra = out.get("additionalProperties")
-            if extra is True or (extra is False and hide_additional):
+            if (extra is True and not keeps_open()) or (extra is False and hide_additional):
                 del out["additionalProperties"]
         return out
 
