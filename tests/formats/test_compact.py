@@ -156,6 +156,18 @@ def test_strict_schemas_stay_strict() -> None:
         (",", "Delimiter, such as a comma; default ','.", False),
         ("json", "Output format. Use json for machines, or text; a default applies.", False),
         ("celsius", "Temperature unit, celsius by default.", True),
+        ("celsius", "Unit (default: 'celsius').", True),
+        (10, "Page size (default=10).", True),
+        ("text", "Output format. text: (default) prose, json: a delta.", True),
+        (10, "If not set, defaults to 10.", True),
+        (0, "Max results. Uses the server default if 0 is given.", False),
+        (10, "Page size; default 50, but 10 when 'compact' is set.", False),
+        (-1, "Timeout in seconds. If -1, the default of 30 applies.", False),
+        ("asc", "Sort direction (defaults to desc for dates, asc otherwise).", False),
+        ("main", "Branch name. Defaults to the repository's default branch, not main.", False),
+        ("text", "Format of the output: json or text. text is not the default", False),
+        (1.0, "Temperature. Not the default 1.0 but 0.7 is used", False),
+        ("en", "Language code, e.g. 'en'. The default language is not en.", False),
     ],
 )
 def test_a_default_is_dropped_only_when_the_description_states_it(

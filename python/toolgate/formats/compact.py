@@ -21,8 +21,9 @@ What is left out, and where:
   and ``additionalProperties: false`` for OpenAI, whose models read functions rendered as
   TypeScript types that have no place for it (it only acts in strict mode, below); Anthropic,
   Gemini's JSON Schema form and MCP clients keep it;
-- a ``default`` whose value the description states next to the word "default", and a null
-  ``default`` on a property that is not required (leaving it out already means that);
+- a ``default`` whose value the description states right after the word "default" ("defaults
+  to 10", "default: 'celsius'") or right before "by default", not in a negated clause, and a
+  null ``default`` on a property that is not required (leaving it out already means that);
 - for OpenAI, the whole ``parameters`` of a tool that takes no arguments (an omitted
   ``parameters`` is an empty parameter list; Gemini's exports never write one);
 - whitespace: leading and trailing, runs of spaces and tabs, and blank lines, in the tool's
@@ -116,8 +117,12 @@ _ROOT_TITLE_SUFFIX = re.compile(r"(arguments|args|input|inputs|params|parameters
 _SPACES = re.compile(r"[ \t\f\v]+")
 _BLANK_LINES = re.compile(r"\n{2,}")
 _DEFAULT_WORD = re.compile(r"\bdefault", re.IGNORECASE)
-# How far after the word "default" (within its clause) a description states the value.
-_NEAR = 24
+# What may stand between "default" and the value it states: "defaults to", "default is",
+# "default value of", "default:", "default=", or a space.
+_DEFAULT_LINK = r"\bdefaults?(?:\s+value)?(?:\s+(?:to|is|of)\s+|\s*[:=]\s*|\s+)"
+# Where the clause a "default" stands in begins, looking back.
+_CLAUSE_START = re.compile(r"[.;,:!?()\n][^.;,:!?()\n]*$")
+_NEGATION = re.compile(r"\b(?:not|no|never|without)\b|n't\b", re.IGNORECASE)
 
 
 def compact_text(text: str) -> str:
@@ -164,17 +169,26 @@ def _value_words(value: Any) -> list[str]:
 
 
 def _states_default(description: Any, value: Any) -> bool:
-    """Whether ``description`` states the default ``value`` in the clause that says
-    "default": "Defaults to 10", "(default: 'celsius')", "celsius by default"."""
+    """Whether ``description`` states the default ``value`` as the word right after "default"
+    ("Defaults to 10", "(default: 'celsius')") or right before "by default" or "(default)",
+    in a clause that is not negated ("not the default 1.0")."""
     if not isinstance(description, str) or not _DEFAULT_WORD.search(description):
         return False
     for word in _value_words(value):
-        value_re = rf"(?<![\w.-]){re.escape(word)}(?![\w-]|\.\d)"
-        after = rf"\bdefault[^.;\n]{{0,{_NEAR}}}?{value_re}"
-        before = rf"{value_re}[^.;\n]{{0,{_NEAR // 2}}}\bdefault"
-        if re.search(f"{after}|{before}", description, re.IGNORECASE):
-            return True
+        value_re = rf"[\"'`]?(?<![\w.-]){re.escape(word)}(?![\w-]|\.\d)[\"'`]?"
+        after = rf"{_DEFAULT_LINK}{value_re}"
+        before = rf"{value_re}(?:\s+by\s+default\b|:?\s*\(default\))"
+        for found in re.finditer(f"{after}|{before}", description, re.IGNORECASE):
+            if not _negated(description[: found.start()]):
+                return True
     return False
+
+
+def _negated(text: str) -> bool:
+    """Whether the last clause of ``text`` (what precedes a statement of a default) says
+    "not", "no" or "never": "Not the default 1.0 but 0.7"."""
+    clause = _CLAUSE_START.search(text)
+    return bool(_NEGATION.search(clause.group() if clause else text))
 
 
 def _subschemas(schema: JsonDict) -> list[JsonDict]:
