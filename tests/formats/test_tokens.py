@@ -164,6 +164,85 @@ def test_openai_renders_the_typescript_namespace() -> None:
     assert tokens.count_tools(responses_api, "openai") == tokens.count_tools(chat, "openai")
 
 
+# As pydantic writes a model with a nested model, an enum and a recursive one.
+PYDANTIC: dict[str, Any] = {
+    "name": "plant",
+    "parameters": {
+        "$defs": {
+            "Colour": {"enum": ["red", "blue"], "title": "Colour", "type": "string"},
+            "Spot": {
+                "properties": {"row": {"title": "Row", "type": "integer"}},
+                "required": ["row"],
+                "title": "Spot",
+                "type": "object",
+            },
+            "Node": {
+                "properties": {
+                    "name": {"title": "Name", "type": "string"},
+                    "children": {"items": {"$ref": "#/$defs/Node"}, "type": "array"},
+                },
+                "required": ["name"],
+                "title": "Node",
+                "type": "object",
+            },
+        },
+        "properties": {
+            "colour": {"$ref": "#/$defs/Colour"},
+            "spot": {"$ref": "#/$defs/Spot", "description": "Where."},
+            "tree": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]},
+            "elsewhere": {"$ref": "other.json#/Thing"},
+        },
+        "required": ["colour", "spot"],
+        "type": "object",
+    },
+}
+
+
+def test_openai_writes_local_refs_out_and_a_recursive_one_by_name() -> None:
+    expected = (
+        "type plant = (_: {\n"
+        'colour: "red" | "blue",\n'
+        "// Where.\n"
+        "spot: {\n"
+        "  row: number,\n"
+        "},\n"
+        "tree?: {\n"
+        "  name: string,\n"
+        "  children?: Node[],\n"
+        "} | null,\n"
+        "elsewhere?: any,\n"
+        "}) => any;\n\n"
+    )
+    assert tokens.render_tools([PYDANTIC], "openai") == (
+        f"# Tools\n\n## functions\n\nnamespace functions {{\n\n{expected}}} // namespace functions"
+    )
+
+
+def test_refs_that_fan_out_render_within_a_bound() -> None:
+    depth = 30  # every definition refers to the next one twice: 2**30 paths
+    defs: dict[str, Any] = {
+        f"d{i}": {
+            "type": "object",
+            "properties": {"l": {"$ref": f"#/$defs/d{i + 1}"}, "r": {"$ref": f"#/$defs/d{i + 1}"}},
+        }
+        for i in range(depth)
+    }
+    defs[f"d{depth}"] = {"type": "string"}
+    schema = {"type": "object", "$defs": defs, "properties": {"root": {"$ref": "#/$defs/d0"}}}
+    text = tokens.render_tools([{"name": "t", "parameters": schema}], "openai")
+    assert len(text) < 100_000
+    assert "l?: d8," in text  # past the bound, a definition reads as its name
+
+
+def test_refs_to_a_large_definition_render_within_a_bound() -> None:
+    big = {"enum": [f"value{i}" for i in range(200)]}
+    properties = {f"p{i}": {"$ref": "#/$defs/big"} for i in range(300)}
+    schema = {"type": "object", "$defs": {"big": big}, "properties": properties}
+    text = tokens.render_tools([{"name": "t", "parameters": schema}], "openai")
+    assert len(text) < 40_000
+    assert "p299?: big," in text
+
+
 def test_anthropic_counts_json_plus_tool_prompt() -> None:
     tools = [
         {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}

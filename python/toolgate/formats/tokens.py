@@ -13,7 +13,9 @@ Tool definitions are counted the way each provider puts them into the prompt:
   rendering here follows the community's reconstruction of that format; OpenAI does not publish
   the exact text, so small differences from the API's ``prompt_tokens`` are to be expected
   (not verified against the API here: no network). Descriptions and defaults become ``//``
-  comments, enums and ``anyOf`` become unions, nested objects are indented.
+  comments, enums and ``anyOf`` become unions, nested objects are indented, and a local
+  ``$ref`` (pydantic's ``$defs``) is written out where it stands, a recursive one by its
+  definition's name (within a depth and a text budget, past which names stand in too).
 - ``anthropic``: each tool's JSON (``name``, ``description``, ``input_schema``) plus, once per
   request with tools, the tool-use system prompt Anthropic documents (346 tokens for
   ``tool_choice`` auto/none). Claude's tokenizer is not public; tiktoken's count approximates it.
@@ -34,11 +36,14 @@ import hashlib
 import json
 import struct
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from importlib import util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from toolgate.errors import EncodingUnavailableError, InvalidInputError
+from toolgate.formats.pointer import resolve_pointer
 
 if TYPE_CHECKING:
     import tiktoken
@@ -253,6 +258,33 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+# How many local $refs may be open inside one another, and how much text their definitions
+# may add to one tool: past either, a definition is written by its name, so a schema whose
+# definitions fan out cannot make the rendering explode.
+_MAX_REF_DEPTH = 8
+_REF_TEXT_BUDGET = 16_000
+
+
+@dataclass
+class _Refs:
+    """The local ``$ref``s of one tool's parameters while they are written out."""
+
+    root: Mapping[str, Any]
+    open: list[str] = field(default_factory=list)
+    budget: int = _REF_TEXT_BUDGET
+
+    def target(self, ref: str) -> Mapping[str, Any] | None:
+        """The schema the local JSON pointer ``ref`` ("#/$defs/Node") names in ``root``."""
+        node = resolve_pointer(self.root, ref)  # None for another document: not in the prompt
+        return node if isinstance(node, Mapping) else None
+
+
+def _ref_name(ref: str) -> str:
+    """How a definition that is not written out reads: its name ("Node")."""
+    name = unquote(ref).rpartition("/")[2].replace("~1", "/").replace("~0", "~")
+    return name if name and not name.startswith("#") else "any"
+
+
 def _render_openai(tool: Mapping[str, Any], index: int) -> str:
     # Chat Completions nests the function under "function"; the Responses API does not.
     function = tool.get("function", tool)
@@ -261,16 +293,19 @@ def _render_openai(tool: Mapping[str, Any], index: int) -> str:
     name = _require(function, "name", index, "openai")
     lines = [f"// {line}" for line in str(function.get("description", "")).splitlines()]
     parameters = function.get("parameters") or {}
+    refs = _Refs(parameters if isinstance(parameters, Mapping) else {})
+    if isinstance(parameters, Mapping) and isinstance(parameters.get("$ref"), str):
+        parameters = refs.target(parameters["$ref"]) or {}  # an argument object defined apart
     if isinstance(parameters, Mapping) and parameters.get("properties"):
         lines.append(f"type {name} = (_: {{")
-        lines.extend(_ts_properties(parameters, 0))
+        lines.extend(_ts_properties(parameters, 0, refs))
         lines.append("}) => any;")
     else:
         lines.append(f"type {name} = () => any;")
     return "\n".join(lines) + "\n\n"
 
 
-def _ts_properties(schema: Mapping[str, Any], indent: int) -> list[str]:
+def _ts_properties(schema: Mapping[str, Any], indent: int, refs: _Refs) -> list[str]:
     required = set(schema.get("required") or ())
     pad = " " * indent
     lines: list[str] = []
@@ -279,26 +314,47 @@ def _ts_properties(schema: Mapping[str, Any], indent: int) -> list[str]:
         lines.extend(f"{pad}// {line}" for line in str(sub.get("description", "")).splitlines())
         optional = "" if prop in required else "?"
         default = f" // default: {_json(sub['default'])}" if "default" in sub else ""
-        lines.append(f"{pad}{prop}{optional}: {_ts_type(sub, indent)},{default}")
+        lines.append(f"{pad}{prop}{optional}: {_ts_type(sub, indent, refs)},{default}")
     return lines
 
 
-def _ts_type(schema: Mapping[str, Any], indent: int) -> str:
+def _ts_ref(ref: str, indent: int, refs: _Refs) -> str:
+    """A ``$ref``'s definition written out, or its name where it recurs or the depth or the
+    text budget runs out; ``any`` where it names nothing in the schema."""
+    target = refs.target(ref)
+    if target is None:
+        return "any"
+    if ref in refs.open or len(refs.open) >= _MAX_REF_DEPTH or refs.budget <= 0:
+        return _ref_name(ref)
+    refs.open.append(ref)
+    budget = refs.budget
+    try:
+        text = _ts_type(target, indent, refs)
+    finally:
+        refs.open.pop()
+    refs.budget = budget - len(text)  # the refs inside it charged their part already
+    return text
+
+
+def _ts_type(schema: Mapping[str, Any], indent: int, refs: _Refs) -> str:
+    if isinstance(schema.get("$ref"), str):
+        return _ts_ref(schema["$ref"], indent, refs)
     if "enum" in schema and isinstance(schema["enum"], list):
         return " | ".join(_json(value) for value in schema["enum"]) or "never"
     if "const" in schema:
         return _json(schema["const"])
-    for key in ("anyOf", "oneOf"):
+    for key, joint in (("anyOf", " | "), ("oneOf", " | "), ("allOf", " & ")):
         if isinstance(schema.get(key), list):
-            return " | ".join(_ts_type(s, indent) for s in schema[key] if isinstance(s, Mapping))
+            branches = (_ts_type(s, indent, refs) for s in schema[key] if isinstance(s, Mapping))
+            return joint.join(branches)
     kind = schema.get("type")
     if isinstance(kind, list):
-        return " | ".join(_ts_type({**schema, "type": k}, indent) for k in kind)
+        return " | ".join(_ts_type({**schema, "type": k}, indent, refs) for k in kind)
     if kind == "array":
         items = schema.get("items")
-        return f"{_ts_type(items, indent)}[]" if isinstance(items, Mapping) else "any[]"
+        return f"{_ts_type(items, indent, refs)}[]" if isinstance(items, Mapping) else "any[]"
     if kind == "object" and schema.get("properties"):
-        inner = _ts_properties(schema, indent + 2)
+        inner = _ts_properties(schema, indent + 2, refs)
         return "{\n" + "\n".join(inner) + "\n" + " " * indent + "}"
     return {"integer": "number", "object": "object"}.get(str(kind), str(kind) if kind else "any")
 
