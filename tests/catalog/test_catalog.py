@@ -18,6 +18,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT7
 
 from tests.shared_data import DATA, require
+from toolgate.catalog import tool as tool_module
 from toolgate.catalog.catalog import Catalog, CatalogWarning, InvalidToolsError, UnknownToolError
 from toolgate.catalog.tool import Tool, tool_from_dict
 from toolgate.errors import CatalogError, ToolgateError
@@ -405,6 +406,47 @@ def test_param_text_flattens_names_and_descriptions() -> None:
     text = Tool("s", "t", input_schema=schema).param_text
     for part in ("repo owner", "Owner of the repo", "options", "per page", "label name", "A label"):
         assert part in text
+
+
+def test_allowed_values_read_through_refs_and_branches() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"Colour": {"enum": ["red", "blue"], "type": "string"}},
+        "properties": {
+            "colour": {"anyOf": [{"$ref": "#/$defs/Colour"}, {"type": "null"}]},
+            "paint": {"$ref": "#/$defs/Colour"},
+            "mode": {"oneOf": [{"const": "fast"}, {"const": "safe"}]},
+            "size": {"type": "array", "items": {"enum": [1, 2, True, {"x": 1}]}},
+        },
+    }
+    assert Tool("s", "t", input_schema=schema).embedded_param_text == (
+        "colour One of: red, blue. paint One of: red, blue. mode One of: fast, safe. "
+        "size One of: 1, 2."
+    )
+
+
+def test_allowed_values_follow_each_ref_once_and_stop_when_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Branches that all name one definition with a large enum, whose own branches do too.
+    n = 300
+    big = {"enum": [f"v{i}" for i in range(n)], "anyOf": [{"$ref": "#/$defs/b"}] * n}
+    schema = {
+        "type": "object",
+        "$defs": {"a": big, "b": {"type": "string"}},
+        "properties": {"p": {"anyOf": [{"$ref": "#/$defs/a"}] * n}},
+    }
+    followed: list[str] = []
+    resolve = tool_module.resolve_pointer
+
+    def counting(root: Any, ref: str) -> Any:
+        followed.append(ref)
+        return resolve(root, ref)
+
+    monkeypatch.setattr(tool_module, "resolve_pointer", counting)
+    text = Tool("s", "t", input_schema=schema).embedded_param_text
+    assert text == f"p One of: {', '.join(f'v{i}' for i in range(30))}."
+    assert followed == ["#/$defs/a"]
 
 
 def test_bfcl_style_type_aliases_are_mapped() -> None:

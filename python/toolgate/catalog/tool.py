@@ -290,12 +290,7 @@ def _collect_values(
     :data:`_MAX_LISTED_VALUES` values (the embedding reads 256 tokens), strings and numbers
     only (an object is no word)."""
     for node in (schema, schema.get("items")):
-        words = [
-            v
-            for v in _allowed_values(node, root, depth=0)
-            if isinstance(v, (str, int, float)) and not isinstance(v, bool)
-        ]
-        listed = [" ".join(str(v).split()) for v in dict.fromkeys(words)][:_MAX_LISTED_VALUES]
+        listed = [" ".join(str(v).split()) for v in _allowed_values(node, root)]
         if listed:
             parts.append(f"One of: {', '.join(listed)}." if embedded else " ".join(listed))
     default = schema.get("default")
@@ -303,22 +298,42 @@ def _collect_values(
         parts.append(" ".join(default.split()))
 
 
-def _allowed_values(node: Any, root: Any, depth: int) -> list[Any]:
-    """The values ``node`` allows: its ``enum``, its ``const``, and those of what it stands
+def _allowed_values(node: Any, root: Any) -> list[str | int | float]:
+    """The distinct values ``node`` allows that a request may name (strings and numbers), at
+    most :data:`_MAX_LISTED_VALUES`: its ``enum``, its ``const``, and those of what it stands
     for, as schema generators write them: a local ``$ref`` (a pydantic enum in ``$defs``)
     and ``anyOf`` / ``oneOf`` branches (``Optional[Literal[...]]``), a few levels deep."""
-    if not isinstance(node, Mapping) or depth > 3:
-        return []
-    found = list(node["enum"]) if isinstance(node.get("enum"), list) else []
+    found: dict[str | int | float, None] = {}
+    _gather_values(node, root, 0, found, set())
+    return list(found)
+
+
+def _gather_values(
+    node: Any, root: Any, depth: int, found: dict[str | int | float, None], followed: set[str]
+) -> None:
+    """Add ``node``'s values to ``found`` until it is full. Each ``$ref`` is followed once:
+    branches that all name one large definition would otherwise read it once a branch."""
+    if not isinstance(node, Mapping) or depth > 3 or len(found) >= _MAX_LISTED_VALUES:
+        return
+    values = list(_schema_list(node, "enum"))
     if "const" in node:
-        found.append(node["const"])
-    if isinstance(node.get("$ref"), str):
-        found += _allowed_values(resolve_pointer(root, node["$ref"]), root, depth + 1)
-    for key in ("anyOf", "oneOf"):
-        if isinstance(node.get(key), list):
-            for branch in node[key]:
-                found += _allowed_values(branch, root, depth + 1)
-    return found
+        values.append(node["const"])
+    for value in values:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            found.setdefault(value)
+            if len(found) >= _MAX_LISTED_VALUES:
+                return
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref not in followed:
+        followed.add(ref)
+        _gather_values(resolve_pointer(root, ref), root, depth + 1, found, followed)
+    for branch in [*_schema_list(node, "anyOf"), *_schema_list(node, "oneOf")]:
+        _gather_values(branch, root, depth + 1, found, followed)
+
+
+def _schema_list(node: Mapping[str, Any], key: str) -> list[Any]:
+    value = node.get(key)
+    return value if isinstance(value, list) else []
 
 
 # Most allowed values of one parameter put into the text a tool is known by, and the longest
