@@ -385,3 +385,21 @@ def test_openai_leaves_out_the_parameters_of_a_tool_without_arguments() -> None:
     assert compact_entry(strict, "openai")["function"]["parameters"] == closed
     sent = Tool("s", "now", "x", closed).to_provider("openai", compact=True)
     assert "parameters" in sent["function"]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"properties": {}, "title": "nowArguments", "type": "object"},  # FastMCP
+        {"type": "object", "title": "Clock", "description": "Nothing to pass."},
+        {"type": "object", "properties": {}, "$comment": "generated", "required": []},
+        {"type": "object", "additionalProperties": True},  # OpenAI never shows it
+    ],
+)
+def test_a_schema_that_takes_no_arguments_once_compacted_is_left_out(
+    schema: dict[str, Any],
+) -> None:
+    tool = Tool("s", "now", "The time.", schema)
+    assert "parameters" not in tool.to_provider("openai", compact=True)["function"]
+    entry = {"type": "function", "function": {"name": "now", "parameters": schema}}
+    assert "parameters" not in compact_entry(entry, "openai")["function"]

@@ -24,8 +24,9 @@ What is left out, and where:
 - a ``default`` whose value the description states right after the word "default" ("defaults
   to 10", "default: 'celsius'") or right before "by default", not in a negated clause, and a
   null ``default`` on a property that is not required (leaving it out already means that);
-- for OpenAI, the whole ``parameters`` of a tool that takes no arguments (an omitted
-  ``parameters`` is an empty parameter list; Gemini's exports never write one);
+- for OpenAI, the whole ``parameters`` of a tool whose compact schema takes no arguments
+  (an omitted ``parameters`` is an empty parameter list; Gemini's exports never write one),
+  a root title or description included, which OpenAI's rendering never shows;
 - whitespace: leading and trailing, runs of spaces and tabs, and blank lines, in the tool's
   description and in every description of its schema.
 
@@ -242,11 +243,19 @@ def _without_null_defaults(properties: dict[str, Any], required: Any) -> dict[st
     return out
 
 
+# What the root of a schema that takes no arguments may hold: its type, an empty property
+# list, a closed object, and notes (FastMCP titles every argument object).
+_NO_ARGUMENT_KEYS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "$schema", "$comment"}
+    | {"title", "description"}
+)
+
+
 def takes_no_arguments(schema: Mapping[str, Any]) -> bool:
-    """True for an object schema that declares no argument (no properties, no extra keys)."""
-    trivial = {"type", "properties", "required", "$schema", "additionalProperties"}
+    """True for an object schema that declares no argument (no properties, no extra keys); a
+    title, description or comment at its root declares none."""
     return (
-        set(schema) <= trivial
+        _NO_ARGUMENT_KEYS.issuperset(schema)
         and schema.get("type", "object") == "object"
         and not schema.get("properties")
         and not schema.get("required")  # a required key the schema does not describe
@@ -256,15 +265,13 @@ def takes_no_arguments(schema: Mapping[str, Any]) -> bool:
 
 def omits_parameters(schema: Any, *, strict: bool = False) -> bool:
     """Whether a compact OpenAI definition leaves ``parameters`` out: for a tool that takes no
-    arguments, where an omitted ``parameters`` means the same (an empty parameter list) and
-    ``{"type": "object", "properties": {}}`` costs about ten tokens; never in strict mode,
-    which wants the closed object."""
-    return (
-        isinstance(schema, Mapping)
-        and takes_no_arguments(schema)
-        and not strict
-        and not is_strict(schema)
-    )
+    arguments once compacted, where an omitted ``parameters`` means the same (an empty
+    parameter list) and ``{"type": "object", "properties": {}}`` costs about ten tokens;
+    never in strict mode, which wants the closed object."""
+    if not isinstance(schema, Mapping) or strict or schema.get("properties"):
+        return False  # only a schema without properties can take none: spare compacting
+    compact = compact_schema(schema, provider="openai", strict=False)
+    return not is_strict(schema) and takes_no_arguments(compact)
 
 
 def is_strict(schema: Any) -> bool:
