@@ -403,3 +403,7 @@ def test_a_schema_that_takes_no_arguments_once_compacted_is_left_out(
     assert "parameters" not in tool.to_provider("openai", compact=True)["function"]
     entry = {"type": "function", "function": {"name": "now", "parameters": schema}}
     assert "parameters" not in compact_entry(entry, "openai")["function"]
+    # Responses requires parameters (FunctionToolParam): kept, compacted.
+    responses = {"type": "function", "name": "now", "parameters": schema, "strict": False}
+    assert "parameters" in compact_entry(responses, "openai-responses")
+    assert "parameters" in tool.to_provider("openai-responses", compact=True)

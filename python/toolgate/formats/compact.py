@@ -366,7 +366,8 @@ def compact_entry(entry: Mapping[str, Any], provider: str) -> dict[str, Any]:
 
 def _compact_entry(entry: Mapping[str, Any], provider: str) -> dict[str, Any]:
     if provider == "openai" and isinstance(entry.get("function"), Mapping):
-        return {**entry, "function": _compact_fields(entry["function"], "parameters", "openai")}
+        function = _compact_fields(entry["function"], "parameters", "openai", chat=True)
+        return {**entry, "function": function}
     if provider == "gemini":
         out = dict(entry)
         for key in ("functionDeclarations", "function_declarations"):
@@ -384,12 +385,16 @@ def _compact_declaration(declaration: Any) -> Any:
     return _compact_fields(declaration, key, "gemini")
 
 
-def _compact_fields(tool: Mapping[str, Any], key: str, provider: str) -> dict[str, Any]:
+def _compact_fields(
+    tool: Mapping[str, Any], key: str, provider: str, *, chat: bool = False
+) -> dict[str, Any]:
+    """``tool`` with its schema at ``key`` and its description compacted; a Chat tool
+    (``chat``) taking no arguments loses its ``parameters``, which Responses requires."""
     out = dict(tool)
     name = out.get("name") if isinstance(out.get("name"), str) else None
     if isinstance(out.get(key), Mapping):
         strict = True if out.get("strict") is True else None
-        if provider == "openai" and omits_parameters(out[key], strict=bool(strict)):
+        if chat and omits_parameters(out[key], strict=bool(strict)):
             del out[key]
         else:
             out[key] = compact_schema(out[key], provider=provider, name=name, strict=strict)
