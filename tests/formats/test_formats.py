@@ -158,8 +158,9 @@ def test_responses_exports_carry_strict_and_parameters(compact: bool) -> None:
     for tool in Catalog.from_tools(RESPONSES_TOOLS, server="s"):
         exported = tool.to_provider("openai-responses", compact=compact)
         checker.validate_python(exported)  # the SDK declares both fields required
-        # Left out, strict reads as true in Responses: every optional property required.
-        assert exported["strict"] is False, tool.id
+        # Left out, strict reads as true in Responses: every optional property required;
+        # so it is written, true only for the tool given as strict.
+        assert exported["strict"] is (tool.id == "s/closed"), tool.id
         assert exported["parameters"]["type"] == "object", tool.id
     # Chat still leaves out what means the same there.
     chat = Catalog.from_tools(RESPONSES_TOOLS[:1], server="s")["s/now"]
@@ -167,6 +168,42 @@ def test_responses_exports_carry_strict_and_parameters(compact: bool) -> None:
         "name": "now",
         "description": "The time.",
     }
+
+
+CLOSED = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_tool_given_as_strict_is_exported_strict(compact: bool) -> None:
+    given = [
+        {"type": "function", "function": {"name": "weather", "parameters": CLOSED,
+                                          "strict": True}},
+        {"type": "function", "name": "ping", "parameters": {
+            "type": "object", "properties": {}, "additionalProperties": False}, "strict": True},
+        {"type": "function", "name": "loose", "parameters": CLOSED},
+    ]  # fmt: skip
+    catalog = Catalog.from_tools(given, server="s")
+    strict = {tool.name: tool.strict for tool in catalog}
+    assert strict == {"weather": True, "ping": True, "loose": False}
+    for tool in catalog:
+        chat = tool.to_provider("openai", compact=compact)["function"]
+        responses = tool.to_provider("openai-responses", compact=compact)
+        TypeAdapter(FunctionToolParam).validate_python(responses)
+        assert chat.get("strict", False) is tool.strict, tool.id
+        assert responses["strict"] is tool.strict, tool.id
+        # Strict mode needs the closed schema, even for a tool without arguments.
+        assert chat["parameters"]["additionalProperties"] is False, tool.id
+    # Saved and read back, the mark stays, and it is part of the tool's content.
+    again = Catalog.from_tools([tool.to_dict() for tool in catalog], server="s")
+    assert {tool.name: tool.strict for tool in again} == strict
+    assert catalog["s/weather"].fingerprint != catalog["s/loose"].fingerprint
+    with pytest.raises(InvalidToolsError, match="strict must be true or false, got a str"):
+        Catalog.from_tools([{**given[2], "strict": "yes"}], server="s")
 
 
 UNTYPED_ROOT = {"properties": {"city": {"type": "string"}}, "required": ["city"]}

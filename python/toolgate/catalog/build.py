@@ -287,6 +287,8 @@ def _build_one(raw: Any, overrides: Mapping[str, Mapping[str, Any]]) -> Tool:
             "{'pinned': True}}"
         )
     fields.update(host)
+    if raw.strict not in (None, True, False):
+        raise _Reject(f"strict must be true or false, got a {type(raw.strict).__name__}")
     return Tool(
         server=server,
         name=name,
@@ -294,6 +296,7 @@ def _build_one(raw: Any, overrides: Mapping[str, Mapping[str, Any]]) -> Tool:
         input_schema=_check_schema(raw.input_schema),
         annotations=dict(raw.annotations or {}),
         title=title,
+        strict=raw.strict is True,
         **fields,
     )
 

@@ -128,6 +128,7 @@ def saved_tool_checked(item: Mapping[str, Any], where: str) -> RawTool:
         annotations=saved.annotations,
         meta=meta,
         title=saved.title,
+        strict=saved.strict,
     )
 
 

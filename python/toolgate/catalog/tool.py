@@ -84,6 +84,8 @@ class Tool:
     pinned: bool = False
     exposed_name: str = ""
     title: str | None = None
+    #: Sent in OpenAI's strict mode, as the tool was given (``"strict": true``).
+    strict: bool = False
 
     def __post_init__(self) -> None:
         # Frozen: normalise through object.__setattr__ once, at construction.
@@ -122,6 +124,8 @@ class Tool:
             "tags": self.tags,
             "pinned": self.pinned,
         }
+        if self.strict:  # only then: every other tool keeps the fingerprint it had
+            content["strict"] = True
         return hashlib.sha256(canonical_json(content).encode()).hexdigest()
 
     @cached_property
@@ -232,6 +236,7 @@ class Tool:
             "tags": list(self.tags),
             "pinned": self.pinned,
             "title": self.title,
+            **({"strict": True} if self.strict else {}),
             "fingerprint": self.fingerprint,
         }
 
@@ -261,6 +266,7 @@ def tool_from_dict(data: Mapping[str, Any]) -> Tool:
         pinned=bool(data.get("pinned", False)),
         exposed_name=data.get("exposed_name", ""),
         title=data.get("title"),
+        strict=data.get("strict", False) is True,
     )
 
 

@@ -345,7 +345,9 @@ def definition_parts(tool: ToolView, provider: str, *, compact: bool) -> tuple[d
     are, or (``compact``) as :func:`compact_schema` and :func:`compact_text` leave them."""
     if not compact:
         return tool.input_schema, tool.description
-    schema = compact_schema(tool.input_schema, provider=provider, name=tool.name)
+    # A tool given as strict keeps every closed object, as its schema may not show it is.
+    strict = True if tool.strict else None
+    schema = compact_schema(tool.input_schema, provider=provider, name=tool.name, strict=strict)
     return schema, compact_text(tool.description)
 
 

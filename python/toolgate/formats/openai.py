@@ -37,6 +37,7 @@ def parse_tool(obj: Mapping[str, Any], where: str, server: str | None) -> RawToo
         input_schema=inner.get("parameters"),
         server=inner.get("server", obj.get("server", server)),
         meta=extract_meta(inner) if extract_meta(inner) is not None else extract_meta(obj),
+        strict=inner.get("strict"),
     )
 
 
@@ -45,17 +46,19 @@ def export_chat(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
     see :mod:`toolgate.formats.compact`; it leaves out the ``parameters`` of a tool without
     arguments)."""
     out = _function(tool, compact=compact)
-    if compact and omits_parameters(tool.input_schema):
+    if compact and not tool.strict and omits_parameters(tool.input_schema):
         del out["parameters"]
+    if tool.strict:
+        out["strict"] = True
     return {"type": "function", "function": out}
 
 
 def export_responses(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
     """The tool as a Responses API function tool, named by its exposed name, always with
     ``parameters`` and ``strict`` (``compact``: see :mod:`toolgate.formats.compact`)."""
-    # Strict mode is for a tool its provider marked strict, and the catalog keeps no such
-    # mark: a closed schema alone may still use keywords strict mode refuses.
-    return {"type": "function", **_function(tool, compact=compact), "strict": False}
+    # Strict only for a tool given as strict: a closed schema alone may still use keywords
+    # strict mode refuses.
+    return {"type": "function", **_function(tool, compact=compact), "strict": tool.strict}
 
 
 def _function(tool: ToolView, *, compact: bool) -> dict[str, Any]:

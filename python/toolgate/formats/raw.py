@@ -62,6 +62,8 @@ class ToolView(Protocol):
     def input_schema(self) -> dict[str, Any]: ...
     @property
     def annotations(self) -> dict[str, Any]: ...
+    @property
+    def strict(self) -> bool: ...
 
 
 def base_provider(fmt: str) -> str:
@@ -88,6 +90,7 @@ class RawTool:
     title: Any = None
     problem: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    strict: Any = None
 
 
 def extract_meta(obj: Mapping[str, Any]) -> Any:
