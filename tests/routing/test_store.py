@@ -162,6 +162,26 @@ def test_relabelling_a_manifest_format_1_does_not_switch_its_checks_off(
         _open(saved, embedder)
 
 
+class _AnotherModel:
+    """The session's embedder under another model's name: its vectors share no space with
+    an index the real one built."""
+
+    model_id = "another-model:fp32:0000"
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+
+    def embed(self, texts: list[str]) -> Any:
+        return self._inner.embed(texts)
+
+
+def test_an_embedder_of_another_model_is_refused_at_open(saved: Path, embedder: Embedder) -> None:
+    other: Any = _AnotherModel(embedder)
+    with pytest.raises(IndexFormatError, match="but the embedder is 'another-model"):
+        Router.open(saved, embedder=other)
+    assert Router.open(saved, embedder=embedder).route("storm warning").ids  # its own opens
+
+
 def test_saving_onto_a_file_is_a_storage_error(router: Router, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(StorageError, match="not a directory") as raised:

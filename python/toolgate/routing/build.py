@@ -198,6 +198,12 @@ class RouterParts:
         embeddings and schema token counts; every row is centred on the new catalog's mean,
         as a build of it would be. ``path`` may not be this index's own directory."""
         check_refresh_path(self.index, path)
+        if embedder.model_id != self.index.model_id:
+            # Kept rows are the old model's: new ones from another would share no space.
+            raise IndexFormatError(
+                f"{self.index.path}: embedded with {self.index.model_id!r}, but the refresh's "
+                f"embedder is {embedder.model_id!r}; build the new catalog anew instead"
+            )
         raw = refreshed_vectors(self.index, old, self.outline, catalog, embedder, self.offset)
         offset = centring_offset(raw, self.config.row_centring)
         tokens = reusable_tokens(old, self.outline)

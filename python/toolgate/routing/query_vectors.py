@@ -39,11 +39,13 @@ class QueryVectors:
         model_id: str,
         index_path: object,
     ) -> None:
-        """``embedder`` or a loader of it, called on first use and checked against the
-        index's ``model_id`` (``index_path`` names the index in the error)."""
+        """``embedder`` or a loader of it, called on first use; either is checked against the
+        index's ``model_id`` (``index_path`` names the index in the error): queries embedded
+        by another model than the rows would rank without meaning."""
         self._config = config
         if hasattr(embedder, "embed"):
-            self._embedder: Lazy[Embedder] = Lazy(embedder)  # type: ignore[arg-type]
+            given: Embedder = embedder  # type: ignore[assignment]
+            self._embedder: Lazy[Embedder] = Lazy(self._checked(given, model_id, index_path))
         else:
             load: Callable[[], Embedder] = embedder
             self._embedder = Lazy(None, lambda: self._checked(load(), model_id, index_path))
