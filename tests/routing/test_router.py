@@ -616,3 +616,21 @@ def test_from_tools_takes_a_multi_server_document() -> None:
     assert Router.from_tools(document, server="x", cache=None).catalog.ids == router.catalog.ids
     with pytest.raises(CatalogError, match="tools"):
         Router.from_tools(["not a tool"], cache=None)
+
+
+def test_promote_sends_definitions_as_given_when_asked(embedder: Embedder) -> None:
+    schema = {
+        "$comment": "generated",
+        "type": "object",
+        "title": "lookupArguments",
+        "properties": {"key": {"type": "string", "title": "Key"}},
+        "required": [],
+    }
+    given = {"kv": {"tools": [{"name": "lookup", "description": "Look up a key.",
+                               "inputSchema": schema}]}}  # fmt: skip
+    router = Router.from_tools(given, embedder=embedder, cache=None)
+    result = router.route("select:lookup")
+    as_given = router.promote(result, compact=False, pool="none").tools[0]
+    compacted = router.promote(result, pool="none").tools[0]
+    assert as_given["function"]["parameters"] == schema
+    assert "title" not in compacted["function"]["parameters"]

@@ -343,14 +343,15 @@ class Router:
         schema_source: Any = None,
         pool: str = "auto",
         turn_id: str = "",
+        compact: bool = True,
     ) -> Promotion:
         """Phase 1 (the summary pool) and phase 2 (full schemas of ``result``'s tools), as
         :func:`toolgate.promotion.promote.promote_tools`; schemas from ``schema_source`` go
-        through the router's schema cache."""
+        through the router's schema cache. ``compact=False`` sends each definition as given."""
         check_current(result, self._parts.outline.version)
         promotion = promote_tools(
             self.catalog, result, format=format, budget=budget, schema_source=schema_source,
-            cache=self._schema_cache, pool=pool,
+            cache=self._schema_cache, pool=pool, compact=compact,
         )  # fmt: skip
         if result.form == "text":  # what verify learns from (Router.learn(from_verify=True))
             promotion = dataclasses.replace(promotion, query=result.query)
