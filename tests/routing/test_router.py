@@ -634,3 +634,13 @@ def test_promote_sends_definitions_as_given_when_asked(embedder: Embedder) -> No
     compacted = router.promote(result, pool="none").tools[0]
     assert as_given["function"]["parameters"] == schema
     assert "title" not in compacted["function"]["parameters"]
+
+
+def test_a_required_term_asks_for_a_tool(router: Router) -> None:
+    # A floor the decision passes here, so that "no tool" would answer the chit-chat.
+    eager = router.with_config(replace(router.config, no_tool_threshold=0.5))
+    assert eager.route("ok thanks").no_tool
+    result = eager.route("+slack ok thanks")
+    assert not result.no_tool  # "+slack" asks for a slack tool, as naming one does
+    assert result.ids
+    assert all(tool_id.startswith("slack/") for tool_id in result.ids)

@@ -251,8 +251,9 @@ class RoutePipeline:
             turn.reasons = {**dict.fromkeys(joined, "co-used"), **turn.reasons}
         ranked = ranked[: limits.k]
         # Read off the ranking alone, as calibrated; but a request like those a tool served
-        # (a learned lift) needs a tool, as one that names a tool does.
-        decide = limits.decide and not named and not len(learned)
+        # (a learned lift) needs a tool, as one that names a tool or requires a term does.
+        asked = bool(named) or bool(parsed.required_terms)
+        decide = limits.decide and not asked and not len(learned)
         no_tool = self._no_tool(core_ranked, parsed.text, decide)
         if no_tool[0] and config.no_tool_drop:
             ranked = []
