@@ -578,3 +578,26 @@ def test_the_summary_pool_leaves_out_what_allow_and_deny_shut_out(
         assert allowed.splitlines()[1:] == ["- docs: search"]
     # Patterns read once, even from a generator.
     assert pool_of(deny=(p for p in ["admin/*"])) == denied
+
+
+def test_a_deny_list_written_from_what_the_model_sees_still_denies(
+    tmp_path: Path, embedder: Any
+) -> None:
+    servers = {
+        server: {"tools": [{"name": "delete_repo", "description": "Delete a repository."}]}
+        for server in ("a", "b")
+    }
+    servers["c"] = {"tools": [{"name": "Archive_Repo", "description": "Archive a repository."}]}
+    router = Router.from_tools(servers, embedder=embedder, cache=None, path=tmp_path / "r")
+    assert router.catalog["a/delete_repo"].exposed_name == "a__delete_repo"
+    everything = "select:a/delete_repo,b/delete_repo,c/Archive_Repo"
+    for routing in (router, Router.open(tmp_path / "r", embedder=embedder)):
+        # The exposed name, as the model was shown it: only that server's tool.
+        assert routing.route(everything, deny=["a__delete_repo"]).ids == [
+            "b/delete_repo",
+            "c/Archive_Repo",
+        ]
+        # Other letter case: denied all the same; an id pattern too.
+        assert routing.route(everything, deny=["archive_repo", "B/*"]).ids == ["a/delete_repo"]
+        # An allow list does not widen so: its patterns match as written.
+        assert routing.route(everything, allow=["archive_repo"]).ids == []

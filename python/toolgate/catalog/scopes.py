@@ -5,7 +5,9 @@ name (``create_issue``, any server), a glob over tool names (``delete_*``, any s
 ``fnmatch`` glob over ids (``github/*_issue``). A pattern without a ``/`` is read against tool
 names, so ``deny=["delete_*"]`` shuts out every server's ``delete_`` tools. One with a ``/``
 is read against ids, and in a deny list against names too, since names may hold a ``/``
-(``repos/delete``).
+(``repos/delete``). A deny list also reads each pattern against exposed names (the names
+the model sees and calls, ``github__delete_file``) and ignores case, so a list written from
+what the model was shown still denies.
 
 The two lists err on the safe side in opposite directions. An MCP server picks its own tool
 names, so one could name a tool ``github/create_issue``: read against names, an allow list
@@ -44,16 +46,21 @@ def pattern_list(patterns: Iterable[str] | None) -> tuple[str, ...] | None:
 class ScopeMatcher:
     """Resolves pattern lists to sorted uint32 row arrays, caching each distinct list."""
 
-    def __init__(self, ids: Sequence[str], names: Sequence[str]) -> None:
-        """``ids`` and ``names`` of the tools, in row order."""
+    def __init__(
+        self, ids: Sequence[str], names: Sequence[str], exposed: Sequence[str] | None = None
+    ) -> None:
+        """``ids``, ``names`` and ``exposed`` names (the names themselves when not given) of
+        the tools, in row order."""
         self._ids = tuple(ids)
         self._names = tuple(names)
-        if len(self._names) != len(self._ids):
+        self._exposed = self._names if exposed is None else tuple(exposed)
+        if not len(self._names) == len(self._exposed) == len(self._ids):
             raise InvalidInputError(f"{len(self._names)} names for {len(self._ids)} tool ids")
         self._rows_by_id = {tool_id: row for row, tool_id in enumerate(self._ids)}
         self._rows_by_name: dict[str, list[int]] = {}
         for row, name in enumerate(self._names):
             self._rows_by_name.setdefault(name, []).append(row)
+        self._folded: list[tuple[str, str, str]] | None = None
         self._resolve = lru_cache(maxsize=256)(self._resolve_uncached)
 
     def __len__(self) -> int:
@@ -81,6 +88,9 @@ class ScopeMatcher:
     def _resolve_uncached(self, patterns: tuple[str, ...], deny: bool) -> np.ndarray:
         rows: set[int] = set()
         for pattern in patterns:
+            if deny:
+                rows.update(self._denied(pattern))
+                continue
             by_id = "/" in pattern
             by_name = deny or not by_id
             if not _GLOB.search(pattern):  # a literal: looked up
@@ -98,3 +108,22 @@ class ScopeMatcher:
         result = np.fromiter(sorted(rows), dtype=np.uint32, count=len(rows))
         result.setflags(write=False)
         return result
+
+    def _denied(self, pattern: str) -> Iterable[int]:
+        """Rows a deny ``pattern`` shuts out: read against names and exposed names, and with
+        a ``/`` against ids too, ignoring case (denying errs on the side of more)."""
+        folded = pattern.casefold()
+        match = fnmatch.fnmatchcase if _GLOB.search(pattern) else str.__eq__
+        for row, (tool_id, name, shown) in enumerate(self._deny_texts()):
+            texts = (name, shown, tool_id) if "/" in pattern else (name, shown)
+            if any(match(text, folded) for text in texts):
+                yield row
+
+    def _deny_texts(self) -> list[tuple[str, str, str]]:
+        """Each row's id, name and exposed name, case-folded (made on the first deny list)."""
+        if self._folded is None:
+            self._folded = [
+                (tool_id.casefold(), name.casefold(), shown.casefold())
+                for tool_id, name, shown in zip(self._ids, self._names, self._exposed, strict=True)
+            ]
+        return self._folded

@@ -211,7 +211,9 @@ class Indexes:
         if self._learn is not None:
             router.learn(self._learn)
         names = tuple(raws[k].name if isinstance(raws[k].name, str) else "" for k in unreadable)
-        scopes = ScopeMatcher([t.id for t in catalog], [t.name for t in catalog])
+        scopes = ScopeMatcher(
+            [t.id for t in catalog], [t.name for t in catalog], [t.exposed_name for t in catalog]
+        )
         unreadable_scopes = ScopeMatcher([f"{DEFAULT_SERVER}/{n}" for n in names], names)
         return IndexedTools(
             catalog, router, tuple(readable), unreadable, names, scopes, unreadable_scopes,

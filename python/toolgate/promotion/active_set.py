@@ -36,7 +36,10 @@ def tools_in_scope(
     if allow is None and deny is None:
         return catalog.tools
     matcher = _MATCHERS.get(
-        catalog.version, lambda: ScopeMatcher(catalog.ids, [t.name for t in catalog])
+        catalog.version,
+        lambda: ScopeMatcher(
+            catalog.ids, [t.name for t in catalog], [t.exposed_name for t in catalog]
+        ),
     )
     allowed, denied = matcher.rows(allow), matcher.rows(deny, deny=True)
     keep = np.full(len(catalog), allowed is None)

@@ -34,15 +34,18 @@ class CatalogRows:
         pinned: Iterable[int],
         bm25: _toolgate.Bm25,
         tool_names: Callable[[], Sequence[str]],
+        renamed: Iterable[tuple[int, str]] | None = (),
     ) -> None:
-        """``ids`` in row order, the ``pinned`` rows, the router's ``bm25`` (its name index)
-        and a loader of each row's tool name (called on the first allow or deny list)."""
+        """``ids`` in row order, the ``pinned`` rows, the router's ``bm25`` (its name index),
+        a loader of each row's tool name (called on the first allow or deny list) and the
+        rows whose exposed name differs from it, with that name (a deny list reads both)."""
         self._ids = tuple(ids)
         self._bm25 = bm25
         self._pinned = sorted(set(pinned))
         self._names = Lazy(None, lambda: tuple(tool_names()))
+        self._renamed = dict(renamed or ())
         self._servers = Lazy(None, self._split_servers)
-        self._scopes = Lazy(None, lambda: ScopeMatcher(self._ids, self._names.get()))
+        self._scopes = Lazy(None, self._scope_matcher)
         self._by_id = Lazy(None, self._rows_by_id)
 
     @classmethod
@@ -59,7 +62,12 @@ class CatalogRows:
                 return tuple(tool.name for tool in catalog())
             return outline.names()
 
-        return cls(outline.ids, outline.pinned, bm25, tool_names)
+        return cls(outline.ids, outline.pinned, bm25, tool_names, outline.exposed)
+
+    def _scope_matcher(self) -> ScopeMatcher:
+        names = self._names.get()
+        exposed = [self._renamed.get(row, name) for row, name in enumerate(names)]
+        return ScopeMatcher(self._ids, names, exposed)
 
     def _rows_by_id(self) -> tuple[dict[str, int], dict[str, int]]:
         """Each id to its row, and each id folded to lower case to its row where no other
