@@ -593,8 +593,8 @@ def _needs(name: str, *required: str) -> dict[str, Any]:
 
 
 def test_requires_tools_naming_no_tool_of_the_catalog_are_warned_about() -> None:
-    # As toolgate.routing.state matches them: an id, a name, or what follows any '/' in an id.
-    needs = _needs("close", "gh/list_issues", "list_issues", "nasa/apod", "apod")
+    # As toolgate.routing.state matches them: an id, or what follows the last '/' in one.
+    needs = _needs("close", "gh/list_issues", "list_issues", "gh/nasa/apod", "apod")
     fine = [_tool("list_issues"), _tool("nasa/apod"), needs]
     with warnings.catch_warnings():
         warnings.simplefilter("error", CatalogWarning)
@@ -607,6 +607,10 @@ def test_requires_tools_naming_no_tool_of_the_catalog_are_warned_about() -> None
     with pytest.warns(CatalogWarning, match=r"gh/close requires \['gh/list_isues'\]"):
         catalog = Catalog.load({"gh": {"tools": typo}})
     assert catalog.ids == ["gh/list_issues", "gh/close"]  # kept: the caller may hold it
+    # Holding a '/', an entry is an id: the tool named 'nasa/apod' on gh does not meet it.
+    named = [_tool("nasa/apod"), _needs("close", "nasa/apod")]
+    with pytest.warns(CatalogWarning, match=r"gh/close requires \['nasa/apod'\]"):
+        Catalog.load({"gh": {"tools": named}})
 
 
 def test_replace_server_warns_about_requirements_it_leaves_unmet() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from toolgate.catalog.schema import reference_and_regex_problem
 from toolgate.catalog.summary import SUMMARY_MAX_TOKENS
-from toolgate.catalog.tool import Tool, canonical_json, id_tails
+from toolgate.catalog.tool import Tool, canonical_json, satisfied_by_run
 from toolgate.errors import CatalogError, Offender
 from toolgate.formats.raw import EMPTY_SCHEMA
 from toolgate.formats.schema_walk import normalize_type_aliases
@@ -309,10 +309,9 @@ def _label(raw: Any) -> str:
 class RequirementIndex:
     """What ``requires.tools`` entries can name in one catalog, built once for many checks.
 
-    :class:`toolgate.routing.state.State` meets an entry with a tool id in ``tools_run`` or with any
-    part of one after a ``/``, so an entry is satisfiable when it is a tool's id
-    (``github/get_me``), its original name (``get_me``) or a tail of either (``apod`` for
-    ``nasa/apod``).
+    :class:`toolgate.routing.state.State` meets an entry with a tool id in ``tools_run`` or with
+    the part of one after its last ``/``, so an entry is satisfiable when it is a tool's id
+    (``github/get_me``) or the last part of one (``get_me``; ``apod`` for ``gh/nasa/apod``).
 
     >>> index = RequirementIndex([Tool("gh", "list_issues")])
     >>> index.unmet(Tool("gh", "close_issue", requires_tools=("gh/list_isues", "list_issues")))
@@ -320,7 +319,7 @@ class RequirementIndex:
     """
 
     def __init__(self, tools: Iterable[Tool]) -> None:
-        self._known = {tail for t in tools for tail in id_tails(t.id)}
+        self._known = {key for t in tools for key in satisfied_by_run(t.id)}
 
     def unmet(self, tool: Tool) -> list[str]:
         """The entries of ``tool.requires_tools`` that no tool of the catalog satisfies."""

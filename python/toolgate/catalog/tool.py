@@ -32,7 +32,7 @@ from toolgate.formats.pointer import resolve_pointer
 from toolgate.formats.raw import EMPTY_SCHEMA, base_provider
 from toolgate.formats.tokens import count_tool
 
-__all__ = ["EMPTY_SCHEMA", "Tool", "id_tails", "tool_from_dict"]
+__all__ = ["EMPTY_SCHEMA", "Tool", "satisfied_by_run", "tool_from_dict"]
 
 
 def _json_copy(value: Any) -> Any:
@@ -350,11 +350,13 @@ _MAX_LISTED_VALUES = 30
 _MAX_DEFAULT_CHARS = 80
 
 
-def id_tails(tool_id: str) -> list[str]:
-    """``a/b/c``, ``b/c`` and ``c``: what a run of ``tool_id`` satisfies in ``requires.tools``.
+def satisfied_by_run(tool_id: str) -> list[str]:
+    """``a/b/c`` and ``c``: the ``requires.tools`` entries a run of ``tool_id`` meets.
 
-    A precondition may name the tool by id or bare, and names as well as servers may hold a
-    '/', so every tail after one counts.
+    An entry holding a '/' is an id, as in ``select:``, so only the id itself meets it: a
+    tail would let ``evil/gh/get_me`` (evil's tool named ``gh/get_me``) meet ``gh/get_me``.
+    An entry without one is a bare name, which any server's tool may meet; the part after
+    the last '/' is the name whether or not the server holds a '/' (``@acme/ops/wipe``).
     """
-    parts = tool_id.split("/")
-    return ["/".join(parts[i:]) for i in range(len(parts))]
+    name = tool_id.rpartition("/")[2]
+    return [tool_id] if name == tool_id else [tool_id, name]

@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from toolgate.catalog.tool import Tool, id_tails
+from toolgate.catalog.tool import Tool, satisfied_by_run
 from toolgate.errors import InvalidInputError
 
 __all__ = ["FlagVocabulary", "State"]
@@ -64,8 +64,8 @@ class State:
         """Every satisfied precondition as a ``kind:value`` key."""
         yield from (f"scope:{s}" for s in self.scopes)
         # A tool that ran is recorded by id (``verdict.tool_id``); ``gh/list_issues`` also
-        # meets a precondition naming ``list_issues``.
-        yield from (f"tool:{tail}" for ran in self.tools_run for tail in id_tails(ran))
+        # meets a precondition naming ``list_issues``, but no other id.
+        yield from (f"tool:{key}" for ran in self.tools_run for key in satisfied_by_run(ran))
         yield from (f"milestone:{m}" for m in self.milestones)
 
 
