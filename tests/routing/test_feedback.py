@@ -122,6 +122,20 @@ def test_forget_a_tool_and_a_server(learner: Router, store: str) -> None:
         learner.forget()
 
 
+def test_feedback_after_another_replicas_forget_is_stored_again(
+    learner: Router, store: str, embedder: Embedder
+) -> None:
+    learner.feedback(QUERY, used=[TARGET])
+    replica = Router.from_catalog(demo_catalog(), cache=None, embedder=embedder)
+    replica.learn(store).forget(tool=TARGET)
+    learner.feedback(QUERY, used=[TARGET])  # its memory still holds the forgotten row
+    memory = learner.memory
+    assert memory is not None
+    rows = open_store(store).load(memory.scope)
+    assert [(row.tool, row.weight) for row in rows] == [(TARGET, 1.0)]
+    assert memory._seqs == [rows[0].seq]
+
+
 def test_bounds_evict_the_oldest(router: Router, store: str) -> None:
     config = LearnConfig(rows_per_tool=3, max_rows=5)
     memory = router.learn(store, config=config)

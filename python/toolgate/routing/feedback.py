@@ -190,21 +190,30 @@ class LearnedMemory:
         return True
 
     def _add(self, vector: np.ndarray, row: int, key: bytes) -> None:
+        """Store the query of ``vector`` for ``row``: more weight on its row if it has one."""
         try:
             at = self._keys.index((key, row))
         except ValueError:
-            tool = self._ids[row]
-            seq = self.store.insert(
-                self.scope, tool, self._servers()[row], key, vector[0], time.time()
-            )
-            self._rows.push(vector, np.asarray([row], np.uint32), np.ones(1, np.float32))
-            self._seqs.append(seq)
-            self._keys.append((key, row))
-            self._co_use.add(key, row)
+            self._insert(vector, row, key)
             return
         weight = min(self.config.max_weight, float(self._rows.weights[at]) + 1.0)
-        self._rows.set_weight(at, weight)
-        self.store.set_weight(self._seqs[at], weight)
+        if self.store.set_weight(self._seqs[at], weight):
+            self._rows.set_weight(at, weight)
+            return
+        # Another replica's forget deleted the row: drop the stale copy, store it anew.
+        keep = np.ones(len(self._seqs), dtype=bool)
+        keep[at] = False
+        self._drop(keep)
+        self._insert(vector, row, key)
+
+    def _insert(self, vector: np.ndarray, row: int, key: bytes) -> None:
+        """Store the query of ``vector`` for ``row`` as a new row of weight 1."""
+        tool = self._ids[row]
+        seq = self.store.insert(self.scope, tool, self._servers()[row], key, vector[0], time.time())
+        self._rows.push(vector, np.asarray([row], np.uint32), np.ones(1, np.float32))
+        self._seqs.append(seq)
+        self._keys.append((key, row))
+        self._co_use.add(key, row)
 
     def _evict(self) -> None:
         """Drop the oldest rows past ``rows_per_tool`` for a tool and ``max_rows`` in all."""

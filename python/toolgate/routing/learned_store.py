@@ -96,6 +96,10 @@ class LearnedStore:
     def _insert(self, sql: str, args: Sequence[Any]) -> int:
         raise NotImplementedError
 
+    def _change(self, sql: str, args: Sequence[Any]) -> int:
+        """Runs an UPDATE or DELETE; returns how many rows it changed."""
+        raise NotImplementedError
+
     def _sql(self, sql: str) -> str:
         return sql.replace("?", self._param)
 
@@ -122,9 +126,11 @@ class LearnedStore:
             (scope, tool, server, key, codes, scale, at),
         )
 
-    def set_weight(self, seq: int, weight: float) -> None:
-        """Sets the weight of row ``seq``."""
-        self._execute(self._sql("UPDATE learned SET weight = ? WHERE seq = ?"), (weight, seq))
+    def set_weight(self, seq: int, weight: float) -> bool:
+        """Sets the weight of row ``seq``; ``False`` when there is no such row (another
+        replica's ``forget`` removed it)."""
+        sql = self._sql("UPDATE learned SET weight = ? WHERE seq = ?")
+        return self._change(sql, (weight, seq)) > 0
 
     def delete(self, seqs: Iterable[int]) -> None:
         """Removes the rows ``seqs`` (evicted ones)."""
@@ -183,6 +189,10 @@ class SqliteStore(LearnedStore):
         with self._lock, self._failing("write"):
             cursor = self._db.execute(sql, tuple(args))
             return int(cursor.lastrowid or 0)
+
+    def _change(self, sql: str, args: Sequence[Any]) -> int:
+        with self._lock, self._failing("write"):
+            return int(self._db.execute(sql, tuple(args)).rowcount)
 
     @contextlib.contextmanager
     def _failing(self, what: str) -> Iterator[None]:
@@ -243,6 +253,10 @@ class PostgresStore(LearnedStore):
         with self._lock, self._failing():
             row = self._db.execute((sql + " RETURNING seq").encode(), tuple(args)).fetchone()
             return int(row[0]) if row else 0
+
+    def _change(self, sql: str, args: Sequence[Any]) -> int:
+        with self._lock, self._failing():
+            return int(self._db.execute(sql.encode(), tuple(args)).rowcount)
 
     @contextlib.contextmanager
     def _failing(self) -> Iterator[None]:
