@@ -19,7 +19,13 @@ from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
 from toolgate.routing.co_use import CO_USE_MAX_TOOLS, CoUse
 from toolgate.routing.feedback import LearnConfig
-from toolgate.routing.learned_store import LearnedStore, SqliteStore, open_store, query_key
+from toolgate.routing.learned_store import (
+    LearnedStore,
+    SqliteStore,
+    StoreWarning,
+    open_store,
+    query_key,
+)
 from toolgate.routing.router import Router
 
 QUERY = "please do the thing with my repository tickets"
@@ -134,6 +140,31 @@ def test_feedback_after_another_replicas_forget_is_stored_again(
     rows = open_store(store).load(memory.scope)
     assert [(row.tool, row.weight) for row in rows] == [(TARGET, 1.0)]
     assert memory._seqs == [rows[0].seq]
+
+
+def test_damaged_rows_are_skipped_with_one_warning(
+    learner: Router, store: str, embedder: Embedder
+) -> None:
+    learner.feedback(QUERY, used=[TARGET])
+    memory = learner.memory
+    assert memory is not None
+    damaged: list[tuple[bytes, Any]] = [(b"\x01" * 10, 0.1), (b"\x01" * 384, float("inf"))]
+    if not store.startswith("postgresql://"):  # a PostgreSQL column holds no text scale
+        damaged.append((b"\x01" * 384, "abc"))
+    raw = open_store(store)
+    sql = raw._sql(
+        "INSERT INTO learned (scope, tool, server, query_key, codes, scale, weight, at) "
+        "VALUES (?, ?, 'search', ?, ?, ?, 1.0, 0.0)"
+    )
+    for codes, scale in damaged:
+        raw._insert(sql, (memory.scope, TARGET, b"k" * 16, codes, scale))
+    replica = Router.from_catalog(demo_catalog(), cache=None, embedder=embedder)
+    with pytest.warns(StoreWarning, match=f"skipped {len(damaged)} damaged rows") as caught:
+        replica_memory = replica.learn(store)
+    assert len(caught) == 1
+    assert repr(raw) in str(caught[0].message)
+    assert len(replica_memory) == 1
+    assert replica.feedback("book a table for two", used=["slack/post_message"]) == 1
 
 
 def test_bounds_evict_the_oldest(router: Router, store: str) -> None:

@@ -135,7 +135,8 @@ class LearnedMemory:
 
     def reload(self) -> None:
         """Read this scope's rows from the store again (what other replicas learned too)."""
-        stored = [row for row in self.store.load(self.scope) if row.tool in self._row_of]
+        loaded = self.store.load(self.scope, dim=self._rows.dim)
+        stored = [row for row in loaded if row.tool in self._row_of]
         rows = _toolgate.LearnedRows(self._rows.dim)
         if stored:
             rows.push(

@@ -17,6 +17,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+import warnings
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from toolgate.arguments import finite_number
 from toolgate.errors import InvalidInputError, ToolgateError
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "PostgresStore",
     "SqliteStore",
     "StoreError",
+    "StoreWarning",
     "default_store_path",
     "open_store",
     "query_key",
@@ -44,6 +47,10 @@ BUSY_TIMEOUT_S = 30.0
 
 class StoreError(ToolgateError):
     """The learned memory's store cannot be opened, read or written."""
+
+
+class StoreWarning(UserWarning):
+    """Rows of the learned memory's store are damaged; they are skipped."""
 
 
 def query_key(text: str) -> bytes:
@@ -82,6 +89,20 @@ def decode_vector(codes: bytes, scale: float) -> np.ndarray:
 _COLUMNS = "seq, tool, server, query_key, codes, scale, weight, at"
 
 
+def _learned_row(raw: tuple[Any, ...], dim: int | None) -> LearnedRow | None:
+    """The row of a SELECT of ``_COLUMNS``, or ``None`` when it is damaged."""
+    seq, tool, server, key, codes, scale, weight, at = raw
+    blobs = (bytes, bytearray, memoryview)
+    if not (isinstance(key, blobs) and isinstance(codes, blobs)):
+        return None
+    if dim is not None and len(codes) != dim:
+        return None
+    if not (finite_number(scale) and finite_number(weight)):
+        return None
+    vector = decode_vector(bytes(codes), scale)
+    return LearnedRow(int(seq), tool, server, bytes(key), vector, float(weight), at)
+
+
 class LearnedStore:
     """Rows of learned memories, by scope. Subclasses say how to reach the database."""
 
@@ -103,15 +124,22 @@ class LearnedStore:
     def _sql(self, sql: str) -> str:
         return sql.replace("?", self._param)
 
-    def load(self, scope: str) -> list[LearnedRow]:
-        """Every row of ``scope``, oldest first."""
+    def load(self, scope: str, *, dim: int | None = None) -> list[LearnedRow]:
+        """Every sound row of ``scope``, oldest first. A damaged one (codes of another size
+        than ``dim``, a scale or weight that is no finite number) is skipped with one warning:
+        an error would stop every router sharing the store over one bad row."""
         rows = self._execute(
             self._sql(f"SELECT {_COLUMNS} FROM learned WHERE scope = ? ORDER BY seq"), (scope,)
         )
-        return [
-            LearnedRow(int(seq), tool, server, bytes(key), decode_vector(codes, scale), weight, at)
-            for seq, tool, server, key, codes, scale, weight, at in rows
-        ]
+        loaded = [row for row in (_learned_row(raw, dim) for raw in rows) if row is not None]
+        if skipped := len(rows) - len(loaded):
+            warnings.warn(
+                f"learned memory {self!r}: skipped {skipped} damaged rows of scope {scope!r} "
+                f"(codes of the wrong size, a scale or weight that is no finite number)",
+                StoreWarning,
+                stacklevel=2,
+            )
+        return loaded
 
     def insert(
         self, scope: str, tool: str, server: str, key: bytes, vector: np.ndarray, at: float
