@@ -101,9 +101,10 @@ def test_configs_written_by_cline_and_roo_code_are_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
-        ({"command": "x", "timeout": 0}, "'timeout' must be seconds > 0, got 0"),
-        ({"command": "x", "timeout": "60"}, "'timeout' must be seconds > 0, got '60'"),
-        ({"command": "x", "timeout": True}, "'timeout' must be seconds > 0, got True"),
+        ({"command": "x", "timeout": 0}, "'timeout' must be finite seconds > 0, got 0"),
+        ({"command": "x", "timeout": "60"}, "'timeout' must be finite seconds > 0, got '60'"),
+        ({"command": "x", "timeout": True}, "'timeout' must be finite seconds > 0, got True"),
+        ({"command": "x", "timeout": 2**1024 - 1}, "'timeout' must be finite seconds > 0"),
         ({"command": "x", "autoApprove": "all"}, "'autoApprove' must be a list of tool names"),
         ({"url": "http://x", "alwaysAllow": [1]}, "'alwaysAllow' must be a list of tool names"),
     ],

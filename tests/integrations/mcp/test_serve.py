@@ -123,6 +123,10 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
         ('{"mcpServers": {"a": {"type": "stdio", "url": "http://x"}}}', "does not fit"),
         ('{"mcpServers": {"a": {"command": "x", "disabled": true}}}', "every server is disabled"),
         (
+            '{"mcpServers": {"a": {"command": "x", "timeout": 1e400}}}',
+            "mcpServers.a: 'timeout' must be finite seconds > 0, got inf",
+        ),
+        (
             '{"mcpServers": {"a": {"command": "x", "args": "y"}, "b": {"command": "z", "env": 1}}}',
             r"mcpServers.a: 'args' must be a list of strings, got 'y'; mcpServers.b: 'env' must",
         ),

@@ -24,6 +24,8 @@ braces is kept as written, as those clients keep it.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -158,12 +160,19 @@ def _server_spec(entry: Any) -> ServerSpec | None:
 
 
 def _timeout(value: Any) -> float | None:
-    """A ``timeout`` in seconds, as Cline and Roo Code write it (a number > 0)."""
+    """A ``timeout`` in seconds, as Cline and Roo Code write it: a finite number > 0 (``1e400``
+    and the ``Infinity`` Python's reader accepts are infinity, which no timer takes)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"'timeout' must be seconds > 0, got {value!r}")
-    return float(value)
+    seconds = math.inf
+    if isinstance(value, int) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):  # an integer past float's range
+            seconds = float(value)
+    elif isinstance(value, float):
+        seconds = value
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"'timeout' must be finite seconds > 0, got {value!r}")
+    return seconds
 
 
 def _http_spec(entry: dict[str, Any], timeout: float | None) -> HttpServer:
