@@ -123,6 +123,10 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
         ('{"mcpServers": {"a": {"type": "stdio", "url": "http://x"}}}', "does not fit"),
         ('{"mcpServers": {"a": {"command": "x", "disabled": true}}}', "every server is disabled"),
         (
+            '{"mcpServers": {"": {"command": "x"}, " ": {"command": "y"}, "b": {"command": "z"}}}',
+            r"mcpServers\.'': the server's name is blank; mcpServers\.' ': the server's name",
+        ),
+        (
             '{"mcpServers": {"a": {"command": "x", "timeout": 1e400}}}',
             "mcpServers.a: 'timeout' must be finite seconds > 0, got inf",
         ),

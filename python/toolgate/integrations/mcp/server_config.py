@@ -120,6 +120,9 @@ def load_servers(path: str | Path) -> dict[str, ServerSpec]:
     specs: dict[str, ServerSpec] = {}
     problems: list[str] = []
     for name, entry in servers.items():
+        if not name.strip():  # it names the server's tools: refused now, not once serving
+            problems.append(f"mcpServers.{name!r}: the server's name is blank")
+            continue
         try:
             spec = _server_spec(entry)
         except ValueError as exc:
