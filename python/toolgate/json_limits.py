@@ -14,6 +14,7 @@ import json
 import math
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -64,12 +65,16 @@ def open_regular(path: Path) -> BinaryIO:
     return file
 
 
-def loads(text: str | bytes) -> Any:
+def loads(
+    text: str | bytes,
+    *,
+    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+) -> Any:
     """``json.loads`` that raises only ``ValueError``: nesting too deep for the parser (a
     ``RecursionError``) becomes a :class:`JsonLimitError`, like a number of more than 4,300
-    digits already is a ``ValueError``."""
+    digits already is a ``ValueError``. ``object_pairs_hook`` is ``json.loads``'s."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=object_pairs_hook)
     except RecursionError:
         raise JsonLimitError("JSON nested too deeply to read") from None
 

@@ -122,6 +122,8 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
         ('{"mcpServers": {"a": {"type": "sse", "command": "x"}}}', "'type' must be 'stdio'"),
         ('{"mcpServers": {"a": {"type": "stdio", "url": "http://x"}}}', "does not fit"),
         ('{"mcpServers": {"a": {"command": "x", "disabled": true}}}', "every server is disabled"),
+        ('{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}', "'a' is given twice"),
+        ('{"mcpServers": {"a": {"command": "x", "command": "y"}}}', "'command' is given twice"),
         (
             '{"mcpServers": {"": {"command": "x"}, " ": {"command": "y"}, "b": {"command": "z"}}}',
             r"mcpServers\.'': the server's name is blank; mcpServers\.' ': the server's name",

@@ -107,11 +107,14 @@ def load_servers(path: str | Path) -> dict[str, ServerSpec]:
     try:
         # Bounded: a path to /dev/zero or a FIFO, or JSON nested past the parser, would hang,
         # exhaust memory or raise outside the exception tree.
-        config = loads(read_bounded(Path(path), MAX_CONFIG_BYTES).decode("utf-8"))
+        text = read_bounded(Path(path), MAX_CONFIG_BYTES).decode("utf-8")
+        config = loads(text, object_pairs_hook=_unique_keys)
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from None
     except JsonLimitError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc}") from None
+    except _DuplicateKeyError as exc:
+        raise InvalidInputError(f"{path}: {exc}") from None
     except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, a 5,000-digit number
         raise InvalidInputError(f"{path}: not a JSON file: {exc}") from None
     servers = config.get("mcpServers") if isinstance(config, dict) else None
@@ -135,6 +138,21 @@ def load_servers(path: str | Path) -> dict[str, ServerSpec]:
     if not specs:
         raise InvalidInputError(f"{path}: every server is disabled")
     return specs
+
+
+class _DuplicateKeyError(ValueError):
+    """A key given twice in one JSON object."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict, refusing a key given twice: ``json`` would keep the
+    last in silence, so a second server of one name would replace the first unseen."""
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKeyError(f"{key!r} is given twice in one object")
+        obj[key] = value
+    return obj
 
 
 def _server_spec(entry: Any) -> ServerSpec | None:
