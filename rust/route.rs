@@ -229,11 +229,14 @@ fn rank(
     let (alpha, method) = (request.alpha, request.method);
     let mut clause_scores =
         score_clauses(index, bm25, &clauses, ranked_clauses, alpha, method, &mut fused)?;
-    for &row in request.demoted {
-        // Min-max fusion maps into [0, 1] and RRF is positive, so the factor only lowers.
-        fused[row as usize] *= request.demote_weight;
+    // Each row once: a row listed twice is still one demoted tool.
+    let mut demoted = request.demoted.to_vec();
+    demoted.sort_unstable();
+    demoted.dedup();
+    for &row in &demoted {
+        fused[row as usize] = lowered(fused[row as usize], request.demote_weight);
         for clause in &mut clause_scores {
-            clause.fused[row as usize] *= request.demote_weight;
+            clause.fused[row as usize] = lowered(clause.fused[row as usize], request.demote_weight);
         }
     }
     let routed = |row: u32| RoutedRow {
@@ -318,6 +321,13 @@ fn rank(
 }
 
 /// The checks of a ranking's settings that scoring does not make itself.
+/// `score` demoted by `weight` in `[0, 1]`: `weight * score` for a score of at least 0, and as
+/// far below a negative one (`divmax` and raw fusion can give those, where a product would
+/// raise it).
+fn lowered(score: f32, weight: f32) -> f32 {
+    score - (1.0 - weight) * score.abs()
+}
+
 fn check_ranking(index: &Index, request: &Ranking<'_>) -> Result<()> {
     if request.k == 0 {
         return Err(Error::invalid("k must be at least 1"));

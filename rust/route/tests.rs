@@ -276,6 +276,10 @@ fn demoted_rows_are_weighed_down_unless_forced() {
     let demoted = rows(&req);
     assert_eq!(demoted.iter().map(|r| r.0).collect::<Vec<_>>(), [2, 1]);
     assert!((demoted[1].1 - 0.5 * plain[0].1).abs() < 1e-6, "{demoted:?} {plain:?}");
+    // A row listed twice is demoted once.
+    ranking(&mut req).demoted = &[1, 1, 1];
+    assert_eq!(rows(&req), demoted);
+    ranking(&mut req).demoted = &[1];
     // A forced row is included whatever its weight.
     let mut forced = request(&vector, "write file", &[1]);
     ranking(&mut forced).demoted = &[1];
@@ -534,4 +538,14 @@ fn a_row_whose_name_the_query_holds_moves_past_close_scores_only() {
     ranking(&mut req).name_weight = f32::NAN;
     let err = route(&index, &bm25, &req, &gate).unwrap_err().to_string();
     assert!(err.contains("name_weight must be finite and >= 0"), "{err}");
+}
+
+#[test]
+fn demoting_lowers_a_negative_score_too() {
+    // divmax and raw fusion give negative scores, where a product would raise them.
+    assert!((lowered(0.8, 0.5) - 0.4).abs() < 1e-6);
+    assert!(lowered(-0.995, 0.1) < -0.995);
+    assert!(lowered(-0.2, 0.5) < lowered(-0.1, 0.5));
+    assert_eq!(lowered(-0.7, 1.0), -0.7);
+    assert_eq!(lowered(0.0, 0.0), 0.0);
 }
