@@ -281,7 +281,29 @@ def test_an_upstream_failure_is_a_tool_error_for_the_model(embedder: Embedder) -
             assert failed.is_error
             body = json.loads(text_of(failed))
             assert body["error"] == "upstream_error"
-            assert "ConnectionError('upstream went away')" in body["message"]
+            assert "ConnectionError: upstream went away" in body["message"]
+
+    run(main)
+
+
+class GarbledClient(PagedClient):
+    """An upstream whose answer its reader cannot parse: the error holds the raw bytes."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        raw = "{not json " + "x" * 5000
+        raise ValueError(f"1 validation error for JSONRPCMessage\n  input_value={raw!r}")
+
+
+def test_a_failure_the_model_is_shown_names_it_without_the_bytes(embedder: Embedder) -> None:
+    async def main() -> None:
+        notes = GarbledClient([[mcp_tool("add_note", "Save a new note.")]], [None])
+        proxy = await connected(embedder, {"notes": notes})
+        async with Client(proxy.server) as client:
+            failed = await client.call_tool("call_tool", {"name": "add_note", "arguments": {}})
+            message = json.loads(text_of(failed))["message"]
+            assert "1 validation error for JSONRPCMessage" in message
+            assert "not json" not in message  # what a broken upstream sent stays out
+            assert len(message) < 400
 
     run(main)
 

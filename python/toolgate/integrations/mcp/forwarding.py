@@ -74,8 +74,7 @@ class Forwarder:
         the model may retry later), or what the server or its connection raised."""
         if server and server in self.unavailable():
             return _server_down(name, server)
-        why = str(exc) if isinstance(exc, MCPError) else repr(exc)  # an MCP error says it
-        failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {why}"}
+        failure = {"error": "upstream_error", "message": f"Calling {name!r} failed: {_why(exc)}"}
         return text_result(json.dumps(failure), is_error=True)
 
     def _interrupted(self, name: str, server: str, restarted: bool) -> CallToolResult:
@@ -166,6 +165,27 @@ def _resendable(tool: Tool) -> bool:
     idempotent (MCP tool annotations, hints a server gives about its own tools)."""
     hints = tool.annotations
     return hints.get("readOnlyHint") is True or hints.get("idempotentHint") is True
+
+
+# The most of a failure's text the model is shown: the server's own error says what went
+# wrong; anything else (a transport's or a parser's) is named in its first line, not dumped
+# with the bytes it could not read.
+_MAX_ERROR_CHARS = 1000
+_MAX_FAILURE_CHARS = 300
+
+
+def _why(exc: Exception) -> str:
+    """What a failed call's error says, within bounds: an MCP error's message (the server
+    wrote it for its caller), any other exception's first line."""
+    if isinstance(exc, MCPError):
+        return _cut(str(exc), _MAX_ERROR_CHARS)
+    lines = str(exc).splitlines()
+    named = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return _cut(named, _MAX_FAILURE_CHARS)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 def _server_down(name: str, server: str) -> CallToolResult:
