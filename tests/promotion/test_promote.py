@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -349,8 +350,12 @@ def test_directory_schema_source(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match="no schema file for 's/beta'"):
         promote_tools(small(), ["s/beta"], schema_source=tmp_path)
     evil = Catalog.from_tools([{"name": "../../etc/passwd"}], server="..")
-    with pytest.raises(CatalogError, match="outside the schema directory"):
+    with pytest.raises(CatalogError, match=r"'\.\./\.\./\.\./etc/passwd' has a '\.', '\.\.'"):
         promote_tools(evil, evil.ids, schema_source=tmp_path)
+    (tmp_path / "s" / "link.json").symlink_to("/etc/hostname")  # leaves by a link
+    linked = Catalog.from_tools([{"name": "link"}], server="s")
+    with pytest.raises(CatalogError, match="outside the schema directory"):
+        promote_tools(linked, linked.ids, schema_source=tmp_path)
 
 
 def test_catalog_file_schema_source(tmp_path: Path) -> None:
@@ -578,3 +583,44 @@ def test_the_active_set_carries_the_routes_scope_into_the_pool() -> None:
     assert "beta" in whole
     assert "beta" not in shut
     assert "gamma" in shut
+
+
+def _sent(promotion: Any) -> dict[str, Any]:
+    parameters: dict[str, Any] = promotion.tools[0]["function"]["parameters"]
+    return parameters
+
+
+def test_a_shared_schema_cache_serves_each_source_its_own_schemas(tmp_path: Path) -> None:
+    cache, catalog = default_cache(), small()
+
+    def promote(source: Any) -> dict[str, Any]:
+        return _sent(promote_tools(catalog, ["s/alpha"], schema_source=source, cache=cache))
+
+    assert promote(lambda _: _schema("from_a")) == _schema("from_a")
+    assert promote(lambda _: _schema("from_b")) == _schema("from_b")  # not A's, cached
+    version = {"n": 1}
+    source = McpSchemaSource(
+        "s", lambda: {"tools": [{"name": "alpha", "inputSchema": _schema(f"v{version['n']}")}]}
+    )
+    assert promote(source) == _schema("v1")
+    version["n"] = 2
+    assert promote(source) == _schema("v1")  # listed once...
+    source.invalidate()
+    assert promote(source) == _schema("v2")  # ...and again once invalidated
+    folder = tmp_path / "schemas"
+    (folder / "s").mkdir(parents=True)
+    written = folder / "s" / "alpha.json"
+    written.write_text(json.dumps(_schema("first")))
+    assert promote(folder) == _schema("first")
+    written.write_text(json.dumps(_schema("second")))
+    stat = written.stat()
+    os.utime(written, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert promote(folder) == _schema("second")  # a file written anew is read anew
+
+
+def test_a_directory_source_refuses_dot_parts_in_ids(tmp_path: Path) -> None:
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "admin.json").write_text(json.dumps(_schema("vault_token")))
+    odd = Catalog.from_tools([{"name": "../vault/admin", "inputSchema": _schema("x")}], server="s")
+    with pytest.raises(CatalogError, match=r"has a '\.', '\.\.' or empty path part"):
+        promote_tools(odd, ["s/../vault/admin"], schema_source=tmp_path)

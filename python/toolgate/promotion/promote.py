@@ -48,7 +48,12 @@ from toolgate.promotion.active_set import ActiveSet
 from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
 from toolgate.promotion.discovery import TOOL_SEARCH_ID, search_tool
 from toolgate.promotion.pool import choose_pool
-from toolgate.promotion.schema_source import SchemaCacheLike, SchemaSource, as_schema_source
+from toolgate.promotion.schema_source import (
+    SchemaCacheLike,
+    SchemaSource,
+    as_schema_source,
+    cache_token,
+)
 
 __all__ = ["Budget", "Promotion", "promote_tools"]
 
@@ -157,8 +162,11 @@ def _fetch_schema(tool: Tool, source: SchemaSource, cache: SchemaCacheLike | Non
 
     if cache is None:
         return replace(tool, input_schema=json.loads(fetch_json()))
-    # The cache keys versions as 64-bit ints; the fingerprint's first 64 bits change with it.
-    version = int(tool.fingerprint[:16], 16)
+    # The cache keys versions as 64-bit ints: one that changes with the tool and with what
+    # the source would give for it (another source, an invalidated listing, a new file).
+    token = cache_token(source, tool.id)
+    key = hashlib.sha256(f"{tool.fingerprint}:{token}".encode()).digest()
+    version = int.from_bytes(key[:8], "big")
     text = cache.get_or_fetch(tool.id, version, fetch_json)
     return replace(tool, input_schema=json.loads(text))
 

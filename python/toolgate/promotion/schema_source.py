@@ -18,9 +18,12 @@ Fetched schemas are cached as JSON text in the core's LRU, ``toolgate._toolgate.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import os
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -38,6 +41,7 @@ __all__ = [
     "SchemaCacheLike",
     "SchemaSource",
     "as_schema_source",
+    "cache_token",
     "default_cache",
 ]
 
@@ -70,6 +74,13 @@ class CallableSchemaSource:
         """Call the function."""
         return self._fn(tool_id)
 
+    def cache_token(self, tool_id: str) -> int:
+        """The function's: each promote wraps it anew, and its schemas stay cached."""
+        owner = getattr(self._fn, "__self__", None)  # a bound method is made anew each time
+        if owner is not None:
+            return hash((_serial(owner), getattr(self._fn, "__name__", "")))
+        return _serial(self._fn)
+
 
 class DirectorySchemaSource:
     """Reads ``<root>/<server>/<name>.json`` (the id as a relative path)."""
@@ -79,15 +90,27 @@ class DirectorySchemaSource:
 
     def fetch(self, tool_id: str) -> Any:
         """Read and parse the tool's file; ids that would leave the directory are refused."""
-        path = (self._root / f"{tool_id}.json").resolve()
-        if self._root not in path.parents:
-            raise CatalogError(f"tool id {tool_id!r} points outside the schema directory")
+        path = self._path(tool_id)
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise CatalogError(f"no schema file for {tool_id!r}: {path} does not exist") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CatalogError(f"cannot read the schema of {tool_id!r} from {path}: {exc}") from exc
+
+    def cache_token(self, tool_id: str) -> int:
+        """The file's path and modification time: a file written anew is read anew."""
+        return _file_token(self._path(tool_id))
+
+    def _path(self, tool_id: str) -> Path:
+        """``<root>/<id>.json``; an id with a ``.`` or ``..`` part, which could name another
+        server's file (a tool named ``../vault/admin``), is refused."""
+        if any(part in (".", "..", "") for part in tool_id.split("/")):
+            raise CatalogError(f"tool id {tool_id!r} has a '.', '..' or empty path part")
+        path = (self._root / f"{tool_id}.json").resolve()
+        if self._root not in path.parents:
+            raise CatalogError(f"tool id {tool_id!r} points outside the schema directory")
+        return path
 
 
 class CatalogSchemaSource:
@@ -110,6 +133,10 @@ class CatalogSchemaSource:
         except KeyError:
             raise CatalogError(f"{self._path} has no tool {tool_id!r}") from None
 
+    def cache_token(self, tool_id: str) -> int:
+        """The file's path and modification time."""
+        return _file_token(Path(self._path))
+
 
 class McpSchemaSource:
     """Schemas from an MCP server's ``tools/list``, listed once and again after :meth:`invalidate`.
@@ -125,11 +152,18 @@ class McpSchemaSource:
         self._list_tools = list_tools
         self._by_name: dict[str, Any] | None = None
         self._lock = threading.Lock()
+        self._generation = 0
 
     def invalidate(self) -> None:
-        """Forget the listing (on ``notifications/tools/list_changed``)."""
+        """Forget the listing (on ``notifications/tools/list_changed``); schemas cached from
+        it are fetched again."""
         with self._lock:
             self._by_name = None
+            self._generation += 1
+
+    def cache_token(self, tool_id: str) -> int:
+        """This source, and how many times it was invalidated."""
+        return hash((_serial(self), self._generation))
 
     def fetch(self, tool_id: str) -> Any:
         """The tool dict named in ``tool_id``, listing the server first if needed."""
@@ -180,6 +214,40 @@ def as_schema_source(obj: Any) -> SchemaSource:
         "schema_source must be a callable (tool_id) -> dict, a directory, a catalog file, or an "
         f"object with fetch(tool_id); got {type(obj).__name__}"
     )
+
+
+def cache_token(source: SchemaSource, tool_id: str) -> int:
+    """What tells the schemas ``source`` gives for ``tool_id`` from another source's, or from
+    its own before they changed (an invalidated listing, a file written anew): a source's own
+    ``cache_token(tool_id)``, else the source object's identity."""
+    own = getattr(source, "cache_token", None)
+    return int(own(tool_id)) if callable(own) else _serial(source)
+
+
+# A number for each object a token names, never reused while it lives (an ``id`` is reused
+# once its object dies, and a new source would be served the old one's schemas).
+_SERIALS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_NEXT_SERIAL = itertools.count(1)
+_SERIALS_LOCK = threading.Lock()
+
+
+def _serial(obj: Any) -> int:
+    try:
+        with _SERIALS_LOCK:
+            if obj not in _SERIALS:
+                _SERIALS[obj] = next(_NEXT_SERIAL)
+            return _SERIALS[obj]
+    except TypeError:  # not weakly referable: its identity, for as long as it lives
+        return -id(obj)
+
+
+def _file_token(path: Path) -> int:
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = -1  # missing: fetch says so
+    digest = hashlib.sha256(f"{path}\0{stamp}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
 
 
 def default_cache(capacity: int = 1024, max_bytes: int = 64 << 20) -> _toolgate.SchemaCache:
