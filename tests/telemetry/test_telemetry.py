@@ -539,3 +539,19 @@ def test_a_closed_json_file_sink_writes_nowhere(tmp_path: Path) -> None:
         handle.write("still mine\n")
     assert other.read_text(encoding="utf-8") == "still mine\n"
     assert (tmp_path / "events.jsonl").read_text(encoding="utf-8") == ""
+
+
+def test_replay_passes_over_other_programs_lines_and_non_finite_times(tmp_path: Path) -> None:
+    log = tmp_path / "events.log"
+    event = RouteEvent(turn_id="t1", candidates=("s/a",), active=("s/a",)).to_dict()
+    lines = [
+        'myapp INFO order={"kind":"order","id":3} done',  # JSON then text: another program's
+        'myapp INFO {"kind": "order", "items": [',  # broken, and not toolgate's
+        f"INFO toolgate.telemetry: {json.dumps(event)} (logged)",  # text after toolgate's JSON
+        "INFO toolgate.telemetry: " + json.dumps({**event, "timestamp": float("nan")}),
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InvalidInputError, match="line 4: "):
+        UsageStats.from_log(log)  # a NaN time is no event's: it would pass every window
+    log.write_text("\n".join(lines[:3]) + "\n")
+    assert UsageStats.from_log(log).routed == {"s/a": 1}

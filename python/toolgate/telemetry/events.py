@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import time
 import types
 import typing
@@ -187,6 +188,8 @@ def _conforms(value: Any, hint: Any) -> bool:
     if hint in (int, float):
         # bool is an int subclass, and JSON numbers without a fraction decode as int.
         allowed = (int, float) if hint is float else (int,)
+        if isinstance(value, float) and not math.isfinite(value):
+            return False  # NaN compares false with every time: a tool would count as unseen
         return isinstance(value, allowed) and not isinstance(value, bool)
     if origin is tuple:
         return isinstance(value, (list, tuple)) and all(_conforms(v, args[0]) for v in value)

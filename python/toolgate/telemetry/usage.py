@@ -261,10 +261,12 @@ def _read_log(path: Path) -> Iterator[Event]:
 
 
 def _json_in_line(raw: bytes, where: str) -> tuple[str, dict[str, Any]] | None:
-    """The text before a log line's JSON object and the object; None if it has none.
+    """The text before a log line's JSON object and the object (text after it, as a plain
+    log formatter writes, is left); None if it has none.
 
-    Raises :class:`InvalidInputError` naming ``where`` for a line that is not UTF-8 or whose
-    object does not parse.
+    Raises :class:`InvalidInputError` naming ``where`` for a line that is not UTF-8, or whose
+    object does not parse and that is toolgate's by its words (a line of another program's
+    that does not parse is another program's business).
     """
     try:
         line = raw.decode("utf-8")
@@ -274,13 +276,19 @@ def _json_in_line(raw: bytes, where: str) -> tuple[str, dict[str, Any]] | None:
     if start < 0 or '"kind"' not in line:
         return None
     try:
-        data = json.loads(line[start:])
-    except RecursionError:
-        raise InvalidInputError(f"{where}: not a toolgate event (JSON nested too deeply)") from None
-    except ValueError as exc:
+        data, _end = json.JSONDecoder().raw_decode(line, start)
+    except (RecursionError, ValueError) as exc:
         # JSONDecodeError, and plain ValueError for an integer too long to convert.
-        raise InvalidInputError(f"{where}: not a toolgate event ({exc})") from None
+        if not _names_toolgate(line):
+            return None
+        why = "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidInputError(f"{where}: not a toolgate event ({why})") from None
     return line[:start], data
+
+
+def _names_toolgate(line: str) -> bool:
+    """Whether ``line`` reads as toolgate's: it names toolgate, or one of its event kinds."""
+    return "toolgate" in line or any(f'"{kind}"' in line for kind in EVENT_TYPES)
 
 
 def _toolgate_event(prefix: str, data: dict[str, Any]) -> Mapping[str, Any] | None:
