@@ -624,3 +624,20 @@ def test_a_directory_source_refuses_dot_parts_in_ids(tmp_path: Path) -> None:
     odd = Catalog.from_tools([{"name": "../vault/admin", "inputSchema": _schema("x")}], server="s")
     with pytest.raises(CatalogError, match=r"has a '\.', '\.\.' or empty path part"):
         promote_tools(odd, ["s/../vault/admin"], schema_source=tmp_path)
+
+
+@pytest.mark.parametrize("fmt", PROVIDERS)
+def test_a_token_cap_holds_for_the_set_actually_sent(fmt: str) -> None:
+    # Tokens of a set are not the sum of its tools': the budget checks what is sent.
+    tool = {"name": "t0", "description": "Tool t0 thing.",
+            "inputSchema": {"type": "object", "properties": {"a": {"type": "string"}}}}  # fmt: skip
+    catalog = Catalog.from_tools([tool, {**tool, "name": "t1"}], server="s")
+    for cap in range(20, 160, 3):
+        promotion = promote_tools(
+            catalog, ["s/t0", "s/t1"], format=fmt, pool="digest",
+            budget=Budget(max_schema_tokens=cap),
+        )  # fmt: skip
+        sent = promotion.tokens["schemas"]
+        assert sent <= cap, (cap, promotion.decision.status, promotion.decision.usage)
+        if fmt in ("openai", "anthropic", "gemini", "mcp"):  # what count_tools renders
+            assert sent == (tokens.count_tools(promotion.tools, fmt) if promotion.tools else 0)

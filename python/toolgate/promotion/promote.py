@@ -186,6 +186,10 @@ def _schema_entries(
     return [(t.id, t) for t in chosen]
 
 
+# How many times a budget is applied again when the set it kept counts dearer than its sum.
+_RECOUNTS = 4
+
+
 def promote_tools(
     catalog: Catalog,
     active_ids: Any,
@@ -241,14 +245,21 @@ def promote_tools(
     ]
     whole = _count_set([t for _, t in entries], format, encoding, compact)
     overhead = max(0, whole - sum(tool_tokens.values()))
-    decision = enforce(budget, candidates, pool_tokens=pool_tokens, overhead_tokens=overhead)
-    kept = set(decision.kept)
-    sent = [(key, t) for key, t in entries if key in kept]
+    for _ in range(_RECOUNTS):
+        decision = enforce(budget, candidates, pool_tokens=pool_tokens, overhead_tokens=overhead)
+        kept = set(decision.kept)
+        sent = [(key, t) for key, t in entries if key in kept]
+        if len(sent) == len(entries):
+            schema_tokens = whole
+        else:
+            schema_tokens = _count_set([t for _, t in sent], format, encoding, compact)
+        # Tokens are not additive: the set kept may cost more than the sum the budget was
+        # applied to. Then the budget is applied again, that much dearer.
+        shortfall = schema_tokens - decision.usage.get("schema_tokens", schema_tokens)
+        if shortfall <= 0:
+            break
+        overhead += shortfall
     tools = [t.to_provider(format, compact=compact) for _, t in sent]
-    if len(sent) == len(entries):
-        schema_tokens = whole
-    else:
-        schema_tokens = _count_set([t for _, t in sent], format, encoding, compact)
     return Promotion(
         tools=tools,
         pool_text=pool_text,
