@@ -40,7 +40,7 @@ from toolgate.errors import (
 )
 from toolgate.formats import genai_sdk, text_tags
 from toolgate.formats.compact import compact_entry
-from toolgate.formats.raw import DEFAULT_SERVER
+from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.gateway.choosing import choose
 from toolgate.gateway.filtered import FilteredRequest, verify_by_name
 from toolgate.gateway.indexes import (
@@ -255,8 +255,9 @@ class ToolFilter:
         tools = request.get("tools")
         if not choice.off and tools:
             return self._filter_tools(turn, tools, provider, options)
-        if not choice.off and turn.found is not None and _tag_catalog(turn.found[1]):
-            return self._filter_tags(turn, options)
+        tags = None if choice.off or turn.found is None else _tag_catalog(turn.found[1])
+        if tags is not None:
+            return self._filter_tags(turn, tags, options)
         return FilteredRequest(dict(request), _unrouted(), (), 0, provider)
 
     def _filter_tools(
@@ -310,8 +311,11 @@ class ToolFilter:
             result.budget, routed, result.active,
         )  # fmt: skip
 
-    def _filter_tags(self, turn: _Turn, options: dict[str, Any]) -> FilteredRequest:
-        """Route over the ``<toolname>`` tags of the user message and strip the others' tags."""
+    def _filter_tags(
+        self, turn: _Turn, tags: list[RawTool], options: dict[str, Any]
+    ) -> FilteredRequest:
+        """Route over ``tags``, the ``<toolname>`` tags of the user message, and strip the
+        others' tags."""
         assert turn.found is not None  # the caller found tags in it
         index, text = turn.found
         query = text_tags.user_query(text)
@@ -322,7 +326,6 @@ class ToolFilter:
                 f"{turn.key}[{index}] has <toolname> tags but no question to route on: "
                 "put it in <userq> or beside the tags"
             )
-        tags = text_tags.parse(text, DEFAULT_SERVER)
         routed = self._indexes.get(digest(text, "text_tags"), "text_tags", lambda: tags, turn.wait)
         result, kept, _ = choose(routed, query, turn.messages[:index], turn.choice.names, options)
         names = set(kept)
@@ -452,16 +455,17 @@ def _listed(patterns: Iterable[str] | None) -> Any:
     return list(patterns)
 
 
-def _tag_catalog(text: str) -> bool:
-    """Whether ``text`` is a catalog in the text-tag form, not words that mention a tag ("what
-    does <toolname> mean?"): it asks its question in ``<userq>``, or each of its tools has
-    a whole ``<toolname>`` and ``<tooldescription>``."""
+def _tag_catalog(text: str) -> list[RawTool] | None:
+    """The tags of ``text`` when it is a catalog in the text-tag form, not words that mention
+    a tag ("what does <toolname> mean?"): it asks its question in ``<userq>``, or each of its
+    tools has a whole ``<toolname>`` and ``<tooldescription>``; else ``None``."""
     if "<toolname>" not in text:
-        return False
-    if text_tags.user_query(text) is not None:
-        return True
+        return None
     tags = text_tags.parse(text, DEFAULT_SERVER)
-    return bool(tags) and all(tag.problem is None and tag.description for tag in tags)
+    if text_tags.user_query(text) is not None:
+        return tags
+    whole = bool(tags) and all(tag.problem is None and tag.description for tag in tags)
+    return tags if whole else None
 
 
 def _unrouted() -> RouteResult:
