@@ -5,7 +5,7 @@ them out."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,12 +38,12 @@ def choose(
     forced: frozenset[str],
     options: dict[str, Any],
     *,
-    fallback: frozenset[str] = frozenset(),
+    fallback: Callable[[], Iterable[str]] = tuple,
 ) -> tuple[Outcome, tuple[str, ...], list[int]]:
     """Route ``query`` over the tools of ``routed`` with :meth:`Router.route`'s ``options``
     (and ``budget``): the outcome, the names kept, and the positions (among the tools read)
-    to keep. The tools named in ``fallback`` (those the lists admit) are kept when nothing
-    else is."""
+    to keep. The tools ``fallback()`` names (those the lists admit) are kept when nothing
+    else is; it is called only then."""
     catalog = routed.catalog
     options = dict(options)
     budget: Budget | None = options.pop("budget", None)
@@ -74,8 +74,8 @@ def choose(
         kept_ids = set(decision.kept)
         routed_rows = [row for row in routed_rows if catalog.tools[row].id in kept_ids]
     rows = sorted(chosen | set(routed_rows))
-    if not rows and fallback:
-        named_rows = _rows_named(catalog, fallback)
+    if not rows:
+        named_rows = _rows_named(catalog, fallback())
         shut_rows = set(shut_out(routed.scopes, sorted(named_rows), allow, deny))
         rows = sorted(named_rows - shut_rows)
     active = tuple(catalog.tools[row].id for row in rows)

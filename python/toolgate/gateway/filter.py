@@ -283,7 +283,7 @@ class ToolFilter:
         # (and Bedrock) refuse a conversation holding tool calls without its tools.
         result, kept, keep = choose(
             routed, query, history, turn.choice.names - builtin, options,
-            fallback=called_tools(history),
+            fallback=lambda: called_tools(history),
         )  # fmt: skip
         if turn.choice.required and not kept:
             raise InvalidInputError(
