@@ -34,13 +34,21 @@ def fake() -> Iterator[tuple[FakeUpstream, str]]:
         yield upstream, url
 
 
+@pytest.fixture
+def hooked(
+    hook: ToolgateHook, fake: tuple[FakeUpstream, str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[FakeUpstream, str]:
+    """The fake upstream, with LiteLLM calling the hook for this test."""
+    monkeypatch.setattr(litellm, "callbacks", [hook])
+    return fake
+
+
 # LiteLLM's own types warn when pydantic first builds their schema; nothing of toolgate's.
 @pytest.mark.filterwarnings("ignore:Item.* `ReadOnly` qualifier:UserWarning")
 def test_litellm_calls_the_hook_and_sends_the_routed_tools(
-    hook: ToolgateHook, fake: tuple[FakeUpstream, str], monkeypatch: pytest.MonkeyPatch
+    hooked: tuple[FakeUpstream, str],
 ) -> None:
-    upstream, url = fake
-    monkeypatch.setattr(litellm, "callbacks", [hook])
+    upstream, url = hooked
     upstream.script.tool = "get_weather"
 
     async def call() -> object:
@@ -59,10 +67,9 @@ def test_litellm_calls_the_hook_and_sends_the_routed_tools(
 
 @pytest.mark.filterwarnings("ignore:Item.* `ReadOnly` qualifier:UserWarning")
 def test_litellm_responses_calls_are_filtered_on_their_input(
-    hook: ToolgateHook, fake: tuple[FakeUpstream, str], monkeypatch: pytest.MonkeyPatch
+    hooked: tuple[FakeUpstream, str],
 ) -> None:
-    upstream, url = fake
-    monkeypatch.setattr(litellm, "callbacks", [hook])
+    upstream, url = hooked
     tools = [{"type": "function", **t["function"]} for t in chat_tools()]
 
     async def call() -> object:
