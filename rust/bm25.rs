@@ -391,8 +391,9 @@ impl Bm25Index {
         Ok(self)
     }
 
-    /// Rows whose tool name or `server/name` id equals `name` exactly; if none, those equal
-    /// ignoring case; if none, the row whose exposed name equals it ignoring case. Ascending.
+    /// Rows `name` names, ascending: the row whose exposed name (the model's name for it)
+    /// equals `name`; if none, equals it ignoring case; if none, the rows whose tool name or
+    /// `server/name` id equals `name`; if none, equals it ignoring case.
     pub fn rows_named(&self, name: &str) -> Vec<u32> {
         self.derived.lookup.rows_named(name, &self.names, &self.servers)
     }

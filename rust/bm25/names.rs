@@ -36,6 +36,22 @@ enum Kind {
     Exposed,
 }
 
+/// How a name given to [`NameLookup::rows_named`] meets a row, strongest first; only the rows
+/// met the strongest way are named.
+///
+/// The exposed name is what the model sees and calls, so it comes before a tool name (or id)
+/// spelled like it: beside `x` on `a` and `b` (exposed `a__x`, `b__x`), `a__x` names a's tool,
+/// not c's tool named `a__x` (exposed `c__a__x`). The catalog keeps exposed names unique
+/// ignoring case, since some clients fold case, so one in another case still names one tool
+/// and comes before tool names too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Precedence {
+    ExposedExact,
+    ExposedFolded,
+    NameExact,
+    NameFolded,
+}
+
 /// Sorted `(hash of folded key, row, kind)` entries, derived from names and servers, plus the
 /// exposed names given.
 #[derive(Debug, Default)]
@@ -165,37 +181,47 @@ impl NameLookup {
         })
     }
 
-    /// Rows whose tool name or `server/name` id equals `name`; when none does exactly, the
-    /// rows that match ignoring case; when none does, the row whose exposed name matches
-    /// ignoring case. Sorted ascending.
+    /// Rows `name` names, by the first of these that any row meets (see [`Precedence`]): its
+    /// exposed name equals `name`, then equals it ignoring case; its tool name or
+    /// `server/name` id equals `name`, then equals it ignoring case. Sorted ascending.
     pub(super) fn rows_named(&self, name: &str, names: &StrTable, servers: &StrTable) -> Vec<u32> {
         let folded = fold(name);
-        let mut all = Vec::new();
-        let mut exact = Vec::new();
-        let mut exposed = Vec::new();
+        let mut best: Option<Precedence> = None;
+        let mut rows = Vec::new();
         for (row, kind) in self.matches(&folded, names, servers) {
-            let r = row as usize;
-            let is_exact = match kind {
-                Kind::Exposed => {
-                    exposed.push(row);
-                    continue;
-                }
-                Kind::Id => id_of(names, servers, r).is_some_and(|id| id == name),
-                Kind::PlainName | Kind::CompoundName => names.get(r) == name,
-            };
-            if is_exact {
-                exact.push(row);
+            let precedence = self.precedence(row, kind, name, names, servers);
+            if best.is_none_or(|b| precedence < b) {
+                best = Some(precedence);
+                rows.clear();
             }
-            all.push(row);
+            if best == Some(precedence) {
+                rows.push(row);
+            }
         }
-        let mut rows = match (exact.is_empty(), all.is_empty()) {
-            (false, _) => exact,
-            (true, false) => all,
-            (true, true) => exposed,
-        };
         rows.sort_unstable();
         rows.dedup();
         rows
+    }
+
+    /// How strongly a `(row, kind)` entry whose key folds like `name` names its row.
+    fn precedence(
+        &self,
+        row: u32,
+        kind: Kind,
+        name: &str,
+        names: &StrTable,
+        servers: &StrTable,
+    ) -> Precedence {
+        let r = row as usize;
+        match kind {
+            Kind::Exposed if self.exposed_name(row) == Some(name) => Precedence::ExposedExact,
+            Kind::Exposed => Precedence::ExposedFolded,
+            Kind::Id if id_of(names, servers, r).is_some_and(|id| id == name) => {
+                Precedence::NameExact
+            }
+            Kind::PlainName | Kind::CompoundName if names.get(r) == name => Precedence::NameExact,
+            Kind::Id | Kind::PlainName | Kind::CompoundName => Precedence::NameFolded,
+        }
     }
 
     /// Rows whose compound name, id or exposed name appears verbatim (ignoring case) in
@@ -289,12 +315,30 @@ mod tests {
         let named = |s: &str| l.rows_named(s, &names, &servers);
         assert_eq!(named("OTHER__get_weather"), [4]);
         assert_eq!(named("websearch"), [1]);
-        assert_eq!(named("MATH.SUM"), [3], "a tool's name, in any case, before an exposed name");
+        assert_eq!(named("MATH.SUM"), [2], "an exposed name, in any case, before a tool name");
         let mentioned = |s: &str| l.mentioned(s, &names, &servers);
         assert_eq!(mentioned("then **Other__Get_Weather**, please"), [4]);
         assert_eq!(mentioned("try websearch, or (websearch)"), [1]);
         assert_eq!(mentioned("websearches"), Vec::<u32>::new());
         l.set_exposed(&[(3, "math_sum")], &names);
         assert_eq!(l.mentioned("try websearch or math_sum", &names, &servers), [3]);
+    }
+
+    #[test]
+    fn an_exposed_name_names_its_tool_before_a_tool_name_spelled_like_it() {
+        // The catalog's case: `x` on `a` and `b` are exposed as `a__x` and `b__x`, and c's
+        // own `a__x` steps aside as `c__a__x`. The model calls `a__x` meaning a's tool.
+        let names = StrTable::from_strs(["x", "x", "a__x", "B__X"]);
+        let servers = StrTable::from_strs(["a", "b", "c", "d"]);
+        let mut l = NameLookup::new(&names, &servers);
+        l.set_exposed(&[(0, "a__x"), (1, "b__x"), (2, "c__a__x"), (3, "d__B__X")], &names);
+        let named = |s: &str| l.rows_named(s, &names, &servers);
+        assert_eq!(named("a__x"), [0], "the exposed name, exactly");
+        assert_eq!(named("x"), [0, 1], "no exposed name: the tool names");
+        assert_eq!(named("c/a__x"), [2], "no exposed name: the id");
+        assert_eq!(named("A__X"), [0], "an exposed name in another case still names its tool");
+        assert_eq!(named("B__X"), [1], "exposed in another case, before a tool name exactly");
+        assert_eq!(named("d/B__X"), [3]);
+        assert_eq!(named("C__A__X"), [2]);
     }
 }

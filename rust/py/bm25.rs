@@ -209,8 +209,8 @@ impl PyBm25 {
         Ok(self.index.name_has_term(term)?.into_pyarray(py))
     }
 
-    /// Rows whose tool name or `server/name` id equals `name` (else equals it ignoring case;
-    /// else the row whose exposed name does).
+    /// Rows `name` names: the row whose exposed name equals it (else equals it ignoring case),
+    /// else those whose tool name or `server/name` id does (else ignoring case).
     fn rows_named(&self, name: &str) -> Vec<u32> {
         self.index.rows_named(name)
     }

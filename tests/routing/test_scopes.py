@@ -401,6 +401,21 @@ def test_select_reads_exposed_names_in_any_case(router: Router) -> None:
         assert result.unknown == ()
 
 
+def test_select_reads_an_exposed_name_before_a_tool_name_spelled_like_it(embedder: Any) -> None:
+    # x on a and b are exposed as a__x and b__x; c's own a__x steps aside as c__a__x.
+    servers = {
+        "a": {"tools": [{"name": "x", "description": "Does x on a."}]},
+        "b": {"tools": [{"name": "x", "description": "Does x on b."}]},
+        "c": {"tools": [{"name": "a__x", "description": "Does a__x on c."}]},
+    }
+    router = Router.from_tools(servers, embedder=embedder, cache=None)
+    assert router.catalog["c/a__x"].exposed_name == "c__a__x"
+    assert router.route("select:a__x").ids == ["a/x"]
+    assert router.route("select:A__X").ids == ["a/x"]
+    assert router.route("select:x").ids == ["a/x", "b/x"]
+    assert router.route("select:c__a__x").ids == ["c/a__x"]
+
+
 def test_included_tools_join_the_route_under_the_gate(router: Router) -> None:
     result = router.route("restart a node", top_k=1, include=["docs/open_doc", "fetch_page"])
     assert "admin/restart_node" in result.ids

@@ -295,8 +295,8 @@ class Bm25:
         """Rows (ascending) whose id ``server/name`` contains every term of ``term``."""
 
     def rows_named(self, name: str) -> list[int]:
-        """Rows whose tool name or ``server/name`` id equals ``name`` (else equals it ignoring
-        case; else the row whose exposed name does)."""
+        """Rows ``name`` names: the row whose exposed name equals it (else equals it ignoring
+        case), else those whose tool name or ``server/name`` id does (else ignoring case)."""
 
     def mentioned_names(self, query: str) -> list[int]:
         """Rows whose compound name, id or exposed name the query mentions verbatim (ignoring

@@ -94,7 +94,11 @@ class CatalogRows:
         )
 
     def named(self, name: str) -> list[int]:
-        """Rows of the tools ``name`` names: an id (any case), a name or an exposed name.
+        """Rows of the tools ``name`` names: an id (any case), an exposed name or a name.
+
+        An exposed name (what the model sees and calls; in any case, as the catalog keeps them
+        unique so) comes before a tool name spelled like it: beside ``x`` on ``a`` and ``b``,
+        ``a__x`` is a's tool, not c's tool named ``a__x`` (exposed as ``c__a__x``).
 
         An entry holding a ``/`` is an id and names its own tool only: a tool of another
         server whose name reads like it (``evil`` naming a tool ``github/search``) is never
