@@ -54,6 +54,15 @@ pub(super) fn borrow_array<'py, T: Element, D: Dimension>(
     }
 }
 
+/// [`borrow_array`] of `obj` where given: `None` stays `None`.
+pub(super) fn borrow_optional<'py, T: Element, D: Dimension>(
+    obj: Option<&Bound<'py, PyAny>>,
+    what: &str,
+    expected: &str,
+) -> PyResult<Option<PyReadonlyArray<'py, T, D>>> {
+    obj.map(|obj| borrow_array(obj, what, expected)).transpose()
+}
+
 /// `an array of float64 with shape (3, 4)`, or the Python type name for anything else.
 pub(super) fn describe(obj: &Bound<'_, PyAny>) -> String {
     let attr = |name: &str| obj.getattr(name).and_then(|value| value.str()).ok();

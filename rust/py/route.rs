@@ -3,10 +3,10 @@
 //! Both build one core [`RouteRequest`], in [`RouteMode::Rank`] or [`RouteMode::Select`], and
 //! return the same frozen `RouteOutcome`, read by name.
 
-use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{Ix1, Ix2, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use super::arrays::row_major;
+use super::arrays::{borrow_array, borrow_optional, row_major};
 use super::bm25::PyBm25;
 use super::error::InvalidInputError;
 use super::fusion::parse_method;
@@ -136,6 +136,30 @@ impl PyRouteOutcome {
     }
 }
 
+/// Rows or flags: the array `obj` is, or an `InvalidInputError` naming `what` and saying what
+/// was given (pyo3's own conversion raises a bare `TypeError` naming neither).
+fn u32_rows<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<PyReadonlyArray1<'py, u32>> {
+    borrow_array::<u32, Ix1>(obj, what, "a 1-D uint32 array")
+}
+
+/// [`u32_rows`] where given.
+fn optional_rows<'py>(
+    obj: Option<&Bound<'py, PyAny>>,
+    what: &str,
+) -> PyResult<Option<PyReadonlyArray1<'py, u32>>> {
+    borrow_optional::<u32, Ix1>(obj, what, "a 1-D uint32 array")
+}
+
+/// The (m, d) float32 clause vectors `obj` is, or an `InvalidInputError` naming `what`.
+fn clause_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<PyReadonlyArray2<'py, f32>> {
+    borrow_array::<f32, Ix2>(obj, what, "a 2-D float32 array")
+}
+
+/// The 1-D float32 array `obj` is, or an `InvalidInputError` naming `what`.
+fn f32_vector<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<PyReadonlyArray1<'py, f32>> {
+    borrow_array::<f32, Ix1>(obj, what, "a 1-D float32 array")
+}
+
 fn slice<'a>(
     array: &'a Option<PyReadonlyArray1<'_, u32>>,
     what: &str,
@@ -146,12 +170,31 @@ fn slice<'a>(
 /// The gate of one route: `flags` satisfied, `allow` and `deny` rows.
 fn gate<'i>(
     index: &'i Index,
-    flags: &Option<PyReadonlyArray1<'_, u32>>,
-    allow: &Option<PyReadonlyArray1<'_, u32>>,
-    deny: &Option<PyReadonlyArray1<'_, u32>>,
+    flags: Option<&Bound<'_, PyAny>>,
+    allow: Option<&Bound<'_, PyAny>>,
+    deny: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Gate<'i>> {
-    let flags = slice(flags, "flags")?.unwrap_or_default();
-    Ok(index.gate(flags, slice(allow, "allow")?, slice(deny, "deny")?)?)
+    let (flags, allow, deny) = (
+        optional_rows(flags, "flags")?,
+        optional_rows(allow, "allow")?,
+        optional_rows(deny, "deny")?,
+    );
+    let flags = slice(&flags, "flags")?.unwrap_or_default();
+    Ok(index.gate(flags, slice(&allow, "allow")?, slice(&deny, "deny")?)?)
+}
+
+/// The query vector of a route, checked against the index's dimension (the core's own check
+/// would call it `query`, which `route` has no argument named).
+fn route_vector<'a>(vector: &'a PyReadonlyArray1<'_, f32>, index: &Index) -> PyResult<&'a [f32]> {
+    let values = row_major(vector, "vector")?;
+    if values.len() != index.dim() {
+        return Err(InvalidInputError::new_err(format!(
+            "vector has {} values, the index has dimension {}",
+            values.len(),
+            index.dim()
+        )));
+    }
+    Ok(values)
 }
 
 /// Dense scan, BM25, fusion, gating and top-k for one query, with the GIL released.
@@ -163,40 +206,45 @@ fn gate<'i>(
     near_copy_cosine = None, demoted = None, demote_weight = 1.0, name_weight = 0.0
 ))]
 #[allow(clippy::too_many_arguments)]
-fn route(
-    py: Python<'_>,
-    index: &Bound<'_, PyIndex>,
-    bm25: &Bound<'_, PyBm25>,
-    vector: PyReadonlyArray1<'_, f32>,
+fn route<'py>(
+    py: Python<'py>,
+    index: &Bound<'py, PyIndex>,
+    bm25: &Bound<'py, PyBm25>,
+    vector: &Bound<'py, PyAny>,
     text: &str,
     alpha: f32,
     method: &str,
     top: usize,
     k: usize,
     threshold: Option<f32>,
-    flags: Option<PyReadonlyArray1<'_, u32>>,
-    allow: Option<PyReadonlyArray1<'_, u32>>,
-    deny: Option<PyReadonlyArray1<'_, u32>>,
-    forced: Option<PyReadonlyArray1<'_, u32>>,
-    rankable: Option<PyReadonlyArray1<'_, u32>>,
-    clauses: Option<PyReadonlyArray2<'_, f32>>,
+    flags: Option<&Bound<'py, PyAny>>,
+    allow: Option<&Bound<'py, PyAny>>,
+    deny: Option<&Bound<'py, PyAny>>,
+    forced: Option<&Bound<'py, PyAny>>,
+    rankable: Option<&Bound<'py, PyAny>>,
+    clauses: Option<&Bound<'py, PyAny>>,
     clause_weight: f32,
     clause_texts: Option<Vec<String>>,
     clause_fusion: f32,
     clause_k: usize,
-    lifted: Option<PyReadonlyArray1<'_, u32>>,
+    lifted: Option<&Bound<'py, PyAny>>,
     near_copy_cosine: Option<f32>,
-    demoted: Option<PyReadonlyArray1<'_, u32>>,
+    demoted: Option<&Bound<'py, PyAny>>,
     demote_weight: f32,
     name_weight: f32,
 ) -> PyResult<PyRouteOutcome> {
     let method = parse_method(method, top, 60.0)?;
     let (index, bm25) = (&index.get().index, &bm25.get().index);
-    let gate = gate(index, &flags, &allow, &deny)?;
+    let vector = f32_vector(vector, "vector")?;
+    let gate = gate(index, flags, allow, deny)?;
+    let clauses = clauses.map(|c| clause_array(c, "clauses")).transpose()?;
     let clauses = clauses.as_ref().map(|c| clause_values(c, index)).transpose()?;
     let clause_texts: Vec<&str> = clause_texts.iter().flatten().map(String::as_str).collect();
+    let (forced, rankable) =
+        (optional_rows(forced, "forced")?, optional_rows(rankable, "rankable")?);
+    let (lifted, demoted) = (optional_rows(lifted, "lifted")?, optional_rows(demoted, "demoted")?);
     let ranking = Ranking {
-        vector: row_major(&vector, "vector")?,
+        vector: route_vector(&vector, index)?,
         clauses: clauses.unwrap_or_default(),
         clause_weight,
         clause_texts: &clause_texts,
@@ -226,13 +274,14 @@ fn route(
 fn route_select(
     index: &Bound<'_, PyIndex>,
     bm25: &Bound<'_, PyBm25>,
-    rows: PyReadonlyArray1<'_, u32>,
-    flags: Option<PyReadonlyArray1<'_, u32>>,
-    allow: Option<PyReadonlyArray1<'_, u32>>,
-    deny: Option<PyReadonlyArray1<'_, u32>>,
+    rows: &Bound<'_, PyAny>,
+    flags: Option<&Bound<'_, PyAny>>,
+    allow: Option<&Bound<'_, PyAny>>,
+    deny: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyRouteOutcome> {
     let (index, bm25) = (&index.get().index, &bm25.get().index);
-    let gate = gate(index, &flags, &allow, &deny)?;
+    let rows = u32_rows(rows, "rows")?;
+    let gate = gate(index, flags, allow, deny)?;
     let request = RouteRequest { forced: row_major(&rows, "rows")?, mode: RouteMode::Select };
     // Nothing is scanned: no O(N) work to release the GIL for.
     let outcome = route_core(index, bm25, &request, &gate)?;
@@ -259,11 +308,12 @@ fn clause_values<'a>(clauses: &'a PyReadonlyArray2<'_, f32>, index: &Index) -> P
 fn dense_signal<'py>(
     py: Python<'py>,
     index: &Bound<'py, PyIndex>,
-    cosine: PyReadonlyArray1<'py, f32>,
-    clauses: PyReadonlyArray2<'py, f32>,
+    cosine: &Bound<'py, PyAny>,
+    clauses: &Bound<'py, PyAny>,
     clause_weight: f32,
 ) -> PyResult<Bound<'py, PyArray1<f32>>> {
     let index = &index.get().index;
+    let (cosine, clauses) = (f32_vector(cosine, "cosine")?, clause_array(clauses, "clauses")?);
     let cosine = row_major(&cosine, "cosine")?;
     let clauses = clause_values(&clauses, index)?;
     let signal = py.detach(|| route_signal(index, cosine, clauses, clause_weight))?;

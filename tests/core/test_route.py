@@ -116,6 +116,73 @@ def test_select_keeps_the_order_given_and_scores_nothing(parts: tuple[Index, Bm2
         _toolgate.route_select(index, bm25, rows([0, 1, 2, 3])[::2])
 
 
+# Every array argument of route, route_select and dense_signal, each given a wrong value: an
+# InvalidInputError names the argument, what it must be and what it got.
+_BAD_ARRAYS = [
+    ("vector", np.zeros(4), "vector must be a 1-D float32 array, got an array of float64"),
+    ("vector", np.zeros((1, 4), np.float32), r"vector must be .* with shape \(1, 4\)"),
+    ("vector", [0.0, 1.0, 0.0, 0.0], "vector must be a 1-D float32 array, got list"),
+    ("vector", np.zeros(3, np.float32), "vector has 3 values, the index has dimension 4"),
+    ("vector", np.zeros(8, np.float32)[::2], "vector is not C-contiguous"),
+    *(
+        (arg, np.arange(2), f"{arg} must be a 1-D uint32 array, got an array of int64")
+        for arg in ("flags", "allow", "deny", "forced", "rankable", "lifted", "demoted")
+    ),
+    ("forced", np.zeros((1, 2), np.uint32), r"forced must be .* with shape \(1, 2\)"),
+    ("clauses", np.zeros(4, np.float32), r"clauses must be a 2-D float32 array, got .*\(4,\)"),
+    ("clauses", np.zeros((1, 4)), "clauses must be a 2-D float32 array, got an array of float64"),
+]
+
+
+@pytest.mark.parametrize(("arg", "value", "message"), _BAD_ARRAYS)
+def test_route_names_an_array_argument_of_the_wrong_kind(
+    parts: tuple[Index, Bm25], arg: str, value: object, message: str
+) -> None:
+    index, bm25 = parts
+    given: dict[str, object] = {"vector": np.asarray([1, 0, 0, 0], np.float32), arg: value}
+    vector = given.pop("vector")
+    settings: dict[str, object] = {"alpha": 0.5, "method": "minmax", "top": 0, "k": 2}
+    with pytest.raises(InvalidInputError, match=message):
+        _toolgate.route(index, bm25, vector, "file", **(settings | given))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("arg", "value", "message"),
+    [
+        ("rows", np.asarray([0, 1]), "rows must be a 1-D uint32 array, got an array of int64"),
+        ("rows", [0, 1], "rows must be a 1-D uint32 array, got list"),
+        ("rows", None, "rows must be a 1-D uint32 array, got NoneType"),
+        ("flags", np.zeros(1, np.float32), "flags must be a 1-D uint32 array, got an array of"),
+        ("allow", np.zeros((1, 1), np.uint32), r"allow must be .* with shape \(1, 1\)"),
+        ("deny", np.zeros(2, np.int32), "deny must be a 1-D uint32 array, got an array of int32"),
+    ],
+)
+def test_route_select_names_an_array_argument_of_the_wrong_kind(
+    parts: tuple[Index, Bm25], arg: str, value: object, message: str
+) -> None:
+    index, bm25 = parts
+    given: dict[str, object] = {"rows": rows([0]), arg: value}
+    selected = given.pop("rows")
+    with pytest.raises(InvalidInputError, match=message):
+        _toolgate.route_select(index, bm25, selected, **given)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("cosine", "clauses", "message"),
+    [
+        (np.zeros(4), np.zeros((1, 4), np.float32), "cosine must be a 1-D float32 array, got an"),
+        (np.zeros((2, 2), np.float32), np.zeros((1, 4), np.float32), r"shape \(2, 2\)"),
+        (np.zeros(4, np.float32), np.zeros(4, np.float32), "clauses must be a 2-D float32 array"),
+        (np.zeros(4, np.float32), None, "clauses must be a 2-D float32 array, got NoneType"),
+    ],
+)
+def test_dense_signal_names_an_array_argument_of_the_wrong_kind(
+    parts: tuple[Index, Bm25], cosine: object, clauses: object, message: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        _toolgate.dense_signal(parts[0], cosine, clauses, 0.1)  # type: ignore[arg-type]
+
+
 def test_test_hooks_live_in_a_private_submodule() -> None:
     import toolgate._toolgate._testing as imported
     from toolgate._toolgate import _testing
