@@ -148,13 +148,20 @@ impl LearnedRows {
     /// Every row's cosine with `query` (at int8 precision), in row order.
     ///
     /// # Errors
-    /// If `query` does not have `dim` values.
+    /// If `query` does not have `dim` values, or one is NaN or infinite: it would score NaN
+    /// against every row, and [`Self::votes`] would drop them all without a word.
     pub fn scores(&self, query: &[f32]) -> Result<Vec<f32>> {
         if query.len() != self.dim {
             return Err(Error::invalid(format!(
                 "query has {} values, learned rows have {}",
                 query.len(),
                 self.dim
+            )));
+        }
+        if let Some(at) = query.iter().position(|x| !x.is_finite()) {
+            return Err(Error::invalid(format!(
+                "query holds {} at position {at}; queries must be finite",
+                query[at]
             )));
         }
         let mut out = vec![0f32; self.len()];
@@ -252,5 +259,17 @@ mod tests {
         assert!(rows.set_weight(9, 1.0).is_err());
         rows.set_weight(0, 4.0).unwrap();
         assert_eq!(rows.weights()[0], 4.0);
+    }
+
+    #[test]
+    fn a_query_that_is_not_finite_is_refused_by_name() {
+        // Quantised rows times NaN score NaN, which `votes` would silently drop.
+        let rows = rows();
+        let err = |query: &[f32]| rows.scores(query).unwrap_err().to_string();
+        assert!(err(&[0.0, f32::NAN, 1.0]).contains("query holds NaN at position 1"));
+        assert!(err(&[f32::INFINITY, 0.0, 0.0]).contains("query holds inf at position 0"));
+        assert!(err(&[0.0, 0.0, f32::NEG_INFINITY]).contains("queries must be finite"));
+        let vote = rows.votes(&[f32::NAN, 0.0, 0.0], 10, 0.0).unwrap_err().to_string();
+        assert!(vote.contains("query holds NaN at position 0"), "{vote}");
     }
 }

@@ -77,7 +77,7 @@ impl PyLearnedRows {
         Ok(self.write().retain(keep)?)
     }
 
-    /// Every row's cosine with `query` ((dim,) float32), at int8 precision.
+    /// Every row's cosine with `query` ((dim,) float32, finite), at int8 precision.
     fn scores<'py>(
         &self,
         py: Python<'py>,

@@ -541,7 +541,8 @@ class LearnedRows:
         """Keeps the rows whose entry of ``keep`` ((len,) bool) is true, in order."""
 
     def scores(self, query: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Every row's cosine with ``query`` ((dim,) float32), at int8 precision."""
+        """Every row's cosine with ``query`` ((dim,) float32), at int8 precision. A NaN or
+        infinite value in ``query`` is an ``InvalidInputError``, here and in :meth:`votes`."""
 
     def votes(
         self, query: NDArray[np.float32], neighbours: int, floor: float

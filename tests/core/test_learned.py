@@ -1,0 +1,44 @@
+"""LearnedRows from Python: a query it cannot score is refused by name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from toolgate import InvalidInputError
+from toolgate._toolgate import LearnedRows
+
+
+@pytest.fixture
+def learned() -> LearnedRows:
+    """Two rows on the axes of a 3-d space, for tools 7 and 2."""
+    rows = LearnedRows(3)
+    vectors = np.eye(3, dtype=np.float32)[:2]
+    rows.push(vectors, np.asarray([7, 2], np.uint32), np.ones(2, np.float32))
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ([0.0, np.nan, 1.0], "query holds NaN at position 1; queries must be finite"),
+        ([np.inf, 0.0, 0.0], "query holds inf at position 0"),
+        ([0.0, 0.0, -np.inf], "query holds -inf at position 2"),
+    ],
+)
+def test_scores_refuse_a_query_that_is_not_finite(
+    learned: LearnedRows, query: list[float], message: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        learned.scores(np.asarray(query, np.float32))
+
+
+def test_votes_refuse_a_query_that_is_not_finite(learned: LearnedRows) -> None:
+    # Scored, a NaN query is NaN against every row: no vote under any floor, and no error.
+    with pytest.raises(InvalidInputError, match="query holds NaN at position 0"):
+        learned.votes(np.asarray([np.nan, 1.0, 0.0], np.float32), 10, -1.0)
+
+
+def test_a_finite_query_is_scored(learned: LearnedRows) -> None:
+    scores = learned.scores(np.asarray([1.0, 0.0, 0.0], np.float32))
+    assert scores.tolist() == pytest.approx([1.0, 0.0], abs=0.01)
