@@ -367,3 +367,43 @@ def test_json_schema_form_sends_the_schema_unchanged() -> None:
     # A key it requires but does not describe is still an argument the model must send.
     need = catalog["s/need"].to_provider("gemini-json-schema")
     assert need["parametersJsonSchema"] == only_required
+
+
+_ENV = {"type": "string", "description": "A value."}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "patternProperties": {"^[A-Z_]+$": _ENV}},
+        {"type": "object", "additionalProperties": _ENV, "description": "Variables."},
+        {"type": "object", "additionalProperties": True},
+        {"$ref": "#/$defs/vars", "$defs": {"vars": {"patternProperties": {"^v": _ENV}}}},
+        {"allOf": [{"type": "object"}, {"unevaluatedProperties": _ENV}]},
+    ],
+)
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_root_of_keys_of_any_name_is_sent_as_json_schema(schema: Any, compact: bool) -> None:
+    # Gemini's parameters cannot hold such a map (no patternProperties; additionalProperties
+    # not in the Developer API), and without parameters the model would send no argument.
+    tool = Catalog.from_tools(
+        [{"name": "set_env", "description": "Set variables.", "inputSchema": schema}], server="s"
+    )["s/set_env"]
+    declaration = tool.to_provider("gemini", compact=compact)
+    assert declaration == tool.to_provider("gemini-json-schema", compact=compact)
+    assert "parametersJsonSchema" in declaration
+    genai_types.FunctionDeclaration.model_validate(declaration)
+
+
+def test_a_root_with_properties_keeps_the_openapi_form() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "patternProperties": {"^x-": _ENV},
+    }
+    tool = Catalog.from_tools(
+        [{"name": "tag", "description": "Tag.", "inputSchema": schema}], server="s"
+    )["s/tag"]
+    declaration = tool.to_provider("gemini")
+    assert declaration["parameters"]["properties"] == {"name": {"type": "STRING"}}
+    assert "parametersJsonSchema" not in declaration

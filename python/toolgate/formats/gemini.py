@@ -39,6 +39,10 @@ much of JSON Schema. What that conversion changes, and what it loses:
 - a tool without parameters gets no ``parameters`` field (Gemini rejects an empty ``OBJECT``);
   for the same reason a nested object without properties (a free-form map) loses its
   ``OBJECT`` type and so accepts any value, its description saying a JSON object is expected;
+- a tool whose arguments are keys of any name (a root of ``patternProperties`` or
+  ``additionalProperties`` without ``properties``) has no form in the subset, since the top
+  level must be an ``OBJECT`` with properties: rather than be declared as taking no argument,
+  it is written with ``parametersJsonSchema``, as :func:`export_json_schema` writes it;
 - an ``ARRAY`` without ``items`` (or with ``items: {}``) gets ``STRING`` items.
 
 The model therefore sees slightly looser constraints than the real schema; :mod:`toolgate.verify`
@@ -501,13 +505,43 @@ def to_openapi(schema: Any) -> Any:
 
 def export(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
     """The tool as a Gemini function declaration, named by its exposed name (``compact``: see
-    :mod:`toolgate.formats.compact`)."""
+    :mod:`toolgate.formats.compact`).
+
+    A tool whose arguments are keys of any name (its root maps them with
+    ``patternProperties`` or ``additionalProperties``, and names none in ``properties``) is
+    written as :func:`export_json_schema` writes it: the subset has no such map at the top
+    level, and a declaration without ``parameters`` would have the model send no argument.
+    """
     schema, description = definition_parts(tool, "gemini", compact=compact)
     out: dict[str, Any] = {"name": tool.exposed_name, "description": description}
     parameters = to_openapi(schema)
     if isinstance(parameters, dict) and parameters.get("properties"):
         out["parameters"] = parameters
+    elif _keys_of_any_name(tool.input_schema):
+        return export_json_schema(tool, compact=compact)
     return out
+
+
+def _keys_of_any_name(schema: Any) -> bool:
+    """Whether the root of ``schema`` (its references followed, its ``allOf`` parts read)
+    takes keys it does not name: ``patternProperties``, or ``additionalProperties`` /
+    ``unevaluatedProperties`` other than ``false``.
+
+    Gemini's ``parameters`` cannot say so: the subset has no ``patternProperties``, and
+    google-genai refuses ``additionalProperties`` outside Vertex AI. ``parametersJsonSchema``
+    can, and the Gemini API and Vertex AI take it on any one declaration of a request (the
+    SDK itself sends a plain function's parameters so).
+    """
+    if not isinstance(schema, dict):
+        return False
+    root = _RefInliner(schema).inline()
+    parts = [root, *(p for p in root.get("allOf", []) if isinstance(p, dict))]
+    return any(
+        part.get("patternProperties")
+        or part.get("additionalProperties", False) is not False
+        or part.get("unevaluatedProperties", False) is not False
+        for part in parts
+    )
 
 
 def export_json_schema(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
