@@ -582,7 +582,10 @@ def test_model_path_and_verify_name_the_cache_and_the_command_that_fills_it(
     [
         (["--listen", "localhost"], "--listen: expected HOST:PORT, got 'localhost'"),
         (["--listen", "127.0.0.1:99999"], "expected HOST:PORT"),
-        (["--upstream", "mistral=https://x"], "with NAME one of ['openai', 'anthropic', 'gemini']"),
+        (
+            ["--upstream", "mistral=https://x"],
+            "with NAME one of ['openai', 'anthropic', 'gemini', 'azure', 'vertex']",
+        ),
         (["--upstream", "openai=ftp://x"], "expected an http(s) URL, got 'ftp://x'"),
         ([], "no upstream: give --upstream NAME=ORIGIN"),
         (

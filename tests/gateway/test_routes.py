@@ -422,10 +422,14 @@ def test_many_requests_waiting_for_one_new_array_do_not_stall_others(
     ("path", "headers", "query", "provider"),
     [
         ("/v1/models", {}, "key=AIza-secret", "gemini"),
-        ("/v1beta1/projects/p/locations/l/publishers/google/models/m:generateContent", {}, "",
-         "gemini"),
-        ("/v1/projects/p/locations/l/endpoints/e:predict", {}, "", "gemini"),
+        ("/v1beta1/projects/p/locations/l/publishers/google/models/m:countTokens", {}, "",
+         "vertex"),
+        ("/v1/projects/p/locations/l/endpoints/e:predict", {}, "", "vertex"),
+        ("/v1beta1/publishers/google/models/m:countTokens", {"x-goog-api-key": "k"}, "",
+         "vertex"),
         ("/v1beta/models", {}, "", "gemini"),
+        ("/openai/deployments/d/embeddings", {"api-key": "k"}, "", "azure"),
+        ("/openai/models", {}, "key=AIza-secret", "gemini"),
         ("/v1/models", {"anthropic-version": "2023-06-01"}, "", "anthropic"),
         ("/v1/models", {}, "limit=5", "openai"),
     ],
@@ -433,5 +437,5 @@ def test_many_requests_waiting_for_one_new_array_do_not_stall_others(
 def test_a_passthrough_goes_where_its_credentials_point(
     path: str, headers: dict[str, str], query: str, provider: str
 ) -> None:
-    # A Google key or a Vertex AI path never goes to OpenAI's upstream.
+    # A Google key or a Vertex AI path never goes to OpenAI's upstream (nor Azure's).
     assert passthrough_provider(path, headers, query) == provider

@@ -232,7 +232,8 @@ def _add_gateway(commands: Any) -> None:
         action="append",
         default=[],
         metavar="NAME=ORIGIN",
-        help="openai=https://api.openai.com, anthropic=..., gemini=... (repeatable)",
+        help="openai=https://api.openai.com, anthropic=..., gemini=..., azure=..., vertex=... "
+        "(repeatable)",
     )
     gateway.add_argument("--top-k", type=_positive_int, help="the most tools a request keeps")
     gateway.add_argument("--config", type=Path, help="TOML or YAML settings (routes, prewarm)")

@@ -50,12 +50,14 @@ from toolgate.gateway.streaming import CallWatcher, SseEvent, SseSplitter, error
 from toolgate.gateway.upstream import (
     CREDENTIAL_HEADERS,
     GATEWAY_KEY_HEADER,
+    UPSTREAM_FALLBACK,
     Endpoint,
     endpoint_of,
     error_body,
     forwarded_headers,
     passthrough_provider,
     response_headers,
+    upstream_for,
 )
 from toolgate.json_limits import JsonLimitError
 from toolgate.verify import Verdict
@@ -209,17 +211,15 @@ class Gateway:
             else passthrough_provider(path, request.headers, request.url.query)
         )
         label = endpoint.shape if endpoint else "passthrough"
-        if not self._admitted(request, provider):
+        upstream = upstream_for(provider, self.config.upstreams)
+        if not self._admitted(request, upstream):
             response = _error(provider, 401, "missing or wrong gateway key", "unauthorized")
-        elif provider not in self.config.upstreams:
-            message = (
-                f"no upstream for {provider}: start the gateway with --upstream {provider}=URL"
-            )
-            response = _error(provider, 502, message, "no_upstream")
+        elif upstream not in self.config.upstreams:
+            response = _error(provider, 502, _no_upstream(provider), "no_upstream")
         elif endpoint is None:
-            response = await self._passthrough(request, provider)
+            response = await self._passthrough(request, upstream)
         else:
-            response = await self._filtered(request, endpoint)
+            response = await self._filtered(request, endpoint, upstream)
         self.metrics.requests.labels(label, str(response.status_code)).inc()
         # The path alone: a query string may hold a key (Gemini's ?key=).
         log.info(
@@ -251,16 +251,16 @@ class Gateway:
         query = request.url.query
         return f"{origin}{path}" + (f"?{query}" if query else "")
 
-    async def _passthrough(self, request: Request, provider: str) -> Response:
-        headers = forwarded_headers(request.headers.raw, provider, self._keys.get(provider))
+    async def _passthrough(self, request: Request, upstream: str) -> Response:
+        headers = forwarded_headers(request.headers.raw, upstream, self._keys.get(upstream))
         sent = await self._send(
-            provider, request.method, self._url(provider, request), headers, request.stream()
+            upstream, request.method, self._url(upstream, request), headers, request.stream()
         )
         if isinstance(sent, Response):
             return sent
         return _raw(sent)
 
-    async def _filtered(self, request: Request, endpoint: Endpoint) -> Response:
+    async def _filtered(self, request: Request, endpoint: Endpoint, upstream: str) -> Response:
         provider, shape = endpoint.provider, endpoint.shape
         raw = await _body(request, self.config.max_body_bytes)
         if raw is None:
@@ -294,8 +294,8 @@ class Gateway:
             content = _dumps(done.filtered.request) if changed else raw
         except InvalidInputError as exc:
             return _error(provider, 400, f"toolgate cannot forward this request: {exc}", "bad_body")
-        headers = forwarded_headers(request.headers.raw, provider, self._keys.get(provider))
-        sent = await self._send(provider, "POST", self._url(provider, request), headers, content)
+        headers = forwarded_headers(request.headers.raw, upstream, self._keys.get(upstream))
+        sent = await self._send(upstream, "POST", self._url(upstream, request), headers, content)
         if isinstance(sent, Response):
             return sent
         ours = [("x-toolgate-tools", f"{done.tools_out}/{done.tools_in}")]
@@ -303,7 +303,7 @@ class Gateway:
             ours.append((NO_TOOL_HEADER, "1"))
         if sent.status_code != 200 or route.policy == "off":
             return _raw(sent, ours)
-        check = _Check(self, shape, done.filtered, route)
+        check = _Check(self, shape, done.filtered, route, upstream)
         if sent.headers.get("content-type", "").startswith("text/event-stream"):
             return _stream(sent, check, ours)
         return await check.whole(sent, ours)
@@ -346,6 +346,13 @@ class Gateway:
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+def _no_upstream(provider: str) -> str:
+    """Why a request for ``provider``'s API has nowhere to go, and the flag that fixes it."""
+    fallback = UPSTREAM_FALLBACK.get(provider)
+    also = f" (or --upstream {fallback}=URL)" if fallback else ""
+    return f"no upstream for {provider}: start the gateway with --upstream {provider}=URL{also}"
 
 
 async def _body(request: Request, limit: int) -> bytes | None:
@@ -407,10 +414,16 @@ class _Check:
     """The tool calls of one answer checked against the tools its request was sent with."""
 
     def __init__(
-        self, gateway: Gateway, shape: str, filtered: FilteredRequest, route: RouteConfig
+        self,
+        gateway: Gateway,
+        shape: str,
+        filtered: FilteredRequest,
+        route: RouteConfig,
+        upstream: str,
     ) -> None:
         self.gateway, self.shape, self.filtered = gateway, shape, filtered
         self.enforce = route.policy == "enforce"
+        self.upstream = upstream
 
     def verdict(self, call: Any) -> Verdict:
         verdict = self.gateway.filter.verify(call, self.filtered)
@@ -466,7 +479,6 @@ def _summary(failed: list[Verdict]) -> str:
 
 def _stream(sent: httpx.Response, check: _Check, ours: list[tuple[str, str]]) -> Response:
     """A streamed answer passed on event by event while its tool calls are checked."""
-    provider = _provider(check.shape)
 
     async def events() -> AsyncIterator[bytes]:
         splitter, watcher = SseSplitter(), CallWatcher(check.shape)
@@ -487,7 +499,7 @@ def _stream(sent: httpx.Response, check: _Check, ours: list[tuple[str, str]]) ->
                 yield rest
         except httpx.TransportError as exc:  # the upstream broke off or stalled mid-stream
             kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "reset"
-            check.gateway.metrics.upstream_errors.labels(provider, kind).inc()
+            check.gateway.metrics.upstream_errors.labels(check.upstream, kind).inc()
             message = f"toolgate: the upstream's stream broke off ({type(exc).__name__})"
             yield error_event(check.shape, message, "upstream_" + kind)
         finally:

@@ -14,6 +14,10 @@ chosen by the first ``[[routes]]`` entry whose ``path`` pattern (``fnmatch``, e.
     origin = "https://api.openai.com"
     api_key_env = "OPENAI_API_KEY" # the upstream key comes from the gateway, not the client
 
+    [upstreams.azure]              # Azure OpenAI's paths (/openai/...); the openai one if unset
+    origin = "https://my-resource.openai.azure.com"
+    api_key_env = "AZURE_OPENAI_API_KEY"  # sent in `api-key`, as Azure takes it
+
     [[routes]]
     path = "/v1/messages"
     top_k = 5
@@ -50,8 +54,9 @@ from toolgate.routing.config import RouterConfig
 
 __all__ = ["PROVIDERS", "GatewayConfig", "RouteConfig", "Upstream", "load_config"]
 
-# The upstreams a gateway knows, and the header each takes its key in.
-PROVIDERS = ("openai", "anthropic", "gemini")
+# The upstreams a gateway knows, one per API. Azure OpenAI's and Vertex AI's requests go to
+# the openai and gemini upstreams when the gateway names none of their own.
+PROVIDERS = ("openai", "anthropic", "gemini", "azure", "vertex")
 _POLICIES = ("off", "annotate", "enforce")
 # The state a request's headers may carry, header -> State field.
 DEFAULT_STATE_HEADERS = {

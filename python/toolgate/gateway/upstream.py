@@ -1,15 +1,27 @@
 """What the gateway sends upstream and hands back: endpoints, headers, credentials, errors.
 
-An endpoint is known by its path: OpenAI's ``/v1/chat/completions`` and ``/v1/responses``,
-Anthropic's ``/v1/messages``, Gemini's ``/v1beta/models/{model}:generateContent`` and
-``:streamGenerateContent``. Any other path passes through to the upstream its credentials
-point to. Hop-by-hop headers (RFC 9110 section 7.6.1) are never forwarded, in either direction.
+An endpoint is known by its path, which gives the request's shape (the body format) and the
+API it is for:
+
+- OpenAI's ``/v1/chat/completions`` and ``/v1/responses``; Azure OpenAI's
+  ``/openai/deployments/{deployment}/chat/completions``, ``/openai/responses`` and its v1
+  API's ``/openai/v1/chat/completions`` and ``/openai/v1/responses``, in OpenAI's shapes;
+- Anthropic's ``/v1/messages``;
+- Gemini's ``/v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``;
+  Vertex AI's ``/v1/projects/{p}/locations/{l}/publishers/{publisher}/models/{model}:...``
+  (``v1beta1`` too, and ``/v1beta1/publishers/...`` with an API key; a tuned model's
+  ``endpoints/{id}``), in Gemini's shape.
+
+Each API goes to the upstream named after it; Azure's and Vertex AI's, when the gateway has
+no ``azure`` or ``vertex`` upstream, to the ``openai`` or ``gemini`` one. Any other path
+passes through to the upstream its path or credentials point to. Hop-by-hop headers
+(RFC 9110 section 7.6.1) are never forwarded, in either direction.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
@@ -17,32 +29,51 @@ from urllib.parse import parse_qs
 import orjson
 
 __all__ = [
+    "UPSTREAM_FALLBACK",
     "Endpoint",
     "endpoint_of",
     "error_body",
     "forwarded_headers",
     "passthrough_provider",
     "response_headers",
+    "upstream_for",
 ]
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A path whose requests are filtered: its upstream and its request shape."""
+    """A path whose requests are filtered: the API it is for (``openai``, ``azure``,
+    ``anthropic``, ``gemini`` or ``vertex``) and its request shape."""
 
     provider: str
     shape: str
 
 
+_GENERATE = r":(?:generateContent|streamGenerateContent)"
 _ENDPOINTS = (
     (re.compile(r"/v1/chat/completions"), Endpoint("openai", "openai")),
     (re.compile(r"/v1/responses"), Endpoint("openai", "openai-responses")),
+    (
+        re.compile(r"/openai/(?:deployments/[^/]+|v1)/chat/completions"),
+        Endpoint("azure", "openai"),
+    ),
+    (re.compile(r"/openai(?:/v1)?/responses"), Endpoint("azure", "openai-responses")),
     (re.compile(r"/v1/messages"), Endpoint("anthropic", "anthropic")),
     (
-        re.compile(r"/v1(?:beta|alpha)?/models/[^/:]+:(?:generateContent|streamGenerateContent)"),
+        re.compile(rf"/v1(?:beta|alpha)?/(?:models|tunedModels)/[^/:]+{_GENERATE}"),
         Endpoint("gemini", "gemini"),
     ),
+    (
+        re.compile(
+            r"/v1(?:beta1)?/(?:projects/[^/]+/locations/[^/]+/)?"
+            rf"(?:publishers/[^/]+/models|endpoints)/[^/:]+{_GENERATE}"
+        ),
+        Endpoint("vertex", "gemini"),
+    ),
 )
+
+# Where Azure's and Vertex AI's requests go when the gateway names no upstream for them.
+UPSTREAM_FALLBACK = {"azure": "openai", "vertex": "gemini"}
 
 HOP_BY_HOP = frozenset(
     {
@@ -53,12 +84,18 @@ HOP_BY_HOP = frozenset(
 
 _HOP_BY_HOP_BYTES = frozenset(name.encode() for name in HOP_BY_HOP)
 
-# Gemini's paths: the Gemini API's, its uploads, and Vertex AI's (/v1/projects/...).
-_GOOGLE_PATH = re.compile(r"/(?:v1beta|v1alpha|upload)/|/v1[a-z0-9]*/projects/")
+# Google's paths: the Gemini API's and its uploads; Vertex AI's (/v1/projects/...,
+# /v1beta1/..., /v1/publishers/... with an API key) apart.
+_GEMINI_PATH = re.compile(r"/(?:v1beta|v1alpha|upload)/")
+_VERTEX_PATH = re.compile(r"/v1beta1/|/v1[a-z0-9]*/(?:projects|publishers)/")
+_AZURE_PATH = re.compile(r"/openai/")
 
-# Where each provider's SDK puts its key.
-_KEY_HEADERS = {"openai": "authorization", "anthropic": "x-api-key", "gemini": "x-goog-api-key"}
-CREDENTIAL_HEADERS = frozenset({*_KEY_HEADERS.values(), "api-key"})
+# Where each API's SDK puts its key, and where the gateway puts the key it holds.
+_KEY_HEADERS = {
+    "openai": "authorization", "azure": "api-key", "anthropic": "x-api-key",
+    "gemini": "x-goog-api-key", "vertex": "x-goog-api-key",
+}  # fmt: skip
+CREDENTIAL_HEADERS = frozenset(_KEY_HEADERS.values())
 GATEWAY_KEY_HEADER = "x-toolgate-key"
 _CREDENTIAL_BYTES = frozenset(name.encode() for name in CREDENTIAL_HEADERS)
 
@@ -71,15 +108,28 @@ def endpoint_of(method: str, path: str) -> Endpoint | None:
 
 
 def passthrough_provider(path: str, headers: Mapping[str, str], query: str = "") -> str:
-    """The upstream an unfiltered request goes to: Gemini for its own paths (Vertex AI's
-    ``/v1*/projects/...`` too) or key (header or ``?key=``), Anthropic for its headers, else
-    OpenAI."""
+    """The API an unfiltered request is for: Vertex AI's for its paths, Gemini's for its
+    paths or key (header or ``?key=``), Azure OpenAI's for its paths (``/openai/...``),
+    Anthropic's for its headers, else OpenAI's."""
+    if _VERTEX_PATH.match(path):
+        return "vertex"
     google_key = "x-goog-api-key" in headers or "key" in parse_qs(query)
-    if _GOOGLE_PATH.match(path) or google_key:
+    if _GEMINI_PATH.match(path) or google_key:
         return "gemini"
+    if _AZURE_PATH.match(path):
+        return "azure"
     if "anthropic-version" in headers or "x-api-key" in headers:
         return "anthropic"
     return "openai"
+
+
+def upstream_for(provider: str, upstreams: Collection[str]) -> str:
+    """The upstream, among those named ``upstreams``, that ``provider``'s requests go to:
+    its own; Azure's and Vertex AI's, when not named, OpenAI's and Gemini's."""
+    if provider in upstreams:
+        return provider
+    fallback = UPSTREAM_FALLBACK.get(provider)
+    return fallback if fallback is not None and fallback in upstreams else provider
 
 
 def forwarded_headers(
@@ -116,7 +166,9 @@ def response_headers(
 def error_body(provider: str, status: int, message: str, code: str) -> bytes:
     """A gateway error as ``provider``'s API writes its errors, so its SDK raises it with
     ``message``: OpenAI's ``{"error": {...}}``, Anthropic's ``{"type": "error", ...}``,
-    Google's ``{"error": {"code", "message", "status"}}``."""
+    Google's ``{"error": {"code", "message", "status"}}`` (Azure's and Vertex AI's are
+    OpenAI's and Google's)."""
+    provider = UPSTREAM_FALLBACK.get(provider, provider)
     body: dict[str, Any]
     if provider == "anthropic":
         kind = "invalid_request_error" if status < 500 else "api_error"

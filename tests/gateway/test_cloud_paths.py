@@ -1,0 +1,291 @@
+"""Vertex AI's and Azure OpenAI's paths through the gateway, driven by the real google-genai
+(``vertexai=True``) and openai (``AzureOpenAI``, the Azure v1 API) clients: filtered and
+enforced as Gemini's and OpenAI's are, sent to their own upstream or the fallback one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+from google.oauth2.credentials import Credentials
+
+from tests.gateway.conftest import Served
+from tests.gateway.fake_upstream import FakeUpstream, serving
+from tests.gateway.test_filter import SPECS, WEATHER, chat_tools, responses_tools
+from toolgate.gateway.app import Gateway
+from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream, load_config
+from toolgate.gateway.filter import ToolFilter
+from toolgate.gateway.serve import ServeOptions
+from toolgate.gateway.upstream import Endpoint, endpoint_of
+
+USER = [{"role": "user", "content": WEATHER}]
+API_VERSION = "2024-10-21"
+_CLIENTS: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    """Clients made by a test are closed after it (an open one warns when collected)."""
+    yield
+    while _CLIENTS:
+        _CLIENTS.pop().close()
+
+
+def _vertex(url: str, mode: str) -> genai.Client:
+    """A google-genai Vertex AI client: with an API key (express mode) or a project."""
+    options = types.HttpOptions(base_url=url)
+    if mode == "api_key":
+        client = genai.Client(vertexai=True, api_key="v-client", http_options=options)
+    else:
+        client = genai.Client(
+            vertexai=True, project="proj", location="us-central1",
+            credentials=Credentials(token="ya29.client"), http_options=options,
+        )  # fmt: skip
+    _CLIENTS.append(client)
+    return client
+
+
+def _genai_config() -> types.GenerateContentConfig:
+    declarations = [types.FunctionDeclaration(name=n, description=d) for n, d, _ in SPECS]
+    return types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=declarations)],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+
+
+def _azure(url: str) -> openai.AzureOpenAI:
+    client = openai.AzureOpenAI(
+        azure_endpoint=url, api_key="az-client", api_version=API_VERSION, max_retries=0
+    )
+    _CLIENTS.append(client)
+    return client
+
+
+def _azure_v1(url: str) -> openai.OpenAI:
+    """A client of Azure OpenAI's v1 API: the OpenAI client at ``/openai/v1``."""
+    client = openai.OpenAI(base_url=url + "/openai/v1", api_key="az-client", max_retries=0)
+    _CLIENTS.append(client)
+    return client
+
+
+def _sent_names(fake: FakeUpstream) -> list[str]:
+    """The function tools the upstream received in the last request, by name."""
+    tools = fake.received[-1].body["tools"]
+    if "functionDeclarations" in tools[0]:
+        return [d["name"] for d in tools[0]["functionDeclarations"]]
+    return [t["function"]["name"] if "function" in t else t["name"] for t in tools]
+
+
+def _metric(served: Served, name: str, **labels: str) -> float:
+    value = served.gateway.metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+VERTEX_PATHS = {
+    "api_key": "/v1beta1/publishers/google/models/g:generateContent",
+    "project": (
+        "/v1beta1/projects/proj/locations/us-central1/publishers/google/models/g:generateContent"
+    ),
+}
+
+
+# ---- Vertex AI ----
+
+
+@pytest.mark.parametrize("mode", ["api_key", "project"])
+def test_vertex_ai_requests_are_filtered_and_keep_their_path(annotating: Served, mode: str) -> None:
+    served = annotating
+    served.fake.script.tool = "get_weather"
+    answer = _vertex(served.url, mode).models.generate_content(
+        model="g", contents=WEATHER, config=_genai_config()
+    )
+    assert answer.function_calls[0].name == "get_weather"
+    sent = _sent_names(served.fake)
+    assert "get_weather" in sent
+    assert len(sent) == 3
+    headers = answer.sdk_http_response.headers
+    assert headers["x-toolgate-tools"] == f"3/{len(SPECS)}"
+    assert headers["x-toolgate-tool-calls"] == "ok"
+    assert served.fake.received[-1].path == VERTEX_PATHS[mode]
+
+
+def test_vertex_ai_credentials_reach_the_upstream(annotating: Served) -> None:
+    served = annotating
+    _vertex(served.url, "project").models.generate_content(
+        model="g", contents=WEATHER, config=_genai_config()
+    )
+    assert served.fake.received[-1].headers["authorization"] == "Bearer ya29.client"
+    _vertex(served.url, "api_key").models.generate_content(
+        model="g", contents=WEATHER, config=_genai_config()
+    )
+    assert served.fake.received[-1].headers["x-goog-api-key"] == "v-client"
+
+
+@pytest.mark.parametrize("mode", ["api_key", "project"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_enforce_blocks_a_vertex_ai_call_to_a_tool_not_sent(
+    enforcing: Served, mode: str, stream: bool
+) -> None:
+    served = enforcing
+    served.fake.script.tool = "send_email"  # in the request, but routed out for WEATHER
+    models = _vertex(served.url, mode).models
+    call = models.generate_content_stream if stream else models.generate_content
+    with pytest.raises(genai_errors.APIError, match="send_email"):
+        list(_consume(call(model="g", contents=WEATHER, config=_genai_config())))
+    method = ":streamGenerateContent" if stream else ":generateContent"
+    assert served.fake.received[-1].path == VERTEX_PATHS[mode].replace(":generateContent", method)
+
+
+def _consume(answer: Any) -> Any:
+    return answer if hasattr(answer, "__iter__") and not hasattr(answer, "model_dump") else [answer]
+
+
+# ---- Azure OpenAI ----
+
+
+def test_azure_chat_is_filtered_and_keeps_its_path_and_api_version(annotating: Served) -> None:
+    served = annotating
+    served.fake.script.tool = "get_weather"
+    raw = _azure(served.url).chat.completions.with_raw_response.create(
+        model="my-deployment", messages=USER, tools=chat_tools()
+    )
+    assert raw.parse().choices[0].message.tool_calls[0].function.name == "get_weather"
+    assert raw.headers["x-toolgate-tools"] == f"3/{len(SPECS)}"
+    assert raw.headers["x-toolgate-tool-calls"] == "ok"
+    received = served.fake.received[-1]
+    assert received.path == "/openai/deployments/my-deployment/chat/completions"
+    assert received.query == f"api-version={API_VERSION}"
+    assert received.headers["api-key"] == "az-client"
+    assert len(_sent_names(served.fake)) == 3
+
+
+def test_azure_responses_and_the_v1_api_are_filtered(annotating: Served) -> None:
+    served = annotating
+    calls = [
+        ("/openai/responses", lambda: _azure(served.url).responses.with_raw_response),
+        ("/openai/v1/responses", lambda: _azure_v1(served.url).responses.with_raw_response),
+    ]
+    for path, responses in calls:
+        raw = responses().create(model="m", input=WEATHER, tools=responses_tools())
+        assert raw.headers["x-toolgate-tools"] == f"3/{len(SPECS)}"
+        assert served.fake.received[-1].path == path
+    chat = _azure_v1(served.url).chat.completions.with_raw_response.create(
+        model="m", messages=USER, tools=chat_tools()
+    )
+    assert chat.headers["x-toolgate-tools"] == f"3/{len(SPECS)}"
+    assert served.fake.received[-1].path == "/openai/v1/chat/completions"
+    assert "get_weather" in _sent_names(served.fake)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_enforce_blocks_an_azure_call_to_a_tool_not_sent(enforcing: Served, stream: bool) -> None:
+    served = enforcing
+    served.fake.script.tool = "send_email"
+    before = _metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
+    with pytest.raises(openai.APIError, match="send_email"):
+        list(_consume(_azure(served.url).chat.completions.create(
+            model="d", messages=USER, tools=chat_tools(), stream=stream)))  # fmt: skip
+    after = _metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
+    assert after == before + 1
+    with pytest.raises(openai.APIError, match="send_email"):
+        list(_consume(_azure_v1(served.url).responses.create(
+            model="m", input=WEATHER, tools=responses_tools(), stream=stream)))  # fmt: skip
+
+
+# ---- which upstream ----
+
+
+@pytest.fixture(scope="module")
+def second_fake() -> Iterator[tuple[FakeUpstream, str]]:
+    upstream = FakeUpstream()
+    with serving(upstream.app) as url:
+        yield upstream, url
+
+
+def test_azure_and_vertex_go_to_their_own_upstream_with_its_key(
+    fake: tuple[FakeUpstream, str], second_fake: tuple[FakeUpstream, str],
+    shared_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    (public, public_url), (cloud, cloud_url) = fake, second_fake
+    cloud.received.clear()
+    monkeypatch.setenv("AZURE_KEY", "az-held")
+    monkeypatch.setenv("VERTEX_KEY", "v-held")
+    config = GatewayConfig(
+        upstreams={
+            "openai": Upstream(public_url), "gemini": Upstream(public_url),
+            "azure": Upstream(cloud_url, "AZURE_KEY"), "vertex": Upstream(cloud_url, "VERTEX_KEY"),
+        },
+        default=RouteConfig(top_k=3),
+    )  # fmt: skip
+    with serving(Gateway(config, tool_filter=shared_filter).app) as url:
+        _azure(url).chat.completions.create(model="d", messages=USER, tools=chat_tools())
+        azure = cloud.received[-1]
+        assert azure.path == "/openai/deployments/d/chat/completions"
+        assert azure.headers["api-key"] == "az-held"
+        assert "authorization" not in azure.headers
+        assert len(_sent_names(cloud)) == 3
+        _vertex(url, "project").models.generate_content(
+            model="g", contents=WEATHER, config=_genai_config()
+        )
+        vertex = cloud.received[-1]
+        assert vertex.path == VERTEX_PATHS["project"]
+        assert vertex.headers["x-goog-api-key"] == "v-held"
+        assert "authorization" not in vertex.headers
+        # A Vertex AI passthrough (a token count) goes there too.
+        _vertex(url, "project").models.count_tokens(model="g", contents=WEATHER)
+        assert cloud.received[-1].path.endswith("/publishers/google/models/g:countTokens")
+        assert len(cloud.received) == 3
+        assert public.received == []
+
+
+def test_azure_and_vertex_upstreams_are_named_in_a_config_and_on_the_command_line(
+    tmp_path: Path,
+) -> None:
+    toml = tmp_path / "gateway.toml"
+    toml.write_text(
+        '[upstreams.azure]\norigin = "https://r.openai.azure.com/"\napi_key_env = "AZ"\n'
+    )
+    azure = load_config(toml).upstreams["azure"]
+    assert (azure.origin, azure.api_key_env) == ("https://r.openai.azure.com", "AZ")
+    options = ServeOptions.parse("127.0.0.1:8080", ["vertex=https://aiplatform.googleapis.com"])
+    assert options.upstreams == {"vertex": "https://aiplatform.googleapis.com"}
+
+
+def test_a_request_with_no_upstream_names_both_flags(
+    fake: tuple[FakeUpstream, str], shared_filter: ToolFilter
+) -> None:
+    _upstream, url = fake
+    config = GatewayConfig(upstreams={"anthropic": Upstream(url)})
+    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
+        with pytest.raises(genai_errors.APIError, match=r"--upstream gemini=URL"):
+            _vertex(base, "api_key").models.generate_content(model="g", contents=WEATHER)
+        with pytest.raises(openai.APIError, match=r"--upstream azure=URL \(or --upstream openai"):
+            _azure(base).chat.completions.create(model="d", messages=USER)
+
+
+# ---- paths ----
+
+
+@pytest.mark.parametrize(
+    ("path", "endpoint"),
+    [
+        ("/v1beta/models/g:generateContent", Endpoint("gemini", "gemini")),
+        ("/v1beta/tunedModels/t:streamGenerateContent", Endpoint("gemini", "gemini")),
+        ("/v1/publishers/google/models/g:generateContent", Endpoint("vertex", "gemini")),
+        ("/v1/projects/p/locations/l/endpoints/123:streamGenerateContent",
+         Endpoint("vertex", "gemini")),
+        ("/openai/v1/responses", Endpoint("azure", "openai-responses")),
+        ("/openai/deployments/d/chat/completions", Endpoint("azure", "openai")),
+        ("/v1beta1/publishers/google/models/g:countTokens", None),
+        ("/openai/deployments/d/embeddings", None),
+        ("/v1/projects/p/locations/l/publishers/google/models/g:predict", None),
+    ],
+)  # fmt: skip
+def test_the_path_selects_the_api_and_the_shape(path: str, endpoint: Endpoint | None) -> None:
+    assert endpoint_of("POST", path) == endpoint
