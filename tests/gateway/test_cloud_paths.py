@@ -1,13 +1,17 @@
 """Vertex AI's and Azure OpenAI's paths through the gateway, driven by the real google-genai
 (``vertexai=True``) and openai (``AzureOpenAI``, the Azure v1 API) clients: filtered and
-enforced as Gemini's and OpenAI's are, sent to their own upstream or the fallback one."""
+enforced as Gemini's and OpenAI's are, sent to their own upstream or the fallback one; and a
+model call on a path the gateway does not filter, flagged."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import httpx
 import openai
 import pytest
 from google import genai
@@ -17,7 +21,7 @@ from google.oauth2.credentials import Credentials
 
 from tests.gateway.conftest import Served
 from tests.gateway.fake_upstream import FakeUpstream, serving
-from tests.gateway.test_filter import SPECS, WEATHER, chat_tools, responses_tools
+from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream, load_config
 from toolgate.gateway.filter import ToolFilter
@@ -289,3 +293,40 @@ def test_a_request_with_no_upstream_names_both_flags(
 )  # fmt: skip
 def test_the_path_selects_the_api_and_the_shape(path: str, endpoint: Endpoint | None) -> None:
     assert endpoint_of("POST", path) == endpoint
+
+
+# ---- paths not filtered ----
+
+
+def test_a_model_call_on_a_path_not_filtered_is_flagged_not_silent(
+    annotating: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    served = annotating
+    caplog.set_level(logging.WARNING, logger="toolgate.gateway")
+    client = anthropic.AnthropicVertex(
+        region="us-east5", project_id="proj", access_token="ya29.client",
+        base_url=served.url + "/v1", max_retries=0,
+    )  # fmt: skip
+    _CLIENTS.append(client)
+    before = _metric(served, "toolgate_gateway_unfiltered_total", upstream="gemini")
+    for _ in range(2):
+        raw = client.messages.with_raw_response.create(
+            model="claude-x", max_tokens=16, messages=USER, tools=anthropic_tools()
+        )
+        assert raw.headers["x-toolgate-unfiltered"] == "1"
+    received = served.fake.received[-1]
+    assert received.path.endswith("/publishers/anthropic/models/claude-x:rawPredict")
+    assert len(received.body["tools"]) == len(SPECS)  # as sent: the gateway cannot filter it
+    after = _metric(served, "toolgate_gateway_unfiltered_total", upstream="gemini")
+    assert after == before + 2
+    warnings = [r for r in caplog.records if "claude-x:rawPredict" in r.getMessage()]
+    assert len(warnings) == 1  # once per path
+
+
+def test_other_passthroughs_are_not_flagged(annotating: Served) -> None:
+    served = annotating
+    listed = httpx.get(served.url + "/v1/models")
+    assert "x-toolgate-unfiltered" not in listed.headers
+    embedded = httpx.post(served.url + "/openai/deployments/d/embeddings", json={"input": "x"})
+    assert "x-toolgate-unfiltered" not in embedded.headers
+    assert served.fake.received[-1].path == "/openai/deployments/d/embeddings"

@@ -10,7 +10,9 @@ streamed answer's headers leave before its calls, so there only the metric tells
 ``enforce`` turns an answer calling a tool that was not sent into an error the
 application's SDK raises. A request the router judged to need none of its tools goes on
 without them and its answer carries ``x-toolgate-no-tool: 1`` (and the
-``toolgate_gateway_no_tool`` counter counts it). Other paths pass through untouched.
+``toolgate_gateway_no_tool`` counter counts it). Other paths pass through untouched; one
+that looks like a model call carrying tools is flagged instead: ``x-toolgate-unfiltered: 1``
+on its answer, the ``toolgate_gateway_unfiltered`` counter, a warning the first time.
 
 >>> from toolgate.gateway.app import Gateway
 >>> from toolgate.gateway.config import GatewayConfig, Upstream
@@ -57,6 +59,7 @@ from toolgate.gateway.upstream import (
     forwarded_headers,
     passthrough_provider,
     response_headers,
+    unfiltered_call,
     upstream_for,
 )
 from toolgate.json_limits import JsonLimitError
@@ -90,6 +93,12 @@ CALLS_HEADER = "x-toolgate-tool-calls"
 #: Set (to "1") on an answer whose request the router judged to need none of its tools: it
 #: was sent with none of them (or only those its tool choice named).
 NO_TOOL_HEADER = "x-toolgate-no-tool"
+#: Set (to "1") on the answer to a model call the gateway passed through without filtering
+#: its tools: a path it does not filter (see :func:`unfiltered_call`).
+UNFILTERED_HEADER = "x-toolgate-unfiltered"
+# How many unfiltered paths are remembered, each warned about once: a bound on what clients
+# writing new paths can make the gateway keep.
+_WARNED_PATHS = 256
 # How long an idle upstream connection is kept for reuse: under the shortest idle timeout
 # common among servers (5 s: uvicorn's, and others'), so the gateway drops a connection
 # before the upstream closes it, never sending a request into one being closed.
@@ -125,6 +134,7 @@ class Gateway:
         self._keys = {name: up.api_key() for name, up in config.upstreams.items()}
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        self._warned: set[str] = set()
         # Read now, so a missing or malformed file stops the gateway before it listens.
         self._warm = [(entry, _read_tools(entry)) for entry in config.prewarm]
         self.ready = False
@@ -258,7 +268,23 @@ class Gateway:
         )
         if isinstance(sent, Response):
             return sent
-        return _raw(sent)
+        if not unfiltered_call(request.method, request.url.path):
+            return _raw(sent)
+        self._flag_unfiltered(request.url.path, upstream)
+        return _raw(sent, [(UNFILTERED_HEADER, "1")])
+
+    def _flag_unfiltered(self, path: str, upstream: str) -> None:
+        """Counts a model call passed through with its tools unfiltered, and warns of its path
+        the first time."""
+        self.metrics.unfiltered.labels(upstream).inc()
+        if path in self._warned or len(self._warned) >= _WARNED_PATHS:
+            return
+        self._warned.add(path)
+        log.warning(
+            "POST %s looks like a model call on a path the gateway does not filter: its tools "
+            "went to the %s upstream unfiltered (each such answer carries %s: 1)",
+            path, upstream, UNFILTERED_HEADER,
+        )  # fmt: skip
 
     async def _filtered(self, request: Request, endpoint: Endpoint, upstream: str) -> Response:
         provider, shape = endpoint.provider, endpoint.shape

@@ -75,6 +75,11 @@ class Metrics:
             "Answers an enforce route turned into an error for calling a tool not sent.",
             ["endpoint"], registry=r,
         )  # fmt: skip
+        self.unfiltered = Counter(
+            "toolgate_gateway_unfiltered",
+            "Model calls passed through with their tools unfiltered: a path not filtered.",
+            ["upstream"], registry=r,
+        )  # fmt: skip
 
     def render(self) -> bytes:
         """The metrics in Prometheus' text format; summed over workers in multiprocess mode."""

@@ -14,8 +14,9 @@ API it is for:
 
 Each API goes to the upstream named after it; Azure's and Vertex AI's, when the gateway has
 no ``azure`` or ``vertex`` upstream, to the ``openai`` or ``gemini`` one. Any other path
-passes through to the upstream its path or credentials point to. Hop-by-hop headers
-(RFC 9110 section 7.6.1) are never forwarded, in either direction.
+passes through to the upstream its path or credentials point to; one that looks like a model
+call (:func:`unfiltered_call`) is flagged, since its tools go upstream unfiltered. Hop-by-hop
+headers (RFC 9110 section 7.6.1) are never forwarded, in either direction.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "forwarded_headers",
     "passthrough_provider",
     "response_headers",
+    "unfiltered_call",
     "upstream_for",
 ]
 
@@ -70,6 +72,15 @@ _ENDPOINTS = (
         ),
         Endpoint("vertex", "gemini"),
     ),
+)
+
+# Paths of model calls that may carry tools on APIs the gateway does not filter: Anthropic's
+# on Vertex AI (:rawPredict) or Bedrock (/invoke), Bedrock's Converse, OpenAI-compatible
+# APIs under other paths, or a known API's path spelled otherwise.
+_MODEL_CALL = re.compile(
+    r".*(?:/chat/completions|/responses|/messages|/converse(?:-stream)?"
+    r"|/invoke(?:-with-response-stream)?|(?<!/count-tokens):(?:stream)?[rR]awPredict"
+    r"|:(?:stream)?[gG]enerateContent)"
 )
 
 # Where Azure's and Vertex AI's requests go when the gateway names no upstream for them.
@@ -130,6 +141,13 @@ def upstream_for(provider: str, upstreams: Collection[str]) -> str:
         return provider
     fallback = UPSTREAM_FALLBACK.get(provider)
     return fallback if fallback is not None and fallback in upstreams else provider
+
+
+def unfiltered_call(method: str, path: str) -> bool:
+    """Whether ``method path``, which the gateway does not filter, looks like a model call
+    that may carry tools (Anthropic on Vertex AI or Bedrock, a model call under a path the
+    gateway does not know)."""
+    return method == "POST" and _MODEL_CALL.fullmatch(path) is not None
 
 
 def forwarded_headers(
