@@ -324,7 +324,7 @@ def test_call_tool_arguments_are_read_or_refused(arguments: str) -> None:
 
 SERVER_KEYS = [
     "command", "args", "env", "cwd", "url", "headers", "type", "disabled", "timeout",
-    "autoApprove", "alwaysAllow",
+    "autoApprove", "alwaysAllow", "maxResultBytes",
 ]  # fmt: skip
 
 server_configs = st.one_of(

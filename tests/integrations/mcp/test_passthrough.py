@@ -154,6 +154,45 @@ def test_prompts_of_every_upstream_are_listed_and_got(embedder: Embedder, mode: 
     run(main)
 
 
+def archive_server() -> MCPServer:
+    """An upstream whose prompt and resource are larger than they should be."""
+    server = MCPServer("archive")
+
+    @server.tool()
+    def find_box(label: str) -> str:
+        """Find an archive box by its label."""
+        return f"box {label}"
+
+    @server.prompt()
+    def recap() -> str:
+        """Recap everything in the archive."""
+        return "y" * 5000
+
+    @server.resource("archive://all", name="all")
+    def everything() -> str:
+        return "x" * 5000
+
+    return server
+
+
+def test_a_prompt_or_a_read_over_its_servers_limit_is_an_error(embedder: Embedder) -> None:
+    async def main() -> None:
+        async with Client(archive_server()) as archive:
+            router = McpRouter(embedder=embedder, cache=None)
+            await router.connect({"archive": archive})
+            passthrough = McpProxy(router, max_result_bytes=2048).passthrough
+            over = r"is [\d,]+ bytes, more than the 2,048 bytes the proxy passes on"
+            with pytest.raises(
+                MCPError, match=f"'archive': the answer to prompts/get of 'recap' {over}"
+            ):
+                await passthrough.get_prompt("recap", None)
+            read = "resources/read of 'archive://all'"
+            with pytest.raises(MCPError, match=f"'archive': the answer to {read} {over}"):
+                await passthrough.read_resource("archive://all")
+
+    run(main)
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_resources_are_listed_and_read_from_the_server_that_has_them(
     embedder: Embedder, mode: str

@@ -19,10 +19,12 @@ from tests.fixtures.mcp import (
     calendar_server,
     found_tools,
     github_server,
+    log_server,
     mcp_tool,
     run,
     text_of,
 )
+from toolgate import InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.router import McpRouter
@@ -34,13 +36,17 @@ NOTE_TOOL = mcp_tool("add_note", "Save a note.")
 
 
 async def connected(
-    embedder: Embedder, clients: dict[str, Any], overrides: dict[str, Any] | None = None
+    embedder: Embedder,
+    clients: dict[str, Any],
+    overrides: dict[str, Any] | None = None,
+    **options: Any,
 ) -> McpProxy:
+    """A proxy in front of ``clients``; ``options`` are :class:`McpProxy`'s."""
     # The top 3 as they rank: these tests are about the proxy, not about selection.
     plain = RouterConfig(adaptive=False)
     router = McpRouter(top_k=3, embedder=embedder, cache=None, overrides=overrides, config=plain)
     await router.connect(clients)
-    return McpProxy(router)
+    return McpProxy(router, **options)
 
 
 def call_create_issue(embedder: Embedder, arguments: str) -> tuple[CallToolResult, Calls]:
@@ -304,6 +310,49 @@ def test_a_failure_the_model_is_shown_names_it_without_the_bytes(embedder: Embed
             assert "1 validation error for JSONRPCMessage" in message
             assert "not json" not in message  # what a broken upstream sent stays out
             assert len(message) < 400
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [("read_log", {"chars": 20_000}), ("list_events", {"count": 2_000})],
+    ids=["one big block", "many small blocks"],
+)
+def test_a_result_over_its_servers_limit_is_a_tool_error_in_its_place(
+    embedder: Embedder, tool: str, arguments: dict[str, Any]
+) -> None:
+    async def main() -> None:
+        async with Client(log_server()) as logs:
+            limits = {"logs": 10_000}
+            proxy = await connected(embedder, {"logs": logs}, max_result_bytes=limits)
+            async with Client(proxy.server) as client:
+                small = {"chars": 100} if tool == "read_log" else {"count": 10}
+                fits = await client.call_tool("call_tool", {"name": tool, "arguments": small})
+                assert not fits.is_error
+                dropped = await client.call_tool(
+                    "call_tool", {"name": tool, "arguments": arguments}
+                )
+                assert dropped.is_error
+                body = json.loads(text_of(dropped))
+                assert body["error"] == "result_too_large"
+                assert (body["servers"], body["limit"]) == (["logs"], 10_000)
+                assert body["bytes"] > 10_000
+                assert body["message"].startswith(
+                    f"The result of {tool!r} from server 'logs' is {body['bytes']:,} bytes, "
+                    "more than the 10,000 bytes the proxy passes on"
+                )
+
+    run(main)
+
+
+def test_a_results_limit_is_checked(embedder: Embedder) -> None:
+    async def main() -> None:
+        async with Client(log_server()) as logs:
+            with pytest.raises(InvalidInputError, match="max_result_bytes must be an integer"):
+                await connected(embedder, {"logs": logs}, max_result_bytes=4.5)
+            with pytest.raises(InvalidInputError, match=r"max_result_bytes\['logs'\] must be"):
+                await connected(embedder, {"logs": logs}, max_result_bytes={"logs": 4})
 
     run(main)
 

@@ -15,9 +15,17 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 
-from tests.fixtures.mcp import UPSTREAM, proxy_params, run, text_of
+from tests.fixtures.mcp import (
+    UPSTREAM,
+    log_server,
+    proxy_params,
+    run,
+    served_over_http,
+    text_of,
+)
 from tests.fixtures.upstreams import path
 from toolgate import InvalidInputError
 from toolgate.integrations.mcp.server_config import (
@@ -154,6 +162,37 @@ def test_closing_the_upstreams_kills_a_server_that_cannot_stop(tmp_path: Path) -
                 # Killed by close itself, not seconds later by the SDK's shutdown, which a
                 # client killing the proxy meanwhile would cut short.
                 assert gone_within(int(pid_file.read_text()), seconds=0.5)
+
+    run(main)
+
+
+# -- an upstream that answers with megabytes -----------------------------------------------
+
+
+def test_an_http_upstreams_answer_is_read_up_to_its_servers_limit() -> None:
+    two_megabytes = {"chars": 2 << 20}
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with served_over_http(log_server()) as url:
+                upstreams = Upstreams(["logs", "capped"])
+                specs = {
+                    "logs": HttpServer(url),
+                    "capped": HttpServer(url, max_result_bytes=1 << 16),
+                }
+                async with anyio.create_task_group() as group:
+                    for name, spec in specs.items():
+                        # On the handshake era, the server answers on an event stream.
+                        group.start_soon(upstreams.hold, name, spec, {"mode": "legacy"})
+                        await upstreams.settled[name].wait()
+                    # Past the SDK's 1 MiB, within the proxy's 4 MiB: the limit the model is
+                    # told of decides.
+                    whole = await upstreams.connected["logs"].call_tool("read_log", two_megabytes)
+                    assert len(text_of(whole)) == 2 << 20
+                    # Far past a server's own limit: cut off as it is read.
+                    with pytest.raises(MCPError, match="exceeded the 196608 byte limit"):
+                        await upstreams.connected["capped"].call_tool("read_log", two_megabytes)
+                    await upstreams.close(timeout=10)
 
     run(main)
 

@@ -31,7 +31,8 @@ from tests.fixtures.mcp import (
     use_notes_through_proxy,
 )
 from toolgate import InvalidInputError
-from toolgate.integrations.mcp.server_config import HttpServer, load_servers
+from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES
+from toolgate.integrations.mcp.server_config import HttpServer, load_servers, result_limit
 from toolgate.integrations.mcp.upstreams import Upstreams
 
 #: An upstream whose one tool fails with the code the SDK gives a closed connection.
@@ -75,6 +76,39 @@ def test_an_upstream_error_with_the_closed_connection_code_is_not_called_twice(
     run(main)
     # The server answered: its error is not a dead connection, and the call is not resent.
     assert calls.read_text(encoding="utf-8").splitlines() == ["called"]
+
+
+#: An upstream whose one tool answers with as many characters as it is asked for.
+LOG_UPSTREAM = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("logs")
+
+@server.tool()
+def read_log(chars: int) -> str:
+    """Read the server's log, up to a number of characters."""
+    return "x" * chars
+
+server.run("stdio")
+'''
+
+
+def test_a_servers_max_result_bytes_bounds_the_answers_passed_on(tmp_path: Path) -> None:
+    upstream = tmp_path / "logs.py"
+    upstream.write_text(LOG_UPSTREAM, encoding="utf-8")
+    logs = {"command": sys.executable, "args": [str(upstream)], "maxResultBytes": 4096}
+    proxy = proxy_params(tmp_path, {"logs": logs})
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Client(proxy) as client:
+                call = {"name": "read_log", "arguments": {"chars": 1000}}
+                assert text_of(await client.call_tool("call_tool", call)) == "x" * 1000
+                call["arguments"] = {"chars": 10_000}
+                dropped = json.loads(text_of(await client.call_tool("call_tool", call)))
+                assert (dropped["error"], dropped["limit"]) == ("result_too_large", 4096)
+
+    run(main)
 
 
 def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
@@ -133,6 +167,13 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
             "mcpServers.a: 'timeout' must be finite seconds > 0, got inf",
         ),
         (
+            '{"mcpServers": {"a": {"command": "x", "maxResultBytes": 4}}}',
+            "mcpServers.a: 'maxResultBytes' must be a whole number of bytes from 1,024 to "
+            "4,294,967,295, got 4",
+        ),
+        ('{"mcpServers": {"a": {"url": "http://x", "maxResultBytes": "4MB"}}}', "got '4MB'"),
+        ('{"mcpServers": {"a": {"command": "x", "maxResultBytes": 4096.5}}}', "got 4096.5"),
+        (
             '{"mcpServers": {"a": {"command": "x", "args": "y"}, "b": {"command": "z", "env": 1}}}',
             r"mcpServers.a: 'args' must be a list of strings, got 'y'; mcpServers.b: 'env' must",
         ),
@@ -174,11 +215,17 @@ def test_a_server_config_reads_commands_and_urls(tmp_path: Path) -> None:
         "gh": {"command": "gh-mcp", "args": ["stdio"], "env": {"TOKEN": "t"}, "cwd": "/tmp"},
         "docs": {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Key": "k"}},
         "off": {"command": "old-server", "disabled": True},
+        "shots": {"command": "screenshots", "maxResultBytes": 16 << 20},
     }
     path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
     servers = load_servers(path)
-    assert list(servers) == ["gh", "docs"]
+    assert list(servers) == ["gh", "docs", "shots"]
     assert servers["docs"] == HttpServer("https://example.com/mcp", {"X-Key": "k"})
+    assert [result_limit(spec) for spec in servers.values()] == [
+        MAX_RESULT_BYTES,
+        MAX_RESULT_BYTES,
+        16 << 20,
+    ]
     stdio = servers["gh"]
     assert isinstance(stdio, StdioServerParameters)
     assert (stdio.command, stdio.args, stdio.env, str(stdio.cwd)) == (

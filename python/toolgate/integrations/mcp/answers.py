@@ -13,11 +13,31 @@ from mcp.types import (
     InputRequiredResult,
     ReadResourceResult,
 )
+from pydantic import BaseModel
 
 from toolgate.catalog.catalog import Catalog
 from toolgate.verify import Verdict, closest_name
 
-__all__ = ["error_result", "not_answering", "passed_on", "text_result", "unknown_names_note"]
+__all__ = [
+    "MAX_RESULT_BYTES",
+    "MIN_RESULT_BYTES",
+    "ResultT",
+    "error_result",
+    "json_size",
+    "not_answering",
+    "passed_on",
+    "text_result",
+    "unknown_names_note",
+]
+
+#: The most bytes of JSON an upstream's answer to a tool call, a prompt or a read may take to
+#: be passed on, unless its server's entry says otherwise (``maxResultBytes``): past a model's
+#: whole context many times over, yet room for a few large screenshots.
+MAX_RESULT_BYTES = 4 << 20
+
+#: The smallest such limit taken: a smaller one would refuse every answer (and a 4 in a
+#: config was meant as megabytes).
+MIN_RESULT_BYTES = 1024
 
 ResultT = TypeVar(
     "ResultT",
@@ -64,6 +84,12 @@ def passed_on(result: ResultT) -> ResultT:
         return result
     rest = {k: v for k, v in meta.items() if k != _SERVER_INFO_META}
     return result.model_copy(update={"meta": rest or None})
+
+
+def json_size(result: BaseModel) -> int:
+    """How many bytes ``result`` takes as JSON, as the proxy sends it on."""
+    serializer = type(result).__pydantic_serializer__
+    return len(serializer.to_json(result, by_alias=True, exclude_none=True))
 
 
 def not_answering(servers: Sequence[str], *, start: str = "server") -> str:

@@ -4,6 +4,7 @@ reads for each way that can fail: refused, server down, connection lost mid-call
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -12,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, InputRequiredResult
 
 from toolgate.catalog.tool import Tool
-from toolgate.integrations.mcp.answers import not_answering, passed_on, text_result
+from toolgate.integrations.mcp.answers import json_size, not_answering, passed_on, text_result
 from toolgate.integrations.mcp.passthrough import Reconnect, reconnected
 from toolgate.integrations.mcp.relay import InputRequired, RequestRelay
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
@@ -20,11 +21,17 @@ from toolgate.verify import Verdict
 
 __all__ = ["Forwarder"]
 
+logger = logging.getLogger(__name__)
+
+#: ``result_limit(server)``: the most bytes of JSON an answer of ``server``'s may take.
+ResultLimit = Callable[[str], int]
+
 
 class Forwarder:
     """Calls of upstream tools made for the proxy's clients (see
     :class:`~toolgate.integrations.mcp.proxy.McpProxy` for ``allow``, ``deny``,
-    ``reconnect`` and ``unavailable``)."""
+    ``reconnect`` and ``unavailable``). An answer larger than ``result_limit(server)``
+    bytes of JSON is not passed on: the model gets a ``result_too_large`` error instead."""
 
     def __init__(
         self,
@@ -34,19 +41,21 @@ class Forwarder:
         deny: Sequence[str] | None,
         reconnect: Reconnect | None,
         unavailable: Callable[[], Sequence[str]],
+        result_limit: ResultLimit,
     ) -> None:
         """See the class docstring."""
         self.router = router
         self.allow, self.deny = allow, deny
         self.reconnect = reconnect
         self.unavailable = unavailable
+        self.result_limit = result_limit
 
     async def forward(
         self, name: str, arguments: dict[str, Any], relay: RequestRelay | None, search: str
     ) -> tuple[CallToolResult | InputRequiredResult, str, str]:
         """The answer to a call of the upstream tool ``name``, the server it is for (``""``:
         none) and how the call went: ``ok``, ``tool_error`` (the tool answered with an
-        error), ``refused``, ``input_required`` or ``failed``."""
+        error), ``refused``, ``input_required``, ``too_large`` or ``failed``."""
         tool = self._tool(name)
         server = tool.server if tool is not None else ""
         if server and server in self.unavailable():  # being started again: no wait for it
@@ -54,7 +63,7 @@ class Forwarder:
         try:
             outcome = await self._call(name, arguments, relay)
         except InputRequired as asked:  # the client answers the tool's requests, and retries
-            return passed_on(asked.result), server, "input_required"
+            return self._bounded(name, server, passed_on(asked.result), "input_required")
         except _Interrupted as cut:
             return self._interrupted(name, cut.server, cut.restarted), server, "failed"
         except Exception as exc:  # the upstream server, its answer or its connection failed
@@ -62,7 +71,29 @@ class Forwarder:
         if not outcome.verdict.ok:
             return _refusal(outcome.verdict, search, self.unavailable()), server, "refused"
         result = passed_on(outcome.result)
-        return result, outcome.server or server, "tool_error" if result.is_error else "ok"
+        how = "tool_error" if result.is_error else "ok"
+        return self._bounded(name, outcome.server or server, result, how)
+
+    def _bounded(
+        self, name: str, server: str, result: CallToolResult | InputRequiredResult, how: str
+    ) -> tuple[CallToolResult | InputRequiredResult, str, str]:
+        """``result`` of ``server``'s tool ``name`` as :meth:`forward` returns it, or, when
+        it is larger than the server's limit, the ``result_too_large`` error in its place:
+        a broken or hostile server could otherwise send the model, and every client's
+        memory, hundreds of megabytes."""
+        limit = self.result_limit(server)
+        size = json_size(result)
+        if size <= limit:
+            return result, server, how
+        logger.warning(
+            "MCP server %r: the result of %r is %s bytes of JSON, over its limit of %s; "
+            "the model is sent an error in its place",
+            server,
+            name,
+            f"{size:,}",
+            f"{limit:,}",
+        )
+        return _too_large(name, server, size, limit), server, "too_large"
 
     def _tool(self, name: str) -> Tool | None:
         """The tool ``name`` calls, by its exposed name or its id."""
@@ -186,6 +217,24 @@ def _why(exc: Exception) -> str:
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def _too_large(name: str, server: str, size: int, limit: int) -> CallToolResult:
+    """The tool error for a result of ``size`` bytes, over ``server``'s ``limit``."""
+    message = (
+        f"The result of {name!r} from server {server!r} is {size:,} bytes, more than the "
+        f"{limit:,} bytes the proxy passes on, so it was dropped. The call reached the "
+        "server, which may have acted on it: only its answer is missing. If the tool can, "
+        "call it again asking for less (a narrower query, fewer items, one page)."
+    )
+    body = {
+        "error": "result_too_large",
+        "message": message,
+        "servers": [server],
+        "bytes": size,
+        "limit": limit,
+    }
+    return text_result(json.dumps(body), is_error=True)
 
 
 def _server_down(name: str, server: str) -> CallToolResult:

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 __all__ = ["ProxyMetrics"]
 
 #: How a call through the proxy went: its label values, as :meth:`McpProxy.call_tool` says.
-CALL_OUTCOMES = ("ok", "tool_error", "refused", "input_required", "failed")
+CALL_OUTCOMES = ("ok", "tool_error", "refused", "input_required", "too_large", "failed")
 
 
 class ProxyMetrics:

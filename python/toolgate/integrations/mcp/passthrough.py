@@ -53,7 +53,8 @@ from mcp.types import (
     ResourceTemplateReference,
 )
 
-from toolgate.integrations.mcp.answers import passed_on
+from toolgate.arguments import shown
+from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES, ResultT, json_size, passed_on
 from toolgate.integrations.mcp.listing import list_every_page, plain
 from toolgate.integrations.mcp.relay import RequestRelay
 from toolgate.integrations.mcp.router import McpClient, McpRouter
@@ -117,12 +118,21 @@ class Passthrough:
     """The upstream servers' prompts and resources, as one server's (see the module
     docstring). ``reconnect`` is :class:`~toolgate.integrations.mcp.proxy.McpProxy`'s: a
     request that finds its server's connection closed is made once more when it returns true.
+    An answer larger than ``result_limit(server)`` bytes of JSON (default:
+    :data:`~toolgate.integrations.mcp.answers.MAX_RESULT_BYTES`) is an ``INTERNAL_ERROR``.
     """
 
-    def __init__(self, router: McpRouter, reconnect: Reconnect | None = None) -> None:
+    def __init__(
+        self,
+        router: McpRouter,
+        reconnect: Reconnect | None = None,
+        *,
+        result_limit: Callable[[str], int] | None = None,
+    ) -> None:
         """See the class docstring."""
         self.router = router
         self.reconnect = reconnect
+        self.result_limit = result_limit or (lambda _server: MAX_RESULT_BYTES)
         # URI -> the server that listed it, from the last resources/list.
         self._owners: dict[str, str] = {}
         # (method, server) -> its last listing, and when a failed one may be asked again.
@@ -164,7 +174,8 @@ class Passthrough:
         get = partial(_get_prompt, name=prompt["name"], arguments=given or None)
         result = await self.upstream(server, "prompts/get", get, relay=relay)
         answer = plain(result, f"MCP server {server!r}: prompts/get")
-        return passed_on(GetPromptResult.model_validate(answer))
+        got = passed_on(GetPromptResult.model_validate(answer))
+        return self._bounded(server, f"prompts/get of {name!r}", got)
 
     async def _prompt(self, name: str) -> tuple[str, dict[str, Any]]:
         """(server, the upstream's prompt) listed as ``name`` or named ``<server>__<name>``;
@@ -248,7 +259,8 @@ class Passthrough:
                 failures.append(f"{server}: {exc}")
                 continue
             answer = plain(result, f"MCP server {server!r}: resources/read")
-            return passed_on(ReadResourceResult.model_validate(answer))
+            read_result = passed_on(ReadResourceResult.model_validate(answer))
+            return self._bounded(server, f"resources/read of {shown(uri)}", read_result)
         why = f" ({'; '.join(failures)})" if failures else ""
         raise MCPError(RESOURCE_NOT_FOUND, f"No server has resource {uri!r}{why}")
 
@@ -327,9 +339,24 @@ class Passthrough:
         )
         result = await self.upstream(completing[0], "completion/complete", ask, relay=relay)
         answer = plain(result, f"MCP server {completing[0]!r}: completion/complete")
-        return passed_on(CompleteResult.model_validate(answer))
+        completed = passed_on(CompleteResult.model_validate(answer))
+        return self._bounded(completing[0], "completion/complete", completed)
 
     # -- upstream requests -------------------------------------------------------------
+
+    def _bounded(self, server: str, what: str, result: ResultT) -> ResultT:
+        """``result``, ``server``'s answer to ``what``, unless it is larger than the
+        server's limit: then an ``INTERNAL_ERROR`` saying so, in place of megabytes the
+        client did not ask for."""
+        limit = self.result_limit(server)
+        size = json_size(result)
+        if size > limit:
+            raise MCPError(
+                INTERNAL_ERROR,
+                f"MCP server {server!r}: the answer to {what} is {size:,} bytes, more than "
+                f"the {limit:,} bytes the proxy passes on",
+            )
+        return result
 
     async def upstream(
         self,

@@ -74,7 +74,12 @@ from toolgate.catalog.scopes import pattern_list
 from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.formats.mcp import export
-from toolgate.integrations.mcp.answers import not_answering, unknown_names_note
+from toolgate.integrations.mcp.answers import (
+    MAX_RESULT_BYTES,
+    MIN_RESULT_BYTES,
+    not_answering,
+    unknown_names_note,
+)
 from toolgate.integrations.mcp.forwarding import Forwarder
 from toolgate.integrations.mcp.meta_tools import (
     CALL,
@@ -133,6 +138,12 @@ class McpProxy:
     ``unavailable()`` names the upstream servers not answering now, so that a call to one
     of them, or to a tool no answering server has, says so (a transient failure) rather
     than that the tool does not exist. ``metrics`` counts searches and calls.
+
+    ``max_result_bytes`` bounds what an upstream's answer (to a tool call, a prompt, a read)
+    may take as JSON to be passed on: one limit for every server, or a limit per server name
+    (servers not named get :data:`~toolgate.integrations.mcp.answers.MAX_RESULT_BYTES`). A
+    tool result over it becomes a ``result_too_large`` tool error naming the tool, the
+    server, the size and the limit; a prompt or a read over it, an ``INTERNAL_ERROR``.
     """
 
     def __init__(
@@ -149,10 +160,12 @@ class McpProxy:
         ready: Callable[[], Awaitable[None]] | None = None,
         unavailable: Callable[[], Sequence[str]] | None = None,
         metrics: ProxyMetrics | None = None,
+        max_result_bytes: int | Mapping[str, int] = MAX_RESULT_BYTES,
     ) -> None:
         """See the class docstring."""
         if top_k is not None:
             check_count("top_k", top_k, minimum=1)
+        result_limit = _result_limits(max_result_bytes)
         self.router = router
         self._top_k = top_k
         self._ready = ready
@@ -166,8 +179,9 @@ class McpProxy:
             deny=self.deny,
             reconnect=reconnect,
             unavailable=self.unavailable,
+            result_limit=result_limit,
         )
-        self.passthrough = Passthrough(router, reconnect)
+        self.passthrough = Passthrough(router, reconnect, result_limit=result_limit)
         self._misshapen: set[str] = set()  # pinned tools listed without their passed_on
         self.requests = requests or UpstreamRequests()
         #: Change events for the clients' ``subscriptions/listen`` streams (2026-07-28).
@@ -453,6 +467,17 @@ class McpProxy:
         relay = RequestRelay(ctx, self.requests)
         argument = params.argument.model_dump()
         return await self.passthrough.complete(params.ref, argument, context, relay)
+
+
+def _result_limits(limits: int | Mapping[str, int]) -> Callable[[str], int]:
+    """``limit(server)``: the most bytes of JSON an answer of ``server``'s may take."""
+    if isinstance(limits, Mapping):
+        for server, limit in limits.items():
+            check_count(f"max_result_bytes[{server!r}]", limit, minimum=MIN_RESULT_BYTES)
+        per_server = dict(limits)
+        return lambda server: per_server.get(server, MAX_RESULT_BYTES)
+    check_count("max_result_bytes", limits, minimum=MIN_RESULT_BYTES)
+    return lambda _server: limits
 
 
 class _ProxyServer(Server[Any]):

@@ -43,7 +43,12 @@ from toolgate.integrations.mcp.metrics import ProxyMetrics
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.relay import UpstreamRequests
 from toolgate.integrations.mcp.router import McpRouter
-from toolgate.integrations.mcp.server_config import HttpServer, ServerSpec, load_servers
+from toolgate.integrations.mcp.server_config import (
+    HttpServer,
+    ServerSpec,
+    load_servers,
+    result_limit,
+)
 from toolgate.integrations.mcp.upstreams import Upstreams
 from toolgate.routing.config import RouterConfig
 from toolgate.telemetry.recorder import Telemetry
@@ -156,6 +161,7 @@ async def _serve(
                 reconnect=serving.reconnect, requests=serving.requests,
                 ready=serving.wait_indexed, unavailable=serving.unavailable,
                 metrics=serving.metrics() if over_http else None,
+                max_result_bytes={name: result_limit(spec) for name, spec in servers.items()},
             )  # fmt: skip
             group.start_soon(serving.index, clients)
             await transport(serving)

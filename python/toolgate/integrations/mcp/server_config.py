@@ -15,6 +15,10 @@ user) are checked and then ignored: the proxy never asks the user before a call,
 nothing to approve; the host in front of it keeps its own approvals. Cline's ``type``
 ``streamableHttp`` is ``http``.
 
+``maxResultBytes``, toolgate's own key, is the most bytes of JSON one answer of the server's
+(a tool result, a prompt, a read) may take to be passed on (default
+:data:`~toolgate.integrations.mcp.answers.MAX_RESULT_BYTES`, 4 MiB).
+
 As in MCP clients' own files, ``${VAR}`` in a value (``command``, ``args``, ``env``,
 ``cwd``, ``url``, ``headers``) is the environment variable ``VAR``, and ``${VAR:-default}``
 is ``default`` when ``VAR`` is unset or empty; so a token stays out of the file. A variable
@@ -35,7 +39,9 @@ from typing import Any
 
 from mcp.client.stdio import StdioServerParameters
 
+from toolgate.arguments import MAX_COUNT, shown
 from toolgate.errors import InvalidInputError
+from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES, MIN_RESULT_BYTES
 from toolgate.json_limits import JsonLimitError, loads, read_bounded
 
 __all__ = [
@@ -45,13 +51,15 @@ __all__ = [
     "StdioServer",
     "load_servers",
     "request_timeout",
+    "result_limit",
 ]
 
 #: The largest configuration file read: far past any list of servers a client writes.
 MAX_CONFIG_BYTES = 16 << 20
 
-#: Keys any entry may have: Cline's and Roo Code's besides the common ``disabled``.
-_COMMON_KEYS = {"type", "disabled", "timeout", "autoApprove", "alwaysAllow"}
+#: Keys any entry may have: Cline's and Roo Code's besides the common ``disabled``, and
+#: toolgate's own ``maxResultBytes``.
+_COMMON_KEYS = {"type", "disabled", "timeout", "autoApprove", "alwaysAllow", "maxResultBytes"}
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers"}
 
@@ -70,19 +78,23 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 @dataclass(frozen=True)
 class HttpServer:
-    """A Streamable HTTP upstream: its URL, the headers every request carries, and how many
-    seconds each request may take (``None``: the SDK's default)."""
+    """A Streamable HTTP upstream: its URL, the headers every request carries, how many
+    seconds each request may take (``None``: the SDK's default) and the most bytes of JSON
+    an answer of its may take (``None``: :data:`MAX_RESULT_BYTES`)."""
 
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None
+    max_result_bytes: int | None = None
 
 
 class StdioServer(StdioServerParameters):
-    """A stdio upstream read from a config file: the SDK's parameters, and how many seconds
-    each request may take (``None``: the SDK's default)."""
+    """A stdio upstream read from a config file: the SDK's parameters, how many seconds each
+    request may take (``None``: the SDK's default) and the most bytes of JSON an answer of
+    its may take (``None``: :data:`MAX_RESULT_BYTES`)."""
 
     timeout: float | None = None
+    max_result_bytes: int | None = None
 
 
 ServerSpec = StdioServerParameters | HttpServer
@@ -94,15 +106,23 @@ def request_timeout(spec: ServerSpec) -> float | None:
     return spec.timeout if isinstance(spec, (StdioServer, HttpServer)) else None
 
 
+def result_limit(spec: ServerSpec) -> int:
+    """The most bytes of JSON an answer of the server of ``spec`` may take (its config's
+    ``maxResultBytes``, else :data:`MAX_RESULT_BYTES`)."""
+    limit = spec.max_result_bytes if isinstance(spec, (StdioServer, HttpServer)) else None
+    return MAX_RESULT_BYTES if limit is None else limit
+
+
 def load_servers(path: str | Path) -> dict[str, ServerSpec]:
     """The upstream servers of an MCP client configuration file, without the disabled ones.
 
     Each entry is a stdio command (``command``, ``args``, ``env``, ``cwd``) or a Streamable
     HTTP endpoint (``url``, ``headers``), optionally with ``type`` (``stdio``, ``http``),
-    ``disabled``, ``timeout`` (seconds a request may take) and Cline's or Roo Code's
-    ``autoApprove`` / ``alwaysAllow`` (see the module docstring). Every problem is reported
-    at once, naming the entry; an unknown key is one, since a misspelt ``args`` would
-    otherwise start the command without its arguments.
+    ``disabled``, ``timeout`` (seconds a request may take), ``maxResultBytes`` (bytes an
+    answer may take) and Cline's or Roo Code's ``autoApprove`` / ``alwaysAllow`` (see the
+    module docstring). Every problem is reported at once, naming the entry; an unknown key
+    is one, since a misspelt ``args`` would otherwise start the command without its
+    arguments.
     """
     try:
         # Bounded: a path to /dev/zero or a FIFO, or JSON nested past the parser, would hang,
@@ -176,7 +196,8 @@ def _server_spec(entry: Any) -> ServerSpec | None:
         if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
             raise ValueError(f"{key!r} must be a list of tool names, got {names!r}")
     timeout = _timeout(entry.get("timeout"))
-    spec = _http_spec(entry, timeout) if http else _stdio_spec(entry, timeout)
+    limit = _max_result_bytes(entry.get("maxResultBytes"))
+    spec = _http_spec(entry, timeout, limit) if http else _stdio_spec(entry, timeout, limit)
     return None if entry.get("disabled", False) else spec
 
 
@@ -196,16 +217,29 @@ def _timeout(value: Any) -> float | None:
     return seconds
 
 
-def _http_spec(entry: dict[str, Any], timeout: float | None) -> HttpServer:
+def _max_result_bytes(value: Any) -> int | None:
+    """A ``maxResultBytes``: a whole number of bytes from :data:`MIN_RESULT_BYTES` on."""
+    if value is None:
+        return None
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if not (whole and MIN_RESULT_BYTES <= value <= MAX_COUNT):
+        raise ValueError(
+            f"'maxResultBytes' must be a whole number of bytes from {MIN_RESULT_BYTES:,} to "
+            f"{MAX_COUNT:,}, got {shown(value)}"
+        )
+    return int(value)
+
+
+def _http_spec(entry: dict[str, Any], timeout: float | None, limit: int | None) -> HttpServer:
     url, headers = entry.get("url"), entry.get("headers", {})
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ValueError(f"'url' must be an http(s) URL, got {url!r}")
     if not _str_map(headers):
         raise ValueError("'headers' must map names to string values")
-    return HttpServer(url, dict(headers), timeout)
+    return HttpServer(url, dict(headers), timeout, limit)
 
 
-def _stdio_spec(entry: dict[str, Any], timeout: float | None) -> StdioServer:
+def _stdio_spec(entry: dict[str, Any], timeout: float | None, limit: int | None) -> StdioServer:
     command, args, env = entry.get("command"), entry.get("args", []), entry.get("env")
     if not isinstance(command, str) or not command:
         raise ValueError("needs 'command' (a stdio server) or 'url' (a Streamable HTTP one)")
@@ -214,7 +248,9 @@ def _stdio_spec(entry: dict[str, Any], timeout: float | None) -> StdioServer:
     if env is not None and not _str_map(env):
         raise ValueError("'env' must map names to string values")
     cwd = entry.get("cwd")
-    return StdioServer(command=command, args=args, env=env, cwd=cwd, timeout=timeout)
+    return StdioServer(
+        command=command, args=args, env=env, cwd=cwd, timeout=timeout, max_result_bytes=limit
+    )
 
 
 def _str_map(value: Any) -> bool:

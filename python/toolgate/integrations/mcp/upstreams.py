@@ -27,7 +27,12 @@ from mcp.types import JSONRPCRequest
 from toolgate.integrations.mcp.children import TAG_ENV, exists, kill_tagged, new_tag
 from toolgate.integrations.mcp.listing import McpClient
 from toolgate.integrations.mcp.relay import ASK_TIMEOUT
-from toolgate.integrations.mcp.server_config import HttpServer, ServerSpec, request_timeout
+from toolgate.integrations.mcp.server_config import (
+    HttpServer,
+    ServerSpec,
+    request_timeout,
+    result_limit,
+)
 
 __all__ = ["Upstreams", "why_not_started"]
 
@@ -157,13 +162,23 @@ async def _client(spec: ServerSpec, options: Mapping[str, Any], tag: str) -> Asy
         # the upstream's question: up to ASK_TIMEOUT, and the SDK's 300 s otherwise.
         limits = httpx2.Timeout(30.0, read=max(300.0, ASK_TIMEOUT + 30.0))
         async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=limits) as http:
-            transport = streamable_http_client(spec.url, http_client=http)
+            transport = streamable_http_client(
+                spec.url, http_client=http, max_sse_event_size=_sse_event_limit(spec)
+            )
             async with Client(transport, **options) as client:
                 yield client
     else:
         tagged = spec.model_copy(update={"env": {**(spec.env or {}), TAG_ENV: tag}})
         async with Client(_pinged_first(tagged), **options) as client:
             yield client
+
+
+def _sse_event_limit(spec: HttpServer) -> int:
+    """The most bytes the SDK reads of one event from the server of ``spec`` (its own default
+    is 1 MiB): room for an answer at the server's limit however the server writes its JSON
+    (its JSON-RPC envelope, text escaped), so that the limit that decides is the one the
+    model is told of, while an event far past it is still cut off as it is read."""
+    return 2 * result_limit(spec) + (64 << 10)
 
 
 @asynccontextmanager
