@@ -26,7 +26,7 @@ from tests.fixtures.mcp import (
 from tests.integrations.mcp.router_helpers import PAGES, anthropic_call
 from toolgate import CatalogError, CatalogWarning, InvalidInputError
 from toolgate.embedding.embedder import Embedder
-from toolgate.integrations.mcp import catalogs
+from toolgate.integrations.mcp import catalogs, listing
 from toolgate.integrations.mcp.router import McpRouter
 
 
@@ -154,6 +154,31 @@ def test_a_listing_that_never_ends_is_an_error_naming_the_server(embedder: Embed
         looping = PagedClient(PAGES, ["p2", "p2", None])  # page 2 points back at itself
         with pytest.raises(CatalogError, match=r"'billing'.*page 2 repeats cursor 'p2'"):
             await McpRouter(embedder=embedder, cache=None).connect({"billing": looping})
+
+    run(main)
+
+
+def tools_named(prefix: str, count: int, description: str = "A tool.") -> list[dict[str, Any]]:
+    return [mcp_tool(f"{prefix}_{i}", description) for i in range(count)]
+
+
+def test_a_listing_past_the_bounds_is_an_error_naming_the_server(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def connect(client: PagedClient) -> None:
+        await McpRouter(embedder=embedder, cache=None).connect({"flood": client})
+
+    async def main() -> None:
+        # Two pages of 5,001 tools: stopped on the second, before any is embedded.
+        many = PagedClient([tools_named("a", 5_001), tools_named("b", 5_001)], ["p2", None])
+        with pytest.raises(CatalogError, match="'flood': tools/list lists more than 10,000 tools"):
+            await connect(many)
+        monkeypatch.setattr(listing, "MAX_LISTING_CHARS", 50_000)
+        wordy = PagedClient([tools_named("c", 10, "word " * 2_000)], [None])
+        with pytest.raises(
+            CatalogError, match="'flood': tools/list takes more than 50,000 characters of JSON"
+        ):
+            await connect(wordy)
 
     run(main)
 

@@ -14,6 +14,8 @@ from mcp.types import PaginatedRequestParams
 from toolgate.errors import CatalogError
 
 __all__ = [
+    "MAX_LISTED_ITEMS",
+    "MAX_LISTING_CHARS",
     "MAX_PAGES",
     "McpClient",
     "list_every_page",
@@ -24,6 +26,16 @@ __all__ = [
 
 #: Pages of one listing read from one server before its listing is taken to never end.
 MAX_PAGES = 1000
+
+#: The most items (tools, prompts, resources, templates) one listing of one server may hold:
+#: each tool is embedded and each item is passed on to every client, and no server written
+#: for people lists this many.
+MAX_LISTED_ITEMS = 10_000
+
+#: The most characters of JSON one listing of one server may take, its items together: far
+#: past 10,000 tools of the size servers write, far short of what would fill the proxy's
+#: memory.
+MAX_LISTING_CHARS = 64 << 20
 
 
 class McpClient(Protocol):
@@ -79,11 +91,13 @@ async def list_every_page(
 
     ``list_page`` is the client's method for ``method`` (``client.list_prompts`` for
     ``prompts/list``); ``key`` names the items in a page (``prompts``). An item repeated
-    verbatim on a later page is kept once.
+    verbatim on a later page is kept once. A listing of more than :data:`MAX_LISTED_ITEMS`
+    items or :data:`MAX_LISTING_CHARS` characters of JSON is a :class:`CatalogError`.
     """
     read_page = _page_reader(list_page)
     items: list[Any] = []
     seen: set[str] = set()
+    chars = 0
     cursor: str | None = None
     cursors: set[str] = set()
     for page_number in range(1, MAX_PAGES + 1):
@@ -98,6 +112,8 @@ async def list_every_page(
             if digest not in seen:
                 seen.add(digest)
                 items.append(item)
+                chars += len(digest)
+                _check_bounds(server, method, key, len(items), chars)
         cursor = page.get("nextCursor")
         if not cursor:  # absent, null or empty: the last page
             return items
@@ -108,6 +124,21 @@ async def list_every_page(
             )
         cursors.add(cursor)
     raise CatalogError(f"MCP server {server!r}: {method} goes on past {MAX_PAGES} pages")
+
+
+def _check_bounds(server: str, method: str, key: str, count: int, chars: int) -> None:
+    """Stop a listing that has grown past :data:`MAX_LISTED_ITEMS` items or
+    :data:`MAX_LISTING_CHARS` characters, as soon as it does (a page may hold millions)."""
+    if count > MAX_LISTED_ITEMS:
+        raise CatalogError(
+            f"MCP server {server!r}: {method} lists more than {MAX_LISTED_ITEMS:,} {key}, "
+            "more than toolgate reads from one server"
+        )
+    if chars > MAX_LISTING_CHARS:
+        raise CatalogError(
+            f"MCP server {server!r}: {method} takes more than {MAX_LISTING_CHARS:,} "
+            "characters of JSON, more than toolgate reads from one server"
+        )
 
 
 def _page_reader(
