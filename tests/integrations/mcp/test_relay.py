@@ -9,8 +9,10 @@ from functools import partial
 from typing import Annotated, Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve, Sample
 from mcp.shared.exceptions import MCPError
@@ -36,11 +38,13 @@ from mcp.types import (
     SamplingMessage,
     TextContent,
 )
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import BaseModel
 
-from tests.fixtures.mcp import run, text_of
+from tests.fixtures.mcp import run, served_over_http, text_of
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.answers import text_result
+from toolgate.integrations.mcp.http import SESSION_IDLE_SECONDS
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.relay import RequestRelay, UpstreamRequests
 from toolgate.integrations.mcp.router import McpRouter
@@ -116,6 +120,26 @@ async def answer_sampling(_ctx: Any, params: Any) -> CreateMessageResult:
 
 
 @asynccontextmanager
+async def studio_proxy(
+    embedder: Embedder,
+    upstream_era: str = "auto",
+    events: list[str] | None = None,
+    *,
+    one_client: bool = True,
+) -> AsyncIterator[McpProxy]:
+    """The proxy in front of ``studio`` (on ``upstream_era``); ``one_client``: it serves one
+    client, as over stdio."""
+    requests = UpstreamRequests(one_client=one_client)
+    upstream_server = studio(events)
+    async with Client(
+        upstream_server, mode=upstream_era, **requests.callbacks("studio")
+    ) as upstream:
+        router = McpRouter(embedder=embedder, cache=None)
+        await router.connect({"studio": upstream})
+        yield McpProxy(router, requests=requests)
+
+
+@asynccontextmanager
 async def proxied(
     embedder: Embedder,
     upstream_era: str,
@@ -125,16 +149,11 @@ async def proxied(
 ) -> AsyncIterator[Client]:
     """A client (on ``client_era``) of the proxy in front of ``studio`` (on ``upstream_era``),
     its one client."""
-    requests = UpstreamRequests(one_client=True)
-    upstream_server = studio(events)
-    async with Client(
-        upstream_server, mode=upstream_era, **requests.callbacks("studio")
-    ) as upstream:
-        router = McpRouter(embedder=embedder, cache=None)
-        await router.connect({"studio": upstream})
-        proxy = McpProxy(router, requests=requests)
-        async with Client(proxy.server, mode=client_era, **client_options) as client:
-            yield client
+    async with (
+        studio_proxy(embedder, upstream_era, events) as proxy,
+        Client(proxy.server, mode=client_era, **client_options) as client,
+    ):
+        yield client
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -443,6 +462,95 @@ def test_a_call_the_client_gives_up_on_is_cancelled_upstream(
             # The upstream connection, shared by every client, goes on working.
             result = await client.call_tool("call_tool", call("render_video", frames=1))
             assert text_of(result) == "rendered 1 frames"
+
+    run(main)
+
+
+async def until(events: list[str], expected: list[str]) -> None:
+    """Return once ``events`` (``studio``'s) are ``expected``."""
+    while events != expected:
+        await anyio.sleep(0.01)
+
+
+# The upstream connection stays open in these tests, so a tool that stops was cancelled by
+# a notifications/cancelled the proxy sent.
+
+
+@pytest.mark.parametrize("client_era", ERAS)
+def test_a_call_an_http_client_gives_up_on_is_cancelled_upstream(
+    embedder: Embedder, client_era: str
+) -> None:
+    async def main() -> None:
+        events: list[str] = []
+        async with (
+            studio_proxy(embedder, events=events, one_client=False) as proxy,
+            served_over_http(proxy.server) as url,
+        ):
+            with anyio.fail_after(30):
+                async with (
+                    httpx2.AsyncClient() as http,
+                    Client(
+                        streamable_http_client(url, http_client=http), mode=client_era
+                    ) as client,
+                ):
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(client.call_tool, "call_tool", call("export_archive"))
+                        await until(events, ["started"])
+                        # On 2026-07-28 the client closes the call's response stream; on the
+                        # handshake era it sends notifications/cancelled.
+                        group.cancel_scope.cancel()
+                    await until(events, ["started", "stopped"])
+
+    run(main)
+
+
+async def handshake_session(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
+    """A session opened on the proxy as a handshake-era client opens one: the headers its
+    requests carry."""
+    accepts = {"Accept": "application/json, text/event-stream"}
+    hello = {
+        "protocolVersion": LATEST_HANDSHAKE_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "agent", "version": "1"},
+    }
+    opened = await http.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        headers=accepts,
+    )
+    headers = {
+        **accepts,
+        "Mcp-Session-Id": opened.headers["Mcp-Session-Id"],
+        "MCP-Protocol-Version": LATEST_HANDSHAKE_VERSION,
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    await http.post(url, json=initialized, headers=headers)
+    return headers
+
+
+@pytest.mark.parametrize("ends", ["deleted", "expired"])
+def test_a_call_whose_clients_session_ends_is_cancelled_upstream(
+    embedder: Embedder, ends: str
+) -> None:
+    # Expired: the client went away without ending its session or cancelling its call.
+    idle = SESSION_IDLE_SECONDS if ends == "deleted" else 0.5
+
+    async def main() -> None:
+        events: list[str] = []
+        async with (
+            studio_proxy(embedder, events=events, one_client=False) as proxy,
+            served_over_http(proxy.server, session_idle_timeout=idle) as url,
+        ):
+            with anyio.fail_after(30):
+                async with httpx2.AsyncClient() as http:
+                    headers = await handshake_session(http, url)
+                    params = {"name": "call_tool", "arguments": call("export_archive")}
+                    request = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+                    async with http.stream("POST", url, json=request, headers=headers):
+                        await until(events, ["started"])
+                        if ends == "deleted":
+                            assert (await http.delete(url, headers=headers)).status_code == 200
+                await until(events, ["started", "stopped"])
 
     run(main)
 

@@ -9,6 +9,16 @@ token admits only requests that carry it as ``Authorization: Bearer <token>``.
 Beside it, ``GET /healthz`` answers ``{"status": "ok"}`` to anyone (a load balancer's or an
 orchestrator's probe carries no token, and learns nothing but that the proxy serves), and
 ``GET /metrics`` the proxy's Prometheus metrics, behind the token like ``/mcp``.
+
+A client's calls under way end with the client, cancelled upstream (the SDK sends the
+upstream ``notifications/cancelled``, the proxy's upstream connections stay open): a
+2026-07-28 client's when it closes the call's response stream, which is how that protocol
+cancels; an earlier-protocol client's when it cancels the call, when it ends its session
+(``DELETE``), and when its session expires, :data:`SESSION_IDLE_SECONDS` after its last
+request (a client that went away without a word). A response stream that merely closed is
+not taken for a cancellation on that protocol (MCP says a disconnection is not one), so such
+a call runs on until its server answers, its server's ``timeout``, or the session's end.
+Stopping the proxy ends every session.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ __all__ = [
     "HEALTH_PATH",
     "MCP_PATH",
     "METRICS_PATH",
+    "SESSION_IDLE_SECONDS",
     "HttpListener",
     "serve_over_http",
 ]
@@ -52,6 +63,12 @@ METRICS_PATH = "/metrics"
 
 #: Seconds a graceful stop gives requests under way before closing what is still open.
 GRACE_SECONDS = 10.0
+
+#: Seconds an earlier-protocol client's session lasts with no request of its under way (no
+#: call, no open event stream): then it ends, and the calls it left running are cancelled.
+#: The SDK's default; a client idle longer is answered 404 and starts a new session, as MCP
+#: has it.
+SESSION_IDLE_SECONDS = 30 * 60.0
 
 _Scope = MutableMapping[str, Any]
 _Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -122,16 +139,20 @@ async def serve_over_http(
     on_stop: Callable[[Callable[[], None]], None],
     *,
     metrics: ProxyMetrics | None = None,
+    session_idle_timeout: float = SESSION_IDLE_SECONDS,
 ) -> None:
     """Serve ``server`` on ``sock`` (from ``listener.bind()``) until told to stop: ``on_stop``
     is given the function that stops it, gracefully: requests under way get
     :data:`GRACE_SECONDS` to finish, and then the connections still open (event streams
     stay open for as long as their clients listen) are closed. The process's signals are
-    the caller's, not uvicorn's. ``metrics`` are served at :data:`METRICS_PATH`."""
+    the caller's, not uvicorn's. ``metrics`` are served at :data:`METRICS_PATH`. A session
+    ends after ``session_idle_timeout`` seconds without a request of its client's under way,
+    and its calls still running are cancelled upstream (see the module docstring)."""
     app: _App = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=listener.host,
         transport_security=_rebinding_guard(listener.host),
+        session_idle_timeout=session_idle_timeout,
     )
     if metrics is not None:
         app = _Route(METRICS_PATH, metrics.asgi_app(), app)
