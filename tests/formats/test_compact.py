@@ -356,6 +356,11 @@ def test_request_entries_of_every_shape_are_compacted_in_place() -> None:
     gemini = {"functionDeclarations": [{"name": "x", "parametersJsonSchema": GENERATED}]}
     declared = compact_entry(gemini, "gemini")["functionDeclarations"][0]
     assert "$schema" not in declared["parametersJsonSchema"]
+    # google-genai writes the key in snake_case: compacted under the spelling it came in.
+    sdk = {"functionDeclarations": [{"name": "x", "parameters_json_schema": GENERATED}]}
+    declared = compact_entry(sdk, "gemini")["functionDeclarations"][0]
+    assert sorted(declared) == ["name", "parameters_json_schema"]
+    assert "$schema" not in declared["parameters_json_schema"]
     typed = {"type": "object", "properties": {"q": {"type": "string"}}}
     plain = {"type": "function", "function": {"name": "f", "parameters": typed}}
     assert compact_entry(plain, "openai") is plain  # nothing to leave out: the entry itself

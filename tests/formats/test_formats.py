@@ -71,6 +71,20 @@ SHAPES: dict[str, Any] = {
             }
         ]
     },
+    # google-genai's wire form: the declaration's own fields in snake_case.
+    "gemini-sdk": {
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {
+                        "name": "forecast",
+                        "description": DESCRIPTION,
+                        "parameters_json_schema": SCHEMA,
+                    }
+                ]
+            }
+        ]
+    },
     "jsonl": json.dumps(
         {"server": "wx", "name": "forecast", "description": DESCRIPTION, "inputSchema": SCHEMA}
     )
@@ -472,6 +486,34 @@ def test_gemini_builtin_tools_are_offenders_not_nameless_tools(key: str) -> None
     with pytest.warns(CatalogWarning, match="built-in Gemini tool"):
         lenient = Catalog.from_gemini(request["tools"], server="wx", lenient=True)
     assert lenient.ids == ["wx/forecast"]
+
+
+def test_a_bare_gemini_declaration_reads_its_snake_case_json_schema() -> None:
+    tool = {"name": "forecast", "parameters_json_schema": SCHEMA}
+    assert Catalog.from_tools([tool], server="wx")["wx/forecast"].input_schema == SCHEMA
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ("parametersJsonSchema", "parameters_json_schema"),
+        ("parametersJsonSchema", "parameters"),
+        ("parameters_json_schema", "parameters"),
+    ],
+)
+def test_a_gemini_declaration_with_two_schemas_is_an_offender(keys: tuple[str, str]) -> None:
+    declaration = {"name": "forecast", keys[0]: {"type": "object"}, keys[1]: SCHEMA}
+    with pytest.raises(InvalidToolsError) as info:
+        Catalog.from_gemini({"functionDeclarations": [declaration]}, server="wx")
+    (offender,) = info.value.offenders
+    assert offender.tool == "'forecast'"
+    assert f"both {keys[0]!r} and {keys[1]!r}" in offender.reason
+
+
+def test_gemini_declarations_under_both_spellings_are_an_offender() -> None:
+    tools = {"functionDeclarations": [{"name": "a"}], "function_declarations": [{"name": "b"}]}
+    with pytest.raises(InvalidToolsError, match="both 'functionDeclarations' and 'function_decl"):
+        Catalog.from_gemini(tools, server="wx")
 
 
 def test_jsonl_round_trip() -> None:

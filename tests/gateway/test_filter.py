@@ -170,6 +170,36 @@ def test_gemini_rewrites_declaration_lists_and_keeps_builtins(gate: ToolFilter) 
     assert _without(filtered.request, "tools") == _without(request, "tools")
 
 
+def test_gemini_snake_case_json_schemas_are_read_compacted_and_checked(gate: ToolFilter) -> None:
+    # google-genai sends FunctionDeclaration.parameters_json_schema (and the schema of each
+    # Python function given as a tool) under its snake_case name.
+    declarations = [
+        {"name": n, "description": d, "parameters_json_schema": {**_schema(p), "title": n}}
+        for n, d, p in SPECS
+    ]
+    contents = [{"role": "user", "parts": [{"text": WEATHER}]}]
+    request = {"contents": contents, "tools": [{"functionDeclarations": declarations}]}
+    filtered = gate.filter(request, top_k=1)
+    (sent,) = filtered.request["tools"][0]["functionDeclarations"]
+    assert sorted(sent) == ["description", "name", "parameters_json_schema"]
+    assert "title" not in sent["parameters_json_schema"]
+    wrong = gate.verify({"name": "get_weather", "args": {"city": 5}}, filtered)
+    assert wrong.error == "invalid_arguments"
+
+
+def test_gemini_tool_config_under_both_spellings_is_refused(gate: ToolFilter) -> None:
+    contents = [{"role": "user", "parts": [{"text": WEATHER}]}]
+    calling = {"functionCallingConfig": {"mode": "ANY"}}
+    request = {
+        "contents": contents,
+        "tools": [{"functionDeclarations": gemini_declarations()}],
+        "toolConfig": calling,
+        "tool_config": calling,
+    }
+    with pytest.raises(InvalidInputError, match="both 'toolConfig' and 'tool_config'"):
+        gate.filter(request, top_k=1)
+
+
 def test_text_tags_keep_only_the_routed_tags(gate: ToolFilter) -> None:
     content = f"Tools:\n{_tags(SPECS)}<userq>{WEATHER}</userq>"
     request = {"messages": [{"role": "user", "content": content}], "model": "m"}

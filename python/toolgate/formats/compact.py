@@ -50,6 +50,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from toolgate.formats.gemini_fields import (
+    DECLARATIONS,
+    SCHEMA_FIELDS,
+    SpellingClash,
+    field_key,
+    spellings,
+)
 from toolgate.formats.raw import JsonDict, ToolView, base_provider
 from toolgate.formats.schema_walk import child_schemas, map_named_subschemas
 
@@ -372,7 +379,7 @@ def _compact_entry(entry: Mapping[str, Any], provider: str) -> dict[str, Any]:
         return {**entry, "function": function}
     if provider == "gemini":
         out = dict(entry)
-        for key in ("functionDeclarations", "function_declarations"):
+        for key in spellings(DECLARATIONS):
             if isinstance(out.get(key), list):
                 out[key] = [_compact_declaration(d) for d in out[key]]
         return out
@@ -383,8 +390,12 @@ def _compact_entry(entry: Mapping[str, Any], provider: str) -> dict[str, Any]:
 def _compact_declaration(declaration: Any) -> Any:
     if not isinstance(declaration, Mapping):
         return declaration
-    key = "parametersJsonSchema" if "parametersJsonSchema" in declaration else "parameters"
-    return _compact_fields(declaration, key, "gemini")
+    try:
+        key = field_key(declaration, *SCHEMA_FIELDS)
+    except SpellingClash:  # Gemini refuses it; reading it reports why
+        return declaration
+    # The schema is compacted under the key it came in: a client may read back either.
+    return _compact_fields(declaration, key or "parameters", "gemini")
 
 
 def _compact_fields(

@@ -6,6 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from toolgate.errors import CatalogError
+from toolgate.formats.gemini_fields import DECLARATIONS, SCHEMA_FIELDS, spellings
 from toolgate.formats.raw import EMPTY_SCHEMA, RawTool
 from toolgate.formats.tool_dict import parse_tool_dict
 
@@ -20,10 +21,7 @@ _TOOL_KEYS = frozenset(
         "function",
         "inputSchema",
         "input_schema",
-        "parameters",
-        "parametersJsonSchema",
-        "functionDeclarations",
-        "function_declarations",
+        *(key for field in (*SCHEMA_FIELDS, DECLARATIONS) for key in spellings(field)),
     }
 )
 

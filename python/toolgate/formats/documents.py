@@ -62,7 +62,7 @@ def detect_format(obj: Any) -> str:
         raise ValueError(
             f"a tool catalog is a JSON object, a list or a text, not {type(obj).__name__}"
         )
-    if "function_declarations" in obj or "functionDeclarations" in obj:
+    if gemini.is_wrapper(obj):
         return "gemini"
     if is_jsonrpc_response(obj):
         return "mcp"

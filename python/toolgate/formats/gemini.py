@@ -2,7 +2,9 @@
 
 Reading accepts ``{"function_declarations": [...]}``, ``{"functionDeclarations": [...]}``, a
 request's ``tools: [{"functionDeclarations": [...]}]`` and single declarations
-(``{"name", "description", "parameters"}`` or ``parametersJsonSchema``). Gemini's
+(``{"name", "description", "parameters"}`` or ``parametersJsonSchema``), every field in either
+spelling (:mod:`toolgate.formats.gemini_fields`; a declaration giving its schema twice, under
+both spellings or as both ``parameters`` and a JSON Schema, is a bad entry). Gemini's
 ``parameters`` are an OpenAPI 3.0 subset; they are read back into JSON Schema (upper-case types
 lowered, ``nullable: true`` becomes a ``"null"`` type, ``example`` becomes ``examples``).
 Built-in tools (``{"googleSearch": {}}``, ``codeExecution``...) run on Google's side and
@@ -57,6 +59,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolgate.formats.compact import definition_parts, takes_no_arguments
+from toolgate.formats.gemini_fields import (
+    DECLARATIONS,
+    SCHEMA_FIELDS,
+    SpellingClash,
+    field_key,
+    gives,
+)
 from toolgate.formats.pointer import resolve_pointer
 from toolgate.formats.raw import RawTool, ToolView, extract_meta
 from toolgate.formats.schema_walk import map_subschemas, normalize_type_aliases
@@ -65,6 +74,7 @@ __all__ = [
     "export",
     "export_json_schema",
     "from_openapi",
+    "is_declaration",
     "is_wrapper",
     "parse",
     "parse_builtin",
@@ -148,7 +158,12 @@ _BUILTIN_TOOLS = frozenset(
 
 def is_wrapper(obj: Mapping[str, Any]) -> bool:
     """Whether ``obj`` holds a list of function declarations."""
-    return "functionDeclarations" in obj or "function_declarations" in obj
+    return gives(obj, DECLARATIONS)
+
+
+def is_declaration(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` gives parameters as a Gemini declaration does (either spelling)."""
+    return gives(obj, *SCHEMA_FIELDS)
 
 
 def parse_builtin(obj: Mapping[str, Any], where: str) -> RawTool | None:
@@ -202,7 +217,10 @@ def _parse_items(items: list[Any], where: str, server: str | None) -> list[RawTo
 
 def parse_wrapper(obj: Mapping[str, Any], where: str, server: str | None) -> list[RawTool]:
     """Read every declaration of a ``{"functionDeclarations": [...]}`` object."""
-    key = "functionDeclarations" if "functionDeclarations" in obj else "function_declarations"
+    try:
+        key = field_key(obj, DECLARATIONS) or DECLARATIONS
+    except SpellingClash as clash:
+        return [RawTool(where=where, problem=f"the entry {clash}")]
     items = obj[key]
     if not isinstance(items, list):
         return [RawTool(where=f"{where}.{key}", problem=f"'{key}' must be a list")]
@@ -218,13 +236,17 @@ def parse_wrapper(obj: Mapping[str, Any], where: str, server: str | None) -> lis
 
 def parse_declaration(obj: Mapping[str, Any], where: str, server: str | None) -> RawTool:
     """Read one declaration; OpenAPI ``parameters`` are converted to JSON Schema."""
-    if "parametersJsonSchema" in obj:
-        schema = obj["parametersJsonSchema"]
-    else:
-        schema = from_openapi(obj["parameters"]) if "parameters" in obj else None
+    name = obj.get("name")
+    try:
+        key = field_key(obj, *SCHEMA_FIELDS)
+    except SpellingClash as clash:
+        return RawTool(where=where, name=name, problem=f"the declaration {clash}")
+    schema = None if key is None else obj[key]
+    if key == "parameters":
+        schema = from_openapi(schema)
     return RawTool(
         where=where,
-        name=obj.get("name"),
+        name=name,
         description=obj.get("description"),
         input_schema=schema,
         server=obj.get("server", server),

@@ -11,13 +11,11 @@ from typing import Any
 from toolgate.errors import InvalidInputError
 from toolgate.formats import anthropic, gemini, openai
 from toolgate.formats.calls import call_name
+from toolgate.formats.gemini_fields import DECLARATIONS, SpellingClash, field_key
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 
 # The key holding a request's conversation, and its provider ("messages": Chat or Anthropic).
 _CONVERSATION = {"messages": "anthropic", "input": "openai-responses", "contents": "gemini"}
-
-
-_DECLARATIONS = ("functionDeclarations", "function_declarations")
 
 
 # Keys a provider refuses in a request that carries no tools.
@@ -180,7 +178,11 @@ def _field(obj: Any, camel: str) -> Any:
     """``obj[camel]`` or its snake_case spelling (Gemini takes both), else ``None``."""
     if not isinstance(obj, Mapping):
         return None
-    return obj.get(camel, obj.get(re.sub(r"([A-Z])", r"_\1", camel).lower()))
+    try:
+        key = field_key(obj, camel)
+    except SpellingClash as clash:
+        raise InvalidInputError(f"the request's tool config {clash}") from None
+    return None if key is None else obj[key]
 
 
 def routable_tools(tools: list[Any], provider: str) -> list[Slot]:
@@ -242,7 +244,7 @@ def kept_entries(
     out: list[tuple[int, Any]] = []
     for i, tool in enumerate(tools):
         rows = declarations.get(i)
-        key = next((k for k in _DECLARATIONS if k in tool), "") if gemini else ""
+        key = (field_key(tool, DECLARATIONS) or "") if gemini else ""
         if rows and key and isinstance(tool[key], list) and len(rows) < len(tool[key]):
             out.append((i, {**tool, key: [tool[key][j] for j in rows]}))
         elif i not in routable or rows is not None:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from toolgate.errors import EncodingUnavailableError, InvalidInputError
+from toolgate.formats.gemini_fields import DECLARATIONS, SpellingClash, field_key
 from toolgate.formats.pointer import resolve_pointer
 
 if TYPE_CHECKING:
@@ -368,12 +369,16 @@ def _render_anthropic(tool: Mapping[str, Any], index: int) -> str:
 
 
 def _render_gemini(tool: Mapping[str, Any], index: int) -> str:
-    declarations = tool.get("functionDeclarations", tool.get("function_declarations"))
-    if declarations is None:
+    try:
+        key = field_key(tool, DECLARATIONS)
+    except SpellingClash as clash:
+        raise InvalidInputError(f"tools[{index}] {clash}") from None
+    if key is None:
         _require(tool, "name", index, "gemini")
         return _json(dict(tool))
+    declarations = tool[key]
     if not isinstance(declarations, list):
-        raise InvalidInputError(f"tools[{index}]['functionDeclarations'] must be a list")
+        raise InvalidInputError(f"tools[{index}][{key!r}] must be a list")
     return "\n".join(_render_gemini(d, index) for d in declarations)
 
 

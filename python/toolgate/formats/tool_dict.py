@@ -34,7 +34,7 @@ def parse_tool_dict(obj: Any, where: str, server: str | None) -> list[RawTool]:
         return [mcp.parse_tool(obj, where, server)]
     if "input_schema" in obj:
         return [anthropic.parse_tool(obj, where, server)]
-    if "parameters" in obj or "parametersJsonSchema" in obj:
+    if gemini.is_declaration(obj):
         return [gemini.parse_declaration(obj, where, server)]
     if "type" in obj:
         # Provider built-ins (web_search, code_interpreter...) run on the provider's side.
