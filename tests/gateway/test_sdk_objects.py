@@ -95,3 +95,76 @@ def test_tool_filter_takes_google_genai_request_objects(tool_filter: ToolFilter)
         assert tool_filter.verify(types.FunctionCall(name="get_weather", args={}), filtered).ok
     as_dicts = tool_filter.filter({**request, "config": config.model_dump()}, top_k=2).request
     assert isinstance(as_dicts["config"], dict)
+
+
+def get_weather(city: str) -> str:
+    """Get the current weather and a 7-day forecast for a city."""
+    return f"sunny in {city}"
+
+
+def send_email(to: str, subject: str) -> str:
+    """Send an email to a recipient with a subject and a body."""
+    return f"sent to {to}"
+
+
+def read_file(path: str) -> str:
+    """Read a text file from the local disk."""
+    return path
+
+
+def _contents_forms() -> list[Any]:
+    return [WEATHER, [types.Content(role="user", parts=[types.Part(text=WEATHER)])]]
+
+
+@pytest.mark.parametrize("form", range(2))
+def test_python_functions_in_config_tools_are_routed_and_come_back(
+    tool_filter: ToolFilter, form: int
+) -> None:
+    # google-genai's automatic function calling: config.tools holds the functions themselves.
+    config = types.GenerateContentConfig(tools=[send_email, get_weather, read_file])
+    request = {"model": "gemini-x", "contents": _contents_forms()[form], "config": config}
+    filtered = tool_filter.filter(request, top_k=1)
+    assert filtered.kept == ("get_weather",)
+    (kept,) = filtered.request["config"].tools
+    assert kept is get_weather  # the SDK runs the very function it is given
+    wrong = types.FunctionCall(name="get_weather", args={"town": "Lisbon"})
+    assert tool_filter.verify(wrong, filtered).error == "invalid_arguments"
+    left_out = types.FunctionCall(name="read_file", args={"path": "a"})
+    assert tool_filter.verify(left_out, filtered).error == "tool_not_available"
+
+
+def test_functions_beside_tool_objects_keep_their_kinds(tool_filter: ToolFilter) -> None:
+    declared = types.Tool(function_declarations=_declarations()[1:])  # all but get_weather
+    for config in (
+        types.GenerateContentConfig(tools=[get_weather, declared]),
+        {"tools": [get_weather, declared.model_dump(by_alias=True, exclude_none=True)]},
+    ):
+        request = {"model": "gemini-x", "contents": WEATHER, "config": config}
+        filtered = tool_filter.filter(request, top_k=1, include=["send_email"])
+        assert set(filtered.kept) == {"get_weather", "send_email"}
+        out = filtered.request["config"]
+        tools = out["tools"] if isinstance(out, dict) else out.tools
+        assert tools[0] is get_weather
+        declared_kept = types.Tool.model_validate(tools[1]).function_declarations or []
+        assert [d.name for d in declared_kept] == ["send_email"]
+
+
+def test_unrouted_functions_come_back_as_given(tool_filter: ToolFilter) -> None:
+    config = types.GenerateContentConfig(tools=[get_weather, read_file])
+    image_only = [types.Content(role="user", parts=[types.Part(inline_data=types.Blob(
+        mime_type="image/png", data=b"x"))])]  # fmt: skip
+    request = {"model": "gemini-x", "contents": image_only, "config": config}
+    out = tool_filter.filter(request, top_k=1).request["config"].tools
+    assert out == [get_weather, read_file]
+
+
+class _Callable:
+    def __call__(self, city: str) -> str:
+        return city
+
+
+def test_a_tool_google_genai_cannot_declare_is_refused_by_name(tool_filter: ToolFilter) -> None:
+    config = types.GenerateContentConfig(tools=[get_weather, _Callable()])
+    request = {"model": "gemini-x", "contents": WEATHER, "config": config}
+    with pytest.raises(InvalidInputError, match=r"config\.tools\[1\] is a _Callable"):
+        tool_filter.filter(request, top_k=1)

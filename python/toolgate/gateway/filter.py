@@ -222,7 +222,8 @@ class ToolFilter:
                 sdk.request, top_k=top_k, threshold=threshold, state=state, allow=allow,
                 deny=deny, include=include, budget=budget, query=query, wait=wait,
             )  # fmt: skip
-            return replace(filtered, request=sdk.restore(filtered.request))
+            restored = sdk.restore(filtered.request, filtered.positions)
+            return replace(filtered, request=restored)
         if not isinstance(request, Mapping):
             raise InvalidInputError(f"request must be a JSON object, got {type(request).__name__}")
         if budget is not None and not isinstance(budget, Budget):
