@@ -401,6 +401,34 @@ def test_gemini_openapi_reads_back_as_json_schema() -> None:
     }
 
 
+def test_gemini_openapi_in_snake_case_reads_as_in_camel_case() -> None:
+    # google-genai sends types.Schema fields under their snake_case names.
+    snake = {
+        "type": "OBJECT",
+        "properties": {
+            "tags": {"type": "ARRAY", "max_items": 2, "items": {"type": "STRING", "min_length": 1}},
+            "id": {"any_of": [{"type": "STRING", "max_length": 8}, {"type": "INTEGER"}]},
+            "max_items": {"type": "STRING"},  # a property's name is not a keyword
+        },
+        "property_ordering": ["tags", "id", "max_items"],
+    }
+    assert gemini.from_openapi(snake) == {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "maxItems": 2, "items": {"type": "string", "minLength": 1}},
+            "id": {"anyOf": [{"type": "string", "maxLength": 8}, {"type": "integer"}]},
+            "max_items": {"type": "string"},
+        },
+    }
+
+
+def test_gemini_openapi_keyword_under_both_spellings_is_an_offender() -> None:
+    parameters = {"type": "OBJECT", "properties": {"a": {"anyOf": [], "any_of": []}}}
+    declaration = {"name": "forecast", "parameters": parameters}
+    with pytest.raises(InvalidToolsError, match="both 'anyOf' and 'any_of'"):
+        Catalog.from_gemini({"functionDeclarations": [declaration]}, server="wx")
+
+
 def test_type_aliases_only_touch_schema_positions() -> None:
     schema = {"type": "dict", "properties": {"type": {"type": "str", "default": "dict"}}}
     assert normalize_type_aliases(schema) == {

@@ -239,11 +239,11 @@ def parse_declaration(obj: Mapping[str, Any], where: str, server: str | None) ->
     name = obj.get("name")
     try:
         key = field_key(obj, *SCHEMA_FIELDS)
+        schema = None if key is None else obj[key]
+        if key == "parameters":
+            schema = from_openapi(schema)
     except SpellingClash as clash:
         return RawTool(where=where, name=name, problem=f"the declaration {clash}")
-    schema = None if key is None else obj[key]
-    if key == "parameters":
-        schema = from_openapi(schema)
     return RawTool(
         where=where,
         name=name,
@@ -264,8 +264,50 @@ def _from_openapi_node(node: JsonDict) -> JsonDict:
 
 
 def from_openapi(schema: Any) -> Any:
-    """Gemini/OpenAPI ``parameters`` as JSON Schema. Non-dicts are returned unchanged."""
-    return map_subschemas(normalize_type_aliases(schema), _from_openapi_node)
+    """Gemini/OpenAPI ``parameters`` as JSON Schema. Non-dicts are returned unchanged.
+
+    Fields may be spelled in snake_case (``any_of``, ``max_items``), as google-genai sends
+    them; a node giving one under both spellings raises
+    :class:`~toolgate.formats.gemini_fields.SpellingClash`.
+    """
+    camel = _camel_case_fields(schema)
+    return map_subschemas(normalize_type_aliases(camel), _from_openapi_node)
+
+
+# The fields of Gemini's Schema whose two spellings differ, and where it nests schemas.
+_TWO_SPELLINGS = (
+    "anyOf",
+    "maxItems",
+    "minItems",
+    "maxLength",
+    "minLength",
+    "maxProperties",
+    "minProperties",
+    "propertyOrdering",
+    "additionalProperties",
+)
+_ONE_SCHEMA = ("items", "additionalProperties")
+
+
+def _camel_case_fields(node: Any) -> Any:
+    """``node`` (a Gemini Schema) with its fields, and its subschemas', in camelCase; a
+    property's name is left as it is."""
+    if not isinstance(node, dict):
+        return node
+    renamed: dict[str, str] = {}
+    for field in _TWO_SPELLINGS:
+        key = field_key(node, field)
+        if key is not None:
+            renamed[key] = field
+    out = {renamed.get(key, key): value for key, value in node.items()}
+    for key in _ONE_SCHEMA:
+        if key in out:
+            out[key] = _camel_case_fields(out[key])
+    if isinstance(out.get("anyOf"), list):
+        out["anyOf"] = [_camel_case_fields(branch) for branch in out["anyOf"]]
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k: _camel_case_fields(v) for k, v in out["properties"].items()}
+    return out
 
 
 class _RefInliner:
