@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from toolgate import CatalogError, CatalogWarning, InvalidToolsError
+from toolgate import CatalogError, CatalogWarning, InvalidInputError, InvalidToolsError
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.sources import MAX_CATALOG_BYTES
 from toolgate.catalog.tool import Tool
@@ -165,3 +165,41 @@ def test_a_server_cannot_pin_its_own_tool() -> None:
     # Preconditions from the listing only narrow what the tool gets: they still apply.
     gated = {"tools": [{"name": "t", "_meta": {"toolgate": {"requires": {"scopes": ["a"]}}}}]}
     assert Catalog.from_mcp(gated, server="s")["s/t"].requires_scopes == ("a",)
+
+
+_SELF_PINNING = {
+    "tools": [
+        {"name": "read", "description": "Read a file."},
+        {
+            "name": "exfiltrate",
+            "description": "Sends files.",
+            "_meta": {"toolgate": {"pinned": True}},
+        },
+    ]
+}
+
+
+def test_a_self_pin_can_be_ignored_with_a_warning_naming_the_server_and_tool() -> None:
+    with pytest.warns(CatalogWarning, match=r"server 'evil': tool 'exfiltrate' pins itself"):
+        catalog = Catalog.from_mcp(_SELF_PINNING, server="evil", self_pins="ignore")
+    assert catalog.ids == ["evil/read", "evil/exfiltrate"]  # kept, as any other tool
+    assert catalog.pinned_ids == ()
+    # A refresh of the server is read the same way.
+    with pytest.warns(CatalogWarning, match="'exfiltrate' pins itself"):
+        refreshed = catalog.replace_server("evil", _SELF_PINNING, self_pins="ignore")
+    assert refreshed.pinned_ids == ()
+
+
+def test_an_ignored_self_pin_still_yields_to_the_host() -> None:
+    pinned = {"evil/exfiltrate": {"pinned": True}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the host said: nothing to warn about
+        host = Catalog.from_mcp(_SELF_PINNING, server="evil", overrides=pinned, self_pins="ignore")
+    assert host.pinned_ids == ("evil/exfiltrate",)
+
+
+def test_a_self_pin_is_refused_unless_told_to_ignore_it() -> None:
+    with pytest.raises(InvalidToolsError, match="exfiltrate: pins itself"):
+        Catalog.from_mcp(_SELF_PINNING, server="evil", self_pins="refuse")
+    with pytest.raises(InvalidInputError, match="self_pins must be 'refuse' or 'ignore'"):
+        Catalog.from_mcp(_SELF_PINNING, server="evil", self_pins="allow")

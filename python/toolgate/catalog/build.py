@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import lru_cache
@@ -11,7 +12,7 @@ from typing import Any
 from toolgate.catalog.schema import reference_and_regex_problem
 from toolgate.catalog.summary import SUMMARY_MAX_TOKENS
 from toolgate.catalog.tool import Tool, canonical_json, satisfied_by_run
-from toolgate.errors import CatalogError, Offender
+from toolgate.errors import CatalogError, CatalogWarning, InvalidInputError, Offender
 from toolgate.formats.raw import EMPTY_SCHEMA
 from toolgate.formats.schema_walk import normalize_type_aliases
 from toolgate.formats.tokens import count_text
@@ -22,9 +23,11 @@ __all__ = [
     "MAX_DESCRIPTION_CHARS",
     "MAX_NAME_CHARS",
     "MAX_SCHEMA_BYTES",
+    "SELF_PINS",
     "Offender",
     "RequirementIndex",
     "build_tools",
+    "check_self_pins",
     "validated_schema",
 ]
 
@@ -42,6 +45,12 @@ MAX_SCHEMA_BYTES = 100_000
 
 
 _META_KEYS = {"requires", "scopes", "tags", "pinned", "summary"}
+
+
+#: What becomes of a pin a tool's own block gives it (the one key of the block that widens
+#: the tool's reach rather than narrowing it): ``"refuse"`` makes the tool a bad tool,
+#: ``"ignore"`` keeps it unpinned, with a warning.
+SELF_PINS = ("refuse", "ignore")
 
 
 _REQUIRES_KEYS = {"scopes", "tools", "milestones"}
@@ -256,7 +265,32 @@ def _checked_text(value: Any, what: str, limit: int, *, required: bool) -> str:
     return value
 
 
-def _build_one(raw: Any, overrides: Mapping[str, Mapping[str, Any]]) -> Tool:
+def _self_pin(server: str, name: str, self_pins: str) -> None:
+    """Refuse the pin a tool's own block gives it (a bad tool), or with ``self_pins``
+    ``"ignore"`` warn that it is ignored: an upstream's listing, which the host cannot fix."""
+    hint = f"pin it with the host's overrides={{{f'{server}/{name}'!r}: {{'pinned': True}}}}"
+    if self_pins == "refuse":
+        raise _Reject(
+            "pins itself (x-toolgate pinned: true): a tool's own listing cannot put it in "
+            f"every route; {hint}"
+        )
+    warnings.warn(
+        f"server {server!r}: tool {name!r} pins itself (x-toolgate pinned: true), which only "
+        f"the host may do: the pin is ignored and the tool routed like any other; {hint}, "
+        "or keep it unpinned without this warning with {'pinned': False}",
+        CatalogWarning,
+        stacklevel=2,
+    )
+
+
+def check_self_pins(self_pins: str) -> str:
+    """``self_pins`` if it is ``"refuse"`` or ``"ignore"``, else an :class:`InvalidInputError`."""
+    if self_pins not in SELF_PINS:
+        raise InvalidInputError(f"self_pins must be 'refuse' or 'ignore', got {self_pins!r}")
+    return self_pins
+
+
+def _build_one(raw: Any, overrides: Mapping[str, Mapping[str, Any]], self_pins: str) -> Tool:
     if raw.problem:
         raise _Reject(raw.problem)
     name = _checked_text(raw.name, "name", MAX_NAME_CHARS, required=True)
@@ -281,11 +315,8 @@ def _build_one(raw: Any, overrides: Mapping[str, Mapping[str, Any]]) -> Tool:
     if fields.get("pinned") and "pinned" not in host:
         # The block came with the tool, from whoever listed it: it may narrow the tool's
         # reach (preconditions), never widen it into every route.
-        raise _Reject(
-            "pins itself (x-toolgate pinned: true): a tool's own listing cannot put it in "
-            f"every route; pin it with the host's overrides={{{f'{server}/{name}'!r}: "
-            "{'pinned': True}}"
-        )
+        _self_pin(server, name, self_pins)
+        del fields["pinned"]
     fields.update(host)
     if raw.strict not in (None, True, False):
         raise _Reject(f"strict must be true or false, got a {type(raw.strict).__name__}")
@@ -331,6 +362,7 @@ def build_tools(
     *,
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     rename_duplicates: bool = False,
+    self_pins: str = "refuse",
 ) -> tuple[list[Tool], list[Offender]]:
     """Validate raw tools (:class:`toolgate.formats.raw.RawTool`, or ready :class:`Tool`).
 
@@ -340,8 +372,11 @@ def build_tools(
     :data:`MAX_NAME_CHARS`, :data:`MAX_DESCRIPTION_CHARS`, :data:`MAX_SCHEMA_BYTES`.
     With ``rename_duplicates`` a repeated id is not an offender: the later tool's server gets
     a ``~2``, ``~3``, ... suffix, so data sets that reuse names within one group (BFCL) keep
-    every tool, under its own name.
+    every tool, under its own name. A tool whose own block pins it (no override says whether
+    it is pinned) is an offender, or with ``self_pins="ignore"`` kept unpinned, with a
+    :class:`CatalogWarning` naming it.
     """
+    check_self_pins(self_pins)
     overrides = overrides or {}
     tools: list[Tool] = []
     offenders: list[Offender] = []
@@ -349,7 +384,7 @@ def build_tools(
     for index, raw in enumerate(raws):
         position = getattr(raw, "where", f"[{index}]")
         try:
-            tool = raw if isinstance(raw, Tool) else _build_one(raw, overrides)
+            tool = raw if isinstance(raw, Tool) else _build_one(raw, overrides, self_pins)
         except _Reject as exc:
             offenders.append(Offender(position, _label(raw), str(exc)))
             continue

@@ -22,7 +22,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from toolgate.catalog.build import Offender, RequirementIndex, build_tools
+from toolgate.catalog.build import Offender, RequirementIndex, build_tools, check_self_pins
 from toolgate.catalog.changes import CatalogDiff, catalog_diff, server_tools, with_server_replaced
 from toolgate.catalog.names import assign_exposed_names
 from toolgate.catalog.sources import (
@@ -99,6 +99,7 @@ class Catalog:
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
         qualify: str = "auto",
         rename_duplicates: bool = False,
+        self_pins: str = "refuse",
     ) -> Catalog:
         """Load tools from a file path or a parsed object, detecting the format.
 
@@ -111,7 +112,11 @@ class Catalog:
         ``format`` forces one of :data:`toolgate.formats.raw.FORMATS`. ``rename_duplicates``
         keeps tools whose id repeats, moving each repeat to server ``<server>~2``, ``~3``, ...
         (for evaluation sets that reuse names); otherwise a repeated id is a bad tool.
+        A tool whose own block pins it is a bad tool (only ``overrides`` pin), or with
+        ``self_pins="ignore"`` (for listings the host cannot fix, such as an MCP server's)
+        kept unpinned, with a :class:`CatalogWarning` naming it.
         """
+        check_self_pins(self_pins)
         as_text = format in ("jsonl", "text_tags")
         document, label, file_server = read_source(source, as_text=as_text)
         try:
@@ -126,6 +131,7 @@ class Catalog:
             overrides=overrides,
             qualify=qualify,
             rename_duplicates=rename_duplicates,
+            self_pins=self_pins,
         )
 
     @classmethod
@@ -136,9 +142,20 @@ class Catalog:
         server: str | None = None,
         lenient: bool = False,
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        self_pins: str = "refuse",
     ) -> Catalog:
-        """From an MCP ``tools/list`` result, its JSON-RPC envelope, or ``{server: result}``."""
-        return cls.load(result, server=server, lenient=lenient, format="mcp", overrides=overrides)
+        """From an MCP ``tools/list`` result, its JSON-RPC envelope, or ``{server: result}``.
+
+        ``self_pins`` is as in :meth:`load`.
+        """
+        return cls.load(
+            result,
+            server=server,
+            lenient=lenient,
+            format="mcp",
+            overrides=overrides,
+            self_pins=self_pins,
+        )
 
     @classmethod
     def from_openai(
@@ -294,11 +311,12 @@ class Catalog:
         overrides: Mapping[str, Mapping[str, Any]] | None,
         qualify: str = "auto",
         rename_duplicates: bool = False,
+        self_pins: str = "refuse",
     ) -> Catalog:
         if overrides is not None:
             overrides = checked_overrides(overrides, lenient=lenient)
         tools, offenders = build_tools(
-            raws, overrides=overrides, rename_duplicates=rename_duplicates
+            raws, overrides=overrides, rename_duplicates=rename_duplicates, self_pins=self_pins
         )
         if offenders and not lenient:
             raise InvalidToolsError(offenders, label)
@@ -426,15 +444,18 @@ class Catalog:
         """
         return catalog_diff(self, other)
 
-    def replace_server(self, server: str, new_tools: Any, *, lenient: bool = False) -> Catalog:
+    def replace_server(
+        self, server: str, new_tools: Any, *, lenient: bool = False, self_pins: str = "refuse"
+    ) -> Catalog:
         """A new catalog with ``server``'s tools replaced (on ``notifications/tools/list_changed``).
 
         ``new_tools`` is the server's fresh ``tools/list`` result (or a list of tools in any
         accepted shape); every one is assigned to ``server``. The new tools take the place of
         the old ones, so the order of other servers' tools is untouched. Overrides given at
-        load time apply again. An empty list removes the server.
+        load time apply again. An empty list removes the server. ``self_pins`` is as in
+        :meth:`load`.
         """
-        fresh, offenders = server_tools(new_tools, server, self._overrides)
+        fresh, offenders = server_tools(new_tools, server, self._overrides, self_pins)
         if offenders and not lenient:
             raise InvalidToolsError(offenders, f"the refresh of server {server!r}")
         if offenders:

@@ -59,16 +59,21 @@ def catalog_diff(old: Catalog, new: Catalog) -> CatalogDiff:
 
 
 def server_tools(
-    new_tools: Any, server: str, overrides: Mapping[str, Mapping[str, Any]]
+    new_tools: Any,
+    server: str,
+    overrides: Mapping[str, Mapping[str, Any]],
+    self_pins: str = "refuse",
 ) -> tuple[list[Tool], list[Offender]]:
     """``new_tools`` (a server's ``tools/list`` result, or a list of tools in any accepted
-    shape) read as ``server``'s tools under ``overrides``, and the bad ones."""
+    shape) read as ``server``'s tools under ``overrides``, and the bad ones (``self_pins``:
+    :func:`~toolgate.catalog.build.build_tools`')."""
     try:
         fmt = detect_format(new_tools) if not isinstance(new_tools, list) else "tools"
         raws = parse_document(new_tools, fmt, server)
     except ValueError as exc:
         raise CatalogError(f"refresh of server {server!r}: {exc}") from None
-    return build_tools([replace(r, server=server) for r in raws], overrides=overrides)
+    raws = [replace(r, server=server) for r in raws]
+    return build_tools(raws, overrides=overrides, self_pins=self_pins)
 
 
 def with_server_replaced(tools: Sequence[Tool], server: str, fresh: Sequence[Tool]) -> list[Tool]:

@@ -480,3 +480,52 @@ def test_prepare_loads_the_model_once_for_the_first_connect(
         assert made == ["int8"]  # the model prepared is the one connect used
 
     run(main)
+
+
+def _said(heard: pytest.WarningsRecorder) -> str:
+    return "\n".join(str(warning.message) for warning in heard)
+
+
+def _self_pinned(name: str, description: str) -> dict[str, Any]:
+    return {**mcp_tool(name, description), "_meta": {"toolgate": {"pinned": True}}}
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_a_server_pinning_its_own_tool_is_warned_of_never_an_error(
+    embedder: Embedder, lenient: bool
+) -> None:
+    async def main() -> None:
+        docs = PagedClient([[_self_pinned("get_page", "Fetch a documentation page.")]], [None])
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, lenient=lenient)
+        with pytest.warns(CatalogWarning, match="server 'docs': tool 'get_page' pins itself"):
+            built = await router.connect({"docs": docs, "billing": PagedClient(PAGES, [None])})
+        assert built.catalog.ids == ["docs/get_page", "billing/list_invoices"]
+        assert built.catalog.pinned_ids == ()
+
+        # A later listing (list_changed heard, then a turn) is read the same way.
+        docs.pages[0].append(_self_pinned("search_docs", "Search the documentation."))
+        router.mark_changed("docs")
+        with pytest.warns(CatalogWarning) as heard:  # of each tool that pins itself
+            await router.tools("search the docs")
+        assert "tool 'search_docs' pins itself" in _said(heard)
+        assert "docs/search_docs" in router.router.catalog
+        assert router.router.catalog.pinned_ids == ()
+        # And so is a refresh the host asks for, which raises for bad tools when strict.
+        docs.pages[0].append(_self_pinned("get_toc", "Get the table of contents."))
+        with pytest.warns(CatalogWarning) as heard:
+            refreshed = await router.refresh(["docs"])
+        assert "tool 'get_toc' pins itself" in _said(heard)
+        assert refreshed.catalog.pinned_ids == ()
+
+    run(main)
+
+
+def test_the_hosts_override_pins_a_tool_that_pins_itself(embedder: Embedder) -> None:
+    async def main() -> None:
+        docs = PagedClient([[_self_pinned("get_page", "Fetch a documentation page.")]], [None])
+        pin = {"docs/get_page": {"pinned": True}}
+        router = McpRouter(embedder=embedder, cache=None, overrides=pin)
+        built = await router.connect({"docs": docs})  # no warning: the host decided
+        assert built.catalog.pinned_ids == ("docs/get_page",)
+
+    run(main)

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.fixtures.mcp import (
     PID_WRITING_UPSTREAM,
@@ -595,3 +595,65 @@ def test_a_listing_that_fails_after_the_handshake_ends_the_proxy_with_the_error(
         stderr = process.stderr.read().decode()
     assert "toolgate mcp-proxy: error: " in stderr
     assert "weather/get_weather" in stderr
+
+
+#: An upstream whose tools pin themselves, one listed at start and one added on a call.
+SELF_PINNING_UPSTREAM = '''
+import contextlib
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("docs")
+PIN = {"toolgate": {"pinned": True}}
+
+@server.tool(meta=PIN)
+def get_page(title: str) -> str:
+    """Fetch one documentation page by title."""
+    return f"page {title}"
+
+@server.tool()
+async def enable_search(ctx: Context) -> str:
+    """Turn on the documentation search tool."""
+
+    def search_docs(query: str) -> str:
+        return f"found {query}"
+
+    server.add_tool(search_docs, description="Search the documentation.", meta=PIN)
+    await ctx.notify_tools_changed()
+    with contextlib.suppress(Exception):  # an earlier-protocol connection hears it so
+        await ctx.session.send_tool_list_changed()
+    return "search enabled"
+
+server.run("stdio")
+'''
+
+
+def test_an_upstream_pinning_its_own_tools_does_not_stop_the_proxy(tmp_path: Path) -> None:
+    upstream = tmp_path / "docs.py"
+    upstream.write_text(SELF_PINNING_UPSTREAM, encoding="utf-8")
+    proxy = proxy_params(tmp_path, {"docs": {"command": sys.executable, "args": [str(upstream)]}})
+    errors = tmp_path / "stderr.txt"
+
+    async def call(client: Client, name: str, arguments: dict[str, Any]) -> str:
+        return text_of(await client.call_tool("call_tool", {"name": name, "arguments": arguments}))
+
+    async def main() -> None:
+        with anyio.fail_after(120), errors.open("w") as errlog:
+            async with Client(stdio_client(proxy, errlog=errlog)) as client:
+                names = [t.name for t in (await client.list_tools()).tools]
+                assert names == ["search_tools", "call_tool"]  # not pinned by its own say
+                assert await call(client, "get_page", {"title": "intro"}) == "page intro"
+                # A tool that pins itself, listed after a change, does not stop it either.
+                assert await call(client, "enable_search", {}) == "search enabled"
+                for _ in range(100):
+                    found = await client.call_tool("search_tools", {"query": "search the docs"})
+                    if "search_docs" in [t["name"] for t in found_tools(found)]:
+                        break
+                    await anyio.sleep(0.1)
+                assert await call(client, "search_docs", {"query": "x"}) == "found x"
+                names = [t.name for t in (await client.list_tools()).tools]
+                assert names == ["search_tools", "call_tool"]
+
+    run(main)
+    stderr = errors.read_text(encoding="utf-8")
+    assert "server 'docs': tool 'get_page' pins itself" in stderr
+    assert "server 'docs': tool 'search_docs' pins itself" in stderr

@@ -35,6 +35,13 @@ __all__ = ["PASSED_ON", "ListingPolicy", "ServerCatalogs"]
 #: the tool passes on as the server gave them.
 PASSED_ON = ("outputSchema", "icons", "_meta")
 
+#: What becomes of a pin a server gives its own tool (``_meta.toolgate.pinned``): ignored,
+#: with a warning naming the server and tool, in strict and lenient mode, at connect and at
+#: every later listing alike. The tool itself is sound, only the claim is not the server's
+#: to make, and refusing it would make one server's listing (which the host cannot fix) an
+#: error that stops the host, or a proxy in front of every other server.
+UPSTREAM_SELF_PINS = "ignore"
+
 #: Routers kept for checking calls against the promotion that offered them, after refreshes
 #: replaced the current one; an older promotion is checked against the current tools.
 _ROUTERS_KEPT = 8
@@ -124,6 +131,7 @@ class ServerCatalogs:
                     {name: {"tools": listed.get(name, [])} for name in clients},
                     lenient=self.policy.lenient,
                     overrides=self._overrides,
+                    self_pins=UPSTREAM_SELF_PINS,
                 )
                 built = Router.from_catalog(catalog, **self._router_options())
                 if self.learn_store is not None:  # refresh() carries the memory over
@@ -273,7 +281,9 @@ class ServerCatalogs:
         def rebuild() -> Router:
             catalog = current.catalog
             for name, tools in listed.items():
-                catalog = catalog.replace_server(name, {"tools": tools}, lenient=lenient)
+                catalog = catalog.replace_server(
+                    name, {"tools": tools}, lenient=lenient, self_pins=UPSTREAM_SELF_PINS
+                )
             return current.refresh(catalog) if catalog.diff(current.catalog) else current
 
         router = await anyio.to_thread.run_sync(rebuild)

@@ -89,7 +89,9 @@ class McpRouter:
     could not be listed has no tools until it is. A turn that lists a changed server never
     fails for it, in either mode: the server keeps its previous tools (bad new ones are
     skipped), a warning says why, and it is listed again no sooner than ``retry_after``
-    seconds later, so the turns in between do not wait for it.
+    seconds later, so the turns in between do not wait for it. A tool a server pins itself
+    (``_meta.toolgate.pinned``) is no bad tool: the pin is ignored, with a warning naming
+    the server and tool, in either mode (only ``overrides`` pin).
 
     One router serves many conversations at once: per-conversation state (``state``,
     ``history``, the ids promised for the next turn) is the caller's, passed on each call.
