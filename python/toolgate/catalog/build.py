@@ -26,6 +26,7 @@ __all__ = [
     "SELF_PINS",
     "Offender",
     "RequirementIndex",
+    "block_problem",
     "build_tools",
     "check_self_pins",
     "validated_schema",
@@ -240,6 +241,21 @@ def _meta_fields(meta: Any) -> dict[str, Any]:
     return out
 
 
+def block_problem(block: Any) -> str | None:
+    """Why ``block`` is no valid ``x-toolgate`` block (an override, say), or ``None``: what
+    would make each tool it applies to a bad tool, found before any tool is read."""
+    if not isinstance(block, Mapping):  # None too: no block is no override
+        return f"x-toolgate block must be an object, got {type(block).__name__}"
+    problem = json_problem(block)
+    if problem:
+        return f"x-toolgate block holds {problem}"
+    try:
+        _meta_fields(block)
+    except _Reject as exc:
+        return str(exc)
+    return None
+
+
 def _checked_summary(summary: Any) -> str:
     if not isinstance(summary, str) or not summary.strip():
         raise _Reject("x-toolgate summary must be a non-empty string")
@@ -268,7 +284,10 @@ def _checked_text(value: Any, what: str, limit: int, *, required: bool) -> str:
 def _self_pin(server: str, name: str, self_pins: str) -> None:
     """Refuse the pin a tool's own block gives it (a bad tool), or with ``self_pins``
     ``"ignore"`` warn that it is ignored: an upstream's listing, which the host cannot fix."""
-    hint = f"pin it with the host's overrides={{{f'{server}/{name}'!r}: {{'pinned': True}}}}"
+    hint = (
+        f"pin it with the host's overrides={{{f'{server}/{name}'!r}: {{'pinned': True}}}}"
+        ' (toolgate mcp-proxy: the server\'s "overrides" in its config file)'
+    )
     if self_pins == "refuse":
         raise _Reject(
             "pins itself (x-toolgate pinned: true): a tool's own listing cannot put it in "

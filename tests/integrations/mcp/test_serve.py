@@ -32,7 +32,12 @@ from tests.fixtures.mcp import (
 )
 from toolgate import InvalidInputError
 from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES
-from toolgate.integrations.mcp.server_config import HttpServer, load_servers, result_limit
+from toolgate.integrations.mcp.server_config import (
+    HttpServer,
+    load_servers,
+    result_limit,
+    tool_overrides,
+)
 from toolgate.integrations.mcp.upstreams import Upstreams
 
 #: An upstream whose one tool fails with the code the SDK gives a closed connection.
@@ -177,6 +182,43 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
             '{"mcpServers": {"a": {"command": "x", "args": "y"}, "b": {"command": "z", "env": 1}}}',
             r"mcpServers.a: 'args' must be a list of strings, got 'y'; mcpServers.b: 'env' must",
         ),
+        (
+            '{"mcpServers": {"a": {"command": "x", "overrides": ["get_page"]}}}',
+            "mcpServers.a: 'overrides' must map tool names to objects, got list",
+        ),
+        (
+            '{"mcpServers": {"a": {"url": "http://x", "overrides": {"get_page": true}}}}',
+            "mcpServers.a: overrides.get_page: x-toolgate block must be an object, got bool",
+        ),
+        (
+            '{"mcpServers": {"a": {"command": "x", "overrides": {"get_page": {"pined": true}}}}}',
+            r"mcpServers.a: overrides.get_page: x-toolgate has unknown keys \['pined'\]",
+        ),
+        (
+            '{"mcpServers": {"a": {"command": "x", "overrides": {"t": {"pinned": 1}}}}}',
+            "mcpServers.a: overrides.t: x-toolgate pinned must be true or false",
+        ),
+        (
+            '{"mcpServers": {"a": {"command": "x", "overrides": {"t": {"summary": " "}}}}}',
+            "mcpServers.a: overrides.t: x-toolgate summary must be a non-empty string",
+        ),
+        (
+            '{"mcpServers": {"a": {"command": "x", "overrides": {"t": {"tags": "docs"}}}}}',
+            "mcpServers.a: overrides.t: x-toolgate tags must be a list of strings",
+        ),
+        (
+            '{"mcpServers": {"a": {"command": "x", "overrides": {" ": {"pinned": true}}}}}',
+            "mcpServers.a: overrides: a tool name is blank",
+        ),
+        (
+            '{"mcpServers": {"a": {"command": "x", "overrides": {"rm": {"requires": {}}}}}}',
+            "mcpServers.a: overrides.rm: 'requires' gates a tool on the caller's state",
+        ),
+        (
+            '{"mcpServers": {"a": {"command": "x", "overrides": {"t": {"pinned": 1}, '
+            '"u": {"tags": [1]}}}}}',
+            "overrides.t: x-toolgate pinned must be true or false; overrides.u: x-toolgate tags",
+        ),
     ],
 )
 def test_a_bad_server_config_is_named(tmp_path: Path, config: str, message: str) -> None:
@@ -217,10 +259,20 @@ def test_a_server_config_reads_commands_and_urls(tmp_path: Path) -> None:
         "off": {"command": "old-server", "disabled": True},
         "shots": {"command": "screenshots", "maxResultBytes": 16 << 20},
     }
+    entries["docs"]["overrides"] = {"get_page": {"pinned": True, "summary": "Fetch a page."}}
+    entries["gh"]["overrides"] = {"repos/delete": {"pinned": False, "tags": ["admin"]}}
     path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
     servers = load_servers(path)
     assert list(servers) == ["gh", "docs", "shots"]
-    assert servers["docs"] == HttpServer("https://example.com/mcp", {"X-Key": "k"})
+    # Each server's are keyed by tool id, as McpRouter's overrides are.
+    assert tool_overrides(servers) == {
+        "gh/repos/delete": {"pinned": False, "tags": ["admin"]},
+        "docs/get_page": {"pinned": True, "summary": "Fetch a page."},
+    }
+    docs_overrides = {"get_page": {"pinned": True, "summary": "Fetch a page."}}
+    assert servers["docs"] == HttpServer(
+        "https://example.com/mcp", {"X-Key": "k"}, overrides=docs_overrides
+    )
     assert [result_limit(spec) for spec in servers.values()] == [
         MAX_RESULT_BYTES,
         MAX_RESULT_BYTES,
@@ -657,3 +709,26 @@ def test_an_upstream_pinning_its_own_tools_does_not_stop_the_proxy(tmp_path: Pat
     stderr = errors.read_text(encoding="utf-8")
     assert "server 'docs': tool 'get_page' pins itself" in stderr
     assert "server 'docs': tool 'search_docs' pins itself" in stderr
+
+
+def test_the_configs_overrides_pin_a_servers_tool(tmp_path: Path) -> None:
+    upstream = tmp_path / "docs.py"
+    upstream.write_text(SELF_PINNING_UPSTREAM, encoding="utf-8")
+    overrides = {"get_page": {"pinned": True}, "get_pages": {"pinned": True}}  # one a typo
+    docs = {"command": sys.executable, "args": [str(upstream)], "overrides": overrides}
+    proxy = proxy_params(tmp_path, {"docs": docs})
+    errors = tmp_path / "stderr.txt"
+
+    async def main() -> None:
+        with anyio.fail_after(120), errors.open("w") as errlog:
+            async with Client(stdio_client(proxy, errlog=errlog)) as client:
+                names = [t.name for t in (await client.list_tools()).tools]
+                assert names == ["search_tools", "call_tool", "get_page"]
+                page = await client.call_tool("get_page", {"title": "intro"})
+                assert text_of(page) == "page intro"
+
+    run(main)
+    stderr = errors.read_text(encoding="utf-8")
+    assert "'get_page' pins itself" not in stderr  # the config decided
+    assert "mcpServers.docs.overrides names tools 'docs' does not list" in stderr
+    assert "applies to nothing: 'get_pages' (name tools" in stderr

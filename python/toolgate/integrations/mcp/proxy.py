@@ -1,8 +1,9 @@
 """An MCP server in front of other MCP servers, for clients that send every tool to the model.
 
 A client connected to the proxy (a desktop app, an IDE, an agent framework: anything that
-speaks MCP) lists two tools, and the upstream tools pinned with ``overrides``, in place of every
-upstream server's tools:
+speaks MCP) lists two tools, and the upstream tools pinned with ``overrides`` (the
+:class:`~toolgate.integrations.mcp.McpRouter`'s; a config file's, for ``toolgate
+mcp-proxy``), in place of every upstream server's tools:
 
 - ``search_tools(query)``: the tools routed for ``query`` (words, ``select:a,b`` or
   ``+term``), each with its description and full input schema;

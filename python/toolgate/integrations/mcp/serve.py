@@ -24,7 +24,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -48,6 +48,8 @@ from toolgate.integrations.mcp.server_config import (
     ServerSpec,
     load_servers,
     result_limit,
+    server_overrides,
+    tool_overrides,
 )
 from toolgate.integrations.mcp.upstreams import Upstreams
 from toolgate.routing.config import RouterConfig
@@ -101,11 +103,13 @@ async def serve(
     a call of a tool a ``tool_search`` found counts as used for the search's words.
     ``telemetry`` gets the route, promote and verify events of every search and call (a
     :class:`~toolgate.telemetry.sinks.JsonFileSink` makes a log ``toolgate stats --events`` reads).
-    ``config`` is the router's (``toolgate mcp-proxy --set``).
+    ``config`` is the router's (``toolgate mcp-proxy --set``). Each server's ``overrides``
+    (from its config entry) apply to its tools; one naming a tool the server does not list
+    is a line on stderr once it is listed.
     """
     router = McpRouter(
         top_k=top_k, lenient=lenient, retry_after=retry_after, telemetry=telemetry, learn=learn,
-        config=config,
+        config=config, overrides=tool_overrides(servers),
     )  # fmt: skip
     run = partial(
         _serve, servers, router, lenient=lenient, connect_timeout=connect_timeout,
@@ -236,12 +240,32 @@ class _Serving:
         except ToolgateError as exc:
             await self.fail(exc)
             return
+        self.check_overrides(clients)
         for name in clients:
             self.group.start_soon(self.watch, name)
         left_out = [name for name in self.servers if name not in clients]
         if left_out:
             self.group.start_soon(self.join_later, left_out, self.retry_after)
         self.indexed.set()
+
+    def check_overrides(self, names: Iterable[str]) -> None:
+        """Say on stderr which tools the ``overrides`` of the servers ``names`` name that
+        their listing does not hold (a typo, or the name the proxy shows for the one the
+        server lists), which would apply to nothing; servers not listed yet are left out."""
+        catalog = self.router.router.catalog
+        for name in names:
+            if name in self.router.changed:  # not listed (lenient): nothing to check against
+                continue
+            missing = [
+                t for t in server_overrides(self.servers[name]) if f"{name}/{t}" not in catalog
+            ]
+            if missing:
+                print(
+                    f"toolgate mcp-proxy: warning: mcpServers.{name}.overrides names tools "
+                    f"{name!r} does not list, which it applies to nothing: "
+                    f"{', '.join(map(repr, missing))} (name tools as the server lists them)",
+                    file=sys.stderr,
+                )
 
     async def wait_indexed(self) -> None:
         """Return once the upstreams are indexed (the proxy's requests wait for it)."""
@@ -406,6 +430,7 @@ class _Serving:
                 pending.remove(name)
                 self.down.discard(name)
                 print(f"toolgate mcp-proxy: {name!r} started and joined", file=sys.stderr)
+                self.check_overrides([name])
                 self.group.start_soon(self.watch, name)
                 if self.proxy is not None:
                     await self.proxy.announce("tools", "prompts", "resources")

@@ -19,6 +19,16 @@ nothing to approve; the host in front of it keeps its own approvals. Cline's ``t
 (a tool result, a prompt, a read) may take to be passed on (default
 :data:`~toolgate.integrations.mcp.answers.MAX_RESULT_BYTES`, 4 MiB).
 
+``overrides``, toolgate's own too, maps the server's tool names (as it lists them) to
+``x-toolgate`` blocks (:mod:`toolgate.catalog.tool`), the host's say over those tools::
+
+    "docs": {"command": "docs-server",
+             "overrides": {"get_page": {"pinned": true, "summary": "Fetch a docs page."}}}
+
+Each block is checked as the catalog checks one, when the file is read. ``requires`` is
+refused: it gates a tool on the caller's state, which the proxy's clients have no way to
+give, so the tool would only vanish from searches (``--deny`` keeps a tool out).
+
 As in MCP clients' own files, ``${VAR}`` in a value (``command``, ``args``, ``env``,
 ``cwd``, ``url``, ``headers``) is the environment variable ``VAR``, and ``${VAR:-default}``
 is ``default`` when ``VAR`` is unset or empty; so a token stays out of the file. A variable
@@ -38,8 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from mcp.client.stdio import StdioServerParameters
+from pydantic import Field
 
 from toolgate.arguments import MAX_COUNT, shown
+from toolgate.catalog.build import block_problem
 from toolgate.errors import InvalidInputError
 from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES, MIN_RESULT_BYTES
 from toolgate.json_limits import JsonLimitError, loads, read_bounded
@@ -52,14 +64,24 @@ __all__ = [
     "load_servers",
     "request_timeout",
     "result_limit",
+    "server_overrides",
+    "tool_overrides",
 ]
 
 #: The largest configuration file read: far past any list of servers a client writes.
 MAX_CONFIG_BYTES = 16 << 20
 
 #: Keys any entry may have: Cline's and Roo Code's besides the common ``disabled``, and
-#: toolgate's own ``maxResultBytes``.
-_COMMON_KEYS = {"type", "disabled", "timeout", "autoApprove", "alwaysAllow", "maxResultBytes"}
+#: toolgate's own ``maxResultBytes`` and ``overrides``.
+_COMMON_KEYS = {
+    "type",
+    "disabled",
+    "timeout",
+    "autoApprove",
+    "alwaysAllow",
+    "maxResultBytes",
+    "overrides",
+}
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers"}
 
@@ -79,22 +101,26 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 @dataclass(frozen=True)
 class HttpServer:
     """A Streamable HTTP upstream: its URL, the headers every request carries, how many
-    seconds each request may take (``None``: the SDK's default) and the most bytes of JSON
-    an answer of its may take (``None``: :data:`MAX_RESULT_BYTES`)."""
+    seconds each request may take (``None``: the SDK's default), the most bytes of JSON
+    an answer of its may take (``None``: :data:`MAX_RESULT_BYTES`) and the ``x-toolgate``
+    overrides of its tools, by tool name."""
 
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None
     max_result_bytes: int | None = None
+    overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 class StdioServer(StdioServerParameters):
     """A stdio upstream read from a config file: the SDK's parameters, how many seconds each
-    request may take (``None``: the SDK's default) and the most bytes of JSON an answer of
-    its may take (``None``: :data:`MAX_RESULT_BYTES`)."""
+    request may take (``None``: the SDK's default), the most bytes of JSON an answer of
+    its may take (``None``: :data:`MAX_RESULT_BYTES`) and the ``x-toolgate`` overrides of
+    its tools, by tool name."""
 
     timeout: float | None = None
     max_result_bytes: int | None = None
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 ServerSpec = StdioServerParameters | HttpServer
@@ -113,16 +139,32 @@ def result_limit(spec: ServerSpec) -> int:
     return MAX_RESULT_BYTES if limit is None else limit
 
 
+def server_overrides(spec: ServerSpec) -> Mapping[str, Mapping[str, Any]]:
+    """The ``overrides`` of the server of ``spec`` (its config's), by tool name."""
+    return spec.overrides if isinstance(spec, (StdioServer, HttpServer)) else {}
+
+
+def tool_overrides(servers: Mapping[str, ServerSpec]) -> dict[str, dict[str, Any]]:
+    """Every server's ``overrides``, keyed by tool id (``server/tool``) as
+    :class:`~toolgate.integrations.mcp.McpRouter` takes them: by id, so one server's never
+    reach another's tool of the same name."""
+    return {
+        f"{name}/{tool}": dict(block)
+        for name, spec in servers.items()
+        for tool, block in server_overrides(spec).items()
+    }
+
+
 def load_servers(path: str | Path) -> dict[str, ServerSpec]:
     """The upstream servers of an MCP client configuration file, without the disabled ones.
 
     Each entry is a stdio command (``command``, ``args``, ``env``, ``cwd``) or a Streamable
     HTTP endpoint (``url``, ``headers``), optionally with ``type`` (``stdio``, ``http``),
     ``disabled``, ``timeout`` (seconds a request may take), ``maxResultBytes`` (bytes an
-    answer may take) and Cline's or Roo Code's ``autoApprove`` / ``alwaysAllow`` (see the
-    module docstring). Every problem is reported at once, naming the entry; an unknown key
-    is one, since a misspelt ``args`` would otherwise start the command without its
-    arguments.
+    answer may take), ``overrides`` (the host's ``x-toolgate`` blocks for its tools) and
+    Cline's or Roo Code's ``autoApprove`` / ``alwaysAllow`` (see the module docstring).
+    Every problem is reported at once, naming the entry; an unknown key is one, since a
+    misspelt ``args`` would otherwise start the command without its arguments.
     """
     try:
         # Bounded: a path to /dev/zero or a FIFO, or JSON nested past the parser, would hang,
@@ -195,10 +237,47 @@ def _server_spec(entry: Any) -> ServerSpec | None:
         names = entry.get(key, [])
         if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
             raise ValueError(f"{key!r} must be a list of tool names, got {names!r}")
-    timeout = _timeout(entry.get("timeout"))
-    limit = _max_result_bytes(entry.get("maxResultBytes"))
-    spec = _http_spec(entry, timeout, limit) if http else _stdio_spec(entry, timeout, limit)
+    options = _Options(
+        _timeout(entry.get("timeout")),
+        _max_result_bytes(entry.get("maxResultBytes")),
+        _overrides(entry.get("overrides")),
+    )
+    spec = _http_spec(entry, options) if http else _stdio_spec(entry, options)
     return None if entry.get("disabled", False) else spec
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What toolgate and Cline add to an entry: ``timeout``, ``maxResultBytes``,
+    ``overrides``, read."""
+
+    timeout: float | None
+    max_result_bytes: int | None
+    overrides: dict[str, dict[str, Any]]
+
+
+def _overrides(value: Any) -> dict[str, dict[str, Any]]:
+    """An entry's ``overrides``: tool names to ``x-toolgate`` blocks, each checked as the
+    catalog checks one; a :class:`ValueError` naming every bad tool and key."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"'overrides' must map tool names to objects, got {type(value).__name__}")
+    problems: list[str] = []
+    for tool, block in value.items():
+        if not tool.strip():
+            problems.append("overrides: a tool name is blank")
+        elif isinstance(block, dict) and "requires" in block:
+            problems.append(
+                f"overrides.{tool}: 'requires' gates a tool on the caller's state, which the "
+                "proxy's clients have no way to give: the tool would only vanish from "
+                "searches (keep a tool out with --deny)"
+            )
+        elif (problem := block_problem(block)) is not None:
+            problems.append(f"overrides.{tool}: {problem}")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return {tool: dict(block) for tool, block in value.items()}
 
 
 def _timeout(value: Any) -> float | None:
@@ -230,16 +309,18 @@ def _max_result_bytes(value: Any) -> int | None:
     return int(value)
 
 
-def _http_spec(entry: dict[str, Any], timeout: float | None, limit: int | None) -> HttpServer:
+def _http_spec(entry: dict[str, Any], options: _Options) -> HttpServer:
     url, headers = entry.get("url"), entry.get("headers", {})
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ValueError(f"'url' must be an http(s) URL, got {url!r}")
     if not _str_map(headers):
         raise ValueError("'headers' must map names to string values")
-    return HttpServer(url, dict(headers), timeout, limit)
+    return HttpServer(
+        url, dict(headers), options.timeout, options.max_result_bytes, options.overrides
+    )
 
 
-def _stdio_spec(entry: dict[str, Any], timeout: float | None, limit: int | None) -> StdioServer:
+def _stdio_spec(entry: dict[str, Any], options: _Options) -> StdioServer:
     command, args, env = entry.get("command"), entry.get("args", []), entry.get("env")
     if not isinstance(command, str) or not command:
         raise ValueError("needs 'command' (a stdio server) or 'url' (a Streamable HTTP one)")
@@ -249,7 +330,13 @@ def _stdio_spec(entry: dict[str, Any], timeout: float | None, limit: int | None)
         raise ValueError("'env' must map names to string values")
     cwd = entry.get("cwd")
     return StdioServer(
-        command=command, args=args, env=env, cwd=cwd, timeout=timeout, max_result_bytes=limit
+        command=command,
+        args=args,
+        env=env,
+        cwd=cwd,
+        timeout=options.timeout,
+        max_result_bytes=options.max_result_bytes,
+        overrides=options.overrides,
     )
 
 
