@@ -13,7 +13,9 @@ from pathlib import Path
 import toolgate
 
 PACKAGE = Path(toolgate.__file__).parent
-BASE = {"_toolgate", "arguments", "errors", "json_limits", "lazy", "memo", "unicode"}
+BASE = {
+    "_toolgate", "arguments", "browser_guard", "errors", "json_limits", "lazy", "memo", "unicode",
+}  # fmt: skip
 LAYERS = [
     "base",
     "formats",

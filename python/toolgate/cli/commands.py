@@ -287,8 +287,12 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         raise InvalidInputError(f"--connect-timeout must be > 0, got {args.connect_timeout}")
     if not args.retry_after >= 0:
         raise InvalidInputError(f"--retry-after must be >= 0, got {args.retry_after}")
-    if args.http is None and (args.auth_token_env or args.no_auth):
-        raise InvalidInputError("--auth-token-env and --no-auth go with --http")
+    if args.http is None and (
+        args.auth_token_env or args.no_auth or args.allow_origin or args.allow_host
+    ):
+        raise InvalidInputError(
+            "--auth-token-env, --no-auth, --allow-origin and --allow-host go with --http"
+        )
     token = None
     if args.auth_token_env:
         token = os.environ.get(args.auth_token_env)
@@ -296,7 +300,10 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
             raise InvalidInputError(f"--auth-token-env: {args.auth_token_env} is not set")
     http = None
     if args.http is not None:
-        http = HttpListener.parse(args.http, token=token, open_to_all=args.no_auth)
+        http = HttpListener.parse(
+            args.http, token=token, open_to_all=args.no_auth,
+            allow_hosts=args.allow_host, allow_origins=args.allow_origin,
+        )  # fmt: skip
     telemetry = None
     if args.events is not None:
         from toolgate.telemetry.recorder import Telemetry

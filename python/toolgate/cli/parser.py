@@ -202,6 +202,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --http on a host other than loopback: serve without a token",
     )
+    _add_browser_options(proxy, "with --http: ")
     proxy.add_argument(
         "--events",
         type=Path,
@@ -219,6 +220,26 @@ def _parser() -> argparse.ArgumentParser:
     _add_gateway(commands)
     _add_model(commands)
     return parser
+
+
+def _add_browser_options(command: Any, prefix: str) -> None:
+    """``--allow-origin`` and ``--allow-host``, for the servers over HTTP."""
+    command.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help=f"{prefix}admit requests from web pages of ORIGIN (http://localhost:3000; :* for "
+        "any port); a request with another Origin header is refused (repeatable)",
+    )
+    command.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help=f"{prefix}admit this Host besides the loopback names on a loopback address; "
+        "elsewhere, admit only the names given (default: any) (repeatable)",
+    )
 
 
 def _add_gateway(commands: Any) -> None:

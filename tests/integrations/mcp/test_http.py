@@ -22,6 +22,8 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.lowlevel import Server
+from starlette.testclient import TestClient
 
 from tests.fixtures.mcp import (
     PID_WRITING_UPSTREAM,
@@ -31,7 +33,8 @@ from tests.fixtures.mcp import (
 )
 from toolgate import InvalidInputError
 from toolgate.cli.parser import main
-from toolgate.integrations.mcp.http import GRACE_SECONDS, HttpListener, _BearerGate
+from toolgate.integrations.mcp.http import GRACE_SECONDS, HttpListener, _BearerGate, proxy_app
+from toolgate.integrations.mcp.metrics import ProxyMetrics
 
 TOKEN = "s3cret-token"
 
@@ -154,7 +157,7 @@ def test_the_token_flags_are_checked(
     proxy = ["mcp-proxy", "--config", str(config)]
     monkeypatch.delenv("TG_UNSET", raising=False)
     assert main([*proxy, "--no-auth"]) == 2
-    assert "--auth-token-env and --no-auth go with --http" in capsys.readouterr().err
+    assert "--auth-token-env, --no-auth," in capsys.readouterr().err
     assert main([*proxy, "--http", ":0", "--auth-token-env", "TG_UNSET"]) == 2
     assert "--auth-token-env: TG_UNSET is not set" in capsys.readouterr().err
     # A router setting (--set) is checked before any upstream starts, as these are.
@@ -248,8 +251,116 @@ def test_any_loopback_listener_checks_host_and_origin(tmp_path: Path) -> None:
         with httpx2.Client() as http:
             foreign_host = http.post(url, json=body, headers={"Host": "evil.example"})
             assert foreign_host.status_code == 421
+            assert "Host 'evil.example' is not a name" in foreign_host.json()["error"]
             foreign_origin = http.post(url, json=body, headers={"Origin": "http://evil.example"})
             assert foreign_origin.status_code == 403
+            assert "'http://evil.example' is not allowed" in foreign_origin.json()["error"]
+
+
+def test_the_browser_options_reach_a_proxy_off_loopback_without_a_token(tmp_path: Path) -> None:
+    options = ["--no-auth", "--allow-origin", "http://localhost:3000"]
+    options += ["--allow-host", "proxy.internal"]
+    with running_proxy(tmp_path, *options, address="0.0.0.0:0") as (_process, url, _pid_file):
+        port = url.rsplit(":", 1)[1].removesuffix("/mcp")
+        local = f"http://127.0.0.1:{port}/mcp"
+        named = {"Host": f"proxy.internal:{port}", **MCP_HEADERS}
+        with httpx2.Client(timeout=60) as http:
+            page = {**named, "Origin": "http://localhost:3000"}
+            admitted = http.post(local, json=INITIALIZE, headers=page)
+            assert admitted.status_code == 200
+            assert admitted.headers["access-control-allow-origin"] == "http://localhost:3000"
+            other_page = {**named, "Origin": "http://evil.example"}
+            assert http.post(local, json=INITIALIZE, headers=other_page).status_code == 403
+            assert http.post(local, json=INITIALIZE, headers=MCP_HEADERS).status_code == 421
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "test", "version": "1"}},
+}  # fmt: skip
+
+
+@contextmanager
+def proxy_client(listener: HttpListener, host: str = "127.0.0.1:8765") -> Iterator[TestClient]:
+    """The proxy's HTTP app for ``listener`` (an MCP server with no tools behind it, and
+    metrics), under a test client that sends ``Host: host``."""
+    app = proxy_app(Server("test"), listener, metrics=ProxyMetrics())
+    with TestClient(app, base_url=f"http://{host}") as client:
+        yield client
+
+
+def _open_listener(**options: Any) -> HttpListener:
+    """A listener off loopback without a token (``--no-auth``)."""
+    return HttpListener.parse("0.0.0.0:8765", token=None, open_to_all=True, **options)
+
+
+def test_a_proxy_off_loopback_without_a_token_refuses_web_pages() -> None:
+    with proxy_client(_open_listener(), host="evil.example:8765") as client:
+        # Any name reaches it (clients there use names it cannot know)...
+        assert client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS).status_code == 200
+        # ...but no web page does, whatever name it uses.
+        page = {**MCP_HEADERS, "Origin": "http://evil.example:8765"}
+        refused = client.post("/mcp", json=INITIALIZE, headers=page)
+        assert refused.status_code == 403
+        assert "origin 'http://evil.example:8765' is not allowed" in refused.json()["error"]
+        assert client.get("/metrics", headers={"Origin": "http://10.0.0.9"}).status_code == 403
+
+
+def test_allowed_hosts_restrict_a_proxy_off_loopback() -> None:
+    listener = _open_listener(allow_hosts=["proxy.internal"])
+    with proxy_client(listener, host="proxy.internal:8765") as client:
+        assert client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS).status_code == 200
+        rebound = client.get("/metrics", headers={"Host": "evil.example:8765"})
+        assert rebound.status_code == 421
+        # The probe answers whatever name it is sent to (an orchestrator's is the pod's IP).
+        assert client.get("/healthz", headers={"Host": "10.0.0.7:8765"}).status_code == 200
+
+
+def test_a_rebound_name_cannot_read_a_loopback_proxys_metrics() -> None:
+    # The SDK checked /mcp only: a page rebound to 127.0.0.1 read /metrics.
+    listener = HttpListener.parse("127.0.0.1:8765", token=None, open_to_all=False)
+    with proxy_client(listener, host="evil.example:8765") as client:
+        assert client.get("/metrics").status_code == 421
+
+
+def test_a_web_page_with_the_token_is_refused_too() -> None:
+    listener = HttpListener.parse("0.0.0.0:8765", token=TOKEN, open_to_all=False)
+    bearer = {"Authorization": f"Bearer {TOKEN}", **MCP_HEADERS}
+    with proxy_client(listener) as client:
+        assert client.post("/mcp", json=INITIALIZE, headers=bearer).status_code == 200
+        page = {**bearer, "Origin": "http://evil.example"}
+        assert client.post("/mcp", json=INITIALIZE, headers=page).status_code == 403
+
+
+def test_a_page_of_an_allowed_origin_may_preflight_and_read_the_answer() -> None:
+    origin = "http://localhost:6274"
+    listener = _open_listener(allow_origins=["http://localhost:*"])
+    with proxy_client(listener) as client:
+        preflight = client.options(
+            "/mcp",
+            headers={"Origin": origin, "Access-Control-Request-Method": "POST",
+                     "Access-Control-Request-Headers": "content-type, mcp-protocol-version"},
+        )  # fmt: skip
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == origin
+        answer = client.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Origin": origin})
+        assert answer.status_code == 200
+        assert answer.headers["access-control-allow-origin"] == origin
+        assert answer.headers["access-control-expose-headers"] == "*"  # mcp-session-id
+
+
+def test_bad_browser_options_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}}}), encoding="utf-8")
+    proxy = ["mcp-proxy", "--config", str(config)]
+    assert main([*proxy, "--allow-origin", "http://localhost:3000"]) == 2
+    assert "--allow-origin and --allow-host go with --http" in capsys.readouterr().err
+    assert main([*proxy, "--http", ":0", "--allow-origin", "localhost:3000"]) == 2
+    assert "--allow-origin: expected an origin, SCHEME://HOST" in capsys.readouterr().err
+    assert main([*proxy, "--http", ":0", "--allow-host", "http://proxy.internal"]) == 2
+    assert "--allow-host: a host is a name" in capsys.readouterr().err
 
 
 def test_a_stop_ends_the_clients_event_streams(tmp_path: Path) -> None:

@@ -2,9 +2,12 @@
 
 One proxy then serves a whole team or a fleet of agents: it keeps no state per client, so any
 number of them share its upstream connections and its index. The MCP SDK's Streamable HTTP
-app serves the proxy's server at ``/mcp``, under uvicorn. A listener on a loopback address
-checks the ``Host`` and ``Origin`` headers (the SDK's DNS-rebinding protection); one given a
-token admits only requests that carry it as ``Authorization: Bearer <token>``.
+app serves the proxy's server at ``/mcp``, under uvicorn. Requests from web pages are refused
+(:mod:`toolgate.browser_guard`): one carrying an ``Origin`` not allowed by ``--allow-origin``
+gets a 403 naming it, and one to a loopback listener under a ``Host`` other than a loopback
+name (DNS rebinding) a 421; ``--allow-host`` adds names, and off loopback restricts ``Host``
+to them. A listener given a token admits only requests that carry it as ``Authorization:
+Bearer <token>``, on top.
 
 Beside it, ``GET /healthz`` answers ``{"status": "ok"}`` to anyone (a load balancer's or an
 orchestrator's probe carries no token, and learns nothing but that the proxy serves), and
@@ -25,12 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import json
 import logging
 import socket
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +40,16 @@ from typing import Any
 import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.middleware.cors import CORSMiddleware
 
+from toolgate.browser_guard import (
+    BrowserGuard,
+    BrowserPolicy,
+    host_pattern,
+    is_loopback,
+    origin_pattern,
+    served_hosts,
+)
 from toolgate.errors import InvalidInputError
 from toolgate.integrations.mcp.metrics import ProxyMetrics
 
@@ -49,6 +60,7 @@ __all__ = [
     "METRICS_PATH",
     "SESSION_IDLE_SECONDS",
     "HttpListener",
+    "proxy_app",
     "serve_over_http",
 ]
 
@@ -78,18 +90,30 @@ _App = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
 @dataclass(frozen=True)
 class HttpListener:
-    """Where the proxy listens (``port`` 0: a free port, named on stderr once listening)
-    and the bearer token requests must carry (``None``: none)."""
+    """Where the proxy listens (``port`` 0: a free port, named on stderr once listening),
+    the bearer token requests must carry (``None``: none), and the ``Host`` names (beside
+    the loopback ones on a loopback address) and ``Origin`` values it admits."""
 
     host: str = "127.0.0.1"
     port: int = 8765
     token: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, address: str, *, token: str | None, open_to_all: bool) -> HttpListener:
+    def parse(
+        cls,
+        address: str,
+        *,
+        token: str | None,
+        open_to_all: bool,
+        allow_hosts: Iterable[str] = (),
+        allow_origins: Iterable[str] = (),
+    ) -> HttpListener:
         """``HOST:PORT`` (``127.0.0.1:8765``, ``[::1]:8765``, ``0.0.0.0:8765``; ``:8765`` for
         loopback) as a listener. A host other than loopback needs ``token`` unless
-        ``open_to_all``: without one, anyone who can reach the port can call the tools."""
+        ``open_to_all``: without one, anyone who can reach the port can call the tools.
+        ``allow_hosts`` and ``allow_origins`` are ``--allow-host`` and ``--allow-origin``."""
         host, colon, port_text = address.rpartition(":")
         number = port_text.isascii() and port_text.isdigit()
         if not colon or not number or int(port_text) > 65535:
@@ -102,12 +126,19 @@ class HttpListener:
         host = (host[1:-1] if bracketed else host) or "127.0.0.1"
         if token is not None and not token.strip():
             raise InvalidInputError("the bearer token is empty")
-        if token is None and not open_to_all and not _loopback(host):
+        if token is None and not open_to_all and not is_loopback(host):
             raise InvalidInputError(
                 f"serving on {host} without a token lets anyone who reaches the port call "
                 "every upstream tool: give a token (--auth-token-env NAME), or --no-auth"
             )
-        return cls(host, int(port_text), token)
+        hosts = tuple(host_pattern(name, "--allow-host") for name in allow_hosts)
+        origins = tuple(origin_pattern(origin, "--allow-origin") for origin in allow_origins)
+        return cls(host, int(port_text), token, hosts, origins)
+
+    @property
+    def policy(self) -> BrowserPolicy:
+        """The ``Host`` and ``Origin`` checks of this listener."""
+        return BrowserPolicy(served_hosts(self.host, self.allowed_hosts), self.allowed_origins)
 
     def bind(self) -> socket.socket:
         """A socket listening at this address (bound before anything else starts, so a port
@@ -148,17 +179,7 @@ async def serve_over_http(
     the caller's, not uvicorn's. ``metrics`` are served at :data:`METRICS_PATH`. A session
     ends after ``session_idle_timeout`` seconds without a request of its client's under way,
     and its calls still running are cancelled upstream (see the module docstring)."""
-    app: _App = server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
-        host=listener.host,
-        transport_security=_rebinding_guard(listener.host),
-        session_idle_timeout=session_idle_timeout,
-    )
-    if metrics is not None:
-        app = _Route(METRICS_PATH, metrics.asgi_app(), app)
-    if listener.token is not None:
-        app = _BearerGate(app, listener.token)
-    app = _Route(HEALTH_PATH, _healthy, app)
+    app = proxy_app(server, listener, metrics=metrics, session_idle_timeout=session_idle_timeout)
     config = uvicorn.Config(
         app, log_level="warning", lifespan="on", timeout_graceful_shutdown=int(GRACE_SECONDS)
     )
@@ -171,6 +192,39 @@ async def serve_over_http(
         await http.serve(sockets=[sock])
     except SystemExit:  # uvicorn's way to say its start failed (it logged why)
         raise InvalidInputError(f"the HTTP server on {_url(host, port)} failed to start") from None
+
+
+def proxy_app(
+    server: Server[Any],
+    listener: HttpListener,
+    *,
+    metrics: ProxyMetrics | None = None,
+    session_idle_timeout: float = SESSION_IDLE_SECONDS,
+) -> _App:
+    """The ASGI app serving ``server`` at :data:`MCP_PATH` as ``listener`` says: the health
+    probe first (any name, no token), then the ``Host`` / ``Origin`` checks, then CORS for
+    the allowed origins, the token, the metrics and MCP."""
+    app: _App = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=listener.host,
+        # The SDK's own check is off: the guard below makes it for every path, /metrics too,
+        # answers in JSON naming the header, and can check Origin while admitting any Host
+        # (a listener off loopback), which TransportSecuritySettings cannot say.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        session_idle_timeout=session_idle_timeout,
+    )
+    if metrics is not None:
+        app = _Route(METRICS_PATH, metrics.asgi_app(), app)
+    if listener.token is not None:
+        app = _BearerGate(app, listener.token)
+    policy = listener.policy
+    if policy.origins:  # a page of an allowed origin may read the answers, and preflight
+        app = CORSMiddleware(
+            app, allow_origin_regex=policy.origin_regex(), allow_methods=["*"],
+            allow_headers=["*"], expose_headers=["*"],
+        )  # fmt: skip
+    app = BrowserGuard(app, policy, log=logging.getLogger(__name__))
+    return _Route(HEALTH_PATH, _healthy, app)
 
 
 class _Listening(uvicorn.Server):
@@ -253,29 +307,6 @@ async def _send_json(
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
-
-
-def _rebinding_guard(host: str) -> TransportSecuritySettings | None:
-    """The SDK's ``Host`` / ``Origin`` check for a loopback listener, whatever loopback
-    address it is on (the SDK turns it on by itself for three spellings only), so a web page
-    cannot reach the proxy by DNS rebinding. ``None`` elsewhere: there the token guards."""
-    if not _loopback(host):
-        return None
-    names = {"127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host}
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=sorted(f"{name}:*" for name in names),
-        allowed_origins=sorted(f"http://{name}:*" for name in names),
-    )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False
 
 
 def _url(host: str, port: int) -> str:
