@@ -329,6 +329,7 @@ def run_gateway(args: argparse.Namespace) -> None:
     options = ServeOptions.parse(
         args.listen, args.upstream, config=args.config, top_k=args.top_k, store=args.store,
         workers=args.workers, no_auth=args.no_auth, graceful_timeout=args.graceful_timeout,
+        allow_hosts=args.allow_host, allow_origins=args.allow_origin,
     )  # fmt: skip
     serve(options)
 

@@ -278,6 +278,7 @@ def _add_gateway(commands: Any) -> None:
         action="store_true",
         help="serve a host other than loopback without a gateway key",
     )
+    _add_browser_options(gateway, "")
 
 
 def _add_model(commands: Any) -> None:

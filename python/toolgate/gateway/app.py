@@ -14,6 +14,11 @@ without them and its answer carries ``x-toolgate-no-tool: 1`` (and the
 that looks like a model call carrying tools is flagged instead: ``x-toolgate-unfiltered: 1``
 on its answer, the ``toolgate_gateway_unfiltered`` counter, a warning the first time.
 
+A web page cannot use the gateway (and the keys it holds) through its visitor's browser: a
+request carrying an ``Origin`` not in ``allowed_origins`` is refused (403), and so is one
+whose ``Host`` is not among ``allowed_hosts`` when there are some (421: DNS rebinding); see
+:mod:`toolgate.browser_guard`. ``/healthz`` answers any name.
+
 >>> from toolgate.gateway.app import Gateway
 >>> from toolgate.gateway.config import GatewayConfig, Upstream
 >>> config = GatewayConfig(upstreams={"openai": Upstream("https://api.openai.com")})
@@ -27,7 +32,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -37,11 +42,15 @@ import anyio
 import httpx
 import orjson
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from toolgate import json_limits
+from toolgate.browser_guard import BrowserGuard, BrowserPolicy
 from toolgate.errors import InvalidInputError, StorageError, ToolgateError
 from toolgate.formats.calls import answer_tool_calls
 from toolgate.gateway.config import GatewayConfig, Prewarm, RouteConfig, read_file
@@ -145,8 +154,33 @@ class Gateway:
                 Route("/metrics", self._metrics, methods=["GET"]),
                 Route("/{path:path}", self._handle, methods=_METHODS),
             ],
+            middleware=self._middleware(),
             lifespan=self._lifespan,
         )
+
+    def _middleware(self) -> list[Middleware]:
+        """The ``Host`` / ``Origin`` checks, then CORS for the allowed origins' pages (which
+        may then preflight and read the answers; the upstream's own CORS headers are
+        replaced)."""
+        policy = BrowserPolicy(self.config.allowed_hosts, self.config.allowed_origins)
+        guard = Middleware(
+            BrowserGuard, policy, refusal=self._refused, open_paths=["/healthz"], log=log
+        )
+        if not policy.origins:
+            return [guard]
+        cors = Middleware(
+            CORSMiddleware, allow_origin_regex=policy.origin_regex(), allow_methods=["*"],
+            allow_headers=["*"], expose_headers=["*"],
+        )  # fmt: skip
+        return [guard, cors]
+
+    def _refused(self, scope: Any, status: int, code: str, message: str) -> Response:
+        """The answer to a request the ``Host`` / ``Origin`` checks refuse, in the error
+        shape of the provider it was for, counted as the gateway's other answers are."""
+        query = scope.get("query_string", b"").decode("latin-1")
+        _, provider, label = _aimed_at(scope["method"], scope["path"], Headers(scope=scope), query)
+        self.metrics.requests.labels(label, str(status)).inc()
+        return _error(provider, status, message, code)
 
     @asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
@@ -214,13 +248,9 @@ class Gateway:
     async def _handle(self, request: Request) -> Response:
         started = time.perf_counter()
         path = request.url.path
-        endpoint = endpoint_of(request.method, path)
-        provider = (
-            endpoint.provider
-            if endpoint
-            else passthrough_provider(path, request.headers, request.url.query)
+        endpoint, provider, label = _aimed_at(
+            request.method, path, request.headers, request.url.query
         )
-        label = endpoint.shape if endpoint else "passthrough"
         upstream = upstream_for(provider, self.config.upstreams)
         if not self._admitted(request, upstream):
             response = _error(provider, 401, "missing or wrong gateway key", "unauthorized")
@@ -379,6 +409,17 @@ def _no_upstream(provider: str) -> str:
     fallback = UPSTREAM_FALLBACK.get(provider)
     also = f" (or --upstream {fallback}=URL)" if fallback else ""
     return f"no upstream for {provider}: start the gateway with --upstream {provider}=URL{also}"
+
+
+def _aimed_at(
+    method: str, path: str, headers: Mapping[str, str], query: str
+) -> tuple[Endpoint | None, str, str]:
+    """The filtered endpoint a request is for (None: it passes through), the provider it
+    goes to, and its label in the metrics."""
+    endpoint = endpoint_of(method, path)
+    if endpoint is None:
+        return None, passthrough_provider(path, headers, query), "passthrough"
+    return endpoint, endpoint.provider, endpoint.shape
 
 
 async def _body(request: Request, limit: int) -> bytes | None:

@@ -9,6 +9,8 @@ chosen by the first ``[[routes]]`` entry whose ``path`` pattern (``fnmatch``, e.
     store = "/var/lib/toolgate"    # indexes saved here, memory-mapped, shared by workers
     learn = "learned.sqlite3"      # learn from the calls checked (or postgresql://...)
     max_body_bytes = 67108864      # a larger filtered request is refused (413), unread
+    allowed_origins = ["https://app.example.com"]  # web pages let in (others: 403)
+    allowed_hosts = ["gateway.internal"]  # Host names besides loopback's (others: 421)
 
     [upstreams.openai]
     origin = "https://api.openai.com"
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgate.arguments import finite_number, shown
+from toolgate.browser_guard import host_pattern, origin_pattern
 from toolgate.errors import InvalidInputError
 from toolgate.json_limits import JsonLimitError, read_bounded
 from toolgate.promotion.budget import Budget
@@ -72,7 +75,7 @@ _ROUTE_KEYS = {
 }  # fmt: skip
 _TOP_KEYS = _ROUTE_KEYS - {"path"} | {
     "upstreams", "routes", "prewarm", "store", "learn", "router", "max_catalogs", "timeout",
-    "connect_timeout", "auth_token_env", "max_body_bytes",
+    "connect_timeout", "auth_token_env", "max_body_bytes", "allowed_origins", "allowed_hosts",
 }  # fmt: skip
 # The largest filtered request read by default: past the providers' own limits (Anthropic's
 # is 32 MB), so a request refused here would have been refused upstream.
@@ -127,7 +130,9 @@ class Prewarm:
 
 @dataclass(frozen=True)
 class GatewayConfig:
-    """Every setting of a gateway (see the module)."""
+    """Every setting of a gateway (see the module). ``allowed_hosts`` are the ``Host`` names
+    the gateway answers to (empty: any; ``toolgate gateway`` adds the loopback names on a
+    loopback address), ``allowed_origins`` the web pages it admits (empty: none)."""
 
     upstreams: Mapping[str, Upstream] = field(default_factory=dict)
     routes: tuple[RouteConfig, ...] = ()
@@ -141,6 +146,8 @@ class GatewayConfig:
     connect_timeout: float = 10.0
     auth_token_env: str | None = None
     max_body_bytes: int = MAX_BODY_BYTES
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
 
     def route(self, path: str) -> RouteConfig:
         """The settings for ``path``: the first route whose pattern matches, else the
@@ -151,22 +158,34 @@ class GatewayConfig:
         return self.default
 
     def with_overrides(
-        self, *, upstreams: Mapping[str, str] | None = None, top_k: int | None = None
+        self,
+        *,
+        upstreams: Mapping[str, str] | None = None,
+        top_k: int | None = None,
+        allowed_hosts: tuple[str, ...] = (),
+        allowed_origins: tuple[str, ...] = (),
     ) -> GatewayConfig:
         """These settings with the command line's ``--upstream`` and ``--top-k`` applied
-        (``--top-k`` caps every route)."""
+        (``--top-k`` caps every route), and its ``--allow-host`` and ``--allow-origin``
+        added to the file's."""
         merged = dict(self.upstreams)
         for name, origin in (upstreams or {}).items():
             known = merged.get(name)
             merged[name] = Upstream(_origin(origin, name), known.api_key_env if known else None)
+        config = replace(
+            self,
+            upstreams=merged,
+            allowed_hosts=tuple(dict.fromkeys((*self.allowed_hosts, *allowed_hosts))),
+            allowed_origins=tuple(dict.fromkeys((*self.allowed_origins, *allowed_origins))),
+        )
         if top_k is None:
-            return replace(self, upstreams=merged)
+            return config
 
         def capped(route: RouteConfig) -> RouteConfig:
             return replace(route, top_k=top_k if route.top_k is None else min(route.top_k, top_k))
 
         routes = tuple(capped(route) for route in self.routes)
-        return replace(self, upstreams=merged, routes=routes, default=capped(self.default))
+        return replace(config, routes=routes, default=capped(self.default))
 
     def auth_token(self) -> str | None:
         """The token clients must present, from ``auth_token_env``; None: no check."""
@@ -222,6 +241,14 @@ def load_config(path: Path | None) -> GatewayConfig:
         connect_timeout=_seconds(data, "connect_timeout", where, 10.0),
         auth_token_env=_env_name(data, "auth_token_env", where),
         max_body_bytes=_int(data, "max_body_bytes", where, MAX_BODY_BYTES, minimum=1),
+        allowed_hosts=tuple(
+            host_pattern(name, f"{where}: allowed_hosts")
+            for name in _names(data, "allowed_hosts", where) or ()
+        ),
+        allowed_origins=tuple(
+            origin_pattern(origin, f"{where}: allowed_origins")
+            for origin in _names(data, "allowed_origins", where) or ()
+        ),
     )
 
 

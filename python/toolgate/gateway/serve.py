@@ -8,7 +8,6 @@ through the router store (memory-mapped files) and their metrics through
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import tempfile
@@ -16,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from toolgate.browser_guard import host_pattern, is_loopback, origin_pattern, served_hosts
 from toolgate.errors import InvalidInputError
 from toolgate.gateway.config import PROVIDERS, GatewayConfig, load_config
 from toolgate.routing.learned_store import open_store
@@ -43,10 +43,21 @@ class ServeOptions:
     workers: int = 1
     no_auth: bool = False
     graceful_timeout: int = 10
+    allow_hosts: tuple[str, ...] = ()
+    allow_origins: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, listen: str, upstreams: list[str], **options: Any) -> ServeOptions:
-        """Options from ``--listen HOST:PORT`` and ``--upstream NAME=ORIGIN`` (repeated)."""
+    def parse(
+        cls,
+        listen: str,
+        upstreams: list[str],
+        *,
+        allow_hosts: list[str] | None = None,
+        allow_origins: list[str] | None = None,
+        **options: Any,
+    ) -> ServeOptions:
+        """Options from ``--listen HOST:PORT``, ``--upstream NAME=ORIGIN``, ``--allow-host``
+        and ``--allow-origin`` (each repeated)."""
         host, sep, port = listen.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise InvalidInputError(f"--listen: expected HOST:PORT, got {listen!r}")
@@ -59,11 +70,21 @@ class ServeOptions:
                     f"got {entry!r}"
                 )
             parsed[name] = origin
-        return cls(host.strip("[]"), int(port), parsed, **options)
+        hosts = tuple(host_pattern(name, "--allow-host") for name in allow_hosts or ())
+        origins = tuple(origin_pattern(o, "--allow-origin") for o in allow_origins or ())
+        return cls(
+            host.strip("[]"), int(port), parsed, allow_hosts=hosts, allow_origins=origins,
+            **options,
+        )  # fmt: skip
 
     def gateway_config(self) -> GatewayConfig:
-        """The config file's settings with the command line's on top."""
-        config = load_config(self.config).with_overrides(upstreams=self.upstreams, top_k=self.top_k)
+        """The config file's settings with the command line's on top; on a loopback address,
+        the loopback names are among the ``Host`` names answered to."""
+        config = load_config(self.config).with_overrides(
+            upstreams=self.upstreams, top_k=self.top_k,
+            allowed_hosts=self.allow_hosts, allowed_origins=self.allow_origins,
+        )  # fmt: skip
+        config = replace(config, allowed_hosts=served_hosts(self.host, config.allowed_hosts))
         if self.store is not None:
             config = replace(config, store=self.store)
         if config.store is None:
@@ -87,6 +108,7 @@ def app_from_env() -> Any:
         config=None if settings["config"] is None else Path(settings["config"]),
         top_k=settings["top_k"],
         store=None if settings["store"] is None else Path(settings["store"]),
+        allow_hosts=tuple(settings["allow_hosts"]), allow_origins=tuple(settings["allow_origins"]),
     )  # fmt: skip
     return Gateway(options.gateway_config()).app
 
@@ -96,7 +118,7 @@ def serve(options: ServeOptions) -> None:
     import uvicorn
 
     config = options.gateway_config()  # every settings error before the port opens
-    if not _loopback(options.host) and config.auth_token_env is None and not options.no_auth:
+    if not is_loopback(options.host) and config.auth_token_env is None and not options.no_auth:
         raise InvalidInputError(
             f"--listen {options.host}: a host other than loopback needs auth_token_env in "
             "the config (clients then send that token) or --no-auth"
@@ -112,6 +134,7 @@ def serve(options: ServeOptions) -> None:
             "config": None if options.config is None else str(options.config.resolve()),
             "top_k": options.top_k,
             "store": None if config.store is None else str(Path(config.store).resolve()),
+            "allow_hosts": options.allow_hosts, "allow_origins": options.allow_origins,
         }
     )  # fmt: skip
     if options.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
@@ -129,12 +152,3 @@ def serve(options: ServeOptions) -> None:
         # get this long, then are cancelled: the process stops within it, never hangs.
         timeout_graceful_shutdown=options.graceful_timeout,
     )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

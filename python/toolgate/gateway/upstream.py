@@ -190,12 +190,12 @@ def error_body(provider: str, status: int, message: str, code: str) -> bytes:
     body: dict[str, Any]
     if provider == "anthropic":
         kind = "invalid_request_error" if status < 500 else "api_error"
-        kind = "request_too_large" if status == 413 else kind
+        kind = {403: "permission_error", 413: "request_too_large"}.get(status, kind)
         body = {"type": "error", "error": {"type": kind, "message": message}}
     elif provider == "gemini":
         google = {
-            400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 413: "INVALID_ARGUMENT",
-            504: "DEADLINE_EXCEEDED",
+            400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+            413: "INVALID_ARGUMENT", 421: "FAILED_PRECONDITION", 504: "DEADLINE_EXCEEDED",
         }  # fmt: skip
         body = {"error": {"code": status, "message": message,
                           "status": google.get(status, "UNAVAILABLE")}}  # fmt: skip
