@@ -54,6 +54,7 @@ from toolgate.browser_guard import BrowserGuard, BrowserPolicy
 from toolgate.errors import InvalidInputError, StorageError, ToolgateError
 from toolgate.formats.calls import answer_tool_calls
 from toolgate.gateway.config import GatewayConfig, Prewarm, RouteConfig, read_file
+from toolgate.gateway.disconnect import CancelOnDisconnect
 from toolgate.gateway.filter import FilteredRequest, ToolFilter, filter_off_loop
 from toolgate.gateway.filtering import Filtered, filter_request
 from toolgate.gateway.metrics import CONTENT_TYPE_LATEST, Metrics
@@ -161,18 +162,28 @@ class Gateway:
     def _middleware(self) -> list[Middleware]:
         """The ``Host`` / ``Origin`` checks, then CORS for the allowed origins' pages (which
         may then preflight and read the answers; the upstream's own CORS headers are
-        replaced)."""
+        replaced), then the watch that stops a request whose client went away."""
         policy = BrowserPolicy(self.config.allowed_hosts, self.config.allowed_origins)
         guard = Middleware(
             BrowserGuard, policy, refusal=self._refused, open_paths=["/healthz"], log=log
         )
+        cancel = Middleware(CancelOnDisconnect, on_gone=self._client_gone)
         if not policy.origins:
-            return [guard]
+            return [guard, cancel]
         cors = Middleware(
             CORSMiddleware, allow_origin_regex=policy.origin_regex(), allow_methods=["*"],
             allow_headers=["*"], expose_headers=["*"],
         )  # fmt: skip
-        return [guard, cors]
+        return [guard, cors, cancel]
+
+    def _client_gone(self, scope: Any) -> None:
+        """Counts (as status 499, nginx's "client closed request") and logs a request whose
+        client left before its answer began: its upstream call was stopped."""
+        query = scope.get("query_string", b"").decode("latin-1")
+        _, _, label = _aimed_at(scope["method"], scope["path"], Headers(scope=scope), query)
+        self.metrics.requests.labels(label, "499").inc()
+        log.info("%s %s 499: the client went away; its upstream call was stopped",
+                 scope["method"], scope["path"])  # fmt: skip
 
     def _refused(self, scope: Any, status: int, code: str, message: str) -> Response:
         """The answer to a request the ``Host`` / ``Origin`` checks refuse, in the error
