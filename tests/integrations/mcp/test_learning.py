@@ -3,14 +3,18 @@ call of a tool a ``tool_search`` found is feedback for the search's words."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
+from typing import Any
 
+import pytest
 from mcp import Client
 
 from tests.fixtures.mcp import Calls, PagedClient, github_server, mcp_tool, run
 from tests.integrations.mcp.router_helpers import anthropic_call
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.router import McpRouter
+from toolgate.routing.learned_store import SqliteStore, StoreError
 
 
 def test_a_forwarded_call_teaches_the_router(embedder: Embedder) -> None:
@@ -73,3 +77,37 @@ def test_searches_are_kept_for_the_current_tools_only(embedder: Embedder) -> Non
         assert len(memory) == 1  # the last search still learns from the call
 
     run(main)
+
+
+class _Locked(SqliteStore):
+    """A store another process holds locked past the busy timeout."""
+
+    def _insert(self, sql: str, args: Any) -> int:
+        raise StoreError("cannot write the learned memory: database is locked")
+
+
+def test_a_store_that_fails_after_the_call_went_upstream_loses_no_result(
+    embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: Calls = Counter()
+
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=_Locked(":memory:"))
+        async with Client(github_server(calls)) as github:
+            await router.connect({"github": github})
+            promotion = await router.tools("open an issue in acme/web", pool="full")
+            issue = anthropic_call("create_issue", {"repo": "acme/web", "title": "crash"})
+            outcome = await router.call(issue, promotion)
+            assert outcome.forwarded
+            assert outcome.result is not None
+            assert not outcome.result.is_error
+            await router.search("merge the pull request number 7")
+            merge = anthropic_call("merge_pull_request", {"repo": "acme/web", "number": 7})
+            merged = await router.call_any(merge)
+            assert merged.forwarded
+
+    with caplog.at_level(logging.WARNING, logger="toolgate.integrations.mcp.router"):
+        run(main)
+    assert (calls["create_issue"], calls["merge_pull_request"]) == (1, 1)
+    warned = [r for r in caplog.records if "database is locked" in r.getMessage()]
+    assert len(warned) == 1  # once per kind of failure, not once per call

@@ -36,9 +36,10 @@ id, ``server/name``) to a connected client, an ``mcp.Client`` or ``mcp.ClientSes
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -49,7 +50,7 @@ from toolgate.arguments import check_count
 from toolgate.catalog.tool import Tool
 from toolgate.embedding.cache import EmbeddingCache
 from toolgate.embedding.embedder import Embedder
-from toolgate.errors import InvalidInputError
+from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.integrations.mcp.calls import CallForwarder, CallOutcome, UpstreamCall
 from toolgate.integrations.mcp.catalogs import ServerCatalogs
 from toolgate.integrations.mcp.changes import change_handler, follow_changes
@@ -73,6 +74,8 @@ from toolgate.routing.router import Router
 from toolgate.telemetry.recorder import Telemetry
 
 __all__ = ["CallOutcome", "McpClient", "McpRouter", "UpstreamCall"]
+
+_log = logging.getLogger(__name__)
 
 
 class McpRouter:
@@ -113,7 +116,8 @@ class McpRouter:
     ) -> None:
         """See the class docstring. ``learn`` (a store, as :meth:`Router.learn` takes) makes
         the router learn from use: a call that passes is feedback for its turn's query, the
-        tool used, or missed by the route when last turn's ``tool_search`` found it."""
+        tool used, or missed by the route when last turn's ``tool_search`` found it. A store
+        that fails then is logged, not raised: the call ran, and its result is returned."""
         if top_k is not None:
             check_count("top_k", top_k, minimum=1)
         if list_timeout is not None and not (_is_number(list_timeout) and list_timeout > 0):
@@ -137,6 +141,8 @@ class McpRouter:
         # The last tool_search, by its catalog version: a call of a tool it found is its
         # feedback. Only the current version's is asked for, so only the last is kept.
         self._searches: dict[str, RouteResult] = {}
+        # Kinds of learning failure warned of already (then logged at debug level).
+        self._learn_failures: set[type[BaseException]] = set()
 
     # -- connections ---------------------------------------------------------------------
 
@@ -322,7 +328,7 @@ class McpRouter:
             tool = verdict.tool_id or ""
             # A tool last turn's search found is one the route missed; any other was used.
             which = "missed" if tool in found or verdict.name in found else "used"
-            await anyio.to_thread.run_sync(lambda: router.feedback(query, **{which: [tool]}))
+            await self._learn(lambda: router.feedback(query, **{which: [tool]}))
         return outcome
 
     async def search(
@@ -377,8 +383,22 @@ class McpRouter:
             and router.memory is not None
         ):
             used = [str(tool)]
-            await anyio.to_thread.run_sync(lambda: router.feedback(search.query, used=used))
+            await self._learn(lambda: router.feedback(search.query, used=used))
         return outcome
+
+    async def _learn(self, feedback: Callable[[], object]) -> None:
+        """Run ``feedback`` for a call already forwarded, in a worker thread. The call ran
+        upstream, so a failure to learn from it (a store locked past its busy timeout, a full
+        disk) is logged, never raised: the host must get the result, or it may run a
+        non-idempotent call again. Each kind of failure is a warning once, then debug."""
+        try:
+            await anyio.to_thread.run_sync(feedback)
+        except Exception as exc:
+            kind = type(exc)
+            level = logging.DEBUG if kind in self._learn_failures else logging.WARNING
+            self._learn_failures.add(kind)
+            bug = not isinstance(exc, ToolgateError)  # a store's own errors need no trace
+            _log.log(level, "learning from a forwarded call failed: %s", exc, exc_info=bug)
 
 
 #: Turns remembered for learning from their calls (a host calls within a turn or two).
