@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import pytest
 
 from tests.gateway.conftest import start
@@ -122,6 +124,7 @@ def test_the_gateway_learns_once_from_each_call_it_checks(
             ) as stream,
         ):
             stream.get_final_message()  # enforced and streamed: its name is checked first
+        served.gateway.learning.join()  # learned on the gateway's learning thread
         assert _learned_tools(gate, QUERY) == ["default/send_email"]
         routed = gate.filter(chat_request(QUERY), top_k=8)._routed
         assert routed is not None
@@ -149,3 +152,47 @@ def test_the_gateway_config_sets_its_routers_settings(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(InvalidInputError, match=re.escape(message)):
             load_config(path)
+
+
+class _Held(SqliteStore):
+    """A store whose writes wait until the test lets them go, as behind another process's
+    write lock."""
+
+    def __init__(self) -> None:
+        super().__init__(":memory:")
+        self.writing = threading.Event()
+        self.release = threading.Event()
+        self.written = threading.Event()
+
+    def _insert(self, sql: str, args: Any) -> int:
+        self.writing.set()
+        self.release.wait(timeout=10)  # bounded: code that waits here on its loop goes on
+        try:
+            return super()._insert(sql, args)
+        finally:
+            self.written.set()
+
+
+def test_the_gateway_answers_while_its_store_waits_on_a_lock(
+    fake: tuple[FakeUpstream, str], embedder: Embedder
+) -> None:
+    store = _Held()
+    gate = _gate(embedder, store)
+    upstream, _ = fake
+    upstream.script = Script(tool="send_email", args={"to": "ann"})
+    with (
+        start(fake, gate, top_k=5) as served,
+        httpx.Client(base_url=served.url, timeout=30) as client,
+    ):
+        try:
+            answer = client.post("/v1/chat/completions", json=chat_request(QUERY))
+            answered_before_the_write = not store.written.is_set()
+            assert store.writing.wait(timeout=10)  # the lesson waits on the store now
+            health = client.get("/healthz")
+        finally:
+            store.release.set()
+        assert answered_before_the_write
+        served.gateway.learning.join()  # the lesson is learned once the store lets it write
+    assert answer.headers["x-toolgate-tool-calls"] == "ok"
+    assert health.status_code in (200, 503)  # answered (503: nothing to prewarm is "starting")
+    assert _learned_tools(gate, QUERY) == ["default/send_email"]

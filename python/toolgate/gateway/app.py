@@ -57,6 +57,7 @@ from toolgate.gateway.config import GatewayConfig, Prewarm, RouteConfig, read_fi
 from toolgate.gateway.disconnect import CancelOnDisconnect
 from toolgate.gateway.filter import FilteredRequest, ToolFilter, filter_off_loop
 from toolgate.gateway.filtering import Filtered, filter_request
+from toolgate.gateway.learning import LearningQueue, lesson_of
 from toolgate.gateway.metrics import CONTENT_TYPE_LATEST, Metrics
 from toolgate.gateway.streaming import CallWatcher, SseEvent, SseSplitter, error_event
 from toolgate.gateway.upstream import (
@@ -114,6 +115,8 @@ _WARNED_PATHS = 256
 # before the upstream closes it, never sending a request into one being closed.
 UPSTREAM_KEEP_ALIVE_SECONDS = 4.0
 _WARM_TEXT = "prewarm"
+# How long shutdown waits for the lessons still queued to be learned.
+_LEARN_CLOSE_SECONDS = 10.0
 
 
 class Gateway:
@@ -140,6 +143,9 @@ class Gateway:
             learn=config.learn,
         )  # fmt: skip
         self.metrics = Metrics()
+        # Learning from checked calls writes to the learned store, which may wait on another
+        # process's lock for seconds: a worker thread does it, never the event loop.
+        self.learning = LearningQueue(on_drop=self.metrics.lessons_dropped.inc)
         self._token = config.auth_token()
         self._keys = {name: up.api_key() for name, up in config.upstreams.items()}
         self._transport = transport
@@ -216,6 +222,8 @@ class Gateway:
             finally:
                 background.cancel_scope.cancel()
                 self.ready = False
+                # The lessons waiting are learned, unless the store holds them up too long.
+                await anyio.to_thread.run_sync(self.learning.close, _LEARN_CLOSE_SECONDS)
 
     async def _prewarm_all(self) -> None:
         for entry, tools in self._warm:
@@ -504,8 +512,13 @@ class _Check:
         self.upstream = upstream
 
     def verdict(self, call: Any) -> Verdict:
-        verdict = self.gateway.filter.verify(call, self.filtered)
-        self.gateway.metrics.tool_calls.labels(self.shape, verdict.error or "ok").inc()
+        """The verdict on ``call``, counted; a call that passed is queued to be learned from
+        (when the filter learns) on the learning thread, off the event loop."""
+        gateway = self.gateway
+        verdict = gateway.filter.verify(call, self.filtered, learn=False)
+        gateway.metrics.tool_calls.labels(self.shape, verdict.error or "ok").inc()
+        if (lesson := lesson_of(self.filtered, verdict)) is not None:
+            gateway.learning.submit(lesson)
         return verdict
 
     def not_sent(self, name: str) -> bool:

@@ -25,7 +25,6 @@ it would hide the fault from the application.
 from __future__ import annotations
 
 import contextlib
-import logging
 import marshal
 import os
 import threading
@@ -44,16 +43,16 @@ from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.gateway.choosing import choose
 from toolgate.gateway.filtered import FilteredRequest, verify_by_name
 from toolgate.gateway.indexes import (
-    IndexedTools,
     Indexes,
     IndexInProgress,
     digest,
     filter_off_loop,
 )
+from toolgate.gateway.learning import lesson_of
 from toolgate.lazy import Lazy
 from toolgate.promotion.budget import Budget
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
-from toolgate.routing.learned_store import LearnedStore, StoreError, open_store
+from toolgate.routing.learned_store import LearnedStore, open_store
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import default_embedder
 from toolgate.routing.state import State
@@ -79,8 +78,6 @@ from toolgate.formats.requests import (
     routable_tools,
     text_rewriter,
 )
-
-_log = logging.getLogger("toolgate.gateway")
 
 __all__ = ["FilteredRequest", "IndexInProgress", "ToolFilter", "filter_off_loop"]
 
@@ -348,7 +345,11 @@ class ToolFilter:
         :func:`toolgate.verify.verify_call`): a call to a tool the filter left out is
         ``tool_not_available``, one to no tool of the request ``unknown_tool``. A call that
         passes is learned from when the filter learns, unless ``learn`` is false (a check
-        of a call not yet whole, which will be checked again).
+        of a call not yet whole, which will be checked again, or a caller that learns
+        elsewhere: :func:`~toolgate.gateway.learning.lesson_of`). Learning is done before
+        ``verify`` returns, in the caller's thread, and may wait on the store's lock (up to
+        its busy timeout): an event loop should check with ``learn=False`` and hand the
+        lesson to a :class:`~toolgate.gateway.learning.LearningQueue`, as the gateway does.
 
         ``call`` is a dict in any provider's shape or the SDK's own object. A tool the filter
         forwarded without reading it (``unreadable="keep"``) passes by name alone. When the
@@ -369,8 +370,8 @@ class ToolFilter:
             and verdict.name in filtered.kept
         ):
             return Verdict(True, name=verdict.name, call_id=verdict.call_id)
-        if verdict.ok and learn:
-            _learn(routed, filtered.result, verdict)
+        if learn and (lesson := lesson_of(filtered, verdict)) is not None:
+            lesson.learn()
         return verdict
 
     def _layout(self, tools: list[Any], provider: str) -> _Layout:
@@ -435,17 +436,6 @@ def _compacted(layout: _Layout, tools: list[Any], i: int, entry: Any, provider: 
         if len(layout.compacted) < _MAX_COMPACTED:
             layout.compacted[i] = marshal.dumps(out)
     return out
-
-
-def _learn(routed: IndexedTools, result: RouteResult, verdict: Verdict) -> None:
-    """Feed a call that passed back to the router that routed it, when it learns."""
-    router, tool = routed.router, verdict.tool_id
-    if router.memory is None or result.form != "text" or tool is None or tool not in routed.catalog:
-        return
-    try:
-        router.feedback(result.query, used=[tool])
-    except StoreError as exc:
-        _log.warning("learning from a verified call failed: %s", exc)
 
 
 def _listed(patterns: Iterable[str] | None) -> Any:

@@ -75,6 +75,11 @@ class Metrics:
             "Answers an enforce route turned into an error for calling a tool not sent.",
             ["endpoint"], registry=r,
         )  # fmt: skip
+        self.lessons_dropped = Counter(
+            "toolgate_gateway_lessons_dropped",
+            "Checked calls not learned from: the learning queue was full (a slow store).",
+            registry=r,
+        )  # fmt: skip
         self.unfiltered = Counter(
             "toolgate_gateway_unfiltered",
             "Model calls passed through with their tools unfiltered: a path not filtered.",
