@@ -94,6 +94,11 @@ class LearnedMemory:
     ``ids`` are the catalog's tool ids in row order, ``servers`` and ``names`` load each
     one's server and tool name; ``scope`` names the model and catalog version in the
     ``store``. One memory may be shared by threads: routes read it while feedback writes.
+
+    Writers (:meth:`learn`, :meth:`forget`, :meth:`reload`) take turns, and do their store
+    I/O, which may wait on another process's lock up to the busy timeout, holding only the
+    writers' lock: routes take the memory's own lock, held just while a writer changes
+    the memory after its store write went through (so a failed write changes neither).
     """
 
     def __init__(
@@ -116,6 +121,9 @@ class LearnedMemory:
         self._servers = servers
         self._tool_names = names
         self._clock = clock
+        # Writers take turns under _writing; _lock guards what routes read (the co-use
+        # counts, the rows as one swap), held only for changes in memory, never store I/O.
+        self._writing = threading.Lock()
         self._lock = threading.Lock()
         self._rows = _toolgate.LearnedRows(dim)
         self._seqs: list[int] = []
@@ -135,6 +143,10 @@ class LearnedMemory:
 
     def reload(self) -> None:
         """Read this scope's rows from the store again (what other replicas learned too)."""
+        with self._writing:
+            self._reload()
+
+    def _reload(self) -> None:
         loaded = self.store.load(self.scope, dim=self._rows.dim)
         stored = [row for row in loaded if row.tool in self._row_of]
         rows = _toolgate.LearnedRows(self._rows.dim)
@@ -168,7 +180,7 @@ class LearnedMemory:
         tools of ``rows``; returns how many of them were recorded (the rest hit the rate cap)."""
         vector = normalised(np.asarray(vector).reshape(1, -1))
         recorded = 0
-        with self._lock:
+        with self._writing:
             for row in dict.fromkeys(rows):
                 if not self._take_token(row):
                     self.refused += 1
@@ -199,7 +211,8 @@ class LearnedMemory:
             return
         weight = min(self.config.max_weight, float(self._rows.weights[at]) + 1.0)
         if self.store.set_weight(self._seqs[at], weight):
-            self._rows.set_weight(at, weight)
+            with self._lock:
+                self._rows.set_weight(at, weight)
             return
         # Another replica's forget deleted the row: drop the stale copy, store it anew.
         keep = np.ones(len(self._seqs), dtype=bool)
@@ -211,10 +224,11 @@ class LearnedMemory:
         """Store the query of ``vector`` for ``row`` as a new row of weight 1."""
         tool = self._ids[row]
         seq = self.store.insert(self.scope, tool, self._servers()[row], key, vector[0], time.time())
-        self._rows.push(vector, np.asarray([row], np.uint32), np.ones(1, np.float32))
-        self._seqs.append(seq)
-        self._keys.append((key, row))
-        self._co_use.add(key, row)
+        with self._lock:
+            self._rows.push(vector, np.asarray([row], np.uint32), np.ones(1, np.float32))
+            self._seqs.append(seq)
+            self._keys.append((key, row))
+            self._co_use.add(key, row)
 
     def _evict(self) -> None:
         """Drop the oldest rows past ``rows_per_tool`` for a tool and ``max_rows`` in all."""
@@ -232,20 +246,22 @@ class LearnedMemory:
             self._drop(keep)
 
     def _drop(self, keep: np.ndarray) -> None:
+        """Delete the rows not to ``keep`` from the store, then from the memory."""
         self.store.delete(seq for seq, kept in zip(self._seqs, keep, strict=True) if not kept)
-        self._rows.retain(keep)
-        self._seqs = [seq for seq, kept in zip(self._seqs, keep, strict=True) if kept]
-        for (key, row), kept in zip(self._keys, keep, strict=True):
-            if not kept:
-                self._co_use.remove(key, row)
-        self._keys = [key for key, kept in zip(self._keys, keep, strict=True) if kept]
+        with self._lock:
+            self._rows.retain(keep)
+            self._seqs = [seq for seq, kept in zip(self._seqs, keep, strict=True) if kept]
+            for (key, row), kept in zip(self._keys, keep, strict=True):
+                if not kept:
+                    self._co_use.remove(key, row)
+            self._keys = [key for key, kept in zip(self._keys, keep, strict=True) if kept]
 
     def forget(self, *, tool: str | None = None, server: str | None = None) -> int:
         """Remove what was learned for the tool ``tool`` (an id) or every tool of ``server``,
         from the store in every catalog version; returns the rows this memory dropped."""
         _check_forget_target(tool, server)
         servers = self._servers()
-        with self._lock:
+        with self._writing:
             tools = self._rows.tools
             if tool is not None:
                 keep = np.asarray([self._ids[t] != tool for t in tools], dtype=bool)
