@@ -11,6 +11,7 @@ import pytest
 
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
+from toolgate.routing import feedback
 from toolgate.routing.learned_store import SqliteStore, StoreError
 from toolgate.routing.router import Router
 
@@ -99,3 +100,51 @@ def test_a_store_that_fails_leaves_the_memory_as_the_store_is(router: Router) ->
     assert memory._rows.weights.tolist() == [1.0]
     assert [row.weight for row in store.load(memory.scope)] == [1.0]
     assert not memory.has_co_use()
+
+
+class _Telling:
+    """A lock that tells, by ``waiting``, when a thread has to wait for it."""
+
+    def __init__(self, waiting: threading.Event) -> None:
+        self._lock = threading.Lock()
+        self.waiting = waiting
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self.waiting.set()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_threads_racing_the_first_feedback_share_one_memory(
+    router: Router, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opening, second = threading.Event(), threading.Event()
+    # The second thread is at the start: waiting its turn, or opening a store of its own.
+    router._pipeline.learning._starting = _Telling(second)  # type: ignore[assignment]
+    opened: list[object] = []
+
+    def open_store(store: object) -> SqliteStore:
+        opened.append(store)
+        if len(opened) == 1:
+            opening.set()
+            second.wait(timeout=10)
+        else:
+            second.set()
+        return SqliteStore(":memory:")
+
+    monkeypatch.setattr(feedback, "open_store", open_store)
+    threads = [
+        threading.Thread(target=router.feedback, args=(f"query {n}",), kwargs={"used": [TARGET]})
+        for n in range(2)
+    ]
+    threads[0].start()
+    assert opening.wait(timeout=10)
+    threads[1].start()
+    for thread in threads:
+        thread.join()
+    assert len(opened) == 1
+    assert router.memory is not None
+    assert len(router.memory) == 2

@@ -331,6 +331,8 @@ class Learning:
         self._dim = dim
         self.memory: LearnedMemory | None = None
         self.from_verify = False
+        # Starts take turns: threads racing the first feedback must share one memory.
+        self._starting = threading.Lock()
 
     def start(
         self,
@@ -340,6 +342,16 @@ class Learning:
         from_verify: bool,
     ) -> LearnedMemory:
         """Learn into ``store`` (see ``Router.learn``) from now on; returns the memory."""
+        with self._starting:
+            return self._start(store, config=config, from_verify=from_verify)
+
+    def _start(
+        self,
+        store: LearnedStore | str | os.PathLike[str] | None,
+        *,
+        config: LearnConfig | None,
+        from_verify: bool,
+    ) -> LearnedMemory:
         memory = LearnedMemory(
             open_store(store), self._scope, self._ids, self._servers, self._names, self._dim,
             config,
@@ -347,6 +359,16 @@ class Learning:
         self.memory = memory
         self.from_verify = from_verify
         return memory
+
+    def _started(self) -> LearnedMemory:
+        """The memory, started in the default store by the first caller that needs one: the
+        threads that race it share that one (each starting its own, all but the last were
+        dropped with what they learned)."""
+        with self._starting:
+            memory = self.memory
+            if memory is None:
+                memory = self._start(None, config=None, from_verify=False)
+            return memory
 
     def follow(self, old: Learning) -> None:
         """Learn as ``old`` does (its store, bounds and ``from_verify``), when it learns: the
@@ -368,7 +390,7 @@ class Learning:
         tools = [*tool_list(used, "used"), *tool_list(missed, "missed")]
         memory = self.memory
         if memory is None:
-            memory = self.start(None, config=None, from_verify=False)
+            memory = self._started()
         rows = [memory.row(tool) for tool in tools]
         if not rows:
             return 0
