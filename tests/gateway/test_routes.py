@@ -256,6 +256,8 @@ def test_the_gateway_serves_while_it_prewarms_and_says_so(
     with serving(gateway.app) as base:
         starting = httpx.get(base + "/healthz")
         assert (starting.status_code, starting.json()) == (503, {"status": "starting"})
+        alive = httpx.get(base + "/livez")  # the liveness probe does not wait for prewarm
+        assert (alive.status_code, alive.json()) == (200, {"status": "alive"})
         # A request is answered meanwhile (its tools array is not the one being indexed).
         assert _chat(base, {"messages": USER, "tools": chat_tools()[:3]}).status_code == 200
         assert httpx.get(base + "/healthz").status_code == 503
@@ -282,6 +284,8 @@ def test_a_prewarm_that_fails_is_named_by_healthz_and_a_missing_file_stops_start
         failed = _healthy(base, wanted=503)
         assert failed["error"].endswith("RuntimeError: a bug")
         assert httpx.get(base + "/metrics").status_code == 200
+        alive = httpx.get(base + "/livez")  # a restart would fail the same way
+        assert (alive.status_code, alive.json()) == (200, {"status": "alive"})
     (tmp_path / "tools.json").unlink()
     with pytest.raises(InvalidInputError, match=r"prewarm .*tools\.json: cannot read"):
         Gateway(config, tool_filter=shared_filter)

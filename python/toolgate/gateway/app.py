@@ -126,7 +126,9 @@ class Gateway:
     config otherwise: its store and LRU size). ``transport`` replaces the network under the
     upstream client (tests). :attr:`ready` turns true once the prewarmed tools are indexed,
     which runs in the background once the app starts; :attr:`problem` says why that failed,
-    if it did. ``GET /healthz`` reports both.
+    if it did. ``GET /healthz`` reports both (readiness); ``GET /livez`` answers 200 whenever
+    the server answers at all (liveness: a prewarm still running or failed is no reason to
+    restart).
     """
 
     def __init__(
@@ -158,6 +160,7 @@ class Gateway:
         self.app = Starlette(
             routes=[
                 Route("/healthz", self._healthz, methods=["GET"]),
+                Route("/livez", self._livez, methods=["GET"]),
                 Route("/metrics", self._metrics, methods=["GET"]),
                 Route("/{path:path}", self._handle, methods=_METHODS),
             ],
@@ -260,6 +263,11 @@ class Gateway:
         if not self.ready:
             return Response(b'{"status":"starting"}', 503, media_type="application/json")
         return Response(b'{"status":"ok"}', 200, media_type="application/json")
+
+    async def _livez(self, _request: Request) -> Response:
+        # Not tied to prewarm: a restart would only index the same tools again (or fail the
+        # same way), so a liveness probe must not see /healthz's 503.
+        return Response(b'{"status":"alive"}', 200, media_type="application/json")
 
     async def _metrics(self, _request: Request) -> Response:
         return Response(self.metrics.render(), 200, media_type=CONTENT_TYPE_LATEST)
