@@ -51,9 +51,14 @@ class GatedOut:
 class RouteResult:
     """The tools routed for one turn, best first, with the evidence behind the choice.
 
+    Over the demo catalog (see :class:`~toolgate.routing.router.Router`), with no state
+    giving the scope ``github/create_issue`` requires:
+
     >>> result = router.route("open an issue about the flaky test")  # doctest: +SKIP
-    >>> result.ids[:2]  # doctest: +SKIP
-    ['github/create_issue', 'github/list_issues']
+    >>> result.ids  # doctest: +SKIP
+    ['github/list_issues', 'github/get_issue', 'postgres/run_query']
+    >>> result.gated_out[0].id, result.gated_out[0].missing  # doctest: +SKIP
+    ('github/create_issue', ('scope:github:write',))
     """
 
     query: str

@@ -66,10 +66,16 @@ _SCHEMA_CACHE_ENTRIES = 4096
 class Router:
     """Routes each turn to the few tools the model should see in full.
 
+    Over the demo catalog (``toolgate demo``), whose ``github/create_issue`` requires the
+    scope ``github:write`` (the examples load the embedding model):
+
+    >>> from importlib import resources
     >>> from toolgate import Router
-    >>> router = Router.from_tools(tools)  # doctest: +SKIP
-    >>> router.route("open an issue for the crash", top_k=5).ids  # doctest: +SKIP
-    ['github/create_issue', ...]
+    >>> demo = resources.files("toolgate") / "data" / "demo_catalog.json"
+    >>> router = Router.from_tools(demo)  # doctest: +SKIP
+    >>> write = {"scopes": ["github:write"]}
+    >>> router.route("open an issue for the crash", state=write).ids  # doctest: +SKIP
+    ['github/create_issue', 'github/get_issue', 'github/add_issue_comment']
     """
 
     def __init__(
