@@ -14,8 +14,16 @@ import toolgate
 
 PACKAGE = Path(toolgate.__file__).parent
 BASE = {
-    "_toolgate", "arguments", "browser_guard", "errors", "json_limits", "lazy", "memo", "unicode",
-}  # fmt: skip
+    "_toolgate",
+    "arguments",
+    "browser_guard",
+    "errors",
+    "json_limits",
+    "lazy",
+    "memo",
+    "sqlite_files",
+    "unicode",
+}
 LAYERS = [
     "base",
     "formats",

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from toolgate.sqlite_files import open_shared_sqlite
+
 __all__ = ["BUSY_TIMEOUT_S", "CacheWarning", "EmbeddingCache", "cache_key"]
 
 _SCHEMA = """
@@ -223,13 +225,10 @@ class EmbeddingCache:
 
 def _connect(path: Path, timeout: float) -> sqlite3.Connection:
     """Open (creating if needed) the cache file and check it holds the expected table."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, timeout=timeout, check_same_thread=False, isolation_level=None)
+    db = open_shared_sqlite(path, timeout_s=timeout, schema=[_SCHEMA])
     try:
-        db.execute("PRAGMA journal_mode=WAL")
         # WAL + NORMAL is durable against application crashes, which is all a cache needs.
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute(_SCHEMA)
         # A file made by something else may have an `embeddings` table of another shape.
         db.execute("SELECT key, vector FROM embeddings LIMIT 0").fetchall()
     except BaseException:

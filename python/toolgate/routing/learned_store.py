@@ -28,6 +28,7 @@ import numpy as np
 
 from toolgate.arguments import finite_number
 from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.sqlite_files import open_shared_sqlite
 
 __all__ = [
     "LearnedRow",
@@ -193,18 +194,10 @@ class SqliteStore(LearnedStore):
         super().__init__()
         self.path = str(path)
         try:
-            if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False
-            )
-            weakref.finalize(self, self._db.close)  # a dropped store closes its file
-            if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode=WAL")
-            for statement in self._SCHEMA:
-                self._db.execute(statement)
+            self._db = open_shared_sqlite(self.path, timeout_s=timeout_s, schema=self._SCHEMA)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the learned memory {self.path}: {exc}") from exc
+        weakref.finalize(self, self._db.close)  # a dropped store closes its file
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"

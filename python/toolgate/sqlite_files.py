@@ -1,0 +1,98 @@
+"""Opening a SQLite file that several processes share, in WAL mode, when it may be new.
+
+The embedding cache and the learned memory's store are such files: a gateway's workers all
+open them at start, so on a first deploy several processes open one *new* file at once.
+Switching a new file to WAL takes a write lock after a read, and SQLite answers a process that
+would deadlock there with "database is locked" at once, without waiting on its busy timeout;
+so the switch is retried, with a growing pause, until the timeout. Once the file is in WAL
+mode the switch is skipped. The schema is created in one ``BEGIN IMMEDIATE`` transaction,
+which waits on the busy timeout for the other processes' set-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from time import monotonic, sleep
+from typing import TypeVar
+
+__all__ = ["open_shared_sqlite"]
+
+_T = TypeVar("_T")
+
+# SQLite's primary result codes for a lock held by another connection.
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+# The retries' first and longest pause: short enough that a start-up race costs milliseconds.
+_FIRST_PAUSE_S = 0.002
+_LONGEST_PAUSE_S = 0.1
+
+
+def open_shared_sqlite(
+    path: str | Path, *, timeout_s: float, schema: Sequence[str]
+) -> sqlite3.Connection:
+    """A connection to ``path`` (created if missing, with its folder) in WAL mode, holding the
+    tables of ``schema`` (``CREATE ... IF NOT EXISTS`` statements).
+
+    The connection is in autocommit mode and may be used from any thread (the caller locks);
+    ``timeout_s`` bounds each wait on another process's lock, the set-up's retries included.
+    ``":memory:"`` opens a database of this process only. Raises :class:`sqlite3.Error` or
+    :class:`OSError`, after closing the connection.
+    """
+    in_memory = str(path) == ":memory:"
+    if not in_memory:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+    deadline = monotonic() + timeout_s
+    try:
+        if not in_memory:
+            _retry_while_busy(lambda: _switch_to_wal(db), deadline)
+        _retry_while_busy(lambda: _create(db, schema), deadline)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _switch_to_wal(db: sqlite3.Connection) -> None:
+    """WAL mode for the file, unless it is in it already (a read: it waits on the timeout)."""
+    (mode,) = db.execute("PRAGMA journal_mode").fetchone()
+    if str(mode).lower() != "wal":
+        db.execute("PRAGMA journal_mode=WAL")
+
+
+def _create(db: sqlite3.Connection, schema: Sequence[str]) -> None:
+    """Every statement of ``schema`` in one write transaction."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in schema:
+            db.execute(statement)
+        db.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        raise
+
+
+def _retry_while_busy(step: Callable[[], _T], deadline: float) -> _T:
+    """``step()``, again after a growing pause while another connection's lock refuses it,
+    until ``deadline`` (``time.monotonic()``) passes."""
+    pause = _FIRST_PAUSE_S
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or monotonic() + pause > deadline:
+                raise
+        sleep(pause)
+        pause = min(2 * pause, _LONGEST_PAUSE_S)
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` says another connection holds a lock (not a damaged file, say)."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)

@@ -1,0 +1,106 @@
+"""Shared SQLite files (the embedding cache, the learned store) opened by several processes
+at once while the file is new, as a gateway's workers do on a first deploy."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import warnings
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+import pytest
+
+from toolgate import sqlite_files
+from toolgate.embedding.cache import EmbeddingCache
+from toolgate.routing.learned_store import SqliteStore
+from toolgate.sqlite_files import open_shared_sqlite
+
+KINDS = ("cache", "store")
+PROCESSES = 4
+ROUNDS = 100
+SCHEMA = ["CREATE TABLE IF NOT EXISTS t (k)"]
+
+
+def _open(kind: str, path: Path) -> str:
+    """How opening ``path`` as ``kind`` went: "ok", or what failed."""
+    if kind == "cache":
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cache = EmbeddingCache(path)
+        active = cache.active
+        cache.close()
+        return "ok" if active else "; ".join(str(warning.message) for warning in caught)
+    try:
+        SqliteStore(path).close()
+    except Exception as exc:  # the test reports whatever it was
+        return f"{type(exc).__name__}: {exc}"
+    return "ok"
+
+
+def _opener(paths: list[Path], start: Barrier, results: Queue[list[str]]) -> None:
+    """Opens each of ``paths`` together with the other processes, one round per path, as
+    the cache and the store in turn."""
+    outcomes = []
+    for round_, path in enumerate(paths):
+        start.wait()
+        outcomes.append(_open(KINDS[round_ % 2], path))
+    results.put(outcomes)
+
+
+def test_processes_opening_one_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    paths = [tmp_path / f"round-{n}" / "shared.sqlite3" for n in range(ROUNDS)]
+    # Spawned, not forked: a fork of a process running the model's threads may hang.
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(PROCESSES)
+    results: Queue[list[str]] = context.Queue()
+    workers = [
+        context.Process(target=_opener, args=(paths, start, results)) for _ in range(PROCESSES)
+    ]
+    for worker in workers:
+        worker.start()
+    outcomes = [outcome for _ in workers for outcome in results.get(timeout=60)]
+    for worker in workers:
+        worker.join(60)
+    assert len(outcomes) == PROCESSES * ROUNDS
+    assert sorted(set(outcomes)) == ["ok"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_switch_to_wal_refused_at_once_is_tried_again(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "new.sqlite3"
+    # Another process mid-way through its own set-up of the new file: SQLite refuses this
+    # one's switch to WAL at once (waiting could deadlock), whatever its busy timeout.
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        if other.in_transaction:
+            other.execute("COMMIT")
+
+    monkeypatch.setattr(sqlite_files, "sleep", pause, raising=False)
+    outcome = _open(kind, path)
+    other.close()
+    assert outcome == "ok"
+    assert len(pauses) == 1
+
+
+def test_a_file_already_in_wal_mode_opens_without_switching(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    open_shared_sqlite(path, timeout_s=1.0, schema=SCHEMA).close()
+    db = open_shared_sqlite(path, timeout_s=1.0, schema=SCHEMA)
+    (mode,) = db.execute("PRAGMA journal_mode").fetchone()
+    db.close()
+    assert mode == "wal"
+
+
+def test_a_file_that_is_no_database_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    path.write_bytes(b"not a database, " * 64)
+    with pytest.raises(sqlite3.DatabaseError, match="not a database"):
+        open_shared_sqlite(path, timeout_s=30.0, schema=[])
