@@ -4,8 +4,10 @@ store test runs on SQLite and on a real throwaway PostgreSQL server."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,10 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+import toolgate
 from tests.fixtures.postgres import postgres_server
 from toolgate import InvalidInputError
+from toolgate.catalog.catalog import Catalog
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
+from toolgate.routing import learned_store
 from toolgate.routing.co_use import CO_USE_MAX_TOOLS, CoUse
 from toolgate.routing.feedback import LearnConfig
 from toolgate.routing.learned_store import (
@@ -55,7 +60,7 @@ def store(
     import psycopg
 
     with psycopg.connect(address, autocommit=True) as db:
-        db.execute("DROP TABLE IF EXISTS learned")
+        db.execute("DROP TABLE IF EXISTS learned, learned_versions")
     yield address
 
 
@@ -182,6 +187,70 @@ def test_bounds_evict_the_oldest(router: Router, store: str) -> None:
         assert sorted(counts.values()) == [2, 3]
     finally:
         router._pipeline.learning.memory = None
+
+
+def _version(n: int) -> Catalog:
+    """The demo catalog with one description edited: a version of its own for each ``n``."""
+    document = json.loads((Path(toolgate.__file__).parent / "data/demo_catalog.json").read_text())
+    document["github"]["tools"][0]["description"] += f" (version {n})"
+    return Catalog.load(document)
+
+
+class _Memory:
+    """Stands for a memory that uses a scope."""
+
+
+def _stored_scopes(store: str) -> set[str]:
+    return {scope for (scope,) in open_store(store)._execute("SELECT DISTINCT scope FROM learned")}
+
+
+def test_the_store_keeps_the_rows_of_the_most_recent_versions(router: Router, store: str) -> None:
+    current = router.refresh(_version(0))
+    current.learn(store, config=LearnConfig(max_versions=2))
+    scopes = []
+    for n in range(1, 5):
+        current.feedback(QUERY, used=[TARGET])
+        scopes.append(current.memory.scope)  # type: ignore[union-attr]
+        current = current.refresh(_version(n))  # the memory follows, to the new version
+        gc.collect()  # the router of the version before is gone
+    current.feedback(QUERY, used=[TARGET])
+    scopes.append(current.memory.scope)  # type: ignore[union-attr]
+    assert len(set(scopes)) == 5
+    assert _stored_scopes(store) == set(scopes[-2:])
+
+
+def test_no_version_a_router_of_this_process_learns_with_is_pruned(
+    router: Router, store: str
+) -> None:
+    config = LearnConfig(max_versions=1)
+    older, old = router.refresh(_version(1)), router.refresh(_version(2))
+    for each in (older, old):
+        each.learn(store, config=config)  # a store opened for each, as replicas would
+        each.feedback(QUERY, used=[TARGET])
+    kept = {older.memory.scope, old.memory.scope}  # type: ignore[union-attr]
+    new = router.refresh(_version(3))
+    new.learn(store, config=config)
+    assert _stored_scopes(store) == kept
+    del older
+    gc.collect()
+    router.refresh(_version(4)).learn(store, config=config)
+    assert _stored_scopes(store) == {old.memory.scope}  # type: ignore[union-attr]
+
+
+def test_a_version_another_process_uses_is_kept_while_its_lease_runs(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    replica, here = open_store(store), open_store(store)
+    now = time.time()
+    monkeypatch.setattr(learned_store, "_holder", "another process")
+    # Its memory of v1 (dropped at once here, where it would count as this process's).
+    assert replica.use("model@v1", _Memory(), keep=1, lease_s=60.0, now=now) == []
+    vector = np.ones(384, np.float32)
+    replica.insert("model@v1", TARGET, "search", b"k" * 16, vector, now + 30.0)  # renews it
+    monkeypatch.undo()
+    assert here.use("model@v2", _Memory(), keep=1, lease_s=60.0, now=now + 89.0) == []
+    assert "model@v1" in here.use("model@v3", _Memory(), keep=1, lease_s=60.0, now=now + 91.0)
+    assert replica.load("model@v1") == []
 
 
 def test_rate_cap_refuses_a_flood(router: Router) -> None:
@@ -361,6 +430,8 @@ def test_bad_feedback_is_refused(router: Router) -> None:
         (lambda r: LearnConfig(floor=10**400), "floor must be in"),
         (lambda r: LearnConfig(weight=10**5000), "weight must be a positive number, got an int"),
         (lambda r: LearnConfig(neighbours=10**30), "neighbours must be at most"),
+        (lambda r: LearnConfig(max_versions=0), "max_versions must be an integer >= 1"),
+        (lambda r: LearnConfig(version_lease_s=-1.0), "version_lease_s must be a positive"),
     ],
 )
 def test_what_is_not_feedback_is_named(router: Router, call: Any, message: str) -> None:

@@ -11,6 +11,10 @@ What it keeps and how far it trusts it (:class:`LearnConfig`):
 - query vectors and a hash of the text, never the text; a repeat of one query for one tool
   adds to that row's weight, up to ``max_weight``;
 - at most ``rows_per_tool`` rows per tool and ``max_rows`` in all, the oldest evicted first;
+- the rows of at most ``max_versions`` catalog versions in the store: when a memory opens, the
+  least recently used versions past that are deleted, never one in use (held by a memory of
+  this process, or used by another process within ``version_lease_s``; see
+  :mod:`~toolgate.routing.learned_store`);
 - at most ``rate_per_tool`` feedback events per tool per minute (a token bucket): a caller
   flooding one tool fills its rows with the same few neighbourhoods, and no more;
 - at route time the ``neighbours`` stored queries nearest the new one (cosine at least
@@ -73,11 +77,16 @@ class LearnConfig:
     co_use_weight: float = 0.5
     co_use_anchors: int = 2
     co_use_min: int = 2
+    max_versions: int = 8
+    version_lease_s: float = 86_400.0
 
     def __post_init__(self) -> None:
-        for name in ("rows_per_tool", "max_rows", "neighbours", "co_use_anchors", "co_use_min"):
+        for name in (
+            "rows_per_tool", "max_rows", "neighbours", "co_use_anchors", "co_use_min",
+            "max_versions",
+        ):  # fmt: skip
             check_count(name, getattr(self, name), minimum=1)
-        for name in ("max_weight", "rate_per_tool", "weight", "saturation"):
+        for name in ("max_weight", "rate_per_tool", "weight", "saturation", "version_lease_s"):
             value = getattr(self, name)
             if not (finite_number(value) and value > 0):
                 raise InvalidInputError(f"{name} must be a positive number, got {shown(value)}")
@@ -133,6 +142,11 @@ class LearnedMemory:
         self._buckets: dict[int, tuple[float, float]] = {}
         #: Feedback events refused by the rate cap since this memory was made.
         self.refused = 0
+        # Each catalog version opened is a new scope: the store keeps the most recent.
+        store.use(
+            scope, self, keep=self.config.max_versions, lease_s=self.config.version_lease_s,
+            now=time.time(),
+        )  # fmt: skip
         self.reload()
 
     def __len__(self) -> int:

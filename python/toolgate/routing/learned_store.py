@@ -8,6 +8,14 @@ salted hash of its text, enough to merge a repeated query into one row and nothi
 :class:`SqliteStore` is one file in WAL mode, shared by the processes of one machine, as the
 embedding cache is; :class:`PostgresStore` (psycopg 3) is one table that replicas on several
 machines share. :func:`open_store` picks one from a path or a ``postgresql://`` address.
+
+Every refresh of a catalog is a new version, so old scopes would pile up: each memory that
+opens marks its scope used by this process (in ``learned_versions``), and the rows of the least
+recently used scopes past ``LearnConfig.max_versions`` are deleted (:meth:`LearnedStore.use`),
+never those of a scope in use. A scope is in use while a memory of this process holds it, or
+while another process's (a replica's) mark on it is under ``LearnConfig.version_lease_s`` old;
+a process renews its marks whenever it opens a memory, and a scope's whenever it stores a row
+in it.
 """
 
 from __future__ import annotations
@@ -15,11 +23,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import sqlite3
 import threading
 import warnings
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +98,37 @@ def decode_vector(codes: bytes, scale: float) -> np.ndarray:
 
 _COLUMNS = "seq, tool, server, query_key, codes, scale, weight, at"
 
+# Who marks this process's uses of scopes; a forked child is another process.
+_holder = secrets.token_hex(8)
+
+
+def _new_holder() -> None:
+    global _holder
+    _holder = secrets.token_hex(8)
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, where a child process starts afresh
+    os.register_at_fork(after_in_child=_new_holder)
+
+# The store (by its repr) and scope of each memory of this process, while it lives.
+_in_use: weakref.WeakKeyDictionary[object, tuple[str, str]] = weakref.WeakKeyDictionary()
+_in_use_lock = threading.Lock()
+
+# A run of one SQL statement inside :meth:`LearnedStore._exclusive`: its rows.
+_Run = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+
+_MARK_USED = (
+    "INSERT INTO learned_versions (scope, holder, used_at) VALUES (?, ?, ?) "
+    "ON CONFLICT (scope, holder) DO UPDATE SET used_at = excluded.used_at"
+)
+# Each scope's last use: its newest row, or the newest use a holder marked, whichever is later.
+_BY_RECENT_USE = (
+    "SELECT scope, MAX(t) FROM ("
+    "SELECT scope, MAX(at) AS t FROM learned GROUP BY scope UNION ALL "
+    "SELECT scope, MAX(used_at) AS t FROM learned_versions GROUP BY scope"
+    ") AS uses GROUP BY scope ORDER BY 2 DESC, 1"
+)
+
 
 def _learned_row(raw: tuple[Any, ...], dim: int | None) -> LearnedRow | None:
     """The row of a SELECT of ``_COLUMNS``, or ``None`` when it is damaged."""
@@ -111,6 +151,7 @@ class LearnedStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._marked: dict[str, tuple[float, float]] = {}  # scope: (lease, last marked)
 
     def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
@@ -124,6 +165,42 @@ class LearnedStore:
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", self._param)
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[_Run]:
+        """Runs statements as one transaction no other holder's runs in at the same time.
+        Here, for a store that only says how to run one statement: each on its own."""
+        yield lambda sql, args: self._execute(self._sql(sql), args)
+
+    def use(self, scope: str, user: object, *, keep: int, lease_s: float, now: float) -> list[str]:
+        """Marks ``scope`` used by ``user`` (a memory: until it is dropped) at ``now`` (a
+        ``time.time()``), and deletes the rows of the scopes past the ``keep`` most recently
+        used, except those in use (see the module). Returns the scopes deleted."""
+        with _in_use_lock:
+            _in_use[user] = (repr(self), scope)
+            live = {held for where, held in _in_use.values() if where == repr(self)}
+        self._marked[scope] = (lease_s, now)
+        holder = _holder
+        with self._exclusive() as run:
+            for held in sorted(live):  # renews every mark of this process
+                run(_MARK_USED, (held, holder, now))
+            run("DELETE FROM learned_versions WHERE used_at < ?", (now - lease_s,))
+            leased = {row[0] for row in run(
+                "SELECT scope FROM learned_versions WHERE holder <> ?", (holder,)
+            )}  # fmt: skip
+            by_use = [row[0] for row in run(_BY_RECENT_USE, ())]
+            stale = [old for old in by_use[keep:] if old not in live | leased]
+            for old in stale:
+                run("DELETE FROM learned WHERE scope = ?", (old,))
+                run("DELETE FROM learned_versions WHERE scope = ?", (old,))
+        return stale
+
+    def _renew(self, scope: str, at: float) -> None:
+        """Marks ``scope`` used at ``at`` again once a quarter of its lease has passed."""
+        marked = self._marked.get(scope)
+        if marked is not None and at - marked[1] >= marked[0] / 4:
+            self._marked[scope] = (marked[0], at)
+            self._execute(self._sql(_MARK_USED), (scope, _holder, at))
 
     def load(self, scope: str, *, dim: int | None = None) -> list[LearnedRow]:
         """Every sound row of ``scope``, oldest first. A damaged one (codes of another size
@@ -147,13 +224,15 @@ class LearnedStore:
     ) -> int:
         """Stores one row of weight 1; returns its ``seq``."""
         codes, scale = encode_vector(vector)
-        return self._insert(
+        seq = self._insert(
             self._sql(
                 "INSERT INTO learned (scope, tool, server, query_key, codes, scale, weight, at) "
                 "VALUES (?, ?, ?, ?, ?, ?, 1.0, ?)"
             ),
             (scope, tool, server, key, codes, scale, at),
         )
+        self._renew(scope, at)
+        return seq
 
     def set_weight(self, seq: int, weight: float) -> bool:
         """Sets the weight of row ``seq``; ``False`` when there is no such row (another
@@ -188,6 +267,8 @@ class SqliteStore(LearnedStore):
         "CREATE INDEX IF NOT EXISTS learned_scope ON learned (scope, seq)",
         "CREATE INDEX IF NOT EXISTS learned_tool ON learned (tool)",
         "CREATE INDEX IF NOT EXISTS learned_server ON learned (server)",
+        "CREATE TABLE IF NOT EXISTS learned_versions (scope TEXT NOT NULL, holder TEXT NOT NULL, "
+        "used_at REAL NOT NULL, PRIMARY KEY (scope, holder)) WITHOUT ROWID",
     )
 
     def __init__(self, path: str | Path = ":memory:", *, timeout_s: float = BUSY_TIMEOUT_S):
@@ -222,6 +303,18 @@ class SqliteStore(LearnedStore):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot {what} the learned memory {self.path}: {exc}") from exc
 
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[_Run]:
+        with self._lock, self._failing("write"):
+            self._db.execute("BEGIN IMMEDIATE")  # other processes' writers wait on the timeout
+            try:
+                yield lambda sql, args: list(self._db.execute(sql, tuple(args)).fetchall())
+                self._db.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -239,6 +332,8 @@ class PostgresStore(LearnedStore):
         "CREATE INDEX IF NOT EXISTS learned_scope ON learned (scope, seq)",
         "CREATE INDEX IF NOT EXISTS learned_tool ON learned (tool)",
         "CREATE INDEX IF NOT EXISTS learned_server ON learned (server)",
+        "CREATE TABLE IF NOT EXISTS learned_versions (scope TEXT NOT NULL, holder TEXT NOT NULL, "
+        "used_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (scope, holder))",
     )
 
     def __init__(self, address: str) -> None:
@@ -285,6 +380,17 @@ class PostgresStore(LearnedStore):
             yield
         except self._errors as exc:
             raise StoreError(f"the learned memory at {_redacted(self.address)}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[_Run]:
+        def run(sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+            cursor = self._db.execute(self._sql(sql).encode(), tuple(args))
+            return list(cursor.fetchall()) if cursor.description else []
+
+        with self._lock, self._failing(), self._db.transaction():
+            # Replicas pruning at once would each keep their own view of the most recent.
+            self._db.execute("SELECT pg_advisory_xact_lock(7719)")
+            yield run
 
     def close(self) -> None:
         with self._lock:
