@@ -81,6 +81,7 @@ def test_toml_and_yaml_configs_read_the_same(tmp_path: Path) -> None:
         ("store = true\n", "'store' must be a string, got True"),
         ("[store]\na = 1\n", "'store' must be a string, got {'a': 1}"),
         ("store = ''\n", "'store' must be a folder path, got ''"),
+        ("max_stored = 0\n", "'max_stored' must be an integer >= 1, got 0"),
         (
             "[[prewarm]]\nprovider = 'openai'\ntools = 'x.json'\nbogus = 1\n",
             "prewarm[0]: unknown key(s) ['bogus']",

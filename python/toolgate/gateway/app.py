@@ -142,7 +142,7 @@ class Gateway:
         self.config = config
         self.filter = tool_filter or ToolFilter(
             config=config.router, max_catalogs=config.max_catalogs, store=config.store,
-            learn=config.learn,
+            learn=config.learn, max_stored=config.max_stored,
         )  # fmt: skip
         self.metrics = Metrics()
         # Learning from checked calls writes to the learned store, which may wait on another

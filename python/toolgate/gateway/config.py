@@ -7,6 +7,7 @@ chosen by the first ``[[routes]]`` entry whose ``path`` pattern (``fnmatch``, e.
     top_k = 8                      # the most tools a request keeps (a header may ask fewer)
     policy = "annotate"            # tool calls in answers: "off", "annotate" or "enforce"
     store = "/var/lib/toolgate"    # indexes saved here, memory-mapped, shared by workers
+    max_stored = 256               # the most indexes kept there (least recently used go)
     learn = "learned.sqlite3"      # learn from the calls checked (or postgresql://...)
     max_body_bytes = 67108864      # a larger filtered request is refused (413), unread
     allowed_origins = ["https://app.example.com"]  # web pages let in (others: 403)
@@ -75,7 +76,8 @@ _ROUTE_KEYS = {
 }  # fmt: skip
 _TOP_KEYS = _ROUTE_KEYS - {"path"} | {
     "upstreams", "routes", "prewarm", "store", "learn", "router", "max_catalogs", "timeout",
-    "connect_timeout", "auth_token_env", "max_body_bytes", "allowed_origins", "allowed_hosts",
+    "connect_timeout", "auth_token_env", "max_body_bytes", "max_stored", "allowed_origins",
+    "allowed_hosts",
 }  # fmt: skip
 # The largest filtered request read by default: past the providers' own limits (Anthropic's
 # is 32 MB), so a request refused here would have been refused upstream.
@@ -142,6 +144,7 @@ class GatewayConfig:
     learn: str | None = None
     router: RouterConfig = field(default_factory=RouterConfig)
     max_catalogs: int = 64
+    max_stored: int | None = None  # None: ToolFilter's default, from max_catalogs
     timeout: float = 600.0
     connect_timeout: float = 10.0
     auth_token_env: str | None = None
@@ -237,6 +240,7 @@ def load_config(path: Path | None) -> GatewayConfig:
         learn=_learn_store(data, base, where),
         router=_router_config(data, where),
         max_catalogs=_int(data, "max_catalogs", where, 64, minimum=1),
+        max_stored=_int(data, "max_stored", where, None, minimum=1),
         timeout=_seconds(data, "timeout", where, 600.0),
         connect_timeout=_seconds(data, "connect_timeout", where, 10.0),
         auth_token_env=_env_name(data, "auth_token_env", where),

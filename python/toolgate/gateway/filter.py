@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from toolgate.arguments import check_count
 from toolgate.errors import (
     InvalidInputError,
 )
@@ -49,6 +50,7 @@ from toolgate.gateway.indexes import (
     filter_off_loop,
 )
 from toolgate.gateway.learning import lesson_of
+from toolgate.gateway.router_store import RouterStore, default_max_stored
 from toolgate.lazy import Lazy
 from toolgate.promotion.budget import Budget
 from toolgate.routing.config import DEFAULT, DefaultType, RouterConfig
@@ -113,7 +115,9 @@ class ToolFilter:
 
     ``store`` is a directory where each tools array's index is saved and opened from, memory
     mapped: processes serving the same arrays (a gateway's workers) build each one once and
-    share its pages.
+    share its pages. It keeps the ``max_stored`` most recently used (by default
+    ``max(4 * max_catalogs, 64)``), deleting older ones no process uses
+    (:mod:`~toolgate.gateway.router_store`).
 
     ``learn`` (a learned store, as :meth:`Router.learn` takes: a SQLite path, a
     ``postgresql://`` address or a :class:`~toolgate.routing.learned_store.LearnedStore`)
@@ -138,11 +142,15 @@ class ToolFilter:
         store: str | os.PathLike[str] | None = None,
         compact: bool = True,
         learn: LearnedStore | str | os.PathLike[str] | None = None,
+        max_stored: int | None = None,
     ) -> None:
         """See the class docstring; the options are those of :meth:`Router.from_catalog`."""
         self.compact = bool(compact)
         if isinstance(max_catalogs, bool) or not isinstance(max_catalogs, int) or max_catalogs < 1:
             raise InvalidInputError(f"max_catalogs must be an integer >= 1, got {max_catalogs!r}")
+        if max_stored is None:
+            max_stored = default_max_stored(max_catalogs)
+        check_count("max_stored", max_stored, minimum=1)
         if unreadable not in ("error", "keep"):
             raise InvalidInputError(f'unreadable must be "error" or "keep", got {unreadable!r}')
         self.unreadable = unreadable
@@ -165,7 +173,7 @@ class ToolFilter:
             config=self.config,
             embedder=self._embedder,
             cache=self._cache,
-            store=None if store is None else Path(store),
+            store=None if store is None else RouterStore(Path(store), max_stored),
             max_catalogs=max_catalogs,
             unreadable=unreadable,
             learn=None if learn is None else open_store(learn),

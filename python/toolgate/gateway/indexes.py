@@ -11,11 +11,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import marshal
-import os
-import shutil
-import tempfile
 import threading
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -27,15 +25,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from toolgate.catalog.build import build_tools
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import ScopeMatcher
-from toolgate.embedding.model_files import exclusive_lock
 from toolgate.errors import CatalogWarning, IndexFormatError, InvalidToolsError, StorageError
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
+from toolgate.gateway.router_store import RouterStore, StoredRouter
 from toolgate.json_limits import MAX_DEPTH
 from toolgate.lazy import Lazy
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.learned_store import LearnedStore
 from toolgate.routing.router import Router
-from toolgate.routing.store import MANIFEST
 
 try:  # the gateway extra's JSON library keys arrays fastest; marshal does it without
     import orjson
@@ -100,9 +97,9 @@ class Indexes:
     """The :class:`IndexedTools` of the last ``max_catalogs`` tools arrays, by key.
 
     ``unreadable`` is the filter's policy for tools that cannot be indexed (``"error"``
-    raises; ``"keep"`` leaves them out of the index, named by a warning); ``store`` is a
-    directory the routers are saved in and opened from; ``learn`` a learned store every
-    router learns into (``Router.learn``).
+    raises; ``"keep"`` leaves them out of the index, named by a warning); ``store`` is where
+    the routers are saved and opened from; ``learn`` a learned store every router learns
+    into (``Router.learn``).
     """
 
     def __init__(
@@ -111,7 +108,7 @@ class Indexes:
         config: RouterConfig,
         embedder: Lazy[Embedder],
         cache: EmbeddingCache | None,
-        store: Path | None,
+        store: RouterStore | None,
         max_catalogs: int,
         unreadable: Literal["error", "keep"],
         learn: LearnedStore | None = None,
@@ -203,11 +200,36 @@ class Indexes:
             readable = list(range(len(raws)))
         catalog = Catalog(tools)
         if self._store is not None and key is not None:
-            router = self._stored(catalog, key)
+            router, release = self._stored(catalog, key)
         else:
-            router = Router.from_catalog(
-                catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
-            )
+            router, release = self._built(catalog), None
+        try:
+            indexed = self._indexed(catalog, router, raws, readable, unreadable, reader)
+        except BaseException:
+            if release is not None:
+                release()
+            raise
+        if release is not None:
+            # Not the router's own life: routers sit in reference cycles, freed only when the
+            # garbage collector runs, and the store could not delete their folders till then.
+            weakref.finalize(indexed, release)
+        return indexed
+
+    def _built(self, catalog: Catalog) -> Router:
+        return Router.from_catalog(
+            catalog, config=self.config, embedder=self._embedder.get(), cache=self._cache
+        )
+
+    def _indexed(
+        self,
+        catalog: Catalog,
+        router: Router,
+        raws: list[RawTool],
+        readable: list[int],
+        unreadable: tuple[int, ...],
+        reader: str,
+    ) -> IndexedTools:
+        """``router`` learning (if the filter learns) with what routing needs of ``catalog``."""
         if self._learn is not None:
             router.learn(self._learn)
         names = tuple(raws[k].name if isinstance(raws[k].name, str) else "" for k in unreadable)
@@ -220,34 +242,23 @@ class Indexes:
             reader,
         )  # fmt: skip
 
-    def _stored(self, catalog: Catalog, key: str) -> Router:
-        """The router for ``catalog`` from the store, built there first if no process has.
-
-        The folder's name covers the tools array and the config; a build goes to a
-        temporary folder renamed into place, so a reader never sees half of one, and a lock
-        file makes processes asking at once build it once.
-        """
+    def _stored(self, catalog: Catalog, key: str) -> StoredRouter:
+        """The router for ``catalog`` from the store, built there first if no process has
+        (:mod:`~toolgate.gateway.router_store`); the folder's name covers the tools array
+        and the config."""
         assert self._store is not None  # the caller checked
         name = hashlib.sha256(f"{key}\0{self.config!r}".encode()).hexdigest()[:40]
-        directory = self._store / name
         embedder = self._embedder.get()
+
+        def build(folder: Path) -> None:
+            Router.from_catalog(
+                catalog, config=self.config, embedder=embedder, path=folder, cache=self._cache
+            )
+
         try:
-            self._store.mkdir(parents=True, exist_ok=True)
-            if not (directory / MANIFEST).exists():
-                with exclusive_lock(self._store / f".{name}.lock"):
-                    if not (directory / MANIFEST).exists():
-                        building = Path(tempfile.mkdtemp(prefix=".build-", dir=self._store))
-                        try:
-                            Router.from_catalog(
-                                catalog, config=self.config, embedder=embedder,
-                                path=building, cache=self._cache,
-                            )  # fmt: skip
-                            os.replace(building, directory)
-                        finally:
-                            shutil.rmtree(building, ignore_errors=True)
-            return Router.open(directory, embedder=embedder)
+            return self._store.router(name, build, lambda d: Router.open(d, embedder=embedder))
         except (OSError, IndexFormatError) as exc:  # the server's fault, not the request's
-            raise StorageError(f"router store {self._store}: {exc}") from None
+            raise StorageError(f"router store {self._store.root}: {exc}") from None
 
 
 async def filter_off_loop(

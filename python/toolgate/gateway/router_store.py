@@ -1,0 +1,189 @@
+"""The folder a :class:`~toolgate.gateway.filter.ToolFilter` saves its routers in, shared by
+processes (a gateway's workers), bounded to the most recently used.
+
+Each tools array's router is a directory ``NAME`` with a lock file ``.NAME.lock`` beside it
+(``flock``). A process holds the lock shared from before it opens the directory until it
+releases the router, and exclusive while it builds the directory or deletes it: so a directory
+is built once however many processes ask, and never deleted while a process reads it (the
+catalog file loads on first need, long after the open) or writes it. Opening a directory
+sets its modification time, which orders the directories by last use. After each build, the
+directories past the ``max_stored`` most recently used are deleted, each one only if its lock
+is free at once; a lock file left without its directory (a build that failed) goes too.
+Where there is no ``flock`` (Windows) nothing is locked or deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import secrets
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+from toolgate.routing.router import Router
+from toolgate.routing.store import MANIFEST
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["RouterStore", "StoredRouter", "default_max_stored"]
+
+# A router directory's name: a digest (see Indexes._stored).
+_NAME = re.compile(r"[0-9a-f]{40}")
+_LOCK = re.compile(r"\.([0-9a-f]{40})\.lock")
+# What opening a lock file in a store this process may not write fails with.
+_READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+# A directory being deleted is first renamed to this prefix, so no reader ever finds half of
+# one under its own name; one left by a crash is deleted by the next prune.
+_DOOMED = ".prune-"
+
+
+def default_max_stored(max_catalogs: int) -> int:
+    """How many routers a store keeps when not told: several times what one process holds in
+    memory (other processes hold others), and never fewer than 64."""
+    return max(4 * max_catalogs, 64)
+
+
+class StoredRouter(NamedTuple):
+    """A router opened from the store, and what releases its directory: until ``release()``
+    no process deletes it (the router may read its catalog file at any time)."""
+
+    router: Router
+    release: Callable[[], None]
+
+
+class RouterStore:
+    """Routers saved under ``root``, at most ``max_stored`` of them kept (see the module)."""
+
+    def __init__(self, root: Path, max_stored: int) -> None:
+        self.root = root
+        self.max_stored = max_stored
+
+    def router(
+        self, name: str, build: Callable[[Path], None], open_router: Callable[[Path], Router]
+    ) -> StoredRouter:
+        """The router saved as ``name``, opened by ``open_router(directory)``; built first,
+        by ``build(folder)`` into a temporary folder renamed into place, if no process has."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        directory = self.root / name
+        lock = self.root / f".{name}.lock"
+        built = False
+        while True:
+            try:
+                held = _locked(lock, shared=True)
+            except OSError as exc:
+                if exc.errno not in _READ_ONLY or not (directory / MANIFEST).exists():
+                    raise
+                # A store shipped read-only: no process can delete from it either.
+                return StoredRouter(open_router(directory), _nothing)
+            if (directory / MANIFEST).exists():
+                break
+            held.close()
+            with _locked(lock, shared=False):
+                if not (directory / MANIFEST).exists():
+                    self._build(directory, build)
+                    built = True
+        try:
+            router = open_router(directory)
+            with contextlib.suppress(OSError):  # its last use, which pruning orders by
+                os.utime(directory)
+        except BaseException:
+            held.close()
+            raise
+        if built:
+            self.prune()
+        return StoredRouter(router, held.close)
+
+    def _build(self, directory: Path, build: Callable[[Path], None]) -> None:
+        """``build`` into a temporary folder, renamed to ``directory`` once whole."""
+        building = Path(tempfile.mkdtemp(prefix=".build-", dir=self.root))
+        try:
+            build(building)
+            os.replace(building, directory)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+
+    def prune(self) -> list[str]:
+        """Delete the directories past the ``max_stored`` most recently used that no process
+        uses, and lock files left without a directory; returns the names deleted."""
+        if fcntl is None:  # pragma: no cover - Windows: no way to tell a directory in use
+            return []
+        stored: list[tuple[float, str]] = []
+        orphans: list[str] = []
+        with os.scandir(self.root) as entries:
+            for entry in entries:
+                if _NAME.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                    with contextlib.suppress(FileNotFoundError):  # another thread pruned it
+                        stored.append((entry.stat(follow_symlinks=False).st_mtime, entry.name))
+                elif (match := _LOCK.fullmatch(entry.name)) and not (
+                    self.root / match.group(1)
+                ).exists():
+                    orphans.append(match.group(1))
+                elif entry.name.startswith(_DOOMED):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+        stored.sort(reverse=True)
+        return [
+            name for name in [n for _, n in stored[self.max_stored :]] + orphans
+            if self._delete(name)
+        ]  # fmt: skip
+
+    def _delete(self, name: str) -> bool:
+        """Delete ``name``'s directory and lock file unless a process holds its lock."""
+        lock = self.root / f".{name}.lock"
+        held = _lock(lock, shared=False, wait=False)
+        if held is None:
+            return False
+        with held:
+            directory = self.root / name
+            if directory.exists():
+                doomed = self.root / f"{_DOOMED}{name}-{secrets.token_hex(4)}"
+                os.replace(directory, doomed)
+                shutil.rmtree(doomed, ignore_errors=True)
+            # Unlinked while held: a process waiting on it finds it gone and locks anew.
+            lock.unlink(missing_ok=True)
+        return True
+
+
+def _nothing() -> None:
+    """Releases a router of a read-only store: nothing to release."""
+
+
+def _locked(path: Path, *, shared: bool) -> BinaryIO:
+    """``path`` opened (created if missing) and locked, shared or exclusive, once the other
+    processes let it be."""
+    handle = _lock(path, shared=shared, wait=True)
+    assert handle is not None  # a waiting lock is never refused
+    return handle
+
+
+def _lock(path: Path, *, shared: bool, wait: bool) -> BinaryIO | None:
+    """``path`` opened and locked; without ``wait``, ``None`` where another process holds
+    it. A lock file deleted while this process waited on it locks nothing any more: it is
+    then opened and locked again."""
+    while True:
+        handle = open(path, "a+b")  # noqa: SIM115 - closed by the caller
+        if fcntl is None:  # pragma: no cover - Windows
+            return handle
+        operation = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB)
+        try:
+            fcntl.flock(handle.fileno(), operation)
+        except BlockingIOError:
+            handle.close()
+            return None
+        except BaseException:
+            handle.close()
+            raise
+        try:
+            current = os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+        except FileNotFoundError:
+            current = False
+        if current:
+            return handle
+        handle.close()

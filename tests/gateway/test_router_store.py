@@ -1,0 +1,160 @@
+"""The folder of saved routers a ToolFilter's processes share: bounded to the most recently
+used, never deleting a router a process uses."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.gateway.test_filter import chat_request, chat_tools
+from toolgate import InvalidInputError
+from toolgate.embedding.embedder import Embedder
+from toolgate.gateway import router_store
+from toolgate.gateway.app import Gateway
+from toolgate.gateway.config import load_config
+from toolgate.gateway.filter import ToolFilter
+from toolgate.gateway.router_store import RouterStore, StoredRouter, default_max_stored
+from toolgate.routing.store import MANIFEST
+
+
+def _name(n: int) -> str:
+    return hashlib.sha1(str(n).encode()).hexdigest()
+
+
+def _build(folder: Path) -> None:
+    (folder / MANIFEST).write_text("{}")
+
+
+def _open(store: RouterStore, n: int) -> StoredRouter:
+    """Router ``n`` of ``store`` (a stand-in: its directory), built if missing."""
+    return store.router(_name(n), _build, lambda directory: directory)  # type: ignore[arg-type,return-value]
+
+
+def _routers(root: Path) -> set[str]:
+    return {entry.name for entry in root.iterdir() if not entry.name.startswith(".")}
+
+
+def _locks(root: Path) -> set[str]:
+    return {entry.name for entry in root.iterdir() if entry.name.endswith(".lock")}
+
+
+def _used_at(root: Path, n: int, seconds_ago: float) -> None:
+    at = time.time() - seconds_ago
+    os.utime(root / _name(n), (at, at))
+
+
+def test_the_least_recently_used_routers_past_the_bound_are_deleted(tmp_path: Path) -> None:
+    store = RouterStore(tmp_path, max_stored=2)
+    for n in range(3):
+        _open(store, n).release()
+        _used_at(tmp_path, n, seconds_ago=100.0 - n)
+    _open(store, 0).release()  # used again: the most recent now
+    _open(store, 3).release()
+    assert _routers(tmp_path) == {_name(0), _name(3)}
+    assert _locks(tmp_path) == {f".{_name(0)}.lock", f".{_name(3)}.lock"}
+
+
+def test_a_router_a_process_holds_or_builds_is_not_deleted(tmp_path: Path) -> None:
+    store = RouterStore(tmp_path, max_stored=1)
+    held = _open(store, 0)  # this process routes with it
+    _open(store, 1).release()
+    with open(tmp_path / f".{_name(1)}.lock", "rb") as other:  # another process reads it
+        fcntl.flock(other, fcntl.LOCK_SH)
+        _open(store, 2).release()
+        assert _routers(tmp_path) == {_name(0), _name(1), _name(2)}
+    held.release()
+    _open(store, 3).release()
+    assert _routers(tmp_path) == {_name(3)}
+
+
+def test_a_lock_left_without_its_router_and_a_half_deleted_router_go(tmp_path: Path) -> None:
+    store = RouterStore(tmp_path, max_stored=4)
+    (tmp_path / f".{_name(7)}.lock").touch()  # a build that failed
+    (tmp_path / ".prune-leftover").mkdir()  # a prune cut short
+    (tmp_path / ".prune-leftover" / MANIFEST).write_text("{}")
+    _open(store, 0).release()
+    assert set(os.listdir(tmp_path)) == {_name(0), f".{_name(0)}.lock"}
+
+
+def test_a_failed_open_releases_the_router(tmp_path: Path) -> None:
+    store = RouterStore(tmp_path, max_stored=1)
+
+    def broken(directory: Path) -> Any:
+        raise OSError(f"{directory}: cannot read")
+
+    with pytest.raises(OSError, match="cannot read"):
+        store.router(_name(0), _build, broken)
+    _open(store, 1).release()
+    assert _routers(tmp_path) == {_name(1)}
+
+
+def test_a_store_this_process_may_not_write_still_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = RouterStore(tmp_path, max_stored=1)
+    _open(store, 0).release()
+
+    def read_only(path: Path, *, shared: bool) -> Any:
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(router_store, "_locked", read_only)
+    assert _open(store, 0).router == tmp_path / _name(0)
+    with pytest.raises(PermissionError):
+        _open(store, 1)
+
+
+def _request(n: int) -> dict[str, Any]:
+    """A request whose tools array is the ``n``-th of several."""
+    return {**chat_request(), "tools": chat_tools()[n : n + 3]}
+
+
+def test_a_filter_keeps_its_store_to_the_bound(embedder: Embedder, tmp_path: Path) -> None:
+    gate = ToolFilter(embedder=embedder, cache=None, store=tmp_path, max_catalogs=1, max_stored=2)
+    for n in range(4):
+        gate.filter(_request(n), top_k=1)
+    assert len(_routers(tmp_path)) == 2
+    assert len(_locks(tmp_path)) == 2
+
+
+def test_a_filtered_request_keeps_its_router_past_the_lru(
+    embedder: Embedder, tmp_path: Path
+) -> None:
+    gate = ToolFilter(embedder=embedder, cache=None, store=tmp_path, max_catalogs=1, max_stored=1)
+    filtered = gate.filter(_request(0), top_k=1)
+    first = _routers(tmp_path)
+    for n in (1, 2):
+        gate.filter(_request(n), top_k=1)
+    assert first <= _routers(tmp_path)
+    assert filtered.kept == ("get_weather",)
+    function = {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}
+    call = {"id": "1", "type": "function", "function": function}
+    assert gate.verify(call, filtered).ok
+    del filtered
+    gate.filter(_request(3), top_k=1)
+    assert not first & _routers(tmp_path)
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True])
+def test_max_stored_must_be_a_positive_integer(value: Any) -> None:
+    with pytest.raises(InvalidInputError, match="max_stored must be an integer >= 1"):
+        ToolFilter(max_stored=value)
+
+
+def test_the_default_bound_is_several_times_what_a_process_holds() -> None:
+    assert (default_max_stored(1), default_max_stored(64)) == (64, 256)
+
+
+def test_the_gateway_config_bounds_its_store(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text('max_stored = 3\nstore = "routers"\n[upstreams.openai]\norigin = "http://x"\n')
+    gateway = Gateway(load_config(path))
+    store = gateway.filter._indexes._store
+    assert store is not None
+    assert (store.root, store.max_stored) == (tmp_path / "routers", 3)
