@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from toolgate import CatalogError, CatalogWarning, InvalidInputError
+from toolgate import Budget, CatalogError, CatalogWarning, InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.gateway.filter import FilteredRequest, ToolFilter
 from toolgate.routing.router import Router
@@ -147,6 +147,20 @@ def test_anthropic_tool_choice_forces_a_tool_and_server_tools_stay(gate: ToolFil
     assert filtered.request["tools"] == [tools[0], tools[7], tools[8]]
     assert filtered.request["tool_choice"] == choice
     assert gate.filter(request, top_k=1).kept == ("get_weather",)
+
+
+def test_max_tools_counts_the_routed_and_chosen_tools_not_provider_tools(gate: ToolFilter) -> None:
+    # The rule of Router.promote: the tools offered for calling that routing chose count, a
+    # forced one first (never dropped); tools routing does not choose (web_search) do not.
+    tools = [*anthropic_tools(), {"type": "web_search_20250305", "name": "web_search"}]
+    messages = [{"role": "user", "content": WEATHER}]
+    request = {"model": "claude", "max_tokens": 512, "messages": messages, "tools": tools}
+    forced = {**request, "tool_choice": {"type": "tool", "name": "translate_text"}}
+    filtered = gate.filter(forced, top_k=3, budget=Budget(max_tools=2))
+    assert filtered.kept == ("get_weather", "translate_text")
+    assert filtered.request["tools"][-1] == tools[-1]
+    assert filtered.budget is not None
+    assert filtered.budget.usage["tools"] == 2
 
 
 def test_gemini_rewrites_declaration_lists_and_keeps_builtins(gate: ToolFilter) -> None:

@@ -186,3 +186,20 @@ def test_provider_overhead_counts_while_any_tool_is_kept() -> None:
     assert trimmed.kept == ("s/t0", "s/t1")
     blocked = enforce(Budget(max_schema_tokens=250), _candidates([100], {0}), overhead_tokens=200)
     assert blocked.status == "block"
+
+
+def test_the_discovery_tool_takes_no_max_tools_slot_but_its_tokens_count() -> None:
+    search = Candidate("toolgate:tool_search", 40, 3, pinned=True, discovery=True)
+    decision = enforce(Budget(max_tools=1), [search, *_candidates([10, 10, 10])])
+    assert decision.kept == ("toolgate:tool_search", "s/t0")
+    assert decision.usage == {"tools": 1, "schema_tokens": 50, "pool_tokens": 0}
+    assert decision.reasons == ("3 tools > max_tools 1",)
+    trimmed = enforce(Budget(max_schema_tokens=60), [search, *_candidates([10, 10, 10])])
+    assert trimmed.kept == ("toolgate:tool_search", "s/t0", "s/t1")
+
+
+def test_max_tools_zero_sends_the_discovery_tool_alone() -> None:
+    search = Candidate("toolgate:tool_search", 40, 1, pinned=True, discovery=True)
+    decision = enforce(Budget(max_tools=0), [search, *_candidates([10])])
+    assert decision.status == "warn"
+    assert decision.kept == ("toolgate:tool_search",)

@@ -211,6 +211,27 @@ def test_budget_drops_lowest_ranked_and_reports_it() -> None:
     assert [t["function"]["name"] for t in promotion.tools] == ["alpha", "gamma"]
 
 
+@pytest.mark.parametrize("max_tools", [1, 2])
+def test_max_tools_counts_the_same_tools_whatever_the_pool(github: Catalog, max_tools: int) -> None:
+    ranked = ["github/create_issue", "github/get_commit", "github/create_branch"]
+    budget = Budget(max_tools=max_tools)
+    digest = promote_tools(github, ranked, pool="digest", budget=budget)
+    full = promote_tools(github, ranked, pool="full", budget=budget)
+    assert digest.active_ids == full.active_ids
+    assert len(digest.active_ids) == max_tools
+    assert digest.search_tool_name == "tool_search"
+    assert digest.decision.usage["tools"] == max_tools
+
+
+def test_the_search_tools_tokens_count_toward_the_schema_cap(github: Catalog) -> None:
+    ranked = ["github/get_me"]
+    free = promote_tools(github, ranked, pool="digest")
+    capped = Budget(max_schema_tokens=free.tokens["schemas"] - 1)
+    promotion = promote_tools(github, ranked, pool="digest", budget=capped)
+    assert promotion.active_ids == ()
+    assert promotion.search_tool_name == "tool_search"
+
+
 def test_budget_block_sends_nothing() -> None:
     promotion = promote_tools(small(pinned=True), ["s/alpha"], budget=Budget(max_schema_tokens=5))
     assert promotion.decision.status == "block"

@@ -1,9 +1,11 @@
 """Tool budgets and the enforcer that applies them.
 
-A :class:`Budget` caps what one turn may load: the number of tools whose full schemas are sent
-(``max_tools``), their schema tokens (``max_schema_tokens``), and the share of the context window
-that the summary pool and the schemas take together (``max_context_share`` of
-``context_window``). :func:`enforce` checks a ranked set of tools against it:
+A :class:`Budget` caps what one turn may load: the number of tools offered for calling
+(``max_tools``: the routed and pinned ones, not the ``tool_search`` tool, which only asks for
+more), their schema tokens, the search tool's included (``max_schema_tokens``), and the share
+of the context window that the summary pool and the schemas take together
+(``max_context_share`` of ``context_window``). :func:`enforce` checks a ranked set of tools
+against it:
 
 ==========  ===============================================  ======================================
 status      mode ``"block"``                                 mode ``"warn"``
@@ -103,12 +105,21 @@ class Budget:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A tool asking to be promoted: its id, schema tokens, rank (0 = best), whether pinned."""
+    """A tool asking to be promoted: its id, schema tokens, rank (0 = best), whether pinned,
+    and whether it is the discovery tool (``tool_search``), whose tokens count but which
+    takes none of ``max_tools``' slots: it offers no task of its own, and counting it would
+    cap a digest pool's turns one tool below a full pool's."""
 
     tool_id: str
     tokens: int
     rank: int
     pinned: bool = False
+    discovery: bool = False
+
+
+def _tool_count(kept: Sequence[Candidate]) -> int:
+    """The tools of ``kept`` that ``max_tools`` counts: all but the discovery tool."""
+    return sum(1 for c in kept if not c.discovery)
 
 
 @dataclass(frozen=True)
@@ -230,10 +241,10 @@ def enforce(
 
     def breaches(kept: Sequence[Candidate]) -> list[str]:
         assert budget is not None
-        return _breaches(budget, len(kept), schema_tokens(kept), pool_tokens)
+        return _breaches(budget, _tool_count(kept), schema_tokens(kept), pool_tokens)
 
     total = schema_tokens(candidates)
-    usage = {"tools": len(candidates), "schema_tokens": total, "pool_tokens": pool_tokens}
+    usage = {"tools": _tool_count(candidates), "schema_tokens": total, "pool_tokens": pool_tokens}
     if budget is None:
         return BudgetDecision("pass", ids, usage=usage)
     reasons = tuple(breaches(candidates))
@@ -260,7 +271,7 @@ def enforce(
         why = tuple(f"pinned tools and the pool alone exceed the budget: {s}" for s in still)
         return BudgetDecision("block", (), dropped, reasons + why, budget, usage)
     sent = [c for c in candidates if c.tool_id in kept]
-    kept_usage = {**usage, "tools": len(sent), "schema_tokens": schema_tokens(sent)}
+    kept_usage = {**usage, "tools": _tool_count(sent), "schema_tokens": schema_tokens(sent)}
     return BudgetDecision(
         "warn", tuple(c.tool_id for c in sent), dropped, reasons, budget, kept_usage
     )

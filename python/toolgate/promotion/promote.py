@@ -19,8 +19,8 @@ turn and a provider's prompt cache can serve it (:attr:`Promotion.stable_count` 
 tools it holds); the routed tools follow, in catalog order, so the same active set always
 serialises the same way. Both phases are counted in the provider's serialisation, and the
 :class:`~toolgate.promotion.budget.Budget` decides what is sent. The ``tool_search`` tool,
-when present, is treated like a pinned tool: it counts toward the caps and is never dropped,
-since without it the model could not reach the rest of the catalog.
+when present, is never dropped, since without it the model could not reach the rest of the
+catalog; its tokens count toward the caps, but it takes none of ``max_tools``' slots.
 
 >>> from importlib import resources
 >>> catalog = Catalog.load(resources.files("toolgate") / "data" / "demo_catalog.json")
@@ -243,7 +243,8 @@ def promote_tools(
         key: t.token_count(format, encoding=encoding, compact=compact) for key, t in entries
     }
     candidates = [
-        Candidate(key, tool_tokens[key], rank.get(key, len(rank)), t.pinned) for key, t in entries
+        Candidate(key, tool_tokens[key], rank.get(key, len(rank)), t.pinned, key == TOOL_SEARCH_ID)
+        for key, t in entries
     ]
     whole = _count_set([t for _, t in entries], format, encoding, compact)
     overhead = max(0, whole - sum(tool_tokens.values()))

@@ -20,7 +20,7 @@ from tests.fixtures.mcp import (
     text_of,
 )
 from tests.integrations.mcp.router_helpers import PAGES, anthropic_call
-from toolgate import CatalogError, InvalidInputError
+from toolgate import Budget, CatalogError, InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.router import McpRouter
 from toolgate.routing.config import RouterConfig
@@ -208,6 +208,20 @@ def test_a_turn_with_no_text_gets_the_pinned_and_promised_tools(embedder: Embedd
         denied = await router.tools("", deny=["list_*"], pool="full")
         assert denied.active_ids == ()
         assert "list_invoices" not in denied.pool_text
+
+    run(main)
+
+
+def test_max_tools_leaves_the_search_tool_out_of_the_count(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=3, embedder=embedder, cache=None)
+        await router.connect({"billing": PagedClient(PAGES, ["p2", "p3", None])})
+        query = "refund the last payment of this customer"
+        one = Budget(max_tools=1)
+        digest = await router.tools(query, format="anthropic", pool="digest", budget=one)
+        full = await router.tools(query, format="anthropic", pool="full", budget=one)
+        assert exposed(digest) == ["tool_search", *exposed(full)]
+        assert len(full.active_ids) == 1
 
     run(main)
 
