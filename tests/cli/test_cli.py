@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,6 +162,7 @@ def test_calibrate_fits_selection_and_saves_the_router(
     within = [p for p in curve if p["complete"] >= floor]
     chosen = report["selection"]
     assert chosen["schema_tokens"] == min(p["schema_tokens"] for p in within)
+    assert report["selection_goal_met"] is True
     assert report["saved"] == str(out)
     saved = Router.open(out).config
     fitted = report["config"]
@@ -177,6 +180,31 @@ def test_calibrate_fits_selection_and_saves_the_router(
     (tmp_path / "file").write_text("")
     assert main([*argv, "--save", str(tmp_path / "file")]) == 2
     assert "exists and is not a directory" in capsys.readouterr().err
+
+
+def test_calibrate_says_when_no_selection_keeps_the_completeness_asked(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from toolgate.evaluation import calibrate
+
+    fit = calibrate.fit_selection
+
+    def one_tool(router: Router, queries: Any, **options: Any) -> Any:
+        # One point, showing a single tool: the two-tool query is never complete.
+        single = router.with_config(dataclasses.replace(router.config, clause_tools=0))
+        return fit(single, queries, min_tools=(1,), keep_ratios=(1.0,), **options)
+
+    monkeypatch.setattr(calibrate, "fit_selection", one_tool)
+    argv = ["calibrate", "--tools", str(tiny_set[0]), "--queries", str(tiny_set[1])]
+    report = run_json(capsys, *argv, "--json")
+    assert report["selection_target_complete"] == round(report["top_k_complete"] - 0.05, 4)
+    assert report["selection"]["complete"] < report["selection_target_complete"]
+    assert report["selection_goal_met"] is False
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "warning: no min_tools x keep_ratio keeps completeness at 0.95" in captured.err
+    assert "selection_goal_met" in captured.out
 
 
 @pytest.mark.parametrize("rate", ["0", "0.34", "1"])

@@ -19,6 +19,7 @@ from toolgate.routing.near_duplicates import check_threshold
 from toolgate.routing.router import Router, RouterConfig
 
 if TYPE_CHECKING:
+    from toolgate.evaluation.calibrate import CalibrationReport
     from toolgate.evaluation.evaluate import LabelledQuery
 
 __all__ = [
@@ -220,6 +221,7 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
     report = calibrate(
         router, queries, progress=not args.json, false_rejections=args.false_rejections
     )
+    _warn_selection_missed(report)
     out = report.to_dict()
     if args.save is not None:
         if report.config.row_centring != router.config.row_centring:
@@ -230,6 +232,21 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
             raise InvalidInputError(f"cannot write router directory {args.save}: {exc}") from None
         out["saved"] = str(args.save)
     return out
+
+
+def _warn_selection_missed(report: CalibrationReport) -> None:
+    """Say on stderr when no selection point kept the completeness asked for: the one fitted
+    (and saved) is then the most complete, below the target, which must not pass unseen."""
+    chosen = report.selection
+    if report.selection_goal_met is not False or chosen is None:
+        return
+    print(
+        f"toolgate calibrate: warning: no min_tools x keep_ratio keeps completeness at "
+        f"{report.selection_target} (the plain top {report.top_k}'s {report.top_k_complete} "
+        f"less the tolerance); fitted the most complete instead: {chosen.complete} "
+        f"(min_tools {chosen.min_tools}, keep_ratio {chosen.keep_ratio})",
+        file=sys.stderr,
+    )
 
 
 def _queries(args: argparse.Namespace) -> list[LabelledQuery]:

@@ -34,7 +34,9 @@ whose names are their topic, and multi-tool requests, gain from more).
 Then adaptive selection (:mod:`toolgate.routing.selection`) is fitted under the fitted
 ranking: of ``min_tools`` x ``keep_ratio``, the point that sends the fewest schema tokens
 while keeping completeness (every gold tool shown) within ``tolerance`` of what the plain top
-``top_k`` holds, so a deployment trades a known share of completeness for tokens.
+``top_k`` holds, so a deployment trades a known share of completeness for tokens. When no
+point does, the most complete is taken, and the report says so
+(:attr:`CalibrationReport.selection_goal_met` is false).
 
 With ``false_rejections`` (``--false-rejections RATE``), the "no tool needed" threshold
 (:mod:`toolgate.routing.no_tool`) is fitted last: the lowest confidence that rejects at most
@@ -72,6 +74,7 @@ __all__ = [
     "fit_row_centring",
     "fit_selection",
     "fit_server_weight",
+    "selection_floor",
 ]
 
 THRESHOLDS = tuple(round(0.10 + 0.02 * i, 2) for i in range(21))
@@ -175,7 +178,8 @@ class NoToolPoint:
 @dataclass(frozen=True)
 class CalibrationReport:
     """The best point, the whole curve, and the config that applies the best point; and the
-    fitted selection with its curve, against the completeness of the plain top ``top_k``."""
+    fitted selection with its curve, against the completeness of the plain top ``top_k``
+    and the completeness it had to keep (``selection_target``: that less the tolerance)."""
 
     best: CalibrationPoint
     curve: tuple[CalibrationPoint, ...]
@@ -185,11 +189,20 @@ class CalibrationReport:
     selection: SelectionPoint | None = None
     selection_curve: tuple[SelectionPoint, ...] = field(default=())
     top_k_complete: float | None = None
+    selection_target: float | None = None
     no_tool: NoToolPoint | None = None
     server_curve: tuple[ServerPoint, ...] = field(default=())
     centring_curve: tuple[CentringPoint, ...] = field(default=())
     name_curve: tuple[NamePoint, ...] = field(default=())
     alpha_curve: tuple[AlphaPoint, ...] = field(default=())
+
+    @property
+    def selection_goal_met(self) -> bool | None:
+        """Whether the fitted selection keeps ``selection_target`` (None: none was fitted).
+        False means no point did, and the most complete one was taken."""
+        if self.selection is None or self.selection_target is None:
+            return None
+        return self.selection.complete >= self.selection_target
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: best point, fitted values and the curves."""
@@ -211,6 +224,8 @@ class CalibrationReport:
             "curve": [asdict(point) for point in self.curve],
             "selection": asdict(self.selection) if self.selection else None,
             "top_k_complete": self.top_k_complete,
+            "selection_target_complete": self.selection_target,
+            "selection_goal_met": self.selection_goal_met,
             "selection_curve": [asdict(point) for point in self.selection_curve],
             "no_tool": asdict(self.no_tool) if self.no_tool else None,
             "server_curve": [asdict(point) for point in self.server_curve],
@@ -322,7 +337,7 @@ def calibrate(
         config = replace(config, min_tools=chosen.min_tools, keep_ratio=chosen.keep_ratio)
         report = replace(
             report, config=config, selection=chosen, selection_curve=points,
-            top_k_complete=reference,
+            top_k_complete=reference, selection_target=selection_floor(reference, tolerance),
         )  # fmt: skip
     if false_rejections is not None:
         point = fit_no_tool(
@@ -493,8 +508,9 @@ def fit_selection(
     progress: bool = False,
 ) -> tuple[SelectionPoint, tuple[SelectionPoint, ...], float]:
     """The (min_tools, keep_ratio) that shows the fewest schema tokens while completeness on
-    ``queries`` (those with gold) stays within ``tolerance`` of the plain top ``top_k``'s
-    (the most complete point when none does), every point measured, and that reference."""
+    ``queries`` (those with gold) stays at :func:`selection_floor` or above (the most
+    complete point when none does), every point measured, and the plain top ``top_k``'s
+    completeness."""
     if not (isinstance(tolerance, (int, float)) and 0.0 <= tolerance <= 1.0):
         raise InvalidInputError(f"tolerance must be in [0, 1], got {tolerance!r}")
     relevant = [item for item in queries if item.gold]
@@ -519,13 +535,20 @@ def fit_selection(
         SelectionPoint(m, r, round(c / n, 4), round(t / n, 2), round(x / n, 1))
         for (m, r), (c, t, x) in sums.items()
     )
-    floor = reference / n - tolerance
+    complete = round(reference / n, 4)
+    floor = selection_floor(complete, tolerance)
     within = [p for p in points if p.complete >= floor]
     if within:
         chosen = min(within, key=lambda p: (p.schema_tokens, -p.complete))
     else:
         chosen = max(points, key=lambda p: (p.complete, -p.schema_tokens))
-    return chosen, points, round(reference / n, 4)
+    return chosen, points, complete
+
+
+def selection_floor(top_k_complete: float, tolerance: float) -> float:
+    """The completeness a fitted selection must keep: the plain top k's, as reported, less
+    ``tolerance``; rounded as the points are, so the report's figures check against it."""
+    return round(top_k_complete - tolerance, 4)
 
 
 def _selecting(config: RouterConfig, min_tools: int, keep_ratio: float) -> RouterConfig:
