@@ -33,6 +33,12 @@ def test_a_list_is_stuffed_from_its_bar() -> None:
     assert stuffed_keywords(long) == [f"a list of {LIST_MIN_ITEMS} items"]
 
 
+def test_a_long_item_closing_a_list_counts_as_its_last_item() -> None:
+    closed = "Handles " + ", ".join(NOUNS[: LIST_MIN_ITEMS - 1]) + ", and noun99 of a repository."
+    assert listed_items(closed) == LIST_MIN_ITEMS
+    assert listed_items("Lists issues, pull requests, commits and tags of a repository.") == 3
+
+
 def test_items_of_clauses_or_of_several_sentences_make_no_list() -> None:
     clauses = ", ".join(f"then it reads the {noun} file" for noun in NOUNS[:20])
     assert listed_items(clauses) <= 1

@@ -59,24 +59,29 @@ def _words(text: str) -> list[str]:
 
 
 def listed_items(text: str) -> int:
-    """Items of the longest comma list of short items in ``text``.
+    """Items of the longest comma list of short items in ``text``; a long item at either end
+    of the list counts as one (the words around a list are not items).
 
     >>> listed_items("Lists issues, pull requests, commits and tags of a repository.")
-    4
+    3
     """
     best = 0
     for sentence in _sentences(text):
-        run = 0
+        run = short = 0  # items of the current list, and how many of them are short
         for item in sentence.split(","):
             words = item.split()
             if words and words[0].casefold() in ("and", "or"):
                 words = words[1:]
             if 1 <= len(words) <= _ITEM_MAX_WORDS:
-                run += 1
+                run, short = run + 1, short + 1
+            elif words:
+                # A long item may still end a list of short ones ("... and tags of a
+                # repository"), and open the next ("It handles issues, ...").
+                if short:
+                    best = max(best, run + 1)
+                run, short = 1, 0
             else:
-                # A long item may still open a list ("It handles issues, ..."), or end it
-                # ("... and tags of a repository").
-                run = 1 if words else 0
+                run = short = 0
             best = max(best, run)
     return best
 
