@@ -22,7 +22,7 @@ whose ``Host`` is not among ``allowed_hosts`` when there are some (421: DNS rebi
 >>> from toolgate.gateway.app import Gateway
 >>> from toolgate.gateway.config import GatewayConfig, Upstream
 >>> config = GatewayConfig(upstreams={"openai": Upstream("https://api.openai.com")})
->>> app = Gateway(config).app  # doctest: +SKIP  (serve it with uvicorn)
+>>> app = Gateway(config).app  # an ASGI app: serve it with uvicorn
 """
 
 from __future__ import annotations
