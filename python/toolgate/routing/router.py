@@ -100,7 +100,7 @@ class Router:
             # A router built without a path owns a temporary directory for its index files,
             # removed when the router is collected (an explicit finalizer, not
             # TemporaryDirectory, whose implicit clean-up warns).
-            weakref.finalize(self, shutil.rmtree, parts.workdir, ignore_errors=True)
+            weakref.finalize(self, _remove_owned_directory, parts.workdir, os.getpid())
         self._pipeline = RoutePipeline(
             parts.index, parts.bm25, parts.outline, parts.vocabulary, parts.config, embedder,
             lambda: self.catalog, parts.null,
@@ -396,3 +396,11 @@ def _routed_text(result: object) -> str:
         return result.query if result.form == "text" else ""
     query = getattr(result, "query", "")
     return query if isinstance(query, str) else ""
+
+
+def _remove_owned_directory(directory: Path, owner: int) -> None:
+    """Remove ``directory`` if this is the process ``owner`` that made it. A forked child
+    (a pre-forking server's worker) inherits the router and its finalizer, and runs it when
+    it exits: the directory is still its parent's, which routes and saves from it."""
+    if os.getpid() == owner:
+        shutil.rmtree(directory, ignore_errors=True)
