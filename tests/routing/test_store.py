@@ -241,6 +241,39 @@ def test_publishers_of_one_link_take_turns(
     assert versions == [second.name]
 
 
+def test_an_interrupted_publish_leaves_no_version_behind(
+    router: Router, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link = tmp_path / "live"
+    first = router.publish(link)
+
+    def interrupted_save(directory: Path) -> None:
+        (directory / "matrix.tgm").write_bytes(b"half")
+        raise KeyboardInterrupt  # Ctrl-C, or a full disk, mid-save
+
+    monkeypatch.setattr(router, "save", interrupted_save)
+    with pytest.raises(KeyboardInterrupt):
+        router.publish(link)
+    versions = [p.name for p in tmp_path.iterdir() if p.is_dir() and not p.is_symlink()]
+    assert versions == [first.name]
+
+
+def test_a_part_written_version_never_pushes_out_a_whole_one(
+    router: Router, embedder: Embedder, tmp_path: Path
+) -> None:
+    link = tmp_path / "live"
+    first = router.publish(link)
+    live = _open(link, embedder)  # a serving process: its catalog loads on first use
+    # What a publisher killed mid-save leaves: a newer version without its manifest.
+    killed = tmp_path / f".live.v{time.time_ns():016x}-killed"
+    killed.mkdir()
+    (killed / "matrix.tgm").write_bytes(b"half")
+    router.publish(link, keep=2)
+    assert first.exists()
+    assert not killed.exists()
+    assert len(live.catalog) == 4
+
+
 def test_publish_never_writes_into_a_real_directory(saved: Path, router: Router) -> None:
     with pytest.raises(InvalidInputError, match="not a link that publish made"):
         router.publish(saved)

@@ -20,6 +20,7 @@ from toolgate.routing.atomic_files import (
     storage_errors,
     sync_directory,
 )
+from toolgate.routing.manifest import MANIFEST
 
 __all__ = ["publish", "router_directory"]
 
@@ -50,9 +51,9 @@ def publish(save: Callable[[Path], None], path: str | os.PathLike[str], *, keep:
 
     A process that opens ``path`` gets the old router or the new one, whole; one that opened
     the old one keeps it. Publishers of one ``path`` take turns (a lock file beside it), so
-    the link always points at a whole version. The ``keep`` newest versions stay on disk,
-    older ones are removed (a process that still has one open routes on, but its catalog can
-    no longer load).
+    the link always points at a whole version. The ``keep`` newest whole versions stay on
+    disk, older ones are removed (a process that still has one open routes on, but its catalog
+    can no longer load). A save that fails or is interrupted removes its own directory.
     """
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise InvalidInputError(f"keep must be an integer >= 1, got {keep!r}")
@@ -69,7 +70,11 @@ def publish(save: Callable[[Path], None], path: str | os.PathLike[str], *, keep:
     with _locked(parent / f".{link.name}.lock"):
         # The time first in the name: versions sort oldest first.
         version = Path(tempfile.mkdtemp(dir=parent, prefix=f"{prefix}{time.time_ns():016x}-"))
-        save(version)
+        try:
+            save(version)
+        except BaseException:  # Ctrl-C and a full disk too: no half-written version stays
+            shutil.rmtree(version, ignore_errors=True)
+            raise
         staged = parent / f".{link.name}.link-{os.getpid()}-{time.time_ns():x}"
         try:
             os.symlink(version.name, staged)  # relative: the parent may be moved
@@ -77,8 +82,19 @@ def publish(save: Callable[[Path], None], path: str | os.PathLike[str], *, keep:
         finally:
             staged.unlink(missing_ok=True)
         sync_directory(parent)
-        versions = sorted(p for p in parent.iterdir() if p.name.startswith(prefix) and p.is_dir())
-        for old in versions[:-keep]:
-            if old != version:
-                shutil.rmtree(old, ignore_errors=True)
+        _remove_old_versions(parent, prefix, keep, keeping={version.resolve(), link.resolve()})
     return version
+
+
+def _remove_old_versions(parent: Path, prefix: str, keep: int, keeping: set[Path]) -> None:
+    """Remove all but the ``keep`` newest whole versions in ``parent`` (a manifest, written
+    last, makes one whole), and every part-written one: called under the publishers' lock,
+    so none is still being written (a publisher killed mid-save left it). Never one of
+    ``keeping``: a part-written version must not count among the ``keep`` and push out one
+    that processes have open."""
+    versions = sorted(p for p in parent.iterdir() if p.name.startswith(prefix) and p.is_dir())
+    whole = [p for p in versions if (p / MANIFEST).is_file()]
+    unwanted = [p for p in versions if p not in whole] + whole[:-keep]
+    for old in unwanted:
+        if old.resolve() not in keeping:
+            shutil.rmtree(old, ignore_errors=True)
