@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -272,6 +273,25 @@ def test_a_part_written_version_never_pushes_out_a_whole_one(
     assert first.exists()
     assert not killed.exists()
     assert len(live.catalog) == 4
+
+
+@pytest.mark.parametrize("name", ["matrix.tgm", "bm25.tgb", "catalog.json", "router.json"])
+def test_a_save_interrupted_as_a_temporary_file_is_made_leaves_none(
+    router: Router, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    real_open = os.open
+
+    def open_then_interrupted(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        handle = real_open(path, flags, *args, **kwargs)
+        if flags & os.O_CREAT and Path(path).name.startswith(f".{name}."):
+            os.close(handle)
+            raise KeyboardInterrupt  # a Ctrl-C the moment the temporary file exists
+        return handle
+
+    monkeypatch.setattr(os, "open", open_then_interrupted)
+    with contextlib.suppress(KeyboardInterrupt):
+        router.save(tmp_path)
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
 
 
 def test_publish_never_writes_into_a_real_directory(saved: Path, router: Router) -> None:

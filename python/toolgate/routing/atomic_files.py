@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -22,6 +22,7 @@ __all__ = [
     "replace_atomically",
     "storage_errors",
     "sync_directory",
+    "temporary_name",
     "write_atomic",
 ]
 
@@ -60,17 +61,30 @@ def prepare_directory(path: str | os.PathLike[str]) -> Path:
 
 def replace_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Write ``path`` through a temporary file beside it, fsync'd, then renamed over it."""
-    # A unique name per call: two threads (or processes) saving at once must not share one.
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    tmp = Path(name)
+    tmp = temporary_name(path)
     try:
-        with os.fdopen(handle, "wb") as out:
+        with open(tmp, "xb", opener=_private) as out:
             write(out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def temporary_name(path: Path) -> Path:
+    """A name beside ``path`` for a file to write and rename over it, unique to this call.
+
+    128 random bits: two threads (or processes) saving at once never share one. Named before
+    the file exists, so a clean-up in ``finally`` covers it from its creation on: with
+    ``mkstemp``, a Ctrl-C just after it made the file left that behind, its name unknown.
+    """
+    return path.with_name(f".{path.name}.{secrets.token_hex(16)}.tmp")
+
+
+def _private(path: str, flags: int) -> int:
+    """Open ``path`` readable by its owner only, as ``mkstemp`` does."""
+    return os.open(path, flags, 0o600)
 
 
 def write_atomic(path: Path, text: str) -> None:

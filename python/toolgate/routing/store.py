@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from toolgate.routing.atomic_files import (
     prepare_directory,
     replace_atomically,
     storage_errors,
+    temporary_name,
     write_atomic,
 )
 from toolgate.routing.manifest import (
@@ -108,12 +108,9 @@ def save_fingerprinted(bm25: Any, directory: Path) -> str:
     Written under a temporary name and fingerprinted before the rename, so the fingerprint is
     of these bytes even if another save replaces the file right after.
     """
-    handle, name = tempfile.mkstemp(dir=directory, prefix=f".{BM25}.", suffix=".tmp")
-    os.close(handle)
-    tmp = Path(name)
+    tmp = temporary_name(directory / BM25)
     try:
-        tmp.unlink()  # the core writes it afresh, itself atomically
-        bm25.save(tmp)
+        bm25.save(tmp)  # the core writes it afresh, itself atomically
         digest = fingerprint(tmp)
         os.replace(tmp, directory / BM25)
     finally:
