@@ -12,6 +12,7 @@ and L2 normalisation run inside the ONNX graph (see :mod:`toolgate.embedding.onn
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -280,9 +281,21 @@ def _make_tokenizer(tokenizer_json: str) -> Tokenizer:
     return tokenizer
 
 
-def _make_session(onnx_bytes: bytes, threads: int) -> Any:
-    import onnxruntime as ort
+def _onnxruntime() -> Any:
+    """ONNX Runtime, imported with its telemetry off unless ``ORT_DISABLE_TELEMETRY`` says.
 
+    Its Linux wheels (1.31) start a telemetry thread at import, and a forked child that exits
+    normally (a pre-forking server's worker: gunicorn ``--preload``) then hangs for ever in
+    its exit handlers, destroying a condition variable the parent's thread waits on.
+    """
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    import onnxruntime
+
+    return onnxruntime
+
+
+def _make_session(onnx_bytes: bytes, threads: int) -> Any:
+    ort = _onnxruntime()
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
