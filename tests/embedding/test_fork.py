@@ -41,6 +41,8 @@ def _run_worker(threads: int) -> int:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
-def test_a_forked_worker_embeds_and_exits() -> None:
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_forked_worker_embeds_and_exits(threads: int) -> None:
+    # threads=2: a session with an intra-op pool, whose threads the child does not have.
     models.ensure()
-    assert _run_worker(threads=1) == 0
+    assert _run_worker(threads) == 0

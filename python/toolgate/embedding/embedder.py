@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -110,7 +111,7 @@ class Embedder:
             session = pool.submit(_make_session, loaded.onnx_bytes, threads)
             self._tokenizer = _make_tokenizer(loaded.tokenizer_json)
             verified.result()
-            self._session = session.result()
+            self._session: Any = session.result()  # None: to build (a forked child's)
         self._home = home
         self._lock = threading.Lock()
         self._serial: Any = None
@@ -119,6 +120,7 @@ class Embedder:
         self.batch_size = batch_size
         self.progress = progress
         self._model_id = loaded.model_id
+        _EMBEDDERS.add(self)
 
     def __repr__(self) -> str:
         return (
@@ -219,11 +221,35 @@ class Embedder:
         """A one-thread session of the same model, built (and verified) on first need."""
         with self._lock:
             if self._serial is None:
-                loaded = models.load(self.precision, home=self._home)
-                if loaded.onnx_sha256[:16] not in self._model_id:
-                    raise ModelError(f"{loaded.path} changed since this Embedder loaded it")
-                self._serial = _make_session(loaded.onnx_bytes, threads=1)
+                self._serial = self._fresh_session(threads=1)
             return self._serial
+
+    def _main_session(self) -> Any:
+        """The session of ``threads`` threads; built afresh in a forked child (:meth:`_forked`)."""
+        session = self._session
+        if session is not None:
+            return session
+        with self._lock:
+            if self._session is None:
+                self._session = self._fresh_session(self.threads)
+            return self._session
+
+    def _fresh_session(self, threads: int) -> Any:
+        """A new session of this embedder's model, checked to be the file it loaded."""
+        loaded = models.load(self.precision, home=self._home)
+        if loaded.onnx_sha256[:16] not in self._model_id:
+            raise ModelError(f"{loaded.path} changed since this Embedder loaded it")
+        return _make_session(loaded.onnx_bytes, threads)
+
+    def _forked(self) -> None:
+        """In a forked child (a pre-forking server's worker): a session with an intra-op pool
+        (``threads`` > 1) is left to the parent, whose pool threads the child does not have;
+        the child builds its own on first use. A one-thread session has no threads: it stays,
+        its memory shared with the parent."""
+        self._lock = threading.Lock()  # a parent's thread may have held it at the fork
+        if self.threads > 1 and self._session is not None:
+            _abandon(self._session)
+            self._session = None
 
     def _run_one(self, encoding: Encoding, session: Any = None) -> np.ndarray:
         (vectors,) = self._run_single(encoding, [SENTENCE_OUTPUT], session)
@@ -236,13 +262,35 @@ class Embedder:
         ids = np.asarray(encoding.ids, dtype=np.int32)[None, :]
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         return [
-            np.asarray(out, np.float32) for out in (session or self._session).run(outputs, feed)
+            np.asarray(out, np.float32)
+            for out in (session or self._main_session()).run(outputs, feed)
         ]
 
     def _run(self, ids: np.ndarray, mask: np.ndarray, session: Any = None) -> np.ndarray:
         feed = {"input_ids": ids, "attention_mask": mask}
-        (vectors,) = (session or self._session).run([SENTENCE_OUTPUT], feed)
+        (vectors,) = (session or self._main_session()).run([SENTENCE_OUTPUT], feed)
         return np.asarray(vectors, dtype=np.float32)
+
+
+# Every embedder alive, for the hook that runs in a forked child.
+_EMBEDDERS: weakref.WeakSet[Embedder] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for embedder in list(_EMBEDDERS):
+        embedder._forked()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _abandon(session: Any) -> None:
+    """Keep ``session`` from ever being freed in this process: in a forked child its
+    destructor would wait for ever on the parent's pool threads (``pthread_cond_destroy``)."""
+    import ctypes
+
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(session))
 
 
 def _validate_texts(texts: Sequence[str] | str) -> list[str]:
