@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,17 @@ TOOLS = {
     "weather": {"tools": [{"name": "get_forecast", "description": "Weather forecast."}]},
     "mail": {"tools": [{"name": "send_email", "description": "Send an email."}]},
 }
+
+
+@pytest.fixture
+def no_cyclic_gc() -> Iterator[None]:
+    """Only reference counting frees objects in the test: what the cyclic GC would free, it
+    frees at a time of its own (with a large heap, seldom)."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _temporary_router(embedder: Embedder) -> Router:
@@ -44,3 +58,34 @@ def test_a_forked_child_exiting_leaves_its_parent_the_temporary_index(
     os.waitpid(pid, 0)
     router.save(tmp_path / "saved")  # reads the index files from the temporary directory
     assert (tmp_path / "saved" / "router.json").is_file()
+
+
+@pytest.mark.usefixtures("no_cyclic_gc")
+def test_a_dropped_router_lets_go_of_its_files_at_once(embedder: Embedder, tmp_path: Path) -> None:
+    router = _temporary_router(embedder)
+    router.route("weather in Oslo", allow=["weather/*"], deny=["mail/send_*"])
+    router.route("select:send_email")
+    router.learn(tmp_path / "learned.sqlite3")
+    router.feedback("mail bob", used=["mail/send_email"])
+    workdir, pipeline = router._parts.workdir, router._pipeline
+    held = {
+        "index (the matrix's descriptor and mapping)": weakref.ref(pipeline),
+        "BM25 index": weakref.ref(pipeline._rows),
+        "memo of query vectors": weakref.ref(pipeline.query_vectors),
+        "store's connection": weakref.ref(pipeline.learning.memory),
+    }
+    del router, pipeline
+    assert workdir is not None
+    assert not workdir.exists()
+    assert [what for what, holder in held.items() if holder() is not None] == []
+
+
+@pytest.mark.usefixtures("no_cyclic_gc")
+def test_a_router_replaced_by_its_refresh_lets_go_of_its_files(embedder: Embedder) -> None:
+    router = _temporary_router(embedder)
+    router.route("weather in Oslo")
+    workdir = router._parts.workdir
+    router = router.refresh({"mail": TOOLS["mail"]})
+    router.route("mail bob")
+    assert workdir is not None
+    assert not workdir.exists()

@@ -128,7 +128,8 @@ class LearnedMemory:
         self._ids = tuple(ids)
         self._row_of = {tool_id: row for row, tool_id in enumerate(self._ids)}
         self._servers = servers
-        self._tool_names = names
+        # Not a method: the CoUse holding a bound method of this memory would be a cycle.
+        self._name = _row_names(names)
         self._clock = clock
         # Writers take turns under _writing; _lock guards what routes read (the co-use
         # counts, the rows as one swap), held only for changes in memory, never store I/O.
@@ -137,7 +138,6 @@ class LearnedMemory:
         self._rows = _toolgate.LearnedRows(dim)
         self._seqs: list[int] = []
         self._keys: list[tuple[bytes, int]] = []
-        self._names: list[str] | None = None  # read on first need
         self._co_use = CoUse(self._name)
         self._buckets: dict[int, tuple[float, float]] = {}
         #: Feedback events refused by the rate cap since this memory was made.
@@ -314,11 +314,17 @@ class LearnedMemory:
         with self._lock:
             return self._co_use.lifts(anchors, weight=config.co_use_weight, least=config.co_use_min)
 
-    def _name(self, row: int) -> str:
-        """The name of ``row``'s tool."""
-        if self._names is None:
-            self._names = list(self._tool_names())
-        return self._names[row]
+
+def _row_names(names: Callable[[], Sequence[str]]) -> Callable[[int], str]:
+    """A row's tool name, every row's read from ``names`` on first need."""
+    read: list[Sequence[str]] = []
+
+    def name(row: int) -> str:
+        if not read:
+            read.append(tuple(names()))
+        return read[0][row]
+
+    return name
 
 
 class Learning:

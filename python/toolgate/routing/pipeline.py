@@ -100,8 +100,12 @@ class RoutePipeline:
         self._schema_tokens: dict[int, int | None] = {}
         self._unreadable = False
         self._addressing = np.asarray(outline.addressing, dtype=np.uint32)
-        self._lookalikes = Lazy(None, self._find_lookalikes)
-        self._servers = Lazy(None, lambda: ServerVectors.of(index.vectors, self._rows.servers()))
+        # Loaders over the parts they read, never over ``self``: a pipeline holding a function
+        # that holds it is a reference cycle, and a dropped router's index (its descriptor, its
+        # mapping) would stay until the cyclic GC ran. ``with_config`` copies share them too.
+        self._lookalikes = Lazy(None, self._lookalikes_loader(config))
+        rows = self._rows
+        self._servers = Lazy(None, lambda: ServerVectors.of(index.vectors, rows.servers()))
         self.query_vectors = QueryVectors(
             embedder, config, model_id=index.model_id, index_path=index.path
         )
@@ -121,7 +125,7 @@ class RoutePipeline:
         view._config = config
         view.learning = copy.copy(self.learning)  # learning started on the view stays its own
         if config.lookalike_cosine != self._config.lookalike_cosine:
-            view._lookalikes = Lazy(None, view._find_lookalikes)
+            view._lookalikes = Lazy(None, view._lookalikes_loader(config))
         view.query_vectors = self.query_vectors.with_config(config)
         return view
 
@@ -277,14 +281,14 @@ class RoutePipeline:
             return None, np.zeros(0, dtype=np.uint32)
         return self._lookalikes.get().for_query(query)
 
-    def _find_lookalikes(self) -> Lookalikes:
-        """The index's look-alikes, at the configured cosine (found on first need; a config
+    def _lookalikes_loader(self, config: RouterConfig) -> Callable[[], Lookalikes]:
+        """What finds the index's look-alikes at ``config``'s cosine, on first need (a config
         with another cosine gets a pipeline of its own, see :meth:`with_config`)."""
-        cosine = self._config.lookalike_cosine
-        ids = self._outline.ids
+        cosine, ids = config.lookalike_cosine, self._outline.ids
+        rows, index = self._rows, self._index
         if cosine is None:
-            return Lookalikes({}, (), len(ids))
-        return find_lookalikes(ids, self._rows.names(), self._index.vectors, cosine)
+            return lambda: Lookalikes({}, (), len(ids))
+        return lambda: find_lookalikes(ids, rows.names(), index.vectors, cosine)
 
     def _no_tool(
         self, ranked: Sequence[_toolgate.RoutedRow], text: str, decide: bool

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,8 +48,12 @@ class QueryVectors:
             self._embedder: Lazy[Embedder] = Lazy(self._checked(given, model_id, index_path))
         else:
             load: Callable[[], Embedder] = embedder
-            self._embedder = Lazy(None, lambda: self._checked(load(), model_id, index_path))
-        self._embed_text = lru_cache(maxsize=_CACHE_SIZE)(self._embed_one)
+            checked = QueryVectors._checked
+            self._embedder = Lazy(None, lambda: checked(load(), model_id, index_path))
+        # The memo calls a function of the embedder and config, not a method: a bound method
+        # held by its own object is a reference cycle, which would keep a dropped router's
+        # memo (up to 1024 texts' vectors) until the cyclic GC ran.
+        self._embed_text = _memo(self._embedder, config)
 
     @staticmethod
     def _checked(embedder: Embedder, model_id: str, index_path: object) -> Embedder:
@@ -75,7 +79,7 @@ class QueryVectors:
             or config.clause_vectors != self._config.clause_vectors
         ):
             # The memo holds clause vectors made as the old config said.
-            view._embed_text = lru_cache(maxsize=_CACHE_SIZE)(view._embed_one)
+            view._embed_text = _memo(view._embedder, config)
         return view
 
     def __call__(
@@ -95,25 +99,34 @@ class QueryVectors:
         """The texts of ``text``'s clauses, aligned with its clause vectors."""
         return self._embed_text(text)[2]
 
-    def _embed_one(self, text: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-        """``text``'s vector, its clause vectors (see :mod:`toolgate.embedding.clauses`),
-        read-only, and the clauses' texts.
 
-        Clause vectors need the token states of :meth:`Embedder.embed_tokens`; an embedder
-        without that method gets none, and routes on the whole-query vector alone.
-        """
-        embedder = self._embedder.get()
-        if wants_clauses(self._config) and hasattr(embedder, "embed_tokens"):
-            tokens = embedder.embed_tokens(text)
-            vector, (clauses, texts) = tokens.vector, clauses_of(tokens, text)
-            if self._config.clause_vectors == "embedded" and len(texts) > 1:
-                clauses = _with_own(clauses, embedder.embed(list(texts)))
-        else:
-            vector = np.asarray(embedder.embed([text])[0], dtype=np.float32)
-            clauses, texts = np.empty((0, len(vector)), dtype=np.float32), ()
-        vector.setflags(write=False)
-        clauses.setflags(write=False)
-        return vector, clauses, texts
+_Embedded = tuple[np.ndarray, np.ndarray, tuple[str, ...]]
+
+
+def _memo(embedder: Lazy[Embedder], config: RouterConfig) -> Callable[[str], _Embedded]:
+    """:func:`_embed_one` under ``config``, memoised for the last 1024 texts."""
+    return lru_cache(maxsize=_CACHE_SIZE)(partial(_embed_one, embedder, config))
+
+
+def _embed_one(embedder: Lazy[Embedder], config: RouterConfig, text: str) -> _Embedded:
+    """``text``'s vector, its clause vectors (see :mod:`toolgate.embedding.clauses`),
+    read-only, and the clauses' texts.
+
+    Clause vectors need the token states of :meth:`Embedder.embed_tokens`; an embedder
+    without that method gets none, and routes on the whole-query vector alone.
+    """
+    model = embedder.get()
+    if wants_clauses(config) and hasattr(model, "embed_tokens"):
+        tokens = model.embed_tokens(text)
+        vector, (clauses, texts) = tokens.vector, clauses_of(tokens, text)
+        if config.clause_vectors == "embedded" and len(texts) > 1:
+            clauses = _with_own(clauses, model.embed(list(texts)))
+    else:
+        vector = np.asarray(model.embed([text])[0], dtype=np.float32)
+        clauses, texts = np.empty((0, len(vector)), dtype=np.float32), ()
+    vector.setflags(write=False)
+    clauses.setflags(write=False)
+    return vector, clauses, texts
 
 
 def wants_clauses(config: RouterConfig) -> bool:

@@ -103,7 +103,7 @@ class Router:
             weakref.finalize(self, _remove_owned_directory, parts.workdir, os.getpid())
         self._pipeline = RoutePipeline(
             parts.index, parts.bm25, parts.outline, parts.vocabulary, parts.config, embedder,
-            lambda: self.catalog, parts.null,
+            self._catalog.get, parts.null,  # a lambda over self: a cycle, files kept till GC
         )  # fmt: skip
         self._schema_cache = default_cache(_SCHEMA_CACHE_ENTRIES)
 

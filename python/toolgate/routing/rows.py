@@ -8,7 +8,7 @@ each into rows, and says which selected rows the caller's lists shut out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -42,11 +42,14 @@ class CatalogRows:
         self._ids = tuple(ids)
         self._bm25 = bm25
         self._pinned = sorted(set(pinned))
-        self._names = Lazy(None, lambda: tuple(tool_names()))
+        self._names = names = Lazy(None, lambda: tuple(tool_names()))
         self._renamed = dict(renamed or ())
-        self._servers = Lazy(None, self._split_servers)
-        self._scopes = Lazy(None, self._scope_matcher)
-        self._by_id = Lazy(None, self._rows_by_id)
+        # Loaders over the data they read, not bound methods: those would make a cycle, and a
+        # dropped router would wait for the cyclic GC to let go of its BM25 index.
+        ids, renamed_rows = self._ids, self._renamed
+        self._servers = Lazy(None, lambda: _split_servers(ids, names.get()))
+        self._scopes = Lazy(None, lambda: _scope_matcher(ids, names.get(), renamed_rows))
+        self._by_id = Lazy(None, lambda: _rows_by_id(ids))
 
     @classmethod
     def of(
@@ -64,20 +67,6 @@ class CatalogRows:
 
         return cls(outline.ids, outline.pinned, bm25, tool_names, outline.exposed)
 
-    def _scope_matcher(self) -> ScopeMatcher:
-        names = self._names.get()
-        exposed = [self._renamed.get(row, name) for row, name in enumerate(names)]
-        return ScopeMatcher(self._ids, names, exposed)
-
-    def _rows_by_id(self) -> tuple[dict[str, int], dict[str, int]]:
-        """Each id to its row, and each id folded to lower case to its row where no other
-        id folds the same."""
-        folded: dict[str, list[int]] = {}
-        for row, tool_id in enumerate(self._ids):
-            folded.setdefault(tool_id.casefold(), []).append(row)
-        exact = {tool_id: row for row, tool_id in enumerate(self._ids)}
-        return exact, {key: rows[0] for key, rows in folded.items() if len(rows) == 1}
-
     def names(self) -> tuple[str, ...]:
         """Each row's tool name, in row order."""
         return self._names.get()
@@ -85,13 +74,6 @@ class CatalogRows:
     def servers(self) -> tuple[str, ...]:
         """Each row's server, in row order."""
         return self._servers.get()
-
-    def _split_servers(self) -> tuple[str, ...]:
-        # An id is ``server/name``, and the name is known: what is left is the server.
-        return tuple(
-            tool_id[: len(tool_id) - len(name) - 1]
-            for tool_id, name in zip(self._ids, self.names(), strict=True)
-        )
 
     def named(self, name: str) -> list[int]:
         """Rows of the tools ``name`` names: an id (any case), an exposed name or a name.
@@ -175,3 +157,27 @@ class CatalogRows:
 def _contains(sorted_rows: np.ndarray, row: int) -> bool:
     at = int(np.searchsorted(sorted_rows, row))
     return at < len(sorted_rows) and int(sorted_rows[at]) == row
+
+
+def _scope_matcher(
+    ids: Sequence[str], names: Sequence[str], renamed: Mapping[int, str]
+) -> ScopeMatcher:
+    exposed = [renamed.get(row, name) for row, name in enumerate(names)]
+    return ScopeMatcher(ids, names, exposed)
+
+
+def _rows_by_id(ids: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Each id to its row, and each id folded to lower case to its row where no other id
+    folds the same."""
+    folded: dict[str, list[int]] = {}
+    for row, tool_id in enumerate(ids):
+        folded.setdefault(tool_id.casefold(), []).append(row)
+    exact = {tool_id: row for row, tool_id in enumerate(ids)}
+    return exact, {key: rows[0] for key, rows in folded.items() if len(rows) == 1}
+
+
+def _split_servers(ids: Sequence[str], names: Sequence[str]) -> tuple[str, ...]:
+    # An id is ``server/name``, and the name is known: what is left is the server.
+    return tuple(
+        tool_id[: len(tool_id) - len(name) - 1] for tool_id, name in zip(ids, names, strict=True)
+    )
