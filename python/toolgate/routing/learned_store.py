@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import secrets
 import sqlite3
@@ -113,6 +114,9 @@ if hasattr(os, "register_at_fork"):  # not on Windows, where a child process sta
 # The store (by its repr) and scope of each memory of this process, while it lives.
 _in_use: weakref.WeakKeyDictionary[object, tuple[str, str]] = weakref.WeakKeyDictionary()
 _in_use_lock = threading.Lock()
+
+# The libpq connection settings that hold secrets.
+_SECRET_KEYS = ("password", "sslpassword")
 
 # A run of one SQL statement inside :meth:`LearnedStore._exclusive`: its rows.
 _Run = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
@@ -344,6 +348,12 @@ class PostgresStore(LearnedStore):
             raise StoreError("a PostgreSQL learned memory needs psycopg 3") from exc
         self._errors = psycopg.Error
         self.address = address
+        self._shown = _redacted(address)
+        parts = _conninfo(address)
+        # None: the address does not parse, and libpq's reason may quote any of it.
+        self._secrets = (
+            None if parts is None else [str(parts[k]) for k in _SECRET_KEYS if parts.get(k)]
+        )
         try:
             self._db = psycopg.connect(address, autocommit=True)
             weakref.finalize(self, self._db.close)  # a dropped store closes its connection
@@ -354,11 +364,18 @@ class PostgresStore(LearnedStore):
                     self._db.execute(statement)
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot open the learned memory at {_redacted(address)}: {exc}"
+                f"cannot open the learned memory at {self._shown}: {self._reason(exc)}"
             ) from exc
 
     def __repr__(self) -> str:
-        return f"PostgresStore({_redacted(self.address)!r})"
+        return f"PostgresStore({self._shown!r})"
+
+    def _reason(self, exc: BaseException) -> str:
+        """``exc``'s text, without the address's passwords; of an address that does not
+        parse (whose passwords are unknown), only its kind."""
+        if self._secrets is None:
+            return f"{type(exc).__name__} (libpq's reason is not shown: it may quote the address)"
+        return _scrubbed(str(exc), self._secrets)
 
     def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._failing():
@@ -379,7 +396,7 @@ class PostgresStore(LearnedStore):
         try:
             yield
         except self._errors as exc:
-            raise StoreError(f"the learned memory at {_redacted(self.address)}: {exc}") from exc
+            raise StoreError(f"the learned memory at {self._shown}: {self._reason(exc)}") from exc
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[_Run]:
@@ -397,13 +414,44 @@ class PostgresStore(LearnedStore):
             self._db.close()
 
 
+def _conninfo(address: str) -> dict[str, Any] | None:
+    """libpq's settings in ``address`` (a URI or ``key=value`` words), or ``None`` when it
+    does not parse."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        return dict(conninfo_to_dict(address))
+    except Exception:  # psycopg's ProgrammingError; any failure: no settings to show
+        return None
+
+
 def _redacted(address: str) -> str:
-    """A PostgreSQL address without its password, for messages."""
-    head, at, tail = address.rpartition("@")
-    if not at or "://" not in head:
-        return address
-    scheme, _, credentials = head.partition("://")
-    return f"{scheme}://{credentials.split(':', 1)[0]}@{tail}"
+    """A PostgreSQL address as ``postgresql://host:port/dbname``, for messages: libpq takes a
+    password in the user part, as ``?password=`` or ``?sslpassword=``, or as a ``password=``
+    word, so only the parts that say where the database is are kept."""
+    parts = _conninfo(address)
+    if parts is None:
+        return "a PostgreSQL address that does not parse"
+    host, port, dbname = (str(parts.get(key, "")) for key in ("host", "port", "dbname"))
+    where = ",".join(
+        _host_port(name, number)
+        for name, number in itertools.zip_longest(host.split(","), port.split(","), fillvalue="")
+    )
+    return f"postgresql://{where}/{dbname}"
+
+
+def _host_port(host: str, port: str) -> str:
+    """``host:port`` as a URI writes it (an IPv6 address in brackets; no port: the host)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}" if port else shown
+
+
+def _scrubbed(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every one of ``secrets`` masked: libpq's messages do not quote a
+    password, but one that did would reach a log."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
 
 
 def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
