@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -120,6 +120,7 @@ _SECRET_KEYS = ("password", "sslpassword")
 
 # A run of one SQL statement inside :meth:`LearnedStore._exclusive`: its rows.
 _Run = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+_T = TypeVar("_T")
 
 _MARK_USED = (
     "INSERT INTO learned_versions (scope, holder, used_at) VALUES (?, ?, ?) "
@@ -170,11 +171,11 @@ class LearnedStore:
     def _sql(self, sql: str) -> str:
         return sql.replace("?", self._param)
 
-    @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[_Run]:
-        """Runs statements as one transaction no other holder's runs in at the same time.
-        Here, for a store that only says how to run one statement: each on its own."""
-        yield lambda sql, args: self._execute(self._sql(sql), args)
+    def _exclusive(self, work: Callable[[_Run], _T]) -> _T:
+        """``work(run)``, whose runs of statements are one transaction no other holder's
+        runs in at the same time. Here, for a store that only says how to run one
+        statement: each on its own."""
+        return work(lambda sql, args: self._execute(self._sql(sql), args))
 
     def use(self, scope: str, user: object, *, keep: int, lease_s: float, now: float) -> list[str]:
         """Marks ``scope`` used by ``user`` (a memory: until it is dropped) at ``now`` (a
@@ -185,7 +186,8 @@ class LearnedStore:
             live = {held for where, held in _in_use.values() if where == repr(self)}
         self._marked[scope] = (lease_s, now)
         holder = _holder
-        with self._exclusive() as run:
+
+        def prune(run: _Run) -> list[str]:
             for held in sorted(live):  # renews every mark of this process
                 run(_MARK_USED, (held, holder, now))
             run("DELETE FROM learned_versions WHERE used_at < ?", (now - lease_s,))
@@ -197,7 +199,9 @@ class LearnedStore:
             for old in stale:
                 run("DELETE FROM learned WHERE scope = ?", (old,))
                 run("DELETE FROM learned_versions WHERE scope = ?", (old,))
-        return stale
+            return stale
+
+        return self._exclusive(prune)
 
     def _renew(self, scope: str, at: float) -> None:
         """Marks ``scope`` used at ``at`` again once a quarter of its lease has passed."""
@@ -307,17 +311,17 @@ class SqliteStore(LearnedStore):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot {what} the learned memory {self.path}: {exc}") from exc
 
-    @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[_Run]:
+    def _exclusive(self, work: Callable[[_Run], _T]) -> _T:
         with self._lock, self._failing("write"):
             self._db.execute("BEGIN IMMEDIATE")  # other processes' writers wait on the timeout
             try:
-                yield lambda sql, args: list(self._db.execute(sql, tuple(args)).fetchall())
+                done = work(lambda sql, args: list(self._db.execute(sql, tuple(args)).fetchall()))
                 self._db.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
                 raise
+            return done
 
     def close(self) -> None:
         with self._lock:
@@ -346,6 +350,7 @@ class PostgresStore(LearnedStore):
             import psycopg
         except ImportError as exc:  # pragma: no cover - pinned in the project's dependencies
             raise StoreError("a PostgreSQL learned memory needs psycopg 3") from exc
+        self._psycopg = psycopg
         self._errors = psycopg.Error
         self.address = address
         self._shown = _redacted(address)
@@ -354,14 +359,9 @@ class PostgresStore(LearnedStore):
         self._secrets = (
             None if parts is None else [str(parts[k]) for k in _SECRET_KEYS if parts.get(k)]
         )
+        self._closed = False
         try:
-            self._db = psycopg.connect(address, autocommit=True)
-            weakref.finalize(self, self._db.close)  # a dropped store closes its connection
-            # Two replicas creating the table at once would race: one lock for the set-up.
-            with self._db.transaction():
-                self._db.execute("SELECT pg_advisory_xact_lock(7718)")
-                for statement in self._SCHEMA:
-                    self._db.execute(statement)
+            self._connect()
         except psycopg.Error as exc:
             raise StoreError(
                 f"cannot open the learned memory at {self._shown}: {self._reason(exc)}"
@@ -370,6 +370,24 @@ class PostgresStore(LearnedStore):
     def __repr__(self) -> str:
         return f"PostgresStore({self._shown!r})"
 
+    def _connect(self) -> None:
+        """A new connection, with the tables created if they are missing."""
+        db = self._psycopg.connect(self.address, autocommit=True)
+        try:
+            # Two replicas creating the table at once would race: one lock for the set-up.
+            with db.transaction():
+                db.execute("SELECT pg_advisory_xact_lock(7718)")
+                for statement in self._SCHEMA:
+                    db.execute(statement)
+        except BaseException:
+            db.close()
+            raise
+        old = getattr(self, "_closer", None)
+        if old is not None:
+            old()  # closes the connection it replaces, and is forgotten
+        self._db = db
+        self._closer = weakref.finalize(self, db.close)  # a dropped store closes it
+
     def _reason(self, exc: BaseException) -> str:
         """``exc``'s text, without the address's passwords; of an address that does not
         parse (whose passwords are unknown), only its kind."""
@@ -377,40 +395,69 @@ class PostgresStore(LearnedStore):
             return f"{type(exc).__name__} (libpq's reason is not shown: it may quote the address)"
         return _scrubbed(str(exc), self._secrets)
 
+    def _using(self, work: Callable[[Any], _T]) -> _T:
+        """``work(connection)`` under the lock, as a :class:`StoreError` if it fails.
+
+        A connection the server dropped (a restart, a failover, an idle timeout) is found
+        dropped only when used: then ``work`` runs once more on a new connection, and a
+        connection an earlier use found dropped is replaced before ``work`` runs, once. A
+        write whose connection dropped after the server committed it but before it answered
+        is run twice: a row stored twice is one lesson counted twice, a rare and bounded
+        cost, where not retrying would lose the first lesson after every drop.
+        """
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"the learned memory at {self._shown} is closed")
+            renewed = self._db.closed
+            try:
+                if renewed:
+                    self._connect()
+                return work(self._db)
+            except self._errors as exc:
+                if renewed or not self._db.closed:
+                    raise self._failure(exc) from exc
+            try:
+                self._connect()
+                return work(self._db)
+            except self._errors as exc:
+                raise self._failure(exc) from exc
+
+    def _failure(self, exc: BaseException) -> StoreError:
+        return StoreError(f"the learned memory at {self._shown}: {self._reason(exc)}")
+
     def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock, self._failing():
-            cursor = self._db.execute(sql.encode(), tuple(args))
+        def run(db: Any) -> list[tuple[Any, ...]]:
+            cursor = db.execute(sql.encode(), tuple(args))
             return list(cursor.fetchall()) if cursor.description else []
+
+        return self._using(run)
 
     def _insert(self, sql: str, args: Sequence[Any]) -> int:
-        with self._lock, self._failing():
-            row = self._db.execute((sql + " RETURNING seq").encode(), tuple(args)).fetchone()
+        def run(db: Any) -> int:
+            row = db.execute((sql + " RETURNING seq").encode(), tuple(args)).fetchone()
             return int(row[0]) if row else 0
 
+        return self._using(run)
+
     def _change(self, sql: str, args: Sequence[Any]) -> int:
-        with self._lock, self._failing():
-            return int(self._db.execute(sql.encode(), tuple(args)).rowcount)
+        return self._using(lambda db: int(db.execute(sql.encode(), tuple(args)).rowcount))
 
-    @contextlib.contextmanager
-    def _failing(self) -> Iterator[None]:
-        try:
-            yield
-        except self._errors as exc:
-            raise StoreError(f"the learned memory at {self._shown}: {self._reason(exc)}") from exc
+    def _exclusive(self, work: Callable[[_Run], _T]) -> _T:
+        def transaction(db: Any) -> _T:
+            def run(sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+                cursor = db.execute(self._sql(sql).encode(), tuple(args))
+                return list(cursor.fetchall()) if cursor.description else []
 
-    @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[_Run]:
-        def run(sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
-            cursor = self._db.execute(self._sql(sql).encode(), tuple(args))
-            return list(cursor.fetchall()) if cursor.description else []
+            with db.transaction():
+                # Replicas pruning at once would each keep their own view of the most recent.
+                db.execute("SELECT pg_advisory_xact_lock(7719)")
+                return work(run)
 
-        with self._lock, self._failing(), self._db.transaction():
-            # Replicas pruning at once would each keep their own view of the most recent.
-            self._db.execute("SELECT pg_advisory_xact_lock(7719)")
-            yield run
+        return self._using(transaction)
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._db.close()
 
 
