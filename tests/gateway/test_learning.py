@@ -15,7 +15,7 @@ import pytest
 
 from tests.gateway.conftest import start
 from tests.gateway.fake_upstream import FakeUpstream, Script
-from tests.gateway.test_filter import anthropic_tools, chat_request
+from tests.gateway.test_filter import anthropic_tools, chat_request, chat_tools
 from toolgate.embedding.embedder import Embedder
 from toolgate.errors import InvalidInputError
 from toolgate.gateway.config import load_config
@@ -90,6 +90,58 @@ def test_a_store_that_fails_is_logged_and_the_verdict_stands(
     with caplog.at_level(logging.WARNING, logger="toolgate.gateway"):
         assert gate.verify(_call("send_email"), filtered).ok
     assert "disk full" in caplog.text
+
+
+SECRET = "Pa55wordSecret"
+
+
+class _Down(SqliteStore):
+    """A store whose database does not answer until ``up`` is set; its error, as a store's
+    may, names where it is."""
+
+    up = False
+
+    def use(self, scope: str, user: object, **bounds: Any) -> list[str]:
+        if not self.up:
+            raise StoreError(f"the learned memory at postgresql://db/x?password={SECRET}: gone")
+        return super().use(scope, user, **bounds)
+
+
+def test_a_failing_learned_store_fails_no_request(
+    fake: tuple[FakeUpstream, str], embedder: Embedder
+) -> None:
+    gate = _gate(embedder, _Down(":memory:"))
+    fake[0].script = Script()
+    with start(fake, gate) as served:
+        answer = httpx.post(
+            served.url + "/v1/chat/completions", json=chat_request(QUERY), timeout=60
+        )
+    assert answer.status_code == 200
+    assert SECRET not in answer.text
+
+
+def _memory_of(gate: ToolFilter, request: dict[str, Any]) -> object:
+    routed = gate.filter(request, top_k=3)._routed
+    assert routed is not None
+    return routed.router.memory
+
+
+def test_a_failing_learned_store_is_warned_of_once_and_tried_again(
+    embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = _Down(":memory:")
+    gate = _gate(embedder, store)
+    other = {**chat_request(QUERY), "tools": chat_tools()[:4]}
+    with caplog.at_level(logging.WARNING, logger="toolgate.gateway"):
+        assert _memory_of(gate, chat_request(QUERY)) is None
+        assert _memory_of(gate, other) is None
+        store.up = True
+        assert _memory_of(gate, other) is None  # not tried again before retry_s passes
+        gate._indexes._learning.retry_s = 0.0  # type: ignore[union-attr]
+        assert _memory_of(gate, other) is not None  # a router cached while it failed learns
+    failures = [r for r in caplog.records if "learned store failed" in r.getMessage()]
+    assert len(failures) == 1
+    assert "answers again" in caplog.records[-1].getMessage()
 
 
 def test_the_gateway_config_names_its_learned_store(tmp_path: Path) -> None:

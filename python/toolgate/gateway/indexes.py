@@ -27,6 +27,7 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.errors import CatalogWarning, IndexFormatError, InvalidToolsError, StorageError
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
+from toolgate.gateway.learning import LearningStarter
 from toolgate.gateway.router_store import RouterStore, StoredRouter
 from toolgate.json_limits import MAX_DEPTH
 from toolgate.lazy import Lazy
@@ -99,7 +100,8 @@ class Indexes:
     ``unreadable`` is the filter's policy for tools that cannot be indexed (``"error"``
     raises; ``"keep"`` leaves them out of the index, named by a warning); ``store`` is where
     the routers are saved and opened from; ``learn`` a learned store every router learns
-    into (``Router.learn``).
+    into (``Router.learn``), best effort: a router whose memory the store fails to give
+    routes without it (:class:`~toolgate.gateway.learning.LearningStarter`).
     """
 
     def __init__(
@@ -120,7 +122,7 @@ class Indexes:
         self._store = store
         self._max_catalogs = max_catalogs
         self._unreadable = unreadable
-        self._learn = learn
+        self._learning = None if learn is None else LearningStarter(learn)
         self._lock = threading.Lock()
         self._routers: OrderedDict[str, IndexedTools] = OrderedDict()
         self._building: dict[str, Future[None]] = {}
@@ -128,7 +130,7 @@ class Indexes:
     @property
     def learns(self) -> bool:
         """Whether every router built learns (into ``learn``)."""
-        return self._learn is not None
+        return self._learning is not None
 
     def get(
         self, key: str | None, reader: str, read: Callable[[], Sequence[RawTool]], wait: bool
@@ -143,6 +145,14 @@ class Indexes:
         large array that is most of a call's time. Tools without a key (None) are read
         afresh every time.
         """
+        indexed = self._get(key, reader, read, wait)
+        if self._learning is not None:  # built while the learned store failed, it may learn now
+            self._learning.start(indexed.router)
+        return indexed
+
+    def _get(
+        self, key: str | None, reader: str, read: Callable[[], Sequence[RawTool]], wait: bool
+    ) -> IndexedTools:
         if key is None:
             return self._build(read, reader, None)
         while True:
@@ -194,7 +204,7 @@ class Indexes:
                 f"cannot index {len(offenders)} of the request's tools, so they are sent on "
                 f"every request: {'; '.join(map(str, offenders))}",
                 CatalogWarning,
-                stacklevel=6,  # filter()'s caller: _build, get, _route, _filter_*, filter
+                stacklevel=7,  # filter()'s caller: _build, _get, get, _route, _filter_*, filter
             )
         else:
             readable = list(range(len(raws)))
@@ -230,8 +240,8 @@ class Indexes:
         reader: str,
     ) -> IndexedTools:
         """``router`` learning (if the filter learns) with what routing needs of ``catalog``."""
-        if self._learn is not None:
-            router.learn(self._learn)
+        if self._learning is not None:
+            self._learning.start(router)
         names = tuple(raws[k].name if isinstance(raws[k].name, str) else "" for k in unreadable)
         scopes = ScopeMatcher(
             [t.id for t in catalog], [t.name for t in catalog], [t.exposed_name for t in catalog]
