@@ -1,5 +1,6 @@
 """The learned memory's stores themselves: what their messages show of a PostgreSQL address,
-and a PostgreSQL store outliving its connection (on a real throwaway server)."""
+a PostgreSQL store outliving its connection (on a real throwaway server), and the salt that
+keys the hashes of queries."""
 
 from __future__ import annotations
 
@@ -9,7 +10,18 @@ import numpy as np
 import pytest
 
 from tests.fixtures.postgres import postgres_server
-from toolgate.routing.learned_store import PostgresStore, StoreError, open_store
+from toolgate.cli.commands import demo_catalog
+from toolgate.embedding.embedder import Embedder
+from toolgate.errors import InvalidInputError
+from toolgate.routing.learned_store import (
+    LEARN_SALT_ENV,
+    PostgresStore,
+    SqliteStore,
+    StoreError,
+    open_store,
+    query_key,
+)
+from toolgate.routing.router import Router
 
 SECRET = "Pa55wordSecret"
 # Port 1 refuses at once: the store's open fails, with its message.
@@ -112,3 +124,49 @@ def test_a_server_refusing_connections_fails_the_use_and_not_the_next(postgres: 
     with psycopg.connect(postgres, autocommit=True) as admin:
         admin.execute("ALTER DATABASE refusing ALLOW_CONNECTIONS true")
     assert store.load("refused") == []
+
+
+QUERY = "drop the payroll database of ACME Corp before the audit"
+
+
+def test_a_salted_store_keeps_no_hash_a_guess_of_the_query_matches(embedder: Embedder) -> None:
+    router = Router.from_catalog(demo_catalog(), cache=None, embedder=embedder)
+    memory = router.learn(SqliteStore(":memory:", salt="a secret"))
+    tool = router.catalog.ids[0]
+    router.feedback(QUERY, used=[tool])
+    (row,) = memory.store.load(memory.scope)
+    assert row.key != query_key(QUERY)
+    assert row.key == query_key(QUERY, b"a secret")
+
+
+def test_a_repeated_query_merges_under_the_salt(embedder: Embedder) -> None:
+    router = Router.from_catalog(demo_catalog(), cache=None, embedder=embedder)
+    memory = router.learn(SqliteStore(":memory:", salt=b"a secret"))
+    tool = router.catalog.ids[0]
+    router.feedback(QUERY, used=[tool])
+    router.feedback(QUERY, used=[tool])
+    assert len(memory) == 1
+
+
+def test_a_store_takes_its_salt_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(LEARN_SALT_ENV, "from the environment")
+    assert open_store(":memory:").key(QUERY) == query_key(QUERY, b"from the environment")
+
+
+def test_a_store_without_a_salt_hashes_the_text_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(LEARN_SALT_ENV, raising=False)
+    assert open_store(":memory:").key(QUERY) == query_key(QUERY)
+
+
+def test_a_salt_past_blake2b_s_key_size_is_hashed_to_it() -> None:
+    long_salt = b"s" * 200
+    assert query_key(QUERY, long_salt) != query_key(QUERY, b"s" * 64)
+
+
+@pytest.mark.parametrize(
+    ("salt", "message"),
+    [(3, "a store's salt is a str or bytes, got int"), ("\ud800", "lone surrogate")],
+)
+def test_a_bad_salt_is_refused(salt: object, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        SqliteStore(":memory:", salt=salt)  # type: ignore[arg-type]

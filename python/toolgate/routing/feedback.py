@@ -8,8 +8,9 @@ model), stored in a :mod:`~toolgate.routing.learned_store`.
 
 What it keeps and how far it trusts it (:class:`LearnConfig`):
 
-- query vectors and a hash of the text, never the text; a repeat of one query for one tool
-  adds to that row's weight, up to ``max_weight``;
+- query vectors and a hash of the text (keyed with the store's salt, if it has one), never
+  the text; a repeat of one query for one tool adds to that row's weight, up to
+  ``max_weight``;
 - at most ``rows_per_tool`` rows per tool and ``max_rows`` in all, the oldest evicted first;
 - the rows of at most ``max_versions`` catalog versions in the store: when a memory opens, the
   least recently used versions past that are deleted, never one in use (held by a memory of
@@ -49,7 +50,7 @@ from toolgate.arguments import check_count, check_instance, finite_number, shown
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError
 from toolgate.routing.co_use import CoUse
-from toolgate.routing.learned_store import LearnedStore, open_store, query_key
+from toolgate.routing.learned_store import LearnedStore, open_store
 
 __all__ = [
     "LearnConfig",
@@ -414,7 +415,7 @@ class Learning:
         rows = [memory.row(tool) for tool in tools]
         if not rows:
             return 0
-        return memory.learn(embed(query), rows, query_key(query))
+        return memory.learn(embed(query), rows, memory.store.key(query))
 
     def verified(self, query: str, tool: str | None, embed: Callable[[str], np.ndarray]) -> None:
         """A call to ``tool`` passed ``verify`` against the route of the text ``query`` ("":

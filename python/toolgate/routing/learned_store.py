@@ -3,7 +3,10 @@
 A learned row is one query vector and the tool it served, under a *scope* (the model and the
 catalog version it was learned for), with a weight and the time it was stored. No query text
 is kept: a row holds the query's vector (int8 with one scale, as the memory scans it) and a
-salted hash of its text, enough to merge a repeated query into one row and nothing more.
+hash of its text, enough to merge a repeated query into one row and nothing more. The hash is
+keyed with a secret salt when the store has one (``salt``, or ``$TOOLGATE_LEARN_SALT``):
+without it, it is a plain blake2b of the text, which hides the text from casual reading but
+lets anyone who reads the store check a guess of a query (:func:`query_key`).
 
 :class:`SqliteStore` is one file in WAL mode, shared by the processes of one machine, as the
 embedding cache is; :class:`PostgresStore` (psycopg 3) is one table that replicas on several
@@ -41,6 +44,7 @@ from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.sqlite_files import open_shared_sqlite
 
 __all__ = [
+    "LEARN_SALT_ENV",
     "LearnedRow",
     "LearnedStore",
     "PostgresStore",
@@ -54,6 +58,10 @@ __all__ = [
 
 #: How long a writer waits on another process's lock before the write fails.
 BUSY_TIMEOUT_S = 30.0
+#: The environment variable a store takes its salt from when it is given none.
+LEARN_SALT_ENV = "TOOLGATE_LEARN_SALT"
+# blake2b takes a key of at most this many bytes; a longer salt is hashed to it.
+_MAX_KEY_BYTES = 64
 
 
 class StoreError(ToolgateError):
@@ -64,9 +72,27 @@ class StoreWarning(UserWarning):
     """Rows of the learned memory's store are damaged; they are skipped."""
 
 
-def query_key(text: str) -> bytes:
-    """A 16-byte digest of a query's text: repeats of one query merge, the text is not kept."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+def query_key(text: str, salt: bytes = b"") -> bytes:
+    """A 16-byte digest of a query's text: repeats of one query merge, the text is not kept.
+
+    Keyed with ``salt`` (blake2b's keyed mode) when one is given; without one, anyone who can
+    read the digests can test a guessed query, since the hash is the text's alone."""
+    key = salt if len(salt) <= _MAX_KEY_BYTES else hashlib.blake2b(salt).digest()
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16, key=key).digest()
+
+
+def _salt_bytes(salt: str | bytes | None) -> bytes:
+    """``salt`` as bytes; ``None``: ``$TOOLGATE_LEARN_SALT`` (unset or empty: no salt)."""
+    if salt is None:
+        return os.fsencode(os.environ.get(LEARN_SALT_ENV, ""))
+    if isinstance(salt, bytes):
+        return salt
+    if not isinstance(salt, str):
+        raise InvalidInputError(f"a store's salt is a str or bytes, got {type(salt).__name__}")
+    try:
+        return salt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError("a store's salt holds a lone surrogate") from None
 
 
 @dataclass(frozen=True)
@@ -150,13 +176,23 @@ def _learned_row(raw: tuple[Any, ...], dim: int | None) -> LearnedRow | None:
 
 
 class LearnedStore:
-    """Rows of learned memories, by scope. Subclasses say how to reach the database."""
+    """Rows of learned memories, by scope. Subclasses say how to reach the database.
+
+    ``salt`` keys the hash of each query's text (:meth:`key`); ``None`` takes it from
+    ``$TOOLGATE_LEARN_SALT``. Every process sharing a store must use the same salt: with
+    another, its repeats of a query no longer merge with the rows stored before.
+    """
 
     _param = "?"
 
-    def __init__(self) -> None:
+    def __init__(self, *, salt: str | bytes | None = None) -> None:
+        self._salt = _salt_bytes(salt)
         self._lock = threading.Lock()
         self._marked: dict[str, tuple[float, float]] = {}  # scope: (lease, last marked)
+
+    def key(self, text: str) -> bytes:
+        """The digest of the query ``text`` rows of this store are merged by."""
+        return query_key(text, self._salt)
 
     def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
@@ -279,8 +315,14 @@ class SqliteStore(LearnedStore):
         "used_at REAL NOT NULL, PRIMARY KEY (scope, holder)) WITHOUT ROWID",
     )
 
-    def __init__(self, path: str | Path = ":memory:", *, timeout_s: float = BUSY_TIMEOUT_S):
-        super().__init__()
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        timeout_s: float = BUSY_TIMEOUT_S,
+        salt: str | bytes | None = None,
+    ):
+        super().__init__(salt=salt)
         self.path = str(path)
         try:
             self._db = open_shared_sqlite(self.path, timeout_s=timeout_s, schema=self._SCHEMA)
@@ -344,8 +386,8 @@ class PostgresStore(LearnedStore):
         "used_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (scope, holder))",
     )
 
-    def __init__(self, address: str) -> None:
-        super().__init__()
+    def __init__(self, address: str, *, salt: str | bytes | None = None) -> None:
+        super().__init__(salt=salt)
         try:
             import psycopg
         except ImportError as exc:  # pragma: no cover - pinned in the project's dependencies
@@ -513,13 +555,16 @@ def default_store_path() -> Path:
     return toolgate_home() / "learned.sqlite3"
 
 
-def open_store(store: LearnedStore | str | os.PathLike[str] | None) -> LearnedStore:
+def open_store(
+    store: LearnedStore | str | os.PathLike[str] | None, *, salt: str | bytes | None = None
+) -> LearnedStore:
     """``store`` itself, a :class:`PostgresStore` for a ``postgresql://`` address, or a
-    :class:`SqliteStore` at a path (``":memory:"`` in memory; ``None``: the default file)."""
+    :class:`SqliteStore` at a path (``":memory:"`` in memory; ``None``: the default file),
+    whose query hashes are keyed with ``salt`` (``None``: ``$TOOLGATE_LEARN_SALT``)."""
     if isinstance(store, LearnedStore):
         return store
     if store is None:
-        return SqliteStore(default_store_path())
+        return SqliteStore(default_store_path(), salt=salt)
     if not isinstance(store, (str, os.PathLike)):
         raise InvalidInputError(
             f"a learned store is a path, a postgresql:// address or a LearnedStore, "
@@ -529,5 +574,5 @@ def open_store(store: LearnedStore | str | os.PathLike[str] | None) -> LearnedSt
     if not text:  # SQLite would open a temporary database, dropped with its connection
         raise InvalidInputError("a learned store is an empty path; ':memory:' is one in memory")
     if text.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(text)
-    return SqliteStore(text)
+        return PostgresStore(text, salt=salt)
+    return SqliteStore(text, salt=salt)
