@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import file_mode
 from toolgate import sqlite_files
 from toolgate.embedding.cache import EmbeddingCache
 from toolgate.routing.learned_store import SqliteStore
@@ -104,3 +105,34 @@ def test_a_file_that_is_no_database_is_an_error(tmp_path: Path) -> None:
     path.write_bytes(b"not a database, " * 64)
     with pytest.raises(sqlite3.DatabaseError, match="not a database"):
         open_shared_sqlite(path, timeout_s=30.0, schema=[])
+
+
+@pytest.mark.usefixtures("usual_umask")
+def test_a_private_file_and_its_wal_are_for_their_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "private.sqlite3"
+    db = open_shared_sqlite(path, timeout_s=5, schema=SCHEMA, private=True)
+    db.execute("INSERT INTO t VALUES (1)")  # the -wal and -shm files exist while it is open
+    modes = {p.name: file_mode(p) for p in tmp_path.iterdir()}
+    db.close()
+    assert modes == dict.fromkeys(
+        ["private.sqlite3", "private.sqlite3-wal", "private.sqlite3-shm"], "-rw-------"
+    )
+
+
+@pytest.mark.usefixtures("usual_umask")
+def test_a_private_file_that_exists_keeps_its_mode(tmp_path: Path) -> None:
+    path = tmp_path / "mine.sqlite3"
+    sqlite3.connect(path).close()
+    path.chmod(0o640)
+    open_shared_sqlite(path, timeout_s=5, schema=SCHEMA, private=True).close()
+    assert file_mode(path) == "-rw-r-----"
+
+
+@pytest.mark.usefixtures("usual_umask")
+def test_the_learned_store_is_created_for_its_owner_only(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "learned.sqlite3")
+    store.use("scope", store, keep=8, lease_s=60.0, now=1.0)  # a write: the -wal file exists
+    modes = {p.name: file_mode(p) for p in tmp_path.iterdir()}
+    store.close()
+    assert set(modes.values()) == {"-rw-------"}
+    assert len(modes) == 3

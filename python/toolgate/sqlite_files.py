@@ -7,11 +7,16 @@ would deadlock there with "database is locked" at once, without waiting on its b
 so the switch is retried, with a growing pause, until the timeout. Once the file is in WAL
 mode the switch is skipped. The schema is created in one ``BEGIN IMMEDIATE`` transaction,
 which waits on the busy timeout for the other processes' set-up.
+
+A file that holds what users asked (the learned memory's) is created ``private``: readable
+by its owner only, whatever the umask, as are its ``-wal`` and ``-shm`` files, which SQLite
+creates with the database file's mode.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,19 +36,22 @@ _LONGEST_PAUSE_S = 0.1
 
 
 def open_shared_sqlite(
-    path: str | Path, *, timeout_s: float, schema: Sequence[str]
+    path: str | Path, *, timeout_s: float, schema: Sequence[str], private: bool = False
 ) -> sqlite3.Connection:
     """A connection to ``path`` (created if missing, with its folder) in WAL mode, holding the
     tables of ``schema`` (``CREATE ... IF NOT EXISTS`` statements).
 
     The connection is in autocommit mode and may be used from any thread (the caller locks);
     ``timeout_s`` bounds each wait on another process's lock, the set-up's retries included.
-    ``":memory:"`` opens a database of this process only. Raises :class:`sqlite3.Error` or
-    :class:`OSError`, after closing the connection.
+    ``":memory:"`` opens a database of this process only. ``private``: a file created here is
+    readable and writable by its owner only (0600); one that exists keeps its mode. Raises
+    :class:`sqlite3.Error` or :class:`OSError`, after closing the connection.
     """
     in_memory = str(path) == ":memory:"
     if not in_memory:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if private:
+            _create_private(path)
     db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
     deadline = monotonic() + timeout_s
     try:
@@ -54,6 +62,13 @@ def open_shared_sqlite(
         db.close()
         raise
     return db
+
+
+def _create_private(path: str | Path) -> None:
+    """An empty ``path`` of mode 0600 (SQLite makes a database of an empty file), unless a
+    file is there already: another process's, or one its user made, whose mode is theirs."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _switch_to_wal(db: sqlite3.Connection) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import file_mode
 from toolgate.catalog.catalog import Catalog
 from toolgate.errors import InvalidInputError
 from toolgate.promotion.budget import Budget
@@ -555,3 +556,17 @@ def test_replay_passes_over_other_programs_lines_and_non_finite_times(tmp_path: 
         UsageStats.from_log(log)  # a NaN time is no event's: it would pass every window
     log.write_text("\n".join(lines[:3]) + "\n")
     assert UsageStats.from_log(log).routed == {"s/a": 1}
+
+
+@pytest.mark.usefixtures("usual_umask")
+def test_a_json_file_sink_creates_its_file_for_its_owner_only(tmp_path: Path) -> None:
+    JsonFileSink(tmp_path / "events.jsonl").close()
+    assert file_mode(tmp_path / "events.jsonl") == "-rw-------"
+
+
+@pytest.mark.usefixtures("usual_umask")
+def test_a_json_file_sink_keeps_the_mode_of_a_file_that_exists(tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    log.touch(mode=0o644)
+    JsonFileSink(log).close()
+    assert file_mode(log) == "-rw-r--r--"

@@ -325,7 +325,10 @@ class SqliteStore(LearnedStore):
         super().__init__(salt=salt)
         self.path = str(path)
         try:
-            self._db = open_shared_sqlite(self.path, timeout_s=timeout_s, schema=self._SCHEMA)
+            # Private: it holds vectors and hashes of what users asked.
+            self._db = open_shared_sqlite(
+                self.path, timeout_s=timeout_s, schema=self._SCHEMA, private=True
+            )
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the learned memory {self.path}: {exc}") from exc
         weakref.finalize(self, self._db.close)  # a dropped store closes its file

@@ -81,13 +81,15 @@ class JsonFileSink:
     """Appends each event as one JSON line to a file, flushed at once, so another process
     (``toolgate stats --events FILE``) can read it while it grows. Several processes may
     append to one file: each line is written whole, in one ``write`` of an ``O_APPEND``
-    file. A file that cannot be opened is an :class:`InvalidInputError` naming it."""
+    file. A file created here is readable by its owner only (0600): events hold hashes of
+    queries, and the queries themselves with ``record_queries``; a file that exists keeps its
+    mode. A file that cannot be opened is an :class:`InvalidInputError` naming it."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         """Open ``path`` for appending (created if missing)."""
         self.path = Path(path)
         try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
             raise InvalidInputError(f"cannot write events to {path}: {exc.strerror}") from None
         self._lock = threading.Lock()
