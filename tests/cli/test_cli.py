@@ -692,3 +692,57 @@ def test_a_bad_setting_is_named(
     tools, _ = tiny_set
     command = ["route", "--tools", str(tools), "hello", "--set", setting]
     assert_one_line_error(capsys, command, message)
+
+
+def _proxy_options(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What ``toolgate mcp-proxy`` would serve with, caught before it serves."""
+    from toolgate.integrations.mcp import serve as serving
+
+    seen: dict[str, Any] = {}
+
+    async def fake_serve(servers: Any, **options: Any) -> None:
+        seen.update(options)
+
+    monkeypatch.setattr(serving, "serve", fake_serve)
+    return seen
+
+
+def _proxy_config(tmp_path: Path) -> Path:
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}}}), encoding="utf-8")
+    return config
+
+
+def test_the_proxys_events_are_salted_from_an_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _proxy_options(monkeypatch)
+    monkeypatch.setenv("TG_EVENTS_SALT", "a secret")
+    events = tmp_path / "events.jsonl"
+    argv = ["mcp-proxy", "--config", str(_proxy_config(tmp_path)), "--events", str(events)]
+    assert main([*argv, "--events-salt-env", "TG_EVENTS_SALT"]) == 0
+    assert seen["telemetry"].salt == "a secret"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--events-salt-env", "TG_EVENTS_SALT"], "--events-salt-env goes with --events"),
+        (["--events", "E", "--events-salt-env", "TG_UNSET"], "TG_UNSET is not set"),
+        (["--events", "E", "--events-salt-env", "TG_EMPTY"], "TG_EMPTY is empty"),
+    ],
+    ids=["no-events", "unset", "empty"],
+)
+def test_a_bad_events_salt_is_named(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    message: str,
+) -> None:
+    _proxy_options(monkeypatch)
+    monkeypatch.delenv("TG_UNSET", raising=False)
+    monkeypatch.setenv("TG_EMPTY", "")
+    monkeypatch.chdir(tmp_path)
+    assert main(["mcp-proxy", "--config", str(_proxy_config(tmp_path)), *flags]) == 2
+    assert message in capsys.readouterr().err

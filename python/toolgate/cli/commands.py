@@ -321,18 +321,35 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
             args.http, token=token, open_to_all=args.no_auth,
             allow_hosts=args.allow_host, allow_origins=args.allow_origin,
         )  # fmt: skip
+    salt = _events_salt(args)
     telemetry = None
     if args.events is not None:
         from toolgate.telemetry.recorder import Telemetry
         from toolgate.telemetry.sinks import JsonFileSink
 
-        telemetry = Telemetry([JsonFileSink(args.events)])
+        telemetry = Telemetry([JsonFileSink(args.events)], salt=salt)
     run = partial(
         serve, servers, http=http, top_k=args.top_k, lenient=args.lenient,
         connect_timeout=args.connect_timeout, allow=args.allow, deny=args.deny,
         retry_after=args.retry_after, telemetry=telemetry, learn=args.learn, config=config,
     )  # fmt: skip
     anyio.run(run)
+
+
+def _events_salt(args: argparse.Namespace) -> str:
+    """The salt of the events' query hashes: the secret in ``--events-salt-env``'s variable
+    (a secret is never taken from the command line, which other users can read), or none."""
+    name = args.events_salt_env
+    if name is None:
+        return ""
+    if args.events is None:
+        raise InvalidInputError("--events-salt-env goes with --events")
+    salt = os.environ.get(name)
+    if salt is None:
+        raise InvalidInputError(f"--events-salt-env: {name} is not set")
+    if not salt:  # an empty salt is no salt: the hashes would be as guessable as without
+        raise InvalidInputError(f"--events-salt-env: {name} is empty")
+    return salt
 
 
 def run_gateway(args: argparse.Namespace) -> None:

@@ -183,7 +183,8 @@ def _parser() -> argparse.ArgumentParser:
         "--learn",
         metavar="STORE",
         help="learn from use into STORE, a SQLite file or a postgresql:// address: a call of "
-        "a tool a search found lifts it for searches like that one",
+        "a tool a search found lifts it for searches like that one (set TOOLGATE_LEARN_SALT "
+        "to a secret to key the stored hashes of the searches)",
     )
     proxy.add_argument(
         "--http",
@@ -209,6 +210,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="append a JSON line per search, route and call to FILE, for 'toolgate stats "
         "--events FILE' (tools never found or called, routing misses)",
+    )
+    proxy.add_argument(
+        "--events-salt-env",
+        metavar="NAME",
+        help="with --events: salt the hash of each query in FILE with the secret in "
+        "environment variable NAME (without one, a reader of FILE can test guessed queries)",
     )
     proxy.add_argument(
         "--retry-after",
