@@ -21,6 +21,7 @@ BASE = {
     "json_limits",
     "lazy",
     "memo",
+    "redaction",
     "sqlite_files",
     "unicode",
 }

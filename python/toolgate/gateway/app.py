@@ -74,6 +74,7 @@ from toolgate.gateway.upstream import (
     upstream_for,
 )
 from toolgate.json_limits import JsonLimitError
+from toolgate.redaction import redact_logged_urls
 from toolgate.verify import Verdict
 
 __all__ = ["Gateway"]
@@ -81,22 +82,9 @@ __all__ = ["Gateway"]
 log = logging.getLogger("toolgate.gateway")
 
 
-class _NoQueryStrings(logging.Filter):
-    """Drops the query string from the URLs httpx logs at INFO: a Gemini client may put its
-    key there (``?key=``), and nothing the gateway logs may hold a key."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple):
-            record.args = tuple(
-                arg.copy_with(query=None) if isinstance(arg, httpx.URL) and arg.query else arg
-                for arg in record.args
-            )
-        return True
-
-
-_HTTPX_LOG = logging.getLogger("httpx")
-if not any(isinstance(f, _NoQueryStrings) for f in _HTTPX_LOG.filters):
-    _HTTPX_LOG.addFilter(_NoQueryStrings())
+# httpx logs each request's URL at INFO: its query string may hold a Gemini client's key
+# (``?key=``), and nothing the gateway logs may hold a key. The path, the API's, is kept.
+redact_logged_urls("httpx", keep_path=True)
 
 # A call naming a tool the request was not sent: what enforce blocks.
 NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})

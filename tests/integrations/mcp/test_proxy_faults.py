@@ -5,6 +5,7 @@ Code, and servers on the 1.x SDK, which must not be sent a request they log at l
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -195,6 +196,41 @@ def test_an_http_upstreams_answer_is_read_up_to_its_servers_limit() -> None:
                     await upstreams.close(timeout=10)
 
     run(main)
+
+
+# -- a key in an upstream's URL -------------------------------------------------------------
+
+
+def test_an_http_upstreams_key_in_its_url_is_never_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with served_over_http(log_server()) as url:
+                upstreams = Upstreams(["logs"])
+                spec = HttpServer(f"{url}?api_key=sk-url-secret")
+                async with anyio.create_task_group() as group:
+                    group.start_soon(upstreams.hold, "logs", spec, {"mode": "legacy"})
+                    await upstreams.settled["logs"].wait()
+                    await upstreams.connected["logs"].list_tools()
+                    await upstreams.close(timeout=10)
+
+    run(main)
+    # The client side's records (the test's server logs its own access lines).
+    logged = [r.getMessage() for r in caplog.records if r.name.split(".")[0] in ("httpx2", "mcp")]
+    logged = [m for m in logged if "127.0.0.1" in m]
+    assert any("HTTP Request: POST http://127.0.0.1:" in m for m in logged)
+    assert not [m for m in logged if "sk-url-secret" in m]
+
+
+def test_why_an_http_server_did_not_start_names_no_key_in_its_url() -> None:
+    spec = HttpServer("https://mcp.example.com/sk-path-secret/mcp?api_key=query-secret")
+    error = RuntimeError(f"Client error '401 Unauthorized' for url '{spec.url}'")
+    assert why_not_started(spec, error) == (
+        "RuntimeError(\"Client error '401 Unauthorized' for url 'https://mcp.example.com/...'\")"
+    )
 
 
 # -- a command that is not there -----------------------------------------------------------

@@ -4,6 +4,12 @@ A stdio upstream is asked which protocol era it speaks with a ``ping`` rather th
 ``server/discover`` (:class:`_PingProbe`): servers on the 1.x SDK answer a ping quietly, but
 log every method they do not know with one line per request type they do know (about a
 hundred lines on stderr, which the proxy shares, at every start).
+
+An HTTP upstream's URL may hold a key (``?api_key=``, ``/sk-.../mcp``), and the HTTP clients
+log the URLs they request (httpx2 and httpx at INFO, the SDK's transport at DEBUG): once
+:class:`Upstreams` is made, a filter on those loggers (:data:`URL_LOGGERS`) cuts every URL
+they log to its scheme and host (:mod:`toolgate.redaction`). It is added to those loggers
+alone, and changes nothing else of the application's logging.
 """
 
 from __future__ import annotations
@@ -33,8 +39,13 @@ from toolgate.integrations.mcp.server_config import (
     request_timeout,
     result_limit,
 )
+from toolgate.redaction import redact_logged_urls, redact_urls
 
-__all__ = ["Upstreams", "why_not_started"]
+__all__ = ["URL_LOGGERS", "Upstreams", "why_not_started"]
+
+#: The loggers that log the URLs of HTTP upstreams: the HTTP clients' (the SDK's is
+#: httpx2), and the SDK's Streamable HTTP transport's ("Connecting to ... endpoint: URL").
+URL_LOGGERS = ("httpx2", "httpx", "mcp.client.streamable_http")
 
 # Seconds to wait for the servers killed at close to be reaped.
 _REAP_WAIT = 1.0
@@ -54,6 +65,7 @@ class Upstreams:
         self.scopes = {name: anyio.CancelScope() for name in names}
         self.locks = {name: anyio.Lock() for name in names}
         self.tag = new_tag()  # on every server started, for close() to find the stuck ones
+        redact_logged_urls(*URL_LOGGERS)
 
     @property
     def clients(self) -> dict[str, McpClient]:
@@ -139,7 +151,9 @@ def why_not_started(spec: ServerSpec, exc: BaseException) -> str:
     it raised: a stdio command that is not there or cannot be run is named (the OS error
     names neither the command nor the directory it looked in)."""
     spawning = (FileNotFoundError, PermissionError, NotADirectoryError)
-    if not (isinstance(spec, StdioServerParameters) and isinstance(exc, spawning)):
+    if not isinstance(spec, StdioServerParameters):
+        return redact_urls(repr(exc))  # an HTTP error may name the URL, and its key
+    if not isinstance(exc, spawning):
         return repr(exc)
     command = spec.command
     if spec.cwd is not None and not os.path.isdir(spec.cwd):

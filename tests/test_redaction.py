@@ -1,0 +1,71 @@
+"""URLs cut down for logs: no key from a query string, a path or user info gets through."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from toolgate.redaction import UrlRedactor, redact_logged_urls, redact_urls, redacted_url
+
+
+@pytest.mark.parametrize(
+    ("url", "cut"),
+    [
+        ("http://127.0.0.1:9/mcp?api_key=KEY", "http://127.0.0.1:9/..."),
+        ("https://mcp.example.com/sk-KEY/mcp", "https://mcp.example.com/..."),
+        ("https://user:KEY@mcp.example.com/", "https://mcp.example.com/"),
+        ("https://mcp.example.com?key=KEY", "https://mcp.example.com/..."),
+        ("http://[::1]:8080", "http://[::1]:8080"),
+    ],
+)
+def test_a_url_keeps_its_scheme_and_host_alone(url: str, cut: str) -> None:
+    assert redacted_url(url) == cut
+
+
+def test_a_url_may_keep_its_path_but_not_its_query_string() -> None:
+    url = "https://generativelanguage.googleapis.com/v1beta/models?key=KEY#part"
+    assert redacted_url(url, keep_path=True) == (
+        "https://generativelanguage.googleapis.com/v1beta/models?..."
+    )
+
+
+def test_text_that_is_no_url_is_left_as_it_is() -> None:
+    assert redacted_url("not a url: /sk-KEY") == "not a url: /sk-KEY"
+
+
+def test_every_url_in_a_text_is_cut_and_the_text_kept() -> None:
+    text = "Redirect to 'https://a.example/sk-1' from http://b.example/mcp?k=2 not followed"
+    assert redact_urls(text) == (
+        "Redirect to 'https://a.example/...' from http://b.example/... not followed"
+    )
+
+
+def _record(message: str, *args: object, exc: BaseException | None = None) -> logging.LogRecord:
+    exc_info = (type(exc), exc, None) if exc is not None else None
+    return logging.LogRecord("httpx2", logging.INFO, __file__, 1, message, args, exc_info)
+
+
+def test_the_filter_cuts_urls_in_a_records_arguments_and_keeps_the_record() -> None:
+    record = _record('HTTP Request: %s %s "%s"', "POST", "http://h.example/sk-KEY/mcp", "200")
+    assert UrlRedactor().filter(record)
+    assert record.getMessage() == 'HTTP Request: POST http://h.example/... "200"'
+
+
+def test_the_filter_cuts_urls_in_a_records_exception() -> None:
+    record = _record("failed", exc=RuntimeError("for url 'http://h.example/mcp?api_key=KEY'"))
+    UrlRedactor().filter(record)
+    assert "KEY" not in logging.Formatter().format(record)
+
+
+def test_a_message_its_arguments_do_not_fit_is_cut_without_them() -> None:
+    record = _record("%s %s", "http://h.example/sk-KEY")
+    UrlRedactor().filter(record)
+    assert record.getMessage() == "%s %s"
+
+
+def test_the_filter_is_added_to_a_logger_once() -> None:
+    name = "tests.redaction.once"
+    redact_logged_urls(name)
+    redact_logged_urls(name)
+    assert len(logging.getLogger(name).filters) == 1
