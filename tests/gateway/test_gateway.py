@@ -21,8 +21,9 @@ from google.genai import types
 from tests.gateway.conftest import Served
 from tests.gateway.fake_upstream import serving
 from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
-from toolgate.gateway.app import Gateway
+from toolgate.gateway.app import Gateway, _summary
 from toolgate.gateway.config import GatewayConfig, Upstream
+from toolgate.verify import Verdict
 
 USER = [{"role": "user", "content": WEATHER}]
 _CLIENTS: list[Any] = []
@@ -289,6 +290,36 @@ def test_annotate_names_the_failed_calls_in_a_header_and_a_metric(annotating: Se
         verdict="tool_not_available",
     )  # fmt: skip
     assert after == before + 1
+
+
+def test_a_models_tool_name_can_neither_add_a_header_nor_lose_the_answer(
+    annotating: Served,
+) -> None:
+    served = annotating
+    served.fake.script.tool = "evil\r\nSet-Cookie: pwned=1\x00\u00e9, x"
+    body = {"model": "m", "messages": USER, "tools": chat_tools()}
+    answer = httpx.post(served.url + "/v1/chat/completions", json=body, timeout=60)
+    assert answer.status_code == 200
+    assert "set-cookie" not in answer.headers
+    assert answer.headers["x-toolgate-tool-calls"] == (
+        "unknown_tool=evil%0D%0ASet-Cookie:%20pwned=1%00%C3%A9%2C%20x"
+    )
+
+
+def test_a_models_long_tool_names_are_cut_for_the_header(annotating: Served) -> None:
+    served = annotating
+    served.fake.script.tool = "\u00e9" * 5000
+    body = {"model": "m", "messages": USER, "tools": chat_tools()}
+    answer = httpx.post(served.url + "/v1/chat/completions", json=body, timeout=60)
+    assert answer.headers["x-toolgate-tool-calls"] == "unknown_tool=" + "%C3%A9" * 20 + "..."
+
+
+def test_the_failed_calls_header_counts_the_calls_past_its_bound() -> None:
+    names = [f"t{i:03}" + "x" * 200 for i in range(50)]
+    failed = [Verdict(ok=False, error="unknown_tool", name=name) for name in names]
+    header = _summary(failed)
+    assert len(header) <= 1024
+    assert header.endswith(", 43 more")
 
 
 def test_annotate_checks_arguments_of_a_streamed_call(annotating: Served) -> None:

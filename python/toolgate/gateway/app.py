@@ -37,6 +37,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -560,8 +561,47 @@ class _Check:
 
 
 def _summary(failed: list[Verdict]) -> str:
-    """Failed verdicts for a header: ``error=name`` pairs (names are ASCII-safe here)."""
-    return ", ".join(f"{v.error}={v.name.encode('ascii', 'replace').decode()}" for v in failed)
+    """Failed verdicts for a header: ``error=name`` pairs, each name (the model's, any text)
+    as :func:`_header_text` writes it; past :data:`_HEADER_CHARS` characters, the pairs that
+    do not fit are counted (``..., 3 more``)."""
+    pairs = [f"{v.error}={_header_text(v.name)}" for v in failed]
+    kept: list[str] = []
+    for at, pair in enumerate(pairs):
+        after = len(pairs) - at - 1
+        if len(", ".join([*kept, pair, *([f"{after} more"] if after else [])])) > _HEADER_CHARS:
+            return ", ".join([*kept, f"{len(pairs) - at} more"])
+        kept.append(pair)
+    return ", ".join(kept)
+
+
+# The most characters of a header the gateway writes from a model's or upstream's text (a
+# tool name): proxies refuse a response whose headers pass a few KiB (nginx: 4 or 8 KiB).
+_HEADER_CHARS = 1024
+_NAME_CHARS = 128
+# Kept as they are in a header: visible ASCII, but the escape and the list's separators.
+_HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%,")
+
+
+def _header_text(text: str) -> str:
+    """``text`` for a header value: percent-encoded (UTF-8) outside visible ASCII, so a
+    model's CR / LF / NUL can neither add a header nor make the server refuse the answer,
+    and cut to :data:`_NAME_CHARS` characters (``...`` at the end, no character cut in two)."""
+    quoted = _quoted(text)
+    if len(quoted) <= _NAME_CHARS:
+        return quoted
+    parts: list[str] = []
+    size = 0
+    for char in text:
+        part = _quoted(char)
+        if size + len(part) > _NAME_CHARS - 3:
+            break
+        parts.append(part)
+        size += len(part)
+    return "".join(parts) + "..."
+
+
+def _quoted(text: str) -> str:
+    return quote(text, safe=_HEADER_SAFE, errors="replace")  # a lone surrogate: "?"
 
 
 def _stream(sent: httpx.Response, check: _Check, ours: list[tuple[str, str]]) -> Response:
