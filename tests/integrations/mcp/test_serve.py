@@ -180,7 +180,7 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
         ('{"mcpServers": {"a": {"command": "x", "maxResultBytes": 4096.5}}}', "got 4096.5"),
         (
             '{"mcpServers": {"a": {"command": "x", "args": "y"}, "b": {"command": "z", "env": 1}}}',
-            r"mcpServers.a: 'args' must be a list of strings, got 'y'; mcpServers.b: 'env' must",
+            r"mcpServers.a: 'args' must be a list of strings, got a string; mcpServers.b: 'env'",
         ),
         (
             '{"mcpServers": {"a": {"command": "x", "overrides": ["get_page"]}}}',
@@ -318,6 +318,43 @@ def test_a_server_config_takes_environment_variables(
     assert servers["docs"] == HttpServer(
         "https://example.com/mcp", {"Authorization": "Bearer s3cret"}
     )
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            {"command": "gh-mcp", "args": ["--token", "${GH_TOKEN}", 3]},
+            "'args' must be a list of strings: args[2] is a number",
+        ),
+        (
+            {"command": "gh-mcp", "env": {"TOKEN": "${GH_TOKEN}", "PORT": 8080}},
+            "'env' must map names to string values: env.PORT is a number",
+        ),
+        (
+            {"url": "mcp.example.com/mcp?api_key=${GH_TOKEN}"},
+            "'url' must be an http(s) URL, got one with no scheme",
+        ),
+        (
+            {"url": "ftp://mcp.example.com/${GH_TOKEN}", "headers": {"X-Key": "${GH_TOKEN}"}},
+            "'url' must be an http(s) URL, got one with the scheme 'ftp'",
+        ),
+        (
+            {"url": "https://mcp.example.com", "headers": {"X-Key": "${GH_TOKEN}", "X-N": 1}},
+            "'headers' must map names to string values: headers.X-N is a number",
+        ),
+    ],
+)
+def test_a_bad_value_is_named_without_the_secrets_expanded_into_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: dict[str, Any], message: str
+) -> None:
+    monkeypatch.setenv("GH_TOKEN", "ghp_s3cret")
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": {"gh": entry}}), encoding="utf-8")
+    with pytest.raises(InvalidInputError) as raised:
+        load_servers(path)
+    assert f"mcpServers.gh: {message}" in str(raised.value)
+    assert "s3cret" not in str(raised.value)
 
 
 def test_a_variable_not_set_is_named_with_where_it_is(

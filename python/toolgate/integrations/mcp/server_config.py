@@ -33,7 +33,8 @@ As in MCP clients' own files, ``${VAR}`` in a value (``command``, ``args``, ``en
 ``cwd``, ``url``, ``headers``) is the environment variable ``VAR``, and ``${VAR:-default}``
 is ``default`` when ``VAR`` is unset or empty; so a token stays out of the file. A variable
 that is not set, with no default, is an error naming it and where it is. ``$VAR`` without
-braces is kept as written, as those clients keep it.
+braces is kept as written, as those clients keep it. An error about a value names its place
+and kind, never the value, which may hold a variable's token.
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ _APPROVAL_KEYS = ("autoApprove", "alwaysAllow")
 
 #: The keys whose values (strings, or lists or objects of strings) take ``${VAR}``.
 _EXPANDED_KEYS = ("command", "args", "env", "cwd", "url", "headers")
+
+#: A URL's scheme (what an error about a URL may show of it).
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31})://")
 
 #: ``${NAME}`` or ``${NAME:-default}``.
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -309,12 +313,19 @@ def _max_result_bytes(value: Any) -> int | None:
     return int(value)
 
 
+# The values below come after ``${VAR}`` expansion, and a variable may hold a token: an error
+# about one says where it is and what kind of value it is, never the value.
+
+
 def _http_spec(entry: dict[str, Any], options: _Options) -> HttpServer:
     url, headers = entry.get("url"), entry.get("headers", {})
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise ValueError(f"'url' must be an http(s) URL, got {url!r}")
-    if not _str_map(headers):
-        raise ValueError("'headers' must map names to string values")
+    if not isinstance(url, str):
+        raise ValueError(f"'url' must be an http(s) URL, got {_kind(url)}")
+    if not url.startswith(("http://", "https://")):
+        scheme = _SCHEME.match(url)
+        got = f"the scheme {scheme[1]!r}" if scheme else "no scheme"
+        raise ValueError(f"'url' must be an http(s) URL, got one with {got}")
+    _check_str_map("headers", headers)
     return HttpServer(
         url, dict(headers), options.timeout, options.max_result_bytes, options.overrides
     )
@@ -324,11 +335,15 @@ def _stdio_spec(entry: dict[str, Any], options: _Options) -> StdioServer:
     command, args, env = entry.get("command"), entry.get("args", []), entry.get("env")
     if not isinstance(command, str) or not command:
         raise ValueError("needs 'command' (a stdio server) or 'url' (a Streamable HTTP one)")
-    if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
-        raise ValueError(f"'args' must be a list of strings, got {args!r}")
-    if env is not None and not _str_map(env):
-        raise ValueError("'env' must map names to string values")
+    if not isinstance(args, list):
+        raise ValueError(f"'args' must be a list of strings, got {_kind(args)}")
+    if bad := [f"args[{i}] is {_kind(a)}" for i, a in enumerate(args) if not isinstance(a, str)]:
+        raise ValueError(f"'args' must be a list of strings: {', '.join(bad)}")
+    if env is not None:
+        _check_str_map("env", env)
     cwd = entry.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise ValueError(f"'cwd' must be a directory's path, got {_kind(cwd)}")
     return StdioServer(
         command=command,
         args=args,
@@ -340,8 +355,20 @@ def _stdio_spec(entry: dict[str, Any], options: _Options) -> StdioServer:
     )
 
 
-def _str_map(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+def _check_str_map(key: str, value: Any) -> None:
+    """A :class:`ValueError` unless ``value``, the entry's ``key``, maps names to strings."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{key!r} must map names to string values, got {_kind(value)}")
+    if bad := [f"{key}.{n} is {_kind(v)}" for n, v in value.items() if not isinstance(v, str)]:
+        raise ValueError(f"{key!r} must map names to string values: {', '.join(bad)}")
+
+
+def _kind(value: Any) -> str:
+    """What kind of JSON value ``value`` is, for a message that must not show it."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    kinds = ((str, "a string"), (int, "a number"), (float, "a number"), (list, "a list"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "an object")
 
 
 def _expanded(entry: dict[str, Any]) -> dict[str, Any]:
