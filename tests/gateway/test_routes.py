@@ -197,6 +197,27 @@ def test_a_gateway_key_is_required_and_never_logged(
     assert "secret" not in logged
 
 
+def test_metrics_are_behind_the_gateway_key(
+    fake: Any, shared_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _upstream, url = fake
+    monkeypatch.setenv("GATEWAY_TOKEN", "tg-secret-token")
+    config = GatewayConfig(upstreams={"openai": Upstream(url)}, auth_token_env="GATEWAY_TOKEN")
+    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
+        refused = httpx.get(base + "/metrics")
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"] == "Bearer"
+        wrong = httpx.get(base + "/metrics", headers={"authorization": "Bearer wrong"})
+        assert wrong.status_code == 401
+        bearer = httpx.get(base + "/metrics", headers={"authorization": "bearer tg-secret-token"})
+        assert "toolgate_gateway_requests_total" in bearer.text
+        ours = httpx.get(base + "/metrics", headers={"x-toolgate-key": "tg-secret-token"})
+        assert ours.status_code == 200
+        # The probes stay open.
+        assert httpx.get(base + "/livez").status_code == 200
+        assert httpx.get(base + "/healthz").status_code != 401
+
+
 def test_prewarm_and_the_store_spare_the_first_request_its_indexing(
     fake: Any, embedder: Embedder, tmp_path: Path
 ) -> None:
@@ -274,16 +295,19 @@ def test_a_prewarm_that_fails_is_named_by_healthz_and_a_missing_file_stops_start
     (tmp_path / "tools.json").write_bytes(orjson.dumps(unreadable))
     prewarm = load_config(_prewarm_toml(tmp_path)).prewarm
     config = GatewayConfig(upstreams={"openai": Upstream(url)}, prewarm=prewarm)
-    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
-        failed = _healthy(base, wanted=503)
-        assert failed["status"] == "failed"
-        assert "tools.json" in failed["error"]
-        assert "name" in failed["error"]
+    gateway = Gateway(config, tool_filter=shared_filter)
+    with serving(gateway.app) as base:
+        # Anyone may ask: the state alone, its reason (a file's path) is the log's.
+        assert _healthy(base, wanted=503) == {"status": "failed"}
+        assert gateway.problem is not None
+        assert "tools.json" in gateway.problem
+        assert "name" in gateway.problem
     # A fault that is not the tools' (a bug) is named too, and the server goes on.
     broken = Gateway(config, tool_filter=_Broken(embedder=embedder))
     with serving(broken.app) as base:
-        failed = _healthy(base, wanted=503)
-        assert failed["error"].endswith("RuntimeError: a bug")
+        assert _healthy(base, wanted=503) == {"status": "failed"}
+        assert broken.problem is not None
+        assert broken.problem.endswith("RuntimeError: a bug")
         assert httpx.get(base + "/metrics").status_code == 200
         alive = httpx.get(base + "/livez")  # a restart would fail the same way
         assert (alive.status_code, alive.json()) == (200, {"status": "alive"})

@@ -115,9 +115,10 @@ class Gateway:
     config otherwise: its store and LRU size). ``transport`` replaces the network under the
     upstream client (tests). :attr:`ready` turns true once the prewarmed tools are indexed,
     which runs in the background once the app starts; :attr:`problem` says why that failed,
-    if it did. ``GET /healthz`` reports both (readiness); ``GET /livez`` answers 200 whenever
-    the server answers at all (liveness: a prewarm still running or failed is no reason to
-    restart).
+    if it did. ``GET /healthz`` reports the state alone, to anyone (readiness: the problem is
+    logged); ``GET /livez`` answers 200 whenever the server answers at all (liveness: a
+    prewarm still running or failed is no reason to restart); ``GET /metrics`` needs the
+    gateway's key when it has one (``x-toolgate-key`` or ``Authorization: Bearer``).
     """
 
     def __init__(
@@ -246,9 +247,10 @@ class Gateway:
         log.info("prewarmed %s: %d tools", entry.tools, len(filtered.kept) + filtered.dropped_count)
 
     async def _healthz(self, _request: Request) -> Response:
+        # Open to anyone (probes carry no key): the state alone, the problem to the log
+        # (file paths, errors) and to :attr:`problem`.
         if self.problem is not None:
-            body = orjson.dumps({"status": "failed", "error": self.problem})
-            return Response(body, 503, media_type="application/json")
+            return Response(b'{"status":"failed"}', 503, media_type="application/json")
         if not self.ready:
             return Response(b'{"status":"starting"}', 503, media_type="application/json")
         return Response(b'{"status":"ok"}', 200, media_type="application/json")
@@ -258,8 +260,30 @@ class Gateway:
         # same way), so a liveness probe must not see /healthz's 503.
         return Response(b'{"status":"alive"}', 200, media_type="application/json")
 
-    async def _metrics(self, _request: Request) -> Response:
+    async def _metrics(self, request: Request) -> Response:
+        # Behind the gateway key, as the proxy's are behind its token: they tell which
+        # upstreams and tools are used, and how much.
+        if self._token is not None and not self._holds_token(request):
+            body = b'{"error":"unauthorized: the gateway key is needed (x-toolgate-key, or '
+            body += b'Authorization: Bearer)"}'
+            headers = {"www-authenticate": "Bearer"}
+            return Response(body, 401, headers=headers, media_type="application/json")
         return Response(self.metrics.render(), 200, media_type=CONTENT_TYPE_LATEST)
+
+    def _holds_token(self, request: Request) -> bool:
+        """Whether ``request`` carries the gateway's key in ``x-toolgate-key`` or as
+        ``Authorization: Bearer`` (a Prometheus scrape's ``authorization``)."""
+        scheme, _, bearer = request.headers.get("authorization", "").strip().partition(" ")
+        offered = [request.headers.get(GATEWAY_KEY_HEADER, "")]
+        if scheme.lower() == "bearer":
+            offered.append(bearer.strip())
+        return self._is_token(offered)
+
+    def _is_token(self, offered: list[str]) -> bool:
+        """Whether one of ``offered`` is the gateway's key (compared in constant time)."""
+        assert self._token is not None
+        token = self._token.encode()
+        return any(hmac.compare_digest(value.encode(), token) for value in offered if value)
 
     async def _handle(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -295,8 +319,7 @@ class Gateway:
             for header in CREDENTIAL_HEADERS:
                 value = request.headers.get(header, "")
                 offered.append(value.removeprefix("Bearer ").strip())
-        token = self._token.encode()
-        return any(hmac.compare_digest(value.encode(), token) for value in offered if value)
+        return self._is_token(offered)
 
     def _url(self, provider: str, request: Request) -> str:
         """The upstream's URL for ``request``: its path as the client wrote it (an escaped
