@@ -197,6 +197,27 @@ def test_a_gateway_key_is_required_and_never_logged(
     assert "secret" not in logged
 
 
+def test_a_clients_query_key_is_replaced_by_the_gateway_held_key(
+    fake: Any, shared_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upstream, url = fake
+    monkeypatch.setenv("GATEWAY_TOKEN", "tg-secret-token")
+    monkeypatch.setenv("GEMINI_KEY", "g-upstream-secret")
+    config = GatewayConfig(
+        upstreams={"gemini": Upstream(url, "GEMINI_KEY")}, auth_token_env="GATEWAY_TOKEN"
+    )
+    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
+        # A REST habit: the gateway token as the SDK key, and again in ?key=.
+        headers = {"x-goog-api-key": "tg-secret-token"}
+        query = "?key=tg-secret-token&pageSize=5"
+        assert httpx.get(base + "/v1beta/models" + query, headers=headers).status_code == 200
+        assert upstream.received[-1].query == "pageSize=5"
+        assert upstream.received[-1].headers["x-goog-api-key"] == "g-upstream-secret"
+        # The gateway key is never taken from the query string.
+        refused = httpx.get(base + "/v1beta/models?key=tg-secret-token")
+        assert refused.status_code == 401
+
+
 def test_metrics_are_behind_the_gateway_key(
     fake: Any, shared_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch
 ) -> None:

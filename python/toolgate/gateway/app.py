@@ -69,6 +69,7 @@ from toolgate.gateway.upstream import (
     endpoint_of,
     error_body,
     forwarded_headers,
+    forwarded_query,
     passthrough_provider,
     response_headers,
     unfiltered_call,
@@ -311,7 +312,9 @@ class Gateway:
     def _admitted(self, request: Request, provider: str) -> bool:
         """Whether the request carries the gateway's key (when it has one): in
         ``x-toolgate-key``, or in the SDK's own key header when the gateway holds the
-        upstream's key (the client then has no other use for it)."""
+        upstream's key (the client then has no other use for it). Never in the query string
+        (Google's ``?key=``), which proxies and servers log: google-genai sends its key in
+        ``x-goog-api-key``, and a REST client can too."""
         if self._token is None:
             return True
         offered = [request.headers.get(GATEWAY_KEY_HEADER, "")]
@@ -323,11 +326,12 @@ class Gateway:
 
     def _url(self, provider: str, request: Request) -> str:
         """The upstream's URL for ``request``: its path as the client wrote it (an escaped
-        ``%2F`` stays one) and its query string."""
+        ``%2F`` stays one) and its query string (less a key the gateway replaces)."""
         origin = self.config.upstreams[provider].origin
         raw_path = request.scope.get("raw_path")
         path = raw_path.decode("latin-1") if raw_path else request.url.path
-        query = request.url.query
+        holds_key = self._keys.get(provider) is not None
+        query = forwarded_query(request.url.query, provider, holds_key=holds_key)
         return f"{origin}{path}" + (f"?{query}" if query else "")
 
     async def _passthrough(self, request: Request, upstream: str) -> Response:

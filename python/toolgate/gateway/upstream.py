@@ -25,7 +25,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_plus
 
 import orjson
 
@@ -35,6 +35,7 @@ __all__ = [
     "endpoint_of",
     "error_body",
     "forwarded_headers",
+    "forwarded_query",
     "passthrough_provider",
     "response_headers",
     "unfiltered_call",
@@ -107,6 +108,8 @@ _KEY_HEADERS = {
     "gemini": "x-goog-api-key", "vertex": "x-goog-api-key",
 }  # fmt: skip
 CREDENTIAL_HEADERS = frozenset(_KEY_HEADERS.values())
+# The query parameter an API's REST clients may put their key in instead (Google's ?key=).
+_KEY_PARAMS = {"gemini": "key", "vertex": "key"}
 GATEWAY_KEY_HEADER = "x-toolgate-key"
 _CREDENTIAL_BYTES = frozenset(name.encode() for name in CREDENTIAL_HEADERS)
 
@@ -169,6 +172,21 @@ def forwarded_headers(
         key = f"Bearer {api_key}" if header == "authorization" else api_key
         out.append((header.encode(), key.encode()))
     return out
+
+
+def forwarded_query(query: str, upstream: str, *, holds_key: bool) -> str:
+    """The client's query string as sent to ``upstream``: as written, but for a key in it
+    (Google's ``?key=``) when the gateway holds the upstream's key, which goes in place of
+    the client's (in a header): the client's, perhaps the gateway's own token, stays here.
+
+    >>> forwarded_query("key=client&pageSize=5", "gemini", holds_key=True)
+    'pageSize=5'
+    """
+    param = _KEY_PARAMS.get(upstream)
+    if not holds_key or param is None or not query:
+        return query
+    kept = [part for part in query.split("&") if unquote_plus(part.partition("=")[0]) != param]
+    return "&".join(kept)
 
 
 def response_headers(
