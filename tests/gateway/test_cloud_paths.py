@@ -26,7 +26,7 @@ from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream, load_config
 from toolgate.gateway.filter import ToolFilter
 from toolgate.gateway.serve import ServeOptions
-from toolgate.gateway.upstream import Endpoint, endpoint_of
+from toolgate.gateway.upstream import Endpoint, endpoint_of, upstream_for
 
 USER = [{"role": "user", "content": WEATHER}]
 API_VERSION = "2024-10-21"
@@ -271,6 +271,47 @@ def test_a_request_with_no_upstream_names_both_flags(
             _vertex(base, "api_key").models.generate_content(model="g", contents=WEATHER)
         with pytest.raises(openai.APIError, match=r"--upstream azure=URL \(or --upstream openai"):
             _azure(base).chat.completions.create(model="d", messages=USER)
+
+
+def test_azure_and_vertex_credentials_never_fall_back_to_openai_or_gemini_itself(
+    shared_filter: ToolFilter,
+) -> None:
+    sent: list[httpx.Request] = []
+
+    def vendor(request: httpx.Request) -> httpx.Response:  # stands for OpenAI's and Google's
+        sent.append(request)
+        return httpx.Response(404, json={"error": {"message": "not here"}})
+
+    origins = {
+        "openai": "https://api.openai.com",
+        "gemini": "https://generativelanguage.googleapis.com",
+    }
+    config = GatewayConfig(upstreams={name: Upstream(o) for name, o in origins.items()})
+    gateway = Gateway(config, tool_filter=shared_filter, transport=httpx.MockTransport(vendor))
+    with serving(gateway.app) as base:
+        with pytest.raises(openai.APIError, match=r"OpenAI's own API.*--upstream azure=URL"):
+            _azure(base).chat.completions.create(model="d", messages=USER)
+        models = httpx.get(base + "/openai/deployments/d/models", headers={"api-key": "az-client"})
+        assert models.status_code == 502
+        with pytest.raises(genai_errors.APIError, match=r"--upstream vertex=URL"):
+            _vertex(base, "project").models.generate_content(model="g", contents=WEATHER)
+    assert sent == []
+
+
+@pytest.mark.parametrize(
+    ("origin", "upstream"),
+    [
+        ("https://my-resource.openai.azure.com", "openai"),
+        ("http://127.0.0.1:8000", "openai"),
+        ("https://api.openai.com", "azure"),
+        ("https://eu.api.openai.com", "azure"),
+        ("https://API.OpenAI.com.:443", "azure"),
+    ],
+)
+def test_azure_falls_back_to_an_openai_upstream_that_is_not_openais_own(
+    origin: str, upstream: str
+) -> None:
+    assert upstream_for("azure", {"openai": origin}) == upstream
 
 
 # ---- paths ----

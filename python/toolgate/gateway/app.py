@@ -71,6 +71,7 @@ from toolgate.gateway.upstream import (
     forwarded_headers,
     forwarded_query,
     passthrough_provider,
+    refused_fallback,
     response_headers,
     unfiltered_call,
     upstream_for,
@@ -141,6 +142,7 @@ class Gateway:
         self.learning = LearningQueue(on_drop=self.metrics.lessons_dropped.inc)
         self._token = config.auth_token()
         self._keys = {name: up.api_key() for name, up in config.upstreams.items()}
+        self._origins = {name: up.origin for name, up in config.upstreams.items()}
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self._warned: set[str] = set()
@@ -292,11 +294,11 @@ class Gateway:
         endpoint, provider, label = _aimed_at(
             request.method, path, request.headers, request.url.query
         )
-        upstream = upstream_for(provider, self.config.upstreams)
+        upstream = upstream_for(provider, self._origins)
         if not self._admitted(request, upstream):
             response = _error(provider, 401, "missing or wrong gateway key", "unauthorized")
         elif upstream not in self.config.upstreams:
-            response = _error(provider, 502, _no_upstream(provider), "no_upstream")
+            response = _error(provider, 502, self._no_upstream(provider), "no_upstream")
         elif endpoint is None:
             response = await self._passthrough(request, upstream)
         else:
@@ -333,6 +335,20 @@ class Gateway:
         holds_key = self._keys.get(provider) is not None
         query = forwarded_query(request.url.query, provider, holds_key=holds_key)
         return f"{origin}{path}" + (f"?{query}" if query else "")
+
+    def _no_upstream(self, provider: str) -> str:
+        """Why a request for ``provider``'s API has nowhere to go, and the flag that fixes
+        it."""
+        fallback = UPSTREAM_FALLBACK.get(provider)
+        flag = f"--upstream {provider}=URL"
+        if fallback is not None and refused_fallback(provider, self._origins):
+            return (
+                f"no upstream for {provider}: the {fallback} upstream is "
+                f"{_API_NAMES[fallback]} own API, which does not serve {_API_NAMES[provider]} "
+                f"requests and is not sent their credentials; start the gateway with {flag}"
+            )
+        also = f" (or --upstream {fallback}=URL)" if fallback else ""
+        return f"no upstream for {provider}: start the gateway with {flag}{also}"
 
     async def _passthrough(self, request: Request, upstream: str) -> Response:
         headers = forwarded_headers(request.headers.raw, upstream, self._keys.get(upstream))
@@ -447,11 +463,10 @@ class Gateway:
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
-def _no_upstream(provider: str) -> str:
-    """Why a request for ``provider``'s API has nowhere to go, and the flag that fixes it."""
-    fallback = UPSTREAM_FALLBACK.get(provider)
-    also = f" (or --upstream {fallback}=URL)" if fallback else ""
-    return f"no upstream for {provider}: start the gateway with --upstream {provider}=URL{also}"
+_API_NAMES = {
+    "openai": "OpenAI's", "gemini": "the Gemini API's", "azure": "Azure OpenAI's",
+    "vertex": "Vertex AI's",
+}  # fmt: skip
 
 
 def _aimed_at(

@@ -13,7 +13,8 @@ API it is for:
   ``endpoints/{id}``), in Gemini's shape.
 
 Each API goes to the upstream named after it; Azure's and Vertex AI's, when the gateway has
-no ``azure`` or ``vertex`` upstream, to the ``openai`` or ``gemini`` one. Any other path
+no ``azure`` or ``vertex`` upstream, to the ``openai`` or ``gemini`` one, unless that one is
+OpenAI's or the Gemini API's own host (:func:`upstream_for`). Any other path
 passes through to the upstream its path or credentials point to; one that looks like a model
 call (:func:`unfiltered_call`) is flagged, since its tools go upstream unfiltered. Hop-by-hop
 headers (RFC 9110 section 7.6.1) are never forwarded, in either direction.
@@ -22,10 +23,10 @@ headers (RFC 9110 section 7.6.1) are never forwarded, in either direction.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, unquote_plus
+from urllib.parse import parse_qs, unquote_plus, urlsplit
 
 import orjson
 
@@ -37,6 +38,7 @@ __all__ = [
     "forwarded_headers",
     "forwarded_query",
     "passthrough_provider",
+    "refused_fallback",
     "response_headers",
     "unfiltered_call",
     "upstream_for",
@@ -86,6 +88,12 @@ _MODEL_CALL = re.compile(
 
 # Where Azure's and Vertex AI's requests go when the gateway names no upstream for them.
 UPSTREAM_FALLBACK = {"azure": "openai", "vertex": "gemini"}
+
+# The hosts a fallback upstream must not be (a name, or a domain and its subdomains): the
+# vendor's own API, which does not serve the API falling back and would only be sent its
+# credentials, an Azure key or a Google Cloud OAuth token. A fallback upstream elsewhere (an
+# Azure resource, Vertex AI, a proxy: what an old config's openai or gemini pointed at) may.
+_NO_FALLBACK_HOSTS = {"openai": "openai.com", "gemini": "generativelanguage.googleapis.com"}
 
 HOP_BY_HOP = frozenset(
     {
@@ -137,13 +145,35 @@ def passthrough_provider(path: str, headers: Mapping[str, str], query: str = "")
     return "openai"
 
 
-def upstream_for(provider: str, upstreams: Collection[str]) -> str:
-    """The upstream, among those named ``upstreams``, that ``provider``'s requests go to:
-    its own; Azure's and Vertex AI's, when not named, OpenAI's and Gemini's."""
-    if provider in upstreams:
+def upstream_for(provider: str, origins: Mapping[str, str]) -> str:
+    """The upstream, among ``origins`` (upstream names to their origins), that
+    ``provider``'s requests go to: its own; Azure's and Vertex AI's, when not named,
+    OpenAI's and Gemini's, unless that upstream is OpenAI's or the Gemini API's own host
+    (:func:`refused_fallback`). Not among ``origins`` when there is none.
+
+    >>> upstream_for("azure", {"openai": "https://r.openai.azure.com"})
+    'openai'
+    >>> upstream_for("azure", {"openai": "https://api.openai.com"})
+    'azure'
+    """
+    if provider in origins:
         return provider
     fallback = UPSTREAM_FALLBACK.get(provider)
-    return fallback if fallback is not None and fallback in upstreams else provider
+    if fallback is None or fallback not in origins or refused_fallback(provider, origins):
+        return provider
+    return fallback
+
+
+def refused_fallback(provider: str, origins: Mapping[str, str]) -> bool:
+    """Whether ``provider``'s fallback upstream is among ``origins`` but refused: its host
+    is its vendor's own API (``api.openai.com`` for Azure's requests,
+    ``generativelanguage.googleapis.com`` for Vertex AI's)."""
+    fallback = UPSTREAM_FALLBACK.get(provider)
+    if fallback is None or fallback not in origins:
+        return False
+    host = (urlsplit(origins[fallback]).hostname or "").rstrip(".")
+    refused = _NO_FALLBACK_HOSTS[fallback]
+    return host == refused or host.endswith("." + refused)
 
 
 def unfiltered_call(method: str, path: str) -> bool:
