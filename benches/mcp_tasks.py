@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from benches import quality
-from toolgate import Router
 from toolgate.catalog.catalog import Catalog
+from toolgate.embedding.embedder import Embedder
 from toolgate.evaluation.evaluate import LabelledQuery, evaluate
+from toolgate.routing.router import RouterConfig
 
 #: The set's name in the results tables.
 NAME = "mcp tasks"
@@ -79,16 +80,19 @@ def whole_registry(registry: Path = REGISTRY) -> tuple[Catalog, list[LabelledQue
     return catalog, queries
 
 
-def measure(tools: list[dict[str, Any]], queries: list[LabelledQuery]) -> dict[str, dict[str, Any]]:
+def measure(
+    tools: list[dict[str, Any]], queries: list[LabelledQuery], embedder: Embedder | None = None
+) -> dict[str, dict[str, Any]]:
     """``evaluate``'s figures per configuration of :data:`benches.quality.CONFIGS`.
 
-    One router is built and the others are views of it (:meth:`Router.with_config`): the
-    configurations differ only in ranking and selection, so the tools are embedded once.
+    Each configuration gets its own router (:func:`benches.quality.routers_for`), as the
+    report builds them: they differ in ``row_centring``, which is set when an index is built,
+    so one cannot be a view of another (:meth:`Router.with_config` refuses).
     """
-    router = Router.from_tools(tools)
+    embedder = embedder or Embedder(precision=RouterConfig().precision, progress=False)
+    routers = quality.routers_for(Catalog.from_tools(tools), embedder)
     return {
-        name: evaluate(router.with_config(config), queries, top_k=quality.TOP_K)
-        for name, config in quality.CONFIGS.items()
+        name: evaluate(router, queries, top_k=quality.TOP_K) for name, router in routers.items()
     }
 
 

@@ -262,6 +262,18 @@ def test_mcp_tasks_need_two_to_five_tools_of_one_or_two_servers(tmp_path: Path) 
         mcp_tasks.load(broken)
 
 
+def test_mcp_tasks_measure_every_configuration(catalog: Catalog) -> None:
+    """The configurations differ in row centring, which a view of one router cannot change."""
+    tools = [
+        {"server": t.server, "name": t.name, "description": t.description,
+         "inputSchema": t.input_schema}
+        for t in catalog
+    ]  # fmt: skip
+    queries = [LabelledQuery("q1", "read the config file from disk", ("read_file",))]
+    figures = mcp_tasks.measure(tools, queries)
+    assert set(figures) == set(CONFIGS)
+
+
 def test_topup_tools_form_a_valid_catalog_of_unique_ids() -> None:
     real = table2_tools()
     extra = Catalog.from_tools(topup_tools(real, 300))
