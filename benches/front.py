@@ -5,8 +5,9 @@ multi-tool and single-tool), every point is a method's mean tool tokens per turn
 steady state, :mod:`benches.tokens`' serialiser) against its complete (the share of queries
 whose every gold tool has its full schema in the request):
 
-* ``B3 top-k`` for k = 1 ... 10: MiniLM cosine top-k, full schemas, no pool;
-* ``Tool Attention``: the full summary pool and the cosine top-10 above theta = 0.28;
+* ``B3 top-k`` for k = 1 ... 10: plain MiniLM cosine top-k on each tool's ``name:
+  description`` (:class:`benches.plain.PlainCosine`), full schemas, no pool;
+* ``Tool Attention``: the full summary pool and the same cosine's top-10 above theta = 0.28;
 * ``toolgate top-k`` for k = 1 ... 10: toolgate's fused ranking cut at k, with the digest,
   search tool and compact schemas (what the ranking alone allows at each count);
 * ``toolgate ceiling k`` for k = 1 ... 10: the default configuration with ``top_k = k``, a
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benches import mcp_tasks, quality, tokens
+from benches.plain import PlainCosine
 from benches.tables import markdown
 from benches.testbed import table2_tasks, table2_tools
 from toolgate.catalog.catalog import Catalog
@@ -54,16 +56,6 @@ SCALE = (1_000, 2_500, 5_000, 10_000)
 SCALE_QUERIES = 40
 SCALE_METHODS = ("B3 simple retrieval", "Tool Attention", "toolgate default")
 PROVIDERS = ("openai", "anthropic", "gemini", "mcp")
-#: B3 and Tool Attention rank by the model's cosine alone (rows as embedded), top k as ranked:
-#: none of toolgate's own steps (centring, near copies, name words, "no tool needed").
-COSINE_ONLY = RouterConfig(
-    alpha=1.0,
-    row_centring=0.0,
-    near_copy_cosine=None,
-    name_weight=0.0,
-    adaptive=False,
-    no_tool_threshold=None,
-)
 COMPACTION_CATALOGS = (
     ("GitHub MCP server", DATA / "catalogs" / "github-mcp-server.tools-list.json"),
     ("mcpm registry", DATA / "catalogs" / "mcpm-registry.jsonl"),
@@ -95,16 +87,16 @@ def labelled_sets() -> list[tuple[str, Catalog, list[LabelledQuery]]]:
     return out
 
 
-def front_builder(catalog: Catalog, dense: Router, default: Router) -> tokens.RequestBuilder:
+def front_builder(catalog: Catalog, cosine: PlainCosine, default: Router) -> tokens.RequestBuilder:
     """Every point's request for one query (see the module docstring)."""
 
     def build(text: str, gold: Sequence[str]) -> list[tokens.Request]:
-        ranked = dense.route(text, top_k=max(CEILINGS), threshold=None).ids
+        ranked = cosine.top(text, max(CEILINGS))
         out = [
             replace(tokens.simple_retrieval(catalog, ranked[:k]), method=f"B3 top-{k}")
             for k in CEILINGS
         ]
-        attended = dense.route(text, top_k=10, threshold=tokens.TOOL_ATTENTION_THRESHOLD).ids
+        attended = cosine.top(text, tokens.RETRIEVAL_K, tokens.TOOL_ATTENTION_THRESHOLD)
         out.append(tokens.tool_attention(catalog, attended))
         fused = default.route(text, top_k=max(CEILINGS), adaptive=False).ids
         for k in CEILINGS:
@@ -124,10 +116,10 @@ def measure_front(embedder: Embedder, n: int) -> list[dict[str, Any]]:
     """Each labelled set's points (``n`` seeded queries per set)."""
     workloads = []
     for name, catalog, queries in labelled_sets():
-        dense = Router.from_catalog(catalog, config=COSINE_ONLY, embedder=embedder)
+        cosine = PlainCosine(catalog, embedder)
         default = Router.from_catalog(catalog, embedder=embedder)
         drawn = quality.sample(queries, n, SEED)
-        build = front_builder(catalog, dense, default)
+        build = front_builder(catalog, cosine, default)
         rows = tokens.account(((q.query, q.gold) for q in drawn), build, ("cl100k_base",))
         workloads.append({"set": name, "tools": len(catalog), "queries": len(drawn), "rows": rows})
     return workloads
@@ -146,12 +138,12 @@ def measure_scale(embedder: Embedder) -> list[dict[str, Any]]:
     catalogs += [(scale_catalog(n, real), TopUpEmbedder(), False) for n in SCALE]
     rows = []
     for catalog, embed, cache in catalogs:
-        dense, default = (
-            Router.from_catalog(catalog, config=config, embedder=embed, cache=cache)
-            for config in (COSINE_ONLY, RouterConfig())
-        )
+        cosine = PlainCosine(catalog, embed, cache=cache)
+        default = Router.from_catalog(catalog, embedder=embed, cache=cache)
         counted = tokens.account(
-            ((text, ()) for text in texts), scale_builder(catalog, dense, default), ("cl100k_base",)
+            ((text, ()) for text in texts),
+            scale_builder(catalog, cosine, default),
+            ("cl100k_base",),
         )
         figures = {row["method"]: row["cl100k steady"] for row in counted}
         ours = next(r for r in counted if r["method"] == SCALE_METHODS[-1])
@@ -166,12 +158,12 @@ def measure_scale(embedder: Embedder) -> list[dict[str, Any]]:
     return rows
 
 
-def scale_builder(catalog: Catalog, dense: Router, default: Router) -> tokens.RequestBuilder:
+def scale_builder(catalog: Catalog, cosine: PlainCosine, default: Router) -> tokens.RequestBuilder:
     """B3's, Tool Attention's and toolgate's default request for one query."""
 
     def build(text: str, gold: Sequence[str]) -> list[tokens.Request]:
-        ranked = dense.route(text, top_k=10, threshold=None).ids
-        attended = dense.route(text, top_k=10, threshold=tokens.TOOL_ATTENTION_THRESHOLD).ids
+        ranked = cosine.top(text, tokens.RETRIEVAL_K)
+        attended = cosine.top(text, tokens.RETRIEVAL_K, tokens.TOOL_ATTENTION_THRESHOLD)
         promotion = promote_tools(catalog, default.route(text), format="openai")
         return [
             tokens.simple_retrieval(catalog, ranked),
@@ -348,7 +340,10 @@ def front_text(measured: dict[str, Any], table: Table) -> str:
     parts = [
         "Every method through `benches/tokens.py`'s serialiser (cl100k tool tokens per turn, "
         "steady state; *complete*: every gold tool's full schema is in the request). B3 is "
-        "the MiniLM cosine top-k with full schemas and no pool; *toolgate top-k* is toolgate's "
+        "plain MiniLM cosine top-k on each tool's `name: description` (the router's int8 "
+        "model, nothing else of toolgate's: `benches/plain.py`) with full schemas and no "
+        "pool; Tool Attention adds the summary pool to that cosine's top-10 above "
+        f"{tokens.TOOL_ATTENTION_THRESHOLD}; *toolgate top-k* is toolgate's "
         "fused ranking cut at k; *toolgate ceiling k* is the default configuration "
         "(constant-size digest, `tool_search` tool, compact schemas, adaptive selection) with "
         "`top_k = k` as its ceiling, and *toolgate default* is `top_k = "
@@ -397,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         columns = COMPACTION_COLUMNS if args.part == "compaction" else STRICT_COLUMNS
         print(markdown(rows, columns))
         return 0
-    embedder = Embedder(precision="int8", progress=False)
+    embedder = Embedder(precision=RouterConfig().precision, progress=False)
     if args.part == "scale":
         print(markdown(measure_scale(embedder), SCALE_COLUMNS))
         return 0

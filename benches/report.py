@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benches import front, mcp_tasks, quality, tokens
+from benches.plain import PlainCosine
 from benches.tables import markdown
 from benches.testbed import table2_tasks, table2_tools
 from toolgate.catalog.catalog import Catalog
@@ -101,8 +102,8 @@ def token_workload(
     n: int,
 ) -> dict[str, Any]:
     """The token table of one catalog: every method over ``n`` held-out queries."""
-    # B3 and Tool Attention rank by cosine alone, with none of toolgate's re-ranking.
-    dense = Router.from_catalog(catalog, config=front.COSINE_ONLY, embedder=embedder)
+    # B3 and Tool Attention rank by plain cosine, with none of toolgate's ranking steps.
+    cosine = PlainCosine(catalog, embedder)
     default = Router.from_catalog(catalog, embedder=embedder)
     curation, held_out = _split(queries, n)
     labelled = any(q.gold for q in queries)
@@ -112,7 +113,7 @@ def token_workload(
         else [default.route(q.query).ids for q in curation]
     )
     curated = tokens.curate(catalog, picks)
-    build = tokens.method_requests(catalog, dense, default, curated)
+    build = tokens.method_requests(catalog, cosine, default, curated)
     rows = tokens.account(((q.query, q.gold) for q in held_out), build)
     return {"catalog": name, "tools": len(catalog), "queries": len(held_out),
             "labelled": labelled, "rows": rows}  # fmt: skip
@@ -148,8 +149,9 @@ def token_text(workloads: list[dict[str, Any]]) -> str:
         f"C_task = 30 x {tokens.TASK_TOKENS_PER_TURN} tokens, C_sys = {tokens.SYSTEM_TOKENS}, "
         "and the tool tokens in the window at that turn (one copy per stateless request; B4's "
         "`--list` output stays in the conversation). These assumptions give the paper's own "
-        "rho for B1-B3 from its token figures. B3 and Tool Attention retrieve with MiniLM "
-        "cosine over toolgate's index text (summary and parameters), top-10; Tool Attention "
+        "rho for B1-B3 from its token figures. B3 and Tool Attention retrieve by plain MiniLM "
+        "cosine between the query and each tool's `name: description` (the router's int8 "
+        "model; none of toolgate's ranking steps: `benches/plain.py`), top-10; Tool Attention "
         f"adds the full summary pool and theta = {tokens.TOOL_ATTENTION_THRESHOLD}; its second "
         "row counts the pool without tool names, as the paper's reference code does (for "
         "comparison only: a model cannot ask for a tool it cannot name). B2's 30 "
@@ -506,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.render:
         RESULTS.mkdir(parents=True, exist_ok=True)
         stamp = environment()
-        embedder = Embedder(precision="int8", progress=False)
+        embedder = Embedder(precision=RouterConfig().precision, progress=False)
         workloads = _timed("tokens", lambda: measure_tokens(embedder, args.token_queries))
         _store("tokens.json", workloads)
         measured = _timed("quality", lambda: measure_quality(embedder, args.quality_queries))

@@ -12,11 +12,12 @@ The methods (the Tool Attention paper's baselines, section 6.4):
 
 * ``B1 full schema``: every tool's definition, every turn;
 * ``B2 static pruning``: a fixed curated subset (30 tools, as the paper's curator picks);
-* ``B3 simple retrieval``: the top-10 tools by dense cosine, full definitions, no pool;
+* ``B3 simple retrieval``: the top-10 tools by plain MiniLM cosine on ``name: description``
+  (:class:`benches.plain.PlainCosine`), full definitions, no pool;
 * ``B4 CLI lazy``: a CLI prompt and one shell tool; the model runs ``--list`` once (its output
   stays in the conversation) and ``--help`` for each tool it needs (perfect discovery assumed);
-* ``Tool Attention``: the full summary pool (every tool's name and summary) + top-10 dense
-  tools above cosine 0.28; a second row counts the pool without the names, as the paper's
+* ``Tool Attention``: the full summary pool (every tool's name and summary) + the top-10 of the
+  same cosine above 0.28; a second row counts the pool without the names, as the paper's
   reference code does, to show what that omission is worth;
 * ``toolgate default``: :func:`toolgate.promotion.promote.promote_tools` output for the default
   route: the constant-size digest and its ``tool_search`` tool, and the compact schemas of the
@@ -36,13 +37,16 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolgate.catalog.catalog import Catalog
 from toolgate.evaluation.metrics import gold_hits
 from toolgate.formats.tokens import count_text
 from toolgate.promotion.pool import render_pool
 from toolgate.promotion.promote import Promotion
+
+if TYPE_CHECKING:
+    from benches.plain import PlainCosine
 
 ENCODINGS = ("cl100k_base", "o200k_base")
 #: Share of the input price billed for prompt-cache reads (Anthropic and current OpenAI: 10%).
@@ -411,23 +415,22 @@ def account(
 
 
 def method_requests(
-    catalog: Catalog, dense: Any, default: Any, curated: Sequence[str]
+    catalog: Catalog, cosine: PlainCosine, default: Any, curated: Sequence[str]
 ) -> RequestBuilder:
     """The :data:`METHODS` requests for one query over ``catalog``.
 
-    ``dense`` is a router with ``alpha=1`` (MiniLM cosine alone, as B3 and Tool Attention
-    retrieve) and ``default`` one with toolgate's default configuration. B4's model reads the
-    help of each gold tool, or of the best dense match when the query has no gold.
+    ``cosine`` is the plain MiniLM ranking B3 and Tool Attention retrieve with
+    (:class:`benches.plain.PlainCosine`) and ``default`` a router with toolgate's default
+    configuration. B4's model reads the help of each gold tool, or of the best cosine match
+    when the query has no gold.
     """
     from toolgate.promotion.promote import promote_tools
 
     b1, b2 = full_schema(catalog), static_pruning(catalog, curated)
 
     def build(text: str, gold: Sequence[str]) -> list[Request]:
-        retrieved = dense.route(text, top_k=RETRIEVAL_K, threshold=None, adaptive=False).ids
-        attended = dense.route(
-            text, top_k=RETRIEVAL_K, threshold=TOOL_ATTENTION_THRESHOLD, adaptive=False
-        ).ids
+        retrieved = cosine.top(text, RETRIEVAL_K)
+        attended = cosine.top(text, RETRIEVAL_K, TOOL_ATTENTION_THRESHOLD)
         promotion = promote_tools(catalog, default.route(text), format="openai")
         needed = gold_ids(catalog, gold) or retrieved[:1]
         return [

@@ -7,8 +7,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from benches import front, mcp_tasks, report, tokens
+from benches.plain import PlainCosine
 from benches.quality import CONFIGS, eval_sets, sample
 from benches.tables import markdown
 from benches.testbed import SERVERS, table2_tasks, table2_tools, topup_tools
@@ -16,6 +18,7 @@ from benches.testbed import SERVERS, table2_tasks, table2_tools, topup_tools
 from tests.shared_data import DATA, require
 from toolgate.catalog.catalog import Catalog
 from toolgate.cli.commands import demo_catalog
+from toolgate.embedding.embedder import Embedder
 from toolgate.evaluation.evaluate import LabelledQuery
 from toolgate.formats.compact import compact_schema, is_strict
 from toolgate.formats.tokens import encoding
@@ -429,13 +432,13 @@ def test_the_threshold_sweep_router_evaluates(catalog: Catalog) -> None:
 
 @pytest.mark.parametrize(
     ("config", "signal"),
-    [(front.COSINE_ONLY, 0), (CONFIGS["dense alone"], 0), (CONFIGS["BM25 alone"], 1)],
-    ids=["B3", "dense-alone", "bm25-alone"],
+    [(CONFIGS["dense alone"], 0), (CONFIGS["BM25 alone"], 1)],
+    ids=["dense-alone", "bm25-alone"],
 )
 def test_the_baselines_rank_by_their_signal_and_nothing_else(
     config: RouterConfig, signal: int
 ) -> None:
-    """B3 and the signals alone are what the tables compare toolgate with: none of toolgate's
+    """The signals alone are what the tables compare toolgate with: none of toolgate's
     own steps (centring, name words, "no tool needed", ...) may reorder or empty them. On the
     demo catalog, name words reorder the first query's tools and "hi" needs no tool."""
     router = Router.from_catalog(demo_catalog(), config=config, cache=None)
@@ -445,3 +448,29 @@ def test_the_baselines_rank_by_their_signal_and_nothing_else(
         routed = [scores[ids.index(tool)] for tool in router.route(query, top_k=5).ids]
         assert len(routed) == 5
         assert routed == sorted(routed, reverse=True)
+
+
+#: Queries for the baselines: one names a tool (the router puts it first), one reads as two
+#: intents (the router adds its clause bonus), one needs no tool.
+BASELINE_QUERIES = (
+    "search the news about rust",
+    "hi",
+    "run explain_query and then post the plan to slack",
+)
+
+
+def test_b3_is_plain_cosine_on_name_and_description() -> None:
+    """Issue 17's B3: MiniLM top-k on "name: description" and nothing else of toolgate's."""
+    catalog = demo_catalog()
+    embedder = Embedder(precision=RouterConfig().precision, progress=False)
+    rows = embedder.embed([f"{tool.name}: {tool.description}" for tool in catalog])
+    cosine = PlainCosine(catalog, embedder, cache=False)
+    default = Router.from_catalog(catalog, embedder=embedder, cache=None)
+    build = front.front_builder(catalog, cosine, default)
+    for query in BASELINE_QUERIES:
+        order = np.argsort(-(rows @ embedder.embed([query])[0]), kind="stable")
+        expected = [catalog.ids[i] for i in order[:10]]
+        b3 = next(r for r in build(query, ()) if r.method == "B3 top-10")
+        assert [d["function"]["name"] for d in b3.turn_tools] == [
+            catalog[i].exposed_name for i in expected
+        ]
