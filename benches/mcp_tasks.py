@@ -2,8 +2,8 @@
 
 Each task is one request needing 2 to 5 tools of one or two servers of the Docker MCP registry
 (``../shared/data/catalogs/docker-mcp-registry.jsonl``); the catalog is every registry tool of
-the set's servers. Three configurations, as in :mod:`benches.quality`, each with ``top_k=10``:
-BM25 alone, dense alone and the shipped :class:`RouterConfig` (:data:`benches.quality.CONFIGS`).
+the set's servers. Three rankings, as in :mod:`benches.quality`, each with ``top_k=10``:
+BM25 alone, dense alone and the shipped :class:`RouterConfig` (:data:`benches.quality.RANKINGS`).
 Figures are :func:`toolgate.evaluation.evaluate.evaluate`'s.
 
 ``python -m benches.mcp_tasks`` prints them as JSON.
@@ -81,16 +81,17 @@ def whole_registry(registry: Path = REGISTRY) -> tuple[Catalog, list[LabelledQue
 
 
 def measure(
-    tools: list[dict[str, Any]], queries: list[LabelledQuery], embedder: Embedder | None = None
+    tools: list[dict[str, Any]],
+    queries: list[LabelledQuery],
+    embedder: Embedder | None = None,
+    *,
+    cache: bool = True,
 ) -> dict[str, dict[str, Any]]:
-    """``evaluate``'s figures per configuration of :data:`benches.quality.CONFIGS`.
-
-    Each configuration gets its own router (:func:`benches.quality.routers_for`), as the
-    report builds them: they differ in ``row_centring``, which is set when an index is built,
-    so one cannot be a view of another (:meth:`Router.with_config` refuses).
-    """
+    """``evaluate``'s figures per ranking of :data:`benches.quality.RANKINGS`, each built on
+    its own (:func:`benches.quality.routers_for`, ``cache`` as there), as the report builds
+    them."""
     embedder = embedder or Embedder(precision=RouterConfig().precision, progress=False)
-    routers = quality.routers_for(Catalog.from_tools(tools), embedder)
+    routers = quality.routers_for(Catalog.from_tools(tools), embedder, cache=cache)
     return {
         name: evaluate(router, queries, top_k=quality.TOP_K) for name, router in routers.items()
     }

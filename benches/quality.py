@@ -1,12 +1,12 @@
 """Routing quality on every labelled set in ``../shared/data/eval``.
 
-Three configurations, each over the same sampled queries with ``top_k=10``:
+Three rankings, each over the same sampled queries with ``top_k=10``:
 
-* ``BM25 alone`` (``alpha=0``, no threshold, near copies left in place), as Claude Code's
-  ToolSearch ranks;
-* ``dense alone`` (``alpha=1``, rows as embedded, the same): MiniLM cosine, as Tool Attention
-  ranks;
-* ``toolgate default``: :class:`toolgate.RouterConfig` as shipped.
+* ``BM25 alone``: BM25 over each tool's fields and nothing else, as Claude Code's ToolSearch
+  ranks (:class:`benches.plain.PlainBm25`);
+* ``dense alone``: plain MiniLM cosine on ``name: description``, as Tool Attention ranks (B3's
+  ranking, :class:`benches.plain.PlainCosine`);
+* ``toolgate default``: a router with :class:`toolgate.RouterConfig` as shipped.
 
 Figures are :func:`toolgate.evaluation.evaluate.evaluate`'s (the ``toolgate eval`` contract). On
 BFCL the
@@ -19,26 +19,20 @@ from __future__ import annotations
 import random
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benches.plain import PlainBm25, PlainCosine, PlainRanking
 from toolgate.catalog.catalog import Catalog
 from toolgate.evaluation.evaluate import LabelledQuery, evaluate, load_queries
 from toolgate.routing.result import RouteResult
-from toolgate.routing.router import Router, RouterConfig
+from toolgate.routing.router import Router
 
 SEED = 42
 TOP_K = 10
-#: The signals alone are the ranking by one signal and nothing else of toolgate's.
-_ALONE = RouterConfig(
-    threshold=None, near_copy_cosine=None, name_weight=0.0, adaptive=False, no_tool_threshold=None
-)
-CONFIGS = {
-    "BM25 alone": replace(_ALONE, alpha=0.0),
-    "dense alone": replace(_ALONE, alpha=1.0, row_centring=0.0),
-    "toolgate default": RouterConfig(),
-}
+#: The rankings of the quality tables, in their order (:func:`routers_for`).
+RANKINGS = ("BM25 alone", "dense alone", "toolgate default")
 THRESHOLDS = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
 
 
@@ -100,17 +94,21 @@ class _WithThreshold:
         return self._router.route(query, threshold=self._threshold, **options)
 
 
-def routers_for(catalog: Catalog, embedder: Any) -> dict[str, Router]:
-    """One router per configuration in :data:`CONFIGS`, sharing ``embedder``."""
+def routers_for(
+    catalog: Catalog, embedder: Any, *, cache: bool = True
+) -> dict[str, Router | PlainRanking]:
+    """The :data:`RANKINGS` of ``catalog``: the plain baselines and a default router, the
+    embedding ones sharing ``embedder`` (and the embedding cache unless ``cache`` is off)."""
     return {
-        name: Router.from_catalog(catalog, config=config, embedder=embedder)
-        for name, config in CONFIGS.items()
+        "BM25 alone": PlainBm25(catalog),
+        "dense alone": PlainCosine(catalog, embedder, cache=cache),
+        "toolgate default": Router.from_catalog(catalog, embedder=embedder, cache=cache),
     }
 
 
 def quality_rows(
     set_name: str,
-    routers: Mapping[Any, Router],
+    routers: Mapping[Any, Router | PlainRanking],
     queries: list[LabelledQuery],
     *,
     key: str = "config",
@@ -119,7 +117,7 @@ def quality_rows(
     name in ``routers`` (a configuration, or a setting's value) goes in the column ``key``."""
     rows = []
     for name, router in routers.items():
-        figures = evaluate(router, queries, top_k=TOP_K)
+        figures = evaluate(router, queries, top_k=TOP_K)  # type: ignore[arg-type]
         rows.append({"set": set_name, key: name, **figures})
     return rows
 

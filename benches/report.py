@@ -221,8 +221,10 @@ def quality_text(measured: dict[str, Any]) -> str:
         f"floor {d['threshold']}, {d['fusion']} fusion, clause weight "
         f"{d['clause_weight']}, near copies from cosine {d['near_copy_cosine']} moved "
         f"down, rows centred by {d.get('row_centring', 0.0)} of the catalog's mean. BM25 alone "
-        "is alpha 0 and dense alone alpha 1 on the rows as embedded (clause vectors included), "
-        "both without a floor and without moving near copies. Samples (seeded): "
+        "is BM25 over each tool's name, description, parameter text and server (the router's "
+        "BM25 settings), the tools matching a query word; dense alone is plain MiniLM cosine "
+        "on each tool's `name: description` (B3's ranking); both rank by their signal and "
+        "nothing else of toolgate's (`benches/plain.py`). Samples (seeded): "
         + "; ".join(notes)
         + ".\n\n"
         + markdown(measured["rows"], QUALITY_COLUMNS)
@@ -415,7 +417,7 @@ def readme_summary(
     parts += [
         "Routing quality, nDCG@10 at top_k = 10 (seeded samples of up to "
         f"{max(s['queries'] for s in measured_quality['samples'])} queries per set):",
-        markdown(quality_rows, ("set", *quality.CONFIGS)),
+        markdown(quality_rows, ("set", *quality.RANKINGS)),
     ]
     if measured_speed is not None:
         n = max(row["N"] for row in measured_speed["timings"] if row["N"] <= 10_000)

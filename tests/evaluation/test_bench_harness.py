@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 from benches import front, mcp_tasks, report, tokens
-from benches.plain import PlainCosine
-from benches.quality import CONFIGS, eval_sets, sample
+from benches.plain import PlainCosine, bm25_fields
+from benches.quality import RANKINGS, eval_sets, routers_for, sample
 from benches.tables import markdown
 from benches.testbed import SERVERS, table2_tasks, table2_tools, topup_tools
 
 from tests.shared_data import DATA, require
+from toolgate._toolgate import Bm25
 from toolgate.catalog.catalog import Catalog
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
@@ -273,8 +274,8 @@ def test_mcp_tasks_measure_every_configuration(catalog: Catalog) -> None:
         for t in catalog
     ]  # fmt: skip
     queries = [LabelledQuery("q1", "read the config file from disk", ("read_file",))]
-    figures = mcp_tasks.measure(tools, queries)
-    assert set(figures) == set(CONFIGS)
+    figures = mcp_tasks.measure(tools, queries, cache=False)
+    assert set(figures) == set(RANKINGS)
 
 
 def test_topup_tools_form_a_valid_catalog_of_unique_ids() -> None:
@@ -430,26 +431,6 @@ def test_the_threshold_sweep_router_evaluates(catalog: Catalog) -> None:
     assert (low["recall@10"], high["recall@10"]) == (1.0, 0.0)
 
 
-@pytest.mark.parametrize(
-    ("config", "signal"),
-    [(CONFIGS["dense alone"], 0), (CONFIGS["BM25 alone"], 1)],
-    ids=["dense-alone", "bm25-alone"],
-)
-def test_the_baselines_rank_by_their_signal_and_nothing_else(
-    config: RouterConfig, signal: int
-) -> None:
-    """The signals alone are what the tables compare toolgate with: none of toolgate's
-    own steps (centring, name words, "no tool needed", ...) may reorder or empty them. On the
-    demo catalog, name words reorder the first query's tools and "hi" needs no tool."""
-    router = Router.from_catalog(demo_catalog(), config=config, cache=None)
-    ids = list(router.catalog.ids)
-    for query in ["search the news about rust", "hi", "read the config file from disk"]:
-        scores = router.signals(query)[signal]
-        routed = [scores[ids.index(tool)] for tool in router.route(query, top_k=5).ids]
-        assert len(routed) == 5
-        assert routed == sorted(routed, reverse=True)
-
-
 #: Queries for the baselines: one names a tool (the router puts it first), one reads as two
 #: intents (the router adds its clause bonus), one needs no tool.
 BASELINE_QUERIES = (
@@ -474,3 +455,36 @@ def test_b3_is_plain_cosine_on_name_and_description() -> None:
         assert [d["function"]["name"] for d in b3.turn_tools] == [
             catalog[i].exposed_name for i in expected
         ]
+
+
+@pytest.fixture(scope="module")
+def baselines() -> dict[str, Any]:
+    embedder = Embedder(precision=RouterConfig().precision, progress=False)
+    return routers_for(demo_catalog(), embedder, cache=False)
+
+
+@pytest.mark.parametrize("query", BASELINE_QUERIES)
+def test_bm25_alone_ranks_the_tools_that_match_by_bm25_and_nothing_else(
+    baselines: dict[str, Any], query: str
+) -> None:
+    catalog = demo_catalog()
+    config = RouterConfig()
+    weights = dict(
+        zip(("name", "description", "params", "server"), config.bm25_weights, strict=True)
+    )
+    bm25 = Bm25.build(
+        [bm25_fields(tool) for tool in catalog],
+        k1=config.bm25_k1, b=config.bm25_b, field_weights=weights,
+    )  # fmt: skip
+    scores = bm25.scores(query)
+    matched = sorted((i for i in range(len(catalog)) if scores[i] > 0), key=lambda i: -scores[i])
+    routed = baselines["BM25 alone"].route(query, top_k=5, adaptive=False).ids
+    assert list(routed) == [catalog.ids[i] for i in matched[:5]]
+
+
+@pytest.mark.parametrize("query", BASELINE_QUERIES)
+def test_dense_alone_is_b3s_ranking(baselines: dict[str, Any], query: str) -> None:
+    embedder = Embedder(precision=RouterConfig().precision, progress=False)
+    b3 = PlainCosine(demo_catalog(), embedder, cache=False)
+    routed = baselines["dense alone"].route(query, top_k=5, adaptive=False).ids
+    assert list(routed) == b3.top(query, 5)
