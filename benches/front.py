@@ -14,6 +14,11 @@ whose every gold tool has its full schema in the request):
   ceiling under adaptive selection;
 * ``toolgate default``: the default configuration as shipped.
 
+Each set is measured on every query with gold when it has at most :data:`QUERIES` of them (the
+testbed, the MCP tasks, MetaTool multi-tool), else on a seeded sample of :data:`QUERIES` (BFCL,
+MetaTool single-tool); every completeness in the summary table carries its binomial standard
+error, sqrt(p (1 - p) / n).
+
 Tokens per turn against N count B3, Tool Attention and toolgate's default over the GitHub MCP
 server (117 tools) and the shared registries cut or topped up to 1,000 ... 10,000 tools
 (:func:`benches.bench_route.scale_catalog`), on dev-set queries, with the largest turn.
@@ -51,6 +56,9 @@ from toolgate.routing.router import Router, RouterConfig
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SEED = 42
+#: Relevant queries per set: a set with no more is measured whole, a larger one on a seeded
+#: sample of this many (``make bench-report`` measures the front in a few minutes with it).
+QUERIES = 1_000
 CEILINGS = tuple(range(1, 11))
 SCALE = (1_000, 2_500, 5_000, 10_000)
 SCALE_QUERIES = 40
@@ -112,8 +120,9 @@ def front_builder(catalog: Catalog, cosine: PlainCosine, default: Router) -> tok
     return build
 
 
-def measure_front(embedder: Embedder, n: int) -> list[dict[str, Any]]:
-    """Each labelled set's points (``n`` seeded queries per set)."""
+def measure_front(embedder: Embedder, n: int = QUERIES) -> list[dict[str, Any]]:
+    """Each labelled set's points, on every relevant query of a set of at most ``n``, else on
+    ``n`` drawn with the seed."""
     workloads = []
     for name, catalog, queries in labelled_sets():
         cosine = PlainCosine(catalog, embedder)
@@ -281,40 +290,60 @@ def plot_front(workloads: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def goal_met(b3: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """Whether ``ours`` is at least as complete as ``b3`` in at most half its tokens, both
+    measured on the same queries."""
+    if b3.get("queries") != ours.get("queries"):
+        raise ValueError(
+            f"B3 was measured on {b3.get('queries')} queries and toolgate on "
+            f"{ours.get('queries')}: the goal compares the two on the same queries"
+        )
+    return bool(
+        ours["complete"] >= b3["complete"] and ours["cl100k steady"] <= b3["cl100k steady"] / 2
+    )
+
+
+def complete_text(row: dict[str, Any]) -> str:
+    """A row's completeness with its standard error (a stored run may predate it)."""
+    se = row.get("complete se")
+    return f"{row['complete']:.3f}" + ("" if se is None else f" ± {se:.3f}")
+
+
 def front_rows(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The default against B3's top-10 on each set: tokens and completeness."""
+    """The default against B3's top-10 on each set: tokens, completeness with its standard
+    error, and whether the goal is met."""
     out = []
     for workload in workloads:
         rows = {row["method"]: row for row in workload["rows"]}
         b3, ours = rows["B3 top-10"], rows["toolgate default"]
-        met = (
-            ours["complete"] >= b3["complete"] and ours["cl100k steady"] <= b3["cl100k steady"] / 2
-        )
         out.append(
             {
                 "set": workload["set"],
                 "tools": workload["tools"],
-                "B3 top-10 tokens / complete": f"{b3['cl100k steady']:,.0f} / {b3['complete']:.2f}",
-                "toolgate default tokens / complete": (
-                    f"{ours['cl100k steady']:,.0f} / {ours['complete']:.2f}"
-                ),
+                "queries": workload["queries"],
+                "B3 top-10 tokens": f"{b3['cl100k steady']:,.0f}",
+                "B3 top-10 complete": complete_text(b3),
+                "toolgate default tokens": f"{ours['cl100k steady']:,.0f}",
+                "toolgate default complete": complete_text(ours),
                 "tokens vs B3": f"{ours['cl100k steady'] / b3['cl100k steady']:.2f}x",
                 "schemas shown": ours["schemas shown"],
-                "goal met": "yes" if met else "no",
+                "goal met": "yes" if goal_met(b3, ours) else "no",
             }
         )
     return out
 
 
 FRONT_COLUMNS = (
-    "set", "tools", "B3 top-10 tokens / complete", "toolgate default tokens / complete",
-    "tokens vs B3", "schemas shown", "goal met",
+    "set", "tools", "queries", "B3 top-10 tokens", "B3 top-10 complete",
+    "toolgate default tokens", "toolgate default complete", "tokens vs B3", "schemas shown",
+    "goal met",
 )  # fmt: skip
 POINT_COLUMNS = ("method", "schemas shown", "complete", "cl100k steady", "cl100k steady cached")
 
 
 def measure_all(embedder: Embedder, n: int, results: Path) -> dict[str, Any]:
-    """Every measurement of this module, and the front plot written to ``results``."""
+    """Every measurement of this module (``n`` as :func:`measure_front` takes it), and the
+    front plot written to ``results``."""
     measured = {
         "sets": measure_front(embedder, n),
         "scale": measure_scale(embedder),
@@ -348,8 +377,10 @@ def front_text(measured: dict[str, Any], table: Table) -> str:
         "(constant-size digest, `tool_search` tool, compact schemas, adaptive selection) with "
         "`top_k = k` as its ceiling, and *toolgate default* is `top_k = "
         f"{RouterConfig().top_k}`; every toolgate point carries the digest and search tool. "
-        "*goal met*: complete at least B3 top-10's in at most half its tokens. Seeded samples "
-        "of the labelled queries (`python -m benches.front sets`).",
+        "*goal met*: complete at least B3 top-10's in at most half its tokens, on the same "
+        "queries. Every query with gold of a set that has at most "
+        f"{QUERIES:,}, a seeded sample of {QUERIES:,} of a larger one; ± is the binomial "
+        "standard error, sqrt(p (1 - p) / n) (`python -m benches.front sets`).",
         table(front_rows(measured["sets"]), FRONT_COLUMNS),
         "![tokens against completeness](../benches/results/front.png)",
     ]
@@ -385,7 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     """Measure one part and print its tables (``make bench-report`` measures them all)."""
     parser = argparse.ArgumentParser(prog="python -m benches.front", description=__doc__)
     parser.add_argument("part", choices=("sets", "scale", "compaction", "strict"))
-    parser.add_argument("--queries", type=int, default=150, help="sampled per labelled set")
+    parser.add_argument(
+        "--queries",
+        type=int,
+        default=QUERIES,
+        help="relevant queries per set: a set with no more is measured whole",
+    )
     args = parser.parse_args(argv)
     if args.part in ("compaction", "strict"):
         rows = measure_compaction() if args.part == "compaction" else measure_strict()

@@ -33,6 +33,7 @@ prefix).
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -365,7 +366,8 @@ class MethodTally:
                 self.complete_hits += complete(gold, request.visible)
 
     def summary(self) -> dict[str, Any]:
-        """Means over the queries; ``complete`` is ``None`` without gold or for discovery."""
+        """Means over the queries; ``complete`` (and its standard error, ``complete se``) is
+        ``None`` without gold or for discovery."""
         n = max(self.queries, 1)
         out: dict[str, Any] = {"method": self.method, "queries": self.queries}
         for name, sums in self.tokens.items():
@@ -376,12 +378,17 @@ class MethodTally:
         cl100k_window = out.get("cl100k window", 0.0)
         out["rho@30"] = round(rho(cl100k_window), 3)
         out["schemas shown"] = None if self.discovery else round(self.schemas / n, 2)
-        out["complete"] = (
-            round(self.complete_hits / self.labelled, 4)
-            if self.labelled and not self.discovery
-            else None
-        )
+        out["complete"] = out["complete se"] = None
+        if self.labelled and not self.discovery:
+            share = self.complete_hits / self.labelled
+            out["complete"] = round(share, 4)
+            out["complete se"] = round(standard_error(share, self.labelled), 4)
         return out
+
+
+def standard_error(share: float, n: int) -> float:
+    """The binomial standard error of a share measured on ``n`` queries."""
+    return math.sqrt(share * (1.0 - share) / n)
 
 
 def _figures(turn: TurnTokens) -> dict[str, float]:

@@ -204,17 +204,43 @@ def test_strict_form_closes_every_object_and_compaction_keeps_it_strict() -> Non
     assert "title" not in compacted["properties"]["text"]
 
 
-def test_goal_needs_both_completeness_and_half_the_tokens() -> None:
-    def workload(b3: tuple[float, float], ours: tuple[float, float]) -> dict[str, Any]:
-        rows = [
-            {"method": method, "cl100k steady": tokens_, "complete": complete, "schemas shown": 3}
-            for method, (tokens_, complete) in (("B3 top-10", b3), ("toolgate default", ours))
-        ]
-        return {"set": "s", "tools": 10, "rows": rows}
+def front_workload(
+    b3: tuple[float, float], ours: tuple[float, float], queries: tuple[int, int] = (100, 100)
+) -> dict[str, Any]:
+    """A set's front with B3's and the default's (tokens, complete) on ``queries``."""
+    rows = [
+        {"method": method, "queries": n, "cl100k steady": tokens_, "complete": complete,
+         "complete se": 0.04, "schemas shown": 3}
+        for method, (tokens_, complete), n in zip(
+            ("B3 top-10", "toolgate default"), (b3, ours), queries, strict=True
+        )
+    ]  # fmt: skip
+    return {"set": "s", "tools": 10, "queries": queries[0], "rows": rows}
 
+
+def test_goal_needs_both_completeness_and_half_the_tokens() -> None:
     cases = [((1000, 0.8), (500, 0.8)), ((1000, 0.8), (501, 0.9)), ((1000, 0.8), (400, 0.79))]
-    met = [row["goal met"] for row in front.front_rows([workload(*case) for case in cases])]
+    met = [row["goal met"] for row in front.front_rows([front_workload(*c) for c in cases])]
     assert met == ["yes", "no", "no"]
+
+
+def test_goal_compares_the_two_on_the_same_queries() -> None:
+    workload = front_workload((1000, 0.8), (500, 0.8), queries=(150, 497))
+    with pytest.raises(ValueError, match="same queries"):
+        front.front_rows([workload])
+
+
+def test_front_table_gives_each_completeness_its_standard_error(catalog: Catalog) -> None:
+    ids = catalog.ids
+
+    def build(text: str, gold: Any) -> list[tokens.Request]:
+        return [tokens.simple_retrieval(catalog, ids[:1] if text == "hit" else ids[1:2])]
+
+    queries = [("hit" if i < 8 else "miss", ("create_issue",)) for i in range(10)]
+    (row,) = tokens.account(queries, build, ("cl100k_base",))
+    assert row["complete se"] == pytest.approx((0.8 * 0.2 / 10) ** 0.5, abs=1e-4)
+    (shown,) = front.front_rows([front_workload((1000, 0.8), (500, 0.8))])
+    assert shown["B3 top-10 complete"] == "0.800 ± 0.040"
 
 
 def test_testbed_matches_the_papers_table_2() -> None:
