@@ -95,6 +95,11 @@ class QueryVectors:
     def _embed_texts(self, texts: list[str]) -> np.ndarray:
         return np.stack([self._embed_text(text)[0] for text in texts])
 
+    def forget(self) -> None:
+        """Drop every memoised text: the next route of each embeds it again (a measurement
+        that routes the same queries twice times the model in both passes)."""
+        self._embed_text.cache_clear()  # type: ignore[attr-defined]
+
     def clause_texts(self, text: str) -> tuple[str, ...]:
         """The texts of ``text``'s clauses, aligned with its clause vectors."""
         return self._embed_text(text)[2]

@@ -1,0 +1,59 @@
+"""``toolgate eval --learn-first F``: the passes before and after learning measure alike."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from toolgate import Router
+from toolgate.cli.commands import demo_catalog
+from toolgate.embedding.embedder import Embedder, TokenStates
+from toolgate.evaluation.evaluate import LabelledQuery
+from toolgate.evaluation.learning import evaluate_learning
+
+
+class CountingEmbedder:
+    """The int8 model, counting how often it embeds each text."""
+
+    def __init__(self) -> None:
+        self._model = Embedder(precision="int8", progress=False)
+        self.embedded: Counter[str] = Counter()
+
+    @property
+    def model_id(self) -> str:
+        return self._model.model_id
+
+    @property
+    def dim(self) -> int:
+        return self._model.dim
+
+    def embed(self, texts: Sequence[str] | str) -> np.ndarray:
+        batch = [texts] if isinstance(texts, str) else list(texts)
+        self.embedded.update(batch)
+        return self._model.embed(batch)
+
+    def embed_tokens(self, text: str) -> TokenStates:
+        self.embedded[text] += 1
+        return self._model.embed_tokens(text)
+
+
+QUERIES = [
+    LabelledQuery("1", "open an issue about the login bug", ("create_issue",)),
+    LabelledQuery("2", "what will the weather be tomorrow", ("get_forecast",)),
+    LabelledQuery("3", "post the release notes to the team channel", ("post_message",)),
+    LabelledQuery("4", "read the config file from disk", ("read_file",)),
+]
+
+
+def test_both_passes_embed_every_evaluated_query() -> None:
+    """route_ms times the model in the pass before learning: so must the pass after."""
+    embedder = CountingEmbedder()
+    router = Router.from_catalog(
+        demo_catalog(),
+        embedder=embedder,  # type: ignore[arg-type]
+        cache=None,
+    )
+    evaluate_learning(router, QUERIES, 0.5)
+    assert [embedder.embedded[item.query] for item in QUERIES[2:]] == [2, 2]
