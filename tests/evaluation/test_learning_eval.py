@@ -57,3 +57,11 @@ def test_both_passes_embed_every_evaluated_query() -> None:
     )
     evaluate_learning(router, QUERIES, 0.5)
     assert [embedder.embedded[item.query] for item in QUERIES[2:]] == [2, 2]
+
+
+def test_an_evaluated_part_without_gold_reports_no_ranking_figures() -> None:
+    router = Router.from_catalog(demo_catalog(), cache=None)
+    irrelevant = [LabelledQuery("5", "tell me a joke", ()), LabelledQuery("6", "hi", ())]
+    queries = [*QUERIES[:2], *irrelevant]
+    report = evaluate_learning(router, queries, 0.5)
+    assert (report["ndcg@10"], report["before"]["ndcg@10"]) == (None, None)

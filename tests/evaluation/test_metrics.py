@@ -73,3 +73,19 @@ def test_queries_said_to_need_no_tool_count_as_rejected() -> None:
     assert report["false_rejected"] == pytest.approx(2 / 3, abs=1e-4)
     assert report["irrelevant_rejected"] == 0.5
     assert report["recall@10"] == pytest.approx(2 / 3, abs=1e-4)
+
+
+RANKING_FIGURES = (
+    "recall@5", "recall@10", "complete@5", "complete@10", "ndcg@10", "mrr", "false_rejected",
+)  # fmt: skip
+
+
+def test_ranking_figures_without_a_relevant_query_are_null() -> None:
+    """No query with gold: nothing measured the ranking, and 0.0 would read as a miss."""
+    report = RoutingMetrics([QueryOutcome((), ("s/a",), 1.0)]).summary()
+    assert {key: report[key] for key in RANKING_FIGURES} == dict.fromkeys(RANKING_FIGURES)
+
+
+def test_rejection_without_an_irrelevant_query_is_null() -> None:
+    report = RoutingMetrics([QueryOutcome(("a",), ("s/a",), 1.0)]).summary()
+    assert report["irrelevant_rejected"] is None

@@ -219,7 +219,7 @@ def evaluate(
 _RANKING_KEYS = ("queries", "recall@5", "recall@10", "complete@5", "complete@10", "ndcg@10", "mrr")
 
 
-def _ranking(summary: Mapping[str, float | int]) -> dict[str, float | int]:
+def _ranking(summary: Mapping[str, float | int | None]) -> dict[str, float | int | None]:
     return {key: summary[key] for key in _RANKING_KEYS}
 
 

@@ -104,19 +104,21 @@ class RoutingMetrics:
         """Record one routed query."""
         self.outcomes.append(outcome)
 
-    def summary(self) -> dict[str, float | int]:
-        """The figures of the ``toolgate eval --json`` contract."""
+    def summary(self) -> dict[str, float | int | None]:
+        """The figures of the ``toolgate eval --json`` contract; a figure no outcome defines
+        (the ranking figures without a query with gold, ``irrelevant_rejected`` without one
+        without) is ``None``, JSON's null, not a 0 that reads as measured."""
         relevant = [o for o in self.outcomes if o.gold]
         irrelevant = [o for o in self.outcomes if not o.gold]
         ranks = [gold_hits(o.gold, o.ranked_ids, o.ranked_names) for o in relevant]
         n = len(relevant)
 
-        def mean(values: list[float]) -> float:
-            return round(sum(values) / n, 4) if n else 0.0
+        def mean(values: list[float]) -> float | None:
+            return round(sum(values) / n, 4) if n else None
 
         times = sorted(o.route_ms for o in self.outcomes)
         shown = [o for o in relevant if o.shown_ids is not None]
-        default: dict[str, float | int] = {}
+        default: dict[str, float | int | None] = {}
         if shown:
             default["complete@default"] = round(
                 sum(all(gold_hits(o.gold, o.shown_ids or (), o.shown_names)) for o in shown)
@@ -134,13 +136,13 @@ class RoutingMetrics:
             "complete@10": mean([_complete(r, 10) for r in ranks]),
             "ndcg@10": mean([ndcg(r, 10) for r in ranks]),
             "mrr": mean([_mrr(r) for r in ranks]),
-            "route_ms_p50": round(_percentile(times, 50), 3),
-            "route_ms_p95": round(_percentile(times, 95), 3),
+            "route_ms_p50": _percentile(times, 50),
+            "route_ms_p95": _percentile(times, 95),
             "irrelevant": len(irrelevant),
             "irrelevant_rejected": (
                 round(sum(1 for o in irrelevant if _rejected(o)) / len(irrelevant), 4)
                 if irrelevant
-                else 0.0
+                else None
             ),
             # Relevant queries routed to nothing: each is a request left without its tool.
             "false_rejected": mean([1.0 if _rejected(o) else 0.0 for o in relevant]),
@@ -152,10 +154,12 @@ def _rejected(outcome: QueryOutcome) -> bool:
     return outcome.no_tool or not outcome.ranked_ids
 
 
-def _percentile(sorted_values: list[float], pct: float) -> float:
+def _percentile(sorted_values: list[float], pct: float) -> float | None:
+    """The ``pct`` percentile in ms, rounded (``None`` of no value)."""
     if not sorted_values:
-        return 0.0
+        return None
     position = (len(sorted_values) - 1) * pct / 100
     low = math.floor(position)
     high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+    value = sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+    return round(value, 3)
