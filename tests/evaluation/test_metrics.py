@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
+from toolgate.catalog.catalog import Catalog
 from toolgate.errors import InvalidInputError
-from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics, gold_hits
+from toolgate.evaluation.evaluate import LabelledQuery, evaluate
+from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics, distinct_gold, gold_hits
 
 
 def test_gold_entries_match_by_name_or_by_id() -> None:
@@ -89,3 +93,48 @@ def test_ranking_figures_without_a_relevant_query_are_null() -> None:
 def test_rejection_without_an_irrelevant_query_is_null() -> None:
     report = RoutingMetrics([QueryOutcome(("a",), ("s/a",), 1.0)]).summary()
     assert report["irrelevant_rejected"] is None
+
+
+#: Two tools named ``x`` (``a/x`` and ``b/x``) and one named ``y``.
+TWO_XS = Catalog.from_tools({"a": {"tools": [{"name": "x"}, {"name": "y"}]},
+                             "b": {"tools": [{"name": "x"}]}})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("gold", "distinct"),
+    [
+        (("a/x", "a/x"), ("a/x",)),  # the same id twice
+        (("a/y", "y"), ("a/y",)),  # an id and the name of that tool only
+        (("a/x", "x"), ("a/x", "x")),  # "x" accepts b/x too: another requirement
+        (("zz", "zz", "a/y"), ("zz", "a/y")),  # an unknown entry, kept once
+    ],
+)
+def test_gold_entries_accepting_the_same_tools_count_once(
+    gold: tuple[str, ...], distinct: tuple[str, ...]
+) -> None:
+    assert distinct_gold(gold, TWO_XS) == distinct
+
+
+@dataclass
+class FixedRoute:
+    ids: tuple[str, ...]
+    no_tool: bool = False
+
+
+class FixedRouter:
+    """Routes every query to the same tools."""
+
+    def __init__(self, catalog: Catalog, ids: tuple[str, ...]) -> None:
+        self.catalog = catalog
+        self._ids = ids
+
+    def route(self, query: str, **options: Any) -> FixedRoute:
+        return FixedRoute(self._ids)
+
+
+def test_a_repeated_gold_tool_ranked_first_scores_a_perfect_ndcg() -> None:
+    """The ideal ranking puts the one tool first: nDCG 1, not (1) / (1 + 1/log2 3)."""
+    router = FixedRouter(TWO_XS, ("a/y", "b/x"))
+    queries = [LabelledQuery("1", "q", ("a/y", "a/y")), LabelledQuery("2", "q", ("a/y", "y"))]
+    report = evaluate(router, queries)  # type: ignore[arg-type]
+    assert report["ndcg@10"] == 1.0

@@ -56,7 +56,7 @@ import numpy as np
 from toolgate import _toolgate
 from toolgate.errors import InvalidInputError
 from toolgate.evaluation.evaluate import LabelledQuery, progress_bar
-from toolgate.evaluation.metrics import gold_hits, ndcg
+from toolgate.evaluation.metrics import distinct_gold, gold_hits, ndcg
 from toolgate.routing.router import Router, RouterConfig
 
 __all__ = [
@@ -275,6 +275,8 @@ def calibrate(
     Each query is embedded once; every point reuses its dense and BM25 scores.
     """
     check_fittable(queries)
+    # Gold entries asking for one tool count once, as toolgate eval counts them.
+    queries = [replace(item, gold=distinct_gold(item.gold, router.catalog)) for item in queries]
     k = top_k or router.config.top_k
     centring_curve: tuple[CentringPoint, ...] = ()
     if centring:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolgate.errors import InvalidInputError
-from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics
+from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics, distinct_gold
 from toolgate.json_limits import JsonLimitError, json_problem, loads, read_bounded
 from toolgate.routing.history import history_texts
 from toolgate.routing.query import parse_query
@@ -172,8 +172,10 @@ def evaluate(
     default selection shows (adaptive, under its configured ceiling). ``route_ms`` is wall
     time of the ranking's ``route`` call, embedding included. Gold names are matched against
     the routed tools' real names, read from ``router.catalog`` (which loads an opened
-    router's catalog). ``irrelevant_rejected`` is the share of queries with empty gold that
-    the router said need no tool (or routed nothing), ``false_rejected`` that of the others.
+    router's catalog), and gold entries that accept the same tools count once
+    (:func:`~toolgate.evaluation.metrics.distinct_gold`). ``irrelevant_rejected`` is the
+    share of queries with empty gold that the router said need no tool (or routed nothing),
+    ``false_rejected`` that of the others.
 
     Queries with a ``history`` are routed with it. When any has one, the report adds
     ``without_history`` (the ranking figures of every query routed without its history) and
@@ -190,10 +192,10 @@ def evaluate(
         elapsed = (time.perf_counter() - start) * 1000
         shown = tuple(router.route(item.query, history=history).ids)
         ids = tuple(result.ids)
+        gold = distinct_gold(item.gold, router.catalog)
         outcome = QueryOutcome(
-            item.gold, ids, elapsed, _names(router, ids), shown, _names(router, shown),
-            result.no_tool,
-        )  # fmt: skip
+            gold, ids, elapsed, _names(router, ids), shown, _names(router, shown), result.no_tool
+        )
         metrics.add(outcome)
         if not with_history:
             continue
@@ -202,7 +204,7 @@ def evaluate(
             start = time.perf_counter()
             alone = tuple(router.route(item.query, top_k=top_k, adaptive=False).ids)
             elapsed = (time.perf_counter() - start) * 1000
-            outcome = QueryOutcome(item.gold, alone, elapsed, _names(router, alone))
+            outcome = QueryOutcome(gold, alone, elapsed, _names(router, alone))
             later_plain.add(outcome)
         plain.add(outcome)
     summary: dict[str, Any] = dict(metrics.summary())

@@ -3,7 +3,8 @@
 complete@k is the share of queries whose every gold tool is in the top k.
 
 A gold entry is either a bare tool name, which any tool of that name satisfies, or a
-``server/name`` id, which only that tool satisfies. Relevance is binary. Both server and tool
+``server/name`` id, which only that tool satisfies. Relevance is binary, and entries that
+accept the same tools are one requirement (:func:`distinct_gold`). Both server and tool
 names may contain ``/`` (``@scope/server``, ``nasa/apod``), so an id alone does not say where
 the name starts: callers that know the routed tools' names pass them.
 """
@@ -13,10 +14,40 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from toolgate.errors import InvalidInputError
 
-__all__ = ["QueryOutcome", "RoutingMetrics", "gold_hits"]
+if TYPE_CHECKING:
+    from toolgate.catalog.catalog import Catalog
+
+__all__ = ["QueryOutcome", "RoutingMetrics", "distinct_gold", "gold_hits"]
+
+
+def distinct_gold(gold: Sequence[str], catalog: Catalog) -> tuple[str, ...]:
+    """``gold`` without the entries that accept the same tools of ``catalog`` as an earlier one.
+
+    An entry accepts the tool it is the id of and every tool of its name (:func:`gold_hits`):
+    ``["a/x", "a/x"]``, or ``["a/x", "x"]`` where only ``a/x`` is named ``x``, ask for one
+    tool, and counting it twice would lower nDCG (its ideal counts entries) and weigh recall.
+    An entry that names no tool is kept, each spelling once.
+
+    >>> from toolgate.catalog.catalog import Catalog
+    >>> catalog = Catalog.from_tools({"a": {"tools": [{"name": "x"}]}})
+    >>> distinct_gold(["a/x", "x", "a/x", "zz"], catalog)
+    ('a/x', 'zz')
+    """
+    seen: set[object] = set()
+    out = []
+    for entry in gold:
+        tools = {tool.id for tool in catalog.with_name(entry)}
+        if entry in catalog:
+            tools.add(entry)
+        key: object = frozenset(tools) if tools else entry
+        if key not in seen:
+            seen.add(key)
+            out.append(entry)
+    return tuple(out)
 
 
 def gold_hits(
