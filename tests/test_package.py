@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib.metadata import requires, version
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 import toolgate
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
 def test_dir_lists_every_public_name_and_no_helper() -> None:
@@ -54,3 +66,34 @@ def test_errors_with_a_builtin_meaning_derive_from_the_builtin(tmp_path: Path) -
         RouterConfig(fusion_top=2**64)
     with pytest.raises(ValueError, match="finite"):
         Index.build(tmp_path / "i.tgi", np.full((2, 4), np.nan, dtype=np.float32))
+
+
+def _floor(specifier: SpecifierSet) -> Version | None:
+    floors = [Version(spec.version) for spec in specifier if spec.operator == ">="]
+    return max(floors, default=None)
+
+
+def _declared_dependencies() -> dict[str, SpecifierSet]:
+    with PYPROJECT.open("rb") as file:
+        texts = tomllib.load(file)["project"]["dependencies"]
+    return {canonicalize_name(req.name): req.specifier for req in map(Requirement, texts)}
+
+
+def _floors_below_needs(declared: dict[str, SpecifierSet], name: str) -> list[str]:
+    """Our floors below what the installed ``name`` requires of another of our dependencies."""
+    too_low = []
+    for need in map(Requirement, requires(name) or []):
+        if need.marker is not None and not need.marker.evaluate({"extra": ""}):
+            continue
+        ours, needed = declared.get(canonicalize_name(need.name)), _floor(need.specifier)
+        if ours is not None and needed is not None and (_floor(ours) or Version("0")) < needed:
+            too_low.append(f"{need.name}{ours}, but {name} {version(name)} needs {need}")
+    return too_low
+
+
+def test_no_floor_is_below_what_a_dependency_at_its_floor_requires() -> None:
+    # A dependency installed at exactly its floor shows what that oldest allowed version needs.
+    declared = _declared_dependencies()
+    at_floor = [name for name, spec in declared.items() if _floor(spec) == Version(version(name))]
+    assert at_floor, "no dependency is installed at its floor"
+    assert [low for name in at_floor for low in _floors_below_needs(declared, name)] == []
