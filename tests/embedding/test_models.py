@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from toolgate.embedding import model_files, models
+from toolgate.embedding import model_files, models, runtime
 from toolgate.embedding.onnx_export import BertConfig, build_sentence_encoder, read_safetensors
 from toolgate.errors import ModelChecksumError, ModelError, ModelNotFoundError
 
@@ -157,8 +157,7 @@ def _reference_forward(
 
 
 def test_graph_matches_float64_numpy_bert() -> None:
-    import onnxruntime as ort  # type: ignore[import-untyped]
-
+    ort = runtime.onnxruntime()
     config = BertConfig(hidden_size=12, num_heads=3, num_layers=2, layer_norm_eps=1e-12)
     tensors = _tiny_bert(config, vocab=30, seed=7)
     model = build_sentence_encoder(tensors, config)

@@ -92,12 +92,11 @@ def _quantize(model: onnx.ModelProto) -> bytes:
     import tempfile
 
     import onnx
-    from onnxruntime.quantization import (
-        QuantType,
-        quantize_dynamic,
-    )
 
+    from toolgate.embedding import runtime
     from toolgate.embedding.onnx_export import INT8_KEEP_FP32
+
+    quantization = runtime.quantization()
 
     names = {node.name for node in model.graph.node}
     # The quantizer silently ignores names it does not find.
@@ -110,12 +109,12 @@ def _quantize(model: onnx.ModelProto) -> bytes:
         previous = logging.root.manager.disable
         logging.disable(logging.WARNING)
         try:
-            quantize_dynamic(
+            quantization.quantize_dynamic(
                 model,
                 out,
                 op_types_to_quantize=["MatMul", "Attention"],
                 per_channel=True,
-                weight_type=QuantType.QInt8,
+                weight_type=quantization.QuantType.QInt8,
                 nodes_to_exclude=list(INT8_KEEP_FP32),
                 # Shape inference cannot see through the com.microsoft fused ops; every
                 # activation in this graph is float32.

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from toolgate.embedding import models
+from toolgate.embedding import models, runtime
 from toolgate.embedding.model_files import Precision, toolgate_home
 from toolgate.embedding.onnx_export import SENTENCE_OUTPUT, TOKEN_OUTPUT
 from toolgate.errors import InvalidInputError, ModelError
@@ -329,21 +329,8 @@ def _make_tokenizer(tokenizer_json: str) -> Tokenizer:
     return tokenizer
 
 
-def _onnxruntime() -> Any:
-    """ONNX Runtime, imported with its telemetry off unless ``ORT_DISABLE_TELEMETRY`` says.
-
-    Its Linux wheels (1.31) start a telemetry thread at import, and a forked child that exits
-    normally (a pre-forking server's worker: gunicorn ``--preload``) then hangs for ever in
-    its exit handlers, destroying a condition variable the parent's thread waits on.
-    """
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    import onnxruntime
-
-    return onnxruntime
-
-
 def _make_session(onnx_bytes: bytes, threads: int) -> Any:
-    ort = _onnxruntime()
+    ort = runtime.onnxruntime()
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads

@@ -1,0 +1,58 @@
+"""ONNX Runtime is imported in one place, with its telemetry off, whichever path gets there."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import toolgate
+
+PACKAGE = Path(toolgate.__file__).parent
+THE_ONE_PLACE = PACKAGE / "embedding" / "runtime.py"
+
+# The int8 conversion's route to the quantizer (`toolgate model ensure`), in a fresh process:
+# a graph without the nodes it keeps in float32 stops it right after the import.
+_QUANTIZE = """
+import os, sys, onnx
+from toolgate.embedding import convert
+from toolgate.errors import ModelError
+try:
+    convert._quantize(onnx.ModelProto())
+except ModelError:
+    pass
+assert "onnxruntime.quantization" in sys.modules
+print(os.environ.get("ORT_DISABLE_TELEMETRY"))
+"""
+
+
+def _imports_onnxruntime(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        else:
+            continue
+        if any(name.split(".")[0] == "onnxruntime" for name in names):
+            return True
+    return False
+
+
+def test_only_the_runtime_module_imports_onnxruntime() -> None:
+    importers = [path for path in sorted(PACKAGE.rglob("*.py")) if _imports_onnxruntime(path)]
+    assert importers == [THE_ONE_PLACE]
+
+
+def test_the_int8_conversion_starts_no_telemetry(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
+    run = subprocess.run(
+        [sys.executable, "-c", _QUANTIZE], env=env, capture_output=True, text=True, check=True
+    )
+    assert run.stdout.strip() == "1"
+    assert not (home / ".cache" / "Microsoft").exists()
