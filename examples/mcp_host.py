@@ -1,5 +1,5 @@
 """One turn of an MCP host: toolgate routes over a live MCP server's tools, checks the model's
-call, and forwards it to the server (``pip install "toolgate[mcp]"``).
+call, and forwards it to the server (``pip install "toolgate-router[mcp]"``).
 
 The server runs in this process here (``Client(server)``); yours would be
 ``Client(url)`` or ``Client(StdioServerParameters(...))``. Runs offline: the model's reply

@@ -24,3 +24,17 @@ def test_the_install_instructions_install_the_built_wheel(doc: str) -> None:
     assert commands, f"{doc} has no pip install"
     from_pypi = [line for line in commands if "toolgate_router-" not in line]
     assert from_pypi == [], f"{doc}: toolgate-router is not on PyPI"
+
+
+def test_no_hint_installs_the_unrelated_toolgate_project() -> None:
+    # "toolgate" on PyPI is someone else's project; ours is the distribution toolgate-router.
+    unrelated = re.compile(r"""pip install ["']?toolgate(?![\w-])""")
+    files = [*ROOT.glob("*.md"), *ROOT.glob("docs/*.md"), *ROOT.glob("examples/*.py")]
+    files += (ROOT / "python").rglob("*.py")
+    hits = [
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for path in files
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if unrelated.search(line)
+    ]
+    assert hits == []

