@@ -97,3 +97,12 @@ def test_no_floor_is_below_what_a_dependency_at_its_floor_requires() -> None:
     at_floor = [name for name, spec in declared.items() if _floor(spec) == Version(version(name))]
     assert at_floor, "no dependency is installed at its floor"
     assert [low for name in at_floor for low in _floors_below_needs(declared, name)] == []
+
+
+def test_the_version_has_one_source() -> None:
+    # pyproject.toml takes Cargo.toml's version, which the extension's __version__ is built from.
+    with PYPROJECT.open("rb") as file:
+        project = tomllib.load(file)["project"]
+    assert "version" not in project
+    assert "version" in project["dynamic"]
+    assert toolgate.__version__ == version("toolgate-router")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import toolgate
 from tests.shared_data import DATA, require
 from toolgate import Router
 from toolgate.cli.parser import main
@@ -746,3 +747,10 @@ def test_a_bad_events_salt_is_named(
     monkeypatch.chdir(tmp_path)
     assert main(["mcp-proxy", "--config", str(_proxy_config(tmp_path)), *flags]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"toolgate {toolgate.__version__}\n"

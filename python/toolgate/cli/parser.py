@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from toolgate._toolgate import __version__
 from toolgate.errors import ToolgateError
 
 __all__ = ["main"]
@@ -81,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     # would show as they are.
     description = (__doc__ or "").replace("``", "")
     parser = argparse.ArgumentParser(prog="toolgate", description=description)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     index = commands.add_parser("index", help="embed and index a catalog into a router directory")
