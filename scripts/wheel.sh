@@ -8,6 +8,18 @@ cd "$(dirname "$0")/.."
 
 VENV=.venv
 OUT=${OUT:-dist}
+
+# maturin packs every file under python/ that git does not ignore, committed or not: a stray
+# script or a local edit would ship in the wheel.
+if git rev-parse --git-dir >/dev/null 2>&1; then
+    dirty=$(git status --porcelain -- python)
+    if [[ -n $dirty ]]; then
+        echo "wheel: python/ differs from the last commit; commit, remove or ignore these first:" >&2
+        echo "$dirty" >&2
+        exit 1
+    fi
+fi
+
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements/wheel.lock
 rm -f "$OUT"/toolgate_router-*.whl
 # maturin finds the zig driver on PATH; a target dir of its own keeps the dev build intact.
