@@ -27,6 +27,7 @@ lint: setup ## rustfmt, clippy, ruff, mypy and stubtest
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features python -- -D warnings
+	cargo clippy --all-targets --features testing-hooks -- -D warnings
 	$(PY) -m ruff check python tests benches examples
 	$(PY) -m ruff format --check python tests benches examples
 	$(PY) -m mypy

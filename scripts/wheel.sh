@@ -23,7 +23,8 @@ fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements/wheel.lock
 rm -f "$OUT"/toolgate_router-*.whl
 # maturin finds the zig driver on PATH; a target dir of its own keeps the dev build intact.
-PATH=$PWD/$VENV/bin:$PATH "$VENV/bin/maturin" build --release --zig \
+# --features python replaces pyproject.toml's list: the release extension has no test hooks.
+PATH=$PWD/$VENV/bin:$PATH "$VENV/bin/maturin" build --release --zig --features python \
     --compatibility manylinux2014 --out "$OUT" --target-dir target/wheel
 wheel=$(ls "$OUT"/toolgate_router-*.whl)
 "$VENV/bin/auditwheel" show "$wheel"

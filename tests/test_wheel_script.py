@@ -32,3 +32,11 @@ def test_the_wheel_script_refuses_a_file_git_does_not_know(tmp_path: Path) -> No
     )
     assert run.returncode == 1
     assert "?? python/stray.py" in run.stderr
+
+
+def test_the_release_wheel_is_built_without_the_test_hooks() -> None:
+    # --features replaces pyproject.toml's list (python, testing-hooks), which make setup uses.
+    script = (ROOT / "scripts" / "wheel.sh").read_text(encoding="utf-8")
+    build = script[script.index('maturin" build') :].split("\n\n")[0]
+    assert "--features python " in build
+    assert "testing-hooks" not in build

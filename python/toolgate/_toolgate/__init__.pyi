@@ -1,6 +1,7 @@
 """Type stubs for the compiled core, ``toolgate._toolgate``. Hand-written: keep in step with
 ``rust/py/``; ``python -m mypy.stubtest toolgate._toolgate`` checks that they agree (for the
-private submodule ``_testing`` too)."""
+private submodule ``_testing`` too, which only the development build has: its stub
+``_testing.pyi`` is left out of wheels)."""
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from os import PathLike
@@ -9,8 +10,6 @@ from typing import Any, Literal, final
 
 import numpy as np
 from numpy.typing import NDArray
-
-from . import _testing as _testing
 
 __all__ = [
     "Bm25",
@@ -27,7 +26,6 @@ __all__ = [
     "StorageError",
     "ToolgateError",
     "__version__",
-    "_testing",
     "dense_signal",
     "fuse",
     "route",
