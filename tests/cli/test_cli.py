@@ -642,6 +642,22 @@ def test_a_gateway_learned_store_that_cannot_open_stops_it_before_it_listens(
     assert_one_line_error(capsys, command, "cannot open the learned memory")
 
 
+def test_a_gateway_without_the_embedding_model_stops_before_it_listens(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    listened: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: listened.append(args))
+    monkeypatch.setenv("TOOLGATE_HOME", str(tmp_path / "empty-home"))
+    command = [
+        "gateway", "--listen", "127.0.0.1:8080", "--store", str(tmp_path / "routers"),
+        "--upstream", "openai=https://api.openai.com",
+    ]  # fmt: skip
+    assert_one_line_error(capsys, command, "embedding model is not prepared", "model ensure")
+    assert listened == []
+
+
 def test_a_gateway_config_with_keys_of_mixed_types_is_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgate.browser_guard import host_pattern, is_loopback, origin_pattern, served_hosts
-from toolgate.errors import InvalidInputError
+from toolgate.errors import InvalidInputError, ModelError
 from toolgate.gateway.config import PROVIDERS, GatewayConfig, load_config
 from toolgate.routing.learned_store import open_store
 
@@ -113,8 +113,22 @@ def app_from_env() -> Any:
     return Gateway(options.gateway_config()).app
 
 
+def _check_model(config: GatewayConfig) -> None:
+    """Raise the :class:`ModelError` that says how to prepare the embedding model unless it
+    is in place and passes its checksums: every filtered request needs it, so without it the
+    gateway would listen only to fail them all. Reads the files (a tenth of a second), builds
+    no session."""
+    from toolgate.embedding.models import load
+
+    try:
+        load(config.router.precision)
+    except ModelError as exc:
+        raise ModelError(f"the gateway needs its embedding model: {exc}") from None
+
+
 def serve(options: ServeOptions) -> None:
-    """Serve until a signal; checks the settings (and the key rule) before listening."""
+    """Serve until a signal; checks the settings (and the key rule), the keys, the learned
+    store and the embedding model before listening."""
     import uvicorn
 
     config = options.gateway_config()  # every settings error before the port opens
@@ -128,6 +142,7 @@ def serve(options: ServeOptions) -> None:
         upstream.api_key()
     if config.learn is not None:  # a store that cannot be opened stops the start
         open_store(config.learn).close()
+    _check_model(config)
     os.environ[_SETTINGS_ENV] = json.dumps(
         {
             "host": options.host, "port": options.port, "upstreams": options.upstreams,
