@@ -285,6 +285,45 @@ def test_a_store_that_fails_is_a_503_to_retry_not_a_bad_request(
     assert upstream.received == []
 
 
+def test_a_model_that_cannot_load_is_a_503_to_retry_not_a_bad_request(
+    fake: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    upstream, url = fake
+    monkeypatch.setenv("TOOLGATE_HOME", str(tmp_path / "no-model"))
+    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}),
+                      tool_filter=ToolFilter(cache=None))  # fmt: skip
+    with caplog.at_level(logging.ERROR, logger="toolgate.gateway"), serving(gateway.app) as base:
+        _chat(base, {"messages": USER, "tools": chat_tools()})
+        answer = _chat(base, {"messages": USER, "tools": chat_tools()})
+    logged = [r.getMessage() for r in caplog.records if "cannot be filtered" in r.getMessage()]
+    assert len(logged) == 1  # once, however many requests fail
+    assert "model ensure" in logged[0]
+    assert answer.status_code == 503
+    assert answer.headers["x-toolgate-error"] == "model_unavailable"
+    assert "x-should-retry" not in answer.headers
+    assert "no-model" not in answer.text  # the server's paths are for its log
+    assert upstream.received == []
+
+
+class _Buggy(ToolFilter):
+    def filter(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+
+def test_a_bug_while_filtering_is_a_500_in_the_providers_shape(
+    fake: Any, embedder: Embedder
+) -> None:
+    _upstream, url = fake
+    config = GatewayConfig(upstreams={"anthropic": Upstream(url)})
+    gateway = Gateway(config, tool_filter=_Buggy(embedder=embedder, cache=None))
+    body = {"model": "m", "max_tokens": 9, "messages": USER, "tools": []}
+    with serving(gateway.app) as base:
+        answer = httpx.post(base + "/v1/messages", json=body, timeout=60)
+    assert answer.status_code == 500
+    assert answer.headers["x-toolgate-error"] == "internal_error"
+    assert answer.json()["error"]["type"] == "api_error"
+
+
 def test_the_gateway_serves_while_it_prewarms_and_says_so(
     fake: Any, embedder: Embedder, tmp_path: Path
 ) -> None:

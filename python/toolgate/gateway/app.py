@@ -52,7 +52,14 @@ from starlette.routing import Route
 
 from toolgate import json_limits
 from toolgate.browser_guard import BrowserGuard, BrowserPolicy
-from toolgate.errors import InvalidInputError, StorageError, ToolgateError
+from toolgate.errors import (
+    CatalogError,
+    IndexFormatError,
+    InvalidInputError,
+    ModelError,
+    StorageError,
+    ToolgateError,
+)
 from toolgate.formats.calls import answer_tool_calls
 from toolgate.gateway.config import GatewayConfig, Prewarm, RouteConfig, read_file
 from toolgate.gateway.disconnect import CancelOnDisconnect
@@ -89,6 +96,9 @@ log = logging.getLogger("toolgate.gateway")
 # (``?key=``), and nothing the gateway logs may hold a key. The path, the API's, is kept.
 redact_logged_urls("httpx", keep_path=True)
 
+#: What filtering raises for a fault of the request's (tools it cannot read, a bad value):
+#: a 400. Anything else is the gateway's own trouble: a 503 or a 500, never the client's.
+CLIENT_FAULTS = (InvalidInputError, CatalogError)
 # A call naming a tool the request was not sent: what enforce blocks.
 NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})
 CALLS_HEADER = "x-toolgate-tool-calls"
@@ -146,6 +156,7 @@ class Gateway:
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self._warned: set[str] = set()
+        self._reported: set[str] = set()  # the server-side failures logged already
         # Read now, so a missing or malformed file stops the gateway before it listens.
         self._warm = [(entry, _read_tools(entry)) for entry in config.prewarm]
         self.ready = False
@@ -398,11 +409,10 @@ class Gateway:
                 # A request cancelled at shutdown does not wait for its thread to finish.
                 partial(anyio.to_thread.run_sync, abandon_on_cancel=True),
             )
-        except StorageError as exc:  # a disk full or a broken index file: try again later
-            message = f"toolgate cannot filter requests now: {exc}"
-            return _error(provider, 503, message, "store_failed", retry=True)
-        except ToolgateError as exc:
+        except CLIENT_FAULTS as exc:  # the request's tools, or its text: the client's to fix
             return _error(provider, 400, f"toolgate cannot filter this request: {exc}", "bad_tools")
+        except Exception as exc:  # the gateway's own trouble, never the client's
+            return self._cannot_filter(provider, exc)
         self._count(shape, done)
         changed = done.filtered.dropped_count or done.filtered.provider == "text_tags"
         try:
@@ -422,6 +432,34 @@ class Gateway:
         if sent.headers.get("content-type", "").startswith("text/event-stream"):
             return _stream(sent, check, ours)
         return await check.whole(sent, ours)
+
+    def _cannot_filter(self, provider: str, exc: Exception) -> Response:
+        """The answer to a request the gateway failed to filter through no fault of the
+        request's: a 503 the SDKs retry when the trouble may pass without the client changing
+        anything (a full disk, a store, the embedding model prepared meanwhile), else a 500
+        (a bug). The model's error names the server's files: the log has it, not the client."""
+        if isinstance(exc, (StorageError, IndexFormatError)):
+            message = f"toolgate cannot filter requests now: {exc}"
+            return _error(provider, 503, message, "store_failed", retry=True)
+        if isinstance(exc, ToolgateError):
+            self._log_once(exc)
+            model = isinstance(exc, ModelError)
+            what = "its embedding model cannot be used" if model else "something it needs failed"
+            message = f"toolgate cannot filter requests now: {what} (the gateway's log says why)"
+            code = "model_unavailable" if model else "filter_unavailable"
+            return _error(provider, 503, message, code, retry=True)
+        log.exception("filtering a request failed")
+        message = "toolgate failed to filter this request: a bug (the gateway's log has it)"
+        return _error(provider, 500, message, "internal_error")
+
+    def _log_once(self, exc: ToolgateError) -> None:
+        """Log ``exc`` as an error the first time its message is seen: a model that cannot
+        be loaded fails every request, and one line says why."""
+        text = f"{type(exc).__name__}: {exc}"
+        if text in self._reported or len(self._reported) >= _WARNED_PATHS:
+            return
+        self._reported.add(text)
+        log.error("requests cannot be filtered: %s", text)
 
     def _count(self, shape: str, done: Filtered) -> None:
         self.metrics.tools_in.labels(shape).inc(done.tools_in)

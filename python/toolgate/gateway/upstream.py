@@ -243,7 +243,8 @@ def error_body(provider: str, status: int, message: str, code: str) -> bytes:
     elif provider == "gemini":
         google = {
             400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-            413: "INVALID_ARGUMENT", 421: "FAILED_PRECONDITION", 504: "DEADLINE_EXCEEDED",
+            413: "INVALID_ARGUMENT", 421: "FAILED_PRECONDITION", 500: "INTERNAL",
+            504: "DEADLINE_EXCEEDED",
         }  # fmt: skip
         body = {"error": {"code": status, "message": message,
                           "status": google.get(status, "UNAVAILABLE")}}  # fmt: skip
