@@ -305,6 +305,19 @@ def test_a_model_that_cannot_load_is_a_503_to_retry_not_a_bad_request(
     assert upstream.received == []
 
 
+def test_the_gateway_is_not_ready_without_its_model(
+    fake: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _upstream, url = fake
+    monkeypatch.setenv("TOOLGATE_HOME", str(tmp_path / "no-model"))
+    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}),
+                      tool_filter=ToolFilter(cache=None))  # fmt: skip
+    with serving(gateway.app) as base:
+        assert _healthy(base, wanted=503) == {"status": "failed"}
+    assert gateway.problem is not None
+    assert "model ensure" in gateway.problem
+
+
 class _Buggy(ToolFilter):
     def filter(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug")

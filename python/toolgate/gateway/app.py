@@ -32,7 +32,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -125,12 +125,13 @@ class Gateway:
 
     ``tool_filter`` is the :class:`ToolFilter` requests go through (one is made from the
     config otherwise: its store and LRU size). ``transport`` replaces the network under the
-    upstream client (tests). :attr:`ready` turns true once the prewarmed tools are indexed,
-    which runs in the background once the app starts; :attr:`problem` says why that failed,
-    if it did. ``GET /healthz`` reports the state alone, to anyone (readiness: the problem is
-    logged); ``GET /livez`` answers 200 whenever the server answers at all (liveness: a
-    prewarm still running or failed is no reason to restart); ``GET /metrics`` needs the
-    gateway's key when it has one (``x-toolgate-key`` or ``Authorization: Bearer``).
+    upstream client (tests). :attr:`ready` turns true once the embedding model is loaded
+    and the prewarmed tools are indexed, which runs in the background once the app starts;
+    :attr:`problem` says why that failed, if it did. ``GET /healthz`` reports the state
+    alone, to anyone (readiness: the problem is logged); ``GET /livez`` answers 200
+    whenever the server answers at all (liveness: a prewarm still running or failed is no
+    reason to restart); ``GET /metrics`` needs the gateway's key when it has one
+    (``x-toolgate-key`` or ``Authorization: Bearer``).
     """
 
     def __init__(
@@ -221,8 +222,9 @@ class Gateway:
             anyio.create_task_group() as background,
         ):
             self._client = client
-            # Indexing the prewarmed tools may take minutes: the gateway serves meanwhile
-            # (/healthz says it is starting) and a signal stops it without waiting for it.
+            # Loading the model and indexing the prewarmed tools may take minutes: the
+            # gateway serves meanwhile (/healthz says it is starting) and a signal stops it
+            # without waiting for it.
             background.start_soon(self._prewarm_all)
             try:
                 yield
@@ -233,15 +235,21 @@ class Gateway:
                 await anyio.to_thread.run_sync(self.learning.close, _LEARN_CLOSE_SECONDS)
 
     async def _prewarm_all(self) -> None:
-        for entry, tools in self._warm:
+        """Load the embedding model, which every filtered request needs, then index the
+        prewarmed tools: the gateway is ready once both are done."""
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("the embedding model", self.filter.load_model),
+            *((f"prewarm {e.tools}", partial(self._prewarm, e, tools)) for e, tools in self._warm),
+        ]
+        for name, step in steps:
             try:
-                await anyio.to_thread.run_sync(self._prewarm, entry, tools, abandon_on_cancel=True)
+                await anyio.to_thread.run_sync(step, abandon_on_cancel=True)
             except ToolgateError as exc:
-                self.problem = f"prewarm {entry.tools}: {exc}"
+                self.problem = f"{name}: {exc}"
                 log.error("%s", self.problem)
                 return
             except Exception as exc:  # a bug: /healthz and the log say so, the server goes on
-                self.problem = f"prewarm {entry.tools}: {type(exc).__name__}: {exc}"
+                self.problem = f"{name}: {type(exc).__name__}: {exc}"
                 log.exception("%s", self.problem)
                 return
         self.ready = True

@@ -179,6 +179,12 @@ class ToolFilter:
             learn=None if learn is None else open_store(learn),
         )
 
+    def load_model(self) -> None:
+        """Load the embedding model now rather than at the first request that needs it (a
+        server tells it is ready once it is); raises :class:`~toolgate.errors.ModelError`
+        when it cannot be, and tries again at the next call or request."""
+        self._embedder.get()
+
     @property
     def learns(self) -> bool:
         """Whether the routers of this filter learn from the calls :meth:`verify` passes."""
