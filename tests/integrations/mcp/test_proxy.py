@@ -10,6 +10,7 @@ import anyio
 import pytest
 from jsonschema import Draft202012Validator
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 
 import toolgate
@@ -26,6 +27,7 @@ from tests.fixtures.mcp import (
 )
 from toolgate import InvalidInputError
 from toolgate.embedding.embedder import Embedder
+from toolgate.errors import ModelNotFoundError
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.router import McpRouter
 from toolgate.routing.config import RouterConfig
@@ -276,6 +278,26 @@ def test_pinned_tools_are_listed_as_their_servers_list_them(embedder: Embedder) 
 class BrokenClient(PagedClient):
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
         raise ConnectionError("upstream went away")
+
+
+def test_a_proxy_that_failed_to_get_ready_tells_its_client_why(
+    embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def failed() -> None:
+        raise ModelNotFoundError("the embedding model is not prepared; run it")
+
+    errors: list[MCPError] = []
+
+    async def main() -> None:
+        proxy = McpProxy(McpRouter(embedder=embedder, cache=None), ready=failed)
+        async with Client(proxy.server) as client:
+            with pytest.raises(MCPError) as raised:
+                await client.list_tools()
+            errors.append(raised.value)
+
+    run(main)
+    assert "the embedding model is not prepared; run it" in str(errors[0])
+    assert "Traceback" not in caplog.text  # the SDK logs no handler's failure
 
 
 def test_an_upstream_failure_is_a_tool_error_for_the_model(embedder: Embedder) -> None:

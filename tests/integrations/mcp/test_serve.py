@@ -3,6 +3,7 @@ its upstreams, and stopping on a signal."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -392,6 +393,38 @@ def test_an_upstream_that_cannot_start_is_named(tmp_path: Path) -> None:
     assert completed.returncode == 2
     assert "mcp-proxy: error: cannot connect to MCP server 'broken'" in completed.stderr
     assert completed.stdout == ""
+
+
+def test_a_proxy_without_the_embedding_model_stops_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upstream = tmp_path / "notes_server.py"
+    upstream.write_text(textwrap.dedent(UPSTREAM), encoding="utf-8")
+    config = tmp_path / "servers.json"
+    notes = {"command": sys.executable, "args": [str(upstream)]}
+    config.write_text(json.dumps({"mcpServers": {"notes": notes}}), encoding="utf-8")
+    monkeypatch.setenv("TOOLGATE_HOME", str(tmp_path / "no-model"))
+    client = {"name": "test", "version": "0"}
+    start = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": start},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    with proxy_process(config) as process:
+        try:
+            assert process.stdin is not None
+            with contextlib.suppress(BrokenPipeError):  # it may have stopped already
+                process.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+                process.stdin.flush()
+            assert process.wait(timeout=120) == 2
+        finally:
+            process.kill()
+        assert process.stderr is not None
+        stderr = process.stderr.read().decode()
+    assert stderr.startswith("toolgate mcp-proxy: error: ")
+    assert stderr.count("\n") == 1  # no traceback after it
+    assert "model ensure" in stderr
 
 
 def proxy_process(config: Path, *flags: str) -> subprocess.Popen[bytes]:

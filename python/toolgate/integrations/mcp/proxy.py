@@ -42,6 +42,7 @@ from typing import Any
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import (
     PromptsListChanged,
     ResourcesListChanged,
@@ -49,6 +50,7 @@ from mcp.shared.subscriptions import (
     ToolsListChanged,
 )
 from mcp.types import (
+    INTERNAL_ERROR,
     CallToolRequestParams,
     CallToolResult,
     CompleteRequestParams,
@@ -226,9 +228,16 @@ class McpProxy:
         return self._top_k or self.router.top_k or self.router.router.config.top_k
 
     async def wait_ready(self) -> None:
-        """Return once the router is connected (at once without ``ready``)."""
-        if self._ready is not None:
+        """Return once the router is connected (at once without ``ready``). A ``ready`` that
+        failed with toolgate's error (the model cannot be loaded, a listing) is an
+        ``INTERNAL_ERROR`` saying why: the client is told, and the SDK, which logs any other
+        exception's traceback, has nothing to log."""
+        if self._ready is None:
+            return
+        try:
             await self._ready()
+        except ToolgateError as exc:
+            raise MCPError(INTERNAL_ERROR, f"the toolgate proxy cannot serve: {exc}") from None
 
     def list_tools(self) -> list[dict[str, Any]]:
         """What the proxy lists: the two meta tools, then the pinned upstream tools."""

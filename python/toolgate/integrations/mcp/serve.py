@@ -36,7 +36,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types import METHOD_NOT_FOUND
 
-from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.errors import InvalidInputError, ModelError, ToolgateError
 from toolgate.integrations.mcp.http import HttpListener, serve_over_http
 from toolgate.integrations.mcp.listing import McpClient, list_server_tools
 from toolgate.integrations.mcp.metrics import ProxyMetrics
@@ -105,8 +105,10 @@ async def serve(
     :class:`~toolgate.telemetry.sinks.JsonFileSink` makes a log ``toolgate stats --events`` reads).
     ``config`` is the router's (``toolgate mcp-proxy --set``). Each server's ``overrides``
     (from its config entry) apply to its tools; one naming a tool the server does not list
-    is a line on stderr once it is listed.
+    is a line on stderr once it is listed. Without the embedding model (see
+    ``toolgate model ensure``) it raises :class:`ModelError` before starting anything.
     """
+    _check_model(config)  # before any upstream starts
     router = McpRouter(
         top_k=top_k, lenient=lenient, retry_after=retry_after, telemetry=telemetry, learn=learn,
         config=config, overrides=tool_overrides(servers),
@@ -121,6 +123,18 @@ async def serve(
         return
     with http.bind() as sock:
         await run(partial(_over_http, http, sock))
+
+
+def _check_model(config: RouterConfig | None) -> None:
+    """Raise the :class:`ModelError` that says how to prepare the embedding model unless it
+    is in place and passes its checksums: no tool can be found without it. Reads the files
+    (a tenth of a second, while loading it builds a session too)."""
+    from toolgate.embedding.models import load
+
+    try:
+        load((config or RouterConfig()).precision)
+    except ModelError as exc:
+        raise ModelError(f"the proxy needs its embedding model: {exc}") from None
 
 
 async def _serve(
