@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -770,3 +771,59 @@ def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) 
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"toolgate {toolgate.__version__}\n"
+
+
+def _without(module: str, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """``toolgate ARGV`` in a process where importing ``module`` fails, as it does when the
+    extra that brings it is not installed."""
+    code = (
+        f"import sys; sys.modules[{module!r}] = None; from toolgate.cli.parser import main; "
+        f"sys.exit(main({argv!r}))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "extra"),
+    [
+        ("gateway", "uvicorn", "gateway"),
+        ("gateway", "httpx", "gateway"),
+        ("gateway", "starlette", "gateway"),
+        ("gateway-yaml", "yaml", "gateway"),
+        ("gateway-query", "jsonpath_ng", "gateway"),
+        ("mcp-proxy", "mcp", "mcp"),
+        ("mcp-proxy", "uvicorn", "mcp"),
+    ],
+)
+def test_a_missing_extra_is_one_line_naming_it(
+    tmp_path: Path, command: str, module: str, extra: str
+) -> None:
+    (tmp_path / "gateway.yaml").write_text("top_k: 3\n")
+    (tmp_path / "gateway.toml").write_text('[[routes]]\npath = "/v1/*"\nquery = "$.task"\n')
+    servers = {"mcpServers": {"a": {"command": "x"}}}
+    (tmp_path / "servers.json").write_text(json.dumps(servers), encoding="utf-8")
+    gateway = [
+        "gateway", "--listen", f"127.0.0.1:{_free_port()}", "--store", str(tmp_path / "r"),
+        "--upstream", "openai=http://127.0.0.1:9",
+    ]  # fmt: skip
+    argv = {
+        "gateway": gateway,
+        "gateway-yaml": [*gateway, "--config", str(tmp_path / "gateway.yaml")],
+        "gateway-query": [*gateway, "--config", str(tmp_path / "gateway.toml")],
+        "mcp-proxy": ["mcp-proxy", "--config", str(tmp_path / "servers.json"), "--http",
+                      f"127.0.0.1:{_free_port()}"],
+    }[command]  # fmt: skip
+    completed = _without(module, argv)
+    assert completed.returncode == 2
+    assert completed.stderr.startswith(f"toolgate {argv[0]}: error: ")
+    assert completed.stderr.count("\n") == 1  # no traceback
+    assert f'pip install "toolgate-router[{extra}]"' in completed.stderr

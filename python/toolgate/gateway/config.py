@@ -56,7 +56,10 @@ from toolgate.json_limits import JsonLimitError, read_bounded
 from toolgate.promotion.budget import Budget
 from toolgate.routing.config import RouterConfig
 
-__all__ = ["PROVIDERS", "GatewayConfig", "RouteConfig", "Upstream", "load_config"]
+__all__ = ["INSTALL_EXTRA", "PROVIDERS", "GatewayConfig", "RouteConfig", "Upstream", "load_config"]
+
+#: What installs the packages the gateway needs (its YAML and JSONPath readers among them).
+INSTALL_EXTRA = 'pip install "toolgate-router[gateway]"'
 
 # The upstreams a gateway knows, one per API. Azure OpenAI's and Vertex AI's requests go to
 # the openai and gemini upstreams when the gateway names none of their own.
@@ -266,14 +269,19 @@ def _read(path: Path) -> dict[str, Any]:
         if sys.version_info >= (3, 11):
             import tomllib
         else:  # pragma: no cover - the same parser, under its older name
-            import tomli as tomllib
+            try:
+                import tomli as tomllib
+            except ImportError as exc:
+                raise _needs(path, "TOML", exc) from None
         try:
             data: Any = tomllib.loads(text)
         except (ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
             raise InvalidInputError(f"--config {path}: not valid TOML: {_why(exc)}") from None
     elif path.suffix in (".yaml", ".yml"):
-        import yaml
-
+        try:
+            import yaml
+        except ImportError as exc:
+            raise _needs(path, "YAML", exc) from None
         try:
             data = yaml.load(text, Loader=_unique_keys_loader(yaml))
         except (yaml.YAMLError, ValueError, RecursionError) as exc:
@@ -302,6 +310,12 @@ def _unique_keys_loader(yaml: Any) -> Any:
             return super().construct_mapping(node, deep=deep)
 
     return UniqueKeysLoader
+
+
+def _needs(path: Path, language: str, exc: ImportError) -> InvalidInputError:
+    """The error for a config file whose reader is not installed: the command that
+    installs it, not a traceback."""
+    return InvalidInputError(f"--config {path}: reading {language} needs {INSTALL_EXTRA} ({exc})")
 
 
 def _why(exc: BaseException) -> str:

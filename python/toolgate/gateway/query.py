@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolgate.errors import InvalidInputError
+from toolgate.gateway.config import INSTALL_EXTRA
 
 __all__ = ["compile_path", "query_at", "state_from_headers"]
 
@@ -27,6 +28,8 @@ def compile_path(path: str, where: str) -> Any:
     """The parsed JSONPath ``path``; an error naming ``where`` if it does not parse."""
     try:
         return _compiled(path)
+    except ImportError as exc:  # jsonpath-ng is the gateway extra's
+        raise InvalidInputError(f"{where}: a query needs {INSTALL_EXTRA} ({exc})") from None
     except Exception as exc:  # jsonpath-ng raises bare Exception subclasses of its own
         raise InvalidInputError(f"{where}: query {path!r} is not a JSONPath: {exc}") from None
 

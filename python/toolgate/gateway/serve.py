@@ -15,8 +15,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+# Imported here, not where used: ``toolgate gateway`` imports this module inside its check
+# for the gateway's extra, which then names the extra for any of its packages missing,
+# rather than a traceback later (or inside uvicorn's worker, importing the app).
+import uvicorn
+
 from toolgate.browser_guard import host_pattern, is_loopback, origin_pattern, served_hosts
 from toolgate.errors import InvalidInputError, ModelError
+from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import PROVIDERS, GatewayConfig, load_config
 from toolgate.routing.learned_store import open_store
 
@@ -100,8 +106,6 @@ class ServeOptions:
 def app_from_env() -> Any:
     """The ASGI app of the settings in ``TOOLGATE_GATEWAY_SETTINGS`` (uvicorn's factory in
     each worker)."""
-    from toolgate.gateway.app import Gateway
-
     settings = json.loads(os.environ[_SETTINGS_ENV])
     options = ServeOptions(
         host=settings["host"], port=settings["port"], upstreams=settings["upstreams"],
@@ -129,8 +133,6 @@ def _check_model(config: GatewayConfig) -> None:
 def serve(options: ServeOptions) -> None:
     """Serve until a signal; checks the settings (and the key rule), the keys, the learned
     store and the embedding model before listening."""
-    import uvicorn
-
     config = options.gateway_config()  # every settings error before the port opens
     if not is_loopback(options.host) and config.auth_token_env is None and not options.no_auth:
         raise InvalidInputError(
