@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import marshal
 import threading
 import warnings
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
 __all__ = ["IndexInProgress", "IndexedTools", "Indexes", "digest", "filter_off_loop"]
 
 _T = TypeVar("_T")
+# Learning's trouble is logged where the gateway's is.
+_GATEWAY_LOG = logging.getLogger("toolgate.gateway")
 
 
 class IndexInProgress(Exception):
@@ -101,7 +104,7 @@ class Indexes:
     raises; ``"keep"`` leaves them out of the index, named by a warning); ``store`` is where
     the routers are saved and opened from; ``learn`` a learned store every router learns
     into (``Router.learn``), best effort: a router whose memory the store fails to give
-    routes without it (:class:`~toolgate.gateway.learning.LearningStarter`).
+    routes without it (:class:`~toolgate.routing.learning_starter.LearningStarter`).
     """
 
     def __init__(
@@ -122,7 +125,7 @@ class Indexes:
         self._store = store
         self._max_catalogs = max_catalogs
         self._unreadable = unreadable
-        self._learning = None if learn is None else LearningStarter(learn)
+        self._learning = None if learn is None else LearningStarter(learn, log=_GATEWAY_LOG)
         self._lock = threading.Lock()
         self._routers: OrderedDict[str, IndexedTools] = OrderedDict()
         self._building: dict[str, Future[None]] = {}

@@ -8,21 +8,22 @@ gateway checks answers on its event loop, so it hands each lesson to a :class:`L
 one worker thread learns them in order, and the loop never waits for the store.
 
 Learning is best effort: a router whose memory cannot be read from the store (a database
-down, a file locked past its timeout) routes without it, and a :class:`LearningStarter` tries
-the store again for it later (see there), rather than failing the request.
+down, a file locked past its timeout) routes without it, and a :class:`LearningStarter` (from
+:mod:`toolgate.routing.learning_starter`, which the MCP proxy uses too) tries the store
+again for it later, rather than failing the request.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from toolgate.routing.learned_store import LearnedStore, StoreError
+from toolgate.routing.learned_store import StoreError
+from toolgate.routing.learning_starter import LEARN_RETRY_S, LearningStarter
 from toolgate.routing.router import Router
 from toolgate.verify import Verdict
 
@@ -45,9 +46,6 @@ _log = logging.getLogger("toolgate.gateway")
 LEARN_QUEUE_LESSONS = 1024
 #: Characters of user messages those lessons may hold in all (a message may be megabytes).
 LEARN_QUEUE_CHARS = 16 * 2**20
-#: After the learned store fails, how long routers go without their memory before it is
-#: tried again.
-LEARN_RETRY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -65,60 +63,6 @@ class Lesson:
             self.router.feedback(self.query, used=[self.tool])
         except StoreError as exc:
             _log.warning("learning from a verified call failed: %s", exc)
-
-
-class LearningStarter:
-    """Starts routers learning into ``store``, best effort.
-
-    A store that fails while a router's memory is read (its database down) is the server's
-    trouble, not the request's: the router routes without its memory, the failure is logged
-    once (not again until the store has answered), and the store is tried again for routers
-    without a memory once ``retry_s`` seconds have passed since it last failed, so a store
-    that stays down costs one attempt per ``retry_s``, not one per request.
-    """
-
-    def __init__(
-        self,
-        store: LearnedStore,
-        *,
-        retry_s: float = LEARN_RETRY_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        """See the class docstring."""
-        self.store = store
-        self.retry_s = retry_s
-        self._clock = clock
-        self._failed_at: float | None = None  # the store's last failure, while it fails
-        # Two threads starting one cached router's memory would each make one.
-        self._starting = threading.Lock()
-
-    def start(self, router: Router) -> None:
-        """``router`` learning into the store, unless it does already or the store failed
-        less than ``retry_s`` seconds ago."""
-        if router.memory is not None:
-            return
-        failed_at = self._failed_at
-        if failed_at is not None and self._clock() - failed_at < self.retry_s:
-            return
-        with self._starting:
-            if router.memory is not None:
-                return
-            try:
-                router.learn(self.store)
-            except StoreError as exc:
-                self._failed(exc)
-                return
-        if self._failed_at is not None:
-            self._failed_at = None
-            _log.warning("the learned store answers again: routers learn again")
-
-    def _failed(self, exc: StoreError) -> None:
-        if self._failed_at is None:
-            _log.warning(
-                "the learned store failed; requests are routed without what was learned, "
-                "and the store is tried again every %g s: %s", self.retry_s, exc,
-            )  # fmt: skip
-        self._failed_at = self._clock()
 
 
 def lesson_of(filtered: FilteredRequest, verdict: Verdict) -> Lesson | None:

@@ -111,3 +111,42 @@ def test_a_store_that_fails_after_the_call_went_upstream_loses_no_result(
     assert (calls["create_issue"], calls["merge_pull_request"]) == (1, 1)
     warned = [r for r in caplog.records if "database is locked" in r.getMessage()]
     assert len(warned) == 1  # once per kind of failure, not once per call
+
+
+class _Down(SqliteStore):
+    """A store whose database does not answer until ``up`` is set."""
+
+    up = False
+
+    def use(self, scope: str, user: object, **bounds: Any) -> list[str]:
+        if not self.up:
+            raise StoreError("the learned memory at postgresql://db/x: gone")
+        return super().use(scope, user, **bounds)
+
+
+def test_a_failing_learned_store_leaves_the_tools_routed_without_it(
+    embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = _Down(":memory:")
+    memories: list[object] = []
+
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=store)
+        async with Client(github_server(Counter())) as github:
+            await router.connect({"github": github})  # the store is down: routed without it
+            memories.append(router.router.memory)
+            await router.tools("open an issue in acme/web")
+            memories.append(router.router.memory)
+            store.up = True
+            await router.tools("open an issue in acme/web")
+            memories.append(router.router.memory)  # not tried again before retry_s passes
+            router._catalogs.learning.retry_s = 0.0  # type: ignore[union-attr]
+            await router.search("merge the pull request number 7")
+            memories.append(router.router.memory)
+
+    with caplog.at_level(logging.WARNING, logger="toolgate.integrations.mcp.router"):
+        run(main)
+    assert memories[:3] == [None, None, None]
+    assert memories[3] is not None  # learning again once the store answers
+    failures = [r for r in caplog.records if "learned store failed" in r.getMessage()]
+    assert len(failures) == 1

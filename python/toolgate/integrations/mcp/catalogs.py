@@ -26,6 +26,7 @@ from toolgate.errors import CatalogError, CatalogWarning, InvalidInputError
 from toolgate.integrations.mcp.listing import McpClient, list_servers_tools
 from toolgate.promotion.promote import Promotion
 from toolgate.routing.config import RouterConfig
+from toolgate.routing.learning_starter import LearningStarter
 from toolgate.routing.router import Router, default_embedder
 from toolgate.telemetry.recorder import Telemetry
 
@@ -83,8 +84,9 @@ class ServerCatalogs:
             "cache": cache,
         }
         self._overrides = overrides
-        #: Where the routers learn from the calls of each turn (McpRouter's ``learn``), or None.
-        self.learn_store: Any = None
+        #: What starts the routers learning from the calls of each turn, into McpRouter's
+        #: ``learn`` store, or None. A store that fails leaves them routing without it.
+        self.learning: LearningStarter | None = None
         # Held while the default embedder is made: by a prepare() and a first connect() at once.
         self._embedder_lock = threading.Lock()
         #: The connected servers' clients, by server name.
@@ -134,8 +136,8 @@ class ServerCatalogs:
                     self_pins=UPSTREAM_SELF_PINS,
                 )
                 built = Router.from_catalog(catalog, **self._router_options())
-                if self.learn_store is not None:  # refresh() carries the memory over
-                    built.learn(self.learn_store)
+                if self.learning is not None:  # refresh() carries the memory over
+                    self.learning.start(built)
                 return built
 
             router = await anyio.to_thread.run_sync(build)
@@ -224,6 +226,13 @@ class ServerCatalogs:
         kept = tuple(i for i in promotion.active_ids if i in current.catalog)
         return current, replace(promotion, active_ids=kept, catalog_version=current.catalog.version)
 
+    async def start_learning(self, router: Router) -> None:
+        """Start ``router`` learning if it does not (the learned store failed when it was
+        built) and the store is due to be tried again; in a worker thread, since the store
+        may be slow to answer."""
+        if self.learning is not None and self.learning.due(router):
+            await anyio.to_thread.run_sync(self.learning.start, router)
+
     async def prepare(self) -> None:
         """Load the embedding model now, in a worker thread, unless it is loaded."""
         await anyio.to_thread.run_sync(self._router_options)
@@ -284,7 +293,12 @@ class ServerCatalogs:
                 catalog = catalog.replace_server(
                     name, {"tools": tools}, lenient=lenient, self_pins=UPSTREAM_SELF_PINS
                 )
-            return current.refresh(catalog) if catalog.diff(current.catalog) else current
+            if not catalog.diff(current.catalog):
+                return current
+            refreshed = current.refresh(catalog)
+            if self.learning is not None:  # built while the store failed, it may learn now
+                self.learning.start(refreshed)
+            return refreshed
 
         router = await anyio.to_thread.run_sync(rebuild)
         self.passed_on.update({name: _passed_on(tools) for name, tools in listed.items()})

@@ -69,6 +69,7 @@ from toolgate.promotion.promote import Promotion
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.learned_store import LearnedStore, open_store
+from toolgate.routing.learning_starter import LearningStarter
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router
 from toolgate.telemetry.recorder import Telemetry
@@ -117,7 +118,10 @@ class McpRouter:
         """See the class docstring. ``learn`` (a store, as :meth:`Router.learn` takes) makes
         the router learn from use: a call that passes is feedback for its turn's query, the
         tool used, or missed by the route when last turn's ``tool_search`` found it. A store
-        that fails then is logged, not raised: the call ran, and its result is returned."""
+        that fails then is logged, not raised: the call ran, and its result is returned. One
+        that fails as a router's memory is read (its database down) leaves that router
+        routing without it, with one warning, and is tried again by a turn once 30 s have
+        passed (:class:`~toolgate.routing.learning_starter.LearningStarter`)."""
         if top_k is not None:
             check_count("top_k", top_k, minimum=1)
         if list_timeout is not None and not (_is_number(list_timeout) and list_timeout > 0):
@@ -135,7 +139,8 @@ class McpRouter:
             cache=cache,
         )  # fmt: skip
         self._calls = CallForwarder(self._catalogs)
-        self._catalogs.learn_store = None if learn is None else open_store(learn)
+        if learn is not None:
+            self._catalogs.learning = LearningStarter(open_store(learn), log=_log)
         # The query and included ids of recent turns, by promotion, for learning from calls.
         self._turns: OrderedDict[int, tuple[str, frozenset[str]]] = OrderedDict()
         # The last tool_search, by its catalog version: a call of a tool it found is its
@@ -248,10 +253,13 @@ class McpRouter:
 
     async def update(self) -> Router:
         """List the servers marked changed and due, as each turn does first: leniently, so
-        it never fails for them (see the class docstring)."""
-        if not self._catalogs.changed:
-            return self.router
-        return await self._catalogs.refresh(None, lenient=True)
+        it never fails for them (see the class docstring); and with ``learn``, try the store
+        again for a router left without its memory when it failed."""
+        router = self.router
+        if self._catalogs.changed:
+            router = await self._catalogs.refresh(None, lenient=True)
+        await self._catalogs.start_learning(router)
+        return router
 
     # -- turns -----------------------------------------------------------------------------
 
@@ -285,7 +293,7 @@ class McpRouter:
             self.router, query, scope, top_k=self.top_k, format=format, history=history,
             include=include, budget=budget, pool=pool, turn_id=turn_id,
         )  # fmt: skip
-        if self._catalogs.learn_store is not None and query.strip():
+        if self._catalogs.learning is not None and query.strip():
             self._turns[id(promotion)] = (query, frozenset(include or ()))
             while len(self._turns) > _TURNS_KEPT:
                 self._turns.popitem(last=False)
@@ -347,7 +355,7 @@ class McpRouter:
         await self.update()
         k = self.top_k if top_k is None else top_k
         result = await route_search(self.router, query, scope, top_k=k, turn_id=turn_id)
-        if self._catalogs.learn_store is not None and result.form == "text":
+        if self._catalogs.learning is not None and result.form == "text":
             # A call of a tool this search found will say the search's words needed it.
             self._searches = {result.catalog_version: result}
         return result
