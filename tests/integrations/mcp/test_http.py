@@ -80,6 +80,27 @@ def stops_with_its_upstream(process: subprocess.Popen[bytes], pid_file: Path) ->
         os.kill(upstream_pid, 0)
 
 
+def test_a_normal_stop_over_http_prints_only_the_stop_line(tmp_path: Path) -> None:
+    async def use(url: str) -> None:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient(headers=headers) as http,
+                Client(
+                    streamable_http_client(url, http_client=http),
+                    elicitation_callback=answer_folder,
+                ) as client,
+            ):
+                await use_notes_through_proxy(client, "milk")
+
+    with running_proxy(tmp_path, "--auth-token-env", "TG_TOKEN") as (process, url, pid_file):
+        run(partial(use, url))
+        stops_with_its_upstream(process, pid_file)
+        assert process.stderr is not None
+        rest = process.stderr.read().decode()
+    assert rest == f"toolgate mcp-proxy: stopping; requests under way have {GRACE_SECONDS:g} s\n"
+
+
 def test_the_proxy_serves_over_http_to_clients_with_the_token(tmp_path: Path) -> None:
     async def main_(url: str) -> None:
         base = url.removesuffix("/mcp")

@@ -31,6 +31,7 @@ from tests.fixtures.mcp import (
     text_of,
     use_notes_through_proxy,
 )
+from tests.fixtures.upstreams import path
 from toolgate import InvalidInputError
 from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES
 from toolgate.integrations.mcp.server_config import (
@@ -58,6 +59,44 @@ def reserve_seat(row: int) -> str:
 
 server.run("stdio")
 '''
+
+
+def test_a_normal_stop_over_stdio_prints_nothing(tmp_path: Path) -> None:
+    upstream = tmp_path / "notes_server.py"
+    upstream.write_text(textwrap.dedent(UPSTREAM), encoding="utf-8")
+    notes = {"command": sys.executable, "args": [str(upstream)]}
+    proxy = proxy_params(tmp_path, {"notes": notes}, "--top-k", "1")
+    errors = tmp_path / "stderr.txt"
+
+    async def main() -> None:
+        with anyio.fail_after(120), errors.open("w") as errlog:
+            client = Client(stdio_client(proxy, errlog=errlog), elicitation_callback=answer_folder)
+            async with client:
+                await use_notes_through_proxy(client, "groceries")
+
+    run(main)  # the client closes the proxy's stdin: a normal stop
+    # Not "stopped watching 'notes': SubscriptionLost(...)": the upstream closing as the
+    # proxy stops is no failure to report.
+    assert errors.read_text(encoding="utf-8") == ""
+
+
+def test_an_upstream_that_dies_while_the_proxy_runs_is_still_reported(tmp_path: Path) -> None:
+    calls, marker = tmp_path / "calls.txt", tmp_path / "crashed"
+    flaky = {"command": sys.executable, "args": [path("crashing"), str(calls), str(marker)]}
+    proxy = proxy_params(tmp_path, {"flaky": flaky})
+    errors = tmp_path / "stderr.txt"
+    call = {"name": "fragile_job", "arguments": {"name": "nightly"}}
+
+    async def main() -> None:
+        with anyio.fail_after(120), errors.open("w") as errlog:
+            async with Client(stdio_client(proxy, errlog=errlog)) as client:
+                assert (await client.call_tool("call_tool", call)).is_error  # it died
+                assert text_of(await client.call_tool("call_tool", call)) == "job nightly done"
+
+    run(main)
+    stderr = errors.read_text(encoding="utf-8")
+    assert "toolgate mcp-proxy: stopped watching 'flaky': " in stderr
+    assert "restarted 'flaky'" in stderr
 
 
 def test_an_upstream_error_with_the_closed_connection_code_is_not_called_twice(

@@ -185,7 +185,7 @@ async def _serve(
             await transport(serving)
         except ToolgateError as exc:  # raised after the group, not wrapped in its group
             failure = exc
-        await serving.upstreams.close(timeout=CLOSE_GRACE)
+        await serving.close_upstreams()
         group.cancel_scope.cancel()
     failure = failure or serving.failure
     if failure is not None:
@@ -244,6 +244,13 @@ class _Serving:
     failure: ToolgateError | None = None
     #: Upstreams that are not answering: left out at start, or dead and not restarted.
     down: set[str] = field(default_factory=set)
+    #: Set once the proxy closes its upstreams to stop: what ends then is no failure.
+    stopping: bool = False
+
+    async def close_upstreams(self) -> None:
+        """Close every upstream, the proxy stopping (their watches end quietly)."""
+        self.stopping = True
+        await self.upstreams.close(timeout=CLOSE_GRACE)
 
     async def index(self, clients: Mapping[str, McpClient]) -> None:
         """List and index the upstreams ``clients`` (connected at start) while the proxy's
@@ -459,8 +466,16 @@ class _Serving:
             pass
         except MCPError as exc:
             if exc.code != METHOD_NOT_FOUND:  # not found: it has no listen, so it tells nothing
-                print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
+                self._stopped_watching(name, exc)
         except Exception as exc:  # a dropped stream: changes then come with the next listing
+            self._stopped_watching(name, exc)
+
+    def _stopped_watching(self, name: str, exc: Exception) -> None:
+        """Say on stderr that ``name``'s changes are no longer followed, unless the proxy is
+        stopping: its stream then ends as its connection closes (the SDK's
+        ``SubscriptionLost``, or a ``RuntimeError`` from its task group), which is no
+        failure."""
+        if not self.stopping:
             print(f"toolgate mcp-proxy: stopped watching {name!r}: {exc!r}", file=sys.stderr)
 
 
@@ -505,6 +520,6 @@ async def _stop_on_signal(serving: _Serving) -> None:
 async def _end(serving: _Serving, *, code: int) -> None:
     """Close every upstream and end the process with ``code``, at once: on stdio the task
     reading stdin waits in a thread that nothing but input interrupts."""
-    await serving.upstreams.close(timeout=CLOSE_GRACE)
+    await serving.close_upstreams()
     sys.stderr.flush()
     os._exit(code)
