@@ -103,7 +103,10 @@ def test_a_calibrated_router_ranks_about_as_well_as_the_default(
     head = ["--tools", tools, "--queries", queries, "--limit", "200", "--json"]
     out = tmp_path / "fitted"
     fitted = run_json(capsys, "calibrate", *head, "--save", str(out))
-    assert fitted["config"]["alpha"] == RouterConfig().alpha
+    # The router's own alpha stays unless another ranks better by calibrate's margin.
+    ndcg = {point["alpha"]: point["ndcg"] for point in fitted["alpha_curve"]}
+    chosen, own = fitted["config"]["alpha"], RouterConfig().alpha
+    assert chosen == own or ndcg[chosen] >= ndcg[own] + 0.005
     default = run_json(capsys, "eval", *head)
     calibrated = run_json(capsys, "eval", "--index", str(out), *head[2:])
     assert calibrated["ndcg@10"] >= default["ndcg@10"] - 0.02

@@ -4,7 +4,7 @@ Read from a TOML or YAML file (``--config``), overridden by the command line. A 
 chosen by the first ``[[routes]]`` entry whose ``path`` pattern (``fnmatch``, e.g.
 ``/v1/*``) matches the request path; the top-level keys are every route's defaults::
 
-    top_k = 8                      # the most tools a request keeps (a header may ask fewer)
+    top_k = 5                      # the most tools a request keeps (a header may ask fewer)
     policy = "annotate"            # tool calls in answers: "off", "annotate" or "enforce"
     store = "/var/lib/toolgate"    # indexes saved here, memory-mapped, shared by workers
     max_stored = 256               # the most indexes kept there (least recently used go)

@@ -85,7 +85,7 @@ class ToolSelector:
     def __init__(
         self,
         *,
-        top_k: int = 8,
+        top_k: int = 5,
         always_include: Iterable[str] = (),
         threshold: float | DefaultType | None = DEFAULT,
         allow: Iterable[str] | None = None,

@@ -52,7 +52,7 @@ class ToolgateHook(CustomLogger):
     def __init__(
         self,
         *,
-        top_k: int = 8,
+        top_k: int = 5,
         threshold: float | None = None,
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,

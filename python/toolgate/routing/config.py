@@ -87,7 +87,7 @@ class RouterConfig:
     ones stay).
     """
 
-    top_k: int = 8
+    top_k: int = 5
     threshold: float | None = None
     alpha: float = 0.65
     fusion: str = "minmax"
