@@ -23,6 +23,7 @@ from toolgate.embedding.embedder import Embedder
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, Upstream
 from toolgate.gateway.filter import ToolFilter
+from toolgate.gateway.learning import Lesson
 
 USER = [{"role": "user", "content": WEATHER}]
 
@@ -113,3 +114,46 @@ def _wait_healthy(base: str, process: subprocess.Popen[str]) -> None:
             pass
         time.sleep(0.1)
     raise AssertionError("the gateway did not become healthy")
+
+
+class _Recording:
+    """A router that records the queries it learns from."""
+
+    def __init__(self) -> None:
+        self.learned: list[str] = []
+
+    def feedback(self, query: str, *, used: list[str]) -> int:
+        self.learned.append(query)
+        return len(used)
+
+
+def _idle_gateway() -> Gateway:
+    """A gateway no request reaches: lessons are handed to its queue directly."""
+    config = GatewayConfig(upstreams={"openai": Upstream("http://127.0.0.1:9")})
+    return Gateway(config, tool_filter=ToolFilter(cache=None))
+
+
+def _teach(gateway: Gateway, router: _Recording, *queries: str) -> list[bool]:
+    return [gateway.learning.submit(Lesson(router, q, "default/t")) for q in queries]  # type: ignore[arg-type]
+
+
+def test_the_lessons_waiting_are_learned_before_the_gateway_stops() -> None:
+    gateway = _idle_gateway()
+    router = _Recording()
+    with serving(gateway.app):
+        queue = gateway.learning
+        assert _teach(gateway, router, "a", "b", "c") == [True, True, True]
+    # Stopped: every lesson learned, the queue closed (no worker left waiting).
+    assert router.learned == ["a", "b", "c"]
+    assert not queue.submit(Lesson(router, "late", "default/t"))  # type: ignore[arg-type]
+
+
+def test_a_gateway_served_again_learns_again() -> None:
+    gateway = _idle_gateway()
+    router = _Recording()
+    for run in ("first", "second"):
+        with serving(gateway.app):
+            assert _teach(gateway, router, run) == [True]
+    assert router.learned == ["first", "second"]
+    dropped = gateway.metrics.registry.get_sample_value("toolgate_gateway_lessons_dropped_total")
+    assert dropped == 0

@@ -149,8 +149,9 @@ class Gateway:
         )  # fmt: skip
         self.metrics = Metrics()
         # Learning from checked calls writes to the learned store, which may wait on another
-        # process's lock for seconds: a worker thread does it, never the event loop.
-        self.learning = LearningQueue(on_drop=self.metrics.lessons_dropped.inc)
+        # process's lock for seconds: a worker thread does it, never the event loop. Each
+        # run of the app (its lifespan) makes its own queue and closes it as it stops.
+        self.learning = self._learning_queue()
         self._token = config.auth_token()
         self._keys = {name: up.api_key() for name, up in config.upstreams.items()}
         self._origins = {name: up.origin for name, up in config.upstreams.items()}
@@ -215,24 +216,43 @@ class Gateway:
             max_keepalive_connections=100,
             keepalive_expiry=UPSTREAM_KEEP_ALIVE_SECONDS,
         )
-        async with (
-            httpx.AsyncClient(
-                timeout=timeout, limits=limits, transport=self._transport, follow_redirects=False
-            ) as client,
-            anyio.create_task_group() as background,
-        ):
-            self._client = client
-            # Loading the model and indexing the prewarmed tools may take minutes: the
-            # gateway serves meanwhile (/healthz says it is starting) and a signal stops it
-            # without waiting for it.
-            background.start_soon(self._prewarm_all)
-            try:
-                yield
-            finally:
-                background.cancel_scope.cancel()
-                self.ready = False
-                # The lessons waiting are learned, unless the store holds them up too long.
-                await anyio.to_thread.run_sync(self.learning.close, _LEARN_CLOSE_SECONDS)
+        # This run's own queue: the last run's was closed as that run ended.
+        self.learning = self._learning_queue()
+        try:
+            async with (
+                httpx.AsyncClient(
+                    timeout=timeout, limits=limits, transport=self._transport,
+                    follow_redirects=False,
+                ) as client,
+                anyio.create_task_group() as background,
+            ):  # fmt: skip
+                self._client = client
+                # Loading the model and indexing the prewarmed tools may take minutes: the
+                # gateway serves meanwhile (/healthz says it is starting) and a signal stops
+                # it without waiting for it.
+                background.start_soon(self._prewarm_all)
+                try:
+                    yield
+                finally:
+                    background.cancel_scope.cancel()
+        finally:
+            # Out of the task group: inside, its cancelled scope cancelled this wait too,
+            # and every lesson still waiting was lost.
+            self.ready = False
+            await self._learn_the_rest()
+
+    def _learning_queue(self) -> LearningQueue:
+        return LearningQueue(on_drop=self.metrics.lessons_dropped.inc)
+
+    async def _learn_the_rest(self) -> None:
+        """Close the learning queue: the lessons waiting are learned, unless the store holds
+        them up past :data:`_LEARN_CLOSE_SECONDS` (then they are lost, and logged)."""
+        queue = self.learning
+        if not await anyio.to_thread.run_sync(queue.close, _LEARN_CLOSE_SECONDS):
+            log.warning(
+                "stopping before the last lessons were learned (%d still waiting): the "
+                "learned store took more than %g s", len(queue), _LEARN_CLOSE_SECONDS,
+            )  # fmt: skip
 
     async def _prewarm_all(self) -> None:
         """Load the embedding model, which every filtered request needs, then index the

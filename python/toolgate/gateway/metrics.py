@@ -77,7 +77,8 @@ class Metrics:
         )  # fmt: skip
         self.lessons_dropped = Counter(
             "toolgate_gateway_lessons_dropped",
-            "Checked calls not learned from: the learning queue was full (a slow store).",
+            "Checked calls not learned from: the learning queue was full (a slow store) or "
+            "closed (the gateway stopping).",
             registry=r,
         )  # fmt: skip
         self.unfiltered = Counter(
