@@ -81,6 +81,26 @@ def test_the_health_probe_answers_any_name() -> None:
     assert answer.status_code == 200
 
 
+@pytest.mark.parametrize("path", ["/healthz", "/health%7A"])
+def test_the_health_probe_is_open_to_a_get_or_head_only(path: str) -> None:
+    client = _client(LOOPBACK)
+    assert client.head(path, headers={"Host": "10.0.0.7:8080"}).status_code == 200
+    # Not the probe: the app may send it on, with a page's Origin.
+    page = {"Origin": "http://evil.example"}
+    assert client.post(path, headers=page).status_code == 403
+    assert client.post(path, headers={"Host": "10.0.0.7:8080"}).status_code == 421
+
+
+def test_a_path_a_key_guards_answers_any_name_but_no_page() -> None:
+    app = Starlette(routes=[Route("/{path:path}", _ok, methods=["GET", "POST"])])
+    guarded = BrowserGuard(app, LOOPBACK, any_host_paths={"/metrics"})
+    client = TestClient(guarded, base_url="http://10.0.0.7:8080")
+    assert client.get("/metrics").status_code == 200
+    assert client.get("/metrics", headers={"Origin": "http://evil.example"}).status_code == 403
+    assert client.post("/metrics").status_code == 421
+    assert client.get("/v1/models").status_code == 421
+
+
 def test_any_host_passes_off_loopback_without_allowed_hosts() -> None:
     policy = BrowserPolicy(served_hosts("0.0.0.0", []), ())
     assert _client(policy).get("/", headers={"Host": "evil.example"}).status_code == 200

@@ -207,8 +207,14 @@ def _without_port(authority: str) -> str:
 class BrowserGuard:
     """Refuses the HTTP requests its ``policy`` does not admit, with the answer ``refusal``
     makes (by default ``{"error": message}`` as JSON), and logs each at warning level on
-    ``log``; requests for ``open_paths`` (a health probe, which must answer any name) and
-    the rest go on to ``app``."""
+    ``log``; the rest go on to ``app``.
+
+    A ``GET`` or ``HEAD`` of one of ``open_paths`` (a health probe, which must answer any
+    name: an orchestrator's carries the pod's address) is not checked; one of
+    ``any_host_paths`` (a path a key guards, which a rebound page does not hold) has its
+    ``Origin`` checked but not its ``Host``. Any other method on those paths is checked as
+    every request is: it is not the probe, and the app may send it on elsewhere.
+    """
 
     def __init__(
         self,
@@ -217,16 +223,21 @@ class BrowserGuard:
         *,
         refusal: Refusal | None = None,
         open_paths: Iterable[str] = (),
+        any_host_paths: Iterable[str] = (),
         log: logging.Logger | None = None,
     ) -> None:
         self.app, self.policy = app, policy
         self.refusal = refusal or _json_refusal
         self.open_paths = frozenset(open_paths)
+        self.any_host_paths = frozenset(any_host_paths)
+        self._origins_only = BrowserPolicy((), policy.origins)
         self.log = log or logging.getLogger("toolgate")
 
     async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
-        if scope["type"] == "http" and scope.get("path") not in self.open_paths:
-            refused = self.policy.refusal(scope.get("headers", []))
+        if scope["type"] == "http" and not self._open(scope, self.open_paths):
+            any_host = self._open(scope, self.any_host_paths)
+            policy = self._origins_only if any_host else self.policy
+            refused = policy.refusal(scope.get("headers", []))
             if refused is not None:
                 status, code, message = refused
                 # Quoted by !r in the message: a header cannot forge a log line.
@@ -234,6 +245,12 @@ class BrowserGuard:
                 await self.refusal(scope, status, code, message)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    @staticmethod
+    def _open(scope: _Scope, paths: frozenset[str]) -> bool:
+        """Whether ``scope`` reads one of ``paths``: a ``GET`` or ``HEAD`` of the path the
+        app routes on (decoded, as ``/health%7A`` is ``/healthz``)."""
+        return scope.get("method") in ("GET", "HEAD") and scope.get("path") in paths
 
 
 def _json_refusal(_scope: _Scope, status: int, _code: str, message: str) -> _App:

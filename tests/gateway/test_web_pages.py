@@ -96,6 +96,42 @@ def test_the_health_probe_answers_any_name(loopback: TestClient) -> None:
     assert loopback.get("/healthz", headers={"Host": "10.0.0.7:8080"}).status_code != 421
 
 
+@pytest.mark.parametrize("path", ["/healthz", "/livez"])
+def test_the_probes_answer_the_pods_address_where_hosts_are_named(
+    fake: tuple[FakeUpstream, str], shared_filter: ToolFilter, tmp_path: Path, path: str
+) -> None:
+    # A kubelet's httpGet probe carries Host: POD_IP:PORT; a 421 on /livez restarts the pod.
+    options = {"no_auth": True, "allow_hosts": ["gateway.internal"]}
+    config = _config("0.0.0.0:8080", fake[1], tmp_path, **options)
+    with _served(config, shared_filter, "10.0.0.7:8080") as client:
+        assert client.get(path).status_code != 421
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/health%7A", "/livez"])
+def test_a_pages_post_to_a_probe_path_never_reaches_the_upstream(
+    loopback: TestClient, fake: tuple[FakeUpstream, str], path: str
+) -> None:
+    page = {"Origin": EVIL, "Content-Type": "text/plain"}
+    assert loopback.post(path, content=b"{}", headers=page).status_code == 403
+    assert fake[0].received == []
+
+
+def test_metrics_the_key_guards_answer_any_name_but_no_page(
+    fake: tuple[FakeUpstream, str], shared_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GATEWAY_TOKEN", "tg-token")
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(fake[1])}, auth_token_env="GATEWAY_TOKEN",
+        allowed_hosts=("gateway.internal",),
+    )  # fmt: skip
+    key = {"Authorization": "Bearer tg-token"}
+    with _served(config, shared_filter, "10.0.0.7:8080") as client:  # a scrape by pod address
+        assert client.get("/metrics", headers=key).status_code == 200
+        assert client.get("/metrics").status_code == 401
+        assert client.get("/metrics", headers={**key, "Origin": EVIL}).status_code == 403
+        assert client.get("/v1/models", headers=key).status_code == 421
+
+
 def test_off_loopback_without_a_key_any_name_passes_but_no_page(
     fake: tuple[FakeUpstream, str], shared_filter: ToolFilter, tmp_path: Path
 ) -> None:

@@ -17,7 +17,8 @@ on its answer, the ``toolgate_gateway_unfiltered`` counter, a warning the first 
 A web page cannot use the gateway (and the keys it holds) through its visitor's browser: a
 request carrying an ``Origin`` not in ``allowed_origins`` is refused (403), and so is one
 whose ``Host`` is not among ``allowed_hosts`` when there are some (421: DNS rebinding); see
-:mod:`toolgate.browser_guard`. ``/healthz`` answers any name.
+:mod:`toolgate.browser_guard`. ``GET /healthz`` and ``GET /livez`` answer any name, and
+``GET /metrics`` too when the gateway has a key.
 
 >>> from toolgate.gateway.app import Gateway
 >>> from toolgate.gateway.config import GatewayConfig, Upstream
@@ -179,9 +180,14 @@ class Gateway:
         may then preflight and read the answers; the upstream's own CORS headers are
         replaced), then the watch that stops a request whose client went away."""
         policy = BrowserPolicy(self.config.allowed_hosts, self.config.allowed_origins)
+        # The probes answer any name (a kubelet's carries the pod's address); so do the
+        # metrics where the gateway's key guards them (a scrape by the pod's address too):
+        # a page rebound to the gateway does not hold the key.
+        keyed = ["/metrics"] if self._token is not None else []
         guard = Middleware(
-            BrowserGuard, policy, refusal=self._refused, open_paths=["/healthz"], log=log
-        )
+            BrowserGuard, policy, refusal=self._refused, open_paths=["/healthz", "/livez"],
+            any_host_paths=keyed, log=log,
+        )  # fmt: skip
         cancel = Middleware(CancelOnDisconnect, on_gone=self._client_gone)
         if not policy.origins:
             return [guard, cancel]

@@ -346,6 +346,19 @@ def test_a_rebound_name_cannot_read_a_loopback_proxys_metrics() -> None:
         assert client.get("/metrics").status_code == 421
 
 
+def test_metrics_the_token_guards_answer_any_name_but_no_page() -> None:
+    listener = HttpListener.parse(
+        "0.0.0.0:8765", token=TOKEN, open_to_all=False, allow_hosts=["proxy.internal"]
+    )
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    with proxy_client(listener, host="10.0.0.7:8765") as client:  # a scrape by pod address
+        assert client.get("/metrics", headers=bearer).status_code == 200
+        assert client.get("/metrics").status_code == 401
+        page = {**bearer, "Origin": "http://evil.example"}
+        assert client.get("/metrics", headers=page).status_code == 403
+        assert client.post("/mcp", json=INITIALIZE, headers=bearer).status_code == 421
+
+
 def test_a_web_page_with_the_token_is_refused_too() -> None:
     listener = HttpListener.parse("0.0.0.0:8765", token=TOKEN, open_to_all=False)
     bearer = {"Authorization": f"Bearer {TOKEN}", **MCP_HEADERS}

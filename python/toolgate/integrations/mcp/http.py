@@ -223,7 +223,10 @@ def proxy_app(
             app, allow_origin_regex=policy.origin_regex(), allow_methods=["*"],
             allow_headers=["*"], expose_headers=["*"],
         )  # fmt: skip
-    app = BrowserGuard(app, policy, log=logging.getLogger(__name__))
+    # The metrics answer any name where the token guards them (a scrape by the pod's
+    # address): a page rebound to the proxy does not hold the token.
+    keyed = [METRICS_PATH] if listener.token is not None else []
+    app = BrowserGuard(app, policy, any_host_paths=keyed, log=logging.getLogger(__name__))
     return _Route(HEALTH_PATH, _healthy, app)
 
 
