@@ -228,8 +228,11 @@ def test_connections_are_accepted_without_nagle() -> None:
             assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
 
-async def _answer(gate: _BearerGate, method: str, *authorization: bytes) -> int:
-    """The status ``gate`` answers a request with these ``Authorization`` headers."""
+async def _answer(
+    gate: _BearerGate, method: str, *authorization: bytes, headers: dict[str, bytes] | None = None
+) -> int:
+    """The status ``gate`` answers a request with these ``Authorization`` headers (and
+    ``headers``)."""
     sent: list[dict[str, Any]] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -242,8 +245,9 @@ async def _answer(gate: _BearerGate, method: str, *authorization: bytes) -> int:
         sent.append(message)
 
     gate.app = app
-    headers = [(b"authorization", value) for value in authorization]
-    await gate({"type": "http", "method": method, "headers": headers}, receive, send)
+    raw = [(b"authorization", value) for value in authorization]
+    raw += [(name.encode(), value) for name, value in (headers or {}).items()]
+    await gate({"type": "http", "method": method, "headers": raw}, receive, send)
     return int(sent[0]["status"])
 
 
@@ -260,7 +264,11 @@ def test_the_token_gate_reads_the_header_as_rfc_7235_has_it() -> None:
         # Two headers: which one counts is not for the proxy to guess.
         assert await _answer(gate, "POST", b"Bearer wrong", b"Bearer " + token) == 401
         assert await _answer(gate, "POST", b"Bearer " + token, b"Bearer wrong") == 401
-        assert await _answer(gate, "OPTIONS") == 200  # CORS preflight carries no token
+        # A CORS preflight carries no token; an OPTIONS that is none needs it.
+        preflight = {"origin": b"http://localhost:3000", "access-control-request-method": b"POST"}
+        assert await _answer(gate, "OPTIONS", headers=preflight) == 200
+        assert await _answer(gate, "OPTIONS") == 401
+        assert await _answer(gate, "OPTIONS", headers={"origin": b"http://x"}) == 401
 
     run(main_)
 
@@ -357,6 +365,18 @@ def test_metrics_the_token_guards_answer_any_name_but_no_page() -> None:
         page = {**bearer, "Origin": "http://evil.example"}
         assert client.get("/metrics", headers=page).status_code == 403
         assert client.post("/mcp", json=INITIALIZE, headers=bearer).status_code == 421
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "POST", "DELETE"])
+def test_the_metrics_answer_get_and_head_only_and_with_the_token_only(method: str) -> None:
+    listener = HttpListener.parse("127.0.0.1:8765", token=TOKEN, open_to_all=False)
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    with proxy_client(listener) as client:
+        assert client.request(method, "/metrics").status_code == 401
+        answer = client.request(method, "/metrics", headers=bearer)
+        assert answer.status_code == 405
+        assert answer.headers["allow"] == "GET, HEAD"
+        assert client.head("/metrics", headers=bearer).status_code == 200
 
 
 def test_a_web_page_with_the_token_is_refused_too() -> None:

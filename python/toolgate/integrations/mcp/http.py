@@ -214,7 +214,7 @@ def proxy_app(
         session_idle_timeout=session_idle_timeout,
     )
     if metrics is not None:
-        app = _Route(METRICS_PATH, metrics.asgi_app(), app)
+        app = _Route(METRICS_PATH, _reads_only(metrics.asgi_app()), app)
     if listener.token is not None:
         app = _BearerGate(app, listener.token)
     policy = listener.policy
@@ -227,7 +227,7 @@ def proxy_app(
     # address): a page rebound to the proxy does not hold the token.
     keyed = [METRICS_PATH] if listener.token is not None else []
     app = BrowserGuard(app, policy, any_host_paths=keyed, log=logging.getLogger(__name__))
-    return _Route(HEALTH_PATH, _healthy, app)
+    return _Route(HEALTH_PATH, _reads_only(_healthy), app)
 
 
 class _Listening(uvicorn.Server):
@@ -257,15 +257,16 @@ def _not_cancelled(record: logging.LogRecord) -> bool:
 class _BearerGate:
     """Lets through only HTTP requests with one ``Authorization`` header, ``Bearer <token>``
     (the scheme in any case, as RFC 7235 has it); the others get a 401. The token is
-    compared in constant time, so timing tells nothing of it. CORS preflight requests
-    (``OPTIONS``) carry no credentials by design and go through."""
+    compared in constant time, so timing tells nothing of it. A CORS preflight (``OPTIONS``
+    with ``Origin`` and ``Access-Control-Request-Method``) carries no credentials by design
+    and goes through; any other ``OPTIONS`` needs the token."""
 
     def __init__(self, app: _App, token: str) -> None:
         self.app = app
         self.token = token.encode()
 
     async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
-        if scope["type"] == "http" and scope.get("method") != "OPTIONS":
+        if scope["type"] == "http" and not _is_preflight(scope):
             given = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
             scheme, _, token = (
                 given[0].strip().partition(b" ") if len(given) == 1 else (b"", b"", b"")
@@ -291,11 +292,30 @@ class _Route:
             await self.rest(scope, receive, send)
 
 
-async def _healthy(scope: _Scope, _receive: _Receive, send: _Send) -> None:
-    """``{"status": "ok"}`` to a GET or HEAD; nothing about the upstreams, to anyone."""
-    if scope.get("method") not in ("GET", "HEAD"):
-        await _send_json(send, 405, {"error": "method not allowed"}, [(b"allow", b"GET, HEAD")])
-        return
+def _is_preflight(scope: _Scope) -> bool:
+    """Whether ``scope`` is a CORS preflight: ``OPTIONS`` with the two headers every
+    browser's carries (an ``OPTIONS`` alone is no preflight, and gets no pass)."""
+    if scope.get("method") != "OPTIONS":
+        return False
+    names = {name.lower() for name, _ in scope.get("headers", [])}
+    return {b"origin", b"access-control-request-method"} <= names
+
+
+def _reads_only(app: _App) -> _App:
+    """``app`` for ``GET`` and ``HEAD`` requests; a 405 to any other method."""
+
+    async def reading(scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if scope.get("method") not in ("GET", "HEAD"):
+            allow = [(b"allow", b"GET, HEAD")]
+            await _send_json(send, 405, {"error": "method not allowed"}, allow)
+            return
+        await app(scope, receive, send)
+
+    return reading
+
+
+async def _healthy(_scope: _Scope, _receive: _Receive, send: _Send) -> None:
+    """``{"status": "ok"}``; nothing about the upstreams, to anyone."""
     await _send_json(send, 200, {"status": "ok"}, [(b"cache-control", b"no-store")])
 
 
