@@ -1,5 +1,6 @@
 """The gateway's learning queue: lessons learned in order on one thread, bounded, never
-waited for by the one submitting them."""
+waited for by the one submitting them; and its starter, which tries a failed store once per
+retry window, never holding a request up behind another's try."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.gateway.learning import LearningQueue, Lesson
+from toolgate.gateway.learning import LearningQueue, LearningStarter, Lesson
 from toolgate.routing.learned_store import StoreError
 
 
@@ -98,3 +99,55 @@ def test_close_learns_the_waiting_lessons_and_takes_no_more() -> None:
     assert router.learned == ["first", "second"]
     assert not queue.submit(_lesson(router, "late"))
     assert queue.dropped == 1
+
+
+class _TellingLock:
+    """A lock that tells, by ``contended``, when a thread finds it held."""
+
+    def __init__(self, contended: threading.Event) -> None:
+        self._lock = threading.Lock()
+        self.contended = contended
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        self.contended.set()
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def test_requests_meeting_a_store_being_tried_route_without_it_at_once() -> None:
+    trying, contended = threading.Event(), threading.Event()
+    tries: list[str] = []
+
+    class _Unreachable:
+        """A router whose store connects slowly, then is refused."""
+
+        memory = None
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def learn(self, _store: object) -> None:
+            tries.append(self.name)
+            trying.set()
+            contended.wait(timeout=10)  # the second request arrives while this one tries
+            raise StoreError("connection refused")
+
+    starter = LearningStarter(store=object(), retry_s=30.0)  # type: ignore[arg-type]
+    starter._starting = _TellingLock(contended)  # type: ignore[assignment]
+    first = threading.Thread(target=starter.start, args=(_Unreachable("first"),))
+    first.start()
+    assert trying.wait(timeout=10)
+    starter.start(_Unreachable("second"))  # type: ignore[arg-type]
+    first.join(timeout=10)
+    starter.start(_Unreachable("third"))  # type: ignore[arg-type]
+    assert tries == ["first"]  # once in the retry window, not once per request

@@ -29,7 +29,9 @@ class LearningStarter:
     trouble, not the request's: the router routes without its memory, the failure is logged
     once on ``log`` (not again until the store has answered), and the store is tried again
     for routers without a memory once ``retry_s`` seconds have passed since it last failed,
-    so a store that stays down costs one attempt per ``retry_s``, not one per request.
+    so a store that stays down costs one attempt per ``retry_s``, not one per request. One
+    thread tries at a time; a request arriving meanwhile routes without memory rather than
+    wait its turn (a store that is down may take seconds to say so).
     """
 
     def __init__(
@@ -58,21 +60,29 @@ class LearningStarter:
         return failed_at is None or self._clock() - failed_at >= self.retry_s
 
     def start(self, router: Router) -> None:
-        """``router`` learning into the store, unless it does already or the store failed
-        less than ``retry_s`` seconds ago. May wait on the store: call it off an event loop."""
+        """``router`` learning into the store, unless it does already, the store failed less
+        than ``retry_s`` seconds ago, or another thread is trying it now. May wait on the
+        store: call it off an event loop."""
         if not self.due(router):
             return
-        with self._starting:
-            if router.memory is not None:
+        # Not waiting: behind a store that is down, each request would try it in turn.
+        if not self._starting.acquire(blocking=False):
+            return
+        try:
+            # Checked again: the thread that held the lock may have just started this
+            # router, or seen the store fail.
+            if not self.due(router):
                 return
             try:
                 router.learn(self.store)
             except StoreError as exc:
                 self._failed(exc)
                 return
-        if self._failed_at is not None:
-            self._failed_at = None
-            self._log.warning("the learned store answers again: routers learn again")
+            if self._failed_at is not None:
+                self._failed_at = None
+                self._log.warning("the learned store answers again: routers learn again")
+        finally:
+            self._starting.release()
 
     def _failed(self, exc: StoreError) -> None:
         if self._failed_at is None:
