@@ -6,6 +6,7 @@ generating for nobody."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -94,3 +95,54 @@ def test_a_client_gone_before_the_answer_stops_the_upstream_call(
         while counted not in gateway.metrics.render().decode():  # counted just after
             assert time.monotonic() < deadline
             time.sleep(0.01)
+
+
+class _Records(logging.Handler):
+    """Keeps the records logged to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _sink() -> str:
+    """An upstream on loopback that reads what it is sent and answers nothing (no server of
+    its own to log the request cut short); its URL."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with server, server.accept()[0] as connection:
+            connection.settimeout(2 * WAIT_SECONDS)
+            while connection.recv(65536):  # b"" once the gateway closes its end
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/files"])
+def test_a_client_gone_while_sending_its_body_is_counted_not_a_crash(
+    shared_filter: ToolFilter, path: str
+) -> None:
+    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(_sink())}),
+                      tool_filter=shared_filter)  # fmt: skip
+    errors, uvicorn_log = _Records(), logging.getLogger("uvicorn.error")
+    with serving(gateway.app) as base:
+        uvicorn_log.addHandler(errors)  # after uvicorn set its logging up, which would drop it
+        try:
+            port = int(base.rsplit(":", 1)[1])
+            with socket.create_connection(("127.0.0.1", port)) as client:
+                head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                head += "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+                client.sendall(head.encode() + b'{"model": "m", ')  # and leaves mid-body
+            counted = 'status="499"} 1.0'
+            deadline = time.monotonic() + WAIT_SECONDS
+            while counted not in gateway.metrics.render().decode():
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        finally:
+            uvicorn_log.removeHandler(errors)
+    assert [r.getMessage() for r in errors.records if r.levelno >= logging.ERROR] == []

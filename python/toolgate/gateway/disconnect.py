@@ -7,9 +7,10 @@ stream's first event: seconds to minutes), so a client that gave up (a timeout, 
 tab, a cancelled agent step) left the upstream generating, and billing, for nobody.
 
 :class:`CancelOnDisconnect` watches the connection once the request's body has been read
-(before that the app's own reads see the client leave) and cancels the app's handling the
-moment the client is gone. httpx closes a connection whose request is cancelled, which is
-how an upstream learns to stop.
+(before that the app's own reads see the client leave, and Starlette raises
+``ClientDisconnect``, which the middleware takes for the client gone) and cancels the app's
+handling the moment the client is gone. httpx closes a connection whose request is
+cancelled, which is how an upstream learns to stop.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import anyio
+from starlette.requests import ClientDisconnect
 
 __all__ = ["CancelOnDisconnect"]
 
@@ -55,6 +57,10 @@ class CancelOnDisconnect:
             group.start_soon(client.watch, group.cancel_scope)
             try:
                 await self.app(scope, client.receive, sending)
+            except ClientDisconnect:
+                # The client left while still sending its body (Starlette's reads say so by
+                # raising): a client gone, counted below, not a server error.
+                pass
             except Exception as exc:  # raised as it is below, not in an exception group
                 failed = exc
             group.cancel_scope.cancel()  # done: stop watching
