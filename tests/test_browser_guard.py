@@ -4,6 +4,7 @@ and how they say so, and the errors naming a bad allowed host or origin."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from starlette.applications import Starlette
@@ -147,6 +148,29 @@ def test_the_origin_regex_matches_the_admitted_origins_only() -> None:
     assert not regex.fullmatch("https://app.example.com.evil.example")
     assert not regex.fullmatch("https://appxexample.com")
     assert not re.compile(BrowserPolicy().origin_regex()).fullmatch("http://localhost")
+
+
+def test_a_policy_made_in_code_reads_its_values_as_the_options_are_read() -> None:
+    policy = BrowserPolicy(("Gateway.Internal", "gw:*", "gw"), ("HTTPS://App.example.com:443",))
+    assert policy.hosts == ("gateway.internal", "gw")
+    assert policy.origins == ("https://app.example.com",)
+    assert policy.admits_host("gateway.internal:8080")
+    assert policy.admits_host("gw:1")
+    assert policy.admits_origin("https://app.example.com")
+
+
+@pytest.mark.parametrize(
+    ("hosts", "origins", "message"),
+    [
+        ((), ("https://app.example.com/",), "allowed_origins: an origin has no path"),
+        (("http://gw",), (), "allowed_hosts: a host is a name"),
+        ("gw.internal", (), "allowed_hosts: expected a list of strings, got the string"),
+        ((8080,), (), "allowed_hosts: expected a list of strings, got int 8080"),
+    ],
+)
+def test_a_policy_made_in_code_names_a_bad_value(hosts: Any, origins: Any, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        BrowserPolicy(hosts, origins)
 
 
 def test_served_hosts_name_a_loopback_address_listened_on() -> None:

@@ -145,12 +145,23 @@ def _valid_port(port: str | None) -> bool:
 
 @dataclass(frozen=True)
 class BrowserPolicy:
-    """The ``Host`` names and the ``Origin`` values a server admits, as :func:`host_pattern`
-    and :func:`origin_pattern` give them. No ``hosts``: any ``Host``. No ``origins``: no
-    request from a web page at all."""
+    """The ``Host`` names and the ``Origin`` values a server admits, read as
+    :func:`host_pattern` and :func:`origin_pattern` read them (``Gateway.Internal`` is
+    ``gateway.internal``, ``gw:*`` is ``gw``; an origin with a path is an
+    :class:`InvalidInputError`), so values given in code match as the options' do. No
+    ``hosts``: any ``Host``. No ``origins``: no request from a web page at all."""
 
     hosts: tuple[str, ...] = ()
     origins: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Taken as given, "Gateway.Internal" or "https://app.example.com/" never matched: the
+        # server refused every request with a 421 or 403 and no word of why.
+        hosts = _patterns(self.hosts, host_pattern, "allowed_hosts")
+        object.__setattr__(self, "hosts", hosts)
+        object.__setattr__(
+            self, "origins", _patterns(self.origins, origin_pattern, "allowed_origins")
+        )
 
     def admits_host(self, host: str) -> bool:
         """Whether a request with ``Host: host`` is admitted."""
@@ -196,6 +207,23 @@ class BrowserPolicy:
                 "DNS rebinding (the server's --allow-host adds a name)"
             )  # fmt: skip
         return None
+
+
+def _patterns(
+    values: Iterable[str], pattern: Callable[[str, str], str], where: str
+) -> tuple[str, ...]:
+    """``values`` as ``pattern`` reads each, once each; an :class:`InvalidInputError` naming
+    ``where`` for a value that is not a string (a lone string is not a list of them)."""
+    if isinstance(values, str):
+        raise InvalidInputError(f"{where}: expected a list of strings, got the string {values!r}")
+    read = []
+    for value in values:
+        if not isinstance(value, str):
+            raise InvalidInputError(
+                f"{where}: expected a list of strings, got {type(value).__name__} {value!r}"
+            )
+        read.append(pattern(value, where))
+    return tuple(dict.fromkeys(read))
 
 
 def _without_port(authority: str) -> str:

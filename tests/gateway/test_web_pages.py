@@ -153,6 +153,18 @@ def test_allowed_hosts_restrict_a_gateway_off_loopback(
         assert rebound.status_code == 421
 
 
+def test_allowed_lists_given_in_code_match_as_the_options_do(
+    fake: tuple[FakeUpstream, str], shared_filter: ToolFilter
+) -> None:
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(fake[1])}, allowed_hosts=("Gateway.Internal",),
+        allowed_origins=("HTTPS://App.Example.com:443",),
+    )  # fmt: skip
+    with _served(config, shared_filter, "gateway.internal:8080") as client:
+        page = {"Origin": "https://app.example.com"}
+        assert client.post(CHAT, json=BODY, headers=page).status_code == 200
+
+
 def test_a_page_with_the_gateway_key_is_refused_too(
     fake: tuple[FakeUpstream, str], shared_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
