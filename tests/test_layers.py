@@ -16,6 +16,7 @@ PACKAGE = Path(toolgate.__file__).parent
 BASE = {
     "_toolgate",
     "arguments",
+    "asgi",
     "browser_guard",
     "errors",
     "json_limits",

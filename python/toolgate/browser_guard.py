@@ -18,13 +18,12 @@ server takes WebSockets.
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
+from toolgate.asgi import App, Receive, Scope, Send, send_json
 from toolgate.errors import InvalidInputError
 
 __all__ = [
@@ -40,12 +39,8 @@ __all__ = [
 #: The names a program on this machine reaches a loopback listener by.
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
-_Scope = MutableMapping[str, Any]
-_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-_App = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 #: Makes the answer to a refused request from its scope, status, code and message.
-Refusal = Callable[[_Scope, int, str, str], _App]
+Refusal = Callable[[Scope, int, str, str], App]
 
 # A host name or IPv4 address, or an IPv6 address in brackets; then a port, or * for any.
 _HOST = re.compile(r"(?P<name>[a-z0-9_-]+(?:\.[a-z0-9_-]+)*|\[[0-9a-f:.]+\])(?::(?P<port>\d+|\*))?")
@@ -246,7 +241,7 @@ class BrowserGuard:
 
     def __init__(
         self,
-        app: _App,
+        app: App,
         policy: BrowserPolicy,
         *,
         refusal: Refusal | None = None,
@@ -261,7 +256,7 @@ class BrowserGuard:
         self._origins_only = BrowserPolicy((), policy.origins)
         self.log = log or logging.getLogger("toolgate")
 
-    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not self._open(scope, self.open_paths):
             any_host = self._open(scope, self.any_host_paths)
             policy = self._origins_only if any_host else self.policy
@@ -275,18 +270,14 @@ class BrowserGuard:
         await self.app(scope, receive, send)
 
     @staticmethod
-    def _open(scope: _Scope, paths: frozenset[str]) -> bool:
+    def _open(scope: Scope, paths: frozenset[str]) -> bool:
         """Whether ``scope`` reads one of ``paths``: a ``GET`` or ``HEAD`` of the path the
         app routes on (decoded, as ``/health%7A`` is ``/healthz``)."""
         return scope.get("method") in ("GET", "HEAD") and scope.get("path") in paths
 
 
-def _json_refusal(_scope: _Scope, status: int, _code: str, message: str) -> _App:
-    data = json.dumps({"error": message}).encode()
-
-    async def answer(_scope: _Scope, _receive: _Receive, send: _Send) -> None:
-        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": data})
+def _json_refusal(_scope: Scope, status: int, _code: str, message: str) -> App:
+    async def answer(_scope: Scope, _receive: Receive, send: Send) -> None:
+        await send_json(send, status, {"error": message})
 
     return answer

@@ -15,19 +15,14 @@ cancelled, which is how an upstream learns to stop.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from collections.abc import Callable
 
 import anyio
 from starlette.requests import ClientDisconnect
 
-__all__ = ["CancelOnDisconnect"]
+from toolgate.asgi import App, Message, Receive, Scope, Send
 
-_Scope = MutableMapping[str, Any]
-_Message = MutableMapping[str, Any]
-_Receive = Callable[[], Awaitable[_Message]]
-_Send = Callable[[_Message], Awaitable[None]]
-_App = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
+__all__ = ["CancelOnDisconnect"]
 
 
 class CancelOnDisconnect:
@@ -35,17 +30,17 @@ class CancelOnDisconnect:
     disconnected; ``on_gone(scope)`` is then called if no answer had started to go out (a
     started one was already counted by its status)."""
 
-    def __init__(self, app: _App, on_gone: Callable[[_Scope], None] | None = None) -> None:
+    def __init__(self, app: App, on_gone: Callable[[Scope], None] | None = None) -> None:
         self.app = app
         self.on_gone = on_gone
 
-    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         client = _Client(receive)
 
-        async def sending(message: _Message) -> None:
+        async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 client.answered = True
             elif message["type"] == "http.response.body" and not message.get("more_body"):
@@ -74,14 +69,14 @@ class _Client:
     """One request's connection: its body handed to the app as it comes, then a watch for
     the client leaving, which the app's later reads wait on."""
 
-    def __init__(self, receive: _Receive) -> None:
+    def __init__(self, receive: Receive) -> None:
         self._receive = receive
         self.body_read = anyio.Event()
         self.gone = anyio.Event()
         self.answered = False
         self.finished = False
 
-    async def receive(self) -> _Message:
+    async def receive(self) -> Message:
         """The app's reads: the body's parts, then the disconnect once the client leaves."""
         if self.body_read.is_set():
             await self.gone.wait()

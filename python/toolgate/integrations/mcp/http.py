@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +41,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.cors import CORSMiddleware
 
+from toolgate.asgi import App, Receive, Scope, Send, send_json
 from toolgate.browser_guard import (
     BrowserGuard,
     BrowserPolicy,
@@ -81,11 +81,6 @@ GRACE_SECONDS = 10.0
 #: The SDK's default; a client idle longer is answered 404 and starts a new session, as MCP
 #: has it.
 SESSION_IDLE_SECONDS = 30 * 60.0
-
-_Scope = MutableMapping[str, Any]
-_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-_App = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -200,11 +195,11 @@ def proxy_app(
     *,
     metrics: ProxyMetrics | None = None,
     session_idle_timeout: float = SESSION_IDLE_SECONDS,
-) -> _App:
+) -> App:
     """The ASGI app serving ``server`` at :data:`MCP_PATH` as ``listener`` says: the health
     probe first (any name, no token), then the ``Host`` / ``Origin`` checks, then CORS for
     the allowed origins, the token, the metrics and MCP."""
-    app: _App = server.streamable_http_app(
+    app: App = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=listener.host,
         # The SDK's own check is off: the guard below makes it for every path, /metrics too,
@@ -261,11 +256,11 @@ class _BearerGate:
     with ``Origin`` and ``Access-Control-Request-Method``) carries no credentials by design
     and goes through; any other ``OPTIONS`` needs the token."""
 
-    def __init__(self, app: _App, token: str) -> None:
+    def __init__(self, app: App, token: str) -> None:
         self.app = app
         self.token = token.encode()
 
-    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not _is_preflight(scope):
             given = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
             scheme, _, token = (
@@ -274,7 +269,7 @@ class _BearerGate:
             valid = hmac.compare_digest(token.strip(), self.token)
             if scheme.lower() != b"bearer" or not valid:
                 body = {"error": "unauthorized: a bearer token is needed"}
-                await _send_json(send, 401, body, [(b"www-authenticate", b"Bearer")])
+                await send_json(send, 401, body, [(b"www-authenticate", b"Bearer")])
                 return
         await self.app(scope, receive, send)
 
@@ -282,17 +277,17 @@ class _BearerGate:
 class _Route:
     """Sends HTTP requests for ``path`` to ``app``, and everything else to ``rest``."""
 
-    def __init__(self, path: str, app: _App, rest: _App) -> None:
+    def __init__(self, path: str, app: App, rest: App) -> None:
         self.path, self.app, self.rest = path, app, rest
 
-    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("path") == self.path:
             await self.app(scope, receive, send)
         else:
             await self.rest(scope, receive, send)
 
 
-def _is_preflight(scope: _Scope) -> bool:
+def _is_preflight(scope: Scope) -> bool:
     """Whether ``scope`` is a CORS preflight: ``OPTIONS`` with the two headers every
     browser's carries (an ``OPTIONS`` alone is no preflight, and gets no pass)."""
     if scope.get("method") != "OPTIONS":
@@ -301,35 +296,22 @@ def _is_preflight(scope: _Scope) -> bool:
     return {b"origin", b"access-control-request-method"} <= names
 
 
-def _reads_only(app: _App) -> _App:
+def _reads_only(app: App) -> App:
     """``app`` for ``GET`` and ``HEAD`` requests; a 405 to any other method."""
 
-    async def reading(scope: _Scope, receive: _Receive, send: _Send) -> None:
+    async def reading(scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("method") not in ("GET", "HEAD"):
             allow = [(b"allow", b"GET, HEAD")]
-            await _send_json(send, 405, {"error": "method not allowed"}, allow)
+            await send_json(send, 405, {"error": "method not allowed"}, allow)
             return
         await app(scope, receive, send)
 
     return reading
 
 
-async def _healthy(_scope: _Scope, _receive: _Receive, send: _Send) -> None:
+async def _healthy(_scope: Scope, _receive: Receive, send: Send) -> None:
     """``{"status": "ok"}``; nothing about the upstreams, to anyone."""
-    await _send_json(send, 200, {"status": "ok"}, [(b"cache-control", b"no-store")])
-
-
-async def _send_json(
-    send: _Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]
-) -> None:
-    data = json.dumps(body).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(data)).encode()),
-        *headers,
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": data})
+    await send_json(send, 200, {"status": "ok"}, [(b"cache-control", b"no-store")])
 
 
 def _url(host: str, port: int) -> str:
