@@ -1,13 +1,24 @@
 """What toolgate's HTTP servers, the gateway and the MCP proxy, share at the ASGI level: the
-types of an app and of what it is called with, and a JSON answer."""
+types of an app and of what it is called with, a JSON answer, and the reading of a bearer
+token."""
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
-__all__ = ["App", "Message", "Receive", "Scope", "Send", "send_json"]
+__all__ = [
+    "App",
+    "Message",
+    "Receive",
+    "Scope",
+    "Send",
+    "bearer_token",
+    "is_secret",
+    "send_json",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -29,3 +40,29 @@ async def send_json(
     ]
     await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": data})
+
+
+def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The token of a request's ``Authorization: Bearer <token>``, from its (ASGI) headers:
+    the scheme in any case, as RFC 7235 has it, spaces around the token ignored. None
+    without one, with another scheme, and with two ``Authorization`` headers (which of
+    them counts is not for a server to guess).
+
+    >>> bearer_token([(b"authorization", b"bearer  s3cret ")])
+    b's3cret'
+    """
+    given = [value for name, value in headers if name.lower() == b"authorization"]
+    if len(given) != 1:
+        return None
+    scheme, _, token = given[0].strip().partition(b" ")
+    if scheme.lower() != b"bearer":
+        return None
+    return token.strip() or None
+
+
+def is_secret(offered: bytes | None, secret: bytes) -> bool:
+    """Whether ``offered`` is ``secret``, compared in constant time, so timing tells nothing
+    of the secret; nothing offered (``None``, empty) is not."""
+    if not offered:
+        return False
+    return hmac.compare_digest(offered, secret)

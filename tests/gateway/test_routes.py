@@ -187,6 +187,8 @@ def test_a_gateway_key_is_required_and_never_logged(
         assert _chat(base, body, authorization="Bearer tg-secret-token").status_code == 200
         assert upstream.received[-1].headers["authorization"] == "Bearer sk-upstream-secret"
         assert "x-toolgate-key" not in upstream.received[-1].headers
+        # The scheme in any case, as RFC 7235 has it (and /metrics, and the proxy, read it).
+        assert _chat(base, body, authorization="bearer tg-secret-token").status_code == 200
         ok = httpx.get(
             base + "/v1/models?token=tg-secret-token",
             headers={"x-toolgate-key": "tg-secret-token"},
@@ -234,6 +236,9 @@ def test_metrics_are_behind_the_gateway_key(
         assert "toolgate_gateway_requests_total" in bearer.text
         ours = httpx.get(base + "/metrics", headers={"x-toolgate-key": "tg-secret-token"})
         assert ours.status_code == 200
+        # Two Authorization headers: which one counts is not for the gateway to guess.
+        two = [("authorization", "Bearer tg-secret-token"), ("authorization", "Bearer wrong")]
+        assert httpx.get(base + "/metrics", headers=two).status_code == 401
         # The probes stay open.
         assert httpx.get(base + "/livez").status_code == 200
         assert httpx.get(base + "/healthz").status_code != 401

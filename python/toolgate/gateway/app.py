@@ -28,7 +28,6 @@ whose ``Host`` is not among ``allowed_hosts`` when there are some (421: DNS rebi
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import re
@@ -52,6 +51,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from toolgate import json_limits
+from toolgate.asgi import bearer_token, is_secret
 from toolgate.browser_guard import BrowserGuard, BrowserPolicy
 from toolgate.errors import (
     CatalogError,
@@ -321,17 +321,15 @@ class Gateway:
     def _holds_token(self, request: Request) -> bool:
         """Whether ``request`` carries the gateway's key in ``x-toolgate-key`` or as
         ``Authorization: Bearer`` (a Prometheus scrape's ``authorization``)."""
-        scheme, _, bearer = request.headers.get("authorization", "").strip().partition(" ")
-        offered = [request.headers.get(GATEWAY_KEY_HEADER, "")]
-        if scheme.lower() == "bearer":
-            offered.append(bearer.strip())
-        return self._is_token(offered)
+        return self._is_token(
+            [_header(request, GATEWAY_KEY_HEADER), bearer_token(request.headers.raw)]
+        )
 
-    def _is_token(self, offered: list[str]) -> bool:
+    def _is_token(self, offered: list[bytes | None]) -> bool:
         """Whether one of ``offered`` is the gateway's key (compared in constant time)."""
         assert self._token is not None
         token = self._token.encode()
-        return any(hmac.compare_digest(value.encode(), token) for value in offered if value)
+        return any(is_secret(value, token) for value in offered)
 
     async def _handle(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -364,11 +362,10 @@ class Gateway:
         ``x-goog-api-key``, and a REST client can too."""
         if self._token is None:
             return True
-        offered = [request.headers.get(GATEWAY_KEY_HEADER, "")]
+        offered = [_header(request, GATEWAY_KEY_HEADER)]
         if self._keys.get(provider) is not None:
-            for header in CREDENTIAL_HEADERS:
-                value = request.headers.get(header, "")
-                offered.append(value.removeprefix("Bearer ").strip())
+            offered.append(bearer_token(request.headers.raw))  # OpenAI's SDK's
+            offered += [_header(request, h) for h in CREDENTIAL_HEADERS if h != "authorization"]
         return self._is_token(offered)
 
     def _url(self, provider: str, request: Request) -> str:
@@ -550,6 +547,12 @@ def _aimed_at(
     if endpoint is None:
         return None, passthrough_provider(path, headers, query), "passthrough"
     return endpoint, endpoint.provider, endpoint.shape
+
+
+def _header(request: Request, name: str) -> bytes | None:
+    """The (first) value of header ``name``, as sent, spaces around it left out."""
+    value = request.headers.get(name)
+    return None if value is None else value.encode("latin-1").strip()
 
 
 async def _body(request: Request, limit: int) -> bytes | None:

@@ -27,7 +27,6 @@ Stopping the proxy ends every session.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import socket
 import sys
@@ -41,7 +40,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.cors import CORSMiddleware
 
-from toolgate.asgi import App, Receive, Scope, Send, send_json
+from toolgate.asgi import App, Receive, Scope, Send, bearer_token, is_secret, send_json
 from toolgate.browser_guard import (
     BrowserGuard,
     BrowserPolicy,
@@ -261,17 +260,16 @@ class _BearerGate:
         self.token = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not _is_preflight(scope):
-            given = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
-            scheme, _, token = (
-                given[0].strip().partition(b" ") if len(given) == 1 else (b"", b"", b"")
-            )
-            valid = hmac.compare_digest(token.strip(), self.token)
-            if scheme.lower() != b"bearer" or not valid:
-                body = {"error": "unauthorized: a bearer token is needed"}
-                await send_json(send, 401, body, [(b"www-authenticate", b"Bearer")])
-                return
+        if scope["type"] == "http" and not self._admits(scope):
+            body = {"error": "unauthorized: a bearer token is needed"}
+            await send_json(send, 401, body, [(b"www-authenticate", b"Bearer")])
+            return
         await self.app(scope, receive, send)
+
+    def _admits(self, scope: Scope) -> bool:
+        """Whether the request carries the token, or is a CORS preflight."""
+        token = bearer_token(scope.get("headers", []))
+        return _is_preflight(scope) or is_secret(token, self.token)
 
 
 class _Route:
