@@ -83,6 +83,31 @@ def test_a_lock_left_without_its_router_and_a_half_deleted_router_go(tmp_path: P
     assert set(os.listdir(tmp_path)) == {_name(0), f".{_name(0)}.lock"}
 
 
+def test_a_build_left_by_a_crash_goes_but_not_one_under_way(tmp_path: Path) -> None:
+    store = RouterStore(tmp_path, max_stored=4)
+    for n in (7, 8):
+        (tmp_path / f".build-{_name(n)}-x1y2z3").mkdir()  # a process killed while indexing
+        (tmp_path / f".build-{_name(n)}-x1y2z3" / "index.bin").write_bytes(b"half")
+    with open(tmp_path / f".{_name(8)}.lock", "a+b") as other:  # another process builds 8
+        fcntl.flock(other, fcntl.LOCK_EX)
+        _open(store, 0).release()
+        assert set(os.listdir(tmp_path)) == {
+            _name(0), f".{_name(0)}.lock", f".build-{_name(8)}-x1y2z3", f".{_name(8)}.lock"
+        }  # fmt: skip
+
+
+def test_a_router_is_built_in_a_folder_named_for_it(tmp_path: Path) -> None:
+    store = RouterStore(tmp_path, max_stored=4)
+    folders: list[str] = []
+
+    def build(folder: Path) -> None:
+        folders.append(folder.name)
+        _build(folder)
+
+    store.router(_name(0), build, lambda directory: directory).release()  # type: ignore[arg-type,return-value]
+    assert folders[0].startswith(f".build-{_name(0)}-")
+
+
 def test_a_failed_open_releases_the_router(tmp_path: Path) -> None:
     store = RouterStore(tmp_path, max_stored=1)
 

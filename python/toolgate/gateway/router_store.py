@@ -8,7 +8,8 @@ is built once however many processes ask, and never deleted while a process read
 catalog file loads on first need, long after the open) or writes it. Opening a directory
 sets its modification time, which orders the directories by last use. After each build, the
 directories past the ``max_stored`` most recently used are deleted, each one only if its lock
-is free at once; a lock file left without its directory (a build that failed) goes too.
+is free at once; a lock file left without its directory (a build that failed) goes too, and
+so does a build folder a process left when it died building (its router's lock free at once).
 Where there is no ``flock`` (Windows) nothing is locked or deleted.
 """
 
@@ -43,6 +44,10 @@ _READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 # A directory being deleted is first renamed to this prefix, so no reader ever finds half of
 # one under its own name; one left by a crash is deleted by the next prune.
 _DOOMED = ".prune-"
+# A router is built in a folder named for it (.build-NAME-RANDOM), under NAME's lock held
+# exclusive: one left by a crash (a SIGKILL while indexing) is deleted by a prune that can
+# take that lock at once, since no process builds NAME then.
+_BUILD = re.compile(r"\.build-([0-9a-f]{40})-.+")
 
 
 def default_max_stored(max_catalogs: int) -> int:
@@ -103,7 +108,7 @@ class RouterStore:
 
     def _build(self, directory: Path, build: Callable[[Path], None]) -> None:
         """``build`` into a temporary folder, renamed to ``directory`` once whole."""
-        building = Path(tempfile.mkdtemp(prefix=".build-", dir=self.root))
+        building = Path(tempfile.mkdtemp(prefix=f".build-{directory.name}-", dir=self.root))
         try:
             build(building)
             os.replace(building, directory)
@@ -117,6 +122,7 @@ class RouterStore:
             return []
         stored: list[tuple[float, str]] = []
         orphans: list[str] = []
+        builds: list[tuple[str, str]] = []
         with os.scandir(self.root) as entries:
             for entry in entries:
                 if _NAME.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
@@ -128,11 +134,27 @@ class RouterStore:
                     orphans.append(match.group(1))
                 elif entry.name.startswith(_DOOMED):
                     shutil.rmtree(entry.path, ignore_errors=True)
+                elif match := _BUILD.fullmatch(entry.name):
+                    builds.append((match.group(1), entry.path))
+        for name, folder in builds:
+            self._delete_abandoned_build(name, folder)
         stored.sort(reverse=True)
         return [
             name for name in [n for _, n in stored[self.max_stored :]] + orphans
             if self._delete(name)
         ]  # fmt: skip
+
+    def _delete_abandoned_build(self, name: str, folder: str) -> None:
+        """Delete ``folder``, a build of ``name``, unless a process holds ``name``'s lock (it
+        may be building there). A lock file made here, with no router beside it, goes too."""
+        lock = self.root / f".{name}.lock"
+        held = _lock(lock, shared=False, wait=False)
+        if held is None:
+            return
+        with held:
+            shutil.rmtree(folder, ignore_errors=True)
+            if not (self.root / name).exists():
+                lock.unlink(missing_ok=True)  # as _delete does: a waiter locks anew
 
     def _delete(self, name: str) -> bool:
         """Delete ``name``'s directory and lock file unless a process holds its lock."""
