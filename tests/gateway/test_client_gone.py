@@ -125,11 +125,12 @@ def _sink() -> str:
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/files"])
 def test_a_client_gone_while_sending_its_body_is_counted_not_a_crash(
-    shared_filter: ToolFilter, path: str
+    shared_filter: ToolFilter, path: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(_sink())}),
                       tool_filter=shared_filter)  # fmt: skip
     errors, uvicorn_log = _Records(), logging.getLogger("uvicorn.error")
+    caplog.set_level(logging.INFO, logger="toolgate.gateway")
     with serving(gateway.app) as base:
         uvicorn_log.addHandler(errors)  # after uvicorn set its logging up, which would drop it
         try:
@@ -146,3 +147,5 @@ def test_a_client_gone_while_sending_its_body_is_counted_not_a_crash(
         finally:
             uvicorn_log.removeHandler(errors)
     assert [r.getMessage() for r in errors.records if r.levelno >= logging.ERROR] == []
+    gone = f"POST {path!r} 499: the client went away before its answer began"
+    assert any(r.getMessage().startswith(gone) for r in caplog.records)

@@ -26,7 +26,7 @@ from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream, load_config
 from toolgate.gateway.filter import ToolFilter
 from toolgate.gateway.serve import ServeOptions
-from toolgate.gateway.upstream import Endpoint, endpoint_of, upstream_for
+from toolgate.gateway.upstream import Endpoint, endpoint_of, unfiltered_call, upstream_for
 
 USER = [{"role": "user", "content": WEATHER}]
 API_VERSION = "2024-10-21"
@@ -362,6 +362,23 @@ def test_a_model_call_on_a_path_not_filtered_is_flagged_not_silent(
     assert after == before + 2
     warnings = [r for r in caplog.records if "claude-x:rawPredict" in r.getMessage()]
     assert len(warnings) == 1  # once per path
+
+
+def test_a_model_call_whose_path_holds_control_characters_is_logged_quoted(
+    annotating: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Decoded, %1B is ESC: written raw, "ESC[2J" would clear the terminal reading the log.
+    path = "/x%1B%5B2Jforged/chat/completions"
+    with caplog.at_level(logging.INFO, logger="toolgate.gateway"):
+        answer = httpx.post(annotating.url + path, json={"tools": chat_tools()})
+    assert answer.headers["x-toolgate-unfiltered"] == "1"
+    logged = [r.getMessage() for r in caplog.records if "forged" in r.getMessage()]
+    assert any("looks like a model call" in line for line in logged)
+    assert [line for line in logged if "\x1b" in line] == []
+
+
+def test_a_model_call_path_holding_a_newline_is_one_still() -> None:
+    assert unfiltered_call("POST", "/v1\n/chat/completions")
 
 
 def test_other_passthroughs_are_not_flagged(annotating: Served) -> None:

@@ -199,12 +199,17 @@ class Gateway:
 
     def _client_gone(self, scope: Any) -> None:
         """Counts (as status 499, nginx's "client closed request") and logs a request whose
-        client left before its answer began: its upstream call was stopped."""
+        client left before its answer began: while still sending its body, or while its
+        upstream call was under way (which was then stopped)."""
         query = scope.get("query_string", b"").decode("latin-1")
         _, _, label = _aimed_at(scope["method"], scope["path"], Headers(scope=scope), query)
         self.metrics.requests.labels(label, "499").inc()
-        log.info("%s %s 499: the client went away; its upstream call was stopped",
-                 scope["method"], scope["path"])  # fmt: skip
+        # The path quoted (%r), as the guard quotes it: decoded, a control character in it
+        # (%1B, ESC; %0D) would reach the log, and the terminal reading it, as it is.
+        log.info(
+            "%s %r 499: the client went away before its answer began (an upstream call "
+            "under way was stopped)", scope["method"], scope["path"],
+        )  # fmt: skip
 
     def _refused(self, scope: Any, status: int, code: str, message: str) -> Response:
         """The answer to a request the ``Host`` / ``Origin`` checks refuse, in the error
@@ -347,9 +352,9 @@ class Gateway:
         else:
             response = await self._filtered(request, endpoint, upstream)
         self.metrics.requests.labels(label, str(response.status_code)).inc()
-        # The path alone: a query string may hold a key (Gemini's ?key=).
+        # The path alone (a query string may hold a key: Gemini's ?key=), quoted.
         log.info(
-            "%s %s %d %.1fms", request.method, path, response.status_code,
+            "%s %r %d %.1fms", request.method, path, response.status_code,
             (time.perf_counter() - started) * 1000,
         )  # fmt: skip
         return response
@@ -412,7 +417,7 @@ class Gateway:
             return
         self._warned.add(path)
         log.warning(
-            "POST %s looks like a model call on a path the gateway does not filter: its tools "
+            "POST %r looks like a model call on a path the gateway does not filter: its tools "
             "went to the %s upstream unfiltered (each such answer carries %s: 1)",
             path, upstream, UNFILTERED_HEADER,
         )  # fmt: skip

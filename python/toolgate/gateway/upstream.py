@@ -83,7 +83,8 @@ _ENDPOINTS = (
 _MODEL_CALL = re.compile(
     r".*(?:/chat/completions|/responses|/messages|/converse(?:-stream)?"
     r"|/invoke(?:-with-response-stream)?|(?<!/count-tokens):(?:stream)?[rR]awPredict"
-    r"|:(?:stream)?[gG]enerateContent)"
+    r"|:(?:stream)?[gG]enerateContent)",
+    re.DOTALL,  # a decoded path may hold a newline (%0A): still a model call
 )
 
 # Where Azure's and Vertex AI's requests go when the gateway names no upstream for them.
