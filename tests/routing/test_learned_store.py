@@ -4,7 +4,12 @@ keys the hashes of queries."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -170,3 +175,82 @@ def test_a_salt_past_blake2b_s_key_size_is_hashed_to_it() -> None:
 def test_a_bad_salt_is_refused(salt: object, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
         SqliteStore(":memory:", salt=salt)  # type: ignore[arg-type]
+
+
+# A pre-forking server's master opens the store, then forks workers that learn at once and
+# exit normally (sys.exit: every exit handler runs). In a process of its own, so its children
+# exit as real workers do. Prints what each worker stored and the master's session after.
+_FORKED_WORKERS = """
+import json, os, signal, sys
+import numpy as np
+from toolgate.routing.learned_store import open_store
+
+store = open_store(sys.argv[1])
+sqlite = not sys.argv[1].startswith("postgresql")
+session = "SELECT 0" if sqlite else "SELECT pg_backend_pid()"
+before = store._execute(session)
+store._execute("CREATE TEMP TABLE master_only (x)" if sqlite else "SELECT 1")
+read, write = os.pipe()
+workers = []
+for n in range(2):
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)  # a worker hung on a reply the other took dies
+        seqs = [store.insert("forked", f"t/{n}", "t", b"k", np.ones(4, np.float32), 0.0)
+                for _ in range(100)]
+        temp = store._execute("SELECT name FROM temp.sqlite_master") if sqlite else []
+        report = {"tool": f"t/{n}", "seqs": seqs, "temp": temp}
+        os.write(write, (json.dumps(report) + "\\n").encode())
+        sys.exit(0)
+    workers.append(pid)
+exits = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in workers]
+os.close(write)
+reports = [json.loads(line) for line in os.fdopen(read).read().splitlines()]
+tool_of = dict(store._execute("SELECT seq, tool FROM learned"))
+print(json.dumps({
+    "exits": exits,
+    "session_kept": store._execute(session) == before,
+    "wrong_seqs": sum(tool_of.get(s) != r["tool"] for r in reports for s in r["seqs"]),
+    "seqs": sum(len(r["seqs"]) for r in reports),
+    "temp_seen": sum(len(r["temp"]) for r in reports),
+}))
+"""
+
+
+def _forked_workers(address: str) -> dict[str, Any]:
+    run = subprocess.run(
+        [sys.executable, "-c", _FORKED_WORKERS, address],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    result: dict[str, Any] = json.loads(run.stdout)
+    return result
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def forked(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    if request.param == "sqlite":
+        return _forked_workers(str(tmp_path_factory.mktemp("forked") / "learned.sqlite3"))
+    return _forked_workers(request.getfixturevalue("postgres"))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_forked_workers_of_one_store_exit_normally(forked: dict[str, Any]) -> None:
+    assert forked["exits"] == [0, 0]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_forked_workers_each_get_their_own_rows_seq(forked: dict[str, Any]) -> None:
+    assert forked["seqs"] == 200
+    assert forked["wrong_seqs"] == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_workers_exit_leaves_the_masters_session(forked: dict[str, Any]) -> None:
+    assert forked["session_kept"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_worker_does_not_use_the_masters_connection(forked: dict[str, Any]) -> None:
+    assert forked["temp_seen"] == 0  # the master's temporary table is its connection's own

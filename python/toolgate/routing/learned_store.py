@@ -128,18 +128,33 @@ _COLUMNS = "seq, tool, server, query_key, codes, scale, weight, at"
 # Who marks this process's uses of scopes; a forked child is another process.
 _holder = secrets.token_hex(8)
 
-
-def _new_holder() -> None:
-    global _holder
-    _holder = secrets.token_hex(8)
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows, where a child process starts afresh
-    os.register_at_fork(after_in_child=_new_holder)
-
 # The store (by its repr) and scope of each memory of this process, while it lives.
 _in_use: weakref.WeakKeyDictionary[object, tuple[str, str]] = weakref.WeakKeyDictionary()
 _in_use_lock = threading.Lock()
+
+# Every store of this process: a forked child must not use their connections (below).
+_stores: weakref.WeakSet[LearnedStore] = weakref.WeakSet()
+# Connections a forked child inherited. Referenced for ever, so never closed: closing one
+# would end (PostgreSQL: a Terminate message on the shared socket) or disturb (SQLite's
+# locks) the parent's session.
+_inherited: list[object] = []
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a pre-forking server's worker) is another holder; each store leaves
+    the connection it shares with the parent and opens its own on first use. Its locks are
+    made anew: a thread of the parent may have held one at the fork, and that thread is gone.
+    """
+    global _holder, _in_use_lock
+    _holder = secrets.token_hex(8)
+    _in_use_lock = threading.Lock()
+    for store in list(_stores):
+        store._lock = threading.Lock()
+        store._leave_inherited_connection()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, where a child process starts afresh
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 # The libpq connection settings that hold secrets.
 _SECRET_KEYS = ("password", "sslpassword")
@@ -189,6 +204,7 @@ class LearnedStore:
         self._salt = _salt_bytes(salt)
         self._lock = threading.Lock()
         self._marked: dict[str, tuple[float, float]] = {}  # scope: (lease, last marked)
+        _stores.add(self)
 
     def key(self, text: str) -> bytes:
         """The digest of the query ``text`` rows of this store are merged by."""
@@ -300,6 +316,9 @@ class LearnedStore:
     def close(self) -> None:
         """Closes the connection."""
 
+    def _leave_inherited_connection(self) -> None:
+        """In a forked child: stop using the parent's connection, without closing it."""
+
 
 class SqliteStore(LearnedStore):
     """Learned rows in one SQLite file (``":memory:"``: in this process only)."""
@@ -324,30 +343,55 @@ class SqliteStore(LearnedStore):
     ):
         super().__init__(salt=salt)
         self.path = str(path)
+        self._timeout_s = timeout_s
+        self._db: sqlite3.Connection | None = None
+        self._closer: weakref.finalize[Any, Any] | None = None
         try:
-            # Private: it holds vectors and hashes of what users asked.
-            self._db = open_shared_sqlite(
-                self.path, timeout_s=timeout_s, schema=self._SCHEMA, private=True
-            )
-        except (sqlite3.Error, OSError) as exc:
+            self._open()
+        except sqlite3.Error as exc:
             raise StoreError(f"cannot open the learned memory {self.path}: {exc}") from exc
-        weakref.finalize(self, self._db.close)  # a dropped store closes its file
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
 
+    def _open(self) -> sqlite3.Connection:
+        """A new connection to the file, with the tables created if they are missing."""
+        try:
+            # Private: it holds vectors and hashes of what users asked.
+            db = open_shared_sqlite(
+                self.path, timeout_s=self._timeout_s, schema=self._SCHEMA, private=True
+            )
+        except OSError as exc:
+            raise sqlite3.OperationalError(str(exc)) from exc
+        self._db = db
+        self._closer = weakref.finalize(self, db.close)  # a dropped store closes its file
+        return db
+
+    def _connection(self) -> sqlite3.Connection:
+        """The connection, opened anew in a forked child (see the caller's lock)."""
+        return self._open() if self._db is None else self._db
+
+    def _leave_inherited_connection(self) -> None:
+        # ":memory:" is the child's own copy, used by no other process: kept.
+        if self._db is None or self.path == ":memory:":
+            return
+        if self._closer is not None:
+            self._closer.detach()
+        _inherited.append(self._db)
+        self._db = None
+
     def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._failing("read or write"):
-            return list(self._db.execute(sql, tuple(args)).fetchall())
+            return list(self._connection().execute(sql, tuple(args)).fetchall())
 
     def _insert(self, sql: str, args: Sequence[Any]) -> int:
         with self._lock, self._failing("write"):
-            cursor = self._db.execute(sql, tuple(args))
+            cursor = self._connection().execute(sql, tuple(args))
             return int(cursor.lastrowid or 0)
 
     def _change(self, sql: str, args: Sequence[Any]) -> int:
         with self._lock, self._failing("write"):
-            return int(self._db.execute(sql, tuple(args)).rowcount)
+            return int(self._connection().execute(sql, tuple(args)).rowcount)
 
     @contextlib.contextmanager
     def _failing(self, what: str) -> Iterator[None]:
@@ -358,19 +402,21 @@ class SqliteStore(LearnedStore):
 
     def _exclusive(self, work: Callable[[_Run], _T]) -> _T:
         with self._lock, self._failing("write"):
-            self._db.execute("BEGIN IMMEDIATE")  # other processes' writers wait on the timeout
+            db = self._connection()
+            db.execute("BEGIN IMMEDIATE")  # other processes' writers wait on the timeout
             try:
-                done = work(lambda sql, args: list(self._db.execute(sql, tuple(args)).fetchall()))
-                self._db.execute("COMMIT")
+                done = work(lambda sql, args: list(db.execute(sql, tuple(args)).fetchall()))
+                db.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
-                    self._db.execute("ROLLBACK")
+                    db.execute("ROLLBACK")
                 raise
             return done
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
 
 
 class PostgresStore(LearnedStore):
@@ -405,6 +451,8 @@ class PostgresStore(LearnedStore):
             None if parts is None else [str(parts[k]) for k in _SECRET_KEYS if parts.get(k)]
         )
         self._closed = False
+        self._db: Any = None
+        self._closer: weakref.finalize[Any, Any] | None = None
         try:
             self._connect()
         except psycopg.Error as exc:
@@ -427,11 +475,24 @@ class PostgresStore(LearnedStore):
         except BaseException:
             db.close()
             raise
-        old = getattr(self, "_closer", None)
-        if old is not None:
-            old()  # closes the connection it replaces, and is forgotten
+        if self._closer is not None:
+            self._closer()  # closes the connection it replaces, and is forgotten
         self._db = db
         self._closer = weakref.finalize(self, db.close)  # a dropped store closes it
+
+    def _leave_inherited_connection(self) -> None:
+        # The socket is the parent's session: this process must neither read its replies nor
+        # write to it, even the Terminate a close (or libpq's finish at exit) sends. So the
+        # descriptor is pointed at /dev/null, and the connection kept, closed by no one.
+        if self._db is None:
+            return
+        if self._closer is not None:
+            self._closer.detach()
+            self._closer = None
+        with contextlib.suppress(self._errors, OSError):
+            _blind(self._db.pgconn.socket)
+        _inherited.append(self._db)
+        self._db = None
 
     def _reason(self, exc: BaseException) -> str:
         """``exc``'s text, without the address's passwords; of an address that does not
@@ -453,7 +514,7 @@ class PostgresStore(LearnedStore):
         with self._lock:
             if self._closed:
                 raise StoreError(f"the learned memory at {self._shown} is closed")
-            renewed = self._db.closed
+            renewed = self._db is None or self._db.closed
             try:
                 if renewed:
                     self._connect()
@@ -503,7 +564,17 @@ class PostgresStore(LearnedStore):
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
+
+
+def _blind(fd: int) -> None:
+    """Points the descriptor ``fd`` at /dev/null: what is written to it goes nowhere."""
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
 
 
 def _conninfo(address: str) -> dict[str, Any] | None:
