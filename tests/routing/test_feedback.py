@@ -8,6 +8,7 @@ import gc
 import json
 import re
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from toolgate.routing.co_use import CO_USE_MAX_TOOLS, CoUse
 from toolgate.routing.feedback import LearnConfig
 from toolgate.routing.learned_store import (
     LearnedStore,
+    PostgresStore,
     SqliteStore,
     StoreWarning,
     open_store,
@@ -251,6 +253,63 @@ def test_a_version_another_process_uses_is_kept_while_its_lease_runs(
     assert here.use("model@v2", _Memory(), keep=1, lease_s=60.0, now=now + 89.0) == []
     assert "model@v1" in here.use("model@v3", _Memory(), keep=1, lease_s=60.0, now=now + 91.0)
     assert replica.load("model@v1") == []
+
+
+def _as_another_process(monkeypatch: pytest.MonkeyPatch, holder: str) -> None:
+    """What follows runs as another process would: another holder, none of these memories."""
+    monkeypatch.setattr(learned_store, "_holder", holder)
+    monkeypatch.setattr(learned_store, "_in_use", weakref.WeakKeyDictionary())
+
+
+def test_a_version_a_memory_only_routes_on_keeps_its_lease(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here, held, now = open_store(store), _Memory(), time.time()
+    here.use("model@v1", held, keep=1, lease_s=60.0, now=now)
+    assert here.keep_alive(now + 10.0) is None  # not due: a route only compares times
+    renewal = here.keep_alive(now + 45.0)  # routing, learning nothing
+    assert renewal is not None
+    renewal.join(timeout=30)
+    _as_another_process(monkeypatch, "another process")
+    other = open_store(store)
+    assert other.use("model@v2", _Memory(), keep=1, lease_s=60.0, now=now + 100.0) == []
+
+
+class _Routed(SqliteStore):
+    """Counts the routes that asked to keep its leases alive."""
+
+    routes = 0
+
+    def keep_alive(self, now: float) -> None:
+        self.routes += 1
+
+
+def test_a_route_keeps_its_memorys_lease_alive(router: Router) -> None:
+    store = _Routed(":memory:")
+    router.learn(store)
+    try:
+        router.route(QUERY, top_k=3)
+        assert store.routes == 1
+    finally:
+        router._pipeline.learning.memory = None
+
+
+def test_a_replica_whose_clock_runs_ahead_prunes_no_version_in_use(
+    postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres, autocommit=True) as db:
+        db.execute("DROP TABLE IF EXISTS learned, learned_versions")
+    now = time.time()
+    _as_another_process(monkeypatch, "a replica on time")
+    on_time = PostgresStore(postgres)
+    on_time.use("model@v1", _Memory(), keep=1, lease_s=60.0, now=now)
+    on_time.insert("model@v1", TARGET, "search", b"k" * 16, np.ones(384, np.float32), now)
+    _as_another_process(monkeypatch, "a replica an hour ahead")
+    monkeypatch.setattr(learned_store, "_now", lambda: time.time() + 3600.0)
+    ahead = PostgresStore(postgres)
+    assert ahead.use("model@v2", _Memory(), keep=1, lease_s=60.0, now=now + 3600.0) == []
 
 
 def test_rate_cap_refuses_a_flood(router: Router) -> None:

@@ -12,10 +12,10 @@ What it keeps and how far it trusts it (:class:`LearnConfig`):
   the text; a repeat of one query for one tool adds to that row's weight, up to
   ``max_weight``;
 - at most ``rows_per_tool`` rows per tool and ``max_rows`` in all, the oldest evicted first;
-- the rows of at most ``max_versions`` catalog versions in the store: when a memory opens, the
-  least recently used versions past that are deleted, never one in use (held by a memory of
-  this process, or used by another process within ``version_lease_s``; see
-  :mod:`~toolgate.routing.learned_store`);
+- the rows of at most ``max_versions`` catalog versions in the store (every app and model
+  sharing it counted together): when a memory opens, the least recently used versions past
+  that are deleted, never one in use (held by a memory of this process, or used by another
+  process within ``version_lease_s``; see :mod:`~toolgate.routing.learned_store`);
 - at most ``rate_per_tool`` feedback events per tool per minute (a token bucket): a caller
   flooding one tool fills its rows with the same few neighbourhoods, and no more;
 - at route time the ``neighbours`` stored queries nearest the new one (cosine at least
@@ -78,7 +78,7 @@ class LearnConfig:
     co_use_weight: float = 0.5
     co_use_anchors: int = 2
     co_use_min: int = 2
-    max_versions: int = 8
+    max_versions: int = 32
     version_lease_s: float = 86_400.0
 
     def __post_init__(self) -> None:
@@ -291,6 +291,8 @@ class LearnedMemory:
     def lift(self, vector: np.ndarray) -> dict[int, float]:
         """The lift of each tool (by row) for the query of ``vector``: nothing when no stored
         query is near it."""
+        # A memory that routes and learns nothing keeps its version: its marks are renewed.
+        self.store.keep_alive(time.time())
         rows = self._rows
         if not len(rows):
             return {}

@@ -17,8 +17,10 @@ opens marks its scope used by this process (in ``learned_versions``), and the ro
 recently used scopes past ``LearnConfig.max_versions`` are deleted (:meth:`LearnedStore.use`),
 never those of a scope in use. A scope is in use while a memory of this process holds it, or
 while another process's (a replica's) mark on it is under ``LearnConfig.version_lease_s`` old;
-a process renews its marks whenever it opens a memory, and a scope's whenever it stores a row
-in it.
+a process renews its marks whenever it opens a memory, a scope's whenever it stores a row in
+it, and those its memories hold while they route, once a quarter of the lease has passed
+(:meth:`LearnedStore.keep_alive`). On PostgreSQL the marks are on the server's clock, since
+replicas' clocks differ.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import math
 import os
 import secrets
 import sqlite3
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -127,6 +131,10 @@ _COLUMNS = "seq, tool, server, query_key, codes, scale, weight, at"
 
 # Who marks this process's uses of scopes; a forked child is another process.
 _holder = secrets.token_hex(8)
+# The clock a PostgreSQL store's offset to the server's is measured against.
+_now = time.time
+# A failed renewal of leases is tried again after at most this long.
+_RENEW_RETRY_S = 60.0
 
 # The store (by its repr) and scope of each memory of this process, while it lives.
 _in_use: weakref.WeakKeyDictionary[object, tuple[str, str]] = weakref.WeakKeyDictionary()
@@ -150,6 +158,8 @@ def _after_fork_in_child() -> None:
     _in_use_lock = threading.Lock()
     for store in list(_stores):
         store._lock = threading.Lock()
+        store._renewal_lock = threading.Lock()
+        store._renew_at = 0.0  # the child's holder has no marks yet: the first route makes them
         store._leave_inherited_connection()
 
 
@@ -204,6 +214,11 @@ class LearnedStore:
         self._salt = _salt_bytes(salt)
         self._lock = threading.Lock()
         self._marked: dict[str, tuple[float, float]] = {}  # scope: (lease, last marked)
+        # When the marks of the scopes held here are next due for renewal (inf: being renewed).
+        self._renew_at = math.inf
+        self._renewal_lock = threading.Lock()
+        # Server time minus this process's time.time() (PostgreSQL: replicas' clocks differ).
+        self._clock_offset = 0.0
         _stores.add(self)
 
     def key(self, text: str) -> bytes:
@@ -237,7 +252,9 @@ class LearnedStore:
             _in_use[user] = (repr(self), scope)
             live = {held for where, held in _in_use.values() if where == repr(self)}
         self._marked[scope] = (lease_s, now)
+        self._renew_at = min(self._renew_at, now + lease_s / 4)
         holder = _holder
+        now = self._server_time(now)
 
         def prune(run: _Run) -> list[str]:
             for held in sorted(live):  # renews every mark of this process
@@ -255,12 +272,50 @@ class LearnedStore:
 
         return self._exclusive(prune)
 
+    def _server_time(self, at: float) -> float:
+        """``at`` (this process's ``time.time()``) on the database server's clock."""
+        return at + self._clock_offset
+
     def _renew(self, scope: str, at: float) -> None:
         """Marks ``scope`` used at ``at`` again once a quarter of its lease has passed."""
         marked = self._marked.get(scope)
         if marked is not None and at - marked[1] >= marked[0] / 4:
             self._marked[scope] = (marked[0], at)
-            self._execute(self._sql(_MARK_USED), (scope, _holder, at))
+            self._execute(self._sql(_MARK_USED), (scope, _holder, self._server_time(at)))
+
+    def keep_alive(self, now: float) -> threading.Thread | None:
+        """Renews the marks of the scopes this store's memories hold, at ``now`` (a
+        ``time.time()``), once a quarter of their lease has passed: a memory that only routes
+        keeps its version. Called on every route, it compares two times; a renewal due runs
+        in a thread of its own, returned (``None``: none due), best effort: one that fails
+        is tried again a quarter lease (at most a minute) later."""
+        if now < self._renew_at:
+            return None
+        with self._renewal_lock:
+            if now < self._renew_at:
+                return None
+            self._renew_at = math.inf  # one renewal at a time
+        thread = threading.Thread(
+            target=self._renew_held, args=(now,), name="toolgate-learned-lease", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _renew_held(self, now: float) -> None:
+        """Marks every scope a memory holds through this store used at ``now``."""
+        with _in_use_lock:
+            held = {scope for where, scope in _in_use.values() if where == repr(self)}
+        leases = [self._marked[scope][0] for scope in held if scope in self._marked]
+        quarter = min(leases, default=math.inf) / 4
+        try:
+            for scope in sorted(held):
+                self._execute(self._sql(_MARK_USED), (scope, _holder, self._server_time(now)))
+                if scope in self._marked:
+                    self._marked[scope] = (self._marked[scope][0], now)
+        except StoreError:
+            self._renew_at = now + min(quarter, _RENEW_RETRY_S)
+        else:
+            self._renew_at = now + quarter
 
     def load(self, scope: str, *, dim: int | None = None) -> list[LearnedRow]:
         """Every sound row of ``scope``, oldest first. A damaged one (codes of another size
@@ -289,7 +344,7 @@ class LearnedStore:
                 "INSERT INTO learned (scope, tool, server, query_key, codes, scale, weight, at) "
                 "VALUES (?, ?, ?, ?, ?, ?, 1.0, ?)"
             ),
-            (scope, tool, server, key, codes, scale, at),
+            (scope, tool, server, key, codes, scale, self._server_time(at)),
         )
         self._renew(scope, at)
         return seq
@@ -472,6 +527,7 @@ class PostgresStore(LearnedStore):
                 db.execute("SELECT pg_advisory_xact_lock(7718)")
                 for statement in self._SCHEMA:
                     db.execute(statement)
+            self._clock_offset = _offset_to(db)
         except BaseException:
             db.close()
             raise
@@ -566,6 +622,15 @@ class PostgresStore(LearnedStore):
             self._closed = True
             if self._db is not None:
                 self._db.close()
+
+
+def _offset_to(db: Any) -> float:
+    """The PostgreSQL server's time minus this process's: leases are compared on the
+    server's clock, since replicas' clocks differ (one a lease ahead would prune every
+    other's version)."""
+    before = _now()
+    (server,) = db.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8").fetchone()
+    return float(server) - (before + _now()) / 2
 
 
 def _blind(fd: int) -> None:
