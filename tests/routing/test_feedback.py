@@ -255,6 +255,18 @@ def test_a_version_another_process_uses_is_kept_while_its_lease_runs(
     assert replica.load("model@v1") == []
 
 
+def test_two_stores_of_one_process_on_one_file_keep_each_others_versions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    relative, absolute = SqliteStore("learned.sqlite3"), SqliteStore(tmp_path / "learned.sqlite3")
+    held, now = _Memory(), time.time()
+    absolute.use("model@held", held, keep=1, lease_s=60.0, now=now)
+    absolute.insert("model@held", TARGET, "search", b"k" * 16, np.ones(384, np.float32), now)
+    assert relative.use("model@newer", _Memory(), keep=1, lease_s=60.0, now=now + 1.0) == []
+    assert len(absolute.load("model@held")) == 1
+
+
 def _as_another_process(monkeypatch: pytest.MonkeyPatch, holder: str) -> None:
     """What follows runs as another process would: another holder, none of these memories."""
     monkeypatch.setattr(learned_store, "_holder", holder)

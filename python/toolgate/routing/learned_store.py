@@ -136,8 +136,11 @@ _now = time.time
 # A failed renewal of leases is tried again after at most this long.
 _RENEW_RETRY_S = 60.0
 
-# The store (by its repr) and scope of each memory of this process, while it lives.
-_in_use: weakref.WeakKeyDictionary[object, tuple[str, str]] = weakref.WeakKeyDictionary()
+# The store and scope of each memory of this process, while it lives. Every scope here is
+# in use, whichever store object holds it: two objects on one database (a path written two
+# ways, a store opened for each router) must not prune each other's.
+_in_use: weakref.WeakKeyDictionary[object, tuple[LearnedStore, str]]
+_in_use = weakref.WeakKeyDictionary()
 _in_use_lock = threading.Lock()
 
 # Every store of this process: a forked child must not use their connections (below).
@@ -249,15 +252,16 @@ class LearnedStore:
         ``time.time()``), and deletes the rows of the scopes past the ``keep`` most recently
         used, except those in use (see the module). Returns the scopes deleted."""
         with _in_use_lock:
-            _in_use[user] = (repr(self), scope)
-            live = {held for where, held in _in_use.values() if where == repr(self)}
+            _in_use[user] = (self, scope)
+            live = {held for _, held in _in_use.values()}
+        own = self._held_here()
         self._marked[scope] = (lease_s, now)
         self._renew_at = min(self._renew_at, now + lease_s / 4)
         holder = _holder
         now = self._server_time(now)
 
         def prune(run: _Run) -> list[str]:
-            for held in sorted(live):  # renews every mark of this process
+            for held in sorted(own):  # renews every mark of this store's memories
                 run(_MARK_USED, (held, holder, now))
             run("DELETE FROM learned_versions WHERE used_at < ?", (now - lease_s,))
             leased = {row[0] for row in run(
@@ -271,6 +275,11 @@ class LearnedStore:
             return stale
 
         return self._exclusive(prune)
+
+    def _held_here(self) -> set[str]:
+        """The scopes the live memories of this store object hold."""
+        with _in_use_lock:
+            return {scope for where, scope in _in_use.values() if where is self}
 
     def _server_time(self, at: float) -> float:
         """``at`` (this process's ``time.time()``) on the database server's clock."""
@@ -303,8 +312,7 @@ class LearnedStore:
 
     def _renew_held(self, now: float) -> None:
         """Marks every scope a memory holds through this store used at ``now``."""
-        with _in_use_lock:
-            held = {scope for where, scope in _in_use.values() if where == repr(self)}
+        held = self._held_here()
         leases = [self._marked[scope][0] for scope in held if scope in self._marked]
         quarter = min(leases, default=math.inf) / 4
         try:
