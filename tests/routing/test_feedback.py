@@ -3,13 +3,14 @@ store test runs on SQLite and on a real throwaway PostgreSQL server."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import json
 import re
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from toolgate.routing.learned_store import (
     LearnedStore,
     PostgresStore,
     SqliteStore,
+    StoreError,
     StoreWarning,
     open_store,
     query_key,
@@ -265,6 +267,40 @@ def test_two_stores_of_one_process_on_one_file_keep_each_others_versions(
     absolute.insert("model@held", TARGET, "search", b"k" * 16, np.ones(384, np.float32), now)
     assert relative.use("model@newer", _Memory(), keep=1, lease_s=60.0, now=now + 1.0) == []
     assert len(absolute.load("model@held")) == 1
+
+
+class _FailingMarks(SqliteStore):
+    """A store whose marks of use fail while ``failing`` (a full disk, a lock timeout)."""
+
+    failing = False
+
+    def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if self.failing and sql.startswith("INSERT INTO learned_versions"):
+            raise StoreError("the disk is full")
+        return super()._execute(sql, args)
+
+
+def _learn_one(store: LearnedStore, at: float) -> int:
+    return store.insert("model@v1", TARGET, "search", b"k" * 16, np.ones(384, np.float32), at)
+
+
+def test_a_row_stored_is_not_failed_by_its_marks_renewal() -> None:
+    store = _FailingMarks(":memory:")
+    store.use("model@v1", _Memory(), keep=8, lease_s=60.0, now=0.0)
+    store.failing = True
+    assert _learn_one(store, 30.0) == 1
+    assert len(store.load("model@v1")) == 1
+
+
+def test_a_failed_renewal_is_tried_again_with_the_next_row() -> None:
+    store = _FailingMarks(":memory:")
+    store.use("model@v1", _Memory(), keep=8, lease_s=60.0, now=0.0)
+    store.failing = True
+    with contextlib.suppress(StoreError):  # the old code raised it here
+        _learn_one(store, 30.0)
+    store.failing = False
+    _learn_one(store, 31.0)
+    assert store._execute("SELECT used_at FROM learned_versions") == [(31.0,)]
 
 
 def _as_another_process(monkeypatch: pytest.MonkeyPatch, holder: str) -> None:

@@ -286,11 +286,17 @@ class LearnedStore:
         return at + self._clock_offset
 
     def _renew(self, scope: str, at: float) -> None:
-        """Marks ``scope`` used at ``at`` again once a quarter of its lease has passed."""
+        """Marks ``scope`` used at ``at`` again once a quarter of its lease has passed. Best
+        effort: the row it follows is stored, and a failure raised would read as the row's
+        (a retry would store it twice); the next row's renewal tries again."""
         marked = self._marked.get(scope)
-        if marked is not None and at - marked[1] >= marked[0] / 4:
-            self._marked[scope] = (marked[0], at)
+        if marked is None or at - marked[1] < marked[0] / 4:
+            return
+        try:
             self._execute(self._sql(_MARK_USED), (scope, _holder, self._server_time(at)))
+        except StoreError:
+            return
+        self._marked[scope] = (marked[0], at)
 
     def keep_alive(self, now: float) -> threading.Thread | None:
         """Renews the marks of the scopes this store's memories hold, at ``now`` (a
