@@ -64,7 +64,7 @@ def store(
     import psycopg
 
     with psycopg.connect(address, autocommit=True) as db:
-        db.execute("DROP TABLE IF EXISTS learned, learned_versions")
+        db.execute("DROP TABLE IF EXISTS learned, learned_versions, learned_meta")
     yield address
 
 
@@ -348,7 +348,7 @@ def test_a_replica_whose_clock_runs_ahead_prunes_no_version_in_use(
     import psycopg
 
     with psycopg.connect(postgres, autocommit=True) as db:
-        db.execute("DROP TABLE IF EXISTS learned, learned_versions")
+        db.execute("DROP TABLE IF EXISTS learned, learned_versions, learned_meta")
     now = time.time()
     _as_another_process(monkeypatch, "a replica on time")
     on_time = PostgresStore(postgres)

@@ -8,7 +8,9 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,7 @@ from toolgate.routing.learned_store import (
     PostgresStore,
     SqliteStore,
     StoreError,
+    StoreWarning,
     open_store,
     query_key,
 )
@@ -166,6 +169,20 @@ def test_a_store_without_a_salt_hashes_the_text_alone(monkeypatch: pytest.Monkey
 def test_a_salt_past_blake2b_s_key_size_is_hashed_to_it() -> None:
     long_salt = b"s" * 200
     assert query_key(QUERY, long_salt) != query_key(QUERY, b"s" * 64)
+
+
+def test_a_store_opened_with_another_salt_than_its_first_warns(tmp_path: Path) -> None:
+    SqliteStore(tmp_path / "learned.sqlite3", salt="the replicas' salt")
+    with pytest.warns(StoreWarning, match="another salt"):
+        SqliteStore(tmp_path / "learned.sqlite3", salt=b"")  # a replica missing the variable
+
+
+def test_a_store_opened_with_its_first_salt_does_not_warn(tmp_path: Path) -> None:
+    SqliteStore(tmp_path / "learned.sqlite3", salt="the replicas' salt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store = SqliteStore(tmp_path / "learned.sqlite3", salt="the replicas' salt")
+    assert store.load("any") == []
 
 
 @pytest.mark.parametrize(

@@ -73,7 +73,8 @@ class StoreError(ToolgateError):
 
 
 class StoreWarning(UserWarning):
-    """Rows of the learned memory's store are damaged; they are skipped."""
+    """The learned memory's store holds what this process cannot use: damaged rows (they
+    are skipped), or query hashes keyed with another salt than its own."""
 
 
 def query_key(text: str, salt: bytes = b"") -> bytes:
@@ -128,6 +129,10 @@ def decode_vector(codes: bytes, scale: float) -> np.ndarray:
 
 
 _COLUMNS = "seq, tool, server, query_key, codes, scale, weight, at"
+
+# The text whose hash, stored by the first process to open a store, shows its salt: another
+# process hashing it to something else has another salt (the salt itself is never stored).
+_SALT_PROBE = "toolgate learned-store salt probe"
 
 # Who marks this process's uses of scopes; a forked child is another process.
 _holder = secrets.token_hex(8)
@@ -227,6 +232,30 @@ class LearnedStore:
     def key(self, text: str) -> bytes:
         """The digest of the query ``text`` rows of this store are merged by."""
         return query_key(text, self._salt)
+
+    def _check_salt(self) -> None:
+        """Warns when the store's first process hashed queries with another salt: this
+        process's repeats of a query would not merge with theirs (a replica without
+        ``$TOOLGATE_LEARN_SALT``, say), and one request would count as two."""
+        probe = self.key(_SALT_PROBE)
+        self._execute(
+            self._sql(
+                "INSERT INTO learned_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+            ),
+            ("salt_probe", probe),
+        )
+        stored = self._execute(
+            self._sql("SELECT value FROM learned_meta WHERE name = ?"), ("salt_probe",)
+        )
+        if stored and bytes(stored[0][0]) != probe:
+            warnings.warn(
+                f"learned memory {self!r}: its queries were hashed with another salt than "
+                f"this process's (${LEARN_SALT_ENV} or salt=): repeats of a query will not "
+                f"merge with the rows stored before, and co-use counts one request twice; "
+                f"give every process sharing the store the same salt",
+                StoreWarning,
+                stacklevel=3,
+            )
 
     def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
@@ -401,6 +430,7 @@ class SqliteStore(LearnedStore):
         "CREATE INDEX IF NOT EXISTS learned_server ON learned (server)",
         "CREATE TABLE IF NOT EXISTS learned_versions (scope TEXT NOT NULL, holder TEXT NOT NULL, "
         "used_at REAL NOT NULL, PRIMARY KEY (scope, holder)) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS learned_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
     )
 
     def __init__(
@@ -419,6 +449,7 @@ class SqliteStore(LearnedStore):
             self._open()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the learned memory {self.path}: {exc}") from exc
+        self._check_salt()
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -502,6 +533,7 @@ class PostgresStore(LearnedStore):
         "CREATE INDEX IF NOT EXISTS learned_server ON learned (server)",
         "CREATE TABLE IF NOT EXISTS learned_versions (scope TEXT NOT NULL, holder TEXT NOT NULL, "
         "used_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (scope, holder))",
+        "CREATE TABLE IF NOT EXISTS learned_meta (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
     )
 
     def __init__(self, address: str, *, salt: str | bytes | None = None) -> None:
@@ -528,6 +560,7 @@ class PostgresStore(LearnedStore):
             raise StoreError(
                 f"cannot open the learned memory at {self._shown}: {self._reason(exc)}"
             ) from exc
+        self._check_salt()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._shown!r})"
