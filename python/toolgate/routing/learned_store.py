@@ -186,11 +186,19 @@ _MARK_USED = (
     "ON CONFLICT (scope, holder) DO UPDATE SET used_at = excluded.used_at"
 )
 # Each scope's last use: its newest row, or the newest use a holder marked, whichever is later.
+# It runs under the write lock at every memory's open, so it reads no row of ``learned``: the
+# scopes are found by skipping from one to the next on the (scope, at) index, and each one's
+# newest row is that index's last entry for it (a GROUP BY scanned every row: 25 ms at 160k).
 _BY_RECENT_USE = (
-    "SELECT scope, MAX(t) FROM ("
-    "SELECT scope, MAX(at) AS t FROM learned GROUP BY scope UNION ALL "
-    "SELECT scope, MAX(used_at) AS t FROM learned_versions GROUP BY scope"
-    ") AS uses GROUP BY scope ORDER BY 2 DESC, 1"
+    "WITH RECURSIVE scopes (scope) AS ("
+    "SELECT MIN(scope) FROM learned UNION ALL "
+    "SELECT (SELECT MIN(scope) FROM learned WHERE scope > scopes.scope) FROM scopes "
+    "WHERE scopes.scope IS NOT NULL"
+    "), uses (scope, t) AS ("
+    "SELECT scope, (SELECT MAX(at) FROM learned WHERE learned.scope = scopes.scope) "
+    "FROM scopes WHERE scope IS NOT NULL UNION ALL "
+    "SELECT scope, MAX(used_at) FROM learned_versions GROUP BY scope"
+    ") SELECT scope, MAX(t) FROM uses GROUP BY scope ORDER BY 2 DESC, 1"
 )
 
 
@@ -426,6 +434,7 @@ class SqliteStore(LearnedStore):
         "scope TEXT NOT NULL, tool TEXT NOT NULL, server TEXT NOT NULL, query_key BLOB NOT NULL, "
         "codes BLOB NOT NULL, scale REAL NOT NULL, weight REAL NOT NULL, at REAL NOT NULL)",
         "CREATE INDEX IF NOT EXISTS learned_scope ON learned (scope, seq)",
+        "CREATE INDEX IF NOT EXISTS learned_recent ON learned (scope, at)",
         "CREATE INDEX IF NOT EXISTS learned_tool ON learned (tool)",
         "CREATE INDEX IF NOT EXISTS learned_server ON learned (server)",
         "CREATE TABLE IF NOT EXISTS learned_versions (scope TEXT NOT NULL, holder TEXT NOT NULL, "
@@ -529,6 +538,7 @@ class PostgresStore(LearnedStore):
         "codes BYTEA NOT NULL, scale DOUBLE PRECISION NOT NULL, "
         "weight DOUBLE PRECISION NOT NULL, at DOUBLE PRECISION NOT NULL)",
         "CREATE INDEX IF NOT EXISTS learned_scope ON learned (scope, seq)",
+        "CREATE INDEX IF NOT EXISTS learned_recent ON learned (scope, at)",
         "CREATE INDEX IF NOT EXISTS learned_tool ON learned (tool)",
         "CREATE INDEX IF NOT EXISTS learned_server ON learned (server)",
         "CREATE TABLE IF NOT EXISTS learned_versions (scope TEXT NOT NULL, holder TEXT NOT NULL, "
