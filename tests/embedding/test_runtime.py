@@ -56,3 +56,13 @@ def test_the_int8_conversion_starts_no_telemetry(tmp_path: Path) -> None:
     )
     assert run.stdout.strip() == "1"
     assert not (home / ".cache" / "Microsoft").exists()
+
+
+def test_the_telemetry_is_switched_off_at_import_not_from_a_worker_thread() -> None:
+    # Importing the package sets it, on the importing thread: no thread builds a session yet.
+    env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
+    code = "import os, toolgate.embedding; print(os.environ.get('ORT_DISABLE_TELEMETRY'))"
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert run.stdout.strip() == "1"
