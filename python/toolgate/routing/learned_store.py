@@ -202,6 +202,56 @@ _BY_RECENT_USE = (
 )
 
 
+@dataclass
+class _Mark:
+    """This store's last mark of one scope's use (a ``time.time()`` of this process), and
+    the lease the mark was made for."""
+
+    lease_s: float
+    at: float
+
+    def due(self, now: float) -> bool:
+        """Whether a quarter of the lease has passed since the mark: time to renew it."""
+        return now - self.at >= self.lease_s / 4
+
+
+def _hold(store: LearnedStore, scope: str, user: object) -> set[str]:
+    """Records that ``user`` (a memory) holds ``scope`` through ``store`` while it lives;
+    returns every scope a memory of this process holds, through any store object."""
+    with _in_use_lock:
+        _in_use[user] = (store, scope)
+        return {held for _, held in _in_use.values()}
+
+
+def _mark_used(run: _Run, scopes: Iterable[str], holder: str, at: float) -> None:
+    """Marks each of ``scopes`` used by ``holder`` at ``at`` (the database's clock)."""
+    for scope in sorted(scopes):
+        run(_MARK_USED, (scope, holder, at))
+
+
+def _expire_marks(run: _Run, before: float) -> None:
+    """Deletes the marks older than ``before``: their leases ran out."""
+    run("DELETE FROM learned_versions WHERE used_at < ?", (before,))
+
+
+def _leased_by_others(run: _Run, holder: str) -> set[str]:
+    """The scopes another holder (process) than ``holder`` has a mark of (a running lease,
+    once :func:`_expire_marks` ran)."""
+    marks = run("SELECT scope FROM learned_versions WHERE holder <> ?", (holder,))
+    return {row[0] for row in marks}
+
+
+def _prune(run: _Run, *, keep: int, spared: set[str]) -> list[str]:
+    """Deletes the rows and marks of the scopes past the ``keep`` most recently used, but
+    those ``spared``; returns the scopes deleted."""
+    by_use = [row[0] for row in run(_BY_RECENT_USE, ())]
+    stale = [old for old in by_use[keep:] if old not in spared]
+    for old in stale:
+        run("DELETE FROM learned WHERE scope = ?", (old,))
+        run("DELETE FROM learned_versions WHERE scope = ?", (old,))
+    return stale
+
+
 def _learned_row(raw: tuple[Any, ...], dim: int | None) -> LearnedRow | None:
     """The row of a SELECT of ``_COLUMNS``, or ``None`` when it is damaged."""
     seq, tool, server, key, codes, scale, weight, at = raw
@@ -229,7 +279,7 @@ class LearnedStore:
     def __init__(self, *, salt: str | bytes | None = None) -> None:
         self._salt = _salt_bytes(salt)
         self._lock = threading.Lock()
-        self._marked: dict[str, tuple[float, float]] = {}  # scope: (lease, last marked)
+        self._marked: dict[str, _Mark] = {}  # scope: this store's last mark of it
         # When the marks of the scopes held here are next due for renewal (inf: being renewed).
         self._renew_at = math.inf
         self._renewal_lock = threading.Lock()
@@ -279,37 +329,30 @@ class LearnedStore:
         return sql.replace("?", self._param)
 
     def _exclusive(self, work: Callable[[_Run], _T]) -> _T:
-        """``work(run)``, whose runs of statements are one transaction no other holder's
-        runs in at the same time. Here, for a store that only says how to run one
-        statement: each on its own."""
-        return work(lambda sql, args: self._execute(self._sql(sql), args))
+        """``work(run)``, whose runs of statements (written with ``?``) are one transaction
+        no other holder's runs in at the same time."""
+        with self._transaction() as run:
+            return work(lambda sql, args: run(self._sql(sql), args))
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[_Run]:
+        """Runs statements (in the database's own placeholders) in one exclusive
+        transaction. Here, for a store that only says how to run one: each on its own."""
+        yield self._execute
 
     def use(self, scope: str, user: object, *, keep: int, lease_s: float, now: float) -> list[str]:
         """Marks ``scope`` used by ``user`` (a memory: until it is dropped) at ``now`` (a
         ``time.time()``), and deletes the rows of the scopes past the ``keep`` most recently
         used, except those in use (see the module). Returns the scopes deleted."""
-        with _in_use_lock:
-            _in_use[user] = (self, scope)
-            live = {held for _, held in _in_use.values()}
-        own = self._held_here()
-        self._marked[scope] = (lease_s, now)
+        live = _hold(self, scope, user)
+        self._marked[scope] = _Mark(lease_s, now)
         self._renew_at = min(self._renew_at, now + lease_s / 4)
-        holder = _holder
-        now = self._server_time(now)
+        own, holder, at = self._held_here(), _holder, self._server_time(now)
 
         def prune(run: _Run) -> list[str]:
-            for held in sorted(own):  # renews every mark of this store's memories
-                run(_MARK_USED, (held, holder, now))
-            run("DELETE FROM learned_versions WHERE used_at < ?", (now - lease_s,))
-            leased = {row[0] for row in run(
-                "SELECT scope FROM learned_versions WHERE holder <> ?", (holder,)
-            )}  # fmt: skip
-            by_use = [row[0] for row in run(_BY_RECENT_USE, ())]
-            stale = [old for old in by_use[keep:] if old not in live | leased]
-            for old in stale:
-                run("DELETE FROM learned WHERE scope = ?", (old,))
-                run("DELETE FROM learned_versions WHERE scope = ?", (old,))
-            return stale
+            _mark_used(run, own, holder, at)  # renews every mark of this store's memories
+            _expire_marks(run, at - lease_s)
+            return _prune(run, keep=keep, spared=live | _leased_by_others(run, holder))
 
         return self._exclusive(prune)
 
@@ -326,14 +369,14 @@ class LearnedStore:
         """Marks ``scope`` used at ``at`` again once a quarter of its lease has passed. Best
         effort: the row it follows is stored, and a failure raised would read as the row's
         (a retry would store it twice); the next row's renewal tries again."""
-        marked = self._marked.get(scope)
-        if marked is None or at - marked[1] < marked[0] / 4:
+        mark = self._marked.get(scope)
+        if mark is None or not mark.due(at):
             return
         try:
             self._execute(self._sql(_MARK_USED), (scope, _holder, self._server_time(at)))
         except StoreError:
             return
-        self._marked[scope] = (marked[0], at)
+        mark.at = at
 
     def keep_alive(self, now: float) -> threading.Thread | None:
         """Renews the marks of the scopes this store's memories hold, at ``now`` (a
@@ -356,13 +399,12 @@ class LearnedStore:
     def _renew_held(self, now: float) -> None:
         """Marks every scope a memory holds through this store used at ``now``."""
         held = self._held_here()
-        leases = [self._marked[scope][0] for scope in held if scope in self._marked]
-        quarter = min(leases, default=math.inf) / 4
+        marks = [self._marked[scope] for scope in held if scope in self._marked]
+        quarter = min((mark.lease_s for mark in marks), default=math.inf) / 4
         try:
-            for scope in sorted(held):
-                self._execute(self._sql(_MARK_USED), (scope, _holder, self._server_time(now)))
-                if scope in self._marked:
-                    self._marked[scope] = (self._marked[scope][0], now)
+            self._exclusive(lambda run: _mark_used(run, held, _holder, self._server_time(now)))
+            for mark in marks:
+                mark.at = now
         except StoreError:
             self._renew_at = now + min(quarter, _RENEW_RETRY_S)
         else:
@@ -509,18 +551,18 @@ class SqliteStore(LearnedStore):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot {what} the learned memory {self.path}: {exc}") from exc
 
-    def _exclusive(self, work: Callable[[_Run], _T]) -> _T:
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[_Run]:
         with self._lock, self._failing("write"):
             db = self._connection()
             db.execute("BEGIN IMMEDIATE")  # other processes' writers wait on the timeout
             try:
-                done = work(lambda sql, args: list(db.execute(sql, tuple(args)).fetchall()))
+                yield lambda sql, args: list(db.execute(sql, tuple(args)).fetchall())
                 db.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
                 raise
-            return done
 
     def close(self) -> None:
         with self._lock:
@@ -645,11 +687,7 @@ class PostgresStore(LearnedStore):
         return StoreError(f"the learned memory at {self._shown}: {self._reason(exc)}")
 
     def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        def run(db: Any) -> list[tuple[Any, ...]]:
-            cursor = db.execute(sql.encode(), tuple(args))
-            return list(cursor.fetchall()) if cursor.description else []
-
-        return self._using(run)
+        return self._using(lambda db: _rows_of(db, sql, args))
 
     def _insert(self, sql: str, args: Sequence[Any]) -> int:
         def run(db: Any) -> int:
@@ -662,15 +700,13 @@ class PostgresStore(LearnedStore):
         return self._using(lambda db: int(db.execute(sql.encode(), tuple(args)).rowcount))
 
     def _exclusive(self, work: Callable[[_Run], _T]) -> _T:
+        # Not a _transaction: on a connection found dropped, _using runs all of ``work`` again
+        # on a new one, which a context manager's body cannot be.
         def transaction(db: Any) -> _T:
-            def run(sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
-                cursor = db.execute(self._sql(sql).encode(), tuple(args))
-                return list(cursor.fetchall()) if cursor.description else []
-
             with db.transaction():
                 # Replicas pruning at once would each keep their own view of the most recent.
                 db.execute("SELECT pg_advisory_xact_lock(7719)")
-                return work(run)
+                return work(lambda sql, args: _rows_of(db, self._sql(sql), args))
 
         return self._using(transaction)
 
@@ -679,6 +715,12 @@ class PostgresStore(LearnedStore):
             self._closed = True
             if self._db is not None:
                 self._db.close()
+
+
+def _rows_of(db: Any, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """The rows of one statement on the psycopg connection ``db`` (none for a write)."""
+    cursor = db.execute(sql.encode(), tuple(args))
+    return list(cursor.fetchall()) if cursor.description else []
 
 
 def _offset_to(db: Any) -> float:
