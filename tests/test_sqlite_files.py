@@ -136,3 +136,24 @@ def test_the_learned_store_is_created_for_its_owner_only(tmp_path: Path) -> None
     store.close()
     assert set(modes.values()) == {"-rw-------"}
     assert len(modes) == 3
+
+
+def test_a_step_waits_on_a_lock_only_until_the_set_ups_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 0.4 s of the 0.5 s went by before the step (another process's set-up, say).
+    clock = iter([0.0])
+    monkeypatch.setattr(sqlite_files, "monotonic", lambda: next(clock, 0.4))
+    waits: list[int] = []
+    create = sqlite_files._create
+
+    def recording(db: sqlite3.Connection, schema: list[str]) -> None:
+        waits.append(db.execute("PRAGMA busy_timeout").fetchone()[0])
+        create(db, schema)
+
+    monkeypatch.setattr(sqlite_files, "_create", recording)
+    db = open_shared_sqlite(tmp_path / "shared.sqlite3", timeout_s=0.5, schema=SCHEMA)
+    (after,) = db.execute("PRAGMA busy_timeout").fetchone()
+    db.close()
+    assert waits == [100]
+    assert after == 500  # the set-up done, each wait has the whole timeout again

@@ -42,7 +42,8 @@ def open_shared_sqlite(
     tables of ``schema`` (``CREATE ... IF NOT EXISTS`` statements).
 
     The connection is in autocommit mode and may be used from any thread (the caller locks);
-    ``timeout_s`` bounds each wait on another process's lock, the set-up's retries included.
+    ``timeout_s`` bounds each wait on another process's lock, and the whole set-up (its
+    retries and every step's own wait) too.
     ``":memory:"`` opens a database of this process only. ``private``: a file created here is
     readable and writable by its owner only (0600); one that exists keeps its mode. Raises
     :class:`sqlite3.Error` or :class:`OSError`, after closing the connection.
@@ -56,8 +57,9 @@ def open_shared_sqlite(
     deadline = monotonic() + timeout_s
     try:
         if not in_memory:
-            _retry_while_busy(lambda: _switch_to_wal(db), deadline)
-        _retry_while_busy(lambda: _create(db, schema), deadline)
+            _retry_while_busy(db, lambda: _switch_to_wal(db), deadline)
+        _retry_while_busy(db, lambda: _create(db, schema), deadline)
+        _wait_at_most(db, timeout_s)
     except BaseException:
         db.close()
         raise
@@ -91,11 +93,18 @@ def _create(db: sqlite3.Connection, schema: Sequence[str]) -> None:
         raise
 
 
-def _retry_while_busy(step: Callable[[], _T], deadline: float) -> _T:
+def _wait_at_most(db: sqlite3.Connection, seconds: float) -> None:
+    """``db`` waits at most ``seconds`` on another connection's lock (SQLite's busy timeout)."""
+    db.execute(f"PRAGMA busy_timeout = {max(0, round(seconds * 1000))}")
+
+
+def _retry_while_busy(db: sqlite3.Connection, step: Callable[[], _T], deadline: float) -> _T:
     """``step()``, again after a growing pause while another connection's lock refuses it,
-    until ``deadline`` (``time.monotonic()``) passes."""
+    until ``deadline`` (``time.monotonic()``) passes; a step waits on a lock only until then
+    too (each waiting its whole busy timeout, a set-up took up to twice the timeout)."""
     pause = _FIRST_PAUSE_S
     while True:
+        _wait_at_most(db, deadline - monotonic())
         try:
             return step()
         except sqlite3.OperationalError as exc:
