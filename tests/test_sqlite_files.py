@@ -157,3 +157,11 @@ def test_a_step_waits_on_a_lock_only_until_the_set_ups_deadline(
     db.close()
     assert waits == [100]
     assert after == 500  # the set-up done, each wait has the whole timeout again
+
+
+def test_a_private_file_through_a_link_to_no_file_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.sqlite3"
+    (tmp_path / "learned.sqlite3").symlink_to(target)
+    with pytest.raises(FileNotFoundError, match="symbolic link"):
+        open_shared_sqlite(tmp_path / "learned.sqlite3", timeout_s=5, schema=SCHEMA, private=True)
+    assert not target.exists()

@@ -16,6 +16,7 @@ creates with the database file's mode.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -45,7 +46,8 @@ def open_shared_sqlite(
     ``timeout_s`` bounds each wait on another process's lock, and the whole set-up (its
     retries and every step's own wait) too.
     ``":memory:"`` opens a database of this process only. ``private``: a file created here is
-    readable and writable by its owner only (0600); one that exists keeps its mode. Raises
+    readable and writable by its owner only (0600); one that exists keeps its mode, and a
+    symbolic link to no file is refused (SQLite would create its target, umask's mode). Raises
     :class:`sqlite3.Error` or :class:`OSError`, after closing the connection.
     """
     in_memory = str(path) == ":memory:"
@@ -69,8 +71,14 @@ def open_shared_sqlite(
 def _create_private(path: str | Path) -> None:
     """An empty ``path`` of mode 0600 (SQLite makes a database of an empty file), unless a
     file is there already: another process's, or one its user made, whose mode is theirs."""
-    with contextlib.suppress(FileExistsError):
+    try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        # O_EXCL refuses a symbolic link even to no file, which SQLite would then create.
+        if os.path.islink(path) and not os.path.exists(path):
+            raise FileNotFoundError(
+                errno.ENOENT, "a symbolic link to a file that does not exist", str(path)
+            ) from None
 
 
 def _switch_to_wal(db: sqlite3.Connection) -> None:
