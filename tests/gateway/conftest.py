@@ -17,6 +17,16 @@ from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream
 from toolgate.gateway.filter import ToolFilter
 from toolgate.routing.config import RouterConfig
 
+#: SDK clients a test made, closed after it (an open one warns when it is collected).
+SDK_CLIENTS: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_sdk_clients() -> Iterator[None]:
+    yield
+    while SDK_CLIENTS:
+        SDK_CLIENTS.pop().close()
+
 
 @dataclass
 class Served:

@@ -19,9 +19,10 @@ from google.genai import errors as genai_errors
 from google.genai import types
 from google.oauth2.credentials import Credentials
 
-from tests.gateway.conftest import Served
+from tests.gateway.conftest import SDK_CLIENTS, Served
 from tests.gateway.fake_upstream import FakeUpstream, serving
 from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
+from tests.gateway.test_gateway import genai_config
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream, load_config
 from toolgate.gateway.filter import ToolFilter
@@ -30,15 +31,6 @@ from toolgate.gateway.upstream import Endpoint, endpoint_of, unfiltered_call, up
 
 USER = [{"role": "user", "content": WEATHER}]
 API_VERSION = "2024-10-21"
-_CLIENTS: list[Any] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    """Clients made by a test are closed after it (an open one warns when collected)."""
-    yield
-    while _CLIENTS:
-        _CLIENTS.pop().close()
 
 
 def _vertex(url: str, mode: str) -> genai.Client:
@@ -51,30 +43,22 @@ def _vertex(url: str, mode: str) -> genai.Client:
             vertexai=True, project="proj", location="us-central1",
             credentials=Credentials(token="ya29.client"), http_options=options,
         )  # fmt: skip
-    _CLIENTS.append(client)
+    SDK_CLIENTS.append(client)
     return client
-
-
-def _genai_config() -> types.GenerateContentConfig:
-    declarations = [types.FunctionDeclaration(name=n, description=d) for n, d, _ in SPECS]
-    return types.GenerateContentConfig(
-        tools=[types.Tool(function_declarations=declarations)],
-        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
-    )
 
 
 def _azure(url: str) -> openai.AzureOpenAI:
     client = openai.AzureOpenAI(
         azure_endpoint=url, api_key="az-client", api_version=API_VERSION, max_retries=0
     )
-    _CLIENTS.append(client)
+    SDK_CLIENTS.append(client)
     return client
 
 
 def _azure_v1(url: str) -> openai.OpenAI:
     """A client of Azure OpenAI's v1 API: the OpenAI client at ``/openai/v1``."""
     client = openai.OpenAI(base_url=url + "/openai/v1", api_key="az-client", max_retries=0)
-    _CLIENTS.append(client)
+    SDK_CLIENTS.append(client)
     return client
 
 
@@ -107,7 +91,7 @@ def test_vertex_ai_requests_are_filtered_and_keep_their_path(annotating: Served,
     served = annotating
     served.fake.script.tool = "get_weather"
     answer = _vertex(served.url, mode).models.generate_content(
-        model="g", contents=WEATHER, config=_genai_config()
+        model="g", contents=WEATHER, config=genai_config()
     )
     assert answer.function_calls[0].name == "get_weather"
     sent = _sent_names(served.fake)
@@ -122,11 +106,11 @@ def test_vertex_ai_requests_are_filtered_and_keep_their_path(annotating: Served,
 def test_vertex_ai_credentials_reach_the_upstream(annotating: Served) -> None:
     served = annotating
     _vertex(served.url, "project").models.generate_content(
-        model="g", contents=WEATHER, config=_genai_config()
+        model="g", contents=WEATHER, config=genai_config()
     )
     assert served.fake.received[-1].headers["authorization"] == "Bearer ya29.client"
     _vertex(served.url, "api_key").models.generate_content(
-        model="g", contents=WEATHER, config=_genai_config()
+        model="g", contents=WEATHER, config=genai_config()
     )
     assert served.fake.received[-1].headers["x-goog-api-key"] == "v-client"
 
@@ -141,7 +125,7 @@ def test_enforce_blocks_a_vertex_ai_call_to_a_tool_not_sent(
     models = _vertex(served.url, mode).models
     call = models.generate_content_stream if stream else models.generate_content
     with pytest.raises(genai_errors.APIError, match="send_email"):
-        list(_consume(call(model="g", contents=WEATHER, config=_genai_config())))
+        list(_consume(call(model="g", contents=WEATHER, config=genai_config())))
     method = ":streamGenerateContent" if stream else ":generateContent"
     assert served.fake.received[-1].path == VERTEX_PATHS[mode].replace(":generateContent", method)
 
@@ -235,7 +219,7 @@ def test_azure_and_vertex_go_to_their_own_upstream_with_its_key(
         assert "authorization" not in azure.headers
         assert len(_sent_names(cloud)) == 3
         _vertex(url, "project").models.generate_content(
-            model="g", contents=WEATHER, config=_genai_config()
+            model="g", contents=WEATHER, config=genai_config()
         )
         vertex = cloud.received[-1]
         assert vertex.path == VERTEX_PATHS["project"]
@@ -348,7 +332,7 @@ def test_a_model_call_on_a_path_not_filtered_is_flagged_not_silent(
         region="us-east5", project_id="proj", access_token="ya29.client",
         base_url=served.url + "/v1", max_retries=0,
     )  # fmt: skip
-    _CLIENTS.append(client)
+    SDK_CLIENTS.append(client)
     before = _metric(served, "toolgate_gateway_unfiltered_total", upstream="gemini")
     for _ in range(2):
         raw = client.messages.with_raw_response.create(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -18,7 +17,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from tests.gateway.conftest import Served
+from tests.gateway.conftest import SDK_CLIENTS, Served
 from tests.gateway.fake_upstream import serving
 from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
 from toolgate.gateway.app import Gateway, _summary
@@ -26,39 +25,31 @@ from toolgate.gateway.config import GatewayConfig, Upstream
 from toolgate.verify import Verdict
 
 USER = [{"role": "user", "content": WEATHER}]
-_CLIENTS: list[Any] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    """Clients made by a test are closed after it (an open one warns when collected)."""
-    yield
-    while _CLIENTS:
-        _CLIENTS.pop().close()
 
 
 def _openai(served: Served, **options: Any) -> openai.OpenAI:
     client = openai.OpenAI(
         base_url=served.url + "/v1", api_key="sk-client", max_retries=0, **options
     )
-    _CLIENTS.append(client)
+    SDK_CLIENTS.append(client)
     return client
 
 
 def _anthropic(served: Served) -> anthropic.Anthropic:
     client = anthropic.Anthropic(base_url=served.url, api_key="sk-ant-client", max_retries=0)
-    _CLIENTS.append(client)
+    SDK_CLIENTS.append(client)
     return client
 
 
 def _genai(served: Served) -> genai.Client:
     # Kept referenced: a collected genai Client closes the transport its .models still uses.
     client = genai.Client(api_key="g-client", http_options={"base_url": served.url})
-    _CLIENTS.append(client)
+    SDK_CLIENTS.append(client)
     return client
 
 
-def _genai_config() -> types.GenerateContentConfig:
+def genai_config() -> types.GenerateContentConfig:
+    """The weather tools as google-genai declares them, its automatic calling off."""
     declarations = [types.FunctionDeclaration(name=n, description=d) for n, d, _ in SPECS]
     return types.GenerateContentConfig(
         tools=[types.Tool(function_declarations=declarations)],
@@ -114,7 +105,7 @@ def test_openai_responses_anthropic_and_gemini_are_filtered(annotating: Served) 
     assert "sk-ant-client" in (headers.get("x-api-key"), headers.get("authorization", "")[7:])
     assert "get_weather" in _sent_names(served)
     assert len(_sent_names(served)) == 3
-    _genai(served).models.generate_content(model="g", contents=WEATHER, config=_genai_config())
+    _genai(served).models.generate_content(model="g", contents=WEATHER, config=genai_config())
     assert served.fake.received[-1].path.endswith("/models/g:generateContent")
     assert served.fake.received[-1].headers["x-goog-api-key"] == "g-client"
     assert "get_weather" in _sent_names(served)
@@ -179,7 +170,7 @@ def test_streams_pass_through_event_by_event(annotating: Served) -> None:
     assert events[-1].type == "response.completed"
     parts = list(
         _genai(served).models.generate_content_stream(
-            model="g", contents=WEATHER, config=_genai_config()
+            model="g", contents=WEATHER, config=genai_config()
         )
     )
     assert parts[-1].function_calls[0].name == "get_weather"
@@ -253,7 +244,7 @@ def test_enforce_blocks_a_call_to_a_tool_not_sent_for_every_sdk(
     gemini = _genai(served).models
     call = gemini.generate_content_stream if stream else gemini.generate_content
     with pytest.raises(genai_errors.APIError, match="send_email"):
-        list(_consume(call(model="g", contents=WEATHER, config=_genai_config())))
+        list(_consume(call(model="g", contents=WEATHER, config=genai_config())))
 
 
 def _body(**options: Any) -> dict[str, Any]:
@@ -414,7 +405,7 @@ def test_an_upstream_down_is_502_and_a_slow_one_504(
     down = Gateway(GatewayConfig(upstreams={"openai": Upstream(closed)}), tool_filter=shared_filter)
     with serving(down.app) as url:
         client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
-        _CLIENTS.append(client)
+        SDK_CLIENTS.append(client)
         with pytest.raises(openai.InternalServerError, match="cannot be reached") as caught:
             client.chat.completions.create(model="m", messages=USER)
         assert caught.value.status_code == 502

@@ -11,8 +11,8 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,19 @@ def running_proxy(
         process.stderr.close()
 
 
+@asynccontextmanager
+async def with_the_token(url: str) -> AsyncIterator[tuple[httpx2.AsyncClient, Client]]:
+    """An MCP client of the proxy at ``url`` sending the token, and the HTTP client under it."""
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        Client(
+            streamable_http_client(url, http_client=http), elicitation_callback=answer_folder
+        ) as client,
+    ):
+        yield http, client
+
+
 def stops_with_its_upstream(process: subprocess.Popen[bytes], pid_file: Path) -> None:
     """SIGTERM ``process``: it exits 0, and the upstream whose pid is in ``pid_file`` too."""
     upstream_pid = int(pid_file.read_text())
@@ -82,15 +95,8 @@ def stops_with_its_upstream(process: subprocess.Popen[bytes], pid_file: Path) ->
 
 def test_a_normal_stop_over_http_prints_only_the_stop_line(tmp_path: Path) -> None:
     async def use(url: str) -> None:
-        headers = {"Authorization": f"Bearer {TOKEN}"}
         with anyio.fail_after(60):
-            async with (
-                httpx2.AsyncClient(headers=headers) as http,
-                Client(
-                    streamable_http_client(url, http_client=http),
-                    elicitation_callback=answer_folder,
-                ) as client,
-            ):
+            async with with_the_token(url) as (_, client):
                 await use_notes_through_proxy(client, "milk")
 
     with running_proxy(tmp_path, "--auth-token-env", "TG_TOKEN") as (process, url, pid_file):
@@ -115,14 +121,7 @@ def test_the_proxy_serves_over_http_to_clients_with_the_token(tmp_path: Path) ->
             assert refused.status_code == 401
             assert refused.headers["www-authenticate"] == "Bearer"
 
-            headers = {"Authorization": f"Bearer {TOKEN}"}
-            async with (
-                httpx2.AsyncClient(headers=headers) as http,
-                Client(
-                    streamable_http_client(url, http_client=http),
-                    elicitation_callback=answer_folder,
-                ) as client,
-            ):
+            async with with_the_token(url) as (http, client):
                 await use_notes_through_proxy(client, "milk")
                 metrics = (await http.get(f"{base}/metrics")).text
             assert 'toolgate_upstream_up{server="notes"} 1.0' in metrics
