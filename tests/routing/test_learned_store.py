@@ -271,3 +271,31 @@ def test_a_forked_workers_exit_leaves_the_masters_session(forked: dict[str, Any]
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_forked_worker_does_not_use_the_masters_connection(forked: dict[str, Any]) -> None:
     assert forked["temp_seen"] == 0  # the master's temporary table is its connection's own
+
+
+_HALF_MADE_AT_FORK = """
+import os, sys
+from toolgate.routing.learned_store import LearnedStore, SqliteStore
+
+folder = sys.argv[1]
+# Many stores, so that some come after the half-made one in the hook's (set) order.
+made = [SqliteStore(os.path.join(folder, f"{i}.sqlite3")) for i in range(15)]
+half = object.__new__(SqliteStore)
+LearnedStore.__init__(half)  # what a fork sees while another thread builds a store
+made += [SqliteStore(os.path.join(folder, f"after{i}.sqlite3")) for i in range(15)]
+pid = os.fork()
+if pid == 0:
+    os._exit(sum(store._db is not None for store in made))
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_store_half_made_at_a_fork_does_not_keep_the_others_on_the_parents_connection(
+    tmp_path: Path,
+) -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", _HALF_MADE_AT_FORK, str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert run.stdout.strip() == "0", run.stderr  # stores holding the parent's connection

@@ -165,10 +165,12 @@ def _after_fork_in_child() -> None:
     _holder = secrets.token_hex(8)
     _in_use_lock = threading.Lock()
     for store in list(_stores):
-        store._lock = threading.Lock()
-        store._renewal_lock = threading.Lock()
-        store._renew_at = 0.0  # the child's holder has no marks yet: the first route makes them
-        store._leave_inherited_connection()
+        try:
+            store._after_fork()
+        except AttributeError:
+            # Half made when the fork came, by a thread the child does not have: it is never
+            # finished, nor used, here; the stores after it must still leave their connections.
+            continue
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, where a child process starts afresh
@@ -463,6 +465,14 @@ class LearnedStore:
 
     def close(self) -> None:
         """Closes the connection."""
+
+    def _after_fork(self) -> None:
+        """In a forked child: new locks, no marks of this holder yet (the first route makes
+        them), and the parent's connection left (:meth:`_leave_inherited_connection`)."""
+        self._lock = threading.Lock()
+        self._renewal_lock = threading.Lock()
+        self._renew_at = 0.0
+        self._leave_inherited_connection()
 
     def _leave_inherited_connection(self) -> None:
         """In a forked child: stop using the parent's connection, without closing it."""
