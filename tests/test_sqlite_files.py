@@ -165,3 +165,10 @@ def test_a_private_file_through_a_link_to_no_file_is_refused(tmp_path: Path) -> 
     with pytest.raises(FileNotFoundError, match="symbolic link"):
         open_shared_sqlite(tmp_path / "learned.sqlite3", timeout_s=5, schema=SCHEMA, private=True)
     assert not target.exists()
+
+
+@pytest.mark.parametrize("timeout_s", [float("inf"), 1e9])
+def test_a_wait_past_what_sqlite_takes_is_its_longest(tmp_path: Path, timeout_s: float) -> None:
+    # SQLite's busy timeout is a C int of milliseconds: past it, it read no wait at all.
+    db = open_shared_sqlite(tmp_path / "a.sqlite3", timeout_s=timeout_s, schema=())
+    assert db.execute("PRAGMA busy_timeout").fetchone() == (2**31 - 1,)

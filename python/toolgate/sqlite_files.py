@@ -36,6 +36,10 @@ _FIRST_PAUSE_S = 0.002
 _LONGEST_PAUSE_S = 0.1
 
 
+# The longest busy timeout SQLite takes (a C int of milliseconds).
+_LONGEST_WAIT_MS = 2**31 - 1
+
+
 def open_shared_sqlite(
     path: str | Path, *, timeout_s: float, schema: Sequence[str], private: bool = False
 ) -> sqlite3.Connection:
@@ -103,7 +107,10 @@ def _create(db: sqlite3.Connection, schema: Sequence[str]) -> None:
 
 def _wait_at_most(db: sqlite3.Connection, seconds: float) -> None:
     """``db`` waits at most ``seconds`` on another connection's lock (SQLite's busy timeout)."""
-    db.execute(f"PRAGMA busy_timeout = {max(0, round(seconds * 1000))}")
+    # SQLite takes an int of milliseconds: past 2**31 - 1 (25 days; an infinite wait) it
+    # would read no wait at all.
+    milliseconds = min(_LONGEST_WAIT_MS, max(0.0, seconds * 1000))
+    db.execute(f"PRAGMA busy_timeout = {round(milliseconds)}")
 
 
 def _retry_while_busy(db: sqlite3.Connection, step: Callable[[], _T], deadline: float) -> _T:
