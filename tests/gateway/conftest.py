@@ -37,6 +37,20 @@ class Served:
     fake: FakeUpstream
 
 
+def sent_names(fake: FakeUpstream) -> list[str]:
+    """The function tools the upstream received in the last request, by name."""
+    tools = fake.received[-1].body["tools"]
+    if "functionDeclarations" in tools[0]:
+        return [d["name"] for d in tools[0]["functionDeclarations"]]
+    return [t["function"]["name"] if "function" in t else t["name"] for t in tools]
+
+
+def metric(served: Served, name: str, **labels: str) -> float:
+    """A sample of the gateway's metrics, 0 when it has none yet."""
+    value = served.gateway.metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
 @pytest.fixture(scope="module")
 def fake() -> Iterator[tuple[FakeUpstream, str]]:
     upstream = FakeUpstream()

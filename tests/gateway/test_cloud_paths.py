@@ -19,7 +19,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 from google.oauth2.credentials import Credentials
 
-from tests.gateway.conftest import SDK_CLIENTS, Served
+from tests.gateway.conftest import SDK_CLIENTS, Served, metric, sent_names
 from tests.gateway.fake_upstream import FakeUpstream, serving
 from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
 from tests.gateway.test_gateway import genai_config
@@ -62,19 +62,6 @@ def _azure_v1(url: str) -> openai.OpenAI:
     return client
 
 
-def _sent_names(fake: FakeUpstream) -> list[str]:
-    """The function tools the upstream received in the last request, by name."""
-    tools = fake.received[-1].body["tools"]
-    if "functionDeclarations" in tools[0]:
-        return [d["name"] for d in tools[0]["functionDeclarations"]]
-    return [t["function"]["name"] if "function" in t else t["name"] for t in tools]
-
-
-def _metric(served: Served, name: str, **labels: str) -> float:
-    value = served.gateway.metrics.registry.get_sample_value(name, labels)
-    return 0.0 if value is None else value
-
-
 VERTEX_PATHS = {
     "api_key": "/v1beta1/publishers/google/models/g:generateContent",
     "project": (
@@ -94,7 +81,7 @@ def test_vertex_ai_requests_are_filtered_and_keep_their_path(annotating: Served,
         model="g", contents=WEATHER, config=genai_config()
     )
     assert answer.function_calls[0].name == "get_weather"
-    sent = _sent_names(served.fake)
+    sent = sent_names(served.fake)
     assert "get_weather" in sent
     assert len(sent) == 3
     headers = answer.sdk_http_response.headers
@@ -150,7 +137,7 @@ def test_azure_chat_is_filtered_and_keeps_its_path_and_api_version(annotating: S
     assert received.path == "/openai/deployments/my-deployment/chat/completions"
     assert received.query == f"api-version={API_VERSION}"
     assert received.headers["api-key"] == "az-client"
-    assert len(_sent_names(served.fake)) == 3
+    assert len(sent_names(served.fake)) == 3
 
 
 def test_azure_responses_and_the_v1_api_are_filtered(annotating: Served) -> None:
@@ -168,18 +155,18 @@ def test_azure_responses_and_the_v1_api_are_filtered(annotating: Served) -> None
     )
     assert chat.headers["x-toolgate-tools"] == f"3/{len(SPECS)}"
     assert served.fake.received[-1].path == "/openai/v1/chat/completions"
-    assert "get_weather" in _sent_names(served.fake)
+    assert "get_weather" in sent_names(served.fake)
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_enforce_blocks_an_azure_call_to_a_tool_not_sent(enforcing: Served, stream: bool) -> None:
     served = enforcing
     served.fake.script.tool = "send_email"
-    before = _metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
+    before = metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
     with pytest.raises(openai.APIError, match="send_email"):
         list(_consume(_azure(served.url).chat.completions.create(
             model="d", messages=USER, tools=chat_tools(), stream=stream)))  # fmt: skip
-    after = _metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
+    after = metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
     assert after == before + 1
     with pytest.raises(openai.APIError, match="send_email"):
         list(_consume(_azure_v1(served.url).responses.create(
@@ -217,7 +204,7 @@ def test_azure_and_vertex_go_to_their_own_upstream_with_its_key(
         assert azure.path == "/openai/deployments/d/chat/completions"
         assert azure.headers["api-key"] == "az-held"
         assert "authorization" not in azure.headers
-        assert len(_sent_names(cloud)) == 3
+        assert len(sent_names(cloud)) == 3
         _vertex(url, "project").models.generate_content(
             model="g", contents=WEATHER, config=genai_config()
         )
@@ -333,7 +320,7 @@ def test_a_model_call_on_a_path_not_filtered_is_flagged_not_silent(
         base_url=served.url + "/v1", max_retries=0,
     )  # fmt: skip
     SDK_CLIENTS.append(client)
-    before = _metric(served, "toolgate_gateway_unfiltered_total", upstream="gemini")
+    before = metric(served, "toolgate_gateway_unfiltered_total", upstream="gemini")
     for _ in range(2):
         raw = client.messages.with_raw_response.create(
             model="claude-x", max_tokens=16, messages=USER, tools=anthropic_tools()
@@ -342,7 +329,7 @@ def test_a_model_call_on_a_path_not_filtered_is_flagged_not_silent(
     received = served.fake.received[-1]
     assert received.path.endswith("/publishers/anthropic/models/claude-x:rawPredict")
     assert len(received.body["tools"]) == len(SPECS)  # as sent: the gateway cannot filter it
-    after = _metric(served, "toolgate_gateway_unfiltered_total", upstream="gemini")
+    after = metric(served, "toolgate_gateway_unfiltered_total", upstream="gemini")
     assert after == before + 2
     warnings = [r for r in caplog.records if "claude-x:rawPredict" in r.getMessage()]
     assert len(warnings) == 1  # once per path

@@ -17,7 +17,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from tests.gateway.conftest import SDK_CLIENTS, Served
+from tests.gateway.conftest import SDK_CLIENTS, Served, metric, sent_names
 from tests.gateway.fake_upstream import serving
 from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
 from toolgate.gateway.app import Gateway, _summary
@@ -57,20 +57,6 @@ def genai_config() -> types.GenerateContentConfig:
     )
 
 
-def _sent_names(served: Served) -> list[str]:
-    """The function tools the upstream received in the last request, by name."""
-    body = served.fake.received[-1].body
-    tools = body["tools"]
-    if "functionDeclarations" in tools[0]:
-        return [d["name"] for d in tools[0]["functionDeclarations"]]
-    return [t["function"]["name"] if "function" in t else t["name"] for t in tools]
-
-
-def _metric(served: Served, name: str, **labels: str) -> float:
-    value = served.gateway.metrics.registry.get_sample_value(name, labels)
-    return 0.0 if value is None else value
-
-
 # ---- filtering, as each SDK sends ----
 
 
@@ -82,7 +68,7 @@ def test_openai_chat_forwards_only_the_routed_tools(annotating: Served) -> None:
     )
     answer = raw.parse()
     assert answer.choices[0].message.tool_calls[0].function.name == "get_weather"
-    sent = _sent_names(served)
+    sent = sent_names(served.fake)
     assert "get_weather" in sent
     assert len(sent) == 3
     assert raw.headers["x-toolgate-tools"] == f"3/{len(SPECS)}"
@@ -94,8 +80,8 @@ def test_openai_chat_forwards_only_the_routed_tools(annotating: Served) -> None:
 def test_openai_responses_anthropic_and_gemini_are_filtered(annotating: Served) -> None:
     served = annotating
     _openai(served).responses.create(model="m", input=WEATHER, tools=responses_tools())
-    assert "get_weather" in _sent_names(served)
-    assert len(_sent_names(served)) == 3
+    assert "get_weather" in sent_names(served.fake)
+    assert len(sent_names(served.fake)) == 3
     _anthropic(served).messages.create(
         model="m", max_tokens=16, messages=USER, tools=anthropic_tools()
     )
@@ -103,42 +89,42 @@ def test_openai_responses_anthropic_and_gemini_are_filtered(annotating: Served) 
     headers = served.fake.received[-1].headers
     # This SDK version sends its key as a bearer token; older ones in x-api-key.
     assert "sk-ant-client" in (headers.get("x-api-key"), headers.get("authorization", "")[7:])
-    assert "get_weather" in _sent_names(served)
-    assert len(_sent_names(served)) == 3
+    assert "get_weather" in sent_names(served.fake)
+    assert len(sent_names(served.fake)) == 3
     _genai(served).models.generate_content(model="g", contents=WEATHER, config=genai_config())
     assert served.fake.received[-1].path.endswith("/models/g:generateContent")
     assert served.fake.received[-1].headers["x-goog-api-key"] == "g-client"
-    assert "get_weather" in _sent_names(served)
-    assert len(_sent_names(served)) == 3
+    assert "get_weather" in sent_names(served.fake)
+    assert len(sent_names(served.fake)) == 3
 
 
 def test_a_request_that_needs_no_tool_goes_without_tools_and_says_so(
     annotating: Served,
 ) -> None:
     served = annotating
-    before = _metric(served, "toolgate_gateway_no_tool_total", endpoint="openai")
+    before = metric(served, "toolgate_gateway_no_tool_total", endpoint="openai")
     raw = _openai(served).chat.completions.with_raw_response.create(
         model="m", messages=[{"role": "user", "content": "🙂"}], tools=chat_tools()
     )
     assert "tools" not in served.fake.received[-1].body
     assert raw.headers["x-toolgate-no-tool"] == "1"
     assert raw.headers["x-toolgate-tools"] == f"0/{len(SPECS)}"
-    assert _metric(served, "toolgate_gateway_no_tool_total", endpoint="openai") == before + 1
+    assert metric(served, "toolgate_gateway_no_tool_total", endpoint="openai") == before + 1
     raw = _openai(served).chat.completions.with_raw_response.create(
         model="m", messages=USER, tools=chat_tools()
     )
     assert "x-toolgate-no-tool" not in raw.headers
-    assert _metric(served, "toolgate_gateway_no_tool_total", endpoint="openai") == before + 1
+    assert metric(served, "toolgate_gateway_no_tool_total", endpoint="openai") == before + 1
 
 
 def test_top_k_header_asks_for_fewer_and_state_headers_are_read(annotating: Served) -> None:
     served = annotating
     client = _openai(served, default_headers={"x-toolgate-top-k": "1"})
     client.chat.completions.create(model="m", messages=USER, tools=chat_tools())
-    assert _sent_names(served) == ["get_weather"]
+    assert sent_names(served.fake) == ["get_weather"]
     client = _openai(served, default_headers={"x-toolgate-top-k": "50"})  # capped at 3
     client.chat.completions.create(model="m", messages=USER, tools=chat_tools())
-    assert len(_sent_names(served)) == 3
+    assert len(sent_names(served.fake)) == 3
 
 
 # ---- streaming ----
@@ -174,7 +160,7 @@ def test_streams_pass_through_event_by_event(annotating: Served) -> None:
         )
     )
     assert parts[-1].function_calls[0].name == "get_weather"
-    assert _metric(served, "toolgate_gateway_tool_calls_total", endpoint="gemini", verdict="ok")
+    assert metric(served, "toolgate_gateway_tool_calls_total", endpoint="gemini", verdict="ok")
 
 
 def test_a_slow_stream_reaches_the_client_before_it_ends(annotating: Served) -> None:
@@ -219,11 +205,11 @@ def test_enforce_blocks_a_call_to_a_tool_not_sent_for_every_sdk(
 ) -> None:
     served = enforcing
     served.fake.script.tool = "send_email"  # in the request, but routed out for WEATHER
-    before = _metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
+    before = metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
     with pytest.raises(openai.APIError, match="send_email"):
         list(_consume(_openai(served).chat.completions.create(
             model="m", messages=USER, tools=chat_tools(), stream=stream)))  # fmt: skip
-    after = _metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
+    after = metric(served, "toolgate_gateway_answers_blocked_total", endpoint="openai")
     assert after == before + 1
     responses = _openai(served).responses
     with pytest.raises(openai.APIError, match="send_email"):
@@ -264,10 +250,10 @@ def test_enforce_lets_a_call_to_a_tool_sent_through(enforcing: Served) -> None:
     assert answer.content[0].name == "get_weather"
 
 
-def test_annotate_names_the_failed_calls_in_a_header_and_a_metric(annotating: Served) -> None:
+def test_annotate_names_the_failed_calls_in_a_header_and_ametric(annotating: Served) -> None:
     served = annotating
     served.fake.script.tool = "send_email"
-    before = _metric(
+    before = metric(
         served, "toolgate_gateway_tool_calls_total", endpoint="openai",
         verdict="tool_not_available",
     )  # fmt: skip
@@ -276,7 +262,7 @@ def test_annotate_names_the_failed_calls_in_a_header_and_a_metric(annotating: Se
     )
     assert raw.parse().choices[0].message.tool_calls[0].function.name == "send_email"
     assert raw.headers["x-toolgate-tool-calls"] == "tool_not_available=send_email"
-    after = _metric(
+    after = metric(
         served, "toolgate_gateway_tool_calls_total", endpoint="openai",
         verdict="tool_not_available",
     )  # fmt: skip
@@ -318,12 +304,12 @@ def test_annotate_checks_arguments_of_a_streamed_call(annotating: Served) -> Non
     served.fake.script.tool = "get_weather"
     served.fake.script.args = {"city": 5}  # the schema says string
     labels = {"endpoint": "anthropic", "verdict": "invalid_arguments"}
-    before = _metric(served, "toolgate_gateway_tool_calls_total", **labels)
+    before = metric(served, "toolgate_gateway_tool_calls_total", **labels)
     with _anthropic(served).messages.stream(
         model="m", max_tokens=16, messages=USER, tools=anthropic_tools()
     ) as stream:
         stream.get_final_message()
-    assert _metric(served, "toolgate_gateway_tool_calls_total", **labels) == before + 1
+    assert metric(served, "toolgate_gateway_tool_calls_total", **labels) == before + 1
 
 
 # ---- bad input and faults ----
@@ -444,11 +430,9 @@ def test_healthz_and_metrics(annotating: Served) -> None:
         "toolgate_gateway_filter_seconds_bucket", "toolgate_gateway_upstream_responses_total",
     ):  # fmt: skip
         assert name in text
-    assert _metric(served, "toolgate_gateway_schema_tokens_saved_total", endpoint="openai") > 0
+    assert metric(served, "toolgate_gateway_schema_tokens_saved_total", endpoint="openai") > 0
     assert (
-        _metric(
-            served, "toolgate_gateway_upstream_responses_total", upstream="openai", status="200"
-        )
+        metric(served, "toolgate_gateway_upstream_responses_total", upstream="openai", status="200")
         > 0
     )
 
