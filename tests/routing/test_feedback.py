@@ -23,12 +23,12 @@ from toolgate import InvalidInputError
 from toolgate.catalog.catalog import Catalog
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
-from toolgate.routing import learned_store
+from toolgate.routing import learned_postgres, learned_store
 from toolgate.routing.co_use import CO_USE_MAX_TOOLS, CoUse
 from toolgate.routing.feedback import LearnConfig
+from toolgate.routing.learned_postgres import PostgresStore
 from toolgate.routing.learned_store import (
     LearnedStore,
-    PostgresStore,
     SqliteStore,
     StoreError,
     StoreWarning,
@@ -362,7 +362,7 @@ def test_a_replica_whose_clock_runs_ahead_prunes_no_version_in_use(
     on_time.use("model@v1", _Memory(), keep=1, lease_s=60.0, now=now)
     on_time.insert("model@v1", TARGET, "search", b"k" * 16, np.ones(384, np.float32), now)
     _as_another_process(monkeypatch, "a replica an hour ahead")
-    monkeypatch.setattr(learned_store, "_now", lambda: time.time() + 3600.0)
+    monkeypatch.setattr(learned_postgres, "_now", lambda: time.time() + 3600.0)
     ahead = PostgresStore(postgres)
     assert ahead.use("model@v2", _Memory(), keep=1, lease_s=60.0, now=now + 3600.0) == []
 

@@ -20,9 +20,10 @@ from tests.fixtures.postgres import postgres_server
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
 from toolgate.errors import InvalidInputError
+from toolgate.routing import learned_store
+from toolgate.routing.learned_postgres import PostgresStore
 from toolgate.routing.learned_store import (
     LEARN_SALT_ENV,
-    PostgresStore,
     SqliteStore,
     StoreError,
     StoreWarning,
@@ -68,6 +69,15 @@ def test_an_address_that_does_not_parse_is_not_quoted() -> None:
     with pytest.raises(StoreError) as failed:
         PostgresStore("host=127.0.0.1 password=Pa55 Secret9")
     assert "Secret9" not in str(failed.value)
+
+
+def test_the_postgres_store_is_still_found_in_the_learned_store_module() -> None:
+    assert learned_store.PostgresStore is PostgresStore
+
+
+def test_the_learned_store_module_has_no_other_late_names() -> None:
+    with pytest.raises(AttributeError, match="NoSuchStore"):
+        _ = learned_store.NoSuchStore
 
 
 @pytest.fixture(scope="module")
