@@ -153,11 +153,11 @@ class Tool:
 
         ``provider`` is ``"openai"`` (Chat function wrapper), ``"openai-responses"``,
         ``"anthropic"``, ``"gemini"`` (a function declaration whose ``parameters`` are in
-        Gemini's OpenAPI subset; see :mod:`toolgate.formats.gemini` for what the conversion
-        drops), ``"gemini-json-schema"`` (the same declaration carrying the schema unchanged
-        as ``parametersJsonSchema``) or ``"mcp"``. ``compact`` leaves out of the schema and
-        descriptions what a model does not need (:mod:`toolgate.formats.compact`); calls are
-        still checked against the full schema.
+        Gemini's OpenAPI subset; see :mod:`toolgate.formats.gemini_schema` for what the
+        conversion drops), ``"gemini-json-schema"`` (the same declaration carrying the schema
+        unchanged as ``parametersJsonSchema``) or ``"mcp"``. ``compact`` leaves out of the
+        schema and descriptions what a model does not need (:mod:`toolgate.formats.compact`);
+        calls are still checked against the full schema.
 
         The result is the caller's own copy: a client that edits the definitions it sends
         (OpenAI strict mode closes every object) leaves the catalog's schema alone.

@@ -2,10 +2,11 @@
 
 One module per tool format: :mod:`~toolgate.formats.mcp`, :mod:`~toolgate.formats.openai`
 (Chat function wrappers and Responses tools), :mod:`~toolgate.formats.anthropic`,
-:mod:`~toolgate.formats.gemini` (function declarations and the OpenAPI schema subset),
-:mod:`~toolgate.formats.jsonl` and :mod:`~toolgate.formats.text_tags`. Readers turn their input
-into :class:`~toolgate.formats.raw.RawTool` records and never raise on a bad tool: a record
-carries a ``problem`` instead, so the catalog can report every offender at once.
+:mod:`~toolgate.formats.gemini` (function declarations; the OpenAPI schema subset in
+:mod:`~toolgate.formats.gemini_schema`), :mod:`~toolgate.formats.jsonl` and
+:mod:`~toolgate.formats.text_tags`. Readers turn their input into
+:class:`~toolgate.formats.raw.RawTool` records and never raise on a bad tool: a record carries a
+``problem`` instead, so the catalog can report every offender at once.
 
 Above them: :mod:`~toolgate.formats.tool_dict` (one tool dict in any shape),
 :mod:`~toolgate.formats.documents` (a whole document), :mod:`~toolgate.formats.requests` (LLM

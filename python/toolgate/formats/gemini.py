@@ -15,46 +15,12 @@ Writing has two forms. :func:`export_json_schema` sends the tool's JSON Schema u
 ``parametersJsonSchema``, which the Gemini API and Vertex AI accept in place of ``parameters``;
 nothing is lost, so prefer it where the endpoint takes it. :func:`export` produces
 ``parameters`` in the OpenAPI subset, which every Gemini endpoint takes, because it rejects
-much of JSON Schema. What that conversion changes, and what it loses:
-
-- a local ``$ref`` (any JSON pointer into the schema: ``#/$defs/x``, nested ``$defs``,
-  ``#/properties/a/properties/b``, with ``~0``/``~1`` and percent escapes decoded), one to an
-  ``$anchor`` and one relative to the ``$id`` of the root or of a subschema are inlined (a
-  reference written inside a subschema with its own ``$id`` is still read against the root's);
-  a recursive reference, a chain deeper than 32, or a reference past the budget of inlined
-  text (which keeps definitions that fan out from growing the output exponentially) becomes
-  a free-form object (below) whose description says so; ``$defs``, ``$schema``, ``$id`` are
-  dropped;
-- a ``type`` list becomes one type plus ``nullable``, or ``anyOf`` of the types, each branch
-  taking the keywords of its type (``items`` go to the ``ARRAY`` branch, ``properties`` and
-  ``required`` to the ``OBJECT`` one, ``enum`` and ``pattern`` to the ``STRING`` one...);
-- ``oneOf`` becomes ``anyOf``; ``allOf`` of objects is merged into one object;
-- ``const`` becomes a one-value ``enum``; non-string enums (Gemini only has string enums) are
-  dropped and their values listed in the description instead;
-- ``examples`` becomes ``example`` (the first one); ``exclusiveMinimum``/``exclusiveMaximum``
-  become ``minimum``/``maximum`` (inclusive: the bound itself is no longer excluded);
-- formats Gemini does not know are dropped, and so are keywords outside the subset
-  (``additionalProperties``, ``patternProperties``, ``not``, ``if``/``then``/``else``...);
-- a ``true`` subschema becomes an untyped node (any value); a ``false`` property or
-  alternative, which nothing matches, is dropped, and ``false`` items become ``maxItems: 0``;
-- ``required`` keeps only names that are in ``properties``;
-- a tool without parameters gets no ``parameters`` field (Gemini rejects an empty ``OBJECT``);
-  for the same reason a nested object without properties (a free-form map) loses its
-  ``OBJECT`` type and so accepts any value, its description saying a JSON object is expected;
-- a tool whose arguments are keys of any name (a root of ``patternProperties`` or
-  ``additionalProperties`` without ``properties``) has no form in the subset, since the top
-  level must be an ``OBJECT`` with properties: rather than be declared as taking no argument,
-  it is written with ``parametersJsonSchema``, as :func:`export_json_schema` writes it;
-- an ``ARRAY`` without ``items`` (or with ``items: {}``) gets ``STRING`` items.
-
-The model therefore sees slightly looser constraints than the real schema; :mod:`toolgate.verify`
-still checks calls against the full JSON Schema.
+much of JSON Schema; :mod:`toolgate.formats.gemini_schema` lists what that conversion changes,
+and what it loses.
 """
 
 from __future__ import annotations
 
-import json
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,7 +32,7 @@ from toolgate.formats.gemini_fields import (
     field_key,
     gives,
 )
-from toolgate.formats.pointer import resolve_pointer
+from toolgate.formats.gemini_schema import RefInliner, to_openapi
 from toolgate.formats.raw import RawTool, ToolView, extract_meta
 from toolgate.formats.schema_walk import map_subschemas, normalize_type_aliases
 
@@ -85,54 +51,6 @@ __all__ = [
 
 JsonDict = dict[str, Any]
 
-_KEPT = {
-    "type",
-    "format",
-    "title",
-    "description",
-    "nullable",
-    "enum",
-    "maxItems",
-    "minItems",
-    "properties",
-    "required",
-    "minProperties",
-    "maxProperties",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "example",
-    "anyOf",
-    "propertyOrdering",
-    "default",
-    "items",
-    "minimum",
-    "maximum",
-}
-_FORMATS = {
-    "STRING": {"enum", "date-time"},
-    "INTEGER": {"int32", "int64"},
-    "NUMBER": {"float", "double"},
-}
-_MAX_REF_DEPTH = 32
-# JSON text a schema's references may inline in all: far past what real tools inline (a few
-# kilobytes), and small enough that a definition fanning out to the next stays a small request.
-_MAX_INLINED_CHARS = 32_000
-# Keywords that only mean something for one Gemini type. Gemini rejects them on a node of
-# another type or of none, so a type list split into anyOf hands each to its own branch.
-_TYPE_KEYWORDS = {
-    "STRING": ("enum", "format", "minLength", "maxLength", "pattern"),
-    "INTEGER": ("format", "minimum", "maximum"),
-    "NUMBER": ("format", "minimum", "maximum"),
-    "ARRAY": ("items", "minItems", "maxItems"),
-    "OBJECT": ("properties", "required", "minProperties", "maxProperties", "propertyOrdering"),
-}
-# Items for an array whose schema leaves them open: Gemini requires a typed ``items``, and a
-# string is a value the open schema accepts, so no call the model makes under it fails
-# verification. (Leaving the type out instead would invite any value but risk a 400.)
-_OPEN_ITEMS: JsonDict = {"type": "STRING", "description": "(the tool does not type the items)"}
-_FREE_FORM_NOTE = "(a JSON object with any keys)"
-_ANY_VALUE_NOTE = "(any JSON value)"
 # Entries of a request's ``tools`` list that switch on a tool Google runs, in both casings.
 _BUILTIN_TOOLS = frozenset(
     {
@@ -310,263 +228,6 @@ def _camel_case_fields(node: Any) -> Any:
     return out
 
 
-class _RefInliner:
-    """Inlines the local references of one schema, within a budget of inlined JSON text.
-
-    The depth limit bounds a chain of references but not its breadth: definitions that each
-    refer twice to the next would double the output at every level. Each inlining is charged
-    the size of its target, so the output stays within the schema's size plus the budget; a
-    reference past the budget becomes a free-form object whose description says so. The
-    schema is walked breadth first, so the budget goes to the outer levels, which every
-    branch has, before the depths of the first branch.
-    """
-
-    def __init__(self, root: JsonDict) -> None:
-        self.root = root
-        self.budget = _MAX_INLINED_CHARS
-        self._sizes: dict[str, int] = {}
-        self._resolver: Any = None  # built at the first reference a JSON pointer misses
-
-    def inline(self) -> Any:
-        """The schema with its references inlined and its definitions dropped."""
-        box: list[Any] = [self.root]
-        # Each entry is a slot to fill (a container and its key) and the references being
-        # inlined around it, which tell a cycle.
-        pending: deque[tuple[Any, Any, tuple[str, ...]]] = deque([(box, 0, ())])
-        while pending:
-            container, key, stack = pending.popleft()
-            node, stack = self._follow(container[key], stack)
-            if isinstance(node, dict):
-                node = {k: v for k, v in node.items() if k not in ("$defs", "definitions")}
-            elif isinstance(node, list):
-                node = list(node)
-            container[key] = node
-            slots = node.items() if isinstance(node, dict) else enumerate(node)
-            pending.extend((node, k, stack) for k, v in slots if isinstance(v, (dict, list)))
-        return box[0]
-
-    def _follow(self, node: Any, stack: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
-        """``node`` with the chain of references it starts inlined, and the stack grown by it."""
-        while isinstance(node, dict) and isinstance(node.get("$ref"), str):
-            ref = node["$ref"]
-            target = resolve_pointer(self.root, ref)
-            if target is None:
-                target = self._lookup(ref)
-            if not isinstance(target, dict):
-                return _note_node(node, f"(unresolved reference {ref})"), stack
-            if ref in stack or len(stack) >= _MAX_REF_DEPTH:
-                # Past the depth limit the chain is treated as the cycle it almost always is.
-                return _note_node(node, f"(recursive reference {ref})"), stack
-            cost = self._size(ref, target)
-            if cost > self.budget:
-                return _note_node(
-                    node, f"(reference {ref} left out: the schema is too large)"
-                ), stack
-            self.budget -= cost
-            node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-            stack = (*stack, ref)
-        return node, stack
-
-    def _lookup(self, ref: str) -> Any:
-        """What ``ref`` names when it is no JSON pointer: an ``$anchor``, or a reference
-        relative to the ``$id`` of the root or of a subschema. ``None`` if it names nothing
-        within the schema: the registry holds only the schema and never fetches a URL."""
-        from referencing import Registry
-        from referencing.exceptions import Unresolvable
-        from referencing.jsonschema import DRAFT202012, specification_with
-
-        if self._resolver is None:
-            draft = specification_with(str(self.root.get("$schema", "")), default=DRAFT202012)
-            self._resolver = Registry().resolver_with_root(draft.create_resource(self.root))
-        try:
-            return self._resolver.lookup(ref).contents
-        except (Unresolvable, ValueError):  # ValueError: a malformed URL
-            return None
-
-    def _size(self, ref: str, target: JsonDict) -> int:
-        # Cached: a fan-out refers to the same few targets many times.
-        if ref not in self._sizes:
-            self._sizes[ref] = len(json.dumps(target, default=str))
-        return self._sizes[ref]
-
-
-def _note_node(node: JsonDict, note: str) -> JsonDict:
-    """The free-form object a reference that is not inlined becomes, ``note`` saying why."""
-    return {"type": "object", "description": f"{node.get('description', '')} {note}".strip()}
-
-
-def _merge_all_of(node: JsonDict) -> JsonDict:
-    parts = [p for p in node.pop("allOf") if isinstance(p, dict)]
-    merged: JsonDict = {}
-    properties: JsonDict = {}
-    required: list[str] = []
-    for part in [*parts, node]:
-        properties.update(part.get("properties", {}))
-        required.extend(r for r in part.get("required", []) if r not in required)
-        merged.update({k: v for k, v in part.items() if k not in ("properties", "required")})
-    if properties:
-        merged["properties"] = properties
-    if required:
-        merged["required"] = required
-    return merged
-
-
-def _describe_values(node: JsonDict, values: list[Any]) -> None:
-    listed = ", ".join(json.dumps(v) for v in values)
-    node["description"] = f"{node.get('description', '')} Allowed values: {listed}.".strip()
-
-
-def _branch(node: JsonDict, kind: str) -> JsonDict:
-    """The anyOf branch of type ``kind`` split from ``node``, with the keywords of that type."""
-    branch: JsonDict = {"type": kind}
-    branch.update({k: node[k] for k in _TYPE_KEYWORDS.get(kind, ()) if k in node})
-    _finish(branch)
-    return branch
-
-
-def _convert_type(node: JsonDict) -> None:
-    kind = node.get("type")
-    if isinstance(kind, list):
-        real = [k for k in kind if k != "null"]
-        if len(real) < len(kind):
-            node["nullable"] = True
-        if len(real) == 1:
-            node["type"] = real[0]
-        else:
-            del node["type"]
-            if real:
-                node["anyOf"] = [_branch(node, str(k).upper()) for k in real]
-            for keywords in _TYPE_KEYWORDS.values():
-                for key in keywords:
-                    node.pop(key, None)
-    if node.get("type") == "null":
-        # Gemini has no null type: a null-only schema is just "nullable".
-        del node["type"]
-        node["nullable"] = True
-    if isinstance(node.get("type"), str):
-        node["type"] = node["type"].upper()
-    elif "type" not in node and "anyOf" not in node:
-        if "properties" in node:
-            node["type"] = "OBJECT"
-        elif "items" in node:
-            node["type"] = "ARRAY"
-        elif "enum" in node:
-            node["type"] = "STRING"
-
-
-def _fold_null_alternatives(node: JsonDict) -> JsonDict:
-    # anyOf [X, null] (already converted, so null is {"nullable": True}) is X made nullable.
-    alternatives = [a for a in node["anyOf"] if a != {"nullable": True}]
-    if len(alternatives) == len(node["anyOf"]):
-        return node
-    node["nullable"] = True
-    del node["anyOf"]
-    if len(alternatives) == 1 and isinstance(alternatives[0], dict):
-        return {**alternatives[0], **node}
-    if alternatives:
-        node["anyOf"] = alternatives
-    return node
-
-
-def _without_booleans(node: JsonDict) -> JsonDict:
-    """``node`` with the boolean subschemas Gemini would take to ``parameters`` replaced.
-
-    Gemini's schema has no boolean form. ``true`` accepts any value, as an untyped node does
-    (items stay open, and so get the open items' type later); a ``false`` property or
-    alternative can never match, so it goes, and ``false`` items make an array that must be
-    empty.
-    """
-    if isinstance(node.get("properties"), dict):
-        node["properties"] = {
-            k: _any_value(v) for k, v in node["properties"].items() if v is not False
-        }
-    for key in ("anyOf", "oneOf", "prefixItems", "items"):
-        if isinstance(node.get(key), list):
-            node[key] = [_any_value(v) for v in node[key] if v is not False]
-            if not node[key] and key != "items":  # an empty "items" list already means open
-                del node[key]
-    if node.get("items") is True:
-        node["items"] = {}
-    elif node.get("items") is False:
-        del node["items"]
-        node["maxItems"] = 0
-    return node
-
-
-def _any_value(schema: Any) -> Any:
-    return {"description": _ANY_VALUE_NOTE} if schema is True else schema
-
-
-def _to_openapi_node(node: JsonDict) -> JsonDict:
-    node = _without_booleans(node)
-    if "allOf" in node:
-        node = _merge_all_of(node)
-    if "oneOf" in node:
-        node["anyOf"] = [*node.get("anyOf", []), *node.pop("oneOf")]
-    if "const" in node:
-        node.setdefault("enum", [node.pop("const")])
-    if isinstance(node.get("items"), list):
-        node["items"] = {"anyOf": node["items"]} if node["items"] else {}
-    if "prefixItems" in node and "items" not in node:
-        node["items"] = {"anyOf": node["prefixItems"]}
-    if isinstance(node.get("examples"), list) and node["examples"]:
-        node.setdefault("example", node["examples"][0])
-    for exclusive, inclusive in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-        if isinstance(node.get(exclusive), (int, float)) and not isinstance(node[exclusive], bool):
-            node.setdefault(inclusive, node[exclusive])
-    if isinstance(node.get("anyOf"), list):
-        node = _fold_null_alternatives(node)
-    enum = node.get("enum")
-    if isinstance(enum, list) and not all(isinstance(v, str) for v in enum):
-        _describe_values(node, enum)
-        del node["enum"]
-    _convert_type(node)
-    _finish(node)
-    return {k: v for k, v in node.items() if k in _KEPT}
-
-
-def _finish(node: JsonDict) -> None:
-    """The clean-up that depends on ``node``'s final Gemini type, and on its children's."""
-    if node.get("format") not in _FORMATS.get(node.get("type", ""), set()):
-        node.pop("format", None)
-    if isinstance(node.get("required"), list):
-        names = node.get("properties", {})
-        node["required"] = [r for r in node["required"] if r in names]
-        if not node["required"]:
-            del node["required"]
-    if node.get("type") == "ARRAY" and not node.get("items"):
-        node["items"] = dict(_OPEN_ITEMS)
-    if isinstance(node.get("properties"), dict):
-        node["properties"] = {k: _open_free_form(v) for k, v in node["properties"].items()}
-    if isinstance(node.get("items"), dict):
-        node["items"] = _open_free_form(node["items"])
-    if isinstance(node.get("anyOf"), list):
-        node["anyOf"] = [_open_free_form(branch) for branch in node["anyOf"]]
-
-
-def _open_free_form(node: Any) -> Any:
-    """A nested ``OBJECT`` without properties as an untyped node that says it wants an object.
-
-    Gemini rejects an ``OBJECT`` without properties, as it does at the top level, where
-    :func:`export` drops the empty ``parameters``. The nested analogue drops the type: the model
-    may then send the object it is told to, and that call passes verification against the real
-    schema, which a ``STRING`` holding encoded JSON would fail.
-    """
-    if not isinstance(node, dict) or node.get("type") != "OBJECT" or node.get("properties"):
-        return node
-    out = {k: v for k, v in node.items() if k != "type" and k not in _TYPE_KEYWORDS["OBJECT"]}
-    if "anyOf" not in out:  # alternatives already say what the object holds
-        out["description"] = f"{out.get('description', '')} {_FREE_FORM_NOTE}".strip()
-    return out
-
-
-def to_openapi(schema: Any) -> Any:
-    """JSON Schema converted to Gemini's OpenAPI subset (see the module docstring)."""
-    if not isinstance(schema, dict):
-        return schema
-    return map_subschemas(_RefInliner(schema).inline(), _to_openapi_node)
-
-
 def export(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
     """The tool as a Gemini function declaration, named by its exposed name (``compact``: see
     :mod:`toolgate.formats.compact`).
@@ -598,7 +259,7 @@ def _keys_of_any_name(schema: Any) -> bool:
     """
     if not isinstance(schema, dict):
         return False
-    root = _RefInliner(schema).inline()
+    root = RefInliner(schema).inline()
     parts = [root, *(p for p in root.get("allOf", []) if isinstance(p, dict))]
     return any(
         part.get("patternProperties")
