@@ -20,7 +20,8 @@ from google.genai import types
 from tests.gateway.conftest import SDK_CLIENTS, Served, metric, sent_names
 from tests.gateway.fake_upstream import serving
 from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
-from toolgate.gateway.app import Gateway, _summary
+from toolgate.gateway.answers import _summary
+from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, Upstream
 from toolgate.verify import Verdict
 

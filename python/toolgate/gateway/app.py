@@ -28,16 +28,13 @@ whose ``Host`` is not among ``allowed_hosts`` when there are some (421: DNS rebi
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import anyio
 import httpx
@@ -47,10 +44,9 @@ from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
-from toolgate import json_limits
 from toolgate.asgi import bearer_token, is_secret
 from toolgate.browser_guard import BrowserGuard, BrowserPolicy
 from toolgate.errors import (
@@ -61,32 +57,29 @@ from toolgate.errors import (
     StorageError,
     ToolgateError,
 )
-from toolgate.formats.calls import answer_tool_calls
-from toolgate.gateway.config import GatewayConfig, Prewarm, RouteConfig, read_file
+from toolgate.gateway import answers, bodies
+from toolgate.gateway.answers import CALLS_HEADER as CALLS_HEADER  # re-exported: public here first
+from toolgate.gateway.config import GatewayConfig, Prewarm, read_file
 from toolgate.gateway.disconnect import CancelOnDisconnect
-from toolgate.gateway.filter import FilteredRequest, ToolFilter, filter_off_loop
+from toolgate.gateway.filter import ToolFilter, filter_off_loop
 from toolgate.gateway.filtering import Filtered, filter_request
-from toolgate.gateway.learning import LearningQueue, lesson_of
+from toolgate.gateway.learning import LearningQueue
 from toolgate.gateway.metrics import CONTENT_TYPE_LATEST, Metrics
-from toolgate.gateway.streaming import CallWatcher, SseEvent, SseSplitter, error_event
 from toolgate.gateway.upstream import (
     CREDENTIAL_HEADERS,
     GATEWAY_KEY_HEADER,
     UPSTREAM_FALLBACK,
     Endpoint,
     endpoint_of,
-    error_body,
     forwarded_headers,
     forwarded_query,
     passthrough_provider,
     refused_fallback,
-    response_headers,
     unfiltered_call,
     upstream_for,
 )
 from toolgate.json_limits import JsonLimitError
 from toolgate.redaction import redact_logged_urls
-from toolgate.verify import Verdict
 
 __all__ = ["Gateway"]
 
@@ -100,9 +93,6 @@ redact_logged_urls("httpx", keep_path=True)
 #: What filtering raises for a fault of the request's (tools it cannot read, a bad value):
 #: a 400. Anything else is the gateway's own trouble: a 503 or a 500, never the client's.
 CLIENT_FAULTS = (InvalidInputError, CatalogError)
-# A call naming a tool the request was not sent: what enforce blocks.
-NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})
-CALLS_HEADER = "x-toolgate-tool-calls"
 #: Set (to "1") on an answer whose request the router judged to need none of its tools: it
 #: was sent with none of them (or only those its tool choice named).
 NO_TOOL_HEADER = "x-toolgate-no-tool"
@@ -217,7 +207,7 @@ class Gateway:
         query = scope.get("query_string", b"").decode("latin-1")
         _, provider, label = _aimed_at(scope["method"], scope["path"], Headers(scope=scope), query)
         self.metrics.requests.labels(label, str(status)).inc()
-        return _error(provider, status, message, code)
+        return answers.error(provider, status, message, code)
 
     @asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
@@ -344,9 +334,9 @@ class Gateway:
         )
         upstream = upstream_for(provider, self._origins)
         if not self._admitted(request, upstream):
-            response = _error(provider, 401, "missing or wrong gateway key", "unauthorized")
+            response = answers.error(provider, 401, "missing or wrong gateway key", "unauthorized")
         elif upstream not in self.config.upstreams:
-            response = _error(provider, 502, self._no_upstream(provider), "no_upstream")
+            response = answers.error(provider, 502, self._no_upstream(provider), "no_upstream")
         elif endpoint is None:
             response = await self._passthrough(request, upstream)
         else:
@@ -405,9 +395,9 @@ class Gateway:
         if isinstance(sent, Response):
             return sent
         if not unfiltered_call(request.method, request.url.path):
-            return _raw(sent)
+            return answers.raw(sent)
         self._flag_unfiltered(request.url.path, upstream)
-        return _raw(sent, [(UNFILTERED_HEADER, "1")])
+        return answers.raw(sent, [(UNFILTERED_HEADER, "1")])
 
     def _flag_unfiltered(self, path: str, upstream: str) -> None:
         """Counts a model call passed through with its tools unfiltered, and warns of its path
@@ -424,20 +414,22 @@ class Gateway:
 
     async def _filtered(self, request: Request, endpoint: Endpoint, upstream: str) -> Response:
         provider, shape = endpoint.provider, endpoint.shape
-        raw = await _body(request, self.config.max_body_bytes)
+        raw = await bodies.body(request, self.config.max_body_bytes)
         if raw is None:
             message = (
                 f"the request body is larger than {self.config.max_body_bytes:,} bytes, "
                 "the gateway's max_body_bytes"
             )
-            return _error(provider, 413, message, "body_too_large")
+            return answers.error(provider, 413, message, "body_too_large")
         try:
-            body = _parse(raw)
+            body = bodies.parse(raw)
         except ValueError as exc:  # orjson's JSONDecodeError, or past the exact reader's bounds
-            return _error(provider, 400, f"the request body is not valid JSON: {exc}", "bad_json")
+            return answers.error(
+                provider, 400, f"the request body is not valid JSON: {exc}", "bad_json"
+            )
         if not isinstance(body, dict):
             message = f"the request body must be a JSON object, got {type(body).__name__}"
-            return _error(provider, 400, message, "bad_body")
+            return answers.error(provider, 400, message, "bad_body")
         route = self.config.route(request.url.path)
         try:
             done = await filter_off_loop(
@@ -446,15 +438,19 @@ class Gateway:
                 partial(anyio.to_thread.run_sync, abandon_on_cancel=True),
             )
         except CLIENT_FAULTS as exc:  # the request's tools, or its text: the client's to fix
-            return _error(provider, 400, f"toolgate cannot filter this request: {exc}", "bad_tools")
+            return answers.error(
+                provider, 400, f"toolgate cannot filter this request: {exc}", "bad_tools"
+            )
         except Exception as exc:  # the gateway's own trouble, never the client's
             return self._cannot_filter(provider, exc)
         self._count(shape, done)
         changed = done.filtered.dropped_count or done.filtered.provider == "text_tags"
         try:
-            content = _dumps(done.filtered.request) if changed else raw
+            content = bodies.dumps(done.filtered.request) if changed else raw
         except InvalidInputError as exc:
-            return _error(provider, 400, f"toolgate cannot forward this request: {exc}", "bad_body")
+            return answers.error(
+                provider, 400, f"toolgate cannot forward this request: {exc}", "bad_body"
+            )
         headers = forwarded_headers(request.headers.raw, upstream, self._keys.get(upstream))
         sent = await self._send(upstream, "POST", self._url(upstream, request), headers, content)
         if isinstance(sent, Response):
@@ -463,10 +459,10 @@ class Gateway:
         if done.filtered.result.no_tool:
             ours.append((NO_TOOL_HEADER, "1"))
         if sent.status_code != 200 or route.policy == "off":
-            return _raw(sent, ours)
-        check = _Check(self, shape, done.filtered, route, upstream)
+            return answers.raw(sent, ours)
+        check = answers.Check(self, shape, done.filtered, route, upstream)
         if sent.headers.get("content-type", "").startswith("text/event-stream"):
-            return _stream(sent, check, ours)
+            return answers.stream(sent, check, ours)
         return await check.whole(sent, ours)
 
     def _cannot_filter(self, provider: str, exc: Exception) -> Response:
@@ -476,17 +472,17 @@ class Gateway:
         (a bug). The model's error names the server's files: the log has it, not the client."""
         if isinstance(exc, (StorageError, IndexFormatError)):
             message = f"toolgate cannot filter requests now: {exc}"
-            return _error(provider, 503, message, "store_failed", retry=True)
+            return answers.error(provider, 503, message, "store_failed", retry=True)
         if isinstance(exc, ToolgateError):
             self._log_once(exc)
             model = isinstance(exc, ModelError)
             what = "its embedding model cannot be used" if model else "something it needs failed"
             message = f"toolgate cannot filter requests now: {what} (the gateway's log says why)"
             code = "model_unavailable" if model else "filter_unavailable"
-            return _error(provider, 503, message, code, retry=True)
+            return answers.error(provider, 503, message, code, retry=True)
         log.exception("filtering a request failed")
         message = "toolgate failed to filter this request: a bug (the gateway's log has it)"
-        return _error(provider, 500, message, "internal_error")
+        return answers.error(provider, 500, message, "internal_error")
 
     def _log_once(self, exc: ToolgateError) -> None:
         """Log ``exc`` as an error the first time its message is seen: a model that cannot
@@ -524,12 +520,12 @@ class Gateway:
             # Which timeout (connect, write, pool, read) tells a slow upstream from a
             # starved gateway.
             message = f"the {provider} upstream did not answer in time ({type(exc).__name__})"
-            return _error(provider, 504, message, "timeout", retry=True)
+            return answers.error(provider, 504, message, "timeout", retry=True)
         except httpx.TransportError as exc:
             kind = "connect" if isinstance(exc, httpx.ConnectError) else "reset"
             self.metrics.upstream_errors.labels(provider, kind).inc()
             message = f"the {provider} upstream cannot be reached ({type(exc).__name__})"
-            return _error(provider, 502, message, "upstream_unreachable", retry=True)
+            return answers.error(provider, 502, message, "upstream_unreachable", retry=True)
         self.metrics.upstream.labels(provider, str(sent.status_code)).inc()
         return sent
 
@@ -560,46 +556,6 @@ def _header(request: Request, name: str) -> bytes | None:
     return None if value is None else value.encode("latin-1").strip()
 
 
-async def _body(request: Request, limit: int) -> bytes | None:
-    """The request's body, or None past ``limit`` bytes (read no further than that)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        return None
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
-
-
-# Nineteen digits in a row may be an integer past 64 bits, which orjson reads as a float.
-_LONG_DIGITS = re.compile(rb"\d{19}")
-
-
-def _parse(raw: bytes) -> Any:
-    """The request body's JSON, every integer exact: a body holding one past 64 bits (an id
-    in a tool result) is read again by the standard library, as orjson would round it."""
-    body = orjson.loads(raw)
-    if _LONG_DIGITS.search(raw):
-        body = json_limits.loads(raw)
-    return body
-
-
-def _dumps(body: Any) -> bytes:
-    """``body`` as JSON text; what orjson cannot write (an integer past 64 bits, nesting past
-    254 levels) the standard library writes, and what neither can is an
-    :class:`InvalidInputError`."""
-    try:
-        return orjson.dumps(body)
-    except TypeError:  # orjson.JSONEncodeError
-        pass
-    try:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-    except RecursionError:
-        raise InvalidInputError("the request is nested too deeply to write out") from None
-
-
 def _read_tools(entry: Prewarm) -> list[Any]:
     """The tools array in ``entry``'s file."""
     try:
@@ -613,200 +569,3 @@ def _read_tools(entry: Prewarm) -> list[Any]:
             f"prewarm {entry.tools}: expected a JSON array of tools, got {type(tools).__name__}"
         )
     return tools
-
-
-class _Check:
-    """The tool calls of one answer checked against the tools its request was sent with."""
-
-    def __init__(
-        self,
-        gateway: Gateway,
-        shape: str,
-        filtered: FilteredRequest,
-        route: RouteConfig,
-        upstream: str,
-    ) -> None:
-        self.gateway, self.shape, self.filtered = gateway, shape, filtered
-        self.enforce = route.policy == "enforce"
-        self.upstream = upstream
-
-    def verdict(self, call: Any) -> Verdict:
-        """The verdict on ``call``, counted; a call that passed is queued to be learned from
-        (when the filter learns) on the learning thread, off the event loop."""
-        gateway = self.gateway
-        verdict = gateway.filter.verify(call, self.filtered, learn=False)
-        gateway.metrics.tool_calls.labels(self.shape, verdict.error or "ok").inc()
-        if (lesson := lesson_of(self.filtered, verdict)) is not None:
-            gateway.learning.submit(lesson)
-        return verdict
-
-    def not_sent(self, name: str) -> bool:
-        """Whether a call to ``name`` names a tool the request was not sent (its arguments
-        are checked when the call is whole)."""
-        call = {"name": name, "arguments": {}}
-        verdict = self.gateway.filter.verify(call, self.filtered, learn=False)
-        return verdict.error in NOT_SENT
-
-    def blocked(self, names: list[str]) -> str:
-        self.gateway.metrics.blocked.labels(self.shape).inc()
-        listed = ", ".join(repr(n) for n in names)
-        return (
-            f"toolgate: the model called {listed}, which the request did not offer it "
-            f"(it was sent: {', '.join(self.filtered.kept) or 'no tools'})"
-        )
-
-    async def whole(self, sent: httpx.Response, ours: list[tuple[str, str]]) -> Response:
-        """A whole answer, checked; blocked by an enforce route if it calls a tool not sent."""
-        try:
-            body = await sent.aread()
-        except httpx.TransportError as exc:
-            message = f"the upstream's answer broke off ({type(exc).__name__})"
-            return _error(_provider(self.shape), 502, message, "upstream_reset", retry=True)
-        finally:
-            await sent.aclose()
-        headers = response_headers(sent.headers.raw, decoded=True)
-        try:
-            answer = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return _response(body, sent.status_code, headers, ours)
-        verdicts = [self.verdict(call) for call in answer_tool_calls(answer, self.shape)]
-        failed = [v for v in verdicts if not v.ok]
-        provider = _provider(self.shape)
-        not_sent = [v.name for v in failed if v.error in NOT_SENT]
-        if self.enforce and not_sent:
-            response = _error(provider, 502, self.blocked(not_sent), "tool_not_sent")
-            response.headers[CALLS_HEADER] = _summary(failed)
-            return response
-        if verdicts:
-            ours = [*ours, (CALLS_HEADER, _summary(failed) if failed else "ok")]
-        return _response(body, sent.status_code, headers, ours)
-
-
-def _summary(failed: list[Verdict]) -> str:
-    """Failed verdicts for a header: ``error=name`` pairs, each name (the model's, any text)
-    as :func:`_header_text` writes it; past :data:`_HEADER_CHARS` characters, the pairs that
-    do not fit are counted (``..., 3 more``)."""
-    pairs = [f"{v.error}={_header_text(v.name)}" for v in failed]
-    kept: list[str] = []
-    for at, pair in enumerate(pairs):
-        after = len(pairs) - at - 1
-        if len(", ".join([*kept, pair, *([f"{after} more"] if after else [])])) > _HEADER_CHARS:
-            return ", ".join([*kept, f"{len(pairs) - at} more"])
-        kept.append(pair)
-    return ", ".join(kept)
-
-
-# The most characters of a header the gateway writes from a model's or upstream's text (a
-# tool name): proxies refuse a response whose headers pass a few KiB (nginx: 4 or 8 KiB).
-_HEADER_CHARS = 1024
-_NAME_CHARS = 128
-# Kept as they are in a header: visible ASCII, but the escape and the list's separators.
-_HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%,")
-
-
-def _header_text(text: str) -> str:
-    """``text`` for a header value: percent-encoded (UTF-8) outside visible ASCII, so a
-    model's CR / LF / NUL can neither add a header nor make the server refuse the answer,
-    and cut to :data:`_NAME_CHARS` characters (``...`` at the end, no character cut in two)."""
-    quoted = _quoted(text)
-    if len(quoted) <= _NAME_CHARS:
-        return quoted
-    parts: list[str] = []
-    size = 0
-    for char in text:
-        part = _quoted(char)
-        if size + len(part) > _NAME_CHARS - 3:
-            break
-        parts.append(part)
-        size += len(part)
-    return "".join(parts) + "..."
-
-
-def _quoted(text: str) -> str:
-    return quote(text, safe=_HEADER_SAFE, errors="replace")  # a lone surrogate: "?"
-
-
-def _stream(sent: httpx.Response, check: _Check, ours: list[tuple[str, str]]) -> Response:
-    """A streamed answer passed on event by event while its tool calls are checked."""
-
-    async def events() -> AsyncIterator[bytes]:
-        splitter, watcher = SseSplitter(), CallWatcher(check.shape)
-        try:
-            async for chunk in sent.aiter_bytes():
-                for raw in splitter.feed(chunk):
-                    started, finished = watcher.see(SseEvent.parse(raw))
-                    bad = [name for name in started if check.enforce and check.not_sent(name)]
-                    for call in finished:
-                        check.verdict(call)
-                    if bad:
-                        yield error_event(check.shape, check.blocked(bad), "tool_not_sent")
-                        return
-                    yield raw
-            for call in watcher.finish():
-                check.verdict(call)
-            if rest := splitter.rest():
-                yield rest
-        except httpx.TransportError as exc:  # the upstream broke off or stalled mid-stream
-            kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "reset"
-            check.gateway.metrics.upstream_errors.labels(check.upstream, kind).inc()
-            message = f"toolgate: the upstream's stream broke off ({type(exc).__name__})"
-            yield error_event(check.shape, message, "upstream_" + kind)
-        finally:
-            with anyio.CancelScope(shield=True):  # also when the client went away
-                await sent.aclose()
-
-    headers = response_headers(sent.headers.raw, decoded=True) + _encoded(ours)
-    response = StreamingResponse(events(), status_code=sent.status_code)
-    response.raw_headers = headers
-    return response
-
-
-def _raw(sent: httpx.Response, extra: list[tuple[str, str]] | None = None) -> Response:
-    """The upstream's answer passed on untouched: status, headers, bytes as they come."""
-
-    async def body() -> AsyncIterator[bytes]:
-        try:
-            async for chunk in sent.aiter_raw():
-                yield chunk
-        finally:
-            with anyio.CancelScope(shield=True):
-                await sent.aclose()
-
-    response = StreamingResponse(body(), status_code=sent.status_code)
-    response.raw_headers = [
-        *response_headers(sent.headers.raw, decoded=False),
-        *_encoded(extra or []),
-    ]
-    return response
-
-
-def _response(
-    body: bytes, status: int, headers: list[tuple[bytes, bytes]], ours: list[tuple[str, str]]
-) -> Response:
-    response = Response(body, status)  # sets content-length for this body
-    response.raw_headers = [
-        *(h for h in response.raw_headers if h[0] == b"content-length"),
-        *headers,
-        *_encoded(ours),
-    ]
-    return response
-
-
-def _error(provider: str, status: int, message: str, code: str, *, retry: bool = False) -> Response:
-    """The gateway's own error, in ``provider``'s error shape; unless ``retry`` (the
-    upstream could not be reached), the SDKs are told not to retry it."""
-    response = Response(error_body(provider, status, message, code), status)
-    response.headers["content-type"] = "application/json"
-    if not retry:
-        response.headers["x-should-retry"] = "false"
-    response.headers["x-toolgate-error"] = code
-    return response
-
-
-def _provider(shape: str) -> str:
-    return "openai" if shape.startswith("openai") else shape
-
-
-def _encoded(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
-    """The gateway's own headers (ASCII) as bytes."""
-    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]

@@ -1,0 +1,233 @@
+"""The gateway's answers: the upstream's passed on, the gateway's own errors, tool calls checked.
+
+An answer to a filtered request has its tool calls checked against the tools the request was
+sent with (:class:`Check`): a whole one as it is read (:meth:`Check.whole`, which names the
+failures in the :data:`CALLS_HEADER` header), a streamed one event by event as it passes
+(:func:`stream`). Any other answer goes on untouched (:func:`raw`); the gateway's own errors
+take the error shape of the provider the request was for (:func:`error`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import anyio
+import httpx
+import orjson
+from starlette.responses import Response, StreamingResponse
+
+from toolgate.formats.calls import answer_tool_calls
+from toolgate.gateway.config import RouteConfig
+from toolgate.gateway.filter import FilteredRequest
+from toolgate.gateway.learning import lesson_of
+from toolgate.gateway.streaming import CallWatcher, SseEvent, SseSplitter, error_event
+from toolgate.gateway.upstream import error_body, response_headers
+from toolgate.verify import Verdict
+
+if TYPE_CHECKING:  # the gateway makes the checks: a run-time import would be circular
+    from toolgate.gateway.app import Gateway
+
+__all__ = ["CALLS_HEADER", "NOT_SENT", "Check", "error", "raw", "stream"]
+
+# A call naming a tool the request was not sent: what enforce blocks.
+NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})
+CALLS_HEADER = "x-toolgate-tool-calls"
+
+
+class Check:
+    """The tool calls of one answer checked against the tools its request was sent with."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        shape: str,
+        filtered: FilteredRequest,
+        route: RouteConfig,
+        upstream: str,
+    ) -> None:
+        self.gateway, self.shape, self.filtered = gateway, shape, filtered
+        self.enforce = route.policy == "enforce"
+        self.upstream = upstream
+
+    def verdict(self, call: Any) -> Verdict:
+        """The verdict on ``call``, counted; a call that passed is queued to be learned from
+        (when the filter learns) on the learning thread, off the event loop."""
+        gateway = self.gateway
+        verdict = gateway.filter.verify(call, self.filtered, learn=False)
+        gateway.metrics.tool_calls.labels(self.shape, verdict.error or "ok").inc()
+        if (lesson := lesson_of(self.filtered, verdict)) is not None:
+            gateway.learning.submit(lesson)
+        return verdict
+
+    def not_sent(self, name: str) -> bool:
+        """Whether a call to ``name`` names a tool the request was not sent (its arguments
+        are checked when the call is whole)."""
+        call = {"name": name, "arguments": {}}
+        verdict = self.gateway.filter.verify(call, self.filtered, learn=False)
+        return verdict.error in NOT_SENT
+
+    def blocked(self, names: list[str]) -> str:
+        self.gateway.metrics.blocked.labels(self.shape).inc()
+        listed = ", ".join(repr(n) for n in names)
+        return (
+            f"toolgate: the model called {listed}, which the request did not offer it "
+            f"(it was sent: {', '.join(self.filtered.kept) or 'no tools'})"
+        )
+
+    async def whole(self, sent: httpx.Response, ours: list[tuple[str, str]]) -> Response:
+        """A whole answer, checked; blocked by an enforce route if it calls a tool not sent."""
+        try:
+            body = await sent.aread()
+        except httpx.TransportError as exc:
+            message = f"the upstream's answer broke off ({type(exc).__name__})"
+            return error(_provider(self.shape), 502, message, "upstream_reset", retry=True)
+        finally:
+            await sent.aclose()
+        headers = response_headers(sent.headers.raw, decoded=True)
+        try:
+            answer = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return _response(body, sent.status_code, headers, ours)
+        verdicts = [self.verdict(call) for call in answer_tool_calls(answer, self.shape)]
+        failed = [v for v in verdicts if not v.ok]
+        provider = _provider(self.shape)
+        not_sent = [v.name for v in failed if v.error in NOT_SENT]
+        if self.enforce and not_sent:
+            response = error(provider, 502, self.blocked(not_sent), "tool_not_sent")
+            response.headers[CALLS_HEADER] = _summary(failed)
+            return response
+        if verdicts:
+            ours = [*ours, (CALLS_HEADER, _summary(failed) if failed else "ok")]
+        return _response(body, sent.status_code, headers, ours)
+
+
+def _summary(failed: list[Verdict]) -> str:
+    """Failed verdicts for a header: ``error=name`` pairs, each name (the model's, any text)
+    as :func:`_header_text` writes it; past :data:`_HEADER_CHARS` characters, the pairs that
+    do not fit are counted (``..., 3 more``)."""
+    pairs = [f"{v.error}={_header_text(v.name)}" for v in failed]
+    kept: list[str] = []
+    for at, pair in enumerate(pairs):
+        after = len(pairs) - at - 1
+        if len(", ".join([*kept, pair, *([f"{after} more"] if after else [])])) > _HEADER_CHARS:
+            return ", ".join([*kept, f"{len(pairs) - at} more"])
+        kept.append(pair)
+    return ", ".join(kept)
+
+
+# The most characters of a header the gateway writes from a model's or upstream's text (a
+# tool name): proxies refuse a response whose headers pass a few KiB (nginx: 4 or 8 KiB).
+_HEADER_CHARS = 1024
+_NAME_CHARS = 128
+# Kept as they are in a header: visible ASCII, but the escape and the list's separators.
+_HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%,")
+
+
+def _header_text(text: str) -> str:
+    """``text`` for a header value: percent-encoded (UTF-8) outside visible ASCII, so a
+    model's CR / LF / NUL can neither add a header nor make the server refuse the answer,
+    and cut to :data:`_NAME_CHARS` characters (``...`` at the end, no character cut in two)."""
+    quoted = _quoted(text)
+    if len(quoted) <= _NAME_CHARS:
+        return quoted
+    parts: list[str] = []
+    size = 0
+    for char in text:
+        part = _quoted(char)
+        if size + len(part) > _NAME_CHARS - 3:
+            break
+        parts.append(part)
+        size += len(part)
+    return "".join(parts) + "..."
+
+
+def _quoted(text: str) -> str:
+    return quote(text, safe=_HEADER_SAFE, errors="replace")  # a lone surrogate: "?"
+
+
+def stream(sent: httpx.Response, check: Check, ours: list[tuple[str, str]]) -> Response:
+    """A streamed answer passed on event by event while its tool calls are checked."""
+
+    async def events() -> AsyncIterator[bytes]:
+        splitter, watcher = SseSplitter(), CallWatcher(check.shape)
+        try:
+            async for chunk in sent.aiter_bytes():
+                for raw in splitter.feed(chunk):
+                    started, finished = watcher.see(SseEvent.parse(raw))
+                    bad = [name for name in started if check.enforce and check.not_sent(name)]
+                    for call in finished:
+                        check.verdict(call)
+                    if bad:
+                        yield error_event(check.shape, check.blocked(bad), "tool_not_sent")
+                        return
+                    yield raw
+            for call in watcher.finish():
+                check.verdict(call)
+            if rest := splitter.rest():
+                yield rest
+        except httpx.TransportError as exc:  # the upstream broke off or stalled mid-stream
+            kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "reset"
+            check.gateway.metrics.upstream_errors.labels(check.upstream, kind).inc()
+            message = f"toolgate: the upstream's stream broke off ({type(exc).__name__})"
+            yield error_event(check.shape, message, "upstream_" + kind)
+        finally:
+            with anyio.CancelScope(shield=True):  # also when the client went away
+                await sent.aclose()
+
+    headers = response_headers(sent.headers.raw, decoded=True) + _encoded(ours)
+    response = StreamingResponse(events(), status_code=sent.status_code)
+    response.raw_headers = headers
+    return response
+
+
+def raw(sent: httpx.Response, extra: list[tuple[str, str]] | None = None) -> Response:
+    """The upstream's answer passed on untouched: status, headers, bytes as they come."""
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in sent.aiter_raw():
+                yield chunk
+        finally:
+            with anyio.CancelScope(shield=True):
+                await sent.aclose()
+
+    response = StreamingResponse(body(), status_code=sent.status_code)
+    response.raw_headers = [
+        *response_headers(sent.headers.raw, decoded=False),
+        *_encoded(extra or []),
+    ]
+    return response
+
+
+def _response(
+    body: bytes, status: int, headers: list[tuple[bytes, bytes]], ours: list[tuple[str, str]]
+) -> Response:
+    response = Response(body, status)  # sets content-length for this body
+    response.raw_headers = [
+        *(h for h in response.raw_headers if h[0] == b"content-length"),
+        *headers,
+        *_encoded(ours),
+    ]
+    return response
+
+
+def error(provider: str, status: int, message: str, code: str, *, retry: bool = False) -> Response:
+    """The gateway's own error, in ``provider``'s error shape; unless ``retry`` (the
+    upstream could not be reached), the SDKs are told not to retry it."""
+    response = Response(error_body(provider, status, message, code), status)
+    response.headers["content-type"] = "application/json"
+    if not retry:
+        response.headers["x-should-retry"] = "false"
+    response.headers["x-toolgate-error"] = code
+    return response
+
+
+def _provider(shape: str) -> str:
+    return "openai" if shape.startswith("openai") else shape
+
+
+def _encoded(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    """The gateway's own headers (ASCII) as bytes."""
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
