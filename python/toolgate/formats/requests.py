@@ -163,6 +163,38 @@ def called_tools(messages: list[Any]) -> frozenset[str]:
     return frozenset(name for name in map(call_name, calls) if name)
 
 
+def referenced_tools(messages: list[Any]) -> frozenset[str]:
+    """The names of the tools an Anthropic tool search loaded: the ``tool_reference`` blocks
+    of a conversation, in a client tool's ``tool_result`` or a server search's
+    ``tool_search_tool_result``. The provider expands each from the request's tools, and
+    refuses a request that no longer declares it."""
+    names: set[str] = set()
+    for message in messages:
+        if isinstance(message, Mapping):
+            _references(message.get("content"), names, depth=0)
+    return frozenset(names)
+
+
+# How deep tool references sit: message content > tool result > its content > a search
+# result > its references list > the reference.
+_REFERENCE_DEPTH = 6
+
+
+def _references(value: Any, names: set[str], depth: int) -> None:
+    """Adds to ``names`` those of the ``tool_reference`` blocks in ``value``, looking only
+    where results hold them (``content``, ``tool_references``), never in a call's input."""
+    if depth > _REFERENCE_DEPTH:
+        return
+    if isinstance(value, list):
+        for item in value:
+            _references(item, names, depth + 1)
+    elif isinstance(value, Mapping):
+        if value.get("type") == "tool_reference" and isinstance(value.get("tool_name"), str):
+            names.add(value["tool_name"])
+        for key in ("content", "tool_references"):
+            _references(value.get(key), names, depth + 1)
+
+
 def _choice_names(entries: list[Any]) -> set[str]:
     """The tool names in tool-choice entries (``{"type": "function", "function": {"name"}}``,
     ``{"type": "function", "name"}`` or Anthropic's ``{"type": "tool", "name"}``)."""
@@ -185,14 +217,15 @@ def _field(obj: Any, camel: str) -> Any:
     return None if key is None else obj[key]
 
 
-def routable_tools(tools: list[Any], provider: str) -> list[Slot]:
+def routable_tools(tools: list[Any], provider: str, *, deferred: bool = False) -> list[Slot]:
     """Where each function tool of ``tools`` sits: its index, and for a Gemini declaration
     list the declaration's index in it.
 
     A function tool is one the provider runs in the application: OpenAI ``type: function``,
     an Anthropic tool without a ``type`` (or ``custom``), a Gemini function declaration.
-    Reading them is :func:`read_slots`, kept apart: a tools array seen before is served by
-    its cached router, and for a large array parsing it would be most of a call.
+    One deferred to a tool search (:func:`defers`) is not routed, and left out unless
+    ``deferred``. Reading them is :func:`read_slots`, kept apart: a tools array seen before
+    is served by its cached router, and for a large array parsing it would be most of a call.
     """
     slots: list[Slot] = []
     for i, tool in enumerate(tools):
@@ -201,7 +234,7 @@ def routable_tools(tools: list[Any], provider: str) -> list[Slot]:
         if provider == "gemini" and gemini.is_wrapper(tool):
             declared = gemini.parse_wrapper(tool, f"tools[{i}]", DEFAULT_SERVER)
             slots += [(i, j) for j in range(len(declared))]
-        elif _runs_in_application(tool, provider):
+        elif _runs_in_application(tool, provider) and (deferred or not defers(tool)):
             slots.append((i, None))
     return slots
 
@@ -226,6 +259,19 @@ def _runs_in_application(tool: Mapping[str, Any], provider: str) -> bool:
     if provider == "anthropic":
         return bool(tool.get("type", "custom") == "custom")
     return provider.startswith("openai") and tool.get("type") == "function"
+
+
+def defers(tool: Mapping[str, Any]) -> bool:
+    """Whether ``tool`` defers loading tools to a tool search (``defer_loading``: Anthropic's
+    tool search, OpenAI Responses' ``tool_search``; an Anthropic MCP toolset's default or
+    per-tool config): such tools cost no context until a search loads them."""
+    if tool.get("defer_loading") is True:
+        return True
+    if tool.get("type") != "mcp_toolset":
+        return False
+    default, configs = tool.get("default_config"), tool.get("configs")
+    listed = [default, *(configs.values() if isinstance(configs, Mapping) else ())]
+    return any(isinstance(c, Mapping) and c.get("defer_loading") is True for c in listed)
 
 
 def kept_entries(

@@ -38,12 +38,15 @@ def choose(
     forced: frozenset[str],
     options: dict[str, Any],
     *,
+    in_use: Iterable[str] = (),
     fallback: Callable[[], Iterable[str]] = tuple,
 ) -> tuple[Outcome, tuple[str, ...], list[int]]:
     """Route ``query`` over the tools of ``routed`` with :meth:`Router.route`'s ``options``
     (and ``budget``): the outcome, the names kept, and the positions (among the tools read)
-    to keep. The tools ``fallback()`` names (those the lists admit) are kept when nothing
-    else is; it is called only then."""
+    to keep. The tools ``in_use`` names (the conversation needs them) are kept as those
+    ``forced`` names are, where the lists admit them and without an error where not; those
+    ``fallback()`` names (those the lists admit) are kept when nothing else is, and it is
+    called only then."""
     catalog = routed.catalog
     options = dict(options)
     budget: Budget | None = options.pop("budget", None)
@@ -67,6 +70,8 @@ def choose(
             f"the request's tool choice names {listed}, which the allow / deny lists shut "
             "out: change the tool choice or the lists"
         )
+    using = _rows_named(catalog, in_use)
+    chosen |= using - set(shut_out(routed.scopes, sorted(using), allow, deny))
     routed_rows = [catalog.position(tool_id) for tool_id in result.ids]
     decision = None
     if budget is not None:

@@ -13,7 +13,9 @@ Shapes are told apart by their keys: OpenAI Chat Completions (``messages``, tool
 A request without a tools array whose last user message is a catalog of ``<toolname>`` tags
 (each with its ``<tooldescription>``, or the question in ``<userq>``) is routed over those
 tags; a message that only mentions a tag goes on as it is. Provider-side tools
-(``web_search``, ``googleSearch``...) are never routed and always kept. A function tool the
+(``web_search``, ``googleSearch``...) are never routed and always kept. A request that
+defers tools to a tool search (``defer_loading``) goes with all its tools: the deferred ones
+cost no context, and its search tool may be any of the others. A function tool the
 catalog cannot read is an error, never dropped: a gateway that forwarded the request without
 it would hide the fault from the application.
 
@@ -70,12 +72,14 @@ from toolgate.formats.requests import (
     ToolChoice,
     called_tools,
     carry_cache_marker,
+    defers,
     keep_tags,
     kept_entries,
     last_user_turn,
     messages_of,
     read_slots,
     read_tool_choice,
+    referenced_tools,
     request_shape,
     routable_tools,
     text_rewriter,
@@ -279,7 +283,10 @@ class ToolFilter:
         if not isinstance(tools, list):
             raise InvalidInputError(f"'tools' must be a list, got {type(tools).__name__}")
         layout = self._layout(tools, provider)
-        if not layout.slots:  # only provider-side tools: nothing to route
+        if not layout.slots or layout.defers:
+            # Only provider-side tools: nothing to route. Tools deferred to a tool search:
+            # the client chose what loads up front, and its search tool (a plain custom
+            # tool may be one) must stay, or the deferred ones can never load.
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
         if turn.found is None:
             # Nothing to route on (a system prompt alone, an image alone): the provider takes
@@ -292,10 +299,11 @@ class ToolFilter:
         )
         history = turn.messages[:index]
         # Tools the conversation called stay declared when the route keeps none: Anthropic
-        # (and Bedrock) refuse a conversation holding tool calls without its tools.
+        # (and Bedrock) refuse a conversation holding tool calls without its tools. Those
+        # a tool reference names always stay: Anthropic expands each from the tools.
         result, kept, keep = choose(
             routed, query, history, turn.choice.names - builtin, options,
-            fallback=lambda: called_tools(history),
+            in_use=referenced_tools(turn.messages), fallback=lambda: called_tools(history),
         )  # fmt: skip
         if turn.choice.required and not kept:
             raise InvalidInputError(
@@ -406,7 +414,7 @@ class ToolFilter:
             for i, tool in enumerate(tools)
             if i not in routable and isinstance(name := tool.get("name"), str)
         )
-        layout = _Layout(key, tuple(slots), routable, builtin)
+        layout = _Layout(key, tuple(slots), routable, builtin, any(map(defers, tools)))
         if key is not None:
             with self._lock:
                 self._layouts[key] = layout
@@ -422,14 +430,16 @@ _MAX_COMPACTED = 512
 @dataclass(frozen=True)
 class _Layout:
     """A request's tools array as routing reads it: its key (None: it has none), the slot
-    of each function tool, the positions of those, and the names of the others
-    (provider-side tools). It holds nothing of the array itself, which may be megabytes,
-    only the compacted form of the entries kept so far (``compacted``, by position)."""
+    of each function tool, the positions of those, the names of the others (provider-side
+    and deferred tools), and whether it defers tools to a tool search. It holds nothing of
+    the array itself, which may be megabytes, only the compacted form of the entries kept so
+    far (``compacted``, by position)."""
 
     key: str | None
     slots: tuple[Slot, ...]
     routable: frozenset[int]
     builtin: frozenset[str]
+    defers: bool
     compacted: dict[int, bytes] = field(default_factory=dict, compare=False)
 
 

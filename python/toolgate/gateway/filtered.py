@@ -29,11 +29,11 @@ class FilteredRequest:
     (provider-side ones too), in order; empty for text tags.
     ``dropped_count`` counts the function tools removed. ``provider`` is the shape read:
     ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or ``"text_tags"``.
-    When nothing was routed (tool calling off, no function tools, no user text to route on:
-    a system prompt or an image alone) ``result`` is empty, with form ``"none"``, and
-    ``request`` is a copy of the input. ``budget`` is the decision of the budget given to
-    :meth:`ToolFilter.filter`, if any. For a google-genai request object, ``request`` is an
-    object of the same type.
+    When nothing was routed (tool calling off, no function tools, tools deferred to a tool
+    search, no user text to route on: a system prompt or an image alone) ``result`` is
+    empty, with form ``"none"``, and ``request`` is a copy of the input. ``budget`` is the
+    decision of the budget given to :meth:`ToolFilter.filter`, if any. For a google-genai
+    request object, ``request`` is an object of the same type.
     """
 
     request: Any
@@ -93,7 +93,8 @@ def verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
     functions = request.get("functions")
     names: list[str] = []
     if isinstance(tools, list) and filtered.provider != "text_tags":
-        slots = routable_tools(tools, filtered.provider)
+        # A deferred tool a tool search loaded is one the request offered.
+        slots = routable_tools(tools, filtered.provider, deferred=True)
         read = read_slots(tools, slots, filtered.provider)
         names = [raw.name for raw in read if isinstance(raw.name, str)]
     if isinstance(functions, list):
