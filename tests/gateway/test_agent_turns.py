@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import anthropic
 import pytest
 
-from tests.gateway.test_filter import TRIP, WEATHER, anthropic_tools, responses_tools
+from tests.gateway.conftest import SDK_CLIENTS, Served, sent_names
+from tests.gateway.test_filter import TRIP, WEATHER, anthropic_tools, chat_tools, responses_tools
 from toolgate.embedding.embedder import Embedder
 from toolgate.gateway.filter import ToolFilter
 
@@ -86,3 +88,71 @@ def test_tools_a_tool_reference_names_are_kept(gate: ToolFilter) -> None:
     assert {"translate_text", "read_file"} <= set(_names(filtered.request["tools"]))
     denied = gate.filter(request, top_k=1, deny=["translate_*"])
     assert "translate_text" not in denied.kept  # the caller's lists still apply
+
+
+REMINDER = "<system-reminder>The todo list is empty. Keep answers short.</system-reminder>"
+
+
+def test_a_turn_answering_calls_routes_on_the_request_and_keeps_the_tools_in_use(
+    gate: ToolFilter,
+) -> None:
+    # Claude Code sends its reminders beside the tool results; Gemini clients add a text
+    # part beside a functionResponse. Neither is a new request: the task goes on.
+    anthropic = [
+        {"role": "user", "content": WEATHER},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "translate_text", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ERROR: no such language"},
+            {"type": "text", "text": REMINDER}]},
+    ]  # fmt: skip
+    gemini = [
+        {"role": "user", "parts": [{"text": WEATHER}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "translate_text", "args": {}}}]},
+        {"role": "user", "parts": [
+            {"functionResponse": {"name": "translate_text", "response": {"error": "?"}}},
+            {"text": REMINDER}]},
+    ]  # fmt: skip
+    declarations = [{"name": t["name"], "description": t["description"]} for t in anthropic_tools()]
+    for request in (
+        {"messages": anthropic, "tools": anthropic_tools()},
+        {"contents": gemini, "tools": [{"functionDeclarations": declarations}]},
+    ):
+        filtered = gate.filter(request, top_k=1)
+        assert filtered.result.query == WEATHER
+        # The tool the task is using stays, though the route alone keeps another.
+        assert filtered.kept == ("get_weather", "translate_text")
+
+
+def test_a_user_message_after_tool_results_is_a_new_request(gate: ToolFilter) -> None:
+    # OpenAI Chat answers calls in messages of their own: a user message after them asks.
+    chat = [
+        {"role": "user", "content": WEATHER},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "translate_text", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+        {"role": "user", "content": "Now book me a hotel room in Lisbon for two nights."},
+    ]  # fmt: skip
+    filtered = gate.filter({"messages": chat, "tools": chat_tools()}, top_k=1)
+    assert filtered.result.query == chat[-1]["content"]
+    assert filtered.kept == ("book_hotel",)
+
+
+def test_an_enforcing_gateway_lets_the_tool_in_use_be_called_again(enforcing: Served) -> None:
+    served = enforcing
+    client = anthropic.Anthropic(base_url=served.url, api_key="sk-ant-client", max_retries=0)
+    SDK_CLIENTS.append(client)
+    messages = [
+        {"role": "user", "content": WEATHER},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "translate_text", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ERROR: try again"},
+            {"type": "text", "text": REMINDER}]},
+    ]  # fmt: skip
+    served.fake.script.tool = "translate_text"
+    answer = client.messages.create(
+        model="m", max_tokens=64, messages=messages, tools=anthropic_tools()
+    )
+    assert answer.content[0].name == "translate_text"  # not blocked: it was sent
+    assert "translate_text" in sent_names(served.fake)

@@ -85,19 +85,37 @@ def _is_text(block: Any) -> bool:
 
 
 def last_user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None:
-    """The position and text of the last user message that has text.
+    """The position and text of the last user message that asks: has text, and answers no
+    tool call.
 
-    An Anthropic user turn holding only tool results is passed over: it answers the model,
-    it does not ask. A Gemini content without a role is the user's.
+    A user turn carrying tool results (Anthropic ``tool_result`` blocks, Gemini
+    ``functionResponse`` parts) is passed over even when text rides with them (Claude
+    Code's ``<system-reminder>``, a "continue"): it answers the model mid-task, and the
+    task is the request before it. A Gemini content without a role is the user's.
     """
     default_role = "user" if provider == "gemini" else None
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, Mapping) and message.get("role", default_role) == "user":
             text = _text(message).strip()
-            if text:
+            if text and not _answers_calls(message):
                 return index, text
     return None
+
+
+# What marks a content block or part as the answer to a tool call.
+_RESULT_TYPES = ("tool_result", "function_call_output")
+_RESULT_KEYS = ("functionResponse", "function_response")
+
+
+def _answers_calls(message: Mapping[str, Any]) -> bool:
+    """Whether a message's blocks or parts hold a tool call's result."""
+    body = message.get("parts", message.get("content"))
+    return isinstance(body, list) and any(
+        isinstance(block, Mapping)
+        and (block.get("type") in _RESULT_TYPES or any(k in block for k in _RESULT_KEYS))
+        for block in body
+    )
 
 
 @dataclass(frozen=True)

@@ -208,16 +208,20 @@ class ToolFilter:
         query: str | None = None,
         wait: bool = True,
     ) -> FilteredRequest:
-        """``request`` with only the tools routed for its latest user message (see the module).
+        """``request`` with only the tools routed for its latest user message (see the module):
+        the last one that asks, not one answering tool calls (text beside tool results
+        included), whose task goes on.
 
         The options are :meth:`Router.route`'s (``include``: names kept whenever the state
         and lists admit them, as if the query named them). Earlier turns (the messages
         before that user message) are blended into the query; ``query`` routes on other
         text instead. A tool the request's tool choice names
         (OpenAI, Anthropic, Gemini ``allowedFunctionNames``) is always kept, unless ``allow``
-        / ``deny`` shut it out, which is an error: the request contradicts the policy.
-        ``budget`` then drops the lowest-ranked tools past its caps (schema tokens as the
-        request's provider counts them), never a chosen one. A request whose tool choice
+        / ``deny`` shut it out, which is an error: the request contradicts the policy. A tool
+        the task is using (called since that message, or named by a ``tool_reference``) is
+        kept too, where the lists admit it. ``budget`` then drops the lowest-ranked tools
+        past its caps (schema tokens as the request's provider counts them), never a chosen
+        or used one. A request whose tool choice
         requires a call (``"required"``, ``{"type": "any"}``, mode ``ANY``) is never judged
         to need no tool, and is refused if routing keeps none of its tools. When the route
         keeps no function tool, those the conversation already called stay (Anthropic
@@ -300,10 +304,14 @@ class ToolFilter:
         history = turn.messages[:index]
         # Tools the conversation called stay declared when the route keeps none: Anthropic
         # (and Bedrock) refuse a conversation holding tool calls without its tools. Those
-        # a tool reference names always stay: Anthropic expands each from the tools.
+        # a tool reference names always stay (Anthropic expands each from the tools), and
+        # so do those called since the request routed on: the task is using them (a call
+        # that failed is retried), and the kept set only grows along an agent loop, which
+        # keeps the tools prefix stable for prompt caching.
+        in_use = referenced_tools(turn.messages) | called_tools(turn.messages[index + 1 :])
         result, kept, keep = choose(
             routed, query, history, turn.choice.names - builtin, options,
-            in_use=referenced_tools(turn.messages), fallback=lambda: called_tools(history),
+            in_use=in_use, fallback=lambda: called_tools(history),
         )  # fmt: skip
         if turn.choice.required and not kept:
             raise InvalidInputError(
