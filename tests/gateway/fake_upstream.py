@@ -48,6 +48,7 @@ class Script:
     reset_after: int | None = None
     answer_delay: float = 0.0
     headers: tuple[tuple[bytes, bytes], ...] = ()  # added to a whole answer, as bytes
+    response_id: str = "resp_1"  # an OpenAI Responses answer's id
 
 
 class FakeUpstream:
@@ -183,7 +184,7 @@ def _responses_item(script: Script) -> dict[str, Any]:
 
 def _responses(script: Script, output: list[Any] | None = None) -> dict[str, Any]:
     return {
-        "id": "resp_1", "object": "response", "created_at": 0, "model": MODEL,
+        "id": script.response_id, "object": "response", "created_at": 0, "model": MODEL,
         "status": "completed", "output": [_responses_item(script)] if output is None else output,
         "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
     }  # fmt: skip

@@ -3,15 +3,27 @@ references or is using, and turns that answer the model instead of asking."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import anthropic
+import openai
 import pytest
 
 from tests.gateway.conftest import SDK_CLIENTS, Served, sent_names
-from tests.gateway.test_filter import TRIP, WEATHER, anthropic_tools, chat_tools, responses_tools
+from tests.gateway.fake_upstream import Script
+from tests.gateway.test_filter import (
+    SPECS,
+    TRIP,
+    WEATHER,
+    anthropic_tools,
+    chat_tools,
+    responses_tools,
+)
 from toolgate.embedding.embedder import Embedder
 from toolgate.gateway.filter import ToolFilter
+from toolgate.gateway.followups import Recorder, ResponseTools
+from toolgate.verify import Verdict
 
 # A client-side tool search, as Claude Code declares its own: a plain custom tool.
 TOOL_SEARCH = {
@@ -156,3 +168,81 @@ def test_an_enforcing_gateway_lets_the_tool_in_use_be_called_again(enforcing: Se
     )
     assert answer.content[0].name == "translate_text"  # not blocked: it was sent
     assert "translate_text" in sent_names(served.fake)
+
+
+def _output(call_id: str = "call_1") -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": "done"}
+
+
+def test_a_follow_up_without_user_text_keeps_the_tools_it_is_told(gate: ToolFilter) -> None:
+    request = {"input": [_output()], "previous_response_id": "resp_a", "tools": responses_tools()}
+    everything = gate.filter(request, top_k=1)
+    assert everything.request["tools"] == request["tools"]  # nothing to route on
+    followed = gate.filter(request, top_k=1, previous=["translate_text", "get_weather"])
+    assert followed.kept == ("get_weather", "translate_text")  # request order
+    assert followed.dropped_count == len(request["tools"]) - 2
+    assert gate.verify({"name": "translate_text", "arguments": "{}"}, followed)
+    assert not gate.verify({"name": "read_file", "arguments": "{}"}, followed)
+    asked = {**request, "input": [_output(), {"role": "user", "content": TRIP}]}
+    # User text asks anew: routed on it, not on what the earlier response had.
+    assert "translate_text" not in gate.filter(asked, top_k=1, previous=["translate_text"]).kept
+
+
+def _responses_client(served: Served) -> openai.OpenAI:
+    client = openai.OpenAI(base_url=served.url + "/v1", api_key="sk-client", max_retries=0)
+    SDK_CLIENTS.append(client)
+    return client
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_gateway_routes_a_follow_up_to_the_tools_of_the_response_it_follows(
+    annotating: Served, stream: bool
+) -> None:
+    served = annotating
+    client = _responses_client(served)
+    first, second = f"resp_{uuid.uuid4().hex}", f"resp_{uuid.uuid4().hex}"
+
+    def create(**options: Any) -> None:
+        if not stream:
+            client.responses.create(model="m", tools=responses_tools(), **options)
+            return
+        with client.responses.create(
+            model="m", tools=responses_tools(), stream=True, **options
+        ) as events:
+            for _ in events:
+                pass
+
+    # The model calls a tool the route left out (annotate lets the call through).
+    served.fake.script = Script(tool="translate_text", response_id=first)
+    create(input=WEATHER)
+    routed = sent_names(served.fake)
+    assert len(routed) == 3
+    assert "translate_text" not in routed
+    served.fake.script = Script(tool="get_weather", response_id=second)
+    create(input=[_output()], previous_response_id=first)
+    followed = sent_names(served.fake)
+    assert set(followed) == {*routed, "translate_text"}  # the answered tool joins them
+    served.fake.script = Script()
+    create(input=[_output()], previous_response_id=second)  # and so on along the loop
+    assert sent_names(served.fake) == followed
+    create(input=[_output()], previous_response_id=f"resp_{uuid.uuid4().hex}")
+    assert len(sent_names(served.fake)) == len(SPECS)  # one it never saw: every tool
+
+
+def test_response_tools_are_bounded_and_keyed_by_the_upstreams_ids() -> None:
+    store = ResponseTools(size=2)
+    for n in range(3):
+        store.remember(f"resp_{n}", frozenset({f"tool_{n}"}))
+    assert len(store) == 2
+    assert store.recall({"previous_response_id": "resp_0"}) is None  # the oldest went
+    assert store.recall({"previous_response_id": "resp_2"}) == {"tool_2"}
+    assert store.recall({"previous_response_id": ["resp_2"]}) is None
+    assert store.recall({"input": "hi"}) is None
+    record = Recorder(store, frozenset({"get_weather"}))
+    # A stream's events other than the response's own carry no id to take (an item's id).
+    record.streamed({"type": "response.output_item.added", "item": {"id": "fc_1"}})
+    record.called(Verdict(False, error="unknown_tool", name="made_up"))
+    assert store.recall({"previous_response_id": "fc_1"}) is None
+    record.streamed({"type": "response.created", "response": {"id": "resp_9"}})
+    record.called(Verdict(False, error="tool_not_available", name="read_file"))
+    assert store.recall({"previous_response_id": "resp_9"}) == {"get_weather", "read_file"}

@@ -50,6 +50,8 @@ class Check:
         self.gateway, self.shape, self.filtered = gateway, shape, filtered
         self.enforce = route.policy == "enforce"
         self.upstream = upstream
+        # A Responses answer's id and calls, for the follow-ups naming it.
+        self.record = gateway.response_tools.recorder(shape, filtered)
 
     def verdict(self, call: Any) -> Verdict:
         """The verdict on ``call``, counted; a call that passed is queued to be learned from
@@ -57,6 +59,8 @@ class Check:
         gateway = self.gateway
         verdict = gateway.filter.verify(call, self.filtered, learn=False)
         gateway.metrics.tool_calls.labels(self.shape, verdict.error or "ok").inc()
+        if self.record is not None:
+            self.record.called(verdict)
         if (lesson := lesson_of(self.filtered, verdict)) is not None:
             gateway.learning.submit(lesson)
         return verdict
@@ -91,6 +95,8 @@ class Check:
         except orjson.JSONDecodeError:
             return _response(body, sent.status_code, headers, ours)
         verdicts = [self.verdict(call) for call in answer_tool_calls(answer, self.shape)]
+        if self.record is not None:
+            self.record.answered(answer)
         failed = [v for v in verdicts if not v.ok]
         provider = _provider(self.shape)
         not_sent = [v.name for v in failed if v.error in NOT_SENT]
@@ -155,7 +161,10 @@ def stream(sent: httpx.Response, check: Check, ours: list[tuple[str, str]]) -> R
         try:
             async for chunk in sent.aiter_bytes():
                 for raw in splitter.feed(chunk):
-                    started, finished = watcher.see(SseEvent.parse(raw))
+                    event = SseEvent.parse(raw)
+                    if check.record is not None:  # before the client can follow it up
+                        check.record.streamed(event.data)
+                    started, finished = watcher.see(event)
                     bad = [name for name in started if check.enforce and check.not_sent(name)]
                     for call in finished:
                         check.verdict(call)

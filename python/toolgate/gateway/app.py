@@ -63,6 +63,7 @@ from toolgate.gateway.config import GatewayConfig, Prewarm, read_file
 from toolgate.gateway.disconnect import CancelOnDisconnect
 from toolgate.gateway.filter import ToolFilter, filter_off_loop
 from toolgate.gateway.filtering import Filtered, filter_request
+from toolgate.gateway.followups import ResponseTools
 from toolgate.gateway.learning import LearningQueue
 from toolgate.gateway.metrics import CONTENT_TYPE_LATEST, Metrics
 from toolgate.gateway.upstream import (
@@ -139,6 +140,7 @@ class Gateway:
             learn=config.learn, max_stored=config.max_stored,
         )  # fmt: skip
         self.metrics = Metrics()
+        self.response_tools = ResponseTools()
         # Learning from checked calls writes to the learned store, which may wait on another
         # process's lock for seconds: a worker thread does it, never the event loop. Each
         # run of the app (its lifespan) makes its own queue and closes it as it stops.
@@ -431,9 +433,18 @@ class Gateway:
             message = f"the request body must be a JSON object, got {type(body).__name__}"
             return answers.error(provider, 400, message, "bad_body")
         route = self.config.route(request.url.path)
+        previous = self.response_tools.recall(body) if shape == "openai-responses" else None
         try:
             done = await filter_off_loop(
-                partial(filter_request, self.filter, body, route, request.headers, wait=False),
+                partial(
+                    filter_request,
+                    self.filter,
+                    body,
+                    route,
+                    request.headers,
+                    wait=False,
+                    previous=previous,
+                ),
                 # A request cancelled at shutdown does not wait for its thread to finish.
                 partial(anyio.to_thread.run_sync, abandon_on_cancel=True),
             )

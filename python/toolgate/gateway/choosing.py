@@ -33,7 +33,7 @@ class Outcome:
 
 def choose(
     routed: IndexedTools,
-    query: str,
+    query: str | None,
     history: list[Any],
     forced: frozenset[str],
     options: dict[str, Any],
@@ -43,10 +43,10 @@ def choose(
 ) -> tuple[Outcome, tuple[str, ...], list[int]]:
     """Route ``query`` over the tools of ``routed`` with :meth:`Router.route`'s ``options``
     (and ``budget``): the outcome, the names kept, and the positions (among the tools read)
-    to keep. The tools ``in_use`` names (the conversation needs them) are kept as those
-    ``forced`` names are, where the lists admit them and without an error where not; those
-    ``fallback()`` names (those the lists admit) are kept when nothing else is, and it is
-    called only then."""
+    to keep; with no ``query``, nothing is routed. The tools ``in_use`` names (the
+    conversation needs them) are kept as those ``forced`` names are, where the lists admit
+    them and without an error where not; those ``fallback()`` names (those the lists admit)
+    are kept when nothing else is, and it is called only then."""
     catalog = routed.catalog
     options = dict(options)
     budget: Budget | None = options.pop("budget", None)
@@ -61,7 +61,10 @@ def choose(
             f"the request's tool choice names {', '.join(map(repr, missing))}, "
             "which no tool of the request declares"
         )
-    result = routed.router.route(query, history=history, **options)
+    if query is None:
+        result = RouteResult(query="", form="none", tools=())
+    else:
+        result = routed.router.route(query, history=history, **options)
     allow, deny = options.get("allow"), options.get("deny")
     chosen = _rows_named(catalog, forced)
     if shut := shut_out(routed.scopes, sorted(chosen), allow, deny):

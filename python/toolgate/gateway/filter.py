@@ -98,6 +98,7 @@ class _Turn:
     found: tuple[int, str] | None
     choice: ToolChoice
     wait: bool
+    previous: frozenset[str] | None = None
 
 
 class ToolFilter:
@@ -207,6 +208,7 @@ class ToolFilter:
         budget: Budget | None = None,
         query: str | None = None,
         wait: bool = True,
+        previous: Iterable[str] | None = None,
     ) -> FilteredRequest:
         """``request`` with only the tools routed for its latest user message (see the module):
         the last one that asks, not one answering tool calls (text beside tool results
@@ -231,6 +233,11 @@ class ToolFilter:
         arguments as a dict (``model``, ``contents``, ``config``: SDK objects or dicts) are
         filtered as the Gemini request they stand for, and come back in their own form.
 
+        ``previous`` names the tools kept for the answer this request follows (an OpenAI
+        Responses ``previous_response_id`` the caller remembers): a request with no user text
+        to route on (only ``function_call_output`` items) keeps those, and the tools its
+        conversation called, instead of going with all its tools.
+
         A request whose tools another thread is indexing waits for that build, unless
         ``wait`` is false: it then raises :class:`IndexInProgress` (a server handling many
         requests on a few threads must not spend one per request waiting).
@@ -240,6 +247,7 @@ class ToolFilter:
             filtered = self.filter(
                 sdk.request, top_k=top_k, threshold=threshold, state=state, allow=allow,
                 deny=deny, include=include, budget=budget, query=query, wait=wait,
+                previous=previous,
             )  # fmt: skip
             restored = sdk.restore(filtered.request, filtered.positions)
             return replace(filtered, request=restored)
@@ -257,7 +265,9 @@ class ToolFilter:
             if not isinstance(query, str) or not query.strip():
                 raise InvalidInputError(f"query must be a non-empty string, got {query!r}")
             found = (len(messages) if found is None else found[0], query.strip())
-        turn = _Turn(request, key, messages, found, choice, wait)
+        if previous is not None:
+            previous = frozenset(_names("previous", previous))
+        turn = _Turn(request, key, messages, found, choice, wait, previous)
         options = {
             "top_k": top_k,
             "threshold": threshold,
@@ -292,23 +302,31 @@ class ToolFilter:
             # the client chose what loads up front, and its search tool (a plain custom
             # tool may be one) must stay, or the deferred ones can never load.
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
-        if turn.found is None:
+        query: str | None
+        if turn.found is not None:
+            index, query = turn.found
+            history, since = turn.messages[:index], turn.messages[index + 1 :]
+        elif turn.previous is not None:
+            # A follow-up of calls' results alone: the task goes on with the tools of the
+            # answer it follows (routing on nothing).
+            query, history, since = None, [], turn.messages
+        else:
             # Nothing to route on (a system prompt alone, an image alone): the provider takes
             # such a request as it is, so it goes on with all its tools.
             return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
-        index, query = turn.found
         slots, routable, builtin = layout.slots, layout.routable, layout.builtin
         routed = self._indexes.get(
             layout.key, provider, lambda: read_slots(tools, slots, provider), turn.wait
         )
-        history = turn.messages[:index]
         # Tools the conversation called stay declared when the route keeps none: Anthropic
         # (and Bedrock) refuse a conversation holding tool calls without its tools. Those
         # a tool reference names always stay (Anthropic expands each from the tools), and
         # so do those called since the request routed on: the task is using them (a call
         # that failed is retried), and the kept set only grows along an agent loop, which
         # keeps the tools prefix stable for prompt caching.
-        in_use = referenced_tools(turn.messages) | called_tools(turn.messages[index + 1 :])
+        in_use = referenced_tools(turn.messages) | called_tools(since)
+        if turn.found is None and turn.previous is not None:
+            in_use |= turn.previous
         result, kept, keep = choose(
             routed, query, history, turn.choice.names - builtin, options,
             in_use=in_use, fallback=lambda: called_tools(history),
@@ -476,6 +494,16 @@ def _listed(patterns: Iterable[str] | None) -> Any:
     if isinstance(patterns, (str, bytes, Mapping)) or not isinstance(patterns, Iterable):
         return patterns
     return list(patterns)
+
+
+def _names(option: str, names: Iterable[str]) -> Iterable[str]:
+    """``names``, checked to be strings (a lone string is refused: it is no list)."""
+    if isinstance(names, (str, bytes, Mapping)) or not isinstance(names, Iterable):
+        raise InvalidInputError(f"{option} must be a list of tool names, got {names!r}")
+    listed = list(names)
+    if not all(isinstance(name, str) for name in listed):
+        raise InvalidInputError(f"{option} must be a list of tool names, got {listed!r}")
+    return listed
 
 
 def _tag_catalog(text: str) -> list[RawTool] | None:

@@ -38,9 +38,10 @@ def filter_request(
     headers: Mapping[str, str],
     *,
     wait: bool = True,
+    previous: frozenset[str] | None = None,
 ) -> Filtered:
     """``body`` filtered under ``route``, with the state and top-k its ``headers`` ask for;
-    ``wait`` as :meth:`ToolFilter.filter`'s."""
+    ``wait`` and ``previous`` as :meth:`ToolFilter.filter`'s."""
     started = time.perf_counter()
     query = None
     if route.query is not None:
@@ -58,6 +59,7 @@ def filter_request(
         budget=route.budget(),
         query=query,
         wait=wait,
+        previous=previous,
     )
     tools_in = len(filtered.kept) + filtered.dropped_count
     saved = _tokens_saved(filtered)
