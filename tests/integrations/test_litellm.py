@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -14,10 +16,17 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm
 
 from tests.gateway.fake_upstream import FakeUpstream, serving
-from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools
+from tests.gateway.test_filter import (
+    SPECS,
+    WEATHER,
+    anthropic_tools,
+    chat_tools,
+    responses_tools,
+)
 from toolgate.embedding.embedder import Embedder
 from toolgate.gateway.filter import ToolFilter
 from toolgate.integrations.litellm import ToolgateHook
+from toolgate.routing.router import Router
 
 USER = [{"role": "user", "content": WEATHER}]
 
@@ -96,8 +105,9 @@ def test_the_proxy_hook_filters_chat_and_anthropic_requests(hook: ToolgateHook) 
         out = asyncio.run(hook.async_pre_call_hook(None, None, data, "completion"))
         assert isinstance(out, dict)
         assert len(out["tools"]) == 2
-        assert out["metadata"] == {"user": "u"}
+        assert out["metadata"]["user"] == "u"
         assert len(data["tools"]) == len(SPECS)
+        assert data["metadata"] == {"user": "u"}  # the mark went into a copy
     embedding = {"model": "m", "input": ["x"], "tools": chat_tools()}
     assert asyncio.run(hook.async_pre_call_hook(None, None, embedding, "embeddings")) is embedding
 
@@ -139,3 +149,57 @@ def test_hook_calls_waiting_for_one_new_array_hold_no_thread(embedder: Embedder)
         return still_waiting, [len(out["tools"]) for out in await asyncio.gather(*waiting)]
 
     assert asyncio.run(main()) == (True, [2] * 4)
+
+
+# On the proxy, data carries LiteLLM's metadata bucket: ``metadata`` on /chat/completions,
+# ``litellm_metadata`` on /v1/messages and /v1/responses.
+PROXIED = [
+    (litellm.acompletion, "acompletion", "/v1/chat/completions",
+     {"messages": USER, "tools": chat_tools(), "metadata": {"user_api_key": "k"}}),
+    (litellm.aresponses, "aresponses", "/v1/responses",
+     {"input": WEATHER, "tools": responses_tools(), "litellm_metadata": {"user_api_key": "k"}}),
+    (litellm.anthropic_messages, "anthropic_messages", "/v1/messages",
+     {"messages": USER, "tools": anthropic_tools(), "max_tokens": 10,
+      "litellm_metadata": {"user_api_key": "k"}}),
+]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:Item.* `ReadOnly` qualifier:UserWarning")
+@pytest.mark.parametrize(("call", "call_type", "path", "body"), PROXIED)
+def test_a_request_the_proxy_hook_filtered_is_not_filtered_again(
+    embedder: Embedder,
+    fake: tuple[FakeUpstream, str],
+    monkeypatch: pytest.MonkeyPatch,
+    call: Callable[..., Awaitable[object]],
+    call_type: str,
+    path: str,
+    body: dict[str, Any],
+) -> None:
+    """The proxy runs its pre-call hook, then LiteLLM the deployment (or pre-request) hook on
+    the same request: the second must not index the routed subset, which would also push
+    real catalogs out of the filter's cache."""
+    upstream, url = fake
+    builds: list[int] = []
+    original = Router.from_catalog
+
+    def spy(catalog: Any, **options: Any) -> Router:
+        builds.append(len(catalog))
+        return original(catalog, **options)
+
+    monkeypatch.setattr(Router, "from_catalog", spy)
+    hook = ToolgateHook(top_k=2, tool_filter=ToolFilter(embedder=embedder, cache=None))
+    monkeypatch.setattr(litellm, "callbacks", [hook])  # the proxy loads its callbacks there
+    model = "anthropic/fake-model" if call_type == "anthropic_messages" else "openai/fake-model"
+    data = {"model": model, **body}
+
+    async def proxied() -> None:
+        filtered = await hook.async_pre_call_hook(None, None, data, call_type)
+        base = url if call_type == "anthropic_messages" else url + "/v1"
+        await call(**filtered, api_base=base, api_key="sk-x")
+
+    asyncio.run(proxied())
+    assert builds == [len(SPECS)]
+    received = upstream.received[-1]
+    assert received.path == path
+    assert len(received.body["tools"]) == 2
+    assert "toolgate" not in json.dumps(received.body)  # the mark stays inside LiteLLM

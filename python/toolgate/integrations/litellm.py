@@ -6,7 +6,9 @@ shape) to those routed for the latest user message before LiteLLM calls the mode
 SDK (``litellm.acompletion``, ``litellm.responses`` and ``aresponses``, a ``litellm.Router``)
 ``async_pre_call_deployment_hook`` does the same, and ``async_pre_request_hook`` for
 ``litellm.anthropic_messages``. Both go through :class:`toolgate.gateway.ToolFilter`, so a
-tools array seen before is not indexed again.
+tools array seen before is not indexed again. The proxy runs both on a request: the first
+marks it in LiteLLM's metadata (which LiteLLM never sends to the provider) and the SDK's
+hooks pass a marked request through, so its routed tools are not filtered twice.
 
 The hooks are LiteLLM's async ones, which a sync ``litellm.completion`` never calls: its
 tools go to the model unfiltered (use ``litellm.acompletion``).
@@ -37,6 +39,10 @@ __all__ = ["ToolgateHook"]
 
 # The proxy's call types whose requests carry tools to filter (not embeddings, images...).
 _CALL_TYPES = {"completion", "acompletion", "anthropic_messages", "responses", "aresponses"}
+_CHAT_CALL_TYPES = {"completion", "acompletion"}
+
+_MARK = "toolgate_filtered"
+"""The metadata key saying the proxy hook filtered the request's tools already."""
 
 
 class ToolgateHook(CustomLogger):
@@ -94,7 +100,7 @@ class ToolgateHook(CustomLogger):
         if call_type not in _CALL_TYPES or not data.get("tools"):
             return data
         filtered = await self._filter_async(data)
-        return dict(filtered.request)
+        return _marked(dict(filtered.request), call_type)
 
     async def async_pre_call_deployment_hook(
         self, kwargs: dict[str, Any], call_type: Any
@@ -114,7 +120,7 @@ class ToolgateHook(CustomLogger):
         """``kwargs`` with its tool keys filtered for ``messages``, else for a Responses
         call's ``input`` (a text or a list of items); None (no change) when it has no tools
         or neither."""
-        if not kwargs.get("tools"):
+        if not kwargs.get("tools") or _is_marked(kwargs):
             return None
         if isinstance(messages, list):
             turns: dict[str, Any] = {"messages": messages}
@@ -133,3 +139,26 @@ class ToolgateHook(CustomLogger):
 
 
 _TOOL_KEYS = ("tools", "tool_choice", "parallel_tool_calls")
+
+
+def _marked(data: dict[str, Any], call_type: Any) -> dict[str, Any]:
+    """``data`` with :data:`_MARK` in LiteLLM's metadata bucket, a copy of the bucket (the
+    caller's request still holds its own).
+
+    The bucket is the one LiteLLM reads (``litellm_metadata`` when the request has one, as
+    the proxy's /v1/messages and /v1/responses do); ``metadata`` only on chat calls, where it
+    is LiteLLM's and not the provider's: on the other calls it is a provider field.
+    """
+    chat_bucket = call_type in _CHAT_CALL_TYPES and isinstance(data.get("metadata"), dict)
+    key = "metadata" if chat_bucket and "litellm_metadata" not in data else "litellm_metadata"
+    bucket = data.get(key)
+    data[key] = {**(bucket if isinstance(bucket, dict) else {}), _MARK: True}
+    return data
+
+
+def _is_marked(kwargs: dict[str, Any]) -> bool:
+    """Whether the proxy hook filtered these call arguments' tools already."""
+    return any(
+        isinstance(bucket, dict) and bucket.get(_MARK) is True
+        for bucket in (kwargs.get("litellm_metadata"), kwargs.get("metadata"))
+    )
