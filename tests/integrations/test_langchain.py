@@ -9,12 +9,19 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    HumanInTheLoopMiddleware,
+    ModelRequest,
+    ModelResponse,
+)
 from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 from pydantic import BaseModel
 
 from toolgate import CatalogWarning, InvalidInputError
@@ -589,6 +596,37 @@ def test_a_denied_tool_is_never_run_however_often_the_model_asks(
         assert results[call_id].status == "error"
         assert json.loads(str(results[call_id].content))["error"] == "tool_not_available"
     assert all("send_email" not in bound for bound in model.bound)
+
+
+@pytest.mark.parametrize("hitl_first", [True, False])
+def test_a_call_a_reviewer_edited_to_another_tool_runs(
+    tools: list[BaseTool], tool_filter: ToolFilter, hitl_first: bool
+) -> None:
+    """The check is of the model's calls: a human reviewer's edit to a tool the model was
+    not shown is the reviewer's choice, and runs whichever middleware is listed first."""
+    model = RecordingModel(
+        messages=iter([_calls(("get_weather", "c1"), ("send_email", "c2")), AIMessage("Done.")]),
+        bound=[],
+    )
+    toolgate = ToolgateMiddleware(selector=ToolSelector(top_k=2, tool_filter=tool_filter))
+    review = HumanInTheLoopMiddleware(interrupt_on={"get_weather": True})
+    middleware = [review, toolgate] if hitl_first else [toolgate, review]
+    agent = create_agent(model, tools, middleware=middleware, checkpointer=InMemorySaver())
+    thread: Any = {"configurable": {"thread_id": "1"}}
+    agent.invoke({"messages": [HumanMessage(WEATHER)]}, thread)
+    shown = model.bound[0]
+    assert "get_weather" in shown
+    assert "translate_text" not in shown
+    assert "send_email" not in shown
+    edited = {"name": "translate_text", "args": {"value": "Lisbon"}}
+    edit = {"type": "edit", "edited_action": edited}
+    out = agent.invoke(Command(resume={"decisions": [edit]}), thread)
+    results = _results(out["messages"])
+    assert results["c1"].status != "error"
+    assert str(results["c1"].content).endswith("translate_text(Lisbon)")
+    # The model's own call to a tool it was not shown is still refused.
+    assert results["c2"].status == "error"
+    assert json.loads(str(results["c2"].content))["error"] == "tool_not_available"
 
 
 def test_the_agent_learns_from_the_calls_its_model_makes(tools: list[BaseTool]) -> None:

@@ -45,7 +45,13 @@ from langchain.agents.middleware import (
 )
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain.agents.structured_output import ToolStrategy
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_openai_messages
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ToolCall,
+    ToolMessage,
+    convert_to_openai_messages,
+)
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Command
@@ -357,12 +363,19 @@ def _recorded(
 
 
 def _refusal(request: ToolCallRequest) -> ToolMessage | None:
-    """The error result for a call to a tool the model was not shown, or None to run it."""
+    """The error result for a call to a tool the model was not shown, or None to run it.
+
+    The check is of the model's own calls: a call that middleware listed before this one
+    pointed at another tool (a human reviewer's edit) is that middleware's choice, and runs.
+    """
     state = request.state
     offered = state.get(_OFFERED) if isinstance(state, Mapping) else getattr(state, _OFFERED, None)
     if offered is None:
         return None
     call = request.tool_call
+    own = _models_call(state, call["id"])
+    if own is not None and own["name"] != call["name"]:
+        return None
     known = [call["name"]] if request.tool is not None else []
     verdict = verify_name({"name": call["name"], "arguments": call["args"]}, offered, known=known)
     if verdict.ok:
@@ -374,6 +387,20 @@ def _refusal(request: ToolCallRequest) -> ToolMessage | None:
         status="error",
         artifact={"toolgate": verdict.to_dict()},
     )
+
+
+def _models_call(state: Any, call_id: str | None) -> ToolCall | None:
+    """The call with id ``call_id`` in the model's latest message, as the model made it."""
+    if isinstance(state, Mapping):
+        messages = state.get("messages")
+    else:
+        messages = getattr(state, "messages", None)
+    if not call_id or not isinstance(messages, Sequence):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return next((c for c in message.tool_calls if c["id"] == call_id), None)
+    return None
 
 
 def _asked_for(messages: Sequence[Any]) -> list[str]:
