@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -24,6 +26,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from pydantic import BaseModel
 
+from tests.gateway.conftest import CountingEmbedder
 from toolgate import CatalogWarning, InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.formats.compact import compact_text
@@ -337,6 +340,54 @@ class ForceACall(AgentMiddleware):  # type: ignore[type-arg]
 
     async def awrap_model_call(self, request: Any, handler: Any) -> Any:
         return await handler(request.override(tool_choice=self.choice))
+
+
+def test_async_model_calls_waiting_for_one_new_tool_set_hold_no_thread(
+    tools: list[BaseTool], embedder: Embedder
+) -> None:
+    """Agents on one event loop share a few worker threads: calls waiting for one tool set's
+    indexing must leave them to calls whose tools are indexed already."""
+    held = CountingEmbedder(embedder)
+    gate = ToolFilter(embedder=held, cache=None, unreadable="keep")
+    middleware = ToolgateMiddleware(selector=ToolSelector(top_k=2, tool_filter=gate))
+
+    async def handler(request: Any) -> AIMessage:
+        return AIMessage("ok")
+
+    def offered(result: Any) -> list[str]:
+        return list(result.command.update["toolgate_offered"])
+
+    asyncio.run(middleware.awrap_model_call(_request(tools, WEATHER), handler))  # indexed now
+    release = threading.Event()
+    held.batch_texts, held.hold = 0, release
+    fresh = [make_tool(f"{name}_v2", doc) for name, doc in SPECS]
+
+    async def main() -> tuple[bool, list[str], list[list[str]]]:
+        threads = 2
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(threads))
+        waiting = [
+            asyncio.create_task(middleware.awrap_model_call(_request(fresh, WEATHER), handler))
+            for _ in range(threads + 2)
+        ]
+        while held.batch_texts == 0:  # the new tool set is being indexed
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)  # every call for it has asked and waits
+        try:
+            answered = await asyncio.wait_for(
+                middleware.awrap_model_call(_request(tools, WEATHER), handler), 30
+            )
+            still_waiting = not any(task.done() for task in waiting)
+        finally:
+            release.set()
+        later = await asyncio.gather(*waiting)
+        return still_waiting, offered(answered), [offered(result) for result in later]
+
+    still_waiting, answered, later = asyncio.run(main())
+    assert still_waiting
+    assert "get_weather" in answered
+    assert len(answered) == 2
+    assert len(later) == 4
+    assert all(len(shown) == 2 and "get_weather_v2" in shown for shown in later)
 
 
 @pytest.mark.parametrize("choice", ["any", "required", True])

@@ -33,6 +33,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 
 from langchain.agents.middleware import (
@@ -60,7 +61,7 @@ from typing_extensions import NotRequired
 from toolgate.arguments import check_count
 from toolgate.errors import InvalidInputError
 from toolgate.formats.compact import compact_entry
-from toolgate.gateway.filter import ToolFilter
+from toolgate.gateway.filter import ToolFilter, filter_off_loop
 from toolgate.gateway.filtered import FilteredRequest
 from toolgate.routing.config import DEFAULT, DefaultType
 from toolgate.routing.learned_store import LearnedStore, open_store
@@ -175,8 +176,10 @@ class ToolSelector:
         tool_choice: Any,
         include: Iterable[str] | None,
         compact: bool,
+        wait: bool = True,
     ) -> tuple[list[AnyTool], FilteredRequest | None]:
-        """:meth:`select`, and the filtered request behind it (None: nothing was routed)."""
+        """:meth:`select`, and the filtered request behind it (None: nothing was routed);
+        ``wait`` is :meth:`ToolFilter.filter`'s."""
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise InvalidInputError(
                 f"messages must be a list of messages, got {type(messages).__name__}"
@@ -200,7 +203,7 @@ class ToolSelector:
         if choice is not None:
             request["tool_choice"] = choice
         filtered = self.tool_filter.filter(
-            request, top_k=self.top_k, include=include, **self._options
+            request, top_k=self.top_k, include=include, wait=wait, **self._options
         )
         if filtered.result.form == "none":  # nothing was routed: the request stands as given
             return tools, None
@@ -286,8 +289,10 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ExtendedModelResponse:
-        """The async form; routing runs in a worker thread, off the event loop."""
-        narrowed, filtered = await asyncio.to_thread(self._narrowed, request)
+        """The async form; routing runs in a worker thread, off the event loop, and a call
+        waiting for another's indexing of the same tools holds none (agents on one loop share
+        a few)."""
+        narrowed, filtered = await filter_off_loop(partial(self._narrowed, request, wait=False))
         response = await handler(narrowed)
         # Checked first: no thread hop for a filter that does not learn.
         if filtered is not None and self.selector.tool_filter.learns:
@@ -312,8 +317,11 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         refused = _refusal(request)
         return refused if refused is not None else await handler(request)
 
-    def _narrowed(self, request: ModelRequest) -> tuple[ModelRequest, FilteredRequest | None]:
-        """The request with its tools cut down, and the filtered request behind it."""
+    def _narrowed(
+        self, request: ModelRequest, *, wait: bool = True
+    ) -> tuple[ModelRequest, FilteredRequest | None]:
+        """The request with its tools cut down, and the filtered request behind it; ``wait``
+        is :meth:`ToolFilter.filter`'s."""
         if not request.tools:
             return request, None
         compact = self.compact and not _binds_strictly(request)
@@ -323,6 +331,7 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
             tool_choice=request.tool_choice,
             include=_asked_for(request.messages),
             compact=compact,
+            wait=wait,
         )
         if len(tools) == len(request.tools) and not compact:
             return request, filtered
