@@ -19,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 
+from tests.fixtures.http_sessions import SessionServer, served
 from tests.fixtures.mcp import (
     UPSTREAM,
     log_server,
@@ -314,6 +315,53 @@ def test_a_call_cut_off_by_its_servers_death_is_resent_only_if_harmless(
                 again = await client.call_tool("call_tool", call)
                 assert text_of(again) == "job nightly done"
                 assert lines(calls) == ["called", "called"]
+
+    run(main)
+
+
+# -- an HTTP server that forgets the proxy's session -----------------------------------------
+
+
+@pytest.mark.parametrize("forgotten", [404, 400])
+def test_a_session_the_http_server_forgot_is_started_anew_and_the_call_resent(
+    tmp_path: Path, forgotten: int
+) -> None:
+    notes = SessionServer(forgotten)
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with served(notes) as url:
+                proxy = proxy_params(tmp_path, {"notes": {"url": url}})
+                async with Client(proxy) as client:
+                    call = {"name": "add_note", "arguments": {"title": "first"}}
+                    assert text_of(await client.call_tool("call_tool", call)) == "saved first"
+                    notes.forget()  # restarted, redeployed, expired: the session is gone
+                    # Not run by the server, so sent again, in a new session, though the
+                    # tool is not marked idempotent.
+                    call = {"name": "add_note", "arguments": {"title": "second"}}
+                    assert text_of(await client.call_tool("call_tool", call)) == "saved second"
+                    assert notes.initialized == 2
+                    assert notes.calls == ["first", "second"]
+
+    run(main)
+
+
+def test_an_http_servers_400_in_a_live_session_is_passed_on_not_resent(tmp_path: Path) -> None:
+    notes = SessionServer(forgotten=400)
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with served(notes) as url:
+                proxy = proxy_params(tmp_path, {"notes": {"url": url}})
+                async with Client(proxy) as client:
+                    call = {"name": "strict_note", "arguments": {"title": "long"}}
+                    refused = await client.call_tool("call_tool", call)
+                    assert refused.is_error
+                    assert "the title is too long" in json.loads(text_of(refused))["message"]
+                    assert notes.initialized == 1  # the session was not started again
+                    call = {"name": "add_note", "arguments": {"title": "short"}}
+                    assert text_of(await client.call_tool("call_tool", call)) == "saved short"
+                    assert notes.initialized == 1
 
     run(main)
 

@@ -1,5 +1,6 @@
 """Forwarding a call to the upstream server that has the tool, and the tool error the model
-reads for each way that can fail: refused, server down, connection lost mid-call."""
+reads for each way that can fail: refused, server down, connection lost mid-call. A call
+the server refused because it forgot the proxy's session is made again in a new one."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from toolgate.integrations.mcp.answers import json_size, not_answering, passed_o
 from toolgate.integrations.mcp.passthrough import Reconnect, reconnected
 from toolgate.integrations.mcp.relay import InputRequired, RequestRelay
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
+from toolgate.integrations.mcp.sessions import session_lost
 from toolgate.verify import Verdict
 
 __all__ = ["Forwarder"]
@@ -129,7 +131,8 @@ class Forwarder:
     ) -> CallOutcome:
         """``call_any``, made once more after a reconnection if the server had died while
         the call was under way and the tool says that running it twice is harmless (its
-        ``readOnlyHint`` or ``idempotentHint``); else :class:`_Interrupted`."""
+        ``readOnlyHint`` or ``idempotentHint``), else :class:`_Interrupted`; or if the
+        server had forgotten the session, whatever the tool: it did not run the call."""
         forward = partial(
             self.router.call_any,
             {"name": name, "arguments": arguments},
@@ -143,11 +146,14 @@ class Forwarder:
         try:
             return await forward()
         except MCPError as exc:
-            if tool is None or used is None or exc.code != CONNECTION_CLOSED:
+            if tool is None or used is None:
+                raise
+            forgotten = session_lost(used)
+            if exc.code != CONNECTION_CLOSED and not forgotten:
                 raise
             restarted = await reconnected(self.reconnect, tool.server, used, exc)
             died = restarted or tool.server in self.unavailable()
-            if died and not _resendable(tool):
+            if died and not forgotten and not _resendable(tool):
                 raise _Interrupted(tool.server, restarted) from exc
             if not restarted:
                 raise

@@ -58,6 +58,7 @@ from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES, ResultT, json_si
 from toolgate.integrations.mcp.listing import list_every_page, plain
 from toolgate.integrations.mcp.relay import RequestRelay
 from toolgate.integrations.mcp.router import McpClient, McpRouter
+from toolgate.integrations.mcp.sessions import session_lost
 
 __all__ = [
     "MAX_TEMPLATE_EXPRESSIONS",
@@ -470,13 +471,13 @@ async def reconnected(
     reconnect: Reconnect | None, server: str, failed: McpClient, exc: MCPError
 ) -> bool:
     """Whether ``exc``, raised by a request to ``server`` through its client ``failed``,
-    came of the connection closing (the server died), and ``reconnect`` brought the server
-    back, so the request can be made once more. The code alone does not tell: a server's
-    own error may have the code the SDK gives a closed connection, and a request it did
-    answer must not be made twice."""
-    return (
-        exc.code == CONNECTION_CLOSED and reconnect is not None and await reconnect(server, failed)
-    )
+    came of the connection closing (the server died) or of the server forgetting its
+    session (:mod:`~toolgate.integrations.mcp.sessions`), and ``reconnect`` brought the
+    server back, so the request can be made once more. The code alone does not tell: a
+    server's own error may have the code the SDK gives a closed connection, and a request
+    it did answer must not be made twice."""
+    broken = exc.code == CONNECTION_CLOSED or session_lost(failed)
+    return broken and reconnect is not None and await reconnect(server, failed)
 
 
 def template_matches(template: str, uri: str) -> bool:

@@ -51,6 +51,7 @@ from toolgate.integrations.mcp.server_config import (
     server_overrides,
     tool_overrides,
 )
+from toolgate.integrations.mcp.sessions import session_lost
 from toolgate.integrations.mcp.upstreams import Upstreams
 from toolgate.routing.config import RouterConfig
 from toolgate.telemetry.recorder import Telemetry
@@ -375,8 +376,9 @@ class _Serving:
 
     async def reconnect(self, name: str, failed: McpClient) -> bool:
         """Start ``name`` again after a request through its client ``failed`` failed as a
-        closed connection does; whether a new connection is in place. One restart at a time
-        per server: a request that waited for another's restart finds a new client and goes
+        closed connection does, or as one whose session the server forgot (a new connection
+        is a new session); whether a new connection is in place. One restart at a time per
+        server: a request that waited for another's restart finds a new client and goes
         on; one whose client still answers failed for another reason, and is not made
         again. A server that does not come back is down: requests to it are answered at
         once, and it is started again in the background (:meth:`join_later`), so a server
@@ -409,10 +411,12 @@ class _Serving:
                 self.group.start_soon(self.join_later, [name], self.retry_after)
                 return False
             self.down.discard(name)
-            print(
-                f"toolgate mcp-proxy: restarted {name!r}, whose connection had closed",
-                file=sys.stderr,
+            why = (
+                "server had forgotten its session"
+                if session_lost(failed)
+                else "connection had closed"
             )
+            print(f"toolgate mcp-proxy: restarted {name!r}, whose {why}", file=sys.stderr)
             await self.router.replace_client(name, client)
             self.group.start_soon(self.watch, name)
             return True
