@@ -758,6 +758,30 @@ def test_a_listing_that_fails_after_the_handshake_ends_the_proxy_with_the_error(
     assert "weather/get_weather" in stderr
 
 
+def test_a_client_that_leaves_while_the_upstreams_are_listed_is_a_normal_stop(
+    tmp_path: Path,
+) -> None:
+    upstream, release = tmp_path / "weather.py", tmp_path / "release"
+    upstream.write_text(SLOW_LISTING_UPSTREAM, encoding="utf-8")
+    weather = {"command": sys.executable, "args": [str(upstream), str(release)]}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"weather": weather}}), encoding="utf-8")
+    with proxy_process(config) as process:
+        try:
+            assert initialize(process)["result"]["serverInfo"]["name"] == "toolgate"
+            assert process.stdin is not None
+            # A host probing, or a window closed: gone while the listing waits.
+            process.stdin.close()
+            code = process.wait(timeout=60)
+        finally:
+            process.kill()
+        assert process.stderr is not None
+        stderr = process.stderr.read().decode()
+    # Not "tools/list failed: Connection closed" and code 2: the proxy closed that
+    # connection itself, stopping.
+    assert (code, stderr) == (0, "")
+
+
 #: An upstream whose tools pin themselves, one listed at start and one added on a call.
 SELF_PINNING_UPSTREAM = '''
 import contextlib

@@ -256,7 +256,8 @@ class _Serving:
     async def index(self, clients: Mapping[str, McpClient]) -> None:
         """List and index the upstreams ``clients`` (connected at start) while the proxy's
         clients initialize; then follow their changes, and start the others again later.
-        A failure (listing in strict mode, the model) stops the proxy with its error."""
+        A failure (listing in strict mode, the model) stops the proxy with its error,
+        unless the proxy is stopping (:meth:`fail`)."""
         try:
             await self.router.connect(clients)
         except ToolgateError as exc:
@@ -297,7 +298,10 @@ class _Serving:
 
     async def fail(self, failure: ToolgateError) -> None:
         """Stop the proxy with ``failure``: gracefully where the transport can be (HTTP;
-        :func:`serve` raises it then), else on stderr, ending the process with code 2."""
+        :func:`serve` raises it then), else on stderr, ending the process with code 2.
+        Nothing when the proxy is stopping: the upstreams it closed failed the listing."""
+        if self.stopping:  # a client that left while the upstreams were listed
+            return
         self.failure = failure
         self.indexed.set()  # requests waiting for it get the error
         if self.over_http:
