@@ -226,6 +226,22 @@ def test_resources_are_listed_and_read_from_the_server_that_has_them(
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_proxy_offers_no_resource_subscriptions_it_does_not_pass_on(
+    embedder: Embedder, mode: str
+) -> None:
+    async def main() -> None:
+        async with client_of_both(embedder, mode) as client:
+            resources = client.server_capabilities.resources
+            assert resources is not None
+            # On 2026-07-28 the SDK offers them because the proxy serves
+            # subscriptions/listen, which passes list changes on, not resource updates.
+            assert resources.subscribe is False
+            assert resources.list_changed is True
+
+    run(main)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_completions_are_asked_of_the_server_that_lists_the_prompt_or_template(
     embedder: Embedder, mode: str
 ) -> None:

@@ -66,6 +66,7 @@ from mcp.types import (
     PaginatedRequestParams,
     ReadResourceRequestParams,
     ReadResourceResult,
+    ServerCapabilities,
 )
 from mcp.types import Tool as McpTool
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -492,7 +493,8 @@ def _result_limits(limits: int | Mapping[str, int]) -> Callable[[str], int]:
 
 class _ProxyServer(Server[Any]):
     """The proxy's MCP server, which says in its handshake that it tells of changes to its
-    tools, prompts and resources (it passes the upstreams' on)."""
+    tools, prompts and resources (it passes the upstreams' on), and that it takes no
+    subscriptions to a resource's updates (it passes none on)."""
 
     def create_initialization_options(
         self,
@@ -506,3 +508,25 @@ class _ProxyServer(Server[Any]):
         return super().create_initialization_options(
             notification_options or tells, experimental_capabilities, extensions
         )
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> ServerCapabilities:
+        """The SDK's, without ``resources.subscribe``: on 2026-07-28 (``server/discover``,
+        which asks this and not :meth:`create_initialization_options`) the SDK offers it
+        because the proxy serves ``subscriptions/listen``, which the proxy uses for list
+        changes only; a client would subscribe to updates that never come."""
+        capabilities = super().get_capabilities(
+            notification_options,
+            experimental_capabilities,
+            extensions,
+            protocol_version=protocol_version,
+        )
+        if capabilities.resources is not None:
+            capabilities.resources.subscribe = False  # as on the handshake era
+        return capabilities
