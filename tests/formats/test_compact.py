@@ -184,6 +184,7 @@ def test_a_default_is_dropped_only_when_the_description_states_it(
 DRAFT_04 = "http://json-schema.org/draft-04/schema#"
 DRAFT_06 = "http://json-schema.org/draft-06/schema#"
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+DRAFT_2019 = "https://json-schema.org/draft/2019-09/schema"
 
 
 def _accepts(schema: dict[str, Any], call: dict[str, Any]) -> bool:
@@ -246,6 +247,67 @@ def test_a_call_valid_under_the_full_schema_stays_valid(case: str, provider: str
     assert _accepts(compact_schema(schema, provider=provider), call)
 
 
+# Schemas using a keyword the draft applies and 2020-12 drops or reads otherwise, each with
+# a call the schema refuses: without its ``$schema`` the compact one would accept it.
+REFUSED_CASES = {
+    "draft-07 dependencies": (
+        {
+            "$schema": DRAFT_07,
+            "type": "object",
+            "properties": {"card": {"type": "string"}, "billing": {"type": "string"}},
+            "dependencies": {"card": ["billing"]},
+        },
+        {"card": "4111"},
+    ),
+    "draft-06 dependencies in a nested schema": (
+        {
+            "$schema": DRAFT_06,
+            "type": "object",
+            "properties": {"pay": {"dependencies": {"card": {"required": ["billing"]}}}},
+        },
+        {"pay": {"card": "4111"}},
+    ),
+    "2019-09 $recursiveRef": (
+        {
+            "$schema": DRAFT_2019,
+            "$recursiveAnchor": True,
+            "type": "object",
+            "properties": {"n": {"type": "integer"}, "child": {"$recursiveRef": "#"}},
+        },
+        {"child": {"n": "x"}},
+    ),
+    "draft-07 $id naming an anchor": (
+        {
+            "$schema": DRAFT_07,
+            "type": "object",
+            "definitions": {"pos": {"$id": "#pos", "type": "integer", "minimum": 0}},
+            "properties": {"n": {"$ref": "#pos"}},
+        },
+        {"n": -1},
+    ),
+    "2019-09 tuple items": (
+        {"$schema": DRAFT_2019, "items": [{"type": "string"}], "additionalItems": False},
+        ["a", "b"],
+    ),
+}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "mcp"])
+@pytest.mark.parametrize("case", list(REFUSED_CASES))
+def test_a_call_refused_by_the_full_schema_stays_refused(case: str, provider: str) -> None:
+    schema, call = REFUSED_CASES[case]
+    assert not _accepts(schema, call)
+    out = compact_schema(schema, provider=provider)
+    assert out["$schema"] == schema["$schema"]
+    assert not _accepts(out, call)
+
+
+def test_a_2019_unevaluated_items_keeps_its_dialect() -> None:
+    # 2020-12 counts the items ``contains`` matched as evaluated, 2019-09 does not.
+    schema = {"$schema": DRAFT_2019, "contains": {"type": "string"}, "unevaluatedItems": False}
+    assert compact_schema(schema)["$schema"] == DRAFT_2019
+
+
 @pytest.mark.parametrize(
     "schema",
     [
@@ -256,6 +318,14 @@ def test_a_call_valid_under_the_full_schema_stays_valid(case: str, provider: str
             "definitions": {"n": {"type": "integer"}},
             "properties": {"x": {"$ref": "#/definitions/n", "description": "A number."}},
         },
+        # A property named as a dropped keyword, and an ``$id`` naming no anchor.
+        {
+            "$schema": DRAFT_07,
+            "$id": "https://example.com/pay.json",
+            "type": "object",
+            "properties": {"dependencies": {"type": "array"}, "$recursiveRef": {}},
+        },
+        {"$schema": DRAFT_2019, "$id": "https://example.com/pay.json#", "type": "object"},
     ],
 )
 def test_a_dialect_that_reads_as_the_implied_one_is_left_out(schema: dict[str, Any]) -> None:

@@ -12,7 +12,8 @@ What is left out, and where:
 
 - ``$comment``, everywhere, and ``$schema`` where the schema reads the same without it (as
   2020-12, which a schema naming no dialect is read as): a draft-07 ``$ref`` with a sibling
-  that constrains, a draft-04 boolean ``exclusiveMinimum`` or a keyword the draft ignores
+  that constrains, a draft-04 boolean ``exclusiveMinimum``, a keyword the draft ignores or
+  one 2020-12 dropped (``dependencies``, ``$recursiveRef``, an ``$id`` naming an anchor)
   keep it;
 - a ``title`` that repeats what it titles (the property or definition name, or at the root the
   tool's name, also as FastMCP's ``<name>Arguments``), compared ignoring case and punctuation;
@@ -85,21 +86,30 @@ _DIALECT_URL = re.compile(
 )
 
 
-# Keywords 2020-12 applies that the draft ignores: with its ``$schema`` gone, a schema using
-# one would refuse calls it accepts.
-_LATER_2019 = frozenset({"prefixItems", "$dynamicRef", "$dynamicAnchor"})
-_LATER_07 = _LATER_2019 | {
+# Keywords a schema reads otherwise without its ``$schema``: ones 2020-12 applies and the
+# draft ignores (the compact schema would refuse calls the full one accepts), and ones the
+# draft applies and 2020-12 dropped (``dependencies``, ``$recursiveRef``) or reads otherwise
+# (2019-09's ``unevaluatedItems`` does not see what ``contains`` matched), which would accept
+# calls it refuses. A tuple ``items`` and an ``$id`` naming an anchor: :func:`_reads_differently`.
+_CHANGED_2019 = frozenset(
+    {"prefixItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor"}
+    | {"unevaluatedItems"}
+)
+_CHANGED_07 = _CHANGED_2019 | {
     "unevaluatedProperties",
-    "unevaluatedItems",
     "dependentRequired",
     "dependentSchemas",
+    "dependencies",
     "minContains",
     "maxContains",
     "$anchor",
-    "$recursiveRef",
-    "$recursiveAnchor",
 }
-_LATER_KEYWORDS = {"2019-09": _LATER_2019, "7": _LATER_07, "6": _LATER_07 | {"if", "then", "else"}}
+_CHANGED = {"2019-09": _CHANGED_2019, "7": _CHANGED_07, "6": _CHANGED_07 | {"if", "then", "else"}}
+
+
+# An ``$id`` with a fragment: in draft-06/07 a plain-name anchor (``"#pos"``), which 2020-12
+# leaves to ``$anchor``, so a ``$ref`` to it no longer resolves.
+_ANCHOR_ID = re.compile(r"#.")
 
 
 # What may stand beside a ``$ref`` in draft-06/07, which ignore its siblings, without
@@ -211,9 +221,13 @@ def _subschemas(schema: JsonDict) -> list[JsonDict]:
 
 def _reads_differently(node: JsonDict, draft: str) -> bool:
     """Whether ``node`` means something else under 2020-12 than under ``draft``."""
-    if _LATER_KEYWORDS[draft].intersection(node) or isinstance(node.get("items"), list):
-        return True  # a keyword the draft ignores, or a tuple ``items`` (2020-12: prefixItems)
-    return draft in ("6", "7") and "$ref" in node and not _REF_NOTES.issuperset(node)
+    if _CHANGED[draft].intersection(node) or isinstance(node.get("items"), list):
+        return True  # a keyword read otherwise, or a tuple ``items`` (2020-12: prefixItems)
+    if draft not in ("6", "7"):
+        return False
+    if isinstance(node.get("$id"), str) and _ANCHOR_ID.search(node["$id"]):
+        return True
+    return "$ref" in node and not _REF_NOTES.issuperset(node)
 
 
 def _dialect_is_implied(schema: JsonDict) -> bool:
