@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import warnings
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema.validators import Draft202012Validator, validator_for
 
 from tests.shared_data import CATALOGS, DATA, require
 from toolgate.catalog.catalog import Catalog, CatalogWarning
 from toolgate.catalog.tool import Tool
+from toolgate.formats import compact
 from toolgate.formats.compact import compact_entry, compact_schema, compact_text, is_strict
 from toolgate.formats.raw import PROVIDERS
 from toolgate.verify import verify_call
@@ -168,6 +172,8 @@ def test_strict_schemas_stay_strict() -> None:
         ("text", "Format of the output: json or text. text is not the default", False),
         (1.0, "Temperature. Not the default 1.0 but 0.7 is used", False),
         ("en", "Language code, e.g. 'en'. The default language is not en.", False),
+        # A line break ends a clause, also right before the statement.
+        (10, "Max results, none for no limit\nDefault: 10", True),
     ],
 )
 def test_a_default_is_dropped_only_when_the_description_states_it(
@@ -179,6 +185,68 @@ def test_a_default_is_dropped_only_when_the_description_states_it(
     }
     out = compact_schema(schema)
     assert ("default" not in out["properties"]["x"]) is dropped
+
+
+class _CountingPattern:
+    """A compiled pattern that counts the characters it is given to scan."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self.scanned = 0
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.pattern, name)
+
+        def scan(text: str, *args: Any) -> Any:
+            self.scanned += len(text)
+            return method(text, *args)
+
+        return scan
+
+
+def test_a_long_description_is_scanned_for_negations_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every statement of the default stands in a negated clause: each is checked, and
+    # rescanning the text before each one was quadratic (seconds at 100 KB).
+    patterns = [_CountingPattern(getattr(compact, name)) for name in ("_CLAUSE_START", "_NEGATION")]
+    monkeypatch.setattr(compact, "_CLAUSE_START", patterns[0])
+    monkeypatch.setattr(compact, "_NEGATION", patterns[1])
+    description = "not default 10 " * 1000
+    schema = {"type": "object", "properties": {"x": {"default": 10, "description": description}}}
+    assert compact_schema(schema)["properties"]["x"]["default"] == 10
+    assert 0 < sum(p.scanned for p in patterns) <= 2 * len(description)
+
+
+def _negated_by_rescanning(text: str) -> bool:
+    """Whether the last clause of ``text`` says "not": the definition, scanning it again."""
+    return bool(compact._NEGATION.search(re.split(r"[.;,:!?()\n]", text)[-1]))
+
+
+# Words that make up descriptions stating, negating and placing a default.
+DEFAULT_WORDS = [
+    "default", "Defaults to", "default value of", "by default", "(default)", "default:",
+    "default=", "not", "No", "never", "without", "don't", "isn't", "nothing", "10", "'10'",
+    "10.0", "celsius", "true", "null", "the", ",", ".", ";", "(", ")", "\n", "!", "?",
+]  # fmt: skip
+
+
+@given(
+    st.lists(st.sampled_from(DEFAULT_WORDS), max_size=30),
+    st.lists(st.sampled_from([" ", "", "\n"]), min_size=30, max_size=30),
+    st.sampled_from([10, 10.0, "10", "celsius", True, None]),
+)
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+def test_a_stated_default_is_found_negated_as_by_rescanning_each_clause(
+    words: list[str], separators: list[str], value: Any
+) -> None:
+    description = "".join(w + sep for w, sep in zip(words, separators, strict=False))
+    negated = compact._negated_before(description)
+    statements = list(compact._default_statements(description, value))
+    for found in statements:
+        assert negated(found.start()) == _negated_by_rescanning(description[: found.start()])
+    stated = any(not _negated_by_rescanning(description[: f.start()]) for f in statements)
+    assert compact._states_default(description, value) is stated
 
 
 DRAFT_04 = "http://json-schema.org/draft-04/schema#"

@@ -45,10 +45,11 @@ checks calls against the full schema.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from toolgate.formats.gemini_fields import (
@@ -138,8 +139,8 @@ _DEFAULT_WORD = re.compile(r"\bdefault", re.IGNORECASE)
 # What may stand between "default" and the value it states: "defaults to", "default is",
 # "default value of", "default:", "default=", or a space.
 _DEFAULT_LINK = r"\bdefaults?(?:\s+value)?(?:\s+(?:to|is|of)\s+|\s*[:=]\s*|\s+)"
-# Where the clause a "default" stands in begins, looking back.
-_CLAUSE_START = re.compile(r"[.;,:!?()\n][^.;,:!?()\n]*$")
+# What a clause begins after.
+_CLAUSE_START = re.compile(r"[.;,:!?()\n]")
 _NEGATION = re.compile(r"\b(?:not|no|never|without)\b|n't\b", re.IGNORECASE)
 
 
@@ -192,21 +193,36 @@ def _states_default(description: Any, value: Any) -> bool:
     in a clause that is not negated ("not the default 1.0")."""
     if not isinstance(description, str) or not _DEFAULT_WORD.search(description):
         return False
+    negated = _negated_before(description)
+    return any(not negated(found.start()) for found in _default_statements(description, value))
+
+
+def _default_statements(description: str, value: Any) -> Iterator[re.Match[str]]:
+    """Where ``description`` writes ``value`` next to "default", negated or not."""
     for word in _value_words(value):
         value_re = rf"[\"'`]?(?<![\w.-]){re.escape(word)}(?![\w-]|\.\d)[\"'`]?"
         after = rf"{_DEFAULT_LINK}{value_re}"
         before = rf"{value_re}(?:\s+by\s+default\b|:?\s*\(default\))"
-        for found in re.finditer(f"{after}|{before}", description, re.IGNORECASE):
-            if not _negated(description[: found.start()]):
-                return True
-    return False
+        yield from re.finditer(f"{after}|{before}", description, re.IGNORECASE)
 
 
-def _negated(text: str) -> bool:
-    """Whether the last clause of ``text`` (what precedes a statement of a default) says
-    "not", "no" or "never": "Not the default 1.0 but 0.7"."""
-    clause = _CLAUSE_START.search(text)
-    return bool(_NEGATION.search(clause.group() if clause else text))
+def _negated_before(text: str) -> Callable[[int], bool]:
+    """A test of whether the clause that a position of ``text`` stands in says "not", "no"
+    or "never" before it: "Not the default 1.0 but 0.7". ``text`` is scanned once and each
+    test is two bisections, not a scan of what precedes (quadratic over a description that
+    states a default in every clause)."""
+    breaks = [found.start() for found in _CLAUSE_START.finditer(text)]
+    negations = list(_NEGATION.finditer(text))  # in order, not overlapping: so are their ends
+    ends = [found.end() for found in negations]
+
+    def negated(position: int) -> bool:
+        last = bisect.bisect_right(ends, position)  # the last negation ending by ``position``
+        if last == 0:
+            return False
+        clause = bisect.bisect_left(breaks, position)  # breaks before ``position``
+        return clause == 0 or negations[last - 1].start() > breaks[clause - 1]
+
+    return negated
 
 
 def _subschemas(schema: JsonDict) -> list[JsonDict]:
