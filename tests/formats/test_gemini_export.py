@@ -407,3 +407,36 @@ def test_a_root_with_properties_keeps_the_openapi_form() -> None:
     declaration = tool.to_provider("gemini")
     assert declaration["parameters"]["properties"] == {"name": {"type": "STRING"}}
     assert "parametersJsonSchema" not in declaration
+
+
+def test_only_schema_positions_are_inlined_or_stripped() -> None:
+    # "definitions" and "$defs" as property names, and "$ref" inside data, are not keywords.
+    schema = {
+        "type": "object",
+        "$defs": {"word": {"type": "string"}},
+        "properties": {
+            "word": {"$ref": "#/$defs/word"},
+            "definitions": {"type": "array", "items": {"type": "string"}},
+            "$defs": {"type": "string"},
+            "config": {
+                "type": "object",
+                "properties": {"x": {"type": "string"}},
+                "default": {"x": "a", "definitions": {"k": 1}, "$ref": "#/$defs/word"},
+                "enum": [{"$ref": "#/$defs/word"}],
+            },
+        },
+        "required": ["word", "definitions"],
+    }
+    parameters = Catalog.from_tools(
+        [{"name": "add", "description": "Add a word.", "inputSchema": schema}], server="s"
+    )["s/add"].to_provider("gemini")["parameters"]
+    props = parameters["properties"]
+    assert list(props) == ["word", "definitions", "$defs", "config"]
+    assert props["word"] == {"type": "STRING"}
+    assert props["definitions"]["items"] == {"type": "STRING"}
+    assert parameters["required"] == ["word", "definitions"]
+    default = schema["properties"]["config"]["default"]  # type: ignore[index]
+    assert props["config"]["default"] == default
+    # A non-string enum is listed in the description, as written.
+    assert json.dumps({"$ref": "#/$defs/word"}) in props["config"]["description"]
+    assert _problems(parameters) == []

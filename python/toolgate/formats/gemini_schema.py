@@ -46,7 +46,7 @@ from collections import deque
 from typing import Any
 
 from toolgate.formats.pointer import resolve_pointer
-from toolgate.formats.schema_walk import map_subschemas
+from toolgate.formats.schema_walk import map_subschemas, subschema_slots
 
 __all__ = ["RefInliner", "to_openapi"]
 
@@ -123,18 +123,15 @@ class RefInliner:
         """The schema with its references inlined and its definitions dropped."""
         box: list[Any] = [self.root]
         # Each entry is a slot to fill (a container and its key) and the references being
-        # inlined around it, which tell a cycle.
+        # inlined around it, which tell a cycle. Only schema positions are slots: a property
+        # called "definitions", or a "$ref" inside a default or an enum, is data.
         pending: deque[tuple[Any, Any, tuple[str, ...]]] = deque([(box, 0, ())])
         while pending:
             container, key, stack = pending.popleft()
             node, stack = self._follow(container[key], stack)
-            if isinstance(node, dict):
-                node = {k: v for k, v in node.items() if k not in ("$defs", "definitions")}
-            elif isinstance(node, list):
-                node = list(node)
+            node = {k: v for k, v in node.items() if k not in ("$defs", "definitions")}
             container[key] = node
-            slots = node.items() if isinstance(node, dict) else enumerate(node)
-            pending.extend((node, k, stack) for k, v in slots if isinstance(v, (dict, list)))
+            pending.extend((sub, k, stack) for sub, k, _ in subschema_slots(node))
         return box[0]
 
     def _follow(self, node: Any, stack: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:

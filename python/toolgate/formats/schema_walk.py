@@ -7,7 +7,13 @@ from typing import Any
 
 from toolgate.formats.raw import JsonDict
 
-__all__ = ["child_schemas", "map_named_subschemas", "map_subschemas", "normalize_type_aliases"]
+__all__ = [
+    "child_schemas",
+    "map_named_subschemas",
+    "map_subschemas",
+    "normalize_type_aliases",
+    "subschema_slots",
+]
 
 
 # Keywords whose value is a schema, a list of schemas, or a map of name -> schema.
@@ -100,6 +106,29 @@ def child_schemas(schema: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
             for name, sub in schema[key].items():
                 if isinstance(sub, (dict, bool)):
                     yield f"{key}/{name}", sub
+
+
+def subschema_slots(node: JsonDict) -> list[tuple[Any, Any, int]]:
+    """The slots of ``node``'s direct subschema objects, for a walk that fills them in place:
+    each a container, the key in it, and how many levels below ``node`` it is (1 for
+    ``items``, 2 for ``properties/city``).
+
+    Only schema positions are listed, as in :func:`map_subschemas`. The maps and lists that
+    hold them are first copied into ``node``, so filling a slot changes neither the schema
+    ``node`` was copied from nor another copy of it.
+    """
+    slots: list[tuple[Any, Any, int]] = []
+    for key, value in list(node.items()):
+        kind = _KINDS.get(key, 0)
+        if isinstance(value, dict) and kind & _MAP:
+            node[key] = names = dict(value)
+            slots.extend((names, name, 2) for name, sub in names.items() if isinstance(sub, dict))
+        elif isinstance(value, dict) and kind & _ONE:
+            slots.append((node, key, 1))
+        elif isinstance(value, list) and kind & _LIST:
+            node[key] = subs = list(value)
+            slots.extend((subs, i, 2) for i, sub in enumerate(subs) if isinstance(sub, dict))
+    return slots
 
 
 # Python-, Java- and JavaScript-flavoured type names (BFCL/Gorilla specs, whose Java and
