@@ -20,7 +20,15 @@ from typing import Any, BinaryIO
 
 from toolgate.unicode import lone_surrogate_at
 
-__all__ = ["MAX_DEPTH", "JsonLimitError", "json_problem", "loads", "open_regular", "read_bounded"]
+__all__ = [
+    "MAX_DEPTH",
+    "JsonLimitError",
+    "json_problem",
+    "loads",
+    "nesting",
+    "open_regular",
+    "read_bounded",
+]
 
 #: Deepest nesting of objects and arrays accepted in a tool or a call's arguments: far past
 #: any real schema, and well inside the interpreter's recursion limit for every walker.
@@ -112,6 +120,22 @@ def json_problem(value: Any, max_depth: int = MAX_DEPTH, *, strict: bool = True)
                 if problem:
                     return problem
     return None
+
+
+def nesting(value: Any) -> int:
+    """How many levels of objects and arrays ``value`` nests (0 for a scalar, 1 for ``{}``):
+    :func:`json_problem` refuses more than ``max_depth``. Iterative, as that walk is."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, level)
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend(
+                (child, level + 1) for child in children if isinstance(child, (dict, list))
+            )
+    return deepest
 
 
 def _scalar_problem(node: Any, at: str, strict: bool) -> str | None:

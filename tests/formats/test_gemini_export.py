@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from tests.shared_data import SHARED, require
 from toolgate.catalog.catalog import Catalog, CatalogWarning
 from toolgate.formats import gemini
+from toolgate.json_limits import json_problem
 
 DATA = SHARED / "data" / "catalogs"
 CATALOGS = ("github-mcp-server.tools-list.json", "docker-mcp-registry.jsonl", "mcpm-registry.jsonl")
@@ -440,3 +441,26 @@ def test_only_schema_positions_are_inlined_or_stripped() -> None:
     # A non-string enum is listed in the description, as written.
     assert json.dumps({"$ref": "#/$defs/word"}) in props["config"]["description"]
     assert _problems(parameters) == []
+
+
+def test_a_deep_chain_of_references_inlines_within_the_nesting_limit() -> None:
+    # Each definition nests 60 levels (under MAX_DEPTH), but the chain inlined whole would
+    # nest hundreds: deeper than any walk of the output can go.
+    defs: dict[str, Any] = {}
+    for i in range(12):
+        inner: dict[str, Any] = {"$ref": f"#/$defs/d{i + 1}"} if i < 11 else {"type": "string"}
+        for _ in range(30):
+            inner = {"type": "object", "properties": {"x": inner}}
+        defs[f"d{i}"] = inner
+    schema = {"type": "object", "properties": {"root": {"$ref": "#/$defs/d0"}}, "$defs": defs}
+    tool = Catalog.from_tools(
+        [{"name": "deep", "description": "d", "inputSchema": schema}], server="s"
+    )["s/deep"]
+    for compact in (False, True):
+        parameters = tool.to_provider("gemini", compact=compact)["parameters"]
+        assert json_problem(parameters) is None
+        node = parameters["properties"]["root"]
+        for _ in range(30):  # the first definition is inlined
+            assert node["type"] == "OBJECT"
+            node = node["properties"]["x"]
+        assert "(reference #/$defs/d1 left out: the schema nests too deeply)" in json.dumps(node)

@@ -8,9 +8,10 @@ changes, and what it loses:
   ``#/properties/a/properties/b``, with ``~0``/``~1`` and percent escapes decoded), one to an
   ``$anchor`` and one relative to the ``$id`` of the root or of a subschema are inlined (a
   reference written inside a subschema with its own ``$id`` is still read against the root's);
-  a recursive reference, a chain deeper than 32, or a reference past the budget of inlined
-  text (which keeps definitions that fan out from growing the output exponentially) becomes
-  a free-form object (below) whose description says so; ``$defs``, ``$schema``, ``$id`` are
+  a recursive reference, a chain deeper than 32, a reference that would nest the output
+  deeper than ``MAX_DEPTH`` (64) levels, or one past the budget of inlined text (which keeps
+  definitions that fan out from growing the output exponentially) becomes a free-form
+  object (below) whose description says so; ``$defs``, ``$schema``, ``$id`` are
   dropped;
 - a ``type`` list becomes one type plus ``nullable``, or ``anyOf`` of the types, each branch
   taking the keywords of its type (``items`` go to the ``ARRAY`` branch, ``properties`` and
@@ -47,6 +48,7 @@ from typing import Any
 
 from toolgate.formats.pointer import resolve_pointer
 from toolgate.formats.schema_walk import map_subschemas, subschema_slots
+from toolgate.json_limits import MAX_DEPTH, nesting
 
 __all__ = ["RefInliner", "to_openapi"]
 
@@ -117,6 +119,7 @@ class RefInliner:
         self.root = root
         self.budget = _MAX_INLINED_CHARS
         self._sizes: dict[str, int] = {}
+        self._nestings: dict[str, int] = {}
         self._resolver: Any = None  # built at the first reference a JSON pointer misses
 
     def inline(self) -> Any:
@@ -125,17 +128,21 @@ class RefInliner:
         # Each entry is a slot to fill (a container and its key) and the references being
         # inlined around it, which tell a cycle. Only schema positions are slots: a property
         # called "definitions", or a "$ref" inside a default or an enum, is data.
-        pending: deque[tuple[Any, Any, tuple[str, ...]]] = deque([(box, 0, ())])
+        # The depth of a slot (the root's is 0) bounds what may be inlined into it.
+        pending: deque[tuple[Any, Any, tuple[str, ...], int]] = deque([(box, 0, (), 0)])
         while pending:
-            container, key, stack = pending.popleft()
-            node, stack = self._follow(container[key], stack)
+            container, key, stack, depth = pending.popleft()
+            node, stack = self._follow(container[key], stack, depth)
             node = {k: v for k, v in node.items() if k not in ("$defs", "definitions")}
             container[key] = node
-            pending.extend((sub, k, stack) for sub, k, _ in subschema_slots(node))
+            pending.extend(
+                (sub, k, stack, depth + levels) for sub, k, levels in subschema_slots(node)
+            )
         return box[0]
 
-    def _follow(self, node: Any, stack: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
-        """``node`` with the chain of references it starts inlined, and the stack grown by it."""
+    def _follow(self, node: Any, stack: tuple[str, ...], depth: int) -> tuple[Any, tuple[str, ...]]:
+        """``node`` with the chain of references it starts inlined, and the stack grown by it;
+        ``depth`` is how deep ``node`` sits in the output."""
         while isinstance(node, dict) and isinstance(node.get("$ref"), str):
             ref = node["$ref"]
             target = resolve_pointer(self.root, ref)
@@ -146,6 +153,12 @@ class RefInliner:
             if ref in stack or len(stack) >= _MAX_REF_DEPTH:
                 # Past the depth limit the chain is treated as the cycle it almost always is.
                 return _note_node(node, f"(recursive reference {ref})"), stack
+            if depth + self._nesting(ref, target) > MAX_DEPTH:
+                # Each definition is within the limit, but a chain of them inlined is not,
+                # and every walk of the output after this one recurses.
+                return _note_node(
+                    node, f"(reference {ref} left out: the schema nests too deeply)"
+                ), stack
             cost = self._size(ref, target)
             if cost > self.budget:
                 return _note_node(
@@ -177,6 +190,11 @@ class RefInliner:
         if ref not in self._sizes:
             self._sizes[ref] = len(json.dumps(target, default=str))
         return self._sizes[ref]
+
+    def _nesting(self, ref: str, target: JsonDict) -> int:
+        if ref not in self._nestings:
+            self._nestings[ref] = nesting(target)
+        return self._nestings[ref]
 
 
 def _note_node(node: JsonDict, note: str) -> JsonDict:
