@@ -464,3 +464,37 @@ def test_a_deep_chain_of_references_inlines_within_the_nesting_limit() -> None:
             assert node["type"] == "OBJECT"
             node = node["properties"]["x"]
         assert "(reference #/$defs/d1 left out: the schema nests too deeply)" in json.dumps(node)
+
+
+def test_all_of_parts_merge_what_they_share() -> None:
+    schema = {
+        "type": "object",
+        "allOf": [
+            {
+                "properties": {
+                    "unit": {"type": "string", "enum": ["c", "f", "k"]},
+                    "n": {"type": "number", "minimum": 0, "maximum": 5},
+                },
+                "required": ["unit"],
+            },
+            {
+                "properties": {
+                    "unit": {"description": "Temperature unit", "enum": ["f", "k", "x"]},
+                    "n": {"type": "integer", "minimum": -3, "maximum": 10},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+            {"required": ["n"]},
+        ],
+        "properties": {"tags": {"maxItems": 3}},
+    }
+    out = gemini.to_openapi(schema)
+    assert out["properties"] == {
+        "unit": {"type": "STRING", "enum": ["f", "k"], "description": "Temperature unit"},
+        "n": {"type": "INTEGER", "minimum": 0, "maximum": 5},
+        "tags": {"type": "ARRAY", "items": {"type": "STRING"}, "maxItems": 3},
+    }
+    assert out["required"] == ["unit", "n"]
+    nested = {"allOf": [{"type": "integer", "maximum": 5}, {"maximum": 10}]}
+    assert gemini.to_openapi(nested) == {"type": "INTEGER", "maximum": 5}
+    assert _problems(out) == []

@@ -16,7 +16,9 @@ changes, and what it loses:
 - a ``type`` list becomes one type plus ``nullable``, or ``anyOf`` of the types, each branch
   taking the keywords of its type (``items`` go to the ``ARRAY`` branch, ``properties`` and
   ``required`` to the ``OBJECT`` one, ``enum`` and ``pattern`` to the ``STRING`` one...);
-- ``oneOf`` becomes ``anyOf``; ``allOf`` of objects is merged into one object;
+- ``oneOf`` becomes ``anyOf``; ``allOf`` parts are merged into one schema
+  (:mod:`toolgate.formats.schema_merge`: a property in two parts merges both, bounds take
+  the tighter, enums and types keep what is common);
 - ``const`` becomes a one-value ``enum``; non-string enums (Gemini only has string enums) are
   dropped and their values listed in the description instead;
 - ``examples`` becomes ``example`` (the first one); ``exclusiveMinimum``/``exclusiveMaximum``
@@ -47,6 +49,7 @@ from collections import deque
 from typing import Any
 
 from toolgate.formats.pointer import resolve_pointer
+from toolgate.formats.schema_merge import merge_all_of
 from toolgate.formats.schema_walk import map_subschemas, subschema_slots
 from toolgate.json_limits import MAX_DEPTH, nesting
 
@@ -121,6 +124,7 @@ class RefInliner:
         self._sizes: dict[str, int] = {}
         self._nestings: dict[str, int] = {}
         self._resolver: Any = None  # built at the first reference a JSON pointer misses
+        self.has_all_of = False  # whether the inlined schema has an allOf left to merge
 
     def inline(self) -> Any:
         """The schema with its references inlined and its definitions dropped."""
@@ -135,6 +139,7 @@ class RefInliner:
             node, stack = self._follow(container[key], stack, depth)
             node = {k: v for k, v in node.items() if k not in ("$defs", "definitions")}
             container[key] = node
+            self.has_all_of = self.has_all_of or "allOf" in node
             pending.extend(
                 (sub, k, stack, depth + levels) for sub, k, levels in subschema_slots(node)
             )
@@ -200,22 +205,6 @@ class RefInliner:
 def _note_node(node: JsonDict, note: str) -> JsonDict:
     """The free-form object a reference that is not inlined becomes, ``note`` saying why."""
     return {"type": "object", "description": f"{node.get('description', '')} {note}".strip()}
-
-
-def _merge_all_of(node: JsonDict) -> JsonDict:
-    parts = [p for p in node.pop("allOf") if isinstance(p, dict)]
-    merged: JsonDict = {}
-    properties: JsonDict = {}
-    required: list[str] = []
-    for part in [*parts, node]:
-        properties.update(part.get("properties", {}))
-        required.extend(r for r in part.get("required", []) if r not in required)
-        merged.update({k: v for k, v in part.items() if k not in ("properties", "required")})
-    if properties:
-        merged["properties"] = properties
-    if required:
-        merged["required"] = required
-    return merged
 
 
 def _describe_values(node: JsonDict, values: list[Any]) -> None:
@@ -306,8 +295,6 @@ def _any_value(schema: Any) -> Any:
 
 def _to_openapi_node(node: JsonDict) -> JsonDict:
     node = _without_booleans(node)
-    if "allOf" in node:
-        node = _merge_all_of(node)
     if "oneOf" in node:
         node["anyOf"] = [*node.get("anyOf", []), *node.pop("oneOf")]
     if "const" in node:
@@ -371,4 +358,10 @@ def to_openapi(schema: Any) -> Any:
     """JSON Schema converted to Gemini's OpenAPI subset (see the module docstring)."""
     if not isinstance(schema, dict):
         return schema
-    return map_subschemas(RefInliner(schema).inline(), _to_openapi_node)
+    inliner = RefInliner(schema)
+    inlined = inliner.inline()
+    if inliner.has_all_of:
+        # Before the conversion, which keeps no allOf: the parts are still JSON Schema, and
+        # a part's required names are still there when another part has the properties.
+        inlined = map_subschemas(inlined, merge_all_of)
+    return map_subschemas(inlined, _to_openapi_node)
