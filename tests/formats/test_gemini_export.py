@@ -498,3 +498,39 @@ def test_all_of_parts_merge_what_they_share() -> None:
     nested = {"allOf": [{"type": "integer", "maximum": 5}, {"maximum": 10}]}
     assert gemini.to_openapi(nested) == {"type": "INTEGER", "maximum": 5}
     assert _problems(out) == []
+
+
+def test_a_reference_and_its_sibling_keywords_both_apply() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {
+            "base": {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, "qty": {"type": "integer"}},
+                "required": ["id"],
+            }
+        },
+        "properties": {
+            "item": {
+                "$ref": "#/$defs/base",
+                "properties": {"qty": {"minimum": 1}, "note": {"type": "string"}},
+                "required": ["qty"],
+                "description": "The item.",
+            },
+        },
+        "required": ["item"],
+    }
+    parameters = Catalog.from_tools(
+        [{"name": "add", "description": "Add an item.", "inputSchema": schema}], server="s"
+    )["s/add"].to_provider("gemini")["parameters"]
+    assert parameters["properties"]["item"] == {
+        "type": "OBJECT",
+        "description": "The item.",
+        "properties": {
+            "id": {"type": "STRING"},
+            "qty": {"type": "INTEGER", "minimum": 1},
+            "note": {"type": "STRING"},
+        },
+        "required": ["id", "qty"],
+    }
+    assert _problems(parameters) == []

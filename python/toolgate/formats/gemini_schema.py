@@ -12,7 +12,7 @@ changes, and what it loses:
   deeper than ``MAX_DEPTH`` (64) levels, or one past the budget of inlined text (which keeps
   definitions that fan out from growing the output exponentially) becomes a free-form
   object (below) whose description says so; ``$defs``, ``$schema``, ``$id`` are
-  dropped;
+  dropped; keywords beside a ``$ref`` apply with its target's, merged as ``allOf`` (below);
 - a ``type`` list becomes one type plus ``nullable``, or ``anyOf`` of the types, each branch
   taking the keywords of its type (``items`` go to the ``ARRAY`` branch, ``properties`` and
   ``required`` to the ``OBJECT`` one, ``enum`` and ``pattern`` to the ``STRING`` one...);
@@ -49,7 +49,7 @@ from collections import deque
 from typing import Any
 
 from toolgate.formats.pointer import resolve_pointer
-from toolgate.formats.schema_merge import merge_all_of
+from toolgate.formats.schema_merge import INTERSECTED, merge_all_of
 from toolgate.formats.schema_walk import map_subschemas, subschema_slots
 from toolgate.json_limits import MAX_DEPTH, nesting
 
@@ -158,7 +158,11 @@ class RefInliner:
             if ref in stack or len(stack) >= _MAX_REF_DEPTH:
                 # Past the depth limit the chain is treated as the cycle it almost always is.
                 return _note_node(node, f"(recursive reference {ref})"), stack
-            if depth + self._nesting(ref, target) > MAX_DEPTH:
+            siblings = {k: v for k, v in node.items() if k not in ("$ref", "$defs", "definitions")}
+            # Both apply (2019-09 on): keywords they share that merge by intersecting go
+            # through the allOf merge, as {"allOf": [target, siblings]}, two levels deeper.
+            merge = not INTERSECTED.isdisjoint(siblings.keys() & target.keys())
+            if depth + 2 * merge + self._nesting(ref, target) > MAX_DEPTH:
                 # Each definition is within the limit, but a chain of them inlined is not,
                 # and every walk of the output after this one recurses.
                 return _note_node(
@@ -170,8 +174,10 @@ class RefInliner:
                     node, f"(reference {ref} left out: the schema is too large)"
                 ), stack
             self.budget -= cost
-            node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
             stack = (*stack, ref)
+            if merge:
+                return {"allOf": [target, siblings]}, stack
+            node = {**target, **siblings}
         return node, stack
 
     def _lookup(self, ref: str) -> Any:

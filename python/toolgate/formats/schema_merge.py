@@ -17,7 +17,7 @@ from typing import Any
 
 from toolgate.formats.raw import JsonDict
 
-__all__ = ["merge_all_of", "merge_schemas"]
+__all__ = ["INTERSECTED", "merge_all_of", "merge_schemas"]
 
 _LOWER_BOUNDS = frozenset(
     {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains"}
@@ -25,6 +25,9 @@ _LOWER_BOUNDS = frozenset(
 _UPPER_BOUNDS = frozenset(
     {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains"}
 )
+
+#: The keywords two schemas merge by intersecting; for every other one the second wins.
+INTERSECTED = _LOWER_BOUNDS | _UPPER_BOUNDS | {"properties", "items", "required", "enum", "type"}
 
 
 def merge_all_of(node: JsonDict) -> JsonDict:
