@@ -534,3 +534,22 @@ def test_a_reference_and_its_sibling_keywords_both_apply() -> None:
         "required": ["id", "qty"],
     }
     assert _problems(parameters) == []
+
+
+def test_a_closed_tuple_is_bounded_by_its_length() -> None:
+    pair = [{"type": "number"}, {"type": "number"}]
+    schema = {
+        "type": "object",
+        "properties": {
+            "point": {"type": "array", "prefixItems": pair, "items": False, "minItems": 2},
+            "short": {"type": "array", "prefixItems": pair, "items": False, "maxItems": 1},
+            "legacy": {"type": "array", "items": pair, "additionalItems": False},
+            "cut": {"type": "array", "prefixItems": [{"type": "string"}, False]},
+        },
+    }
+    props = gemini.to_openapi(schema)["properties"]
+    assert props["point"]["maxItems"] == 2
+    assert props["point"]["minItems"] == 2
+    assert props["short"]["maxItems"] == 1
+    assert props["legacy"]["maxItems"] == 2
+    assert props["cut"]["maxItems"] == 1  # a second item can never match

@@ -26,7 +26,8 @@ changes, and what it loses:
 - formats Gemini does not know are dropped, and so are keywords outside the subset
   (``additionalProperties``, ``patternProperties``, ``not``, ``if``/``then``/``else``...);
 - a ``true`` subschema becomes an untyped node (any value); a ``false`` property or
-  alternative, which nothing matches, is dropped, and ``false`` items become ``maxItems: 0``;
+  alternative, which nothing matches, is dropped, and ``false`` items bound ``maxItems`` at the
+  length of the tuple before them (``0`` without one);
 - ``required`` keeps only names that are in ``properties``;
 - a tool without parameters gets no ``parameters`` field (Gemini rejects an empty ``OBJECT``);
   for the same reason a nested object without properties (a free-form map) loses its
@@ -275,9 +276,10 @@ def _without_booleans(node: JsonDict) -> JsonDict:
 
     Gemini's schema has no boolean form. ``true`` accepts any value, as an untyped node does
     (items stay open, and so get the open items' type later); a ``false`` property or
-    alternative can never match, so it goes, and ``false`` items make an array that must be
-    empty.
+    alternative can never match, so it goes, and ``false`` items (or a ``false`` tuple
+    position) bound the array's length.
     """
+    length = _closed_length(node)
     if isinstance(node.get("properties"), dict):
         node["properties"] = {
             k: _any_value(v) for k, v in node["properties"].items() if v is not False
@@ -291,8 +293,23 @@ def _without_booleans(node: JsonDict) -> JsonDict:
         node["items"] = {}
     elif node.get("items") is False:
         del node["items"]
-        node["maxItems"] = 0
+    if length is not None:
+        most = node.get("maxItems")
+        node["maxItems"] = min(most, length) if type(most) is int and most >= 0 else length
     return node
+
+
+def _closed_length(node: JsonDict) -> int | None:
+    """The most items an array of ``node`` may hold by its tuple form, if it is closed: up to
+    the first ``false`` position, or the tuple's length when the items past it are ``false``
+    (``items`` after ``prefixItems``; ``additionalItems`` after an ``items`` list)."""
+    prefix, rest = node.get("prefixItems"), node.get("items")
+    if not isinstance(prefix, list):
+        prefix, rest = (rest, node.get("additionalItems")) if isinstance(rest, list) else ([], rest)
+    cut = next((i for i, sub in enumerate(prefix) if sub is False), None)
+    if cut is not None:
+        return cut
+    return len(prefix) if rest is False else None
 
 
 def _any_value(schema: Any) -> Any:
