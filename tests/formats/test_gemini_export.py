@@ -553,3 +553,37 @@ def test_a_closed_tuple_is_bounded_by_its_length() -> None:
     assert props["short"]["maxItems"] == 1
     assert props["legacy"]["maxItems"] == 2
     assert props["cut"]["maxItems"] == 1  # a second item can never match
+
+
+def test_a_nullable_enum_keeps_its_values() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "unit": {"type": ["string", "null"], "enum": ["c", "f", None]},
+            "bare": {"enum": ["a", None]},
+            "closed": {"type": "string", "enum": ["x", None]},  # null is not a string
+            "mixed": {"enum": ["a", 1, None]},
+        },
+    }
+    props = gemini.to_openapi(schema)["properties"]
+    assert props["unit"] == {"type": "STRING", "nullable": True, "enum": ["c", "f"]}
+    assert props["bare"] == {"type": "STRING", "nullable": True, "enum": ["a"]}
+    assert props["closed"] == {"type": "STRING", "enum": ["x"]}
+    assert "enum" not in props["mixed"]
+    assert props["mixed"]["description"] == 'Allowed values: "a", 1, null.'
+
+
+@pytest.mark.parametrize(
+    ("bounds", "expected"),
+    [
+        ({"minimum": 0, "exclusiveMinimum": 10}, {"minimum": 10}),
+        ({"minimum": 20, "exclusiveMinimum": 10}, {"minimum": 20}),
+        ({"maximum": 5, "exclusiveMaximum": 3}, {"maximum": 3}),
+        ({"maximum": 1, "exclusiveMaximum": 3}, {"maximum": 1}),
+        ({"exclusiveMinimum": 2}, {"minimum": 2}),
+    ],
+)
+def test_an_exclusive_bound_becomes_the_tighter_inclusive_one(
+    bounds: dict[str, int], expected: dict[str, int]
+) -> None:
+    assert gemini.to_openapi({"type": "number", **bounds}) == {"type": "NUMBER", **expected}

@@ -19,10 +19,12 @@ changes, and what it loses:
 - ``oneOf`` becomes ``anyOf``; ``allOf`` parts are merged into one schema
   (:mod:`toolgate.formats.schema_merge`: a property in two parts merges both, bounds take
   the tighter, enums and types keep what is common);
-- ``const`` becomes a one-value ``enum``; non-string enums (Gemini only has string enums) are
-  dropped and their values listed in the description instead;
+- ``const`` becomes a one-value ``enum``; a ``null`` in an enum of strings makes the node
+  ``nullable``; other non-string enums (Gemini only has string enums) are dropped and their
+  values listed in the description instead;
 - ``examples`` becomes ``example`` (the first one); ``exclusiveMinimum``/``exclusiveMaximum``
-  become ``minimum``/``maximum`` (inclusive: the bound itself is no longer excluded);
+  become ``minimum``/``maximum`` (inclusive: the bound itself is no longer excluded), unless
+  an inclusive bound beside them is tighter;
 - formats Gemini does not know are dropped, and so are keywords outside the subset
   (``additionalProperties``, ``patternProperties``, ``not``, ``if``/``then``/``else``...);
 - a ``true`` subschema becomes an untyped node (any value); a ``false`` property or
@@ -50,7 +52,7 @@ from collections import deque
 from typing import Any
 
 from toolgate.formats.pointer import resolve_pointer
-from toolgate.formats.schema_merge import INTERSECTED, merge_all_of
+from toolgate.formats.schema_merge import INTERSECTED, is_number, merge_all_of
 from toolgate.formats.schema_walk import map_subschemas, subschema_slots
 from toolgate.json_limits import MAX_DEPTH, nesting
 
@@ -219,6 +221,23 @@ def _describe_values(node: JsonDict, values: list[Any]) -> None:
     node["description"] = f"{node.get('description', '')} Allowed values: {listed}.".strip()
 
 
+def _convert_enum(node: JsonDict) -> None:
+    """``node``'s enum as Gemini's, which lists strings only: a ``null`` value makes the node
+    nullable (where its type allows null), other values are listed in the description."""
+    values = [v for v in node["enum"] if v is not None]
+    if not all(isinstance(v, str) for v in values):
+        _describe_values(node, node.pop("enum"))
+        return
+    if len(values) < len(node["enum"]):
+        kind = node.get("type", "null")
+        if kind == "null" or (isinstance(kind, list) and "null" in kind):
+            node["nullable"] = True
+    if values:
+        node["enum"] = values
+    else:  # null alone, or nothing: no string enum to give
+        del node["enum"]
+
+
 def _branch(node: JsonDict, kind: str) -> JsonDict:
     """The anyOf branch of type ``kind`` split from ``node``, with the keywords of that type."""
     branch: JsonDict = {"type": kind}
@@ -329,14 +348,16 @@ def _to_openapi_node(node: JsonDict) -> JsonDict:
     if isinstance(node.get("examples"), list) and node["examples"]:
         node.setdefault("example", node["examples"][0])
     for exclusive, inclusive in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-        if isinstance(node.get(exclusive), (int, float)) and not isinstance(node[exclusive], bool):
-            node.setdefault(inclusive, node[exclusive])
+        bound = node.get(exclusive)
+        if is_number(bound):  # not a draft 4 boolean
+            current = node.get(inclusive)
+            if is_number(current):  # the tighter of the two
+                bound = max(bound, current) if inclusive == "minimum" else min(bound, current)
+            node[inclusive] = bound
     if isinstance(node.get("anyOf"), list):
         node = _fold_null_alternatives(node)
-    enum = node.get("enum")
-    if isinstance(enum, list) and not all(isinstance(v, str) for v in enum):
-        _describe_values(node, enum)
-        del node["enum"]
+    if isinstance(node.get("enum"), list):
+        _convert_enum(node)
     _convert_type(node)
     _finish(node)
     return {k: v for k, v in node.items() if k in _KEPT}

@@ -13,11 +13,11 @@ part's, since nothing matches the schema anyway.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeGuard
 
 from toolgate.formats.raw import JsonDict
 
-__all__ = ["INTERSECTED", "merge_all_of", "merge_schemas"]
+__all__ = ["INTERSECTED", "is_number", "merge_all_of", "merge_schemas"]
 
 _LOWER_BOUNDS = frozenset(
     {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains"}
@@ -62,7 +62,7 @@ def _merge_keyword(key: str, first: Any, second: Any) -> Any:
         return _merge_subschema(first, second)
     if key == "required" and isinstance(first, list) and isinstance(second, list):
         return [*first, *(name for name in second if name not in first)]
-    if key in _LOWER_BOUNDS | _UPPER_BOUNDS and _is_number(first) and _is_number(second):
+    if key in _LOWER_BOUNDS | _UPPER_BOUNDS and is_number(first) and is_number(second):
         return max(first, second) if key in _LOWER_BOUNDS else min(first, second)
     if key == "enum" and isinstance(first, list) and isinstance(second, list):
         kept = {_json_key(v) for v in second}
@@ -104,7 +104,8 @@ def _types(value: Any) -> list[str] | None:
     return None
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is a JSON number (a bool is not one, though Python says so)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
