@@ -587,3 +587,30 @@ def test_an_exclusive_bound_becomes_the_tighter_inclusive_one(
     bounds: dict[str, int], expected: dict[str, int]
 ) -> None:
     assert gemini.to_openapi({"type": "number", **bounds}) == {"type": "NUMBER", **expected}
+
+
+_BY_ID = {"properties": {"id": {"type": "string"}}, "required": ["id"]}
+_BY_EMAIL = {"properties": {"email": {"type": "string"}}, "required": ["email"]}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "oneOf": [_BY_ID, _BY_EMAIL]},
+        {"anyOf": [{"type": "object", **_BY_ID}, {"type": "object", **_BY_EMAIL}]},
+        {"$ref": "#/$defs/q", "$defs": {"q": {"type": "object", "anyOf": [_BY_ID, _BY_EMAIL]}}},
+        {"allOf": [{"type": "object"}, {"oneOf": [_BY_ID, _BY_EMAIL]}]},
+    ],
+)
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_root_union_of_argument_objects_is_sent_as_json_schema(
+    schema: Any, compact: bool
+) -> None:
+    # Without properties at its top level the subset would declare no argument at all.
+    tool = Catalog.from_tools(
+        [{"name": "find", "description": "Find a user.", "inputSchema": schema}], server="s"
+    )["s/find"]
+    declaration = tool.to_provider("gemini", compact=compact)
+    assert declaration == tool.to_provider("gemini-json-schema", compact=compact)
+    assert "parametersJsonSchema" in declaration
+    genai_types.FunctionDeclaration.model_validate(declaration)

@@ -232,30 +232,33 @@ def export(tool: ToolView, *, compact: bool = False) -> dict[str, Any]:
     """The tool as a Gemini function declaration, named by its exposed name (``compact``: see
     :mod:`toolgate.formats.compact`).
 
-    A tool whose arguments are keys of any name (its root maps them with
-    ``patternProperties`` or ``additionalProperties``, and names none in ``properties``) is
-    written as :func:`export_json_schema` writes it: the subset has no such map at the top
-    level, and a declaration without ``parameters`` would have the model send no argument.
+    A tool whose root names no argument in ``properties`` but takes keys of any name (maps
+    them with ``patternProperties`` or ``additionalProperties``) or alternatives (``anyOf``,
+    ``oneOf``: find a user by id or by email) is written as :func:`export_json_schema` writes
+    it: the subset's top level is an ``OBJECT`` with properties, and a declaration without
+    ``parameters`` would have the model send no argument.
     """
     schema, description = definition_parts(tool, "gemini", compact=compact)
     out: dict[str, Any] = {"name": tool.exposed_name, "description": description}
     parameters = to_openapi(schema)
     if isinstance(parameters, dict) and parameters.get("properties"):
         out["parameters"] = parameters
-    elif _keys_of_any_name(tool.input_schema):
+    elif _beyond_the_subset(tool.input_schema):
         return export_json_schema(tool, compact=compact)
     return out
 
 
-def _keys_of_any_name(schema: Any) -> bool:
+def _beyond_the_subset(schema: Any) -> bool:
     """Whether the root of ``schema`` (its references followed, its ``allOf`` parts read)
-    takes keys it does not name: ``patternProperties``, or ``additionalProperties`` /
-    ``unevaluatedProperties`` other than ``false``.
+    takes keys it does not name (``patternProperties``, or ``additionalProperties`` /
+    ``unevaluatedProperties`` other than ``false``) or alternatives (``anyOf``, ``oneOf``).
 
-    Gemini's ``parameters`` cannot say so: the subset has no ``patternProperties``, and
-    google-genai refuses ``additionalProperties`` outside Vertex AI. ``parametersJsonSchema``
-    can, and the Gemini API and Vertex AI take it on any one declaration of a request (the
-    SDK itself sends a plain function's parameters so).
+    Gemini's ``parameters`` cannot say so: the subset has no ``patternProperties``,
+    google-genai refuses ``additionalProperties`` outside Vertex AI, and a top level of
+    alternatives has no properties (merged into one ``OBJECT``, the alternatives would lose
+    which keys go together, and requiring only what every one requires lets the model send
+    none). ``parametersJsonSchema`` can, and the Gemini API and Vertex AI take it on any one
+    declaration of a request (the SDK itself sends a plain function's parameters so).
     """
     if not isinstance(schema, dict):
         return False
@@ -265,6 +268,8 @@ def _keys_of_any_name(schema: Any) -> bool:
         part.get("patternProperties")
         or part.get("additionalProperties", False) is not False
         or part.get("unevaluatedProperties", False) is not False
+        or part.get("anyOf")
+        or part.get("oneOf")
         for part in parts
     )
 

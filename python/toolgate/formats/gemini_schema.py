@@ -35,9 +35,10 @@ changes, and what it loses:
   for the same reason a nested object without properties (a free-form map) loses its
   ``OBJECT`` type and so accepts any value, its description saying a JSON object is expected;
 - a tool whose arguments are keys of any name (a root of ``patternProperties`` or
-  ``additionalProperties`` without ``properties``) has no form in the subset, since the top
-  level must be an ``OBJECT`` with properties: rather than be declared as taking no argument,
-  it is written with ``parametersJsonSchema``, as
+  ``additionalProperties`` without ``properties``) or alternatives (a root ``anyOf`` or
+  ``oneOf`` without ``properties``) has no form in the subset, since the top level must be
+  an ``OBJECT`` with properties: rather than be declared as taking no argument, it is
+  written with ``parametersJsonSchema``, as
   :func:`~toolgate.formats.gemini.export_json_schema` writes it;
 - an ``ARRAY`` without ``items`` (or with ``items: {}``) gets ``STRING`` items.
 
