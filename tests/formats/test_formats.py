@@ -13,6 +13,7 @@ from tests.shared_data import CATALOGS, require
 from toolgate.catalog.catalog import Catalog, CatalogWarning, InvalidToolsError
 from toolgate.formats import gemini, jsonl, text_tags
 from toolgate.formats.schema_walk import normalize_type_aliases
+from toolgate.verify import verify_call
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -399,6 +400,31 @@ def test_gemini_openapi_reads_back_as_json_schema() -> None:
             "n": {"type": "array", "items": {"type": "number"}},
         },
     }
+
+
+def test_gemini_nullable_reads_back_wherever_it_is() -> None:
+    openapi = {
+        "type": "OBJECT",
+        "properties": {
+            "limit": {"nullable": True, "anyOf": [{"type": "INTEGER"}, {"type": "STRING"}]},
+            "unit": {"type": "STRING", "nullable": True, "enum": ["c", "f"]},
+            "bare": {"nullable": True, "enum": ["a"]},
+        },
+        "required": ["limit", "unit", "bare"],
+    }
+    schema = gemini.from_openapi(openapi)
+    assert schema["properties"] == {
+        "limit": {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]},
+        "unit": {"type": ["string", "null"], "enum": ["c", "f", None]},
+        "bare": {"enum": ["a", None]},
+    }
+    declaration = {"name": "set_limit", "description": "Set a limit.", "parameters": openapi}
+    catalog = Catalog.from_gemini({"functionDeclarations": [declaration]}, server="s")
+    call = {"name": "set_limit", "arguments": {"limit": None, "unit": None, "bare": None}}
+    assert verify_call(catalog, ["s/set_limit"], call).ok
+    # What the export writes for a nullable enum reads back as the schema it came from.
+    exported = catalog["s/set_limit"].to_provider("gemini")["parameters"]["properties"]
+    assert exported["unit"] == openapi["properties"]["unit"]
 
 
 def test_gemini_openapi_in_snake_case_reads_as_in_camel_case() -> None:

@@ -6,7 +6,8 @@ request's ``tools: [{"functionDeclarations": [...]}]`` and single declarations
 spelling (:mod:`toolgate.formats.gemini_fields`; a declaration giving its schema twice, under
 both spellings or as both ``parameters`` and a JSON Schema, is a bad entry). Gemini's
 ``parameters`` are an OpenAPI 3.0 subset; they are read back into JSON Schema (upper-case types
-lowered, ``nullable: true`` becomes a ``"null"`` type, ``example`` becomes ``examples``).
+lowered, ``nullable: true`` adds null to the type, the ``anyOf`` and the ``enum``, ``example``
+becomes ``examples``).
 Built-in tools (``{"googleSearch": {}}``, ``codeExecution``...) run on Google's side and
 declare no function, so the reader reports them as bad entries, as it does OpenAI's and
 Anthropic's built-ins.
@@ -173,12 +174,23 @@ def parse_declaration(obj: Mapping[str, Any], where: str, server: str | None) ->
 
 
 def _from_openapi_node(node: JsonDict) -> JsonDict:
-    if node.pop("nullable", False) is True and isinstance(node.get("type"), str):
-        node["type"] = [node["type"], "null"]
+    if node.pop("nullable", False) is True:
+        _allow_null(node)
     if "example" in node:
         node["examples"] = [node.pop("example")]
     node.pop("propertyOrdering", None)
     return node
+
+
+def _allow_null(node: JsonDict) -> None:
+    """``nullable: true`` in JSON Schema: null added to every keyword of ``node`` that would
+    refuse it (its type, its alternatives, its enum); an untyped node already takes it."""
+    if isinstance(node.get("type"), str):
+        node["type"] = [node["type"], "null"]
+    if isinstance(node.get("anyOf"), list):
+        node["anyOf"] = [*node["anyOf"], {"type": "null"}]
+    if isinstance(node.get("enum"), list) and None not in node["enum"]:
+        node["enum"] = [*node["enum"], None]
 
 
 def from_openapi(schema: Any) -> Any:
