@@ -14,7 +14,13 @@ from toolgate import IndexFormatError, InvalidInputError
 from toolgate.catalog.catalog import Catalog
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
-from toolgate.routing.no_tool import NullScores, features, no_tool_confidence, null_requests
+from toolgate.routing.no_tool import (
+    GAP_RANK,
+    NullScores,
+    features,
+    no_tool_confidence,
+    null_requests,
+)
 from toolgate.routing.router import Router, RouterConfig
 from toolgate.routing.store import MANIFEST
 
@@ -71,6 +77,19 @@ def test_without_dropping_the_decision_keeps_the_tools(router: Router) -> None:
     result = view.route("hi, how are you?")
     assert result.no_tool
     assert len(result) >= 1
+
+
+@pytest.mark.parametrize("top_k", [1, 2, 5, 20])
+def test_the_decision_does_not_depend_on_top_k(router: Router, top_k: int) -> None:
+    # The gap feature reads the ranking at GAP_RANK, where the weights were fitted: a
+    # smaller top_k must not shrink the gap and reject requests that need a tool.
+    for query in (*CHIT_CHAT, *TOOL_REQUESTS):
+        fitted = router.route(query, top_k=GAP_RANK, adaptive=False)
+        asked = router.route(query, top_k=top_k, adaptive=False)
+        assert asked.no_tool_confidence == pytest.approx(fitted.no_tool_confidence)
+        assert asked.no_tool == fitted.no_tool
+        shown = min(top_k, GAP_RANK)
+        assert asked.ids[:shown] == fitted.ids[:shown]
 
 
 def test_no_threshold_turns_the_decision_off(router: Router) -> None:

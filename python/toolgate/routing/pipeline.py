@@ -27,6 +27,7 @@ from toolgate.routing.feedback import Learning, co_used, lifted
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.lookalikes import Lookalikes, find_lookalikes
 from toolgate.routing.no_tool import (
+    GAP_RANK,
     NullScores,
     features,
     no_tool_confidence,
@@ -218,8 +219,13 @@ class RoutePipeline:
         # are lifted from past the top k.
         co_use = memory is not None and memory.has_co_use()
         servers = self._servers.get() if config.server_weight > 0 else None
-        depth = limits.k + max(
-            CO_USE_DEPTH if co_use else 0, SERVER_DEPTH if servers is not None else 0
+        # At least GAP_RANK deep: the "no tool" decision reads the ranking there, whatever
+        # top_k a caller asks for (a shorter ranking shrank its gap and rejected requests
+        # that need a tool).
+        depth = max(
+            GAP_RANK,
+            limits.k
+            + max(CO_USE_DEPTH if co_use else 0, SERVER_DEPTH if servers is not None else 0),
         )
         # Adaptive selection reads each clause's own ranking, made in the same call: the same
         # gate, scope, floor and forced rows as the query's.
@@ -239,7 +245,7 @@ class RoutePipeline:
         )  # fmt: skip
         # Each getter builds its rows anew: read once.
         forced_rows, ranked = outcome.forced, outcome.ranked
-        core_ranked = ranked[: limits.k]  # the ranking no_tool was calibrated on
+        core_ranked = ranked[:GAP_RANK]  # the ranking no_tool was calibrated on
         if len(learned):
             # The learned rows came back as forced: each competes for the top k on its fused
             # score plus its lift, under the floor and the +term filter as ranked rows are.
