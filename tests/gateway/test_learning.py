@@ -144,6 +144,25 @@ def test_a_failing_learned_store_is_warned_of_once_and_tried_again(
     assert "answers again" in caplog.records[-1].getMessage()
 
 
+class _Unreadable(SqliteStore):
+    """A store whose rows the index refuses, as the core refuses numbers it cannot hold: not
+    a StoreError, and no fault of the request either."""
+
+    def load(self, scope: str, *, dim: int | None = None) -> list[Any]:
+        raise InvalidInputError("learned vectors and weights must be finite")
+
+
+def test_a_learned_store_the_index_refuses_fails_no_request(
+    embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = _gate(embedder, _Unreadable(":memory:"))
+    with caplog.at_level(logging.WARNING, logger="toolgate.gateway"):
+        assert _memory_of(gate, chat_request(QUERY)) is None
+    failures = [r for r in caplog.records if "learned store failed" in r.getMessage()]
+    assert len(failures) == 1
+    assert "must be finite" in failures[0].getMessage()
+
+
 def test_the_gateway_config_names_its_learned_store(tmp_path: Path) -> None:
     path = tmp_path / "gateway.toml"
     path.write_text('learn = "learned.sqlite3"\n')

@@ -157,16 +157,25 @@ def test_damaged_rows_are_skipped_with_one_warning(
     learner.feedback(QUERY, used=[TARGET])
     memory = learner.memory
     assert memory is not None
-    damaged: list[tuple[bytes, Any]] = [(b"\x01" * 10, 0.1), (b"\x01" * 384, float("inf"))]
+    sound = b"\x01" * 384
+    damaged: list[tuple[bytes, Any, Any]] = [
+        (b"\x01" * 10, 0.1, 1.0),
+        (sound, float("inf"), 1.0),
+        # Finite as the store's 64-bit floats, not as the index's 32-bit ones.
+        (sound, 1e39, 1.0),
+        (sound, 0.1, 1e300),
+        # Codes of 127 times this scale are past float32's range.
+        (b"\x7f" * 384, 3e38, 1.0),
+    ]
     if not store.startswith("postgresql://"):  # a PostgreSQL column holds no text scale
-        damaged.append((b"\x01" * 384, "abc"))
+        damaged.append((sound, "abc", 1.0))
     raw = open_store(store)
     sql = raw._sql(
         "INSERT INTO learned (scope, tool, server, query_key, codes, scale, weight, at) "
-        "VALUES (?, ?, 'search', ?, ?, ?, 1.0, 0.0)"
+        "VALUES (?, ?, 'search', ?, ?, ?, ?, 0.0)"
     )
-    for codes, scale in damaged:
-        raw._insert(sql, (memory.scope, TARGET, b"k" * 16, codes, scale))
+    for codes, scale, weight in damaged:
+        raw._insert(sql, (memory.scope, TARGET, b"k" * 16, codes, scale, weight))
     replica = Router.from_catalog(demo_catalog(), cache=None, embedder=embedder)
     with pytest.warns(StoreWarning, match=f"skipped {len(damaged)} damaged rows") as caught:
         replica_memory = replica.learn(store)

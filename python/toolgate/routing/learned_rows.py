@@ -27,6 +27,8 @@ __all__ = [
 LEARN_SALT_ENV = "TOOLGATE_LEARN_SALT"
 # blake2b takes a key of at most this many bytes; a longer salt is hashed to it.
 _MAX_KEY_BYTES = 64
+# The largest finite float32, as a Python float (compared exactly with an int too).
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def query_key(text: str, salt: bytes = b"") -> bytes:
@@ -89,7 +91,18 @@ def learned_row(raw: tuple[Any, ...], dim: int | None) -> LearnedRow | None:
         return None
     if dim is not None and len(codes) != dim:
         return None
-    if not (finite_number(scale) and finite_number(weight)):
+    # The store keeps 64-bit floats, the index 32-bit ones: a weight of 1e39 is finite in
+    # the one and infinite in the other, and the index would refuse every row read with it.
+    if not (_finite_float32(scale) and _finite_float32(weight)):
         return None
-    vector = decode_vector(bytes(codes), scale)
+    with np.errstate(over="ignore"):
+        vector = decode_vector(bytes(codes), scale)
+    if not np.isfinite(vector).all():  # codes times a scale near float32's largest
+        return None
     return LearnedRow(int(seq), tool, server, bytes(key), vector, float(weight), at)
+
+
+def _finite_float32(value: object) -> bool:
+    """Whether ``value`` is a number that stays finite as a float32."""
+    # The isinstance is finite_number's own check, repeated for the type checker.
+    return isinstance(value, (int, float)) and finite_number(value) and abs(value) <= _FLOAT32_MAX

@@ -348,7 +348,7 @@ class LearnedStore:
 
     def load(self, scope: str, *, dim: int | None = None) -> list[LearnedRow]:
         """Every sound row of ``scope``, oldest first. A damaged one (codes of another size
-        than ``dim``, a scale or weight that is no finite number) is skipped with one warning:
+        than ``dim``, a scale or weight that is no finite float32) is skipped with one warning:
         an error would stop every router sharing the store over one bad row."""
         rows = self._execute(
             self._sql(f"SELECT {_COLUMNS} FROM learned WHERE scope = ? ORDER BY seq"), (scope,)
@@ -357,7 +357,7 @@ class LearnedStore:
         if skipped := len(rows) - len(loaded):
             warnings.warn(
                 f"learned memory {self!r}: skipped {skipped} damaged rows of scope {scope!r} "
-                f"(codes of the wrong size, a scale or weight that is no finite number)",
+                f"(codes of the wrong size, a scale or weight that is no finite float32)",
                 StoreWarning,
                 stacklevel=2,
             )

@@ -12,7 +12,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from toolgate.routing.learned_store import LearnedStore, StoreError
+from toolgate.errors import ToolgateError
+from toolgate.routing.learned_store import LearnedStore
 from toolgate.routing.router import Router
 
 __all__ = ["LEARN_RETRY_S", "LearningStarter"]
@@ -25,13 +26,14 @@ LEARN_RETRY_S = 30.0
 class LearningStarter:
     """Starts routers learning into ``store``, best effort.
 
-    A store that fails while a router's memory is read (its database down) is the server's
-    trouble, not the request's: the router routes without its memory, the failure is logged
-    once on ``log`` (not again until the store has answered), and the store is tried again
-    for routers without a memory once ``retry_s`` seconds have passed since it last failed,
-    so a store that stays down costs one attempt per ``retry_s``, not one per request. One
-    thread tries at a time; a request arriving meanwhile routes without memory rather than
-    wait its turn (a store that is down may take seconds to say so).
+    A store that fails while a router's memory is read (its database down, rows the index
+    refuses) is the server's trouble, not the request's: the router routes without its
+    memory, the failure is logged once on ``log`` (not again until the store has answered),
+    and the store is tried again for routers without a memory once ``retry_s`` seconds have
+    passed since it last failed, so a store that stays down costs one attempt per
+    ``retry_s``, not one per request. One thread tries at a time; a request arriving
+    meanwhile routes without memory rather than wait its turn (a store that is down may take
+    seconds to say so).
     """
 
     def __init__(
@@ -75,7 +77,9 @@ class LearningStarter:
                 return
             try:
                 router.learn(self.store)
-            except StoreError as exc:
+            # Not only StoreError: the store's rows may hold what the index refuses. The
+            # store is the server's, not the caller's, so no error of it is a request's.
+            except ToolgateError as exc:
                 self._failed(exc)
                 return
             if self._failed_at is not None:
@@ -84,7 +88,7 @@ class LearningStarter:
         finally:
             self._starting.release()
 
-    def _failed(self, exc: StoreError) -> None:
+    def _failed(self, exc: ToolgateError) -> None:
         if self._failed_at is None:
             self._log.warning(
                 "the learned store failed; requests are routed without what was learned, "
