@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import logging
 import os
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.gateway.test_filter import chat_request, chat_tools
-from toolgate import InvalidInputError
+from toolgate import IndexFormatError, InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.gateway import router_store
 from toolgate.gateway.app import Gateway
@@ -118,6 +119,57 @@ def test_a_failed_open_releases_the_router(tmp_path: Path) -> None:
         store.router(_name(0), _build, broken)
     _open(store, 1).release()
     assert _routers(tmp_path) == {_name(1)}
+
+
+def test_a_damaged_router_is_set_aside_and_built_again(
+    embedder: Embedder, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(_request(0), top_k=1)
+    (name,) = _routers(tmp_path)
+    matrix = tmp_path / name / "matrix.tgm"
+    with open(matrix, "r+b") as file:  # cut short, as a full disk may leave it
+        file.truncate(matrix.stat().st_size // 2)
+    with caplog.at_level(logging.WARNING, logger="toolgate.gateway"):
+        filtered = ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(
+            _request(0), top_k=1
+        )
+    assert filtered.kept == ("get_weather",)
+    assert _routers(tmp_path) == {name}
+    assert not [entry for entry in os.listdir(tmp_path) if entry.startswith(".prune-")]
+    (warning,) = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert str(tmp_path / name) in warning
+    assert "matrix.tgm" in warning
+
+
+def test_a_router_that_does_not_open_once_built_again_fails(tmp_path: Path) -> None:
+    store = RouterStore(tmp_path, max_stored=4)
+    _open(store, 0).release()
+    opens: list[Path] = []
+
+    def unreadable(directory: Path) -> Any:
+        opens.append(directory)
+        raise IndexFormatError(f"{directory}: unreadable")
+
+    with pytest.raises(IndexFormatError, match="unreadable"):
+        store.router(_name(0), _build, unreadable)
+    assert len(opens) == 2  # the damaged one, then the one built in its place
+    reopened = _open(store, 0)  # the lock was let go
+    assert reopened.router == tmp_path / _name(0)
+    reopened.release()
+
+
+def test_a_damaged_router_another_process_holds_is_not_set_aside(tmp_path: Path) -> None:
+    store = RouterStore(tmp_path, max_stored=4)
+    _open(store, 0).release()
+
+    def unreadable(directory: Path) -> Any:
+        raise IndexFormatError(f"{directory}: unreadable")
+
+    with open(tmp_path / f".{_name(0)}.lock", "rb") as other:  # another process reads it
+        fcntl.flock(other, fcntl.LOCK_SH)
+        with pytest.raises(IndexFormatError, match="unreadable"):
+            store.router(_name(0), _build, unreadable)
+        assert _routers(tmp_path) == {_name(0)}
 
 
 def test_a_store_this_process_may_not_write_still_opens(

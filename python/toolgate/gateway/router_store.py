@@ -10,6 +10,8 @@ sets its modification time, which orders the directories by last use. After each
 directories past the ``max_stored`` most recently used are deleted, each one only if its lock
 is free at once; a lock file left without its directory (a build that failed) goes too, and
 so does a build folder a process left when it died building (its router's lock free at once).
+A directory that does not open (damaged on disk) is moved aside and built again, under its
+lock held exclusive and only if no other process holds it.
 Where there is no ``flock`` (Windows) nothing is locked or deleted.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import re
 import secrets
@@ -26,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+from toolgate.errors import IndexFormatError
 from toolgate.routing.router import Router
 from toolgate.routing.store import MANIFEST
 
@@ -35,6 +39,8 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["RouterStore", "StoredRouter", "default_max_stored"]
+
+_log = logging.getLogger("toolgate.gateway")
 
 # A router directory's name: a digest (see Indexes._stored).
 _NAME = re.compile(r"[0-9a-f]{40}")
@@ -89,22 +95,51 @@ class RouterStore:
                 # A store shipped read-only: no process can delete from it either.
                 return StoredRouter(open_router(directory), _nothing)
             if (directory / MANIFEST).exists():
-                break
+                try:
+                    seen = os.stat(directory)
+                    router = open_router(directory)
+                    break
+                except IndexFormatError as exc:
+                    held.close()
+                    # Built just now and still unreadable: no damage on disk to clear.
+                    if built or not self._set_aside(directory, lock, seen, exc):
+                        raise
+                    continue
+                except BaseException:
+                    held.close()
+                    raise
             held.close()
             with _locked(lock, shared=False):
                 if not (directory / MANIFEST).exists():
                     self._build(directory, build)
                     built = True
-        try:
-            router = open_router(directory)
-            with contextlib.suppress(OSError):  # its last use, which pruning orders by
-                os.utime(directory)
-        except BaseException:
-            held.close()
-            raise
+        with contextlib.suppress(OSError):  # its last use, which pruning orders by
+            os.utime(directory)
         if built:
             self.prune()
         return StoredRouter(router, held.close)
+
+    def _set_aside(
+        self, directory: Path, lock: Path, seen: os.stat_result, exc: IndexFormatError
+    ) -> bool:
+        """Move ``directory``, found damaged (``exc``), out of the way to be built again;
+        whether it is gone. The store only caches what each request carries, so a damaged
+        router is rebuilt, not a failure of every request with its tools for ever. Not while
+        another process holds it (it opened it sound and routes with it): the request then
+        fails, to be retried once that process lets go."""
+        held = _lock(lock, shared=False, wait=False)
+        if held is None:
+            return False
+        with held:
+            try:
+                current = os.stat(directory)
+            except FileNotFoundError:
+                return True  # another process set it aside first
+            if os.path.samestat(current, seen):  # not yet rebuilt by another process
+                os.replace(directory, self.root / f"{_DOOMED}{directory.name}-{_token()}")
+                _log.warning("router store: %s is damaged, built again: %s", directory, exc)
+        self.prune()  # the damaged folder goes with the prefix's leftovers
+        return True
 
     def _build(self, directory: Path, build: Callable[[Path], None]) -> None:
         """``build`` into a temporary folder, renamed to ``directory`` once whole."""
@@ -165,12 +200,17 @@ class RouterStore:
         with held:
             directory = self.root / name
             if directory.exists():
-                doomed = self.root / f"{_DOOMED}{name}-{secrets.token_hex(4)}"
+                doomed = self.root / f"{_DOOMED}{name}-{_token()}"
                 os.replace(directory, doomed)
                 shutil.rmtree(doomed, ignore_errors=True)
             # Unlinked while held: a process waiting on it finds it gone and locks anew.
             lock.unlink(missing_ok=True)
         return True
+
+
+def _token() -> str:
+    """A random suffix, so that two folders set aside under one name do not meet."""
+    return secrets.token_hex(4)
 
 
 def _nothing() -> None:
