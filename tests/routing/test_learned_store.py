@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import warnings
@@ -185,6 +186,18 @@ def test_a_store_opened_with_another_salt_than_its_first_warns(tmp_path: Path) -
     SqliteStore(tmp_path / "learned.sqlite3", salt="the replicas' salt")
     with pytest.warns(StoreWarning, match="another salt"):
         SqliteStore(tmp_path / "learned.sqlite3", salt=b"")  # a replica missing the variable
+
+
+@pytest.mark.parametrize("value", ["abc", 2**62, 1.5])
+def test_a_salt_record_that_is_no_blob_warns(tmp_path: Path, value: object) -> None:
+    path = tmp_path / "learned.sqlite3"
+    SqliteStore(path).close()
+    with sqlite3.connect(path) as db:  # SQLite keeps whatever type a writer gives it
+        db.execute("UPDATE learned_meta SET value = ? WHERE name = 'salt_probe'", (value,))
+    db.close()
+    with pytest.warns(StoreWarning, match="another salt"):
+        store = SqliteStore(path)
+    assert store.load("any") == []
 
 
 def test_a_store_opened_with_its_first_salt_does_not_warn(tmp_path: Path) -> None:

@@ -241,12 +241,16 @@ class LearnedStore:
         stored = self._execute(
             self._sql("SELECT value FROM learned_meta WHERE name = ?"), ("salt_probe",)
         )
-        if stored and bytes(stored[0][0]) != probe:
+        # SQLite keeps whatever a writer gave it: a record that is no blob is damaged, and
+        # bytes() of it would fail (text) or allocate its value in bytes (an integer).
+        value = stored[0][0] if stored else probe
+        if not (isinstance(value, (bytes, bytearray, memoryview)) and bytes(value) == probe):
             warnings.warn(
                 f"learned memory {self!r}: its queries were hashed with another salt than "
-                f"this process's (${LEARN_SALT_ENV} or salt=): repeats of a query will not "
-                f"merge with the rows stored before, and co-use counts one request twice; "
-                f"give every process sharing the store the same salt",
+                f"this process's (${LEARN_SALT_ENV} or salt=), or its record of the salt is "
+                f"damaged: repeats of a query will not merge with the rows stored before, "
+                f"and co-use counts one request twice; give every process sharing the store "
+                f"the same salt",
                 StoreWarning,
                 stacklevel=3,
             )
