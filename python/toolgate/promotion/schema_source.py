@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import os
 import threading
 import weakref
@@ -32,8 +31,10 @@ from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.errors import CatalogError, InvalidInputError
 from toolgate.formats.mcp import is_jsonrpc_response, jsonrpc_error
+from toolgate.json_limits import loads, read_bounded
 
 __all__ = [
+    "MAX_SCHEMA_FILE_BYTES",
     "CallableSchemaSource",
     "CatalogSchemaSource",
     "DirectorySchemaSource",
@@ -44,6 +45,11 @@ __all__ = [
     "cache_token",
     "default_cache",
 ]
+
+
+#: Largest schema file a directory source reads: a tool dict with the largest schema and
+#: description the catalog accepts is far smaller.
+MAX_SCHEMA_FILE_BYTES = 1 << 20
 
 
 @runtime_checkable
@@ -92,10 +98,12 @@ class DirectorySchemaSource:
         """Read and parse the tool's file; ids that would leave the directory are refused."""
         path = self._path(tool_id)
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            # Bounded: a FIFO would block promote for good, and a huge or deeply nested
+            # file eat memory or leak a RecursionError.
+            return loads(read_bounded(path, MAX_SCHEMA_FILE_BYTES).decode("utf-8"))
         except FileNotFoundError:
             raise CatalogError(f"no schema file for {tool_id!r}: {path} does not exist") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSON's errors too
             raise CatalogError(f"cannot read the schema of {tool_id!r} from {path}: {exc}") from exc
 
     def cache_token(self, tool_id: str) -> int:
