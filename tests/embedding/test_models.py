@@ -273,6 +273,38 @@ def test_directory_in_place_of_a_file_is_a_model_error(
     assert not models._cache_is_sound(models.model_dir(home))
 
 
+@pytest.mark.parametrize(
+    ("name", "make", "message"),
+    [
+        ("stamp.json", lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "too deeply"),
+        ("stamp.json", os.mkfifo, "not a regular file"),  # opening it would block
+        ("tokenizer.json", os.mkfifo, "not a regular file"),
+        ("model-fp32.onnx", os.mkfifo, "not a regular file"),
+    ],
+)
+def test_a_model_file_is_read_within_bounds(
+    prepared: Path, tmp_path: Path, name: str, make: Any, message: str
+) -> None:
+    home = _copy_home(prepared, tmp_path)
+    victim = models.model_dir(home) / name
+    victim.unlink()
+    make(victim)
+    with pytest.raises(ModelError, match=rf"{re.escape(str(victim))}.*{message}"):
+        models.load("fp32", home=home)
+    assert not models._cache_is_sound(models.model_dir(home))  # so ensure rebuilds it
+
+
+@pytest.mark.parametrize("file", ["/dev/zero", "../model-fp32.onnx", "sub/model-fp32.onnx", ".."])
+def test_a_stamp_naming_a_file_elsewhere_is_a_model_error(
+    prepared: Path, tmp_path: Path, file: str
+) -> None:
+    home = _copy_home(prepared, tmp_path)
+    _edit_stamp(home, lambda stamp: stamp["artifacts"]["fp32"].update(file=file))
+    message = r"stamp\.json: artifacts\.fp32 must have a 'file' name"
+    with pytest.raises(ModelError, match=message):
+        models.load("fp32", home=home)
+
+
 def test_ensure_cannot_write_over_a_directory(tmp_path: Path) -> None:
     target = tmp_path / "model-fp32.onnx"
     target.mkdir()

@@ -25,7 +25,6 @@ Command line::
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +46,12 @@ from toolgate.embedding.model_files import (
     toolgate_home,
 )
 from toolgate.errors import ModelChecksumError, ModelError, ModelNotFoundError
+from toolgate.json_limits import JsonLimitError, loads, read_bounded
+
+# Largest file of the cache read: the fp32 model is 90 MB.
+_MAX_FILE_BYTES = 1 << 30
+# Largest stamp read: ensure writes under 1 KB.
+_MAX_STAMP_BYTES = 1 << 20
 
 # The files' own names are part of this module's face: callers ask ``models`` for both.
 __all__ = [
@@ -138,18 +143,20 @@ def _artifact(folder: Path, stamp: dict[str, Any], precision: str) -> tuple[Path
     return folder / entry["file"], str(entry["sha256"])
 
 
-def _read_file(path: Path) -> bytes:
-    """The bytes of a cached file; a missing one means the cache needs rebuilding."""
+def _read_file(path: Path, limit: int = _MAX_FILE_BYTES) -> bytes:
+    """The bytes of a cached file; a missing one means the cache needs rebuilding. Regular
+    files only, of at most ``limit`` bytes: a FIFO in a file's place would block the load."""
     try:
-        return path.read_bytes()
+        return read_bounded(path, limit)
     except FileNotFoundError:
         raise ModelNotFoundError(
             f"{path} is missing. Run `{ENSURE_COMMAND}` to rebuild the model cache."
         ) from None
-    except OSError as exc:
+    except (OSError, JsonLimitError) as exc:
         # ensure cannot replace a directory or fix permissions, so the user must act first.
+        reason = exc.strerror if isinstance(exc, OSError) else exc
         raise ModelError(
-            f"{path} cannot be read ({exc.strerror}); remove or repair it, then run "
+            f"{path} cannot be read ({reason}); remove or repair it, then run "
             f"`{ENSURE_COMMAND} --force`"
         ) from None
 
@@ -167,10 +174,10 @@ def _read_stamp(folder: Path) -> dict[str, Any] | None:
     """
     path = folder / STAMP
     try:
-        stamp = json.loads(path.read_text(encoding="utf-8"))
+        stamp = loads(read_bounded(path, _MAX_STAMP_BYTES).decode("utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSON's errors too
         raise ModelError(f"{path} is unreadable ({exc}); run `{ENSURE_COMMAND} --force`") from None
     expected = manifest()
     fresh = (
@@ -183,17 +190,28 @@ def _read_stamp(folder: Path) -> dict[str, Any] | None:
     if not fresh:
         return None
     for precision, entry in stamp["artifacts"].items():
+        # A plain name: the stamp names a file of the folder, never /dev/zero or ../x.
         if not (
             isinstance(entry, dict)
-            and isinstance(entry.get("file"), str)
-            and entry["file"]
+            and _plain_name(entry.get("file"))
             and isinstance(entry.get("sha256"), str)
         ):
             raise ModelError(
-                f"{path}: artifacts.{precision} must have a 'file' name and a 'sha256', got "
-                f"{entry!r}; run `{ENSURE_COMMAND} --force`"
+                f"{path}: artifacts.{precision} must have a 'file' name and a 'sha256' (the "
+                f"name of a file in its folder), got {entry!r}; run `{ENSURE_COMMAND} --force`"
             )
     return dict(stamp)
+
+
+def _plain_name(name: object) -> bool:
+    """Whether ``name`` names a file in a folder: no path parts, not ``.`` or ``..``."""
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and "\0" not in name
+        and Path(name).name == name
+        and not Path(name).is_absolute()
+    )
 
 
 def ensure(
