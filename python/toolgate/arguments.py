@@ -8,10 +8,12 @@ import math
 from collections.abc import Iterable, Mapping
 
 from toolgate.errors import InvalidInputError
+from toolgate.unicode import lone_surrogate_at
 
 __all__ = [
     "MAX_COUNT",
     "check_count",
+    "check_flag",
     "check_instance",
     "finite_number",
     "shown",
@@ -40,6 +42,13 @@ def check_count(name: str, value: object, *, minimum: int) -> None:
         raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {shown(value)}")
     if value > MAX_COUNT:
         raise InvalidInputError(f"{name} must be at most {MAX_COUNT:,}, got {shown(value)}")
+
+
+def check_flag(name: str, value: object) -> None:
+    """Raise :class:`InvalidInputError` unless ``value`` is True or False: any other value
+    would be read by its truth (``"no"`` as true), and a list fails far from the call."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be True or False, got a {type(value).__name__}")
 
 
 def check_instance(name: str, value: object, kind: type, *, optional: bool = False) -> None:
@@ -76,5 +85,11 @@ def tool_list(ids: Iterable[str], name: str, kinds: str = "tool ids") -> list[st
     listed = list(ids)
     for entry in listed:
         if not isinstance(entry, str) or not entry:
-            raise InvalidInputError(f"{name} entries must be {kinds}, got {entry!r}")
+            raise InvalidInputError(f"{name} entries must be {kinds}, got {shown(entry)}")
+        # No id holds one (the catalog refuses them), and the core cannot encode it.
+        if (bad := lone_surrogate_at(entry)) is not None:
+            raise InvalidInputError(
+                f"{name} entries must be {kinds}, got {shown(entry)} (a lone surrogate at "
+                f"character {bad})"
+            )
     return listed

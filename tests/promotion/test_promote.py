@@ -472,6 +472,8 @@ def test_lru_evicts_least_recent() -> None:
         ({"pool": "some"}, "pool must be one of"),
         ({"schema_source": 42}, "schema_source must be"),
         ({"schema_source": "/no/such/place"}, "neither a directory nor a file"),
+        ({"compact": []}, "compact must be True or False, got a list"),
+        ({"compact": "no"}, "compact must be True or False, got a str"),  # not read as true
     ],
 )
 def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:

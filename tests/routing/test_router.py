@@ -175,6 +175,8 @@ def test_history_shifts_an_ambiguous_follow_up(router: Router) -> None:
         ({"include": 5}, "include must be a list of tool ids or names, got int"),
         ({"decide": "no"}, "decide must be True or False, got a str"),
         ({"forms": None}, "forms must be True or False, got a NoneType"),
+        # The core cannot encode it: an error escaped toolgate's tree.
+        ({"include": ["\ud800"]}, r"include entries .*\(a lone surrogate at character 0\)"),
     ],
 )
 def test_bad_arguments_are_named(router: Router, kwargs: dict, message: str) -> None:

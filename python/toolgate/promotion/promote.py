@@ -38,6 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from toolgate.arguments import check_flag
 from toolgate.catalog.build import validated_schema
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.tool import Tool
@@ -226,6 +227,7 @@ def promote_tools(
         raise InvalidInputError(
             f"budget must be a toolgate.Budget or None, got {type(budget).__name__}"
         )
+    check_flag("compact", compact)
     active = ActiveSet.of(catalog, active_ids, strict=True)
     ranked = list(active.ids)
     search = search_tool(catalog)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from toolgate import _toolgate
+from toolgate.arguments import check_flag
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import IndexFormatError, InvalidInputError, ToolgateError
@@ -154,10 +155,8 @@ class RoutePipeline:
             raise InvalidInputError(
                 f"adaptive must be True, False or None, got a {type(adaptive).__name__}"
             )
-        for name, flag in (("decide", decide), ("forms", forms)):
-            if not isinstance(flag, bool):
-                kind = type(flag).__name__
-                raise InvalidInputError(f"{name} must be True or False, got a {kind}")
+        check_flag("decide", decide)
+        check_flag("forms", forms)
         allow, deny = pattern_list(allow), pattern_list(deny)
         query = query_text(query)
         parsed = parse_query(query, forms=forms)
