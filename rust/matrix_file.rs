@@ -290,6 +290,16 @@ impl MatrixFile {
         if options.verify {
             file.verify()?;
         }
+        // Checksums only say the file is the one written, and any writer can reseal them: a
+        // NaN or negative scale would otherwise make every search fail, blaming its query.
+        if let Some((_, scales)) = file.int8_rows() {
+            let bad_scale = scales.iter().enumerate().find(|(_, s)| !(s.is_finite() && **s >= 0.0));
+            if let Some((row, scale)) = bad_scale {
+                return Err(bad(format!(
+                    "the int8 scale of row {row} ({scale}) is not a finite value >= 0"
+                )));
+            }
+        }
         Ok(file)
     }
 

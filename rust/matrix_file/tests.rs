@@ -117,3 +117,48 @@ fn damaged_files_are_format_errors() {
     let err = MatrixFile::open(&path, wrong_dim).unwrap_err();
     assert!(err.to_string().contains("dimension is 7, expected 8"), "{err}");
 }
+
+#[test]
+fn an_int8_scale_that_is_no_finite_value_is_a_format_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.tgi");
+    let (dim, rows) = (7, 5);
+    let (values, ids) = sample(dim, rows);
+    let codes = vec![1i8; rows * dim];
+    let scales = vec![0.01f32; rows];
+    let data = MatrixData {
+        dim,
+        rows,
+        model_id: "test-model",
+        ids: &ids,
+        masks: &[],
+        mask_words: 0,
+        f32_rows: &values,
+        quantized: Quantized::Int8 { codes: &codes, scales: &scales },
+        residual: 0.0,
+    };
+    write(&path, &data).unwrap();
+    let good = fs::read(&path).unwrap();
+    let scales_at = u64::from_le_bytes(good[72..80].try_into().unwrap()) as usize;
+    for scale in [f32::NAN, f32::INFINITY, -0.5] {
+        let mut bytes = good.clone();
+        bytes[scales_at + 8..scales_at + 12].copy_from_slice(&scale.to_le_bytes());
+        // Resealed, as any writer of the file can: both checksums pass.
+        let payload_crc = crc32fast::hash(&bytes[HEADER_LEN..]);
+        bytes[104..108].copy_from_slice(&payload_crc.to_le_bytes());
+        bytes[108..112].fill(0);
+        let header_crc = crc32fast::hash(&bytes[..HEADER_LEN]);
+        bytes[108..112].copy_from_slice(&header_crc.to_le_bytes());
+        fs::write(&path, &bytes).unwrap();
+        for verify in [true, false] {
+            let err = MatrixFile::open(&path, OpenOptions { verify, expected_dim: None });
+            let err = err.unwrap_err();
+            assert!(matches!(err, Error::Format { .. }), "{scale}: {err}");
+            assert!(err.to_string().contains("scale of row 2"), "{scale}: {err}");
+        }
+        let bad = vec![scale; rows];
+        let refused =
+            MatrixData { quantized: Quantized::Int8 { codes: &codes, scales: &bad }, ..data };
+        assert!(matches!(write(&path, &refused), Err(Error::InvalidArgument(_))), "{scale}");
+    }
+}

@@ -89,6 +89,13 @@ impl MatrixData<'_> {
             Quantized::Int8 { codes, scales } => {
                 expect("int8 codes", codes.len(), rows * dim)?;
                 expect("int8 scales", scales.len(), rows)?;
+                // What open refuses is not written.
+                if let Some(row) = scales.iter().position(|s| !(s.is_finite() && *s >= 0.0)) {
+                    return Err(Error::invalid(format!(
+                        "int8 scale of row {row} is {}, not a finite value >= 0",
+                        scales[row]
+                    )));
+                }
             }
             Quantized::Bf16 { bits } => expect("bf16 rows", bits.len(), rows * dim)?,
         }

@@ -15,6 +15,7 @@ from toolgate import Index, IndexFormatError, ToolgateError
 HEADER_LEN = 128
 # Byte offsets of header fields, from the format table in rust/matrix_file.rs.
 VERSION_AT, DTYPE_AT, DIM_AT, ROWS_AT, HEADER_CRC_AT = 8, 12, 16, 24, 108
+SCALES_OFFSET_AT = 48 + 8 * 3
 
 
 def good_file(tmp_path: Path, dtype: str = "f32") -> tuple[Path, bytes]:
@@ -83,6 +84,28 @@ def test_damaged_file_is_a_format_error(tmp_path: Path, dtype: str, case: str) -
         Index.open(path)
     assert str(path) in str(raised.value)
     assert isinstance(raised.value, ToolgateError)
+
+
+def with_checksums(data: bytearray) -> bytearray:
+    """Re-seals a tampered payload and the header that records its checksum, as any writer
+    of the file can."""
+    data[104:108] = struct.pack("<I", zlib.crc32(bytes(data[HEADER_LEN:])))
+    return with_header_crc(data)
+
+
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), -0.5])
+@pytest.mark.parametrize("verify", [True, False])
+def test_an_int8_scale_that_is_no_finite_value_is_a_format_error(
+    tmp_path: Path, scale: float, verify: bool
+) -> None:
+    """Such a file opened, and every search then blamed its caller's query."""
+    path, good = good_file(tmp_path, "int8")
+    data = bytearray(good)
+    (scales_at,) = struct.unpack_from("<Q", data, SCALES_OFFSET_AT)
+    struct.pack_into("<f", data, scales_at + 4 * 3, scale)
+    path.write_bytes(bytes(with_checksums(data)))
+    with pytest.raises(IndexFormatError, match=r"scale of row 3 .* is not a finite value >= 0"):
+        Index.open(path, verify=verify)
 
 
 def test_payload_check_is_opt_out_and_available_later(tmp_path: Path) -> None:
