@@ -56,6 +56,7 @@ use memmap2::Mmap;
 
 use crate::error::{Error, Result};
 use header::{Header, Layout, Shape};
+pub(crate) use write::create_private;
 pub use write::{write, MatrixData, Quantized};
 
 #[cfg(target_endian = "big")]

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::table::{RowLists, StrTable};
 use super::{Bm25Index, Bm25Params, FieldWeights};
 use crate::error::{Error, Result};
-use crate::matrix_file::open_regular;
+use crate::matrix_file::{create_private, open_regular};
 
 const MAGIC: &[u8; 8] = b"TGBM25\0\0";
 /// Version 2: terms are Snowball stems (version 1 stripped plurals only). The stored terms
@@ -319,7 +319,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         std::process::id(),
         SAVE_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let written = File::create_new(&tmp)
+    let written = create_private(&tmp)
         .and_then(|mut file| {
             file.write_all(bytes)?;
             file.sync_all()

@@ -100,3 +100,14 @@ fn rejects_bad_input() {
     let empty = Bm25Index::build(&[], Bm25Params::default()).unwrap();
     assert!(empty.scores("anything").is_empty());
 }
+
+#[cfg(unix)]
+#[test]
+fn a_saved_index_is_for_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bm25.tgb");
+    Bm25Index::build(&corpus(), Bm25Params::default()).unwrap().save(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+}

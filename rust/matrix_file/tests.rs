@@ -162,3 +162,14 @@ fn an_int8_scale_that_is_no_finite_value_is_a_format_error() {
         assert!(matches!(write(&path, &refused), Err(Error::InvalidArgument(_))), "{scale}");
     }
 }
+
+#[cfg(unix)]
+#[test]
+fn a_written_file_is_for_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.tgi");
+    write_f32(&path, 7, 5);
+    let mode = fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+}

@@ -124,7 +124,7 @@ pub fn write(path: &Path, data: &MatrixData<'_>) -> Result<()> {
     };
     let temp = temp_path(path);
     let result = (|| -> io::Result<()> {
-        let file = File::options().write(true).create_new(true).open(&temp)?;
+        let file = create_private(&temp)?;
         let mut out = ChecksumWriter::new(BufWriter::with_capacity(1 << 20, file));
         out.write_all(&[0u8; HEADER_LEN])?;
         out.reset_checksum();
@@ -143,6 +143,17 @@ pub fn write(path: &Path, data: &MatrixData<'_>) -> Result<()> {
         let _ = fs::remove_file(&temp);
     }
     result.map_err(io_err)
+}
+
+/// A new file at `path` (never one that exists), readable and writable by its owner only, as
+/// a router's other files are: its index tells which tools a deployment has, as its catalog
+/// does. The mode is set at creation, so no other user opens it before a chmod.
+pub(crate) fn create_private(path: &Path) -> io::Result<File> {
+    let mut options = File::options();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
 }
 
 fn temp_path(path: &Path) -> PathBuf {

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import file_mode
 from tests.routing.sealed import write_sealed
 from toolgate import IndexFormatError, InvalidInputError, StorageError, ToolgateError
 from toolgate.catalog.catalog import Catalog
@@ -181,6 +182,15 @@ def test_an_embedder_of_another_model_is_refused_at_open(saved: Path, embedder: 
     with pytest.raises(IndexFormatError, match="but the embedder is 'another-model"):
         Router.open(saved, embedder=other)
     assert Router.open(saved, embedder=embedder).route("storm warning").ids  # its own opens
+
+
+@pytest.mark.usefixtures("usual_umask")
+def test_a_routers_files_are_for_their_owner_only(router: Router, tmp_path: Path) -> None:
+    """The core's index files were created 0644 beside a catalog.json of 0600."""
+    router.save(tmp_path / "r")
+    modes = {p.name: file_mode(p) for p in (tmp_path / "r").iterdir()}
+    assert {"bm25.tgb", "matrix.tgm", "catalog.json"} <= set(modes)
+    assert set(modes.values()) == {"-rw-------"}
 
 
 def test_saving_onto_a_file_is_a_storage_error(router: Router, tmp_path: Path) -> None:
