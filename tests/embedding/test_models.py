@@ -18,7 +18,7 @@ import pytest
 
 from toolgate.embedding import model_files, models, runtime
 from toolgate.embedding.onnx_export import BertConfig, build_sentence_encoder, read_safetensors
-from toolgate.errors import ModelChecksumError, ModelError, ModelNotFoundError
+from toolgate.errors import InvalidInputError, ModelChecksumError, ModelError, ModelNotFoundError
 
 
 def _safetensors(tensors: dict[str, np.ndarray]) -> bytes:
@@ -188,6 +188,36 @@ def prepared() -> Path:
 def test_missing_model_names_the_command(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFoundError, match=re.escape(models.ENSURE_COMMAND)):
         models.load("fp32", home=tmp_path)
+
+
+class _PathLike:
+    """An ``os.PathLike`` that is not a ``pathlib.Path``, as some callers pass."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def __fspath__(self) -> str:
+        return str(self._path)
+
+
+@pytest.mark.parametrize("wrap", [str, _PathLike], ids=["str", "pathlike"])
+def test_home_may_be_a_str_or_pathlike(prepared: Path, tmp_path: Path, wrap: Any) -> None:
+    """The docs show ``home=`` untyped: a str or os.PathLike must work like a Path."""
+    from toolgate.embedding.embedder import Embedder, resolve_cache
+
+    with pytest.raises(ModelNotFoundError, match=re.escape(str(tmp_path))):
+        Embedder("fp32", home=wrap(tmp_path))
+    home = _copy_home(prepared, tmp_path)
+    assert models.model_dir(wrap(home)) == models.model_dir(home)
+    assert models.load("int8", home=wrap(home)).path.parent == models.model_dir(home)
+    embedder = Embedder("int8", home=wrap(home), cache=True)
+    assert embedder.embed(["weather"]).shape == (1, embedder.dim)
+    assert (home / "embeddings.sqlite3").is_file()
+    with pytest.raises(InvalidInputError, match=r"home must be a str or os\.PathLike, got int"):
+        Embedder("fp32", home=5)  # type: ignore[arg-type]
+    cache = resolve_cache(wrap(tmp_path / "elsewhere.sqlite3"), None)
+    assert cache is not None
+    cache.close()
 
 
 def _copy_home(prepared: Path, tmp_path: Path) -> Path:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import sqlite3
 import threading
 import warnings
@@ -78,7 +79,9 @@ class EmbeddingCache:
     One instance may be used from several threads; each process opens its own instance.
     """
 
-    def __init__(self, path: str | Path, *, dim: int = 384, timeout_s: float | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, dim: int = 384, timeout_s: float | None = None
+    ) -> None:
         self.path = Path(path)
         self.dim = dim
         self._lock = threading.Lock()

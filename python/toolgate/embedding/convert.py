@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from importlib import util
@@ -126,7 +127,9 @@ def _quantize(model: onnx.ModelProto) -> bytes:
 
 
 @contextlib.contextmanager
-def open_source(wheel: Path | None, log: Callable[[str], None]) -> Iterator[Callable[[str], bytes]]:
+def open_source(
+    wheel: str | os.PathLike[str] | None, log: Callable[[str], None]
+) -> Iterator[Callable[[str], bytes]]:
     """Yield a reader of model files (paths relative to the package's model folder)."""
     import tempfile
 

@@ -18,13 +18,12 @@ import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from toolgate.embedding import models, runtime
-from toolgate.embedding.model_files import Precision, toolgate_home
+from toolgate.embedding.model_files import Precision, home_path
 from toolgate.embedding.onnx_export import SENTENCE_OUTPUT, TOKEN_OUTPUT
 from toolgate.errors import InvalidInputError, ModelError
 from toolgate.unicode import well_formed
@@ -90,9 +89,9 @@ class Embedder:
         *,
         threads: int = 1,
         batch_size: int = 32,
-        cache: EmbeddingCache | str | Path | bool | None = None,
+        cache: EmbeddingCache | str | os.PathLike[str] | bool | None = None,
         progress: bool | None = None,
-        home: Path | None = None,
+        home: str | os.PathLike[str] | None = None,
     ) -> None:
         # ONNX Runtime takes a 32-bit thread count; far past any machine's cores is a mistake.
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 4096:
@@ -101,6 +100,8 @@ class Embedder:
             raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
         if precision not in ("fp32", "int8"):
             raise InvalidInputError(f"precision must be 'fp32' or 'int8', got {precision!r}")
+        # A Path from here on: the docs show ``home=`` untyped, and callers pass str paths.
+        home = None if home is None else home_path(home)
         self._cache = resolve_cache(cache, home)
         loaded = models.load(precision, home=home, verify=False)
         # Checksum, session and tokenizer are built side by side (hashlib and ONNX Runtime
@@ -349,7 +350,8 @@ def _make_session(onnx_bytes: bytes, threads: int) -> Any:
 
 
 def resolve_cache(
-    cache: EmbeddingCache | str | Path | bool | None, home: Path | None
+    cache: EmbeddingCache | str | os.PathLike[str] | bool | None,
+    home: str | os.PathLike[str] | None,
 ) -> EmbeddingCache | None:
     """An :class:`EmbeddingCache` from the forms ``Embedder(cache=...)`` accepts, or ``None``.
 
@@ -366,8 +368,8 @@ def resolve_cache(
             raise InvalidInputError(f"cache stores {cache.dim}-d vectors, the model makes {DIM}")
         return cache
     if cache is True:
-        return EmbeddingCache((home or toolgate_home()) / "embeddings.sqlite3", dim=DIM)
-    if isinstance(cache, (str, Path)):
+        return EmbeddingCache(home_path(home) / "embeddings.sqlite3", dim=DIM)
+    if isinstance(cache, (str, os.PathLike)):
         return EmbeddingCache(cache, dim=DIM)
     raise InvalidInputError(
         f"cache must be an EmbeddingCache, a path, a bool or None, got {type(cache).__name__}"

