@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 from importlib.metadata import requires, version
@@ -66,6 +68,49 @@ def test_errors_with_a_builtin_meaning_derive_from_the_builtin(tmp_path: Path) -
         RouterConfig(fusion_top=2**64)
     with pytest.raises(ValueError, match="finite"):
         Index.build(tmp_path / "i.tgi", np.full((2, 4), np.nan, dtype=np.float32))
+
+
+def _toolgate_errors() -> dict[str, str]:
+    """Every class of the package deriving from ToolgateError, by name, with its module:
+    read from the source, so no module (nor an extra it needs) has to be imported."""
+    root = Path(toolgate.__file__).resolve().parent
+    classes: dict[str, tuple[str, list[str]]] = {}
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.pyi")]):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names = [b.id for b in node.bases if isinstance(b, ast.Name)]
+                classes[node.name] = (module, names)
+    errors = {"ToolgateError": "toolgate"}
+    while grown := {
+        name: module
+        for name, (module, bases) in classes.items()
+        if name not in errors and any(b in errors for b in bases)
+    }:
+        errors.update(grown)
+    return errors
+
+
+def test_the_documented_errors_are_every_toolgate_error() -> None:
+    """api.md's Errors section names every error, with where to import it from when
+    ``toolgate`` does not export it."""
+    import importlib
+
+    api = (PYPROJECT.parent / "docs" / "api.md").read_text("utf-8")
+    section = api.split("\n## Errors\n", 1)[1].split("\n## ", 1)[0]
+    errors = _toolgate_errors()
+    assert {"StoreError", "IndexInProgress", "BudgetExceededError"} <= set(errors)
+    for name, module in errors.items():
+        if name.startswith("_"):
+            continue
+        if name in toolgate.__all__:
+            assert re.search(rf"`(toolgate\.)?{name}`", section), name
+            continue
+        where = re.search(rf"`(toolgate(?:\.\w+)*)\.{name}`", section)
+        assert where is not None, f"{name} ({module}) is not in api.md's Errors"
+        documented = getattr(importlib.import_module(where[1]), name)
+        assert documented is getattr(importlib.import_module(module), name)
 
 
 def _floor(specifier: SpecifierSet) -> Version | None:

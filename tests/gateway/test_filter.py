@@ -667,6 +667,41 @@ def test_a_failed_build_leaves_no_lock_behind(gate: ToolFilter) -> None:
     assert gate._indexes._building == {}
 
 
+def test_a_request_that_will_not_wait_for_a_build_gets_a_toolgate_error(
+    embedder: Embedder,
+) -> None:
+    """IndexInProgress is in toolgate's error tree (``except ToolgateError`` sees it), and
+    once the build it names ends the same request is filtered as the builder's was."""
+    import threading
+    import time
+
+    from tests.gateway.conftest import CountingEmbedder
+    from toolgate import ToolgateError
+    from toolgate.gateway import IndexInProgress
+
+    release = threading.Event()
+    held = CountingEmbedder(embedder, hold=release)  # the first build waits for it
+    gate = ToolFilter(embedder=held, cache=None)  # type: ignore[arg-type]
+    with ThreadPoolExecutor(1) as pool:
+        builder = pool.submit(gate.filter, chat_request(), top_k=2)
+        try:
+            while held.batch_texts == 0:  # the builder is indexing now
+                assert not builder.done(), builder.exception()
+                time.sleep(0.01)
+            with pytest.raises(ToolgateError, match="another thread is indexing") as busy:
+                gate.filter(chat_request(), top_k=2, wait=False)
+            assert isinstance(busy.value, IndexInProgress)
+            assert not busy.value.done.done()
+        finally:
+            release.set()
+        built = builder.result(60)
+    assert busy.value.done.result(60) is None
+    indexed = held.batch_texts
+    again = gate.filter(chat_request(), top_k=2, wait=False)
+    assert (again.kept, again.request) == (built.kept, built.request)
+    assert held.batch_texts == indexed  # the builder's index, not a second build
+
+
 def test_a_chat_request_with_only_custom_tools_is_left_as_chat(gate: ToolFilter) -> None:
     custom = {"type": "custom", "custom": {"name": "run_sql", "description": "Free-form SQL."}}
     filtered = gate.filter({**chat_request(), "tools": [custom]}, top_k=1)

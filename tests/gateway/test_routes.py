@@ -475,6 +475,39 @@ def test_a_new_tools_array_does_not_stall_other_requests(fake: Any, embedder: Em
         assert finished == ["200"]
 
 
+def test_a_request_for_an_array_being_indexed_is_answered_as_its_builder(
+    fake: Any, embedder: Embedder
+) -> None:
+    """The gateway filters without waiting (IndexInProgress, a ToolgateError): a request
+    arriving while its tools are indexed is neither refused as the client's fault nor as
+    the gateway's, but filtered once the build ends, exactly as the builder's request."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    upstream, _ = fake
+    gateway, held = _held_gateway(fake, embedder)
+    with serving(gateway.app) as base, ThreadPoolExecutor(2) as pool:
+        _chat(base, {"messages": USER, "tools": chat_tools()})  # the model is loaded now
+        release = threading.Event()
+        held.batch_texts, held.embedded_texts, held.hold = 0, 0, release
+        body = {"messages": USER, "tools": _renamed("_v4")}
+        try:
+            builder = pool.submit(_chat, base, body)
+            _until_indexing(held)
+            follower = pool.submit(_chat, base, body)
+            time.sleep(0.5)  # it has arrived, and found the array being indexed
+            assert not follower.done()
+        finally:
+            release.set()
+        answers = [builder.result(60), follower.result(60)]
+    assert [a.status_code for a in answers] == [200, 200]
+    tools = {a.headers["x-toolgate-tools"] for a in answers}
+    assert len(tools) == 1
+    assert tools != {f"{len(SPECS)}/{len(SPECS)}"}  # filtered, not passed through whole
+    sent = [orjson.dumps(r.body["tools"]) for r in upstream.received[-2:]]
+    assert sent[0] == sent[1]
+    assert held.embedded_texts == held.batch_texts == 2 * len(SPECS)  # indexed once
+
+
 def test_a_key_variable_that_is_not_set_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_SUCH_GATEWAY_TOKEN", raising=False)
     monkeypatch.setenv("EMPTY_UPSTREAM_KEY", "")

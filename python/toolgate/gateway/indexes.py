@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from toolgate.catalog.build import build_tools
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import ScopeMatcher
-from toolgate.errors import CatalogWarning, IndexFormatError, InvalidToolsError, StorageError
+from toolgate.errors import (
+    CatalogWarning,
+    IndexFormatError,
+    InvalidToolsError,
+    StorageError,
+    ToolgateError,
+)
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.gateway.learning import LearningStarter
 from toolgate.gateway.router_store import RouterStore, StoredRouter
@@ -58,10 +64,15 @@ _T = TypeVar("_T")
 _GATEWAY_LOG = logging.getLogger("toolgate.gateway")
 
 
-class IndexInProgress(Exception):
+class IndexInProgress(ToolgateError):
     """Raised by :meth:`ToolFilter.filter` with ``wait=False`` when another thread is indexing
     the request's tools: ``done`` resolves when that build ends (built or failed), and the
-    request is then filtered again. A server awaits it without holding a thread."""
+    request is then filtered again. A server awaits it without holding a thread.
+
+    A :class:`~toolgate.errors.ToolgateError` like every error toolgate raises, but neither
+    the client's fault nor the server's: no handler on the way from the filter to
+    :func:`filter_off_loop`, which catches it, catches a ``ToolgateError``.
+    """
 
     def __init__(self, done: Future[None]) -> None:
         super().__init__("another thread is indexing this request's tools")
