@@ -697,6 +697,34 @@ def test_set_changes_a_router_setting_for_one_command(
     assert len(opened["tools"]) == 1
 
 
+def test_build_flags_with_an_index_must_match_how_it_was_built(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """--precision and --dtype choose how a router is built: with --index they were once
+    silently ignored (the query ran on the int8 index asked to be f32); now they get the
+    check --set gives any build setting."""
+    tools, _ = tiny_set
+    out = tmp_path / "idx"
+    run_json(capsys, "index", "--tools", str(tools), "--out", str(out), "--dtype", "int8", "--json")
+    route = ["route", "--index", str(out), "send mail", "--json"]
+    same = run_json(capsys, *route, "--dtype", "int8", "--precision", "int8")
+    assert same["tools"] == run_json(capsys, *route)["tools"]
+    for flag, value, setting in [
+        ("--dtype", "f32", "index_dtype"),
+        ("--dtype", "bf16", "index_dtype"),
+        ("--precision", "fp32", "precision"),
+    ]:
+        assert_one_line_error(
+            capsys,
+            [*route, flag, value],
+            f"--index {out}: {setting} set how the index was built",
+            "--precision, --dtype and --set",
+        )
+    assert_one_line_error(
+        capsys, [*route, "--set", "index_dtype=f32"], "index_dtype set how the index was built"
+    )
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [

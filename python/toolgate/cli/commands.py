@@ -53,8 +53,10 @@ def demo_catalog() -> Catalog:
         return Catalog.load(path)
 
 
-def _config(args: argparse.Namespace) -> RouterConfig:
-    config = RouterConfig()
+def _config(args: argparse.Namespace, base: RouterConfig | None = None) -> RouterConfig:
+    """``base`` (default: the default settings) with ``--precision``, ``--dtype`` and the
+    ``--set`` entries applied."""
+    config = base or RouterConfig()
     if getattr(args, "precision", None):
         config = replace(config, precision=args.precision)
     if getattr(args, "dtype", None):
@@ -107,7 +109,18 @@ def _router(args: argparse.Namespace) -> Router:
         if args.server is not None:
             raise InvalidInputError("--server names the server of --tools, not of an --index")
         router = Router.open(args.index)
-        return router.with_config(_with_settings(router.config, args)) if args.set else router
+        # --precision and --dtype go through the check --set gets: a built index keeps how
+        # it was built, so a flag that disagrees is an error, never silently ignored.
+        config = _config(args, router.config)
+        if config == router.config:
+            return router
+        try:
+            return router.with_config(config)
+        except InvalidInputError as exc:
+            raise InvalidInputError(
+                f"--index {args.index}: {exc} (with --index, --precision, --dtype and --set "
+                "change only ranking and selection settings)"
+            ) from None
     # Measuring commands read third-party sets, so they skip bad tools by default, with a
     # warning; --strict turns that into an error.
     measuring = hasattr(args, "strict")
