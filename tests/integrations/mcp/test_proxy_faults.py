@@ -19,7 +19,12 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 
-from tests.fixtures.http_sessions import SessionServer, served
+from tests.fixtures.http_sessions import (
+    ExpiresDuringACall,
+    RestartsMidAnswer,
+    SessionServer,
+    served,
+)
 from tests.fixtures.mcp import (
     UPSTREAM,
     log_server,
@@ -322,11 +327,13 @@ def test_a_call_cut_off_by_its_servers_death_is_resent_only_if_harmless(
 # -- an HTTP server that forgets the proxy's session -----------------------------------------
 
 
-@pytest.mark.parametrize("forgotten", [404, 400])
+# -32000, in the TypeScript SDK's example servers' 400, is the code the Python SDK gives a
+# closed connection: the status of the call's own request, not the code, tells it did not run.
+@pytest.mark.parametrize(("forgotten", "code"), [(404, None), (400, None), (400, -32000)])
 def test_a_session_the_http_server_forgot_is_started_anew_and_the_call_resent(
-    tmp_path: Path, forgotten: int
+    tmp_path: Path, forgotten: int, code: int | None
 ) -> None:
-    notes = SessionServer(forgotten)
+    notes = SessionServer(forgotten, code)
 
     async def main() -> None:
         with anyio.fail_after(120):
@@ -362,6 +369,61 @@ def test_an_http_servers_400_in_a_live_session_is_passed_on_not_resent(tmp_path:
                     call = {"name": "add_note", "arguments": {"title": "short"}}
                     assert text_of(await client.call_tool("call_tool", call)) == "saved short"
                     assert notes.initialized == 1
+
+    run(main)
+
+
+def test_a_call_whose_answer_a_restart_cut_off_is_not_resent(tmp_path: Path) -> None:
+    notes = RestartsMidAnswer()
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with served(notes) as url:
+                proxy = proxy_params(tmp_path, {"notes": {"url": url}})
+                async with Client(proxy) as client:
+                    call = {"name": "add_note", "arguments": {"title": "pay invoice 42"}}
+                    cut = await client.call_tool("call_tool", call)
+                    # The call ran: the 404 the resumption of its answer got says nothing
+                    # of the call itself, which is not marked idempotent.
+                    assert cut.is_error
+                    body = json.loads(text_of(cut))
+                    assert body["error"] == "interrupted"
+                    assert "may or may not have run" in body["message"]
+                    assert notes.calls == ["pay invoice 42"]
+                    # The server, restarted, is given a new session.
+                    call = {"name": "add_note", "arguments": {"title": "next"}}
+                    assert text_of(await client.call_tool("call_tool", call)) == "saved next"
+                    assert notes.initialized == 2
+
+    run(main)
+
+
+def test_a_call_refused_as_of_a_forgotten_session_is_resent_whatever_else_is_answered(
+    tmp_path: Path,
+) -> None:
+    notes = ExpiresDuringACall()
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with served(notes) as url:
+                proxy = proxy_params(tmp_path, {"notes": {"url": url}})
+                async with Client(proxy) as client, anyio.create_task_group() as group:
+                    answers: dict[str, str] = {}
+
+                    async def add(title: str) -> None:
+                        call = {"name": "add_note", "arguments": {"title": title}}
+                        answers[title] = text_of(await client.call_tool("call_tool", call))
+
+                    group.start_soon(add, "slow")
+                    while notes.calls != ["slow"]:
+                        await anyio.sleep(0.01)
+                    notes.forget()  # the session expires while the slow call runs
+                    # Refused, so not run; the slow call's 200, which comes in between,
+                    # does not make the refusal a failure of the call.
+                    await add("fast")
+                assert answers == {"slow": "saved slow", "fast": "saved fast"}
+                assert notes.calls == ["slow", "fast"]
+                assert notes.initialized == 2
 
     run(main)
 

@@ -18,7 +18,7 @@ from toolgate.integrations.mcp.answers import json_size, not_answering, passed_o
 from toolgate.integrations.mcp.passthrough import Reconnect, reconnected
 from toolgate.integrations.mcp.relay import InputRequired, RequestRelay
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
-from toolgate.integrations.mcp.sessions import session_lost
+from toolgate.integrations.mcp.sessions import watching
 from toolgate.verify import Verdict
 
 __all__ = ["Forwarder"]
@@ -132,7 +132,9 @@ class Forwarder:
         """``call_any``, made once more after a reconnection if the server had died while
         the call was under way and the tool says that running it twice is harmless (its
         ``readOnlyHint`` or ``idempotentHint``), else :class:`_Interrupted`; or if the
-        server had forgotten the session, whatever the tool: it did not run the call."""
+        server refused the call's own ``tools/call`` as one of a session it had forgotten,
+        whatever the tool: it did not run the call. Another request's refusal (the GET
+        resuming the call's cut answer, another call's) says nothing of this call's."""
         forward = partial(
             self.router.call_any,
             {"name": name, "arguments": arguments},
@@ -144,14 +146,15 @@ class Forwarder:
         connected = tool is not None and tool.server in self.router.servers
         used = self.router.client(tool.server) if tool and connected else None
         try:
-            return await forward()
+            with watching() as sent:
+                return await forward()
         except MCPError as exc:
             if tool is None or used is None:
                 raise
-            forgotten = session_lost(used)
+            forgotten = sent.forgotten("tools/call")
             if exc.code != CONNECTION_CLOSED and not forgotten:
                 raise
-            restarted = await reconnected(self.reconnect, tool.server, used, exc)
+            restarted = await reconnected(self.reconnect, tool.server, used, exc, forgotten)
             died = restarted or tool.server in self.unavailable()
             if died and not forgotten and not _resendable(tool):
                 raise _Interrupted(tool.server, restarted) from exc

@@ -58,7 +58,7 @@ from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES, ResultT, json_si
 from toolgate.integrations.mcp.listing import list_every_page, plain
 from toolgate.integrations.mcp.relay import RequestRelay
 from toolgate.integrations.mcp.router import McpClient, McpRouter
-from toolgate.integrations.mcp.sessions import session_lost
+from toolgate.integrations.mcp.sessions import watching
 
 __all__ = [
     "MAX_TEMPLATE_EXPRESSIONS",
@@ -379,10 +379,11 @@ class Passthrough:
         try:
             client = self.router.client(server)
             try:
-                with anyio.fail_after(timeout), waiting():
+                with anyio.fail_after(timeout), waiting(), watching() as sent:
                     return await ask(client)
             except MCPError as exc:
-                if not await reconnected(self.reconnect, server, client, exc):
+                lost = sent.forgotten()  # a read: made again whichever request was refused
+                if not await reconnected(self.reconnect, server, client, exc, lost):
                     raise
             with anyio.fail_after(timeout), waiting():
                 return await ask(self.router.client(server))
@@ -468,15 +469,16 @@ class Passthrough:
 
 
 async def reconnected(
-    reconnect: Reconnect | None, server: str, failed: McpClient, exc: MCPError
+    reconnect: Reconnect | None, server: str, failed: McpClient, exc: MCPError, forgotten: bool
 ) -> bool:
     """Whether ``exc``, raised by a request to ``server`` through its client ``failed``,
-    came of the connection closing (the server died) or of the server forgetting its
-    session (:mod:`~toolgate.integrations.mcp.sessions`), and ``reconnect`` brought the
-    server back, so the request can be made once more. The code alone does not tell: a
-    server's own error may have the code the SDK gives a closed connection, and a request
-    it did answer must not be made twice."""
-    broken = exc.code == CONNECTION_CLOSED or session_lost(failed)
+    came of the connection closing (the server died) or of the server refusing the
+    request as one of a session it forgot (``forgotten``, as
+    :mod:`~toolgate.integrations.mcp.sessions` tells), and ``reconnect`` brought the server
+    back, so the request can be made once more. The code alone does not tell: a server's
+    own error may have the code the SDK gives a closed connection, and a request it did
+    answer must not be made twice."""
+    broken = exc.code == CONNECTION_CLOSED or forgotten
     return broken and reconnect is not None and await reconnect(server, failed)
 
 

@@ -51,7 +51,7 @@ from toolgate.integrations.mcp.server_config import (
     server_overrides,
     tool_overrides,
 )
-from toolgate.integrations.mcp.sessions import session_lost
+from toolgate.integrations.mcp.sessions import watching
 from toolgate.integrations.mcp.upstreams import Upstreams
 from toolgate.routing.config import RouterConfig
 from toolgate.telemetry.recorder import Telemetry
@@ -394,12 +394,13 @@ class _Serving:
                 return True  # restarted meanwhile
             if name in self.down:  # found down by the request this one waited for
                 return False
-            try:
-                with anyio.fail_after(self.timeout):
-                    await list_server_tools(name, failed)
-                return False  # it answers: the request failed, the server did not die
-            except Exception:  # the connection is gone: start the server again
-                pass
+            with watching() as probe:  # its refusal, if any, names the cause in the log
+                try:
+                    with anyio.fail_after(self.timeout):
+                        await list_server_tools(name, failed)
+                    return False  # it answers: the request failed, the server did not die
+                except Exception:  # the connection is gone: start the server again
+                    pass
             spec = self.servers[name]
             client = await self.upstreams.restart(
                 self.group, name, spec, self.client_options(name), self.timeout
@@ -416,9 +417,7 @@ class _Serving:
                 return False
             self.down.discard(name)
             why = (
-                "server had forgotten its session"
-                if session_lost(failed)
-                else "connection had closed"
+                "server had forgotten its session" if probe.forgotten() else "connection had closed"
             )
             print(f"toolgate mcp-proxy: restarted {name!r}, whose {why}", file=sys.stderr)
             await self.router.replace_client(name, client)

@@ -1,4 +1,4 @@
-"""Whether an HTTP upstream forgot the proxy's session.
+"""Whether an HTTP upstream refused a request as one of a session it forgot.
 
 A Streamable HTTP server of the handshake era keeps its clients' sessions in memory: once
 it restarts, is redeployed, lets a session expire, or a load balancer sends the proxy to
@@ -6,63 +6,92 @@ another instance, it answers every request that carries the old ``Mcp-Session-Id
 404, and the spec has the client start a new session with a fresh ``initialize``. Servers
 on the 1.x Python SDK answer ``400 Bad Request: No valid session ID provided`` instead. The
 SDK turns either into an ``MCPError`` whose code and text are the server's own (or a
-stand-in), which tells nothing reliable; so each HTTP upstream's HTTP client has a
-:class:`SessionWatch` that hears its responses, and :func:`session_lost` says whether the
-last one to a request in the session was such a 404 or 400.
+stand-in), which tells nothing reliable; so each HTTP upstream's HTTP client has a response
+hook, :func:`hear_response`, and the requests sent within a :func:`watching` block are told
+apart from every other of the connection's: the answers to the GETs (the SDK resumes a cut
+answer with one, and a restarted server refuses it with a 404), to the other tasks' calls,
+to the proxy's own checks. Only the status of a request's own POST says the server did not
+run it: a call whose answer was cut may have run, whatever the resumption got.
 
-A 400 may also be a server's answer to a request it found wrong in a live session: that is
-why the proxy, told the session may be lost, first asks the old connection for its tools
+The hook knows the block by a context variable: the SDK sends each request's POST from a
+task that runs in a copy of its sender's context. A 400 may also be a server's answer to a
+request it found wrong in a live session: that is why the proxy, told the session may be
+lost, first asks the old connection for its tools
 (:meth:`~toolgate.integrations.mcp.serve._Serving.reconnect`) and starts a new session only
-if that fails too. Either status means the server did not run the request, so the request
-is sent again in the new session, whatever its tool's hints say.
+if that fails too.
 """
 
 from __future__ import annotations
 
-import weakref
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import httpx2
 from mcp.client.streamable_http import MCP_SESSION_ID
 
-__all__ = ["SessionWatch", "session_lost", "watch_session"]
+__all__ = ["SentRequests", "hear_response", "watching"]
 
 # The statuses of a request in a session the server does not know: the spec's 404, and the
 # 400 of servers on the 1.x Python SDK.
 _UNKNOWN_SESSION = (404, 400)
 
-# Each watched client's watch, by the client's id: the SDK's Client is an unhashable
-# dataclass; the entry is dropped when the client is collected, before its id is reused.
-_watches: dict[int, SessionWatch] = {}
 
-
-class SessionWatch:
-    """Hears the responses of one upstream's HTTP client (an ``httpx2`` response hook)."""
+class SentRequests:
+    """How the servers answered the JSON-RPC requests sent within one :func:`watching`
+    block (by its task, and the tasks the SDK starts to send them)."""
 
     def __init__(self) -> None:
-        """See the class docstring."""
-        self.lost = False
+        """Nothing sent yet."""
+        self._refused: dict[str, bool] = {}  # by method: whether the last one was refused
 
-    async def __call__(self, response: httpx2.Response) -> None:
-        """Note whether ``response``, to a request in a session, says the session is
-        unknown; a success says it is known (after a 400 of another cause)."""
-        if MCP_SESSION_ID not in response.request.headers:
-            return  # no session yet: the era probe, the handshake
-        if response.status_code in _UNKNOWN_SESSION:
-            self.lost = True
-        elif response.is_success:
-            self.lost = False
+    def forgotten(self, method: str | None = None) -> bool:
+        """Whether the last request of ``method`` (of any method: ``None``) was refused as
+        one of a session its server does not know: the server did not run it."""
+        if method is None:
+            return any(self._refused.values())
+        return self._refused.get(method, False)
 
-
-def watch_session(client: object, watch: SessionWatch) -> None:
-    """Tie ``watch``, which hears the responses of ``client``'s connection, to ``client``."""
-    key = id(client)
-    _watches[key] = watch
-    weakref.finalize(client, _watches.pop, key, None)
+    def note(self, method: str, refused: bool) -> None:
+        """Note the answer to a request of ``method``: ``refused`` as of a lost session."""
+        self._refused[method] = refused
 
 
-def session_lost(client: object) -> bool:
-    """Whether the server of ``client`` (an HTTP upstream's) may have forgotten its session:
-    its last answer to a request in it was a 404 or a 400. ``False`` for clients of stdio
-    upstreams, and of HTTP ones without sessions (the 2026-07-28 protocol)."""
-    watch = _watches.get(id(client))
-    return watch is not None and watch.lost
+_sent: ContextVar[SentRequests | None] = ContextVar("toolgate_mcp_sent", default=None)
+
+
+@contextmanager
+def watching() -> Iterator[SentRequests]:
+    """The answers to the requests sent within the block, as they come."""
+    sent = SentRequests()
+    token = _sent.set(sent)
+    try:
+        yield sent
+    finally:
+        _sent.reset(token)
+
+
+async def hear_response(response: httpx2.Response) -> None:
+    """An ``httpx2`` response hook: note the answer to a JSON-RPC request's POST in a
+    session, sent within a :func:`watching` block."""
+    sent = _sent.get()
+    request = response.request
+    if sent is None or request.method != "POST" or MCP_SESSION_ID not in request.headers:
+        return  # not watched; a GET or DELETE; no session yet (the era probe, the handshake)
+    method = _request_method(request)
+    if method is not None:
+        sent.note(method, response.status_code in _UNKNOWN_SESSION)
+
+
+def _request_method(request: httpx2.Request) -> str | None:
+    """The method of the JSON-RPC request ``request`` posts; ``None`` for a notification,
+    an answer to the server's own request, or a body that is none of these."""
+    try:
+        message = json.loads(request.content)
+    except (httpx2.RequestNotRead, ValueError):
+        return None
+    if not isinstance(message, dict) or "id" not in message:
+        return None
+    method = message.get("method")
+    return method if isinstance(method, str) else None

@@ -10,7 +10,8 @@ log the URLs they request (httpx2 and httpx at INFO, the SDK's transport at DEBU
 :class:`Upstreams` is made, a filter on those loggers (:data:`URL_LOGGERS`) cuts every URL
 they log to its scheme and host (:mod:`toolgate.redaction`). It is added to those loggers
 alone, and changes nothing else of the application's logging. Its HTTP client tells when
-the server forgot the proxy's session (:mod:`~toolgate.integrations.mcp.sessions`).
+the server refused a request as one of a session it forgot
+(:mod:`~toolgate.integrations.mcp.sessions`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from toolgate.integrations.mcp.server_config import (
     request_timeout,
     result_limit,
 )
-from toolgate.integrations.mcp.sessions import SessionWatch, watch_session
+from toolgate.integrations.mcp.sessions import hear_response
 from toolgate.redaction import redact_logged_urls, redact_urls
 
 __all__ = ["URL_LOGGERS", "Upstreams", "why_not_started"]
@@ -177,16 +178,13 @@ async def _client(spec: ServerSpec, options: Mapping[str, Any], tag: str) -> Asy
         # A response stream may stay open long, silent while a client of the proxy answers
         # the upstream's question: up to ASK_TIMEOUT, and the SDK's 300 s otherwise.
         limits = httpx2.Timeout(30.0, read=max(300.0, ASK_TIMEOUT + 30.0))
-        watch = SessionWatch()  # tells when the server forgot the session
         async with httpx2.AsyncClient(
-            headers=dict(spec.headers), timeout=limits, event_hooks={"response": [watch]}
+            headers=dict(spec.headers), timeout=limits, event_hooks={"response": [hear_response]}
         ) as http:
             transport = streamable_http_client(
                 spec.url, http_client=http, max_sse_event_size=_sse_event_limit(spec)
             )
-            client = Client(transport, **options)
-            watch_session(client, watch)
-            async with client:
+            async with Client(transport, **options) as client:
                 yield client
     else:
         tagged = spec.model_copy(update={"env": {**(spec.env or {}), TAG_ENV: tag}})
