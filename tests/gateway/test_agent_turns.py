@@ -3,6 +3,7 @@ references or is using, and turns that answer the model instead of asking."""
 
 from __future__ import annotations
 
+import tracemalloc
 import uuid
 from typing import Any
 
@@ -21,8 +22,17 @@ from tests.gateway.test_filter import (
     responses_tools,
 )
 from toolgate.embedding.embedder import Embedder
+from toolgate.errors import CatalogWarning
 from toolgate.gateway.filter import ToolFilter
-from toolgate.gateway.followups import Recorder, ResponseTools
+from toolgate.gateway.followups import (
+    MAX_ID,
+    MAX_NAME,
+    MAX_NAMES,
+    MAX_RESPONSES,
+    MAX_TOOLS,
+    Recorder,
+    ResponseTools,
+)
 from toolgate.verify import Verdict
 
 # A client-side tool search, as Claude Code declares its own: a plain custom tool.
@@ -246,3 +256,63 @@ def test_response_tools_are_bounded_and_keyed_by_the_upstreams_ids() -> None:
     record.streamed({"type": "response.created", "response": {"id": "resp_9"}})
     record.called(Verdict(False, error="tool_not_available", name="read_file"))
     assert store.recall({"previous_response_id": "resp_9"}) == {"get_weather", "read_file"}
+
+
+def test_a_response_record_holds_only_the_catalog_tools_routed(embedder: Embedder) -> None:
+    # Provider-side tools (never routed) and one the catalog could not read (kept on every
+    # request): none is what a follow-up routes to, and the client decides how many.
+    keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
+    tools = [
+        *responses_tools(),
+        {"type": "custom", "name": "run_sql"},
+        {"type": "mcp", "server_label": "docs", "server_url": "https://mcp.example"},
+        {"type": "web_search"},
+        {"type": "function", "name": "broken", "parameters": "not a schema"},
+    ]
+    with pytest.warns(CatalogWarning, match="cannot index"):
+        filtered = keeping.filter({"input": WEATHER, "tools": tools}, top_k=2)
+    assert "broken" in filtered.kept
+    store = ResponseTools()
+    record = store.recorder("openai-responses", filtered)
+    assert record is not None
+    record.answered({"id": "resp_1"})
+    record.called(Verdict(True, name="broken"))
+    record.called(Verdict(True, name="run_sql"))
+    routed = set(filtered.kept) - {"broken"}
+    assert len(routed) == 2
+    assert store.recall({"previous_response_id": "resp_1"}) == routed
+
+
+def test_a_response_record_past_its_bounds_is_not_kept() -> None:
+    store = ResponseTools()
+    names = frozenset(f"tool_{n}" for n in range(MAX_TOOLS))
+    store.remember("resp_full", names)
+    assert store.recall({"previous_response_id": "resp_full"}) == names
+    store.remember("resp_many", names | {"one_more"})
+    store.remember("resp_long", frozenset({"t" * (MAX_NAME + 1)}))
+    for response_id in ("resp_many", "resp_long"):  # their follow-ups go with every tool
+        assert store.recall({"previous_response_id": response_id}) is None
+    record = Recorder(store, names)
+    record.answered({"id": "resp_grown"})
+    assert store.recall({"previous_response_id": "resp_grown"}) == names
+    record.called(Verdict(False, error="tool_not_available", name="one_more"))
+    assert store.recall({"previous_response_id": "resp_grown"}) is None  # grew past: gone
+
+
+@pytest.mark.parametrize("per_record", [1, 19, MAX_TOOLS])  # 19: sets at their sparsest
+def test_response_records_hold_a_bounded_memory(per_record: int) -> None:
+    # The worst a client can make them: names no other record or catalog shares, each as
+    # long as kept, under ids as long as kept. Bounded by MAX_NAMES in all.
+    tracemalloc.start()
+    try:
+        store = ResponseTools()
+        for n in range(MAX_RESPONSES):
+            names = frozenset(f"{n:08d}{k:0{MAX_NAME - 8}d}" for k in range(per_record))
+            store.remember(f"{n:0{MAX_ID}d}", names)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    names_held = sum(len(names) for names in store._tools.values())
+    assert names_held <= MAX_NAMES
+    assert len(store) == min(MAX_RESPONSES, MAX_NAMES // per_record)
+    assert held < 30_000_000  # the bound the module and docs/design.md state
