@@ -17,6 +17,7 @@ __all__ = [
     "CatalogWarning",
     "EncodingUnavailableError",
     "IndexFormatError",
+    "IndexIncompatibleError",
     "InvalidInputError",
     "InvalidToolsError",
     "ModelChecksumError",
@@ -27,6 +28,13 @@ __all__ = [
     "ToolgateError",
     "UnknownToolError",
 ]
+
+
+class IndexIncompatibleError(IndexFormatError):
+    """A saved index that is sound but not for this process: written by a newer toolgate (a
+    format this one does not read) or embedded with another model than the embedder given.
+    Unlike other :class:`IndexFormatError` s it is no damage: another process may be using
+    it, so nothing deletes or rebuilds it in place."""
 
 
 class CatalogError(ToolgateError):

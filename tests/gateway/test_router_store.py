@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import time
@@ -15,13 +16,15 @@ from typing import Any
 import pytest
 
 from tests.gateway.test_filter import chat_request, chat_tools
-from toolgate import IndexFormatError, InvalidInputError
+from toolgate import IndexFormatError, IndexIncompatibleError, InvalidInputError, StorageError
 from toolgate.embedding.embedder import Embedder
 from toolgate.gateway import router_store
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import load_config
 from toolgate.gateway.filter import ToolFilter
 from toolgate.gateway.router_store import RouterStore, StoredRouter, default_max_stored
+from toolgate.routing.manifest import FORMAT_VERSION
+from toolgate.routing.router import Router
 from toolgate.routing.store import MANIFEST
 
 
@@ -190,6 +193,62 @@ def test_a_store_this_process_may_not_write_still_opens(
 def _request(n: int) -> dict[str, Any]:
     """A request whose tools array is the ``n``-th of several."""
     return {**chat_request(), "tools": chat_tools()[n : n + 3]}
+
+
+class _OtherModel:
+    """``embedder`` under another model id: what a filter with another model passes."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+
+    @property
+    def model_id(self) -> str:
+        return "other-model"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._embedder, name)
+
+
+def test_a_router_of_another_model_is_not_set_aside(embedder: Embedder, tmp_path: Path) -> None:
+    # Sound, only not for this embedder: setting it aside would destroy the router of the
+    # process that uses it (and that one would destroy this one's in turn).
+    ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(_request(0), top_k=1)
+    (name,) = _routers(tmp_path)
+    seen = os.stat(tmp_path / name / "matrix.tgm")
+    other: Any = _OtherModel(embedder)
+    with pytest.raises(IndexIncompatibleError, match="embedded with"):
+        RouterStore(tmp_path, max_stored=4).router(
+            name, _build, lambda directory: Router.open(directory, embedder=other)
+        )
+    assert os.path.samestat(os.stat(tmp_path / name / "matrix.tgm"), seen)
+
+
+def test_filters_of_different_models_keep_their_routers_apart(
+    embedder: Embedder, tmp_path: Path
+) -> None:
+    ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(_request(0), top_k=1)
+    (name,) = _routers(tmp_path)
+    seen = os.stat(tmp_path / name / "matrix.tgm")
+    other: Any = _OtherModel(embedder)
+    filtered = ToolFilter(embedder=other, cache=None, store=tmp_path).filter(_request(0), top_k=1)
+    assert filtered.kept == ("get_weather",)
+    assert len(_routers(tmp_path)) == 2
+    assert name in _routers(tmp_path)  # the first model's router, untouched
+    assert os.path.samestat(os.stat(tmp_path / name / "matrix.tgm"), seen)
+
+
+def test_a_router_of_a_newer_toolgate_is_not_set_aside(embedder: Embedder, tmp_path: Path) -> None:
+    # A rolling upgrade: a newer worker wrote it, an older one cannot read it.
+    ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(_request(0), top_k=1)
+    (name,) = _routers(tmp_path)
+    manifest = tmp_path / name / MANIFEST
+    newer = {**json.loads(manifest.read_text()), "format": FORMAT_VERSION + 1}
+    manifest.write_text(json.dumps(newer))
+    gate = ToolFilter(embedder=embedder, cache=None, store=tmp_path)
+    with pytest.raises(StorageError, match=f"router format {FORMAT_VERSION + 1}"):
+        gate.filter(_request(0), top_k=1)
+    assert _routers(tmp_path) == {name}
+    assert json.loads(manifest.read_text()) == newer
 
 
 def test_a_filter_keeps_its_store_to_the_bound(embedder: Embedder, tmp_path: Path) -> None:

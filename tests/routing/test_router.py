@@ -13,7 +13,13 @@ import pytest
 
 from tests.routing.sealed import reseal, write_sealed
 from tests.shared_data import DATA, require
-from toolgate import CatalogError, IndexFormatError, InvalidInputError, _toolgate
+from toolgate import (
+    CatalogError,
+    IndexFormatError,
+    IndexIncompatibleError,
+    InvalidInputError,
+    _toolgate,
+)
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION
 from toolgate.cli.commands import demo_catalog
@@ -264,8 +270,12 @@ def test_open_rejects_broken_directories(router: Router, tmp_path: Path) -> None
     manifest = tmp_path / "r" / "router.json"
     data = json.loads(manifest.read_text())
     manifest.write_text(json.dumps({**data, "format": 99}))
-    with pytest.raises(IndexFormatError, match="format 99"):
+    with pytest.raises(IndexIncompatibleError, match="format 99, written by a newer toolgate"):
+        Router.open(tmp_path / "r")  # not damage: a newer toolgate may use it
+    manifest.write_text(json.dumps({**data, "format": 0}))
+    with pytest.raises(IndexFormatError, match="format 0") as raised:
         Router.open(tmp_path / "r")
+    assert not isinstance(raised.value, IndexIncompatibleError)
     write_sealed(manifest, data)
     catalog = tmp_path / "r" / "catalog.json"
     tools = json.loads(catalog.read_text())

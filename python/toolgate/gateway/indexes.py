@@ -268,11 +268,13 @@ class Indexes:
 
     def _stored(self, catalog: Catalog, key: str) -> StoredRouter:
         """The router for ``catalog`` from the store, built there first if no process has
-        (:mod:`~toolgate.gateway.router_store`); the folder's name covers the tools array
-        and the config."""
+        (:mod:`~toolgate.gateway.router_store`); the folder's name covers the tools array,
+        the config and the embedder's model, so filters of different models sharing a store
+        never open (and fail on) each other's routers."""
         assert self._store is not None  # the caller checked
-        name = hashlib.sha256(f"{key}\0{self.config!r}".encode()).hexdigest()[:40]
         embedder = self._embedder.get()
+        named = f"{key}\0{self.config!r}\0{embedder.model_id}"
+        name = hashlib.sha256(named.encode()).hexdigest()[:40]
 
         def build(folder: Path) -> None:
             Router.from_catalog(

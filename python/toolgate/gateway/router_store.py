@@ -10,8 +10,11 @@ sets its modification time, which orders the directories by last use. After each
 directories past the ``max_stored`` most recently used are deleted, each one only if its lock
 is free at once; a lock file left without its directory (a build that failed) goes too, and
 so does a build folder a process left when it died building (its router's lock free at once).
-A directory that does not open (damaged on disk) is moved aside and built again, under its
-lock held exclusive and only if no other process holds it.
+A directory that does not open because it is damaged on disk (a checksum or fingerprint that
+does not match, a file unreadable, malformed or cut short) is moved aside and built again,
+under its lock held exclusive and only if no other process holds it. One that is sound but
+not for this process (:class:`~toolgate.errors.IndexIncompatibleError`: a newer toolgate's
+format, during a rolling upgrade) is left alone and its error raised.
 Where there is no ``flock`` (Windows) nothing is locked or deleted.
 """
 
@@ -29,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from toolgate.errors import IndexFormatError
+from toolgate.errors import IndexFormatError, IndexIncompatibleError
 from toolgate.routing.router import Router
 from toolgate.routing.store import MANIFEST
 
@@ -101,8 +104,14 @@ class RouterStore:
                     break
                 except IndexFormatError as exc:
                     held.close()
-                    # Built just now and still unreadable: no damage on disk to clear.
-                    if built or not self._set_aside(directory, lock, seen, exc):
+                    # Built just now and still unreadable: no damage on disk to clear. Sound
+                    # but not for this process (a newer toolgate's, another model's): another
+                    # process may use it, so it stays.
+                    if (
+                        built
+                        or isinstance(exc, IndexIncompatibleError)
+                        or not self._set_aside(directory, lock, seen, exc)
+                    ):
                         raise
                     continue
                 except BaseException:

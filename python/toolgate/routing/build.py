@@ -24,7 +24,7 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
 from toolgate.embedding.embedder import Embedder, resolve_cache
 from toolgate.embedding.normalise import normalised
-from toolgate.errors import IndexFormatError, InvalidInputError
+from toolgate.errors import IndexFormatError, IndexIncompatibleError, InvalidInputError
 from toolgate.routing.centring import centred, centring_offset, offset_numbers, uncentred
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores, null_requests, null_vectors
@@ -200,7 +200,7 @@ class RouterParts:
         check_refresh_path(self.index, path)
         if embedder.model_id != self.index.model_id:
             # Kept rows are the old model's: new ones from another would share no space.
-            raise IndexFormatError(
+            raise IndexIncompatibleError(
                 f"{self.index.path}: embedded with {self.index.model_id!r}, but the refresh's "
                 f"embedder is {embedder.model_id!r}; build the new catalog anew instead"
             )

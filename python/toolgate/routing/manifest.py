@@ -9,9 +9,9 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
-from toolgate.errors import IndexFormatError, ToolgateError
+from toolgate.errors import IndexFormatError, IndexIncompatibleError, ToolgateError
 from toolgate.json_limits import json_problem, loads, read_bounded
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores
@@ -60,7 +60,8 @@ def manifest_checksum(manifest: dict[str, Any]) -> str:
 
 
 def read_manifest(directory: Path) -> SavedRouter:
-    """Read and check ``directory``'s manifest; any problem is an :class:`IndexFormatError`."""
+    """Read and check ``directory``'s manifest; any problem is an :class:`IndexFormatError`,
+    an :class:`IndexIncompatibleError` for a format only a newer toolgate reads."""
     path = directory / MANIFEST
     try:
         manifest = loads(read_bounded(path, _MAX_MANIFEST_BYTES))
@@ -74,11 +75,15 @@ def read_manifest(directory: Path) -> SavedRouter:
     if problem:
         raise IndexFormatError(f"{path}: malformed manifest: it holds {problem}")
     found = manifest.get("format") if isinstance(manifest, dict) else None
-    if not isinstance(manifest, dict) or not _is_int(found) or found not in _READABLE_FORMATS:
-        raise IndexFormatError(
-            f"{path}: router format {found!r:.40}, this toolgate reads format "
-            f"{' or '.join(map(str, _READABLE_FORMATS))}"
+    readable = f"this toolgate reads format {' or '.join(map(str, _READABLE_FORMATS))}"
+    if isinstance(manifest, dict) and _is_int(found) and found > FORMAT_VERSION:
+        # A newer toolgate's router (a rolling upgrade: its workers share the store), not
+        # damage: its checksum may be made another way, so it is not checked.
+        raise IndexIncompatibleError(
+            f"{path}: router format {found!r:.40}, written by a newer toolgate; {readable}"
         )
+    if not isinstance(manifest, dict) or not _is_int(found) or found not in _READABLE_FORMATS:
+        raise IndexFormatError(f"{path}: router format {found!r:.40}, {readable}")
     # A checksum is checked whatever the format says: relabelling a manifest "format 1"
     # must not switch its checks off.
     sealed = found >= 2 or "checksum" in manifest
@@ -129,7 +134,7 @@ def _saved_router(manifest: dict[str, Any]) -> SavedRouter:
     )
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

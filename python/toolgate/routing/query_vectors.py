@@ -15,7 +15,7 @@ import numpy as np
 
 from toolgate.embedding.clauses import clauses as clauses_of
 from toolgate.embedding.normalise import normalised
-from toolgate.errors import IndexFormatError
+from toolgate.errors import IndexIncompatibleError
 from toolgate.lazy import Lazy
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.history import HistoryTurn, blend_history, history_texts
@@ -58,7 +58,7 @@ class QueryVectors:
     @staticmethod
     def _checked(embedder: Embedder, model_id: str, index_path: object) -> Embedder:
         if embedder.model_id != model_id:
-            raise IndexFormatError(
+            raise IndexIncompatibleError(
                 f"{index_path}: embedded with {model_id!r}, "
                 f"but the embedder is {embedder.model_id!r}; rebuild with 'toolgate index'"
             )
