@@ -18,7 +18,7 @@ import pytest
 from tests.gateway.test_filter import chat_request, chat_tools
 from toolgate import IndexFormatError, IndexIncompatibleError, InvalidInputError, StorageError
 from toolgate.embedding.embedder import Embedder
-from toolgate.gateway import router_store
+from toolgate.gateway import indexes, router_store
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import load_config
 from toolgate.gateway.filter import ToolFilter
@@ -249,6 +249,23 @@ def test_a_router_of_a_newer_toolgate_is_not_set_aside(embedder: Embedder, tmp_p
         gate.filter(_request(0), top_k=1)
     assert _routers(tmp_path) == {name}
     assert json.loads(manifest.read_text()) == newer
+
+
+def test_workers_of_different_versions_keep_their_routers_apart(
+    embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rolling upgrade: the old workers keep routing on their routers while the new ones
+    # build their own, rather than failing on (or setting aside) each other's.
+    ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(_request(0), top_k=1)
+    (name,) = _routers(tmp_path)
+    seen = os.stat(tmp_path / name / "matrix.tgm")
+    monkeypatch.setattr(indexes, "__version__", "999.0.0")
+    filtered = ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(
+        _request(0), top_k=1
+    )
+    assert filtered.kept == ("get_weather",)
+    assert len(_routers(tmp_path)) == 2
+    assert os.path.samestat(os.stat(tmp_path / name / "matrix.tgm"), seen)
 
 
 def test_a_filter_keeps_its_store_to_the_bound(embedder: Embedder, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from toolgate._toolgate import __version__
 from toolgate.catalog.build import build_tools
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import ScopeMatcher
@@ -269,11 +270,12 @@ class Indexes:
     def _stored(self, catalog: Catalog, key: str) -> StoredRouter:
         """The router for ``catalog`` from the store, built there first if no process has
         (:mod:`~toolgate.gateway.router_store`); the folder's name covers the tools array,
-        the config and the embedder's model, so filters of different models sharing a store
-        never open (and fail on) each other's routers."""
+        the config, the embedder's model and toolgate's version, so filters of different
+        models sharing a store, and the old and new workers of a rolling upgrade, never open
+        (and fail on) each other's routers."""
         assert self._store is not None  # the caller checked
         embedder = self._embedder.get()
-        named = f"{key}\0{self.config!r}\0{embedder.model_id}"
+        named = f"{key}\0{self.config!r}\0{embedder.model_id}\0{__version__}"
         name = hashlib.sha256(named.encode()).hexdigest()[:40]
 
         def build(folder: Path) -> None:
