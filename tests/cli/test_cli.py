@@ -478,6 +478,39 @@ def test_index_into_an_existing_file_is_an_error(
     assert_one_line_error(capsys, argv, str(out), "not a directory")
 
 
+def test_index_never_overwrites_a_folder_of_the_users_files(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    tools, queries = tiny_set
+    project = tmp_path / "project"
+    project.mkdir()
+    catalog = project / "catalog.json"
+    catalog.write_text(json.dumps({"tools": [{"name": "mine", "description": "My own tool."}]}))
+    before = catalog.read_bytes()
+    argv = ["index", "--tools", str(catalog), "--out", str(project)]
+    assert_one_line_error(capsys, argv, f"--out {project}", "'catalog.json'", "new or empty")
+    (project / "router.json").write_text('{"my": "own settings"}')
+    argv = ["index", "--tools", str(tools), "--out", str(project)]
+    assert_one_line_error(capsys, argv, f"--out {project}", "'router.json'")
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries), "--save", str(project)]
+    assert_one_line_error(capsys, argv, f"--save {project}", "'router.json'")
+    assert catalog.read_bytes() == before
+    assert (project / "router.json").read_text() == '{"my": "own settings"}'
+
+
+def test_index_never_replaces_its_tools_file(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    tools, _ = tiny_set
+    out = tmp_path / "router"
+    assert main(["index", "--tools", str(tools), "--out", str(out)]) == 0
+    capsys.readouterr()
+    argv = ["index", "--tools", str(out / "catalog.json"), "--out", str(out)]
+    assert_one_line_error(capsys, argv, f"--tools {out / 'catalog.json'}", "replaces")
+    # A router saved again over its own folder, from another source, is the usual rebuild.
+    assert main(["index", "--tools", str(tools), "--out", str(out)]) == 0
+
+
 @pytest.mark.parametrize(
     ("content", "where"),
     [

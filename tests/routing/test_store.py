@@ -203,6 +203,57 @@ def test_saving_onto_a_file_is_a_storage_error(router: Router, tmp_path: Path) -
         router.save(tmp_path / "file" / "below")
 
 
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("catalog.json", '{"tools": [{"name": "mine", "description": "my own tool"}]}'),
+        ("router.json", '{"my": "own settings"}'),
+        ("notes.txt", "a folder of other things"),
+    ],
+)
+@pytest.mark.parametrize("how", ["save", "build"])
+def test_a_router_is_never_saved_into_a_folder_of_other_things(
+    router: Router, embedder: Embedder, tmp_path: Path, name: str, content: str, how: str
+) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / name).write_text(content)
+
+    def save() -> None:
+        if how == "save":
+            router.save(folder)
+        else:
+            Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, cache=None, path=folder)
+
+    with pytest.raises(InvalidInputError, match=rf"{folder}: neither empty nor .*'{name}'"):
+        save()
+    assert [p.name for p in folder.iterdir()] == [name]
+    assert (folder / name).read_text() == content
+
+
+def test_a_router_is_saved_over_a_router_even_a_damaged_one(
+    router: Router, embedder: Embedder, saved: Path
+) -> None:
+    manifest = saved / "router.json"
+    data = json.loads(manifest.read_text())
+    data["ids"][0], data["ids"][1] = data["ids"][1], data["ids"][0]
+    manifest.write_text(json.dumps(data))  # damaged: the messages say to save it again
+    router.save(saved)
+    assert _open(saved, embedder).route("weather in Oslo").tools
+
+
+def test_a_save_goes_on_over_what_an_interrupted_first_save_left(
+    router: Router, embedder: Embedder, saved: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "again"
+    folder.mkdir()
+    for name in ("matrix.tgm", "bm25.tgb"):  # the manifest is written last
+        shutil.copyfile(saved / name, folder / name)
+    (folder / ".catalog.json.0123456789abcdef0123456789abcdef.tmp").write_text("")
+    router.save(folder)
+    assert _open(folder, embedder).route("weather in Oslo").tools
+
+
 def test_publish_replaces_a_live_router_atomically(
     router: Router, embedder: Embedder, tmp_path: Path
 ) -> None:

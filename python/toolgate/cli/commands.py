@@ -131,9 +131,7 @@ def _router(args: argparse.Namespace) -> Router:
 
 def run_index(args: argparse.Namespace) -> dict[str, Any]:
     """Embed and index ``--tools`` into the router directory ``--out``."""
-    # Checked before embedding, which is the slow part, so a bad --out fails at once.
-    if args.out.exists() and not args.out.is_dir():
-        raise InvalidInputError(f"--out {args.out}: exists and is not a directory")
+    _check_save_directory("--out", args.out, args.tools)
     catalog = _load_catalog(args.tools, server=args.server, lenient=args.lenient)
     router = Router.from_catalog(catalog, config=_config(args))
     try:
@@ -141,6 +139,26 @@ def run_index(args: argparse.Namespace) -> dict[str, Any]:
     except OSError as exc:
         raise InvalidInputError(f"cannot write router directory {args.out}: {exc}") from None
     return {"tools": len(catalog), "path": str(args.out), "catalog_version": catalog.version}
+
+
+def _check_save_directory(option: str, out: Path, tools: Path | None) -> None:
+    """Refuse an ``option`` folder a router cannot be saved in (a file, a folder of other
+    things, see :func:`~toolgate.routing.store.check_save_directory`) or whose save would
+    replace the ``--tools`` file: checked before embedding, the slow part, so it fails at
+    once."""
+    from toolgate.routing.store import ROUTER_FILES, check_save_directory
+
+    if out.exists() and not out.is_dir():
+        raise InvalidInputError(f"{option} {out}: exists and is not a directory")
+    try:
+        check_save_directory(out)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{option} {exc}") from None
+    if tools is not None and tools.resolve() in {(out / name).resolve() for name in ROUTER_FILES}:
+        raise InvalidInputError(
+            f"--tools {tools} is a file that saving to {option} {out} replaces; save the "
+            "router to another folder"
+        )
 
 
 def run_route(args: argparse.Namespace) -> dict[str, Any] | str:
@@ -222,8 +240,8 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
     if args.limit is not None:
         source = f"the first {args.limit} of {source}"
     check_fittable(queries, source)
-    if args.save is not None and args.save.exists() and not args.save.is_dir():
-        raise InvalidInputError(f"--save {args.save}: exists and is not a directory")
+    if args.save is not None:
+        _check_save_directory("--save", args.save, args.tools)
     router = _router(args)
     n, shown = _unmatched(router, queries)
     if n == sum(len(item.gold) for item in queries):

@@ -38,10 +38,11 @@ from toolgate.routing.store import (
     CatalogOutline,
     SavedRouter,
     check_files,
+    check_save_directory,
     copy_atomic,
     fingerprint,
     load_saved_catalog,
-    prepare_directory,
+    prepare_router_directory,
     read_manifest,
     renamed_rows,
     save_fingerprinted,
@@ -178,7 +179,7 @@ class RouterParts:
     def save(self, catalog: Catalog, path: str | os.PathLike[str]) -> None:
         """Write these files and ``catalog`` (the full one, which they index) to the directory
         ``path``, created if needed."""
-        directory = prepare_directory(path)
+        directory = prepare_router_directory(path)
         source = Path(self.index.path)
         copy_atomic(source, directory / MATRIX)
         # Fingerprints of what this save wrote, taken from its own bytes, not from the
@@ -259,6 +260,8 @@ def index_catalog(
     """Embed ``catalog`` (through the embedding ``cache``, see :func:`open_cache`), centre its
     rows (:mod:`toolgate.routing.centring`) and build its index files under ``path``, or a
     temporary directory."""
+    if path is not None:
+        check_save_directory(path)  # before embedding, the slow part
     vectors = embed_tools(embedder, embedding_views(catalog), open_cache(cache))
     offset = centring_offset(vectors, config.row_centring)
     return build_parts(
@@ -292,7 +295,7 @@ def build_parts(
     if path is None:
         directory = workdir = Path(tempfile.mkdtemp(prefix="toolgate-"))
     else:
-        directory = prepare_directory(path)
+        directory = prepare_router_directory(path)
     try:
         outline = CatalogOutline.of(catalog, reuse=tokens)
         return _build_parts(

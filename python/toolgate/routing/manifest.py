@@ -17,7 +17,14 @@ from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores
 from toolgate.routing.outline import CatalogOutline
 
-__all__ = ["FORMAT_VERSION", "MANIFEST", "SavedRouter", "manifest_checksum", "read_manifest"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MANIFEST",
+    "SavedRouter",
+    "is_manifest",
+    "manifest_checksum",
+    "read_manifest",
+]
 
 #: Version 2 added the manifest's own checksum and the catalog file's; version 1 manifests,
 #: which have neither, are still read.
@@ -57,6 +64,21 @@ def manifest_checksum(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(
         json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
+
+
+def is_manifest(path: Path) -> bool:
+    """Whether ``path`` holds a toolgate manifest by its shape (an object with an integer
+    ``format``, ``ids`` and ``config``), of any format and even if damaged since: what a
+    save may replace, as a rebuild is what a damaged router needs."""
+    try:
+        manifest = loads(read_bounded(path, _MAX_MANIFEST_BYTES))
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(manifest, dict)
+        and type(manifest.get("format")) is int
+        and {"ids", "config"} <= manifest.keys()
+    )
 
 
 def read_manifest(directory: Path) -> SavedRouter:

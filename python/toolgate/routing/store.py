@@ -23,16 +23,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.overrides import saved_overrides
-from toolgate.errors import CatalogError, IndexFormatError
+from toolgate.errors import CatalogError, IndexFormatError, InvalidInputError
 from toolgate.json_limits import loads, open_regular, read_bounded
 from toolgate.routing.atomic_files import (
     copy_atomic,
+    directory_path,
     prepare_directory,
     replace_atomically,
     storage_errors,
@@ -43,6 +45,7 @@ from toolgate.routing.manifest import (
     FORMAT_VERSION,
     MANIFEST,
     SavedRouter,
+    is_manifest,
     manifest_checksum,
     read_manifest,
 )
@@ -61,14 +64,17 @@ __all__ = [
     "FORMAT_VERSION",
     "MANIFEST",
     "MATRIX",
+    "ROUTER_FILES",
     "CatalogOutline",
     "SavedRouter",
     "check_files",
+    "check_save_directory",
     "copy_atomic",
     "fingerprint",
     "load_saved_catalog",
     "manifest_checksum",
     "prepare_directory",
+    "prepare_router_directory",
     "publish",
     "read_manifest",
     "renamed_rows",
@@ -82,6 +88,11 @@ __all__ = [
 CATALOG = "catalog.json"
 MATRIX = "matrix.tgm"
 BM25 = "bm25.tgb"
+#: The files a save writes into a router directory, replacing any of the same name.
+ROUTER_FILES = (MANIFEST, CATALOG, MATRIX, BM25)
+# A save's temporary files (``temporary_name``'s, and the core's beside them): what a save
+# interrupted before its manifest leaves, with the index files.
+_TEMPORARY = re.compile(r"\.+(?:router\.json|catalog\.json|matrix\.tgm|bm25\.tgb)\..*tmp.*")
 
 # Far past what any catalog needs (a catalog holds a few kilobytes a tool), and a bound on
 # what a wrong or hostile file makes a reader allocate.
@@ -116,6 +127,40 @@ def save_fingerprinted(bm25: Any, directory: Path) -> str:
     finally:
         tmp.unlink(missing_ok=True)
     return digest
+
+
+def check_save_directory(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a directory a router may be saved in: one that does not exist yet, an
+    empty one, or a toolgate router's (its manifest there, whatever its format or state: a
+    damaged router is rebuilt over). Any other folder is refused with an
+    :class:`InvalidInputError` naming a file found in it: a save replaces its
+    ``catalog.json`` and ``router.json``, which may be the user's own, and must not mix a
+    router's files into a folder of other things."""
+    directory = directory_path(path)
+    if not directory.is_dir() or is_manifest(directory / MANIFEST):
+        return directory  # missing, or a file: prepare_directory says what is wrong
+    found = next((name for name in (MANIFEST, CATALOG) if os.path.lexists(directory / name)), None)
+    if found is None:
+        with storage_errors(), os.scandir(directory) as entries:
+            found = next((e.name for e in entries if not _own_file(e.name)), None)
+    if found is not None:
+        raise InvalidInputError(
+            f"{directory}: neither empty nor a toolgate router (it holds {found!r}); save the "
+            "router to a new or empty folder"
+        )
+    return directory
+
+
+def prepare_router_directory(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a directory to save a router in (see :func:`check_save_directory`),
+    created if needed."""
+    return prepare_directory(check_save_directory(path))
+
+
+def _own_file(name: str) -> bool:
+    """Whether ``name`` is an index file or a temporary file that a save writes: all a
+    first save interrupted before its manifest leaves in a folder."""
+    return name in (MATRIX, BM25) or _TEMPORARY.fullmatch(name) is not None
 
 
 def check_files(directory: Path, saved: SavedRouter) -> None:
