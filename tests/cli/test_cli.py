@@ -679,6 +679,22 @@ def test_a_gateway_learned_store_that_cannot_open_stops_it_before_it_listens(
     assert_one_line_error(capsys, command, "cannot open the learned memory")
 
 
+def test_a_gateway_router_store_it_cannot_use_stops_it_before_it_listens(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    listened: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: listened.append(args))
+    (tmp_path / "file").write_text("x")
+    command = [
+        "gateway", "--listen", "127.0.0.1:8080", "--store", str(tmp_path / "file"),
+        "--upstream", "openai=https://api.openai.com",
+    ]  # fmt: skip
+    assert_one_line_error(capsys, command, f"router store {tmp_path / 'file'}: exists and is")
+    assert listened == []
+
+
 def test_a_gateway_without_the_embedding_model_stops_before_it_listens(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

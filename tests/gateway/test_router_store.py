@@ -190,6 +190,38 @@ def test_a_store_this_process_may_not_write_still_opens(
         _open(store, 1)
 
 
+def test_a_store_is_made_and_written_to_before_use(tmp_path: Path) -> None:
+    RouterStore(tmp_path / "new" / "store", max_stored=1).check()
+    assert list((tmp_path / "new" / "store").iterdir()) == []  # the probe is gone
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(
+        InvalidInputError, match=f"router store {tmp_path / 'file'}: exists and is not a folder"
+    ):
+        RouterStore(tmp_path / "file", max_stored=1).check()
+
+
+def test_a_read_only_store_is_refused_unless_it_holds_routers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real_open = os.open
+
+    def read_only(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_CREAT:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    store = RouterStore(tmp_path, max_stored=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "open", read_only)
+        with pytest.raises(InvalidInputError, match=f"router store {tmp_path}: cannot write"):
+            store.check()
+    _open(store, 0).release()  # a store shipped read-only with its routers still serves
+    monkeypatch.setattr(os, "open", read_only)
+    with caplog.at_level(logging.WARNING, logger="toolgate.gateway"):
+        store.check()
+    assert "read-only" in caplog.text
+
+
 def _request(n: int) -> dict[str, Any]:
     """A request whose tools array is the ``n``-th of several."""
     return {**chat_request(), "tools": chat_tools()[n : n + 3]}

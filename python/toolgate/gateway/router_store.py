@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from toolgate.errors import IndexFormatError, IndexIncompatibleError
+from toolgate.errors import IndexFormatError, IndexIncompatibleError, InvalidInputError
 from toolgate.routing.router import Router
 from toolgate.routing.store import MANIFEST
 
@@ -79,6 +79,35 @@ class RouterStore:
     def __init__(self, root: Path, max_stored: int) -> None:
         self.root = root
         self.max_stored = max_stored
+
+    def check(self) -> None:
+        """Make the store's folder and write a file in it, or raise an
+        :class:`InvalidInputError` naming it: a gateway checks before it listens, since a store
+        it cannot use fails every request that needs an index. A store this process may not
+        write is used as shipped (with a warning) if it holds routers, else refused."""
+        if self.root.exists() and not self.root.is_dir():
+            raise InvalidInputError(f"router store {self.root}: exists and is not a folder")
+        probe = self.root / f".probe-{_token()}.tmp"
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            probe.unlink()
+        except OSError as exc:
+            if exc.errno in _READ_ONLY and self._holds_routers():
+                _log.warning(
+                    "router store %s is read-only: only the routers it holds are served", self.root
+                )
+                return
+            raise InvalidInputError(
+                f"router store {self.root}: cannot write in it: {exc.strerror or exc}"
+            ) from None
+
+    def _holds_routers(self) -> bool:
+        """Whether the store holds at least one router."""
+        with contextlib.suppress(OSError), os.scandir(self.root) as entries:
+            return any(_NAME.fullmatch(e.name) and (Path(e.path) / MANIFEST).exists()
+                       for e in entries)  # fmt: skip
+        return False
 
     def router(
         self, name: str, build: Callable[[Path], None], open_router: Callable[[Path], Router]

@@ -24,6 +24,7 @@ from toolgate.browser_guard import host_pattern, is_loopback, origin_pattern, se
 from toolgate.errors import InvalidInputError, ModelError
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import PROVIDERS, GatewayConfig, load_config
+from toolgate.gateway.router_store import RouterStore
 from toolgate.routing.learned_store import open_store
 
 __all__ = ["KEEP_ALIVE_SECONDS", "ServeOptions", "app_from_env", "serve"]
@@ -144,6 +145,8 @@ def serve(options: ServeOptions) -> None:
         upstream.api_key()
     if config.learn is not None:  # a store that cannot be opened stops the start
         open_store(config.learn).close()
+    if config.store is not None:  # made and written to now, not at the first request
+        RouterStore(Path(config.store), max_stored=1).check()
     _check_model(config)
     os.environ[_SETTINGS_ENV] = json.dumps(
         {
