@@ -343,6 +343,23 @@ def test_ensure_cannot_write_over_a_directory(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [target]  # no temporary file left behind
 
 
+@pytest.mark.parametrize("blocked", ["home", "folder", "lock"])
+def test_ensure_into_a_folder_it_cannot_make_is_a_model_error(tmp_path: Path, blocked: str) -> None:
+    home = tmp_path / "home"
+    folder = models.model_dir(home)
+    # A file where a folder goes, or a folder where the lock file goes.
+    if blocked == "home":
+        home.write_text("x")
+    elif blocked == "folder":
+        folder.parent.mkdir(parents=True)
+        folder.write_text("x")
+    else:
+        (folder / ".lock").mkdir(parents=True)
+    where = folder / ".lock" if blocked == "lock" else folder
+    with pytest.raises(ModelError, match=rf"cannot write {re.escape(str(where))} "):
+        models.ensure(home=home, wheel=tmp_path / "unused.whl")
+
+
 def _tamper(home: Path, precision: str, toolchain: dict[str, Any]) -> None:
     """Flip a weight bit and record the new hash in the stamp, as a careful forger would."""
     victim = models.model_dir(home) / f"model-{precision}.onnx"

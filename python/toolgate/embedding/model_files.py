@@ -112,7 +112,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
-        raise _write_error(path, exc) from None
+        raise write_error(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -125,11 +125,12 @@ def atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise _write_error(path, exc) from None
+            raise write_error(path, exc) from None
         raise
 
 
-def _write_error(path: Path, exc: OSError) -> ModelError:
+def write_error(path: Path, exc: OSError) -> ModelError:
+    """The :class:`ModelError` for ``exc``, raised writing ``path`` of the model cache."""
     # A directory in the file's place or a read-only folder: ensure cannot fix either itself.
     return ModelError(
         f"cannot write {path} ({exc.strerror}); make the folder writable and remove anything "
@@ -144,7 +145,11 @@ def exclusive_lock(path: Path) -> Iterator[None]:
     except ImportError:  # Windows: rely on atomic renames alone.
         yield
         return
-    with open(path, "a+b") as handle:
+    try:
+        handle = open(path, "a+b")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    with handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield

@@ -45,6 +45,7 @@ from toolgate.embedding.model_files import (
     model_dir,
     sha256_hex,
     toolgate_home,
+    write_error,
 )
 from toolgate.errors import ModelChecksumError, ModelError, ModelNotFoundError
 from toolgate.json_limits import JsonLimitError, loads, read_bounded
@@ -232,7 +233,10 @@ def ensure(
     and writes the results atomically. Concurrent callers serialise on a lock file.
     """
     folder = model_dir(home)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in its place or a parent's, a read-only parent
+        raise write_error(folder, exc) from None
     with exclusive_lock(folder / ".lock"):
         if not force and _cache_is_sound(folder):
             log(f"model: {folder} is present and verified")
