@@ -585,6 +585,18 @@ def test_a_closed_pipe_ends_a_model_command_quietly(action: str, code: int) -> N
     assert "BrokenPipeError" not in err
 
 
+def test_text_output_survives_a_terminal_that_cannot_encode_it(tmp_path: Path) -> None:
+    tools = write_jsonl(
+        tmp_path / "t.jsonl",
+        [{"server": "s", "name": "coffee", "description": "Order a coffee \u2615 in \u6771\u4eac"}],
+    )
+    command = [sys.executable, "-m", "toolgate", "route", "--tools", str(tools), "coffee \u2615"]
+    env = {**os.environ, "PYTHONIOENCODING": "cp1252"}
+    done = subprocess.run(command, capture_output=True, env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"query: coffee \\u2615" in done.stdout
+
+
 def test_help_reads_as_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -12,6 +12,7 @@ its PyPI wheel, sha256-checked) that every command but stats --events needs.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Sequence
@@ -304,6 +305,7 @@ def _add_model(commands: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
+    _tolerant_streams()
     args = _parser().parse_args(argv)
     from toolgate.cli import commands  # here: it imports the router, which a --help does not need
     from toolgate.cli.commands import silence_stdout
@@ -327,6 +329,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         silence_stdout()
         return 1
     return 0
+
+
+def _tolerant_streams() -> None:
+    """Write what stdout and stderr cannot encode (a cp1252 console, ``LC_ALL=C``) as
+    backslash escapes: a tool's or query's text must not end a report in a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _render(report: dict[str, Any], depth: int = 0) -> str:
