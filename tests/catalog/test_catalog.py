@@ -672,6 +672,18 @@ def test_byte_order_marks_and_empty_paths(tmp_path: Path) -> None:
         Catalog.load("")
 
 
+@pytest.mark.parametrize("name", ["tools.jsonl", "tools.json"])
+@pytest.mark.parametrize("content", ["", "\n\n  \n", "\ufeff\n"])
+def test_an_empty_catalog_file_is_an_error(tmp_path: Path, name: str, content: str) -> None:
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(CatalogError, match=f"catalog file {re.escape(str(path))} is empty"):
+        Catalog.load(path)
+    said = tmp_path / "none.json"
+    said.write_text(json.dumps({"tools": []}))  # no tools, said so: a catalog
+    assert len(Catalog.load(said)) == 0
+
+
 def test_multi_server_json_rpc_responses() -> None:
     def response(*tools: dict[str, Any]) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": 1, "result": {"tools": list(tools)}}

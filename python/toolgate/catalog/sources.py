@@ -58,6 +58,8 @@ def read_source(source: ToolSource, *, as_text: bool) -> tuple[Any, str, str | N
             raise CatalogError(f"catalog file not found: {path}") from None
         except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
             raise CatalogError(f"cannot read catalog file {path}: {exc}") from None
+        if not text.strip():  # a file cut short or never written, not a catalog of no tools
+            raise CatalogError(f"catalog file {path} is empty")
         server = path.name.split(".", 1)[0] or None
         if as_text or path.suffix == ".jsonl":
             return text, str(path), server
