@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import os
 import re
 import warnings
 from pathlib import Path
@@ -682,6 +683,14 @@ def test_an_empty_catalog_file_is_an_error(tmp_path: Path, name: str, content: s
     said = tmp_path / "none.json"
     said.write_text(json.dumps({"tools": []}))  # no tools, said so: a catalog
     assert len(Catalog.load(said)) == 0
+
+
+def test_a_file_name_that_is_not_utf8_still_names_the_server(tmp_path: Path) -> None:
+    # A Latin-1 name, as the file system hands it to Python: its byte as a lone surrogate.
+    path = tmp_path / os.fsdecode(b"caf\xe9.json")
+    path.write_text(json.dumps({"tools": [_tool()]}))
+    assert Catalog.load(path).ids == ["caf\ufffd/get_me"]
+    assert Catalog.load(path, server="cafe").ids == ["cafe/get_me"]
 
 
 def test_multi_server_json_rpc_responses() -> None:

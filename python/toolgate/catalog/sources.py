@@ -15,6 +15,7 @@ from toolgate.catalog.tool import Tool, tool_from_dict
 from toolgate.errors import CatalogError, CatalogWarning
 from toolgate.formats.raw import RawTool
 from toolgate.json_limits import json_problem, loads, read_bounded
+from toolgate.unicode import well_formed
 
 #: Largest catalog file read: far past any real registry, a bound on what a wrong path (or
 #: ``/dev/zero``) makes the loader allocate.
@@ -60,7 +61,11 @@ def read_source(source: ToolSource, *, as_text: bool) -> tuple[Any, str, str | N
             raise CatalogError(f"cannot read catalog file {path}: {exc}") from None
         if not text.strip():  # a file cut short or never written, not a catalog of no tools
             raise CatalogError(f"catalog file {path} is empty")
-        server = path.name.split(".", 1)[0] or None
+        # A name the file system holds as bytes that are not UTF-8 (a Latin-1 "caf\xe9")
+        # reaches Python with lone surrogates, which no server name may hold: each becomes
+        # U+FFFD, as file managers show it, so the file loads under a name stable from run
+        # to run (--server names it otherwise) rather than every tool in it being refused.
+        server = well_formed(path.name.split(".", 1)[0]) or None
         if as_text or path.suffix == ".jsonl":
             return text, str(path), server
         try:
