@@ -597,6 +597,21 @@ def test_text_output_survives_a_terminal_that_cannot_encode_it(tmp_path: Path) -
     assert b"query: coffee \\u2615" in done.stdout
 
 
+def test_ctrl_c_is_one_line_and_exit_130(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_set: tuple[Path, Path],
+    tmp_path: Path,
+) -> None:
+    def interrupted(*args: Any, **kwargs: Any) -> Router:
+        raise KeyboardInterrupt  # a Ctrl-C while the tools are embedded
+
+    monkeypatch.setattr(Router, "from_catalog", interrupted)
+    tools, _ = tiny_set
+    assert main(["index", "--tools", str(tools), "--out", str(tmp_path / "r")]) == 130
+    assert capsys.readouterr().err == "toolgate index: interrupted\n"
+
+
 def test_help_reads_as_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -316,6 +316,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ToolgateError as exc:
         print(f"toolgate {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C: the user knows why it stopped, and a traceback says nothing more. 130 is
+        # the shell's code for a command ended by SIGINT. (The servers shut down cleanly
+        # first: uvicorn and the MCP proxy handle SIGINT and end here only once stopped.)
+        print(f"toolgate {args.command}: interrupted", file=sys.stderr)
+        return 130
     if report is None:  # a server (mcp-proxy, gateway) or a command that printed its lines
         return 0
     try:
