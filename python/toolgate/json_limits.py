@@ -10,6 +10,7 @@ let each caller raise it as its own :class:`~toolgate.errors.ToolgateError`.
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
@@ -28,6 +29,8 @@ __all__ = [
     "nesting",
     "open_regular",
     "read_bounded",
+    "read_text",
+    "without_bom",
 ]
 
 #: Deepest nesting of objects and arrays accepted in a tool or a call's arguments: far past
@@ -57,6 +60,18 @@ def read_bounded(path: Path, limit: int) -> bytes:
             if len(data) <= limit:
                 return data
     raise JsonLimitError(f"{path} is larger than {limit:,} bytes, the most read here")
+
+
+def read_text(path: Path, limit: int) -> str:
+    """The text of the regular file ``path`` (see :func:`read_bounded`), UTF-8 with a byte
+    order mark allowed first; not UTF-8 is a ``UnicodeDecodeError`` (a ``ValueError``)."""
+    return without_bom(read_bounded(path, limit)).decode("utf-8")
+
+
+def without_bom(data: bytes) -> bytes:
+    """``data`` without a UTF-8 byte order mark first: Windows editors (Notepad) save one,
+    and JSON, TOML and YAML parsers refuse it or take it for content."""
+    return data.removeprefix(codecs.BOM_UTF8)
 
 
 def open_regular(path: Path) -> BinaryIO:

@@ -28,6 +28,13 @@ def test_history_is_read_per_query_line(tmp_path: Path) -> None:
     assert second.history == ()
 
 
+def test_a_queries_file_may_start_with_a_byte_order_mark(tmp_path: Path) -> None:
+    path = tmp_path / "queries.jsonl"  # as Windows editors save it
+    path.write_text(json.dumps({"query": "weather", "gold": ["b"]}) + "\n", encoding="utf-8-sig")
+    (query,) = load_queries(path)
+    assert query.query == "weather"
+
+
 def test_a_malformed_history_names_its_line(tmp_path: Path) -> None:
     path = tmp_path / "queries.jsonl"
     rows = [

@@ -20,7 +20,7 @@ from tests.gateway.fake_upstream import FakeUpstream, serving
 from tests.gateway.test_filter import SPECS, TRIP, WEATHER, chat_tools
 from toolgate import InvalidInputError
 from toolgate.embedding.embedder import Embedder
-from toolgate.gateway.app import Gateway
+from toolgate.gateway.app import Gateway, _read_tools
 from toolgate.gateway.config import GatewayConfig, Upstream, load_config
 from toolgate.gateway.filter import ToolFilter
 from toolgate.gateway.upstream import passthrough_provider
@@ -146,6 +146,25 @@ def test_a_config_past_its_parsers_limits_is_named(
     path.write_text(text)
     with pytest.raises(InvalidInputError, match=message):
         load_config(path)
+
+
+@pytest.mark.parametrize("name", ["gateway.toml", "gateway.yaml"])
+def test_a_config_and_its_prewarm_file_may_start_with_a_byte_order_mark(
+    tmp_path: Path, name: str
+) -> None:
+    # As Windows editors save them.
+    tools = tmp_path / "tools.json"
+    tools.write_text(orjson.dumps(chat_tools()).decode(), encoding="utf-8-sig")
+    text = (
+        'top_k = 6\n[[prewarm]]\nprovider = "openai"\ntools = "tools.json"\n'
+        if name.endswith(".toml")
+        else "top_k: 6\nprewarm:\n  - provider: openai\n    tools: tools.json\n"
+    )
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8-sig")
+    config = load_config(path)
+    assert config.route("/v1/chat/completions").top_k == 6
+    assert _read_tools(config.prewarm[0]) == chat_tools()
 
 
 def test_route_query_pinned_budget_and_deny(fake: Any, shared_filter: ToolFilter) -> None:

@@ -14,7 +14,7 @@ from toolgate.catalog.overrides import saved_overrides
 from toolgate.catalog.tool import Tool, tool_from_dict
 from toolgate.errors import CatalogError, CatalogWarning
 from toolgate.formats.raw import RawTool
-from toolgate.json_limits import json_problem, loads, read_bounded
+from toolgate.json_limits import json_problem, loads, read_text
 from toolgate.unicode import well_formed
 
 #: Largest catalog file read: far past any real registry, a bound on what a wrong path (or
@@ -54,7 +54,7 @@ def read_source(source: ToolSource, *, as_text: bool) -> tuple[Any, str, str | N
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         try:
-            text = read_bounded(path, MAX_CATALOG_BYTES).decode("utf-8-sig")
+            text = read_text(path, MAX_CATALOG_BYTES)
         except FileNotFoundError:
             raise CatalogError(f"catalog file not found: {path}") from None
         except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError

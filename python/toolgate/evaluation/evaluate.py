@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolgate.errors import InvalidInputError
 from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics, distinct_gold
-from toolgate.json_limits import JsonLimitError, json_problem, loads, read_bounded
+from toolgate.json_limits import JsonLimitError, json_problem, loads, read_bounded, without_bom
 from toolgate.routing.history import history_texts
 from toolgate.routing.query import parse_query
 
@@ -69,7 +69,7 @@ class _BadLine(Exception):
 def _read_lines(path: Path) -> list[bytes]:
     # Bytes first and each line decoded on its own, so a bad byte is reported at its line.
     try:
-        return read_bounded(path, _MAX_QUERIES_BYTES).splitlines()
+        return without_bom(read_bounded(path, _MAX_QUERIES_BYTES)).splitlines()
     except FileNotFoundError:
         raise InvalidInputError(f"queries file not found: {path}") from None
     except JsonLimitError as exc:  # a pipe, a device, a directory, or too large

@@ -79,7 +79,6 @@ from toolgate.gateway.upstream import (
     unfiltered_call,
     upstream_for,
 )
-from toolgate.json_limits import JsonLimitError
 from toolgate.redaction import redact_logged_urls
 
 __all__ = ["Gateway"]
@@ -571,7 +570,7 @@ def _read_tools(entry: Prewarm) -> list[Any]:
     """The tools array in ``entry``'s file."""
     try:
         tools = orjson.loads(read_file(Path(entry.tools)))
-    except (OSError, JsonLimitError, orjson.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # JsonLimitError, not UTF-8, not JSON
         raise InvalidInputError(
             f"prewarm {entry.tools}: cannot read a tools array: {exc}"
         ) from None

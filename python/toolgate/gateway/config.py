@@ -52,7 +52,7 @@ from typing import Any
 from toolgate.arguments import finite_number, shown
 from toolgate.browser_guard import host_pattern, origin_pattern
 from toolgate.errors import InvalidInputError
-from toolgate.json_limits import JsonLimitError, read_bounded
+from toolgate.json_limits import JsonLimitError, read_text
 from toolgate.promotion.budget import Budget
 from toolgate.routing.config import RouterConfig
 
@@ -261,7 +261,7 @@ def load_config(path: Path | None) -> GatewayConfig:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        text = read_file(path).decode("utf-8")
+        text = read_file(path)
     except (OSError, JsonLimitError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else exc
         raise InvalidInputError(f"--config {path}: cannot read: {reason}") from None
@@ -324,10 +324,11 @@ def _why(exc: BaseException) -> str:
     return "nested too deeply to read" if isinstance(exc, RecursionError) else str(exc)
 
 
-def read_file(path: Path) -> bytes:
-    """The bytes of the regular file ``path`` (a config or a tools array), at most
-    :data:`MAX_FILE_BYTES`: ``OSError`` or :class:`JsonLimitError` otherwise."""
-    return read_bounded(path, MAX_FILE_BYTES)
+def read_file(path: Path) -> str:
+    """The text of the regular file ``path`` (a config or a tools array), at most
+    :data:`MAX_FILE_BYTES` (see :func:`~toolgate.json_limits.read_text`): ``OSError``,
+    :class:`JsonLimitError` or ``UnicodeDecodeError`` otherwise."""
+    return read_text(path, MAX_FILE_BYTES)
 
 
 def _check_keys(data: Mapping[str, Any], known: set[str], where: str) -> None:

@@ -31,7 +31,7 @@ from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.errors import CatalogError, InvalidInputError
 from toolgate.formats.mcp import is_jsonrpc_response, jsonrpc_error
-from toolgate.json_limits import loads, read_bounded
+from toolgate.json_limits import loads, read_text
 
 __all__ = [
     "MAX_SCHEMA_FILE_BYTES",
@@ -100,7 +100,7 @@ class DirectorySchemaSource:
         try:
             # Bounded: a FIFO would block promote for good, and a huge or deeply nested
             # file eat memory or leak a RecursionError.
-            return loads(read_bounded(path, MAX_SCHEMA_FILE_BYTES).decode("utf-8"))
+            return loads(read_text(path, MAX_SCHEMA_FILE_BYTES))
         except FileNotFoundError:
             raise CatalogError(f"no schema file for {tool_id!r}: {path} does not exist") from None
         except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSON's errors too

@@ -417,6 +417,12 @@ def test_a_variable_not_set_is_named_with_where_it_is(
     assert "mcpServers.off" not in message
 
 
+def test_a_config_may_start_with_a_byte_order_mark(tmp_path: Path) -> None:
+    path = tmp_path / "servers.json"  # as Windows editors save it
+    path.write_text(json.dumps({"mcpServers": {"gh": {"command": "gh"}}}), encoding="utf-8-sig")
+    assert list(load_servers(path)) == ["gh"]
+
+
 def test_an_upstream_that_cannot_start_is_named(tmp_path: Path) -> None:
     config = tmp_path / "servers.json"
     broken = {"command": str(tmp_path / "no-such-server")}

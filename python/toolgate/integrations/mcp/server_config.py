@@ -55,7 +55,7 @@ from toolgate.arguments import MAX_COUNT, shown
 from toolgate.catalog.build import block_problem
 from toolgate.errors import InvalidInputError
 from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES, MIN_RESULT_BYTES
-from toolgate.json_limits import JsonLimitError, loads, read_bounded
+from toolgate.json_limits import JsonLimitError, loads, read_text
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -173,7 +173,7 @@ def load_servers(path: str | Path) -> dict[str, ServerSpec]:
     try:
         # Bounded: a path to /dev/zero or a FIFO, or JSON nested past the parser, would hang,
         # exhaust memory or raise outside the exception tree.
-        text = read_bounded(Path(path), MAX_CONFIG_BYTES).decode("utf-8")
+        text = read_text(Path(path), MAX_CONFIG_BYTES)
         config = loads(text, object_pairs_hook=_unique_keys)
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from None
