@@ -693,7 +693,7 @@ def test_model_path_and_verify_name_the_cache_and_the_command_that_fills_it(
             ["--upstream", "mistral=https://x"],
             "with NAME one of ['openai', 'anthropic', 'gemini', 'azure', 'vertex']",
         ),
-        (["--upstream", "openai=ftp://x"], "expected an http(s) URL, got 'ftp://x'"),
+        (["--upstream", "openai=ftp://x"], "--upstream openai: expected an http(s) URL, got 'ftp"),
         ([], "no upstream: give --upstream NAME=ORIGIN"),
         (
             ["--listen", "0.0.0.0:8080", "--upstream", "openai=https://api.openai.com"],

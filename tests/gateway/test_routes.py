@@ -69,6 +69,10 @@ def test_toml_and_yaml_configs_read_the_same(tmp_path: Path) -> None:
         ("[[routes]]\ntop_k = 2\n", "routes[0] needs a 'path'"),
         ('query = "$..[["\n', "is not a JSONPath"),
         ("[upstreams.mistral]\norigin = 'http://x'\n", "upstreams.mistral"),
+        (
+            "[upstreams.openai]\norigin = 'ftp://x'\n",
+            "gateway.toml: upstreams.openai.origin: expected an http(s) URL, got 'ftp://x'",
+        ),
         ("top_k = [\n", "not valid TOML"),
         ("threshold = nan\n", "'threshold' must be a cosine in [-1, 1], got nan"),
         ("threshold = inf\n", "'threshold' must be a cosine in [-1, 1], got inf"),

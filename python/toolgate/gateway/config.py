@@ -177,7 +177,8 @@ class GatewayConfig:
         merged = dict(self.upstreams)
         for name, origin in (upstreams or {}).items():
             known = merged.get(name)
-            merged[name] = Upstream(_origin(origin, name), known.api_key_env if known else None)
+            key_env = known.api_key_env if known else None
+            merged[name] = Upstream(_origin(origin, f"--upstream {name}"), key_env)
         config = replace(
             self,
             upstreams=merged,
@@ -409,12 +410,14 @@ def _upstream(name: str, entry: Any, where: str) -> Upstream:
         raise InvalidInputError(f"{where}: upstreams.{name} needs an 'origin' URL")
     _check_keys(entry, {"origin", "api_key_env"}, f"{where}: upstreams.{name}")
     key_env = _env_name(entry, "api_key_env", f"{where}: upstreams.{name}")
-    return Upstream(_origin(entry["origin"], name), key_env)
+    return Upstream(_origin(entry["origin"], f"{where}: upstreams.{name}.origin"), key_env)
 
 
-def _origin(text: str, name: str) -> str:
+def _origin(text: str, where: str) -> str:
+    """``text``, an upstream's origin from ``where`` (the config file's key, or the
+    command line's option), without a trailing slash."""
     if not text.startswith(("http://", "https://")):
-        raise InvalidInputError(f"upstream {name}: expected an http(s) URL, got {text!r}")
+        raise InvalidInputError(f"{where}: expected an http(s) URL, got {text!r}")
     return text.rstrip("/")
 
 
