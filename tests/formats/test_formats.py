@@ -576,6 +576,19 @@ def test_jsonl_round_trip() -> None:
     assert Catalog.from_jsonl(text).version == catalog.version
 
 
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])
+def test_jsonl_lines_end_only_at_a_line_feed(separator: str) -> None:
+    # JSON strings may hold these raw (dumps writes them so), and str.splitlines() cut a
+    # line at each: the tool's own export did not read back.
+    tool = {"name": "note", "description": f"first{separator}second", "inputSchema": {}}
+    text = jsonl.dumps(Catalog.from_tools({"wx": {"tools": [tool]}}))
+    assert separator in text
+    crlf = (text + text.replace("note", "memo")).replace("\n", "\r\n")
+    first, second = Catalog.from_jsonl(crlf)
+    assert first.description == f"first{separator}second"
+    assert second.name == "memo"
+
+
 def test_every_real_tool_exports_to_every_provider() -> None:
     import warnings
 

@@ -19,7 +19,9 @@ __all__ = ["dumps", "parse"]
 
 def parse(text: str | Iterable[str], server: str | None) -> list[RawTool]:
     """Read JSONL text (or an iterable of lines) into raw tools."""
-    lines = text.splitlines() if isinstance(text, str) else text
+    # Lines end at a line feed only: JSON strings may hold U+2028, U+2029 and U+0085 raw,
+    # at which str.splitlines() would cut them (a trailing CR is JSON whitespace).
+    lines = text.split("\n") if isinstance(text, str) else text
     out: list[RawTool] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
