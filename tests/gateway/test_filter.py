@@ -798,6 +798,56 @@ def test_the_callers_lists_apply_to_unreadable_and_chosen_tools(embedder: Embedd
     assert kept == ("get_weather", "send_email")
 
 
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {**chat_request(), "tool_choice": "none"},
+        {"messages": [{"role": "system", "content": "Be brief."}], "tools": chat_tools()},
+        {
+            "messages": [{"role": "user", "content": WEATHER}],
+            "tools": [*anthropic_tools()[:1], {**anthropic_tools()[2], "defer_loading": True}],
+        },
+        {
+            "contents": [{"parts": [{"text": WEATHER}]}],
+            "toolConfig": {"functionCallingConfig": {"mode": "NONE"}},
+            "tools": [{"functionDeclarations": gemini_declarations()}],
+        },
+        {
+            "input": [{"type": "function_call_output", "call_id": "c", "output": "ok"}],
+            "tools": responses_tools(),
+        },
+    ],
+    ids=["tool_choice-none", "system-only", "deferred", "gemini-mode-none", "results-only"],
+)
+def test_the_callers_lists_hold_when_nothing_is_routed(
+    gate: ToolFilter, request_: dict[str, Any]
+) -> None:
+    # A request that is not routed still must not offer, nor pass a call to, a denied tool.
+    filtered = gate.filter(request_, deny=["send_*"])
+    assert "send_email" not in str(filtered.request["tools"])
+    assert "get_weather" in str(filtered.request["tools"])
+    assert filtered.dropped_count == 1
+    assert not gate.verify({"name": "send_email", "arguments": {}}, filtered)
+    assert gate.verify({"name": "get_weather", "arguments": {}}, filtered)
+    allowed = gate.filter(request_, allow=["get_weather"])
+    assert not gate.verify({"name": "send_email", "arguments": {}}, allowed)
+    # Tools declared where the gateway cannot read them: a shut-out name still fails.
+    stored = gate.filter({"input": WEATHER, "prompt": {"id": "p"}}, deny=["send_*"])
+    assert gate.verify({"name": "get_weather", "arguments": {}}, stored)
+    denied = gate.verify({"name": "send_email", "arguments": {}}, stored)
+    assert denied.error == "tool_not_available"
+
+
+def test_a_choice_of_a_shut_out_tool_is_refused_when_nothing_is_routed(gate: ToolFilter) -> None:
+    deferred = {
+        "messages": [{"role": "user", "content": WEATHER}],
+        "tools": [*anthropic_tools()[:3], {**anthropic_tools()[3], "defer_loading": True}],
+        "tool_choice": {"type": "tool", "name": "send_email"},
+    }
+    with pytest.raises(InvalidInputError, match="names 'send_email', which the allow / deny"):
+        gate.filter(deferred, deny=["send_*"])
+
+
 # A generated schema: a title on every property, a null default, a padded description.
 GENERATED = {
     "type": "object",

@@ -5,7 +5,7 @@ them out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,12 +14,12 @@ import numpy as np
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.errors import InvalidInputError
-from toolgate.formats.raw import base_provider
+from toolgate.formats.raw import DEFAULT_SERVER, RawTool, base_provider
 from toolgate.gateway.indexes import IndexedTools
 from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
 from toolgate.routing.result import RouteResult
 
-__all__ = ["Outcome", "choose"]
+__all__ = ["Outcome", "choose", "refuse_shut_choice", "shut_out_read"]
 
 
 @dataclass(frozen=True)
@@ -68,11 +68,7 @@ def choose(
     allow, deny = options.get("allow"), options.get("deny")
     chosen = _rows_named(catalog, forced)
     if shut := shut_out(routed.scopes, sorted(chosen), allow, deny):
-        listed = ", ".join(repr(catalog.tools[row].name) for row in shut)
-        raise InvalidInputError(
-            f"the request's tool choice names {listed}, which the allow / deny lists shut "
-            "out: change the tool choice or the lists"
-        )
+        refuse_shut_choice([catalog.tools[row].name for row in shut])
     using = _rows_named(catalog, in_use)
     chosen |= using - set(shut_out(routed.scopes, sorted(using), allow, deny))
     routed_rows = [catalog.position(tool_id) for tool_id in result.ids]
@@ -144,3 +140,29 @@ def shut_out(
     if (denied := scopes.rows(deny, deny=True)) is not None:
         out |= np.isin(wanted, denied)
     return [int(row) for row in wanted[out]]
+
+
+def shut_out_read(
+    tools: Sequence[RawTool], allow: Iterable[str] | None, deny: Iterable[str] | None
+) -> set[int]:
+    """The positions of those of ``tools`` (read from a request that was not routed: no
+    index) that ``allow`` or ``deny`` shut out, each matched by the id a catalog would give
+    it (its server, by default ``default``, and its name) and its name."""
+    if not tools or (allow is None and deny is None):
+        return set()
+    names = [tool.name if isinstance(tool.name, str) else "" for tool in tools]
+    servers = [
+        t.server if isinstance(t.server, str) and t.server else DEFAULT_SERVER for t in tools
+    ]
+    ids = [f"{server}/{name}" for server, name in zip(servers, names, strict=True)]
+    return set(shut_out(ScopeMatcher(ids, names), list(range(len(tools))), allow, deny))
+
+
+def refuse_shut_choice(names: Iterable[str]) -> None:
+    """Refuse a tool choice naming tools the allow / deny lists shut out: the provider would
+    refuse a choice of a tool it is not sent, and a forced call must not pass the lists."""
+    listed = ", ".join(map(repr, names))
+    raise InvalidInputError(
+        f"the request's tool choice names {listed}, which the allow / deny lists shut "
+        "out: change the tool choice or the lists"
+    )

@@ -15,7 +15,8 @@ A request without a tools array whose last user message is a catalog of ``<tooln
 tags; a message that only mentions a tag goes on as it is. Provider-side tools
 (``web_search``, ``googleSearch``...) are never routed and always kept. A request that
 defers tools to a tool search (``defer_loading``) goes with all its tools: the deferred ones
-cost no context, and its search tool may be any of the others. A function tool the
+cost no context, and its search tool may be any of the others. The allow / deny lists hold
+on every request: one not routed goes without the function tools they shut out. A function tool the
 catalog cannot read is an error, never dropped: a gateway that forwarded the request without
 it would hide the fault from the application.
 
@@ -37,13 +38,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolgate.arguments import check_count
+from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import (
     InvalidInputError,
 )
 from toolgate.formats import genai_sdk, text_tags
 from toolgate.formats.compact import compact_entry
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
-from toolgate.gateway.choosing import choose
+from toolgate.gateway.choosing import choose, refuse_shut_choice, shut_out_read
 from toolgate.gateway.filtered import FilteredRequest, verify_by_name
 from toolgate.gateway.indexes import (
     Indexes,
@@ -288,7 +290,7 @@ class ToolFilter:
         tags = None if choice.off or turn.found is None else _tag_catalog(turn.found[1])
         if tags is not None:
             return self._filter_tags(turn, tags, options)
-        return FilteredRequest(dict(request), _unrouted(), (), 0, provider)
+        return self._not_routed(turn, provider, options)
 
     def _filter_tools(
         self, turn: _Turn, tools: Any, provider: str, options: dict[str, Any]
@@ -301,7 +303,7 @@ class ToolFilter:
             # Only provider-side tools: nothing to route. Tools deferred to a tool search:
             # the client chose what loads up front, and its search tool (a plain custom
             # tool may be one) must stay, or the deferred ones can never load.
-            return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
+            return self._not_routed(turn, provider, options)
         query: str | None
         if turn.found is not None:
             index, query = turn.found
@@ -313,7 +315,7 @@ class ToolFilter:
         else:
             # Nothing to route on (a system prompt alone, an image alone): the provider takes
             # such a request as it is, so it goes on with all its tools.
-            return FilteredRequest(dict(turn.request), _unrouted(), (), 0, provider)
+            return self._not_routed(turn, provider, options)
         slots, routable, builtin = layout.slots, layout.routable, layout.builtin
         routed = self._indexes.get(
             layout.key, provider, lambda: read_slots(tools, slots, provider), turn.wait
@@ -356,6 +358,33 @@ class ToolFilter:
             out, result.route, kept, len(slots) - len(keep), provider, positions,
             result.budget, routed, result.active,
         )  # fmt: skip
+
+    def _not_routed(self, turn: _Turn, provider: str, options: dict[str, Any]) -> FilteredRequest:
+        """``turn``'s request, not routed, with all its tools but the function tools the
+        allow / deny lists shut out (a deferred one too: a tool search could load it)."""
+        allow, deny = pattern_list(options["allow"]), pattern_list(options["deny"])
+        out = dict(turn.request)
+        tools = out.get("tools")
+        unchanged = FilteredRequest(out, _unrouted(), (), 0, provider, _allow=allow, _deny=deny)
+        if (allow is None and deny is None) or not isinstance(tools, list):
+            return unchanged
+        slots = routable_tools(tools, provider, deferred=True)
+        read = read_slots(tools, slots, provider)
+        shut = shut_out_read(read, allow, deny)
+        if not shut:
+            return unchanged
+        if chosen := [read[k].name for k in sorted(shut) if read[k].name in turn.choice.names]:
+            refuse_shut_choice(chosen)
+        keep = [slot for k, slot in enumerate(slots) if k not in shut]
+        routable = frozenset(i for i, _ in slots)
+        entries = kept_entries(tools, keep, routable, provider == "gemini")
+        if entries:
+            out["tools"] = [entry for _, entry in entries]
+        else:
+            for name in TOOL_KEYS:
+                out.pop(name, None)
+        positions = tuple(i for i, _ in entries)
+        return replace(unchanged, dropped_count=len(shut), positions=positions)
 
     def _filter_tags(
         self, turn: _Turn, tags: list[RawTool], options: dict[str, Any]

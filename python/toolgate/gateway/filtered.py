@@ -9,7 +9,9 @@ from typing import Any
 
 from toolgate.formats import genai_sdk
 from toolgate.formats.calls import call_name
+from toolgate.formats.raw import RawTool
 from toolgate.formats.requests import read_slots, routable_tools
+from toolgate.gateway.choosing import shut_out_read
 from toolgate.gateway.indexes import IndexedTools
 from toolgate.promotion.budget import BudgetDecision
 from toolgate.routing.result import RouteResult
@@ -31,7 +33,8 @@ class FilteredRequest:
     ``"openai"``, ``"openai-responses"``, ``"anthropic"``, ``"gemini"`` or ``"text_tags"``.
     When nothing was routed (tool calling off, no function tools, tools deferred to a tool
     search, no user text to route on: a system prompt or an image alone) ``result`` is
-    empty, with form ``"none"``, and ``request`` is a copy of the input. ``budget`` is the
+    empty, with form ``"none"``, and ``request`` is a copy of the input without the function
+    tools the allow / deny lists shut out (``dropped_count`` counts them). ``budget`` is the
     decision of the budget given to :meth:`ToolFilter.filter`, if any. For a google-genai
     request object, ``request`` is an object of the same type.
     """
@@ -47,6 +50,10 @@ class FilteredRequest:
     # catalog ids kept (None when nothing was routed).
     _routed: IndexedTools | None = field(default=None, repr=False, compare=False)
     _active: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    # The caller's allow / deny lists, which a call is checked against by name when nothing
+    # was routed (the request went with its other tools).
+    _allow: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    _deny: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.kept)
@@ -83,7 +90,8 @@ def verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
 
     A request whose tools are declared where the gateway cannot read them (a Gemini
     ``cachedContent``, a Responses stored ``prompt``) and that carries none of its own lets
-    any named call pass, unchecked: blocking it would block every call it makes.
+    any named call pass, unchecked: blocking it would block every call it makes. A tool the
+    caller's allow / deny lists shut out never passes (``tool_not_available``).
     """
     request = filtered.request
     lifted = genai_sdk.lift(request)  # generate_content's arguments: read as REST
@@ -91,18 +99,24 @@ def verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
         request = lifted.request
     tools = request.get("tools")
     functions = request.get("functions")
-    names: list[str] = []
+    read: list[RawTool] = []
     if isinstance(tools, list) and filtered.provider != "text_tags":
         # A deferred tool a tool search loaded is one the request offered.
         slots = routable_tools(tools, filtered.provider, deferred=True)
         read = read_slots(tools, slots, filtered.provider)
-        names = [raw.name for raw in read if isinstance(raw.name, str)]
     if isinstance(functions, list):
-        names += [f["name"] for f in functions if isinstance(f, Mapping) and _named(f)]
+        read += [
+            RawTool(f"functions[{i}]", name=f["name"])
+            for i, f in enumerate(functions)
+            if isinstance(f, Mapping) and _named(f)
+        ]
     if tools is None and functions is None and any(k in request for k in _TOOLS_ELSEWHERE):
         name = call_name(call)
-        return verify_name(call, [name] if name else [])
-    return verify_name(call, names)
+        read = [RawTool("the call", name=name)] if name else []
+    shut = shut_out_read(read, filtered._allow, filtered._deny)
+    named = [(k in shut, raw.name) for k, raw in enumerate(read) if isinstance(raw.name, str)]
+    offered = [name for out, name in named if not out]
+    return verify_name(call, offered, known=[name for out, name in named if out])
 
 
 # Where a request may declare its tools out of band: Gemini's cached content, a Responses
