@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from toolgate.formats.calls import answer_tool_calls, call_name
@@ -62,3 +63,15 @@ def test_a_gemini_stream_read_whole_has_the_calls_of_every_response() -> None:
     calls = answer_tool_calls([response("get_weather"), response("send_email")], "gemini")
     assert [call_name(call) for call in calls] == ["get_weather", "send_email"]
     assert answer_tool_calls(response("get_weather"), "gemini") == calls[:1]
+
+
+def test_only_cr_and_lf_end_an_event_line() -> None:
+    # Raw U+2028, U+0085, form feeds... are legal in JSON strings; SSE splits only on CR / LF.
+    for odd in ["\u2028", "\u2029", "\u0085", "\x0b", "\x0c", "\x1c", "\x1e"]:
+        data = {"name": "send_email", "args": {"body": f"a{odd}b"}}
+        raw = ("event: call\r\ndata: " + json.dumps(data, ensure_ascii=False) + "\r\n\r\n").encode()
+        event = SseEvent.parse(raw)
+        assert event.name == "call"
+        assert event.data == data
+    two = SseEvent.parse(b'data: {"a":\rdata: 1}\n\n')
+    assert two.data == {"a": 1}

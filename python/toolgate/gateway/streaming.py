@@ -21,6 +21,9 @@ __all__ = ["CallWatcher", "SseEvent", "SseSplitter", "error_event"]
 
 # An event ends at a blank line; lines end in CRLF, LF or CR (the SSE specification).
 _BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+# Only those end a line: str.splitlines also splits on U+2028, U+0085, form feeds..., which
+# JSON allows raw in a string, and a data line cut there hides the call it holds.
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 class SseSplitter:
@@ -63,7 +66,7 @@ class SseEvent:
     def parse(cls, raw: bytes) -> SseEvent:
         """Read ``raw``, one whole event; data that is not JSON (``[DONE]``) stays text."""
         name, lines = None, []
-        for line in raw.decode("utf-8", "replace").splitlines():
+        for line in _LINE_END.split(raw.decode("utf-8", "replace")):
             field_name, _, value = line.partition(":")
             value = value[1:] if value.startswith(" ") else value
             if field_name == "event":
