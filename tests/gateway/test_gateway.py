@@ -3,6 +3,7 @@ upstream on loopback: what the upstream receives, what the application gets back
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 import uuid
@@ -23,6 +24,7 @@ from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tool
 from toolgate.gateway.answers import _summary
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, Upstream
+from toolgate.gateway.streaming import CallWatcher, SseEvent
 from toolgate.verify import Verdict
 
 USER = [{"role": "user", "content": WEATHER}]
@@ -380,6 +382,22 @@ def test_an_upstream_reset_mid_stream_is_an_error_not_a_hang(annotating: Served)
     served.fake.script.reset_after = 1
     with pytest.raises(openai.APIError, match="broke off"):
         list(_openai(served).chat.completions.create(model="m", messages=USER, stream=True))
+
+
+def test_a_fault_reading_a_stream_ends_it_with_an_error_event(
+    annotating: Served, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A bug of the gateway's own mid-stream must not cut the client's stream without a word.
+    def broken(self: CallWatcher, event: SseEvent) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(CallWatcher, "see", broken)
+    served = annotating
+    failed = pytest.raises(openai.APIError, match="toolgate: the gateway failed")
+    with caplog.at_level(logging.ERROR, logger="toolgate.gateway"), failed as caught:
+        list(_openai(served).chat.completions.create(model="m", messages=USER, stream=True))
+    assert caught.value.code == "internal_error"
+    assert any("RuntimeError" in (r.exc_text or "") for r in caplog.records)
 
 
 def test_an_upstream_down_is_502_and_a_slow_one_504(

@@ -75,3 +75,18 @@ def test_only_cr_and_lf_end_an_event_line() -> None:
         assert event.data == data
     two = SseEvent.parse(b'data: {"a":\rdata: 1}\n\n')
     assert two.data == {"a": 1}
+
+
+def test_odd_anthropic_indexes_do_not_break_the_reader() -> None:
+    watcher = CallWatcher("anthropic")
+    block = {"type": "tool_use", "id": "t", "name": "get_weather", "input": {}}
+    for index in [[0], {"a": 1}, None, "0"]:
+        start = {"type": "content_block_start", "index": index, "content_block": block}
+        assert watcher.see(SseEvent("content_block_start", start)) == (["get_weather"], [])
+        delta = {"type": "content_block_delta", "index": index,
+                 "delta": {"type": "input_json_delta", "partial_json": "{}"}}  # fmt: skip
+        assert watcher.see(SseEvent("content_block_delta", delta)) == ([], [])
+        stop = {"type": "content_block_stop", "index": index}
+        _, finished = watcher.see(SseEvent("content_block_stop", stop))
+        assert [call_name(call) for call in finished] == ["get_weather"]
+        assert finished[0]["input"] == "{}"

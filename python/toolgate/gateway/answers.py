@@ -9,6 +9,7 @@ take the error shape of the provider the request was for (:func:`error`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -34,6 +35,7 @@ __all__ = ["CALLS_HEADER", "NOT_SENT", "Check", "error", "raw", "stream"]
 # A call naming a tool the request was not sent: what enforce blocks.
 NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})
 CALLS_HEADER = "x-toolgate-tool-calls"
+_log = logging.getLogger("toolgate.gateway")
 
 
 class Check:
@@ -181,6 +183,10 @@ def stream(sent: httpx.Response, check: Check, ours: list[tuple[str, str]]) -> R
             check.gateway.metrics.upstream_errors.labels(check.upstream, kind).inc()
             message = f"toolgate: the upstream's stream broke off ({type(exc).__name__})"
             yield error_event(check.shape, message, "upstream_" + kind)
+        except Exception:  # a bug of ours: the client is told, not left with a cut stream
+            _log.error("reading the upstream's stream failed (a bug)", exc_info=True)
+            message = "toolgate: the gateway failed reading the upstream's stream (see its log)"
+            yield error_event(check.shape, message, "internal_error")
         finally:
             with anyio.CancelScope(shield=True):  # also when the client went away
                 await sent.aclose()

@@ -172,6 +172,8 @@ class CallWatcher:
 
     def _anthropic(self, data: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
         kind, index = data.get("type"), data.get("index")
+        # Anthropic numbers each block; any other index (a list: unhashable) is read as none.
+        index = index if isinstance(index, int) else None
         if kind == "content_block_start":
             block = data.get("content_block")
             if isinstance(block, Mapping) and block.get("type") == "tool_use":
