@@ -1042,6 +1042,25 @@ def test_calls_to_tools_declared_out_of_the_tools_array_are_checked_or_let_throu
     assert gate.verify({"name": "get_weather", "arguments": {}}, plain).error == "unknown_tool"
 
 
+def test_the_endpoints_shape_reads_a_body_that_does_not_tell_its_own(gate: ToolFilter) -> None:
+    # A Responses request may take its whole conversation from a stored prompt: no input.
+    stored = {"model": "m", "prompt": {"id": "pmpt_1", "variables": {"city": "Lisbon"}}}
+    filtered = gate.filter(stored, shape="openai-responses")
+    assert filtered.request == stored
+    assert (filtered.provider, filtered.result.form) == ("openai-responses", "none")
+    with_tools = {**stored, "tools": responses_tools()}
+    filtered = gate.filter(with_tools, shape="openai-responses", deny=["send_*"])
+    assert len(filtered.request["tools"]) == len(SPECS) - 1  # nothing to route on
+    # A Chat body without Chat tools is no Anthropic one on a Chat endpoint.
+    chat = {"messages": [{"role": "user", "content": WEATHER}]}
+    assert gate.filter(chat).provider == "anthropic"
+    assert gate.filter(chat, shape="openai").provider == "openai"
+    with pytest.raises(InvalidInputError, match="expected an OpenAI Chat"):
+        gate.filter({"prompt": {"id": "p"}}, shape="openai")
+    with pytest.raises(InvalidInputError, match="shape must be one of"):
+        gate.filter(chat, shape="bedrock")
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -318,6 +318,16 @@ def test_annotate_checks_arguments_of_a_streamed_call(annotating: Served) -> Non
 # ---- bad input and faults ----
 
 
+def test_a_responses_request_from_a_stored_prompt_alone_goes_upstream(
+    enforcing: Served,
+) -> None:
+    served = enforcing
+    body = {"model": "m", "prompt": {"id": "pmpt_1"}, "tools": responses_tools()}
+    answer = httpx.post(served.url + "/v1/responses", json=body, timeout=60)
+    assert answer.status_code == 200
+    assert served.fake.received[-1].body == body  # nothing to route on: as it came
+
+
 def test_bad_input_is_a_4xx_naming_the_problem_and_never_reaches_upstream(
     annotating: Served,
 ) -> None:

@@ -35,8 +35,23 @@ _TAG_PAIR = re.compile(
 Slot = tuple[int, int | None]  # a routable tool: its index in tools, and in the declarations
 
 
-def request_shape(request: Mapping[str, Any]) -> tuple[str, str]:
-    """The key holding the conversation, and the provider the request is shaped for."""
+# The key of each request shape's conversation.
+_KEY_OF = {"openai": "messages", "anthropic": "messages", "openai-responses": "input",
+           "gemini": "contents"}  # fmt: skip
+SHAPES = tuple(_KEY_OF)
+
+
+def request_shape(request: Mapping[str, Any], shape: str | None = None) -> tuple[str, str]:
+    """The key holding the conversation, and the provider the request is shaped for.
+
+    ``shape`` (one of :data:`SHAPES`), the shape the caller knows the request has (the
+    gateway's endpoint), is taken when the body holds its key: a ``messages`` body without
+    Chat tools is no Anthropic one on a Chat endpoint. A Responses request may have no
+    ``input`` (a stored ``prompt`` holds its conversation): its key is then ``input``, and
+    :func:`messages_of` reads no messages. Without ``shape`` the body's keys tell.
+    """
+    if shape is not None and (_KEY_OF[shape] in request or shape == "openai-responses"):
+        return _KEY_OF[shape], shape
     keys = [key for key in _CONVERSATION if key in request]
     if len(keys) != 1:
         found = f"both {keys[0]!r} and {keys[1]!r}" if keys else f"keys {sorted(map(str, request))}"
@@ -61,7 +76,10 @@ def _is_chat_tool(tool: Any) -> bool:
 
 
 def messages_of(request: Mapping[str, Any], key: str) -> list[Any]:
-    """The request's messages; a Responses ``input`` string is one user message."""
+    """The request's messages; a Responses ``input`` string is one user message, and none
+    is none (its stored prompt holds them)."""
+    if key == "input" and key not in request:
+        return []
     value = request[key]
     if isinstance(value, str) and key == "input":
         return [{"role": "user", "content": value}]

@@ -425,9 +425,8 @@ class Gateway:
         try:
             body = bodies.parse(raw)
         except ValueError as exc:  # orjson's JSONDecodeError, or past the exact reader's bounds
-            return answers.error(
-                provider, 400, f"the request body is not valid JSON: {exc}", "bad_json"
-            )
+            message = f"the request body is not valid JSON: {exc}"
+            return answers.error(provider, 400, message, "bad_json")
         if not isinstance(body, dict):
             message = f"the request body must be a JSON object, got {type(body).__name__}"
             return answers.error(provider, 400, message, "bad_body")
@@ -443,6 +442,7 @@ class Gateway:
                     request.headers,
                     wait=False,
                     previous=previous,
+                    shape=shape,
                 ),
                 # A request cancelled at shutdown does not wait for its thread to finish.
                 partial(anyio.to_thread.run_sync, abandon_on_cancel=True),

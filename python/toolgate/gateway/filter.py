@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from toolgate.embedding.embedder import Embedder
 
 from toolgate.formats.requests import (
+    SHAPES,
     TOOL_KEYS,
     Slot,
     ToolChoice,
@@ -211,6 +212,7 @@ class ToolFilter:
         query: str | None = None,
         wait: bool = True,
         previous: Iterable[str] | None = None,
+        shape: str | None = None,
     ) -> FilteredRequest:
         """``request`` with only the tools routed for its latest user message (see the module):
         the last one that asks, not one answering tool calls (text beside tool results
@@ -240,6 +242,11 @@ class ToolFilter:
         to route on (only ``function_call_output`` items) keeps those, and the tools its
         conversation called, instead of going with all its tools.
 
+        ``shape`` is the request shape the caller knows (a gateway's endpoint: ``"openai"``,
+        ``"openai-responses"``, ``"anthropic"`` or ``"gemini"``), read where the body does
+        not tell: a Responses request without ``input`` (its stored ``prompt`` holds the
+        conversation) has nothing to route on.
+
         A request whose tools another thread is indexing waits for that build, unless
         ``wait`` is false: it then raises :class:`IndexInProgress` (a server handling many
         requests on a few threads must not spend one per request waiting).
@@ -249,7 +256,7 @@ class ToolFilter:
             filtered = self.filter(
                 sdk.request, top_k=top_k, threshold=threshold, state=state, allow=allow,
                 deny=deny, include=include, budget=budget, query=query, wait=wait,
-                previous=previous,
+                previous=previous, shape=shape,
             )  # fmt: skip
             restored = sdk.restore(filtered.request, filtered.positions)
             return replace(filtered, request=restored)
@@ -259,7 +266,9 @@ class ToolFilter:
             raise InvalidInputError(f"budget must be a Budget, got {type(budget).__name__}")
         if not isinstance(wait, bool):
             raise InvalidInputError(f"wait must be True or False, got a {type(wait).__name__}")
-        key, provider = request_shape(request)
+        if shape is not None and shape not in SHAPES:
+            raise InvalidInputError(f"shape must be one of {list(SHAPES)}, got {shape!r}")
+        key, provider = request_shape(request, shape)
         messages = messages_of(request, key)
         choice = read_tool_choice(request)
         found = last_user_turn(messages, provider)

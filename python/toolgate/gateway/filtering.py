@@ -39,9 +39,10 @@ def filter_request(
     *,
     wait: bool = True,
     previous: frozenset[str] | None = None,
+    shape: str | None = None,
 ) -> Filtered:
     """``body`` filtered under ``route``, with the state and top-k its ``headers`` ask for;
-    ``wait`` and ``previous`` as :meth:`ToolFilter.filter`'s."""
+    ``wait``, ``previous`` and ``shape`` as :meth:`ToolFilter.filter`'s."""
     started = time.perf_counter()
     query = None
     if route.query is not None:
@@ -60,6 +61,7 @@ def filter_request(
         query=query,
         wait=wait,
         previous=previous,
+        shape=shape,
     )
     tools_in = len(filtered.kept) + filtered.dropped_count
     saved = _tokens_saved(filtered)
