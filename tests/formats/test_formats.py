@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 from tests.shared_data import CATALOGS, require
 from toolgate.catalog.catalog import Catalog, CatalogWarning, InvalidToolsError
 from toolgate.formats import gemini, jsonl, text_tags
+from toolgate.formats.requests import read_tool_choice
 from toolgate.formats.schema_walk import normalize_type_aliases
 from toolgate.verify import verify_call
 
@@ -608,3 +609,13 @@ def test_every_real_tool_exports_to_every_provider() -> None:
             _assert_gemini_subset(declaration["parameters"])
         for provider in ("openai", "openai-responses", "anthropic", "mcp"):
             json.dumps(tool.to_provider(provider))
+
+
+@pytest.mark.parametrize("mode", ["none", "NONE", ["NONE"], {"a": 1}, 7])
+def test_a_gemini_mode_is_read_only_as_a_string(mode: Any) -> None:
+    deep: Any = []
+    for _ in range(1000):
+        deep = [deep]
+    request = {"toolConfig": {"functionCallingConfig": {"mode": mode}}}
+    assert read_tool_choice(request).off == isinstance(mode, str)
+    assert read_tool_choice({"toolConfig": {"functionCallingConfig": {"mode": deep}}}).off is False

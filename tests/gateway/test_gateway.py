@@ -328,6 +328,35 @@ def test_a_responses_request_from_a_stored_prompt_alone_goes_upstream(
     assert served.fake.received[-1].body == body  # nothing to route on: as it came
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1beta/models/m:generateContent",
+         '{"contents": [{"role": "user", "parts": [{"text": "weather in Lisbon"}]}],'
+         ' "tools": [{"functionDeclarations": [{"name": "get_weather"}]}],'
+         ' "toolConfig": {"functionCallingConfig": {"mode": DEEP}}}'),
+        ("/v1/responses",
+         '{"input": [{"type": "function_call_output", "call_id": "c", "output": DEEP},'
+         ' {"role": "user", "content": "weather in Lisbon"}], "tools": TOOLS}'),
+        ("/v1/chat/completions",
+         '{"messages": [{"role": DEEP, "content": "x"}, {"role": "user", "content": [DEEP]},'
+         ' {"role": "user", "content": "weather in Lisbon"}], "tools": CHAT}'),
+    ],
+)  # fmt: skip
+def test_values_nested_a_thousand_deep_are_no_server_error(
+    annotating: Served, path: str, body: str
+) -> None:
+    deep = "[" * 1000 + "]" * 1000  # orjson reads up to 1,024 levels
+    tools = orjson.dumps(responses_tools()).decode()
+    chat = orjson.dumps(chat_tools()).decode()
+    content = body.replace("DEEP", deep).replace("TOOLS", tools).replace("CHAT", chat)
+    headers = {"content-type": "application/json"}
+    answer = httpx.post(annotating.url + path, content=content, headers=headers, timeout=60)
+    assert answer.status_code in (200, 400)
+    if answer.status_code == 400:
+        assert "nest" in answer.text  # named, whether reading the history or writing the body
+
+
 def test_bad_input_is_a_4xx_naming_the_problem_and_never_reaches_upstream(
     annotating: Served,
 ) -> None:

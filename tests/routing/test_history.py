@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from toolgate.errors import InvalidInputError
 from toolgate.routing.history import HistoryTurn, history_texts
 
 
@@ -53,3 +54,38 @@ def test_responses_items_that_are_not_messages_are_skipped() -> None:
 )
 def test_messages_are_read_by_their_role(turn: HistoryTurn, text: str | None) -> None:
     assert history_texts([turn], 1) == ([] if text is None else [text])
+
+
+def _deep(levels: int) -> object:
+    value: object = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("turn", "where"),
+    [
+        ({"type": "function_call_output", "call_id": "c", "output": _deep(1000)}, "'output'"),
+        ({"parts": [{"functionResponse": {"name": "f", "response": {"r": _deep(1000)}}}]},
+         "'response'"),
+        ({"role": "user", "content": [_deep(1000)]}, "content block 0"),
+        ({"role": "user", "content": [{"type": "input_text", "text": _deep(1000)}]}, "'text'"),
+        ({"role": "tool", "content": [{"text": 10**5000}]}, "'text'"),
+    ],
+)  # fmt: skip
+def test_values_nested_past_the_bound_are_refused_by_name(turn: HistoryTurn, where: str) -> None:
+    # Written out as text they would raise RecursionError (or ValueError) far from the input.
+    with pytest.raises(InvalidInputError, match=rf"history\[0\].*{where}.*(nest|digits)"):
+        history_texts([turn], 1)
+
+
+def test_odd_roles_and_nested_tool_results_do_not_break_the_reader() -> None:
+    assert history_texts([{"role": _deep(1000), "content": "x"}], 1) == []
+    assert history_texts([{"role": ["user"], "content": "x"}], 1) == []
+    block: dict[str, object] = {"type": "tool_result", "content": "deep"}
+    for _ in range(600):
+        block = {"type": "tool_result", "content": [block]}
+    # A tool result holds text and images, never another tool result: one level is read.
+    outer = {"type": "tool_result", "content": [{"type": "text", "text": "ok"}, block]}
+    assert history_texts([{"role": "user", "content": [outer]}], 1) == ["ok"]

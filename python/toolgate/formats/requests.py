@@ -151,7 +151,9 @@ def read_tool_choice(request: Mapping[str, Any]) -> ToolChoice:
     """The request's tool choice (OpenAI, Anthropic or Gemini ``toolConfig``)."""
     choice = request.get("tool_choice")
     calling = _field(_field(request, "toolConfig"), "functionCallingConfig")
-    mode = str(_field(calling, "mode") or "").upper()
+    mode = _field(calling, "mode")
+    # A mode is a string; str() of any other value (a list nested 1,000 deep) may fail.
+    mode = mode.upper() if isinstance(mode, str) else ""
     if choice == "none" or (isinstance(choice, Mapping) and choice.get("type") == "none"):
         return ToolChoice(off=True)
     if mode == "NONE":

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from toolgate.errors import InvalidInputError
+from toolgate.json_limits import json_problem
 from toolgate.unicode import well_formed
 
 __all__ = ["HistoryTurn", "blend_history", "history_texts"]
@@ -64,7 +65,9 @@ def _message_text(turn: Mapping[str, object], position: int) -> str:
     and Responses items that are not messages or tool outputs."""
     if turn.get("type") in _TOOL_OUTPUTS:  # Responses API: a tool's result, no role
         output = turn.get("output")
-        return output if isinstance(output, str) else json.dumps(output, default=str)
+        if isinstance(output, str):
+            return output
+        return json.dumps(_bounded(output, position, "'output'"), default=str)
     if "role" in turn:
         role = turn["role"]
     elif "type" in turn:
@@ -76,38 +79,51 @@ def _message_text(turn: Mapping[str, object], position: int) -> str:
     else:
         # Gemini lets a single-turn Content leave its role unset, meaning the user.
         role = "user"
-    if str(role) not in _BLENDED_ROLES:
+    if not isinstance(role, str) or role not in _BLENDED_ROLES:  # str() of any value may fail
         return ""
     content = turn["parts"] if "parts" in turn else turn.get("content")
     return _content_text(content, position)
 
 
-def _content_text(content: object, position: int) -> str:
+def _content_text(content: object, position: int, results: bool = True) -> str:
+    """The text of a message's content; a tool result's own ``results`` are not read (it
+    holds text and images, and reading one in another would recurse as deep as it nests)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(p for p in (_block_text(b, position) for b in content) if p)
+        texts = (_block_text(b, position, k, results) for k, b in enumerate(content))
+        return " ".join(p for p in texts if p)
     raise InvalidInputError(
         f"history[{position}]['content'] must be a string or a list of blocks, "
         f"got {type(content).__name__}"
     )
 
 
-def _block_text(block: object, position: int) -> str:
+def _block_text(block: object, position: int, index: int, results: bool) -> str:
     """A content block's text: ``text``, a tool result's ``content``, a Gemini function
     response (as JSON); blocks without text (images, tool calls) give nothing."""
     if not isinstance(block, Mapping):
-        return str(block)
+        return str(_bounded(block, position, f"content block {index}"))
     if "text" in block:
-        return str(block["text"])
+        return str(_bounded(block["text"], position, f"content block {index}'s 'text'"))
     if block.get("type") == "tool_result":
-        return _content_text(block.get("content"), position)
+        return _content_text(block.get("content"), position, False) if results else ""
     response = block.get("functionResponse", block.get("function_response"))
     if isinstance(response, Mapping):
-        return json.dumps(response.get("response", {}), ensure_ascii=False, default=str)
+        value = _bounded(response.get("response", {}), position, f"part {index}'s 'response'")
+        return json.dumps(value, ensure_ascii=False, default=str)
     return ""
+
+
+def _bounded(value: object, position: int, where: str) -> object:
+    """``value``, refused if writing it out as text would fail: nested past
+    :data:`~toolgate.json_limits.MAX_DEPTH` levels (a ``RecursionError``) or an integer past
+    4,300 digits (a ``ValueError``). Strings, the common case, are not walked."""
+    if not isinstance(value, str) and (problem := json_problem(value, strict=False)):
+        raise InvalidInputError(f"history[{position}] {where} has {problem}")
+    return value
 
 
 def blend_history(
