@@ -18,6 +18,7 @@ from tests.routing.sealed import write_sealed
 from toolgate import IndexFormatError, InvalidInputError, StorageError, ToolgateError
 from toolgate.catalog.catalog import Catalog
 from toolgate.embedding.embedder import Embedder
+from toolgate.routing import store
 from toolgate.routing.router import Router, RouterConfig
 
 TOOLS = {
@@ -252,6 +253,45 @@ def test_a_save_goes_on_over_what_an_interrupted_first_save_left(
     (folder / ".catalog.json.0123456789abcdef0123456789abcdef.tmp").write_text("")
     router.save(folder)
     assert _open(folder, embedder).route("weather in Oslo").tools
+
+
+def test_a_save_goes_on_over_a_first_save_cut_off_at_its_manifest(
+    router: Router, embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, real_write = tmp_path / "r", store.write_atomic
+
+    def cut_off_at_the_manifest(path: Path, *args: Any, **kwargs: Any) -> None:
+        if path.name == "router.json":
+            raise KeyboardInterrupt  # Ctrl-C, or a full disk, as the manifest is written
+        real_write(path, *args, **kwargs)
+
+    monkeypatch.setattr(store, "write_atomic", cut_off_at_the_manifest)
+    with pytest.raises(KeyboardInterrupt):
+        router.save(folder)
+    monkeypatch.setattr(store, "write_atomic", real_write)
+    assert sorted(p.name for p in folder.iterdir()) == ["bm25.tgb", "catalog.json", "matrix.tgm"]
+    router.save(folder)
+    assert _open(folder, embedder).route("weather in Oslo").tools
+
+
+@pytest.mark.parametrize(
+    "catalog",
+    [
+        {"tools": [{"name": "mine", "description": "my own tool"}]},
+        {"tools": [], "qualify": "auto", "overrides": {}, "mine": True},
+        {"tools": {}, "qualify": "auto", "overrides": {}},
+    ],
+)
+def test_a_users_own_catalog_beside_index_files_is_still_refused(
+    router: Router, saved: Path, tmp_path: Path, catalog: dict[str, Any]
+) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    shutil.copyfile(saved / "matrix.tgm", folder / "matrix.tgm")
+    (folder / "catalog.json").write_text(json.dumps(catalog))
+    with pytest.raises(InvalidInputError, match=rf"{folder}: neither empty nor .*'catalog.json'"):
+        router.save(folder)
+    assert json.loads((folder / "catalog.json").read_text()) == catalog
 
 
 def test_publish_replaces_a_live_router_atomically(

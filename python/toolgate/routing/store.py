@@ -94,6 +94,10 @@ ROUTER_FILES = (MANIFEST, CATALOG, MATRIX, BM25)
 # interrupted before its manifest leaves, with the index files.
 _TEMPORARY = re.compile(r"\.+(?:router\.json|catalog\.json|matrix\.tgm|bm25\.tgb)\..*tmp.*")
 
+# The keys of the catalog file :func:`write_catalog_and_manifest` writes: a save interrupted
+# before its manifest leaves one, known by them from a user's own catalog.json.
+_CATALOG_KEYS = frozenset({"tools", "qualify", "overrides"})
+
 # Far past what any catalog needs (a catalog holds a few kilobytes a tool), and a bound on
 # what a wrong or hostile file makes a reader allocate.
 _MAX_CATALOG_BYTES = 2 << 30
@@ -139,10 +143,19 @@ def check_save_directory(path: str | os.PathLike[str]) -> Path:
     directory = directory_path(path)
     if not directory.is_dir() or is_manifest(directory / MANIFEST):
         return directory  # missing, or a file: prepare_directory says what is wrong
-    found = next((name for name in (MANIFEST, CATALOG) if os.path.lexists(directory / name)), None)
+    # A first save cut off at its manifest leaves its catalog too: that one is replaced.
+    catalog = _index_beside(directory) and _saved_catalog(directory / CATALOG)
+    found = next(
+        (
+            name
+            for name in (MANIFEST, CATALOG)
+            if not _own_file(name, catalog=catalog) and os.path.lexists(directory / name)
+        ),
+        None,
+    )
     if found is None:
         with storage_errors(), os.scandir(directory) as entries:
-            found = next((e.name for e in entries if not _own_file(e.name)), None)
+            found = next((e.name for e in entries if not _own_file(e.name, catalog=catalog)), None)
     if found is not None:
         raise InvalidInputError(
             f"{directory}: neither empty nor a toolgate router (it holds {found!r}); save the "
@@ -157,10 +170,34 @@ def prepare_router_directory(path: str | os.PathLike[str]) -> Path:
     return prepare_directory(check_save_directory(path))
 
 
-def _own_file(name: str) -> bool:
-    """Whether ``name`` is an index file or a temporary file that a save writes: all a
-    first save interrupted before its manifest leaves in a folder."""
-    return name in (MATRIX, BM25) or _TEMPORARY.fullmatch(name) is not None
+def _own_file(name: str, *, catalog: bool) -> bool:
+    """Whether ``name`` is an index file, a temporary file that a save writes, or (if
+    ``catalog``: the folder's is a saved one) the catalog: all a first save interrupted
+    before its manifest leaves in a folder."""
+    own = (MATRIX, BM25, CATALOG) if catalog else (MATRIX, BM25)
+    return name in own or _TEMPORARY.fullmatch(name) is not None
+
+
+def _index_beside(directory: Path) -> bool:
+    """Whether ``directory`` holds a router's index file: what a save writes before its
+    catalog and manifest, and what no user's own folder holds."""
+    return any(os.path.isfile(directory / name) for name in (MATRIX, BM25))
+
+
+def _saved_catalog(path: Path) -> bool:
+    """Whether ``path`` holds a catalog as :func:`write_catalog_and_manifest` writes it (an
+    object of exactly its keys), not a user's own ``catalog.json``."""
+    try:
+        saved = loads(read_bounded(path, _MAX_CATALOG_BYTES))
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(saved, dict)
+        and saved.keys() == _CATALOG_KEYS
+        and isinstance(saved["tools"], list)
+        and isinstance(saved["qualify"], str)
+        and isinstance(saved["overrides"], dict)
+    )
 
 
 def check_files(directory: Path, saved: SavedRouter) -> None:
