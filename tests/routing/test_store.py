@@ -294,6 +294,30 @@ def test_a_users_own_catalog_beside_index_files_is_still_refused(
     assert json.loads((folder / "catalog.json").read_text()) == catalog
 
 
+def test_a_router_whose_manifest_no_longer_parses_is_saved_over(
+    router: Router, embedder: Embedder, saved: Path
+) -> None:
+    manifest = saved / "router.json"
+    data = manifest.read_bytes()
+    manifest.write_bytes(data[: len(data) // 2])  # cut short on disk
+    with pytest.raises(IndexFormatError, match="unreadable"):
+        _open(saved, embedder)
+    router.save(saved)  # as the message says
+    assert _open(saved, embedder).route("weather in Oslo").tools
+
+
+def test_an_unparseable_router_json_without_both_index_files_is_refused(
+    router: Router, saved: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    shutil.copyfile(saved / "bm25.tgb", folder / "bm25.tgb")
+    (folder / "router.json").write_text("{ my: unquoted settings }")
+    with pytest.raises(InvalidInputError, match=rf"{folder}: neither empty nor .*'router.json'"):
+        router.save(folder)
+    assert (folder / "router.json").read_text() == "{ my: unquoted settings }"
+
+
 def test_publish_replaces_a_live_router_atomically(
     router: Router, embedder: Embedder, tmp_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "MANIFEST",
     "SavedRouter",
     "is_manifest",
+    "is_unparseable",
     "manifest_checksum",
     "read_manifest",
 ]
@@ -79,6 +80,20 @@ def is_manifest(path: Path) -> bool:
         and type(manifest.get("format")) is int
         and {"ids", "config"} <= manifest.keys()
     )
+
+
+def is_unparseable(path: Path) -> bool:
+    """Whether ``path`` is a file, read whole, whose bytes are not JSON (cut short or garbled
+    on disk): beside a router's index files, a manifest damaged past :func:`is_manifest`."""
+    try:
+        data = read_bounded(path, _MAX_MANIFEST_BYTES)
+    except (OSError, ValueError):
+        return False
+    try:
+        loads(data)
+    except ValueError:  # UnicodeDecodeError included
+        return True
+    return False
 
 
 def read_manifest(directory: Path) -> SavedRouter:

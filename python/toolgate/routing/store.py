@@ -46,6 +46,7 @@ from toolgate.routing.manifest import (
     MANIFEST,
     SavedRouter,
     is_manifest,
+    is_unparseable,
     manifest_checksum,
     read_manifest,
 )
@@ -135,14 +136,18 @@ def save_fingerprinted(bm25: Any, directory: Path) -> str:
 
 def check_save_directory(path: str | os.PathLike[str]) -> Path:
     """``path`` as a directory a router may be saved in: one that does not exist yet, an
-    empty one, or a toolgate router's (its manifest there, whatever its format or state: a
-    damaged router is rebuilt over). Any other folder is refused with an
+    empty one, or a toolgate router's: its manifest there, whatever its format or state, or
+    one no longer JSON beside both index files (a damaged router is rebuilt over), or what
+    a first save interrupted before its manifest left. Any other folder is refused with an
     :class:`InvalidInputError` naming a file found in it: a save replaces its
     ``catalog.json`` and ``router.json``, which may be the user's own, and must not mix a
     router's files into a folder of other things."""
     directory = directory_path(path)
-    if not directory.is_dir() or is_manifest(directory / MANIFEST):
+    manifest = directory / MANIFEST
+    if not directory.is_dir() or is_manifest(manifest):
         return directory  # missing, or a file: prepare_directory says what is wrong
+    if _index_beside(directory, both=True) and is_unparseable(manifest):
+        return directory  # a router whose manifest was cut short or garbled on disk
     # A first save cut off at its manifest leaves its catalog too: that one is replaced.
     catalog = _index_beside(directory) and _saved_catalog(directory / CATALOG)
     found = next(
@@ -178,10 +183,11 @@ def _own_file(name: str, *, catalog: bool) -> bool:
     return name in own or _TEMPORARY.fullmatch(name) is not None
 
 
-def _index_beside(directory: Path) -> bool:
-    """Whether ``directory`` holds a router's index file: what a save writes before its
-    catalog and manifest, and what no user's own folder holds."""
-    return any(os.path.isfile(directory / name) for name in (MATRIX, BM25))
+def _index_beside(directory: Path, *, both: bool = False) -> bool:
+    """Whether ``directory`` holds a router's index file (or ``both``): what a save writes
+    before its catalog and manifest, and what no user's own folder holds."""
+    found = [os.path.isfile(directory / name) for name in (MATRIX, BM25)]
+    return all(found) if both else any(found)
 
 
 def _saved_catalog(path: Path) -> bool:
