@@ -2,7 +2,7 @@
 
 import sys
 
-from toolgate.cli.parser import main
+from toolgate.cli.parser import run
 
 if __name__ == "__main__":  # so that importing the module alone runs nothing
-    sys.exit(main())
+    sys.exit(run())

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,11 @@ from tests.shared_data import DATA, require
 from toolgate import Router
 from toolgate.cli.parser import main
 from toolgate.routing.config import RouterConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 EVAL_KEYS = {
     "queries",
@@ -610,6 +617,53 @@ def test_ctrl_c_is_one_line_and_exit_130(
     tools, _ = tiny_set
     assert main(["index", "--tools", str(tools), "--out", str(tmp_path / "r")]) == 130
     assert capsys.readouterr().err == "toolgate index: interrupted\n"
+
+
+def _console_script() -> str:
+    """What the ``toolgate`` console script runs, as pyproject.toml names it."""
+    pyproject = Path(__file__).parents[2] / "pyproject.toml"
+    module, name = tomllib.loads(pyproject.read_text())["project"]["scripts"]["toolgate"].split(":")
+    return f"from {module} import {name} as entry; sys.exit(entry())"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a shell and process groups")
+@pytest.mark.parametrize(
+    "entry",
+    [_console_script(), "import runpy; runpy.run_module('toolgate', run_name='__main__')"],
+    ids=["console-script", "python-m-toolgate"],
+)
+def test_ctrl_c_stops_a_shell_loop_over_toolgate_commands(tmp_path: Path, entry: str) -> None:
+    started = tmp_path / "started"
+    # A command that runs until stopped (as an index embedding a large catalog would), saying
+    # when it is under way, started the way ``entry`` starts toolgate.
+    program = (
+        "import pathlib, sys, time; from toolgate.cli import commands; "
+        "marker = pathlib.Path(sys.argv[1]); "
+        "commands.run_route = lambda args: (marker.touch(), time.sleep(120)); "
+        f"sys.argv[1:] = ['route', '--tools', 'tools.json', 'weather']; {entry}"
+    )
+    script = tmp_path / "loop.sh"
+    command = f"{sys.executable} -c {program!r} {started}"
+    script.write_text(f'for i in 1 2 3; do\n  {command}\n  echo "after $i"\ndone\necho end\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    with subprocess.Popen(
+        ["bash", str(script)], env=env, start_new_session=True, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as shell:  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert shell.poll() is None
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        os.killpg(shell.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
+        try:
+            out, err = shell.communicate(timeout=30)
+        finally:
+            if shell.poll() is None:  # the loop went on to its next command
+                os.killpg(shell.pid, signal.SIGKILL)
+    assert err == "toolgate route: interrupted\n"
+    assert out == ""  # bash stopped the script: no "after 1", no "end"
+    assert shell.returncode == -signal.SIGINT
 
 
 def test_help_reads_as_plain_text(capsys: pytest.CaptureFixture[str]) -> None:

@@ -97,6 +97,25 @@ def test_sigterm_stops_the_gateway_process_with_a_stream_open(
     assert "timeout graceful shutdown exceeded" in log
 
 
+def test_ctrl_c_stops_the_gateway_process_cleanly(
+    fake: tuple[FakeUpstream, str], tmp_path: Path
+) -> None:
+    _upstream, url = fake
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "toolgate", "gateway", "--listen", f"127.0.0.1:{port}",
+        "--upstream", f"openai={url}", "--store", str(tmp_path / "store"),
+    ]  # fmt: skip
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as gateway:
+        _wait_healthy(f"http://127.0.0.1:{port}", gateway)
+        gateway.send_signal(signal.SIGINT)
+        # The server handles SIGINT itself and shuts down: a clean stop, not an interruption.
+        assert gateway.wait(timeout=60) == 0
+        log = gateway.stderr.read() if gateway.stderr else ""
+    assert "Application shutdown complete" in log
+    assert "interrupted" not in log
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

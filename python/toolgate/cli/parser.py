@@ -12,8 +12,11 @@ its PyPI wheel, sha256-checked) that every command but stats --events needs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -303,6 +306,25 @@ def _add_model(commands: Any) -> None:
     model.add_argument("--force", action="store_true", help="ensure: rebuild even if sound")
 
 
+#: :func:`main`'s exit code after a Ctrl-C: the shell's code for a command ended by SIGINT.
+INTERRUPTED = 130
+
+
+def run() -> int:
+    """The ``toolgate`` console script (and ``python -m toolgate``): :func:`main`, then after
+    a Ctrl-C on POSIX the process ends by SIGINT rather than with code 130, since that is
+    what tells a shell running a script of toolgate commands to stop the script too."""
+    code = main()
+    if code == INTERRUPTED and os.name == "posix":
+        # Dying by the signal skips interpreter shutdown: what is buffered goes out first.
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     _tolerant_streams()
@@ -317,11 +339,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"toolgate {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        # Ctrl-C: the user knows why it stopped, and a traceback says nothing more. 130 is
-        # the shell's code for a command ended by SIGINT. (The servers shut down cleanly
-        # first: uvicorn and the MCP proxy handle SIGINT and end here only once stopped.)
+        # Ctrl-C: the user knows why it stopped, and a traceback says nothing more; run()
+        # then ends the process by SIGINT. (The servers shut down cleanly first: uvicorn
+        # and the MCP proxy handle SIGINT and end here only once stopped.)
         print(f"toolgate {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     if report is None:  # a server (mcp-proxy, gateway) or a command that printed its lines
         return 0
     try:
@@ -363,4 +385,4 @@ def _render(report: dict[str, Any], depth: int = 0) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())
