@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,13 @@ def _build(folder: Path) -> None:
     (folder / MANIFEST).write_text("{}")
 
 
+# The embedding model the stand-in routers are built with.
+_MODEL = "test-model"
+
+
 def _open(store: RouterStore, n: int) -> StoredRouter:
     """Router ``n`` of ``store`` (a stand-in: its directory), built if missing."""
-    return store.router(_name(n), _build, lambda directory: directory)  # type: ignore[arg-type,return-value]
+    return store.router(_name(n), _build, lambda directory: directory, model_id=_MODEL)  # type: ignore[arg-type,return-value]
 
 
 def _routers(root: Path) -> set[str]:
@@ -108,7 +113,7 @@ def test_a_router_is_built_in_a_folder_named_for_it(tmp_path: Path) -> None:
         folders.append(folder.name)
         _build(folder)
 
-    store.router(_name(0), build, lambda directory: directory).release()  # type: ignore[arg-type,return-value]
+    store.router(_name(0), build, lambda directory: directory, model_id=_MODEL).release()  # type: ignore[arg-type,return-value]
     assert folders[0].startswith(f".build-{_name(0)}-")
 
 
@@ -119,7 +124,7 @@ def test_a_failed_open_releases_the_router(tmp_path: Path) -> None:
         raise OSError(f"{directory}: cannot read")
 
     with pytest.raises(OSError, match="cannot read"):
-        store.router(_name(0), _build, broken)
+        store.router(_name(0), _build, broken, model_id=_MODEL)
     _open(store, 1).release()
     assert _routers(tmp_path) == {_name(1)}
 
@@ -154,7 +159,7 @@ def test_a_router_that_does_not_open_once_built_again_fails(tmp_path: Path) -> N
         raise IndexFormatError(f"{directory}: unreadable")
 
     with pytest.raises(IndexFormatError, match="unreadable"):
-        store.router(_name(0), _build, unreadable)
+        store.router(_name(0), _build, unreadable, model_id=_MODEL)
     assert len(opens) == 2  # the damaged one, then the one built in its place
     reopened = _open(store, 0)  # the lock was let go
     assert reopened.router == tmp_path / _name(0)
@@ -171,7 +176,7 @@ def test_a_damaged_router_another_process_holds_is_not_set_aside(tmp_path: Path)
     with open(tmp_path / f".{_name(0)}.lock", "rb") as other:  # another process reads it
         fcntl.flock(other, fcntl.LOCK_SH)
         with pytest.raises(IndexFormatError, match="unreadable"):
-            store.router(_name(0), _build, unreadable)
+            store.router(_name(0), _build, unreadable, model_id=_MODEL)
         assert _routers(tmp_path) == {_name(0)}
 
 
@@ -191,18 +196,17 @@ def test_a_store_this_process_may_not_write_still_opens(
 
 
 def test_a_store_is_made_and_written_to_before_use(tmp_path: Path) -> None:
-    RouterStore(tmp_path / "new" / "store", max_stored=1).check()
+    RouterStore(tmp_path / "new" / "store", max_stored=1).check(_MODEL)
     assert list((tmp_path / "new" / "store").iterdir()) == []  # the probe is gone
     (tmp_path / "file").write_text("x")
     with pytest.raises(
         InvalidInputError, match=f"router store {tmp_path / 'file'}: exists and is not a folder"
     ):
-        RouterStore(tmp_path / "file", max_stored=1).check()
+        RouterStore(tmp_path / "file", max_stored=1).check(_MODEL)
 
 
-def test_a_read_only_store_is_refused_unless_it_holds_routers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+def _no_new_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on no file can be made: the store is mounted read-only."""
     real_open = os.open
 
     def read_only(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
@@ -210,16 +214,72 @@ def test_a_read_only_store_is_refused_unless_it_holds_routers(
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_open(path, flags, *args, **kwargs)
 
+    monkeypatch.setattr(os, "open", read_only)
+
+
+def test_a_read_only_store_is_refused_unless_it_holds_routers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     store = RouterStore(tmp_path, max_stored=1)
     with monkeypatch.context() as patch:
-        patch.setattr(os, "open", read_only)
+        _no_new_files(patch)
         with pytest.raises(InvalidInputError, match=f"router store {tmp_path}: cannot write"):
-            store.check()
+            store.check(_MODEL)
     _open(store, 0).release()  # a store shipped read-only with its routers still serves
-    monkeypatch.setattr(os, "open", read_only)
+    _no_new_files(monkeypatch)
     with caplog.at_level(logging.WARNING, logger="toolgate.gateway"):
-        store.check()
+        store.check(_MODEL)
     assert "read-only" in caplog.text
+
+
+def test_a_read_only_store_of_another_toolgate_or_model_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its routers' names cover the version and the model that built them: no request of
+    # another one would ever open them, and it can build none, so every request would fail.
+    store = RouterStore(tmp_path, max_stored=4)
+    _open(store, 0).release()
+    (tmp_path / _name(1)).mkdir()  # built by a toolgate from before stamps
+    _build(tmp_path / _name(1))
+    _no_new_files(monkeypatch)
+    with pytest.raises(InvalidInputError, match="model other-model") as refused:
+        store.check("other-model")
+    version = router_store.__version__
+    assert f"built by an older toolgate, toolgate {version} with model {_MODEL}," in str(
+        refused.value
+    )
+    assert "rebuild it" in str(refused.value)
+    monkeypatch.setattr(router_store, "__version__", "999.0.0")
+    upgraded = re.escape(f"none by toolgate 999.0.0 with model {_MODEL}")
+    with pytest.raises(InvalidInputError, match=upgraded):
+        store.check(_MODEL)
+
+
+def test_a_read_only_store_shipped_by_the_gateway_serves_only_its_own_version(
+    embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(_request(0), top_k=1)
+    (name,) = _routers(tmp_path)
+    assert json.loads((tmp_path / name / router_store.STAMP).read_text()) == {
+        "toolgate": router_store.__version__,
+        "model_id": embedder.model_id,
+    }
+
+    def read_only(path: Path, *, shared: bool) -> Any:
+        raise PermissionError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(router_store, "_locked", read_only)
+    _no_new_files(monkeypatch)
+    store = RouterStore(tmp_path, max_stored=1)
+    store.check(embedder.model_id)  # the version and model that built it: it serves
+    filtered = ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(
+        _request(0), top_k=1
+    )
+    assert filtered.kept == ("get_weather",)
+    for module in (indexes, router_store):  # the next release, started on the same store
+        monkeypatch.setattr(module, "__version__", "999.0.0")
+    with pytest.raises(InvalidInputError, match=re.escape("none by toolgate 999.0.0")):
+        store.check(embedder.model_id)
 
 
 def _request(n: int) -> dict[str, Any]:
@@ -250,7 +310,7 @@ def test_a_router_of_another_model_is_not_set_aside(embedder: Embedder, tmp_path
     other: Any = _OtherModel(embedder)
     with pytest.raises(IndexIncompatibleError, match="embedded with"):
         RouterStore(tmp_path, max_stored=4).router(
-            name, _build, lambda directory: Router.open(directory, embedder=other)
+            name, _build, lambda directory: Router.open(directory, embedder=other), model_id=_MODEL
         )
     assert os.path.samestat(os.stat(tmp_path / name / "matrix.tgm"), seen)
 

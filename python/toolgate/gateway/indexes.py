@@ -284,7 +284,9 @@ class Indexes:
             )
 
         try:
-            return self._store.router(name, build, lambda d: Router.open(d, embedder=embedder))
+            return self._store.router(
+                name, build, lambda d: Router.open(d, embedder=embedder), model_id=embedder.model_id
+            )
         except (OSError, IndexFormatError) as exc:  # the server's fault, not the request's
             raise StorageError(f"router store {self._store.root}: {exc}") from None
 

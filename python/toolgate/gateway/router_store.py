@@ -15,6 +15,9 @@ does not match, a file unreadable, malformed or cut short) is moved aside and bu
 under its lock held exclusive and only if no other process holds it. One that is sound but
 not for this process (:class:`~toolgate.errors.IndexIncompatibleError`: a newer toolgate's
 format, during a rolling upgrade) is left alone and its error raised.
+Each directory holds a stamp (``store.json``: the toolgate version and the embedding model
+that built it), so that a store shipped read-only is refused at start-up by a toolgate or a
+model that could use none of its routers (their names cover both): it would fail every request.
 Where there is no ``flock`` (Windows) nothing is locked or deleted.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import re
@@ -32,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+from toolgate._toolgate import __version__
 from toolgate.errors import IndexFormatError, IndexIncompatibleError, InvalidInputError
 from toolgate.routing.router import Router
 from toolgate.routing.store import MANIFEST
@@ -41,7 +46,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["RouterStore", "StoredRouter", "default_max_stored"]
+__all__ = ["STAMP", "RouterStore", "StoredRouter", "default_max_stored"]
 
 _log = logging.getLogger("toolgate.gateway")
 
@@ -57,6 +62,11 @@ _DOOMED = ".prune-"
 # exclusive: one left by a crash (a SIGKILL while indexing) is deleted by a prune that can
 # take that lock at once, since no process builds NAME then.
 _BUILD = re.compile(r"\.build-([0-9a-f]{40})-.+")
+# The file in each router directory naming what built it (Router.open reads only the files
+# its manifest lists, so it is never taken for part of the router).
+STAMP = "store.json"
+# What a directory without a readable stamp was built by: a toolgate from before stamps.
+_UNSTAMPED = "an older toolgate"
 
 
 def default_max_stored(max_catalogs: int) -> int:
@@ -80,11 +90,13 @@ class RouterStore:
         self.root = root
         self.max_stored = max_stored
 
-    def check(self) -> None:
+    def check(self, model_id: str) -> None:
         """Make the store's folder and write a file in it, or raise an
         :class:`InvalidInputError` naming it: a gateway checks before it listens, since a store
         it cannot use fails every request that needs an index. A store this process may not
-        write is used as shipped (with a warning) if it holds routers, else refused."""
+        write is used as shipped (with a warning) if it holds routers built by this toolgate
+        version with the embedding model ``model_id``, else refused: it can build none, and
+        no other version's or model's router is ever opened."""
         if self.root.exists() and not self.root.is_dir():
             raise InvalidInputError(f"router store {self.root}: exists and is not a folder")
         probe = self.root / f".probe-{_token()}.tmp"
@@ -93,27 +105,43 @@ class RouterStore:
             os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             probe.unlink()
         except OSError as exc:
-            if exc.errno in _READ_ONLY and self._holds_routers():
+            problem = f"router store {self.root}: cannot write in it: {exc.strerror or exc}"
+            if exc.errno not in _READ_ONLY:
+                raise InvalidInputError(problem) from None
+            held = self._builders()
+            if _builder(__version__, model_id) in held:
                 _log.warning(
                     "router store %s is read-only: only the routers it holds are served", self.root
                 )
                 return
-            raise InvalidInputError(
-                f"router store {self.root}: cannot write in it: {exc.strerror or exc}"
-            ) from None
+            if held:
+                raise InvalidInputError(
+                    f"{problem}; it holds only routers built by {', '.join(sorted(held))}, "
+                    f"none by {_builder(__version__, model_id)}, so every request would fail: "
+                    "rebuild it with this toolgate and model"
+                ) from None
+            raise InvalidInputError(problem) from None
 
-    def _holds_routers(self) -> bool:
-        """Whether the store holds at least one router."""
+    def _builders(self) -> set[str]:
+        """What built the routers the store holds (their stamps), as :func:`_builder` says."""
+        builders: set[str] = set()
         with contextlib.suppress(OSError), os.scandir(self.root) as entries:
-            return any(_NAME.fullmatch(e.name) and (Path(e.path) / MANIFEST).exists()
-                       for e in entries)  # fmt: skip
-        return False
+            for entry in entries:
+                if _NAME.fullmatch(entry.name) and (Path(entry.path) / MANIFEST).exists():
+                    builders.add(_read_stamp(Path(entry.path)))
+        return builders
 
     def router(
-        self, name: str, build: Callable[[Path], None], open_router: Callable[[Path], Router]
+        self,
+        name: str,
+        build: Callable[[Path], None],
+        open_router: Callable[[Path], Router],
+        *,
+        model_id: str,
     ) -> StoredRouter:
         """The router saved as ``name``, opened by ``open_router(directory)``; built first,
-        by ``build(folder)`` into a temporary folder renamed into place, if no process has."""
+        by ``build(folder)`` into a temporary folder renamed into place, if no process has,
+        and stamped as built by this toolgate with the embedding model ``model_id``."""
         self.root.mkdir(parents=True, exist_ok=True)
         directory = self.root / name
         lock = self.root / f".{name}.lock"
@@ -149,7 +177,7 @@ class RouterStore:
             held.close()
             with _locked(lock, shared=False):
                 if not (directory / MANIFEST).exists():
-                    self._build(directory, build)
+                    self._build(directory, build, model_id)
                     built = True
         with contextlib.suppress(OSError):  # its last use, which pruning orders by
             os.utime(directory)
@@ -179,11 +207,13 @@ class RouterStore:
         self.prune()  # the damaged folder goes with the prefix's leftovers
         return True
 
-    def _build(self, directory: Path, build: Callable[[Path], None]) -> None:
-        """``build`` into a temporary folder, renamed to ``directory`` once whole."""
+    def _build(self, directory: Path, build: Callable[[Path], None], model_id: str) -> None:
+        """``build`` into a temporary folder, stamped, renamed to ``directory`` once whole."""
         building = Path(tempfile.mkdtemp(prefix=f".build-{directory.name}-", dir=self.root))
         try:
             build(building)
+            stamp = {"toolgate": __version__, "model_id": model_id}
+            (building / STAMP).write_text(json.dumps(stamp), encoding="utf-8")
             os.replace(building, directory)
         finally:
             shutil.rmtree(building, ignore_errors=True)
@@ -249,6 +279,24 @@ class RouterStore:
 def _token() -> str:
     """A random suffix, so that two folders set aside under one name do not meet."""
     return secrets.token_hex(4)
+
+
+def _builder(version: str, model_id: str) -> str:
+    """A toolgate version and an embedding model, as an error message names them."""
+    return f"toolgate {version} with model {model_id}"
+
+
+def _read_stamp(directory: Path) -> str:
+    """What built ``directory``, from its stamp (:func:`_builder`); a directory without a
+    readable one was built by a toolgate from before stamps."""
+    try:
+        stamp = json.loads((directory / STAMP).read_text(encoding="utf-8"))
+        version, model_id = stamp["toolgate"], stamp["model_id"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return _UNSTAMPED
+    if not isinstance(version, str) or not isinstance(model_id, str):
+        return _UNSTAMPED
+    return _builder(version, model_id)
 
 
 def _nothing() -> None:

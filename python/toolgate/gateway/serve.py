@@ -118,15 +118,15 @@ def app_from_env() -> Any:
     return Gateway(options.gateway_config()).app
 
 
-def _check_model(config: GatewayConfig) -> None:
-    """Raise the :class:`ModelError` that says how to prepare the embedding model unless it
-    is in place and passes its checksums: every filtered request needs it, so without it the
-    gateway would listen only to fail them all. Reads the files (a tenth of a second), builds
-    no session."""
+def _check_model(config: GatewayConfig) -> str:
+    """The embedding model's id, or the :class:`ModelError` that says how to prepare it unless
+    it is in place and passes its checksums: every filtered request needs it, so without it
+    the gateway would listen only to fail them all. Reads the files (a tenth of a second),
+    builds no session."""
     from toolgate.embedding.models import load
 
     try:
-        load(config.router.precision)
+        return load(config.router.precision).model_id
     except ModelError as exc:
         raise ModelError(f"the gateway needs its embedding model: {exc}") from None
 
@@ -145,9 +145,9 @@ def serve(options: ServeOptions) -> None:
         upstream.api_key()
     if config.learn is not None:  # a store that cannot be opened stops the start
         open_store(config.learn).close()
+    model_id = _check_model(config)
     if config.store is not None:  # made and written to now, not at the first request
-        RouterStore(Path(config.store), max_stored=1).check()
-    _check_model(config)
+        RouterStore(Path(config.store), max_stored=1).check(model_id)
     os.environ[_SETTINGS_ENV] = json.dumps(
         {
             "host": options.host, "port": options.port, "upstreams": options.upstreams,
