@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from toolgate.errors import InvalidInputError
 from toolgate.routing.history import HistoryTurn, history_texts
 
 
@@ -64,20 +63,27 @@ def _deep(levels: int) -> object:
 
 
 @pytest.mark.parametrize(
-    ("turn", "where"),
+    "turn",
     [
-        ({"type": "function_call_output", "call_id": "c", "output": _deep(1000)}, "'output'"),
-        ({"parts": [{"functionResponse": {"name": "f", "response": {"r": _deep(1000)}}}]},
-         "'response'"),
-        ({"role": "user", "content": [_deep(1000)]}, "content block 0"),
-        ({"role": "user", "content": [{"type": "input_text", "text": _deep(1000)}]}, "'text'"),
-        ({"role": "tool", "content": [{"text": 10**5000}]}, "'text'"),
+        {"type": "function_call_output", "call_id": "c", "output": _deep(1000)},
+        {"parts": [{"functionResponse": {"name": "f", "response": {"r": _deep(1000)}}}]},
+        {"role": "user", "content": [_deep(1000)]},
+        {"role": "user", "content": [{"type": "input_text", "text": _deep(1000)}]},
+        {"role": "tool", "content": [{"text": 10**5000}]},
     ],
-)  # fmt: skip
-def test_values_nested_past_the_bound_are_refused_by_name(turn: HistoryTurn, where: str) -> None:
-    # Written out as text they would raise RecursionError (or ValueError) far from the input.
-    with pytest.raises(InvalidInputError, match=rf"history\[0\].*{where}.*(nest|digits)"):
-        history_texts([turn], 1)
+)
+def test_values_too_deep_to_write_out_add_no_text(turn: HistoryTurn) -> None:
+    # Written out as text they would raise RecursionError (or ValueError); the provider takes
+    # them, so routing leaves them out rather than refusing the request.
+    assert history_texts([{"role": "user", "content": "earlier"}, turn], 2) == ["earlier"]
+
+
+def test_values_nested_past_the_schema_bound_are_still_read() -> None:
+    # A tool's output nested 70 deep is valid for every provider: its text is routed on.
+    output = {"type": "function_call_output", "call_id": "c", "output": _deep(70)}
+    assert history_texts([output], 1) == ["[" * 70 + "]" * 70]
+    response = {"parts": [{"functionResponse": {"name": "f", "response": {"r": _deep(100)}}}]}
+    assert history_texts([response], 1) == ['{"r": ' + "[" * 100 + "]" * 100 + "}"]
 
 
 def test_odd_roles_and_nested_tool_results_do_not_break_the_reader() -> None:

@@ -22,6 +22,10 @@ HistoryTurn = str | Mapping[str, object]
 _BLENDED_ROLES = frozenset({"user", "tool", "function", "tool_result"})
 # Responses API items holding a tool's result (they carry no role).
 _TOOL_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
+# Deepest value written out as text. Tool outputs may nest past json_limits.MAX_DEPTH (a bound
+# on schemas, not on results), but the writers (json.dumps, repr) recurse: well inside the
+# interpreter's recursion limit from any caller's stack.
+_TEXT_DEPTH = 256
 
 
 def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str]:
@@ -67,7 +71,7 @@ def _message_text(turn: Mapping[str, object], position: int) -> str:
         output = turn.get("output")
         if isinstance(output, str):
             return output
-        return json.dumps(_bounded(output, position, "'output'"), default=str)
+        return _written(output, lambda value: json.dumps(value, default=str))
     if "role" in turn:
         role = turn["role"]
     elif "type" in turn:
@@ -93,7 +97,7 @@ def _content_text(content: object, position: int, results: bool = True) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        texts = (_block_text(b, position, k, results) for k, b in enumerate(content))
+        texts = (_block_text(block, position, results) for block in content)
         return " ".join(p for p in texts if p)
     raise InvalidInputError(
         f"history[{position}]['content'] must be a string or a list of blocks, "
@@ -101,29 +105,30 @@ def _content_text(content: object, position: int, results: bool = True) -> str:
     )
 
 
-def _block_text(block: object, position: int, index: int, results: bool) -> str:
+def _block_text(block: object, position: int, results: bool) -> str:
     """A content block's text: ``text``, a tool result's ``content``, a Gemini function
     response (as JSON); blocks without text (images, tool calls) give nothing."""
     if not isinstance(block, Mapping):
-        return str(_bounded(block, position, f"content block {index}"))
+        return _written(block, str)
     if "text" in block:
-        return str(_bounded(block["text"], position, f"content block {index}'s 'text'"))
+        return _written(block["text"], str)
     if block.get("type") == "tool_result":
         return _content_text(block.get("content"), position, False) if results else ""
     response = block.get("functionResponse", block.get("function_response"))
     if isinstance(response, Mapping):
-        value = _bounded(response.get("response", {}), position, f"part {index}'s 'response'")
-        return json.dumps(value, ensure_ascii=False, default=str)
+        value = response.get("response", {})
+        return _written(value, lambda value: json.dumps(value, ensure_ascii=False, default=str))
     return ""
 
 
-def _bounded(value: object, position: int, where: str) -> object:
-    """``value``, refused if writing it out as text would fail: nested past
-    :data:`~toolgate.json_limits.MAX_DEPTH` levels (a ``RecursionError``) or an integer past
-    4,300 digits (a ``ValueError``). Strings, the common case, are not walked."""
-    if not isinstance(value, str) and (problem := json_problem(value, strict=False)):
-        raise InvalidInputError(f"history[{position}] {where} has {problem}")
-    return value
+def _written(value: object, write: Callable[[object], str]) -> str:
+    """``write(value)``, or "" if writing it out would fail: nested past :data:`_TEXT_DEPTH`
+    levels (a ``RecursionError``) or holding an integer past 4,300 digits (a ``ValueError``).
+    The provider takes such a value and routing only needs text to embed, so it adds none
+    rather than refusing the request. Strings, the common case, are not walked."""
+    if not isinstance(value, str) and json_problem(value, _TEXT_DEPTH, strict=False):
+        return ""
+    return write(value)
 
 
 def blend_history(
