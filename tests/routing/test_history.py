@@ -95,3 +95,12 @@ def test_odd_roles_and_nested_tool_results_do_not_break_the_reader() -> None:
     # A tool result holds text and images, never another tool result: one level is read.
     outer = {"type": "tool_result", "content": [{"type": "text", "text": "ok"}, block]}
     assert history_texts([{"role": "user", "content": [outer]}], 1) == ["ok"]
+
+
+def test_a_type_that_is_no_string_is_not_a_tool_output() -> None:
+    # An unhashable "type" cannot be looked up in a set: read as a message by its role.
+    turns: list[HistoryTurn] = [
+        {"type": ["x"], "role": "user", "content": "earlier"},
+        {"type": {"a": 1}, "output": "result"},
+    ]
+    assert history_texts(turns, 2) == ["earlier"]

@@ -67,7 +67,10 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
 def _message_text(turn: Mapping[str, object], position: int) -> str:
     """The text a message adds to the query; "" for the turns left out: the assistant's,
     and Responses items that are not messages or tool outputs."""
-    if turn.get("type") in _TOOL_OUTPUTS:  # Responses API: a tool's result, no role
+    kind = turn.get("type")
+    # Responses API: a tool's result, no role. A type that is no string (a list is not
+    # hashable) is no tool output.
+    if isinstance(kind, str) and kind in _TOOL_OUTPUTS:
         output = turn.get("output")
         if isinstance(output, str):
             return output
