@@ -517,6 +517,22 @@ def test_the_anthropic_cache_marker_moves_to_the_last_kept_tool(gate: ToolFilter
     assert all("cache_control" not in t for t in kept[:-1])
 
 
+def test_the_cache_marker_moves_off_a_denied_tool_when_nothing_is_routed(
+    gate: ToolFilter,
+) -> None:
+    tools = anthropic_tools()
+    tools[-1] = {**tools[-1], "cache_control": {"type": "ephemeral"}}
+    request = {
+        "messages": [{"role": "user", "content": WEATHER}],
+        "tools": tools,
+        "tool_choice": {"type": "none"},
+    }
+    kept = gate.filter(request, deny=[tools[-1]["name"]]).request["tools"]
+    assert [t["name"] for t in kept] == [t["name"] for t in tools[:-1]]
+    assert kept[-1]["cache_control"] == {"type": "ephemeral"}
+    assert all("cache_control" not in t for t in kept[:-1])
+
+
 def test_text_between_a_tag_name_and_its_description_goes_with_the_tool(gate: ToolFilter) -> None:
     text = (
         "<toolname>get_weather</toolname>\nWeather tool:\n<tooldescription>Forecast for a city"

@@ -387,8 +387,11 @@ class ToolFilter:
         keep = [slot for k, slot in enumerate(slots) if k not in shut]
         routable = frozenset(i for i, _ in slots)
         entries = kept_entries(tools, keep, routable, provider == "gemini")
-        if entries:
-            out["tools"] = [entry for _, entry in entries]
+        kept_tools = [entry for _, entry in entries]
+        if provider == "anthropic":  # as when routed: a denied tool may carry the marker
+            kept_tools = carry_cache_marker(tools, kept_tools)
+        if kept_tools:
+            out["tools"] = kept_tools
         else:
             for name in TOOL_KEYS:
                 out.pop(name, None)
