@@ -229,6 +229,15 @@ def test_text_tags_keep_only_the_routed_tags(gate: ToolFilter) -> None:
     assert filtered.result.query == WEATHER
 
 
+def test_text_tags_in_the_callers_query_route_a_request_without_input(gate: ToolFilter) -> None:
+    # A Responses request may hold no input (a stored prompt): nothing to rewrite.
+    request = {"model": "m", "prompt": {"id": "pmpt_1"}}
+    query = f"{_tags(SPECS)}<userq>{WEATHER}</userq>"
+    filtered = gate.filter(request, shape="openai-responses", query=query, top_k=1)
+    assert filtered.kept == ("get_weather",)
+    assert filtered.request == request
+
+
 def test_text_tags_without_userq_route_on_the_rest_of_the_message(gate: ToolFilter) -> None:
     content = (
         "<toolname>read_file</toolname><tooldescription>Read a file.</tooldescription>"

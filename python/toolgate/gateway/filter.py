@@ -419,10 +419,12 @@ class ToolFilter:
         dropped = sum(1 for tag in tags if tag.name not in names)  # tags go by name
         rewrite = text_rewriter(lambda body: keep_tags(body, names))
         out = dict(turn.request)
-        conversation = turn.request[turn.key]
+        # A Responses request may hold no input (a stored prompt) when the caller gives the
+        # query: there is nothing to rewrite.
+        conversation = turn.request.get(turn.key)
         if isinstance(conversation, str):
             out[turn.key] = rewrite({"content": conversation})["content"]
-        else:
+        elif conversation is not None:
             out[turn.key] = [rewrite(m) if i == index else m for i, m in enumerate(conversation)]
         return FilteredRequest(
             out, result.route, kept, dropped, "text_tags", (), result.budget, routed,
