@@ -873,6 +873,30 @@ def test_a_choice_of_a_shut_out_tool_is_refused_when_nothing_is_routed(gate: Too
         gate.filter(deferred, deny=["send_*"])
 
 
+def test_the_callers_lists_hold_for_legacy_functions(gate: ToolFilter) -> None:
+    # OpenAI Chat's legacy "functions" are offered too: a denied one must not be.
+    functions = [
+        {"name": "drop_database", "description": "Drops a database.", "parameters": {}},
+        {"name": "read_file", "description": "Reads a file.", "parameters": {}},
+    ]
+    request = {"messages": [{"role": "user", "content": "wipe prod"}], "functions": functions}
+    filtered = gate.filter(request, deny=["drop_*"], shape="openai")
+    assert filtered.request["functions"] == functions[1:]
+    assert filtered.dropped_count == 1
+    assert not gate.verify({"name": "drop_database", "arguments": "{}"}, filtered)
+    assert gate.verify({"name": "read_file", "arguments": "{}"}, filtered)
+    none_left = gate.filter({**request, "function_call": "auto"}, deny=["*"], shape="openai")
+    assert "functions" not in none_left.request
+    assert "function_call" not in none_left.request
+    assert none_left.dropped_count == 2
+    forced = {**request, "function_call": {"name": "drop_database"}}
+    with pytest.raises(InvalidInputError, match="names 'drop_database', which the allow / deny"):
+        gate.filter(forced, deny=["drop_*"], shape="openai")
+    kept = gate.filter(forced, deny=["read_*"], shape="openai").request
+    assert kept["function_call"] == {"name": "drop_database"}
+    assert kept["functions"] == functions[:1]
+
+
 # A generated schema: a title on every property, a null default, a padded description.
 GENERATED = {
     "type": "object",

@@ -5,7 +5,7 @@ them out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,3 +166,35 @@ def refuse_shut_choice(names: Iterable[str]) -> None:
         f"the request's tool choice names {listed}, which the allow / deny lists shut "
         "out: change the tool choice or the lists"
     )
+
+
+def shut_functions(
+    request: dict[str, Any], allow: Iterable[str] | None, deny: Iterable[str] | None
+) -> int:
+    """Drop from ``request`` (a copy the caller owns) the OpenAI Chat legacy ``functions`` that
+    ``allow`` or ``deny`` shut out, and ``functions`` and ``function_call`` when none is left;
+    the number dropped. A ``function_call`` naming a shut-out one is refused, as a tool choice
+    is (:func:`refuse_shut_choice`)."""
+    functions = request.get("functions")
+    if not isinstance(functions, list):
+        return 0
+    # Entries that are no named function are the provider's to refuse: they are kept.
+    named = [
+        (i, RawTool(f"functions[{i}]", name=entry["name"]))
+        for i, entry in enumerate(functions)
+        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str)
+    ]
+    shut = {named[k][0] for k in shut_out_read([raw for _, raw in named], allow, deny)}
+    if not shut:
+        return 0
+    choice = request.get("function_call")
+    chosen = choice.get("name") if isinstance(choice, Mapping) else None
+    if isinstance(chosen, str) and any(functions[i]["name"] == chosen for i in shut):
+        refuse_shut_choice([chosen])
+    kept = [entry for i, entry in enumerate(functions) if i not in shut]
+    if kept:
+        request["functions"] = kept
+    else:
+        request.pop("functions")
+        request.pop("function_call", None)
+    return len(shut)

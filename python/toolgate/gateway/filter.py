@@ -45,7 +45,7 @@ from toolgate.errors import (
 from toolgate.formats import genai_sdk, text_tags
 from toolgate.formats.compact import compact_entry
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
-from toolgate.gateway.choosing import choose, refuse_shut_choice, shut_out_read
+from toolgate.gateway.choosing import choose, refuse_shut_choice, shut_functions, shut_out_read
 from toolgate.gateway.filtered import FilteredRequest, verify_by_name
 from toolgate.gateway.indexes import (
     Indexes,
@@ -369,12 +369,16 @@ class ToolFilter:
         )  # fmt: skip
 
     def _not_routed(self, turn: _Turn, provider: str, options: dict[str, Any]) -> FilteredRequest:
-        """``turn``'s request, not routed, with all its tools but the function tools the
-        allow / deny lists shut out (a deferred one too: a tool search could load it)."""
+        """``turn``'s request, not routed, with all its tools (and legacy ``functions``) but
+        the function tools the allow / deny lists shut out (a deferred one too: a tool search
+        could load it)."""
         allow, deny = pattern_list(options["allow"]), pattern_list(options["deny"])
         out = dict(turn.request)
         tools = out.get("tools")
-        unchanged = FilteredRequest(out, _unrouted(), (), 0, provider, _allow=allow, _deny=deny)
+        functions = shut_functions(out, allow, deny)  # a Chat request may carry either
+        unchanged = FilteredRequest(
+            out, _unrouted(), (), functions, provider, _allow=allow, _deny=deny
+        )
         if (allow is None and deny is None) or not isinstance(tools, list):
             return unchanged
         slots = routable_tools(tools, provider, deferred=True)
@@ -396,7 +400,7 @@ class ToolFilter:
             for name in TOOL_KEYS:
                 out.pop(name, None)
         positions = tuple(i for i, _ in entries)
-        return replace(unchanged, dropped_count=len(shut), positions=positions)
+        return replace(unchanged, dropped_count=functions + len(shut), positions=positions)
 
     def _filter_tags(
         self, turn: _Turn, tags: list[RawTool], options: dict[str, Any]
