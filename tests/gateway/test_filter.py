@@ -897,6 +897,19 @@ def test_the_callers_lists_hold_for_legacy_functions(gate: ToolFilter) -> None:
     assert kept["functions"] == functions[:1]
 
 
+def test_the_callers_lists_hold_for_legacy_functions_beside_routed_tools(
+    gate: ToolFilter,
+) -> None:
+    functions = [
+        {"name": "drop_database", "description": "Drops a database.", "parameters": {}},
+        {"name": "read_file", "description": "Reads a file.", "parameters": {}},
+    ]
+    request = {**chat_request("what's the weather in Paris?"), "functions": functions}
+    filtered = gate.filter(request, deny=["drop_*"], top_k=1)
+    assert filtered.kept  # the tools were routed
+    assert filtered.request["functions"] == functions[1:]
+
+
 # A generated schema: a title on every property, a null default, a padded description.
 GENERATED = {
     "type": "object",

@@ -348,6 +348,8 @@ class ToolFilter:
                 "tools (the threshold, the allow / deny lists or the budget left them out)"
             )
         out = dict(turn.request)
+        # Legacy "functions" beside the tools are not routed, but the lists hold for them too.
+        dropped = shut_functions(out, pattern_list(options["allow"]), pattern_list(options["deny"]))
         entries = kept_entries(tools, [slots[k] for k in keep], routable, provider == "gemini")
         kept_tools = [
             _compacted(layout, tools, i, entry, provider)
@@ -364,7 +366,7 @@ class ToolFilter:
                 out.pop(name, None)
         positions = tuple(i for i, _ in entries)
         return FilteredRequest(
-            out, result.route, kept, len(slots) - len(keep), provider, positions,
+            out, result.route, kept, len(slots) - len(keep) + dropped, provider, positions,
             result.budget, routed, result.active,
         )  # fmt: skip
 
