@@ -680,6 +680,29 @@ def test_a_call_a_reviewer_edited_to_another_tool_runs(
     assert json.loads(str(results["c2"].content))["error"] == "tool_not_available"
 
 
+def test_a_reviewer_edit_to_a_denied_tool_is_refused(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    """The allow / deny lists are the operator's: they hold for an edited call too."""
+    model = RecordingModel(
+        messages=iter([_calls(("get_weather", "c1")), AIMessage("Ok.")]), bound=[]
+    )
+    selector = ToolSelector(top_k=2, tool_filter=tool_filter, deny=["translate_*"])
+    review = HumanInTheLoopMiddleware(interrupt_on={"get_weather": True})
+    middleware = [review, ToolgateMiddleware(selector=selector)]
+    agent = create_agent(model, tools, middleware=middleware, checkpointer=InMemorySaver())
+    thread: Any = {"configurable": {"thread_id": "1"}}
+    agent.invoke({"messages": [HumanMessage(WEATHER)]}, thread)
+    edited = {"name": "translate_text", "args": {"value": "Lisbon"}}
+    out = agent.invoke(
+        Command(resume={"decisions": [{"type": "edit", "edited_action": edited}]}), thread
+    )
+    refused = _results(out["messages"])["c1"]
+    assert refused.status == "error"
+    # HITL prefixes its own note to the result.
+    assert "shut out by the allow / deny lists: not run" in str(refused.content)
+
+
 def test_the_agent_learns_from_the_calls_its_model_makes(tools: list[BaseTool]) -> None:
     embedder = Embedder(precision="int8")
     learning = ToolFilter(embedder=embedder, cache=None, unreadable="keep", learn=":memory:")

@@ -61,11 +61,13 @@ from typing_extensions import NotRequired
 from toolgate.arguments import check_count
 from toolgate.errors import InvalidInputError
 from toolgate.formats.compact import compact_entry
+from toolgate.formats.raw import RawTool
+from toolgate.gateway.choosing import shut_out_read
 from toolgate.gateway.filter import ToolFilter, filter_off_loop
 from toolgate.gateway.filtered import FilteredRequest
 from toolgate.routing.config import DEFAULT, DefaultType
 from toolgate.routing.learned_store import LearnedStore, open_store
-from toolgate.verify import verify_name
+from toolgate.verify import Verdict, verify_name
 
 __all__ = ["ToolSelector", "ToolgateMiddleware", "ToolgateState"]
 
@@ -122,6 +124,11 @@ class ToolSelector:
         self._learn = None if learn is None else open_store(learn)
         self._lock = threading.Lock()
         self._converted = _ConvertedTools()
+
+    @property
+    def lists(self) -> tuple[list[str] | None, list[str] | None]:
+        """The ``allow`` and ``deny`` lists routing applies."""
+        return self._options["allow"], self._options["deny"]
 
     @property
     def tool_filter(self) -> ToolFilter:
@@ -305,7 +312,7 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         """Run the call through ``handler`` if the model was shown its tool, else refuse it."""
-        refused = _refusal(request)
+        refused = _refusal(request, *self.selector.lists)
         return refused if refused is not None else handler(request)
 
     async def awrap_tool_call(
@@ -314,7 +321,7 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """The async form of :meth:`wrap_tool_call`."""
-        refused = _refusal(request)
+        refused = _refusal(request, *self.selector.lists)
         return refused if refused is not None else await handler(request)
 
     def _narrowed(
@@ -371,11 +378,15 @@ def _recorded(
     )
 
 
-def _refusal(request: ToolCallRequest) -> ToolMessage | None:
+def _refusal(
+    request: ToolCallRequest, allow: Iterable[str] | None, deny: Iterable[str] | None
+) -> ToolMessage | None:
     """The error result for a call to a tool the model was not shown, or None to run it.
 
     The check is of the model's own calls: a call that middleware listed before this one
-    pointed at another tool (a human reviewer's edit) is that middleware's choice, and runs.
+    pointed at another tool (a human reviewer's edit) is that middleware's choice, and runs,
+    unless the ``allow`` / ``deny`` lists shut that tool out: they are the operator's, and
+    hold whoever chose the call.
     """
     state = request.state
     offered = state.get(_OFFERED) if isinstance(state, Mapping) else getattr(state, _OFFERED, None)
@@ -384,11 +395,18 @@ def _refusal(request: ToolCallRequest) -> ToolMessage | None:
     call = request.tool_call
     own = _models_call(state, call["id"])
     if own is not None and own["name"] != call["name"]:
-        return None
-    known = [call["name"]] if request.tool is not None else []
-    verdict = verify_name({"name": call["name"], "arguments": call["args"]}, offered, known=known)
-    if verdict.ok:
-        return None
+        if not shut_out_read([RawTool("tool_call", name=call["name"])], allow, deny):
+            return None
+        message = f"The tool {call['name']!r} is shut out by the allow / deny lists: not run."
+        verdict = Verdict(
+            False, "tool_not_available", name=call["name"], call_id=call["id"], message=message
+        )
+    else:
+        known = [call["name"]] if request.tool is not None else []
+        arguments = {"name": call["name"], "arguments": call["args"]}
+        verdict = verify_name(arguments, offered, known=known)
+        if verdict.ok:
+            return None
     return ToolMessage(
         content=verdict.to_tool_result("openai")["content"],
         name=call["name"],
