@@ -451,7 +451,7 @@ class ToolFilter:
         ``call`` is a dict in any provider's shape or the SDK's own object. A tool the filter
         forwarded without reading it (``unreadable="keep"``) passes by name alone. When the
         filter routed nothing, the call is checked by name against the request's function
-        tools.
+        tools, and refused if the allow / deny lists shut its name out.
         """
         if not isinstance(filtered, FilteredRequest):
             raise InvalidInputError(
