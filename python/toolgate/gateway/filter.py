@@ -357,13 +357,7 @@ class ToolFilter:
             else entry
             for i, entry in entries
         ]
-        if provider == "anthropic":
-            kept_tools = carry_cache_marker(tools, kept_tools)
-        if kept_tools:
-            out["tools"] = kept_tools
-        else:
-            for name in TOOL_KEYS:
-                out.pop(name, None)
+        _put_tools(out, tools, kept_tools, provider)
         positions = tuple(i for i, _ in entries)
         return FilteredRequest(
             out, result.route, kept, len(slots) - len(keep) + dropped, provider, positions,
@@ -393,14 +387,7 @@ class ToolFilter:
         keep = [slot for k, slot in enumerate(slots) if k not in shut]
         routable = frozenset(i for i, _ in slots)
         entries = kept_entries(tools, keep, routable, provider == "gemini")
-        kept_tools = [entry for _, entry in entries]
-        if provider == "anthropic":  # as when routed: a denied tool may carry the marker
-            kept_tools = carry_cache_marker(tools, kept_tools)
-        if kept_tools:
-            out["tools"] = kept_tools
-        else:
-            for name in TOOL_KEYS:
-                out.pop(name, None)
+        _put_tools(out, tools, [entry for _, entry in entries], provider)
         positions = tuple(i for i, _ in entries)
         return replace(unchanged, dropped_count=functions + len(shut), positions=positions)
 
@@ -566,6 +553,19 @@ def _tag_catalog(text: str) -> list[RawTool] | None:
         return tags
     whole = bool(tags) and all(tag.problem is None and tag.description for tag in tags)
     return tags if whole else None
+
+
+def _put_tools(out: dict[str, Any], tools: list[Any], kept: list[Any], provider: str) -> None:
+    """Give ``out`` the ``kept`` entries of its request's ``tools``, Anthropic's cache marker
+    carried to the last (a left-out tool may have held it); with none kept, no tool keys at
+    all (a provider refuses an empty tools array beside a tool choice)."""
+    if provider == "anthropic":
+        kept = carry_cache_marker(tools, kept)
+    if kept:
+        out["tools"] = kept
+    else:
+        for name in TOOL_KEYS:
+            out.pop(name, None)
 
 
 def _unrouted() -> RouteResult:
