@@ -650,6 +650,16 @@ anyio.run(main)
 """
 
 
+def _slow_listing_config(tmp_path: Path, upstream_text: str = SLOW_LISTING_UPSTREAM) -> Path:
+    """A proxy config of one upstream whose listing waits for ``tmp_path / "release"``."""
+    upstream = tmp_path / "weather.py"
+    upstream.write_text(upstream_text, encoding="utf-8")
+    weather = {"command": sys.executable, "args": [str(upstream), str(tmp_path / "release")]}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"weather": weather}}), encoding="utf-8")
+    return config
+
+
 def test_the_handshake_is_answered_while_the_upstreams_are_listed(tmp_path: Path) -> None:
     upstream, release = tmp_path / "weather.py", tmp_path / "release"
     upstream.write_text(SLOW_LISTING_UPSTREAM, encoding="utf-8")
@@ -745,12 +755,9 @@ def test_a_server_that_died_for_good_is_named_in_the_tool_error(tmp_path: Path) 
 def test_a_listing_that_fails_after_the_handshake_ends_the_proxy_with_the_error(
     tmp_path: Path,
 ) -> None:
-    upstream, release = tmp_path / "weather.py", tmp_path / "release"
     # A tool whose input schema is not a schema: a bad tool, an error without --lenient.
-    upstream.write_text(SLOW_LISTING_UPSTREAM.replace('"type": "string"', '"type": 5'))
-    weather = {"command": sys.executable, "args": [str(upstream), str(release)]}
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"weather": weather}}), encoding="utf-8")
+    bad_tool = SLOW_LISTING_UPSTREAM.replace('"type": "string"', '"type": 5')
+    config, release = _slow_listing_config(tmp_path, bad_tool), tmp_path / "release"
     with proxy_process(config) as process:
         try:
             assert initialize(process)["result"]["serverInfo"]["name"] == "toolgate"
@@ -767,12 +774,7 @@ def test_a_listing_that_fails_after_the_handshake_ends_the_proxy_with_the_error(
 def test_a_client_that_leaves_while_the_upstreams_are_listed_is_a_normal_stop(
     tmp_path: Path,
 ) -> None:
-    upstream, release = tmp_path / "weather.py", tmp_path / "release"
-    upstream.write_text(SLOW_LISTING_UPSTREAM, encoding="utf-8")
-    weather = {"command": sys.executable, "args": [str(upstream), str(release)]}
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"weather": weather}}), encoding="utf-8")
-    with proxy_process(config) as process:
+    with proxy_process(_slow_listing_config(tmp_path)) as process:
         try:
             assert initialize(process)["result"]["serverInfo"]["name"] == "toolgate"
             assert process.stdin is not None
