@@ -21,6 +21,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 
 from tests.fixtures.http_sessions import (
     ExpiresDuringACall,
+    ForgetsAfterACall,
     RestartsMidAnswer,
     SessionServer,
     served,
@@ -348,6 +349,26 @@ def test_a_session_the_http_server_forgot_is_started_anew_and_the_call_resent(
                     call = {"name": "add_note", "arguments": {"title": "second"}}
                     assert text_of(await client.call_tool("call_tool", call)) == "saved second"
                     assert notes.initialized == 2
+                    assert notes.calls == ["first", "second"]
+
+    run(main)
+
+
+def test_a_call_that_ran_in_a_new_session_is_not_reported_failed(tmp_path: Path) -> None:
+    # The new session is listed before it takes the call: a listing inside the call, refused
+    # after the call ran, told the model the call failed, and it would call it again.
+    notes = ForgetsAfterACall(404)
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with served(notes) as url:
+                proxy = proxy_params(tmp_path, {"notes": {"url": url}})
+                async with Client(proxy) as client:
+                    call = {"name": "add_note", "arguments": {"title": "first"}}
+                    assert text_of(await client.call_tool("call_tool", call)) == "saved first"
+                    notes.forget()
+                    call = {"name": "add_note", "arguments": {"title": "second"}}
+                    assert text_of(await client.call_tool("call_tool", call)) == "saved second"
                     assert notes.calls == ["first", "second"]
 
     run(main)

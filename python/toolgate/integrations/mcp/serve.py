@@ -420,6 +420,11 @@ class _Serving:
                 "server had forgotten its session" if probe.forgotten() else "connection had closed"
             )
             print(f"toolgate mcp-proxy: restarted {name!r}, whose {why}", file=sys.stderr)
+            # Listed before it takes calls: the SDK checks a result against its tool's output
+            # schema, and on a session that has listed nothing it lists inside the call, so a
+            # listing refused after the call ran reported a call that ran as failed.
+            with contextlib.suppress(Exception), anyio.fail_after(self.timeout):
+                await list_server_tools(name, client)
             await self.router.replace_client(name, client)
             self.group.start_soon(self.watch, name)
             return True
