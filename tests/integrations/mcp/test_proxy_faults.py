@@ -9,6 +9,8 @@ import logging
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -328,6 +330,16 @@ def test_a_call_cut_off_by_its_servers_death_is_resent_only_if_harmless(
 # -- an HTTP server that forgets the proxy's session -----------------------------------------
 
 
+@asynccontextmanager
+async def _proxied(tmp_path: Path, notes: SessionServer) -> AsyncIterator[Client]:
+    """A client of a proxy in front of ``notes``, served over HTTP."""
+    async with (
+        served(notes) as url,
+        Client(proxy_params(tmp_path, {"notes": {"url": url}})) as client,
+    ):
+        yield client
+
+
 # -32000, in the TypeScript SDK's example servers' 400, is the code the Python SDK gives a
 # closed connection: the status of the call's own request, not the code, tells it did not run.
 @pytest.mark.parametrize(("forgotten", "code"), [(404, None), (400, None), (400, -32000)])
@@ -338,18 +350,16 @@ def test_a_session_the_http_server_forgot_is_started_anew_and_the_call_resent(
 
     async def main() -> None:
         with anyio.fail_after(120):
-            async with served(notes) as url:
-                proxy = proxy_params(tmp_path, {"notes": {"url": url}})
-                async with Client(proxy) as client:
-                    call = {"name": "add_note", "arguments": {"title": "first"}}
-                    assert text_of(await client.call_tool("call_tool", call)) == "saved first"
-                    notes.forget()  # restarted, redeployed, expired: the session is gone
-                    # Not run by the server, so sent again, in a new session, though the
-                    # tool is not marked idempotent.
-                    call = {"name": "add_note", "arguments": {"title": "second"}}
-                    assert text_of(await client.call_tool("call_tool", call)) == "saved second"
-                    assert notes.initialized == 2
-                    assert notes.calls == ["first", "second"]
+            async with _proxied(tmp_path, notes) as client:
+                call = {"name": "add_note", "arguments": {"title": "first"}}
+                assert text_of(await client.call_tool("call_tool", call)) == "saved first"
+                notes.forget()  # restarted, redeployed, expired: the session is gone
+                # Not run by the server, so sent again, in a new session, though the
+                # tool is not marked idempotent.
+                call = {"name": "add_note", "arguments": {"title": "second"}}
+                assert text_of(await client.call_tool("call_tool", call)) == "saved second"
+                assert notes.initialized == 2
+                assert notes.calls == ["first", "second"]
 
     run(main)
 
@@ -361,15 +371,13 @@ def test_a_call_that_ran_in_a_new_session_is_not_reported_failed(tmp_path: Path)
 
     async def main() -> None:
         with anyio.fail_after(120):
-            async with served(notes) as url:
-                proxy = proxy_params(tmp_path, {"notes": {"url": url}})
-                async with Client(proxy) as client:
-                    call = {"name": "add_note", "arguments": {"title": "first"}}
-                    assert text_of(await client.call_tool("call_tool", call)) == "saved first"
-                    notes.forget()
-                    call = {"name": "add_note", "arguments": {"title": "second"}}
-                    assert text_of(await client.call_tool("call_tool", call)) == "saved second"
-                    assert notes.calls == ["first", "second"]
+            async with _proxied(tmp_path, notes) as client:
+                call = {"name": "add_note", "arguments": {"title": "first"}}
+                assert text_of(await client.call_tool("call_tool", call)) == "saved first"
+                notes.forget()
+                call = {"name": "add_note", "arguments": {"title": "second"}}
+                assert text_of(await client.call_tool("call_tool", call)) == "saved second"
+                assert notes.calls == ["first", "second"]
 
     run(main)
 
@@ -379,17 +387,15 @@ def test_an_http_servers_400_in_a_live_session_is_passed_on_not_resent(tmp_path:
 
     async def main() -> None:
         with anyio.fail_after(120):
-            async with served(notes) as url:
-                proxy = proxy_params(tmp_path, {"notes": {"url": url}})
-                async with Client(proxy) as client:
-                    call = {"name": "strict_note", "arguments": {"title": "long"}}
-                    refused = await client.call_tool("call_tool", call)
-                    assert refused.is_error
-                    assert "the title is too long" in json.loads(text_of(refused))["message"]
-                    assert notes.initialized == 1  # the session was not started again
-                    call = {"name": "add_note", "arguments": {"title": "short"}}
-                    assert text_of(await client.call_tool("call_tool", call)) == "saved short"
-                    assert notes.initialized == 1
+            async with _proxied(tmp_path, notes) as client:
+                call = {"name": "strict_note", "arguments": {"title": "long"}}
+                refused = await client.call_tool("call_tool", call)
+                assert refused.is_error
+                assert "the title is too long" in json.loads(text_of(refused))["message"]
+                assert notes.initialized == 1  # the session was not started again
+                call = {"name": "add_note", "arguments": {"title": "short"}}
+                assert text_of(await client.call_tool("call_tool", call)) == "saved short"
+                assert notes.initialized == 1
 
     run(main)
 
@@ -399,22 +405,20 @@ def test_a_call_whose_answer_a_restart_cut_off_is_not_resent(tmp_path: Path) -> 
 
     async def main() -> None:
         with anyio.fail_after(120):
-            async with served(notes) as url:
-                proxy = proxy_params(tmp_path, {"notes": {"url": url}})
-                async with Client(proxy) as client:
-                    call = {"name": "add_note", "arguments": {"title": "pay invoice 42"}}
-                    cut = await client.call_tool("call_tool", call)
-                    # The call ran: the 404 the resumption of its answer got says nothing
-                    # of the call itself, which is not marked idempotent.
-                    assert cut.is_error
-                    body = json.loads(text_of(cut))
-                    assert body["error"] == "interrupted"
-                    assert "may or may not have run" in body["message"]
-                    assert notes.calls == ["pay invoice 42"]
-                    # The server, restarted, is given a new session.
-                    call = {"name": "add_note", "arguments": {"title": "next"}}
-                    assert text_of(await client.call_tool("call_tool", call)) == "saved next"
-                    assert notes.initialized == 2
+            async with _proxied(tmp_path, notes) as client:
+                call = {"name": "add_note", "arguments": {"title": "pay invoice 42"}}
+                cut = await client.call_tool("call_tool", call)
+                # The call ran: the 404 the resumption of its answer got says nothing
+                # of the call itself, which is not marked idempotent.
+                assert cut.is_error
+                body = json.loads(text_of(cut))
+                assert body["error"] == "interrupted"
+                assert "may or may not have run" in body["message"]
+                assert notes.calls == ["pay invoice 42"]
+                # The server, restarted, is given a new session.
+                call = {"name": "add_note", "arguments": {"title": "next"}}
+                assert text_of(await client.call_tool("call_tool", call)) == "saved next"
+                assert notes.initialized == 2
 
     run(main)
 
