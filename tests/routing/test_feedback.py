@@ -575,3 +575,33 @@ def test_sqlite_is_the_default_store() -> None:
     assert isinstance(open_store(open_store(":memory:")), LearnedStore)
     with pytest.raises(InvalidInputError, match="learned store"):
         open_store(3)  # type: ignore[arg-type]
+
+
+class _Down(SqliteStore):
+    """A store whose database stops answering once ``down`` is set (a PostgreSQL server
+    that went away after the memory was read)."""
+
+    down = False
+
+    def use(self, scope: str, user: object, **bounds: Any) -> list[str]:
+        if self.down:
+            raise StoreError("the learned memory at postgresql://db/x: connection refused")
+        return super().use(scope, user, **bounds)
+
+
+def test_a_refresh_while_the_store_is_down_routes_without_the_memory(router: Router) -> None:
+    store = _Down(":memory:")
+    router.learn(store, config=LearnConfig(rows_per_tool=4))
+    try:
+        store.down = True
+        with pytest.warns(StoreWarning, match="connection refused"):
+            new = router.refresh(_version(7))  # an MCP server's tools changed: not a failure
+        assert new.memory is None
+        assert new.route(QUERY, top_k=3).ids
+        store.down = False
+        assert new.feedback(QUERY, used=[TARGET]) == 1  # into the store it followed
+        assert new.memory is not None
+        assert new.memory.store is store
+        assert new.memory.config.rows_per_tool == 4
+    finally:
+        router._pipeline.learning.memory = None

@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -48,9 +49,9 @@ import numpy as np
 from toolgate import _toolgate
 from toolgate.arguments import check_count, check_instance, finite_number, shown, tool_list
 from toolgate.embedding.normalise import normalised
-from toolgate.errors import InvalidInputError
+from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.routing.co_use import CoUse
-from toolgate.routing.learned_store import LearnedStore, open_store
+from toolgate.routing.learned_store import LearnedStore, StoreWarning, open_store
 
 __all__ = [
     "LearnConfig",
@@ -356,6 +357,9 @@ class Learning:
         self.from_verify = False
         # Starts take turns: threads racing the first feedback must share one memory.
         self._starting = threading.Lock()
+        # The store, bounds and from_verify to start with, followed while the store failed:
+        # the next start is tried there, not in the default store.
+        self._followed: _Followed | None = None
 
     def start(
         self,
@@ -381,6 +385,7 @@ class Learning:
         )  # fmt: skip
         self.memory = memory
         self.from_verify = from_verify
+        self._followed = None
         return memory
 
     def _started(self) -> LearnedMemory:
@@ -390,14 +395,31 @@ class Learning:
         with self._starting:
             memory = self.memory
             if memory is None:
-                memory = self._start(None, config=None, from_verify=False)
+                store, config, from_verify = self._followed or _Followed(None, None, False)
+                memory = self._start(store, config=config, from_verify=from_verify)
             return memory
 
     def follow(self, old: Learning) -> None:
         """Learn as ``old`` does (its store, bounds and ``from_verify``), when it learns: the
-        same store, read for this catalog version's rows."""
-        if old.memory is not None:
-            self.start(old.memory.store, config=old.memory.config, from_verify=old.from_verify)
+        same store, read for this catalog version's rows. Best effort: a store that fails
+        (its database down) fails no refresh; the router routes without its memory, with a
+        :class:`StoreWarning`, and its next feedback tries that store again."""
+        memory = old.memory
+        followed = old._followed
+        if memory is not None:
+            followed = _Followed(memory.store, memory.config, old.from_verify)
+        if followed is None:
+            return
+        try:
+            self.start(followed.store, config=followed.config, from_verify=followed.from_verify)
+        except ToolgateError as exc:  # not only StoreError: rows the index refuses, too
+            self._followed = followed
+            warnings.warn(
+                f"the new catalog version routes without what was learned: {exc}; "
+                f"its next feedback tries the learned store again",
+                StoreWarning,
+                stacklevel=3,
+            )
 
     def record(
         self,
@@ -433,6 +455,14 @@ class Learning:
             _check_forget_target(tool, server)
             return 0
         return self.memory.forget(tool=tool, server=server)
+
+
+class _Followed(NamedTuple):
+    """What a router learns into, as :meth:`Learning.start` takes it."""
+
+    store: LearnedStore | str | os.PathLike[str] | None
+    config: LearnConfig | None
+    from_verify: bool
 
 
 def _check_forget_target(tool: object, server: object) -> None:

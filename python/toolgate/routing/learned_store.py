@@ -77,7 +77,8 @@ class StoreError(ToolgateError):
 
 class StoreWarning(UserWarning):
     """The learned memory's store holds what this process cannot use: damaged rows (they
-    are skipped), or query hashes keyed with another salt than its own."""
+    are skipped), or query hashes keyed with another salt than its own; or it failed as a
+    refreshed router's memory was read, and that router routes without it for now."""
 
 
 _COLUMNS = "seq, tool, server, query_key, codes, scale, weight, at"

@@ -14,7 +14,7 @@ from tests.fixtures.mcp import Calls, PagedClient, github_server, mcp_tool, run
 from tests.integrations.mcp.router_helpers import anthropic_call
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.router import McpRouter
-from toolgate.routing.learned_store import SqliteStore, StoreError
+from toolgate.routing.learned_store import SqliteStore, StoreError, StoreWarning
 
 
 def test_a_forwarded_call_teaches_the_router(embedder: Embedder) -> None:
@@ -150,3 +150,25 @@ def test_a_failing_learned_store_leaves_the_tools_routed_without_it(
     assert memories[3] is not None  # learning again once the store answers
     failures = [r for r in caplog.records if "learned store failed" in r.getMessage()]
     assert len(failures) == 1
+
+
+def test_a_store_down_after_connect_fails_no_turn_after_a_server_changed(
+    embedder: Embedder,
+) -> None:
+    store = _Down(":memory:")
+    store.up = True
+
+    async def main() -> None:
+        weather = PagedClient([[mcp_tool("get_forecast", "Get the weather forecast.")]], [None])
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=store)
+        await router.connect({"weather": weather})
+        assert router.router.memory is not None
+        store.up = False  # the database went away
+        weather.pages[0].append(mcp_tool("get_air_quality", "Get the air quality index."))
+        router.mark_changed("weather")
+        with pytest.warns(StoreWarning, match="routes without what was learned"):
+            promotion = await router.tools("air quality index in Oslo")
+        assert promotion.active_ids == ("weather/get_air_quality",)
+        assert router.router.memory is None
+
+    run(main)
