@@ -169,6 +169,8 @@ def test_the_gateway_config_names_its_learned_store(tmp_path: Path) -> None:
     assert load_config(path).learn == str(tmp_path / "learned.sqlite3")
     path.write_text('learn = "postgresql://toolgate@db/toolgate"\n')
     assert load_config(path).learn == "postgresql://toolgate@db/toolgate"
+    path.write_text('learn = "host=db dbname=toolgate user=toolgate"\n')  # libpq's keywords
+    assert load_config(path).learn == "host=db dbname=toolgate user=toolgate"
     assert load_config(None).learn is None
     for text, message in [
         ("learn = 3\n", "'learn' must be a string, got 3"),

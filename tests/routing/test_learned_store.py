@@ -65,6 +65,25 @@ def test_a_keyword_address_shows_no_password() -> None:
     assert f"postgresql://{NOWHERE}" in message
 
 
+@pytest.mark.parametrize(
+    "address",
+    [
+        f"host=127.0.0.1 port=1 dbname=db user=app password={SECRET}",
+        f"  dbname = db host=127.0.0.1 port=1 password={SECRET}",
+    ],
+)
+def test_a_keyword_address_is_opened_as_postgresql(
+    address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Read as a SQLite path, it made a file named with the password, quoted in messages.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError) as failed:
+        open_store(address)
+    assert SECRET not in str(failed.value)
+    assert f"postgresql://{NOWHERE}" in str(failed.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_address_that_does_not_parse_is_not_quoted() -> None:
     # libpq's own reason would quote "Secret9": missing "=" after "Secret9".
     with pytest.raises(StoreError) as failed:

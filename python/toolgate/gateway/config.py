@@ -55,6 +55,7 @@ from toolgate.errors import InvalidInputError
 from toolgate.json_limits import JsonLimitError, read_text
 from toolgate.promotion.budget import Budget
 from toolgate.routing.config import RouterConfig
+from toolgate.routing.learned_postgres import is_postgres_address
 
 __all__ = ["INSTALL_EXTRA", "PROVIDERS", "GatewayConfig", "RouteConfig", "Upstream", "load_config"]
 
@@ -490,7 +491,7 @@ def _learn_store(data: Mapping[str, Any], base: Path, where: str) -> str | None:
         raise InvalidInputError(
             f"{where}: 'learn' must be a SQLite path or a postgresql:// address"
         )
-    if value == ":memory:" or value.startswith(("postgresql://", "postgres://")):
+    if value == ":memory:" or is_postgres_address(value):
         return value
     return str(base / value)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -19,13 +20,26 @@ from typing import Any, TypeVar
 
 from toolgate.routing.learned_store import LearnedStore, StoreError, _inherited, _Run
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresStore", "is_postgres_address"]
 
 # The clock a PostgreSQL store's offset to the server's is measured against.
 _now = time.time
 
 # The libpq connection settings that hold secrets.
 _SECRET_KEYS = ("password", "sslpassword")
+
+# libpq's connection settings (PostgreSQL 17): an address in its keyword form starts with one.
+_KEYWORDS = frozenset((
+    "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "require_auth",
+    "channel_binding", "connect_timeout", "client_encoding", "options", "application_name",
+    "fallback_application_name", "keepalives", "keepalives_idle", "keepalives_interval",
+    "keepalives_count", "tcp_user_timeout", "replication", "gssencmode", "sslmode",
+    "requiressl", "sslcompression", "sslcert", "sslkey", "sslpassword", "sslcertmode",
+    "sslrootcert", "sslcrl", "sslcrldir", "sslsni", "sslnegotiation", "requirepeer",
+    "ssl_min_protocol_version", "ssl_max_protocol_version", "krbsrvname", "gsslib",
+    "gssdelegation", "service", "target_session_attrs", "load_balance_hosts",
+))  # fmt: skip
+_FIRST_KEYWORD = re.compile(r"\s*([a-z_]+)\s*=")
 
 _T = TypeVar("_T")
 
@@ -175,6 +189,16 @@ class PostgresStore(LearnedStore):
             self._closed = True
             if self._db is not None:
                 self._db.close()
+
+
+def is_postgres_address(text: str) -> bool:
+    """Whether ``text`` names a PostgreSQL database: a ``postgresql://`` (or ``postgres://``)
+    URI, or libpq's ``key=value`` words (``host=db dbname=toolgate``) starting with one of its
+    settings. Read as a SQLite path, such words made a file named with their password."""
+    if text.startswith(("postgresql://", "postgres://")):
+        return True
+    first = _FIRST_KEYWORD.match(text)
+    return first is not None and first.group(1) in _KEYWORDS
 
 
 def _rows_of(db: Any, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:

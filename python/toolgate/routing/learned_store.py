@@ -534,7 +534,8 @@ def default_store_path() -> Path:
 def open_store(
     store: LearnedStore | str | os.PathLike[str] | None, *, salt: str | bytes | None = None
 ) -> LearnedStore:
-    """``store`` itself, a :class:`PostgresStore` for a ``postgresql://`` address, or a
+    """``store`` itself, a :class:`PostgresStore` for a ``postgresql://`` address (or libpq's
+    ``key=value`` words, :func:`~toolgate.routing.learned_postgres.is_postgres_address`), or a
     :class:`SqliteStore` at a path (``":memory:"`` in memory; ``None``: the default file),
     whose query hashes are keyed with ``salt`` (``None``: ``$TOOLGATE_LEARN_SALT``)."""
     if isinstance(store, LearnedStore):
@@ -549,9 +550,9 @@ def open_store(
     text = str(store)
     if not text:  # SQLite would open a temporary database, dropped with its connection
         raise InvalidInputError("a learned store is an empty path; ':memory:' is one in memory")
-    if text.startswith(("postgresql://", "postgres://")):
-        from toolgate.routing.learned_postgres import PostgresStore
+    from toolgate.routing.learned_postgres import PostgresStore, is_postgres_address
 
+    if is_postgres_address(text):
         return PostgresStore(text, salt=salt)
     return SqliteStore(text, salt=salt)
 
