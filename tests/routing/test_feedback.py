@@ -151,6 +151,23 @@ def test_feedback_after_another_replicas_forget_is_stored_again(
     assert memory._seqs == [rows[0].seq]
 
 
+def test_a_replica_reads_what_another_learned_and_forgot(
+    learner: Router, store: str, embedder: Embedder
+) -> None:
+    replica = Router.from_catalog(demo_catalog(), cache=None, embedder=embedder)
+    memory = replica.learn(store, config=LearnConfig(reload_s=60.0))
+    learner.feedback(QUERY, used=[TARGET])
+    assert TARGET not in replica.route(QUERY, top_k=5, adaptive=False).ids
+    later = memory._clock() + 60.0
+    assert memory.keep_fresh(later - 1.0) is None  # not due: routes read no store
+    memory.keep_fresh(later).join()  # type: ignore[union-attr]
+    assert TARGET in replica.route(QUERY, top_k=5, adaptive=False).ids
+    learner.forget(tool=TARGET)  # forgotten on one replica: on every one, a reload later
+    memory.keep_fresh(later + 60.0).join()  # type: ignore[union-attr]
+    assert len(memory) == 0
+    assert TARGET not in replica.route(QUERY, top_k=5, adaptive=False).ids
+
+
 def test_damaged_rows_are_skipped_with_one_warning(
     learner: Router, store: str, embedder: Embedder
 ) -> None:
@@ -555,6 +572,7 @@ def test_bad_feedback_is_refused(router: Router) -> None:
         (lambda r: LearnConfig(neighbours=10**30), "neighbours must be at most"),
         (lambda r: LearnConfig(max_versions=0), "max_versions must be an integer >= 1"),
         (lambda r: LearnConfig(version_lease_s=-1.0), "version_lease_s must be a positive"),
+        (lambda r: LearnConfig(reload_s=0.0), "reload_s must be a positive"),
     ],
 )
 def test_what_is_not_feedback_is_named(router: Router, call: Any, message: str) -> None:

@@ -16,6 +16,9 @@ What it keeps and how far it trusts it (:class:`LearnConfig`):
   sharing it counted together): when a memory opens, the least recently used versions past
   that are deleted, never one in use (held by a memory of this process, or used by another
   process within ``version_lease_s``; see :mod:`~toolgate.routing.learned_store`);
+- every ``reload_s`` a memory that routes reads its rows from the store again, in a thread:
+  what other processes sharing the store learned lifts in this one too, what they forgot
+  stops lifting, and their rows count against the bounds above;
 - at most ``rate_per_tool`` feedback events per tool per minute (a token bucket): a caller
   flooding one tool fills its rows with the same few neighbourhoods, and no more;
 - at route time the ``neighbours`` stored queries nearest the new one (cosine at least
@@ -36,6 +39,7 @@ about 1), so a tool the ranking placed outside the top ``k`` may enter it.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -81,6 +85,7 @@ class LearnConfig:
     co_use_min: int = 2
     max_versions: int = 32
     version_lease_s: float = 86_400.0
+    reload_s: float = 60.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -88,7 +93,9 @@ class LearnConfig:
             "max_versions",
         ):  # fmt: skip
             check_count(name, getattr(self, name), minimum=1)
-        for name in ("max_weight", "rate_per_tool", "weight", "saturation", "version_lease_s"):
+        for name in (
+            "max_weight", "rate_per_tool", "weight", "saturation", "version_lease_s", "reload_s",
+        ):  # fmt: skip
             value = getattr(self, name)
             if not (finite_number(value) and value > 0):
                 raise InvalidInputError(f"{name} must be a positive number, got {shown(value)}")
@@ -144,6 +151,9 @@ class LearnedMemory:
         self._buckets: dict[int, tuple[float, float]] = {}
         #: Feedback events refused by the rate cap since this memory was made.
         self.refused = 0
+        # When routes next read the store again (inf: a thread is reading it).
+        self._fresh_at = clock() + self.config.reload_s
+        self._freshening = threading.Lock()
         # Each catalog version opened is a new scope: the store keeps the most recent.
         store.use(
             scope, self, keep=self.config.max_versions, lease_s=self.config.version_lease_s,
@@ -172,13 +182,43 @@ class LearnedMemory:
                 np.asarray([self._row_of[row.tool] for row in stored], dtype=np.uint32),
                 np.asarray([row.weight for row in stored], dtype=np.float32),
             )
+        keys = [(row.key, self._row_of[row.tool]) for row in stored]
+        co_use = CoUse(self._name)  # counted before the lock: 20-35 ms at 20,000 rows
+        for key, row in keys:
+            co_use.add(key, row)
         with self._lock:
             self._rows = rows
             self._seqs = [row.seq for row in stored]
-            self._keys = [(row.key, self._row_of[row.tool]) for row in stored]
-            self._co_use = CoUse(self._name)
-            for key, row in self._keys:
-                self._co_use.add(key, row)
+            self._keys = keys
+            self._co_use = co_use
+
+    def keep_fresh(self, now: float) -> threading.Thread | None:
+        """Reads the store again once ``reload_s`` passed (``now``: this memory's clock), so
+        that what other processes learned lifts here too and what they forgot stops lifting;
+        their rows count against this memory's bounds. Called on every route, it compares two
+        times; the read runs in a thread of its own, returned (``None``: none due), best
+        effort: a store that fails is tried again ``reload_s`` later."""
+        if now < self._fresh_at:
+            return None
+        with self._freshening:
+            if now < self._fresh_at:
+                return None
+            self._fresh_at = math.inf  # one read at a time
+        thread = threading.Thread(
+            target=self._freshen, args=(now,), name="toolgate-learned-reload", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _freshen(self, now: float) -> None:
+        try:
+            with self._writing:
+                self._reload()
+                self._evict()
+        except ToolgateError:
+            pass  # the memory stays as it was; routes go on with it
+        finally:
+            self._fresh_at = now + self.config.reload_s
 
     def knows(self, tool: str) -> bool:
         """Whether ``tool`` (an id) is a tool of this catalog version."""
@@ -294,6 +334,7 @@ class LearnedMemory:
         query is near it."""
         # A memory that routes and learns nothing keeps its version: its marks are renewed.
         self.store.keep_alive(time.time())
+        self.keep_fresh(self._clock())
         rows = self._rows
         if not len(rows):
             return {}
