@@ -26,6 +26,7 @@ from tests.fixtures.http_sessions import (
     ForgetsAfterACall,
     RestartsMidAnswer,
     SessionServer,
+    ShedsAListing,
     served,
 )
 from tests.fixtures.mcp import (
@@ -396,6 +397,31 @@ def test_an_http_servers_400_in_a_live_session_is_passed_on_not_resent(tmp_path:
                 call = {"name": "add_note", "arguments": {"title": "short"}}
                 assert text_of(await client.call_tool("call_tool", call)) == "saved short"
                 assert notes.initialized == 1
+
+    run(main)
+
+
+def test_a_400_naming_no_session_is_the_servers_answer_whatever_the_listing_after_it(
+    tmp_path: Path,
+) -> None:
+    # The JSON-RPC error in the 400's body is the server's answer in a live session: the
+    # proxy neither checks the session with a listing (here refused by a busy gateway) nor
+    # starts a new one and sends the call there again.
+    notes = ShedsAListing()
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with _proxied(tmp_path, notes) as client:
+                call = {"name": "add_note", "arguments": {"title": "first"}}
+                assert text_of(await client.call_tool("call_tool", call)) == "saved first"
+                lists = notes.lists
+                call = {"name": "strict_note", "arguments": {"title": "long"}}
+                refused = await client.call_tool("call_tool", call)
+                assert refused.is_error
+                assert "the title is too long" in json.loads(text_of(refused))["message"]
+                assert notes.strict == 1  # not sent again
+                assert notes.initialized == 1  # nor in a new session
+                assert notes.lists == lists  # nor the session checked
 
     run(main)
 

@@ -15,8 +15,13 @@ run it: a call whose answer was cut may have run, whatever the resumption got.
 
 The hook knows the block by a context variable: the SDK sends each request's POST from a
 task that runs in a copy of its sender's context. A 400 may also be a server's answer to a
-request it found wrong in a live session: that is why the proxy, told the session may be
-lost, first asks the old connection for its tools
+request it found wrong in a live session (the SDKs send a JSON-RPC error at 400 for invalid
+params): so a 400 counts as a lost session only when its body is not a JSON-RPC error (the
+1.x Python SDK's plain text) or is one that names the session (the TypeScript SDK's
+examples: "No valid session ID provided"). Any other 400 is passed on as the server's answer,
+and the call is never sent again: a listing after it may fail for its own reasons (a busy
+gateway), which made the proxy start a new session and run the call twice. Told the session
+may be lost, the proxy still first asks the old connection for its tools
 (:meth:`~toolgate.integrations.mcp.serve._Serving.reconnect`) and starts a new session only
 if that fails too.
 """
@@ -33,9 +38,14 @@ from mcp.client.streamable_http import MCP_SESSION_ID
 
 __all__ = ["SentRequests", "hear_response", "watching"]
 
-# The statuses of a request in a session the server does not know: the spec's 404, and the
-# 400 of servers on the 1.x Python SDK.
-_UNKNOWN_SESSION = (404, 400)
+# The status of a request in a session the server does not know, as the spec has it; servers
+# on the 1.x Python SDK and the TypeScript SDK's examples answer 400 (:func:`_session_lost`).
+_UNKNOWN_SESSION = 404
+_BAD_REQUEST = 400
+
+# Words by which a 400's JSON-RPC error says the server knows no such session: the TypeScript
+# SDK's "No valid session ID provided" and "Server not initialized" (a restarted server).
+_SESSION_WORDS = ("session", "not initialized")
 
 
 class SentRequests:
@@ -81,7 +91,32 @@ async def hear_response(response: httpx2.Response) -> None:
         return  # not watched; a GET or DELETE; no session yet (the era probe, the handshake)
     method = _request_method(request)
     if method is not None:
-        sent.note(method, response.status_code in _UNKNOWN_SESSION)
+        sent.note(method, await _session_lost(response))
+
+
+async def _session_lost(response: httpx2.Response) -> bool:
+    """Whether ``response`` refuses its request as one of a session the server does not
+    know: a 404, or a 400 whose body is no JSON-RPC error naming something else."""
+    if response.status_code == _UNKNOWN_SESSION:
+        return True
+    if response.status_code != _BAD_REQUEST:
+        return False
+    message = await _error_message(response)
+    return message is None or any(word in message.lower() for word in _SESSION_WORDS)
+
+
+async def _error_message(response: httpx2.Response) -> str | None:
+    """The message of the JSON-RPC error in ``response``'s JSON body; ``None`` for any other
+    body. Read as the SDK reads it next (the body is kept for it): only a JSON one."""
+    if not response.headers.get("content-type", "").lower().startswith("application/json"):
+        return None
+    try:
+        body = json.loads(await response.aread())
+    except (httpx2.HTTPError, httpx2.StreamError, ValueError):  # cut off, not JSON
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else None
 
 
 def _request_method(request: httpx2.Request) -> str | None:
