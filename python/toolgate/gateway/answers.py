@@ -24,13 +24,13 @@ from toolgate.gateway.config import RouteConfig
 from toolgate.gateway.filter import FilteredRequest
 from toolgate.gateway.learning import lesson_of
 from toolgate.gateway.streaming import CallWatcher, SseEvent, SseSplitter, error_event
-from toolgate.gateway.upstream import error_body, response_headers
+from toolgate.gateway.upstream import error_body, response_headers, undecodable
 from toolgate.verify import Verdict
 
 if TYPE_CHECKING:  # the gateway makes the checks: a run-time import would be circular
     from toolgate.gateway.app import Gateway
 
-__all__ = ["CALLS_HEADER", "NOT_SENT", "Check", "error", "raw", "stream"]
+__all__ = ["CALLS_HEADER", "NOT_SENT", "Check", "error", "raw", "stream", "unreadable"]
 
 # A call naming a tool the request was not sent: what enforce blocks.
 NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})
@@ -197,12 +197,16 @@ def stream(sent: httpx.Response, check: Check, ours: list[tuple[str, str]]) -> R
     return response
 
 
-def raw(sent: httpx.Response, extra: list[tuple[str, str]] | None = None) -> Response:
-    """The upstream's answer passed on untouched: status, headers, bytes as they come."""
+def raw(
+    sent: httpx.Response, extra: list[tuple[str, str]] | None = None, *, decoded: bool = False
+) -> Response:
+    """The upstream's answer passed on untouched: status, headers, bytes as they come; with
+    ``decoded``, its body decoded from its content coding (which the gateway asked for, not
+    the client) and its headers without the coding and length."""
 
     async def body() -> AsyncIterator[bytes]:
         try:
-            async for chunk in sent.aiter_raw():
+            async for chunk in sent.aiter_bytes() if decoded else sent.aiter_raw():
                 yield chunk
         finally:
             with anyio.CancelScope(shield=True):
@@ -210,10 +214,35 @@ def raw(sent: httpx.Response, extra: list[tuple[str, str]] | None = None) -> Res
 
     response = StreamingResponse(body(), status_code=sent.status_code)
     response.raw_headers = [
-        *response_headers(sent.headers.raw, decoded=False),
+        *response_headers(sent.headers.raw, decoded=decoded),
         *_encoded(extra or []),
     ]
     return response
+
+
+async def unreadable(
+    sent: httpx.Response,
+    decodable: str,
+    provider: str,
+    ours: list[tuple[str, str]],
+    *,
+    enforce: bool,
+) -> Response | None:
+    """None when the gateway decodes ``sent``'s content coding (``decodable``: what its
+    client asks for); else the answer to give, from an upstream that ignored the codings it
+    was asked for. Its tool calls cannot be read, so an ``enforce`` route refuses a
+    successful one (502); any other goes on untouched, its coding named for the client."""
+    coding = undecodable(sent.headers.get("content-encoding", ""), decodable)
+    if coding is None:
+        return None
+    if not enforce or sent.status_code != 200:
+        return raw(sent, ours)
+    await sent.aclose()
+    message = (
+        f"the upstream answered in a content coding the gateway cannot decode ({coding}), "
+        "so its tool calls cannot be checked"
+    )
+    return error(provider, 502, message, "upstream_encoding", retry=True)
 
 
 def _response(

@@ -461,15 +461,23 @@ class Gateway:
             return answers.error(
                 provider, 400, f"toolgate cannot forward this request: {exc}", "bad_body"
             )
-        headers = forwarded_headers(request.headers.raw, upstream, self._keys.get(upstream))
+        # The answer is read here, so the upstream is asked for codings the gateway decodes.
+        key = self._keys.get(upstream)
+        headers = forwarded_headers(request.headers.raw, upstream, key, decoded=True)
         sent = await self._send(upstream, "POST", self._url(upstream, request), headers, content)
         if isinstance(sent, Response):
             return sent
         ours = [("x-toolgate-tools", f"{done.tools_out}/{done.tools_in}")]
         if done.filtered.result.no_tool:
             ours.append((NO_TOOL_HEADER, "1"))
+        assert self._client is not None  # set by the lifespan before any request
+        decodable = self._client.headers.get("accept-encoding", "")
+        enforce = route.policy == "enforce"
+        unread = await answers.unreadable(sent, decodable, provider, ours, enforce=enforce)
+        if unread is not None:
+            return unread
         if sent.status_code != 200 or route.policy == "off":
-            return answers.raw(sent, ours)
+            return answers.raw(sent, ours, decoded=True)
         check = answers.Check(self, shape, done.filtered, route, upstream)
         if sent.headers.get("content-type", "").startswith("text/event-stream"):
             return answers.stream(sent, check, ours)

@@ -40,6 +40,7 @@ __all__ = [
     "passthrough_provider",
     "refused_fallback",
     "response_headers",
+    "undecodable",
     "unfiltered_call",
     "upstream_for",
 ]
@@ -185,13 +186,22 @@ def unfiltered_call(method: str, path: str) -> bool:
 
 
 def forwarded_headers(
-    headers: Iterable[tuple[bytes, bytes]], provider: str, api_key: str | None
+    headers: Iterable[tuple[bytes, bytes]],
+    provider: str,
+    api_key: str | None,
+    *,
+    decoded: bool = False,
 ) -> list[tuple[bytes, bytes]]:
     """The client's headers as sent upstream, as bytes (a value may hold any octet, which
     a round trip through text would change): hop-by-hop ones, ``host`` and the length
     (recomputed) left out, the gateway's own key never, and the client's credentials
-    replaced by ``api_key`` when the gateway holds one."""
+    replaced by ``api_key`` when the gateway holds one. With ``decoded`` (the gateway reads
+    the answer and hands it on decoded) the client's ``accept-encoding`` is left out too:
+    the upstream is asked for the codings the gateway's client decodes, not for one (``br``,
+    ``zstd``) the client could decode but the gateway could not read."""
     skipped = _HOP_BY_HOP_BYTES | {b"host", b"content-length", GATEWAY_KEY_HEADER.encode()}
+    if decoded:
+        skipped |= {b"accept-encoding"}
     out = []
     for name, value in headers:
         lower = name.lower()
@@ -228,6 +238,20 @@ def response_headers(
     too."""
     dropped = _HOP_BY_HOP_BYTES | ({b"content-encoding", b"content-length"} if decoded else set())
     return [(name, value) for name, value in headers if name.lower() not in dropped]
+
+
+def undecodable(content_encoding: str, decodable: str) -> str | None:
+    """The codings in an answer's ``content_encoding`` that are not in ``decodable`` (an
+    ``Accept-Encoding`` value: what the gateway's client decodes), or None. httpx passes a
+    coding it does not know as it is, which the gateway would then take for the body.
+
+    >>> undecodable("gzip, br", "gzip, deflate")
+    'br'
+    """
+    known = {part.split(";")[0].strip().lower() for part in decodable.split(",")} | {"identity"}
+    codings = [part.strip() for part in content_encoding.split(",") if part.strip()]
+    unknown = [coding for coding in codings if coding.lower() not in known]
+    return ", ".join(unknown) or None
 
 
 def error_body(provider: str, status: int, message: str, code: str) -> bytes:

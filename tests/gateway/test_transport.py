@@ -1,0 +1,106 @@
+"""The gateway's HTTP transport: content codings either way, how what it forwards is framed,
+and the headers that stay on one hop."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.gateway.conftest import Served
+from tests.gateway.fake_upstream import serving
+from tests.gateway.test_filter import WEATHER, chat_tools
+from toolgate.gateway.app import Gateway
+from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream
+from toolgate.gateway.filter import ToolFilter
+
+USER = [{"role": "user", "content": WEATHER}]
+# A tool the weather question is never routed to, so never sent.
+NOT_SENT = "delete_everything"
+
+
+class CodedUpstream:
+    """An upstream answering every request with :attr:`body` and :attr:`headers` as they are
+    (a content coding and all)."""
+
+    def __init__(self) -> None:
+        self.body = b""
+        self.headers: dict[str, str] = {}
+        self.app = Starlette(routes=[Route("/{path:path}", self._answer, methods=["POST"])])
+
+    async def _answer(self, request: Request) -> Response:
+        await request.body()
+        return Response(self.body, 200, headers=self.headers)
+
+
+@pytest.fixture(scope="module")
+def coded() -> Iterator[tuple[CodedUpstream, str]]:
+    upstream = CodedUpstream()
+    with serving(upstream.app) as url:
+        yield upstream, url
+
+
+def _gateway(url: str, tool_filter: ToolFilter, policy: str) -> Gateway:
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(url)}, default=RouteConfig(top_k=3, policy=policy)
+    )
+    return Gateway(config, tool_filter=tool_filter)
+
+
+def _chat_answer(tool: str) -> dict[str, Any]:
+    call = {"id": "call_1", "type": "function", "function": {"name": tool, "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+    }  # fmt: skip
+
+
+# ---- content codings ----
+
+
+def test_a_filtered_request_asks_upstream_only_for_codings_the_gateway_decodes(
+    annotating: Served,
+) -> None:
+    # A client with brotli installed accepts br: the gateway, which reads the answer to check
+    # its calls, could not; the upstream is asked for what the gateway decodes instead.
+    body = {"messages": USER, "tools": chat_tools()}
+    answer = httpx.post(
+        annotating.url + "/v1/chat/completions", json=body, headers={"accept-encoding": "br"}
+    )
+    assert answer.status_code == 200
+    asked = [c.strip() for c in annotating.fake.received[-1].headers["accept-encoding"].split(",")]
+    assert "br" not in asked
+    assert "gzip" in asked
+    # What the gateway does not read goes with the client's own.
+    httpx.get(annotating.url + "/v1/models", headers={"accept-encoding": "br"})
+    assert annotating.fake.received[-1].headers["accept-encoding"] == "br"
+
+
+def test_an_answer_in_a_coding_the_gateway_cannot_decode_is_never_passed_as_decoded(
+    coded: tuple[CodedUpstream, str], shared_filter: ToolFilter
+) -> None:
+    # An upstream ignoring the codings it was asked for ("compress": LZW, which httpx reads
+    # as no coding at all): the gateway can neither check the calls nor strip the coding.
+    upstream, url = coded
+    upstream.body = zlib.compress(json.dumps(_chat_answer(NOT_SENT)).encode())
+    upstream.headers = {"content-type": "application/json", "content-encoding": "compress"}
+    body = {"messages": USER, "tools": chat_tools()}
+    with serving(_gateway(url, shared_filter, "enforce").app) as gateway:
+        refused = httpx.post(gateway + "/v1/chat/completions", json=body)
+    assert refused.status_code == 502
+    assert refused.headers["x-toolgate-error"] == "upstream_encoding"
+    assert "cannot decode (compress)" in refused.json()["error"]["message"]
+    with serving(_gateway(url, shared_filter, "annotate").app) as gateway:
+        passed = httpx.post(gateway + "/v1/chat/completions", json=body)
+    assert passed.status_code == 200
+    assert passed.headers["content-encoding"] == "compress"
+    assert passed.content == upstream.body
