@@ -104,3 +104,23 @@ def test_an_answer_in_a_coding_the_gateway_cannot_decode_is_never_passed_as_deco
     assert passed.status_code == 200
     assert passed.headers["content-encoding"] == "compress"
     assert passed.content == upstream.body
+
+
+def test_an_answer_its_coding_cannot_decode_is_a_502_or_an_error_event(
+    coded: tuple[CodedUpstream, str], shared_filter: ToolFilter
+) -> None:
+    # Said to be gzip, but not (or cut short): the upstream's fault, said so in the
+    # provider's error shape, never a bare 500 or a stream ended as "a bug".
+    upstream, url = coded
+    upstream.body = b"data: not gzip at all\n\n"
+    body = {"messages": USER, "tools": chat_tools()}
+    with serving(_gateway(url, shared_filter, "annotate").app) as gateway:
+        upstream.headers = {"content-type": "application/json", "content-encoding": "gzip"}
+        whole = httpx.post(gateway + "/v1/chat/completions", json=body)
+        upstream.headers["content-type"] = "text/event-stream"
+        streamed = httpx.post(gateway + "/v1/chat/completions", json={**body, "stream": True})
+    assert whole.status_code == 502
+    assert whole.json()["error"]["code"] == "upstream_decoding"
+    assert "cannot be decoded" in whole.json()["error"]["message"]
+    event = json.loads(streamed.text.removeprefix("data: "))
+    assert event["error"]["code"] == "upstream_decoding"

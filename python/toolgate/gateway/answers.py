@@ -89,6 +89,9 @@ class Check:
         except httpx.TransportError as exc:
             message = f"the upstream's answer broke off ({type(exc).__name__})"
             return error(_provider(self.shape), 502, message, "upstream_reset", retry=True)
+        except httpx.DecodingError as exc:  # not gzip after all, or cut short: no answer
+            message = f"the upstream's answer cannot be decoded from its content coding: {exc}"
+            return error(_provider(self.shape), 502, message, "upstream_decoding", retry=True)
         finally:
             await sent.aclose()
         headers = response_headers(sent.headers.raw, decoded=True)
@@ -183,6 +186,9 @@ def stream(sent: httpx.Response, check: Check, ours: list[tuple[str, str]]) -> R
             check.gateway.metrics.upstream_errors.labels(check.upstream, kind).inc()
             message = f"toolgate: the upstream's stream broke off ({type(exc).__name__})"
             yield error_event(check.shape, message, "upstream_" + kind)
+        except httpx.DecodingError as exc:  # the upstream's, not a bug of ours
+            message = f"toolgate: the upstream's stream cannot be decoded from its coding: {exc}"
+            yield error_event(check.shape, message, "upstream_decoding")
         except Exception:  # a bug of ours: the client is told, not left with a cut stream
             _log.error("reading the upstream's stream failed (a bug)", exc_info=True)
             message = "toolgate: the gateway failed reading the upstream's stream (see its log)"
