@@ -124,3 +124,23 @@ def test_an_answer_its_coding_cannot_decode_is_a_502_or_an_error_event(
     assert "cannot be decoded" in whole.json()["error"]["message"]
     event = json.loads(streamed.text.removeprefix("data: "))
     assert event["error"]["code"] == "upstream_decoding"
+
+
+# ---- framing ----
+
+
+def test_a_passed_through_request_keeps_its_framing(annotating: Served) -> None:
+    # A body not changed keeps its length (a server may refuse a chunked one: 411); a
+    # request without one is sent without one, not as an empty chunked body.
+    received = annotating.fake.received
+    httpx.get(annotating.url + "/v1/models")
+    assert "transfer-encoding" not in received[-1].headers
+    assert received[-1].headers.get("content-length", "0") == "0"
+    content = json.dumps({"model": "e", "input": WEATHER}).encode()
+    httpx.post(annotating.url + "/v1/embeddings", content=content)
+    assert "transfer-encoding" not in received[-1].headers
+    assert received[-1].headers["content-length"] == str(len(content))
+    assert received[-1].body == json.loads(content)
+    httpx.post(annotating.url + "/v1/embeddings", content=iter([content[:9], content[9:]]))
+    assert received[-1].headers["transfer-encoding"] == "chunked"  # as the client sent it
+    assert received[-1].body == json.loads(content)

@@ -390,9 +390,9 @@ class Gateway:
 
     async def _passthrough(self, request: Request, upstream: str) -> Response:
         headers = forwarded_headers(request.headers.raw, upstream, self._keys.get(upstream))
-        sent = await self._send(
-            upstream, request.method, self._url(upstream, request), headers, request.stream()
-        )
+        length, content = await bodies.passed_on(request)
+        url = self._url(upstream, request)
+        sent = await self._send(upstream, request.method, url, headers + length, content)
         if isinstance(sent, Response):
             return sent
         if not unfiltered_call(request.method, request.url.path):

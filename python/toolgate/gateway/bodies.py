@@ -2,13 +2,15 @@
 
 A body is read no further than the gateway's ``max_body_bytes`` (:func:`body`), parsed with
 every integer exact (:func:`parse`), and, when filtering changed it, written out again
-(:func:`dumps`).
+(:func:`dumps`). One passed through goes on as it comes, framed as the client framed it
+(:func:`passed_on`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -17,7 +19,7 @@ from starlette.requests import Request
 from toolgate import json_limits
 from toolgate.errors import InvalidInputError
 
-__all__ = ["body", "dumps", "parse"]
+__all__ = ["body", "dumps", "parse", "passed_on"]
 
 
 async def body(request: Request, limit: int) -> bytes | None:
@@ -31,6 +33,22 @@ async def body(request: Request, limit: int) -> bytes | None:
         if len(body) > limit:
             return None
     return bytes(body)
+
+
+async def passed_on(
+    request: Request,
+) -> tuple[list[tuple[bytes, bytes]], bytes | AsyncIterator[bytes]]:
+    """The length header and the content a passed-through request goes upstream with: its
+    body as it comes, with the client's ``content-length`` (the body is not changed: a server
+    may refuse a chunked one, 411) or chunked as the client sent it; none for a request
+    without one (a ``GET`` sent chunked is a body some servers refuse), read all the same
+    so the watch for the client leaving starts."""
+    if "transfer-encoding" in request.headers:
+        return [], request.stream()
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > 0:
+        return [(b"content-length", length.encode())], request.stream()
+    return [], await request.body()
 
 
 # Nineteen digits in a row may be an integer past 64 bits, which orjson reads as a float.
