@@ -3,6 +3,7 @@ and the headers that stay on one hop."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import zlib
 from collections.abc import Iterator
@@ -10,12 +11,13 @@ from typing import Any
 
 import httpx
 import pytest
+import zstandard
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.gateway.conftest import Served
+from tests.gateway.conftest import Served, sent_names
 from tests.gateway.fake_upstream import serving
 from tests.gateway.test_filter import WEATHER, chat_tools
 from toolgate.gateway.app import Gateway
@@ -124,6 +126,52 @@ def test_an_answer_its_coding_cannot_decode_is_a_502_or_an_error_event(
     assert "cannot be decoded" in whole.json()["error"]["message"]
     event = json.loads(streamed.text.removeprefix("data: "))
     assert event["error"]["code"] == "upstream_decoding"
+
+
+def test_a_compressed_request_is_decoded_filtered_and_sent_on_decoded(
+    annotating: Served,
+) -> None:
+    # gzip, deflate or zstd: filtered like any other, never refused as "not JSON", and
+    # forwarded decoded (the gateway writes the body it filtered).
+    body = json.dumps({"messages": USER, "tools": chat_tools()}).encode()
+    compressed = {
+        "gzip": gzip.compress(body), "deflate": zlib.compress(body),
+        "zstd": zstandard.ZstdCompressor().compress(body),
+    }  # fmt: skip
+    for coding, content in compressed.items():
+        answer = httpx.post(
+            annotating.url + "/v1/chat/completions", content=content,
+            headers={"content-type": "application/json", "content-encoding": coding},
+        )  # fmt: skip
+        assert answer.status_code == 200, coding
+        assert answer.headers["x-toolgate-tools"] == f"3/{len(chat_tools())}"
+        received = annotating.fake.received[-1]
+        assert "content-encoding" not in received.headers
+        assert len(sent_names(annotating.fake)) == 3
+
+
+def test_a_body_in_a_coding_not_decoded_or_not_in_its_coding_never_goes_upstream(
+    annotating: Served,
+) -> None:
+    body = json.dumps({"messages": USER, "tools": chat_tools()}).encode()
+    bomb = gzip.compress(b" " * (80 << 20))  # 80 MiB of spaces from some 80 KB
+    cases = [
+        ("br", body, 415, "unsupported_encoding"),  # unknown to the gateway: refused unread
+        ("gzip", body, 400, "bad_encoding"),  # said to be gzip, but not
+        ("gzip", bomb, 413, "body_too_large"),  # past max_body_bytes (64 MiB) once decoded
+    ]
+    answers = {}
+    for coding, content, status, code in cases:
+        answer = httpx.post(
+            annotating.url + "/v1/chat/completions", content=content,
+            headers={"content-type": "application/json", "content-encoding": coding},
+        )  # fmt: skip
+        assert (answer.status_code, answer.headers["x-toolgate-error"]) == (status, code)
+        answers[status] = answer
+    assert "'br' is not one the gateway decodes" in answers[415].json()["error"]["message"]
+    assert "gzip" in answers[415].headers["accept-encoding"]  # what it takes instead
+    assert "not valid gzip" in answers[400].json()["error"]["message"]
+    assert annotating.fake.received == []
 
 
 # ---- framing ----

@@ -415,21 +415,10 @@ class Gateway:
 
     async def _filtered(self, request: Request, endpoint: Endpoint, upstream: str) -> Response:
         provider, shape = endpoint.provider, endpoint.shape
-        raw = await bodies.body(request, self.config.max_body_bytes)
-        if raw is None:
-            message = (
-                f"the request body is larger than {self.config.max_body_bytes:,} bytes, "
-                "the gateway's max_body_bytes"
-            )
-            return answers.error(provider, 413, message, "body_too_large")
-        try:
-            body = bodies.parse(raw)
-        except ValueError as exc:  # orjson's JSONDecodeError, or past the exact reader's bounds
-            message = f"the request body is not valid JSON: {exc}"
-            return answers.error(provider, 400, message, "bad_json")
-        if not isinstance(body, dict):
-            message = f"the request body must be a JSON object, got {type(body).__name__}"
-            return answers.error(provider, 400, message, "bad_body")
+        read = await bodies.read(request, self.config.max_body_bytes, provider)
+        if isinstance(read, Response):
+            return read
+        raw, body = read
         route = self.config.route(request.url.path)
         previous = self.response_tools.recall(body) if shape == "openai-responses" else None
         try:

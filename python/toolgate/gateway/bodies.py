@@ -1,8 +1,9 @@
 """The request bodies the gateway filters: read within a limit, parsed and written exactly.
 
-A body is read no further than the gateway's ``max_body_bytes`` (:func:`body`), parsed with
-every integer exact (:func:`parse`), and, when filtering changed it, written out again
-(:func:`dumps`). One passed through goes on as it comes, framed as the client framed it
+A body is read no further than the gateway's ``max_body_bytes`` (:func:`body`), decoded
+from its content coding within the same bound (:func:`decode`), parsed with every integer
+exact (:func:`parse`) (all three: :func:`read`), and, when filtering changed it, written out
+again (:func:`dumps`). One passed through goes on as it comes, framed as the client framed it
 (:func:`passed_on`).
 """
 
@@ -10,16 +11,67 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 from starlette.requests import Request
+from starlette.responses import Response
 
 from toolgate import json_limits
 from toolgate.errors import InvalidInputError
+from toolgate.gateway import answers
 
-__all__ = ["body", "dumps", "parse", "passed_on"]
+try:  # zstd when zstandard is installed (httpx decodes answers in it then too)
+    import zstandard
+except ImportError:  # pragma: no cover - an install without it
+    zstandard = None  # type: ignore[assignment]
+
+__all__ = ["CODINGS", "UnknownCodingError", "body", "decode", "dumps", "parse", "passed_on", "read"]
+
+#: The request content codings the gateway decodes.
+CODINGS = ("gzip", "x-gzip", "deflate", *(("zstd",) if zstandard is not None else ()))
+_CHUNK = 1 << 16
+# What a body not in the coding it names raises.
+_CORRUPT: tuple[type[Exception], ...] = (
+    zlib.error, EOFError, *((zstandard.ZstdError,) if zstandard is not None else ()),
+)  # fmt: skip
+
+
+class UnknownCodingError(InvalidInputError):
+    """A request body in a content coding the gateway does not decode (its answer: 415)."""
+
+
+async def read(request: Request, limit: int, provider: str) -> tuple[bytes, Any] | Response:
+    """A filtered request's body, decoded from its content coding, and its JSON object; or
+    the gateway's answer refusing it: 413 past ``limit`` bytes (as sent or decoded), 415 in
+    a coding it does not decode (which the gateway could not filter, nor forward unseen), 400
+    not a JSON object."""
+    raw = await body(request, limit)
+    try:
+        raw = (
+            None if raw is None else decode(raw, request.headers.get("content-encoding", ""), limit)
+        )
+    except UnknownCodingError as exc:
+        refused = answers.error(provider, 415, str(exc), "unsupported_encoding")
+        refused.headers["accept-encoding"] = ", ".join(CODINGS)
+        return refused
+    except InvalidInputError as exc:
+        return answers.error(provider, 400, str(exc), "bad_encoding")
+    if raw is None:
+        message = f"the request body is larger than {limit:,} bytes, the gateway's max_body_bytes"
+        return answers.error(provider, 413, message, "body_too_large")
+    try:
+        parsed = parse(raw)
+    except ValueError as exc:  # orjson's JSONDecodeError, or past the exact reader's bounds
+        return answers.error(
+            provider, 400, f"the request body is not valid JSON: {exc}", "bad_json"
+        )
+    if not isinstance(parsed, dict):
+        message = f"the request body must be a JSON object, got {type(parsed).__name__}"
+        return answers.error(provider, 400, message, "bad_body")
+    return raw, parsed
 
 
 async def body(request: Request, limit: int) -> bytes | None:
@@ -49,6 +101,74 @@ async def passed_on(
     if length.isdigit() and int(length) > 0:
         return [(b"content-length", length.encode())], request.stream()
     return [], await request.body()
+
+
+def decode(raw: bytes, coding: str, limit: int) -> bytes | None:
+    """``raw`` decoded from ``coding`` (a ``Content-Encoding`` value: its codings in the order
+    they were applied), or None past ``limit`` bytes decoded (a small body may inflate to
+    gigabytes). :class:`UnknownCodingError` for a coding not in :data:`CODINGS`, an
+    :class:`InvalidInputError` for a body not in the coding it names.
+
+    >>> decode(zlib.compress(b"{}"), "deflate", 10)
+    b'{}'
+    """
+    codings = [part.strip().lower() for part in coding.split(",") if part.strip()]
+    for name in reversed(codings):
+        if name == "identity":
+            continue
+        if name not in CODINGS:
+            raise UnknownCodingError(
+                f"the request body's content coding {name!r} is not one the gateway decodes "
+                f"({', '.join(CODINGS)}); send it in one of those, or uncompressed"
+            )
+        try:
+            decoded = _unzstd(raw, limit) if name == "zstd" else _inflate(raw, name, limit)
+        except _CORRUPT as exc:
+            raise InvalidInputError(f"the request body is not valid {name}: {exc}") from None
+        if decoded is None:
+            return None
+        raw = decoded
+    return raw
+
+
+def _inflate(raw: bytes, name: str, limit: int) -> bytes | None:
+    """``raw`` inflated (gzip: each of its members; deflate: zlib-wrapped, or raw as some
+    clients send it), or None past ``limit`` bytes."""
+    if name == "deflate":
+        try:
+            return _inflated(raw, zlib.MAX_WBITS, limit, members=False)
+        except zlib.error:
+            return _inflated(raw, -zlib.MAX_WBITS, limit, members=False)
+    return _inflated(raw, 16 + zlib.MAX_WBITS, limit, members=True)
+
+
+def _inflated(raw: bytes, wbits: int, limit: int, *, members: bool) -> bytes | None:
+    out = bytearray()
+    data = raw
+    while data:
+        inflater = zlib.decompressobj(wbits)
+        while not inflater.eof:
+            chunk = inflater.decompress(data, limit + 1 - len(out))  # never past the bound
+            data = inflater.unconsumed_tail
+            out += chunk
+            if len(out) > limit:
+                return None
+            if not chunk and not data:
+                raise EOFError("the compressed data ends before its end")
+        data = inflater.unused_data if members else b""
+    return bytes(out)
+
+
+def _unzstd(raw: bytes, limit: int) -> bytes | None:
+    # A frame cut short reads as a shorter body, which is then no JSON object: a 400 still.
+    assert zstandard is not None  # only a coding in CODINGS is decoded
+    out = bytearray()
+    with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as reader:
+        while chunk := reader.read(_CHUNK):
+            out += chunk
+            if len(out) > limit:
+                return None
+    return bytes(out)
 
 
 # Nineteen digits in a row may be an integer past 64 bits, which orjson reads as a float.

@@ -195,13 +195,14 @@ def forwarded_headers(
     """The client's headers as sent upstream, as bytes (a value may hold any octet, which
     a round trip through text would change): hop-by-hop ones, ``host`` and the length
     (recomputed) left out, the gateway's own key never, and the client's credentials
-    replaced by ``api_key`` when the gateway holds one. With ``decoded`` (the gateway reads
-    the answer and hands it on decoded) the client's ``accept-encoding`` is left out too:
-    the upstream is asked for the codings the gateway's client decodes, not for one (``br``,
-    ``zstd``) the client could decode but the gateway could not read."""
+    replaced by ``api_key`` when the gateway holds one. With ``decoded`` (a filtered
+    request: the gateway decodes its body and reads its answer) the client's
+    ``content-encoding`` is left out (the body goes decoded) and so is its
+    ``accept-encoding``: the upstream is asked for the codings the gateway's client decodes,
+    not for one (``br``, ``zstd``) the client could decode but the gateway could not read."""
     skipped = _HOP_BY_HOP_BYTES | {b"host", b"content-length", GATEWAY_KEY_HEADER.encode()}
     if decoded:
-        skipped |= {b"accept-encoding"}
+        skipped |= {b"accept-encoding", b"content-encoding"}
     out = []
     for name, value in headers:
         lower = name.lower()
