@@ -192,3 +192,25 @@ def test_a_passed_through_request_keeps_its_framing(annotating: Served) -> None:
     httpx.post(annotating.url + "/v1/embeddings", content=iter([content[:9], content[9:]]))
     assert received[-1].headers["transfer-encoding"] == "chunked"  # as the client sent it
     assert received[-1].body == json.loads(content)
+
+
+# ---- hop-by-hop headers ----
+
+
+def test_headers_a_connection_names_stay_on_its_hop(annotating: Served) -> None:
+    # RFC 9110 section 7.6.1: a header the Connection header names is for the next hop
+    # alone, both ways.
+    annotating.fake.script.headers = ((b"connection", b"x-upstream-hop"), (b"x-upstream-hop", b"1"))
+    body = {"messages": USER, "tools": chat_tools()}
+    for path in ("/v1/chat/completions", "/v1/embeddings"):
+        httpx.post(
+            annotating.url + path, json=body,
+            headers={"connection": "keep-alive, x-client-hop", "x-client-hop": "1", "x-kept": "1"},
+        )  # fmt: skip
+        received = annotating.fake.received[-1].headers
+        assert "x-client-hop" not in received
+        assert received["x-kept"] == "1"
+    answer = httpx.post(annotating.url + "/v1/chat/completions", json=body)
+    assert answer.status_code == 200
+    assert "x-upstream-hop" not in answer.headers
+    assert answer.headers["x-upstream"] == "yes"

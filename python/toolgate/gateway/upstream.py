@@ -17,7 +17,8 @@ no ``azure`` or ``vertex`` upstream, to the ``openai`` or ``gemini`` one, unless
 OpenAI's or the Gemini API's own host (:func:`upstream_for`). Any other path
 passes through to the upstream its path or credentials point to; one that looks like a model
 call (:func:`unfiltered_call`) is flagged, since its tools go upstream unfiltered. Hop-by-hop
-headers (RFC 9110 section 7.6.1) are never forwarded, in either direction.
+headers (RFC 9110 section 7.6.1: the standard ones and those a ``Connection`` header names)
+are never forwarded, in either direction.
 """
 
 from __future__ import annotations
@@ -200,7 +201,8 @@ def forwarded_headers(
     ``content-encoding`` is left out (the body goes decoded) and so is its
     ``accept-encoding``: the upstream is asked for the codings the gateway's client decodes,
     not for one (``br``, ``zstd``) the client could decode but the gateway could not read."""
-    skipped = _HOP_BY_HOP_BYTES | {b"host", b"content-length", GATEWAY_KEY_HEADER.encode()}
+    headers = list(headers)
+    skipped = _hop_by_hop(headers) | {b"host", b"content-length", GATEWAY_KEY_HEADER.encode()}
     if decoded:
         skipped |= {b"accept-encoding", b"content-encoding"}
     out = []
@@ -237,8 +239,23 @@ def response_headers(
     """The upstream's answer headers for the client, as bytes, hop-by-hop ones left out;
     with ``decoded`` (the body is passed on decoded, or rewritten) its encoding and length
     too."""
-    dropped = _HOP_BY_HOP_BYTES | ({b"content-encoding", b"content-length"} if decoded else set())
+    headers = list(headers)
+    dropped = _hop_by_hop(headers) | (
+        {b"content-encoding", b"content-length"} if decoded else set()
+    )
     return [(name, value) for name, value in headers if name.lower() not in dropped]
+
+
+def _hop_by_hop(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
+    """The hop-by-hop header names of ``headers``: the standard ones, and those its
+    ``Connection`` names (RFC 9110 section 7.6.1: a proxy removes them too)."""
+    named = {
+        token.strip().lower()
+        for name, value in headers
+        if name.lower() == b"connection"
+        for token in value.split(b",")
+    }
+    return set(_HOP_BY_HOP_BYTES) | named
 
 
 def undecodable(content_encoding: str, decodable: str) -> str | None:
