@@ -214,3 +214,15 @@ def test_headers_a_connection_names_stay_on_its_hop(annotating: Served) -> None:
     assert answer.status_code == 200
     assert "x-upstream-hop" not in answer.headers
     assert answer.headers["x-upstream"] == "yes"
+
+
+def test_an_answer_has_one_date_and_one_server(annotating: Served) -> None:
+    # The server serving the gateway writes both: the upstream's too made two of each, and
+    # Date is a single value.
+    body = {"messages": USER, "tools": chat_tools()}
+    for path in ("/v1/chat/completions", "/v1/embeddings"):
+        answer = httpx.post(annotating.url + path, json=body)
+        names = [name.lower() for name, _ in answer.headers.raw]
+        assert (names.count(b"date"), names.count(b"server")) == (1, 1), path
+    streamed = httpx.post(annotating.url + "/v1/chat/completions", json={**body, "stream": True})
+    assert [name.lower() for name, _ in streamed.headers.raw].count(b"date") == 1

@@ -106,6 +106,8 @@ HOP_BY_HOP = frozenset(
 )  # fmt: skip
 
 _HOP_BY_HOP_BYTES = frozenset(name.encode() for name in HOP_BY_HOP)
+# Answer headers the ASGI server (uvicorn) adds to every answer of the gateway's.
+_WRITTEN_BY_SERVER = frozenset({b"date", b"server"})
 
 # Google's paths: the Gemini API's and its uploads; Vertex AI's (/v1/projects/...,
 # /v1beta1/..., /v1/publishers/... with an API key) apart.
@@ -236,13 +238,14 @@ def forwarded_query(query: str, upstream: str, *, holds_key: bool) -> str:
 def response_headers(
     headers: Iterable[tuple[bytes, bytes]], *, decoded: bool
 ) -> list[tuple[bytes, bytes]]:
-    """The upstream's answer headers for the client, as bytes, hop-by-hop ones left out;
-    with ``decoded`` (the body is passed on decoded, or rewritten) its encoding and length
-    too."""
+    """The upstream's answer headers for the client, as bytes, hop-by-hop ones left out,
+    and its ``date`` and ``server``, which the server serving the gateway writes itself (a
+    second ``Date`` makes an invalid answer); with ``decoded`` (the body is passed on
+    decoded, or rewritten) its encoding and length too."""
     headers = list(headers)
-    dropped = _hop_by_hop(headers) | (
-        {b"content-encoding", b"content-length"} if decoded else set()
-    )
+    dropped = _hop_by_hop(headers) | _WRITTEN_BY_SERVER
+    if decoded:
+        dropped |= {b"content-encoding", b"content-length"}
     return [(name, value) for name, value in headers if name.lower() not in dropped]
 
 
