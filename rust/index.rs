@@ -30,6 +30,7 @@ use crate::topk::Hit;
 
 mod build;
 mod collect;
+mod pool;
 mod scan;
 mod scores;
 

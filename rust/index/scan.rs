@@ -5,6 +5,7 @@
 use rayon::prelude::*;
 
 use super::collect::{Collector, QueryScan, ScanPlan};
+use super::pool;
 use super::{GatedCandidate, Index, SearchResult, GATED_REPORT_LEN};
 use crate::kernels;
 use crate::matrix_file::Dtype;
@@ -56,14 +57,16 @@ impl Index {
         let n_queries = queries.len() / self.dim();
         let n = self.len();
         let threads = self.threads.min(n.div_ceil(1024)).max(1);
-        if threads == 1 {
+        let Some(pool) = (threads > 1).then(pool::current).flatten() else {
             return self.scan_range(queries, 0..n, plan);
-        }
+        };
         let chunk = n.div_ceil(threads);
-        let parts: Vec<Vec<QueryScan>> = (0..threads)
-            .into_par_iter()
-            .map(|t| self.scan_range(queries, t * chunk..((t + 1) * chunk).min(n), plan))
-            .collect();
+        let parts: Vec<Vec<QueryScan>> = pool.install(|| {
+            (0..threads)
+                .into_par_iter()
+                .map(|t| self.scan_range(queries, t * chunk..((t + 1) * chunk).min(n), plan))
+                .collect()
+        });
         let mut merged: Vec<QueryScan> = (0..n_queries).map(|_| QueryScan::new(plan)).collect();
         for part in parts {
             for (total, scan) in merged.iter_mut().zip(part) {

@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::Index;
+use super::{pool, Index};
 use crate::error::{Error, Result};
 use crate::kernels;
 use crate::matrix_file::Dtype;
@@ -23,10 +23,11 @@ impl Index {
             self.scan_rows(&query, start..start + out.len(), out);
         };
         self.guarded(|| {
-            if self.threads > 1 {
-                out.par_chunks_mut(chunk).enumerate().for_each(score_chunk);
-            } else {
-                out.chunks_mut(chunk).enumerate().for_each(score_chunk);
+            match (self.threads > 1).then(pool::current).flatten() {
+                Some(pool) => {
+                    pool.install(|| out.par_chunks_mut(chunk).enumerate().for_each(score_chunk));
+                }
+                None => out.chunks_mut(chunk).enumerate().for_each(score_chunk),
             }
             Ok(out)
         })
