@@ -19,6 +19,7 @@ BASE = {
     "asgi",
     "browser_guard",
     "errors",
+    "forks",
     "json_limits",
     "lazy",
     "memo",

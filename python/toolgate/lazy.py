@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
+
+from toolgate.forks import fork_safe_lock
 
 __all__ = ["Lazy"]
 
@@ -15,7 +16,7 @@ class Lazy(Generic[_T]):
     """A value given up front, or produced by a loader on first use (once, thread-safe)."""
 
     def __init__(self, value: _T | None, loader: Callable[[], _T] | None = None) -> None:
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()  # held across the loader
         self._value = value
         self._loader = loader
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
+
+from toolgate.forks import fork_safe_lock
 
 __all__ = ["Memo"]
 
@@ -23,7 +24,7 @@ class Memo(Generic[_K, _V]):
     def __init__(self, size: int) -> None:
         self._size = size
         self._values: OrderedDict[_K, _V] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()
 
     def __len__(self) -> int:
         return len(self._values)

@@ -1,10 +1,14 @@
-"""Learning from use under threads: routes never wait on the learned store's I/O, and a
-store that fails leaves the memory as the store is."""
+"""Learning from use under threads: routes never wait on the learned store's I/O, a store
+that fails leaves the memory as the store is, and a worker forked during a write learns."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -148,3 +152,50 @@ def test_threads_racing_the_first_feedback_share_one_memory(
     assert len(opened) == 1
     assert router.memory is not None
     assert len(router.memory) == 2
+
+
+# In a process of its own, as a pre-forking server's master: a thread's feedback waits on the
+# store (another process holds its write lock) when a worker is forked. The worker then
+# learns too; exits 0 if it did, 4 if it hung (killed by its alarm).
+_FORKED_WRITER = """
+import os, signal, subprocess, sys, threading, time
+import numpy as np
+from toolgate.routing.feedback import LearnedMemory
+from toolgate.routing.learned_store import SqliteStore
+
+path = sys.argv[1]
+store = SqliteStore(path)
+memory = LearnedMemory(store, "s", ["a/x", "a/y"], lambda: ["a"] * 2, lambda: ["x", "y"], 4)
+hold = "import sqlite3, sys; db = sqlite3.connect(sys.argv[1], isolation_level=None); " \\
+    "db.execute('BEGIN IMMEDIATE'); print(flush=True); sys.stdin.readline()"
+other = subprocess.Popen([sys.executable, "-c", hold, path], stdin=-1, stdout=-1, text=True)
+other.stdout.readline()  # the other process holds the store's write lock
+vector = np.ones(4, np.float32)
+writer = threading.Thread(target=memory.learn, args=(vector, [0], b"k"))
+writer.start()
+deadline = time.monotonic() + 10
+while not memory._writing.locked() and time.monotonic() < deadline:
+    time.sleep(0.01)
+pid = os.fork()
+if pid == 0:
+    signal.alarm(20)
+    os._exit(0 if memory.learn(vector, [1], b"j") == 1 else 3)
+time.sleep(0.5)
+other.communicate("\\n")
+writer.join()
+status = os.waitpid(pid, 0)[1]
+sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 4)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_worker_forked_during_a_write_learns(tmp_path: Path) -> None:
+    # The writer's thread held the memory's writer lock at the fork: the worker has no such
+    # thread to release it.
+    run = subprocess.run(
+        [sys.executable, "-c", _FORKED_WRITER, str(tmp_path / "learned.sqlite3")],
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode != 4, "the forked worker hung"
+    assert run.returncode == 0

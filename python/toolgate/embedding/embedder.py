@@ -13,7 +13,6 @@ and L2 normalisation run inside the ONNX graph (see :mod:`toolgate.embedding.onn
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +25,7 @@ from toolgate.embedding import models, runtime
 from toolgate.embedding.model_files import Precision, home_path
 from toolgate.embedding.onnx_export import SENTENCE_OUTPUT, TOKEN_OUTPUT
 from toolgate.errors import InvalidInputError, ModelError
+from toolgate.forks import fork_safe_lock
 from toolgate.unicode import well_formed
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ class Embedder:
             verified.result()
             self._session: Any = session.result()  # None: to build (a forked child's)
         self._home = home
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()  # released in a forked child, whoever held it
         self._serial: Any = None
         self.precision: Precision = precision
         self.threads = threads
@@ -247,7 +247,6 @@ class Embedder:
         (``threads`` > 1) is left to the parent, whose pool threads the child does not have;
         the child builds its own on first use. A one-thread session has no threads: it stays,
         its memory shared with the parent."""
-        self._lock = threading.Lock()  # a parent's thread may have held it at the fork
         if self.threads > 1 and self._session is not None:
             _abandon(self._session)
             self._session = None

@@ -54,6 +54,7 @@ from toolgate import _toolgate
 from toolgate.arguments import check_count, check_instance, finite_number, shown, tool_list
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.forks import fork_safe_lock
 from toolgate.routing.co_use import CoUse
 from toolgate.routing.learned_store import LearnedStore, StoreWarning, open_store
 
@@ -142,8 +143,8 @@ class LearnedMemory:
         self._clock = clock
         # Writers take turns under _writing; _lock guards what routes read (the co-use
         # counts, the rows as one swap), held only for changes in memory, never store I/O.
-        self._writing = threading.Lock()
-        self._lock = threading.Lock()
+        self._writing = fork_safe_lock()
+        self._lock = fork_safe_lock()
         self._rows = _toolgate.LearnedRows(dim)
         self._seqs: list[int] = []
         self._keys: list[tuple[bytes, int]] = []
@@ -397,7 +398,7 @@ class Learning:
         self.memory: LearnedMemory | None = None
         self.from_verify = False
         # Starts take turns: threads racing the first feedback must share one memory.
-        self._starting = threading.Lock()
+        self._starting = fork_safe_lock()
         # The store, bounds and from_verify to start with, followed while the store failed:
         # the next start is tried there, not in the default store.
         self._followed: _Followed | None = None

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.forks import fork_safe_lock
 from toolgate.routing.learned_rows import (
     LEARN_SALT_ENV,
     LearnedRow,
@@ -97,7 +98,7 @@ _RENEW_RETRY_S = 60.0
 # ways, a store opened for each router) must not prune each other's.
 _in_use: weakref.WeakKeyDictionary[object, tuple[LearnedStore, str]]
 _in_use = weakref.WeakKeyDictionary()
-_in_use_lock = threading.Lock()
+_in_use_lock = fork_safe_lock()
 
 # Every store of this process: a forked child must not use their connections (below).
 _stores: weakref.WeakSet[LearnedStore] = weakref.WeakSet()
@@ -109,12 +110,11 @@ _inherited: list[object] = []
 
 def _after_fork_in_child() -> None:
     """A forked child (a pre-forking server's worker) is another holder; each store leaves
-    the connection it shares with the parent and opens its own on first use. Its locks are
-    made anew: a thread of the parent may have held one at the fork, and that thread is gone.
+    the connection it shares with the parent and opens its own on first use. (Its locks are
+    :func:`~toolgate.forks.fork_safe_lock`'s: released in the child.)
     """
-    global _holder, _in_use_lock
+    global _holder
     _holder = secrets.token_hex(8)
-    _in_use_lock = threading.Lock()
     for store in list(_stores):
         try:
             store._after_fork()
@@ -215,11 +215,11 @@ class LearnedStore:
 
     def __init__(self, *, salt: str | bytes | None = None) -> None:
         self._salt = salt_bytes(salt)
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()
         self._marked: dict[str, _Mark] = {}  # scope: this store's last mark of it
         # When the marks of the scopes held here are next due for renewal (inf: being renewed).
         self._renew_at = math.inf
-        self._renewal_lock = threading.Lock()
+        self._renewal_lock = fork_safe_lock()
         # Server time minus this process's time.time() (PostgreSQL: replicas' clocks differ).
         self._clock_offset = 0.0
         _stores.add(self)
@@ -406,10 +406,8 @@ class LearnedStore:
         """Closes the connection."""
 
     def _after_fork(self) -> None:
-        """In a forked child: new locks, no marks of this holder yet (the first route makes
-        them), and the parent's connection left (:meth:`_leave_inherited_connection`)."""
-        self._lock = threading.Lock()
-        self._renewal_lock = threading.Lock()
+        """In a forked child: no marks of this holder yet (the first route makes them), and
+        the parent's connection left (:meth:`_leave_inherited_connection`)."""
         self._renew_at = 0.0
         self._leave_inherited_connection()
 

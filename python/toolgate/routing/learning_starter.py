@@ -8,11 +8,11 @@ file locked past its timeout) routes without that memory, and tries the store ag
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from toolgate.errors import ToolgateError
+from toolgate.forks import fork_safe_lock
 from toolgate.routing.learned_store import LearnedStore
 from toolgate.routing.router import Router
 
@@ -51,7 +51,7 @@ class LearningStarter:
         self._log = log or logging.getLogger(__name__)
         self._failed_at: float | None = None  # the store's last failure, while it fails
         # Two threads starting one cached router's memory would each make one.
-        self._starting = threading.Lock()
+        self._starting = fork_safe_lock()
 
     def due(self, router: Router) -> bool:
         """Whether :meth:`start` would try the store for ``router``: it has no memory, and
