@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from toolgate.gateway.learning import LearningQueue, LearningStarter, Lesson
+from toolgate.gateway.learning import LearningStarter
 from toolgate.routing.learned_store import StoreError
+from toolgate.routing.learning_queue import LearningQueue, Lesson
 
 
 class _Router:
@@ -99,6 +100,38 @@ def test_close_learns_the_waiting_lessons_and_takes_no_more() -> None:
     assert router.learned == ["first", "second"]
     assert not queue.submit(_lesson(router, "late"))
     assert queue.dropped == 1
+
+
+def test_close_drops_and_counts_the_lessons_a_stalled_store_holds_past_its_timeout() -> None:
+    router = _Router(hold="first")
+    dropped: list[int] = []
+    queue = LearningQueue(on_drop=lambda: dropped.append(1))
+    try:
+        queue.submit(_lesson(router, "first"))
+        assert router.holding.wait(timeout=10)
+        queue.submit(_lesson(router, "second"))
+        queue.submit(_lesson(router, "third"))
+        assert not queue.close(timeout=0.05)  # returns, the worker still held
+        assert (len(queue), queue.dropped, len(dropped)) == (0, 2, 2)
+    finally:
+        router.release.set()
+    assert queue.join(timeout=10)
+    assert router.learned == ["first"]
+
+
+def test_a_failing_store_is_warned_of_once_until_it_answers_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    failing, answering = _Router(fail=StoreError), _Router()
+    queue = LearningQueue(log=logging.getLogger("toolgate.test"))
+    with caplog.at_level(logging.WARNING, logger="toolgate.test"):
+        for router, query in [(failing, "a"), (failing, "b"), (answering, "c"), (failing, "d")]:
+            queue.submit(_lesson(router, query))
+        assert queue.join(timeout=10)
+    warned = [r.getMessage() for r in caplog.records if r.name == "toolgate.test"]
+    assert len(warned) == 2
+    assert "cannot learn 'a'" in warned[0]
+    assert "cannot learn 'd'" in warned[1]
 
 
 class _TellingLock:

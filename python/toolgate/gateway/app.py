@@ -244,16 +244,18 @@ class Gateway:
             await self._learn_the_rest()
 
     def _learning_queue(self) -> LearningQueue:
-        return LearningQueue(on_drop=self.metrics.lessons_dropped.inc)
+        return LearningQueue(on_drop=self.metrics.lessons_dropped.inc, log=log)
 
     async def _learn_the_rest(self) -> None:
         """Close the learning queue: the lessons waiting are learned, unless the store holds
-        them up past :data:`_LEARN_CLOSE_SECONDS` (then they are lost, and logged)."""
+        them up past :data:`_LEARN_CLOSE_SECONDS` (then they are dropped, counted and
+        logged)."""
         queue = self.learning
+        dropped = queue.dropped
         if not await anyio.to_thread.run_sync(queue.close, _LEARN_CLOSE_SECONDS):
             log.warning(
-                "stopping before the last lessons were learned (%d still waiting): the "
-                "learned store took more than %g s", len(queue), _LEARN_CLOSE_SECONDS,
+                "stopping before the last lessons were learned (%d dropped): the learned "
+                "store took more than %g s", queue.dropped - dropped, _LEARN_CLOSE_SECONDS,
             )  # fmt: skip
 
     async def _prewarm_all(self) -> None:

@@ -53,7 +53,7 @@ from toolgate.gateway.indexes import (
     digest,
     filter_off_loop,
 )
-from toolgate.gateway.learning import lesson_of
+from toolgate.gateway.learning import learn_now, lesson_of
 from toolgate.gateway.router_store import RouterStore, default_max_stored
 from toolgate.lazy import Lazy
 from toolgate.promotion.budget import Budget
@@ -433,7 +433,8 @@ class ToolFilter:
         elsewhere: :func:`~toolgate.gateway.learning.lesson_of`). Learning is done before
         ``verify`` returns, in the caller's thread, and may wait on the store's lock (up to
         its busy timeout): an event loop should check with ``learn=False`` and hand the
-        lesson to a :class:`~toolgate.gateway.learning.LearningQueue`, as the gateway does.
+        lesson to a :class:`~toolgate.routing.learning_queue.LearningQueue`, as the gateway
+        does.
 
         ``call`` is a dict in any provider's shape or the SDK's own object. A tool the filter
         forwarded without reading it (``unreadable="keep"``) passes by name alone. When the
@@ -455,7 +456,7 @@ class ToolFilter:
         ):
             return Verdict(True, name=verdict.name, call_id=verdict.call_id)
         if learn and (lesson := lesson_of(filtered, verdict)) is not None:
-            lesson.learn()
+            learn_now(lesson)
         return verdict
 
     def _layout(self, tools: list[Any], provider: str) -> _Layout:

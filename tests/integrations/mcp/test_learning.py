@@ -4,9 +4,11 @@ call of a tool a ``tool_search`` found is feedback for the search's words."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -14,6 +16,8 @@ from tests.fixtures.mcp import Calls, PagedClient, github_server, mcp_tool, run
 from tests.integrations.mcp.router_helpers import anthropic_call
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.router import McpRouter
+from toolgate.integrations.mcp.serve import CLOSE_GRACE, _Serving
+from toolgate.integrations.mcp.upstreams import Upstreams
 from toolgate.routing.learned_store import SqliteStore, StoreError, StoreWarning
 
 
@@ -32,6 +36,7 @@ def test_a_forwarded_call_teaches_the_router(embedder: Embedder) -> None:
                 anthropic_call("create_issue", {"repo": "acme/web", "title": "crash"}), promotion
             )
             assert outcome.forwarded
+            assert await router.drain(timeout=10)  # learning is queued, off the call
             assert len(memory) == 1
 
             found = await router.search("merge the pull request number 7")
@@ -41,6 +46,7 @@ def test_a_forwarded_call_teaches_the_router(embedder: Embedder) -> None:
             )
             assert merged.forwarded
             assert calls["merge_pull_request"] == 1
+            assert await router.drain(timeout=10)
             assert len(memory) == 2
 
     run(main)
@@ -74,6 +80,7 @@ def test_searches_are_kept_for_the_current_tools_only(embedder: Embedder) -> Non
         assert memory is not None
         outcome = await router.call_any(anthropic_call("add_note", {}))
         assert outcome.forwarded
+        assert await router.drain(timeout=10)
         assert len(memory) == 1  # the last search still learns from the call
 
     run(main)
@@ -105,12 +112,102 @@ def test_a_store_that_fails_after_the_call_went_upstream_loses_no_result(
             merge = anthropic_call("merge_pull_request", {"repo": "acme/web", "number": 7})
             merged = await router.call_any(merge)
             assert merged.forwarded
+            assert await router.drain(timeout=10)
 
     with caplog.at_level(logging.WARNING, logger="toolgate.integrations.mcp.router"):
         run(main)
     assert (calls["create_issue"], calls["merge_pull_request"]) == (1, 1)
     warned = [r for r in caplog.records if "database is locked" in r.getMessage()]
     assert len(warned) == 1  # once per kind of failure, not once per call
+
+
+class _Blocking(SqliteStore):
+    """A store whose writes wait until ``release`` is set, as behind another process's
+    write lock (or a database that does not answer)."""
+
+    def __init__(self) -> None:
+        super().__init__(":memory:")
+        self.release = threading.Event()
+
+    def _insert(self, sql: str, args: Any) -> int:
+        self.release.wait(timeout=5)
+        return super()._insert(sql, args)
+
+
+def test_a_calls_result_never_waits_for_the_store(embedder: Embedder) -> None:
+    store = _Blocking()
+
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=store)
+        async with Client(github_server(Counter())) as github:
+            await router.connect({"github": github})
+            promotion = await router.tools("open an issue in acme/web", pool="full")
+            memory = router.router.memory
+            assert memory is not None
+            issue = anthropic_call("create_issue", {"repo": "acme/web", "title": "crash"})
+            outcome = await router.call(issue, promotion)
+            assert outcome.forwarded
+            assert len(memory) == 0  # returned while the store still holds the lesson
+            store.release.set()
+            assert await router.drain(timeout=10)
+            assert len(memory) == 1
+
+    try:
+        run(main)
+    finally:
+        store.release.set()
+
+
+def test_lessons_a_stalled_store_holds_at_close_are_dropped_and_counted(
+    embedder: Embedder,
+) -> None:
+    store = _Blocking()
+
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=store)
+        async with Client(github_server(Counter())) as github:
+            await router.connect({"github": github})
+            for title in ("one", "two", "three"):
+                promotion = await router.tools(f"open an issue titled {title}", pool="full")
+                issue = anthropic_call("create_issue", {"repo": "acme/web", "title": title})
+                assert (await router.call(issue, promotion)).forwarded
+            # The worker holds "one" in the stalled store: the two waiting are dropped.
+            assert not await router.aclose(timeout=0.2)
+            assert router.lessons_dropped == 2
+            promotion = await router.tools("open an issue titled four", pool="full")
+            issue = anthropic_call("create_issue", {"repo": "acme/web", "title": "four"})
+            assert (await router.call(issue, promotion)).forwarded  # closed: not learned
+            assert router.lessons_dropped == 3
+
+    try:
+        run(main)
+    finally:
+        store.release.set()
+
+
+def test_a_stalled_store_holds_the_proxys_stop_up_no_longer_than_its_grace(
+    embedder: Embedder,
+) -> None:
+    store = _Blocking()
+
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=store)
+        async with Client(github_server(Counter())) as github:
+            await router.connect({"github": github})
+            for title in ("one", "two"):
+                promotion = await router.tools(f"open an issue titled {title}", pool="full")
+                issue = anthropic_call("create_issue", {"repo": "acme/web", "title": title})
+                assert (await router.call(issue, promotion)).forwarded
+            async with anyio.create_task_group() as group:
+                serving = _Serving(group, router, {}, Upstreams([]), timeout=1.0)
+                with anyio.fail_after(CLOSE_GRACE + 2):
+                    await serving.close_upstreams()
+            assert router.lessons_dropped == 1  # "one" held by the store, "two" dropped
+
+    try:
+        run(main)
+    finally:
+        store.release.set()
 
 
 class _Down(SqliteStore):

@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -50,7 +50,7 @@ from toolgate.arguments import check_count
 from toolgate.catalog.tool import Tool
 from toolgate.embedding.cache import EmbeddingCache
 from toolgate.embedding.embedder import Embedder
-from toolgate.errors import InvalidInputError, ToolgateError
+from toolgate.errors import InvalidInputError
 from toolgate.integrations.mcp.calls import CallForwarder, CallOutcome, UpstreamCall
 from toolgate.integrations.mcp.catalogs import ServerCatalogs
 from toolgate.integrations.mcp.changes import change_handler, follow_changes
@@ -69,14 +69,19 @@ from toolgate.promotion.promote import Promotion
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.history import HistoryTurn
 from toolgate.routing.learned_store import LearnedStore, open_store
+from toolgate.routing.learning_queue import LearningQueue, Lesson
 from toolgate.routing.learning_starter import LearningStarter
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router
 from toolgate.telemetry.recorder import Telemetry
 
-__all__ = ["CallOutcome", "McpClient", "McpRouter", "UpstreamCall"]
+__all__ = ["LEARN_CLOSE_S", "CallOutcome", "McpClient", "McpRouter", "UpstreamCall"]
 
 _log = logging.getLogger(__name__)
+
+#: Seconds :meth:`McpRouter.aclose` waits by default for the lessons queued to be learned:
+#: the proxy stops within the two seconds an MCP client waits for it.
+LEARN_CLOSE_S = 1.0
 
 
 class McpRouter:
@@ -117,8 +122,10 @@ class McpRouter:
     ) -> None:
         """See the class docstring. ``learn`` (a store, as :meth:`Router.learn` takes) makes
         the router learn from use: a call that passes is feedback for its turn's query, the
-        tool used, or missed by the route when last turn's ``tool_search`` found it. A store
-        that fails then is logged, not raised: the call ran, and its result is returned. One
+        tool used, or missed by the route when last turn's ``tool_search`` found it. That
+        lesson is queued and learned by a worker thread (:meth:`drain` waits for it,
+        :meth:`aclose` ends it), so the call's result never waits for the store; one that
+        fails is logged, not raised: the call ran, and its result is returned. One
         that fails as a router's memory is read (its database down) leaves that router
         routing without it, with one warning, and is tried again by a turn once 30 s have
         passed (:class:`~toolgate.routing.learning_starter.LearningStarter`)."""
@@ -146,8 +153,9 @@ class McpRouter:
         # The last tool_search, by its catalog version: a call of a tool it found is its
         # feedback. Only the current version's is asked for, so only the last is kept.
         self._searches: dict[str, RouteResult] = {}
-        # Kinds of learning failure warned of already (then logged at debug level).
-        self._learn_failures: set[type[BaseException]] = set()
+        # A forwarded call's lesson is learned by a worker thread: its result never waits
+        # for the store (locked by another process for seconds, or a database not answering).
+        self._lessons = LearningQueue(log=_log)
 
     # -- connections ---------------------------------------------------------------------
 
@@ -335,8 +343,8 @@ class McpRouter:
             query, found = turn
             tool = verdict.tool_id or ""
             # A tool last turn's search found is one the route missed; any other was used.
-            which = "missed" if tool in found or verdict.name in found else "used"
-            await self._learn(lambda: router.feedback(query, **{which: [tool]}))
+            missed = tool in found or verdict.name in found
+            self._lessons.submit(Lesson(router, query, tool, missed=missed))
         return outcome
 
     async def search(
@@ -390,23 +398,36 @@ class McpRouter:
             and tool in search
             and router.memory is not None
         ):
-            used = [str(tool)]
-            await self._learn(lambda: router.feedback(search.query, used=used))
+            self._lessons.submit(Lesson(router, search.query, str(tool)))
         return outcome
 
-    async def _learn(self, feedback: Callable[[], object]) -> None:
-        """Run ``feedback`` for a call already forwarded, in a worker thread. The call ran
-        upstream, so a failure to learn from it (a store locked past its busy timeout, a full
-        disk) is logged, never raised: the host must get the result, or it may run a
-        non-idempotent call again. Each kind of failure is a warning once, then debug."""
-        try:
-            await anyio.to_thread.run_sync(feedback)
-        except Exception as exc:
-            kind = type(exc)
-            level = logging.DEBUG if kind in self._learn_failures else logging.WARNING
-            self._learn_failures.add(kind)
-            bug = not isinstance(exc, ToolgateError)  # a store's own errors need no trace
-            _log.log(level, "learning from a forwarded call failed: %s", exc, exc_info=bug)
+    # -- learning --------------------------------------------------------------------------
+
+    @property
+    def lessons_dropped(self) -> int:
+        """Calls not learned from: the learning queue was full (a stalled store), or closed."""
+        return self._lessons.dropped
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Wait (in a thread) until the calls forwarded so far are learned from, at most
+        ``timeout`` seconds; whether they were."""
+        return await anyio.to_thread.run_sync(self._lessons.join, timeout, abandon_on_cancel=True)
+
+    async def aclose(self, timeout: float | None = LEARN_CLOSE_S) -> bool:
+        """Learn from no more calls: learn those queued, waiting for them (in a thread) at
+        most ``timeout`` seconds, past which those still queued are dropped and counted in
+        :attr:`lessons_dropped`. Whether every one was learned. A host stopping calls it
+        last; a router never closed loses, at exit, the lessons still queued."""
+        dropped = self._lessons.dropped
+        closed = await anyio.to_thread.run_sync(
+            self._lessons.close, timeout, abandon_on_cancel=True
+        )
+        if not closed:
+            _log.warning(
+                "stopping before the last calls were learned from (%d dropped): the learned "
+                "store took more than %g s", self._lessons.dropped - dropped, timeout,
+            )  # fmt: skip
+        return closed
 
 
 #: Turns remembered for learning from their calls (a host calls within a turn or two).

@@ -249,9 +249,13 @@ class _Serving:
     stopping: bool = False
 
     async def close_upstreams(self) -> None:
-        """Close every upstream, the proxy stopping (their watches end quietly)."""
+        """Close every upstream, the proxy stopping (their watches end quietly); meanwhile
+        learn from the calls still queued, dropping those a stalled learned store holds up
+        past the same grace, so that it never holds the exit up."""
         self.stopping = True
-        await self.upstreams.close(timeout=CLOSE_GRACE)
+        async with anyio.create_task_group() as closing:
+            closing.start_soon(self.router.aclose, CLOSE_GRACE)
+            await self.upstreams.close(timeout=CLOSE_GRACE)
 
     async def index(self, clients: Mapping[str, McpClient]) -> None:
         """List and index the upstreams ``clients`` (connected at start) while the proxy's
