@@ -219,6 +219,30 @@ def test_bounds_evict_the_oldest(router: Router, store: str) -> None:
         router._pipeline.learning.memory = None
 
 
+def test_a_flood_across_many_tools_evicts_from_the_fullest_first(
+    router: Router, store: str
+) -> None:
+    """A flood spread over many tools (each within its rate cap) fills ``max_rows``: the rows
+    evicted are of the tools holding the most, so a tool with few lessons keeps them."""
+    config = LearnConfig(rows_per_tool=4, max_rows=12, rate_per_tool=1e9)
+    memory = router.learn(store, config=config)
+    quiet = "weather/get_forecast"
+    flooded = ["slack/post_message", "github/create_issue", "filesystem/read_file",
+               "calendar/list_events", "postgres/run_query"]  # fmt: skip
+    try:
+        for n in range(2):  # the oldest rows of all
+            router.feedback(f"will it rain in Lisbon on day {n}", used=[quiet])
+        for n in range(6):
+            for tool in flooded:
+                router.feedback(f"flood {n} for {tool}", used=[tool])
+        stored = [row.tool for row in open_store(store).load(memory.scope)]
+        assert len(memory) == len(stored) == 12
+        assert stored.count(quiet) == 2  # kept: the flooded tools gave up their rows
+        assert [stored.count(tool) for tool in flooded] == [2] * len(flooded)
+    finally:
+        router._pipeline.learning.memory = None
+
+
 def _version(n: int) -> Catalog:
     """The demo catalog with one description edited: a version of its own for each ``n``."""
     document = json.loads((Path(toolgate.__file__).parent / "data/demo_catalog.json").read_text())

@@ -11,7 +11,9 @@ What it keeps and how far it trusts it (:class:`LearnConfig`):
 - query vectors and a hash of the text (keyed with the store's salt, if it has one), never
   the text; a repeat of one query for one tool adds to that row's weight, up to
   ``max_weight``;
-- at most ``rows_per_tool`` rows per tool and ``max_rows`` in all, the oldest evicted first;
+- at most ``rows_per_tool`` rows per tool, the oldest evicted first, and ``max_rows`` in all,
+  evicted from the tools holding the most first (oldest of those first), so that a flood
+  spread over many tools evicts its own rows before the lessons of a tool with few;
 - the rows of at most ``max_versions`` catalog versions in the store (every app and model
   sharing it counted together): when a memory opens, the least recently used versions past
   that are deleted, never one in use (held by a memory of this process, or used by another
@@ -56,6 +58,7 @@ from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.forks import fork_safe_lock
 from toolgate.routing.co_use import CoUse
+from toolgate.routing.learned_bounds import rows_kept
 from toolgate.routing.learned_store import LearnedStore, StoreWarning, open_store
 
 __all__ = [
@@ -288,17 +291,9 @@ class LearnedMemory:
             self._co_use.add(key, row)
 
     def _evict(self) -> None:
-        """Drop the oldest rows past ``rows_per_tool`` for a tool and ``max_rows`` in all."""
-        tools = self._rows.tools
-        keep = np.ones(len(tools), dtype=bool)
-        counts: dict[int, int] = {}
-        for at in range(len(tools) - 1, -1, -1):  # newest first
-            tool = int(tools[at])
-            counts[tool] = counts.get(tool, 0) + 1
-            keep[at] = counts[tool] <= self.config.rows_per_tool
-        kept = np.flatnonzero(keep)
-        if len(kept) > self.config.max_rows:
-            keep[kept[: len(kept) - self.config.max_rows]] = False
+        """Drop the oldest rows past ``rows_per_tool`` for a tool; past ``max_rows`` in all,
+        those of the tools holding the most first (:mod:`~toolgate.routing.learned_bounds`)."""
+        keep = rows_kept(self._rows.tools, self.config.rows_per_tool, self.config.max_rows)
         if not keep.all():
             self._drop(keep)
 
