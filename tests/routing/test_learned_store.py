@@ -4,6 +4,7 @@ keys the hashes of queries."""
 
 from __future__ import annotations
 
+import importlib.abc
 import json
 import os
 import sqlite3
@@ -89,6 +90,32 @@ def test_an_address_that_does_not_parse_is_not_quoted() -> None:
     with pytest.raises(StoreError) as failed:
         PostgresStore("host=127.0.0.1 password=Pa55 Secret9")
     assert "Secret9" not in str(failed.value)
+
+
+def test_without_psycopg_the_store_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as when the extra is not installed
+    with pytest.raises(StoreError, match=r'pip install "toolgate-router\[postgres\]"'):
+        PostgresStore(f"postgresql://{NOWHERE}")
+
+
+class _NoLibpq(importlib.abc.MetaPathFinder):
+    """psycopg installed, but failing to load as it does on a machine without libpq."""
+
+    REASON = "no pq wrapper available: libpq library not found"
+
+    def find_spec(self, name: str, *args: object) -> None:
+        if name == "psycopg":
+            raise ImportError(self.REASON)
+
+
+def test_a_psycopg_that_cannot_load_is_not_called_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The extra is installed: telling the user to install psycopg would not help; its reason does.
+    monkeypatch.delitem(sys.modules, "psycopg", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_NoLibpq(), *sys.meta_path])
+    with pytest.raises(StoreError) as failed:
+        PostgresStore(f"postgresql://{NOWHERE}")
+    assert _NoLibpq.REASON in str(failed.value)
+    assert "libpq" in str(failed.value).replace(_NoLibpq.REASON, "")
 
 
 def test_the_postgres_store_is_still_found_in_the_learned_store_module() -> None:

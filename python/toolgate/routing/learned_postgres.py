@@ -66,8 +66,8 @@ class PostgresStore(LearnedStore):
         super().__init__(salt=salt)
         try:
             import psycopg
-        except ImportError as exc:  # pragma: no cover - pinned in the project's dependencies
-            raise StoreError("a PostgreSQL learned memory needs psycopg 3") from exc
+        except ImportError as exc:
+            raise _import_error(exc) from exc
         self._psycopg = psycopg
         self._errors = psycopg.Error
         self.address = address
@@ -234,6 +234,20 @@ def _conninfo(address: str) -> dict[str, Any] | None:
         return dict(conninfo_to_dict(address))
     except Exception:  # psycopg's ProgrammingError; any failure: no settings to show
         return None
+
+
+def _import_error(exc: ImportError) -> StoreError:
+    """Why psycopg did not import: not installed (the extra names it), or installed but unable
+    to load its libpq binding, whose own reason is the one that helps."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name == "psycopg":
+        return StoreError(
+            'a PostgreSQL learned memory needs psycopg 3: pip install "toolgate-router[postgres]"'
+        )
+    reason = " ".join(str(exc).split())  # psycopg lists each binding it tried on a line
+    return StoreError(
+        f"psycopg is installed but cannot load ({reason}); it needs the system's libpq "
+        "(Debian's libpq5)"
+    )
 
 
 def _redacted(address: str) -> str:
