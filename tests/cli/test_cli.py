@@ -1002,3 +1002,4 @@ def test_a_missing_extra_is_one_line_naming_it(
     assert completed.stderr.startswith(f"toolgate {argv[0]}: error: ")
     assert completed.stderr.count("\n") == 1  # no traceback
     assert f'pip install "toolgate-router[{extra}]"' in completed.stderr
+    assert completed.stderr.count("toolgate-router[") == 1  # once, however deep the import

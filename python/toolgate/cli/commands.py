@@ -327,8 +327,10 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         from toolgate.integrations.mcp.http import HttpListener
         from toolgate.integrations.mcp.serve import load_servers, serve
     except ImportError as exc:
+        # The framework's own words: the package's import already names the same extra.
+        reason = exc.__cause__ if isinstance(exc.__cause__, ImportError) else exc
         raise InvalidInputError(
-            f'mcp-proxy needs the MCP SDK: pip install "toolgate-router[mcp]" ({exc})'
+            f'mcp-proxy needs the MCP SDK: pip install "toolgate-router[mcp]" ({reason})'
         ) from None
     servers = load_servers(args.config)
     config = _config(args)  # --set: checked before any upstream starts

@@ -36,28 +36,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any
 
-from langchain.agents.middleware import (
-    AgentMiddleware,
-    AgentState,
-    ExtendedModelResponse,
-    ModelRequest,
-    ModelResponse,
-    ToolCallRequest,
-)
-from langchain.agents.middleware.types import PrivateStateAttr
-from langchain.agents.structured_output import ToolStrategy
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    ToolCall,
-    ToolMessage,
-    convert_to_openai_messages,
-)
-from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
-from langgraph.types import Command
-from typing_extensions import NotRequired
-
 from toolgate.arguments import check_count
 from toolgate.errors import InvalidInputError
 from toolgate.formats.compact import compact_entry
@@ -65,9 +43,33 @@ from toolgate.formats.raw import RawTool
 from toolgate.gateway.choosing import shut_out_read
 from toolgate.gateway.filter import ToolFilter, filter_off_loop
 from toolgate.gateway.filtered import FilteredRequest
+from toolgate.integrations import needs_extra
 from toolgate.routing.config import DEFAULT, DefaultType
 from toolgate.routing.learned_store import LearnedStore, open_store
 from toolgate.verify import Verdict, verify_name
+
+with needs_extra("langchain"):
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        AgentState,
+        ExtendedModelResponse,
+        ModelRequest,
+        ModelResponse,
+        ToolCallRequest,
+    )
+    from langchain.agents.middleware.types import PrivateStateAttr
+    from langchain.agents.structured_output import ToolStrategy
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        ToolCall,
+        ToolMessage,
+        convert_to_openai_messages,
+    )
+    from langchain_core.tools import BaseTool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langgraph.types import Command
+    from typing_extensions import NotRequired
 
 __all__ = ["ToolSelector", "ToolgateMiddleware", "ToolgateState"]
 

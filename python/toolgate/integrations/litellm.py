@@ -29,11 +29,13 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
-from litellm.integrations.custom_logger import CustomLogger
-
 from toolgate.arguments import check_count
 from toolgate.errors import InvalidInputError
 from toolgate.gateway.filter import FilteredRequest, ToolFilter, filter_off_loop
+from toolgate.integrations import needs_extra
+
+with needs_extra("litellm"):
+    from litellm.integrations.custom_logger import CustomLogger
 
 __all__ = ["ToolgateHook"]
 

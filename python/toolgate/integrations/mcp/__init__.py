@@ -4,6 +4,9 @@ Needs the MCP SDK (``pip install "toolgate-router[mcp]"``). :class:`McpRouter` i
 ``toolgate mcp-proxy`` (:mod:`toolgate.integrations.mcp.serve`) serves it to other clients.
 """
 
-from toolgate.integrations.mcp.router import CallOutcome, McpClient, McpRouter, UpstreamCall
+from toolgate.integrations import needs_extra
+
+with needs_extra("mcp"):  # every module of the package is imported after this one
+    from toolgate.integrations.mcp.router import CallOutcome, McpClient, McpRouter, UpstreamCall
 
 __all__ = ["CallOutcome", "McpClient", "McpRouter", "UpstreamCall"]
