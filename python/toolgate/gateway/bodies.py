@@ -28,7 +28,7 @@ try:  # zstd when zstandard is installed (httpx decodes answers in it then too)
 except ImportError:  # pragma: no cover - an install without it
     zstandard = None  # type: ignore[assignment]
 
-__all__ = ["CODINGS", "UnknownCodingError", "body", "decode", "dumps", "parse", "passed_on", "read"]
+__all__ = ["CODINGS", "body", "decode", "dumps", "parse", "passed_on", "read"]
 
 #: The request content codings the gateway decodes.
 CODINGS = ("gzip", "x-gzip", "deflate", *(("zstd",) if zstandard is not None else ()))
@@ -39,7 +39,7 @@ _CORRUPT: tuple[type[Exception], ...] = (
 )  # fmt: skip
 
 
-class UnknownCodingError(InvalidInputError):
+class _UnknownCodingError(InvalidInputError):
     """A request body in a content coding the gateway does not decode (its answer: 415)."""
 
 
@@ -53,7 +53,7 @@ async def read(request: Request, limit: int, provider: str) -> tuple[bytes, Any]
         raw = (
             None if raw is None else decode(raw, request.headers.get("content-encoding", ""), limit)
         )
-    except UnknownCodingError as exc:
+    except _UnknownCodingError as exc:
         refused = answers.error(provider, 415, str(exc), "unsupported_encoding")
         refused.headers["accept-encoding"] = ", ".join(CODINGS)
         return refused
@@ -106,7 +106,7 @@ async def passed_on(
 def decode(raw: bytes, coding: str, limit: int) -> bytes | None:
     """``raw`` decoded from ``coding`` (a ``Content-Encoding`` value: its codings in the order
     they were applied), or None past ``limit`` bytes decoded (a small body may inflate to
-    gigabytes). :class:`UnknownCodingError` for a coding not in :data:`CODINGS`, an
+    gigabytes). :class:`_UnknownCodingError` for a coding not in :data:`CODINGS`, an
     :class:`InvalidInputError` for a body not in the coding it names.
 
     >>> decode(zlib.compress(b"{}"), "deflate", 10)
@@ -117,7 +117,7 @@ def decode(raw: bytes, coding: str, limit: int) -> bytes | None:
         if name == "identity":
             continue
         if name not in CODINGS:
-            raise UnknownCodingError(
+            raise _UnknownCodingError(
                 f"the request body's content coding {name!r} is not one the gateway decodes "
                 f"({', '.join(CODINGS)}); send it in one of those, or uncompressed"
             )
