@@ -14,7 +14,7 @@ import pytest
 
 import toolgate
 from tests.shared_data import SHARED
-from toolgate.embedding import models
+from toolgate.embedding import long_texts, models
 from toolgate.embedding.embedder import Embedder
 
 REFERENCE = SHARED / "reference" / "minilm-l6-v2.sentence-transformers.json"
@@ -220,3 +220,59 @@ def test_thread_counts_are_checked(threads: Any) -> None:
         toolgate.InvalidInputError, match=r"threads must be an integer in \[1, 4096\]"
     ):
         Embedder("int8", threads=threads)
+
+
+class _ReadLengths:
+    """Wraps a tokenizer and records the length of every text it is given."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.lengths: list[int] = []
+
+    def encode(self, text: str) -> Any:
+        self.lengths.append(len(text))
+        return self.inner.encode(text)
+
+    def encode_batch(self, texts: list[str]) -> Any:
+        self.lengths.extend(len(text) for text in texts)
+        return self.inner.encode_batch(texts)
+
+
+def test_a_long_text_is_tokenized_only_as_far_as_the_model_reads(
+    int8: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 4 MB query took 530 MB and 7 s to tokenize whole, for the 256 tokens the model reads.
+    tokenizer = int8._tokenizer
+    spy = _ReadLengths(tokenizer)
+    monkeypatch.setattr(int8, "_tokenizer", spy)
+    text = "open an issue about the crash, then tell the team " * 20_000  # 1 MB
+    tokens = int8.embed_tokens(text)
+    assert int8.token_ids(text) == tokenizer.encode(text).ids
+    assert tokens.offsets == tuple(tuple(pair) for pair in tokenizer.encode(text).offsets)
+    batch = int8.embed([text, "short text", "x" * 500_000])
+    assert max(spy.lengths) <= long_texts.PREFIX_CHARS
+    np.testing.assert_array_equal(batch[0], tokens.vector)
+    np.testing.assert_array_equal(batch[1], int8.embed("short text")[0])
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "list the files, then email them to bob. ",
+        "日本語のテキストを読む。",  # no white space: the cuts fall inside words
+        "antidisestablishmentarianism" * 5 + " ",  # words past WordPiece's 100 characters
+        "a\u200bb\x00c\u0301 (d) ",  # characters the normaliser drops or strips
+    ],
+)
+def test_tokens_read_by_prefix_are_the_whole_texts(fp32: Embedder, unit: str) -> None:
+    tokenizer = fp32._tokenizer
+    for repeats in (1, 700, 7_000):
+        text = unit * repeats
+        whole, read = tokenizer.encode(text), long_texts.encode(tokenizer, text)
+        assert (read.ids, read.offsets) == (whole.ids, whole.offsets), len(text)
+
+
+def test_tokens_past_the_longest_prefix_are_not_read(fp32: Embedder) -> None:
+    # 131,072 characters of white space hold no token: what follows them is not read.
+    text = " " * long_texts.PREFIX_CHARS + "tail"
+    assert fp32.token_ids(text) == fp32.token_ids("")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from toolgate.embedding import models, runtime
+from toolgate.embedding import long_texts, models, runtime
 from toolgate.embedding.model_files import Precision, home_path
 from toolgate.embedding.onnx_export import SENTENCE_OUTPUT, TOKEN_OUTPUT
 from toolgate.errors import InvalidInputError, ModelError
@@ -147,7 +147,8 @@ class Embedder:
         """Return an (n, 384) float32 array of L2-normalised rows, one per text, in order.
 
         A single ``str`` is treated as a list of one text. Texts longer than 256 tokens are
-        truncated, as sentence-transformers does.
+        truncated, as sentence-transformers does; a long text is tokenized only as far as
+        those tokens need (:mod:`toolgate.embedding.long_texts`).
         """
         batch = _validate_texts(texts)
         if self._cache is None:
@@ -160,7 +161,7 @@ class Embedder:
         Never cached: the states are for pooling parts of a query
         (:mod:`toolgate.embedding.clauses`).
         """
-        encoding = self._tokenizer.encode(_validate_texts([text])[0])
+        encoding = long_texts.encode(self._tokenizer, _validate_texts([text])[0])
         vectors, states = self._run_single(encoding, [SENTENCE_OUTPUT, TOKEN_OUTPUT])
         return TokenStates(
             vector=vectors[0],
@@ -170,14 +171,14 @@ class Embedder:
 
     def token_ids(self, text: str) -> list[int]:
         """The WordPiece ids the model sees for ``text`` ([CLS] ... [SEP], truncated to 256)."""
-        return list(self._tokenizer.encode(_validate_texts([text])[0]).ids)
+        return list(long_texts.encode(self._tokenizer, _validate_texts([text])[0]).ids)
 
     def _embed_uncached(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.empty((0, DIM), dtype=np.float32)
         if len(texts) == 1:
-            return self._run_one(self._tokenizer.encode(texts[0]))
-        encodings = self._tokenizer.encode_batch(texts)
+            return self._run_one(long_texts.encode(self._tokenizer, texts[0]))
+        encodings = long_texts.encode_all(self._tokenizer, texts)
         if self.precision == "int8":
             return self._embed_each(encodings)
         return self._embed_buckets(encodings)
