@@ -26,6 +26,7 @@ from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
 from toolgate.evaluation.calibrate import fit_name_weight
 from toolgate.evaluation.evaluate import LabelledQuery
+from toolgate.routing.query_vectors import MEMO_CHARS
 from toolgate.routing.router import Router, RouterConfig, default_embedder
 from toolgate.telemetry.events import RouteEvent
 
@@ -465,6 +466,19 @@ def test_clause_weight_zero_or_an_embedder_without_token_states_leaves_the_cosin
         routed = other.route(MULTI_INTENT, top_k=10, state=_everything(other), adaptive=False).ids
         assert routed == _fused_order(other, cosine, sparse, 10)
     assert MULTI_INTENT in counting.texts
+
+
+def test_only_the_last_few_long_texts_are_memoised(router: Router, embedder: Embedder) -> None:
+    # The memo keeps the texts it holds: 1024 long prompts or tool results would stay.
+    counting = _CountingEmbedder(embedder)
+    plain = Router.from_catalog(router.catalog, embedder=counting, cache=None)  # type: ignore[arg-type]
+    short = "list my open issues"
+    longs = [f"{short} {n}" + " and more" * MEMO_CHARS for n in range(6)]
+    for query in (short, *longs, short, longs[0], longs[-1]):
+        plain.route(query)
+    assert counting.texts.count(short) == 1
+    assert counting.texts.count(longs[0]) == 2  # five long ones came after it
+    assert counting.texts.count(longs[-1]) == 1  # a route reads its query twice, embeds it once
 
 
 def test_a_tool_whose_name_the_request_holds_moves_up_past_close_scores(router: Router) -> None:

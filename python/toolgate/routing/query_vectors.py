@@ -26,6 +26,12 @@ if TYPE_CHECKING:
 __all__ = ["QueryVectors", "wants_clauses"]
 
 _CACHE_SIZE = 1024
+# Longest text memoised. The memo keeps each text it holds (its key, and its clauses' texts):
+# 1024 long prompts or tool results, per router, would hold gigabytes. A longer text is
+# embedded again when it recurs, which reads only its first 256 tokens, unless it is one of
+# the last few (a route's query and history turns).
+MEMO_CHARS = 8192
+_LONG_TEXTS = 4
 
 
 class QueryVectors:
@@ -53,7 +59,7 @@ class QueryVectors:
         # The memo calls a function of the embedder and config, not a method: a bound method
         # held by its own object is a reference cycle, which would keep a dropped router's
         # memo (up to 1024 texts' vectors) until the cyclic GC ran.
-        self._embed_text = _memo(self._embedder, config)
+        self._embed_text = _Memo(self._embedder, config)
 
     @staticmethod
     def _checked(embedder: Embedder, model_id: str, index_path: object) -> Embedder:
@@ -79,7 +85,7 @@ class QueryVectors:
             or config.clause_vectors != self._config.clause_vectors
         ):
             # The memo holds clause vectors made as the old config said.
-            view._embed_text = _memo(view._embedder, config)
+            view._embed_text = _Memo(view._embedder, config)
         return view
 
     def __call__(
@@ -98,7 +104,7 @@ class QueryVectors:
     def forget(self) -> None:
         """Drop every memoised text: the next route of each embeds it again (a measurement
         that routes the same queries twice times the model in both passes)."""
-        self._embed_text.cache_clear()  # type: ignore[attr-defined]
+        self._embed_text.cache_clear()
 
     def clause_texts(self, text: str) -> tuple[str, ...]:
         """The texts of ``text``'s clauses, aligned with its clause vectors."""
@@ -108,9 +114,23 @@ class QueryVectors:
 _Embedded = tuple[np.ndarray, np.ndarray, tuple[str, ...]]
 
 
-def _memo(embedder: Lazy[Embedder], config: RouterConfig) -> Callable[[str], _Embedded]:
-    """:func:`_embed_one` under ``config``, memoised for the last 1024 texts."""
-    return lru_cache(maxsize=_CACHE_SIZE)(partial(_embed_one, embedder, config))
+class _Memo:
+    """:func:`_embed_one` under ``config``, memoised for the last 1024 texts of at most
+    :data:`MEMO_CHARS` characters and the last :data:`_LONG_TEXTS` longer ones (a route
+    reads its query twice, its vectors then its clauses' texts, with its history between)."""
+
+    def __init__(self, embedder: Lazy[Embedder], config: RouterConfig) -> None:
+        embed = partial(_embed_one, embedder, config)
+        self._short = lru_cache(maxsize=_CACHE_SIZE)(embed)
+        self._long = lru_cache(maxsize=_LONG_TEXTS)(embed)
+
+    def __call__(self, text: str) -> _Embedded:
+        return self._short(text) if len(text) <= MEMO_CHARS else self._long(text)
+
+    def cache_clear(self) -> None:
+        """Drop every memoised text."""
+        self._short.cache_clear()
+        self._long.cache_clear()
 
 
 def _embed_one(embedder: Lazy[Embedder], config: RouterConfig, text: str) -> _Embedded:
