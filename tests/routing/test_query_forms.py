@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from toolgate import InvalidInputError
+from toolgate import InvalidInputError, _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import embedding_texts, humanize
 from toolgate.catalog.tool import Tool
 from toolgate.routing.history import history_texts
 from toolgate.routing.query import parse_query
+from toolgate.routing.rows import CatalogRows
 
 
 def test_select_and_required_terms() -> None:
@@ -110,3 +113,16 @@ def test_allowed_values_are_read_as_schema_generators_write_them() -> None:
         "color One of: red, blue. size One of: small, large. mode One of: strict. "
         "tags One of: red, blue. broken"
     )
+
+
+def test_many_selected_names_resolve_in_one_pass() -> None:
+    # Each row found was looked for in a list of those found before: 16,000 names took 3.4 s.
+    n = 40_000
+    bm25 = _toolgate.Bm25.build([(f"tool_{i}", "", "", "s") for i in range(n)])
+    rows = CatalogRows([f"s/tool_{i}" for i in range(n)], (), bm25, lambda: ())
+    names = [f"tool_{i}" for i in reversed(range(n))] + ["tool_7", "no_such_tool"]
+    start = time.perf_counter()
+    selected, unknown = rows.selected(names)
+    assert time.perf_counter() - start < 2.0
+    assert selected == list(reversed(range(n)))  # in the order named, each once
+    assert unknown == ["no_such_tool"]

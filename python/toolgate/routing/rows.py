@@ -103,14 +103,14 @@ class CatalogRows:
     def selected(self, names: Iterable[str]) -> tuple[list[int], list[str]]:
         """The rows ``names`` name, each once in the order named, and the names that name
         no tool."""
-        rows: list[int] = []
+        rows: dict[int, None] = {}  # ordered, and a lookup per row (a list was quadratic)
         unknown: list[str] = []
         for name in names:
             found = self.named(name)
             if not found:
                 unknown.append(name)
-            rows.extend(row for row in found if row not in rows)
-        return rows, unknown
+            rows.update(dict.fromkeys(found))
+        return list(rows), unknown
 
     def included(self, include: Iterable[str] | None) -> tuple[list[int], list[str]]:
         """The rows ``include`` names, ascending, and its entries that name no tool.
