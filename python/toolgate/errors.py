@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolgate._toolgate import IndexFormatError, InvalidInputError, StorageError, ToolgateError
+from toolgate.unicode import surrogates_escaped
 
 __all__ = [
     "CatalogError",
@@ -40,6 +41,11 @@ class IndexIncompatibleError(IndexFormatError):
 class CatalogError(ToolgateError):
     """A tool catalog is malformed; the message lists every offending tool."""
 
+    def __str__(self) -> str:
+        # A tool's name or a file's (undecodable bytes) may hold lone surrogates: shown
+        # escaped, so that the message can be printed and logged.
+        return surrogates_escaped(super().__str__())
+
 
 @dataclass(frozen=True)
 class Offender:
@@ -66,11 +72,14 @@ class UnknownToolError(CatalogError, KeyError):
     """No tool has the id or exposed name asked for."""
 
     def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "unknown tool"
+        return surrogates_escaped(str(self.args[0])) if self.args else "unknown tool"
 
 
 class CatalogWarning(UserWarning):
     """Lenient loading skipped bad tools; the message names each of them."""
+
+    def __str__(self) -> str:
+        return surrogates_escaped(super().__str__())
 
 
 class ModelError(ToolgateError):

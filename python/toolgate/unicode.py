@@ -4,12 +4,13 @@ A Python ``str`` can hold a surrogate code point on its own (``json.loads`` of a
 the middle of an emoji gives one), and nothing downstream accepts it: UTF-8 encoding, the
 tokenizers, the Rust core. Text to route or embed is repaired (each lone surrogate becomes
 U+FFFD, the replacement character); text that names something (a tool name) is refused by its
-caller with :func:`lone_surrogate_at`.
+caller with :func:`lone_surrogate_at`, and a message quoting one shows it escaped
+(:func:`surrogates_escaped`).
 """
 
 from __future__ import annotations
 
-__all__ = ["lone_surrogate_at", "well_formed"]
+__all__ = ["lone_surrogate_at", "surrogates_escaped", "well_formed"]
 
 
 def lone_surrogate_at(text: str) -> int | None:
@@ -35,3 +36,15 @@ def well_formed(text: str) -> str:
     if lone_surrogate_at(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def surrogates_escaped(text: str) -> str:
+    """``text`` with every surrogate code point written as its escape, for a message: one
+    that holds a lone surrogate cannot be printed or logged as UTF-8.
+
+    >>> print(surrogates_escaped("caf\\udce9.json: name 'a\\ud800'"))
+    caf\\udce9.json: name 'a\\ud800'
+    """
+    if lone_surrogate_at(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -203,3 +203,18 @@ def test_a_self_pin_is_refused_unless_told_to_ignore_it() -> None:
         Catalog.from_mcp(_SELF_PINNING, server="evil", self_pins="refuse")
     with pytest.raises(InvalidInputError, match="self_pins must be 'refuse' or 'ignore'"):
         Catalog.from_mcp(_SELF_PINNING, server="evil", self_pins="allow")
+
+
+def test_a_lone_surrogate_is_named_escaped_in_messages(tmp_path: Path) -> None:
+    # The message quoted it raw: printing or logging the error as UTF-8 failed in turn.
+    with pytest.raises(InvalidToolsError) as raised:
+        Catalog.from_tools([_tool("a\ud800")], server="s")
+    assert "s/a\\ud800: name is not valid Unicode" in str(raised.value)
+    with pytest.warns(CatalogWarning) as caught:
+        Catalog.from_tools([_tool("a\ud800"), _tool("ok")], server="s", lenient=True)
+    path = tmp_path / "caf\udce9.json"  # a file name's byte that is not UTF-8
+    Path(path).write_text("")
+    with pytest.raises(CatalogError) as empty:
+        Catalog.load(path)
+    for message in (str(raised.value), str(caught[0].message), str(empty.value)):
+        message.encode("utf-8")
