@@ -247,6 +247,14 @@ def test_an_empty_path_is_refused(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("path", [None, 5, b"router"])
+def test_a_path_of_another_type_is_refused(router: Router, path: Any) -> None:
+    # Each was a bare TypeError from pathlib.
+    for call in (router.save, Router.open, router.publish):
+        with pytest.raises(InvalidInputError, match="router directory must be a path, got"):
+            call(path)
+
+
 def test_reopened_router_gives_the_same_answers(router: Router, tmp_path: Path) -> None:
     router.save(tmp_path / "copy")
     # Routing never needs the full catalog: a broken one fails only where it is read.

@@ -46,6 +46,8 @@ def directory_path(path: str | os.PathLike[str]) -> Path:
     the current directory: a slip, not a choice (``"."`` says that)."""
     if isinstance(path, str) and not path:
         raise InvalidInputError("the router directory is an empty path; '.' is this directory")
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidInputError(f"the router directory must be a path, got {type(path).__name__}")
     return Path(path)
 
 

@@ -57,7 +57,7 @@ def publish(save: Callable[[Path], None], path: str | os.PathLike[str], *, keep:
     """
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise InvalidInputError(f"keep must be an integer >= 1, got {keep!r}")
-    link = Path(path)
+    link = directory_path(path)
     if link.exists() and not link.is_symlink():
         raise InvalidInputError(
             f"{link} exists and is not a link that publish made: publish switches a symbolic "
