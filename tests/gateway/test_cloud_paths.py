@@ -47,6 +47,13 @@ def _vertex(url: str, mode: str) -> genai.Client:
     return client
 
 
+def _gemini(url: str) -> genai.Client:
+    """A google-genai client of the Gemini API."""
+    client = genai.Client(api_key="g-client", http_options=types.HttpOptions(base_url=url))
+    SDK_CLIENTS.append(client)
+    return client
+
+
 def _azure(url: str) -> openai.AzureOpenAI:
     client = openai.AzureOpenAI(
         azure_endpoint=url, api_key="az-client", api_version=API_VERSION, max_retries=0
@@ -115,6 +122,34 @@ def test_enforce_blocks_a_vertex_ai_call_to_a_tool_not_sent(
         list(_consume(call(model="g", contents=WEATHER, config=genai_config())))
     method = ":streamGenerateContent" if stream else ":generateContent"
     assert served.fake.received[-1].path == VERTEX_PATHS[mode].replace(":generateContent", method)
+
+
+@pytest.mark.parametrize("mode", ["gemini", "api_key", "project"])
+def test_a_gemini_request_routed_to_no_function_keeps_its_built_in_tools_alone(
+    annotating: Served, mode: str
+) -> None:
+    # Sent with a function calling config and no function declaration, the Gemini API and
+    # Vertex AI refuse it (400 "Function calling config is set without function_declarations").
+    served = annotating
+    config = genai_config()
+    config.tools = [types.Tool(google_search=types.GoogleSearch()), *(config.tools or [])]
+    config.tool_config = types.ToolConfig(
+        function_calling_config=types.FunctionCallingConfig(
+            mode=types.FunctionCallingConfigMode.AUTO
+        )
+    )
+    client = _vertex(served.url, mode) if mode != "gemini" else _gemini(served.url)
+    raw = client.models.generate_content(model="g", contents="🙂", config=config)
+    assert raw.sdk_http_response is not None
+    assert raw.sdk_http_response.headers["x-toolgate-no-tool"] == "1"
+    sent = served.fake.received[-1].body
+    assert sent["tools"] == [{"googleSearch": {}}]
+    assert "toolConfig" not in sent
+    client.models.generate_content(model="g", contents=WEATHER, config=config)
+    sent = served.fake.received[-1].body
+    declared = [d["name"] for t in sent["tools"] for d in t.get("functionDeclarations", [])]
+    assert "get_weather" in declared
+    assert sent["toolConfig"] == {"functionCallingConfig": {"mode": "AUTO"}}
 
 
 def _consume(answer: Any) -> Any:

@@ -1035,6 +1035,33 @@ def test_a_request_that_requires_a_call_keeps_tools(
     assert not bare.kept
 
 
+@pytest.mark.parametrize("spelling", ["camel", "snake"])
+def test_a_gemini_request_left_with_built_in_tools_alone_loses_its_function_config(
+    gate: ToolFilter, spelling: str
+) -> None:
+    # The Gemini API and Vertex AI refuse a function calling config beside no function
+    # declarations: "Function calling config is set without function_declarations".
+    config, calling = (
+        ("toolConfig", "functionCallingConfig") if spelling == "camel"
+        else ("tool_config", "function_calling_config")
+    )  # fmt: skip
+    request = {
+        "contents": [{"role": "user", "parts": [{"text": "🙂"}]}],
+        "tools": [{"googleSearch": {}}, {"functionDeclarations": gemini_declarations()}],
+        config: {calling: {"mode": "AUTO"}, "retrievalConfig": {"languageCode": "en"}},
+    }
+    chatting = gate.filter(request, top_k=3)
+    assert chatting.no_tool
+    assert chatting.request["tools"] == [{"googleSearch": {}}]
+    assert chatting.request[config] == {"retrievalConfig": {"languageCode": "en"}}  # kept
+    denied = gate.filter({**request, config: {calling: {"mode": "AUTO"}}}, deny=["*"])
+    assert denied.request["tools"] == [{"googleSearch": {}}]
+    assert config not in denied.request  # nothing else in it: it goes
+    routed = gate.filter({**request, "contents": [{"role": "user", "parts": [{"text": WEATHER}]}]})
+    assert "get_weather" in routed.kept
+    assert routed.request[config] == request[config]  # a function still declared: untouched
+
+
 def test_a_required_call_that_routing_leaves_no_tool_for_is_refused(gate: ToolFilter) -> None:
     request = {"messages": CHIT_CHAT, "tools": chat_tools(), "tool_choice": "required"}
     with pytest.raises(InvalidInputError, match="requires a tool call, but routing kept none"):

@@ -351,6 +351,44 @@ def carry_cache_marker(tools: list[Any], kept: list[Any]) -> list[Any]:
     return [*kept[:-1], {**kept[-1], "cache_control": marker}]
 
 
+def drop_function_config(request: dict[str, Any], tools: list[Any], kept: list[Any]) -> None:
+    """Remove the ``functionCallingConfig`` of a Gemini ``request`` (a copy the caller owns)
+    whose ``kept`` tools declare no function where its ``tools`` did: only built-in tools
+    (``googleSearch``...) are left, and the Gemini API and Vertex AI refuse the request
+    ("Function calling config is set without function_declarations"). The rest of its tool
+    config (``retrievalConfig``) stays; a tool config left empty goes."""
+    if not _declares_functions(tools) or _declares_functions(kept):
+        return
+    config_key = _key(request, "toolConfig")
+    if config_key is None or not isinstance(config := request[config_key], Mapping):
+        return
+    calling_key = _key(config, "functionCallingConfig")
+    if calling_key is None:
+        return
+    rest = {k: v for k, v in config.items() if k != calling_key}
+    if rest:
+        request[config_key] = rest
+    else:
+        del request[config_key]
+
+
+def _declares_functions(tools: list[Any]) -> bool:
+    """Whether an entry of a Gemini ``tools`` list declares a function."""
+    for tool in tools:
+        key = _key(tool, DECLARATIONS) if isinstance(tool, Mapping) else None
+        if key is not None and isinstance(tool[key], list) and tool[key]:
+            return True
+    return False
+
+
+def _key(obj: Mapping[str, Any], camel: str) -> str | None:
+    """The key under which ``obj`` gives ``camel`` (in either spelling), or ``None``."""
+    try:
+        return field_key(obj, camel)
+    except SpellingClash as clash:
+        raise InvalidInputError(f"the request {clash}") from None
+
+
 def keep_tags(text: str, names: set[str]) -> str:
     """``text`` without the tag pairs of tools not in ``names``.
 

@@ -76,6 +76,7 @@ from toolgate.formats.requests import (
     called_tools,
     carry_cache_marker,
     defers,
+    drop_function_config,
     keep_tags,
     kept_entries,
     last_user_turn,
@@ -559,9 +560,12 @@ def _tag_catalog(text: str) -> list[RawTool] | None:
 def _put_tools(out: dict[str, Any], tools: list[Any], kept: list[Any], provider: str) -> None:
     """Give ``out`` the ``kept`` entries of its request's ``tools``, Anthropic's cache marker
     carried to the last (a left-out tool may have held it); with none kept, no tool keys at
-    all (a provider refuses an empty tools array beside a tool choice)."""
+    all (a provider refuses an empty tools array beside a tool choice); a Gemini request
+    left with built-in tools alone, without its function calling config."""
     if provider == "anthropic":
         kept = carry_cache_marker(tools, kept)
+    if provider == "gemini":
+        drop_function_config(out, tools, kept)
     if kept:
         out["tools"] = kept
     else:
