@@ -47,6 +47,22 @@ def test_a_chat_call_named_after_its_first_delta_is_still_checked() -> None:
     assert finished == ["send_email"]
 
 
+def test_a_legacy_function_call_is_checked_as_a_tool_call_is() -> None:
+    # Azure's older API versions stream a request's legacy "functions" call this way: its
+    # name must reach the check before the client sees it, as a tool call's does.
+    def chunk(function_call: dict[str, Any], finish: str | None = None) -> SseEvent:
+        choice = {"index": 0, "delta": {"function_call": function_call}, "finish_reason": finish}
+        return SseEvent(None, {"choices": [choice]})
+
+    watcher = CallWatcher("openai")
+    started, _ = watcher.see(chunk({"name": "send_email", "arguments": ""}))
+    assert started == ["send_email"]
+    assert watcher.see(chunk({"arguments": '{"to": '})) == ([], [])
+    _, finished = watcher.see(chunk({"arguments": '"bob"}'}, finish="function_call"))
+    assert [call_name(call) for call in finished] == ["send_email"]
+    assert finished[0]["function"]["arguments"] == '{"to": "bob"}'
+
+
 def test_odd_chat_indexes_and_gemini_parts_do_not_break_the_reader() -> None:
     odd = {"index": [1], "id": "a", "function": {"name": "get_weather"}}
     assert _watch([_chat_chunk(odd)])[0] == ["get_weather"]

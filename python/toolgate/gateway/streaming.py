@@ -143,22 +143,33 @@ class CallWatcher:
                 partial = self._open.get(key)
                 if partial is not None and call_id and partial.call_id not in (None, call_id):
                     finished.append(self._whole(self._open.pop(key)))  # a new call began
-                    partial = None
-                if partial is None:
-                    partial = self._open[key] = _Partial(call_id, "")
                 function = call.get("function")
-                function = function if isinstance(function, Mapping) else {}
-                name = function.get("name")
-                if not partial.name and isinstance(name, str) and name:
-                    # Checked when it first comes, whichever delta carries it.
-                    partial.name = name
-                    started.append(name)
-                if isinstance(function.get("arguments"), str):
-                    partial.arguments.append(function["arguments"])
+                started += self._extend(key, call_id, function)
+            # A legacy function call (the "functions" of Azure's older API versions): one
+            # per choice, its name in its first delta.
+            if isinstance(delta, Mapping) and isinstance(delta.get("function_call"), Mapping):
+                started += self._extend((number, "function_call"), None, delta["function_call"])
             if choice.get("finish_reason"):
                 for key in [k for k in self._open if k[0] == number]:
                     finished.append(self._whole(self._open.pop(key)))
         return started, finished
+
+    def _extend(self, key: Any, call_id: str | None, function: Any) -> list[str]:
+        """Add a Chat delta's ``function`` (its name, a piece of its arguments) to the call
+        open at ``key``, opened now if none is; the name, the first time it comes."""
+        partial = self._open.get(key)
+        if partial is None:
+            partial = self._open[key] = _Partial(call_id, "")
+        function = function if isinstance(function, Mapping) else {}
+        name = function.get("name")
+        started = []
+        if not partial.name and isinstance(name, str) and name:
+            # Checked when it first comes, whichever delta carries it.
+            partial.name = name
+            started.append(name)
+        if isinstance(function.get("arguments"), str):
+            partial.arguments.append(function["arguments"])
+        return started
 
     def _responses(self, data: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
         item = data.get("item")
