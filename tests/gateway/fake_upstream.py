@@ -95,6 +95,12 @@ class FakeUpstream:
             response = JSONResponse(WHOLE[kind](script), headers={"x-upstream": "yes"})
             response.raw_headers += script.headers
             return response
+        if kind == "gemini" and "alt=sse" not in request.url.query:
+            # Google streams a JSON array of responses to a client that asks for no SSE.
+            return StreamingResponse(
+                self._events(_gemini_array(script), script, body),
+                media_type="application/json; charset=UTF-8", headers={"x-upstream": "yes"},
+            )  # fmt: skip
         events = STREAMED[kind](script)
         return StreamingResponse(
             self._events(events, script, body), media_type="text/event-stream",
@@ -258,6 +264,13 @@ def _gemini(script: Script, text: str = "Sunny.") -> dict[str, Any]:
 def _gemini_stream(script: Script) -> list[bytes]:
     first = _gemini(Script(), "Let me check. ")
     return [_sse(first), _sse(_gemini(script))]
+
+
+def _gemini_array(script: Script) -> list[bytes]:
+    """The Gemini stream without SSE, one response per piece: a JSON array, a CRLF after
+    each comma (the first response's text holds what a reader of the array must skip)."""
+    first = json.dumps(_gemini(Script(), 'Let me check. "Lisbon" [a {city}] \\'), indent=2)
+    return [f"[{first}".encode(), f",\r\n{json.dumps(_gemini(script), indent=2)}".encode(), b"]"]
 
 
 WHOLE = {"chat": _chat, "responses": _responses, "anthropic": _anthropic, "gemini": _gemini}

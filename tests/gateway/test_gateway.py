@@ -20,7 +20,14 @@ from google.genai import types
 
 from tests.gateway.conftest import SDK_CLIENTS, Served, metric, sent_names
 from tests.gateway.fake_upstream import serving
-from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
+from tests.gateway.test_filter import (
+    SPECS,
+    WEATHER,
+    anthropic_tools,
+    chat_tools,
+    gemini_declarations,
+    responses_tools,
+)
 from toolgate.gateway.answers import _summary
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, Upstream
@@ -177,6 +184,51 @@ def test_a_slow_stream_reaches_the_client_before_it_ends(annotating: Served) -> 
     assert served.fake.events_sent < 4
     rest = list(stream)
     assert [c.choices[0].delta.content for c in rest][:1] == ["ny."]
+
+
+GEMINI_BODY = {
+    "contents": [{"role": "user", "parts": [{"text": WEATHER}]}],
+    "tools": [{"functionDeclarations": gemini_declarations()}],
+}
+GEMINI_STREAM = "/v1beta/models/g:streamGenerateContent"
+
+
+def test_a_gemini_stream_without_sse_reaches_the_client_response_by_response(
+    annotating: Served,
+) -> None:
+    # Without ?alt=sse Google streams a JSON array, one response at a time: a REST client
+    # reading it gets each response as it comes, not the whole array at its end.
+    served = annotating
+    served.fake.script.tool = "get_weather"
+    served.fake.script.args = {"city": "Lisbon"}
+    served.fake.script.delay = 0.4
+    served.fake.events_sent = 0
+    before = metric(served, "toolgate_gateway_tool_calls_total", endpoint="gemini", verdict="ok")
+    url = served.url + GEMINI_STREAM
+    with httpx.stream("POST", url, json=GEMINI_BODY, timeout=10) as response:
+        pieces = response.iter_bytes()
+        first = next(pieces)
+        # The fake sends 3 pieces, 0.4 s apart: the first reached the client before the last.
+        assert served.fake.events_sent < 3
+        whole = first + b"".join(pieces)
+    answers = orjson.loads(whole)
+    assert answers[0]["candidates"][0]["content"]["parts"][0]["text"].startswith("Let me check")
+    call = answers[1]["candidates"][0]["content"]["parts"][0]["functionCall"]
+    assert call == {"name": "get_weather", "args": {"city": "Lisbon"}}
+    after = metric(served, "toolgate_gateway_tool_calls_total", endpoint="gemini", verdict="ok")
+    assert after == before + 1
+
+
+def test_enforce_ends_a_gemini_stream_without_sse_with_an_error_response(
+    enforcing: Served,
+) -> None:
+    served = enforcing
+    served.fake.script.tool = "send_email"  # in the request, but routed out for WEATHER
+    response = httpx.post(served.url + GEMINI_STREAM, json=GEMINI_BODY, timeout=10)
+    answers = response.json()  # still a JSON array: the error is its last element
+    assert answers[0]["candidates"][0]["content"]["parts"][0]["text"].startswith("Let me check")
+    assert len(answers) == 2  # the call never reached the client
+    assert "toolgate: the model called 'send_email'" in answers[1]["error"]["message"]
 
 
 def test_client_gone_mid_stream_closes_the_upstream_stream(annotating: Served) -> None:

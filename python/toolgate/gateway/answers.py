@@ -23,7 +23,14 @@ from toolgate.formats.calls import answer_tool_calls
 from toolgate.gateway.config import RouteConfig
 from toolgate.gateway.filter import FilteredRequest
 from toolgate.gateway.learning import lesson_of
-from toolgate.gateway.streaming import CallWatcher, SseEvent, SseSplitter, error_event
+from toolgate.gateway.streaming import (
+    CallWatcher,
+    JsonArraySplitter,
+    SseEvent,
+    SseSplitter,
+    array_error,
+    error_event,
+)
 from toolgate.gateway.upstream import error_body, response_headers, undecodable
 from toolgate.verify import Verdict
 
@@ -158,15 +165,26 @@ def _quoted(text: str) -> str:
     return quote(text, safe=_HEADER_SAFE, errors="replace")  # a lone surrogate: "?"
 
 
-def stream(sent: httpx.Response, check: Check, ours: list[tuple[str, str]]) -> Response:
-    """A streamed answer passed on event by event while its tool calls are checked."""
+def stream(
+    sent: httpx.Response, check: Check, ours: list[tuple[str, str]], *, array: bool = False
+) -> Response:
+    """A streamed answer passed on event by event while its tool calls are checked; with
+    ``array``, a JSON array passed on element by element (Google's stream without SSE)."""
 
     async def events() -> AsyncIterator[bytes]:
-        splitter, watcher = SseSplitter(), CallWatcher(check.shape)
+        splitter = JsonArraySplitter() if array else SseSplitter()
+        parse = JsonArraySplitter.parse if array else SseEvent.parse
+        watcher = CallWatcher(check.shape)
+        began = False
+
+        def failure(message: str, code: str) -> bytes:
+            # In an array, the error is its last element, as Google ends one that failed.
+            return array_error(message, began) if array else error_event(check.shape, message, code)
+
         try:
             async for chunk in sent.aiter_bytes():
                 for raw in splitter.feed(chunk):
-                    event = SseEvent.parse(raw)
+                    event = parse(raw)
                     if check.record is not None:  # before the client can follow it up
                         check.record.streamed(event.data)
                     started, finished = watcher.see(event)
@@ -174,9 +192,10 @@ def stream(sent: httpx.Response, check: Check, ours: list[tuple[str, str]]) -> R
                     for call in finished:
                         check.verdict(call)
                     if bad:
-                        yield error_event(check.shape, check.blocked(bad), "tool_not_sent")
+                        yield failure(check.blocked(bad), "tool_not_sent")
                         return
                     yield raw
+                    began = True
             for call in watcher.finish():
                 check.verdict(call)
             if rest := splitter.rest():
@@ -185,14 +204,14 @@ def stream(sent: httpx.Response, check: Check, ours: list[tuple[str, str]]) -> R
             kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "reset"
             check.gateway.metrics.upstream_errors.labels(check.upstream, kind).inc()
             message = f"toolgate: the upstream's stream broke off ({type(exc).__name__})"
-            yield error_event(check.shape, message, "upstream_" + kind)
+            yield failure(message, "upstream_" + kind)
         except httpx.DecodingError as exc:  # the upstream's, not a bug of ours
             message = f"toolgate: the upstream's stream cannot be decoded from its coding: {exc}"
-            yield error_event(check.shape, message, "upstream_decoding")
+            yield failure(message, "upstream_decoding")
         except Exception:  # a bug of ours: the client is told, not left with a cut stream
             _log.error("reading the upstream's stream failed (a bug)", exc_info=True)
             message = "toolgate: the gateway failed reading the upstream's stream (see its log)"
-            yield error_event(check.shape, message, "internal_error")
+            yield failure(message, "internal_error")
         finally:
             with anyio.CancelScope(shield=True):  # also when the client went away
                 await sent.aclose()

@@ -472,6 +472,9 @@ class Gateway:
         check = answers.Check(self, shape, done.filtered, route, upstream)
         if sent.headers.get("content-type", "").startswith("text/event-stream"):
             return answers.stream(sent, check, ours)
+        if shape == "gemini" and request.url.path.endswith(":streamGenerateContent"):
+            # Without ?alt=sse, Google streams a JSON array: passed on response by response.
+            return answers.stream(sent, check, ours, array=True)
         return await check.whole(sent, ours)
 
     def _cannot_filter(self, provider: str, exc: Exception) -> Response:

@@ -3,7 +3,8 @@
 The gateway forwards a streamed answer event by event, never holding more than the event
 being received, and watches each for tool calls: the name of a call is known from its first
 event (so an ``enforce`` route can stop the stream before the application sees a call to a
-tool it did not send), and its arguments once its last event is in.
+tool it did not send), and its arguments once its last event is in. Google's stream without
+SSE, a JSON array of responses, is read element by element the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ import orjson
 
 from toolgate.formats.calls import answer_tool_calls, call_name
 
-__all__ = ["CallWatcher", "SseEvent", "SseSplitter", "error_event"]
+__all__ = [
+    "CallWatcher",
+    "JsonArraySplitter",
+    "SseEvent",
+    "SseSplitter",
+    "array_error",
+    "error_event",
+]
 
 # An event ends at a blank line; lines end in CRLF, LF or CR (the SSE specification).
 _BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
@@ -53,6 +61,80 @@ class SseSplitter:
         self._buffer.clear()
         self._scanned = 0
         return rest
+
+
+class JsonArraySplitter:
+    """Cuts a JSON array arriving in pieces into its elements, each with what came before it
+    (the ``[`` or a comma): Google streams ``streamGenerateContent`` so to a client that asks
+    for no SSE (no ``?alt=sse``), one response after another."""
+
+    # What changes the nesting outside a string, and what ends or escapes inside one.
+    _STRUCTURE = re.compile(rb'[\[\]{}"]')
+    _IN_STRING = re.compile(rb'["\\]')
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._scanned = 0
+        self._depth = 0
+        self._in_string = False
+        # The depth at which an element closes: 1 in the array, 0 for an answer that is
+        # no array (an object: read whole), unknown before the first bracket.
+        self._closes_at: int | None = None
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The elements ``chunk`` completes, in order; the rest waits for the next chunk."""
+        self._buffer += chunk
+        buffer = self._buffer
+        elements = []
+        start, at = 0, self._scanned
+        while True:
+            if self._in_string:
+                match = self._IN_STRING.search(buffer, at)
+                if match is None:
+                    at = len(buffer)
+                    break
+                if match.group() == b'"':
+                    self._in_string = False
+                    at = match.end()
+                elif match.end() < len(buffer):
+                    at = match.end() + 1  # past the escaped character, whatever it is
+                else:
+                    at = match.start()  # scanned again once the escaped character comes
+                    break
+                continue
+            match = self._STRUCTURE.search(buffer, at)
+            if match is None:
+                at = len(buffer)
+                break
+            at, char = match.end(), match.group()
+            if char == b'"':
+                self._in_string = True
+                continue
+            if self._closes_at is None:
+                self._closes_at = 1 if char == b"[" else 0
+            self._depth += 1 if char in (b"[", b"{") else -1
+            if char in (b"]", b"}") and self._depth == self._closes_at:
+                elements.append(bytes(buffer[start:at]))
+                start = at
+        del buffer[:start]
+        self._scanned = at - start
+        return elements
+
+    def rest(self) -> bytes:
+        """What came after the last whole element (the closing ``]``, or a stream cut short)."""
+        rest = bytes(self._buffer)
+        self._buffer.clear()
+        self._scanned = 0
+        return rest
+
+    @staticmethod
+    def parse(raw: bytes) -> SseEvent:
+        """An element (as :meth:`feed` cut it) read as an event's data, as SSE carries it."""
+        text = raw.lstrip(b"[, \t\r\n")
+        try:
+            return SseEvent(None, orjson.loads(text))
+        except orjson.JSONDecodeError:
+            return SseEvent(None, text.decode("utf-8", "replace"))
 
 
 @dataclass(frozen=True)
@@ -207,13 +289,23 @@ def error_event(shape: str, message: str, code: str) -> bytes:
         body = {"type": "error", "error": {"type": "api_error", "message": message}}
         return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
     if shape == "gemini":
-        body = {"error": {"code": 502, "message": message, "status": "INTERNAL"}}
-        return b"data: " + orjson.dumps(body) + b"\n\n"
+        return b"data: " + _google_error(message) + b"\n\n"
     error = {"message": message, "type": "toolgate_error", "code": code, "param": None}
     if shape == "openai-responses":
         body = {"type": "error", "code": code, "message": message, "param": None, "error": error}
         return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
     return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+
+
+def array_error(message: str, began: bool) -> bytes:
+    """The end of a JSON array of Gemini responses (:class:`JsonArraySplitter`) that fails:
+    an error element carrying ``message``, then the ``]``; the ``[`` too unless it ``began``
+    (the client has it already)."""
+    return (b"," if began else b"[") + _google_error(message) + b"]"
+
+
+def _google_error(message: str) -> bytes:
+    return orjson.dumps({"error": {"code": 502, "message": message, "status": "INTERNAL"}})
 
 
 def _items(value: Any) -> list[Mapping[str, Any]]:
