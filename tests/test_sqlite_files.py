@@ -4,7 +4,10 @@ at once while the file is new, as a gateway's workers do on a first deploy."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sqlite3
+import subprocess
+import sys
 import warnings
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
@@ -172,3 +175,58 @@ def test_a_wait_past_what_sqlite_takes_is_its_longest(tmp_path: Path, timeout_s:
     # SQLite's busy timeout is a C int of milliseconds: past it, it read no wait at all.
     db = open_shared_sqlite(tmp_path / "a.sqlite3", timeout_s=timeout_s, schema=())
     assert db.execute("PRAGMA busy_timeout").fetchone() == (2**31 - 1,)
+
+
+# In a process of its own, as a pre-forking server's master: a worker forked from it writes
+# through the master's cache or store, the master writes and closes its own, and the worker
+# writes on. Prints the rows a new connection then reads: 20 by each of the four writes.
+_MASTER_CLOSES = """
+import os, signal, sqlite3, sys
+import numpy as np
+from toolgate.embedding.cache import EmbeddingCache
+from toolgate.routing.learned_store import SqliteStore
+
+kind, path = sys.argv[1], sys.argv[2]
+vector = np.eye(4, dtype=np.float32)[0]
+if kind == "cache":
+    shared = EmbeddingCache(path, dim=4)
+    def write(tag):
+        texts = [f"{tag}{i}" for i in range(20)]
+        shared.put_many("m", texts, np.tile(vector, (len(texts), 1)))
+    table = "embeddings"
+else:
+    shared = SqliteStore(path)
+    def write(tag):
+        for i in range(20):
+            shared.insert("s", f"{tag}/{i}", "t", b"k", vector, 0.0)
+    table = "learned"
+write("master")
+go, went = os.pipe()
+wrote, written = os.pipe()
+pid = os.fork()
+if pid == 0:
+    signal.alarm(20)
+    write("before")
+    os.write(written, b"x")
+    os.read(go, 1)  # the master closed its connection
+    write("after")
+    os._exit(0)
+os.read(wrote, 1)
+write("again")  # the worker's leaving its copy of the connection left the master's alone
+shared.close()
+os.write(went, b"x")
+assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+print(sqlite3.connect(path).execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_workers_writes_outlive_the_masters_close(kind: str, tmp_path: Path) -> None:
+    # The worker's connection took SQLite's locks for itself: the master's close, seeing no
+    # other process, deleted the -wal file the worker went on writing to.
+    run = subprocess.run(
+        [sys.executable, "-c", _MASTER_CLOSES, kind, str(tmp_path / "shared.sqlite3")],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert run.stdout.strip() == "80"

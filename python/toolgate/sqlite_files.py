@@ -11,6 +11,14 @@ which waits on the busy timeout for the other processes' set-up.
 A file that holds what users asked (the learned memory's) is created ``private``: readable
 by its owner only, whatever the umask, as are its ``-wal`` and ``-shm`` files, which SQLite
 creates with the database file's mode.
+
+Such a file is opened before a pre-forking server forks its workers, and each process must
+use a connection of its own (:class:`SharedConnection`). A child that only left the parent's
+connection unused was not enough: SQLite keeps one record per file of the locks its process
+holds, and the child's own connection took it over, so the child held, in fact, none; the
+parent's last close then found no other process on the file and deleted the ``-wal`` file the
+child went on writing to. The child closes the inherited connection first (for itself only:
+the parent's locks are the parent's), unless another thread was using it at the fork.
 """
 
 from __future__ import annotations
@@ -19,12 +27,16 @@ import contextlib
 import errno
 import os
 import sqlite3
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from time import monotonic, sleep
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["open_shared_sqlite"]
+from toolgate.forks import keep_for_ever
+
+__all__ = ["SharedConnection", "open_shared_sqlite"]
 
 _T = TypeVar("_T")
 
@@ -135,3 +147,87 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     if code is not None:
         return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
     return "locked" in str(exc) or "busy" in str(exc)
+
+
+class SharedConnection:
+    """This process's connection to a SQLite file other processes share, made by ``opener``;
+    its owner holds ``lock`` (a :func:`~toolgate.forks.fork_safe_lock`) across every use.
+
+    In a forked child it is never the parent's: the inherited one is closed (or, if another
+    thread was using it at the fork, kept unused for ever) and :meth:`get` opens the child's
+    own. ``":memory:"`` is the child's own copy, and kept.
+    """
+
+    def __init__(
+        self, path: str | Path, opener: Callable[[], sqlite3.Connection], lock: threading.Lock
+    ) -> None:
+        """See the class docstring. Raises what ``opener`` raises."""
+        self._in_memory = str(path) == ":memory:"
+        self._open = opener
+        self._lock = lock
+        self._db: sqlite3.Connection | None = None
+        self._closer: weakref.finalize[Any, Any] | None = None
+        self.get()
+        _connections.add(self)
+
+    def get(self) -> sqlite3.Connection:
+        """The connection, opened anew in a forked child (the caller holds the lock); after
+        :meth:`close`, the closed one, whose use raises :class:`sqlite3.ProgrammingError`."""
+        if self._db is None:
+            db = self._open()
+            self._closer = weakref.finalize(self, db.close)  # a dropped owner closes its file
+            self._db = db
+        return self._db
+
+    def close(self) -> None:
+        """Close the connection (the caller holds the lock)."""
+        if self._closer is not None:
+            self._closer()  # closes it once, and is forgotten
+
+    def _leave(self, idle: bool) -> None:
+        """In a forked child: leave the parent's connection, closed if ``idle`` (no thread
+        was using it), else kept; the next :meth:`get` opens the child's own."""
+        if self._in_memory or self._closer is None or not self._closer.detach():
+            return  # the child's own copy, or closed before the fork
+        db, self._db = self._db, None
+        if not idle:  # a thread of the parent may hold it, mid-statement: closing would hang
+            keep_for_ever(db)
+        elif db is not None:
+            # SQLite forgets the locks it recorded of the parent's; the parent keeps them.
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+
+
+# Every shared connection of this process, and those the forking thread holds the lock of
+# (idle ones) across a fork.
+_connections: weakref.WeakSet[SharedConnection] = weakref.WeakSet()
+_idle_at_fork: list[SharedConnection] = []
+
+
+def _before_fork() -> None:
+    # Never waits: a connection another thread is using (a write waiting on another
+    # process's lock) stays the parent's, and busy, in the child.
+    _idle_at_fork.extend(c for c in list(_connections) if c._lock.acquire(blocking=False))
+
+
+def _after_fork_in_parent() -> None:
+    while _idle_at_fork:
+        _idle_at_fork.pop()._lock.release()
+
+
+def _after_fork_in_child() -> None:
+    idle = {id(connection) for connection in _idle_at_fork}
+    for connection in list(_connections):
+        connection._leave(id(connection) in idle)
+    while _idle_at_fork:
+        lock = _idle_at_fork.pop()._lock
+        if lock.locked():  # a fork_safe_lock is released already
+            lock.release()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, where a child process starts afresh
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )

@@ -354,7 +354,7 @@ LearnedStore.__init__(half)  # what a fork sees while another thread builds a st
 made += [SqliteStore(os.path.join(folder, f"after{i}.sqlite3")) for i in range(15)]
 pid = os.fork()
 if pid == 0:
-    os._exit(sum(store._db is not None for store in made))
+    os._exit(sum(store._db._db is not None for store in made))
 print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """
 

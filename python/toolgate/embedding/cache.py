@@ -21,14 +21,14 @@ import contextlib
 import hashlib
 import os
 import sqlite3
-import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from toolgate.sqlite_files import open_shared_sqlite
+from toolgate.forks import fork_safe_lock
+from toolgate.sqlite_files import SharedConnection, open_shared_sqlite
 
 __all__ = ["BUSY_TIMEOUT_S", "CacheWarning", "EmbeddingCache", "cache_key"]
 
@@ -76,7 +76,8 @@ class EmbeddingCache:
     opening, reading or writing warns once and turns the instance into a cache that is always
     empty, so callers carry on embedding directly. ``timeout_s`` (default
     :data:`BUSY_TIMEOUT_S`) bounds each wait on another process's lock.
-    One instance may be used from several threads; each process opens its own instance.
+    One instance may be used from several threads, and in the workers a server forks: each
+    process uses a connection of its own (:class:`~toolgate.sqlite_files.SharedConnection`).
     """
 
     def __init__(
@@ -84,11 +85,11 @@ class EmbeddingCache:
     ) -> None:
         self.path = Path(path)
         self.dim = dim
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
+        self._lock = fork_safe_lock()
+        self._db: SharedConnection | None = None  # None: unusable, or closed
         timeout = BUSY_TIMEOUT_S if timeout_s is None else timeout_s
         try:
-            self._db = _connect(self.path, timeout)
+            self._db = SharedConnection(self.path, lambda: _connect(self.path, timeout), self._lock)
         except (sqlite3.Error, OSError) as exc:
             self._give_up("open", exc)
 
@@ -101,8 +102,8 @@ class EmbeddingCache:
             if self._db is None:
                 return 0
             try:
-                (count,) = self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()
-            except sqlite3.Error as exc:
+                (count,) = self._db.get().execute("SELECT COUNT(*) FROM embeddings").fetchone()
+            except (sqlite3.Error, OSError) as exc:  # OSError: a forked child's open
                 self._give_up("read", exc)
                 return 0
         return int(count)
@@ -162,11 +163,12 @@ class EmbeddingCache:
             if self._db is None or not rows:
                 return
             try:
-                with _transaction(self._db):
-                    self._db.executemany(
+                db = self._db.get()
+                with _transaction(db):
+                    db.executemany(
                         "INSERT OR REPLACE INTO embeddings (key, vector) VALUES (?, ?)", rows
                     )
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:  # OSError: a forked child's open
                 self._give_up("write", exc)
 
     def embed_through(
@@ -200,14 +202,15 @@ class EmbeddingCache:
         if self._db is None:
             return found
         try:
+            db = self._db.get()
             for start in range(0, len(keys), _CHUNK):
                 chunk = keys[start : start + _CHUNK]
                 marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
+                rows = db.execute(
                     f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", chunk
                 ).fetchall()
                 found.update(rows)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:  # OSError: a forked child's open
             self._give_up("read", exc)
             return {}
         return found

@@ -18,7 +18,8 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from toolgate.routing.learned_store import LearnedStore, StoreError, _inherited, _Run
+from toolgate.forks import keep_for_ever
+from toolgate.routing.learned_store import LearnedStore, StoreError, _Run
 
 __all__ = ["PostgresStore", "is_postgres_address"]
 
@@ -120,7 +121,7 @@ class PostgresStore(LearnedStore):
             self._closer = None
         with contextlib.suppress(self._errors, OSError):
             _blind(self._db.pgconn.socket)
-        _inherited.append(self._db)
+        keep_for_ever(self._db)
         self._db = None
 
     def _reason(self, exc: BaseException) -> str:

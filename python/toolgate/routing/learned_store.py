@@ -50,7 +50,7 @@ from toolgate.routing.learned_rows import (
     query_key,
     salt_bytes,
 )
-from toolgate.sqlite_files import open_shared_sqlite
+from toolgate.sqlite_files import SharedConnection, open_shared_sqlite
 
 if TYPE_CHECKING:
     from toolgate.routing.learned_postgres import PostgresStore
@@ -102,15 +102,12 @@ _in_use_lock = fork_safe_lock()
 
 # Every store of this process: a forked child must not use their connections (below).
 _stores: weakref.WeakSet[LearnedStore] = weakref.WeakSet()
-# Connections a forked child inherited. Referenced for ever, so never closed: closing one
-# would end (PostgreSQL: a Terminate message on the shared socket) or disturb (SQLite's
-# locks) the parent's session.
-_inherited: list[object] = []
 
 
 def _after_fork_in_child() -> None:
     """A forked child (a pre-forking server's worker) is another holder; each store leaves
-    the connection it shares with the parent and opens its own on first use. (Its locks are
+    the connection it shares with the parent and opens its own on first use (SQLite's:
+    :class:`~toolgate.sqlite_files.SharedConnection`). (Its locks are
     :func:`~toolgate.forks.fork_safe_lock`'s: released in the child.)
     """
     global _holder
@@ -412,7 +409,8 @@ class LearnedStore:
         self._leave_inherited_connection()
 
     def _leave_inherited_connection(self) -> None:
-        """In a forked child: stop using the parent's connection, without closing it."""
+        """In a forked child: stop using the parent's connection, without closing it
+        (:func:`~toolgate.forks.keep_for_ever`)."""
 
 
 class SqliteStore(LearnedStore):
@@ -441,10 +439,8 @@ class SqliteStore(LearnedStore):
         super().__init__(salt=salt)
         self.path = str(path)
         self._timeout_s = timeout_s
-        self._db: sqlite3.Connection | None = None
-        self._closer: weakref.finalize[Any, Any] | None = None
         try:
-            self._open()
+            self._db = SharedConnection(self.path, self._open, self._lock)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the learned memory {self.path}: {exc}") from exc
         self._check_salt()
@@ -461,22 +457,11 @@ class SqliteStore(LearnedStore):
             )
         except OSError as exc:
             raise sqlite3.OperationalError(str(exc)) from exc
-        self._db = db
-        self._closer = weakref.finalize(self, db.close)  # a dropped store closes its file
         return db
 
     def _connection(self) -> sqlite3.Connection:
         """The connection, opened anew in a forked child (see the caller's lock)."""
-        return self._open() if self._db is None else self._db
-
-    def _leave_inherited_connection(self) -> None:
-        # ":memory:" is the child's own copy, used by no other process: kept.
-        if self._db is None or self.path == ":memory:":
-            return
-        if self._closer is not None:
-            self._closer.detach()
-        _inherited.append(self._db)
-        self._db = None
+        return self._db.get()
 
     def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._failing("read or write"):
@@ -513,8 +498,7 @@ class SqliteStore(LearnedStore):
 
     def close(self) -> None:
         with self._lock:
-            if self._db is not None:
-                self._db.close()
+            self._db.close()
 
 
 def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
