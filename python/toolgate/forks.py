@@ -6,7 +6,8 @@ objects made before a fork serve in the child (docs/api.md, "Pre-forking servers
 locks they hold across slow work (a store's write, a catalog or model load) are made here, and
 made new in every forked child, as the standard library does for its own. A connection the
 child inherits is the parent's: the child keeps it (:func:`keep_for_ever`) rather than free
-it, and opens its own.
+it, and opens its own. The threads of an object are the parent's too: the object starts
+afresh in the child (:func:`on_fork_in_child`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,19 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-__all__ = ["fork_safe_lock", "keep_for_ever"]
+__all__ = ["fork_safe_lock", "keep_for_ever", "on_fork_in_child"]
+
+_T = TypeVar("_T")
 
 # Every lock made here that is still in use.
 _LOCKS: weakref.WeakSet[threading.Lock] = weakref.WeakSet()
 # What forked children inherited and must never free (see keep_for_ever).
 _KEPT: list[object] = []
+# What each live object (hashed by identity) does in a forked child (see on_fork_in_child).
+_RESETS: weakref.WeakKeyDictionary[Any, Callable[[Any], object]] = weakref.WeakKeyDictionary()
 
 
 def fork_safe_lock() -> threading.Lock:
@@ -36,10 +43,18 @@ def keep_for_ever(inherited: object) -> None:
     _KEPT.append(inherited)
 
 
-def _release_in_child() -> None:
+def on_fork_in_child(owner: _T, reset: Callable[[_T], object]) -> None:
+    """Run ``reset(owner)`` in every forked child while ``owner`` lives, as the fork returns
+    (the child's only thread then: ``reset`` needs no lock; the locks here are released)."""
+    _RESETS[owner] = reset
+
+
+def _in_child() -> None:
     for lock in list(_LOCKS):
         lock._at_fork_reinit()  # type: ignore[attr-defined]  # CPython's, used by its own modules
+    for owner, reset in list(_RESETS.items()):
+        reset(owner)
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_release_in_child)
+    os.register_at_fork(after_in_child=_in_child)

@@ -5,6 +5,9 @@ retry window, never holding a request up behind another's try."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -184,3 +187,45 @@ def test_requests_meeting_a_store_being_tried_route_without_it_at_once() -> None
     first.join(timeout=10)
     starter.start(_Unreachable("third"))  # type: ignore[arg-type]
     assert tries == ["first"]  # once in the retry window, not once per request
+
+
+# In a process of its own, as a pre-forking server's master whose queue learns: a worker
+# forked while the queue's thread holds one lesson and another waits learns its own lessons
+# (the master's stay the master's). Exits 0 if both learned theirs, 3 if the worker did not.
+_FORKED = """
+import os, signal, sys, threading
+from toolgate.routing.learning_queue import LearningQueue, Lesson
+
+class Router:
+    def __init__(self):
+        self.learned, self.holding, self.release = [], threading.Event(), threading.Event()
+
+    def feedback(self, query, *, used):
+        if query == "held":
+            self.holding.set()
+            self.release.wait(10)
+        self.learned.append(query)
+
+router = Router()
+queue = LearningQueue()
+queue.submit(Lesson(router, "held", "default/send_email"))
+router.holding.wait(10)
+queue.submit(Lesson(router, "waiting", "default/send_email"))
+pid = os.fork()
+if pid == 0:
+    signal.alarm(20)
+    router.learned.clear()
+    learned = queue.submit(Lesson(router, "worker's", "default/send_email")) and queue.join(10)
+    os._exit(0 if learned and router.learned == ["worker's"] else 3)
+router.release.set()
+queue.join(10)
+status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+sys.exit(status if router.learned == ["held", "waiting"] else 5)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_worker_learns_on_a_thread_of_its_own() -> None:
+    # The queue's thread was the master's: the worker's lessons waited for it for ever.
+    run = subprocess.run([sys.executable, "-c", _FORKED], timeout=120, check=False)
+    assert run.returncode == 0

@@ -6,6 +6,7 @@ learned store, which may wait up to its busy timeout (30 s) on another process's
 or a TCP connect timeout on a database that does not answer, and may embed the request. The
 caller must never wait for that, so it hands each lesson to a :class:`LearningQueue`: one
 worker thread learns them in order, and the caller's result or event loop never waits.
+A worker a server forks has none of its parent's threads: its queue starts afresh there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolgate.errors import ToolgateError
+from toolgate.forks import on_fork_in_child
 from toolgate.routing.router import Router
 
 __all__ = ["LEARN_QUEUE_CHARS", "LEARN_QUEUE_LESSONS", "LearningQueue", "Lesson"]
@@ -54,7 +56,9 @@ class LearningQueue:
     ``log``, never raised: a warning once per kind of error while the store keeps failing
     (then debug), with a traceback unless it is toolgate's own error. :meth:`join` waits
     until every lesson submitted so far is learned; :meth:`close` learns those waiting and
-    stops, dropping (and counting) those a stalled store keeps past its timeout.
+    stops, dropping (and counting) those a stalled store keeps past its timeout. In a forked
+    child, the lessons waiting are the parent's (its worker learns them): the child's queue
+    starts empty, and its first lesson starts a worker of its own.
     """
 
     def __init__(
@@ -80,6 +84,7 @@ class LearningQueue:
         self._failures: set[type[BaseException]] = set()
         #: Lessons dropped: the queue was full, or closed.
         self.dropped = 0
+        on_fork_in_child(self, LearningQueue._forked)
 
     def __len__(self) -> int:
         with self._changed:
@@ -132,6 +137,16 @@ class LearningQueue:
             self._changed.notify_all()
         self._dropped(left)
         return False
+
+    def _forked(self) -> None:
+        """In a forked child: nothing waits, no worker runs (the parent's thread, which held
+        the lessons, is not here), and the condition is new (that thread may have held it)."""
+        self._changed = threading.Condition()
+        self._waiting = deque()
+        self._chars = 0
+        self._learning = False
+        self._worker = None
+        self._failures = set()
 
     def _dropped(self, count: int) -> None:
         if self._on_drop is not None:
