@@ -3,7 +3,8 @@
 A gateway sees the same few tools arrays again and again: each is read, checked and indexed
 once, keyed by a digest of the array, kept in an LRU (and, given a store directory, saved
 there memory mapped, so that worker processes share one copy), and built once however many
-requests ask for it at the same time.
+requests ask for it at the same time. A worker a server forks while a build runs builds that
+array itself: the build's thread was the parent's.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import asyncio
 import hashlib
 import logging
 import marshal
-import threading
 import warnings
 import weakref
 from collections import OrderedDict
@@ -34,6 +34,7 @@ from toolgate.errors import (
     StorageError,
     ToolgateError,
 )
+from toolgate.forks import fork_safe_lock, on_fork_in_child
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.gateway.learning import LearningStarter
 from toolgate.gateway.router_store import RouterStore, StoredRouter
@@ -138,9 +139,15 @@ class Indexes:
         self._max_catalogs = max_catalogs
         self._unreadable = unreadable
         self._learning = None if learn is None else LearningStarter(learn, log=_GATEWAY_LOG)
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()
         self._routers: OrderedDict[str, IndexedTools] = OrderedDict()
         self._building: dict[str, Future[None]] = {}
+        on_fork_in_child(self, Indexes._forked)
+
+    def _forked(self) -> None:
+        """In a forked child: the builds running are the parent's threads', which the child
+        has not; forgotten, they are built again (their futures would never resolve)."""
+        self._building = {}
 
     @property
     def learns(self) -> bool:
