@@ -35,12 +35,13 @@ class CodedUpstream:
 
     def __init__(self) -> None:
         self.body = b""
+        self.status = 200
         self.headers: dict[str, str] = {}
         self.app = Starlette(routes=[Route("/{path:path}", self._answer, methods=["POST"])])
 
     async def _answer(self, request: Request) -> Response:
         await request.body()
-        return Response(self.body, 200, headers=self.headers)
+        return Response(self.body, self.status, headers=self.headers)
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +127,33 @@ def test_an_answer_its_coding_cannot_decode_is_a_502_or_an_error_event(
     assert "cannot be decoded" in whole.json()["error"]["message"]
     event = json.loads(streamed.text.removeprefix("data: "))
     assert event["error"]["code"] == "upstream_decoding"
+
+
+def test_an_answer_passed_on_unchecked_that_its_coding_cannot_decode_is_a_502(
+    coded: tuple[CodedUpstream, str], shared_filter: ToolFilter
+) -> None:
+    # An error answer, or any under policy "off", is passed on decoded without being read
+    # first: one labelled gzip but not (a proxy's plain error page) ended the gateway's answer
+    # mid-body with a traceback in its log, the client left with a cut connection.
+    upstream, url = coded
+    upstream.body = b'{"error": {"message": "overloaded"}}'
+    upstream.headers = {"content-type": "application/json", "content-encoding": "gzip"}
+    body = {"messages": USER, "tools": chat_tools()}
+    try:
+        for policy, status in (("annotate", 503), ("off", 200)):
+            upstream.status = status
+            with serving(_gateway(url, shared_filter, policy).app) as gateway:
+                answer = httpx.post(gateway + "/v1/chat/completions", json=body)
+            assert answer.status_code == 502, policy
+            assert answer.json()["error"]["code"] == "upstream_decoding"
+        upstream.headers = {"content-type": "application/json", "content-encoding": "gzip"}
+        upstream.body = gzip.compress(b'{"error": {"message": "overloaded"}}')
+        upstream.status = 503
+        with serving(_gateway(url, shared_filter, "annotate").app) as gateway:
+            answer = httpx.post(gateway + "/v1/chat/completions", json=body)
+        assert (answer.status_code, answer.json()) == (503, {"error": {"message": "overloaded"}})
+    finally:
+        upstream.status = 200
 
 
 def test_a_compressed_request_is_decoded_filtered_and_sent_on_decoded(

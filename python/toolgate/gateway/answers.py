@@ -3,8 +3,9 @@
 An answer to a filtered request has its tool calls checked against the tools the request was
 sent with (:class:`Check`): a whole one as it is read (:meth:`Check.whole`, which names the
 failures in the :data:`CALLS_HEADER` header), a streamed one event by event as it passes
-(:func:`stream`). Any other answer goes on untouched (:func:`raw`); the gateway's own errors
-take the error shape of the provider the request was for (:func:`error`).
+(:func:`stream`). Any other answer goes on untouched (:func:`raw`), or only decoded when the
+gateway asked for its coding (:func:`decoded`); the gateway's own errors take the error shape
+of the provider the request was for (:func:`error`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,16 @@ from toolgate.verify import Verdict
 if TYPE_CHECKING:  # the gateway makes the checks: a run-time import would be circular
     from toolgate.gateway.app import Gateway
 
-__all__ = ["CALLS_HEADER", "NOT_SENT", "Check", "error", "raw", "stream", "unreadable"]
+__all__ = [
+    "CALLS_HEADER",
+    "NOT_SENT",
+    "Check",
+    "decoded",
+    "error",
+    "raw",
+    "stream",
+    "unreadable",
+]
 
 # A call naming a tool the request was not sent: what enforce blocks.
 NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})
@@ -93,12 +103,8 @@ class Check:
         """A whole answer, checked; blocked by an enforce route if it calls a tool not sent."""
         try:
             body = await sent.aread()
-        except httpx.TransportError as exc:
-            message = f"the upstream's answer broke off ({type(exc).__name__})"
-            return error(_provider(self.shape), 502, message, "upstream_reset", retry=True)
-        except httpx.DecodingError as exc:  # not gzip after all, or cut short: no answer
-            message = f"the upstream's answer cannot be decoded from its content coding: {exc}"
-            return error(_provider(self.shape), 502, message, "upstream_decoding", retry=True)
+        except (httpx.TransportError, httpx.DecodingError) as exc:
+            return _broken(_provider(self.shape), exc)
         finally:
             await sent.aclose()
         headers = response_headers(sent.headers.raw, decoded=True)
@@ -222,17 +228,41 @@ def stream(
     return response
 
 
-def raw(
-    sent: httpx.Response, extra: list[tuple[str, str]] | None = None, *, decoded: bool = False
+def raw(sent: httpx.Response, extra: list[tuple[str, str]] | None = None) -> Response:
+    """The upstream's answer passed on untouched: status, headers, bytes as they come."""
+    return _passed_on(sent, sent.aiter_raw(), extra or [], decoded=False)
+
+
+async def decoded(sent: httpx.Response, provider: str, extra: list[tuple[str, str]]) -> Response:
+    """The upstream's answer passed on unread but decoded from its content coding (which the
+    gateway asked for, not the client), its headers without the coding and length. One whose
+    first bytes do not decode (a plain error page labelled gzip) is a 502 as
+    :meth:`Check.whole` answers it; one that stops decoding later ends there, logged: its
+    status is sent by then."""
+    chunks = sent.aiter_bytes()
+    try:
+        first = await anext(chunks, b"")
+    except (httpx.TransportError, httpx.DecodingError) as exc:
+        await sent.aclose()
+        return _broken(provider, exc)
+    return _passed_on(sent, _joined(first, chunks), extra, decoded=True)
+
+
+def _passed_on(
+    sent: httpx.Response,
+    chunks: AsyncIterator[bytes],
+    extra: list[tuple[str, str]],
+    *,
+    decoded: bool,
 ) -> Response:
-    """The upstream's answer passed on untouched: status, headers, bytes as they come; with
-    ``decoded``, its body decoded from its content coding (which the gateway asked for, not
-    the client) and its headers without the coding and length."""
+    """``sent`` streamed to the client as ``chunks``, with the gateway's ``extra`` headers."""
 
     async def body() -> AsyncIterator[bytes]:
         try:
-            async for chunk in sent.aiter_bytes() if decoded else sent.aiter_raw():
+            async for chunk in chunks:
                 yield chunk
+        except httpx.DecodingError as exc:  # the upstream's fault: no traceback, no 500
+            _log.warning("the upstream's answer stopped decoding, passed on cut: %s", exc)
         finally:
             with anyio.CancelScope(shield=True):
                 await sent.aclose()
@@ -240,9 +270,25 @@ def raw(
     response = StreamingResponse(body(), status_code=sent.status_code)
     response.raw_headers = [
         *response_headers(sent.headers.raw, decoded=decoded),
-        *_encoded(extra or []),
+        *_encoded(extra),
     ]
     return response
+
+
+async def _joined(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if first:
+        yield first
+    async for chunk in rest:
+        yield chunk
+
+
+def _broken(provider: str, exc: httpx.TransportError | httpx.DecodingError) -> Response:
+    """The gateway's 502 for an upstream answer that broke off or cannot be decoded."""
+    if isinstance(exc, httpx.DecodingError):  # not gzip after all, or cut short: no answer
+        message = f"the upstream's answer cannot be decoded from its content coding: {exc}"
+        return error(provider, 502, message, "upstream_decoding", retry=True)
+    message = f"the upstream's answer broke off ({type(exc).__name__})"
+    return error(provider, 502, message, "upstream_reset", retry=True)
 
 
 async def unreadable(

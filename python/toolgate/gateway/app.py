@@ -468,7 +468,7 @@ class Gateway:
         if unread is not None:
             return unread
         if sent.status_code != 200 or route.policy == "off":
-            return answers.raw(sent, ours, decoded=True)
+            return await answers.decoded(sent, provider, ours)
         check = answers.Check(self, shape, done.filtered, route, upstream)
         if sent.headers.get("content-type", "").startswith("text/event-stream"):
             return answers.stream(sent, check, ours)
