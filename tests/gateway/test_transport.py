@@ -20,6 +20,8 @@ from starlette.routing import Route
 from tests.gateway.conftest import Served, sent_names
 from tests.gateway.fake_upstream import serving
 from tests.gateway.test_filter import WEATHER, chat_tools
+from toolgate.errors import InvalidInputError
+from toolgate.gateway import bodies
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream
 from toolgate.gateway.filter import ToolFilter
@@ -176,6 +178,18 @@ def test_a_compressed_request_is_decoded_filtered_and_sent_on_decoded(
         received = annotating.fake.received[-1]
         assert "content-encoding" not in received.headers
         assert len(sent_names(annotating.fake)) == 3
+
+
+def test_a_compressed_part_that_holds_no_bytes_is_read_as_such() -> None:
+    # A gzip member or a deflate stream of nothing (an empty file's, a writer's closing
+    # member) was taken for data cut short: a sound body refused as "not valid gzip".
+    body = b'{"messages": []}'
+    assert bodies.decode(gzip.compress(b"") + gzip.compress(body), "gzip", 100) == body
+    assert bodies.decode(gzip.compress(body) + gzip.compress(b""), "gzip", 100) == body
+    assert bodies.decode(zlib.compress(b""), "deflate", 100) == b""
+    assert bodies.decode(gzip.compress(b""), "gzip", 0) == b""
+    with pytest.raises(InvalidInputError, match="not valid gzip"):  # one cut short still is
+        bodies.decode(gzip.compress(body)[:-3], "gzip", 100)
 
 
 def test_a_body_in_a_coding_not_decoded_or_not_in_its_coding_never_goes_upstream(

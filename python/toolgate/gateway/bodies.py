@@ -153,7 +153,7 @@ def _inflated(raw: bytes, wbits: int, limit: int, *, members: bool) -> bytes | N
             out += chunk
             if len(out) > limit:
                 return None
-            if not chunk and not data:
+            if not chunk and not data and not inflater.eof:  # a member of no bytes ends so
                 raise EOFError("the compressed data ends before its end")
         data = inflater.unused_data if members else b""
     return bytes(out)
