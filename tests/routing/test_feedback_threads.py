@@ -199,3 +199,59 @@ def test_a_worker_forked_during_a_write_learns(tmp_path: Path) -> None:
     )
     assert run.returncode != 4, "the forked worker hung"
     assert run.returncode == 0
+
+
+# In a process of its own: a worker forked while a thread of the master reads the store again
+# for a memory. That read is not the worker's: its next route reads the store itself. Exits 0
+# if it did, 3 if the worker never reads the store again, 4 if it hung.
+_FORKED_RELOAD = """
+import os, signal, sys, threading
+import numpy as np
+from toolgate.routing.feedback import LearnConfig, LearnedMemory
+from toolgate.routing.learned_store import SqliteStore
+
+class Slow(SqliteStore):
+    reading, release, hold = threading.Event(), threading.Event(), False
+
+    def load(self, scope, **kwargs):
+        if self.hold:
+            self.reading.set()
+            self.release.wait(10)
+        return super().load(scope, **kwargs)
+
+store = Slow(sys.argv[1])
+config = LearnConfig(reload_s=60.0)
+memory = LearnedMemory(store, "s", ["a/x", "a/y"], lambda: ["a"] * 2, lambda: ["x", "y"], 4,
+                       config=config)
+memory.learn(np.ones(4, np.float32), [0], b"k")
+store.hold = True
+later = memory._clock() + 60.0
+reading = memory.keep_fresh(later)
+store.reading.wait(10)
+pid = os.fork()
+if pid == 0:
+    signal.alarm(20)
+    store.hold = False
+    thread = memory.keep_fresh(later)
+    if thread is None:
+        os._exit(3)
+    thread.join()
+    os._exit(0 if len(memory) == 1 else 5)
+store.release.set()
+reading.join()
+status = os.waitpid(pid, 0)[1]
+sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 4)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_worker_forked_during_a_reload_reads_the_store_again(tmp_path: Path) -> None:
+    # The reading thread was the master's: the worker kept its "a read is running" mark, and
+    # so never read the store again (what other replicas learned or forgot never reached it).
+    run = subprocess.run(
+        [sys.executable, "-c", _FORKED_RELOAD, str(tmp_path / "learned.sqlite3")],
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode != 4, "the forked worker hung"
+    assert run.returncode == 0

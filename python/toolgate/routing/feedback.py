@@ -56,7 +56,7 @@ from toolgate import _toolgate
 from toolgate.arguments import check_count, check_instance, finite_number, shown, tool_list
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError, ToolgateError
-from toolgate.forks import fork_safe_lock
+from toolgate.forks import fork_safe_lock, on_fork_in_child
 from toolgate.routing.co_use import CoUse
 from toolgate.routing.learned_bounds import rows_kept
 from toolgate.routing.learned_store import LearnedStore, StoreWarning, open_store
@@ -157,7 +157,8 @@ class LearnedMemory:
         self.refused = 0
         # When routes next read the store again (inf: a thread is reading it).
         self._fresh_at = clock() + self.config.reload_s
-        self._freshening = threading.Lock()
+        self._freshening = fork_safe_lock()
+        on_fork_in_child(self, LearnedMemory._forked)
         # Each catalog version opened is a new scope: the store keeps the most recent.
         store.use(
             scope, self, keep=self.config.max_versions, lease_s=self.config.version_lease_s,
@@ -213,6 +214,11 @@ class LearnedMemory:
         )
         thread.start()
         return thread
+
+    def _forked(self) -> None:
+        # A read the parent's thread was making is not the child's: its next route reads.
+        if self._fresh_at == math.inf:
+            self._fresh_at = -math.inf
 
     def _freshen(self, now: float) -> None:
         try:
