@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -570,3 +571,52 @@ def test_a_json_file_sink_keeps_the_mode_of_a_file_that_exists(tmp_path: Path) -
     log.touch(mode=0o644)
     JsonFileSink(log).close()
     assert file_mode(log) == "-rw-r--r--"
+
+
+def _calls(count: int) -> list[VerifyEvent]:
+    return [
+        VerifyEvent(turn_id=f"t{n}", name="get_me", tool_id="github/get_me", ok=True)
+        for n in range(count)
+    ]
+
+
+def test_a_line_a_full_disk_cut_short_is_ended_by_the_next_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk filling up mid-line leaves part of it written: the rest goes first at the next
+    write that succeeds, so no line is left cut short, and no event runs into it."""
+    log = tmp_path / "events.jsonl"
+    sink = JsonFileSink(log)
+    events = _calls(4)
+    sink.emit(events[0])
+    real_write = os.write
+
+    def filled_up(fd: int, data: bytes) -> int:  # the disk takes 40 bytes, then is full
+        return real_write(fd, data[:40])
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", filled_up)
+    sink.emit(events[1])
+    monkeypatch.setattr(os, "write", full)
+    sink.emit(events[2])  # lost: nothing of it reached the disk
+    monkeypatch.undo()
+    sink.emit(events[3])
+    sink.close()
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert lines == [events[n].to_json() for n in (0, 1, 3)]
+    assert UsageStats.from_log(log).called == {"github/get_me": 3}
+
+
+def test_a_json_file_sink_starts_a_line_of_its_own_after_one_cut_short(tmp_path: Path) -> None:
+    """A writer stopped mid-line (killed, a disk that stayed full) leaves a line without its
+    end: the next writer's first event does not run into it."""
+    log = tmp_path / "events.jsonl"
+    cut = _calls(1)[0].to_json()[:40]
+    log.write_text(cut, encoding="utf-8")
+    event = _calls(2)[1]
+    sink = JsonFileSink(log)
+    sink.emit(event)
+    sink.close()
+    assert log.read_text(encoding="utf-8").splitlines() == [cut, event.to_json()]

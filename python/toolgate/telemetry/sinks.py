@@ -7,6 +7,7 @@ import importlib
 import json
 import logging
 import os
+import stat
 import threading
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -83,7 +84,10 @@ class JsonFileSink:
     append to one file: each line is written whole, in one ``write`` of an ``O_APPEND``
     file. A file created here is readable by its owner only (0600): events hold hashes of
     queries, and the queries themselves with ``record_queries``; a file that exists keeps its
-    mode. A file that cannot be opened is an :class:`InvalidInputError` naming it."""
+    mode. A file that cannot be opened is an :class:`InvalidInputError` naming it. A line a
+    full disk cut short is ended by the next write that succeeds, and a file that ends inside
+    a line (its writer stopped there) gets its first event on a line of its own: an event
+    never runs into another, which would cost both and stop ``toolgate stats`` at that line."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         """Open ``path`` for appending (created if missing)."""
@@ -92,6 +96,8 @@ class JsonFileSink:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
             raise InvalidInputError(f"cannot write events to {path}: {exc.strerror}") from None
+        # What must go before the next line: the rest of a line cut short.
+        self._rest = b"\n" if _ends_mid_line(self._fd, self.path) else b""
         self._lock = threading.Lock()
 
     def emit(self, event: Event) -> None:
@@ -102,17 +108,44 @@ class JsonFileSink:
             if self._fd < 0:
                 # The number may name another file by now: never write through it.
                 raise InvalidInputError(f"the event sink for {self.path} is closed")
+            data = self._rest + line
             try:
-                os.write(self._fd, line)
+                written = os.write(self._fd, data)
             except OSError as exc:
                 _log.warning("event not written to %s: %s", self.path, exc.strerror)
+                return
+            # A short write (the disk filled up midway) leaves a rest only this writer knows:
+            # it goes first next time. A line not even begun is dropped, so the rest stays
+            # within one line.
+            begun = written > len(self._rest)
+            self._rest = data[written:] if begun else self._rest[written:]
 
     def close(self) -> None:
         """Close the file; closing again does nothing."""
         with self._lock:
             fd, self._fd = self._fd, -1
             if fd >= 0:
+                with contextlib.suppress(OSError):  # the last chance to end a line cut short
+                    if self._rest:
+                        os.write(fd, self._rest)
                 os.close(fd)
+
+
+def _ends_mid_line(fd: int, path: Path) -> bool:
+    """Whether the regular file open at ``fd`` (write-only) ends inside a line."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+        return False  # a device or a pipe has no end to look at
+    try:
+        reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False  # a file its writer may not read: nothing to go by
+    try:
+        return os.pread(reader, 1, info.st_size - 1) != b"\n"
+    except OSError:
+        return False
+    finally:
+        os.close(reader)
 
 
 class OpenTelemetrySink:
