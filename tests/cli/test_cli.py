@@ -790,6 +790,33 @@ def test_a_gateway_router_store_it_cannot_use_stops_it_before_it_listens(
     assert listened == []
 
 
+@pytest.mark.parametrize("folder", ["missing", "file", ""])
+def test_a_metrics_folder_the_workers_cannot_use_stops_the_gateway_before_it_listens(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    folder: str,
+) -> None:
+    """Each worker would fail as it made its metrics, and uvicorn start it again for ever."""
+    import uvicorn
+
+    listened: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: listened.append(args))
+    monkeypatch.delenv("TOOLGATE_GATEWAY_SETTINGS", raising=False)  # set by a start: undone
+    (tmp_path / "file").write_text("x")
+    named = str(tmp_path / folder) if folder else ""
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", named)
+    command = [
+        "gateway", "--listen", "127.0.0.1:8080", "--store", str(tmp_path / "routers"),
+        "--upstream", "openai=https://api.openai.com", "--workers", "2",
+    ]  # fmt: skip
+    assert_one_line_error(capsys, command, f"PROMETHEUS_MULTIPROC_DIR {named!r}: ")
+    assert listened == []
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    assert main(command) == 0
+    assert len(listened) == 1
+
+
 def test_a_gateway_without_the_embedding_model_stops_before_it_listens(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,6 +30,8 @@ from toolgate.routing.learned_store import open_store
 __all__ = ["KEEP_ALIVE_SECONDS", "ServeOptions", "app_from_env", "serve"]
 
 _SETTINGS_ENV = "TOOLGATE_GATEWAY_SETTINGS"
+# Where prometheus-client keeps each worker's metrics, for /metrics to sum them.
+_METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # How long an idle client connection stays open. Longer than clients keep idle connections
 # in their pools (httpx, under the OpenAI, Anthropic and Google SDKs: 5 s), so the client
 # always closes first: a server closing at the moment a client reuses the connection would
@@ -131,6 +133,23 @@ def _check_model(config: GatewayConfig) -> str:
         raise ModelError(f"the gateway needs its embedding model: {exc}") from None
 
 
+def _metrics_folder(workers: int) -> None:
+    """Check the folder ``PROMETHEUS_MULTIPROC_DIR`` names, or, for several workers, set it to
+    a new temporary one. Set, even empty, the client library keeps each process's metrics in
+    files there (an empty one: the working directory): a folder no worker can write to fails
+    each one as it makes its metrics, and uvicorn starts them again for ever."""
+    folder = os.environ.get(_METRICS_ENV)
+    if folder is None:
+        if workers > 1:
+            os.environ[_METRICS_ENV] = tempfile.mkdtemp(prefix="toolgate-metrics-")
+        return
+    if not folder or not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        raise InvalidInputError(
+            f"{_METRICS_ENV} {folder!r}: not a folder the gateway can write its metrics to "
+            "(create it, or unset the variable)"
+        )
+
+
 def serve(options: ServeOptions) -> None:
     """Serve until a signal; checks the settings (and the key rule), the keys, the learned
     store and the embedding model before listening."""
@@ -143,6 +162,7 @@ def serve(options: ServeOptions) -> None:
     config.auth_token()
     for upstream in config.upstreams.values():
         upstream.api_key()
+    _metrics_folder(options.workers)
     if config.learn is not None:  # a store that cannot be opened stops the start
         open_store(config.learn).close()
     model_id = _check_model(config)
@@ -157,8 +177,6 @@ def serve(options: ServeOptions) -> None:
             "allow_hosts": options.allow_hosts, "allow_origins": options.allow_origins,
         }
     )  # fmt: skip
-    if options.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="toolgate-metrics-")
     uvicorn.run(
         "toolgate.gateway.serve:app_from_env",
         factory=True,
