@@ -620,3 +620,24 @@ def test_a_json_file_sink_starts_a_line_of_its_own_after_one_cut_short(tmp_path:
     sink.emit(event)
     sink.close()
     assert log.read_text(encoding="utf-8").splitlines() == [cut, event.to_json()]
+
+
+@pytest.mark.usefixtures("usual_umask")
+def test_a_json_file_sink_follows_its_path_when_the_file_is_moved_or_deleted(
+    tmp_path: Path,
+) -> None:
+    """logrotate moves the file away: events written on into it were out of sight, and into
+    a deleted one lost, its disk space kept for as long as the writer ran."""
+    log, rotated = tmp_path / "events.jsonl", tmp_path / "events.jsonl.1"
+    sink = JsonFileSink(log)
+    events = _calls(3)
+    sink.emit(events[0])
+    log.rename(rotated)
+    sink.emit(events[1])
+    assert rotated.read_text(encoding="utf-8").splitlines() == [events[0].to_json()]
+    assert log.read_text(encoding="utf-8").splitlines() == [events[1].to_json()]
+    assert file_mode(log) == "-rw-------"
+    log.unlink()
+    sink.emit(events[2])
+    sink.close()
+    assert log.read_text(encoding="utf-8").splitlines() == [events[2].to_json()]

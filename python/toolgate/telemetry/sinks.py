@@ -87,18 +87,50 @@ class JsonFileSink:
     mode. A file that cannot be opened is an :class:`InvalidInputError` naming it. A line a
     full disk cut short is ended by the next write that succeeds, and a file that ends inside
     a line (its writer stopped there) gets its first event on a line of its own: an event
-    never runs into another, which would cost both and stop ``toolgate stats`` at that line."""
+    never runs into another, which would cost both and stop ``toolgate stats`` at that line.
+    A file moved or deleted (rotated by ``logrotate``) is opened again at ``path`` by the next
+    event, so rotating by renaming needs no signal and no ``copytruncate``."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         """Open ``path`` for appending (created if missing)."""
         self.path = Path(path)
         try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._fd = self._open()
         except OSError as exc:
             raise InvalidInputError(f"cannot write events to {path}: {exc.strerror}") from None
         # What must go before the next line: the rest of a line cut short.
         self._rest = b"\n" if _ends_mid_line(self._fd, self.path) else b""
         self._lock = threading.Lock()
+
+    def _open(self) -> int:
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def _follow_path(self) -> None:
+        """Write on to the file at :attr:`path` when the one open is no longer there."""
+        try:
+            there = os.stat(self.path)
+        except FileNotFoundError:
+            there = None
+        except OSError:
+            return  # a folder on the way no longer searchable: the open file is all there is
+        opened = os.fstat(self._fd)
+        if there is not None and (there.st_dev, there.st_ino) == (opened.st_dev, opened.st_ino):
+            return
+        try:
+            fd = self._open()
+        except OSError as exc:
+            _log.warning("events go on to the file moved from %s: %s", self.path, exc.strerror)
+            return
+        self._close_file()
+        self._fd = fd
+        self._rest = b"\n" if _ends_mid_line(fd, self.path) else b""
+
+    def _close_file(self) -> None:
+        """Close the file open, ending first a line a full disk cut short if it can."""
+        with contextlib.suppress(OSError):  # the last chance to end that line
+            if self._rest:
+                os.write(self._fd, self._rest)
+        os.close(self._fd)
 
     def emit(self, event: Event) -> None:
         """Append the event's line. A failed write (a full disk) is logged, never raised;
@@ -108,6 +140,7 @@ class JsonFileSink:
             if self._fd < 0:
                 # The number may name another file by now: never write through it.
                 raise InvalidInputError(f"the event sink for {self.path} is closed")
+            self._follow_path()
             data = self._rest + line
             try:
                 written = os.write(self._fd, data)
@@ -123,12 +156,11 @@ class JsonFileSink:
     def close(self) -> None:
         """Close the file; closing again does nothing."""
         with self._lock:
-            fd, self._fd = self._fd, -1
-            if fd >= 0:
-                with contextlib.suppress(OSError):  # the last chance to end a line cut short
-                    if self._rest:
-                        os.write(fd, self._rest)
-                os.close(fd)
+            if self._fd >= 0:
+                try:
+                    self._close_file()
+                finally:
+                    self._fd = -1
 
 
 def _ends_mid_line(fd: int, path: Path) -> bool:
