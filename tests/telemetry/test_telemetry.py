@@ -641,3 +641,50 @@ def test_a_json_file_sink_follows_its_path_when_the_file_is_moved_or_deleted(
     sink.emit(events[2])
     sink.close()
     assert log.read_text(encoding="utf-8").splitlines() == [events[2].to_json()]
+
+
+def test_a_json_file_sink_says_once_that_it_cannot_write_and_when_it_can_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A full disk fails every event: one warning per event would flood the log."""
+    log = tmp_path / "events.jsonl"
+    sink = JsonFileSink(log)
+    events = _calls(102)
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    with caplog.at_level(logging.WARNING, logger="toolgate.telemetry"):
+        for event in events[:100]:
+            sink.emit(event)
+        monkeypatch.undo()
+        sink.emit(events[100])
+        sink.emit(events[101])
+    sink.close()
+    said = [record.getMessage() for record in caplog.records]
+    assert said == [
+        f"events not written to {log}: No space left on device; "
+        "more are dropped, without a word, until writing works again",
+        f"events written to {log} again: 100 were dropped",
+    ]
+    assert log.read_text(encoding="utf-8").splitlines() == [e.to_json() for e in events[100:]]
+
+
+def test_a_json_file_sink_whose_folder_is_gone_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    sink = JsonFileSink(folder / "events.jsonl")
+    (folder / "events.jsonl").rename(tmp_path / "kept.jsonl")
+    folder.rmdir()
+    with caplog.at_level(logging.WARNING, logger="toolgate.telemetry"):
+        for event in _calls(5):
+            sink.emit(event)
+    sink.close()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"events go on into the file moved from {folder / 'events.jsonl'}, which cannot be "
+        "opened again: No such file or directory"
+    ]
+    assert len((tmp_path / "kept.jsonl").read_text(encoding="utf-8").splitlines()) == 5

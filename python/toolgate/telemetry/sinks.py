@@ -101,6 +101,10 @@ class JsonFileSink:
         # What must go before the next line: the rest of a line cut short.
         self._rest = b"\n" if _ends_mid_line(self._fd, self.path) else b""
         self._lock = threading.Lock()
+        # Events dropped since a write failed, or None while writes succeed: a full disk
+        # fails every event, and is told of once, not once an event.
+        self._dropped: int | None = None
+        self._astray = False  # told that the path cannot be opened again
 
     def _open(self) -> int:
         return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -119,8 +123,14 @@ class JsonFileSink:
         try:
             fd = self._open()
         except OSError as exc:
-            _log.warning("events go on to the file moved from %s: %s", self.path, exc.strerror)
+            if not self._astray:
+                self._astray = True
+                _log.warning(
+                    "events go on into the file moved from %s, which cannot be opened again: "
+                    "%s", self.path, exc.strerror,
+                )  # fmt: skip
             return
+        self._astray = False
         self._close_file()
         self._fd = fd
         self._rest = b"\n" if _ends_mid_line(fd, self.path) else b""
@@ -133,8 +143,8 @@ class JsonFileSink:
         os.close(self._fd)
 
     def emit(self, event: Event) -> None:
-        """Append the event's line. A failed write (a full disk) is logged, never raised;
-        emitting to a closed sink is an :class:`InvalidInputError`."""
+        """Append the event's line. A failed write (a full disk) is logged, never raised, once
+        until writes succeed again; emitting to a closed sink is an :class:`InvalidInputError`."""
         line = (event.to_json() + "\n").encode()
         with self._lock:
             if self._fd < 0:
@@ -145,13 +155,29 @@ class JsonFileSink:
             try:
                 written = os.write(self._fd, data)
             except OSError as exc:
-                _log.warning("event not written to %s: %s", self.path, exc.strerror)
+                self._drop(exc.strerror)
                 return
             # A short write (the disk filled up midway) leaves a rest only this writer knows:
             # it goes first next time. A line not even begun is dropped, so the rest stays
             # within one line.
             begun = written > len(self._rest)
             self._rest = data[written:] if begun else self._rest[written:]
+            if not begun:
+                self._drop("the disk took only part of a line")
+            elif self._dropped is not None:
+                dropped, path = self._dropped, self.path
+                _log.warning("events written to %s again: %d were dropped", path, dropped)
+                self._dropped = None
+
+    def _drop(self, why: str | None) -> None:
+        """Count an event not written; the first since writes succeeded is told of."""
+        if self._dropped is None:
+            self._dropped = 0
+            _log.warning(
+                "events not written to %s: %s; more are dropped, without a word, until "
+                "writing works again", self.path, why,
+            )  # fmt: skip
+        self._dropped += 1
 
     def close(self) -> None:
         """Close the file; closing again does nothing."""
