@@ -137,8 +137,11 @@ class UsageStats:
             self.unknown[event.name] += 1
 
     def _known(self) -> list[str]:
-        extra = [t for t in (*self.routed, *self.loaded, *self.called) if t not in self.registry]
-        return self.registry + list(dict.fromkeys(extra))
+        # A set: the registry is a list, and testing each tool seen against it cost
+        # seconds for a large catalog, with the lock every emit waits for held.
+        registered = set(self.registry)
+        seen = dict.fromkeys((*self.routed, *self.loaded, *self.called))
+        return self.registry + [t for t in seen if t not in registered]
 
     def never_called(self) -> list[str]:
         """Registry tools with no successful call, in registry order."""
