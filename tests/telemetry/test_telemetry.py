@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import subprocess
 import sys
 import threading
 import tracemalloc
@@ -717,3 +718,48 @@ def test_usage_reports_compare_each_tool_a_few_times_not_with_every_other() -> N
     assert stats.never_routed() == []
     assert report["tools"] == len(ids)
     assert _CountedId.compared < 10 * len(ids)
+
+
+# In a process of its own, as tests/test_forks.py: each sink's lock is held by another thread
+# at the fork; the child then emits to each. Exits 0 if it could, 3 if a lock stayed held.
+_EMIT_AFTER_FORK = """
+import os, signal, sys, threading
+from toolgate.telemetry import JsonFileSink, MemorySink, UsageStats, VerifyEvent
+
+sinks = [JsonFileSink(sys.argv[1]), MemorySink(), UsageStats(["s/a"])]
+held, done = threading.Barrier(len(sinks) + 1), threading.Event()
+
+def hold(sink):
+    with sink._lock:
+        held.wait(10)
+        done.wait(10)
+
+holders = [threading.Thread(target=hold, args=(sink,)) for sink in sinks]
+for holder in holders:
+    holder.start()
+held.wait(10)
+pid = os.fork()
+if pid == 0:
+    signal.signal(signal.SIGALRM, lambda *_: os._exit(3))
+    signal.alarm(5)
+    for sink in sinks:
+        sink.emit(VerifyEvent(name="a", tool_id="s/a", ok=True))
+    os._exit(0)
+status = os.waitpid(pid, 0)[1]
+done.set()
+for holder in holders:
+    holder.join()
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_sinks_made_before_a_fork_take_events_in_the_child(tmp_path: Path) -> None:
+    """A router made before a fork serves in the child (docs/api.md): a sink lock another
+    thread held at the fork stayed held there, and the child's first route hung."""
+    log = tmp_path / "events.jsonl"
+    run = subprocess.run(
+        [sys.executable, "-c", _EMIT_AFTER_FORK, str(log)], timeout=60, check=False
+    )
+    assert run.returncode == 0
+    assert UsageStats.from_log(log).called == {"s/a": 1}

@@ -8,11 +8,11 @@ import json
 import logging
 import os
 import stat
-import threading
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from toolgate.errors import InvalidInputError
+from toolgate.forks import fork_safe_lock
 from toolgate.telemetry.events import Event
 
 __all__ = [
@@ -42,7 +42,7 @@ class MemorySink:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()
 
     def emit(self, event: Event) -> None:
         """Append the event."""
@@ -100,7 +100,7 @@ class JsonFileSink:
             raise InvalidInputError(f"cannot write events to {path}: {exc.strerror}") from None
         # What must go before the next line: the rest of a line cut short.
         self._rest = b"\n" if _ends_mid_line(self._fd, self.path) else b""
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()
         # Events dropped since a write failed, or None while writes succeed: a full disk
         # fails every event, and is told of once, not once an event.
         self._dropped: int | None = None

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ from typing import Any
 
 from toolgate.arguments import finite_number, shown, tool_list
 from toolgate.errors import InvalidInputError
+from toolgate.forks import fork_safe_lock
 from toolgate.json_limits import JsonLimitError, open_regular
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.telemetry.events import (
@@ -68,7 +68,7 @@ class UsageStats:
     """
 
     def __init__(self, tool_ids: Iterable[str] = ()) -> None:
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()
         listed = tool_list(tool_ids, "tool_ids")  # a bare string is no list of ids
         self.registry: list[str] = list(dict.fromkeys(_catalog_ids(listed)))
         self.turns: set[str] = set()
