@@ -14,6 +14,7 @@ import threading
 import tracemalloc
 import types
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +277,16 @@ def test_a_window_that_is_no_finite_number_is_refused(window_s: Any) -> None:
     """A NaN window compared false with every time, so every tool passed for idle."""
     with pytest.raises(InvalidInputError, match="window_s must be a positive number"):
         UsageStats(["s/a"]).pruning_report(window_s=window_s)
+
+
+@pytest.mark.parametrize("now", [float("nan"), "1700000000", datetime.now(timezone.utc)])
+def test_a_now_that_is_no_finite_number_is_refused(now: Any) -> None:
+    """A datetime (the likely mistake) failed with a TypeError; a NaN compared false with
+    every time, so no tool seen ever passed for idle."""
+    stats = UsageStats(["s/a"])
+    stats.emit(RouteEvent(turn_id="t", timestamp=1000.0, active=("s/a",)))
+    with pytest.raises(InvalidInputError, match="now must be a time in seconds"):
+        stats.pruning_report(window_s=60, now=now)
 
 
 @pytest.mark.parametrize(

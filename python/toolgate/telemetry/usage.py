@@ -166,6 +166,10 @@ class UsageStats:
             raise InvalidInputError(
                 f"window_s must be a positive number of seconds or None, got {shown(window_s)}"
             )
+        if now is not None and not finite_number(now):
+            raise InvalidInputError(
+                f"now must be a time in seconds since the epoch or None, got {shown(now)}"
+            )
         now = time.time() if now is None else now
         since = float("-inf") if window_s is None else now - window_s
 
