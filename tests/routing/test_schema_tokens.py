@@ -116,3 +116,14 @@ def test_bad_counts_are_refused(saved: Path, embedder: Embedder, value: Any, mes
     write_sealed(saved / "router.json", data)
     with pytest.raises(IndexFormatError, match=rf"router\.json: malformed manifest: {message}"):
         Router.open(saved, embedder=embedder)
+
+
+def test_counting_leaves_no_definition_on_the_tools(embedder: Embedder) -> None:
+    # A build counts every tool's compact definition: kept on each tool, those doubled the
+    # catalog's memory (a gateway holds one catalog per tools array), for the few tools a
+    # turn promotes.
+    catalog = Catalog.load(TOOLS)
+    built = Router.from_catalog(catalog, config=LEAN, embedder=embedder, cache=None)
+    kept = [t.id for t in catalog if {"_compact_definitions", "_definition_json"} & vars(t).keys()]
+    assert kept == []
+    assert built._parts.outline.schema_tokens == tuple(_fresh(Catalog.load(TOOLS)))

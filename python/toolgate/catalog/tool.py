@@ -165,11 +165,13 @@ class Tool:
         copied: dict[str, Any] = _json_copy(self._definition(provider, compact=compact))
         return copied
 
-    def _definition(self, provider: str, *, compact: bool = False) -> dict[str, Any]:
+    def _definition(
+        self, provider: str, *, compact: bool = False, keep: bool = True
+    ) -> dict[str, Any]:
         """:meth:`to_provider` sharing this tool's schema: only for reading (token counts).
 
         A compact definition is made once per provider and kept (compaction walks the whole
-        schema, and a tool is promoted turn after turn).
+        schema, and a tool is promoted turn after turn), unless ``keep`` is false.
         """
         writers = {
             "openai": openai.export_chat,
@@ -186,23 +188,33 @@ class Tool:
             )
         if not compact:
             return writer(self)
-        cache: dict[str, dict[str, Any]] = self.__dict__.setdefault("_compact_definitions", {})
-        if provider not in cache:
-            cache[provider] = writer(self, compact=True)
-        return cache[provider]
+        kept: dict[str, dict[str, Any]] = self.__dict__.get("_compact_definitions", {})
+        found = kept.get(provider)
+        if found is None:
+            found = writer(self, compact=True)
+            if keep:
+                self.__dict__.setdefault("_compact_definitions", {})[provider] = found
+        return found
 
-    def definition_json(self, provider: str = "openai", *, compact: bool = False) -> str:
-        """:meth:`to_provider` as compact JSON, in the schema's own key order (computed once)."""
-        cache: dict[tuple[str, bool], str] = self.__dict__.setdefault("_definition_json", {})
+    def definition_json(
+        self, provider: str = "openai", *, compact: bool = False, keep: bool = True
+    ) -> str:
+        """:meth:`to_provider` as compact JSON, in the schema's own key order: computed once
+        and kept, unless ``keep`` is false (a count over a whole catalog, which keeping would
+        double in memory for the few tools a turn sends)."""
         key = (provider, compact)
-        if key not in cache:
-            cache[key] = json.dumps(
-                self._definition(provider, compact=compact),
+        kept: dict[tuple[str, bool], str] = self.__dict__.get("_definition_json", {})
+        found = kept.get(key)
+        if found is None:
+            found = json.dumps(
+                self._definition(provider, compact=compact, keep=keep),
                 ensure_ascii=False,
                 separators=(",", ":"),
                 default=str,
             )
-        return cache[key]
+            if keep:
+                self.__dict__.setdefault("_definition_json", {})[key] = found
+        return found
 
     def token_count(
         self, provider: str = "openai", *, encoding: str = "cl100k_base", compact: bool = False

@@ -130,8 +130,9 @@ def _token_key(tool: Tool) -> TokenKey:
 
 
 def tool_schema_tokens(tool: Tool) -> int:
-    """``tool``'s tokens as a compact OpenAI definition (cl100k_base)."""
-    return count_text(tool.definition_json("openai", compact=True), "cl100k_base")
+    """``tool``'s tokens as a compact OpenAI definition (cl100k_base), counted without
+    keeping that definition on the tool: a build counts every tool of the catalog."""
+    return count_text(tool.definition_json("openai", compact=True, keep=False), "cl100k_base")
 
 
 def schema_token_rows(
