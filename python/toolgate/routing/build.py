@@ -240,13 +240,18 @@ class RouterParts:
             )
         return dataclasses.replace(self, config=config)
 
-    def _write_manifest(self, directory: Path, catalog: Catalog, files: dict[str, str]) -> None:
+    def _write_manifest(
+        self, directory: Path, catalog: Catalog, files: dict[str, str], *, built: bool = False
+    ) -> None:
+        """Write ``catalog`` and the manifest; ``built``: the outline was just made from
+        ``catalog``, so its flagged rows are taken as they are, not found again."""
         model_id = str(self.index.model_id)
         offset = None if self.offset is None else offset_numbers(self.offset)
         saved = SavedRouter(
             self.config, self.outline, self.vocabulary.keys, model_id, files, self.null, offset
         )
-        write_catalog_and_manifest(directory, catalog, saved)
+        addressing = self.outline.addressing if built else None
+        write_catalog_and_manifest(directory, catalog, saved, addressing=addressing)
 
 
 def index_catalog(
@@ -341,7 +346,7 @@ def _build_parts(
     if embed is not None:
         null = NullScores.measure(index, bm25, null_vectors(model_id, embed), null_requests())
     parts = RouterParts(index, bm25, vocabulary, outline, config, workdir, null, offset)
-    parts._write_manifest(directory, catalog, files)
+    parts._write_manifest(directory, catalog, files, built=True)
     return parts
 
 

@@ -223,8 +223,18 @@ def check_files(directory: Path, saved: SavedRouter) -> None:
 
 
 @storage_errors()
-def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRouter) -> None:
+def write_catalog_and_manifest(
+    directory: Path,
+    catalog: Catalog,
+    saved: SavedRouter,
+    *,
+    addressing: tuple[int, ...] | None = None,
+) -> None:
     """Write the full catalog, then the manifest that makes the directory complete.
+
+    ``addressing`` are the catalog's flagged rows when the caller has just found them
+    (:func:`~toolgate.routing.outline.addressing_rows`, which reads every description);
+    ``None``: found here.
 
     The catalog file holds the load-time overrides too (a reopened catalog's
     :meth:`~Catalog.replace_server` must apply them as the saved one's would), and the
@@ -254,7 +264,7 @@ def write_catalog_and_manifest(directory: Path, catalog: Catalog, saved: SavedRo
         "exposed": [list(item) for item in renamed_rows(catalog)],
         "slashed_servers": [list(item) for item in slashed_server_rows(catalog)],
         "text_version": saved.outline.text_version,
-        "addressing": list(addressing_rows(catalog)),
+        "addressing": list(addressing_rows(catalog) if addressing is None else addressing),
         "overrides_digest": digest,
         "files": dict(saved.files),
         "catalog_sha256": hashlib.sha256(text).hexdigest(),
