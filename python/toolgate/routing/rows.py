@@ -139,6 +139,8 @@ class CatalogRows:
 
     def scope(self, allow: Iterable[str] | None, deny: Iterable[str] | None) -> Scope:
         """The rows the ``allow`` and ``deny`` patterns match (``None`` where not given)."""
+        if allow is None and deny is None:
+            return None, None  # the matcher indexes every id and name: built when needed
         scopes = self._scopes.get()
         return scopes.rows(allow), scopes.rows(deny, deny=True)
 
