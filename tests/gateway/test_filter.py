@@ -354,6 +354,33 @@ def test_one_router_per_tools_array_least_recently_used_first_out(
     assert len(builds) == 3
 
 
+def test_the_routers_kept_are_bounded_by_their_arrays_bytes_too(
+    embedder: Embedder, builds: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A built catalog holds several times its array: max_catalogs arrays of the largest
+    # bodies a gateway takes would hold tens of GB.
+    from toolgate.gateway import indexes
+
+    arrays = [chat_tools()[:count] for count in (4, 5, 6)]
+    sizes = [indexes.keyed(tools, "openai")[1] for tools in arrays]
+    monkeypatch.setattr(indexes, "MAX_CACHED_BYTES", sizes[1] + sizes[2])
+    gate = ToolFilter(embedder=embedder, cache=None, max_catalogs=8)
+    for tools in arrays[:2]:
+        gate.filter({**chat_request(), "tools": tools}, top_k=1)
+    assert len(gate._indexes._routers) == 2
+    gate.filter({**chat_request(), "tools": arrays[2]}, top_k=1)  # the first goes
+    assert len(gate._indexes._routers) == 2
+    gate.filter({**chat_request(), "tools": arrays[1]}, top_k=1)
+    assert len(builds) == 3
+    gate.filter({**chat_request(), "tools": arrays[0]}, top_k=1)
+    assert len(builds) == 4
+    monkeypatch.setattr(indexes, "MAX_CACHED_BYTES", 1)  # the newest stays, however large
+    gate.filter({**chat_request(), "tools": chat_tools()}, top_k=1)
+    assert len(gate._indexes._routers) == 1
+    gate.filter({**chat_request(), "tools": chat_tools()}, top_k=1)
+    assert len(builds) == 5
+
+
 def test_the_default_embedder_is_made_once_and_shared(
     embedder: Embedder, builds: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

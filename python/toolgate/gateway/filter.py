@@ -50,8 +50,8 @@ from toolgate.gateway.filtered import FilteredRequest, verify_by_name
 from toolgate.gateway.indexes import (
     Indexes,
     IndexInProgress,
-    digest,
     filter_off_loop,
+    keyed,
 )
 from toolgate.gateway.learning import learn_now, lesson_of
 from toolgate.gateway.router_store import RouterStore, default_max_stored
@@ -328,8 +328,9 @@ class ToolFilter:
             return self._not_routed(turn, provider, options)
         slots, routable, builtin = layout.slots, layout.routable, layout.builtin
         routed = self._indexes.get(
-            layout.key, provider, lambda: read_slots(tools, slots, provider), turn.wait
-        )
+            layout.key, provider, lambda: read_slots(tools, slots, provider), turn.wait,
+            layout.size,
+        )  # fmt: skip
         # Tools the conversation called stay declared when the route keeps none: Anthropic
         # (and Bedrock) refuse a conversation holding tool calls without its tools. Those
         # a tool reference names always stay (Anthropic expands each from the tools), and
@@ -407,7 +408,8 @@ class ToolFilter:
                 f"{turn.key}[{index}] has <toolname> tags but no question to route on: "
                 "put it in <userq> or beside the tags"
             )
-        routed = self._indexes.get(digest(text, "text_tags"), "text_tags", lambda: tags, turn.wait)
+        key, size = keyed(text, "text_tags")
+        routed = self._indexes.get(key, "text_tags", lambda: tags, turn.wait, size)
         result, kept, _ = choose(routed, query, turn.messages[:index], turn.choice.names, options)
         names = set(kept)
         dropped = sum(1 for tag in tags if tag.name not in names)  # tags go by name
@@ -463,7 +465,7 @@ class ToolFilter:
     def _layout(self, tools: list[Any], provider: str) -> _Layout:
         """Where the function tools of ``tools`` sit, found once per tools array: its digest
         finds what an earlier request with the same array found."""
-        key = digest(tools, provider)
+        key, size = keyed(tools, provider)
         if key is not None:
             with self._lock:
                 found = self._layouts.get(key)
@@ -478,7 +480,7 @@ class ToolFilter:
             for i, tool in enumerate(tools)
             if i not in routable and isinstance(name := tool.get("name"), str)
         )
-        layout = _Layout(key, tuple(slots), routable, builtin, any(map(defers, tools)))
+        layout = _Layout(key, size, tuple(slots), routable, builtin, any(map(defers, tools)))
         if key is not None:
             with self._lock:
                 self._layouts[key] = layout
@@ -493,13 +495,14 @@ _MAX_COMPACTED = 512
 
 @dataclass(frozen=True)
 class _Layout:
-    """A request's tools array as routing reads it: its key (None: it has none), the slot
-    of each function tool, the positions of those, the names of the others (provider-side
-    and deferred tools), and whether it defers tools to a tool search. It holds nothing of
-    the array itself, which may be megabytes, only the compacted form of the entries kept so
-    far (``compacted``, by position)."""
+    """A request's tools array as routing reads it: its key (None: it has none) and the bytes
+    it was taken over, the slot of each function tool, the positions of those, the names of
+    the others (provider-side and deferred tools), and whether it defers tools to a tool
+    search. It holds nothing of the array itself, which may be megabytes, only the compacted
+    form of the entries kept so far (``compacted``, by position)."""
 
     key: str | None
+    size: int
     slots: tuple[Slot, ...]
     routable: frozenset[int]
     builtin: frozenset[str]

@@ -59,7 +59,21 @@ if TYPE_CHECKING:
     from toolgate.embedding.cache import EmbeddingCache
     from toolgate.embedding.embedder import Embedder
 
-__all__ = ["IndexInProgress", "IndexedTools", "Indexes", "digest", "filter_off_loop"]
+__all__ = [
+    "MAX_CACHED_BYTES",
+    "IndexInProgress",
+    "IndexedTools",
+    "Indexes",
+    "digest",
+    "filter_off_loop",
+    "keyed",
+]
+
+#: The most bytes of tools arrays (their JSON, as keyed) whose routers the LRU keeps besides
+#: the last one built: a built catalog holds several times its array's size (6x for large
+#: schemas), so ``max_catalogs`` arrays of a gateway's largest bodies (64 MB) would hold tens
+#: of GB. Real arrays (a few hundred kB) stay far below it at any ``max_catalogs``.
+MAX_CACHED_BYTES = 256 << 20
 
 _T = TypeVar("_T")
 # Learning's trouble is logged where the gateway's is.
@@ -141,6 +155,8 @@ class Indexes:
         self._learning = None if learn is None else LearningStarter(learn, log=_GATEWAY_LOG)
         self._lock = fork_safe_lock()
         self._routers: OrderedDict[str, IndexedTools] = OrderedDict()
+        self._sizes: dict[str, int] = {}  # each cached array's keyed bytes
+        self._cached_bytes = 0
         self._building: dict[str, Future[None]] = {}
         on_fork_in_child(self, Indexes._forked)
 
@@ -155,7 +171,12 @@ class Indexes:
         return self._learning is not None
 
     def get(
-        self, key: str | None, reader: str, read: Callable[[], Sequence[RawTool]], wait: bool
+        self,
+        key: str | None,
+        reader: str,
+        read: Callable[[], Sequence[RawTool]],
+        wait: bool,
+        size: int = 0,
     ) -> IndexedTools:
         """The catalog and router for the tools ``read`` gives, built once however many
         threads ask at the same time; those asking while it is built wait for it (or, without
@@ -165,15 +186,21 @@ class Indexes:
         they are read: the same array reads differently as Gemini or Anthropic tools), so a
         request whose tools were seen before is neither read nor validated again: for a
         large array that is most of a call's time. Tools without a key (None) are read
-        afresh every time.
+        afresh every time. ``size`` is the bytes the key was taken over (:func:`keyed`):
+        past :data:`MAX_CACHED_BYTES` of them, the least recently used routers go too.
         """
-        indexed = self._get(key, reader, read, wait)
+        indexed = self._get(key, reader, read, wait, size)
         if self._learning is not None:  # built while the learned store failed, it may learn now
             self._learning.start(indexed.router)
         return indexed
 
     def _get(
-        self, key: str | None, reader: str, read: Callable[[], Sequence[RawTool]], wait: bool
+        self,
+        key: str | None,
+        reader: str,
+        read: Callable[[], Sequence[RawTool]],
+        wait: bool,
+        size: int,
     ) -> IndexedTools:
         if key is None:
             return self._build(read, reader, None)
@@ -200,8 +227,14 @@ class Indexes:
             with self._lock:
                 self._routers[key] = found
                 self._routers.move_to_end(key)
-                while len(self._routers) > self._max_catalogs:
-                    self._routers.popitem(last=False)
+                self._cached_bytes += size - self._sizes.get(key, 0)
+                self._sizes[key] = size
+                # The newest stays, however large: its next request would build it again.
+                while len(self._routers) > self._max_catalogs or (
+                    self._cached_bytes > MAX_CACHED_BYTES and len(self._routers) > 1
+                ):
+                    gone, _ = self._routers.popitem(last=False)
+                    self._cached_bytes -= self._sizes.pop(gone)
         finally:  # also when the build fails: a bad array must not leave its entry behind
             with self._lock:
                 del self._building[key]
@@ -314,7 +347,14 @@ async def filter_off_loop(
 
 
 def digest(source: Any, reader: str) -> str | None:
-    """A key for the tools array ``source`` read as ``reader``, or None if it has no safe one.
+    """A key for the tools array ``source`` read as ``reader``, or None if it has no safe one
+    (see :func:`keyed`)."""
+    return keyed(source, reader)[0]
+
+
+def keyed(source: Any, reader: str) -> tuple[str | None, int]:
+    """A key for the tools array ``source`` read as ``reader``, or None if it has no safe one,
+    and the size in bytes of what it was taken over (0 without a key).
 
     The key is a hash of the array's JSON text (orjson writes it fastest: keying is most of a
     repeated request's time), or of its marshal form where JSON text would be ambiguous
@@ -326,8 +366,8 @@ def digest(source: Any, reader: str) -> str | None:
     """
     data = _key_bytes(source)
     if data is None:
-        return None
-    return hashlib.sha256(reader.encode() + b"\0" + data).hexdigest()
+        return None, 0
+    return hashlib.sha256(reader.encode() + b"\0" + data).hexdigest(), len(data)
 
 
 # Bytes before a JSON null value in orjson's compact text; "null" after anything else is
