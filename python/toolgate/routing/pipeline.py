@@ -348,7 +348,7 @@ class RoutePipeline:
         selected, unknown = self._rows.selected(names)
         turn.reasons = {row: "included" for row in included} | {row: "selected" for row in selected}
         turn.unknown = [*unknown, *turn.unknown]
-        rows = [*selected, *(row for row in included if row not in selected)]
+        rows = list(dict.fromkeys([*selected, *included]))  # selected first, each once
         core_start = time.perf_counter()
         outcome = _toolgate.route_select(
             self._index, self._bm25, self._rows.with_pinned(rows),
