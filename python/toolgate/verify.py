@@ -118,6 +118,10 @@ class Verdict:
     message: str = ""
     call_id: str | None = None
     arguments: dict[str, Any] | None = field(default=None, repr=False)
+    #: ``path`` with each argument key the tool's schema does not name as ``*``: what
+    #: telemetry stores. The key of a free-form map (headers, environment variables) is the
+    #: model's choice and may be a secret; the model and the caller still see it in ``path``.
+    log_path: str | None = field(default=None, repr=False)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -211,6 +215,30 @@ def _json_path(parts: Iterable[Any]) -> str:
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
     return out
+
+
+def _named_keys(schema: Any) -> set[str]:
+    """Every property name ``schema`` declares (in ``properties`` or ``required``), anywhere
+    in it: a key among them was written by the tool's author, not chosen by the model."""
+    names: set[str] = set()
+    stack = [schema]
+    while stack:  # a loop, not recursion: a schema may nest deeper than the stack allows
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("properties"), dict):
+                names.update(k for k in node["properties"] if isinstance(k, str))
+            if isinstance(node.get("required"), list):
+                names.update(k for k in node["required"] if isinstance(k, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names
+
+
+def _log_path(parts: Sequence[Any], schema: Any) -> str:
+    """The JSON path of ``parts``, with each key ``schema`` does not name as ``*``."""
+    named = _named_keys(schema)
+    return _json_path(p if isinstance(p, int) or p in named else "*" for p in parts)
 
 
 def _resolve(catalog: Catalog, name: str, active: set[str]) -> Tool | None:
@@ -403,6 +431,7 @@ def _unusable_schema(tool: Tool, call: ParsedCall, base: dict[str, Any], exc: Ex
         "invalid_arguments",
         tool_id=tool.id,
         path="$",
+        log_path="$",
         message=message,
         arguments=call.arguments,
         **base,
@@ -437,6 +466,7 @@ def _check_arguments(tool: Tool, call: ParsedCall, base: dict[str, Any]) -> Verd
         "invalid_arguments",
         tool_id=tool.id,
         path=path,
+        log_path=_log_path(parts, tool.input_schema),
         message=message,
         arguments=call.arguments,
         **base,

@@ -117,6 +117,7 @@ class VerifyEvent(Event):
     tool_id: str | None = None
     ok: bool = False
     error: str | None = None
+    #: Where the arguments break the schema, keys the schema does not name as ``*``.
     path: str | None = None
     closest: str | None = None
 
@@ -132,7 +133,7 @@ class VerifyEvent(Event):
             tool_id=verdict.tool_id,
             ok=verdict.ok,
             error=verdict.error,
-            path=verdict.path,
+            path=verdict.log_path,
             closest=verdict.closest,
         )
 
