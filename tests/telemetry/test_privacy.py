@@ -8,8 +8,11 @@ from typing import Any
 import pytest
 
 from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.names import EXPOSED_NAME_RE
+from toolgate.telemetry.events import VerifyEvent
 from toolgate.telemetry.recorder import Telemetry
 from toolgate.telemetry.sinks import JsonFileSink, MemorySink
+from toolgate.telemetry.usage import UsageStats
 from toolgate.verify import verify_call
 
 _SCHEMA = {
@@ -82,3 +85,53 @@ def test_an_events_file_holds_no_secret_argument_key(catalog: Catalog, tmp_path:
     text = log.read_text()
     assert text.count('"error":"invalid_arguments"') == 2
     assert "sk-live" not in text
+
+
+def _unknown(hub: Telemetry, catalog: Catalog, name: str) -> VerifyEvent:
+    verdict = verify_call(catalog, ["s/login"], {"name": name, "arguments": {}})
+    assert verdict.error == "unknown_tool"
+    assert verdict.name == name  # the caller sees what the model called
+    return hub.verify(verdict)
+
+
+def test_an_unknown_name_like_a_tool_name_is_stored_as_called(catalog: Catalog) -> None:
+    assert _unknown(Telemetry([MemorySink()]), catalog, "log_in_user").name == "log_in_user"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "n" * 1_000_000,
+        "a" * 65,
+        "please email bob@example.com my password hunter2",
+        "log\nin",
+        "login\n",
+        "log\x00in",
+        "x\ud800",
+    ],
+)
+def test_an_unknown_name_unlike_a_tool_name_is_stored_as_a_keyed_hash(
+    catalog: Catalog, name: str
+) -> None:
+    """A model may call junk, or echo the user's text as the name: stored whole, a 1 MB name
+    made a 1 MB line and a ``toolgate stats`` key, and user text went in without
+    ``record_queries``."""
+    event = _unknown(Telemetry([MemorySink()]), catalog, name)
+    assert len(event.name) <= 64
+    assert name not in event.name
+    assert not EXPOSED_NAME_RE.fullmatch(event.name)  # never taken for a name a model called
+    assert event.name != _unknown(Telemetry([MemorySink()], salt="pepper"), catalog, name).name
+
+
+def test_hashed_unknown_names_still_count_apart(catalog: Catalog, tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    stats = UsageStats(catalog.ids)
+    hub = Telemetry([JsonFileSink(log), stats], salt="pepper")
+    for name in ("tell bob: hunter2", "n" * 1_000_000, "tell bob: hunter2", "log_in_user"):
+        _unknown(hub, catalog, name)
+    counts = sorted(stats.unknown.values())
+    assert counts == [1, 1, 2]
+    assert stats.unknown["log_in_user"] == 1
+    assert UsageStats.from_log(log).unknown == stats.unknown
+    assert log.stat().st_size < 4000
+    assert "hunter2" not in log.read_text()

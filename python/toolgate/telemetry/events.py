@@ -13,14 +13,44 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
+from toolgate.catalog.names import EXPOSED_NAME_RE
 from toolgate.errors import InvalidInputError
 
-__all__ = ["Event", "PromoteEvent", "RouteEvent", "VerifyEvent", "event_from_dict", "hash_query"]
+__all__ = [
+    "Event",
+    "PromoteEvent",
+    "RouteEvent",
+    "VerifyEvent",
+    "event_from_dict",
+    "hash_query",
+    "logged_name",
+]
 
 
 def hash_query(text: str, *, salt: str = "") -> str:
     """sha256 hex of ``salt + text``: lets logs join turns on a query without storing it."""
-    return hashlib.sha256((salt + text).encode("utf-8")).hexdigest()
+    # surrogatepass: a model's name may hold a lone surrogate, which plain UTF-8 refuses.
+    return hashlib.sha256((salt + text).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# How many hex digits of its keyed hash stand for a name unlike a tool's: enough that two
+# such names in one log practically never share a count.
+_NAME_HASH_LEN = 12
+
+
+def logged_name(name: str, *, salt: str = "") -> str:
+    """``name`` if it looks like a tool's (:data:`~toolgate.catalog.names.EXPOSED_NAME_RE`),
+    else ``<name HASH>``, HASH the start of :func:`hash_query`: a model's junk or the user's
+    text echoed as a name then neither bloats a log nor lands in it, yet still counts apart.
+
+    >>> logged_name("get_mee")
+    'get_mee'
+    >>> logged_name("email bob my password")
+    '<name 0d67a57b2573>'
+    """
+    if EXPOSED_NAME_RE.fullmatch(name):
+        return name
+    return f"<name {hash_query(name, salt=salt)[:_NAME_HASH_LEN]}>"
 
 
 @dataclass(frozen=True)
@@ -123,13 +153,15 @@ class VerifyEvent(Event):
 
     @classmethod
     def from_verdict(
-        cls, verdict: Any, *, turn_id: str = "", latency_ms: float = 0.0
+        cls, verdict: Any, *, turn_id: str = "", latency_ms: float = 0.0, salt: str = ""
     ) -> VerifyEvent:
-        """Build from a :class:`toolgate.verify.Verdict`."""
+        """Build from a :class:`toolgate.verify.Verdict`; a name no tool has is stored as
+        :func:`logged_name` (keyed with ``salt``): the model made it up."""
+        name = verdict.name
         return cls(
             turn_id=turn_id,
             latency_ms=latency_ms,
-            name=verdict.name,
+            name=logged_name(name, salt=salt) if verdict.error == "unknown_tool" else name,
             tool_id=verdict.tool_id,
             ok=verdict.ok,
             error=verdict.error,

@@ -53,7 +53,9 @@ class Telemetry:
 
     def verify(self, verdict: Any, *, turn_id: str = "", latency_ms: float = 0.0) -> VerifyEvent:
         """Emit and return the event for a ``Verdict``."""
-        event = VerifyEvent.from_verdict(verdict, turn_id=turn_id, latency_ms=latency_ms)
+        event = VerifyEvent.from_verdict(
+            verdict, turn_id=turn_id, latency_ms=latency_ms, salt=self.salt
+        )
         self.emit(event)
         return event
 
