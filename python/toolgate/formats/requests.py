@@ -248,10 +248,7 @@ def _field(obj: Any, camel: str) -> Any:
     """``obj[camel]`` or its snake_case spelling (Gemini takes both), else ``None``."""
     if not isinstance(obj, Mapping):
         return None
-    try:
-        key = field_key(obj, camel)
-    except SpellingClash as clash:
-        raise InvalidInputError(f"the request's tool config {clash}") from None
+    key = _key(obj, camel)
     return None if key is None else obj[key]
 
 
