@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -487,6 +488,30 @@ def test_only_the_last_few_long_texts_are_memoised(router: Router, embedder: Emb
     assert counting.texts.count(short) == 1
     assert counting.texts.count(longs[0]) == 2  # five long ones came after it
     assert counting.texts.count(longs[-1]) == 1  # a route reads its query twice, embeds it once
+
+
+def test_query_vectors_lists_each_public_name_it_defines() -> None:
+    # The tests import MEMO_CHARS: a public name __all__ leaves out is hidden from star
+    # imports and from what documentation tools list.
+    from toolgate.routing import query_vectors
+
+    tree = ast.parse(Path(query_vectors.__file__).read_text("utf-8"))
+    defined = {
+        name
+        for node in tree.body
+        for name in (
+            [node.name]
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+            else [
+                t.id
+                for t in getattr(node, "targets", [getattr(node, "target", None)])
+                if isinstance(t, ast.Name)
+            ]
+        )
+        if not name.startswith("_")
+    }
+    assert {"MEMO_CHARS", "QueryVectors", "wants_clauses"} <= defined
+    assert set(query_vectors.__all__) == defined
 
 
 def test_a_tool_whose_name_the_request_holds_moves_up_past_close_scores(router: Router) -> None:

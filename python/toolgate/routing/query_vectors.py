@@ -23,7 +23,7 @@ from toolgate.routing.history import HistoryTurn, blend_history, history_texts
 if TYPE_CHECKING:
     from toolgate.embedding.embedder import Embedder
 
-__all__ = ["QueryVectors", "wants_clauses"]
+__all__ = ["MEMO_CHARS", "QueryVectors", "wants_clauses"]
 
 _CACHE_SIZE = 1024
 # Longest text memoised. The memo keeps each text it holds (its key, and its clauses' texts):
