@@ -216,6 +216,34 @@ def test_a_body_in_a_coding_not_decoded_or_not_in_its_coding_never_goes_upstream
     assert annotating.fake.received == []
 
 
+def test_a_zstd_frame_asking_for_a_larger_window_than_the_body_needs_is_refused(
+    annotating: Served,
+) -> None:
+    # zstandard allocates the window a frame asks for, up to 128 MiB, for each request: the
+    # gateway decodes with one no larger than max_body_bytes needs (zstd's default, 2 MiB, at
+    # least) and never over 8 MiB.
+    body = json.dumps({"messages": USER, "tools": chat_tools()}).encode()
+
+    def framed(window_log: int) -> bytes:
+        params = zstandard.ZstdCompressionParameters.from_level(3, window_log=window_log)
+        # Streamed, so the frame gives no size and keeps its window however short it is.
+        streaming = zstandard.ZstdCompressor(compression_params=params).compressobj()
+        return streaming.compress(body) + streaming.flush()
+
+    assert bodies.decode(framed(21), "zstd", 100) is None  # zstd's default: read to the bound
+    with pytest.raises(InvalidInputError, match=r"not valid zstd.* at most 2,097,152 bytes"):
+        bodies.decode(framed(22), "zstd", 100)
+    assert bodies.decode(framed(22), "zstd", 3 << 20) == body
+    assert bodies.decode(framed(23), "zstd", 64 << 20) == body
+    answer = httpx.post(
+        annotating.url + "/v1/chat/completions", content=framed(27),
+        headers={"content-type": "application/json", "content-encoding": "zstd"},
+    )  # fmt: skip
+    assert (answer.status_code, answer.headers["x-toolgate-error"]) == (400, "bad_encoding")
+    assert "at most 8,388,608 bytes" in answer.json()["error"]["message"]
+    assert annotating.fake.received == []
+
+
 # ---- framing ----
 
 

@@ -33,6 +33,8 @@ __all__ = ["CODINGS", "body", "decode", "dumps", "parse", "passed_on", "read"]
 #: The request content codings the gateway decodes.
 CODINGS = ("gzip", "x-gzip", "deflate", *(("zstd",) if zstandard is not None else ()))
 _CHUNK = 1 << 16
+_ZSTD_MIN_WINDOW = 1 << 21
+_ZSTD_MAX_WINDOW = 1 << 23
 # What a body not in the coding it names raises.
 _CORRUPT: tuple[type[Exception], ...] = (
     zlib.error, EOFError, *((zstandard.ZstdError,) if zstandard is not None else ()),
@@ -162,13 +164,31 @@ def _inflated(raw: bytes, wbits: int, limit: int, *, members: bool) -> bytes | N
 def _unzstd(raw: bytes, limit: int) -> bytes | None:
     # A frame cut short reads as a shorter body, which is then no JSON object: a 400 still.
     assert zstandard is not None  # only a coding in CODINGS is decoded
+    window = _zstd_window(limit)
     out = bytearray()
-    with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as reader:
-        while chunk := reader.read(_CHUNK):
-            out += chunk
-            if len(out) > limit:
-                return None
+    decompressor = zstandard.ZstdDecompressor(max_window_size=window)
+    try:
+        with decompressor.stream_reader(raw, read_across_frames=True) as reader:
+            while chunk := reader.read(_CHUNK):
+                out += chunk
+                if len(out) > limit:
+                    return None
+    except zstandard.ZstdError as exc:
+        if "too much memory" not in str(exc):  # zstd's words for a window past the bound
+            raise
+        raise zstandard.ZstdError(
+            f"{exc} (the gateway decodes windows of at most {window:,} bytes)"
+        ) from None
     return bytes(out)
+
+
+def _zstd_window(limit: int) -> int:
+    """The largest window a zstd frame of a body of at most ``limit`` bytes may ask for:
+    ``limit`` rounded up to a power of two, from 2 MiB (zstd's own window, streaming at its
+    default level, which a client compressing on the fly sends however short the body) to
+    8 MiB (what zstd's levels up to 19 ask). zstandard allocates the window a frame asks for,
+    up to 128 MiB, for each request."""
+    return min(max(1 << (limit - 1).bit_length(), _ZSTD_MIN_WINDOW), _ZSTD_MAX_WINDOW)
 
 
 # Nineteen digits in a row may be an integer past 64 bits, which orjson reads as a float.
