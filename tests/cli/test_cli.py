@@ -817,6 +817,41 @@ def test_a_metrics_folder_the_workers_cannot_use_stops_the_gateway_before_it_lis
     assert len(listened) == 1
 
 
+def test_the_metrics_folder_the_gateway_made_goes_when_it_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each start with several workers made a temporary folder, left behind."""
+    import uvicorn
+
+    made: list[Path] = []
+
+    def run(*args: object, **kwargs: object) -> None:
+        made.append(Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
+        (made[-1] / "counter_1.db").write_bytes(b"x")  # what a worker writes there
+        if len(made) == 2:
+            raise SystemExit(3)  # uvicorn's exit when it cannot start
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.delenv("TOOLGATE_GATEWAY_SETTINGS", raising=False)  # set by a start: undone
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    command = [
+        "gateway", "--listen", "127.0.0.1:8080", "--store", str(tmp_path / "routers"),
+        "--upstream", "openai=https://api.openai.com", "--workers", "2",
+    ]  # fmt: skip
+    assert main(command) == 0
+    with pytest.raises(SystemExit):
+        main(command)
+    assert len(made) == 2
+    assert made[0] != made[1]
+    assert not any(folder.exists() for folder in made)
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+    # A folder the user named is theirs: kept, with what the workers wrote.
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    assert main(command) == 0
+    assert made[-1] == tmp_path
+    assert (tmp_path / "counter_1.db").exists()
+
+
 def test_a_gateway_without_the_embedding_model_stops_before_it_listens(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

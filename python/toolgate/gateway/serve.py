@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -133,21 +136,37 @@ def _check_model(config: GatewayConfig) -> str:
         raise ModelError(f"the gateway needs its embedding model: {exc}") from None
 
 
-def _metrics_folder(workers: int) -> None:
-    """Check the folder ``PROMETHEUS_MULTIPROC_DIR`` names, or, for several workers, set it to
-    a new temporary one. Set, even empty, the client library keeps each process's metrics in
-    files there (an empty one: the working directory): a folder no worker can write to fails
-    each one as it makes its metrics, and uvicorn starts them again for ever."""
+def _check_metrics_folder() -> None:
+    """Check the folder ``PROMETHEUS_MULTIPROC_DIR`` names, if set. Set, even empty, the
+    client library keeps each process's metrics in files there (an empty one: the working
+    directory): a folder no worker can write to fails each one as it makes its metrics, and
+    uvicorn starts them again for ever."""
     folder = os.environ.get(_METRICS_ENV)
     if folder is None:
-        if workers > 1:
-            os.environ[_METRICS_ENV] = tempfile.mkdtemp(prefix="toolgate-metrics-")
         return
     if not folder or not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
         raise InvalidInputError(
             f"{_METRICS_ENV} {folder!r}: not a folder the gateway can write its metrics to "
             "(create it, or unset the variable)"
         )
+
+
+@contextmanager
+def _metrics_folder(workers: int) -> Iterator[None]:
+    """For several workers and no ``PROMETHEUS_MULTIPROC_DIR``, the variable set to a new
+    temporary folder while inside, the folder removed after (each start left one in /tmp).
+    A folder the user named is theirs: kept."""
+    if workers == 1 or _METRICS_ENV in os.environ:
+        yield
+        return
+    made = tempfile.mkdtemp(prefix="toolgate-metrics-")
+    os.environ[_METRICS_ENV] = made
+    try:
+        yield  # uvicorn returns once its workers have stopped, writing there no more
+    finally:
+        if os.environ.get(_METRICS_ENV) == made:
+            del os.environ[_METRICS_ENV]
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def serve(options: ServeOptions) -> None:
@@ -162,7 +181,7 @@ def serve(options: ServeOptions) -> None:
     config.auth_token()
     for upstream in config.upstreams.values():
         upstream.api_key()
-    _metrics_folder(options.workers)
+    _check_metrics_folder()
     if config.learn is not None:  # a store that cannot be opened stops the start
         open_store(config.learn).close()
     model_id = _check_model(config)
@@ -177,16 +196,17 @@ def serve(options: ServeOptions) -> None:
             "allow_hosts": options.allow_hosts, "allow_origins": options.allow_origins,
         }
     )  # fmt: skip
-    uvicorn.run(
-        "toolgate.gateway.serve:app_from_env",
-        factory=True,
-        host=options.host,
-        port=options.port,
-        workers=options.workers,
-        access_log=False,  # it would log query strings, where Gemini clients may put a key
-        log_level="info",
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
-        # After a signal, requests still running (a long stream, an index being built)
-        # get this long, then are cancelled: the process stops within it, never hangs.
-        timeout_graceful_shutdown=options.graceful_timeout,
-    )
+    with _metrics_folder(options.workers):
+        uvicorn.run(
+            "toolgate.gateway.serve:app_from_env",
+            factory=True,
+            host=options.host,
+            port=options.port,
+            workers=options.workers,
+            access_log=False,  # it would log query strings, where Gemini clients may put a key
+            log_level="info",
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            # After a signal, requests still running (a long stream, an index being built)
+            # get this long, then are cancelled: the process stops within it, never hangs.
+            timeout_graceful_shutdown=options.graceful_timeout,
+        )
