@@ -39,7 +39,8 @@ class Received:
 class Script:
     """What the fake answers next: a call to ``tool`` (text when None) with ``args``, or the
     HTTP ``status`` with an error body; streams wait ``delay`` seconds between events, and
-    ``reset_after`` events in, the connection is dropped."""
+    ``reset_after`` events in, the connection is dropped; ``hold_after`` events in, they wait
+    until the test sets ``hold`` (what the test saw before, the fake sent no more)."""
 
     tool: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
@@ -49,6 +50,8 @@ class Script:
     answer_delay: float = 0.0
     headers: tuple[tuple[bytes, bytes], ...] = ()  # added to a whole answer, as bytes
     response_id: str = "resp_1"  # an OpenAI Responses answer's id
+    hold: threading.Event = field(default_factory=threading.Event)
+    hold_after: int | None = None
 
 
 class FakeUpstream:
@@ -61,7 +64,6 @@ class FakeUpstream:
         self.received: list[Received] = []
         self.script = Script()
         self.closed: list[Any] = []
-        self.events_sent = 0
         self.app = Starlette(routes=[Route("/{path:path}", self._answer, methods=["GET", "POST"])])
 
     async def _answer(self, request: Request) -> Response:
@@ -116,8 +118,9 @@ class FakeUpstream:
             for i, event in enumerate(events):
                 if script.reset_after is not None and i == script.reset_after:
                     raise ConnectionResetError("the fake drops the stream")
+                if i == script.hold_after and not await asyncio.to_thread(script.hold.wait, 30):
+                    raise TimeoutError("the test never let the fake stream go on")
                 yield event
-                self.events_sent += 1
                 if script.delay:
                     await asyncio.sleep(script.delay)
         except (asyncio.CancelledError, GeneratorExit):

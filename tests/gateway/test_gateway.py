@@ -175,14 +175,17 @@ def test_streams_pass_through_event_by_event(annotating: Served) -> None:
 
 def test_a_slow_stream_reaches_the_client_before_it_ends(annotating: Served) -> None:
     served = annotating
-    served.fake.script.delay = 0.4
-    served.fake.events_sent = 0
-    stream = _openai(served).chat.completions.create(model="m", messages=USER, stream=True)
-    first = next(iter(stream))
-    # The fake sends 4 events, 0.4 s apart: the first reached the client before the last left.
-    assert first.choices[0].delta.content == "Sun"
-    assert served.fake.events_sent < 4
-    rest = list(stream)
+    # The fake sends its first event, then the rest only once the client has it.
+    served.fake.script.hold_after = 1
+    try:
+        client = _openai(served, timeout=10)  # one holding the first event back times out
+        stream = client.chat.completions.create(model="m", messages=USER, stream=True)
+        first = next(iter(stream))
+        assert first.choices[0].delta.content == "Sun"
+        served.fake.script.hold.set()
+        rest = list(stream)
+    finally:
+        served.fake.script.hold.set()
     assert [c.choices[0].delta.content for c in rest][:1] == ["ny."]
 
 
@@ -201,22 +204,37 @@ def test_a_gemini_stream_without_sse_reaches_the_client_response_by_response(
     served = annotating
     served.fake.script.tool = "get_weather"
     served.fake.script.args = {"city": "Lisbon"}
-    served.fake.script.delay = 0.4
-    served.fake.events_sent = 0
+    # The fake sends the array's first response, then the rest only once the client has it.
+    served.fake.script.hold_after = 1
     before = metric(served, "toolgate_gateway_tool_calls_total", endpoint="gemini", verdict="ok")
     url = served.url + GEMINI_STREAM
-    with httpx.stream("POST", url, json=GEMINI_BODY, timeout=10) as response:
-        pieces = response.iter_bytes()
-        first = next(pieces)
-        # The fake sends 3 pieces, 0.4 s apart: the first reached the client before the last.
-        assert served.fake.events_sent < 3
-        whole = first + b"".join(pieces)
+    try:
+        with httpx.stream("POST", url, json=GEMINI_BODY, timeout=10) as response:
+            pieces = response.iter_bytes()
+            # The first response, whole, in however many reads: a gateway waiting for more
+            # before passing it on times out.
+            first = next(pieces)
+            while not _is_json(first.lstrip(b"[")):
+                first += next(pieces)
+            served.fake.script.hold.set()
+            whole = first + b"".join(pieces)
+    finally:
+        served.fake.script.hold.set()
     answers = orjson.loads(whole)
+    assert orjson.loads(first.lstrip(b"[")) == answers[0]
     assert answers[0]["candidates"][0]["content"]["parts"][0]["text"].startswith("Let me check")
     call = answers[1]["candidates"][0]["content"]["parts"][0]["functionCall"]
     assert call == {"name": "get_weather", "args": {"city": "Lisbon"}}
     after = metric(served, "toolgate_gateway_tool_calls_total", endpoint="gemini", verdict="ok")
     assert after == before + 1
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def test_enforce_ends_a_gemini_stream_without_sse_with_an_error_response(
