@@ -128,9 +128,11 @@ class _Blocking(SqliteStore):
     def __init__(self) -> None:
         super().__init__(":memory:")
         self.release = threading.Event()
+        self.writing = threading.Event()  # set once a write waits
 
     def _insert(self, sql: str, args: Any) -> int:
-        self.release.wait(timeout=5)
+        self.writing.set()
+        self.release.wait(timeout=60)  # each test sets it as it ends
         return super()._insert(sql, args)
 
 
@@ -172,6 +174,7 @@ def test_lessons_a_stalled_store_holds_at_close_are_dropped_and_counted(
                 issue = anthropic_call("create_issue", {"repo": "acme/web", "title": title})
                 assert (await router.call(issue, promotion)).forwarded
             # The worker holds "one" in the stalled store: the two waiting are dropped.
+            assert await anyio.to_thread.run_sync(store.writing.wait, 10)
             assert not await router.aclose(timeout=0.2)
             assert router.lessons_dropped == 2
             promotion = await router.tools("open an issue titled four", pool="full")
@@ -198,9 +201,10 @@ def test_a_stalled_store_holds_the_proxys_stop_up_no_longer_than_its_grace(
                 promotion = await router.tools(f"open an issue titled {title}", pool="full")
                 issue = anthropic_call("create_issue", {"repo": "acme/web", "title": title})
                 assert (await router.call(issue, promotion)).forwarded
+            assert await anyio.to_thread.run_sync(store.writing.wait, 10)
             async with anyio.create_task_group() as group:
                 serving = _Serving(group, router, {}, Upstreams([]), timeout=1.0)
-                with anyio.fail_after(CLOSE_GRACE + 2):
+                with anyio.fail_after(CLOSE_GRACE + 20):  # far short of the stall
                     await serving.close_upstreams()
             assert router.lessons_dropped == 1  # "one" held by the store, "two" dropped
 
