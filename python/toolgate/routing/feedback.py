@@ -41,7 +41,6 @@ about 1), so a tool the ranking placed outside the top ``k`` may enter it.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -56,10 +55,11 @@ from toolgate import _toolgate
 from toolgate.arguments import check_count, check_instance, finite_number, shown, tool_list
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError, ToolgateError
-from toolgate.forks import fork_safe_lock, on_fork_in_child
+from toolgate.forks import fork_safe_lock
 from toolgate.routing.co_use import CoUse
 from toolgate.routing.learned_bounds import rows_kept
 from toolgate.routing.learned_store import LearnedStore, StoreWarning, open_store
+from toolgate.routing.periodic import Periodic
 
 __all__ = [
     "LearnConfig",
@@ -155,10 +155,10 @@ class LearnedMemory:
         self._buckets: dict[int, tuple[float, float]] = {}
         #: Feedback events refused by the rate cap since this memory was made.
         self.refused = 0
-        # When routes next read the store again (inf: a thread is reading it).
-        self._fresh_at = clock() + self.config.reload_s
-        self._freshening = fork_safe_lock()
-        on_fork_in_child(self, LearnedMemory._forked)
+        # Routes read the store again every reload_s, in a thread.
+        self._freshening = Periodic(
+            self._freshen, "toolgate-learned-reload", clock() + self.config.reload_s
+        )
         # Each catalog version opened is a new scope: the store keeps the most recent.
         store.use(
             scope, self, keep=self.config.max_versions, lease_s=self.config.version_lease_s,
@@ -203,32 +203,16 @@ class LearnedMemory:
         their rows count against this memory's bounds. Called on every route, it compares two
         times; the read runs in a thread of its own, returned (``None``: none due), best
         effort: a store that fails is tried again ``reload_s`` later."""
-        if now < self._fresh_at:
-            return None
-        with self._freshening:
-            if now < self._fresh_at:
-                return None
-            self._fresh_at = math.inf  # one read at a time
-        thread = threading.Thread(
-            target=self._freshen, args=(now,), name="toolgate-learned-reload", daemon=True
-        )
-        thread.start()
-        return thread
+        return self._freshening.start_if_due(now)
 
-    def _forked(self) -> None:
-        # A read the parent's thread was making is not the child's: its next route reads.
-        if self._fresh_at == math.inf:
-            self._fresh_at = -math.inf
-
-    def _freshen(self, now: float) -> None:
+    def _freshen(self, now: float) -> float:
         try:
             with self._writing:
                 self._reload()
                 self._evict()
         except ToolgateError:
             pass  # the memory stays as it was; routes go on with it
-        finally:
-            self._fresh_at = now + self.config.reload_s
+        return now + self.config.reload_s
 
     def knows(self, tool: str) -> bool:
         """Whether ``tool`` (an id) is a tool of this catalog version."""

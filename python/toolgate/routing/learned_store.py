@@ -50,6 +50,7 @@ from toolgate.routing.learned_rows import (
     query_key,
     salt_bytes,
 )
+from toolgate.routing.periodic import Periodic
 from toolgate.sqlite_files import SharedConnection, open_shared_sqlite
 
 if TYPE_CHECKING:
@@ -214,9 +215,8 @@ class LearnedStore:
         self._salt = salt_bytes(salt)
         self._lock = fork_safe_lock()
         self._marked: dict[str, _Mark] = {}  # scope: this store's last mark of it
-        # When the marks of the scopes held here are next due for renewal (inf: being renewed).
-        self._renew_at = math.inf
-        self._renewal_lock = fork_safe_lock()
+        # Renews the marks of the scopes held here (never due before one is held).
+        self._renewal = Periodic(self._renew_held, "toolgate-learned-lease", math.inf)
         # Server time minus this process's time.time() (PostgreSQL: replicas' clocks differ).
         self._clock_offset = 0.0
         _stores.add(self)
@@ -284,7 +284,7 @@ class LearnedStore:
         used, except those in use (see the module). Returns the scopes deleted."""
         live = _hold(self, scope, user)
         self._marked[scope] = _Mark(lease_s, now)
-        self._renew_at = min(self._renew_at, now + lease_s / 4)
+        self._renewal.due_at = min(self._renewal.due_at, now + lease_s / 4)
         own, holder, at = self._held_here(), _holder, self._server_time(now)
 
         def prune(run: _Run) -> list[str]:
@@ -322,20 +322,11 @@ class LearnedStore:
         keeps its version. Called on every route, it compares two times; a renewal due runs
         in a thread of its own, returned (``None``: none due), best effort: one that fails
         is tried again a quarter lease (at most a minute) later."""
-        if now < self._renew_at:
-            return None
-        with self._renewal_lock:
-            if now < self._renew_at:
-                return None
-            self._renew_at = math.inf  # one renewal at a time
-        thread = threading.Thread(
-            target=self._renew_held, args=(now,), name="toolgate-learned-lease", daemon=True
-        )
-        thread.start()
-        return thread
+        return self._renewal.start_if_due(now)
 
-    def _renew_held(self, now: float) -> None:
-        """Marks every scope a memory holds through this store used at ``now``."""
+    def _renew_held(self, now: float) -> float:
+        """Marks every scope a memory holds through this store used at ``now``; returns when
+        the marks are next due (sooner after a failure)."""
         held = self._held_here()
         marks = [self._marked[scope] for scope in held if scope in self._marked]
         quarter = min((mark.lease_s for mark in marks), default=math.inf) / 4
@@ -344,9 +335,8 @@ class LearnedStore:
             for mark in marks:
                 mark.at = now
         except StoreError:
-            self._renew_at = now + min(quarter, _RENEW_RETRY_S)
-        else:
-            self._renew_at = now + quarter
+            return now + min(quarter, _RENEW_RETRY_S)
+        return now + quarter
 
     def load(self, scope: str, *, dim: int | None = None) -> list[LearnedRow]:
         """Every sound row of ``scope``, oldest first. A damaged one (codes of another size
@@ -405,7 +395,7 @@ class LearnedStore:
     def _after_fork(self) -> None:
         """In a forked child: no marks of this holder yet (the first route makes them), and
         the parent's connection left (:meth:`_leave_inherited_connection`)."""
-        self._renew_at = 0.0
+        self._renewal.due_at = 0.0
         self._leave_inherited_connection()
 
     def _leave_inherited_connection(self) -> None:

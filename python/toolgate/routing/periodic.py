@@ -1,0 +1,58 @@
+"""Upkeep that routes start when it falls due, in a thread of its own.
+
+A learned memory reads its store again now and then, and a store renews the marks of the
+catalog versions it holds: neither may cost a route more than a look at the clock, so the
+first route past the due time starts the work in a thread and the others go on. One run at a
+time: while it runs the due time is infinite; the run sets the next.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+
+from toolgate.forks import fork_safe_lock, on_fork_in_child
+
+__all__ = ["Periodic"]
+
+
+class Periodic:
+    """``work(now)`` run in a thread named ``name`` once :attr:`due_at` has passed; it
+    returns the time it is next due (``math.inf``: not until someone sets :attr:`due_at`)
+    and must not raise: upkeep is best effort, and a failed run says when to try again."""
+
+    def __init__(self, work: Callable[[float], float], name: str, due_at: float) -> None:
+        """See the class docstring."""
+        #: When the work is next due, on the caller's clock (inf: running, or never due).
+        self.due_at = due_at
+        self._work = work
+        self._name = name
+        self._starting = fork_safe_lock()
+        self._running = False
+        on_fork_in_child(self, Periodic._forked)
+
+    def start_if_due(self, now: float) -> threading.Thread | None:
+        """The thread running the work, started if it is due at ``now`` and not running;
+        ``None`` otherwise. Not due, it compares two times."""
+        if now < self.due_at:
+            return None
+        with self._starting:
+            if self._running or now < self.due_at:
+                return None
+            self._running, self.due_at = True, math.inf
+        thread = threading.Thread(target=self._run, args=(now,), name=self._name, daemon=True)
+        thread.start()
+        return thread
+
+    def _run(self, now: float) -> None:
+        try:
+            due_at = self._work(now)
+        finally:
+            self._running = False
+        self.due_at = due_at
+
+    def _forked(self) -> None:
+        # A run the parent's thread was making is not the child's: its next caller starts one.
+        if self._running:
+            self._running, self.due_at = False, -math.inf

@@ -1,0 +1,47 @@
+"""Upkeep started by routes when due: one run at a time, each run setting the next."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+from toolgate.routing.periodic import Periodic
+
+
+def test_one_run_at_a_time_and_each_sets_the_next() -> None:
+    entered, release = threading.Event(), threading.Event()
+    runs: list[float] = []
+
+    def work(now: float) -> float:
+        runs.append(now)
+        entered.set()
+        release.wait(10)
+        return now + 60.0
+
+    upkeep = Periodic(work, "test-upkeep", due_at=10.0)
+    assert upkeep.start_if_due(9.0) is None  # not due
+    running = upkeep.start_if_due(10.0)
+    assert running is not None
+    assert entered.wait(10)
+    assert upkeep.due_at == math.inf
+    upkeep.due_at = 11.0  # made due again while it runs (a store's new mark)
+    assert upkeep.start_if_due(12.0) is None  # still one run at a time
+    release.set()
+    running.join()
+    assert runs == [10.0]
+    assert upkeep.due_at == 70.0
+    assert upkeep.start_if_due(69.0) is None
+    later = upkeep.start_if_due(70.0)
+    assert later is not None
+    later.join()
+    assert runs == [10.0, 70.0]
+
+
+def test_a_run_in_flight_is_not_a_forked_childs() -> None:
+    upkeep = Periodic(lambda now: now + 1.0, "test-upkeep", due_at=0.0)
+    upkeep._running, upkeep.due_at = True, math.inf  # as a parent's run leaves it at a fork
+    upkeep._forked()
+    thread = upkeep.start_if_due(5.0)
+    assert thread is not None
+    thread.join()
+    assert upkeep.due_at == 6.0
