@@ -192,13 +192,7 @@ sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 4)
 def test_a_worker_forked_during_a_write_learns(tmp_path: Path) -> None:
     # The writer's thread held the memory's writer lock at the fork: the worker has no such
     # thread to release it.
-    run = subprocess.run(
-        [sys.executable, "-c", _FORKED_WRITER, str(tmp_path / "learned.sqlite3")],
-        timeout=120,
-        check=False,
-    )
-    assert run.returncode != 4, "the forked worker hung"
-    assert run.returncode == 0
+    _run_forked(_FORKED_WRITER, tmp_path)
 
 
 # In a process of its own: a worker forked while a thread of the master reads the store again
@@ -248,8 +242,14 @@ sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 4)
 def test_a_worker_forked_during_a_reload_reads_the_store_again(tmp_path: Path) -> None:
     # The reading thread was the master's: the worker kept its "a read is running" mark, and
     # so never read the store again (what other replicas learned or forgot never reached it).
+    _run_forked(_FORKED_RELOAD, tmp_path)
+
+
+def _run_forked(script: str, tmp_path: Path) -> None:
+    """Runs ``script`` (a master forking a worker) in a process of its own, on a store in
+    ``tmp_path``: it exits 0 if the worker did its part, 4 if the worker hung."""
     run = subprocess.run(
-        [sys.executable, "-c", _FORKED_RELOAD, str(tmp_path / "learned.sqlite3")],
+        [sys.executable, "-c", script, str(tmp_path / "learned.sqlite3")],
         timeout=120,
         check=False,
     )

@@ -170,16 +170,12 @@ def test_lessons_a_stalled_store_holds_at_close_are_dropped_and_counted(
         async with Client(github_server(Counter())) as github:
             await router.connect({"github": github})
             for title in ("one", "two", "three"):
-                promotion = await router.tools(f"open an issue titled {title}", pool="full")
-                issue = anthropic_call("create_issue", {"repo": "acme/web", "title": title})
-                assert (await router.call(issue, promotion)).forwarded
+                await _open_issue(router, title)
             # The worker holds "one" in the stalled store: the two waiting are dropped.
             assert await anyio.to_thread.run_sync(store.writing.wait, 10)
             assert not await router.aclose(timeout=0.2)
             assert router.lessons_dropped == 2
-            promotion = await router.tools("open an issue titled four", pool="full")
-            issue = anthropic_call("create_issue", {"repo": "acme/web", "title": "four"})
-            assert (await router.call(issue, promotion)).forwarded  # closed: not learned
+            await _open_issue(router, "four")  # closed: not learned
             assert router.lessons_dropped == 3
 
     try:
@@ -198,9 +194,7 @@ def test_a_stalled_store_holds_the_proxys_stop_up_no_longer_than_its_grace(
         async with Client(github_server(Counter())) as github:
             await router.connect({"github": github})
             for title in ("one", "two"):
-                promotion = await router.tools(f"open an issue titled {title}", pool="full")
-                issue = anthropic_call("create_issue", {"repo": "acme/web", "title": title})
-                assert (await router.call(issue, promotion)).forwarded
+                await _open_issue(router, title)
             assert await anyio.to_thread.run_sync(store.writing.wait, 10)
             async with anyio.create_task_group() as group:
                 serving = _Serving(group, router, {}, Upstreams([]), timeout=1.0)
@@ -212,6 +206,13 @@ def test_a_stalled_store_holds_the_proxys_stop_up_no_longer_than_its_grace(
         run(main)
     finally:
         store.release.set()
+
+
+async def _open_issue(router: McpRouter, title: str) -> None:
+    """Routes a request to open an issue titled ``title`` and forwards the model's call."""
+    promotion = await router.tools(f"open an issue titled {title}", pool="full")
+    issue = anthropic_call("create_issue", {"repo": "acme/web", "title": title})
+    assert (await router.call(issue, promotion)).forwarded
 
 
 class _Down(SqliteStore):
