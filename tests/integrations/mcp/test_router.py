@@ -179,6 +179,36 @@ def test_tool_search_answers_in_band_and_its_finds_come_next_turn(embedder: Embe
     run(main)
 
 
+def test_a_search_says_why_a_tool_it_selects_comes_no_later(embedder: Embedder) -> None:
+    calls: Calls = Counter()
+    write = {"github/merge_pull_request": {"requires": {"scopes": ["github:write"]}}}
+
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, overrides=write)
+        async with Client(github_server(calls)) as github:
+            await router.connect({"github": github})
+            promotion = await router.tools("open an issue in acme/web", pool="digest")
+            assert promotion.active_ids == ("github/create_issue",)
+
+            async def search(query: str) -> list[str]:
+                call = {"name": "tool_search", "arguments": {"query": query}}
+                outcome = await router.call(call, promotion)
+                assert outcome.found == ()
+                return text_of(outcome.result).splitlines()
+
+            # Selected exactly, so never "no tool matched": one is callable now, the other
+            # needs what the agent's state lacks.
+            assert await search("select:create_issue") == [
+                "Already available this turn (call it directly): create_issue."
+            ]
+            assert await search("select:merge_pull_request") == [
+                "Not available in the current state: merge_pull_request "
+                "(requires scope:github:write)."
+            ]
+
+    run(main)
+
+
 def test_a_refused_real_tool_is_promised_for_the_next_turn(embedder: Embedder) -> None:
     async def main() -> None:
         router = McpRouter(top_k=1, embedder=embedder, cache=None)

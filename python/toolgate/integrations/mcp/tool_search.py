@@ -11,12 +11,12 @@ from typing import Any
 from mcp.types import CallToolResult
 
 from toolgate.catalog.catalog import Catalog
-from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError
 from toolgate.integrations.mcp.answers import error_result, text_result, unknown_names_note
 from toolgate.integrations.mcp.calls import CallOutcome
 from toolgate.integrations.mcp.turns import route_search
 from toolgate.promotion.promote import Promotion
+from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router
 from toolgate.verify import Verdict
 
@@ -48,20 +48,39 @@ async def answer_tool_search(
         )
         return CallOutcome(error_result(refused), refused)
     new = tuple(i for i in found.ids if i not in offered.active_ids)
-    result = _search_result([router.catalog[i] for i in new], found.unknown, router.catalog)
+    result = _search_result(router.catalog, found, new, offered.active_ids)
     return CallOutcome(result, verdict, found=new)
 
 
 def _search_result(
-    found: Sequence[Tool], unknown: Sequence[str], catalog: Catalog
+    catalog: Catalog, found: RouteResult, new: Sequence[str], offered: Sequence[str]
 ) -> CallToolResult:
-    """Each tool found, by the name the model will call it by, with its summary; and the
-    names ``select:`` asked for that no tool has."""
-    lines = [f"- {tool.exposed_name}: {tool.summary}" for tool in found]
+    """Each tool found that ``offered`` lacks (``new``), by the name the model will call it
+    by, with its summary; the tools it asked for by name that it may call already or that
+    its state keeps out; and the names ``select:`` asked for that no tool has."""
+    lines = [f"- {catalog[i].exposed_name}: {catalog[i].summary}" for i in new]
     if lines:
         lines.append("These tools are available on your next turn.")
-    else:
+    # A tool asked for by name is never "no match": told so, the model searches again for
+    # what it holds already, or for what only a change of state lets it call.
+    asked = [t.id for t in found.tools if t.reason in _ASKED and t.id in offered]
+    if asked:
+        them = "it" if len(asked) == 1 else "them"
+        names = ", ".join(catalog[i].exposed_name for i in asked)
+        lines.append(f"Already available this turn (call {them} directly): {names}.")
+    gated = [
+        f"{catalog[g.id].exposed_name} ({g.reason})"
+        for g in found.gated_out
+        if found.form == "select" and g.missing and g.id in catalog and not catalog[g.id].pinned
+    ]
+    if gated:
+        lines.append(f"Not available in the current state: {'; '.join(gated)}.")
+    if not lines:
         lines.append("No other tool matched. Try other words, or 'select:name' for a tool.")
-    if unknown:
-        lines.append(unknown_names_note(unknown, catalog))
+    if found.unknown:
+        lines.append(unknown_names_note(found.unknown, catalog))
     return text_result("\n".join(lines), is_error=False)
+
+
+#: The reasons a route gives a tool the query asked for by name (``select:`` or verbatim).
+_ASKED = ("selected", "named")
