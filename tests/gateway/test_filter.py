@@ -163,6 +163,24 @@ def test_max_tools_counts_the_routed_and_chosen_tools_not_provider_tools(gate: T
     assert filtered.budget.usage["tools"] == 2
 
 
+def test_pinned_tools_are_routed_and_never_dropped_by_the_budget(gate: ToolFilter) -> None:
+    request = chat_request()
+    one = Budget(max_tools=1)
+    # Included, the budget's one slot goes to the best tool; pinned, both stay (the budget's
+    # decision says it broke its cap), as pinned tools do in Router.promote.
+    included = gate.filter(request, top_k=3, include=["translate_text", "read_file"], budget=one)
+    assert len(included.kept) == 1
+    pinned = gate.filter(request, top_k=3, pinned=["translate_text", "read_file"], budget=one)
+    assert set(pinned.kept) == {"translate_text", "read_file"}
+    assert pinned.budget is not None
+    assert pinned.budget.status == "block"
+    # Still under the state and the lists, as any included name.
+    denied = gate.filter(request, top_k=3, pinned=["read_file"], deny=["read_*"], budget=one)
+    assert "read_file" not in denied.kept
+    with pytest.raises(InvalidInputError, match="pinned must be a list"):
+        gate.filter(request, pinned="read_file")
+
+
 def test_gemini_rewrites_declaration_lists_and_keeps_builtins(gate: ToolFilter) -> None:
     declarations = gemini_declarations()
     tools = [

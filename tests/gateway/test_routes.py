@@ -187,6 +187,12 @@ def test_route_query_pinned_budget_and_deny(fake: Any, shared_filter: ToolFilter
         response = _chat(served.url, {"messages": USER, "tools": chat_tools()})
         assert _names(upstream) == ["get_weather"]
         assert response.headers["x-toolgate-tools"] == f"1/{len(SPECS)}"
+    # A pinned tool is never dropped by the budget, as a chosen one is not: here the tool
+    # choice takes the one slot, and the pinned tool still goes.
+    with start(fake, shared_filter, pinned=("translate_text",), max_tools=1) as served:
+        chosen = {"type": "function", "function": {"name": "get_weather"}}
+        _chat(served.url, {"messages": USER, "tools": chat_tools(), "tool_choice": chosen})
+        assert _names(upstream) == ["get_weather", "translate_text"]
 
 
 def test_a_gateway_key_is_required_and_never_logged(

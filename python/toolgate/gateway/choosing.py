@@ -50,6 +50,7 @@ def choose(
     catalog = routed.catalog
     options = dict(options)
     budget: Budget | None = options.pop("budget", None)
+    pinned: tuple[str, ...] = options.pop("pinned", ())
     missing = sorted(
         n
         for n in forced
@@ -72,6 +73,9 @@ def choose(
     using = _rows_named(catalog, in_use)
     chosen |= using - set(shut_out(routed.scopes, sorted(using), allow, deny))
     routed_rows = [catalog.position(tool_id) for tool_id in result.ids]
+    # Pinned tools the route let through (the state and the lists apply to them, as to any
+    # included name) are never dropped by the budget, as in Router.promote.
+    chosen |= _rows_named(catalog, pinned) & set(routed_rows)
     decision = None
     if budget is not None:
         decision = fit_budget(catalog, routed_rows, chosen, budget, routed.reader)

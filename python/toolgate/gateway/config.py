@@ -26,7 +26,7 @@ chosen by the first ``[[routes]]`` entry whose ``path`` pattern (``fnmatch``, e.
     top_k = 5
     threshold = 0.3                # a cosine floor in [-1, 1]
     budget_tokens = 6000           # schema tokens the kept tools may take
-    pinned = ["search_docs"]
+    pinned = ["search_docs"]       # kept past the budget too (state and lists apply)
     deny = ["delete_*"]
     query = "$.metadata.task"      # JSONPath to the text routed on (default: latest user turn)
 

@@ -209,6 +209,7 @@ class ToolFilter:
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
         include: Iterable[str] | None = None,
+        pinned: Iterable[str] | None = None,
         budget: Budget | None = None,
         query: str | None = None,
         wait: bool = True,
@@ -220,7 +221,8 @@ class ToolFilter:
         included), whose task goes on.
 
         The options are :meth:`Router.route`'s (``include``: names kept whenever the state
-        and lists admit them, as if the query named them). Earlier turns (the messages
+        and lists admit them, as if the query named them; ``pinned``: names kept so too, and
+        never dropped by ``budget``). Earlier turns (the messages
         before that user message) are blended into the query; ``query`` routes on other
         text instead. A tool the request's tool choice names
         (OpenAI, Anthropic, Gemini ``allowedFunctionNames``) is always kept, unless ``allow``
@@ -256,8 +258,8 @@ class ToolFilter:
         if sdk is not None:
             filtered = self.filter(
                 sdk.request, top_k=top_k, threshold=threshold, state=state, allow=allow,
-                deny=deny, include=include, budget=budget, query=query, wait=wait,
-                previous=previous, shape=shape,
+                deny=deny, include=include, pinned=pinned, budget=budget, query=query,
+                wait=wait, previous=previous, shape=shape,
             )  # fmt: skip
             restored = sdk.restore(filtered.request, filtered.positions)
             return replace(filtered, request=restored)
@@ -287,7 +289,8 @@ class ToolFilter:
             # Read twice (routing, then the tool choice and unreadable tools): made lists once.
             "allow": _listed(allow),
             "deny": _listed(deny),
-            "include": _listed(include),
+            "include": _included(include, pinned),
+            "pinned": () if pinned is None else tuple(_names("pinned", pinned)),
             # A user's words are text: "select: a hotel" or "+1" must not act as query forms.
             "forms": False,
             # A request that requires a call is not one to answer with no tool.
@@ -535,6 +538,16 @@ def _listed(patterns: Iterable[str] | None) -> Any:
     if isinstance(patterns, (str, bytes, Mapping)) or not isinstance(patterns, Iterable):
         return patterns
     return list(patterns)
+
+
+def _included(include: Iterable[str] | None, pinned: Iterable[str] | None) -> Any:
+    """The names routed as if the query named them: ``include``'s and the ``pinned`` ones."""
+    if pinned is None:
+        return _listed(include)
+    listed = _listed(include)
+    if listed is not None and not isinstance(listed, list):
+        return listed  # no list: the router refuses it by name
+    return [*(listed or ()), *_names("pinned", pinned)]
 
 
 def _names(option: str, names: Iterable[str]) -> Iterable[str]:

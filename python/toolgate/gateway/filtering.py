@@ -56,7 +56,7 @@ def filter_request(
         state=state_from_headers(headers, route.state_headers),
         allow=route.allow,
         deny=route.deny,
-        include=route.pinned or None,
+        pinned=route.pinned or None,
         budget=route.budget(),
         query=query,
         wait=wait,
