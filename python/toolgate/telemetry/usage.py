@@ -159,7 +159,8 @@ class UsageStats:
         """Prune candidates: tools not routed / not called within the last ``window_s`` seconds.
 
         ``window_s=None`` looks at everything seen. ``loaded_not_called`` are tools whose schemas
-        were sent but never used: pure token cost.
+        were sent but never used: pure token cost. ``routing_misses`` counts every miss seen,
+        whatever the window: misses are counted, not timed.
         """
         if window_s is not None and not (finite_number(window_s) and window_s > 0):
             # NaN compares false with every time: every tool would pass for idle.
