@@ -208,6 +208,24 @@ def test_pinned_tools_are_listed_and_called_directly(embedder: Embedder) -> None
     run(main)
 
 
+def test_a_search_selecting_a_pinned_tool_says_it_is_listed(embedder: Embedder) -> None:
+    async def main() -> None:
+        tools = [
+            mcp_tool("list_events", "List calendar events."),
+            mcp_tool("create_event", "Create a calendar event."),
+        ]
+        pins = {"calendar/create_event": {"pinned": True}}
+        calendar = PagedClient([tools], [None])
+        proxy = await connected(embedder, {"calendar": calendar}, overrides=pins)
+        async with Client(proxy.server) as client:
+            found = await client.call_tool("search_tools", {"query": "select:create_event"})
+            assert found.structured_content == {"tools": []}
+            # Selected exactly: never "no tool matched" for a tool the client lists already.
+            assert text_of(found) == "Already listed (call it directly): create_event."
+
+    run(main)
+
+
 def test_another_server_cannot_take_a_qualified_name_over(embedder: Embedder) -> None:
     async def main() -> None:
         a = PagedClient([[mcp_tool("x", "A's x.")]], [None])

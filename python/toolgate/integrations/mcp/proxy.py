@@ -100,6 +100,7 @@ from toolgate.integrations.mcp.metrics import ProxyMetrics
 from toolgate.integrations.mcp.passthrough import Passthrough, Reconnect
 from toolgate.integrations.mcp.relay import RequestRelay, UpstreamRequests
 from toolgate.integrations.mcp.router import McpRouter
+from toolgate.integrations.mcp.tool_search import asked_for
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.telemetry.events import VerifyEvent
 
@@ -399,7 +400,14 @@ class McpProxy:
         if found.unknown:
             notes += f"\n{unknown_names_note(found.unknown, catalog)}"
         if not ids:
-            text = f"No tool matched. Try other words, or 'select:name'.{notes}"
+            # A pinned tool asked for by name is listed already: never "no tool matched".
+            pinned = [catalog[i].exposed_name for i in asked_for(found) if catalog[i].pinned]
+            text = (
+                f"Already listed (call {'it' if len(pinned) == 1 else 'them'} directly): "
+                f"{', '.join(pinned)}.{notes}"
+                if pinned
+                else f"No tool matched. Try other words, or 'select:name'.{notes}"
+            )
             return search_result(text, [], found.unknown, down)
         tools = [{**export(catalog[i], compact=True), "server": catalog[i].server} for i in ids]
         if shadowed := shadowed_tool(catalog, search):

@@ -20,7 +20,7 @@ from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router
 from toolgate.verify import Verdict
 
-__all__ = ["answer_tool_search"]
+__all__ = ["answer_tool_search", "asked_for"]
 
 
 async def answer_tool_search(
@@ -63,7 +63,7 @@ def _search_result(
         lines.append("These tools are available on your next turn.")
     # A tool asked for by name is never "no match": told so, the model searches again for
     # what it holds already, or for what only a change of state lets it call.
-    asked = [t.id for t in found.tools if t.reason in _ASKED and t.id in offered]
+    asked = [i for i in asked_for(found) if i in offered]
     if asked:
         them = "it" if len(asked) == 1 else "them"
         names = ", ".join(catalog[i].exposed_name for i in asked)
@@ -82,5 +82,7 @@ def _search_result(
     return text_result("\n".join(lines), is_error=False)
 
 
-#: The reasons a route gives a tool the query asked for by name (``select:`` or verbatim).
-_ASKED = ("selected", "named")
+def asked_for(found: RouteResult) -> list[str]:
+    """The ids of the tools ``found`` holds because its query asked for them by name
+    (``select:``, or the name verbatim)."""
+    return [t.id for t in found.tools if t.reason in ("selected", "named")]
