@@ -323,6 +323,34 @@ def test_enforce_lets_a_call_to_a_tool_sent_through(enforcing: Served) -> None:
     assert answer.content[0].name == "get_weather"
 
 
+# Anthropic's client tools: the application runs them, but their schema is Anthropic's.
+CLIENT_TOOLS = [
+    {"type": "bash_20250124", "name": "bash"},
+    {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+    {"type": "memory_20250818", "name": "memory"},
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_enforce_lets_a_call_to_an_anthropic_client_tool_through(
+    enforcing: Served, stream: bool
+) -> None:
+    served = enforcing
+    served.fake.script.tool = "bash"
+    served.fake.script.args = {"command": "ls"}
+    messages = _anthropic(served).messages
+    tools = [*anthropic_tools(), *CLIENT_TOOLS]
+    body = _body(max_tokens=16, messages=USER, stream=stream)
+    answer = list(_consume(messages.create(**body, tools=tools)))
+    assert answer
+    sent = served.fake.received[-1].body["tools"]
+    assert sent[-len(CLIENT_TOOLS) :] == CLIENT_TOOLS
+    assert len(sent) < len(tools)  # routed: function tools were left out
+    # A call to a client tool the request did not send is still blocked.
+    with pytest.raises(anthropic.APIError, match="bash"):
+        list(_consume(messages.create(**body, tools=anthropic_tools())))
+
+
 def test_annotate_names_the_failed_calls_in_a_header_and_ametric(annotating: Served) -> None:
     served = annotating
     served.fake.script.tool = "send_email"

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from anthropic.types import ToolUseBlock
 from google.genai import types
-from openai.types.chat import ChatCompletionMessageToolCall
-from openai.types.responses import ResponseFunctionToolCall
+from openai.types.chat import ChatCompletionMessageCustomToolCall, ChatCompletionMessageToolCall
+from openai.types.responses import ResponseCustomToolCall, ResponseFunctionToolCall
 
-from tests.gateway.test_filter import SPECS, WEATHER, chat_tools
+from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
 from toolgate import InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.formats.calls import parse_tool_call
@@ -168,3 +168,55 @@ def test_a_tool_google_genai_cannot_declare_is_refused_by_name(tool_filter: Tool
     request = {"model": "gemini-x", "contents": WEATHER, "config": config}
     with pytest.raises(InvalidInputError, match=r"config\.tools\[1\] is a _Callable"):
         tool_filter.filter(request, top_k=1)
+
+
+_GRAMMAR = {"type": "grammar", "grammar": {"syntax": "lark", "definition": "start: /.+/"}}
+
+
+def test_calls_to_the_tools_sent_that_are_no_function_tools_pass(tool_filter: ToolFilter) -> None:
+    # Anthropic's client tools and OpenAI's custom tools are the application's to run, but
+    # routing leaves them alone and their input is no JSON object of a schema of theirs.
+    client_tools = [
+        {"type": "bash_20250124", "name": "bash"},
+        {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+        {"type": "computer_20250124", "name": "computer", "display_width_px": 1024,
+         "display_height_px": 768},
+        {"type": "memory_20250818", "name": "memory"},
+    ]  # fmt: skip
+    messages = [{"role": "user", "content": WEATHER}]
+    request = {"messages": messages, "tools": [*anthropic_tools(), *client_tools]}
+    routed = tool_filter.filter(request, top_k=2)
+    unrouted = tool_filter.filter({**request, "tool_choice": {"type": "none"}})
+    assert routed.result.form == "text"
+    assert unrouted.result.form == "none"
+    for filtered in (routed, unrouted):
+        for tool in client_tools:
+            call = ToolUseBlock(type="tool_use", id="toolu_1", name=tool["name"], input={})
+            verdict = tool_filter.verify(call, filtered)
+            assert (verdict.ok, verdict.name, verdict.call_id) == (True, tool["name"], "toolu_1")
+    bash = ToolUseBlock(type="tool_use", id="toolu_1", name="bash", input={"command": "ls"})
+    alone = tool_filter.filter({"messages": messages, "tools": anthropic_tools()}, top_k=2)
+    assert tool_filter.verify(bash, alone).error == "unknown_tool"  # not sent: not passed
+    assert tool_filter.verify(_sdk_calls("send_email", "x")[2], routed).error == (
+        "tool_not_available"
+    )
+    chat_custom = {"type": "custom", "custom": {"name": "run_sql", "format": _GRAMMAR}}
+    chat = tool_filter.filter({"messages": messages, "tools": [*chat_tools(), chat_custom]})
+    call = ChatCompletionMessageCustomToolCall(
+        id="call_1", type="custom", custom={"name": "run_sql", "input": "select 1"}
+    )
+    assert tool_filter.verify(call, chat).ok
+    custom = {"type": "custom", "name": "run_sql", "format": _GRAMMAR}
+    responses = tool_filter.filter({"input": WEATHER, "tools": [*responses_tools(), custom]})
+    item = ResponseCustomToolCall(
+        type="custom_tool_call", call_id="call_1", name="run_sql", input="select 1"
+    )
+    assert tool_filter.verify(item, responses).ok
+    assert not tool_filter.verify(
+        item, tool_filter.filter({"input": WEATHER, "tools": responses_tools()})
+    )
+
+
+def test_a_custom_key_beside_a_plain_call_is_not_read_as_a_custom_call() -> None:
+    call = parse_tool_call({"name": "get_weather", "arguments": {}, "custom": {"trace": 1}})
+    assert (call.name, call.problem) == ("get_weather", None)

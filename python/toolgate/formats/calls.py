@@ -23,11 +23,13 @@ class ParsedCall:
 
 
 # Where each provider nests a call (key -> its argument field), tried in order. OpenAI Chat
-# wraps it in "function" (legacy messages in "function_call"), Gemini in "functionCall"
-# (REST) or "function_call" (the Python SDK's serialisation), MCP's JSON-RPC request
-# "tools/call" in "params".
+# wraps it in "function" (legacy messages in "function_call"; a custom tool's, of type
+# "custom", in "custom", its input free text), Gemini in "functionCall" (REST) or
+# "function_call" (the Python SDK's serialisation), MCP's JSON-RPC request "tools/call" in
+# "params".
 _WRAPPERS = (
     ("function", "arguments"),
+    ("custom", "input"),
     ("functionCall", "args"),
     ("function_call", None),
     ("params", "arguments"),
@@ -38,6 +40,8 @@ def _unwrap(call: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None, str
     """The mapping holding the name and arguments, the arguments' key, and a problem."""
     for key, args_key in _WRAPPERS:
         if key not in call or (key == "params" and call.get("method") != "tools/call"):
+            continue
+        if key == "custom" and call.get("type") != "custom":  # a key of the caller's own
             continue
         inner = call[key]
         if not isinstance(inner, Mapping):

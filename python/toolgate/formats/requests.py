@@ -274,6 +274,22 @@ def routable_tools(tools: list[Any], provider: str, *, deferred: bool = False) -
     return slots
 
 
+def other_tool_names(tools: list[Any], routable: Collection[int]) -> frozenset[str]:
+    """The names of the entries of ``tools`` not at ``routable`` (not function tools): the
+    provider's tools that have one (Anthropic's ``web_search``, its client tools ``bash``,
+    ``str_replace_based_edit_tool``, ``computer``, ``memory``), custom tools (OpenAI Chat's
+    under ``custom``) and deferred ones. Routing leaves them as they are."""
+    names = set()
+    for i, tool in enumerate(tools):
+        if i in routable or not isinstance(tool, Mapping):
+            continue
+        inner = tool.get("custom") if tool.get("type") == "custom" else None
+        name = (inner if isinstance(inner, Mapping) else tool).get("name")
+        if isinstance(name, str):
+            names.add(name)
+    return frozenset(names)
+
+
 def read_slots(tools: list[Any], slots: Collection[Slot], provider: str) -> list[RawTool]:
     """The function tools at ``slots`` of ``tools`` (as :func:`routable_tools` found them)."""
     parse = anthropic.parse_tool if provider == "anthropic" else openai.parse_tool

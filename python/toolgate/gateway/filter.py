@@ -46,7 +46,7 @@ from toolgate.formats import genai_sdk, text_tags
 from toolgate.formats.compact import compact_entry
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.gateway.choosing import choose, refuse_shut_choice, shut_functions, shut_out_read
-from toolgate.gateway.filtered import FilteredRequest, verify_by_name
+from toolgate.gateway.filtered import FilteredRequest, verify_by_name, verify_other
 from toolgate.gateway.indexes import (
     Indexes,
     IndexInProgress,
@@ -81,6 +81,7 @@ from toolgate.formats.requests import (
     kept_entries,
     last_user_turn,
     messages_of,
+    other_tool_names,
     read_slots,
     read_tool_choice,
     referenced_tools,
@@ -366,7 +367,7 @@ class ToolFilter:
         positions = tuple(i for i, _ in entries)
         return FilteredRequest(
             out, result.route, kept, len(slots) - len(keep) + dropped, provider, positions,
-            result.budget, routed, result.active,
+            result.budget, routed, result.active, _others=builtin,
         )  # fmt: skip
 
     def _not_routed(self, turn: _Turn, provider: str, options: dict[str, Any]) -> FilteredRequest:
@@ -443,9 +444,11 @@ class ToolFilter:
         does.
 
         ``call`` is a dict in any provider's shape or the SDK's own object. A tool the filter
-        forwarded without reading it (``unreadable="keep"``) passes by name alone. When the
-        filter routed nothing, the call is checked by name against the request's function
-        tools, and refused if the allow / deny lists shut its name out.
+        forwarded without reading it (``unreadable="keep"``) passes by name alone, and so does
+        one the request was sent that is no function tool (Anthropic's ``bash``, an OpenAI
+        custom tool): its input is the provider's to define. When the filter routed nothing,
+        the call is checked by name against the request's function tools, and refused if the
+        allow / deny lists shut its name out.
         """
         if not isinstance(filtered, FilteredRequest):
             raise InvalidInputError(
@@ -454,6 +457,8 @@ class ToolFilter:
         routed = filtered._routed
         if routed is None:
             return verify_by_name(call, filtered)
+        if (passed := verify_other(call, filtered._others)) is not None:
+            return passed
         verdict = verify_call(routed.catalog, list(filtered._active), call)
         if (
             not verdict.ok
@@ -478,11 +483,7 @@ class ToolFilter:
         slots = routable_tools(tools, provider)
         routable = frozenset(i for i, _ in slots)
         # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.
-        builtin = frozenset(
-            name
-            for i, tool in enumerate(tools)
-            if i not in routable and isinstance(name := tool.get("name"), str)
-        )
+        builtin = other_tool_names(tools, routable)
         layout = _Layout(key, size, tuple(slots), routable, builtin, any(map(defers, tools)))
         if key is not None:
             with self._lock:

@@ -8,16 +8,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolgate.formats import genai_sdk
-from toolgate.formats.calls import call_name
+from toolgate.formats.calls import call_name, parse_tool_call
 from toolgate.formats.raw import RawTool
-from toolgate.formats.requests import read_slots, routable_tools
+from toolgate.formats.requests import other_tool_names, read_slots, routable_tools
 from toolgate.gateway.choosing import shut_out_read
 from toolgate.gateway.indexes import IndexedTools
 from toolgate.promotion.budget import BudgetDecision
 from toolgate.routing.result import RouteResult
 from toolgate.verify import Verdict, verify_name
 
-__all__ = ["FilteredRequest", "verify_by_name"]
+__all__ = ["FilteredRequest", "verify_by_name", "verify_other"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,10 @@ class FilteredRequest:
     # was routed (the request went with its other tools).
     _allow: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     _deny: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    # The names of the tools routing left alone and sent as given (provider-side, client and
+    # custom tools), a call to which passes by name; when nothing was routed, read from the
+    # request's tools instead.
+    _others: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.kept)
@@ -103,6 +107,9 @@ def verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
     if isinstance(tools, list) and filtered.provider != "text_tags":
         # A deferred tool a tool search loaded is one the request offered.
         slots = routable_tools(tools, filtered.provider, deferred=True)
+        others = other_tool_names(tools, {i for i, _ in slots})
+        if (passed := verify_other(call, others)) is not None:
+            return passed
         read = read_slots(tools, slots, filtered.provider)
     if isinstance(functions, list):
         read += [
@@ -117,6 +124,16 @@ def verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
     named = [(k in shut, raw.name) for k, raw in enumerate(read) if isinstance(raw.name, str)]
     offered = [name for out, name in named if not out]
     return verify_name(call, offered, known=[name for out, name in named if out])
+
+
+def verify_other(call: Any, others: frozenset[str]) -> Verdict | None:
+    """A passing verdict for a call naming one of ``others``, the tools a request was sent
+    that are no function tools (Anthropic's ``bash``, a custom tool): the application runs
+    them, but their input is the provider's to define, not a schema's; else None."""
+    name = call_name(call)
+    if not name or name not in others:
+        return None
+    return Verdict(True, name=name, call_id=parse_tool_call(call).call_id)
 
 
 # Where a request may declare its tools out of band: Gemini's cached content, a Responses
