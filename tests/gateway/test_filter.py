@@ -1113,6 +1113,31 @@ def test_a_required_call_that_routing_leaves_no_tool_for_is_refused(gate: ToolFi
         gate.filter(request, deny=["*"])
 
 
+def test_a_required_call_among_tools_routing_never_drops_is_not_refused(gate: ToolFilter) -> None:
+    # allowed_tools may limit a required call to an MCP server, a custom or a built-in tool:
+    # routing keeps those whatever it keeps of the function tools, so the call can be made.
+    grammar = {"type": "grammar", "grammar": {"syntax": "lark", "definition": "start: /.+/"}}
+    mcp = {"type": "mcp", "server_label": "deepwiki", "server_url": "https://mcp.deepwiki.com/mcp"}
+    custom = {"type": "custom", "name": "run_sql", "format": grammar}
+    tools = [*responses_tools(), mcp, custom]
+    for allowed in ([{"type": "mcp", "server_label": "deepwiki"}], [{"type": "image_generation"}],
+                    [{"type": "custom", "name": "run_sql"}]):  # fmt: skip
+        choice = {"type": "allowed_tools", "mode": "required", "tools": allowed}
+        request = {"input": CHIT_CHAT, "tools": tools, "tool_choice": choice}
+        filtered = gate.filter(request, deny=["*"])
+        assert filtered.kept == ()
+        assert filtered.request["tools"] == [mcp, custom]
+        assert filtered.request["tool_choice"] == choice
+    chat_custom = {"type": "custom", "custom": {"name": "run_sql", "format": grammar}}
+    listed = [{"type": "custom", "custom": {"name": "run_sql"}}]
+    choice = {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": listed}}
+    chat = {"messages": CHIT_CHAT, "tools": [*chat_tools(), chat_custom], "tool_choice": choice}
+    assert gate.filter(chat, deny=["*"]).request["tools"] == [chat_custom]
+    # Any tool allowed, the request left with no function tool is still refused.
+    with pytest.raises(InvalidInputError, match="requires a tool call, but routing kept none"):
+        gate.filter({"input": CHIT_CHAT, "tools": tools, "tool_choice": "required"}, deny=["*"])
+
+
 def test_a_conversation_that_called_tools_keeps_them_when_routing_keeps_none(
     gate: ToolFilter,
 ) -> None:

@@ -139,12 +139,15 @@ def _answers_calls(message: Mapping[str, Any]) -> bool:
 @dataclass(frozen=True)
 class ToolChoice:
     """What a request's tool choice asks: tool calls off, some call required (OpenAI
-    ``"required"``, Anthropic ``{"type": "any"}``, Gemini mode ``ANY``), and the tool names
-    it forces or allows."""
+    ``"required"``, Anthropic ``{"type": "any"}``, Gemini mode ``ANY``), the tool names
+    it forces or allows, and whether the tools it allows (OpenAI ``allowed_tools``) take in
+    one that is no function tool (an MCP server, a built-in or custom tool), which routing
+    never drops."""
 
     off: bool = False
     required: bool = False
     names: frozenset[str] = frozenset()
+    unrouted: bool = False
 
 
 def read_tool_choice(request: Mapping[str, Any]) -> ToolChoice:
@@ -160,6 +163,7 @@ def read_tool_choice(request: Mapping[str, Any]) -> ToolChoice:
         return ToolChoice(off=True)
     names: set[str] = set()
     required = choice == "required" or mode == "ANY"
+    unrouted = False
     if isinstance(choice, Mapping) and choice.get("type") in ("function", "tool"):
         names.update(_choice_names([choice]))
     if isinstance(choice, Mapping) and choice.get("type") == "any":
@@ -169,12 +173,14 @@ def read_tool_choice(request: Mapping[str, Any]) -> ToolChoice:
         allowed_tools = choice.get("allowed_tools", choice)
         if isinstance(allowed_tools, Mapping):
             listed = allowed_tools.get("tools")
-            names.update(_choice_names(listed if isinstance(listed, list) else []))
+            listed = listed if isinstance(listed, list) else []
+            names.update(_choice_names(listed))
             required = required or allowed_tools.get("mode") == "required"
+            unrouted = any(isinstance(e, Mapping) and e.get("type") != "function" for e in listed)
     allowed = _field(calling, "allowedFunctionNames")
     if isinstance(allowed, list):
         names.update(name for name in allowed if isinstance(name, str))
-    return ToolChoice(required=required, names=frozenset(names))
+    return ToolChoice(required=required, names=frozenset(names), unrouted=unrouted)
 
 
 def called_tools(messages: list[Any]) -> frozenset[str]:

@@ -348,7 +348,8 @@ class ToolFilter:
             routed, query, history, turn.choice.names - builtin, options,
             in_use=in_use, fallback=lambda: called_tools(history),
         )  # fmt: skip
-        if turn.choice.required and not kept:
+        # A required call the tool choice allows among tools routing never drops can be made.
+        if turn.choice.required and not kept and not turn.choice.unrouted:
             raise InvalidInputError(
                 "the request's tool choice requires a tool call, but routing kept none of its "
                 "tools (the threshold, the allow / deny lists or the budget left them out)"
