@@ -106,3 +106,16 @@ def test_odd_anthropic_indexes_do_not_break_the_reader() -> None:
         _, finished = watcher.see(SseEvent("content_block_stop", stop))
         assert [call_name(call) for call in finished] == ["get_weather"]
         assert finished[0]["input"] == "{}"
+
+
+def test_a_streamed_chat_custom_tool_call_is_no_nameless_function_call() -> None:
+    # A custom tool's call streams under "custom", its input free text, as a whole answer
+    # holds it: not a function call, so not one without a name (malformed) either.
+    opened = {"index": 0, "id": "c", "type": "custom", "custom": {"name": "run_sql", "input": ""}}
+    more = {"index": 0, "custom": {"input": "select 1"}}
+    function = {"index": 1, "id": "f", "function": {"name": "get_weather", "arguments": "{}"}}
+    events = [_chat_chunk(opened), _chat_chunk(more, function, finish="tool_calls")]
+    assert _watch(events) == (["get_weather"], ["get_weather"])
+    # An empty "custom" some servers echo beside a function's delta is no custom call.
+    echoed = {**function, "index": 0, "custom": {}}
+    assert _watch([_chat_chunk(echoed, finish="tool_calls")]) == (["get_weather"], ["get_weather"])

@@ -182,6 +182,9 @@ class CallWatcher:
     def __init__(self, shape: str) -> None:
         self.shape = shape
         self._open: dict[Any, _Partial] = {}
+        # The Chat calls (by choice and index) to custom tools: not function calls, skipped
+        # as a whole answer's are (their later deltas may not say their type).
+        self._custom: set[Any] = set()
 
     def see(self, event: SseEvent) -> tuple[list[str], list[Any]]:
         """The call names started and the calls finished by ``event``."""
@@ -221,6 +224,12 @@ class CallWatcher:
                 # OpenAI numbers each call; servers that do not are followed by call id.
                 index = call.get("index")
                 key = (number, index if isinstance(index, int) else None)
+                # Its first delta says its type; a stray "custom" beside a function's does not.
+                custom = call.get("type") == "custom" and "function" not in call
+                if custom and isinstance(index, int):  # a call without an index is followed by id
+                    self._custom.add(key)
+                if custom or key in self._custom:
+                    continue
                 call_id = call.get("id") if isinstance(call.get("id"), str) else None
                 partial = self._open.get(key)
                 if partial is not None and call_id and partial.call_id not in (None, call_id):
