@@ -547,6 +547,32 @@ def test_choices_naming_builtins_or_allowed_tools_are_honoured(gate: ToolFilter)
     assert "read_file" in gate.filter(responses, top_k=1).kept
 
 
+def test_functions_in_a_responses_namespace_stay_and_their_calls_pass(gate: ToolFilter) -> None:
+    # A namespace groups tools the request sends whole: routing leaves it alone, so its
+    # functions may be chosen and called (their calls name the function, and the namespace).
+    inner = {"type": "function", "name": "get_customer", "parameters": {"type": "object"}}
+    namespace = {"type": "namespace", "name": "crm", "description": "CRM", "tools": [inner]}
+    request = {"input": WEATHER, "tools": [*responses_tools(), namespace]}
+    choice = {"type": "function", "name": "get_customer"}
+    filtered = gate.filter({**request, "tool_choice": choice}, top_k=1)
+    assert filtered.request["tools"][-1] == namespace
+    assert filtered.request["tool_choice"] == choice
+    call = {"type": "function_call", "call_id": "c1", "name": "get_customer", "namespace": "crm",
+            "arguments": "{}"}  # fmt: skip
+    assert gate.verify(call, filtered).ok
+    assert gate.verify({"name": "crm.get_customer", "arguments": {}}, filtered).ok  # a stream's
+    assert gate.verify({**call, "name": "send_email"}, filtered).error == "tool_not_available"
+    # A function of the same name outside the namespace is routed, and checked, as any is.
+    outside = {"type": "function", "name": "get_customer", "description": "Find a customer."}
+    twice = gate.filter({"input": WEATHER, "tools": [*request["tools"], outside]}, top_k=1)
+    assert "get_customer" not in twice.kept
+    assert gate.verify({**call, "namespace": None}, twice).error == "tool_not_available"
+    assert gate.verify(call, twice).ok
+    chosen = gate.filter({"input": WEATHER, "tools": [*request["tools"], outside],
+                          "tool_choice": choice}, top_k=1)  # fmt: skip
+    assert "get_customer" in chosen.kept
+
+
 def test_a_gemini_builtin_beside_dropped_declarations_stays(gate: ToolFilter) -> None:
     declarations = gemini_declarations()
     reader = [d for d in declarations if d["name"] == "read_file"]

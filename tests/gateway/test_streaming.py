@@ -119,3 +119,9 @@ def test_a_streamed_chat_custom_tool_call_is_no_nameless_function_call() -> None
     # An empty "custom" some servers echo beside a function's delta is no custom call.
     echoed = {**function, "index": 0, "custom": {}}
     assert _watch([_chat_chunk(echoed, finish="tool_calls")]) == (["get_weather"], ["get_weather"])
+
+
+def test_a_streamed_call_into_a_responses_namespace_is_named_with_it() -> None:
+    item = {"type": "function_call", "name": "get_customer", "namespace": "crm", "arguments": ""}
+    added = {"type": "response.output_item.added", "item": item}
+    assert CallWatcher("openai-responses").see(SseEvent(None, added)) == (["crm.get_customer"], [])

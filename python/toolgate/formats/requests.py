@@ -284,16 +284,38 @@ def other_tool_names(tools: list[Any], routable: Collection[int]) -> frozenset[s
     """The names of the entries of ``tools`` not at ``routable`` (not function tools): the
     provider's tools that have one (Anthropic's ``web_search``, its client tools ``bash``,
     ``str_replace_based_edit_tool``, ``computer``, ``memory``), custom tools (OpenAI Chat's
-    under ``custom``) and deferred ones. Routing leaves them as they are."""
+    under ``custom``), deferred ones, and the tools of an OpenAI Responses ``namespace``, as
+    ``namespace.name`` (:func:`qualified_name`: a call names both). Routing leaves them as
+    they are."""
     names = set()
     for i, tool in enumerate(tools):
         if i in routable or not isinstance(tool, Mapping):
             continue
-        inner = tool.get("custom") if tool.get("type") == "custom" else None
-        name = (inner if isinstance(inner, Mapping) else tool).get("name")
-        if isinstance(name, str):
+        if isinstance(name := _tool_name(tool), str):
             names.add(name)
+        grouped = tool.get("tools") if tool.get("type") == "namespace" else None
+        for entry in grouped if isinstance(grouped, list) and isinstance(name, str) else ():
+            if isinstance(entry, Mapping) and isinstance(inner := _tool_name(entry), str):
+                names.add(qualified_name(name, inner))
     return frozenset(names)
+
+
+def qualified_name(namespace: str | None, name: str) -> str:
+    """``name`` as a tool of an OpenAI Responses ``namespace`` (none: itself). Tool names hold
+    no dot, so none of a tool outside a namespace reads as one inside."""
+    return f"{namespace}.{name}" if namespace else name
+
+
+def unqualified_names(names: frozenset[str]) -> frozenset[str]:
+    """``names`` without their namespaces: as a tool choice names a tool of a namespace."""
+    return frozenset(name.rpartition(".")[2] for name in names)
+
+
+def _tool_name(tool: Mapping[str, Any]) -> Any:
+    """The name of an entry that is no function tool (an OpenAI Chat custom tool's is under
+    ``custom``)."""
+    inner = tool.get("custom") if tool.get("type") == "custom" else None
+    return (inner if isinstance(inner, Mapping) else tool).get("name")
 
 
 def read_slots(tools: list[Any], slots: Collection[Slot], provider: str) -> list[RawTool]:

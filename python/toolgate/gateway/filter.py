@@ -88,6 +88,7 @@ from toolgate.formats.requests import (
     request_shape,
     routable_tools,
     text_rewriter,
+    unqualified_names,
 )
 
 __all__ = ["FilteredRequest", "IndexInProgress", "ToolFilter", "filter_off_loop"]
@@ -344,8 +345,14 @@ class ToolFilter:
         in_use = referenced_tools(turn.messages) | called_tools(since)
         if turn.found is None and turn.previous is not None:
             in_use |= turn.previous
+        # A tool choice may name a tool routing leaves alone (Anthropic's web_search, a tool
+        # of a Responses namespace): not routed, unless a function tool has that name too.
+        around = unqualified_names(builtin) if turn.choice.names else frozenset()
+        forced = frozenset(
+            n for n in turn.choice.names if n not in around or routed.catalog.with_name(n)
+        )
         result, kept, keep = choose(
-            routed, query, history, turn.choice.names - builtin, options,
+            routed, query, history, forced, options,
             in_use=in_use, fallback=lambda: called_tools(history),
         )  # fmt: skip
         # A required call the tool choice allows among tools routing never drops can be made.
@@ -483,7 +490,6 @@ class ToolFilter:
                     return found
         slots = routable_tools(tools, provider)
         routable = frozenset(i for i, _ in slots)
-        # A tool choice may name a provider-side tool (Anthropic's web_search): not routed.
         builtin = other_tool_names(tools, routable)
         layout = _Layout(key, size, tuple(slots), routable, builtin, any(map(defers, tools)))
         if key is not None:

@@ -8,9 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolgate.formats import genai_sdk
-from toolgate.formats.calls import call_name, parse_tool_call
+from toolgate.formats.calls import call_name, parse_tool_call, plain_json
 from toolgate.formats.raw import RawTool
-from toolgate.formats.requests import other_tool_names, read_slots, routable_tools
+from toolgate.formats.requests import (
+    other_tool_names,
+    qualified_name,
+    read_slots,
+    routable_tools,
+)
 from toolgate.gateway.choosing import shut_out_read
 from toolgate.gateway.indexes import IndexedTools
 from toolgate.promotion.budget import BudgetDecision
@@ -130,8 +135,12 @@ def verify_other(call: Any, others: frozenset[str]) -> Verdict | None:
     """A passing verdict for a call naming one of ``others``, the tools a request was sent
     that are no function tools (Anthropic's ``bash``, a custom tool): the application runs
     them, but their input is the provider's to define, not a schema's; else None."""
+    call = plain_json(call)
     name = call_name(call)
-    if not name or name not in others:
+    # A call to a tool of a Responses namespace names the namespace beside the tool.
+    namespace = call.get("namespace") if isinstance(call, Mapping) else None
+    namespace = namespace if isinstance(namespace, str) else None
+    if not name or qualified_name(namespace, name) not in others:
         return None
     return Verdict(True, name=name, call_id=parse_tool_call(call).call_id)
 

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from toolgate.formats.calls import answer_tool_calls, call_name
+from toolgate.formats.requests import qualified_name
 
 __all__ = [
     "CallWatcher",
@@ -267,7 +268,10 @@ class CallWatcher:
         if not isinstance(item, Mapping) or item.get("type") != "function_call":
             return [], []
         if data.get("type") == "response.output_item.added":
-            return [str(item.get("name") or "")], []
+            # A tool of a namespace is named with it, as the request's tools list it.
+            namespace = item.get("namespace")
+            name = str(item.get("name") or "")
+            return [qualified_name(namespace if isinstance(namespace, str) else None, name)], []
         if data.get("type") == "response.output_item.done":
             return [], [item]
         return [], []
