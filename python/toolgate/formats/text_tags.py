@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from toolgate.formats.raw import RawTool, ToolView
 
-__all__ = ["parse", "render", "strip_tool_tags", "user_query"]
+__all__ = ["catalog_in", "parse", "render", "strip_tool_tags", "user_query"]
 
 _TAG = re.compile(r"<(/?)(toolname|tooldescription)>")
 _TOOL_TAGS = re.compile(r"<(toolname|tooldescription)>.*?</\1>\s*", re.DOTALL)
@@ -144,6 +144,20 @@ def parse(text: str, server: str | None) -> list[RawTool]:
     so no tool is silently dropped or merged into its neighbour.
     """
     return _Reader(text, server).run()
+
+
+def catalog_in(text: str, server: str | None) -> list[RawTool] | None:
+    """The tags of ``text`` (as :func:`parse` reads them) when it is a catalog in this form,
+    not words that mention a tag ("what does <toolname> mean?"): it asks its question in
+    ``<userq>``, or each of its tools has a whole ``<toolname>`` and ``<tooldescription>``;
+    else ``None``."""
+    if "<toolname>" not in text:
+        return None
+    tags = parse(text, server)
+    if user_query(text) is not None:
+        return tags
+    whole = bool(tags) and all(tag.problem is None and tag.description for tag in tags)
+    return tags if whole else None
 
 
 def user_query(text: str) -> str | None:

@@ -302,7 +302,9 @@ class ToolFilter:
         tools = request.get("tools")
         if not choice.off and tools:
             return self._filter_tools(turn, tools, provider, options)
-        tags = None if choice.off or turn.found is None else _tag_catalog(turn.found[1])
+        tags = None
+        if not choice.off and turn.found is not None:
+            tags = text_tags.catalog_in(turn.found[1], DEFAULT_SERVER)
         if tags is not None:
             return self._filter_tags(turn, tags, options)
         return self._not_routed(turn, provider, options)
@@ -566,19 +568,6 @@ def _names(option: str, names: Iterable[str]) -> Iterable[str]:
     if not all(isinstance(name, str) for name in listed):
         raise InvalidInputError(f"{option} must be a list of tool names, got {listed!r}")
     return listed
-
-
-def _tag_catalog(text: str) -> list[RawTool] | None:
-    """The tags of ``text`` when it is a catalog in the text-tag form, not words that mention
-    a tag ("what does <toolname> mean?"): it asks its question in ``<userq>``, or each of its
-    tools has a whole ``<toolname>`` and ``<tooldescription>``; else ``None``."""
-    if "<toolname>" not in text:
-        return None
-    tags = text_tags.parse(text, DEFAULT_SERVER)
-    if text_tags.user_query(text) is not None:
-        return tags
-    whole = bool(tags) and all(tag.problem is None and tag.description for tag in tags)
-    return tags if whole else None
 
 
 def _put_tools(out: dict[str, Any], tools: list[Any], kept: list[Any], provider: str) -> None:
