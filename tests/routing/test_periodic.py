@@ -18,7 +18,7 @@ def test_one_run_at_a_time_and_each_sets_the_next() -> None:
         release.wait(10)
         return now + 60.0
 
-    upkeep = Periodic(work, "test-upkeep", due_at=10.0)
+    upkeep = Periodic(work, "test-upkeep", due_at=10.0, retry_s=60.0)
     assert upkeep.start_if_due(9.0) is None  # not due
     running = upkeep.start_if_due(10.0)
     assert running is not None
@@ -38,10 +38,34 @@ def test_one_run_at_a_time_and_each_sets_the_next() -> None:
 
 
 def test_a_run_in_flight_is_not_a_forked_childs() -> None:
-    upkeep = Periodic(lambda now: now + 1.0, "test-upkeep", due_at=0.0)
+    upkeep = Periodic(lambda now: now + 1.0, "test-upkeep", due_at=0.0, retry_s=1.0)
     upkeep._running, upkeep.due_at = True, math.inf  # as a parent's run leaves it at a fork
     upkeep._forked()
     thread = upkeep.start_if_due(5.0)
     assert thread is not None
     thread.join()
     assert upkeep.due_at == 6.0
+
+
+def test_a_run_that_raises_is_tried_again_after_retry_s() -> None:
+    runs: list[float] = []
+
+    def work(now: float) -> float:
+        runs.append(now)
+        if len(runs) == 1:
+            raise RuntimeError("an error the work did not expect")
+        return now + 60.0
+
+    upkeep = Periodic(work, "test-upkeep", due_at=0.0, retry_s=30.0)
+    hook, threading.excepthook = threading.excepthook, lambda args: None  # type: ignore[assignment]
+    try:
+        thread = upkeep.start_if_due(5.0)
+        assert thread is not None
+        thread.join()
+    finally:
+        threading.excepthook = hook
+    assert upkeep.due_at == 35.0  # not inf: upkeep that stopped for good would never run again
+    again = upkeep.start_if_due(35.0)
+    assert again is not None
+    again.join()
+    assert runs == [5.0, 35.0]

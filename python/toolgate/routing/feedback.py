@@ -157,7 +157,10 @@ class LearnedMemory:
         self.refused = 0
         # Routes read the store again every reload_s, in a thread.
         self._freshening = Periodic(
-            self._freshen, "toolgate-learned-reload", clock() + self.config.reload_s
+            self._freshen,
+            "toolgate-learned-reload",
+            clock() + self.config.reload_s,
+            retry_s=self.config.reload_s,
         )
         # Each catalog version opened is a new scope: the store keeps the most recent.
         store.use(

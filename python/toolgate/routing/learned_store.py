@@ -216,7 +216,9 @@ class LearnedStore:
         self._lock = fork_safe_lock()
         self._marked: dict[str, _Mark] = {}  # scope: this store's last mark of it
         # Renews the marks of the scopes held here (never due before one is held).
-        self._renewal = Periodic(self._renew_held, "toolgate-learned-lease", math.inf)
+        self._renewal = Periodic(
+            self._renew_held, "toolgate-learned-lease", math.inf, retry_s=_RENEW_RETRY_S
+        )
         # Server time minus this process's time.time() (PostgreSQL: replicas' clocks differ).
         self._clock_offset = 0.0
         _stores.add(self)

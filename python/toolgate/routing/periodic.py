@@ -19,15 +19,19 @@ __all__ = ["Periodic"]
 
 class Periodic:
     """``work(now)`` run in a thread named ``name`` once :attr:`due_at` has passed; it
-    returns the time it is next due (``math.inf``: not until someone sets :attr:`due_at`)
-    and must not raise: upkeep is best effort, and a failed run says when to try again."""
+    returns the time it is next due (``math.inf``: not until someone sets :attr:`due_at`).
+    Upkeep is best effort: a failed run says when to try again, and one that raises all the
+    same is tried again ``retry_s`` later (left at inf, it would never run again)."""
 
-    def __init__(self, work: Callable[[float], float], name: str, due_at: float) -> None:
+    def __init__(
+        self, work: Callable[[float], float], name: str, due_at: float, *, retry_s: float
+    ) -> None:
         """See the class docstring."""
         #: When the work is next due, on the caller's clock (inf: running, or never due).
         self.due_at = due_at
         self._work = work
         self._name = name
+        self._retry_s = retry_s
         self._starting = fork_safe_lock()
         self._running = False
         on_fork_in_child(self, Periodic._forked)
@@ -46,11 +50,12 @@ class Periodic:
         return thread
 
     def _run(self, now: float) -> None:
+        due_at = now + self._retry_s  # kept if the work raises
         try:
             due_at = self._work(now)
         finally:
             self._running = False
-        self.due_at = due_at
+            self.due_at = due_at
 
     def _forked(self) -> None:
         # A run the parent's thread was making is not the child's: its next caller starts one.
