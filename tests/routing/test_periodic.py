@@ -24,7 +24,6 @@ def test_one_run_at_a_time_and_each_sets_the_next() -> None:
     assert running is not None
     assert entered.wait(10)
     assert upkeep.due_at == math.inf
-    upkeep.due_at = 11.0  # made due again while it runs (a store's new mark)
     assert upkeep.start_if_due(12.0) is None  # still one run at a time
     release.set()
     running.join()
@@ -69,3 +68,21 @@ def test_a_run_that_raises_is_tried_again_after_retry_s() -> None:
     assert again is not None
     again.join()
     assert runs == [5.0, 35.0]
+
+
+def test_a_time_set_while_it_runs_is_kept_when_sooner() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def work(now: float) -> float:
+        entered.set()
+        release.wait(10)
+        return now + 600.0  # the next due time for the marks it read
+
+    upkeep = Periodic(work, "test-upkeep", due_at=0.0, retry_s=60.0)
+    running = upkeep.start_if_due(10.0)
+    assert running is not None
+    assert entered.wait(10)
+    upkeep.due_at = 25.0  # a store's new mark with a shorter lease, made while it runs
+    release.set()
+    running.join()
+    assert upkeep.due_at == 25.0  # overwritten, the new lease would lapse before its renewal

@@ -3,7 +3,8 @@
 A learned memory reads its store again now and then, and a store renews the marks of the
 catalog versions it holds: neither may cost a route more than a look at the clock, so the
 first route past the due time starts the work in a thread and the others go on. One run at a
-time: while it runs the due time is infinite; the run sets the next.
+time: while it runs the due time is infinite; the run sets the next, unless one set meanwhile
+is sooner.
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ class Periodic:
             due_at = self._work(now)
         finally:
             self._running = False
-            self.due_at = due_at
+            # A time set while it ran (inf until then: a store's new mark, whose lease may be
+            # shorter than those the run read) stays when sooner.
+            self.due_at = min(due_at, self.due_at)
 
     def _forked(self) -> None:
         # A run the parent's thread was making is not the child's: its next caller starts one.
