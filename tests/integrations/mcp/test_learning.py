@@ -3,9 +3,11 @@ call of a tool a ``tool_search`` found is feedback for the search's words."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -166,13 +168,8 @@ def test_lessons_a_stalled_store_holds_at_close_are_dropped_and_counted(
     store = _Blocking()
 
     async def main() -> None:
-        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=store)
-        async with Client(github_server(Counter())) as github:
-            await router.connect({"github": github})
-            for title in ("one", "two", "three"):
-                await _open_issue(router, title)
+        async with _stalled(embedder, store, ("one", "two", "three")) as router:
             # The worker holds "one" in the stalled store: the two waiting are dropped.
-            assert await anyio.to_thread.run_sync(store.writing.wait, 10)
             assert not await router.aclose(timeout=0.2)
             assert router.lessons_dropped == 2
             await _open_issue(router, "four")  # closed: not learned
@@ -190,12 +187,7 @@ def test_a_stalled_store_holds_the_proxys_stop_up_no_longer_than_its_grace(
     store = _Blocking()
 
     async def main() -> None:
-        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=store)
-        async with Client(github_server(Counter())) as github:
-            await router.connect({"github": github})
-            for title in ("one", "two"):
-                await _open_issue(router, title)
-            assert await anyio.to_thread.run_sync(store.writing.wait, 10)
+        async with _stalled(embedder, store, ("one", "two")) as router:
             async with anyio.create_task_group() as group:
                 serving = _Serving(group, router, {}, Upstreams([]), timeout=1.0)
                 with anyio.fail_after(CLOSE_GRACE + 20):  # far short of the stall
@@ -206,6 +198,21 @@ def test_a_stalled_store_holds_the_proxys_stop_up_no_longer_than_its_grace(
         run(main)
     finally:
         store.release.set()
+
+
+@contextlib.asynccontextmanager
+async def _stalled(
+    embedder: Embedder, store: _Blocking, titles: tuple[str, ...]
+) -> AsyncIterator[McpRouter]:
+    """A router learning into ``store``, connected to GitHub, that opened an issue for each
+    of ``titles``; yielded once the store's worker is stalled on the first lesson."""
+    router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=store)
+    async with Client(github_server(Counter())) as github:
+        await router.connect({"github": github})
+        for title in titles:
+            await _open_issue(router, title)
+        assert await anyio.to_thread.run_sync(store.writing.wait, 10)
+        yield router
 
 
 async def _open_issue(router: McpRouter, title: str) -> None:
