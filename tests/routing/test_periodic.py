@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 
 from toolgate.routing.periodic import Periodic
 
@@ -86,3 +87,22 @@ def test_a_time_set_while_it_runs_is_kept_when_sooner() -> None:
     release.set()
     running.join()
     assert upkeep.due_at == 25.0  # overwritten, the new lease would lapse before its renewal
+
+
+def test_the_object_whose_upkeep_it_runs_is_not_kept_alive() -> None:
+    class Owner:
+        def __init__(self) -> None:
+            self.upkeep = Periodic(self.work, "test-upkeep", due_at=0.0, retry_s=1.0)
+
+        def work(self, now: float) -> float:
+            return now + 1.0
+
+    owner = Owner()
+    upkeep = owner.upkeep
+    gone = weakref.ref(owner)
+    del owner  # no cycle through the upkeep: freed at once, without the cyclic collector
+    assert gone() is None
+    thread = upkeep.start_if_due(0.0)
+    assert thread is not None
+    thread.join()
+    assert upkeep.due_at == 1.0  # retried later: nothing to run

@@ -9,8 +9,10 @@ is sooner.
 
 from __future__ import annotations
 
+import inspect
 import math
 import threading
+import weakref
 from collections.abc import Callable
 
 from toolgate.forks import fork_safe_lock, on_fork_in_child
@@ -30,7 +32,11 @@ class Periodic:
         """See the class docstring."""
         #: When the work is next due, on the caller's clock (inf: running, or never due).
         self.due_at = due_at
-        self._work = work
+        # A method is held weakly: its object holds this, and a cycle would keep a dropped
+        # router's files open until the cyclic collector ran.
+        self._work: Callable[[], Callable[[float], float] | None] = (
+            weakref.WeakMethod(work) if inspect.ismethod(work) else lambda: work
+        )
         self._name = name
         self._retry_s = retry_s
         self._starting = fork_safe_lock()
@@ -53,7 +59,9 @@ class Periodic:
     def _run(self, now: float) -> None:
         due_at = now + self._retry_s  # kept if the work raises
         try:
-            due_at = self._work(now)
+            work = self._work()
+            if work is not None:  # else its object is gone, and so is the need
+                due_at = work(now)
         finally:
             self._running = False
             # A time set while it ran (inf until then: a store's new mark, whose lease may be
