@@ -35,12 +35,23 @@ _BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
-class SseSplitter:
-    """Cuts a byte stream into whole events, each with the blank line that ends it."""
+class _Splitter:
+    """Bytes received and not yet cut into a whole piece, and how far they were scanned."""
 
     def __init__(self) -> None:
         self._buffer = bytearray()
         self._scanned = 0
+
+    def rest(self) -> bytes:
+        """What came after the last whole piece (a stream cut short, or an array's ``]``)."""
+        rest = bytes(self._buffer)
+        self._buffer.clear()
+        self._scanned = 0
+        return rest
+
+
+class SseSplitter(_Splitter):
+    """Cuts a byte stream into whole events, each with the blank line that ends it."""
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The events ``chunk`` completes, in order; the rest waits for the next chunk."""
@@ -56,15 +67,8 @@ class SseSplitter:
         self._scanned = len(self._buffer)
         return events
 
-    def rest(self) -> bytes:
-        """What came after the last whole event (a stream cut short)."""
-        rest = bytes(self._buffer)
-        self._buffer.clear()
-        self._scanned = 0
-        return rest
 
-
-class JsonArraySplitter:
+class JsonArraySplitter(_Splitter):
     """Cuts a JSON array arriving in pieces into its elements, each with what came before it
     (the ``[`` or a comma): Google streams ``streamGenerateContent`` so to a client that asks
     for no SSE (no ``?alt=sse``), one response after another."""
@@ -74,8 +78,7 @@ class JsonArraySplitter:
     _IN_STRING = re.compile(rb'["\\]')
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._scanned = 0
+        super().__init__()
         self._depth = 0
         self._in_string = False
         # The depth at which an element closes: 1 in the array, 0 for an answer that is
@@ -120,13 +123,6 @@ class JsonArraySplitter:
         del buffer[:start]
         self._scanned = at - start
         return elements
-
-    def rest(self) -> bytes:
-        """What came after the last whole element (the closing ``]``, or a stream cut short)."""
-        rest = bytes(self._buffer)
-        self._buffer.clear()
-        self._scanned = 0
-        return rest
 
     @staticmethod
     def parse(raw: bytes) -> SseEvent:
