@@ -144,6 +144,19 @@ def test_no_floor_is_below_what_a_dependency_at_its_floor_requires() -> None:
     assert [low for name in at_floor for low in _floors_below_needs(declared, name)] == []
 
 
+def test_the_format_checkers_verify_uses_are_dependencies() -> None:
+    # jsonschema checks a format only when the package it checks it with is installed
+    # (docs/api.md, "verify"): those must come with toolgate, not with whatever else is there.
+    needed = {
+        "idna": "idn-hostname",
+        "jsonpointer": "json-pointer, relative-json-pointer",
+        "rfc3339-validator": "date-time, time",
+        "rfc3986-validator": "uri, uri-reference",
+    }
+    declared = _declared_dependencies()
+    assert {name: formats for name, formats in needed.items() if name not in declared} == {}
+
+
 def test_the_version_has_one_source() -> None:
     # pyproject.toml takes Cargo.toml's version, which the extension's __version__ is built from.
     with PYPROJECT.open("rb") as file:

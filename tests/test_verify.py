@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -400,6 +402,44 @@ def test_string_formats_are_checked(fmt: str, good: str, bad: str) -> None:
     verdict = verify_call(catalog, ["default/f"], {"name": "f", "arguments": {"v": bad}})
     assert verdict.error == "invalid_arguments"
     assert verdict.path == "$.v"
+
+
+def _documented_formats() -> list[str]:
+    """The formats docs/api.md says verify asserts."""
+    api = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text("utf-8")
+    found = re.search(r"verify asserts(.*?)\(RE2\)", api, re.S)
+    assert found is not None, "api.md no longer lists the formats verify asserts"
+    return re.findall(r"`([a-z0-9-]+)`", found[1])
+
+
+@pytest.mark.parametrize("fmt", _documented_formats())
+def test_every_documented_format_is_asserted(fmt: str) -> None:
+    schema = {"type": "object", "properties": {"v": {"type": "string", "format": fmt}}}
+    catalog = Catalog.from_tools([{"name": "f", "description": "F.", "inputSchema": schema}])
+    bad = {"name": "f", "arguments": {"v": "not ::: a [ value"}}
+    assert verify_call(catalog, ["default/f"], bad).error == "invalid_arguments"
+
+
+def test_the_formats_asserted_do_not_grow_with_what_else_is_installed() -> None:
+    # jsonschema checks `hostname` when fqdn is installed (Jupyter installs it, with the
+    # checkers of color, duration, iri...): a verdict must not change with the environment.
+    # In a child, where a stand-in fqdn, refusing every name, is importable first.
+    code = (
+        "import sys, types\n"
+        "fqdn = types.ModuleType('fqdn')\n"
+        "class FQDN:\n"
+        "    def __init__(self, name, min_labels=1):\n"
+        "        self.is_valid = False\n"
+        "fqdn.FQDN = FQDN\n"
+        "sys.modules['fqdn'] = fqdn\n"
+        "from toolgate.catalog.catalog import Catalog; from toolgate.verify import verify_call\n"
+        "v = {'type': 'string', 'format': 'hostname'}\n"
+        "schema = {'type': 'object', 'properties': {'v': v}}\n"
+        "c = Catalog.from_tools([{'name': 'f', 'description': 'F.', 'inputSchema': schema}])\n"
+        "print(verify_call(c, ['default/f'], {'name': 'f', 'arguments': {'v': 'example.com'}}).ok)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True", done.stderr[-2000:]
 
 
 BROKEN_SCHEMAS: dict[str, dict[str, Any]] = {
