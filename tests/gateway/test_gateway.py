@@ -4,9 +4,11 @@ upstream on loopback: what the upstream receives, what the application gets back
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -125,6 +127,20 @@ def test_a_request_that_needs_no_tool_goes_without_tools_and_says_so(
     )
     assert "x-toolgate-no-tool" not in raw.headers
     assert metric(served, "toolgate_gateway_no_tool_total", endpoint="openai") == before + 1
+
+
+def test_every_header_and_metric_of_the_gateway_is_documented() -> None:
+    # Read from the source: what an operator can see, in headers or on /metrics, is in api.md.
+    root = Path(__file__).resolve().parents[2]
+    source = "".join(p.read_text("utf-8") for p in (root / "python/toolgate/gateway").glob("*.py"))
+    api = (root / "docs" / "api.md").read_text("utf-8")
+    section = api.split("\n## HTTP gateway", 1)[1].split("\n## ", 1)[0]
+    headers = set(re.findall(r"\"(x-toolgate-[a-z-]+)\"", source))
+    metrics = set(re.findall(r"\"(toolgate_gateway_[a-z_]+)\"", source))
+    assert {"x-toolgate-no-tool", "x-toolgate-tools"} <= headers
+    assert {"toolgate_gateway_no_tool", "toolgate_gateway_requests"} <= metrics
+    assert sorted(h for h in headers if h not in section) == []
+    assert sorted(m for m in metrics if f"{m}_total" not in section and m not in section) == []
 
 
 def test_top_k_header_asks_for_fewer_and_state_headers_are_read(annotating: Served) -> None:
