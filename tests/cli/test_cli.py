@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -18,7 +19,7 @@ import pytest
 import toolgate
 from tests.shared_data import DATA, require
 from toolgate import Router
-from toolgate.cli.parser import main
+from toolgate.cli.parser import _parser, main
 from toolgate.routing.config import RouterConfig
 
 if sys.version_info >= (3, 11):
@@ -1065,3 +1066,15 @@ def test_a_missing_extra_is_one_line_naming_it(
     assert completed.stderr.count("\n") == 1  # no traceback
     assert f'pip install "toolgate-router[{extra}]"' in completed.stderr
     assert completed.stderr.count("toolgate-router[") == 1  # once, however deep the import
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    parser = _parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [
+        f"{name} {action.option_strings[0]}"
+        for name, command in commands.choices.items()
+        for action in command._actions
+        if action.option_strings and not action.help
+    ]
+    assert bare == []

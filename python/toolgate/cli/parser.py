@@ -50,12 +50,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+_TOOLS_HELP = "catalog file (MCP, OpenAI, Anthropic, Gemini, JSONL)"
+_QUERIES_HELP = 'labelled queries, JSON lines of {"query": ..., "gold": [tool ids]}'
+
+
 def _add_router_source(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     source = parser.add_mutually_exclusive_group(required=required)
-    source.add_argument(
-        "--tools", type=Path, help="catalog file (MCP, OpenAI, Anthropic, Gemini, JSONL)"
-    )
+    source.add_argument("--tools", type=Path, help=_TOOLS_HELP)
     source.add_argument("--index", type=Path, help="router directory written by 'toolgate index'")
+    _add_build_options(parser)
+
+
+def _add_build_options(parser: argparse.ArgumentParser) -> None:
+    """The options of building a router from a catalog, shared by index and the readers."""
     _add_server(parser)
     parser.add_argument("--precision", choices=["fp32", "int8"], help="embedding model precision")
     parser.add_argument("--dtype", choices=["f32", "int8", "bf16"], help="matrix storage type")
@@ -70,6 +77,12 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a RouterConfig setting, e.g. server_weight=0.35 (JSON value or text; repeatable)",
+    )
+
+
+def _add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of the report"
     )
 
 
@@ -89,30 +102,30 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     index = commands.add_parser("index", help="embed and index a catalog into a router directory")
-    index.add_argument("--tools", type=Path, required=True)
+    index.add_argument("--tools", type=Path, required=True, help=_TOOLS_HELP)
     index.add_argument("--out", type=Path, required=True, help="router directory to write")
-    _add_server(index)
-    index.add_argument("--precision", choices=["fp32", "int8"])
-    index.add_argument("--dtype", choices=["f32", "int8", "bf16"], help="matrix storage type")
-    index.add_argument("--lenient", action="store_true")
-    _add_settings(index)
-    index.add_argument("--json", action="store_true")
+    _add_build_options(index)
+    _add_json(index)
 
     route = commands.add_parser("route", help="route one query")
     _add_router_source(route)
     route.add_argument("query")
-    route.add_argument("--top-k", type=_positive_int)
-    route.add_argument("--threshold", type=float)
+    route.add_argument("--top-k", type=_positive_int, help="the most tools to show")
+    route.add_argument(
+        "--threshold", type=float, help="floor on a tool's cosine to the query (default: config)"
+    )
     route.add_argument("--state", type=json.loads, help='JSON, e.g. {"scopes": ["github:write"]}')
-    route.add_argument("--json", action="store_true")
+    _add_json(route)
 
     evaluate = commands.add_parser("eval", help="routing quality on a labelled query set")
     _add_router_source(evaluate)
-    evaluate.add_argument("--queries", type=Path, required=True)
-    evaluate.add_argument("--top-k", type=_positive_int, default=10)
+    evaluate.add_argument("--queries", type=Path, required=True, help=_QUERIES_HELP)
+    evaluate.add_argument(
+        "--top-k", type=_positive_int, default=10, help="judge the top K (default 10)"
+    )
     evaluate.add_argument("--limit", type=_positive_int, help="evaluate only the first N queries")
     evaluate.add_argument("--strict", action="store_true", help="bad tools are an error")
-    evaluate.add_argument("--json", action="store_true")
+    _add_json(evaluate)
     evaluate.add_argument(
         "--learn-first",
         type=float,
@@ -126,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
         help="fit threshold and fusion weight (max F1), the server weight, then adaptive selection",
     )
     _add_router_source(calibrate)
-    calibrate.add_argument("--queries", type=Path, required=True)
+    calibrate.add_argument("--queries", type=Path, required=True, help=_QUERIES_HELP)
     calibrate.add_argument("--limit", type=_positive_int, help="use only the first N queries")
     calibrate.add_argument("--strict", action="store_true", help="bad tools are an error")
     calibrate.add_argument(
@@ -138,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="RATE",
         help="fit the 'no tool needed' threshold: reject at most RATE of the queries with gold",
     )
-    calibrate.add_argument("--json", action="store_true")
+    _add_json(calibrate)
 
     stats = commands.add_parser("stats", help="catalog token figures, or usage from an event log")
     _add_router_source(stats, required=False)  # --events alone: the usage the log shows
@@ -155,14 +168,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="COSINE",
         help="also list groups of near-copy tools, linked at this cosine (default 0.95)",
     )
-    stats.add_argument("--json", action="store_true")
+    _add_json(stats)
 
     demo = commands.add_parser("demo", help="route a few queries over the built-in demo catalog")
-    demo.add_argument("--json", action="store_true")
+    _add_json(demo)
 
     proxy = commands.add_parser(
         "mcp-proxy",
-        help="serve an MCP proxy over stdio: search_tools and call_tool over upstream servers",
+        help="serve an MCP proxy over stdio or --http: search_tools and call_tool over upstream "
+        "servers",
     )
     proxy.add_argument(
         "--config", type=Path, required=True, help='upstream servers: {"mcpServers": {...}}'
