@@ -19,11 +19,12 @@ tools loaded, routed and called, routing misses, and tools never routed or calle
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,13 @@ from toolgate.telemetry.events import (
 
 _log = logging.getLogger("toolgate.telemetry")
 
-__all__ = ["UsageStats"]
+__all__ = ["RECENT_TURNS", "UsageStats"]
+
+#: How many of the latest turn ids :class:`UsageStats` remembers to count each turn once. A
+#: turn's events (its route, promote and calls) come within moments of each other, so the
+#: count is exact unless this many other turns begin in between; remembering every id would
+#: grow without bound in a long-lived process or over a large log.
+RECENT_TURNS = 1 << 16
 
 
 class UsageStats:
@@ -61,6 +68,9 @@ class UsageStats:
     for tools the active set lacked, so a high count next to ``turns`` says routing or the
     budget leaves out too much.
 
+    ``turns`` counts distinct turn ids, remembering the latest :data:`RECENT_TURNS` of them
+    (memory stays bounded): an id seen again only after that many other turns counts anew.
+
     >>> stats = UsageStats(["github/get_me"])
     >>> stats.emit(VerifyEvent(name="tool_search", tool_id=TOOL_SEARCH_ID, ok=True))
     >>> stats.search_calls, stats.never_called()
@@ -71,7 +81,10 @@ class UsageStats:
         self._lock = fork_safe_lock()
         listed = tool_list(tool_ids, "tool_ids")  # a bare string is no list of ids
         self.registry: list[str] = list(dict.fromkeys(_catalog_ids(listed)))
-        self.turns: set[str] = set()
+        self.turns = 0
+        # Digests of the latest turn ids, oldest first: fixed-size keys, whatever an id's length.
+        self._recent_turns: OrderedDict[bytes, None] = OrderedDict()
+        self._turn_window = RECENT_TURNS
         self.routed: Counter[str] = Counter()
         self.loaded: Counter[str] = Counter()
         self.called: Counter[str] = Counter()
@@ -105,7 +118,7 @@ class UsageStats:
         """Count one event."""
         with self._lock:
             if event.turn_id:
-                self.turns.add(event.turn_id)
+                self._count_turn(event.turn_id)
             if isinstance(event, RouteEvent):
                 active = _catalog_ids(event.active)
                 self.routed.update(active)
@@ -116,6 +129,18 @@ class UsageStats:
                 _keep_latest(self.last_loaded, active, event.timestamp)
             elif isinstance(event, VerifyEvent):
                 self._count_call(event)
+
+    def _count_turn(self, turn_id: str) -> None:
+        """Count ``turn_id`` unless it is among the latest :data:`RECENT_TURNS` ids seen."""
+        # surrogatepass: a log's JSON may hold a lone surrogate, which plain UTF-8 refuses.
+        key = hashlib.blake2b(turn_id.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        if key in self._recent_turns:
+            self._recent_turns.move_to_end(key)
+            return
+        self.turns += 1
+        self._recent_turns[key] = None
+        if len(self._recent_turns) > self._turn_window:
+            self._recent_turns.popitem(last=False)
 
     def _count_call(self, event: VerifyEvent) -> None:
         if event.tool_id == TOOL_SEARCH_ID:
@@ -196,7 +221,7 @@ class UsageStats:
         with self._lock:
             known = self._known()
             return {
-                "turns": len(self.turns),
+                "turns": self.turns,
                 "tools": len(known),
                 "routed": dict(self.routed),
                 "loaded": dict(self.loaded),
