@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
+from toolgate.arguments import finite_number, shown
 from toolgate.catalog.names import EXPOSED_NAME_RE
 from toolgate.errors import InvalidInputError
 
@@ -62,9 +63,22 @@ class Event:
     timestamp: float = field(default_factory=time.time)
     latency_ms: float = 0.0
 
+    def __post_init__(self) -> None:
+        # Only an event built by hand sets the time: a NaN one would pass every window of
+        # UsageStats.pruning_report, so no log reader takes it back. Said here, at the call.
+        if not finite_number(self.timestamp):
+            raise InvalidInputError(
+                f"timestamp must be a finite number of seconds, got {shown(self.timestamp)}"
+            )
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready view, with ``kind`` first."""
-        return {"kind": self.kind, **asdict(self)}
+        """JSON-ready view, with ``kind`` first. A latency or score that is no finite number
+        (NaN: not measured) is ``None``: JSON has no NaN, which most readers refuse."""
+        data = {"kind": self.kind, **asdict(self)}
+        for key in _MEASURES:
+            if key in data:
+                data[key] = _measured(data[key])
+        return data
 
     def to_json(self) -> str:
         """One compact JSON line."""
@@ -178,6 +192,25 @@ EVENT_TYPES: dict[str, type[Event]] = {
 
 
 _TUPLE_FIELDS = ("candidates", "active", "reasons")
+#: Fields holding measurements, where NaN (or null, as :meth:`Event.to_dict` writes it, or
+#: the NaN and Infinity tokens of older logs) means "not measured" and is read back as NaN.
+_MEASURES = ("latency_ms", "scores")
+
+
+def _measured(value: Any) -> Any:
+    """``value`` with every non-finite float in it (a measure or a dict of them) as None."""
+    if isinstance(value, dict):
+        return {key: _measured(item) for key, item in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _unmeasured_as_nan(value: Any) -> Any:
+    """``value`` with each None in it (a measure or a dict of them) as NaN."""
+    if isinstance(value, dict):
+        return {key: _unmeasured_as_nan(item) for key, item in value.items()}
+    return math.nan if value is None else value
 
 
 def event_from_dict(data: Mapping[str, Any]) -> Event:
@@ -193,12 +226,15 @@ def event_from_dict(data: Mapping[str, Any]) -> Event:
             continue
         # A log is outside input: a wrong type would surface later as a crash in UsageStats
         # (an unhashable turn id, say), far from the line that caused it.
-        if not _conforms(value, hints[key]):
+        measure = key in _MEASURES
+        if not _conforms(value, hints[key], measure=measure):
             hint = hints[key]
             expected = hint.__name__ if isinstance(hint, type) else str(hint)
             raise InvalidInputError(
                 f"field {key!r} is {type(value).__name__} {value!r:.60}, expected {expected}"
             )
+        if measure:
+            value = _unmeasured_as_nan(value)
         values[key] = tuple(value) if key in _TUPLE_FIELDS else value
     return event_type(**values)
 
@@ -211,14 +247,17 @@ def _field_types(kind: str) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in fields(event_type) if f.init}
 
 
-def _conforms(value: Any, hint: Any) -> bool:
-    """Whether a decoded JSON value fits an event field annotation (JSON arrays fit tuples)."""
+def _conforms(value: Any, hint: Any, *, measure: bool = False) -> bool:
+    """Whether a decoded JSON value fits an event field annotation (JSON arrays fit tuples);
+    with ``measure``, a float may also be null or not finite (not measured)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (types.UnionType, typing.Union):
-        return any(_conforms(value, arm) for arm in args)
+        return any(_conforms(value, arm, measure=measure) for arm in args)
     if hint is type(None):
         return value is None
     if hint in (int, float):
+        if hint is float and measure and (value is None or isinstance(value, float)):
+            return True
         # bool is an int subclass, and JSON numbers without a fraction decode as int.
         allowed = (int, float) if hint is float else (int,)
         if isinstance(value, float) and not math.isfinite(value):
@@ -228,6 +267,7 @@ def _conforms(value: Any, hint: Any) -> bool:
         return isinstance(value, (list, tuple)) and all(_conforms(v, args[0]) for v in value)
     if origin is dict:
         return isinstance(value, dict) and all(
-            _conforms(k, args[0]) and _conforms(v, args[1]) for k, v in value.items()
+            _conforms(k, args[0]) and _conforms(v, args[1], measure=measure)
+            for k, v in value.items()
         )
     return isinstance(value, hint)

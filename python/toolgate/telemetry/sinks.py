@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import json
 import logging
+import math
 import os
 import stat
 from pathlib import Path
@@ -225,7 +226,9 @@ class OpenTelemetrySink:
     def emit(self, event: Event) -> None:
         """Start and end one span carrying the event's fields."""
         end_ns = int(event.timestamp * 1e9)
-        start_ns = end_ns - int(event.latency_ms * 1e6)
+        # A latency not measured (NaN) has no length to give the span: int() would raise.
+        latency = event.latency_ms if math.isfinite(event.latency_ms) else 0.0
+        start_ns = end_ns - int(latency * 1e6)
         span = self._tracer.start_span(f"toolgate.{event.kind}", start_time=start_ns)
         for key, value in event.to_dict().items():
             if value is not None:
