@@ -15,7 +15,9 @@ __all__ = [
     "check_count",
     "check_flag",
     "check_instance",
+    "check_share",
     "finite_number",
+    "number_list",
     "shown",
     "tool_list",
 ]
@@ -61,6 +63,29 @@ def check_instance(name: str, value: object, kind: type, *, optional: bool = Fal
     raise InvalidInputError(
         f"{name} must be a {kind.__name__}{either}, got {type(value).__name__}{hint}"
     )
+
+
+def check_share(name: str, value: object) -> None:
+    """Raise :class:`InvalidInputError` unless ``value`` is a number in [0, 1] (NaN is in no
+    range: it compares false with every bound)."""
+    if not (finite_number(value) and 0.0 <= value <= 1.0):  # type: ignore[operator]
+        raise InvalidInputError(f"{name} must be in [0, 1], got {shown(value)}")
+
+
+def number_list(values: object, name: str, low: float, high: float) -> list[float]:
+    """``values`` as a list of numbers from ``low`` to ``high``, or an error naming the
+    argument ``name`` (a lone number or string is refused: it is no list of values)."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise InvalidInputError(
+            f"{name} must be a list of numbers in [{low:g}, {high:g}], got {shown(values)}"
+        )
+    listed = list(values)
+    for value in listed:
+        if not (finite_number(value) and low <= value <= high):
+            raise InvalidInputError(
+                f"{name} entries must be numbers in [{low:g}, {high:g}], got {shown(value)}"
+            )
+    return listed
 
 
 def shown(value: object) -> str:

@@ -54,8 +54,9 @@ from typing import Any
 import numpy as np
 
 from toolgate import _toolgate
+from toolgate.arguments import check_count, check_flag, check_share, number_list
 from toolgate.errors import InvalidInputError
-from toolgate.evaluation.evaluate import LabelledQuery, progress_bar
+from toolgate.evaluation.evaluate import LabelledQuery, labelled_queries, progress_bar
 from toolgate.evaluation.metrics import distinct_gold, gold_hits, ndcg
 from toolgate.routing.router import Router, RouterConfig
 
@@ -272,12 +273,26 @@ def calibrate(
     ``selection``, then fit adaptive selection under both (:func:`fit_selection`); with
     ``false_rejections``, then the "no tool needed" threshold (:func:`fit_no_tool`).
 
-    Each query is embedded once; every point reuses its dense and BM25 scores.
+    Each query is embedded once; every point reuses its dense and BM25 scores. Every
+    argument is checked first, as ``toolgate calibrate`` checks its options: a wrong one
+    must not cost a sweep before it is said.
     """
+    queries = labelled_queries(queries)
     check_fittable(queries)
+    alphas = number_list(alphas, "alphas", 0.0, 1.0)
+    thresholds = number_list(thresholds, "thresholds", -1.0, 1.0)  # cosines
+    if not thresholds:
+        raise InvalidInputError("thresholds is empty: no threshold to fit")
+    if top_k is not None:
+        check_count("top_k", top_k, minimum=1)  # 0 read as "the router's own" before
+    for name, flag in (("progress", progress), ("selection", selection), ("centring", centring)):
+        check_flag(name, flag)
+    check_share("tolerance", tolerance)
+    if false_rejections is not None:
+        check_share("false_rejections", false_rejections)
     # Gold entries asking for one tool count once, as toolgate eval counts them.
     queries = [replace(item, gold=distinct_gold(item.gold, router.catalog)) for item in queries]
-    k = top_k or router.config.top_k
+    k = router.config.top_k if top_k is None else top_k
     centring_curve: tuple[CentringPoint, ...] = ()
     if centring:
         router, centring_curve = fit_row_centring(router, queries, top_k=k, progress=progress)
@@ -360,12 +375,7 @@ def fit_no_tool(
 ) -> NoToolPoint:
     """The lowest "no tool needed" threshold that rejects at most ``false_rejections`` of
     the ``queries`` with gold, and what it rejects of those without."""
-    if not (
-        isinstance(false_rejections, (int, float))
-        and not isinstance(false_rejections, bool)
-        and 0.0 <= false_rejections <= 1.0
-    ):
-        raise InvalidInputError(f"false_rejections must be in [0, 1], got {false_rejections!r}")
+    check_share("false_rejections", false_rejections)
     check_fittable(queries)
     relevant: list[float] = []
     irrelevant: list[float] = []
@@ -513,8 +523,7 @@ def fit_selection(
     ``queries`` (those with gold) stays at :func:`selection_floor` or above (the most
     complete point when none does), every point measured, and the plain top ``top_k``'s
     completeness."""
-    if not (isinstance(tolerance, (int, float)) and 0.0 <= tolerance <= 1.0):
-        raise InvalidInputError(f"tolerance must be in [0, 1], got {tolerance!r}")
+    check_share("tolerance", tolerance)
     relevant = [item for item in queries if item.gold]
     check_fittable(relevant)
     grid = [(m, r) for m in min_tools if m <= top_k for r in keep_ratios]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolgate.arguments import check_count, check_flag, shown
 from toolgate.errors import InvalidInputError
 from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics, distinct_gold
 from toolgate.json_limits import JsonLimitError, json_problem, loads, read_bounded, without_bom
@@ -18,7 +19,14 @@ if TYPE_CHECKING:
     from toolgate.catalog.catalog import Catalog
     from toolgate.routing.router import Router
 
-__all__ = ["LabelledQuery", "evaluate", "load_queries", "progress_bar", "unmatched_gold"]
+__all__ = [
+    "LabelledQuery",
+    "evaluate",
+    "labelled_queries",
+    "load_queries",
+    "progress_bar",
+    "unmatched_gold",
+]
 
 # Far past any labelled set (the largest shared one is a few megabytes), and a bound on what
 # a wrong path makes the reader allocate.
@@ -35,6 +43,25 @@ class LabelledQuery:
     query: str
     gold: tuple[str, ...]
     history: tuple[str | Mapping[str, object], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        # A gold string would be read letter by letter, each a tool no catalog has: every
+        # figure 0, silently. Lists are taken, as JSON gives them, and kept as tuples.
+        if not isinstance(self.query, str):
+            raise InvalidInputError(f"query must be a string, got {shown(self.query)}")
+        for name in ("gold", "history"):
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)):
+                raise InvalidInputError(
+                    f"query {self.qid!r}: {name} must be a tuple or list, got {shown(value)}"
+                )
+            object.__setattr__(self, name, tuple(value))
+        for position, entry in enumerate(self.gold):
+            if not isinstance(entry, str):
+                raise InvalidInputError(
+                    f"query {self.qid!r}: gold[{position}] must be a tool name or id, got "
+                    f"{shown(entry)}"
+                )
 
 
 def load_queries(path: str | Path) -> list[LabelledQuery]:
@@ -138,6 +165,26 @@ def _history(history: object) -> tuple[str | Mapping[str, object], ...]:
     return tuple(history)
 
 
+def labelled_queries(queries: object, name: str = "queries") -> list[LabelledQuery]:
+    """``queries`` as a non-empty list of :class:`LabelledQuery`, or an
+    :class:`InvalidInputError` naming the argument ``name``: a path or a list of dicts fails
+    far from the call otherwise, and a generator read twice loses its first queries."""
+    if isinstance(queries, (str, bytes, Path, Mapping)) or not isinstance(queries, Iterable):
+        raise InvalidInputError(
+            f"{name} must be a list of LabelledQuery (load_queries(path) reads a file), got "
+            f"{shown(queries)}"
+        )
+    listed = list(queries)
+    for position, item in enumerate(listed):
+        if not isinstance(item, LabelledQuery):
+            raise InvalidInputError(
+                f"{name}[{position}] must be a LabelledQuery, got {type(item).__name__}"
+            )
+    if not listed:
+        raise InvalidInputError(f"{name} is empty: no query to route")
+    return listed
+
+
 def unmatched_gold(catalog: Catalog, queries: Sequence[LabelledQuery]) -> list[tuple[str, str]]:
     """``(qid, entry)`` for every gold entry that is neither the id nor the name of a tool of
     ``catalog``: its query can never be complete (a misspelt name, or a tool skipped as
@@ -181,7 +228,13 @@ def evaluate(
     ``without_history`` (the ranking figures of every query routed without its history) and
     ``later_turns`` (the figures of the queries that have a history, with it, and under its
     own ``without_history`` without it): what blending the conversation in is worth.
+
+    Arguments are checked first (as ``toolgate eval`` checks its options): ``queries`` a
+    non-empty list of :class:`LabelledQuery`, ``top_k`` an integer of at least 1.
     """
+    queries = labelled_queries(queries)
+    check_count("top_k", top_k, minimum=1)
+    check_flag("progress", progress)
     metrics = RoutingMetrics()
     plain, later, later_plain = RoutingMetrics(), RoutingMetrics(), RoutingMetrics()
     with_history = any(item.history for item in queries)

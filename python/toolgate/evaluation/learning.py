@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolgate.errors import InvalidInputError
-from toolgate.evaluation.evaluate import LabelledQuery, evaluate, progress_bar
+from toolgate.evaluation.evaluate import LabelledQuery, evaluate, labelled_queries, progress_bar
 from toolgate.routing.feedback import LearnConfig
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def evaluate_learning(
     router learned from the gold of those, with ``"before"`` (the same metrics without
     learning), ``"learned_from"`` and ``"learned_rows"``. Both passes embed every query
     (``route_ms`` means the same in each)."""
-    learn, rest = split_for_learning(queries, fraction)
+    learn, rest = split_for_learning(labelled_queries(queries), fraction)
     before = evaluate(router, rest, top_k=top_k, progress=progress)
     memory = router.learn(":memory:", config=config or _UNCAPPED)
     try:
