@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -65,3 +66,14 @@ def test_an_evaluated_part_without_gold_reports_no_ranking_figures() -> None:
     queries = [*QUERIES[:2], *irrelevant]
     report = evaluate_learning(router, queries, 0.5)
     assert (report["ndcg@10"], report["before"]["ndcg@10"]) == (None, None)
+
+
+def test_gold_given_as_ids_is_learned_from_as_names_are() -> None:
+    """Only names were looked up: a set labelled with ids (server/name) learned nothing, and
+    the report's "after" was the "before" again."""
+    router = Router.from_catalog(demo_catalog(), cache=None)
+    ids = {tool.name: tool.id for tool in router.catalog}
+    by_id = [replace(item, gold=tuple(ids[name] for name in item.gold)) for item in QUERIES]
+    learned = evaluate_learning(router, by_id, 0.5)["learned_rows"]
+    assert learned > 0
+    assert learned == evaluate_learning(router, QUERIES, 0.5)["learned_rows"]

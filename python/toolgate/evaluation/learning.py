@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolgate.errors import InvalidInputError
 from toolgate.evaluation.evaluate import LabelledQuery, evaluate, labelled_queries, progress_bar
+from toolgate.evaluation.metrics import accepted_tools
 from toolgate.routing.feedback import LearnConfig
 
 if TYPE_CHECKING:
@@ -58,11 +59,11 @@ def evaluate_learning(
     before = evaluate(router, rest, top_k=top_k, progress=progress)
     memory = router.learn(":memory:", config=config or _UNCAPPED)
     try:
-        by_name: dict[str, list[str]] = {}
-        for tool in router.catalog:
-            by_name.setdefault(tool.name, []).append(tool.id)
+        catalog = router.catalog
         for item in progress_bar(learn, progress, "learning"):
-            used = [tool_id for name in item.gold for tool_id in by_name.get(name, ())]
+            # A gold entry may be an id as well as a name, as toolgate eval scores it.
+            accepted = (accepted_tools(entry, catalog) for entry in item.gold)
+            used = list(dict.fromkeys(tool_id for tools in accepted for tool_id in tools))
             if used:
                 router.feedback(item.query, used=used)
         # The first pass memoised the evaluated queries' vectors: without this, the second

@@ -21,7 +21,7 @@ from toolgate.errors import InvalidInputError
 if TYPE_CHECKING:
     from toolgate.catalog.catalog import Catalog
 
-__all__ = ["QueryOutcome", "RoutingMetrics", "distinct_gold", "gold_hits"]
+__all__ = ["QueryOutcome", "RoutingMetrics", "accepted_tools", "distinct_gold", "gold_hits"]
 
 
 def distinct_gold(gold: Sequence[str], catalog: Catalog) -> tuple[str, ...]:
@@ -40,14 +40,27 @@ def distinct_gold(gold: Sequence[str], catalog: Catalog) -> tuple[str, ...]:
     seen: set[object] = set()
     out = []
     for entry in gold:
-        tools = {tool.id for tool in catalog.with_name(entry)}
-        if entry in catalog:
-            tools.add(entry)
+        tools = accepted_tools(entry, catalog)
         key: object = frozenset(tools) if tools else entry
         if key not in seen:
             seen.add(key)
             out.append(entry)
     return tuple(out)
+
+
+def accepted_tools(entry: str, catalog: Catalog) -> list[str]:
+    """The ids of the tools of ``catalog`` that the gold ``entry`` accepts: the tool it is
+    the id of and every tool of its name (:func:`gold_hits`), in catalog order.
+
+    >>> from toolgate.catalog.catalog import Catalog
+    >>> catalog = Catalog.from_tools({"a": {"tools": [{"name": "x"}]}})
+    >>> accepted_tools("x", catalog), accepted_tools("a/x", catalog), accepted_tools("y", catalog)
+    (['a/x'], ['a/x'], [])
+    """
+    tools = [tool.id for tool in catalog.with_name(entry)]
+    if entry in catalog and entry not in tools:
+        tools.append(entry)
+    return tools
 
 
 def gold_hits(
