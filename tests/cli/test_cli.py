@@ -522,7 +522,8 @@ def test_index_never_replaces_its_tools_file(
 @pytest.mark.parametrize(
     ("content", "where"),
     [
-        (b'{"kind": "route", "active": []}\n\xff\xfe\n', "line 2: not UTF-8"),
+        # A toolgate line damaged (another program's line not in UTF-8 is passed over).
+        (b'{"kind": "route"}\n{"kind": "route", "turn_id": "\xff"}\n', "line 2: not UTF-8"),
         (b'{"kind": "route", "turn_id": ["t1"]}\n', "line 1: not a toolgate event"),
         (b'{"kind": "verify", "tool_id": {"a": 1}}\n', "field 'tool_id'"),
     ],

@@ -774,3 +774,14 @@ def test_sinks_made_before_a_fork_take_events_in_the_child(tmp_path: Path) -> No
     )
     assert run.returncode == 0
     assert UsageStats.from_log(log).called == {"s/a": 1}
+
+
+def test_replay_passes_over_other_programs_lines_not_in_utf8(tmp_path: Path) -> None:
+    """One Latin-1 line of another program stopped toolgate stats at it."""
+    log = tmp_path / "events.log"
+    event = _log_lines(RouteEvent(turn_id="t1", active=("s/a",)))[0].encode()
+    log.write_bytes(b"myapp: caf\xe9 opened\n" + event + b'\nmyapp {"kind": "caf\xe9"}\n')
+    assert UsageStats.from_log(log).routed == {"s/a": 1}
+    log.write_bytes(event + b"\n" + event.replace(b"t1", b"t\xe9") + b"\n")
+    with pytest.raises(InvalidInputError, match=r"line 2: not UTF-8 \(byte 0xe9\)"):
+        UsageStats.from_log(log)  # toolgate's own line damaged: said, not skipped

@@ -297,13 +297,17 @@ def _json_in_line(raw: bytes, where: str) -> tuple[str, dict[str, Any]] | None:
     """The text before a log line's JSON object and the object (text after it, as a plain
     log formatter writes, is left); None if it has none.
 
-    Raises :class:`InvalidInputError` naming ``where`` for a line that is not UTF-8, or whose
-    object does not parse and that is toolgate's by its words (a line of another program's
-    that does not parse is another program's business).
+    Raises :class:`InvalidInputError` naming ``where`` for a line that is toolgate's by its
+    words and is not UTF-8 or whose object does not parse (such a line of another program's
+    is another program's business).
     """
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        # A log shared with other programs may hold their lines in another encoding: those
+        # are theirs to mind, as their JSON that does not parse is.
+        if not _names_toolgate(raw.decode("utf-8", "replace")):
+            return None
         raise InvalidInputError(f"{where}: not UTF-8 (byte {raw[exc.start]:#04x})") from None
     start = line.find("{")
     if start < 0 or '"kind"' not in line:
