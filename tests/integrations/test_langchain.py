@@ -649,6 +649,27 @@ def test_a_denied_tool_is_never_run_however_often_the_model_asks(
     assert all("send_email" not in bound for bound in model.bound)
 
 
+def test_the_lists_hold_when_there_is_nothing_to_route(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    """With no user text, the tools go unrouted, but the operator's lists still apply: a
+    denied tool is neither shown nor run."""
+    image = HumanMessage([{"type": "image", "source_type": "url", "url": "https://x/cat.png"}])
+    selector = ToolSelector(top_k=2, deny=["send_email"], tool_filter=tool_filter)
+    unrouted = selector.select(tools, [image])
+    assert names(unrouted) == [t.name for t in tools if t.name != "send_email"]
+    allowed = ToolSelector(top_k=2, allow=["get_*", "book_*"], tool_filter=tool_filter)
+    assert names(allowed.select(tools, [image])) == ["get_weather", "book_hotel"]
+    answers = [_calls(("send_email", "c1")), AIMessage("No.")]
+    model = RecordingModel(messages=iter(answers), bound=[])
+    agent = create_agent(model, tools, middleware=[ToolgateMiddleware(selector=selector)])
+    out = agent.invoke({"messages": [image]})
+    assert model.bound[0] == names(unrouted)
+    refused = _results(out["messages"])["c1"]
+    assert refused.status == "error"
+    assert json.loads(str(refused.content))["error"] == "tool_not_available"
+
+
 @pytest.mark.parametrize("hitl_first", [True, False])
 def test_a_call_a_reviewer_edited_to_another_tool_runs(
     tools: list[BaseTool], tool_filter: ToolFilter, hitl_first: bool

@@ -155,7 +155,8 @@ class ToolSelector:
         ``tools`` holds LangChain tools and tool dicts as ``bind_tools`` takes them;
         ``messages`` the conversation (LangChain messages or OpenAI-style dicts). With no
         user text to route on (no user message yet, an image alone) or with tool calling off
-        (``tool_choice="none"``), every tool is kept. So is a tool toolgate cannot index
+        (``tool_choice="none"``), every tool is kept that the ``allow`` / ``deny`` lists let
+        through. So is a tool toolgate cannot index
         (a :class:`~toolgate.catalog.CatalogWarning` names it, once per tool list), unless
         the selector was given a ``tool_filter`` that raises for such tools. A tool the
         ``tool_choice`` names is always kept. ``include`` names tools to route as if the
@@ -214,8 +215,12 @@ class ToolSelector:
         filtered = self.tool_filter.filter(
             request, top_k=self.top_k, include=include, wait=wait, **self._options
         )
-        if filtered.result.form == "none":  # nothing was routed: the request stands as given
-            return tools, None
+        if filtered.result.form == "none":
+            # Not routed: as given, but for those the lists shut out (then in positions).
+            if not filtered.dropped_count:
+                return tools, None
+            let_through = set(filtered.positions)
+            return [tool for i, tool in enumerate(tools) if i in let_through], None
         kept = set(filtered.positions)
         if self.always_include:
             kept.update(i for i, t in enumerate(tools) if _tool_name(t) in self.always_include)
