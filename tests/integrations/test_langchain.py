@@ -548,7 +548,7 @@ def test_the_model_is_shown_compact_definitions_and_the_agent_still_runs_the_too
 def test_a_tool_with_provider_extras_is_shown_as_itself(
     tools: list[BaseTool], tool_filter: ToolFilter
 ) -> None:
-    extras = {"cache_control": {"type": "ephemeral"}, "defer_loading": True}
+    extras = {"cache_control": {"type": "ephemeral"}}
     forecast = StructuredTool.from_function(
         lambda city: city, name="forecast", description="Weather forecast for a city: rain, wind",
         extras=extras,
@@ -561,6 +561,31 @@ def test_a_tool_with_provider_extras_is_shown_as_itself(
     seen: list[Any] = []
     ToolgateMiddleware(selector=selector).wrap_model_call(_request(every, WEATHER), seen.append)
     assert any(t is forecast for t in seen[0].tools)
+
+
+def test_tools_deferred_to_a_tool_search_go_unrouted(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    """A tool deferred to the provider's tool search (``extras``, as LangChain's
+    ProviderToolSearchMiddleware marks it) costs no context, and the search can load only
+    what the request holds: such a request goes with its tools as given, as the gateway's
+    does, the allow / deny lists still applied."""
+    deferred = StructuredTool.from_function(
+        lambda text: text, name="spell_check", description="Check the spelling of a text.",
+        extras={"defer_loading": True},
+    )  # fmt: skip
+    search = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+    every = [*tools, deferred, search]
+    selector = ToolSelector(top_k=2, tool_filter=tool_filter)
+    assert selector.select(every, [HumanMessage(WEATHER)]) == every
+    assert selector.select(every, [HumanMessage(WEATHER)], compact=True) == every
+    seen: list[Any] = []
+    ToolgateMiddleware(selector=selector).wrap_model_call(_request(every, WEATHER), seen.append)
+    assert seen[0].tools == every
+    denying = ToolSelector(top_k=2, deny=["send_email"], tool_filter=tool_filter)
+    assert names(denying.select(every, [HumanMessage(WEATHER)])) == [
+        name_of(t) for t in every if name_of(t) != "send_email"
+    ]
 
 
 def test_a_request_that_binds_strictly_is_shown_the_tools_themselves(

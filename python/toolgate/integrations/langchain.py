@@ -269,7 +269,8 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
     name. A tool with ``extras`` is shown as given (see :meth:`ToolSelector.select`), and so
     is every tool of a request that binds strictly (``strict`` in its model settings, or a
     structured output the agent may bind with ``strict=True``): a definition would not take
-    it.
+    it. A request holding a tool deferred to a tool search (``defer_loading`` in ``extras``)
+    goes unrouted: list ``ProviderToolSearchMiddleware`` first, so routing sees the mark.
     """
 
     state_schema = ToolgateState
@@ -506,14 +507,20 @@ def _convert(tools: list[AnyTool]) -> _ToolSet:
 
 
 def _definition(tool: AnyTool, index: int) -> dict[str, Any]:
-    """A tool as an OpenAI Chat tool; a dict goes as given (it may be a provider's tool)."""
+    """A tool as an OpenAI Chat tool; a dict goes as given (it may be a provider's tool). A
+    tool deferred to the provider's tool search keeps ``defer_loading``, which the conversion
+    drops: the filter leaves a request holding one unrouted, or the search could not load it."""
     if isinstance(tool, dict):
         return tool
     if not isinstance(tool, BaseTool):
         raise InvalidInputError(
             f"tools[{index}] must be a LangChain tool or a tool dict, got {type(tool).__name__}"
         )
-    return convert_to_openai_tool(tool)
+    definition = convert_to_openai_tool(tool)
+    extras = getattr(tool, "extras", None)
+    if isinstance(extras, Mapping) and extras.get("defer_loading") is True:
+        return {**definition, "defer_loading": True}
+    return definition
 
 
 def _shown(tool: AnyTool, definition: dict[str, Any]) -> AnyTool:
