@@ -167,6 +167,32 @@ def test_no_user_text_keeps_every_tool(tools: list[BaseTool], tool_filter: ToolF
         selector.select(tools, WEATHER)  # type: ignore[arg-type]
 
 
+def test_aselect_routes_off_the_event_loop(
+    tools: list[BaseTool], tool_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An async graph node's routing (seconds when a tool set is new) must not stall the
+    event loop its other runs share."""
+    selector = ToolSelector(top_k=2, tool_filter=tool_filter)
+    routed_in: list[int] = []
+    filter_request = tool_filter.filter
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        routed_in.append(threading.get_ident())
+        return filter_request(*args, **kwargs)
+
+    monkeypatch.setattr(tool_filter, "filter", recording)
+
+    async def main() -> tuple[int, list[Any]]:
+        chat = [HumanMessage(WEATHER)]
+        return threading.get_ident(), await selector.aselect(iter(tools), chat, compact=True)
+
+    loop_thread, shown = asyncio.run(main())
+    assert routed_in
+    assert loop_thread not in routed_in
+    assert shown == selector.select(tools, [HumanMessage(WEATHER)], compact=True)
+    assert "get_weather" in names(shown)
+
+
 def test_a_tool_list_seen_before_is_not_converted_again(
     tools: list[BaseTool], tool_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch
 ) -> None:

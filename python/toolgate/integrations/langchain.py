@@ -7,7 +7,8 @@ message (earlier turns blended in) over the request's tools and hands the model 
 routed ones, in their original order.
 
 :class:`ToolSelector` does the same for a graph built by hand: call it in the node that binds
-tools (``model.bind_tools(selector.select(tools, state["messages"]))``).
+tools (``model.bind_tools(selector.select(tools, state["messages"]))``; in an async node,
+``await selector.aselect(...)``, which routes off the event loop).
 
 Both go through :class:`toolgate.gateway.ToolFilter`: the tools become one OpenAI Chat
 request, so a tool set seen before is not indexed again, a provider-side tool given as a dict
@@ -177,6 +178,23 @@ class ToolSelector:
         return self._select(
             tools, messages, tool_choice=tool_choice, include=include, compact=compact
         )[0]
+
+    async def aselect(
+        self,
+        tools: Sequence[AnyTool],
+        messages: Sequence[BaseMessage | dict[str, Any]],
+        *,
+        tool_choice: Any = None,
+        include: Iterable[str] | None = None,
+        compact: bool = False,
+    ) -> list[AnyTool]:
+        """:meth:`select` for an async node: it routes in a worker thread, off the event loop
+        (indexing new tools takes seconds), holding none while another indexes the same."""
+        # Listed once: a call retried after another's indexing reads them again.
+        include = None if include is None else list(include)
+        options = {"tool_choice": tool_choice, "include": include, "compact": compact}
+        call = partial(self._select, list(tools), messages, wait=False, **options)
+        return (await filter_off_loop(call))[0]
 
     def _select(
         self,
