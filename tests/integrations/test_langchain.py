@@ -221,6 +221,15 @@ def test_a_tool_list_seen_before_is_not_converted_again(
         ({"always_include": "read_file"}, "always_include must be a list of tool names"),
         ({"tool_filter": object()}, "tool_filter must be a toolgate ToolFilter, got object"),
         ({"learn": 3}, "a learned store is a path, a postgresql:// address or a LearnedStore"),
+        # The lists are the operator's: a tool shown on every call must not pass them.
+        (
+            {"always_include": ["read_file", "send_email"], "deny": ["send_*"]},
+            r"always_include names tools the allow / deny lists shut out: \['send_email'\]",
+        ),
+        (
+            {"always_include": ["read_file"], "allow": ["get_*"]},
+            r"shut out: \['read_file'\]",
+        ),
     ],
 )
 def test_bad_options_are_named(options: dict[str, Any], message: str) -> None:

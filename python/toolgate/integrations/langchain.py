@@ -83,8 +83,9 @@ class ToolSelector:
     """Picks the tools routed for a conversation's latest user message.
 
     ``top_k`` is the most tools routed per call; tools named in ``always_include`` are added
-    to them (they do not count against ``top_k``). ``threshold``, ``allow`` and ``deny`` are
-    :meth:`toolgate.Router.route`'s (the threshold left out: the filter's configured one).
+    to them (they do not count against ``top_k``, and ``allow`` / ``deny`` must let them
+    through). ``threshold``, ``allow`` and ``deny`` are :meth:`toolgate.Router.route`'s
+    (the threshold left out: the filter's configured one).
     ``tool_filter`` is the :class:`ToolFilter` to route through (its options: config,
     embedder, embedding cache, how many tool sets it keeps, and what becomes of a tool it
     cannot read: pass ``unreadable="keep"`` for the behaviour of the selector's own, which
@@ -122,6 +123,13 @@ class ToolSelector:
             "allow": None if allow is None else list(allow),
             "deny": None if deny is None else list(deny),
         }
+        # The lists are the operator's: a tool shown on every call must not pass them.
+        included = sorted(self.always_include)
+        if shut := shut_out_read([RawTool("tool_call", name=n) for n in included], *self.lists):
+            denied = [included[i] for i in sorted(shut)]
+            raise InvalidInputError(
+                f"always_include names tools the allow / deny lists shut out: {denied}"
+            )
         self._filter = tool_filter
         # Opened now: a bad store is the caller's error here, not at the first model call.
         self._learn = None if learn is None else open_store(learn)
