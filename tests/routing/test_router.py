@@ -703,3 +703,18 @@ def test_a_required_term_asks_for_a_tool(router: Router) -> None:
     assert not result.no_tool  # "+slack" asks for a slack tool, as naming one does
     assert result.ids
     assert all(tool_id.startswith("slack/") for tool_id in result.ids)
+
+
+def test_routers_given_no_embedder_share_one_model_freed_with_the_last() -> None:
+    import gc
+    import weakref
+
+    first = Router.from_catalog(demo_catalog(), cache=None, config=RouterConfig(precision="fp32"))
+    second = Router.from_catalog(demo_catalog(), cache=None, config=RouterConfig(precision="fp32"))
+    model = first._pipeline.query_vectors.embedder
+    assert second._pipeline.query_vectors.embedder is model
+    assert model.precision == "fp32"
+    gone = weakref.ref(model)
+    del first, second, model
+    gc.collect()
+    assert gone() is None

@@ -12,6 +12,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +24,10 @@ from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
 from toolgate.embedding.embedder import Embedder, resolve_cache
+from toolgate.embedding.model_files import toolgate_home
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import IndexFormatError, IndexIncompatibleError, InvalidInputError
+from toolgate.forks import fork_safe_lock
 from toolgate.routing.centring import centred, centring_offset, offset_numbers, uncentred
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores, null_requests, null_vectors
@@ -94,8 +97,27 @@ def default_embedder(
     precision: Literal["fp32", "int8"], *, progress: bool | None = None
 ) -> Embedder:
     """The bundled model at ``precision`` (``progress`` as
-    :class:`~toolgate.embedding.embedder.Embedder`)."""
-    return Embedder(precision=precision, progress=progress)
+    :class:`~toolgate.embedding.embedder.Embedder`), one per process while anything holds it.
+
+    Every router, filter and middleware given no embedder comes here: an app that builds an
+    agent per request would otherwise load (and keep, until the garbage collector finds the
+    agent) a model per request. An embedder is safe to share between threads.
+    """
+    key = (precision, progress, toolgate_home())
+    with _SHARED_LOCK:
+        embedder = _SHARED_EMBEDDERS.get(key)
+        if embedder is None:
+            embedder = Embedder(precision=precision, progress=progress)
+            _SHARED_EMBEDDERS[key] = embedder
+    return embedder
+
+
+# Weak: the model's memory goes with the last router that uses it. The lock makes threads
+# that ask at once share one load; a fork-safe one, as a forked child may ask too.
+_SHARED_EMBEDDERS: weakref.WeakValueDictionary[tuple[str, bool | None, Path], Embedder] = (
+    weakref.WeakValueDictionary()
+)
+_SHARED_LOCK = fork_safe_lock()
 
 
 def open_cache(
