@@ -8,6 +8,7 @@ through the router store (memory-mapped files) and their metrics through
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -123,6 +124,16 @@ def app_from_env() -> Any:
     return Gateway(options.gateway_config()).app
 
 
+def _log_config() -> dict[str, Any]:
+    """uvicorn's logging, and toolgate's lines (``toolgate.*``: each request, a client gone,
+    prewarm, warnings) written as uvicorn writes its own. Without it they went to the root
+    logger, which has no handler: the INFO lines were lost (uvicorn's access log being off,
+    a request left no line at all) and the warnings came out bare, without their level."""
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config["loggers"]["toolgate"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
+
+
 def _check_model(config: GatewayConfig) -> str:
     """The embedding model's id, or the :class:`ModelError` that says how to prepare it unless
     it is in place and passes its checksums: every filtered request needs it, so without it
@@ -204,6 +215,7 @@ def serve(options: ServeOptions) -> None:
             port=options.port,
             workers=options.workers,
             access_log=False,  # it would log query strings, where Gemini clients may put a key
+            log_config=_log_config(),
             log_level="info",
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
             # After a signal, requests still running (a long stream, an index being built)
