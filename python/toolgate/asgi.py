@@ -1,17 +1,20 @@
 """What toolgate's HTTP servers, the gateway and the MCP proxy, share at the ASGI level: the
-types of an app and of what it is called with, a JSON answer, and the reading of a bearer
-token."""
+types of an app and of what it is called with, a JSON answer, the reading of a bearer
+token, and the log filter for requests cut as the server stops."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 __all__ = [
     "App",
     "Message",
+    "NotCancelled",
     "Receive",
     "Scope",
     "Send",
@@ -66,3 +69,15 @@ def is_secret(offered: bytes | None, secret: bytes) -> bool:
     if not offered:
         return False
     return hmac.compare_digest(offered, secret)
+
+
+class NotCancelled(logging.Filter):
+    """Lets through the log records that are not about a task's cancellation. uvicorn
+    cancels a request still running when its graceful shutdown ends (having said so in one
+    line), and logs each one's ``CancelledError`` as an error with a traceback: cut as it
+    must be, it is no error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` is about something other than a task's cancellation."""
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, asyncio.CancelledError)

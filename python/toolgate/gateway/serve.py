@@ -125,12 +125,17 @@ def app_from_env() -> Any:
 
 
 def _log_config() -> dict[str, Any]:
-    """uvicorn's logging, and toolgate's lines (``toolgate.*``: each request, a client gone,
-    prewarm, warnings) written as uvicorn writes its own. Without it they went to the root
-    logger, which has no handler: the INFO lines were lost (uvicorn's access log being off,
-    a request left no line at all) and the warnings came out bare, without their level."""
+    """uvicorn's logging, with toolgate's lines (``toolgate.*``: each request, a client gone,
+    prewarm, warnings) written as uvicorn writes its own, and no traceback for a request cut
+    as the server stops. toolgate's went to the root logger, which has no handler: the INFO
+    lines were lost (with uvicorn's access log off, a request left no line at all) and the
+    warnings came out bare, without their level."""
     config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     config["loggers"]["toolgate"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    # A request still running when the graceful timeout ends is cut (uvicorn says so in one
+    # line), not an error with a traceback. uvicorn cancels a request's task only then.
+    config.setdefault("filters", {})["not_cancelled"] = {"()": "toolgate.asgi.NotCancelled"}
+    config["loggers"]["uvicorn.error"]["filters"] = ["not_cancelled"]
     return config
 
 

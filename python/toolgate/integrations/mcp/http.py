@@ -26,7 +26,6 @@ Stopping the proxy ends every session.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import sys
@@ -40,7 +39,16 @@ from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.cors import CORSMiddleware
 
-from toolgate.asgi import App, Receive, Scope, Send, bearer_token, is_secret, send_json
+from toolgate.asgi import (
+    App,
+    NotCancelled,
+    Receive,
+    Scope,
+    Send,
+    bearer_token,
+    is_secret,
+    send_json,
+)
 from toolgate.browser_guard import (
     BrowserGuard,
     BrowserPolicy,
@@ -80,6 +88,9 @@ GRACE_SECONDS = 10.0
 #: The SDK's default; a client idle longer is answered 404 and starts a new session, as MCP
 #: has it.
 SESSION_IDLE_SECONDS = 30 * 60.0
+
+# One filter, added once however many times the server is stopped.
+_NOT_CANCELLED = NotCancelled()
 
 
 @dataclass(frozen=True)
@@ -238,14 +249,8 @@ class _Listening(uvicorn.Server):
         )
         # An event stream still open when the grace ends is cancelled, as it must be: not
         # an error with a traceback.
-        logging.getLogger("uvicorn.error").addFilter(_not_cancelled)
+        logging.getLogger("uvicorn.error").addFilter(_NOT_CANCELLED)
         self.should_exit = True
-
-
-def _not_cancelled(record: logging.LogRecord) -> bool:
-    """Whether a log record is about something other than a task's cancellation."""
-    exc = record.exc_info[1] if record.exc_info else None
-    return not isinstance(exc, asyncio.CancelledError)
 
 
 class _BearerGate:
