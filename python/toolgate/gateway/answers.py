@@ -11,7 +11,7 @@ of the provider the request was for (:func:`error`).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -53,6 +53,14 @@ __all__ = [
 NOT_SENT = frozenset({"tool_not_available", "unknown_tool"})
 CALLS_HEADER = "x-toolgate-tool-calls"
 _log = logging.getLogger("toolgate.gateway")
+#: Counts an upstream call that failed, by its kind (:func:`failure_kind`), in the upstream
+#: errors metric.
+Failed = Callable[[str], None]
+
+
+def failure_kind(exc: httpx.TransportError) -> str:
+    """The kind, in the upstream errors metric, of an upstream answer that broke off."""
+    return "timeout" if isinstance(exc, httpx.TimeoutException) else "reset"
 
 
 class Check:
@@ -84,6 +92,10 @@ class Check:
             gateway.learning.submit(lesson)
         return verdict
 
+    def failed(self, kind: str) -> None:
+        """Count a failure of ``kind`` of the upstream this answer comes from."""
+        self.gateway.metrics.upstream_errors.labels(self.upstream, kind).inc()
+
     def not_sent(self, name: str) -> bool:
         """Whether a call to ``name`` names a tool the request was not sent (its arguments
         are checked when the call is whole)."""
@@ -104,7 +116,7 @@ class Check:
         try:
             body = await sent.aread()
         except (httpx.TransportError, httpx.DecodingError) as exc:
-            return _broken(_provider(self.shape), exc)
+            return _broken(_provider(self.shape), exc, self.failed)
         finally:
             await sent.aclose()
         headers = response_headers(sent.headers.raw, decoded=True)
@@ -207,8 +219,8 @@ def stream(
             if rest := splitter.rest():
                 yield rest
         except httpx.TransportError as exc:  # the upstream broke off or stalled mid-stream
-            kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "reset"
-            check.gateway.metrics.upstream_errors.labels(check.upstream, kind).inc()
+            kind = failure_kind(exc)
+            check.failed(kind)
             message = f"toolgate: the upstream's stream broke off ({type(exc).__name__})"
             yield failure(message, "upstream_" + kind)
         except httpx.DecodingError as exc:  # the upstream's, not a bug of ours
@@ -228,24 +240,29 @@ def stream(
     return response
 
 
-def raw(sent: httpx.Response, extra: list[tuple[str, str]] | None = None) -> Response:
-    """The upstream's answer passed on untouched: status, headers, bytes as they come."""
-    return _passed_on(sent, sent.aiter_raw(), extra or [], decoded=False)
+def raw(
+    sent: httpx.Response, extra: list[tuple[str, str]] | None = None, *, failed: Failed
+) -> Response:
+    """The upstream's answer passed on untouched: status, headers, bytes as they come; one
+    that breaks off is counted by ``failed``."""
+    return _passed_on(sent, sent.aiter_raw(), extra or [], decoded=False, failed=failed)
 
 
-async def decoded(sent: httpx.Response, provider: str, extra: list[tuple[str, str]]) -> Response:
+async def decoded(
+    sent: httpx.Response, provider: str, extra: list[tuple[str, str]], *, failed: Failed
+) -> Response:
     """The upstream's answer passed on unread but decoded from its content coding (which the
     gateway asked for, not the client), its headers without the coding and length. One whose
     first bytes do not decode (a plain error page labelled gzip) is a 502 as
     :meth:`Check.whole` answers it; one that stops decoding later ends there, logged: its
-    status is sent by then."""
+    status is sent by then. One that breaks off is counted by ``failed``."""
     chunks = sent.aiter_bytes()
     try:
         first = await anext(chunks, b"")
     except (httpx.TransportError, httpx.DecodingError) as exc:
         await sent.aclose()
-        return _broken(provider, exc)
-    return _passed_on(sent, _joined(first, chunks), extra, decoded=True)
+        return _broken(provider, exc, failed)
+    return _passed_on(sent, _joined(first, chunks), extra, decoded=True, failed=failed)
 
 
 def _passed_on(
@@ -254,6 +271,7 @@ def _passed_on(
     extra: list[tuple[str, str]],
     *,
     decoded: bool,
+    failed: Failed,
 ) -> Response:
     """``sent`` streamed to the client as ``chunks``, with the gateway's ``extra`` headers."""
 
@@ -263,6 +281,12 @@ def _passed_on(
                 yield chunk
         except httpx.DecodingError as exc:  # the upstream's fault: no traceback, no 500
             _log.warning("the upstream's answer stopped decoding, passed on cut: %s", exc)
+        except httpx.TransportError as exc:
+            failed(failure_kind(exc))
+            _log.warning("the upstream's answer broke off (%s), passed on cut", type(exc).__name__)
+            # Raised on: the server then closes the client's connection short of the answer's
+            # end. Ending the answer here would pass a cut one off as whole.
+            raise
         finally:
             with anyio.CancelScope(shield=True):
                 await sent.aclose()
@@ -282,11 +306,18 @@ async def _joined(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[byt
         yield chunk
 
 
-def _broken(provider: str, exc: httpx.TransportError | httpx.DecodingError) -> Response:
-    """The gateway's 502 for an upstream answer that broke off or cannot be decoded."""
+def _broken(
+    provider: str, exc: httpx.TransportError | httpx.DecodingError, failed: Failed
+) -> Response:
+    """The gateway's answer to an upstream answer that cannot be decoded or broke off (a 502,
+    counted by ``failed``), or stalled past the timeout (a 504, as one that never began)."""
     if isinstance(exc, httpx.DecodingError):  # not gzip after all, or cut short: no answer
         message = f"the upstream's answer cannot be decoded from its content coding: {exc}"
         return error(provider, 502, message, "upstream_decoding", retry=True)
+    failed(failure_kind(exc))
+    if isinstance(exc, httpx.TimeoutException):
+        message = f"the upstream did not answer in time ({type(exc).__name__})"
+        return error(provider, 504, message, "timeout", retry=True)
     message = f"the upstream's answer broke off ({type(exc).__name__})"
     return error(provider, 502, message, "upstream_reset", retry=True)
 
@@ -298,6 +329,7 @@ async def unreadable(
     ours: list[tuple[str, str]],
     *,
     enforce: bool,
+    failed: Failed,
 ) -> Response | None:
     """None when the gateway decodes ``sent``'s content coding (``decodable``: what its
     client asks for); else the answer to give, from an upstream that ignored the codings it
@@ -307,7 +339,7 @@ async def unreadable(
     if coding is None:
         return None
     if not enforce or sent.status_code != 200:
-        return raw(sent, ours)
+        return raw(sent, ours, failed=failed)
     await sent.aclose()
     message = (
         f"the upstream answered in a content coding the gateway cannot decode ({coding}), "

@@ -397,10 +397,11 @@ class Gateway:
         sent = await self._send(upstream, request.method, url, headers + length, content)
         if isinstance(sent, Response):
             return sent
+        failed = partial(self._upstream_failed, upstream)
         if not unfiltered_call(request.method, request.url.path):
-            return answers.raw(sent)
+            return answers.raw(sent, failed=failed)
         self._flag_unfiltered(request.url.path, upstream)
-        return answers.raw(sent, [(UNFILTERED_HEADER, "1")])
+        return answers.raw(sent, [(UNFILTERED_HEADER, "1")], failed=failed)
 
     def _flag_unfiltered(self, path: str, upstream: str) -> None:
         """Counts a model call passed through with its tools unfiltered, and warns of its path
@@ -464,11 +465,14 @@ class Gateway:
         assert self._client is not None  # set by the lifespan before any request
         decodable = self._client.headers.get("accept-encoding", "")
         enforce = route.policy == "enforce"
-        unread = await answers.unreadable(sent, decodable, provider, ours, enforce=enforce)
+        failed = partial(self._upstream_failed, upstream)
+        unread = await answers.unreadable(
+            sent, decodable, provider, ours, enforce=enforce, failed=failed
+        )
         if unread is not None:
             return unread
         if sent.status_code != 200 or route.policy == "off":
-            return await answers.decoded(sent, provider, ours)
+            return await answers.decoded(sent, provider, ours, failed=failed)
         check = answers.Check(self, shape, done.filtered, route, upstream)
         if sent.headers.get("content-type", "").startswith("text/event-stream"):
             return answers.stream(sent, check, ours)
@@ -528,18 +532,22 @@ class Gateway:
         try:
             sent = await self._client.send(outgoing, stream=True)
         except httpx.TimeoutException as exc:
-            self.metrics.upstream_errors.labels(provider, "timeout").inc()
+            self._upstream_failed(provider, "timeout")
             # Which timeout (connect, write, pool, read) tells a slow upstream from a
             # starved gateway.
             message = f"the {provider} upstream did not answer in time ({type(exc).__name__})"
             return answers.error(provider, 504, message, "timeout", retry=True)
         except httpx.TransportError as exc:
             kind = "connect" if isinstance(exc, httpx.ConnectError) else "reset"
-            self.metrics.upstream_errors.labels(provider, kind).inc()
+            self._upstream_failed(provider, kind)
             message = f"the {provider} upstream cannot be reached ({type(exc).__name__})"
             return answers.error(provider, 502, message, "upstream_unreachable", retry=True)
         self.metrics.upstream.labels(provider, str(sent.status_code)).inc()
         return sent
+
+    def _upstream_failed(self, upstream: str, kind: str) -> None:
+        """Count a call to ``upstream`` that failed (``connect``, ``timeout``, ``reset``)."""
+        self.metrics.upstream_errors.labels(upstream, kind).inc()
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]

@@ -57,7 +57,7 @@ class Metrics:
         )  # fmt: skip
         self.upstream_errors = Counter(
             "toolgate_gateway_upstream_errors",
-            "Upstream calls that failed before an answer: connect, timeout, reset.",
+            "Upstream calls that failed, before or during their answer: connect, timeout, reset.",
             ["upstream", "kind"], registry=r,
         )  # fmt: skip
         self.tool_calls = Counter(

@@ -1,0 +1,56 @@
+"""An upstream that stalls once its answer has begun: a whole answer it stops sending is the
+same 504 as one that never began, and every such failure is counted in the upstream errors,
+whether the answer was checked or passed on unread."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.gateway.fake_upstream import serving
+from tests.gateway.test_client_gone import WAIT_SECONDS, SilentUpstream
+from tests.gateway.test_filter import WEATHER
+from toolgate.gateway.app import Gateway
+from toolgate.gateway.config import GatewayConfig, Upstream
+from toolgate.gateway.filter import ToolFilter
+
+# The gateway's upstream timeout in these tests: the upstream stalls past it.
+TIMEOUT = 0.5
+BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": WEATHER}]}).encode()
+
+
+def _stalled_gateway(shared_filter: ToolFilter, upstream: SilentUpstream) -> Gateway:
+    config = GatewayConfig(upstreams={"openai": Upstream(upstream.url)}, timeout=TIMEOUT)
+    return Gateway(config, tool_filter=shared_filter)
+
+
+def _timeouts(gateway: Gateway) -> float:
+    """The upstream timeouts the gateway counted."""
+    labels = {"upstream": "openai", "kind": "timeout"}
+    sample = "toolgate_gateway_upstream_errors_total"
+    return gateway.metrics.registry.get_sample_value(sample, labels) or 0.0
+
+
+def test_a_whole_answer_stalled_mid_body_is_a_504_counted(shared_filter: ToolFilter) -> None:
+    upstream = SilentUpstream(headers=True)  # a status line, headers, one byte of 1,000
+    gateway = _stalled_gateway(shared_filter, upstream)
+    with serving(gateway.app) as base:
+        answer = httpx.post(base + "/v1/chat/completions", content=BODY, timeout=WAIT_SECONDS)
+    assert answer.status_code == 504
+    assert answer.headers["x-toolgate-error"] == "timeout"
+    assert "did not answer in time (ReadTimeout)" in answer.json()["error"]["message"]
+    assert _timeouts(gateway) == 1
+
+
+def test_an_answer_passed_on_that_stalls_mid_body_is_cut_and_counted(
+    shared_filter: ToolFilter,
+) -> None:
+    upstream = SilentUpstream(headers=True)
+    gateway = _stalled_gateway(shared_filter, upstream)
+    # Its status went out with the first byte: the client learns of the cut by the
+    # connection closing short of the length.
+    with serving(gateway.app) as base, pytest.raises(httpx.RemoteProtocolError):
+        httpx.post(base + "/v1/embeddings", content=BODY, timeout=WAIT_SECONDS)
+    assert _timeouts(gateway) == 1
