@@ -573,6 +573,20 @@ def test_functions_in_a_responses_namespace_stay_and_their_calls_pass(gate: Tool
     assert "get_customer" in chosen.kept
 
 
+def test_a_call_naming_a_responses_namespace_itself_is_unknown(gate: ToolFilter) -> None:
+    # A namespace groups functions; its own name is no tool the model can call.
+    inner = {"type": "function", "name": "get_customer", "parameters": {"type": "object"}}
+    namespace = {"type": "namespace", "name": "crm", "description": "CRM", "tools": [inner]}
+    request = {"input": WEATHER, "tools": [*responses_tools(), namespace]}
+    call = {"type": "function_call", "call_id": "c1", "name": "crm", "arguments": "{}"}
+    routed = gate.filter(request, top_k=1)
+    unrouted = gate.filter({**request, "tool_choice": "none"})
+    for filtered in (routed, unrouted):
+        assert gate.verify(call, filtered).error == "unknown_tool"
+        assert gate.verify({"name": "crm", "arguments": {}}, filtered).error == "unknown_tool"
+        assert gate.verify({**call, "name": "get_customer", "namespace": "crm"}, filtered).ok
+
+
 def test_a_gemini_builtin_beside_dropped_declarations_stays(gate: ToolFilter) -> None:
     declarations = gemini_declarations()
     reader = [d for d in declarations if d["name"] == "read_file"]

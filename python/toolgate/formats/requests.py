@@ -285,13 +285,14 @@ def other_tool_names(tools: list[Any], routable: Collection[int]) -> frozenset[s
     provider's tools that have one (Anthropic's ``web_search``, its client tools ``bash``,
     ``str_replace_based_edit_tool``, ``computer``, ``memory``), custom tools (OpenAI Chat's
     under ``custom``), deferred ones, and the tools of an OpenAI Responses ``namespace``, as
-    ``namespace.name`` (:func:`qualified_name`: a call names both). Routing leaves them as
-    they are."""
+    ``namespace.name`` (:func:`qualified_name`: a call names both), not the namespace itself:
+    it only groups them, and no call may name it. Routing leaves them as they are."""
     names = set()
     for i, tool in enumerate(tools):
         if i in routable or not isinstance(tool, Mapping):
             continue
-        if isinstance(name := _tool_name(tool), str):
+        name = _tool_name(tool)
+        if isinstance(name, str) and tool.get("type") != "namespace":
             names.add(name)
         grouped = tool.get("tools") if tool.get("type") == "namespace" else None
         for entry in grouped if isinstance(grouped, list) and isinstance(name, str) else ():
