@@ -376,7 +376,8 @@ def verify_name(tool_call: Any, available: Sequence[str], *, known: Iterable[str
     For tools known only by name, without a catalog (a framework's tool objects, a request's
     tools array that was not routed): a call to one of ``available`` passes, its arguments
     unchecked; one to a tool of ``known`` that was not offered is ``tool_not_available``;
-    any other is ``unknown_tool``; a call without a name is ``malformed_call``.
+    any other is ``unknown_tool``; a call without a name, or to an offered tool with
+    arguments that are no JSON object, is ``malformed_call``.
 
     >>> verify_name({"name": "send_emial", "arguments": {}}, ["send_email"]).closest
     'send_email'
@@ -384,7 +385,9 @@ def verify_name(tool_call: Any, available: Sequence[str], *, known: Iterable[str
     call = parse_tool_call(tool_call)
     offered = tuple(available)
     base: dict[str, Any] = {"name": call.name, "available": offered, "call_id": call.call_id}
-    if call.problem:
+    # A call naming a tool not offered says so before its arguments are read, as
+    # verify_call says it: a custom tool's free-text input is no JSON object.
+    if call.problem and (not call.name or call.name in offered):
         message = f"Malformed tool call: {call.problem}."
         return Verdict(False, "malformed_call", message=message, **base)
     if call.name in offered:

@@ -1274,3 +1274,16 @@ def test_words_that_mention_a_tag_are_not_a_tag_catalog(gate: ToolFilter, text: 
     filtered = gate.filter(request)
     assert filtered.provider != "text_tags"
     assert filtered.request == request  # forwarded as written
+
+
+def test_a_custom_tool_call_is_checked_by_name_routed_or_not(gate: ToolFilter) -> None:
+    # A custom tool's input is free text: a call to one the request never had is an unknown
+    # tool (what enforce blocks), not a malformed call, whether the request was routed or not.
+    custom = {"type": "custom", "custom": {"name": "run_sql", "description": "Run SQL."}}
+    request = chat_request(tools=[*chat_tools(), custom])
+    sent = {"id": "c1", "type": "custom", "custom": {"name": "run_sql", "input": "select 1"}}
+    stray = {"id": "c2", "type": "custom", "custom": {"name": "rm_rf", "input": "/"}}
+    unrouted = gate.filter({**request, "tool_choice": "none"})
+    for filtered in (gate.filter(request, top_k=1), unrouted):
+        assert gate.verify(sent, filtered).ok
+        assert gate.verify(stray, filtered).error == "unknown_tool"

@@ -108,17 +108,35 @@ def test_odd_anthropic_indexes_do_not_break_the_reader() -> None:
         assert finished[0]["input"] == "{}"
 
 
-def test_a_streamed_chat_custom_tool_call_is_no_nameless_function_call() -> None:
-    # A custom tool's call streams under "custom", its input free text, as a whole answer
-    # holds it: not a function call, so not one without a name (malformed) either.
+def test_a_streamed_chat_custom_tool_call_is_read_as_a_whole_answer_holds_it() -> None:
+    # A custom tool's call streams under "custom", its input free text: checked as the same
+    # call in a whole answer is, not skipped (enforce would miss a custom tool not sent) nor
+    # read as a function call without a name (malformed).
     opened = {"index": 0, "id": "c", "type": "custom", "custom": {"name": "run_sql", "input": ""}}
     more = {"index": 0, "custom": {"input": "select 1"}}
     function = {"index": 1, "id": "f", "function": {"name": "get_weather", "arguments": "{}"}}
     events = [_chat_chunk(opened), _chat_chunk(more, function, finish="tool_calls")]
-    assert _watch(events) == (["get_weather"], ["get_weather"])
+    assert _watch(events) == (["run_sql", "get_weather"], ["run_sql", "get_weather"])
+    watcher = CallWatcher("openai")
+    streamed = [call for event in events for call in watcher.see(event)[1]]
+    whole_call = {"id": "c", "type": "custom", "custom": {"name": "run_sql", "input": "select 1"}}
+    message = {"role": "assistant", "tool_calls": [whole_call, {**function, "type": "function"}]}
+    whole = answer_tool_calls({"choices": [{"index": 0, "message": message}]}, "openai")
+    assert streamed[0] == whole[0] == whole_call
     # An empty "custom" some servers echo beside a function's delta is no custom call.
     echoed = {**function, "index": 0, "custom": {}}
     assert _watch([_chat_chunk(echoed, finish="tool_calls")]) == (["get_weather"], ["get_weather"])
+
+
+def test_a_responses_custom_tool_call_is_read_whole_and_streamed() -> None:
+    item = {"type": "custom_tool_call", "id": "ctc", "call_id": "c", "name": "run_sql",
+            "input": "select 1"}  # fmt: skip
+    assert answer_tool_calls({"output": [item]}, "openai-responses") == [item]
+    watcher = CallWatcher("openai-responses")
+    added = {"type": "response.output_item.added", "item": {**item, "input": ""}}
+    assert watcher.see(SseEvent(None, added)) == (["run_sql"], [])
+    done = {"type": "response.output_item.done", "item": item}
+    assert watcher.see(SseEvent(None, done)) == ([], [item])
 
 
 def test_a_streamed_call_into_a_responses_namespace_is_named_with_it() -> None:

@@ -133,8 +133,9 @@ def call_name(call: Any) -> str:
 def answer_tool_calls(answer: Any, shape: str) -> list[Any]:
     """The tool calls in a model's whole (not streamed) answer, as the provider writes them.
 
-    ``shape`` is the request's: ``"openai"`` (Chat: each choice's ``tool_calls`` and legacy
-    ``function_call``), ``"openai-responses"`` (``function_call`` output items),
+    ``shape`` is the request's: ``"openai"`` (Chat: each choice's ``tool_calls``, to function
+    and custom tools, and legacy ``function_call``), ``"openai-responses"``
+    (``function_call`` and ``custom_tool_call`` output items),
     ``"anthropic"`` (``tool_use`` blocks; server tools run by the provider are not calls to
     check) or ``"gemini"`` (each candidate's ``functionCall`` parts, of one response or of a
     stream's JSON array of them). Anything else in the
@@ -158,17 +159,26 @@ def answer_tool_calls(answer: Any, shape: str) -> list[Any]:
         for choice in _items(answer.get("choices")):
             message = choice.get("message")
             if isinstance(message, Mapping):
-                calls += [c for c in _items(message.get("tool_calls")) if "function" in c]
+                calls += [c for c in _items(message.get("tool_calls")) if _is_chat_call(c)]
                 if isinstance(message.get("function_call"), Mapping):
                     calls.append({"function_call": message["function_call"]})
         return calls
     if shape == "openai-responses":
-        return [
-            item for item in _items(answer.get("output")) if item.get("type") == "function_call"
-        ]
+        output = _items(answer.get("output"))
+        return [item for item in output if item.get("type") in RESPONSES_CALLS]
     if shape == "anthropic":
         return [block for block in _items(answer.get("content")) if block.get("type") == "tool_use"]
     return []
+
+
+# The Responses output items that are calls the application runs: to a function, to a
+# custom tool (its input free text).
+RESPONSES_CALLS = ("function_call", "custom_tool_call")
+
+
+def _is_chat_call(call: Mapping[str, Any]) -> bool:
+    """A Chat ``tool_calls`` entry calling a function, or a custom tool (under ``custom``)."""
+    return "function" in call or (call.get("type") == "custom" and "custom" in call)
 
 
 def _items(value: Any) -> list[Mapping[str, Any]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from toolgate.formats.calls import answer_tool_calls, call_name
+from toolgate.formats.calls import RESPONSES_CALLS, answer_tool_calls, call_name
 from toolgate.formats.requests import qualified_name
 
 __all__ = [
@@ -161,11 +161,13 @@ class SseEvent:
 
 @dataclass
 class _Partial:
-    """A streamed call not finished yet: its id, name and argument text so far."""
+    """A streamed call not finished yet: its id, name and argument text so far, and whether
+    it calls a Chat custom tool (its input free text)."""
 
     call_id: str | None
     name: str
     arguments: list[str] = field(default_factory=list)
+    custom: bool = False
 
 
 class CallWatcher:
@@ -179,8 +181,8 @@ class CallWatcher:
     def __init__(self, shape: str) -> None:
         self.shape = shape
         self._open: dict[Any, _Partial] = {}
-        # The Chat calls (by choice and index) to custom tools: not function calls, skipped
-        # as a whole answer's are (their later deltas may not say their type).
+        # The Chat calls (by choice and index) to custom tools, read under "custom" (their
+        # later deltas may not say their type).
         self._custom: set[Any] = set()
 
     def see(self, event: SseEvent) -> tuple[list[str], list[Any]]:
@@ -208,6 +210,9 @@ class CallWatcher:
         if self.shape == "anthropic":
             return {"type": "tool_use", "id": partial.call_id, "name": partial.name,
                     "input": arguments}  # fmt: skip
+        if partial.custom:
+            return {"id": partial.call_id, "type": "custom",
+                    "custom": {"name": partial.name, "input": arguments}}  # fmt: skip
         return {"id": partial.call_id, "function": {"name": partial.name, "arguments": arguments}}
 
     def _chat(self, data: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
@@ -225,14 +230,13 @@ class CallWatcher:
                 custom = call.get("type") == "custom" and "function" not in call
                 if custom and isinstance(index, int):  # a call without an index is followed by id
                     self._custom.add(key)
-                if custom or key in self._custom:
-                    continue
+                custom = custom or key in self._custom
                 call_id = call.get("id") if isinstance(call.get("id"), str) else None
                 partial = self._open.get(key)
                 if partial is not None and call_id and partial.call_id not in (None, call_id):
                     finished.append(self._whole(self._open.pop(key)))  # a new call began
-                function = call.get("function")
-                started += self._extend(key, call_id, function)
+                started += self._extend(key, call_id, call.get("custom" if custom else "function"),
+                                        custom=custom)  # fmt: skip
             # A legacy function call (the "functions" of Azure's older API versions): one
             # per choice, its name in its first delta.
             if isinstance(delta, Mapping) and isinstance(delta.get("function_call"), Mapping):
@@ -242,12 +246,15 @@ class CallWatcher:
                     finished.append(self._whole(self._open.pop(key)))
         return started, finished
 
-    def _extend(self, key: Any, call_id: str | None, function: Any) -> list[str]:
-        """Add a Chat delta's ``function`` (its name, a piece of its arguments) to the call
-        open at ``key``, opened now if none is; the name, the first time it comes."""
+    def _extend(
+        self, key: Any, call_id: str | None, function: Any, *, custom: bool = False
+    ) -> list[str]:
+        """Add a Chat delta's ``function`` (its name, a piece of its arguments; a custom
+        tool's ``custom``, a piece of its input) to the call open at ``key``, opened now if
+        none is; the name, the first time it comes."""
         partial = self._open.get(key)
         if partial is None:
-            partial = self._open[key] = _Partial(call_id, "")
+            partial = self._open[key] = _Partial(call_id, "", custom=custom)
         function = function if isinstance(function, Mapping) else {}
         name = function.get("name")
         started = []
@@ -255,13 +262,14 @@ class CallWatcher:
             # Checked when it first comes, whichever delta carries it.
             partial.name = name
             started.append(name)
-        if isinstance(function.get("arguments"), str):
-            partial.arguments.append(function["arguments"])
+        piece = function.get("input" if partial.custom else "arguments")
+        if isinstance(piece, str):
+            partial.arguments.append(piece)
         return started
 
     def _responses(self, data: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
         item = data.get("item")
-        if not isinstance(item, Mapping) or item.get("type") != "function_call":
+        if not isinstance(item, Mapping) or item.get("type") not in RESPONSES_CALLS:
             return [], []
         if data.get("type") == "response.output_item.added":
             # A tool of a namespace is named with it, as the request's tools list it.
