@@ -47,6 +47,7 @@ from toolgate.formats.compact import compact_entry
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.gateway.choosing import choose, refuse_shut_choice, shut_functions, shut_out_read
 from toolgate.gateway.filtered import FilteredRequest, verify_by_name, verify_other
+from toolgate.gateway.hosted import verify_hosted
 from toolgate.gateway.indexes import (
     Indexes,
     IndexInProgress,
@@ -456,7 +457,9 @@ class ToolFilter:
         ``call`` is a dict in any provider's shape or the SDK's own object. A tool the filter
         forwarded without reading it (``unreadable="keep"``) passes by name alone, and so does
         one the request was sent that is no function tool (Anthropic's ``bash``, an OpenAI
-        custom tool): its input is the provider's to define. When the filter routed nothing,
+        custom tool): its input is the provider's to define. A hosted tool's call (a Responses
+        ``web_search_call``, Anthropic's ``mcp_tool_use``) passes if the request offered that
+        tool (:mod:`~toolgate.gateway.hosted`). When the filter routed nothing,
         the call is checked by name against the request's function tools, and refused if the
         allow / deny lists shut its name out.
         """
@@ -464,6 +467,8 @@ class ToolFilter:
             raise InvalidInputError(
                 f"filtered must be what ToolFilter.filter returned, got {type(filtered).__name__}"
             )
+        if (hosted := verify_hosted(call, filtered)) is not None:
+            return hosted
         routed = filtered._routed
         if routed is None:
             return verify_by_name(call, filtered)

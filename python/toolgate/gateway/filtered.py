@@ -122,7 +122,7 @@ def verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
             for i, f in enumerate(functions)
             if isinstance(f, Mapping) and _named(f)
         ]
-    if tools is None and functions is None and any(k in request for k in _TOOLS_ELSEWHERE):
+    if tools is None and functions is None and any(k in request for k in TOOLS_ELSEWHERE):
         name = call_name(call)
         read = [RawTool("the call", name=name)] if name else []
     shut = shut_out_read(read, filtered._allow, filtered._deny)
@@ -147,7 +147,7 @@ def verify_other(call: Any, others: frozenset[str]) -> Verdict | None:
 
 # Where a request may declare its tools out of band: Gemini's cached content, a Responses
 # stored prompt.
-_TOOLS_ELSEWHERE = ("cachedContent", "cached_content", "prompt")
+TOOLS_ELSEWHERE = ("cachedContent", "cached_content", "prompt")
 
 
 def _named(entry: Mapping[str, Any]) -> bool:
