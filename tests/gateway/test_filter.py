@@ -1287,3 +1287,25 @@ def test_a_custom_tool_call_is_checked_by_name_routed_or_not(gate: ToolFilter) -
     for filtered in (gate.filter(request, top_k=1), unrouted):
         assert gate.verify(sent, filtered).ok
         assert gate.verify(stray, filtered).error == "unknown_tool"
+
+
+def test_a_tool_choice_of_none_is_not_dropped_while_mcp_servers_offer_tools(
+    gate: ToolFilter,
+) -> None:
+    # Anthropic's first MCP connector declares its tools in mcp_servers, not in the tools, and
+    # refuses a tool choice without tools: when the lists leave no tool entry, dropping a
+    # choice of none would let the model call the servers' tools the client shut off.
+    servers = [{"type": "url", "url": "https://wiki.example/mcp", "name": "wiki"}]
+    request = {"messages": [{"role": "user", "content": WEATHER}], "tools": anthropic_tools(),
+               "mcp_servers": servers, "tool_choice": {"type": "none"}}  # fmt: skip
+    with pytest.raises(InvalidInputError, match="mcp_servers"):
+        gate.filter(request, deny=["*"])
+    # A server whose tools are off offers none: the choice goes with the tools, as usual.
+    off = [{**servers[0], "tool_configuration": {"enabled": False}}]
+    filtered = gate.filter({**request, "mcp_servers": off}, deny=["*"])
+    assert "tool_choice" not in filtered.request
+    assert "tools" not in filtered.request
+    # An auto choice means the same dropped: it goes, and so does plain tools' none.
+    auto = gate.filter({**request, "tool_choice": {"type": "auto"}}, deny=["*"])
+    assert "tool_choice" not in auto.request
+    assert "tool_choice" not in gate.filter(_without(request, "mcp_servers"), deny=["*"]).request

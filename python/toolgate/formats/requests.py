@@ -380,6 +380,37 @@ def kept_entries(
     return out
 
 
+def drop_tool_keys(request: dict[str, Any]) -> None:
+    """Remove the tool keys of ``request`` (a copy the caller owns) left with no tool: a
+    provider refuses a tool choice without tools.
+
+    An Anthropic request whose ``mcp_servers`` still offer tools (the first MCP connector
+    declares them there, not in ``tools``) and whose tool choice is none is refused instead:
+    without the choice the model could call the tools the client shut off.
+    """
+    choice = request.get("tool_choice")
+    if isinstance(choice, Mapping) and choice.get("type") == "none" and _serves_mcp(request):
+        raise InvalidInputError(
+            "the request's tool choice is none, but no tool of its 'tools' is left (the allow "
+            "/ deny lists shut them out) and a tool choice needs tools: dropping it would let "
+            "the model call the tools of its mcp_servers. Leave out mcp_servers, or keep a tool"
+        )
+    for name in TOOL_KEYS:
+        request.pop(name, None)
+
+
+def _serves_mcp(request: Mapping[str, Any]) -> bool:
+    """Whether an entry of the request's ``mcp_servers`` offers tools (its
+    ``tool_configuration`` does not turn them off)."""
+    servers = request.get("mcp_servers")
+    configs = [s.get("tool_configuration") for s in _items(servers) if isinstance(s, Mapping)]
+    return any(not isinstance(c, Mapping) or c.get("enabled") is not False for c in configs)
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def carry_cache_marker(tools: list[Any], kept: list[Any]) -> list[Any]:
     """``kept`` with Anthropic's ``cache_control`` marker on its last tool, when the tool
     that carried it in ``tools`` was filtered out.

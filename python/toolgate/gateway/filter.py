@@ -71,13 +71,13 @@ if TYPE_CHECKING:
 
 from toolgate.formats.requests import (
     SHAPES,
-    TOOL_KEYS,
     Slot,
     ToolChoice,
     called_tools,
     carry_cache_marker,
     defers,
     drop_function_config,
+    drop_tool_keys,
     keep_tags,
     kept_entries,
     last_user_turn,
@@ -587,8 +587,7 @@ def _put_tools(out: dict[str, Any], tools: list[Any], kept: list[Any], provider:
     if kept:
         out["tools"] = kept
     else:
-        for name in TOOL_KEYS:
-            out.pop(name, None)
+        drop_tool_keys(out)
 
 
 def _unrouted() -> RouteResult:
