@@ -380,6 +380,21 @@ def kept_entries(
     return out
 
 
+def put_tools(out: dict[str, Any], tools: list[Any], kept: list[Any], provider: str) -> None:
+    """Give ``out`` the ``kept`` entries of its request's ``tools``, Anthropic's cache marker
+    carried to the last (a left-out tool may have held it); with none kept, no tool keys at
+    all (a provider refuses an empty tools array beside a tool choice); a Gemini request
+    left with built-in tools alone, without its function calling config."""
+    if provider == "anthropic":
+        kept = carry_cache_marker(tools, kept)
+    if provider == "gemini":
+        drop_function_config(out, tools, kept)
+    if kept:
+        out["tools"] = kept
+    else:
+        drop_tool_keys(out)
+
+
 def drop_tool_keys(request: dict[str, Any]) -> None:
     """Remove the tool keys of ``request`` (a copy the caller owns) left with no tool: a
     provider refuses a tool choice without tools.

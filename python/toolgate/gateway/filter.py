@@ -74,15 +74,13 @@ from toolgate.formats.requests import (
     Slot,
     ToolChoice,
     called_tools,
-    carry_cache_marker,
     defers,
-    drop_function_config,
-    drop_tool_keys,
     keep_tags,
     kept_entries,
     last_user_turn,
     messages_of,
     other_tool_names,
+    put_tools,
     read_slots,
     read_tool_choice,
     referenced_tools,
@@ -374,7 +372,7 @@ class ToolFilter:
             else entry
             for i, entry in entries
         ]
-        _put_tools(out, tools, kept_tools, provider)
+        put_tools(out, tools, kept_tools, provider)
         positions = tuple(i for i, _ in entries)
         return FilteredRequest(
             out, result.route, kept, len(slots) - len(keep) + dropped, provider, positions,
@@ -404,7 +402,7 @@ class ToolFilter:
         keep = [slot for k, slot in enumerate(slots) if k not in shut]
         routable = frozenset(i for i, _ in slots)
         entries = kept_entries(tools, keep, routable, provider == "gemini")
-        _put_tools(out, tools, [entry for _, entry in entries], provider)
+        put_tools(out, tools, [entry for _, entry in entries], provider)
         positions = tuple(i for i, _ in entries)
         return replace(unchanged, dropped_count=functions + len(shut), positions=positions)
 
@@ -573,21 +571,6 @@ def _names(option: str, names: Iterable[str]) -> Iterable[str]:
     if not all(isinstance(name, str) for name in listed):
         raise InvalidInputError(f"{option} must be a list of tool names, got {listed!r}")
     return listed
-
-
-def _put_tools(out: dict[str, Any], tools: list[Any], kept: list[Any], provider: str) -> None:
-    """Give ``out`` the ``kept`` entries of its request's ``tools``, Anthropic's cache marker
-    carried to the last (a left-out tool may have held it); with none kept, no tool keys at
-    all (a provider refuses an empty tools array beside a tool choice); a Gemini request
-    left with built-in tools alone, without its function calling config."""
-    if provider == "anthropic":
-        kept = carry_cache_marker(tools, kept)
-    if provider == "gemini":
-        drop_function_config(out, tools, kept)
-    if kept:
-        out["tools"] = kept
-    else:
-        drop_tool_keys(out)
 
 
 def _unrouted() -> RouteResult:
