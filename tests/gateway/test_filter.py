@@ -1309,3 +1309,19 @@ def test_a_tool_choice_of_none_is_not_dropped_while_mcp_servers_offer_tools(
     auto = gate.filter({**request, "tool_choice": {"type": "auto"}}, deny=["*"])
     assert "tool_choice" not in auto.request
     assert "tool_choice" not in gate.filter(_without(request, "mcp_servers"), deny=["*"]).request
+
+
+def test_a_required_choice_is_refused_when_the_lists_shut_out_an_unrouted_requests_tools(
+    gate: ToolFilter,
+) -> None:
+    # As on the routed path: dropping the choice with the tools would turn a required call
+    # into text. A request with no user text to route on goes unrouted.
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    anthropic = {"messages": [{"role": "user", "content": [image]}], "tools": anthropic_tools(),
+                 "tool_choice": {"type": "any"}}  # fmt: skip
+    chat = {"messages": [{"role": "system", "content": "Help."}], "tools": chat_tools(),
+            "tool_choice": "required"}  # fmt: skip
+    for request in (anthropic, chat):
+        with pytest.raises(InvalidInputError, match="requires a tool call"):
+            gate.filter(request, deny=["*"])
+        assert gate.filter(request, deny=["send_email"]).request["tool_choice"]

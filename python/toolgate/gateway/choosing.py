@@ -19,7 +19,7 @@ from toolgate.gateway.indexes import IndexedTools
 from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
 from toolgate.routing.result import RouteResult
 
-__all__ = ["Outcome", "choose", "refuse_shut_choice", "shut_out_read"]
+__all__ = ["Outcome", "choose", "refuse_shut_choice", "refuse_unmet_requirement", "shut_out_read"]
 
 
 @dataclass(frozen=True)
@@ -170,6 +170,12 @@ def refuse_shut_choice(names: Iterable[str]) -> None:
         f"the request's tool choice names {listed}, which the allow / deny lists shut "
         "out: change the tool choice or the lists"
     )
+
+
+def refuse_unmet_requirement(cause: str) -> None:
+    """Refuse a tool choice requiring a call when ``cause`` left none of the request's tools:
+    dropping the choice with them would turn a required call into text."""
+    raise InvalidInputError(f"the request's tool choice requires a tool call, but {cause}")
 
 
 def shut_functions(

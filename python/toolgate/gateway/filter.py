@@ -45,7 +45,13 @@ from toolgate.errors import (
 from toolgate.formats import genai_sdk, text_tags
 from toolgate.formats.compact import compact_entry
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
-from toolgate.gateway.choosing import choose, refuse_shut_choice, shut_functions, shut_out_read
+from toolgate.gateway.choosing import (
+    choose,
+    refuse_shut_choice,
+    refuse_unmet_requirement,
+    shut_functions,
+    shut_out_read,
+)
 from toolgate.gateway.filtered import FilteredRequest, verify_by_name, verify_other
 from toolgate.gateway.hosted import verify_hosted
 from toolgate.gateway.indexes import (
@@ -358,9 +364,9 @@ class ToolFilter:
         )  # fmt: skip
         # A required call the tool choice allows among tools routing never drops can be made.
         if turn.choice.required and not kept and not turn.choice.unrouted:
-            raise InvalidInputError(
-                "the request's tool choice requires a tool call, but routing kept none of its "
-                "tools (the threshold, the allow / deny lists or the budget left them out)"
+            refuse_unmet_requirement(
+                "routing kept none of its tools (the threshold, the allow / deny lists or the "
+                "budget left them out)"
             )
         out = dict(turn.request)
         # Legacy "functions" beside the tools are not routed, but the lists hold for them too.
@@ -400,6 +406,8 @@ class ToolFilter:
         if chosen := [read[k].name for k in sorted(shut) if read[k].name in turn.choice.names]:
             refuse_shut_choice(chosen)
         keep = [slot for k, slot in enumerate(slots) if k not in shut]
+        if turn.choice.required and not keep and not turn.choice.unrouted:
+            refuse_unmet_requirement("the allow / deny lists shut out all of its tools")
         routable = frozenset(i for i, _ in slots)
         entries = kept_entries(tools, keep, routable, provider == "gemini")
         put_tools(out, tools, [entry for _, entry in entries], provider)
