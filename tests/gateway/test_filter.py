@@ -587,6 +587,24 @@ def test_a_call_naming_a_responses_namespace_itself_is_unknown(gate: ToolFilter)
         assert gate.verify({**call, "name": "get_customer", "namespace": "crm"}, filtered).ok
 
 
+def test_a_required_choice_among_a_namespaces_functions_needs_no_routed_tool(
+    gate: ToolFilter,
+) -> None:
+    # A namespace goes whole, unrouted: a required call its allowed_tools point at can be made
+    # when routing keeps no function tool, as for an MCP server or a custom tool.
+    inner = {"type": "function", "name": "get_customer", "parameters": {"type": "object"}}
+    namespace = {"type": "namespace", "name": "crm", "description": "CRM", "tools": [inner]}
+    allowed = [{"type": "function", "name": "get_customer"}]
+    choice = {"type": "allowed_tools", "mode": "required", "tools": allowed}
+    request = {"input": WEATHER, "tools": [*responses_tools(), namespace], "tool_choice": choice}
+    filtered = gate.filter(request, deny=["*"])
+    assert filtered.request["tools"] == [namespace]
+    assert filtered.request["tool_choice"] == choice
+    with pytest.raises(InvalidInputError, match="requires a tool call"):
+        gate.filter({**request, "tools": responses_tools(), "tool_choice": "required"},
+                    deny=["*"])  # fmt: skip
+
+
 def test_a_gemini_builtin_beside_dropped_declarations_stays(gate: ToolFilter) -> None:
     declarations = gemini_declarations()
     reader = [d for d in declarations if d["name"] == "read_file"]

@@ -362,8 +362,10 @@ class ToolFilter:
             routed, query, history, forced, options,
             in_use=in_use, fallback=lambda: called_tools(history),
         )  # fmt: skip
-        # A required call the tool choice allows among tools routing never drops can be made.
-        if turn.choice.required and not kept and not turn.choice.unrouted:
+        # A required call the tool choice allows among tools routing never drops (no function
+        # tool, or one it names that routing leaves alone) can be made.
+        left_alone = turn.choice.unrouted or bool(turn.choice.names - forced)
+        if turn.choice.required and not kept and not left_alone:
             refuse_unmet_requirement(
                 "routing kept none of its tools (the threshold, the allow / deny lists or the "
                 "budget left them out)"
