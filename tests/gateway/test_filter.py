@@ -1013,6 +1013,21 @@ def test_the_callers_lists_hold_for_legacy_functions_beside_routed_tools(
     assert filtered.request["functions"] == functions[1:]
 
 
+def test_a_call_to_a_legacy_function_sent_beside_routed_tools_passes(gate: ToolFilter) -> None:
+    # The legacy functions go unrouted: a call to one the request still sent passes, as on a
+    # request not routed; a shut-out one does not.
+    functions = [
+        {"name": "drop_database", "description": "Drops a database.", "parameters": {}},
+        {"name": "lookup_order", "description": "Looks an order up.", "parameters": {}},
+    ]
+    request = {**chat_request(), "functions": functions}
+    filtered = gate.filter(request, deny=["drop_*"], top_k=1)
+    assert filtered.kept == ("get_weather",)
+    call = {"function_call": {"name": "lookup_order", "arguments": "{}"}}
+    assert gate.verify(call, filtered).ok
+    assert gate.verify({"function_call": {"name": "drop_database"}}, filtered).error
+
+
 # A generated schema: a title on every property, a null default, a padded description.
 GENERATED = {
     "type": "object",

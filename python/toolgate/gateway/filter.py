@@ -52,7 +52,12 @@ from toolgate.gateway.choosing import (
     shut_functions,
     shut_out_read,
 )
-from toolgate.gateway.filtered import FilteredRequest, verify_by_name, verify_other
+from toolgate.gateway.filtered import (
+    FilteredRequest,
+    function_names,
+    verify_by_name,
+    verify_other,
+)
 from toolgate.gateway.hosted import verify_hosted
 from toolgate.gateway.indexes import (
     Indexes,
@@ -384,7 +389,7 @@ class ToolFilter:
         positions = tuple(i for i, _ in entries)
         return FilteredRequest(
             out, result.route, kept, len(slots) - len(keep) + dropped, provider, positions,
-            result.budget, routed, result.active, _others=builtin,
+            result.budget, routed, result.active, _others=builtin | function_names(out),
         )  # fmt: skip
 
     def _not_routed(self, turn: _Turn, provider: str, options: dict[str, Any]) -> FilteredRequest:

@@ -22,7 +22,7 @@ from toolgate.promotion.budget import BudgetDecision
 from toolgate.routing.result import RouteResult
 from toolgate.verify import Verdict, verify_name
 
-__all__ = ["FilteredRequest", "verify_by_name", "verify_other"]
+__all__ = ["FilteredRequest", "function_names", "verify_by_name", "verify_other"]
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,14 @@ def verify_other(call: Any, others: frozenset[str]) -> Verdict | None:
     if not name or qualified_name(namespace, name) not in others:
         return None
     return Verdict(True, name=name, call_id=parse_tool_call(call).call_id)
+
+
+def function_names(request: Mapping[str, Any]) -> frozenset[str]:
+    """The names of an OpenAI Chat request's legacy ``functions``, which go unrouted beside
+    its tools: a call to one it was sent passes by name, as when nothing was routed."""
+    functions = request.get("functions")
+    listed = functions if isinstance(functions, list) else []
+    return frozenset(f["name"] for f in listed if isinstance(f, Mapping) and _named(f))
 
 
 # Where a request may declare its tools out of band: Gemini's cached content, a Responses
