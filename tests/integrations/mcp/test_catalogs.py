@@ -278,6 +278,55 @@ def test_servers_come_and_go(embedder: Embedder) -> None:
     run(main)
 
 
+class HeldClient(FlakyClient):
+    """Lists its tools once ``release`` is set, after ``held`` says a listing has begun."""
+
+    def __init__(self) -> None:
+        super().__init__(failures=0)
+        self.held, self.release = anyio.Event(), anyio.Event()
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        if self.asked:  # connect's listing is answered at once, the next ones are held
+            self.held.set()
+            await self.release.wait()
+        return await super().list_tools(cursor)
+
+
+def test_a_server_removed_while_it_is_listed_again_stays_removed(embedder: Embedder) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=2, embedder=embedder, cache=None)
+        weather = HeldClient()
+        billing = PagedClient(PAGES, ["p2", "p3", None])
+        await router.connect({"billing": billing, "weather": weather})
+        router.mark_changed("weather")
+        async with anyio.create_task_group() as group:
+            group.start_soon(router.tools, "weather forecast for Oslo")  # lists weather again
+            await weather.held.wait()
+            await router.remove_server("weather")  # the host disconnects it meanwhile
+            weather.release.set()
+        # The listing that was under way brings none of the removed server's tools back:
+        # they would be offered on every turn, and every call to them refused.
+        assert router.router.catalog.servers == ["billing"]
+        assert router.servers == ["billing"]
+        promotion = await router.tools("weather forecast for Oslo")
+        assert "weather/get_forecast" not in promotion.active_ids
+
+        readded = HeldClient()
+        await router.add_server("weather", readded)
+        router.mark_changed("weather")
+        async with anyio.create_task_group() as group:
+            group.start_soon(router.tools, "weather forecast for Oslo")
+            await readded.held.wait()
+            await router.remove_server("weather")
+            await router.add_server("weather", FlakyClient(failures=0))  # another connection
+            readded.release.set()
+        # The old connection's listing does not replace what the new one listed.
+        assert router.client("weather") is not readded
+        assert "weather/get_forecast" in router.router.catalog
+
+    run(main)
+
+
 def test_a_listing_is_read_past_the_clients_response_cache(embedder: Embedder) -> None:
     calls: Calls = Counter()
 

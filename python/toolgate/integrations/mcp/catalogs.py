@@ -202,13 +202,21 @@ class ServerCatalogs:
         try:
             listed = await self._list(clients, lenient)
             async with self._lock:
+                # Only listings of connections still in place: a server removed (or given
+                # another client) while it was listed would otherwise have its tools put
+                # back, routed on every turn with no client to call them through.
+                listed = {
+                    name: tools
+                    for name, tools in listed.items()
+                    if self.clients.get(name) is clients[name]
+                }
                 router = await self._replace(listed, lenient)
         except BaseException:
             self._changed |= names  # still to be listed: the next turn tries again
             raise
         finally:
             self._listing -= names
-        self._changed |= names - set(listed)
+        self._changed |= (names - set(listed)) & set(self.clients)  # not a server removed since
         return router
 
     def for_promotion(self, promotion: Promotion) -> tuple[Router, Promotion]:
