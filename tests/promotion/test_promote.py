@@ -27,6 +27,7 @@ from toolgate.promotion.pool import DIGEST_MAX_TOKENS
 from toolgate.promotion.promote import promote_tools
 from toolgate.promotion.schema_source import (
     MAX_SCHEMA_FILE_BYTES,
+    CatalogSchemaSource,
     McpSchemaSource,
     default_cache,
 )
@@ -406,6 +407,32 @@ def test_catalog_file_schema_source(tmp_path: Path) -> None:
     path.write_text(json.dumps({"tools": [{"name": "alpha", "inputSchema": _schema("file")}]}))
     promotion = promote_tools(small(), ["s/alpha"], schema_source=path, format="mcp")
     assert promotion.tools[0]["inputSchema"] == _schema("file")
+
+
+def test_a_catalog_file_source_kept_across_a_rewrite_serves_the_new_schemas(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.json"
+
+    def write(prop: str) -> None:
+        path.write_text(json.dumps({"tools": [{"name": "alpha", "inputSchema": _schema(prop)}]}))
+
+    cache, source = default_cache(), CatalogSchemaSource(path)
+
+    def promote() -> dict[str, Any]:
+        return _sent(promote_tools(small(), ["s/alpha"], schema_source=source, cache=cache))
+
+    write("first")
+    assert promote() == _schema("first")
+    stat = path.stat()
+    write("second")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert promote() == _schema("second")  # read anew, not the first file's kept schemas
+    # Rewritten within one tick of the clock (its time kept): its size tells it apart.
+    stat = path.stat()
+    write("third_one")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert promote() == _schema("third_one")
 
 
 def test_mcp_schema_source_lists_once_until_invalidated() -> None:

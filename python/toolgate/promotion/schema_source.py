@@ -107,7 +107,8 @@ class DirectorySchemaSource:
             raise CatalogError(f"cannot read the schema of {tool_id!r} from {path}: {exc}") from exc
 
     def cache_token(self, tool_id: str) -> int:
-        """The file's path and modification time: a file written anew is read anew."""
+        """The file's path, modification time, size and inode: a file written anew is read
+        anew."""
         return _file_token(self._path(tool_id))
 
     def _path(self, tool_id: str) -> Path:
@@ -128,21 +129,28 @@ class CatalogSchemaSource:
         self._path = path
         self._server = server
         self._schemas: dict[str, dict[str, Any]] | None = None
+        self._loaded_token: int | None = None  # the file's token when it was loaded
         self._lock = threading.Lock()
 
     def fetch(self, tool_id: str) -> Any:
-        """The schema of ``tool_id`` in the file."""
+        """The schema of ``tool_id`` in the file, loaded again once the file was written anew."""
+        # Taken before loading: a write during the load makes the next fetch load again.
+        token = _file_token(Path(self._path))
         with self._lock:
-            if self._schemas is None:
+            if self._schemas is None or token != self._loaded_token:
+                # Kept loaded, the first file's schemas were served (and cached under the
+                # new file's token) for as long as the source lived.
                 loaded = Catalog.load(self._path, server=self._server)
                 self._schemas = {t.id: t.input_schema for t in loaded}
+                self._loaded_token = token
+            schemas = self._schemas
         try:
-            return self._schemas[tool_id]
+            return schemas[tool_id]
         except KeyError:
             raise CatalogError(f"{self._path} has no tool {tool_id!r}") from None
 
     def cache_token(self, tool_id: str) -> int:
-        """The file's path and modification time."""
+        """The file's path, modification time, size and inode."""
         return _file_token(Path(self._path))
 
 
@@ -250,10 +258,14 @@ def _serial(obj: Any) -> int:
 
 
 def _file_token(path: Path) -> int:
+    """What changes when ``path`` is written anew: its modification time, and its size and
+    inode too, which tell a rewrite within one tick of the file system's clock (or one that
+    kept the time) that changed the length or replaced the file."""
     try:
-        stamp = path.stat().st_mtime_ns
+        stat = path.stat()
+        stamp = f"{stat.st_mtime_ns}:{stat.st_size}:{stat.st_ino}"
     except OSError:
-        stamp = -1  # missing: fetch says so
+        stamp = "-1"  # missing: fetch says so
     digest = hashlib.sha256(f"{path}\0{stamp}".encode()).digest()
     return int.from_bytes(digest[:8], "big")
 
