@@ -28,6 +28,7 @@ from tests.fixtures.mcp import (
 from toolgate import InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.errors import ModelNotFoundError
+from toolgate.integrations.mcp import router as router_module
 from toolgate.integrations.mcp.proxy import McpProxy
 from toolgate.integrations.mcp.router import McpRouter
 from toolgate.routing.config import RouterConfig
@@ -222,6 +223,36 @@ def test_a_search_selecting_a_pinned_tool_says_it_is_listed(embedder: Embedder) 
             assert found.structured_content == {"tools": []}
             # Selected exactly: never "no tool matched" for a tool the client lists already.
             assert text_of(found) == "Already listed (call it directly): create_event."
+
+    run(main)
+
+
+def test_a_search_overtaken_by_a_refresh_answers_from_the_tools_now(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def main() -> None:
+        tools = [
+            mcp_tool("list_events", "List calendar events."),
+            mcp_tool("create_event", "Create a calendar event."),
+        ]
+        calendar = PagedClient([tools], [None])
+        proxy = await connected(embedder, {"calendar": calendar})
+        routed = router_module.route_search
+
+        async def overtaken(*args: Any, **options: Any) -> Any:
+            found = await routed(*args, **options)
+            # Another client's turn lists the calendar again meanwhile: create_event is gone.
+            calendar.pages = [tools[:1]]
+            await proxy.router.refresh(["calendar"])
+            return found
+
+        monkeypatch.setattr(router_module, "route_search", overtaken)
+        async with Client(proxy.server) as client:
+            found = await client.call_tool("search_tools", {"query": "select:create_event"})
+        # An answer, from the tools as they are now, never a KeyError for the tool gone.
+        assert not found.is_error
+        assert found.structured_content == {"tools": []}
+        assert text_of(found).startswith("No tool matched.")
 
     run(main)
 

@@ -386,6 +386,8 @@ class McpProxy:
             why = f"{exc}; describe the task in words, or use 'select:name1,name2'"
             return self._refused_search(search, why)
         self._log_search(search, ok=True)
+        # The tools as they are now, which calls are checked against: a refresh may have
+        # come while the search routed, so a tool it found may be gone from them.
         catalog = self.router.router.catalog
         # Pinned tools are listed already: a search shows the others.
         ids = [i for i in found.ids if i in catalog and not catalog[i].pinned]
@@ -401,7 +403,8 @@ class McpProxy:
             notes += f"\n{unknown_names_note(found.unknown, catalog)}"
         if not ids:
             # A pinned tool asked for by name is listed already: never "no tool matched".
-            pinned = [catalog[i].exposed_name for i in asked_for(found) if catalog[i].pinned]
+            asked = [catalog[i] for i in asked_for(found) if i in catalog]
+            pinned = [tool.exposed_name for tool in asked if tool.pinned]
             text = (
                 f"Already listed (call {'it' if len(pinned) == 1 else 'them'} directly): "
                 f"{', '.join(pinned)}.{notes}"
