@@ -612,6 +612,27 @@ def test_what_is_not_feedback_is_named(router: Router, call: Any, message: str) 
             router._pipeline.learning.memory = None
 
 
+def test_a_forget_after_a_refresh_while_the_store_was_down_forgets_in_that_store(
+    router: Router,
+) -> None:
+    store = _Down(":memory:")
+    router.learn(store)
+    try:
+        router.feedback(QUERY, used=[TARGET])
+        store.down = True
+        with pytest.warns(StoreWarning, match="connection refused"):
+            new = router.refresh(_version(8))
+        store.down = False
+        # The store the new version learns into, though its memory is not read yet: the
+        # rows of every version go, as for a router whose memory is.
+        new.forget(tool=TARGET)
+        assert store.load(router.memory.scope) == []  # type: ignore[union-attr]
+        assert new.memory is not None
+        assert new.memory.store is store
+    finally:
+        router._pipeline.learning.memory = None
+
+
 def test_sqlite_is_the_default_store() -> None:
     assert isinstance(open_store(":memory:"), SqliteStore)
     assert isinstance(open_store(open_store(":memory:")), LearnedStore)

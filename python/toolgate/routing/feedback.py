@@ -480,11 +480,17 @@ class Learning:
             self.record(query, [tool], (), embed)
 
     def forget(self, *, tool: str | None, server: str | None) -> int:
-        """Forget one tool's or one server's rows (see ``Router.forget``)."""
-        if self.memory is None:
-            _check_forget_target(tool, server)
+        """Forget one tool's or one server's rows (see ``Router.forget``); in the store this
+        router follows even when its memory is not read yet (the store failed at refresh)."""
+        _check_forget_target(tool, server)
+        memory = self.memory
+        if memory is None and self._followed is not None:
+            # Returning 0 here left every version's rows in that store, lifting the tool in
+            # every replica that reads them.
+            memory = self._started()
+        if memory is None:
             return 0
-        return self.memory.forget(tool=tool, server=server)
+        return memory.forget(tool=tool, server=server)
 
 
 class _Followed(NamedTuple):
