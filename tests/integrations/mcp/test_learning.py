@@ -68,6 +68,31 @@ def test_no_learning_unless_asked(embedder: Embedder) -> None:
     run(main)
 
 
+def test_a_turn_with_no_text_teaches_nothing_whatever_its_promotions_id(
+    embedder: Embedder,
+) -> None:
+    async def main() -> None:
+        router = McpRouter(top_k=2, embedder=embedder, cache=None, learn=":memory:")
+        tools = [
+            mcp_tool("list_events", "List calendar events."),
+            mcp_tool("delete_all", "Delete every calendar event."),
+        ]
+        await router.connect({"calendar": PagedClient([tools], [None])})
+        asked = await router.tools("what is on my calendar tomorrow")
+        image_only = await router.tools("", include=["calendar/delete_all"])
+        # Turns are kept by the promotion's id, which CPython gives again to a new object
+        # once the old one is freed: here the image-only turn's promotion takes it over.
+        router._turns[id(image_only)] = router._turns.pop(id(asked))
+        outcome = await router.call(anthropic_call("delete_all", {}), image_only)
+        assert outcome.forwarded
+        assert await router.drain(timeout=10)
+        memory = router.router.memory
+        assert memory is not None
+        assert len(memory) == 0  # not "what is on my calendar tomorrow" -> delete_all
+
+    run(main)
+
+
 def test_searches_are_kept_for_the_current_tools_only(embedder: Embedder) -> None:
     async def main() -> None:
         router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=":memory:")

@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 from anyio.abc import TaskStatus
@@ -148,8 +149,11 @@ class McpRouter:
         self._calls = CallForwarder(self._catalogs)
         if learn is not None:
             self._catalogs.learning = LearningStarter(open_store(learn), log=_log)
-        # The query and included ids of recent turns, by promotion, for learning from calls.
-        self._turns: OrderedDict[int, tuple[str, frozenset[str]]] = OrderedDict()
+        # The query and included ids of recent turns, by the id of their promotion, for
+        # learning from calls; with a weak reference to it, since CPython gives a freed
+        # promotion's id to a new one (a turn with no text, which records nothing), whose
+        # calls were learned as answers to the old turn's query.
+        self._turns: OrderedDict[int, _Turn] = OrderedDict()
         # The last tool_search, by its catalog version: a call of a tool it found is its
         # feedback. Only the current version's is asked for, so only the last is kept.
         self._searches: dict[str, RouteResult] = {}
@@ -302,7 +306,9 @@ class McpRouter:
             include=include, budget=budget, pool=pool, turn_id=turn_id,
         )  # fmt: skip
         if self._catalogs.learning is not None and query.strip():
-            self._turns[id(promotion)] = (query, frozenset(include or ()))
+            self._turns[id(promotion)] = _Turn(
+                weakref.ref(promotion), query, frozenset(include or ())
+            )
             while len(self._turns) > _TURNS_KEPT:
                 self._turns.popitem(last=False)
         return promotion
@@ -339,8 +345,10 @@ class McpRouter:
             )
         outcome = await self._calls.turn_call(router, verdict, scope)
         turn = self._turns.get(id(promotion))
+        if turn is not None and turn.promotion() is not promotion:
+            turn = None  # another turn's, whose promotion was freed
         if turn is not None and outcome.forwarded and router.memory is not None:
-            query, found = turn
+            query, found = turn.query, turn.found
             tool = verdict.tool_id or ""
             # A tool last turn's search found is one the route missed; any other was used.
             missed = tool in found or verdict.name in found
@@ -432,6 +440,15 @@ class McpRouter:
 
 #: Turns remembered for learning from their calls (a host calls within a turn or two).
 _TURNS_KEPT = 256
+
+
+class _Turn(NamedTuple):
+    """A turn remembered for learning from its calls: its promotion (weakly), its query and
+    the ids it included (found by last turn's ``tool_search``)."""
+
+    promotion: weakref.ref[Promotion]
+    query: str
+    found: frozenset[str]
 
 
 def _is_number(value: object) -> bool:
