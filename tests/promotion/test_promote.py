@@ -690,6 +690,32 @@ def test_a_shared_schema_cache_serves_each_source_its_own_schemas(tmp_path: Path
     assert promote(folder) == _schema("second")  # a file written anew is read anew
 
 
+@dataclass
+class _ListedSource:
+    """A source object made anew each turn, as a dataclass: unhashable (eq without hash)."""
+
+    listing: str
+
+    def fetch(self, tool_id: str) -> dict[str, Any]:
+        return _schema(self.listing)
+
+
+def test_a_source_made_anew_is_never_served_a_dead_sources_schemas() -> None:
+    # A dead object's id is reused by the next one made: a source told apart by its id
+    # alone (not hashable, or not weakly referable like a dict behind its bound .get)
+    # would be served the schemas cached for the source that died.
+    cache, catalog = default_cache(), small()
+    for turn in range(40):
+        fresh = _ListedSource(f"turn{turn}")
+        sent = _sent(promote_tools(catalog, ["s/alpha"], schema_source=fresh, cache=cache))
+        assert sent == _schema(f"turn{turn}")
+        del fresh
+        listing = {"s/alpha": _schema(f"dict{turn}")}
+        sent = _sent(promote_tools(catalog, ["s/alpha"], schema_source=listing.get, cache=cache))
+        assert sent == _schema(f"dict{turn}")
+        del listing
+
+
 def test_a_directory_source_refuses_dot_parts_in_ids(tmp_path: Path) -> None:
     (tmp_path / "vault").mkdir()
     (tmp_path / "vault" / "admin.json").write_text(json.dumps(_schema("vault_token")))

@@ -163,11 +163,11 @@ def _fetch_schema(tool: Tool, source: SchemaSource, cache: SchemaCacheLike | Non
         )
         return json.dumps(schema, sort_keys=True)
 
-    if cache is None:
-        return replace(tool, input_schema=json.loads(fetch_json()))
     # The cache keys versions as 64-bit ints: one that changes with the tool and with what
     # the source would give for it (another source, an invalidated listing, a new file).
-    token = cache_token(source, tool.id)
+    token = None if cache is None else cache_token(source, tool.id)
+    if cache is None or token is None:  # no cache, or no telling this source from a dead one
+        return replace(tool, input_schema=json.loads(fetch_json()))
     key = hashlib.sha256(f"{tool.fingerprint}:{token}".encode()).digest()
     version = int.from_bytes(key[:8], "big")
     text = cache.get_or_fetch(tool.id, version, fetch_json)

@@ -24,6 +24,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -80,11 +81,14 @@ class CallableSchemaSource:
         """Call the function."""
         return self._fn(tool_id)
 
-    def cache_token(self, tool_id: str) -> int:
+    def cache_token(self, tool_id: str) -> int | None:
         """The function's: each promote wraps it anew, and its schemas stay cached."""
         owner = getattr(self._fn, "__self__", None)  # a bound method is made anew each time
-        if owner is not None:
-            return hash((_serial(owner), getattr(self._fn, "__name__", "")))
+        serial = None if owner is None else _serial(owner)
+        if serial is not None:
+            return hash((serial, getattr(self._fn, "__name__", "")))
+        # A plain function, or a method of what cannot be weakly referenced (a dict's
+        # ``get``): the method object itself, so a new dict is never served the old one's.
         return _serial(self._fn)
 
 
@@ -232,29 +236,49 @@ def as_schema_source(obj: Any) -> SchemaSource:
     )
 
 
-def cache_token(source: SchemaSource, tool_id: str) -> int:
+def cache_token(source: SchemaSource, tool_id: str) -> int | None:
     """What tells the schemas ``source`` gives for ``tool_id`` from another source's, or from
     its own before they changed (an invalidated listing, a file written anew): a source's own
-    ``cache_token(tool_id)``, else the source object's identity."""
+    ``cache_token(tool_id)``, else the source object's identity; ``None`` when nothing can
+    tell it apart from a source that is gone (then its schemas are not cached)."""
     own = getattr(source, "cache_token", None)
-    return int(own(tool_id)) if callable(own) else _serial(source)
+    if not callable(own):
+        return _serial(source)
+    token = own(tool_id)
+    return None if token is None else int(token)
 
 
-# A number for each object a token names, never reused while it lives (an ``id`` is reused
-# once its object dies, and a new source would be served the old one's schemas).
-_SERIALS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+# A number for each object a token names, never reused (an ``id`` is reused once its object
+# dies, and a new source would be served the old one's schemas). Keyed by identity, not by
+# hash: an unhashable source (a dataclass) is told apart too, and two equal sources stay two.
+_SERIALS: dict[int, tuple[weakref.ref[Any], int]] = {}
 _NEXT_SERIAL = itertools.count(1)
 _SERIALS_LOCK = threading.Lock()
 
 
-def _serial(obj: Any) -> int:
-    try:
-        with _SERIALS_LOCK:
-            if obj not in _SERIALS:
-                _SERIALS[obj] = next(_NEXT_SERIAL)
-            return _SERIALS[obj]
-    except TypeError:  # not weakly referable: its identity, for as long as it lives
-        return -id(obj)
+def _serial(obj: Any) -> int | None:
+    """``obj``'s serial while it lives; ``None`` if it cannot be weakly referenced, since its
+    death, after which its id names another object, would go unseen."""
+    key = id(obj)
+    with _SERIALS_LOCK:
+        held = _SERIALS.get(key)
+        if held is not None and held[0]() is obj:
+            return held[1]
+        try:
+            ref = weakref.ref(obj, partial(_forget, key))
+        except TypeError:
+            return None
+        serial = next(_NEXT_SERIAL)
+        _SERIALS[key] = (ref, serial)
+        return serial
+
+
+def _forget(key: int, ref: weakref.ref[Any]) -> None:
+    """Drop a dead object's serial. It may run while this thread holds the lock (a collection
+    during :func:`_serial`), so it takes none: one look-up and one pop, of its own entry only."""
+    held = _SERIALS.get(key)
+    if held is not None and held[0] is ref:
+        _SERIALS.pop(key, None)
 
 
 def _file_token(path: Path) -> int:
