@@ -64,14 +64,25 @@ def error_result(verdict: Verdict) -> CallToolResult:
     return CallToolResult.model_validate(verdict.to_tool_result("mcp"))
 
 
+#: Unknown ``select:`` names given the closest tool name, and unknown names listed at all. Each
+#: suggestion is an edit distance to every tool of the catalog, in the event loop: a model's
+#: ``select:`` of hundreds of made-up names held a proxy of 2,000 tools for minutes.
+SUGGESTED_NAMES = 3
+LISTED_NAMES = 20
+
+
 def unknown_names_note(unknown: Sequence[str], catalog: Catalog) -> str:
     """``No tool is named: x (did you mean 'y'?).`` for names a ``select:`` asked for that
-    no tool of ``catalog`` has, each with the closest exposed name if one is close."""
+    no tool of ``catalog`` has: the first :data:`SUGGESTED_NAMES` with the closest exposed
+    name if one is close, at most :data:`LISTED_NAMES` in all, and how many more there are."""
     names = [tool.exposed_name for tool in catalog]
+    distinct = list(dict.fromkeys(unknown))
     parts = []
-    for name in unknown:
-        close = closest_name(name, names)
+    for i, name in enumerate(distinct[:LISTED_NAMES]):
+        close = closest_name(name, names) if i < SUGGESTED_NAMES else None
         parts.append(f"{name} (did you mean {close!r}?)" if close else name)
+    if len(distinct) > LISTED_NAMES:
+        parts.append(f"and {len(distinct) - LISTED_NAMES:,} more")
     return f"No tool is named: {', '.join(parts)}."
 
 
