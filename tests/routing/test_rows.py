@@ -32,3 +32,27 @@ def test_a_route_without_lists_builds_no_pattern_matcher() -> None:
     assert allow.tolist() == [0]
     assert deny is None
     assert loads == [1]
+
+
+class _Terms:
+    """The BM25 index's ``+term`` lookup over fixed rows, counting what it is asked."""
+
+    def __init__(self, having: dict[str, list[int]]) -> None:
+        self.having = having
+        self.asked: list[str] = []
+
+    def name_has_term(self, term: str) -> list[int]:
+        self.asked.append(term)
+        return self.having.get(term, [])
+
+
+def test_required_terms_are_looked_up_once_each_until_no_row_is_left() -> None:
+    # Each lookup intersects a row list as long as a server's tools: a query repeating
+    # "+github" cost that once per repeat (a 128 KB query over 5,000 rows took 31 s).
+    bm25: Any = _Terms({"git": [0, 1, 2], "hub": [1, 2]})
+    rows = CatalogRows(["s/a", "s/b", "s/c"], (), bm25, lambda: ())
+    assert rows.having_terms(["git"] * 1000 + ["hub"] * 1000).tolist() == [1, 2]
+    assert bm25.asked == ["git", "hub"]
+    bm25.asked.clear()
+    assert rows.having_terms(["none", "git", "hub"]).tolist() == []
+    assert bm25.asked == ["none"]

@@ -130,11 +130,17 @@ class CatalogRows:
         return np.asarray([*rows, *pinned], dtype=np.uint32)
 
     def having_terms(self, terms: Sequence[str]) -> np.ndarray:
-        """Rows whose id holds every one of the ``+term`` words ``terms`` (not empty)."""
-        having = [np.asarray(self._bm25.name_has_term(term), dtype=np.uint32) for term in terms]
-        rows = having[0]
-        for more in having[1:]:
-            rows = np.intersect1d(rows, more)
+        """Rows whose id holds every one of the ``+term`` words ``terms`` (not empty).
+
+        Each distinct term is looked up once, and none once no row is left: a lookup and its
+        intersection cost as many rows as a server has tools, and a query may repeat a term
+        thousands of times."""
+        first, *others = dict.fromkeys(terms)
+        rows = np.asarray(self._bm25.name_has_term(first), dtype=np.uint32)
+        for term in others:
+            if not len(rows):
+                break
+            rows = np.intersect1d(rows, np.asarray(self._bm25.name_has_term(term), np.uint32))
         return rows.astype(np.uint32)
 
     def scope(self, allow: Iterable[str] | None, deny: Iterable[str] | None) -> Scope:
