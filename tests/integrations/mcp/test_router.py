@@ -242,6 +242,21 @@ def test_a_turn_with_no_text_gets_the_pinned_and_promised_tools(embedder: Embedd
     run(main)
 
 
+def test_a_turn_with_no_text_gets_a_promised_tool_whose_name_holds_a_comma(
+    embedder: Embedder,
+) -> None:
+    # Such a turn selects what it must send: by a "select:" of ids joined with commas,
+    # "s/a,b" came back as s/a and s/b, and the promised tool was not sent.
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        tools = [mcp_tool("a,b", "Both."), mcp_tool("a", "First."), mcp_tool("b", "Second.")]
+        await router.connect({"s": PagedClient([tools], [None])})
+        image_only = await router.tools("", include=["s/a,b"], pool="full")
+        assert image_only.active_ids == ("s/a,b",)
+
+    run(main)
+
+
 def test_max_tools_leaves_the_search_tool_out_of_the_count(embedder: Embedder) -> None:
     async def main() -> None:
         router = McpRouter(top_k=3, embedder=embedder, cache=None)

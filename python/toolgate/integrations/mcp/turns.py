@@ -84,7 +84,14 @@ def _unrouted(
     router: Router, include: Sequence[str] | None, scope: Mapping[str, Any], turn_id: str
 ) -> RouteResult:
     """A turn with nothing to route on: the pinned and included tools, under the gate."""
-    wanted = [*router.catalog.pinned_ids, *(include or ())]
+    catalog = router.catalog
+    # A tool is selected by its exposed name, which names it alone and holds no comma (an
+    # id may: "s/a,b" would select s/a and s/b); anything else is routed as given, and
+    # reported unknown when it names no tool.
+    wanted = [
+        catalog[i].exposed_name if i in catalog else i
+        for i in [*catalog.pinned_ids, *(include or ())]
+    ]
     if wanted:
         return router.route("select:" + ",".join(wanted), turn_id=turn_id, **scope)
     allow, deny = scope["allow"], scope["deny"]
