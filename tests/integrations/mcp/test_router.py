@@ -342,6 +342,9 @@ def test_bad_input_is_named(embedder: Embedder) -> None:
             await router.refresh("billing")
         with pytest.raises(InvalidInputError, match="takes the turn's Promotion"):
             await router.call({"name": "x"}, router.router.route("refund"))  # type: ignore[arg-type]
+        for text in ("refund a payment", ""):  # a turn with no text reads include too
+            with pytest.raises(InvalidInputError, match="include entries must be tool ids"):
+                await router.tools(text, include=[5])  # type: ignore[list-item]
 
     run(main)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from toolgate.arguments import tool_list
 from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import InvalidInputError
 from toolgate.promotion.budget import Budget
@@ -34,12 +35,13 @@ def host_scope(state: StateLike, allow: Any, deny: Any) -> dict[str, Any]:
 
 
 def included_ids(include: Iterable[str] | None) -> tuple[str, ...] | None:
-    """The tool ids or names a turn must include, checked."""
+    """The tool ids or names a turn must include, checked: a turn with no text reads them
+    without :meth:`Router.route`'s check."""
     if include is None:
         return None
     if isinstance(include, str) or not isinstance(include, Iterable):
         raise InvalidInputError(f"include must be a list of tool ids or names, got {include!r}")
-    return tuple(include)
+    return tuple(tool_list(include, "include", "tool ids or names"))
 
 
 async def promote_turn(
