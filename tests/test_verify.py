@@ -352,12 +352,12 @@ def test_the_edit_distance_is_skipped_when_the_lengths_rule_it_out(
     their shared words count, at no cost quadratic in their lengths."""
     computed: list[tuple[str, str]] = []
 
-    def counted(a: str, b: str) -> int:
+    def counted(a: str, b: str) -> float:
         computed.append((a, b))
-        return levenshtein(a, b)
+        return similarity(a, b)
 
-    levenshtein = verify_module._levenshtein
-    monkeypatch.setattr(verify_module, "_levenshtein", counted)
+    similarity = verify_module._edit_similarity
+    monkeypatch.setattr(verify_module, "_edit_similarity", counted)
     assert closest_name("list_" * 40, ["list_issues", "get_me"]) == "list_issues"
     assert computed == []
     assert closest_name("list_isues", ["list_issues", "get_me"]) == "list_issues"  # a typo still

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rapidfuzz.distance import Levenshtein
+
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.names import name_words
 from toolgate.catalog.schema import schema_validator
@@ -56,14 +58,10 @@ _MAX_SUGGESTED_LENGTH = 256
 _MAX_LISTED = 50
 
 
-def _levenshtein(a: str, b: str) -> int:
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        current = [i]
-        for j, cb in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
-        previous = current
-    return previous[-1]
+def _edit_similarity(a: str, b: str) -> float:
+    """1 less the edit distance over the longer length; 0 below the suggestion floor, where
+    rapidfuzz stops counting (a catalog of thousands is compared on every unknown name)."""
+    return Levenshtein.normalized_similarity(a, b, score_cutoff=_MIN_EDIT_SIMILARITY)
 
 
 def _words(name: str) -> set[str]:
@@ -96,9 +94,7 @@ def closest_name(name: str, candidates: Iterable[str]) -> str | None:
         # distance cannot change the outcome.
         edit_bound = 1 - abs(len(name) - len(candidate)) / longest
         if edit_bound >= _MIN_EDIT_SIMILARITY and edit_bound > max(best_score, score):
-            edit = 1 - _levenshtein(lowered, candidate.lower()) / longest
-            if edit >= _MIN_EDIT_SIMILARITY:
-                score = max(edit, score)
+            score = max(_edit_similarity(lowered, candidate.lower()), score)
         if score > best_score:
             best, best_score = candidate, score
     return best
