@@ -401,13 +401,19 @@ def test_an_http_servers_400_in_a_live_session_is_passed_on_not_resent(tmp_path:
     run(main)
 
 
+# A tool's own error that merely mentions sessions (one starting a browser session) answers
+# the call by its id: it is no refusal of the proxy's session.
+@pytest.mark.parametrize(
+    "refusal",
+    [(-32602, "Invalid params: the title is too long"), (-32000, "session limit reached")],
+)
 def test_a_400_naming_no_session_is_the_servers_answer_whatever_the_listing_after_it(
-    tmp_path: Path,
+    tmp_path: Path, refusal: tuple[int, str]
 ) -> None:
     # The JSON-RPC error in the 400's body is the server's answer in a live session: the
     # proxy neither checks the session with a listing (here refused by a busy gateway) nor
     # starts a new one and sends the call there again.
-    notes = ShedsAListing()
+    notes = ShedsAListing(refusal)
 
     async def main() -> None:
         with anyio.fail_after(120):
@@ -418,7 +424,7 @@ def test_a_400_naming_no_session_is_the_servers_answer_whatever_the_listing_afte
                 call = {"name": "strict_note", "arguments": {"title": "long"}}
                 refused = await client.call_tool("call_tool", call)
                 assert refused.is_error
-                assert "the title is too long" in json.loads(text_of(refused))["message"]
+                assert refusal[1] in json.loads(text_of(refused))["message"]
                 assert notes.strict == 1  # not sent again
                 assert notes.initialized == 1  # nor in a new session
                 assert notes.lists == lists  # nor the session checked

@@ -11,11 +11,11 @@ from functools import partial
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED, CallToolResult, InputRequiredResult
+from mcp.types import CallToolResult, InputRequiredResult
 
 from toolgate.catalog.tool import Tool
 from toolgate.integrations.mcp.answers import json_size, not_answering, passed_on, text_result
-from toolgate.integrations.mcp.passthrough import Reconnect, reconnected
+from toolgate.integrations.mcp.passthrough import Reconnect, connection_closed, reconnected
 from toolgate.integrations.mcp.relay import InputRequired, RequestRelay
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
 from toolgate.integrations.mcp.sessions import watching
@@ -152,7 +152,7 @@ class Forwarder:
             if tool is None or used is None:
                 raise
             forgotten = sent.forgotten("tools/call")
-            if exc.code != CONNECTION_CLOSED and not forgotten:
+            if not connection_closed(exc) and not forgotten:
                 raise
             restarted = await reconnected(self.reconnect, tool.server, used, exc, forgotten)
             died = restarted or tool.server in self.unavailable()

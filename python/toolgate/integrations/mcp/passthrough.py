@@ -66,6 +66,7 @@ __all__ = [
     "RESOURCE_NOT_FOUND",
     "Passthrough",
     "Reconnect",
+    "connection_closed",
     "reconnected",
     "template_matches",
 ]
@@ -478,8 +479,22 @@ async def reconnected(
     back, so the request can be made once more. The code alone does not tell: a server's
     own error may have the code the SDK gives a closed connection, and a request it did
     answer must not be made twice."""
-    broken = exc.code == CONNECTION_CLOSED or forgotten
+    broken = connection_closed(exc) or forgotten
     return broken and reconnect is not None and await reconnect(server, failed)
+
+
+def connection_closed(exc: MCPError) -> bool:
+    """Whether ``exc`` is the SDK's own word that a request's connection, or its answer's
+    stream, ended: its code with its message. A server's own error may have the code too,
+    for anything at all (-32000 is the first code JSON-RPC leaves to servers: "session limit
+    reached"); such a call was answered, and checking the connection after it, then starting
+    a new one when that check failed for its own reasons (a busy gateway), ran it twice."""
+    return exc.code == CONNECTION_CLOSED and exc.error.message.startswith(_CLOSED_WORDS)
+
+
+# How the SDK (2.3) words the errors it makes for a request whose connection closed, or
+# whose answer stream over HTTP ended or failed before the answer.
+_CLOSED_WORDS = ("Connection closed", "SSE stream ")
 
 
 def template_matches(template: str, uri: str) -> bool:

@@ -18,9 +18,14 @@ task that runs in a copy of its sender's context. A 400 may also be a server's a
 request it found wrong in a live session (the SDKs send a JSON-RPC error at 400 for invalid
 params): so a 400 counts as a lost session only when its body is not a JSON-RPC error (the
 1.x Python SDK's plain text) or is one that names the session (the TypeScript SDK's
-examples: "No valid session ID provided"). Any other 400 is passed on as the server's answer,
-and the call is never sent again: a listing after it may fail for its own reasons (a busy
-gateway), which made the proxy start a new session and run the call twice. Told the session
+examples: "No valid session ID provided"). A JSON-RPC error that answers the request by its
+own id, at either status, was written by a server that took the request, maybe by the tool
+itself ("session limit reached" from a tool that starts browser sessions): it counts only
+when it says the session is unknown in the words servers use for that (``_REFUSAL``); a
+refusal made before the request was read has no id, or one of its own. Any other 400 is
+passed on as the server's answer, and the call is never sent again: a listing after it may
+fail for its own reasons (a busy gateway), which made the proxy start a new session and run
+the call twice. Told the session
 may be lost, the proxy still first asks the old connection for its tools
 (:meth:`~toolgate.integrations.mcp.serve._Serving.reconnect`) and starts a new session only
 if that fails too.
@@ -29,6 +34,7 @@ if that fails too.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -46,6 +52,16 @@ _BAD_REQUEST = 400
 # Words by which a 400's JSON-RPC error says the server knows no such session: the TypeScript
 # SDK's "No valid session ID provided" and "Server not initialized" (a restarted server).
 _SESSION_WORDS = ("session", "not initialized")
+
+# How an error that answers the request by its id says the session is unknown: the SDKs'
+# "No valid session ID provided", "Missing session ID", "Invalid or expired session ID",
+# "Mcp-Session-Id header is required", "Session not found", "Session has been terminated",
+# "Server not initialized"; not a tool's own words about sessions of its own.
+_REFUSAL = re.compile(
+    r"session[ _-]?id\b|session not found|unknown session|session (?:has been |was )?"
+    r"(?:terminated|expired)|not initialized",
+    re.IGNORECASE,
+)
 
 
 class SentRequests:
@@ -89,25 +105,33 @@ async def hear_response(response: httpx2.Response) -> None:
     request = response.request
     if sent is None or request.method != "POST" or MCP_SESSION_ID not in request.headers:
         return  # not watched; a GET or DELETE; no session yet (the era probe, the handshake)
-    method = _request_method(request)
-    if method is not None:
-        sent.note(method, await _session_lost(response))
+    posted = _posted_request(request)
+    if posted is not None:
+        method, request_id = posted
+        sent.note(method, await _session_lost(response, request_id))
 
 
-async def _session_lost(response: httpx2.Response) -> bool:
-    """Whether ``response`` refuses its request as one of a session the server does not
-    know: a 404, or a 400 whose body is no JSON-RPC error naming something else."""
-    if response.status_code == _UNKNOWN_SESSION:
-        return True
-    if response.status_code != _BAD_REQUEST:
+async def _session_lost(response: httpx2.Response, request_id: object) -> bool:
+    """Whether ``response`` refuses the request ``request_id`` as one of a session the
+    server does not know: a 404, or a 400 whose body is no JSON-RPC error naming something
+    else; either, when its JSON-RPC error answers the request by its id, only if it says so
+    in the words of such a refusal."""
+    if response.status_code not in (_UNKNOWN_SESSION, _BAD_REQUEST):
         return False
-    message = await _error_message(response)
-    return message is None or any(word in message.lower() for word in _SESSION_WORDS)
+    error = await _json_rpc_error(response)
+    if error is None:
+        return True
+    answered, message = error
+    if answered == request_id:  # the server took the request: its words must say it
+        return _REFUSAL.search(message) is not None
+    lowered = message.lower()
+    return response.status_code == _UNKNOWN_SESSION or any(w in lowered for w in _SESSION_WORDS)
 
 
-async def _error_message(response: httpx2.Response) -> str | None:
-    """The message of the JSON-RPC error in ``response``'s JSON body; ``None`` for any other
-    body. Read as the SDK reads it next (the body is kept for it): only a JSON one."""
+async def _json_rpc_error(response: httpx2.Response) -> tuple[object, str] | None:
+    """The id and message of the JSON-RPC error in ``response``'s JSON body; ``None`` for
+    any other body. Read as the SDK reads it next (the body is kept for it): only a JSON
+    one."""
     if not response.headers.get("content-type", "").lower().startswith("application/json"):
         return None
     try:
@@ -116,17 +140,17 @@ async def _error_message(response: httpx2.Response) -> str | None:
         return None
     error = body.get("error") if isinstance(body, dict) else None
     message = error.get("message") if isinstance(error, dict) else None
-    return message if isinstance(message, str) else None
+    return (body.get("id"), message) if isinstance(message, str) else None
 
 
-def _request_method(request: httpx2.Request) -> str | None:
-    """The method of the JSON-RPC request ``request`` posts; ``None`` for a notification,
-    an answer to the server's own request, or a body that is none of these."""
+def _posted_request(request: httpx2.Request) -> tuple[str, object] | None:
+    """The method and id of the JSON-RPC request ``request`` posts; ``None`` for a
+    notification, an answer to the server's own request, or a body that is none of these."""
     try:
         message = json.loads(request.content)
     except (httpx2.RequestNotRead, ValueError):
         return None
-    if not isinstance(message, dict) or "id" not in message:
+    if not isinstance(message, dict) or message.get("id") is None:
         return None
     method = message.get("method")
-    return method if isinstance(method, str) else None
+    return (method, message["id"]) if isinstance(method, str) else None
