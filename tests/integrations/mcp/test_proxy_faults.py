@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 
 from tests.fixtures.http_sessions import (
+    BalancedAwayDuringACall,
     ExpiresDuringACall,
     ForgetsAfterACall,
     RestartsMidAnswer,
@@ -481,6 +482,35 @@ def test_a_call_refused_as_of_a_forgotten_session_is_resent_whatever_else_is_ans
                 assert answers == {"slow": "saved slow", "fast": "saved fast"}
                 assert notes.calls == ["slow", "fast"]
                 assert notes.initialized == 2
+
+    run(main)
+
+
+def test_a_new_session_does_not_cut_the_calls_under_way_in_the_old_one(tmp_path: Path) -> None:
+    # The old connection is closed once its calls are done, not under them: the slow call
+    # was not refused, and its answer still comes.
+    notes = BalancedAwayDuringACall()
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with served(notes) as url:
+                proxy = proxy_params(tmp_path, {"notes": {"url": url}})
+                async with Client(proxy) as client, anyio.create_task_group() as group:
+                    answers: dict[str, str] = {}
+
+                    async def add(title: str) -> None:
+                        call = {"name": "add_note", "arguments": {"title": title}}
+                        answers[title] = text_of(await client.call_tool("call_tool", call))
+
+                    group.start_soon(add, "slow")
+                    while notes.calls != ["slow"]:
+                        await anyio.sleep(0.01)
+                    notes.away = True
+                    await add("fast")  # refused, so sent again in a new session
+                    assert notes.initialized == 2
+                    notes.release.set()
+                assert answers == {"slow": "saved slow", "fast": "saved fast"}
+                assert notes.calls == ["slow", "fast"]
 
     run(main)
 

@@ -15,6 +15,7 @@ from mcp.types import CallToolResult, InputRequiredResult
 
 from toolgate.catalog.tool import Tool
 from toolgate.integrations.mcp.answers import json_size, not_answering, passed_on, text_result
+from toolgate.integrations.mcp.in_flight import using
 from toolgate.integrations.mcp.passthrough import Reconnect, connection_closed, reconnected
 from toolgate.integrations.mcp.relay import InputRequired, RequestRelay
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
@@ -146,7 +147,7 @@ class Forwarder:
         connected = tool is not None and tool.server in self.router.servers
         used = self.router.client(tool.server) if tool and connected else None
         try:
-            with watching() as sent:
+            with watching() as sent, using(used):
                 return await forward()
         except MCPError as exc:
             if tool is None or used is None:
@@ -160,7 +161,8 @@ class Forwarder:
                 raise _Interrupted(tool.server, restarted) from exc
             if not restarted:
                 raise
-        return await forward()
+        with using(self.router.client(tool.server)):
+            return await forward()
 
 
 def _refusal(verdict: Verdict, search: str, down: Sequence[str]) -> CallToolResult:

@@ -55,6 +55,7 @@ from mcp.types import (
 
 from toolgate.arguments import shown
 from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES, ResultT, json_size, passed_on
+from toolgate.integrations.mcp.in_flight import using
 from toolgate.integrations.mcp.listing import list_every_page, plain
 from toolgate.integrations.mcp.relay import RequestRelay
 from toolgate.integrations.mcp.router import McpClient, McpRouter
@@ -380,14 +381,15 @@ class Passthrough:
         try:
             client = self.router.client(server)
             try:
-                with anyio.fail_after(timeout), waiting(), watching() as sent:
+                with anyio.fail_after(timeout), waiting(), watching() as sent, using(client):
                     return await ask(client)
             except MCPError as exc:
                 lost = sent.forgotten()  # a read: made again whichever request was refused
                 if not await reconnected(self.reconnect, server, client, exc, lost):
                     raise
-            with anyio.fail_after(timeout), waiting():
-                return await ask(self.router.client(server))
+            client = self.router.client(server)
+            with anyio.fail_after(timeout), waiting(), using(client):
+                return await ask(client)
         except (MCPError, TimeoutError):
             raise
         except Exception as exc:

@@ -410,6 +410,7 @@ class _Serving:
                 self.group, name, spec, self.client_options(name), self.timeout
             )
             if client is None:
+                self.upstreams.retire(self.group, name)  # its calls under way may still end
                 why = self.upstreams.why(name, spec)
                 print(
                     f"toolgate mcp-proxy: could not restart {name!r}: {why}; trying again in "
@@ -430,6 +431,9 @@ class _Serving:
             with contextlib.suppress(Exception), anyio.fail_after(self.timeout):
                 await list_server_tools(name, client)
             await self.router.replace_client(name, client)
+            # The old connection is closed once the calls under way through it are done:
+            # only this request's own failed, and the others' transport may be fine.
+            self.upstreams.retire(self.group, name)
             self.group.start_soon(self.watch, name)
             return True
 
@@ -453,6 +457,7 @@ class _Serving:
                         self.client_options(name),
                         self.timeout,
                     )
+                    self.upstreams.retire(self.group, name)  # down: it takes no new calls
                     if client is None:
                         continue
                     try:  # lenient: a listing that fails is a warning, and is tried again

@@ -20,6 +20,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -33,6 +34,7 @@ from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCRequest
 
 from toolgate.integrations.mcp.children import TAG_ENV, exists, kill_tagged, new_tag
+from toolgate.integrations.mcp.in_flight import busy, idle
 from toolgate.integrations.mcp.listing import McpClient
 from toolgate.integrations.mcp.relay import ASK_TIMEOUT
 from toolgate.integrations.mcp.server_config import (
@@ -68,6 +70,10 @@ class Upstreams:
         self.scopes = {name: anyio.CancelScope() for name in names}
         self.locks = {name: anyio.Lock() for name in names}
         self.tag = new_tag()  # on every server started, for close() to find the stuck ones
+        # Connections replaced by restart() while requests were under way through them, kept
+        # open for those (retire()); then those being closed, until they are.
+        self._replaced: dict[str, _Held] = {}
+        self._retired: list[_Held] = []
         redact_logged_urls(*URL_LOGGERS)
 
     @property
@@ -81,17 +87,21 @@ class Upstreams:
     async def hold(self, name: str, spec: ServerSpec, options: Mapping[str, Any]) -> None:
         """Connect to ``name`` and hold the connection open until its scope is cancelled; a
         failure to connect is kept in :attr:`errors`."""
+        # Its own scope and events: a connection that restart() replaced and that closes
+        # later must not settle, close or fail the one that replaced it.
+        scope, settled, closed = self.scopes[name], self.settled[name], self.closed[name]
         try:
-            with self.scopes[name]:
+            with scope:
                 async with _client(spec, options, self.tag) as client:
                     self.connected[name] = client
-                    self.settled[name].set()
+                    settled.set()
                     await anyio.sleep_forever()
         except Exception as exc:  # a command that fails to start, a URL that fails
-            self.errors.setdefault(name, exc)
+            if self.scopes[name] is scope:
+                self.errors.setdefault(name, exc)
         finally:
-            self.settled[name].set()
-            self.closed[name].set()
+            settled.set()
+            closed.set()
 
     async def restart(
         self,
@@ -101,11 +111,18 @@ class Upstreams:
         options: Mapping[str, Any],
         timeout: float,
     ) -> Client | None:
-        """Close ``name``'s connection and open a new one (its server died): the new client,
-        or ``None`` when it does not come up in ``timeout`` seconds."""
-        self.scopes[name].cancel()
-        with anyio.move_on_after(timeout):
-            await self.closed[name].wait()
+        """Open a new connection to ``name`` in place of the one it has (its server died, or
+        forgot its session): the new client, or ``None`` when it does not come up in
+        ``timeout`` seconds. The old connection is closed first, unless requests are under
+        way through it: it is then kept for them until :meth:`retire`."""
+        old = _Held(self.connected.get(name), self.scopes[name], self.closed[name])
+        if old.client is not None and busy(old.client):
+            self.retire(group, name)  # one replaced earlier, not retired yet
+            self._replaced[name] = old
+        else:
+            old.scope.cancel()
+            with anyio.move_on_after(timeout):
+                await old.closed.wait()
         self.connected.pop(name, None)
         self.errors.pop(name, None)
         self.settled[name], self.closed[name] = anyio.Event(), anyio.Event()
@@ -120,6 +137,22 @@ class Upstreams:
         self.scopes[name].cancel()
         return None
 
+    def retire(self, group: TaskGroup, name: str) -> None:
+        """Close the connection :meth:`restart` replaced and kept open for the requests under
+        way through it, once they are done: call it once the new connection is the one
+        requests take."""
+        old = self._replaced.pop(name, None)
+        if old is not None:
+            self._retired.append(old)
+            group.start_soon(self._drain, old)
+
+    async def _drain(self, old: _Held) -> None:
+        assert old.client is not None
+        await idle(old.client)
+        old.scope.cancel()
+        await old.closed.wait()
+        self._retired.remove(old)
+
     def why(self, name: str, spec: ServerSpec) -> str:
         """Why ``name``, whose server is ``spec``, failed to connect, to be read."""
         exc = self.errors.get(name)
@@ -128,10 +161,11 @@ class Upstreams:
     async def close(self, timeout: float) -> None:
         """Close every upstream at once, waiting at most ``timeout`` seconds; then kill the
         servers still running (:mod:`~toolgate.integrations.mcp.children` says why)."""
-        for scope in self.scopes.values():
+        held = [*self._replaced.values(), *self._retired]
+        for scope in [*self.scopes.values(), *(old.scope for old in held)]:
             scope.cancel()
         with anyio.move_on_after(timeout):
-            for event in self.closed.values():
+            for event in [*self.closed.values(), *(old.closed for old in held)]:
                 await event.wait()
         killed = kill_tagged(self.tag)
         # Until the event loop's child watcher reaps them, they are zombies: a proxy that
@@ -139,6 +173,16 @@ class Upstreams:
         with anyio.move_on_after(_REAP_WAIT):
             while any(exists(pid) for pid in killed):
                 await anyio.sleep(0.02)
+
+
+@dataclass(frozen=True, eq=False)
+class _Held:
+    """One connection as :meth:`Upstreams.hold` holds it: its client (``None`` when it did
+    not come up), the scope that closes it, and the event set once it is closed."""
+
+    client: Client | None
+    scope: anyio.CancelScope
+    closed: anyio.Event
 
 
 def first_error(exc: BaseException) -> BaseException:
