@@ -9,6 +9,7 @@ import logging
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -205,6 +206,52 @@ def test_an_http_upstreams_answer_is_read_up_to_its_servers_limit() -> None:
                     with pytest.raises(MCPError, match="exceeded the 196608 byte limit"):
                         await upstreams.connected["capped"].call_tool("read_log", two_megabytes)
                     await upstreams.close(timeout=10)
+
+    run(main)
+
+
+# The id where the Python SDK writes it, and where the TypeScript SDK's JSON.stringify does.
+@pytest.mark.parametrize("id_at", ["first", "last"])
+def test_a_stdio_upstreams_line_is_read_up_to_its_servers_limit(id_at: str) -> None:
+    # Far past the limit: dropped as it is read (the SDK read it whole, joining each piece
+    # to the ones before), the call it answers told so, and the connection goes on.
+    spec = StdioServer(command=sys.executable, args=[path("long_lines")], max_result_bytes=1024)
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            upstreams = Upstreams(["dump"])
+            async with anyio.create_task_group() as group:
+                group.start_soon(upstreams.hold, "dump", spec, {})
+                await upstreams.settled["dump"].wait()
+                client = upstreams.connected["dump"]
+                tracemalloc.start()
+                try:
+                    with pytest.raises(MCPError, match="more than the 67,584 bytes the proxy"):
+                        await client.call_tool("dump", {"mb": 24, "id_at": id_at})
+                    peak = tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+                assert peak < 4 << 20
+                answer = await client.call_tool("dump", {"mb": 0, "id_at": id_at})
+                assert text_of(answer) == ""
+                await upstreams.close(timeout=10)
+
+    run(main)
+
+
+def test_a_stdio_line_too_long_naming_no_request_closes_its_connection() -> None:
+    # No request can be told of it: closed rather than have its call wait forever.
+    spec = StdioServer(command=sys.executable, args=[path("long_lines")], max_result_bytes=1024)
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            upstreams = Upstreams(["dump"])
+            async with anyio.create_task_group() as group:
+                group.start_soon(upstreams.hold, "dump", spec, {})
+                await upstreams.settled["dump"].wait()
+                with pytest.raises(MCPError, match="Connection closed"):
+                    await upstreams.connected["dump"].call_tool("dump", {"mb": 2, "id_at": "none"})
+                await upstreams.close(timeout=10)
 
     run(main)
 

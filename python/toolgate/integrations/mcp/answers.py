@@ -22,6 +22,7 @@ __all__ = [
     "MAX_RESULT_BYTES",
     "MIN_RESULT_BYTES",
     "ResultT",
+    "dropped_answer",
     "error_result",
     "json_size",
     "not_answering",
@@ -56,6 +57,18 @@ def text_result(text: str, *, is_error: bool = False) -> CallToolResult:
     """A result holding ``text`` alone."""
     return CallToolResult.model_validate(
         {"content": [{"type": "text", "text": text}], "isError": is_error}
+    )
+
+
+def dropped_answer(server: str, limit: int, size: int | None = None) -> str:
+    """Why an answer of ``server``'s, of ``size`` bytes if known, was dropped as it was read:
+    past the ``limit`` bytes the proxy reads of one."""
+    what = f"MCP server {server!r}'s answer" if server else "An MCP server's answer"
+    is_ = "is more than" if size is None else f"is {size:,} bytes, more than"
+    return (
+        f"{what} {is_} the {limit:,} bytes the proxy reads, so it was dropped. The call "
+        "reached the server, which may have acted on it: only its answer is missing. If the "
+        "tool can, call it again asking for less."
     )
 
 

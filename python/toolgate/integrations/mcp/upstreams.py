@@ -28,7 +28,7 @@ import anyio
 import httpx2
 from anyio.abc import TaskGroup
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCRequest
@@ -44,6 +44,7 @@ from toolgate.integrations.mcp.server_config import (
     result_limit,
 )
 from toolgate.integrations.mcp.sessions import hear_response
+from toolgate.integrations.mcp.stdio import bounded_stdio_client
 from toolgate.redaction import redact_logged_urls, redact_urls
 
 __all__ = ["URL_LOGGERS", "Upstreams", "why_not_started"]
@@ -92,7 +93,7 @@ class Upstreams:
         scope, settled, closed = self.scopes[name], self.settled[name], self.closed[name]
         try:
             with scope:
-                async with _client(spec, options, self.tag) as client:
+                async with _client(name, spec, options, self.tag) as client:
                     self.connected[name] = client
                     settled.set()
                     await anyio.sleep_forever()
@@ -214,7 +215,9 @@ def why_not_started(spec: ServerSpec, exc: BaseException) -> str:
 
 
 @asynccontextmanager
-async def _client(spec: ServerSpec, options: Mapping[str, Any], tag: str) -> AsyncIterator[Client]:
+async def _client(
+    name: str, spec: ServerSpec, options: Mapping[str, Any], tag: str
+) -> AsyncIterator[Client]:
     timeout = request_timeout(spec)
     if timeout is not None:  # the config's: each request's, as the clients that wrote it mean
         options = {**options, "read_timeout_seconds": timeout}
@@ -226,28 +229,31 @@ async def _client(spec: ServerSpec, options: Mapping[str, Any], tag: str) -> Asy
             headers=dict(spec.headers), timeout=limits, event_hooks={"response": [hear_response]}
         ) as http:
             transport = streamable_http_client(
-                spec.url, http_client=http, max_sse_event_size=_sse_event_limit(spec)
+                spec.url, http_client=http, max_sse_event_size=_answer_limit(spec)
             )
             async with Client(transport, **options) as client:
                 yield client
     else:
         tagged = spec.model_copy(update={"env": {**(spec.env or {}), TAG_ENV: tag}})
-        async with Client(_pinged_first(tagged), **options) as client:
+        async with Client(_pinged_first(tagged, name), **options) as client:
             yield client
 
 
-def _sse_event_limit(spec: HttpServer) -> int:
-    """The most bytes the SDK reads of one event from the server of ``spec`` (its own default
-    is 1 MiB): room for an answer at the server's limit however the server writes its JSON
-    (its JSON-RPC envelope, text escaped), so that the limit that decides is the one the
-    model is told of, while an event far past it is still cut off as it is read."""
+def _answer_limit(spec: ServerSpec) -> int:
+    """The most bytes read of one message from the server of ``spec``, an event over HTTP
+    (the SDK's own default is 1 MiB) or a line over stdio (the SDK's: none): room for an
+    answer at the server's limit however the server writes its JSON (its JSON-RPC envelope,
+    text escaped), so that the limit that decides is the one the model is told of, while a
+    message far past it is still cut off as it is read."""
     return 2 * result_limit(spec) + (64 << 10)
 
 
 @asynccontextmanager
-async def _pinged_first(spec: StdioServerParameters) -> AsyncIterator[Any]:
-    """The SDK's stdio transport to ``spec``'s server, its era probe sent as a ping."""
-    async with stdio_client(spec) as (read, write):
+async def _pinged_first(spec: StdioServerParameters, name: str) -> AsyncIterator[Any]:
+    """The SDK's stdio transport to ``spec``'s server (called ``name``), its lines bounded
+    (:mod:`~toolgate.integrations.mcp.stdio`) and its era probe sent as a ping."""
+    async with bounded_stdio_client(spec, max_line=_answer_limit(spec), name=name) as streams:
+        read, write = streams
         yield read, _PingProbe(write)
 
 
