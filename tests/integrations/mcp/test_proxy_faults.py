@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 
 from tests.fixtures.http_sessions import (
+    AnswersAtLength,
     BalancedAwayDuringACall,
     ExpiresDuringACall,
     ForgetsAfterACall,
@@ -205,6 +206,33 @@ def test_an_http_upstreams_answer_is_read_up_to_its_servers_limit() -> None:
                     # Far past a server's own limit: cut off as it is read.
                     with pytest.raises(MCPError, match="exceeded the 196608 byte limit"):
                         await upstreams.connected["capped"].call_tool("read_log", two_megabytes)
+                    await upstreams.close(timeout=10)
+
+    run(main)
+
+
+def test_an_http_upstreams_plain_json_answer_is_read_up_to_its_servers_limit() -> None:
+    # An answer sent as one JSON body, not an event stream, was read whole by the SDK.
+    notes = AnswersAtLength()
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with served(notes) as url:
+                upstreams = Upstreams(["notes"])
+                spec = HttpServer(url, max_result_bytes=1024)
+                async with anyio.create_task_group() as group:
+                    group.start_soon(upstreams.hold, "notes", spec, {"mode": "legacy"})
+                    await upstreams.settled["notes"].wait()
+                    client = upstreams.connected["notes"]
+                    tracemalloc.start()
+                    try:
+                        with pytest.raises(MCPError, match="more than the 67,584 bytes the"):
+                            await client.call_tool("add_note", {"title": "24"})
+                        peak = tracemalloc.get_traced_memory()[1]
+                    finally:
+                        tracemalloc.stop()
+                    assert peak < 4 << 20
+                    assert text_of(await client.call_tool("add_note", {"title": "0"})) == ""
                     await upstreams.close(timeout=10)
 
     run(main)

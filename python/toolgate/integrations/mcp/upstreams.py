@@ -35,6 +35,7 @@ from mcp.types import JSONRPCRequest
 
 from toolgate.integrations.mcp.children import TAG_ENV, exists, kill_tagged, new_tag
 from toolgate.integrations.mcp.in_flight import busy, idle
+from toolgate.integrations.mcp.json_bodies import json_body_limit
 from toolgate.integrations.mcp.listing import McpClient
 from toolgate.integrations.mcp.relay import ASK_TIMEOUT
 from toolgate.integrations.mcp.server_config import (
@@ -225,8 +226,10 @@ async def _client(
         # A response stream may stay open long, silent while a client of the proxy answers
         # the upstream's question: up to ASK_TIMEOUT, and the SDK's 300 s otherwise.
         limits = httpx2.Timeout(30.0, read=max(300.0, ASK_TIMEOUT + 30.0))
+        # The bound first: hear_response reads some bodies.
+        hooks = {"response": [json_body_limit(_answer_limit(spec), name), hear_response]}
         async with httpx2.AsyncClient(
-            headers=dict(spec.headers), timeout=limits, event_hooks={"response": [hear_response]}
+            headers=dict(spec.headers), timeout=limits, event_hooks=hooks
         ) as http:
             transport = streamable_http_client(
                 spec.url, http_client=http, max_sse_event_size=_answer_limit(spec)
@@ -240,8 +243,9 @@ async def _client(
 
 
 def _answer_limit(spec: ServerSpec) -> int:
-    """The most bytes read of one message from the server of ``spec``, an event over HTTP
-    (the SDK's own default is 1 MiB) or a line over stdio (the SDK's: none): room for an
+    """The most bytes read of one message from the server of ``spec``, an event or a JSON
+    body over HTTP (the SDK's own default for an event is 1 MiB; for a body, none) or a line
+    over stdio (the SDK's: none): room for an
     answer at the server's limit however the server writes its JSON (its JSON-RPC envelope,
     text escaped), so that the limit that decides is the one the model is told of, while a
     message far past it is still cut off as it is read."""
