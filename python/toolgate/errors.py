@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from toolgate._toolgate import IndexFormatError, InvalidInputError, StorageError, ToolgateError
 from toolgate.unicode import surrogates_escaped
@@ -60,12 +61,20 @@ class Offender:
 
 
 class InvalidToolsError(CatalogError):
-    """A catalog holds bad tools; ``offenders`` lists each with its position and reason."""
+    """A catalog holds bad tools; ``offenders`` lists each with its position and reason,
+    ``source`` names where they were read."""
 
     def __init__(self, offenders: Sequence[Offender], source: str) -> None:
         self.offenders = tuple(offenders)
+        self.source = source
         lines = "\n".join(f"  {o}" for o in self.offenders)
         super().__init__(f"{len(self.offenders)} bad tool(s) in {source}:\n{lines}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Made again from this __init__'s arguments, not from ``args`` (the message alone):
+        # a process pool's worker sends its exception back pickled, and one that cannot be
+        # rebuilt hangs multiprocessing.Pool's result handler.
+        return type(self), (self.offenders, self.source), self.__dict__
 
 
 class UnknownToolError(CatalogError, KeyError):

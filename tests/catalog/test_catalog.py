@@ -6,6 +6,7 @@ import copy
 import functools
 import json
 import os
+import pickle
 import re
 import warnings
 from pathlib import Path
@@ -248,6 +249,18 @@ def test_one_error_lists_every_offender() -> None:
     assert "duplicate id (first defined at tools[0])" in str(info.value)
     assert isinstance(info.value, CatalogError)
     assert isinstance(info.value, ToolgateError)
+
+
+def test_the_error_naming_bad_tools_survives_pickling() -> None:
+    # A worker of a process pool sends its exception back pickled: one that cannot be
+    # rebuilt there hangs multiprocessing.Pool and breaks a ProcessPoolExecutor.
+    with pytest.raises(InvalidToolsError) as info:
+        Catalog.from_tools([_tool("ok"), {"description": "nameless"}], server="s")
+    for back in (pickle.loads(pickle.dumps(info.value)), copy.deepcopy(info.value)):
+        assert type(back) is InvalidToolsError
+        assert str(back) == str(info.value)
+        assert back.offenders == info.value.offenders
+        assert back.source == info.value.source == "the tool list"
 
 
 def test_lenient_skips_bad_tools_with_one_warning() -> None:
