@@ -12,13 +12,14 @@ afresh in the child (:func:`on_fork_in_child`).
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["fork_safe_lock", "keep_for_ever", "on_fork_in_child"]
+__all__ = ["CopiedUnderLock", "fork_safe_lock", "keep_for_ever", "on_fork_in_child"]
 
 _T = TypeVar("_T")
 
@@ -35,6 +36,24 @@ def fork_safe_lock() -> threading.Lock:
     lock = threading.Lock()
     _LOCKS.add(lock)
     return lock
+
+
+class CopiedUnderLock:
+    """A mixin for plain data guarded by ``self._lock`` (a :func:`fork_safe_lock`): pickled
+    and copied as a snapshot taken under that lock, and the copy given a lock of its own (a
+    lock cannot be pickled, and a copy sharing its original's would wait on it)."""
+
+    _lock: threading.Lock
+
+    def __getstate__(self) -> dict[str, Any]:
+        with self._lock:
+            # Each container copied while held: pickle reads the state after the lock is
+            # let go, while other threads may go on adding to the original's.
+            return {key: copy.copy(value) for key, value in vars(self).items() if key != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._lock = fork_safe_lock()
 
 
 def keep_for_ever(inherited: object) -> None:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -135,6 +136,15 @@ def test_a_salt_that_cannot_be_hashed_is_refused_at_once(salt: Any, said: str) -
     """Taken as given, such a salt (an unset environment variable) failed every route()."""
     with pytest.raises(InvalidInputError, match=said):
         Telemetry([MemorySink()], salt=salt)
+
+
+def test_a_memory_sink_pickles_with_its_events() -> None:
+    sink = MemorySink()
+    sink.emit(VerifyEvent(turn_id="t1", name="a", tool_id="s/a", ok=True))
+    back = pickle.loads(pickle.dumps(sink))
+    assert back.events == sink.events
+    back.emit(VerifyEvent(turn_id="t2", name="a", tool_id="s/a", ok=True))
+    assert (len(back.of_kind("verify")), len(sink.of_kind("verify"))) == (2, 1)
 
 
 def test_json_log_sink_writes_one_line_per_event(caplog: pytest.LogCaptureFixture) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 import tracemalloc
 
 import pytest
@@ -49,3 +51,19 @@ def test_a_turn_id_seen_again_past_the_window_counts_anew(
         stats.emit(VerifyEvent(turn_id=turn, name="x"))
     # "a" stays remembered while seen within 3 other turns; after e, f and g it is new.
     assert stats.turns == 8
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_stats_travel_between_processes_and_keep_counting(how: str) -> None:
+    """A pool's workers send their stats back pickled to be merged: the lock refused it."""
+    stats = UsageStats(["s/a", "s/b"])
+    stats.emit(RouteEvent(turn_id="t1", active=("s/a",)))
+    stats.emit(VerifyEvent(turn_id="t1", name="a", tool_id="s/a", ok=True))
+    back = pickle.loads(pickle.dumps(stats)) if how == "pickle" else copy.deepcopy(stats)
+    assert back.to_dict() == stats.to_dict()
+    # Each counts on its own from here, the copy under a lock of its own.
+    back.emit(VerifyEvent(turn_id="t1", name="b", tool_id="s/b", ok=True))
+    back.emit(RouteEvent(turn_id="t2", active=("s/b",)))
+    assert (back.never_called(), stats.never_called()) == ([], ["s/b"])
+    assert (back.to_dict()["turns"], stats.to_dict()["turns"]) == (2, 1)
+    assert back._lock is not stats._lock

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from toolgate.errors import InvalidInputError
-from toolgate.forks import fork_safe_lock
+from toolgate.forks import CopiedUnderLock, fork_safe_lock
 from toolgate.telemetry.events import Event
 
 __all__ = [
@@ -38,7 +38,7 @@ class Sink(Protocol):
         ...
 
 
-class MemorySink:
+class MemorySink(CopiedUnderLock):
     """Keeps every event in a list (for tests and notebooks)."""
 
     def __init__(self) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from toolgate.arguments import finite_number, shown, tool_list
 from toolgate.errors import InvalidInputError
-from toolgate.forks import fork_safe_lock
+from toolgate.forks import CopiedUnderLock, fork_safe_lock
 from toolgate.json_limits import JsonLimitError, open_regular
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.telemetry.events import (
@@ -54,7 +54,7 @@ __all__ = ["RECENT_TURNS", "UsageStats"]
 RECENT_TURNS = 1 << 16
 
 
-class UsageStats:
+class UsageStats(CopiedUnderLock):
     """Per-tool usage gathered from events: a sink, and the Pruner's evidence.
 
     ``tool_ids`` is the registry (every tool that could be used), so tools that never appear in
