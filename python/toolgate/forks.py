@@ -17,9 +17,15 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, NoReturn, SupportsIndex, TypeVar
 
-__all__ = ["CopiedUnderLock", "fork_safe_lock", "keep_for_ever", "on_fork_in_child"]
+__all__ = [
+    "BoundToProcess",
+    "CopiedUnderLock",
+    "fork_safe_lock",
+    "keep_for_ever",
+    "on_fork_in_child",
+]
 
 _T = TypeVar("_T")
 
@@ -54,6 +60,27 @@ class CopiedUnderLock:
     def __setstate__(self, state: dict[str, Any]) -> None:
         vars(self).update(state)
         self._lock = fork_safe_lock()
+
+
+class BoundToProcess:
+    """A mixin for objects bound to their process (mapped files, connections, a model
+    session, threads): pickling or deep-copying one is a ``TypeError`` saying what to do in
+    the other process instead (``_elsewhere``), not one naming whichever inner part refused
+    first (a lock, the index). A spawn pool, Celery or Ray pickles what it hands a worker.
+    A shallow copy shares the original's parts, as ever."""
+
+    _elsewhere: ClassVar[str]
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise TypeError(
+            f"cannot pickle or deep-copy a toolgate {type(self).__name__}: it holds what only "
+            f"this process can use; {self._elsewhere}"
+        )
+
+    def __copy__(self) -> Any:
+        clone = object.__new__(type(self))
+        vars(clone).update(vars(self))
+        return clone
 
 
 def keep_for_ever(inherited: object) -> None:

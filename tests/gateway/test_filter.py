@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import pickle
+import re
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -1358,3 +1360,19 @@ def test_a_required_choice_is_refused_when_the_lists_shut_out_an_unrouted_reques
         with pytest.raises(InvalidInputError, match="requires a tool call"):
             gate.filter(request, deny=["*"])
         assert gate.filter(request, deny=["send_email"]).request["tool_choice"]
+
+
+def test_a_filter_and_its_results_refuse_pickling_saying_what_to_do(gate: ToolFilter) -> None:
+    """A filtered request holds the router its tools were indexed into: pickling it failed
+    on the index, with no word of what to send instead."""
+    filtered = gate.filter(chat_request(WEATHER), top_k=2)
+    for bound, hint in [(gate, "ToolFilter("), (filtered, "filtered.request")]:
+        name = type(bound).__name__
+        said = rf"^cannot pickle or deep-copy a toolgate {name}: .*{re.escape(hint)}"
+        for copied in (pickle.dumps, copy.deepcopy):
+            with pytest.raises(TypeError, match=said):
+                copied(bound)
+    # What it names does travel.
+    assert pickle.loads(pickle.dumps(filtered.request)) == filtered.request
+    assert pickle.loads(pickle.dumps(filtered.result)) == filtered.result
+    assert copy.copy(filtered) == filtered

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import atexit
+import copy
 import gc
 import os
+import pickle
+import re
 import weakref
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from toolgate.catalog.catalog import Catalog
+from toolgate.embedding.cache import EmbeddingCache
 from toolgate.embedding.embedder import Embedder
 from toolgate.routing.router import Router
 
@@ -89,3 +94,30 @@ def test_a_router_replaced_by_its_refresh_lets_go_of_its_files(embedder: Embedde
     router.route("mail bob")
     assert workdir is not None
     assert not workdir.exists()
+
+
+def test_what_is_bound_to_its_process_refuses_pickling_saying_what_to_do(
+    embedder: Embedder, tmp_path: Path
+) -> None:
+    """A spawn pool, Celery or Ray pickles its task's arguments: a router refused with
+    "cannot pickle 'toolgate._toolgate.Index' object", a store or cache with "cannot pickle
+    '_thread.lock' object", neither saying what to do instead."""
+    router = Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, path=tmp_path / "r")
+    memory = router.learn(tmp_path / "learned.sqlite3")
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite3")
+    for bound, hint in [
+        (router, "Router.open"),
+        (embedder, "Embedder("),
+        (memory, "router.learn"),
+        (memory.store, "store's path or address"),
+        (cache, "EmbeddingCache(path)"),
+    ]:
+        name = type(bound).__name__
+        said = rf"^cannot pickle or deep-copy a toolgate {name}: .*{re.escape(hint)}"
+        for copied in (pickle.dumps, copy.deepcopy):
+            with pytest.raises(TypeError, match=said):
+                copied(bound)
+    # A shallow copy stays what it was: a view sharing the original's parts.
+    view = router.with_config(replace(router.config, top_k=1))
+    assert view.route("send an email").ids == ["mail/send_email"]
+    assert copy.copy(cache).path == cache.path

@@ -546,6 +546,16 @@ def test_a_json_file_sink_appends_whole_lines_from_many_threads(tmp_path: Path) 
     assert UsageStats.from_log(log).called == {"github/get_me": 1000}
 
 
+def test_a_json_file_sink_refuses_pickling_saying_what_to_do(tmp_path: Path) -> None:
+    # Its descriptor's number means another file, or none, in another process.
+    hub = Telemetry([JsonFileSink(tmp_path / "events.jsonl")])
+    with pytest.raises(
+        TypeError,
+        match=r"^cannot pickle or deep-copy a toolgate JsonFileSink: .*JsonFileSink\(path\)",
+    ):
+        pickle.dumps(hub)
+
+
 def test_a_json_file_sink_names_a_file_it_cannot_open(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match=r"cannot write events to .*missing/events"):
         JsonFileSink(tmp_path / "missing" / "events.jsonl")

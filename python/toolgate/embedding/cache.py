@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolgate.forks import fork_safe_lock
+from toolgate.forks import BoundToProcess, fork_safe_lock
 from toolgate.sqlite_files import SharedConnection, open_shared_sqlite
 
 __all__ = ["BUSY_TIMEOUT_S", "CacheWarning", "EmbeddingCache", "cache_key"]
@@ -67,7 +67,7 @@ def _unit_rows(vectors: np.ndarray) -> np.ndarray:
     return result
 
 
-class EmbeddingCache:
+class EmbeddingCache(BoundToProcess):
     """L2-normalised embeddings of (model id, text) pairs stored in a SQLite file.
 
     Rows are float32 unit vectors of a fixed dimension. A row of the wrong size, with a NaN or
@@ -79,6 +79,8 @@ class EmbeddingCache:
     One instance may be used from several threads, and in the workers a server forks: each
     process uses a connection of its own (:class:`~toolgate.sqlite_files.SharedConnection`).
     """
+
+    _elsewhere = "open the file there with EmbeddingCache(path)"
 
     def __init__(
         self, path: str | os.PathLike[str], *, dim: int = 384, timeout_s: float | None = None

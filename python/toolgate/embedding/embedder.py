@@ -25,7 +25,7 @@ from toolgate.embedding import long_texts, models, runtime
 from toolgate.embedding.model_files import Precision, home_path
 from toolgate.embedding.onnx_export import SENTENCE_OUTPUT, TOKEN_OUTPUT
 from toolgate.errors import InvalidInputError, ModelError
-from toolgate.forks import fork_safe_lock
+from toolgate.forks import BoundToProcess, fork_safe_lock
 from toolgate.unicode import well_formed
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class TokenStates:
     offsets: tuple[tuple[int, int], ...]
 
 
-class Embedder:
+class Embedder(BoundToProcess):
     """Embed texts into L2-normalised 384-dimensional float32 vectors.
 
     Args:
@@ -82,6 +82,8 @@ class Embedder:
 
     Safe to call from several threads at once.
     """
+
+    _elsewhere = "make one there with Embedder(precision=...)"
 
     def __init__(
         self,

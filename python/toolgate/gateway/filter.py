@@ -42,6 +42,7 @@ from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import (
     InvalidInputError,
 )
+from toolgate.forks import BoundToProcess
 from toolgate.formats import genai_sdk, text_tags
 from toolgate.formats.compact import compact_entry
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
@@ -117,7 +118,7 @@ class _Turn:
     previous: frozenset[str] | None = None
 
 
-class ToolFilter:
+class ToolFilter(BoundToProcess):
     """Filters each LLM request's tools to the ones routed for its latest user message.
 
     One filter serves many threads and many tool sets. It keeps one router per distinct tools
@@ -151,6 +152,8 @@ class ToolFilter:
     >>> filtered.kept, filtered.dropped_count  # doctest: +SKIP
     (('get_forecast', 'search_flights'), 14)
     """
+
+    _elsewhere = "make one there with ToolFilter(...)"
 
     def __init__(
         self,

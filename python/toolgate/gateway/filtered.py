@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolgate.forks import BoundToProcess
 from toolgate.formats import genai_sdk
 from toolgate.formats.calls import call_name, parse_tool_call, plain_json
 from toolgate.formats.raw import RawTool
@@ -26,7 +27,7 @@ __all__ = ["FilteredRequest", "function_names", "verify_by_name", "verify_other"
 
 
 @dataclass(frozen=True)
-class FilteredRequest:
+class FilteredRequest(BoundToProcess):
     """A request cut down to its routed tools, and the routing behind it.
 
     ``request`` is a new dict; the input is never modified (nested values that were not
@@ -43,6 +44,11 @@ class FilteredRequest:
     decision of the budget given to :meth:`ToolFilter.filter`, if any. For a google-genai
     request object, ``request`` is an object of the same type.
     """
+
+    _elsewhere = (
+        "it holds the router its tools were indexed into: send filtered.request (or "
+        "filtered.to_dict()), and verify the calls in the process that filtered"
+    )
 
     request: Any
     result: RouteResult

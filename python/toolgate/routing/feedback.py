@@ -55,7 +55,7 @@ from toolgate import _toolgate
 from toolgate.arguments import check_count, check_instance, finite_number, shown, tool_list
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import InvalidInputError, ToolgateError
-from toolgate.forks import fork_safe_lock
+from toolgate.forks import BoundToProcess, fork_safe_lock
 from toolgate.routing.co_use import CoUse
 from toolgate.routing.learned_bounds import rows_kept
 from toolgate.routing.learned_store import LearnedStore, StoreWarning, open_store
@@ -110,7 +110,7 @@ class LearnConfig:
             raise InvalidInputError(f"floor must be in [-1, 1), got {shown(self.floor)}")
 
 
-class LearnedMemory:
+class LearnedMemory(BoundToProcess):
     """The learned rows of one catalog version: what feedback stored, and the lift it gives.
 
     ``ids`` are the catalog's tool ids in row order, ``servers`` and ``names`` load each
@@ -122,6 +122,8 @@ class LearnedMemory:
     writers' lock: routes take the memory's own lock, held just while a writer changes
     the memory after its store write went through (so a failed write changes neither).
     """
+
+    _elsewhere = "call router.learn(store) on the router of the other process"
 
     def __init__(
         self,

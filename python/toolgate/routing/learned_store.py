@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from toolgate.errors import InvalidInputError, ToolgateError
-from toolgate.forks import fork_safe_lock
+from toolgate.forks import BoundToProcess, fork_safe_lock
 from toolgate.routing.learned_rows import (
     LEARN_SALT_ENV,
     LearnedRow,
@@ -201,13 +201,15 @@ def _prune(run: _Run, *, keep: int, spared: set[str]) -> list[str]:
     return stale
 
 
-class LearnedStore:
+class LearnedStore(BoundToProcess):
     """Rows of learned memories, by scope. Subclasses say how to reach the database.
 
     ``salt`` keys the hash of each query's text (:meth:`key`); ``None`` takes it from
     ``$TOOLGATE_LEARN_SALT``. Every process sharing a store must use the same salt: with
     another, its repeats of a query no longer merge with the rows stored before.
     """
+
+    _elsewhere = "open it there by the store's path or address (router.learn(store))"
 
     _param = "?"
 

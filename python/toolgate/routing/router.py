@@ -23,6 +23,7 @@ import numpy as np
 
 from toolgate.arguments import check_instance
 from toolgate.catalog.catalog import Catalog
+from toolgate.forks import BoundToProcess
 from toolgate.lazy import Lazy
 from toolgate.promotion.promote import promote_tools
 from toolgate.promotion.schema_source import default_cache
@@ -63,7 +64,7 @@ __all__ = ["DEFAULT", "Router", "RouterConfig", "default_embedder"]
 _SCHEMA_CACHE_ENTRIES = 4096
 
 
-class Router:
+class Router(BoundToProcess):
     """Routes each turn to the few tools the model should see in full.
 
     Over the demo catalog (``toolgate demo``), whose ``github/create_issue`` requires the
@@ -77,6 +78,8 @@ class Router:
     >>> router.route("open an issue for the crash", state=write).ids  # doctest: +SKIP
     ['github/create_issue', 'github/get_issue', 'github/add_issue_comment']
     """
+
+    _elsewhere = "save it (router.save(path)) and Router.open(path) in the other process"
 
     def __init__(
         self,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from toolgate.errors import InvalidInputError
-from toolgate.forks import CopiedUnderLock, fork_safe_lock
+from toolgate.forks import BoundToProcess, CopiedUnderLock, fork_safe_lock
 from toolgate.telemetry.events import Event
 
 __all__ = [
@@ -79,7 +79,7 @@ def _otel_value(value: Any) -> Any:
     return json.dumps(value, sort_keys=True)
 
 
-class JsonFileSink:
+class JsonFileSink(BoundToProcess):
     """Appends each event as one JSON line to a file, flushed at once, so another process
     (``toolgate stats --events FILE``) can read it while it grows. Several processes may
     append to one file: each line is written whole, in one ``write`` of an ``O_APPEND``
@@ -91,6 +91,8 @@ class JsonFileSink:
     never runs into another, which would cost both and stop ``toolgate stats`` at that line.
     A file moved or deleted (rotated by ``logrotate``) is opened again at ``path`` by the next
     event, so rotating by renaming needs no signal and no ``copytruncate``."""
+
+    _elsewhere = "open the file there with JsonFileSink(path)"
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         """Open ``path`` for appending (created if missing)."""

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 from collections import Counter
 from typing import Any
 
@@ -384,3 +386,10 @@ def test_a_search_reads_the_tools_as_they_are_now(embedder: Embedder) -> None:
         assert outcome.found == ("billing/create_customer",)
 
     run(main)
+
+
+def test_a_router_of_live_servers_refuses_pickling_saying_what_to_do(embedder: Embedder) -> None:
+    router = McpRouter(embedder=embedder, cache=None)
+    for copied in (pickle.dumps, copy.deepcopy):
+        with pytest.raises(TypeError, match=r"^cannot pickle .* toolgate McpRouter: .*connect"):
+            copied(router)

@@ -52,6 +52,7 @@ from toolgate.catalog.tool import Tool
 from toolgate.embedding.cache import EmbeddingCache
 from toolgate.embedding.embedder import Embedder
 from toolgate.errors import InvalidInputError
+from toolgate.forks import BoundToProcess
 from toolgate.integrations.mcp.calls import CallForwarder, CallOutcome, UpstreamCall
 from toolgate.integrations.mcp.catalogs import ServerCatalogs
 from toolgate.integrations.mcp.changes import change_handler, follow_changes
@@ -85,7 +86,7 @@ _log = logging.getLogger(__name__)
 LEARN_CLOSE_S = 1.0
 
 
-class McpRouter:
+class McpRouter(BoundToProcess):
     """A :class:`~toolgate.Router` over the tools of live MCP servers.
 
     ``top_k`` is the most tools routed per turn. ``config``, ``embedder``, ``telemetry`` and
@@ -106,6 +107,8 @@ class McpRouter:
     One router serves many conversations at once: per-conversation state (``state``,
     ``history``, the ids promised for the next turn) is the caller's, passed on each call.
     """
+
+    _elsewhere = "make one there and connect it to the servers"
 
     def __init__(
         self,
