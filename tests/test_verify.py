@@ -316,6 +316,15 @@ def test_verdict_serialises_without_arguments(catalog: Catalog) -> None:
     assert repr(verdict) == "Verdict(ok, github/create_issue)"
 
 
+def test_a_verdict_repr_stays_short_whatever_the_name_called(catalog: Catalog) -> None:
+    # A model's name is its own: one of a megabyte made a log line of as much.
+    call = {"name": "create_issue" + "x" * 1_000_000, "arguments": {}}
+    verdict = verify_call(catalog, ACTIVE, call)
+    assert verdict.error == "unknown_tool"
+    assert len(repr(verdict)) < 300
+    assert repr(verdict).startswith("Verdict(unknown_tool, 'create_issuexxx")
+
+
 def test_parse_and_closest_helpers() -> None:
     assert parse_tool_call({"name": "x", "arguments": None}).arguments == {}
     assert closest_name("list_issue", ["list_issues", "get_me"]) == "list_issues"

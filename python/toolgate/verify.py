@@ -30,6 +30,7 @@ from typing import Any
 
 from rapidfuzz.distance import Levenshtein
 
+from toolgate.arguments import shown
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.names import name_words
 from toolgate.catalog.schema import schema_validator
@@ -125,7 +126,8 @@ class Verdict:
     def __repr__(self) -> str:
         if self.ok:
             return f"Verdict(ok, {self.tool_id})"
-        return f"Verdict({self.error}, {self.name!r}, closest={self.closest!r})"
+        # The name is the model's, of any length: cut short (the message keeps it whole).
+        return f"Verdict({self.error}, {shown(self.name)}, closest={self.closest!r})"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready view (without the arguments, which may hold user data)."""

@@ -92,6 +92,18 @@ def test_words_after_select_that_name_no_tool_are_routed_as_text(router: Router)
     assert "routed as text" in repr(result)
 
 
+def test_a_repr_stays_short_whatever_the_query_names(router: Router) -> None:
+    """Every name a select gave that no tool has was in the repr, in full: a model's long
+    search made a log line of megabytes."""
+    names = [f"no_tool_{n}_" + "x" * 10_000 for n in range(1_000)]
+    result = router.route("select:" + ",".join(names))
+    assert len(result.unknown) == 1_000
+    shown = repr(result)
+    assert len(shown) < 1_000
+    assert shown.startswith("RouteResult([], gated=0, unknown=['no_tool_0_xxx")
+    assert shown.endswith(", +995])")
+
+
 def test_a_select_that_names_no_tool_says_so(router: Router) -> None:
     # Names, not words: the model asked for these tools, so it is told they do not exist
     # rather than handed others.

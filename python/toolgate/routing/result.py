@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from toolgate.arguments import shown
+
 __all__ = ["GatedOut", "RouteResult", "RoutedTool"]
 
 
@@ -107,7 +109,7 @@ class RouteResult:
         head = ", ".join(f"{t.id}:{t.score:.3f}" for t in self.tools[:5])
         more = f", +{len(self.tools) - 5}" if len(self.tools) > 5 else ""
         said = "".join(
-            f", {name}={list(value)!r}"
+            f", {name}={_listed(value)}"
             for name, value in (("unknown", self.unknown), ("notes", self.notes))
             if value
         )
@@ -121,3 +123,10 @@ class RouteResult:
     def to_json(self) -> str:
         """:meth:`to_dict` as compact JSON."""
         return json.dumps(self.to_dict(), separators=(",", ":"))
+
+
+def _listed(values: tuple[str, ...], most: int = 5) -> str:
+    """The first ``most`` of ``values``, each cut short, and how many more: a select's names
+    are the model's, and a log line should not hold megabytes of them."""
+    more = [f"+{len(values) - most}"] if len(values) > most else []
+    return f"[{', '.join([*map(shown, values[:most]), *more])}]"
