@@ -160,6 +160,13 @@ def test_a_bad_listener_is_named(
         HttpListener.parse(address, token=token, open_to_all=open_to_all)
 
 
+def test_a_listener_repr_leaves_its_token_out() -> None:
+    # A traceback's locals (Sentry, rich) and debug logs show the repr.
+    listener = HttpListener.parse("0.0.0.0:80", token="s3cr3t-bearer", open_to_all=False)
+    assert "s3cr3t" not in repr(listener)
+    assert "0.0.0.0" in repr(listener)
+
+
 def test_listeners_parse() -> None:
     assert HttpListener.parse(":8765", token=None, open_to_all=False) == HttpListener()
     ipv6 = HttpListener.parse("[::1]:9000", token=None, open_to_all=False)

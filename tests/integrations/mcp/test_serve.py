@@ -291,6 +291,27 @@ def test_a_hostile_server_config_is_named_not_raised_or_hung(
         load_servers(path)
 
 
+def test_a_server_config_repr_leaves_its_secrets_out(tmp_path: Path) -> None:
+    """The headers' and environment's values and the URL's path and query often hold keys:
+    a traceback's locals (Sentry, rich) and debug logs show the repr."""
+    path = tmp_path / "servers.json"
+    entries = {
+        "gh": {"command": "gh-mcp", "env": {"GITHUB_TOKEN": "ghp_env_secret"}},
+        "docs": {
+            "url": "https://example.com/mcp/sk-path-secret?api_key=query-secret",
+            "headers": {"Authorization": "Bearer header-secret"},
+        },
+    }
+    path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
+    servers = load_servers(path)
+    shown = repr(servers)
+    for secret in ("ghp_env_secret", "sk-path-secret", "query-secret", "header-secret"):
+        assert secret not in shown
+    for kept in ("gh-mcp", "GITHUB_TOKEN", "example.com", "Authorization"):
+        assert kept in shown
+    assert servers["gh"].env == {"GITHUB_TOKEN": "ghp_env_secret"}  # the values stay
+
+
 def test_a_server_config_reads_commands_and_urls(tmp_path: Path) -> None:
     path = tmp_path / "servers.json"
     entries = {

@@ -31,7 +31,7 @@ import socket
 import sys
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
@@ -101,7 +101,7 @@ class HttpListener:
 
     host: str = "127.0.0.1"
     port: int = 8765
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # reprs reach tracebacks and logs
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
 

@@ -56,6 +56,7 @@ from toolgate.catalog.build import block_problem
 from toolgate.errors import InvalidInputError
 from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES, MIN_RESULT_BYTES
 from toolgate.json_limits import JsonLimitError, loads, read_text
+from toolgate.redaction import redacted_url
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -115,6 +116,14 @@ class HttpServer:
     max_result_bytes: int | None = None
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        # The URL's path and query and the headers' values often hold keys, and a repr
+        # reaches tracebacks' locals and debug logs: only the host and the header names.
+        return (
+            f"HttpServer({redacted_url(self.url)!r}, headers={sorted(self.headers)!r}, "
+            f"timeout={self.timeout!r}, max_result_bytes={self.max_result_bytes!r})"
+        )
+
 
 class StdioServer(StdioServerParameters):
     """A stdio upstream read from a config file: the SDK's parameters, how many seconds each
@@ -125,6 +134,11 @@ class StdioServer(StdioServerParameters):
     timeout: float | None = None
     max_result_bytes: int | None = None
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def __repr_args__(self) -> Any:
+        # The environment's values are where a server's keys go: only their names shown.
+        for name, value in super().__repr_args__():
+            yield name, sorted(value) if name == "env" and value else value
 
 
 ServerSpec = StdioServerParameters | HttpServer
