@@ -373,6 +373,18 @@ def test_the_edit_distance_is_skipped_when_the_lengths_rule_it_out(
     assert computed
 
 
+def test_a_made_up_name_is_cut_short_in_what_goes_back_to_the_model(catalog: Catalog) -> None:
+    name = "x" * 100_000
+    for verdict in (
+        verify_call(catalog, ACTIVE, {"name": name, "arguments": {}}),
+        verify_name({"name": name, "arguments": {}}, ["get_me"]),
+    ):
+        assert verdict.error == "unknown_tool"
+        assert verdict.name == name  # the verdict keeps what was called
+        assert len(verdict.message) < 1_000
+        assert "There is no tool called 'xxxx" in verdict.message
+
+
 def test_a_refusal_suggests_nothing_unrelated() -> None:
     catalog = Catalog.load({"sqlite": {"tools": [{"name": "write_query"}, {"name": "read_query"}]}})
     verdict = verify_call(catalog, catalog.ids, {"name": "delete_everything"})

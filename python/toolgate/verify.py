@@ -408,7 +408,8 @@ def _not_available_message(name: str, hint: str, listed: str) -> str:
 
 
 def _unknown_message(name: str, hint: str, listed: str) -> str:
-    return f"There is no tool called {name!r}.{hint} Tools you can call now: {listed}."
+    # Cut short: the message goes back to the model, and a made-up name has no length bound.
+    return f"There is no tool called {shown(name)}.{hint} Tools you can call now: {listed}."
 
 
 def _schema_failure(exc: Exception) -> str:
