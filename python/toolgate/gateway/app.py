@@ -76,6 +76,8 @@ from toolgate.gateway.upstream import (
     forwarded_query,
     passthrough_provider,
     refused_fallback,
+    target_of,
+    target_problem,
     unfiltered_call,
     upstream_for,
 )
@@ -331,13 +333,13 @@ class Gateway:
 
     async def _handle(self, request: Request) -> Response:
         started = time.perf_counter()
-        path = request.url.path
-        endpoint, provider, label = _aimed_at(
-            request.method, path, request.headers, request.url.query
-        )
+        path, written, query = target_of(request.scope)
+        endpoint, provider, label = _aimed_at(request.method, path, request.headers, query)
         upstream = upstream_for(provider, self._origins)
         if not self._admitted(request, upstream):
             response = answers.error(provider, 401, "missing or wrong gateway key", "unauthorized")
+        elif (problem := target_problem(path, written)) is not None:
+            response = answers.error(provider, 400, problem, "bad_path")
         elif upstream not in self.config.upstreams:
             response = answers.error(provider, 502, self._no_upstream(provider), "no_upstream")
         elif endpoint is None:
@@ -370,10 +372,9 @@ class Gateway:
         """The upstream's URL for ``request``: its path as the client wrote it (an escaped
         ``%2F`` stays one) and its query string (less a key the gateway replaces)."""
         origin = self.config.upstreams[provider].origin
-        raw_path = request.scope.get("raw_path")
-        path = raw_path.decode("latin-1") if raw_path else request.url.path
+        _, path, query = target_of(request.scope)  # checked by target_problem
         holds_key = self._keys.get(provider) is not None
-        query = forwarded_query(request.url.query, provider, holds_key=holds_key)
+        query = forwarded_query(query, provider, holds_key=holds_key)
         return f"{origin}{path}" + (f"?{query}" if query else "")
 
     def _no_upstream(self, provider: str) -> str:
@@ -398,9 +399,9 @@ class Gateway:
         if isinstance(sent, Response):
             return sent
         failed = partial(self._upstream_failed, upstream)
-        if not unfiltered_call(request.method, request.url.path):
+        if not unfiltered_call(request.method, request.scope["path"]):
             return answers.raw(sent, failed=failed)
-        self._flag_unfiltered(request.url.path, upstream)
+        self._flag_unfiltered(request.scope["path"], upstream)
         return answers.raw(sent, [(UNFILTERED_HEADER, "1")], failed=failed)
 
     def _flag_unfiltered(self, path: str, upstream: str) -> None:
@@ -422,7 +423,7 @@ class Gateway:
         if isinstance(read, Response):
             return read
         raw, body = read
-        route = self.config.route(request.url.path)
+        route = self.config.route(request.scope["path"])
         previous = self.response_tools.recall(body) if shape == "openai-responses" else None
         try:
             done = await filter_off_loop(
@@ -476,7 +477,7 @@ class Gateway:
         check = answers.Check(self, shape, done.filtered, route, upstream)
         if sent.headers.get("content-type", "").startswith("text/event-stream"):
             return answers.stream(sent, check, ours)
-        if shape == "gemini" and request.url.path.endswith(":streamGenerateContent"):
+        if shape == "gemini" and request.scope["path"].endswith(":streamGenerateContent"):
             # Without ?alt=sse, Google streams a JSON array: passed on response by response.
             return answers.stream(sent, check, ours, array=True)
         return await check.whole(sent, ours)

@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, unquote_plus, urlsplit
+from urllib.parse import parse_qs, quote, unquote_plus, urlsplit
 
 import orjson
 
@@ -41,6 +41,8 @@ __all__ = [
     "passthrough_provider",
     "refused_fallback",
     "response_headers",
+    "target_of",
+    "target_problem",
     "undecodable",
     "unfiltered_call",
     "upstream_for",
@@ -125,6 +127,38 @@ CREDENTIAL_HEADERS = frozenset(_KEY_HEADERS.values())
 _KEY_PARAMS = {"gemini": "key", "vertex": "key"}
 GATEWAY_KEY_HEADER = "x-toolgate-key"
 _CREDENTIAL_BYTES = frozenset(name.encode() for name in CREDENTIAL_HEADERS)
+
+
+# What parts a path into segments, for the dot segments check: a slash, and a backslash, which
+# some servers take for one.
+_SEGMENT_BREAK = re.compile(r"[/\\]")
+
+
+def target_of(scope: Mapping[str, Any]) -> tuple[str, str, str]:
+    """A request's path decoded (what it is routed on), its path as the client wrote it
+    (what goes upstream: an escaped ``%2F`` stays one) and its query string, from the ASGI
+    scope. Not from Starlette's ``request.url``, which is built with the ``Host`` header:
+    before Starlette 1.0.1 a ``Host`` holding ``/`` or ``#`` changed its path
+    (CVE-2026-48710), and the request went upstream on a path it was not routed as."""
+    path = scope["path"]
+    raw = scope.get("raw_path")
+    written = raw.decode("latin-1") if raw else quote(path, safe="/:@!$&'()*+,;=~")
+    return path, written, scope.get("query_string", b"").decode("latin-1")
+
+
+def target_problem(path: str, written: str) -> str | None:
+    """Why a request for ``path`` (``written`` as the client wrote it) is not forwarded, or
+    None. The upstream's URL is its origin followed by ``written``: a target not beginning
+    with ``/`` (``%2F@host/...``, which an h11 server passes on as written) would make the
+    origin's host a user name and send the request, and the key the gateway holds, to
+    ``host``. A ``.`` or ``..`` segment (escaped too) is resolved by the HTTP client or the
+    upstream: the request would reach a path other than the one it was routed as (its tools
+    unfiltered, its deny list unheld) or leave the origin's own path."""
+    if not written.startswith("/"):
+        return f"the request target must be a path beginning with '/', got {written!r}"
+    if any(segment in (".", "..") for segment in _SEGMENT_BREAK.split(path)):
+        return f"the request path {path!r} holds a '.' or '..' segment: send it resolved"
+    return None
 
 
 def endpoint_of(method: str, path: str) -> Endpoint | None:
