@@ -1,6 +1,7 @@
 """What toolgate's HTTP servers, the gateway and the MCP proxy, share at the ASGI level: the
 types of an app and of what it is called with, a JSON answer, the reading of a bearer
-token, and the log filter for requests cut as the server stops."""
+token and of a secret from the environment, and the log filter for requests cut as the
+server stops."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import asyncio
 import hmac
 import json
 import logging
+import os
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
+
+from toolgate.errors import InvalidInputError
 
 __all__ = [
     "App",
@@ -20,6 +24,7 @@ __all__ = [
     "Send",
     "bearer_token",
     "is_secret",
+    "secret_from_env",
     "send_json",
 ]
 
@@ -69,6 +74,25 @@ def is_secret(offered: bytes | None, secret: bytes) -> bool:
     if not offered:
         return False
     return hmac.compare_digest(offered, secret)
+
+
+def secret_from_env(variable: str, where: str) -> str:
+    """The secret (a token, a key) in the environment variable ``variable``, which the setting
+    or option ``where`` names, without surrounding whitespace: a secret file's last newline (a
+    Kubernetes secret made ``--from-file`` keeps it) cannot go in a header, so every client
+    was refused, or every upstream call failed. An :class:`InvalidInputError` naming the
+    variable, never its value, when it is unset, blank, or holds a control character."""
+    value = os.environ.get(variable)
+    if not value:
+        raise InvalidInputError(f"{where}: {variable} is not set")
+    secret = value.strip()
+    if not secret:
+        raise InvalidInputError(f"{where}: {variable} holds only whitespace")
+    if any(ord(char) < 32 or ord(char) == 127 for char in secret):
+        raise InvalidInputError(
+            f"{where}: {variable} holds a control character, which no HTTP header can carry"
+        )
+    return secret
 
 
 class NotCancelled(logging.Filter):

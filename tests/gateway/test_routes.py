@@ -549,6 +549,31 @@ def test_a_key_variable_that_is_not_set_is_named(monkeypatch: pytest.MonkeyPatch
     assert Upstream("https://api.openai.com").api_key() is None
 
 
+def test_a_secrets_surrounding_whitespace_is_left_out(
+    fake: Any, shared_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Kubernetes secret made --from-file keeps the file's last newline, which no header
+    # can carry: every client was refused, and every upstream call failed as "unreachable".
+    upstream, url = fake
+    monkeypatch.setenv("GATEWAY_TOKEN", "tg-secret-token\n")
+    monkeypatch.setenv("UPSTREAM_KEY", " sk-upstream-secret\r\n")
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(url, "UPSTREAM_KEY")}, auth_token_env="GATEWAY_TOKEN"
+    )
+    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
+        answer = httpx.get(base + "/v1/models", headers={"x-toolgate-key": "tg-secret-token"})
+        assert answer.status_code == 200
+        assert upstream.received[-1].headers["authorization"] == "Bearer sk-upstream-secret"
+    for value, message in (
+        (" \n", "GATEWAY_TOKEN holds only whitespace"),
+        ("tg-\nsecret", "GATEWAY_TOKEN holds a control character"),
+    ):
+        monkeypatch.setenv("GATEWAY_TOKEN", value)
+        with pytest.raises(InvalidInputError, match=f"auth_token_env: {message}") as raised:
+            config.auth_token()
+        assert "secret" not in str(raised.value)  # the variable is named, never its value
+
+
 def test_many_requests_waiting_for_one_new_array_do_not_stall_others(
     fake: Any, embedder: Embedder
 ) -> None:

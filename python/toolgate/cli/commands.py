@@ -346,9 +346,9 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         )
     token = None
     if args.auth_token_env:
-        token = os.environ.get(args.auth_token_env)
-        if token is None:
-            raise InvalidInputError(f"--auth-token-env: {args.auth_token_env} is not set")
+        from toolgate.asgi import secret_from_env
+
+        token = secret_from_env(args.auth_token_env, "--auth-token-env")
     http = None
     if args.http is not None:
         http = HttpListener.parse(

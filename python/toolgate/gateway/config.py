@@ -41,7 +41,6 @@ chosen by the first ``[[routes]]`` entry whose ``path`` pattern (``fnmatch``, e.
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 import sys
 from collections.abc import Mapping
@@ -50,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgate.arguments import finite_number, shown
+from toolgate.asgi import secret_from_env
 from toolgate.browser_guard import host_pattern, origin_pattern
 from toolgate.errors import InvalidInputError
 from toolgate.json_limits import JsonLimitError, read_text
@@ -201,14 +201,9 @@ class GatewayConfig:
 
 
 def _from_env(key: str, variable: str | None) -> str | None:
-    """The secret in the environment variable ``variable`` (named by the setting ``key``);
-    None when there is no variable; an error when it is unset or empty."""
-    if variable is None:
-        return None
-    value = os.environ.get(variable)
-    if not value:
-        raise InvalidInputError(f"{key}: {variable} is not set")
-    return value
+    """The secret in the environment variable ``variable`` (named by the setting ``key``), as
+    :func:`~toolgate.asgi.secret_from_env` reads it; None when there is no variable."""
+    return None if variable is None else secret_from_env(variable, key)
 
 
 def load_config(path: Path | None) -> GatewayConfig:

@@ -210,6 +210,29 @@ def test_router_settings_reach_the_proxys_router(
     assert (seen["config"].server_weight, seen["config"].clause_slots) == (0.35, 1)
 
 
+def test_the_tokens_surrounding_whitespace_is_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A secret file's last newline: no client could send it, so every request was a 401.
+    from toolgate.integrations.mcp import serve as serving
+
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}}}), encoding="utf-8")
+    seen: dict[str, Any] = {}
+
+    async def fake_serve(servers: Any, **options: Any) -> None:
+        seen.update(options)
+
+    monkeypatch.setattr(serving, "serve", fake_serve)
+    monkeypatch.setenv("TG_TOKEN", "tg-secret\n")
+    argv = ["mcp-proxy", "--config", str(config), "--http", ":0", "--auth-token-env", "TG_TOKEN"]
+    assert main(argv) == 0
+    assert seen["http"].token == "tg-secret"
+    monkeypatch.setenv("TG_TOKEN", "\n")
+    assert main(argv) == 2
+    assert "--auth-token-env: TG_TOKEN holds only whitespace" in capsys.readouterr().err
+
+
 def test_a_port_in_use_is_named_before_any_upstream_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
