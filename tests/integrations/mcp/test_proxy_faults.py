@@ -211,9 +211,11 @@ def test_an_http_upstreams_answer_is_read_up_to_its_servers_limit() -> None:
     run(main)
 
 
-def test_an_http_upstreams_plain_json_answer_is_read_up_to_its_servers_limit() -> None:
-    # An answer sent as one JSON body, not an event stream, was read whole by the SDK.
-    notes = AnswersAtLength()
+@pytest.mark.parametrize("gzip", [False, True])
+def test_an_http_upstreams_plain_json_answer_is_read_up_to_its_servers_limit(gzip: bool) -> None:
+    # An answer sent as one JSON body, not an event stream, was read whole by the SDK; one
+    # compressed was counted as it came on the wire, so 24 KB of gzip were 24 MB read whole.
+    notes = AnswersAtLength(gzip=gzip)
 
     async def main() -> None:
         with anyio.fail_after(60):
