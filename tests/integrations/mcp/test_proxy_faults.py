@@ -269,6 +269,26 @@ def test_a_stdio_upstreams_line_is_read_up_to_its_servers_limit(id_at: str) -> N
     run(main)
 
 
+def test_a_stdio_servers_own_request_too_long_is_refused_to_it_not_to_a_call() -> None:
+    # The server's request has an id, of the server's own count: it was taken for the answer
+    # to the client's request of that id, which failed, and the server waited for ever.
+    spec = StdioServer(command=sys.executable, args=[path("long_lines")], max_result_bytes=1024)
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            upstreams = Upstreams(["dump"])
+            async with anyio.create_task_group() as group:
+                group.start_soon(upstreams.hold, "dump", spec, {})
+                await upstreams.settled["dump"].wait()
+                client = upstreams.connected["dump"]
+                answer = await client.call_tool("dump", {"mb": 2, "ask": True})
+                assert "more than the 67,584 bytes the proxy reads" in text_of(answer)
+                assert text_of(await client.call_tool("dump", {"mb": 0})) == ""
+                await upstreams.close(timeout=10)
+
+    run(main)
+
+
 def test_a_stdio_line_too_long_naming_no_request_closes_its_connection() -> None:
     # No request can be told of it: closed rather than have its call wait forever.
     spec = StdioServer(command=sys.executable, args=[path("long_lines")], max_result_bytes=1024)

@@ -7,14 +7,19 @@ memory and a core, where ``maxResultBytes`` was meant to bound an answer. This t
 the SDK's, but for its reader (:class:`_LineReader`), which holds at most ``max_line`` bytes
 of one line. The rest of a longer line is read and dropped; once it ends, the request it
 answers, found by its ``id`` at the start or the end of the line (where the SDKs write it),
-gets an error saying so, and the connection goes on. A line too long whose id cannot be
-found answers no one: the connection is closed, so that no request waits for it forever.
+gets an error saying so, and the connection goes on. A line too long that is the server's
+own request (``"method"`` among its first members) answers nothing of the client's, whose
+ids are counted apart: the server is sent the error instead (a notification is dropped),
+since taken for an answer it failed the client's request of the same id. A line too long
+whose id cannot be found answers no one: the connection is closed, so that no request waits
+for it forever.
 Spawning and stopping the server are the SDK's own (its grace after stdin closes, then the
 kill of its process tree).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -35,8 +40,9 @@ from mcp.client.stdio import (
     _stop_server_process,
     get_default_environment,
 )
+from mcp.os.win32.utilities import ServerProcess
 from mcp.shared.message import SessionMessage
-from mcp.types import INTERNAL_ERROR, ErrorData, JSONRPCError
+from mcp.types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError
 
 from toolgate.integrations.mcp.answers import dropped_answer
 
@@ -53,14 +59,20 @@ _HEAD_ID = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*
 _TAIL_ID = re.compile(
     rb'[,{]\s*"id"\s*:\s*' + _ID + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*\Z'
 )
+# A request or notification of the server's own: "method" first, or after "jsonrpc" and "id".
+_HEAD_METHOD = re.compile(
+    rb'\A\s*\{\s*(?:"(?:jsonrpc|id)"\s*:\s*(?:-?\d+|"(?:[^"\\]|\\.){0,200}")\s*,\s*){0,2}'
+    rb'"method"\s*:'
+)
 
 
 class _Overlong:
-    """A line longer than the reader holds: its size and the id of the request it answers
-    (``None``: not found)."""
+    """A line longer than the reader holds: its size, the id it carries (``None``: not
+    found), and whether it is the server's own request or notification (``asks``) rather
+    than the answer to a request of the client's."""
 
-    def __init__(self, size: int, request_id: int | str | None) -> None:
-        self.size, self.request_id = size, request_id
+    def __init__(self, size: int, request_id: int | str | None, *, asks: bool = False) -> None:
+        self.size, self.request_id, self.asks = size, request_id, asks
 
 
 class _LineReader:
@@ -104,7 +116,7 @@ class _LineReader:
         if head is None:
             return line
         request_id = json.loads(found.group(1)) if found else None
-        return _Overlong(size, request_id)
+        return _Overlong(size, request_id, asks=_HEAD_METHOD.match(head) is not None)
 
 
 @asynccontextmanager
@@ -135,6 +147,9 @@ async def bounded_stdio_client(
                 try:
                     async for chunk in process.stdout:
                         for line in lines.feed(chunk):
+                            if isinstance(line, _Overlong) and line.asks:
+                                await _refuse(process, line, server, max_line, name)
+                                continue
                             item = _message(line, server, max_line, name)
                             if item is None:  # no request can be told of that line
                                 await read_stream_writer.aclose()  # before the drain below
@@ -177,6 +192,36 @@ async def bounded_stdio_client(
                 await shutdown()
             group.cancel_scope.cancel()
     await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+async def _refuse(
+    process: ServerProcess, line: _Overlong, server: StdioServerParameters, max_line: int, name: str
+) -> None:
+    """Answer the server's own request that came on ``line``, too long, with an error saying
+    so (a notification, having no id, is only logged): the server's request would otherwise
+    wait for ever, and with it, maybe, the client's call it asked in the course of."""
+    logger.warning(
+        "MCP server %r sent a request or notification of %s bytes, more than the %s the proxy"
+        " reads: dropped",
+        name,
+        f"{line.size:,}",
+        f"{max_line:,}",
+    )
+    if line.request_id is None:
+        return
+    message = (
+        f"the request is {line.size:,} bytes, more than the {max_line:,} bytes the proxy reads "
+        "of one message, so it was dropped"
+    )
+    error = ErrorData(code=INVALID_REQUEST, message=message)
+    answer = JSONRPCError(jsonrpc="2.0", id=line.request_id, error=error)
+    text = answer.model_dump_json(by_alias=True, exclude_unset=True)
+    assert process.stdin, "Opened process is missing stdin"
+    # Beside stdin_writer's sends: each send writes its whole line before it waits.
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        await process.stdin.send(
+            (text + "\n").encode(server.encoding, server.encoding_error_handler)
+        )
 
 
 def _message(
