@@ -94,3 +94,23 @@ def test_anthropic_server_and_mcp_tool_uses_are_checked_against_the_request(
     filtered = gate.filter(newer, top_k=1)
     assert gate.verify(mcp_use, filtered).ok
     assert gate.verify({**mcp_use, "name": "delete_page"}, filtered).error == "tool_not_available"
+
+
+def test_a_hosted_calls_made_up_names_are_cut_short_in_the_message(gate: ToolFilter) -> None:
+    # The names are the model's, of any length, and the message goes back to it (as an
+    # unknown function tool's name is cut short by verify).
+    long = "x" * 5_000
+    request = {"messages": [{"role": "user", "content": WEATHER}],
+               "tools": anthropic_tools(), "mcp_servers": []}  # fmt: skip
+    filtered = gate.filter(request, top_k=1)
+    offered = gate.filter({"input": WEATHER, "tools": [*responses_tools(), MCP]}, top_k=1)
+    mcp_use = {"type": "mcp_tool_use", "id": "m1", "name": "a", "server_name": long, "input": {}}
+    refusals = [
+        gate.verify({"type": "server_tool_use", "id": "s1", "name": long, "input": {}}, filtered),
+        gate.verify(mcp_use, filtered),
+        gate.verify({**ITEMS[4], "server_label": long}, offered),
+        gate.verify({**ITEMS[4], "name": long}, offered),
+    ]
+    assert [v.error for v in refusals] == [*["unknown_tool"] * 3, "tool_not_available"]
+    assert all(len(v.message or "") < 300 for v in refusals), [len(v.message) for v in refusals]
+    assert refusals[0].name == long  # the verdict's name still holds what was called

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolgate.arguments import shown
 from toolgate.formats import genai_sdk
 from toolgate.formats.calls import parse_tool_call, plain_json
 from toolgate.gateway.filtered import TOOLS_ELSEWHERE, FilteredRequest
@@ -60,7 +61,7 @@ def verify_hosted(call: Any, filtered: FilteredRequest) -> Verdict | None:
         name = call.get("name")
         offered = any(t.get("name") == name and t.get("type") not in (None, "custom")
                       for t in tools)  # fmt: skip
-        return _passed(call) if offered else _refused(call, f"a server tool {name!r}")
+        return _passed(call) if offered else _refused(call, f"a server tool {shown(name)}")
     if kind == "mcp_tool_use":
         return _anthropic_mcp(call, request, tools)
     family = _RESPONSES_ITEMS[kind]
@@ -84,13 +85,13 @@ def _responses_mcp(call: Mapping[str, Any], tools: list[Mapping[str, Any]]) -> V
     server = next((t for t in tools if t.get("type") == "mcp" and t.get("server_label") == label),
                   None)  # fmt: skip
     if server is None:
-        return _refused(call, f"an MCP server {label!r}")
+        return _refused(call, f"an MCP server {shown(label)}")
     allowed = server.get("allowed_tools")
     if isinstance(allowed, Mapping):  # a filter: {"tool_names": [...], "read_only": ...}
         allowed = allowed.get("tool_names")
     name = call.get("name")
     if isinstance(name, str) and isinstance(allowed, list) and name not in allowed:
-        return _left_out(call, f"MCP server {label!r}'s allowed_tools")
+        return _left_out(call, f"MCP server {shown(label)}'s allowed_tools")
     return _passed(call)
 
 
@@ -106,7 +107,7 @@ def _anthropic_mcp(
     server = next((s for s in servers if isinstance(s, Mapping) and s.get("name") == server_name),
                   None)  # fmt: skip
     if server is None:
-        return _refused(call, f"an MCP server {server_name!r}")
+        return _refused(call, f"an MCP server {shown(server_name)}")
     toolset = next(
         (t for t in tools if t.get("type") == "mcp_toolset"
          and t.get("mcp_server_name") == server_name),
@@ -116,13 +117,13 @@ def _anthropic_mcp(
         default, configs = toolset.get("default_config"), toolset.get("configs")
         own = configs.get(name) if isinstance(configs, Mapping) and isinstance(name, str) else None
         enabled = _enabled(own, _enabled(default, True))
-        where = f"the mcp_toolset of MCP server {server_name!r}"
+        where = f"the mcp_toolset of MCP server {shown(server_name)}"
         return _passed(call) if enabled else _left_out(call, where)
     config = server.get("tool_configuration")
     config = config if isinstance(config, Mapping) else {}
     allowed = config.get("allowed_tools")
     if config.get("enabled") is False or (isinstance(allowed, list) and name not in allowed):
-        return _left_out(call, f"MCP server {server_name!r}'s tool_configuration")
+        return _left_out(call, f"MCP server {shown(server_name)}'s tool_configuration")
     return _passed(call)
 
 
@@ -143,6 +144,7 @@ def _passed(call: Mapping[str, Any]) -> Verdict:
 
 
 def _refused(call: Mapping[str, Any], what: str) -> Verdict:
+    # The names are the model's, of any length, and the message goes back to it: cut short.
     message = f"The model made a {call.get('type')} call, but the request did not offer {what}."
     return Verdict(False, "unknown_tool", name=_name(call), message=message,
                    call_id=parse_tool_call(call).call_id)  # fmt: skip
@@ -150,6 +152,6 @@ def _refused(call: Mapping[str, Any], what: str) -> Verdict:
 
 def _left_out(call: Mapping[str, Any], where: str) -> Verdict:
     name = _name(call)
-    message = f"The model called MCP tool {name!r}, which {where} leaves out."
+    message = f"The model called MCP tool {shown(name)}, which {where} leaves out."
     return Verdict(False, "tool_not_available", name=name, message=message,
                    call_id=parse_tool_call(call).call_id)  # fmt: skip
