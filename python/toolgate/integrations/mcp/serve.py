@@ -430,10 +430,13 @@ class _Serving:
             # listing refused after the call ran reported a call that ran as failed.
             with contextlib.suppress(Exception), anyio.fail_after(self.timeout):
                 await list_server_tools(name, client)
-            await self.router.replace_client(name, client)
-            # The old connection is closed once the calls under way through it are done:
-            # only this request's own failed, and the others' transport may be fine.
-            self.upstreams.retire(self.group, name)
+            try:
+                await self.router.replace_client(name, client)
+            finally:
+                # The old connection is closed once the calls under way through it are done
+                # (only this request's own failed, the others' transport may be fine), and
+                # also when the new one could not take its place.
+                self.upstreams.retire(self.group, name)
             self.group.start_soon(self.watch, name)
             return True
 
