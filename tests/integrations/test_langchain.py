@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -33,6 +35,7 @@ from toolgate.formats.compact import compact_text
 from toolgate.gateway.filter import ToolFilter
 from toolgate.integrations import langchain as integration
 from toolgate.integrations.langchain import ToolgateMiddleware, ToolSelector
+from toolgate.routing.learned_store import SqliteStore
 
 # name, docstring; every tool takes one string argument
 SPECS = [
@@ -807,3 +810,43 @@ def test_the_agent_learns_from_the_calls_its_model_makes(tools: list[BaseTool]) 
 
 def _definitions(tools: list[BaseTool]) -> list[dict[str, Any]]:
     return [integration.convert_to_openai_tool(tool) for tool in tools]
+
+
+def test_an_async_model_call_does_not_wait_for_a_locked_learned_store(
+    tools: list[BaseTool], tmp_path: Any
+) -> None:
+    """The async middleware queues what a call teaches: another process writing the store
+    (its lock held for up to the busy timeout) must not hold the agent's step, and a timeout
+    around that step must not lose the model's answer to it."""
+    path = tmp_path / "learned.sqlite3"
+    store = SqliteStore(path, timeout_s=5.0)
+    learning = ToolFilter(
+        embedder=Embedder(precision="int8"), cache=None, unreadable="keep", learn=store
+    )
+    selector = ToolSelector(top_k=5, tool_filter=learning)
+    middleware = ToolgateMiddleware(selector=selector)
+    query = "write to Ann about the Lisbon hotel"
+    request = {"messages": [{"role": "user", "content": query}], "tools": _definitions(tools)}
+
+    async def handler(request: Any) -> AIMessage:
+        return _calls(("send_email", "c1"))
+
+    asyncio.run(middleware.awrap_model_call(_request(tools, query), handler))  # indexed now
+    assert selector.drain(10)
+    other = sqlite3.connect(path, timeout=0)
+    other.execute("BEGIN IMMEDIATE")  # another worker writing: the store's lock is held
+
+    async def step() -> float:
+        started = time.monotonic()
+        async with asyncio.timeout(3):
+            await middleware.awrap_model_call(_request(tools, query), handler)
+        return time.monotonic() - started
+
+    try:
+        assert asyncio.run(step()) < 2
+    finally:
+        other.rollback()
+        other.close()
+    assert selector.drain(10)
+    learned = {t.id: t for t in learning.filter(request, top_k=5).result.tools}
+    assert learned["default/send_email"].reason == "learned"

@@ -28,7 +28,6 @@ the user had named it (still subject to ``allow`` / ``deny``), so it can recover
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 from collections import OrderedDict
@@ -44,10 +43,12 @@ from toolgate.formats.raw import RawTool
 from toolgate.gateway.choosing import shut_out_read
 from toolgate.gateway.filter import ToolFilter, filter_off_loop
 from toolgate.gateway.filtered import FilteredRequest
+from toolgate.gateway.learning import learn_now, lesson_of
 from toolgate.integrations import needs_extra
+from toolgate.integrations.langchain_calls import OFFERED, asked_for, refusal
 from toolgate.routing.config import DEFAULT, DefaultType
 from toolgate.routing.learned_store import LearnedStore, open_store
-from toolgate.verify import Verdict, verify_name
+from toolgate.routing.learning_queue import LearningQueue, Lesson
 
 with needs_extra("langchain"):
     from langchain.agents.middleware import (
@@ -63,7 +64,6 @@ with needs_extra("langchain"):
     from langchain_core.messages import (
         AIMessage,
         BaseMessage,
-        ToolCall,
         ToolMessage,
         convert_to_openai_messages,
     )
@@ -135,6 +135,9 @@ class ToolSelector:
         self._learn = None if learn is None else open_store(learn)
         self._lock = threading.Lock()
         self._converted = _ConvertedTools()
+        # What the async middleware's calls teach, learned by one worker thread (started by
+        # the first lesson): an agent's step never waits on the store's lock.
+        self._lessons = LearningQueue()
 
     @property
     def lists(self) -> tuple[list[str] | None, list[str] | None]:
@@ -259,10 +262,22 @@ class ToolSelector:
     def learn_from(self, message: Any, filtered: FilteredRequest | None) -> None:
         """Check each tool call of the model's ``message`` against ``filtered`` (the request
         it answered), so that a call that passes is learned from, when the filter learns."""
+        for lesson in self._lessons_in(message, filtered):
+            learn_now(lesson)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until what the async middleware's model calls taught is learned (at most
+        ``timeout`` seconds); whether it was. Those lessons are learned by a worker thread,
+        which a process leaving drops."""
+        return self._lessons.join(timeout)
+
+    def _lessons_in(self, message: Any, filtered: FilteredRequest | None) -> list[Lesson]:
+        """What the tool calls of ``message`` that pass against ``filtered`` teach."""
         if filtered is None or not isinstance(message, AIMessage) or not self.tool_filter.learns:
-            return
-        for call in message.tool_calls:
-            self.tool_filter.verify({"name": call["name"], "arguments": call["args"]}, filtered)
+            return []
+        calls = [{"name": call["name"], "arguments": call["args"]} for call in message.tool_calls]
+        verdicts = [self.tool_filter.verify(call, filtered, learn=False) for call in calls]
+        return [lesson for v in verdicts if (lesson := lesson_of(filtered, v)) is not None]
 
 
 class ToolgateState(AgentState[Any]):
@@ -271,9 +286,6 @@ class ToolgateState(AgentState[Any]):
     checked against. Private to the agent: not in its input or output."""
 
     toolgate_offered: NotRequired[Annotated[list[str] | None, PrivateStateAttr]]
-
-
-_OFFERED = "toolgate_offered"
 
 
 class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
@@ -332,12 +344,15 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
     ) -> ExtendedModelResponse:
         """The async form; routing runs in a worker thread, off the event loop, and a call
         waiting for another's indexing of the same tools holds none (agents on one loop share
-        a few)."""
+        a few). What the answer's calls teach is queued: the step never waits for the store
+        (another process's write lock, up to its busy timeout; see
+        :meth:`ToolSelector.drain`)."""
         narrowed, filtered = await filter_off_loop(partial(self._narrowed, request, wait=False))
         response = await handler(narrowed)
-        # Checked first: no thread hop for a filter that does not learn.
-        if filtered is not None and self.selector.tool_filter.learns:
-            await asyncio.to_thread(self._learn, response, filtered)
+        selector = self.selector
+        for message in _messages(response):
+            for lesson in selector._lessons_in(message, filtered):
+                selector._lessons.submit(lesson)
         return _recorded(response, request, narrowed)
 
     def wrap_tool_call(
@@ -346,7 +361,7 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         """Run the call through ``handler`` if the model was shown its tool, else refuse it."""
-        refused = _refusal(request, *self.selector.lists)
+        refused = refusal(request, *self.selector.lists)
         return refused if refused is not None else handler(request)
 
     async def awrap_tool_call(
@@ -355,7 +370,7 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """The async form of :meth:`wrap_tool_call`."""
-        refused = _refusal(request, *self.selector.lists)
+        refused = refusal(request, *self.selector.lists)
         return refused if refused is not None else await handler(request)
 
     def _narrowed(
@@ -370,7 +385,7 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
             request.tools,
             request.messages,
             tool_choice=request.tool_choice,
-            include=_asked_for(request.messages),
+            include=asked_for(request.messages),
             compact=compact,
             wait=wait,
         )
@@ -382,9 +397,13 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
 
     def _learn(self, response: ModelResponse | AIMessage, filtered: FilteredRequest) -> None:
         """Learn from the tool calls of the model's answer (see :meth:`ToolSelector.learn_from`)."""
-        messages = [response] if isinstance(response, AIMessage) else response.result
-        for message in messages:
+        for message in _messages(response):
             self.selector.learn_from(message, filtered)
+
+
+def _messages(response: ModelResponse | AIMessage) -> list[Any]:
+    """The messages of a model's answer."""
+    return [response] if isinstance(response, AIMessage) else list(response.result)
 
 
 def _binds_strictly(request: ModelRequest) -> bool:
@@ -408,74 +427,8 @@ def _recorded(
     if request.tools:
         offered = [name for name in map(_tool_name, narrowed.tools) if name is not None]
     return ExtendedModelResponse(
-        model_response=response, command=Command(update={_OFFERED: offered})
+        model_response=response, command=Command(update={OFFERED: offered})
     )
-
-
-def _refusal(
-    request: ToolCallRequest, allow: Iterable[str] | None, deny: Iterable[str] | None
-) -> ToolMessage | None:
-    """The error result for a call to a tool the model was not shown, or None to run it.
-
-    The check is of the model's own calls: a call that middleware listed before this one
-    pointed at another tool (a human reviewer's edit) is that middleware's choice, and runs,
-    unless the ``allow`` / ``deny`` lists shut that tool out: they are the operator's, and
-    hold whoever chose the call.
-    """
-    state = request.state
-    offered = state.get(_OFFERED) if isinstance(state, Mapping) else getattr(state, _OFFERED, None)
-    if offered is None:
-        return None
-    call = request.tool_call
-    own = _models_call(state, call["id"])
-    if own is not None and own["name"] != call["name"]:
-        if not shut_out_read([RawTool("tool_call", name=call["name"])], allow, deny):
-            return None
-        message = f"The tool {call['name']!r} is shut out by the allow / deny lists: not run."
-        verdict = Verdict(
-            False, "tool_not_available", name=call["name"], call_id=call["id"], message=message
-        )
-    else:
-        known = [call["name"]] if request.tool is not None else []
-        arguments = {"name": call["name"], "arguments": call["args"]}
-        verdict = verify_name(arguments, offered, known=known)
-        if verdict.ok:
-            return None
-    return ToolMessage(
-        content=verdict.to_tool_result("openai")["content"],
-        name=call["name"],
-        tool_call_id=call["id"] or "",
-        status="error",
-        artifact={"toolgate": verdict.to_dict()},
-    )
-
-
-def _models_call(state: Any, call_id: str | None) -> ToolCall | None:
-    """The call with id ``call_id`` in the model's latest message, as the model made it."""
-    if isinstance(state, Mapping):
-        messages = state.get("messages")
-    else:
-        messages = getattr(state, "messages", None)
-    if not call_id or not isinstance(messages, Sequence):
-        return None
-    for message in reversed(messages):
-        if isinstance(message, AIMessage):
-            return next((c for c in message.tool_calls if c["id"] == call_id), None)
-    return None
-
-
-def _asked_for(messages: Sequence[Any]) -> list[str]:
-    """The existing tools the model asked for since its last message and was refused as not
-    shown: routed on its next call as if named."""
-    names = []
-    for message in reversed(messages):
-        if not isinstance(message, ToolMessage):
-            break
-        artifact = message.artifact
-        verdict = artifact.get("toolgate") if isinstance(artifact, Mapping) else None
-        if isinstance(verdict, Mapping) and verdict.get("error") == "tool_not_available":
-            names.append(str(verdict.get("name")))
-    return names
 
 
 @dataclass(frozen=True)
