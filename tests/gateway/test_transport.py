@@ -3,8 +3,10 @@ and the headers that stay on one hop."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
+import threading
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -296,3 +298,45 @@ def test_an_answer_has_one_date_and_one_server(annotating: Served) -> None:
         assert (names.count(b"date"), names.count(b"server")) == (1, 1), path
     streamed = httpx.post(annotating.url + "/v1/chat/completions", json={**body, "stream": True})
     assert [name.lower() for name, _ in streamed.headers.raw].count(b"date") == 1
+
+
+def test_a_large_or_compressed_body_is_decoded_parsed_and_written_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A few-MB request (an image, long tool results) read on the event loop held every other
+    request of the gateway's worker meanwhile."""
+    ran_in: dict[str, list[int]] = {"parse": [], "dumps": []}
+    for name in ran_in:
+        original = getattr(bodies, name)
+
+        def recording(value: Any, _name: str = name, _original: Any = original) -> Any:
+            ran_in[_name].append(threading.get_ident())
+            return _original(value)
+
+        monkeypatch.setattr(bodies, name, recording)
+    small = {"messages": USER, "tools": chat_tools()}
+    large = {**small, "padding": "x" * bodies.OFF_LOOP_BYTES}
+
+    async def read(raw: bytes, coding: str | None) -> tuple[int, Any, bytes]:
+        headers = [(b"content-type", b"application/json")]
+        if coding is not None:
+            headers.append((b"content-encoding", coding.encode()))
+        sent = iter([{"type": "http.request", "body": raw, "more_body": False}])
+
+        async def receive() -> dict[str, Any]:
+            return next(sent)
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions"}
+        request = Request({**scope, "headers": headers}, receive)
+        read = await bodies.read(request, 64 << 20, "openai")
+        assert isinstance(read, tuple)
+        return threading.get_ident(), read[1], await bodies.written(read[1], len(read[0]))
+
+    for body, coding in [(large, None), (small, "gzip")]:
+        raw = json.dumps(body).encode()
+        sent = raw if coding is None else gzip.compress(raw)
+        loop_thread, parsed, written = asyncio.run(read(sent, coding))
+        assert parsed == body
+        assert json.loads(written) == body
+        assert ran_in["parse"][-1] != loop_thread
+    assert ran_in["dumps"][-2] != loop_thread  # the large body's

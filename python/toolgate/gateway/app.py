@@ -449,7 +449,7 @@ class Gateway:
         self._count(shape, done)
         changed = done.filtered.dropped_count or done.filtered.provider == "text_tags"
         try:
-            content = bodies.dumps(done.filtered.request) if changed else raw
+            content = await bodies.written(done.filtered.request, len(raw)) if changed else raw
         except InvalidInputError as exc:
             return answers.error(
                 provider, 400, f"toolgate cannot forward this request: {exc}", "bad_body"

@@ -3,8 +3,10 @@
 A body is read no further than the gateway's ``max_body_bytes`` (:func:`body`), decoded
 from its content coding within the same bound (:func:`decode`), parsed with every integer
 exact (:func:`parse`) (all three: :func:`read`), and, when filtering changed it, written out
-again (:func:`dumps`). One passed through goes on as it comes, framed as the client framed it
-(:func:`passed_on`).
+again (:func:`dumps`; :func:`written`). One passed through goes on as it comes, framed as the
+client framed it (:func:`passed_on`). A large or compressed body is decoded, parsed and
+written on a worker thread: on the event loop, a few megabytes (an image, long tool results)
+held every other request of the worker for a fifth of a second.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+from typing import Any, TypeVar
 
+import anyio.to_thread
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
@@ -28,7 +32,22 @@ try:  # zstd when zstandard is installed (httpx decodes answers in it then too)
 except ImportError:  # pragma: no cover - an install without it
     zstandard = None  # type: ignore[assignment]
 
-__all__ = ["CODINGS", "body", "decode", "dumps", "parse", "passed_on", "read"]
+__all__ = [
+    "CODINGS",
+    "OFF_LOOP_BYTES",
+    "body",
+    "decode",
+    "dumps",
+    "parse",
+    "passed_on",
+    "read",
+    "written",
+]
+
+#: Bodies larger than this (as sent; any compressed one, whose decoded size is unknown) are
+#: decoded, parsed and written on a worker thread: 256 KiB parse in about a millisecond, and
+#: the hop would cost small bodies more than it saves.
+OFF_LOOP_BYTES = 256 << 10
 
 #: The request content codings the gateway decodes.
 CODINGS = ("gzip", "x-gzip", "deflate", *(("zstd",) if zstandard is not None else ()))
@@ -39,6 +58,7 @@ _ZSTD_MAX_WINDOW = 1 << 23
 _CORRUPT: tuple[type[Exception], ...] = (
     zlib.error, EOFError, *((zstandard.ZstdError,) if zstandard is not None else ()),
 )  # fmt: skip
+_T = TypeVar("_T")
 
 
 class _UnknownCodingError(InvalidInputError):
@@ -51,21 +71,48 @@ async def read(request: Request, limit: int, provider: str) -> tuple[bytes, Any]
     a coding it does not decode (which the gateway could not filter, nor forward unseen), 400
     not a JSON object."""
     raw = await body(request, limit)
+    coding = request.headers.get("content-encoding", "")
+    if raw is None:
+        return _too_large(provider, limit)
+    # A compressed body's decoded size is unknown (a small one may inflate to the limit).
+    bound = OFF_LOOP_BYTES if not coding.strip() else -1
+    return await _off_loop_past(bound, len(raw), partial(_decoded, raw, coding, limit, provider))
+
+
+async def written(body: Any, size: int) -> bytes:
+    """``body`` as :func:`dumps` writes it, on a worker thread when the body it came from was
+    ``size`` bytes, past :data:`OFF_LOOP_BYTES`."""
+    return await _off_loop_past(OFF_LOOP_BYTES, size, partial(dumps, body))
+
+
+async def _off_loop_past(bound: int, size: int, work: Callable[[], _T]) -> _T:
+    """``work()``, on a worker thread when ``size`` is past ``bound``; a request cancelled
+    (its client gone, the gateway stopping) does not wait for it."""
+    if size <= bound:
+        return work()
+    return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+
+
+def _too_large(provider: str, limit: int) -> Response:
+    """The 413 refusing a body past ``limit`` bytes, as sent or decoded."""
+    message = f"the request body is larger than {limit:,} bytes, the gateway's max_body_bytes"
+    return answers.error(provider, 413, message, "body_too_large")
+
+
+def _decoded(raw: bytes, coding: str, limit: int, provider: str) -> tuple[bytes, Any] | Response:
+    """:func:`read`'s body decoded and parsed, or its answer refusing it."""
     try:
-        raw = (
-            None if raw is None else decode(raw, request.headers.get("content-encoding", ""), limit)
-        )
+        decoded = decode(raw, coding, limit)
     except _UnknownCodingError as exc:
         refused = answers.error(provider, 415, str(exc), "unsupported_encoding")
         refused.headers["accept-encoding"] = ", ".join(CODINGS)
         return refused
     except InvalidInputError as exc:
         return answers.error(provider, 400, str(exc), "bad_encoding")
-    if raw is None:
-        message = f"the request body is larger than {limit:,} bytes, the gateway's max_body_bytes"
-        return answers.error(provider, 413, message, "body_too_large")
+    if decoded is None:
+        return _too_large(provider, limit)
     try:
-        parsed = parse(raw)
+        parsed = parse(decoded)
     except ValueError as exc:  # orjson's JSONDecodeError, or past the exact reader's bounds
         return answers.error(
             provider, 400, f"the request body is not valid JSON: {exc}", "bad_json"
@@ -73,7 +120,7 @@ async def read(request: Request, limit: int, provider: str) -> tuple[bytes, Any]
     if not isinstance(parsed, dict):
         message = f"the request body must be a JSON object, got {type(parsed).__name__}"
         return answers.error(provider, 400, message, "bad_body")
-    return raw, parsed
+    return decoded, parsed
 
 
 async def body(request: Request, limit: int) -> bytes | None:
