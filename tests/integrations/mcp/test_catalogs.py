@@ -3,7 +3,9 @@ a listing, listing again when a server changed, and the failures and timeouts on
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections import Counter
 from contextlib import nullcontext
 from typing import Any
@@ -23,6 +25,7 @@ from tests.fixtures.mcp import (
     run,
     text_of,
 )
+from tests.gateway.conftest import CountingEmbedder
 from tests.integrations.mcp.router_helpers import PAGES, anthropic_call
 from toolgate import CatalogError, CatalogWarning, InvalidInputError
 from toolgate.embedding.embedder import Embedder
@@ -578,3 +581,37 @@ def test_the_hosts_override_pins_a_tool_that_pins_itself(embedder: Embedder) -> 
         assert built.catalog.pinned_ids == ("docs/get_page",)
 
     run(main)
+
+
+def test_a_connect_retried_after_a_timeout_joins_the_build_the_timeout_left_running(
+    embedder: Embedder,
+) -> None:
+    """asyncio's cancellation does not stop a build on its worker thread: a host retrying
+    connect under asyncio.timeout started a build per attempt beside the others, and with a
+    timeout shorter than a build (they slow each other down) none ever finished."""
+    once = CountingEmbedder(embedder)  # what one build embeds (the embedder's own texts once)
+    for counted in (embedder, once):
+        anyio.run(
+            McpRouter(top_k=2, embedder=counted, cache=None).connect,  # type: ignore[arg-type]
+            {"billing": PagedClient(PAGES, ["p2", "p3", None])},
+        )
+    release = threading.Event()
+    held = CountingEmbedder(embedder, hold=release)
+    router = McpRouter(top_k=2, embedder=held, cache=None)  # type: ignore[arg-type]
+
+    async def attempt(timeout: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                await router.connect({"billing": PagedClient(PAGES, ["p2", "p3", None])})
+        except TimeoutError:
+            return False
+        return True
+
+    async def main() -> list[bool]:
+        tries = [await attempt(0.3), await attempt(0.3)]  # the first build is held meanwhile
+        release.set()
+        return [*tries, await attempt(60)]
+
+    assert asyncio.run(main()) == [False, False, True]
+    assert "billing/refund_payment" in router.router.catalog
+    assert held.batch_texts == once.batch_texts  # built once for the three attempts

@@ -23,6 +23,7 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.embedding.cache import EmbeddingCache
 from toolgate.embedding.embedder import Embedder
 from toolgate.errors import CatalogError, CatalogWarning, InvalidInputError
+from toolgate.integrations.mcp.builds import Builds
 from toolgate.integrations.mcp.listing import McpClient, list_servers_tools
 from toolgate.promotion.promote import Promotion
 from toolgate.routing.config import RouterConfig
@@ -99,6 +100,8 @@ class ServerCatalogs:
         self._retry_at: dict[str, float] = {}
         self._listing: set[str] = set()
         self._lock = anyio.Lock()
+        # A build whose caller was cancelled runs on: the call asking again joins it.
+        self._builds: Builds[Router] = Builds()
 
     @property
     def router(self) -> Router:
@@ -135,7 +138,10 @@ class ServerCatalogs:
                     overrides=self._overrides,
                     self_pins=UPSTREAM_SELF_PINS,
                 )
-                built = Router.from_catalog(catalog, **self._router_options())
+                options = self._router_options()
+                built = self._builds.get(
+                    ("connect", catalog.version), lambda: Router.from_catalog(catalog, **options)
+                )
                 if self.learning is not None:  # refresh() carries the memory over
                     self.learning.start(built)
                 return built
@@ -303,7 +309,8 @@ class ServerCatalogs:
                 )
             if not catalog.diff(current.catalog):
                 return current
-            refreshed = current.refresh(catalog)
+            key = ("refresh", current.catalog.version, catalog.version)
+            refreshed = self._builds.get(key, lambda: current.refresh(catalog))
             if self.learning is not None:  # built while the store failed, it may learn now
                 self.learning.start(refreshed)
             return refreshed
