@@ -438,6 +438,48 @@ def test_a_variable_not_set_is_named_with_where_it_is(
     assert "mcpServers.off" not in message
 
 
+def test_the_env_spelling_of_vs_code_and_cursor_is_a_variable_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cursor's and VS Code's files write ``${env:NAME}``: kept as written, the server
+    would get the text ``${env:NAME}`` for its token and fail at its first call."""
+    monkeypatch.setenv("GH_TOKEN", "s3cret")
+    monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
+    entry = {"command": "gh-mcp", "env": {"GITHUB_TOKEN": "${env:GH_TOKEN}"}}
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": {"gh": entry}}), encoding="utf-8")
+    gh = load_servers(path)["gh"]
+    assert isinstance(gh, StdioServerParameters)
+    assert gh.env == {"GITHUB_TOKEN": "s3cret"}
+    entry["env"] = {"GITHUB_TOKEN": "${env:NO_SUCH_TOKEN}"}
+    path.write_text(json.dumps({"mcpServers": {"gh": entry}}), encoding="utf-8")
+    with pytest.raises(InvalidInputError) as raised:
+        load_servers(path)
+    assert "env.GITHUB_TOKEN: ${env:NO_SUCH_TOKEN} is not set" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("${input:github_token}", r"\$\{input:github_token\} is a VS Code input"),
+        ("${workspaceFolder}/server.js", r"\$\{workspaceFolder\} is an editor's own variable"),
+        ("${userHome}/bin", r"\$\{userHome\} is an editor's own variable"),
+        ("${GH_TOKEN:-${FALLBACK}}", r"\$\{GH_TOKEN:-\.\.\.\} holds another variable"),
+    ],
+)
+def test_a_variable_toolgate_cannot_fill_in_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, message: str
+) -> None:
+    """Kept as written (or, nested, cut at the first ``}``), each would reach the server as
+    a wrong value that fails only once it is used."""
+    monkeypatch.setenv("GH_TOKEN", "s3cret")
+    path = tmp_path / "servers.json"
+    entry = {"command": "gh-mcp", "args": [value]}
+    path.write_text(json.dumps({"mcpServers": {"gh": entry}}), encoding="utf-8")
+    with pytest.raises(InvalidInputError, match=f"mcpServers.gh: args\\[0\\]: {message}"):
+        load_servers(path)
+
+
 def test_a_config_may_start_with_a_byte_order_mark(tmp_path: Path) -> None:
     path = tmp_path / "servers.json"  # as Windows editors save it
     path.write_text(json.dumps({"mcpServers": {"gh": {"command": "gh"}}}), encoding="utf-8-sig")

@@ -30,9 +30,11 @@ refused: it gates a tool on the caller's state, which the proxy's clients have n
 give, so the tool would only vanish from searches (``--deny`` keeps a tool out).
 
 As in MCP clients' own files, ``${VAR}`` in a value (``command``, ``args``, ``env``,
-``cwd``, ``url``, ``headers``) is the environment variable ``VAR``, and ``${VAR:-default}``
-is ``default`` when ``VAR`` is unset or empty; so a token stays out of the file. A variable
-that is not set, with no default, is an error naming it and where it is. ``$VAR`` without
+``cwd``, ``url``, ``headers``) is the environment variable ``VAR`` (``${env:VAR}`` too, as
+VS Code, Cursor and Windsurf write it), and ``${VAR:-default}`` is ``default`` when ``VAR``
+is unset or empty; so a token stays out of the file. A variable that is not set, with no
+default, is an error naming it and where it is; so is one only an editor fills in (VS Code's
+``${input:...}`` prompts, ``${workspaceFolder}``, ``${userHome}``). ``$VAR`` without
 braces is kept as written, as those clients keep it. An error about a value names its place
 and kind, never the value, which may hold a variable's token.
 """
@@ -99,8 +101,17 @@ _EXPANDED_KEYS = ("command", "args", "env", "cwd", "url", "headers")
 #: A URL's scheme (what an error about a URL may show of it).
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31})://")
 
-#: ``${NAME}`` or ``${NAME:-default}``.
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+#: ``${NAME}`` or ``${env:NAME}`` (VS Code's, Cursor's and Windsurf's spelling), either with
+#: ``:-default``.
+_VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+#: What VS Code and Cursor fill in themselves, which no environment holds: an input prompt,
+#: a setting, a command's output, or one of the editor's paths (the workspace, the open file).
+_EDITOR_VARIABLE = re.compile(
+    r"\$\{(?:(?:input|config|command):[^}]*|/|workspaceFolder(?:Basename)?|userHome|"
+    r"pathSeparator|cwd|execPath|file\w*|relativeFile\w*|lineNumber|selectedText|"
+    r"defaultBuildTask|extensionInstallFolder)\}"
+)
 
 
 @dataclass(frozen=True)
@@ -387,17 +398,37 @@ def _kind(value: Any) -> str:
 
 def _expanded(entry: dict[str, Any]) -> dict[str, Any]:
     """``entry`` with the ``${VAR}`` in its values replaced from the environment; a
-    :class:`ValueError` naming every variable not set and where it is."""
+    :class:`ValueError` naming every variable not set, or not an environment's, and where
+    it is."""
     missing: list[str] = []
+    unread: list[str] = []  # kept as written, each would reach the server as a wrong value
 
     def expand(text: str, where: str) -> str:
+        for found in _EDITOR_VARIABLE.finditer(text):
+            kind = (
+                "a VS Code input prompt, which toolgate cannot show: put the value in an "
+                "environment variable"
+                if found[0].startswith("${input:")
+                else "an editor's own variable, which toolgate has no value for: write the "
+                "value itself, or an environment variable"
+            )
+            unread.append(f"{where}: {found[0]} is {kind} (${{env:NAME}})")
+
         def value(found: re.Match[str]) -> str:
             name, default = found.group(1), found.group(2)
+            if _EDITOR_VARIABLE.fullmatch(found[0]):
+                return found[0]  # reported above
+            if default is not None and "${" in default:  # cut at the inner "}" otherwise
+                unread.append(
+                    f"{where}: ${{{name}:-...}} holds another variable in its default, which "
+                    "is not read: write the default itself"
+                )
+                return ""
             given = os.environ.get(name)
             if default is not None:  # the shell's ":-": the default for unset or empty
                 return given or default
             if given is None:
-                missing.append(f"{where}: ${{{name}}} is not set")
+                missing.append(f"{where}: {found[0]} is not set")
                 return ""
             return given
 
@@ -419,5 +450,7 @@ def _expanded(entry: dict[str, Any]) -> dict[str, Any]:
                 for name, item in value.items()
             }
     if missing:
-        raise ValueError("; ".join(missing) + " (set it, or give a default: ${NAME:-default})")
+        unread.append("; ".join(missing) + " (set it, or give a default: ${NAME:-default})")
+    if unread:
+        raise ValueError("; ".join(unread))
     return out
