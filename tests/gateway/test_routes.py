@@ -101,6 +101,19 @@ def test_toml_and_yaml_configs_read_the_same(tmp_path: Path) -> None:
         ),
         ('[state_headers]\n"x-bad\\n" = "scopes"\n', "state_headers: 'x-bad\\n' is no HTTP header"),
         ("[state_headers]\n'x bad' = 'scopes'\n", "state_headers: 'x bad' is no HTTP header"),
+        # A route no request path can reach would leave its deny list unheld, silently.
+        (
+            '[[routes]]\npath = "v1/messages"\ndeny = ["delete_*"]\n',
+            "routes[0]: path 'v1/messages' matches no request path (they begin with '/')",
+        ),
+        (
+            '[[routes]]\npath = "/v1/*"\n[[routes]]\npath = "/v1/*"\ndeny = ["x"]\n',
+            "routes[1]: path '/v1/*' never applies: routes[0] ('/v1/*') matches its paths first",
+        ),
+        (
+            '[[routes]]\npath = "*"\n[[routes]]\npath = "/v1/messages"\ndeny = ["x"]\n',
+            "routes[1]: path '/v1/messages' never applies: routes[0] ('*') matches its paths",
+        ),
     ],
 )
 def test_config_errors_name_the_key(tmp_path: Path, text: str, message: str) -> None:

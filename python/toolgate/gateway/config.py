@@ -83,6 +83,8 @@ _TOP_KEYS = _ROUTE_KEYS - {"path"} | {
     "connect_timeout", "auth_token_env", "max_body_bytes", "max_stored", "allowed_origins",
     "allowed_hosts",
 }  # fmt: skip
+# A route pattern every request path matches (``fnmatch``'s ``*`` spans ``/`` too).
+_CATCH_ALL = re.compile(r"/?\*+")
 # The largest filtered request read by default: past the providers' own limits (Anthropic's
 # is 32 MB), so a request refused here would have been refused upstream.
 MAX_BODY_BYTES = 64 << 20
@@ -218,10 +220,11 @@ def load_config(path: Path | None) -> GatewayConfig:
     routes = data.get("routes", [])
     if not isinstance(routes, list):
         raise InvalidInputError(f"{where}: 'routes' must be a list of tables")
-    parsed_routes = []
+    parsed_routes: list[RouteConfig] = []
     for i, entry in enumerate(routes):
         if not isinstance(entry, Mapping) or not isinstance(entry.get("path"), str):
             raise InvalidInputError(f"{where}: routes[{i}] needs a 'path' pattern")
+        _check_reachable(entry["path"], parsed_routes, f"{where}: routes[{i}]")
         # A route's unset keys fall back to the top-level defaults.
         merged = {**{k: v for k, v in data.items() if k in _ROUTE_KEYS}, **entry}
         parsed_routes.append(_route(merged, entry["path"], f"{where}: routes[{i}]"))
@@ -335,6 +338,23 @@ def _check_keys(data: Mapping[str, Any], known: set[str], where: str) -> None:
             raise InvalidInputError(f"{where}: keys must be strings, got {shown(key)}")
     if unknown := sorted(set(data) - known):
         raise InvalidInputError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+
+
+def _check_reachable(pattern: str, earlier: list[RouteConfig], where: str) -> None:
+    """Refuse a route's ``path`` pattern that no request can reach: one no path matches (a
+    request path begins with ``/``), or one a route before it matches first (the same
+    pattern, or a catch-all). Its settings, a ``deny`` list among them, would apply to no
+    request, silently."""
+    if not pattern.startswith(("/", "*", "?", "[")):
+        raise InvalidInputError(
+            f"{where}: path {pattern!r} matches no request path (they begin with '/')"
+        )
+    for i, route in enumerate(earlier):
+        if route.path == pattern or _CATCH_ALL.fullmatch(route.path):
+            raise InvalidInputError(
+                f"{where}: path {pattern!r} never applies: routes[{i}] ({route.path!r}) "
+                "matches its paths first (the first route that matches applies)"
+            )
 
 
 def _route(data: Mapping[str, Any], path: str, where: str) -> RouteConfig:
