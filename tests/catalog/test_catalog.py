@@ -330,6 +330,20 @@ def test_preconditions_from_block_meta_and_overrides() -> None:
     assert not c.pinned
 
 
+def test_a_tools_id_and_name_overrides_both_apply() -> None:
+    """A host's file of gates by name (examples/github.overrides.json) plus a block by id
+    for one tool: the id's block used to replace the name's, dropping its gate unseen."""
+    overrides = {
+        "delete_file": {"requires": {"scopes": ["github:admin"]}, "summary": "By name."},
+        "s/delete_file": {"tags": ["admin"], "summary": "By id."},
+    }
+    catalog = Catalog.from_tools([_tool("delete_file")], server="s", overrides=overrides)
+    (tool,) = catalog.tools
+    assert tool.requires_scopes == ("github:admin",)
+    assert tool.tags == ("admin",)
+    assert tool.summary == "By id."  # on a key both set, the id's block wins
+
+
 def test_lookup_errors_are_toolgate_and_key_errors() -> None:
     catalog = Catalog.from_tools([_tool()], server="s")
     assert "s/get_me" in catalog

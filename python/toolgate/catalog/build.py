@@ -330,7 +330,9 @@ def _build_one(raw: Any, overrides: Mapping[str, Mapping[str, Any]], self_pins: 
     if raw.title is not None:
         title = _checked_text(raw.title, "title", MAX_DESCRIPTION_CHARS, required=False)
     fields = _meta_fields(raw.meta)
-    host = _meta_fields(overrides.get(f"{server}/{name}", overrides.get(name)))
+    # The blocks by name and by id both apply, the id's keys winning: a host's file of gates
+    # by name plus one block by id (a pin, a tag) must not drop that tool's gate.
+    host = {**_meta_fields(overrides.get(name)), **_meta_fields(overrides.get(f"{server}/{name}"))}
     if fields.get("pinned") and "pinned" not in host:
         # The block came with the tool, from whoever listed it: it may narrow the tool's
         # reach (preconditions), never widen it into every route.

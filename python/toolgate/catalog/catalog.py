@@ -108,7 +108,8 @@ class Catalog:
         OpenAI Chat or Responses tools, Anthropic tools, Gemini declarations, or a list mixing
         them. ``server`` names the server of tools that do not say (default: the file name up
         to its first dot, else ``"default"``). ``overrides`` maps a tool id or name to an
-        ``x-toolgate`` block (see :mod:`toolgate.catalog.tool`) that wins over the tool's own.
+        ``x-toolgate`` block (see :mod:`toolgate.catalog.tool`) that wins over the tool's own
+        (a tool's blocks by name and by id both apply, the id's winning on a key both set).
         ``format`` forces one of :data:`toolgate.formats.raw.FORMATS`. ``rename_duplicates``
         keeps tools whose id repeats, moving each repeat to server ``<server>~2``, ``~3``, ...
         (for evaluation sets that reuse names); otherwise a repeated id is a bad tool.
