@@ -101,6 +101,17 @@ def test_toml_and_yaml_configs_read_the_same(tmp_path: Path) -> None:
         ),
         ('[state_headers]\n"x-bad\\n" = "scopes"\n', "state_headers: 'x-bad\\n' is no HTTP header"),
         ("[state_headers]\n'x bad' = 'scopes'\n", "state_headers: 'x bad' is no HTTP header"),
+        # An origin the request's path cannot follow: accepted, it failed or went astray at
+        # the first request (a query swallows the path, a fragment drops it).
+        (
+            "[upstreams.openai]\norigin = 'https://api.openai.com?v=1'\n",
+            "upstreams.openai.origin: expected an http(s) origin (a path may follow the host, "
+            "no query or fragment), got 'https://api.openai.com?v=1'",
+        ),
+        ("[upstreams.openai]\norigin = 'https://x.com#a'\n", "got 'https://x.com#a'"),
+        ("[upstreams.openai]\norigin = 'https://x.com '\n", "got 'https://x.com '"),
+        ("[upstreams.openai]\norigin = 'https://'\n", "got 'https://'"),
+        ("[upstreams.openai]\norigin = 'https://x.com:99999'\n", "got 'https://x.com:99999'"),
         # A route no request path can reach would leave its deny list unheld, silently.
         (
             '[[routes]]\npath = "v1/messages"\ndeny = ["delete_*"]\n',

@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from toolgate.arguments import finite_number, shown
 from toolgate.asgi import secret_from_env
@@ -83,6 +84,8 @@ _TOP_KEYS = _ROUTE_KEYS - {"path"} | {
     "connect_timeout", "auth_token_env", "max_body_bytes", "max_stored", "allowed_origins",
     "allowed_hosts",
 }  # fmt: skip
+# Whitespace and control characters, which no URL holds unescaped.
+_BLANK = re.compile(r"[\x00-\x20\x7f]")
 # A route pattern every request path matches (``fnmatch``'s ``*`` spans ``/`` too).
 _CATCH_ALL = re.compile(r"/?\*+")
 # The largest filtered request read by default: past the providers' own limits (Anthropic's
@@ -434,6 +437,19 @@ def _origin(text: str, where: str) -> str:
     command line's option), without a trailing slash."""
     if not text.startswith(("http://", "https://")):
         raise InvalidInputError(f"{where}: expected an http(s) URL, got {text!r}")
+    # The request's path is appended to the text as it is: a query or fragment would take
+    # the path in (the request reaching the origin's root), and a space or a missing host
+    # fails every request; each is refused now, not at the first request.
+    parts = urlsplit(text)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # past 65535, or not a number
+        port_ok = False
+    if not port_ok or not parts.hostname or any(c in text for c in "?#") or _BLANK.search(text):
+        raise InvalidInputError(
+            f"{where}: expected an http(s) origin (a path may follow the host, no query or "
+            f"fragment), got {text!r}"
+        )
     return text.rstrip("/")
 
 
