@@ -158,6 +158,28 @@ def test_yaml_keys_that_are_no_strings_or_repeat_are_named(
         load_config(path)
 
 
+def test_yaml_merge_keys_share_settings_between_routes(tmp_path: Path) -> None:
+    """``<<: *anchor``, YAML's way to share settings, was refused by the check that a key
+    is not given twice ("could not determine a constructor for the tag ...merge")."""
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        "routes:\n"
+        "  - &strict {path: /v1/messages, policy: enforce, deny: [delete_*], top_k: 3}\n"
+        "  - &chat\n    <<: *strict\n    path: /v1/chat/*\n    top_k: 5\n"
+        "  - <<: *chat\n    path: /v1/responses\n"
+    )
+    routes = load_config(path).routes
+    assert [(r.path, r.policy, r.deny, r.top_k) for r in routes] == [
+        ("/v1/messages", "enforce", ("delete_*",), 3),
+        ("/v1/chat/*", "enforce", ("delete_*",), 5),
+        ("/v1/responses", "enforce", ("delete_*",), 5),
+    ]
+    # A key given twice beside a merge is still refused.
+    path.write_text("routes:\n  - &r {path: /a}\n  - <<: *r\n    path: /b\n    path: /c\n")
+    with pytest.raises(InvalidInputError, match="duplicate key 'path'"):
+        load_config(path)
+
+
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [

@@ -298,19 +298,33 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _unique_keys_loader(yaml: Any) -> Any:
     """PyYAML's safe loader, refusing a key given twice in one mapping: YAML forbids it,
-    and PyYAML would keep the later value in silence (TOML's parser refuses it already)."""
+    and PyYAML would keep the later value in silence (TOML's parser refuses it already).
+    Merge keys (``<<: *base``) still share settings, the mapping's own keys winning."""
+
+    merge_tag = "tag:yaml.org,2002:merge"
 
     class UniqueKeysLoader(yaml.SafeLoader):  # type: ignore[misc]
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)
-                if isinstance(key, str) and key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r}", key_node.start_mark
-                    )
-                seen.add(key if isinstance(key, str) else id(key_node))
-            return super().construct_mapping(node, deep=deep)
+        def __init__(self, stream: Any) -> None:
+            super().__init__(stream)
+            self.checked: set[int] = set()  # the mappings' nodes, by id
+
+        def flatten_mapping(self, node: Any) -> None:
+            # Called before a mapping is built and on each one merged into another
+            # (`<<: *base`), which it rewrites in place, merged keys first (the mapping's own
+            # win): so each is checked once, as written, its merge keys aside.
+            if id(node) not in self.checked:
+                self.checked.add(id(node))
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == merge_tag:
+                        continue
+                    key = self.construct_object(key_node, deep=False)
+                    if isinstance(key, str) and key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r}", key_node.start_mark
+                        )
+                    seen.add(key if isinstance(key, str) else id(key_node))
+            super().flatten_mapping(node)
 
     return UniqueKeysLoader
 
