@@ -180,6 +180,14 @@ def test_yaml_merge_keys_share_settings_between_routes(tmp_path: Path) -> None:
         load_config(path)
 
 
+@pytest.mark.parametrize("text", ["policy: off\n", "routes:\n  - path: /v1/*\n    policy: on\n"])
+def test_a_yaml_policy_read_as_a_boolean_says_to_quote_it(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidInputError, match="YAML reads an unquoted off or on as false"):
+        load_config(path)
+
+
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [

@@ -378,7 +378,12 @@ def _route(data: Mapping[str, Any], path: str, where: str) -> RouteConfig:
     _check_keys(data, _ROUTE_KEYS, where)
     policy = data.get("policy", "annotate")
     if policy not in _POLICIES:
-        raise InvalidInputError(f"{where}: policy must be one of {list(_POLICIES)}, got {policy!r}")
+        # YAML 1.1, PyYAML's, reads `policy: off` as false: the value written is not shown.
+        hint = " (YAML reads an unquoted off or on as false or true: quote it)"
+        raise InvalidInputError(
+            f"{where}: policy must be one of {list(_POLICIES)}, got {policy!r}"
+            + (hint if isinstance(policy, bool) else "")
+        )
     threshold = _threshold(data, where)
     route = RouteConfig(
         path=path,
