@@ -198,7 +198,16 @@ def test_toolgate_mcp_proxy_serves_over_stdio(tmp_path: Path) -> None:
         ('{"mcpServers": {"a": {"url": "ftp://x"}}}', "'url' must be an http"),
         ('{"mcpServers": {"a": {"command": "x", "arg": ["y"]}}}', r"unknown keys \['arg'\]"),
         ('{"mcpServers": {"a": {"url": "http://x", "headers": {"A": 1}}}}', "'headers' must map"),
-        ('{"mcpServers": {"a": {"type": "sse", "command": "x"}}}', "'type' must be 'stdio'"),
+        ('{"mcpServers": {"a": {"type": "ws", "command": "x"}}}', "'type' must be 'stdio'"),
+        (
+            '{"mcpServers": {"a": {"type": "sse", "url": "https://x/sse"}}}',
+            r"mcpServers.a: 'type' 'sse' \(MCP's deprecated HTTP\+SSE transport\) is not",
+        ),
+        (
+            '{"servers": {"a": {"type": "sse", "url": "https://x/sse"}}, "mcpServers": {}}',
+            "holds both 'mcpServers' and VS Code's 'servers'",
+        ),
+        ('{"inputs": [], "servers": {"a": {"command": "x", "arg": []}}}', "servers.a: unknown"),
         ('{"mcpServers": {"a": {"type": "stdio", "url": "http://x"}}}', "does not fit"),
         ('{"mcpServers": {"a": {"command": "x", "disabled": true}}}', "every server is disabled"),
         ('{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}', "'a' is given twice"),
@@ -478,6 +487,22 @@ def test_a_variable_toolgate_cannot_fill_in_is_refused(
     path.write_text(json.dumps({"mcpServers": {"gh": entry}}), encoding="utf-8")
     with pytest.raises(InvalidInputError, match=f"mcpServers.gh: args\\[0\\]: {message}"):
         load_servers(path)
+
+
+def test_a_vs_code_config_is_read_as_it_is(tmp_path: Path) -> None:
+    """VS Code's mcp.json names its servers ``servers``, beside its ``inputs`` prompts."""
+    path = tmp_path / "mcp.json"
+    config = {
+        "inputs": [{"type": "promptString", "id": "token", "password": True}],
+        "servers": {
+            "gh": {"type": "stdio", "command": "gh-mcp", "args": ["stdio"]},
+            "docs": {"type": "http", "url": "https://example.com/mcp"},
+        },
+    }
+    path.write_text(json.dumps(config), encoding="utf-8")
+    servers = load_servers(path)
+    assert list(servers) == ["gh", "docs"]
+    assert servers["docs"] == HttpServer("https://example.com/mcp")
 
 
 def test_a_config_may_start_with_a_byte_order_mark(tmp_path: Path) -> None:

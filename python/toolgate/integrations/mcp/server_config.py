@@ -1,6 +1,6 @@
 """The upstream servers of ``toolgate mcp-proxy``: an MCP client configuration file.
 
-The servers come in the ``mcpServers`` form MCP clients write::
+The servers come in the ``mcpServers`` form MCP clients write (VS Code's ``servers`` too)::
 
     {"mcpServers": {
         "github": {"command": "github-mcp-server", "args": ["stdio"],
@@ -208,19 +208,29 @@ def load_servers(path: str | Path) -> dict[str, ServerSpec]:
         raise InvalidInputError(f"{path}: {exc}") from None
     except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, a 5,000-digit number
         raise InvalidInputError(f"{path}: not a JSON file: {exc}") from None
-    servers = config.get("mcpServers") if isinstance(config, dict) else None
+    key = "mcpServers"
+    if isinstance(config, dict) and "servers" in config:  # VS Code's mcp.json
+        if key in config:
+            raise InvalidInputError(
+                f"{path}: holds both 'mcpServers' and VS Code's 'servers': keep one of them"
+            )
+        key = "servers"
+    servers = config.get(key) if isinstance(config, dict) else None
     if not isinstance(servers, dict) or not servers:
-        raise InvalidInputError(f'{path}: expected {{"mcpServers": {{name: {{...}}, ...}}}}')
+        raise InvalidInputError(
+            f'{path}: expected {{"mcpServers": {{name: {{...}}, ...}}}} '
+            '(or VS Code\'s {"servers": {...}})'
+        )
     specs: dict[str, ServerSpec] = {}
     problems: list[str] = []
     for name, entry in servers.items():
         if not name.strip():  # it names the server's tools: refused now, not once serving
-            problems.append(f"mcpServers.{name!r}: the server's name is blank")
+            problems.append(f"{key}.{name!r}: the server's name is blank")
             continue
         try:
             spec = _server_spec(entry)
         except ValueError as exc:
-            problems.append(f"mcpServers.{name}: {exc}")
+            problems.append(f"{key}.{name}: {exc}")
             continue
         if spec is not None:
             specs[name] = spec
@@ -256,6 +266,11 @@ def _server_spec(entry: Any) -> ServerSpec | None:
     if unknown := sorted(set(entry) - (_HTTP_KEYS if http else _STDIO_KEYS)):
         raise ValueError(f"unknown keys {unknown}")
     kind = entry.get("type", "http" if http else "stdio")
+    if kind == "sse":
+        raise ValueError(
+            "'type' 'sse' (MCP's deprecated HTTP+SSE transport) is not supported: the proxy "
+            "connects to Streamable HTTP servers ('http'), which most serve at /mcp"
+        )
     if kind not in ("stdio", *_HTTP_TYPES):
         raise ValueError(f"'type' must be 'stdio' or 'http', got {kind!r}")
     if (kind == "stdio") == http:
