@@ -505,6 +505,26 @@ def test_a_vs_code_config_is_read_as_it_is(tmp_path: Path) -> None:
     assert servers["docs"] == HttpServer("https://example.com/mcp")
 
 
+def test_a_config_may_hold_comments_and_trailing_commas(tmp_path: Path) -> None:
+    """As VS Code's and Cursor's editors let one write their mcp.json (JSONC); a ``//`` or
+    ``,}`` inside a string is kept."""
+    path = tmp_path / "mcp.json"
+    path.write_text(
+        '{\n  // the servers\n  "servers": {\n'
+        '    "docs": {"url": "https://example.com/mcp", /* remote */ },\n'
+        '    "gh": {"command": "gh-mcp", "args": ["--x=,}", "/*not*/"],},\n  },\n}\n',
+        encoding="utf-8",
+    )
+    servers = load_servers(path)
+    assert servers["docs"] == HttpServer("https://example.com/mcp")
+    gh = servers["gh"]
+    assert isinstance(gh, StdioServerParameters)
+    assert gh.args == ["--x=,}", "/*not*/"]
+    path.write_text('{"mcpServers": {"gh": {"command": "x"}},\n  "oops": [1,, 2]}')
+    with pytest.raises(InvalidInputError, match=r"not a JSON file: .* line 2 column"):
+        load_servers(path)
+
+
 def test_a_config_may_start_with_a_byte_order_mark(tmp_path: Path) -> None:
     path = tmp_path / "servers.json"  # as Windows editors save it
     path.write_text(json.dumps({"mcpServers": {"gh": {"command": "gh"}}}), encoding="utf-8-sig")

@@ -1,6 +1,7 @@
 """The upstream servers of ``toolgate mcp-proxy``: an MCP client configuration file.
 
-The servers come in the ``mcpServers`` form MCP clients write (VS Code's ``servers`` too)::
+The servers come in the ``mcpServers`` form MCP clients write (VS Code's ``servers`` too,
+and the comments and trailing commas VS Code and Cursor allow)::
 
     {"mcpServers": {
         "github": {"command": "github-mcp-server", "args": ["stdio"],
@@ -42,6 +43,7 @@ and kind, never the value, which may hold a variable's token.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import re
@@ -100,6 +102,12 @@ _EXPANDED_KEYS = ("command", "args", "env", "cwd", "url", "headers")
 
 #: A URL's scheme (what an error about a URL may show of it).
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31})://")
+
+#: A JSON string (kept), or a JSONC comment; then a string, or a comma closing nothing. An
+#: unclosed string or comment runs to the end, so no scan restarts inside it (quadratic).
+_STRING = r'"(?:[^"\\]|\\.)*"?'
+_COMMENT = re.compile(rf"{_STRING}|//[^\n]*|/\*(?:.*?\*/|.*)", re.DOTALL)
+_TRAILING_COMMA = re.compile(rf"{_STRING}|,(?=\s*[}}\]])")
 
 #: ``${NAME}`` or ``${env:NAME}`` (VS Code's, Cursor's and Windsurf's spelling), either with
 #: ``:-default``.
@@ -199,7 +207,10 @@ def load_servers(path: str | Path) -> dict[str, ServerSpec]:
         # Bounded: a path to /dev/zero or a FIFO, or JSON nested past the parser, would hang,
         # exhaust memory or raise outside the exception tree.
         text = read_text(Path(path), MAX_CONFIG_BYTES)
-        config = loads(text, object_pairs_hook=_unique_keys)
+        try:
+            config = loads(text, object_pairs_hook=_unique_keys)
+        except json.JSONDecodeError:  # read again as JSONC; plain JSON pays nothing for it
+            config = loads(_without_comments(text), object_pairs_hook=_unique_keys)
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from None
     except JsonLimitError as exc:
@@ -239,6 +250,18 @@ def load_servers(path: str | Path) -> dict[str, ServerSpec]:
     if not specs:
         raise InvalidInputError(f"{path}: every server is disabled")
     return specs
+
+
+def _without_comments(text: str) -> str:
+    """``text`` with JSONC's comments and trailing commas blanked out, as VS Code and Cursor
+    let their files hold them; strings are kept as written, and so is every line and column,
+    for the JSON reader's errors."""
+
+    def blank(found: re.Match[str]) -> str:
+        token = found[0]
+        return token if token.startswith('"') else re.sub(r"[^\n]", " ", token)
+
+    return _TRAILING_COMMA.sub(blank, _COMMENT.sub(blank, text))
 
 
 class _DuplicateKeyError(ValueError):
