@@ -225,6 +225,22 @@ def test_a_config_and_its_prewarm_file_may_start_with_a_byte_order_mark(
     assert _read_tools(config.prewarm[0]) == chat_tools()
 
 
+def test_paths_in_a_config_read_tilde_as_home_and_the_rest_from_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = tmp_path / "conf" / "gateway.toml"
+    path.parent.mkdir()
+    path.write_text(
+        'store = "~/routers"\nlearn = "~/learned.sqlite3"\n'
+        '[[prewarm]]\nprovider = "openai"\ntools = "tools.json"\n'
+    )
+    config = load_config(path)
+    assert config.store == tmp_path / "home" / "routers"
+    assert config.learn == str(tmp_path / "home" / "learned.sqlite3")
+    assert config.prewarm[0].tools == tmp_path / "conf" / "tools.json"
+
+
 def test_route_query_pinned_budget_and_deny(fake: Any, shared_filter: ToolFilter) -> None:
     upstream, _ = fake
     with start(fake, shared_filter, top_k=2, query="$.metadata.task") as served:
