@@ -505,6 +505,16 @@ def test_a_vs_code_config_is_read_as_it_is(tmp_path: Path) -> None:
     assert servers["docs"] == HttpServer("https://example.com/mcp")
 
 
+def test_a_windsurf_config_names_a_remote_servers_url_server_url(tmp_path: Path) -> None:
+    path = tmp_path / "mcp_config.json"
+    path.write_text(json.dumps({"mcpServers": {"docs": {"serverUrl": "https://example.com/mcp"}}}))
+    assert load_servers(path)["docs"] == HttpServer("https://example.com/mcp")
+    both = {"docs": {"serverUrl": "https://example.com/mcp", "url": "https://example.com/x"}}
+    path.write_text(json.dumps({"mcpServers": both}))
+    with pytest.raises(InvalidInputError, match=r"mcpServers\.docs: give 'url' or Windsurf's"):
+        load_servers(path)
+
+
 def test_a_config_may_hold_comments_and_trailing_commas(tmp_path: Path) -> None:
     """As VS Code's and Cursor's editors let one write their mcp.json (JSONC); a ``//`` or
     ``,}`` inside a string is kept."""

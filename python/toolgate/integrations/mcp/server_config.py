@@ -283,6 +283,10 @@ def _server_spec(entry: Any) -> ServerSpec | None:
     """One ``mcpServers`` entry; ``None`` when it is disabled."""
     if not isinstance(entry, dict):
         raise ValueError(f"expected an object, got {type(entry).__name__}")
+    if "serverUrl" in entry:  # Windsurf's name for a remote server's 'url'
+        if "url" in entry:
+            raise ValueError("give 'url' or Windsurf's 'serverUrl', not both")
+        entry = {("url" if key == "serverUrl" else key): value for key, value in entry.items()}
     if entry.get("disabled") is not True:  # a server left off needs no variables set
         entry = _expanded(entry)
     http = "url" in entry or entry.get("type") in _HTTP_TYPES
