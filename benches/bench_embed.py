@@ -165,7 +165,7 @@ toolgate.Embedder({precision!r}).embed(["list open pull requests"])
 _COLD_NAIVE = """
 import numpy as np, onnxruntime as ort
 from tokenizers import Tokenizer
-from toolgate import models
+from toolgate.embedding import models
 m = models.load("fp32", verify=False)
 tokenizer = Tokenizer.from_str(m.tokenizer_json)
 session = ort.InferenceSession(m.onnx_bytes, providers=["CPUExecutionProvider"])
