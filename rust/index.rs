@@ -141,7 +141,7 @@ impl Index {
         threshold: Option<f32>,
         gate: &Gate<'_>,
     ) -> Result<SearchResult> {
-        let mut results = self.search_batch(query, k, threshold, gate)?;
+        let mut results = self.search_batch(self.one_query(query)?, k, threshold, gate)?;
         Ok(results.pop().expect("one query in, one result out"))
     }
 
@@ -212,6 +212,20 @@ impl Index {
             .map(|q| q.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt())
             .fold(0f64, f64::max);
         score_error_bound(self.dim(), self.file.dtype(), self.file.residual(), max_norm)
+    }
+
+    /// `query`, when it holds exactly one query: a whole number of them where one is expected
+    /// would otherwise pass [`Self::prepare_queries`] and be read as a batch, or as one query
+    /// longer than a row.
+    fn one_query<'q>(&self, query: &'q [f32]) -> Result<&'q [f32]> {
+        if query.len() != self.dim() {
+            return Err(Error::invalid(format!(
+                "query has {} values, the index has dimension {}",
+                query.len(),
+                self.dim()
+            )));
+        }
+        Ok(query)
     }
 
     /// Checks shape and values, and normalises each query (a zero query stays zero).
@@ -479,5 +493,26 @@ mod tests {
         let other = build(dir.path(), "j", &noise(1, 8), 4, Dtype::F32);
         let foreign_gate = other.gate(&[], None, None).unwrap();
         assert!(index.search(&[1.0; 4], 1, None, &foreign_gate).is_err());
+    }
+
+    #[test]
+    fn one_query_is_exactly_dim_values() {
+        // Two or five queries' worth of values where one query is expected: read as a batch,
+        // they ranked by the last query, scored by the first, or overran the row stride.
+        let dir = tempfile::tempdir().unwrap();
+        for dtype in Dtype::ALL {
+            let index = build(dir.path(), dtype.name(), &noise(1, 40), 4, dtype);
+            let gate = index.gate(&[], None, None).unwrap();
+            for values in [8, 20] {
+                let query = noise(2, values);
+                let want = format!("query has {values} values, the index has dimension 4");
+                let search = index.search(&query, 3, None, &gate).unwrap_err().to_string();
+                assert!(search.contains(&want), "{dtype:?}: {search}");
+                let scores = index.scores(&query).unwrap_err().to_string();
+                assert!(scores.contains(&want), "{dtype:?}: {scores}");
+                let rescore = index.rescore(&query, &[0]).unwrap_err().to_string();
+                assert!(rescore.contains(&want), "{dtype:?}: {rescore}");
+            }
+        }
     }
 }

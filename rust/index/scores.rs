@@ -12,7 +12,7 @@ impl Index {
     /// Scan scores of `query` against every row, at the storage precision (exact for f32,
     /// within [`Index::score_error_bound`] of exact for int8 / bf16).
     pub fn scores(&self, query: &[f32]) -> Result<Vec<f32>> {
-        let query = self.prepare_queries(query)?;
+        let query = self.prepare_queries(self.one_query(query)?)?;
         let mut out = vec![0f32; self.len()];
         if self.is_empty() {
             return Ok(out);
@@ -97,7 +97,7 @@ impl Index {
     /// Exact f32 scores of `query` against `rows` (e.g. to re-score candidates picked from
     /// [`Index::scores`] of a quantized index).
     pub fn rescore(&self, query: &[f32], rows: &[u32]) -> Result<Vec<f32>> {
-        let query = self.prepare_queries(query)?;
+        let query = self.prepare_queries(self.one_query(query)?)?;
         self.guarded(|| {
             rows.iter()
                 .map(|&row| {

@@ -293,7 +293,8 @@ impl PyIndex {
             |values: &[f32]| py.detach(|| self.index.search_batch(values, k, threshold, &gate));
         let results = if ndim == 1 {
             let query = borrow_array::<f32, numpy::Ix1>(queries, "query", "a 1-D float32 array")?;
-            run(row_major(&query, "query")?)?
+            let query = row_major(&query, "query")?;
+            vec![py.detach(|| self.index.search(query, k, threshold, &gate))?]
         } else {
             let queries =
                 borrow_array::<f32, numpy::Ix2>(queries, "queries", "a 2-D float32 array")?;

@@ -243,6 +243,12 @@ def test_bad_arguments_raise_invalid_input(tmp_path: Path) -> None:
         (lambda: index.search(query, flags=[-1]), "flags contains -1"),
         (lambda: index.search(query, flags="ab"), "flags must be"),
         (lambda: index.search_batch(np.ones((2, 3), np.float32)), "dimension 3"),
+        # Whole multiples of the dimension, where one query is expected: never a batch.
+        (lambda: index.search(np.ones(8, np.float32)), "8 values, the index has dimension 4"),
+        (lambda: index.search_gated(np.ones(8, np.float32)), "8 values"),
+        (lambda: index.scores(np.ones(8, np.float32)), "8 values"),
+        (lambda: index.scores(np.ones(20, np.float32)), "20 values"),
+        (lambda: index.rescore(np.ones(8, np.float32), [0]), "8 values"),
         # Fortran order is contiguous, but not row after row.
         (lambda: index.search_batch(np.asfortranarray(np.eye(4, 4, dtype=np.float32)[:2])), "C-"),
         (lambda: index.rescore(query, [9]), "row 9"),
