@@ -6,6 +6,7 @@
 //! satisfied, it is inside the allow set (when one is given) and outside the deny set.
 
 use crate::error::{Error, Result};
+use crate::matrix_file::MAX_MASK_WORDS;
 
 /// Why a row may or may not be returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,19 +177,31 @@ fn bits_of(words: impl Iterator<Item = u64>) -> Vec<u32> {
 
 /// Packs lists of flag numbers into row masks of `words` words each (row-major).
 ///
-/// Fails when a flag does not fit in `words * 64` bits.
+/// Fails when a flag does not fit in `words * 64` bits, or past the [`MAX_MASK_WORDS`] an
+/// index file holds.
 pub fn pack_masks(rows: &[Vec<u32>], words: usize) -> Result<Vec<u64>> {
+    // Checked before allocating: the words of a flag near 2^32 on every row can be terabytes,
+    // and an allocation that fails aborts the process.
+    let limit = words.min(MAX_MASK_WORDS) * 64;
+    for (row, flags) in rows.iter().enumerate() {
+        if let Some(&flag) = flags.iter().find(|&&flag| flag as usize >= limit) {
+            return Err(Error::invalid(format!(
+                "row {row} requires flag {flag}, beyond the {} flags of {words} mask words (an \
+                 index holds at most {} flags)",
+                words.saturating_mul(64),
+                MAX_MASK_WORDS * 64
+            )));
+        }
+    }
+    if words > MAX_MASK_WORDS {
+        return Err(Error::invalid(format!(
+            "{words} mask words per row, at most {MAX_MASK_WORDS} allowed"
+        )));
+    }
     let mut masks = vec![0u64; rows.len() * words];
     for (row, flags) in rows.iter().enumerate() {
         for &flag in flags {
-            let word = flag as usize / 64;
-            if word >= words {
-                return Err(Error::invalid(format!(
-                    "row {row} requires flag {flag}, beyond the {} flags of {words} mask words",
-                    words * 64
-                )));
-            }
-            masks[row * words + word] |= 1 << (flag % 64);
+            masks[row * words + flag as usize / 64] |= 1 << (flag % 64);
         }
     }
     Ok(masks)
@@ -228,5 +241,17 @@ mod tests {
         let err = Gate::new(5, &[], 0).unwrap().with_deny(&[5]).unwrap_err();
         assert!(err.to_string().contains("deny contains row 5"), "{err}");
         assert!(pack_masks(&[vec![64]], 1).is_err());
+    }
+
+    #[test]
+    fn a_flag_past_the_format_is_refused_before_the_masks_are_allocated() {
+        // The words of flag 2^32 - 1 on 1,000 rows are 512 GiB: an allocation that fails
+        // aborts the process, which no caller can catch.
+        let rows = vec![vec![u32::MAX]; 1000];
+        let err = pack_masks(&rows, u32::MAX as usize / 64 + 1).unwrap_err().to_string();
+        assert!(err.contains("row 0 requires flag 4294967295"), "{err}");
+        assert!(err.contains("at most 65536 flags"), "{err}");
+        let widest = pack_masks(&[vec![65_535]], MAX_MASK_WORDS).unwrap();
+        assert_eq!(widest[MAX_MASK_WORDS - 1], 1 << 63);
     }
 }

@@ -258,6 +258,13 @@ def test_bad_arguments_raise_invalid_input(tmp_path: Path) -> None:
         (lambda: Index.build(tmp_path / "x", np.full((2, 2), np.nan, np.float32)), r"\[0, 0\]"),
         (lambda: Index.build(tmp_path / "x", np.eye(2, dtype=np.float32), ids=[1]), "ids has"),
         (lambda: Index.build(tmp_path / "x", np.eye(2, dtype=np.float32), masks=[[1]]), "masks"),
+        # Refused before the masks are packed: 200 rows of 2^26 words would abort the process.
+        (
+            lambda: Index.build(
+                tmp_path / "x", np.ones((200, 2), np.float32), masks=[[2**32 - 1]] * 200
+            ),
+            "row 0 requires flag 4294967295.*at most 65536 flags",
+        ),
     ]
     for call, message in cases:
         with pytest.raises(InvalidInputError, match=message):
