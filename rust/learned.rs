@@ -8,6 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::kernels::scan_i8;
+use crate::matrix_file::MAX_DIM;
 use crate::quantize::to_int8;
 
 /// One tool's share of the nearest stored queries.
@@ -35,10 +36,12 @@ impl LearnedRows {
     /// No rows, of `dim` values each.
     ///
     /// # Errors
-    /// If `dim` is 0.
+    /// If `dim` is 0 or past [`MAX_DIM`], which no index holds: the rows are queries of one.
     pub fn new(dim: usize) -> Result<Self> {
-        if dim == 0 {
-            return Err(Error::invalid("learned rows need a dimension of at least 1"));
+        if dim == 0 || dim > MAX_DIM {
+            return Err(Error::invalid(format!(
+                "learned rows need a dimension in 1..={MAX_DIM}, got {dim}"
+            )));
         }
         Ok(Self {
             dim,
@@ -80,7 +83,8 @@ impl LearnedRows {
     /// # Errors
     /// On lengths that do not match, or a value or weight that is not finite.
     pub fn push(&mut self, vectors: &[f32], tools: &[u32], weights: &[f32]) -> Result<()> {
-        if vectors.len() != tools.len() * self.dim || weights.len() != tools.len() {
+        if Some(vectors.len()) != tools.len().checked_mul(self.dim) || weights.len() != tools.len()
+        {
             return Err(Error::invalid(format!(
                 "{} tools, {} weights and {} values do not make rows of {} values",
                 tools.len(),
@@ -259,6 +263,17 @@ mod tests {
         assert!(rows.set_weight(9, 1.0).is_err());
         rows.set_weight(0, 4.0).unwrap();
         assert_eq!(rows.weights()[0], 4.0);
+    }
+
+    #[test]
+    fn a_dimension_no_index_has_is_refused() {
+        // At 2^60 values a row, 16 rows of no values passed push's length check (the product
+        // wrapped to 0), and retain then sliced past the codes and panicked.
+        for dim in [MAX_DIM + 1, 1 << 60] {
+            let err = LearnedRows::new(dim).unwrap_err().to_string();
+            assert!(err.contains(&format!("1..={MAX_DIM}")), "{err}");
+        }
+        assert_eq!(LearnedRows::new(MAX_DIM).unwrap().dim(), MAX_DIM);
     }
 
     #[test]

@@ -42,3 +42,12 @@ def test_votes_refuse_a_query_that_is_not_finite(learned: LearnedRows) -> None:
 def test_a_finite_query_is_scored(learned: LearnedRows) -> None:
     scores = learned.scores(np.asarray([1.0, 0.0, 0.0], np.float32))
     assert scores.tolist() == pytest.approx([1.0, 0.0], abs=0.01)
+
+
+@pytest.mark.parametrize("dim", [0, 65_537, 2**60])
+def test_a_dimension_no_index_has_is_refused(dim: int) -> None:
+    # At 2**60 values a row, push took 16 rows of no values (its length check wrapped to 0),
+    # and retain then panicked: a PanicException, which `except Exception` does not catch.
+    with pytest.raises(InvalidInputError, match=r"dimension in 1\.\.=65536"):
+        LearnedRows(dim)
+
