@@ -28,6 +28,13 @@ pub(super) fn integer(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     }
 }
 
+/// `value` (read by [`integer`]) as a `usize`, or an `InvalidInputError` naming `what`.
+pub(super) fn count(value: i64, what: &str) -> PyResult<usize> {
+    usize::try_from(value).map_err(|_| {
+        InvalidInputError::new_err(format!("{what} must be an integer >= 0, got {value}"))
+    })
+}
+
 /// A string that UTF-8 can hold.
 pub(super) fn text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     obj.extract::<String>().map_err(|err| unencodable(obj, &err))

@@ -68,7 +68,7 @@ fn fuse<'py>(
     sparse: &Bound<'py, PyAny>,
     alpha: f32,
     method: &str,
-    top: i64,
+    #[pyo3(from_py_with = super::args::integer)] top: i64,
     rrf_k: f32,
 ) -> PyResult<Bound<'py, PyArray1<f32>>> {
     let top = usize::try_from(top)

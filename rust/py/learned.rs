@@ -8,6 +8,7 @@ use std::sync::RwLock;
 use numpy::{PyArray1, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
+use super::args;
 use super::arrays::{borrow_array, query_scores, row_major};
 use super::error::invalid;
 use crate::learned::LearnedRows;
@@ -35,8 +36,8 @@ impl PyLearnedRows {
 #[pymethods]
 impl PyLearnedRows {
     #[new]
-    fn new(dim: usize) -> PyResult<Self> {
-        Ok(Self { rows: RwLock::new(LearnedRows::new(dim)?) })
+    fn new(#[pyo3(from_py_with = args::integer)] dim: i64) -> PyResult<Self> {
+        Ok(Self { rows: RwLock::new(LearnedRows::new(args::count(dim, "dim")?)?) })
     }
 
     /// Appends one row per entry of `tools` ((n,) uint32): `vectors` ((n, dim) float32,
@@ -66,8 +67,12 @@ impl PyLearnedRows {
     }
 
     /// Sets row `row`'s weight.
-    fn set_weight(&self, row: usize, weight: f32) -> PyResult<()> {
-        Ok(self.write().set_weight(row, weight)?)
+    fn set_weight(
+        &self,
+        #[pyo3(from_py_with = args::integer)] row: i64,
+        weight: f32,
+    ) -> PyResult<()> {
+        Ok(self.write().set_weight(args::count(row, "row")?, weight)?)
     }
 
     /// Keeps the rows whose entry of `keep` ((len,) bool) is true, in order.
@@ -94,10 +99,11 @@ impl PyLearnedRows {
         &self,
         py: Python<'py>,
         query: &Bound<'py, PyAny>,
-        neighbours: usize,
+        #[pyo3(from_py_with = args::integer)] neighbours: i64,
         floor: f32,
     ) -> PyResult<(Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<f32>>, Bound<'py, PyArray1<f32>>)>
     {
+        let neighbours = args::count(neighbours, "neighbours")?;
         let query = borrow_array::<f32, numpy::Ix1>(query, "query", "a 1-D float32 array")?;
         let values = row_major(&query, "query")?;
         let votes = py.detach(|| self.read().votes(values, neighbours, floor))?;

@@ -6,6 +6,7 @@
 use numpy::{Ix1, Ix2, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
+use super::args;
 use super::arrays::{borrow_array, borrow_optional, row_major};
 use super::bm25::PyBm25;
 use super::error::InvalidInputError;
@@ -214,8 +215,8 @@ fn route<'py>(
     text: &str,
     alpha: f32,
     method: &str,
-    top: usize,
-    k: usize,
+    #[pyo3(from_py_with = args::integer)] top: i64,
+    #[pyo3(from_py_with = args::integer)] k: i64,
     threshold: Option<f32>,
     flags: Option<&Bound<'py, PyAny>>,
     allow: Option<&Bound<'py, PyAny>>,
@@ -226,13 +227,15 @@ fn route<'py>(
     clause_weight: f32,
     clause_texts: Option<Vec<String>>,
     clause_fusion: f32,
-    clause_k: usize,
+    #[pyo3(from_py_with = args::integer)] clause_k: i64,
     lifted: Option<&Bound<'py, PyAny>>,
     near_copy_cosine: Option<f32>,
     demoted: Option<&Bound<'py, PyAny>>,
     demote_weight: f32,
     name_weight: f32,
 ) -> PyResult<PyRouteOutcome> {
+    let (top, k) = (args::count(top, "top")?, args::count(k, "k")?);
+    let clause_k = args::count(clause_k, "clause_k")?;
     let method = parse_method(method, top, 60.0)?;
     let (index, bm25) = (&index.get().index, &bm25.get().index);
     let vector = f32_vector(vector, "vector")?;

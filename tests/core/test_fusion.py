@@ -164,3 +164,12 @@ def test_bad_input_is_rejected(
     options: dict[str, object] = {"alpha": 0.5, **kwargs}
     with pytest.raises(InvalidInputError, match=message):
         fuse(dense, sparse, **options)  # type: ignore[arg-type]
+
+
+def test_a_top_past_64_bits_is_every_row() -> None:
+    # pyo3's conversion to i64 raised OverflowError, outside toolgate's error tree.
+    dense, sparse = np.asarray([0.1, 0.9], np.float32), np.asarray([1.0, 0.0], np.float32)
+    everything = fuse(dense, sparse, alpha=0.5, top=0)
+    np.testing.assert_array_equal(fuse(dense, sparse, alpha=0.5, top=2**64), everything)
+    with pytest.raises(InvalidInputError, match="top must be >= 0"):
+        fuse(dense, sparse, alpha=0.5, top=-(2**64))

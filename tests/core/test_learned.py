@@ -51,3 +51,16 @@ def test_a_dimension_no_index_has_is_refused(dim: int) -> None:
     with pytest.raises(InvalidInputError, match=r"dimension in 1\.\.=65536"):
         LearnedRows(dim)
 
+
+def test_counts_out_of_range_are_invalid_input(learned: LearnedRows) -> None:
+    # pyo3's own conversion raised OverflowError, outside toolgate's error tree.
+    query = np.asarray([1.0, 0.0, 0.0], np.float32)
+    for call, message in [
+        (lambda: LearnedRows(-1), "dim must be an integer >= 0, got -1"),
+        (lambda: learned.set_weight(-1, 1.0), "row must be an integer >= 0, got -1"),
+        (lambda: learned.set_weight(2**64, 1.0), "no learned row"),
+        (lambda: learned.votes(query, -1, 0.0), "neighbours must be an integer >= 0, got -1"),
+    ]:
+        with pytest.raises(InvalidInputError, match=message):
+            call()
+    assert learned.votes(query, 2**64, 0.5)[0].tolist() == [7]

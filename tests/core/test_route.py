@@ -167,6 +167,17 @@ def test_route_select_names_an_array_argument_of_the_wrong_kind(
         _toolgate.route_select(index, bm25, selected, **given)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("arg", ["top", "k", "clause_k"])
+@pytest.mark.parametrize("value", [-1, 2**64])
+def test_route_names_a_count_out_of_range(parts: tuple[Index, Bm25], arg: str, value: int) -> None:
+    # pyo3's own conversion raised OverflowError, outside toolgate's error tree.
+    if value < 0:
+        with pytest.raises(InvalidInputError, match=f"{arg} must be an integer >= 0, got -1"):
+            route(parts, [1, 0, 0, 0], **{arg: value})
+    else:  # past 64 bits, as good as the largest count
+        route(parts, [1, 0, 0, 0], **{arg: value})
+
+
 @pytest.mark.parametrize(
     ("cosine", "clauses", "message"),
     [
