@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -850,3 +852,34 @@ def test_an_async_model_call_does_not_wait_for_a_locked_learned_store(
     assert selector.drain(10)
     learned = {t.id: t for t in learning.filter(request, top_k=5).result.tools}
     assert learned["default/send_email"].reason == "learned"
+
+
+def test_a_selector_let_go_stops_its_learning_thread_once_its_lessons_are_learned(
+    tools: list[BaseTool], tmp_path: Any
+) -> None:
+    """A middleware made per request (its own selector) left a learning thread, holding the
+    last lesson's router, behind for each: the thread now learns what waits, then stops."""
+    learning = ToolFilter(
+        embedder=Embedder(precision="int8"),
+        cache=None,
+        unreadable="keep",
+        learn=SqliteStore(tmp_path / "learned.sqlite3"),
+    )
+    middleware = ToolgateMiddleware(selector=ToolSelector(top_k=5, tool_filter=learning))
+    query = "write to Ann about the Lisbon hotel"
+
+    async def handler(request: Any) -> AIMessage:
+        return _calls(("send_email", "c1"))
+
+    asyncio.run(middleware.awrap_model_call(_request(tools, query), handler))
+    worker = middleware.selector._lessons._worker
+    assert worker is not None
+    selector = weakref.ref(middleware.selector)
+    del middleware
+    gc.collect()
+    assert selector() is None
+    worker.join(30)
+    assert not worker.is_alive()
+    request = {"messages": [{"role": "user", "content": query}], "tools": _definitions(tools)}
+    learned = {t.id: t for t in learning.filter(request, top_k=5).result.tools}
+    assert learned["default/send_email"].reason == "learned"  # learned before it stopped

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -138,6 +139,9 @@ class ToolSelector:
         # What the async middleware's calls teach, learned by one worker thread (started by
         # the first lesson): an agent's step never waits on the store's lock.
         self._lessons = LearningQueue()
+        # Stopped with the selector, once it has learned what waits: a selector made per
+        # request left a thread, holding the last lesson's router, behind for each.
+        weakref.finalize(self, self._lessons.finish).atexit = False
 
     @property
     def lists(self) -> tuple[list[str] | None, list[str] | None]:
@@ -268,7 +272,7 @@ class ToolSelector:
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until what the async middleware's model calls taught is learned (at most
         ``timeout`` seconds); whether it was. Those lessons are learned by a worker thread,
-        which a process leaving drops."""
+        which a process leaving drops; a selector let go stops it once they are learned."""
         return self._lessons.join(timeout)
 
     def _lessons_in(self, message: Any, filtered: FilteredRequest | None) -> list[Lesson]:

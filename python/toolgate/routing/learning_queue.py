@@ -56,9 +56,10 @@ class LearningQueue:
     ``log``, never raised: a warning once per kind of error while the store keeps failing
     (then debug), with a traceback unless it is toolgate's own error. :meth:`join` waits
     until every lesson submitted so far is learned; :meth:`close` learns those waiting and
-    stops, dropping (and counting) those a stalled store keeps past its timeout. In a forked
-    child, the lessons waiting are the parent's (its worker learns them): the child's queue
-    starts empty, and its first lesson starts a worker of its own.
+    stops, dropping (and counting) those a stalled store keeps past its timeout
+    (:meth:`finish` learns them and stops, waiting for nothing). In a forked child, the
+    lessons waiting are the parent's (its worker learns them): the child's queue starts
+    empty, and its first lesson starts a worker of its own.
     """
 
     def __init__(
@@ -120,9 +121,8 @@ class LearningQueue:
         to ``timeout`` seconds. Whether it stopped: if not (the store stalls), the lessons
         still waiting are dropped and counted, and the worker (a daemon, which holds no
         process open) stops after the one it holds."""
+        self.finish()
         with self._changed:
-            self._closed = True
-            self._changed.notify_all()
             worker = self._worker
         if worker is None:
             return True
@@ -137,6 +137,13 @@ class LearningQueue:
             self._changed.notify_all()
         self._dropped(left)
         return False
+
+    def finish(self) -> None:
+        """Take no more lessons: the worker learns those waiting, then stops. Never waits
+        (an owner's finalizer calls it: the owner is gone, what it taught is not)."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
 
     def _forked(self) -> None:
         """In a forked child: nothing waits, no worker runs (the parent's thread, which held
