@@ -473,6 +473,7 @@ def test_the_env_spelling_of_vs_code_and_cursor_is_a_variable_too(
         ("${input:github_token}", r"\$\{input:github_token\} is a VS Code input"),
         ("${workspaceFolder}/server.js", r"\$\{workspaceFolder\} is an editor's own variable"),
         ("${userHome}/bin", r"\$\{userHome\} is an editor's own variable"),
+        ("${fileDirname}/x", r"\$\{fileDirname\} is an editor's own variable"),
         ("${GH_TOKEN:-${FALLBACK}}", r"\$\{GH_TOKEN:-\.\.\.\} holds another variable"),
     ],
 )
@@ -533,6 +534,23 @@ def test_a_config_may_hold_comments_and_trailing_commas(tmp_path: Path) -> None:
     path.write_text('{"mcpServers": {"gh": {"command": "x"}},\n  "oops": [1,, 2]}')
     with pytest.raises(InvalidInputError, match=r"not a JSON file: .* line 2 column"):
         load_servers(path)
+
+
+def test_a_variable_named_like_an_editors_own_is_read_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the editor's own names are refused: ``${file_token}`` or ``${filename}`` is an
+    environment variable like any other (read so before editor variables were refused)."""
+    monkeypatch.setenv("file_token", "s3cret")
+    monkeypatch.setenv("filename", "notes.txt")
+    monkeypatch.setenv("relativeFileRoot", "docs")
+    entry = {"command": "gh-mcp", "args": ["${filename}", "${relativeFileRoot}"],
+             "env": {"TOKEN": "${file_token}"}}  # fmt: skip
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": {"gh": entry}}), encoding="utf-8")
+    gh = load_servers(path)["gh"]
+    assert isinstance(gh, StdioServerParameters)
+    assert (gh.args, gh.env) == (["notes.txt", "docs"], {"TOKEN": "s3cret"})
 
 
 def test_a_config_may_start_with_a_byte_order_mark(tmp_path: Path) -> None:

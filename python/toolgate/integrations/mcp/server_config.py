@@ -115,9 +115,11 @@ _VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 #: What VS Code and Cursor fill in themselves, which no environment holds: an input prompt,
 #: a setting, a command's output, or one of the editor's paths (the workspace, the open file).
+#: Named one by one: any other name (``${file_token}``) is an environment variable.
 _EDITOR_VARIABLE = re.compile(
     r"\$\{(?:(?:input|config|command):[^}]*|/|workspaceFolder(?:Basename)?|userHome|"
-    r"pathSeparator|cwd|execPath|file\w*|relativeFile\w*|lineNumber|selectedText|"
+    r"pathSeparator|cwd|execPath|file(?:WorkspaceFolder(?:Basename)?|Basename(?:NoExtension)?|"
+    r"Extname|Dirname(?:Basename)?)?|relativeFile(?:Dirname)?|lineNumber|selectedText|"
     r"defaultBuildTask|extensionInstallFolder)\}"
 )
 
