@@ -241,6 +241,25 @@ def test_paths_in_a_config_read_tilde_as_home_and_the_rest_from_its_folder(
     assert config.prewarm[0].tools == tmp_path / "conf" / "tools.json"
 
 
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ('store = "~no-such-user-here/routers"', "store"),
+        ('learn = "~no-such-user-here/learned.sqlite3"', "learn"),
+        ('[[prewarm]]\nprovider = "openai"\ntools = "~no-such-user-here/tools.json"', "tools"),
+    ],
+)
+def test_a_home_that_cannot_be_found_is_named_with_the_key(
+    tmp_path: Path, line: str, key: str
+) -> None:
+    # pathlib raised RuntimeError('Could not determine home directory.'), outside toolgate's
+    # error tree and naming neither the key nor the path.
+    path = tmp_path / "gateway.toml"
+    path.write_text(line + "\n")
+    with pytest.raises(InvalidInputError, match=f"{key}.*'~no-such-user-here/.*home"):
+        load_config(path)
+
+
 def test_route_query_pinned_budget_and_deny(fake: Any, shared_filter: ToolFilter) -> None:
     upstream, _ = fake
     with start(fake, shared_filter, top_k=2, query="$.metadata.task") as served:

@@ -480,7 +480,7 @@ def _prewarm(entry: Any, i: int, base: Path, where: str) -> Prewarm:
     shapes = ("openai", "openai-responses", "anthropic", "gemini")
     if provider not in shapes:
         raise InvalidInputError(f"{where}: prewarm[{i}].provider must be one of {list(shapes)}")
-    return Prewarm(provider, _path(base, entry["tools"]))
+    return Prewarm(provider, _path(base, entry["tools"], f"{where}: prewarm[{i}].tools"))
 
 
 def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
@@ -543,7 +543,7 @@ def _learn_store(data: Mapping[str, Any], base: Path, where: str) -> str | None:
         )
     if value == ":memory:" or is_postgres_address(value):
         return value
-    return str(_path(base, value))
+    return str(_path(base, value, f"{where}: learn"))
 
 
 def _store(data: Mapping[str, Any], base: Path, where: str) -> Path | None:
@@ -554,13 +554,18 @@ def _store(data: Mapping[str, Any], base: Path, where: str) -> Path | None:
         return None
     if not value.strip():
         raise InvalidInputError(f"{where}: 'store' must be a folder path, got {value!r}")
-    return _path(base, value)
+    return _path(base, value, f"{where}: store")
 
 
-def _path(base: Path, value: str) -> Path:
-    """A path the config names: ``~`` is the user's home, as in a shell; a relative one is
-    read from the config file's folder ``base``."""
-    return base / Path(value).expanduser()
+def _path(base: Path, value: str, where: str) -> Path:
+    """A path the config names (at ``where``): ``~`` is the user's home, as in a shell; a
+    relative one is read from the config file's folder ``base``."""
+    try:
+        return base / Path(value).expanduser()
+    except RuntimeError:  # pathlib's, for a ~user with no account or a home with no HOME
+        raise InvalidInputError(
+            f"{where}: {value!r} starts with '~', but that user's home cannot be found"
+        ) from None
 
 
 def _env_name(data: Mapping[str, Any], key: str, where: str) -> str | None:
