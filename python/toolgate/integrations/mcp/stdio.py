@@ -148,7 +148,9 @@ async def bounded_stdio_client(
                     async for chunk in process.stdout:
                         for line in lines.feed(chunk):
                             if isinstance(line, _Overlong) and line.asks:
-                                await _refuse(process, line, server, max_line, name)
+                                # In a task of its own: a server that writes on without
+                                # reading its stdin would otherwise hold both sides waiting.
+                                group.start_soon(_refuse, process, line, server, max_line, name)
                                 continue
                             item = _message(line, server, max_line, name)
                             if item is None:  # no request can be told of that line
