@@ -218,3 +218,24 @@ def test_a_lone_surrogate_is_named_escaped_in_messages(tmp_path: Path) -> None:
         Catalog.load(path)
     for message in (str(raised.value), str(caught[0].message), str(empty.value)):
         message.encode("utf-8")
+
+
+def _listing_schema(n: int) -> dict[str, Any]:
+    """A large schema of its own (about 40 kB): an enum of one workspace's files, say."""
+    files = [f"workspace_{n}/src/file_{i:06d}.py" for i in range(1_200)]
+    return {"type": "object", "properties": {"path": {"type": "string", "enum": files}}}
+
+
+def test_checked_schemas_leave_no_copy_of_their_text_behind() -> None:
+    # A gateway builds a catalog of every distinct tools array it is sent: what the schema
+    # check remembers of the schemas it saw must not outlive their catalogs.
+    Catalog.from_tools([_tool("warm", inputSchema=_listing_schema(-1))], server="s")
+    size = len(json.dumps(_listing_schema(0)))
+    tracemalloc.start()
+    try:
+        for n in range(20):
+            Catalog.from_tools([_tool("open_file", inputSchema=_listing_schema(n))], server="s")
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 2 * size  # not the 20 schemas' texts (20 x size)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from toolgate.catalog.schema import reference_and_regex_problem
@@ -17,6 +18,7 @@ from toolgate.formats.raw import EMPTY_SCHEMA
 from toolgate.formats.schema_walk import normalize_type_aliases
 from toolgate.formats.tokens import count_text
 from toolgate.json_limits import json_problem
+from toolgate.memo import Memo
 from toolgate.unicode import lone_surrogate_at
 
 __all__ = [
@@ -145,9 +147,20 @@ def _is_plainly_valid(node: Any, depth: int = 0) -> bool:
     return True
 
 
-@lru_cache(maxsize=4096)
+# Registries repeat the same small schemas many times; each distinct one is checked once.
+# Keyed by a digest of its text: keyed by the text (up to MAX_SCHEMA_BYTES), the memo kept
+# 4,096 schemas' JSON alive long after their catalogs were gone (a gateway sees a stream of
+# tools arrays: up to 400 MB past the routers' own bound).
+_SCHEMA_PROBLEMS: Memo[bytes, str | None] = Memo(4096)
+
+
 def _schema_problem(canonical: str) -> str | None:
-    # Registries repeat the same small schemas many times; each distinct one is checked once.
+    """Why the schema whose canonical JSON is ``canonical`` is refused, or None."""
+    key = hashlib.blake2b(canonical.encode(), digest_size=16).digest()
+    return _SCHEMA_PROBLEMS.get(key, partial(_find_schema_problem, canonical))
+
+
+def _find_schema_problem(canonical: str) -> str | None:
     from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
     from jsonschema.validators import (  # type: ignore[import-untyped]
         Draft202012Validator,
