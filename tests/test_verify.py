@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -670,3 +671,32 @@ def test_a_tool_name_where_an_id_belongs_is_named() -> None:
     assert verify_call(catalog, ["github/issue_write"], call).ok
     # An id no tool has is still left out: the call is refused, not the list.
     assert verify_call(catalog, ["github/gone"], call).error == "tool_not_available"
+
+
+def _listing_tool(n: int) -> dict[str, Any]:
+    """A tool with a large schema of its own (about 40 kB as JSON)."""
+    files = [f"workspace_{n}/src/file_{i:06d}.py" for i in range(1_200)]
+    schema = {"type": "object", "properties": {"path": {"type": "string", "enum": files}}}
+    return {"name": "open_file", "description": "Open a file.", "inputSchema": schema}
+
+
+def test_checked_calls_keep_no_schema_of_a_dropped_catalog_alive() -> None:
+    # A gateway checks calls against the catalog of each tools array it is sent and drops
+    # the catalog with its router: what verify keeps per tool must go with it.
+    def check(n: int) -> None:
+        catalog = Catalog.from_tools([_listing_tool(n)], server="s")
+        call = {"name": "open_file", "arguments": {"path": f"workspace_{n}/src/file_000001.py"}}
+        assert verify_call(catalog, ["s/open_file"], call).ok
+
+    for n in range(-1, 20):  # imports, set-up and the schema check's memo: not measured
+        Catalog.from_tools([_listing_tool(n)], server="s")
+    check(-1)
+    size = len(json.dumps(_listing_tool(0)))
+    tracemalloc.start()
+    try:
+        for n in range(20):
+            check(n)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 2 * size  # not 20 parsed schemas (each several times its JSON)

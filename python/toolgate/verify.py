@@ -24,6 +24,7 @@ import contextlib
 import json
 import re
 import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -188,23 +189,27 @@ class Verdict:
         )
 
 
-_VALIDATORS: dict[tuple[str, str], Any] = {}
+# Each tool's validator while the tool lives (an equal tool, of the same id and content,
+# shares it). Keyed by the tool itself, weakly: keyed by its id and fingerprint, the
+# validators (each holding its schema) outlived their catalogs, and a gateway seeing a
+# stream of tools arrays held 4,096 parsed schemas, up to a gigabyte, past the bound on
+# its routers.
+_VALIDATORS: weakref.WeakKeyDictionary[Tool, Any] = weakref.WeakKeyDictionary()
 
 
 _VALIDATORS_LOCK = threading.Lock()
 
 
 def _validator(tool: Tool) -> Any:
-    key = (tool.id, tool.fingerprint)
     with _VALIDATORS_LOCK:
-        found = _VALIDATORS.get(key)
+        found = _VALIDATORS.get(tool)
     if found is None:
         # Offline: a $ref in an untrusted tool's schema must never make verification fetch a URL.
         found = schema_validator(tool.input_schema)
         with _VALIDATORS_LOCK:
             if len(_VALIDATORS) > 4096:
                 _VALIDATORS.clear()
-            _VALIDATORS[key] = found
+            _VALIDATORS[tool] = found
     return found
 
 
