@@ -9,6 +9,7 @@ import gc
 import json
 import re
 import time
+import tracemalloc
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -317,6 +318,27 @@ def test_two_stores_of_one_process_on_one_file_keep_each_others_versions(
     absolute.insert("model@held", TARGET, "search", b"k" * 16, np.ones(384, np.float32), now)
     assert relative.use("model@newer", _Memory(), keep=1, lease_s=60.0, now=now + 1.0) == []
     assert len(absolute.load("model@held")) == 1
+
+
+def test_a_store_keeps_nothing_of_the_versions_its_dropped_memories_held() -> None:
+    # A gateway that learns opens a memory for each distinct tools array it is sent (a
+    # catalog version each) and drops it with the array's router: a store serving it for
+    # days must not keep something of every version it ever saw.
+    store = SqliteStore(":memory:")
+
+    def open_and_drop(n: int) -> None:
+        store.use(f"model@v{n}", _Memory(), keep=4, lease_s=60.0, now=float(n))
+
+    for n in range(50):  # statements prepared, first allocations made
+        open_and_drop(n)
+    tracemalloc.start()
+    try:
+        for n in range(50, 2_050):
+            open_and_drop(n)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 50_000  # not a record per version (2,000 of them, 200 bytes or more each)
 
 
 class _FailingMarks(SqliteStore):

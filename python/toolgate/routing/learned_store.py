@@ -290,6 +290,11 @@ class LearnedStore(BoundToProcess):
         self._marked[scope] = _Mark(lease_s, now)
         self._renewal.due_at = min(self._renewal.due_at, now + lease_s / 4)
         own, holder, at = self._held_here(), _holder, self._server_time(now)
+        # A mark no live memory of this store holds is never renewed or read again; kept, a
+        # store serving a stream of catalog versions (a gateway's tools arrays) would keep
+        # one per version it ever saw.
+        for stale in [held for held in list(self._marked) if held not in own]:
+            self._marked.pop(stale, None)
 
         def prune(run: _Run) -> list[str]:
             _mark_used(run, own, holder, at)  # renews every mark of this store's memories
