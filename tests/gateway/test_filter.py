@@ -401,6 +401,26 @@ def test_the_routers_kept_are_bounded_by_their_arrays_bytes_too(
     assert len(builds) == 5
 
 
+def test_the_layouts_kept_are_bounded_by_their_arrays_bytes_too(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each layout keeps the compacted entries its array's turns sent, up to the whole array:
+    # bounded by count alone, max_catalogs layouts of the largest bodies outlived the
+    # routers the byte bound evicts.
+    from toolgate.gateway import indexes
+
+    arrays = [chat_tools()[:count] for count in (4, 5, 6)]
+    sizes = [indexes.keyed(tools, "openai")[1] for tools in arrays]
+    monkeypatch.setattr(indexes, "MAX_CACHED_BYTES", sizes[1] + sizes[2])
+    gate = ToolFilter(embedder=embedder, cache=None, max_catalogs=8)
+    for tools in arrays:
+        gate.filter({**chat_request(), "tools": tools}, top_k=1)
+    assert len(gate._layouts) == len(gate._indexes._routers) == 2
+    monkeypatch.setattr(indexes, "MAX_CACHED_BYTES", 1)  # the newest stays, however large
+    gate.filter({**chat_request(), "tools": chat_tools()}, top_k=1)
+    assert len(gate._layouts) == 1
+
+
 def test_the_default_embedder_is_made_once_and_shared(
     embedder: Embedder, builds: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1084,17 +1104,17 @@ def test_kept_tools_are_compacted_in_every_shape_unless_told_not_to(
 def test_a_tools_array_is_compacted_once_and_each_request_gets_its_own_copy(
     embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from toolgate.gateway import filter as filter_module
+    from toolgate.gateway import layouts
 
     gate = ToolFilter(embedder=embedder, cache=None)  # its own: no array seen before
     walked: list[str] = []
-    compact = filter_module.compact_entry
+    compact = layouts.compact_entry
 
     def counting(entry: Any, provider: str) -> Any:
         walked.append(entry["function"]["name"])
         return compact(entry, provider)
 
-    monkeypatch.setattr(filter_module, "compact_entry", counting)
+    monkeypatch.setattr(layouts, "compact_entry", counting)
     chat = chat_tools()
     chat[0]["function"] = {**chat[0]["function"], "parameters": GENERATED}
     first = gate.filter(chat_request(WEATHER, tools=chat), top_k=2)

@@ -27,13 +27,9 @@ it would hide the fault from the application.
 
 from __future__ import annotations
 
-import contextlib
-import marshal
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -44,7 +40,6 @@ from toolgate.errors import (
 )
 from toolgate.forks import BoundToProcess
 from toolgate.formats import genai_sdk, text_tags
-from toolgate.formats.compact import compact_entry
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.gateway.choosing import (
     choose,
@@ -66,6 +61,7 @@ from toolgate.gateway.indexes import (
     filter_off_loop,
     keyed,
 )
+from toolgate.gateway.layouts import Layouts, compacted
 from toolgate.gateway.learning import learn_now, lesson_of
 from toolgate.gateway.router_store import RouterStore, default_max_stored
 from toolgate.lazy import Lazy
@@ -83,15 +79,12 @@ if TYPE_CHECKING:
 
 from toolgate.formats.requests import (
     SHAPES,
-    Slot,
     ToolChoice,
     called_tools,
-    defers,
     keep_tags,
     kept_entries,
     last_user_turn,
     messages_of,
-    other_tool_names,
     put_tools,
     read_slots,
     read_tool_choice,
@@ -190,9 +183,7 @@ class ToolFilter(BoundToProcess):
 
         # Opened once: a path or True would otherwise open a connection per router built.
         self._cache = resolve_cache(cache, None)
-        self._max_catalogs = max_catalogs
-        self._lock = threading.Lock()
-        self._layouts: OrderedDict[str, _Layout] = OrderedDict()
+        self._layouts = Layouts(max_catalogs)
         self._indexes = Indexes(
             config=self.config,
             embedder=self._embedder,
@@ -328,7 +319,7 @@ class ToolFilter(BoundToProcess):
         """Route over the request's tools array and keep the routed entries, as given."""
         if not isinstance(tools, list):
             raise InvalidInputError(f"'tools' must be a list, got {type(tools).__name__}")
-        layout = self._layout(tools, provider)
+        layout = self._layouts.get(tools, provider)
         if not layout.slots or layout.defers:
             # Only provider-side tools: nothing to route. Tools deferred to a tool search:
             # the client chose what loads up front, and its search tool (a plain custom
@@ -383,7 +374,7 @@ class ToolFilter(BoundToProcess):
         dropped = shut_functions(out, pattern_list(options["allow"]), pattern_list(options["deny"]))
         entries = kept_entries(tools, [slots[k] for k in keep], routable, provider == "gemini")
         kept_tools = [
-            _compacted(layout, tools, i, entry, provider)
+            compacted(layout, tools, i, entry, provider)
             if self.compact and i in routable
             else entry
             for i, entry in entries
@@ -500,67 +491,6 @@ class ToolFilter(BoundToProcess):
         if learn and (lesson := lesson_of(filtered, verdict)) is not None:
             learn_now(lesson)
         return verdict
-
-    def _layout(self, tools: list[Any], provider: str) -> _Layout:
-        """Where the function tools of ``tools`` sit, found once per tools array: its digest
-        finds what an earlier request with the same array found."""
-        key, size = keyed(tools, provider)
-        if key is not None:
-            with self._lock:
-                found = self._layouts.get(key)
-                if found is not None:
-                    self._layouts.move_to_end(key)
-                    return found
-        slots = routable_tools(tools, provider)
-        routable = frozenset(i for i, _ in slots)
-        builtin = other_tool_names(tools, routable)
-        layout = _Layout(key, size, tuple(slots), routable, builtin, any(map(defers, tools)))
-        if key is not None:
-            with self._lock:
-                self._layouts[key] = layout
-                while len(self._layouts) > self._max_catalogs:
-                    self._layouts.popitem(last=False)
-        return layout
-
-
-# Compacted entries kept per tools array: enough for any tools array a provider accepts.
-_MAX_COMPACTED = 512
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """A request's tools array as routing reads it: its key (None: it has none) and the bytes
-    it was taken over, the slot of each function tool, the positions of those, the names of
-    the others (provider-side and deferred tools), and whether it defers tools to a tool
-    search. It holds nothing of the array itself, which may be megabytes, only the compacted
-    form of the entries kept so far (``compacted``, by position)."""
-
-    key: str | None
-    size: int
-    slots: tuple[Slot, ...]
-    routable: frozenset[int]
-    builtin: frozenset[str]
-    defers: bool
-    compacted: dict[int, bytes] = field(default_factory=dict, compare=False)
-
-
-def _compacted(layout: _Layout, tools: list[Any], i: int, entry: Any, provider: str) -> Any:
-    """``entry`` compacted (:func:`compact_entry`), walked once per tools array.
-
-    A client sends the same array on every turn, and walking a schema costs more than the
-    route. The saved form is serialised, so each request gets its own copy to change.
-    """
-    if entry is not tools[i]:  # a Gemini entry cut to this request's declarations
-        return compact_entry(entry, provider)
-    saved = layout.compacted.get(i)
-    if saved is not None:
-        return marshal.loads(saved)
-    out = compact_entry(entry, provider)
-    # Not plain JSON data (an SDK object): compacted each time.
-    with contextlib.suppress(ValueError):
-        if len(layout.compacted) < _MAX_COMPACTED:
-            layout.compacted[i] = marshal.dumps(out)
-    return out
 
 
 def _listed(patterns: Iterable[str] | None) -> Any:
