@@ -67,3 +67,12 @@ def test_stats_travel_between_processes_and_keep_counting(how: str) -> None:
     assert (back.never_called(), stats.never_called()) == ([], ["s/b"])
     assert (back.to_dict()["turns"], stats.to_dict()["turns"]) == (2, 1)
     assert back._lock is not stats._lock
+
+
+def test_made_up_names_are_counted_in_bounded_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every distinct name the model made up was a counter for the process's life."""
+    monkeypatch.setattr(usage, "MAX_UNKNOWN_NAMES", 3)
+    stats = UsageStats(["s/a"])
+    for name in ["x", "y", "x", "z", "w", "v", "y"]:
+        stats.emit(VerifyEvent(name=name, ok=False, error="unknown_tool"))
+    assert stats.to_dict()["unknown_tools"] == {"x": 2, "y": 2, "z": 1, usage.OTHER_NAMES: 2}

@@ -53,6 +53,12 @@ __all__ = ["RECENT_TURNS", "UsageStats"]
 #: grow without bound in a long-lived process or over a large log.
 RECENT_TURNS = 1 << 16
 
+#: Distinct made-up tool names ``unknown_tools`` counts one by one; later new ones are
+#: counted together under :data:`OTHER_NAMES`. The model (or a prompt injected into it) makes
+#: up names without end, and each would be a counter of its own for the process's life.
+MAX_UNKNOWN_NAMES = 1024
+OTHER_NAMES = "(other names)"
+
 
 class UsageStats(CopiedUnderLock):
     """Per-tool usage gathered from events: a sink, and the Pruner's evidence.
@@ -159,7 +165,8 @@ class UsageStats(CopiedUnderLock):
         elif event.error == "invalid_arguments" and event.tool_id:
             self.invalid[event.tool_id] += 1
         elif event.error == "unknown_tool":
-            self.unknown[event.name] += 1
+            known = event.name in self.unknown or len(self.unknown) < MAX_UNKNOWN_NAMES
+            self.unknown[event.name if known else OTHER_NAMES] += 1
 
     def _known(self) -> list[str]:
         # A set: the registry is a list, and testing each tool seen against it cost
