@@ -506,6 +506,22 @@ def test_a_vs_code_config_is_read_as_it_is(tmp_path: Path) -> None:
     assert servers["docs"] == HttpServer("https://example.com/mcp")
 
 
+def test_a_header_from_a_secret_file_loses_its_newline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCS_TOKEN", "s3cret\n")  # as a Kubernetes secret file keeps it
+    path = tmp_path / "servers.json"
+    entry = {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}}
+    path.write_text(json.dumps({"mcpServers": {"docs": entry}}))
+    docs = load_servers(path)["docs"]
+    assert isinstance(docs, HttpServer)
+    assert docs.headers == {"Authorization": "Bearer s3cret"}
+    monkeypatch.setenv("DOCS_TOKEN", "s3cret\nX-Other: 1")
+    with pytest.raises(InvalidInputError, match="Authorization holds a control character") as err:
+        load_servers(path)
+    assert "s3cret" not in str(err.value)
+
+
 def test_a_windsurf_config_names_a_remote_servers_url_server_url(tmp_path: Path) -> None:
     path = tmp_path / "mcp_config.json"
     path.write_text(json.dumps({"mcpServers": {"docs": {"serverUrl": "https://example.com/mcp"}}}))

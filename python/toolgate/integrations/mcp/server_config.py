@@ -395,9 +395,12 @@ def _http_spec(entry: dict[str, Any], options: _Options) -> HttpServer:
         got = f"the scheme {scheme[1]!r}" if scheme else "no scheme"
         raise ValueError(f"'url' must be an http(s) URL, got one with {got}")
     _check_str_map("headers", headers)
-    return HttpServer(
-        url, dict(headers), options.timeout, options.max_result_bytes, options.overrides
-    )
+    # A value's surrounding whitespace is no part of it in HTTP, and a `${TOKEN}` read from a
+    # secret file keeps its last newline, which no header can carry: every call failed.
+    headers = {name: value.strip() for name, value in headers.items()}
+    if bad := [name for name, value in headers.items() if _CONTROL.search(value)]:
+        raise ValueError(f"'headers': {', '.join(bad)} holds a control character")
+    return HttpServer(url, headers, options.timeout, options.max_result_bytes, options.overrides)
 
 
 def _stdio_spec(entry: dict[str, Any], options: _Options) -> StdioServer:
@@ -422,6 +425,9 @@ def _stdio_spec(entry: dict[str, Any], options: _Options) -> StdioServer:
         max_result_bytes=options.max_result_bytes,
         overrides=options.overrides,
     )
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _check_str_map(key: str, value: Any) -> None:
