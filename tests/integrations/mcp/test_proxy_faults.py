@@ -44,6 +44,7 @@ from tests.fixtures.upstreams import path
 from toolgate import InvalidInputError
 from toolgate.integrations.mcp.server_config import (
     HttpServer,
+    ServerSpec,
     StdioServer,
     load_servers,
     request_timeout,
@@ -183,6 +184,22 @@ def test_closing_the_upstreams_kills_a_server_that_cannot_stop(tmp_path: Path) -
 # -- an upstream that answers with megabytes -----------------------------------------------
 
 
+@asynccontextmanager
+async def _held(
+    name: str, spec: ServerSpec, options: dict[str, Any] | None = None
+) -> AsyncIterator[Upstreams]:
+    """Upstreams holding ``spec``'s server as ``name`` for the block, connected (or failed to),
+    and closed after it."""
+    upstreams = Upstreams([name])
+    async with anyio.create_task_group() as group:
+        group.start_soon(upstreams.hold, name, spec, options or {})
+        await upstreams.settled[name].wait()
+        try:
+            yield upstreams
+        finally:
+            await upstreams.close(timeout=10)
+
+
 def test_an_http_upstreams_answer_is_read_up_to_its_servers_limit() -> None:
     two_megabytes = {"chars": 2 << 20}
 
@@ -220,11 +237,8 @@ def test_an_http_upstreams_plain_json_answer_is_read_up_to_its_servers_limit(gzi
     async def main() -> None:
         with anyio.fail_after(60):
             async with served(notes) as url:
-                upstreams = Upstreams(["notes"])
                 spec = HttpServer(url, max_result_bytes=1024)
-                async with anyio.create_task_group() as group:
-                    group.start_soon(upstreams.hold, "notes", spec, {"mode": "legacy"})
-                    await upstreams.settled["notes"].wait()
+                async with _held("notes", spec, {"mode": "legacy"}) as upstreams:
                     client = upstreams.connected["notes"]
                     tracemalloc.start()
                     try:
@@ -235,7 +249,6 @@ def test_an_http_upstreams_plain_json_answer_is_read_up_to_its_servers_limit(gzi
                         tracemalloc.stop()
                     assert peak < 4 << 20
                     assert text_of(await client.call_tool("add_note", {"title": "0"})) == ""
-                    await upstreams.close(timeout=10)
 
     run(main)
 
@@ -249,10 +262,7 @@ def test_a_stdio_upstreams_line_is_read_up_to_its_servers_limit(id_at: str) -> N
 
     async def main() -> None:
         with anyio.fail_after(60):
-            upstreams = Upstreams(["dump"])
-            async with anyio.create_task_group() as group:
-                group.start_soon(upstreams.hold, "dump", spec, {})
-                await upstreams.settled["dump"].wait()
+            async with _held("dump", spec) as upstreams:
                 client = upstreams.connected["dump"]
                 tracemalloc.start()
                 try:
@@ -264,7 +274,6 @@ def test_a_stdio_upstreams_line_is_read_up_to_its_servers_limit(id_at: str) -> N
                 assert peak < 4 << 20
                 answer = await client.call_tool("dump", {"mb": 0, "id_at": id_at})
                 assert text_of(answer) == ""
-                await upstreams.close(timeout=10)
 
     run(main)
 
@@ -276,15 +285,11 @@ def test_a_stdio_servers_own_request_too_long_is_refused_to_it_not_to_a_call() -
 
     async def main() -> None:
         with anyio.fail_after(60):
-            upstreams = Upstreams(["dump"])
-            async with anyio.create_task_group() as group:
-                group.start_soon(upstreams.hold, "dump", spec, {})
-                await upstreams.settled["dump"].wait()
+            async with _held("dump", spec) as upstreams:
                 client = upstreams.connected["dump"]
                 answer = await client.call_tool("dump", {"mb": 2, "ask": True})
                 assert "more than the 67,584 bytes the proxy reads" in text_of(answer)
                 assert text_of(await client.call_tool("dump", {"mb": 0})) == ""
-                await upstreams.close(timeout=10)
 
     run(main)
 
@@ -295,13 +300,9 @@ def test_a_stdio_line_too_long_naming_no_request_closes_its_connection() -> None
 
     async def main() -> None:
         with anyio.fail_after(60):
-            upstreams = Upstreams(["dump"])
-            async with anyio.create_task_group() as group:
-                group.start_soon(upstreams.hold, "dump", spec, {})
-                await upstreams.settled["dump"].wait()
+            async with _held("dump", spec) as upstreams:
                 with pytest.raises(MCPError, match="Connection closed"):
                     await upstreams.connected["dump"].call_tool("dump", {"mb": 2, "id_at": "none"})
-                await upstreams.close(timeout=10)
 
     run(main)
 
