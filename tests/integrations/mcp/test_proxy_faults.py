@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -554,17 +554,21 @@ def test_a_call_whose_answer_a_restart_cut_off_is_not_resent(tmp_path: Path) -> 
     run(main)
 
 
-def test_a_call_refused_as_of_a_forgotten_session_is_resent_whatever_else_is_answered(
+def _slow_call_then_fast(
     tmp_path: Path,
-) -> None:
-    notes = ExpiresDuringACall()
+    notes: SessionServer,
+    meanwhile: Callable[[], None],
+    then: Callable[[], None] = lambda: None,
+) -> dict[str, str]:
+    """The answers to note ``slow`` and then ``fast`` through a proxy in front of ``notes``:
+    ``meanwhile`` runs once the server holds the slow call, ``then`` once fast is answered."""
+    answers: dict[str, str] = {}
 
     async def main() -> None:
         with anyio.fail_after(120):
             async with served(notes) as url:
                 proxy = proxy_params(tmp_path, {"notes": {"url": url}})
                 async with Client(proxy) as client, anyio.create_task_group() as group:
-                    answers: dict[str, str] = {}
 
                     async def add(title: str) -> None:
                         call = {"name": "add_note", "arguments": {"title": title}}
@@ -573,44 +577,43 @@ def test_a_call_refused_as_of_a_forgotten_session_is_resent_whatever_else_is_ans
                     group.start_soon(add, "slow")
                     while notes.calls != ["slow"]:
                         await anyio.sleep(0.01)
-                    notes.forget()  # the session expires while the slow call runs
-                    # Refused, so not run; the slow call's 200, which comes in between,
-                    # does not make the refusal a failure of the call.
+                    meanwhile()
                     await add("fast")
-                assert answers == {"slow": "saved slow", "fast": "saved fast"}
-                assert notes.calls == ["slow", "fast"]
-                assert notes.initialized == 2
+                    then()
 
     run(main)
+    return answers
+
+
+def test_a_call_refused_as_of_a_forgotten_session_is_resent_whatever_else_is_answered(
+    tmp_path: Path,
+) -> None:
+    # The session expires while the slow call runs: the fast call is refused, so not run;
+    # the slow call's 200, which comes in between, does not make the refusal a failure.
+    notes = ExpiresDuringACall()
+    answers = _slow_call_then_fast(tmp_path, notes, notes.forget)
+    assert answers == {"slow": "saved slow", "fast": "saved fast"}
+    assert notes.calls == ["slow", "fast"]
+    assert notes.initialized == 2
 
 
 def test_a_new_session_does_not_cut_the_calls_under_way_in_the_old_one(tmp_path: Path) -> None:
     # The old connection is closed once its calls are done, not under them: the slow call
     # was not refused, and its answer still comes.
     notes = BalancedAwayDuringACall()
+    sessions: list[int] = []
 
-    async def main() -> None:
-        with anyio.fail_after(120):
-            async with served(notes) as url:
-                proxy = proxy_params(tmp_path, {"notes": {"url": url}})
-                async with Client(proxy) as client, anyio.create_task_group() as group:
-                    answers: dict[str, str] = {}
+    def away() -> None:  # the fast call is refused, so sent again in a new session
+        notes.away = True
 
-                    async def add(title: str) -> None:
-                        call = {"name": "add_note", "arguments": {"title": title}}
-                        answers[title] = text_of(await client.call_tool("call_tool", call))
+    def released() -> None:
+        sessions.append(notes.initialized)
+        notes.release.set()
 
-                    group.start_soon(add, "slow")
-                    while notes.calls != ["slow"]:
-                        await anyio.sleep(0.01)
-                    notes.away = True
-                    await add("fast")  # refused, so sent again in a new session
-                    assert notes.initialized == 2
-                    notes.release.set()
-                assert answers == {"slow": "saved slow", "fast": "saved fast"}
-                assert notes.calls == ["slow", "fast"]
-
-    run(main)
+    answers = _slow_call_then_fast(tmp_path, notes, away, released)
+    assert answers == {"slow": "saved slow", "fast": "saved fast"}
+    assert notes.calls == ["slow", "fast"]
+    assert sessions == [2]
 
 
 # -- a server that hangs as it starts again ------------------------------------------------
