@@ -192,9 +192,9 @@ def test_the_token_flags_are_checked(
     assert "server_weight must be a finite number >= 0, got -1" in capsys.readouterr().err
 
 
-def test_router_settings_reach_the_proxys_router(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _served_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, Any]]:
+    """A one-server config, and what ``toolgate mcp-proxy`` passes to ``serve`` (which no
+    longer starts anything): filled in as the command runs."""
     from toolgate.integrations.mcp import serve as serving
 
     config = tmp_path / "servers.json"
@@ -205,6 +205,13 @@ def test_router_settings_reach_the_proxys_router(
         seen.update(options)
 
     monkeypatch.setattr(serving, "serve", fake_serve)
+    return config, seen
+
+
+def test_router_settings_reach_the_proxys_router(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config, seen = _served_options(tmp_path, monkeypatch)
     argv = ["mcp-proxy", "--config", str(config), "--set", "server_weight=0.35"]
     assert main([*argv, "--set", "clause_slots=1"]) == 0
     assert (seen["config"].server_weight, seen["config"].clause_slots) == (0.35, 1)
@@ -214,16 +221,7 @@ def test_the_tokens_surrounding_whitespace_is_left_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A secret file's last newline: no client could send it, so every request was a 401.
-    from toolgate.integrations.mcp import serve as serving
-
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}}}), encoding="utf-8")
-    seen: dict[str, Any] = {}
-
-    async def fake_serve(servers: Any, **options: Any) -> None:
-        seen.update(options)
-
-    monkeypatch.setattr(serving, "serve", fake_serve)
+    config, seen = _served_options(tmp_path, monkeypatch)
     monkeypatch.setenv("TG_TOKEN", "tg-secret\n")
     argv = ["mcp-proxy", "--config", str(config), "--http", ":0", "--auth-token-env", "TG_TOKEN"]
     assert main(argv) == 0
