@@ -10,6 +10,7 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.gateway.fake_upstream import FakeUpstream, serving
@@ -109,3 +110,37 @@ def test_a_path_with_dot_segments_is_refused_not_resolved(
         sent = [t["function"]["name"] for t in upstream.received[-1].body["tools"]]
         assert sent
         assert "get_weather" not in sent
+
+
+def test_a_trailing_slash_is_filtered_as_the_endpoint_and_sent_without_it(
+    fake: tuple[FakeUpstream, str], shared_filter: ToolFilter
+) -> None:
+    upstream, url = fake
+    # The route written for the endpoint holds for it with a slash too: its deny list first.
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(url)},
+        routes=(RouteConfig(path="/v1/chat/completions", deny=("get_weather",), top_k=2),),
+    )
+    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
+        for path in ("/v1/chat/completions/", "/v1/chat/completions//"):
+            answer = httpx.post(base + path, json=BODY, timeout=60)
+            assert answer.status_code == 200
+            assert answer.headers["x-toolgate-tools"] == f"2/{len(BODY['tools'])}"
+            received = upstream.received[-1]
+            # Sent to the endpoint itself: an upstream redirecting the slashed path (a
+            # FastAPI or Gin server's 307) would send the client there around the gateway.
+            assert received.path == "/v1/chat/completions"
+            sent = [t["function"]["name"] for t in received.body["tools"]]
+            assert len(sent) == 2
+            assert "get_weather" not in sent
+
+
+def test_a_model_call_elsewhere_with_a_trailing_slash_is_flagged(
+    fake: tuple[FakeUpstream, str], shared_filter: ToolFilter
+) -> None:
+    upstream, url = fake
+    config = GatewayConfig(upstreams={"openai": Upstream(url)})
+    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
+        answer = httpx.post(base + "/v2/chat/completions/", json=BODY, timeout=60)
+    assert answer.headers["x-toolgate-unfiltered"] == "1"
+    assert upstream.received[-1].path == "/v2/chat/completions/"  # a passthrough: as written

@@ -72,6 +72,7 @@ from toolgate.gateway.upstream import (
     UPSTREAM_FALLBACK,
     Endpoint,
     endpoint_of,
+    endpoint_path,
     forwarded_headers,
     forwarded_query,
     passthrough_provider,
@@ -368,11 +369,15 @@ class Gateway:
             offered += [_header(request, h) for h in CREDENTIAL_HEADERS if h != "authorization"]
         return self._is_token(offered)
 
-    def _url(self, provider: str, request: Request) -> str:
+    def _url(self, provider: str, request: Request, *, endpoint: bool = False) -> str:
         """The upstream's URL for ``request``: its path as the client wrote it (an escaped
-        ``%2F`` stays one) and its query string (less a key the gateway replaces)."""
+        ``%2F`` stays one), without trailing slashes for a filtered ``endpoint`` (the path
+        it was routed as: :func:`endpoint_path`), and its query string (less a key the
+        gateway replaces)."""
         origin = self.config.upstreams[provider].origin
         _, path, query = target_of(request.scope)  # checked by target_problem
+        if endpoint:
+            path = endpoint_path(path)
         holds_key = self._keys.get(provider) is not None
         query = forwarded_query(query, provider, holds_key=holds_key)
         return f"{origin}{path}" + (f"?{query}" if query else "")
@@ -423,7 +428,8 @@ class Gateway:
         if isinstance(read, Response):
             return read
         raw, body = read
-        route = self.config.route(request.scope["path"])
+        path = endpoint_path(request.scope["path"])
+        route = self.config.route(path)
         previous = self.response_tools.recall(body) if shape == "openai-responses" else None
         try:
             done = await filter_off_loop(
@@ -457,7 +463,8 @@ class Gateway:
         # The answer is read here, so the upstream is asked for codings the gateway decodes.
         key = self._keys.get(upstream)
         headers = forwarded_headers(request.headers.raw, upstream, key, decoded=True)
-        sent = await self._send(upstream, "POST", self._url(upstream, request), headers, content)
+        url = self._url(upstream, request, endpoint=True)
+        sent = await self._send(upstream, "POST", url, headers, content)
         if isinstance(sent, Response):
             return sent
         ours = [("x-toolgate-tools", f"{done.tools_out}/{done.tools_in}")]
@@ -477,7 +484,7 @@ class Gateway:
         check = answers.Check(self, shape, done.filtered, route, upstream)
         if sent.headers.get("content-type", "").startswith("text/event-stream"):
             return answers.stream(sent, check, ours)
-        if shape == "gemini" and request.scope["path"].endswith(":streamGenerateContent"):
+        if shape == "gemini" and path.endswith(":streamGenerateContent"):
             # Without ?alt=sse, Google streams a JSON array: passed on response by response.
             return answers.stream(sent, check, ours, array=True)
         return await check.whole(sent, ours)

@@ -1,7 +1,7 @@
 """What the gateway sends upstream and hands back: endpoints, headers, credentials, errors.
 
-An endpoint is known by its path, which gives the request's shape (the body format) and the
-API it is for:
+An endpoint is known by its path (trailing slashes aside: :func:`endpoint_path`), which
+gives the request's shape (the body format) and the API it is for:
 
 - OpenAI's ``/v1/chat/completions`` and ``/v1/responses``; Azure OpenAI's
   ``/openai/deployments/{deployment}/chat/completions``, ``/openai/responses`` and its v1
@@ -35,6 +35,7 @@ __all__ = [
     "UPSTREAM_FALLBACK",
     "Endpoint",
     "endpoint_of",
+    "endpoint_path",
     "error_body",
     "forwarded_headers",
     "forwarded_query",
@@ -87,7 +88,7 @@ _ENDPOINTS = (
 _MODEL_CALL = re.compile(
     r".*(?:/chat/completions|/responses|/messages|/converse(?:-stream)?"
     r"|/invoke(?:-with-response-stream)?|(?<!/count-tokens):(?:stream)?[rR]awPredict"
-    r"|:(?:stream)?[gG]enerateContent)",
+    r"|:(?:stream)?[gG]enerateContent)/*",  # a trailing slash too: servers may take it
     re.DOTALL,  # a decoded path may hold a newline (%0A): still a model call
 )
 
@@ -165,7 +166,19 @@ def endpoint_of(method: str, path: str) -> Endpoint | None:
     """The filtered endpoint ``method path`` is, or None (it passes through)."""
     if method != "POST":
         return None
-    return next((ep for pattern, ep in _ENDPOINTS if pattern.fullmatch(path)), None)
+    return next((ep for pattern, ep in _ENDPOINTS if pattern.fullmatch(endpoint_path(path))), None)
+
+
+def endpoint_path(path: str) -> str:
+    """``path`` without its trailing slashes: what a filtered request is routed on and sent
+    to. Web frameworks serve ``/v1/chat/completions/`` as ``/v1/chat/completions`` or
+    redirect it there (FastAPI's and Gin's 307, which sends the client to the upstream
+    around the gateway), so its tools went upstream unfiltered, flagged nowhere.
+
+    >>> endpoint_path("/v1/messages/")
+    '/v1/messages'
+    """
+    return path.rstrip("/") or path
 
 
 def passthrough_provider(path: str, headers: Mapping[str, str], query: str = "") -> str:
