@@ -18,6 +18,7 @@ import pytest
 
 from tests.gateway.conftest import CountingEmbedder
 from tests.gateway.fake_upstream import FakeUpstream, Script, serving
+from tests.gateway.test_client_gone import WAIT_SECONDS, SilentUpstream
 from tests.gateway.test_filter import WEATHER, chat_tools
 from toolgate.embedding.embedder import Embedder
 from toolgate.gateway.app import Gateway
@@ -50,12 +51,54 @@ def test_a_request_stuck_indexing_does_not_hold_the_shutdown(
         assert not release.is_set()
         client.join(60)
         assert answers
-        assert answers[0] != 200  # cut, not answered
+        assert answers[0] == 503  # cut, not answered
     finally:
         release.set()
     # The abandoned build goes on in its thread and ends (this waits for it): its index serves.
     assert "get_weather" in tool_filter.filter({"messages": USER, "tools": chat_tools()}).kept
     assert held.embedded_texts == held.batch_texts > 0
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "shape"),
+    [
+        ("/v1/chat/completions", {}, "openai"),  # filtered, waiting for the upstream
+        ("/v1/embeddings", {}, "openai"),  # passed through
+        ("/v1/messages", {"anthropic-version": "2023-06-01"}, "anthropic"),
+    ],
+)
+def test_a_request_cut_as_the_gateway_stops_gets_its_providers_503(
+    shared_filter: ToolFilter, path: str, headers: dict[str, str], shape: str
+) -> None:
+    upstream = SilentUpstream(headers=False)  # takes the request, never answers
+    config = GatewayConfig(
+        upstreams={"openai": Upstream(upstream.url), "anthropic": Upstream(upstream.url)}
+    )
+    gateway = Gateway(config, tool_filter=shared_filter)
+    answers: list[httpx.Response] = []
+    body = {"model": "m", "max_tokens": 8, "messages": USER, "tools": chat_tools()}
+    with serving(gateway.app, timeout_graceful_shutdown=1) as base:
+        client = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(base + path, json=body, headers=headers, timeout=WAIT_SECONDS)
+            )
+        )
+        client.start()
+        assert upstream.asked.wait(WAIT_SECONDS)
+    client.join(WAIT_SECONDS)
+    # Not uvicorn's plain-text 500: an error the client's SDK reads, and retries (the
+    # gateway is going away, not failing: another replica, or this one restarted, answers).
+    (answer,) = answers
+    assert answer.status_code == 503
+    assert answer.headers["x-toolgate-error"] == "shutting_down"
+    assert "x-should-retry" not in answer.headers
+    error = answer.json()
+    if shape == "anthropic":
+        assert error["type"] == "error"
+        assert "stopped" in error["error"]["message"]
+    else:
+        assert "stopped" in error["error"]["message"]
+    assert 'status="503"} 1.0' in gateway.metrics.render().decode()
 
 
 def _post(base: str, body: dict[str, Any]) -> int | str:

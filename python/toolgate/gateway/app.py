@@ -66,17 +66,17 @@ from toolgate.gateway.filtering import Filtered, filter_request
 from toolgate.gateway.followups import ResponseTools
 from toolgate.gateway.learning import LearningQueue
 from toolgate.gateway.metrics import CONTENT_TYPE_LATEST, Metrics
+from toolgate.gateway.stopping import AnswerWhenStopped
 from toolgate.gateway.upstream import (
     CREDENTIAL_HEADERS,
     GATEWAY_KEY_HEADER,
-    UPSTREAM_FALLBACK,
     Endpoint,
     endpoint_of,
     endpoint_path,
     forwarded_headers,
     forwarded_query,
+    no_upstream,
     passthrough_provider,
-    refused_fallback,
     target_of,
     target_problem,
     unfiltered_call,
@@ -172,7 +172,8 @@ class Gateway:
     def _middleware(self) -> list[Middleware]:
         """The ``Host`` / ``Origin`` checks, then CORS for the allowed origins' pages (which
         may then preflight and read the answers; the upstream's own CORS headers are
-        replaced), then the watch that stops a request whose client went away."""
+        replaced), the answer to a request cut as the server stops, then the watch that stops
+        a request whose client went away."""
         policy = BrowserPolicy(self.config.allowed_hosts, self.config.allowed_origins)
         # The probes answer any name (a kubelet's carries the pod's address); so do the
         # metrics where the gateway's key guards them (a scrape by the pod's address too):
@@ -183,13 +184,14 @@ class Gateway:
             any_host_paths=keyed, log=log,
         )  # fmt: skip
         cancel = Middleware(CancelOnDisconnect, on_gone=self._client_gone)
+        stopped = Middleware(AnswerWhenStopped, answer=self._stopped)
         if not policy.origins:
-            return [guard, cancel]
+            return [guard, stopped, cancel]
         cors = Middleware(
             CORSMiddleware, allow_origin_regex=policy.origin_regex(), allow_methods=["*"],
             allow_headers=["*"], expose_headers=["*"],
         )  # fmt: skip
-        return [guard, cors, cancel]
+        return [guard, cors, stopped, cancel]
 
     def _client_gone(self, scope: Any) -> None:
         """Counts (as status 499, nginx's "client closed request") and logs a request whose
@@ -205,13 +207,21 @@ class Gateway:
             "under way was stopped)", scope["method"], scope["path"],
         )  # fmt: skip
 
-    def _refused(self, scope: Any, status: int, code: str, message: str) -> Response:
+    def _refused(
+        self, scope: Any, status: int, code: str, message: str, *, retry: bool = False
+    ) -> Response:
         """The answer to a request the ``Host`` / ``Origin`` checks refuse, in the error
         shape of the provider it was for, counted as the gateway's other answers are."""
         query = scope.get("query_string", b"").decode("latin-1")
         _, provider, label = _aimed_at(scope["method"], scope["path"], Headers(scope=scope), query)
         self.metrics.requests.labels(label, str(status)).inc()
-        return answers.error(provider, status, message, code)
+        return answers.error(provider, status, message, code, retry=retry)
+
+    def _stopped(self, scope: Any) -> Response:
+        """The answer to a request the server cut as it stopped: a 503 the SDKs retry (another
+        replica, or this one started again, answers it)."""
+        message = "the gateway stopped before answering: send the request again"
+        return self._refused(scope, 503, "shutting_down", message, retry=True)
 
     @asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
@@ -342,7 +352,8 @@ class Gateway:
         elif (problem := target_problem(path, written)) is not None:
             response = answers.error(provider, 400, problem, "bad_path")
         elif upstream not in self.config.upstreams:
-            response = answers.error(provider, 502, self._no_upstream(provider), "no_upstream")
+            message = no_upstream(provider, self._origins)
+            response = answers.error(provider, 502, message, "no_upstream")
         elif endpoint is None:
             response = await self._passthrough(request, upstream)
         else:
@@ -381,20 +392,6 @@ class Gateway:
         holds_key = self._keys.get(provider) is not None
         query = forwarded_query(query, provider, holds_key=holds_key)
         return f"{origin}{path}" + (f"?{query}" if query else "")
-
-    def _no_upstream(self, provider: str) -> str:
-        """Why a request for ``provider``'s API has nowhere to go, and the flag that fixes
-        it."""
-        fallback = UPSTREAM_FALLBACK.get(provider)
-        flag = f"--upstream {provider}=URL"
-        if fallback is not None and refused_fallback(provider, self._origins):
-            return (
-                f"no upstream for {provider}: the {fallback} upstream is "
-                f"{_API_NAMES[fallback]} own API, which does not serve {_API_NAMES[provider]} "
-                f"requests and is not sent their credentials; start the gateway with {flag}"
-            )
-        also = f" (or --upstream {fallback}=URL)" if fallback else ""
-        return f"no upstream for {provider}: start the gateway with {flag}{also}"
 
     async def _passthrough(self, request: Request, upstream: str) -> Response:
         headers = forwarded_headers(request.headers.raw, upstream, self._keys.get(upstream))
@@ -559,12 +556,6 @@ class Gateway:
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-
-
-_API_NAMES = {
-    "openai": "OpenAI's", "gemini": "the Gemini API's", "azure": "Azure OpenAI's",
-    "vertex": "Vertex AI's",
-}  # fmt: skip
 
 
 def _aimed_at(

@@ -39,6 +39,7 @@ __all__ = [
     "error_body",
     "forwarded_headers",
     "forwarded_query",
+    "no_upstream",
     "passthrough_provider",
     "refused_fallback",
     "response_headers",
@@ -226,6 +227,27 @@ def refused_fallback(provider: str, origins: Mapping[str, str]) -> bool:
     host = (urlsplit(origins[fallback]).hostname or "").rstrip(".")
     refused = _NO_FALLBACK_HOSTS[fallback]
     return host == refused or host.endswith("." + refused)
+
+
+_API_NAMES = {
+    "openai": "OpenAI's", "gemini": "the Gemini API's", "azure": "Azure OpenAI's",
+    "vertex": "Vertex AI's",
+}  # fmt: skip
+
+
+def no_upstream(provider: str, origins: Mapping[str, str]) -> str:
+    """Why a request for ``provider``'s API has nowhere to go among ``origins``, and the
+    flag that fixes it."""
+    fallback = UPSTREAM_FALLBACK.get(provider)
+    flag = f"--upstream {provider}=URL"
+    if fallback is not None and refused_fallback(provider, origins):
+        return (
+            f"no upstream for {provider}: the {fallback} upstream is "
+            f"{_API_NAMES[fallback]} own API, which does not serve {_API_NAMES[provider]} "
+            f"requests and is not sent their credentials; start the gateway with {flag}"
+        )
+    also = f" (or --upstream {fallback}=URL)" if fallback else ""
+    return f"no upstream for {provider}: start the gateway with {flag}{also}"
 
 
 def unfiltered_call(method: str, path: str) -> bool:
