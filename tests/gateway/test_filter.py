@@ -1050,6 +1050,30 @@ def test_a_call_to_a_legacy_function_sent_beside_routed_tools_passes(gate: ToolF
     assert gate.verify({"function_call": {"name": "drop_database"}}, filtered).error
 
 
+@pytest.mark.parametrize("routed", [True, False])
+def test_a_call_to_a_shut_out_tool_or_legacy_function_is_not_available(
+    gate: ToolFilter, routed: bool
+) -> None:
+    # The request had the tool, the lists took it out: the same verdict whether it was
+    # routed or not, a tools entry or a legacy function; a name it never had is unknown.
+    functions = [
+        {"name": "drop_database", "description": "Drops a database.", "parameters": {}},
+        {"name": "lookup_order", "description": "Looks an order up.", "parameters": {}},
+    ]
+    request = {**chat_request(), "functions": functions}
+    if not routed:
+        request["tool_choice"] = "none"  # nothing to route: every tool goes, but the shut
+    filtered = gate.filter(request, deny=["drop_*", "book_*"], top_k=1)
+    assert bool(filtered.kept) == routed
+    for name in ("drop_database", "book_hotel"):
+        verdict = gate.verify({"name": name, "arguments": "{}"}, filtered)
+        assert (name, verdict.error) == (name, "tool_not_available")
+        assert "is not available" in verdict.message
+    assert gate.verify({"name": "drop_tables", "arguments": "{}"}, filtered).error == (
+        "unknown_tool"
+    )
+
+
 # A generated schema: a title on every property, a null default, a padded description.
 GENERATED = {
     "type": "object",

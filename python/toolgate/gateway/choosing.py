@@ -180,14 +180,14 @@ def refuse_unmet_requirement(cause: str) -> None:
 
 def shut_functions(
     request: dict[str, Any], allow: Iterable[str] | None, deny: Iterable[str] | None
-) -> int:
+) -> list[str]:
     """Drop from ``request`` (a copy the caller owns) the OpenAI Chat legacy ``functions`` that
     ``allow`` or ``deny`` shut out, and ``functions`` and ``function_call`` when none is left;
-    the number dropped. A ``function_call`` naming a shut-out one is refused, as a tool choice
+    the names dropped. A ``function_call`` naming a shut-out one is refused, as a tool choice
     is (:func:`refuse_shut_choice`)."""
     functions = request.get("functions")
     if not isinstance(functions, list):
-        return 0
+        return []
     # Entries that are no named function are the provider's to refuse: they are kept.
     named = [
         (i, RawTool(f"functions[{i}]", name=entry["name"]))
@@ -196,7 +196,7 @@ def shut_functions(
     ]
     shut = {named[k][0] for k in shut_out_read([raw for _, raw in named], allow, deny)}
     if not shut:
-        return 0
+        return []
     choice = request.get("function_call")
     chosen = choice.get("name") if isinstance(choice, Mapping) else None
     if isinstance(chosen, str) and any(functions[i]["name"] == chosen for i in shut):
@@ -207,4 +207,4 @@ def shut_functions(
     else:
         request.pop("functions")
         request.pop("function_call", None)
-    return len(shut)
+    return [functions[i]["name"] for i in sorted(shut)]

@@ -71,7 +71,7 @@ from toolgate.routing.learned_store import LearnedStore, open_store
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import default_embedder
 from toolgate.routing.state import State
-from toolgate.verify import Verdict, verify_call
+from toolgate.verify import Verdict, verify_call, verify_name
 
 if TYPE_CHECKING:
     from toolgate.embedding.cache import EmbeddingCache
@@ -371,7 +371,7 @@ class ToolFilter(BoundToProcess):
             )
         out = dict(turn.request)
         # Legacy "functions" beside the tools are not routed, but the lists hold for them too.
-        dropped = shut_functions(out, pattern_list(options["allow"]), pattern_list(options["deny"]))
+        shut = shut_functions(out, pattern_list(options["allow"]), pattern_list(options["deny"]))
         entries = kept_entries(tools, [slots[k] for k in keep], routable, provider == "gemini")
         kept_tools = [
             compacted(layout, tools, i, entry, provider)
@@ -382,8 +382,9 @@ class ToolFilter(BoundToProcess):
         put_tools(out, tools, kept_tools, provider)
         positions = tuple(i for i, _ in entries)
         return FilteredRequest(
-            out, result.route, kept, len(slots) - len(keep) + dropped, provider, positions,
+            out, result.route, kept, len(slots) - len(keep) + len(shut), provider, positions,
             result.budget, routed, result.active, _others=builtin | function_names(out),
+            _shut=frozenset(shut),
         )  # fmt: skip
 
     def _not_routed(self, turn: _Turn, provider: str, options: dict[str, Any]) -> FilteredRequest:
@@ -395,8 +396,9 @@ class ToolFilter(BoundToProcess):
         tools = out.get("tools")
         functions = shut_functions(out, allow, deny)  # a Chat request may carry either
         unchanged = FilteredRequest(
-            out, _unrouted(), (), functions, provider, _allow=allow, _deny=deny
-        )
+            out, _unrouted(), (), len(functions), provider, _allow=allow, _deny=deny,
+            _shut=frozenset(functions),
+        )  # fmt: skip
         if (allow is None and deny is None) or not isinstance(tools, list):
             return unchanged
         slots = routable_tools(tools, provider, deferred=True)
@@ -413,7 +415,11 @@ class ToolFilter(BoundToProcess):
         entries = kept_entries(tools, keep, routable, provider == "gemini")
         put_tools(out, tools, [entry for _, entry in entries], provider)
         positions = tuple(i for i, _ in entries)
-        return replace(unchanged, dropped_count=functions + len(shut), positions=positions)
+        names = {read[k].name for k in shut if isinstance(read[k].name, str)}
+        return replace(
+            unchanged, dropped_count=len(functions) + len(shut), positions=positions,
+            _shut=unchanged._shut | names,
+        )  # fmt: skip
 
     def _filter_tags(
         self, turn: _Turn, tags: list[RawTool], options: dict[str, Any]
@@ -482,6 +488,9 @@ class ToolFilter(BoundToProcess):
         if (passed := verify_other(call, filtered._others)) is not None:
             return passed
         verdict = verify_call(routed.catalog, list(filtered._active), call)
+        if verdict.error == "unknown_tool" and verdict.name in filtered._shut:
+            # A legacy function the lists took out: no tool of the catalog, but the request's.
+            return verify_name(call, verdict.available, known=filtered._shut)
         if (
             not verdict.ok
             and verdict.name in routed.unreadable_names

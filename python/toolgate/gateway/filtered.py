@@ -69,6 +69,10 @@ class FilteredRequest(BoundToProcess):
     # custom tools), a call to which passes by name; when nothing was routed, read from the
     # request's tools instead.
     _others: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    # The names of the function tools and legacy functions the allow / deny lists took out of
+    # the request and that no catalog holds: a call to one is ``tool_not_available``, as a
+    # call to a routed tool left out is, not ``unknown_tool``.
+    _shut: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.kept)
@@ -134,7 +138,8 @@ def verify_by_name(call: Any, filtered: FilteredRequest) -> Verdict:
     shut = shut_out_read(read, filtered._allow, filtered._deny)
     named = [(k in shut, raw.name) for k, raw in enumerate(read) if isinstance(raw.name, str)]
     offered = [name for out, name in named if not out]
-    return verify_name(call, offered, known=[name for out, name in named if out])
+    known = [*(name for out, name in named if out), *filtered._shut]
+    return verify_name(call, offered, known=known)
 
 
 def verify_other(call: Any, others: frozenset[str]) -> Verdict | None:
