@@ -1,7 +1,7 @@
 """What toolgate's HTTP servers, the gateway and the MCP proxy, share at the ASGI level: the
 types of an app and of what it is called with, a JSON answer, the reading of a bearer
-token and of a secret from the environment, and the log filter for requests cut as the
-server stops."""
+token and of a secret from the environment, and the log filters for requests cut as the
+server stops and for answers cut as their source broke off."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
-from toolgate.errors import InvalidInputError
+from toolgate.errors import InvalidInputError, ToolgateError
 
 __all__ = [
+    "AnswerCut",
     "App",
     "Message",
     "NotCancelled",
+    "NotCut",
     "Receive",
     "Scope",
     "Send",
@@ -105,3 +107,20 @@ class NotCancelled(logging.Filter):
         """Whether ``record`` is about something other than a task's cancellation."""
         exc = record.exc_info[1] if record.exc_info else None
         return not isinstance(exc, asyncio.CancelledError)
+
+
+class AnswerCut(ToolgateError):
+    """Raised to the server by an app whose answer, begun, cannot be finished (its source, an
+    upstream, broke off): the server then closes the client's connection short of the
+    answer's end, the one way ASGI has to tell a cut answer from a whole one. The app logs
+    why before it raises."""
+
+
+class NotCut(logging.Filter):
+    """Lets through the log records that are not about an :class:`AnswerCut`: the server logs
+    each as an error with a traceback, where the app has said why in one line already."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` is about something other than an answer cut."""
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, AnswerCut)

@@ -25,11 +25,13 @@ WAIT_SECONDS = 30
 
 class SilentUpstream:
     """An upstream on loopback taking one request and answering nothing (with ``headers``,
-    only a status line and headers); :attr:`asked` is set once the whole request is in, and
-    :attr:`closed` once the gateway closes the connection."""
+    only a status line and headers; with ``hang_up`` too, it then closes the connection);
+    :attr:`asked` is set once the whole request is in, and :attr:`closed` once the gateway
+    closes the connection."""
 
-    def __init__(self, *, headers: bool) -> None:
+    def __init__(self, *, headers: bool, hang_up: bool = False) -> None:
         self.headers = headers
+        self.hang_up = hang_up
         self.asked = threading.Event()
         self.closed = threading.Event()
         self._server = socket.create_server(("127.0.0.1", 0))
@@ -46,7 +48,8 @@ class SilentUpstream:
             if self.headers:
                 head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                 connection.sendall(head + b"content-length: 1000\r\n\r\n{")
-            while connection.recv(65536):  # b"" once the gateway closes its end
+            # b"" once the gateway closes its end
+            while not self.hang_up and connection.recv(65536):
                 pass
             self.closed.set()
 

@@ -1,10 +1,14 @@
 """An upstream that stalls once its answer has begun: a whole answer it stops sending is the
 same 504 as one that never began, and every such failure is counted in the upstream errors,
-whether the answer was checked or passed on unread."""
+whether the answer was checked or passed on unread; one passed on that breaks off is cut for
+the client, and logged in one line."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -12,6 +16,7 @@ import pytest
 from tests.gateway.fake_upstream import serving
 from tests.gateway.test_client_gone import WAIT_SECONDS, SilentUpstream
 from tests.gateway.test_filter import WEATHER
+from tests.gateway.test_shutdown import _free_port, _wait_healthy
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import GatewayConfig, Upstream
 from toolgate.gateway.filter import ToolFilter
@@ -54,3 +59,28 @@ def test_an_answer_passed_on_that_stalls_mid_body_is_cut_and_counted(
     with serving(gateway.app) as base, pytest.raises(httpx.RemoteProtocolError):
         httpx.post(base + "/v1/embeddings", content=BODY, timeout=WAIT_SECONDS)
     assert _timeouts(gateway) == 1
+
+
+def test_an_answer_passed_on_that_breaks_off_is_one_line_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    upstream = SilentUpstream(headers=True, hang_up=True)  # 1 byte of 1,000, then it hangs up
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "toolgate", "gateway", "--listen", f"127.0.0.1:{port}",
+        "--upstream", f"openai={upstream.url}", "--store", str(tmp_path / "store"),
+    ]  # fmt: skip
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as gateway:
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_healthy(base, gateway)
+            # The client learns of the cut as it should: its connection closed short.
+            with pytest.raises(httpx.RemoteProtocolError):
+                httpx.post(base + "/v1/embeddings", content=BODY, timeout=WAIT_SECONDS)
+        finally:
+            gateway.terminate()
+            gateway.wait(timeout=60)
+        log = gateway.stderr.read() if gateway.stderr else ""
+    assert "the upstream's answer broke off (RemoteProtocolError), passed on cut" in log
+    assert "Traceback" not in log
+    assert "Exception in ASGI application" not in log

@@ -20,6 +20,7 @@ import httpx
 import orjson
 from starlette.responses import Response, StreamingResponse
 
+from toolgate.asgi import AnswerCut
 from toolgate.formats.calls import answer_tool_calls
 from toolgate.gateway.config import RouteConfig
 from toolgate.gateway.filter import FilteredRequest
@@ -284,9 +285,10 @@ def _passed_on(
         except httpx.TransportError as exc:
             failed(failure_kind(exc))
             _log.warning("the upstream's answer broke off (%s), passed on cut", type(exc).__name__)
-            # Raised on: the server then closes the client's connection short of the answer's
-            # end. Ending the answer here would pass a cut one off as whole.
-            raise
+            # Raised: the server then closes the client's connection short of the answer's
+            # end. Ending the answer here would pass a cut one off as whole. The server's
+            # log of it, a traceback, is filtered out (NotCut): the line above says it.
+            raise AnswerCut(f"the upstream's answer broke off ({type(exc).__name__})") from exc
         finally:
             with anyio.CancelScope(shield=True):
                 await sent.aclose()

@@ -127,15 +127,18 @@ def app_from_env() -> Any:
 def _log_config() -> dict[str, Any]:
     """uvicorn's logging, with toolgate's lines (``toolgate.*``: each request, a client gone,
     prewarm, warnings) written as uvicorn writes its own, and no traceback for a request cut
-    as the server stops. toolgate's went to the root logger, which has no handler: the INFO
+    as the server stops, nor for an answer cut as its upstream broke off (the gateway logs
+    that in a line). toolgate's went to the root logger, which has no handler: the INFO
     lines were lost (with uvicorn's access log off, a request left no line at all) and the
     warnings came out bare, without their level."""
     config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     config["loggers"]["toolgate"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     # A request still running when the graceful timeout ends is cut (uvicorn says so in one
     # line), not an error with a traceback. uvicorn cancels a request's task only then.
-    config.setdefault("filters", {})["not_cancelled"] = {"()": "toolgate.asgi.NotCancelled"}
-    config["loggers"]["uvicorn.error"]["filters"] = ["not_cancelled"]
+    filters = config.setdefault("filters", {})
+    filters["not_cancelled"] = {"()": "toolgate.asgi.NotCancelled"}
+    filters["not_cut"] = {"()": "toolgate.asgi.NotCut"}
+    config["loggers"]["uvicorn.error"]["filters"] = ["not_cancelled", "not_cut"]
     return config
 
 
