@@ -1,6 +1,9 @@
 """Forwarding a call to the upstream server that has the tool, and the tool error the model
 reads for each way that can fail: refused, server down, connection lost mid-call. A call
-the server refused because it forgot the proxy's session is made again in a new one."""
+the server refused because it forgot the proxy's session is made again in a new one. A call
+the server cannot run before the user opens a page (MCP 2025-11-25's
+``URLElicitationRequiredError``) is that error for a client that can show the page, and a
+tool error naming it for the model otherwise."""
 
 from __future__ import annotations
 
@@ -10,8 +13,14 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, InputRequiredResult
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
+from mcp.types import (
+    URL_ELICITATION_REQUIRED,
+    CallToolResult,
+    ElicitRequestURLParams,
+    InputRequiredResult,
+)
+from pydantic import ValidationError
 
 from toolgate.catalog.tool import Tool
 from toolgate.integrations.mcp.answers import json_size, not_answering, passed_on, text_result
@@ -55,10 +64,12 @@ class Forwarder:
 
     async def forward(
         self, name: str, arguments: dict[str, Any], relay: RequestRelay | None, search: str
-    ) -> tuple[CallToolResult | InputRequiredResult, str, str]:
+    ) -> tuple[CallToolResult | InputRequiredResult | MCPError, str, str]:
         """The answer to a call of the upstream tool ``name``, the server it is for (``""``:
         none) and how the call went: ``ok``, ``tool_error`` (the tool answered with an
-        error), ``refused``, ``input_required``, ``too_large`` or ``failed``."""
+        error), ``refused``, ``input_required``, ``too_large`` or ``failed``. The answer is
+        an ``MCPError``, for the proxy to raise, when it is the server's
+        ``URLElicitationRequiredError`` and ``relay``'s client takes it."""
         tool = self._tool(name)
         server = tool.server if tool is not None else ""
         if server and server in self.unavailable():  # being started again: no wait for it
@@ -70,6 +81,8 @@ class Forwarder:
         except _Interrupted as cut:
             return self._interrupted(name, cut.server, cut.restarted), server, "failed"
         except Exception as exc:  # the upstream server, its answer or its connection failed
+            if isinstance(exc, MCPError) and (pages := _pages_to_open(exc)):
+                return _page_to_open(name, server, exc, pages, relay), server, "input_required"
             return self._failure(name, server, exc), server, "failed"
         if not outcome.verdict.ok:
             return _refusal(outcome.verdict, search, self.unavailable()), server, "refused"
@@ -165,6 +178,47 @@ class Forwarder:
             return await forward()
 
 
+def _pages_to_open(exc: MCPError) -> list[ElicitRequestURLParams]:
+    """The URL-mode elicitations of ``exc`` when it is a server's well-formed
+    ``URLElicitationRequiredError``: pages the user must open before the call can run."""
+    if exc.code != URL_ELICITATION_REQUIRED:
+        return []
+    try:
+        return UrlElicitationRequiredError.from_error(exc.error).elicitations
+    except (ValidationError, AttributeError, TypeError):  # no list of elicitations
+        return []
+
+
+def _page_to_open(
+    name: str,
+    server: str,
+    exc: MCPError,
+    pages: Sequence[ElicitRequestURLParams],
+    relay: RequestRelay | None,
+) -> CallToolResult | MCPError:
+    """A server's ``URLElicitationRequiredError`` for the call of ``name``: as it is for a
+    client that takes URL-mode elicitations (it shows the page, and calls again once the
+    user is done with it); else a tool error that names the pages, for the model to give
+    the user. As a plain failure, the model was told only "requires more information", and
+    the tool could never be used: the proxy had said for its client that it takes them."""
+    if relay is not None and relay.takes_url_elicitations():
+        return MCPError(exc.code, exc.message, exc.data)
+    shown = pages[:_MAX_PAGES]
+    # Each URL last, after a space: no punctuation of the proxy's reads as part of it.
+    each = " ".join(f"{_cut(page.message, _MAX_ERROR_CHARS)} Page: {page.url}" for page in shown)
+    message = (
+        f"Calling {name!r} needs the user to open a page first: ask the user to open it and "
+        f"finish there (the client cannot show it), then call the tool again. {each}"
+    )
+    body = {
+        "error": "url_elicitation_required",
+        "message": message,
+        "servers": [server],
+        "urls": [page.url for page in shown],
+    }
+    return text_result(json.dumps(body, ensure_ascii=False), is_error=True)
+
+
 def _refusal(verdict: Verdict, search: str, down: Sequence[str]) -> CallToolResult:
     """A refused call, short: any tool may be called through the proxy, so the list of
     available ones a turn's refusal carries would be the whole catalog. A name no tool has
@@ -214,6 +268,8 @@ def _resendable(tool: Tool) -> bool:
 # with the bytes it could not read.
 _MAX_ERROR_CHARS = 1000
 _MAX_FAILURE_CHARS = 300
+# The most pages to open a tool error names (a server asks for one or two).
+_MAX_PAGES = 5
 
 
 def _why(exc: Exception) -> str:

@@ -276,7 +276,9 @@ class McpProxy:
         self, name: str, arguments: Mapping[str, Any] | None, relay: RequestRelay | None = None
     ) -> CallToolResult | InputRequiredResult:
         """Answer one ``tools/call``: a search, a call through ``call_tool``, or a pinned
-        tool called by its own name. Every failure is a tool error, for the model.
+        tool called by its own name. Every failure is a tool error, for the model, but an
+        upstream's ``URLElicitationRequiredError`` (a page the user must open first), raised
+        as it is for a client that takes URL-mode elicitations.
 
         ``relay`` passes the upstream's progress and requests for input on to the client
         (:mod:`~toolgate.integrations.mcp.relay`): the answer is then an
@@ -302,6 +304,8 @@ class McpProxy:
         result, server, how = await self._forwarder.forward(name, arguments, relay, search)
         if self.metrics is not None:
             self.metrics.called(server, how, time.perf_counter() - start)
+        if isinstance(result, MCPError):
+            raise result
         return result
 
     async def heard(self, server: str, notice: Any) -> None:

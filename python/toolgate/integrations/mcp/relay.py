@@ -196,6 +196,12 @@ class RequestRelay:
         )
         return answer
 
+    def takes_url_elicitations(self) -> bool:
+        """Whether this request's client can be answered with an upstream's
+        ``URLElicitationRequiredError`` as it is: it said it takes URL-mode elicitations,
+        and is on a protocol with that error (2026-07-28 retired it)."""
+        return not self.modern and _takes_elicitation(self.session, "url")
+
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         """The upstream's progress, as the proxy's on this request (if its client asked);
         a value at or below the last one passed on is dropped, as MCP wants progress to
