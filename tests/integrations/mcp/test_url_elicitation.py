@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, UrlElicitationRequiredError
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp.types import URL_ELICITATION_REQUIRED, ElicitRequestURLParams, ElicitResult
+from mcp.types import (
+    URL_ELICITATION_REQUIRED,
+    ElicitCompleteNotification,
+    ElicitRequestURLParams,
+    ElicitResult,
+)
 
 from tests.fixtures.mcp import run, text_of
 from toolgate.embedding.embedder import Embedder
@@ -37,6 +43,18 @@ def drive() -> MCPServer:
         """List the files of a folder of the user's drive."""
         raise UrlElicitationRequiredError([SIGN_IN])
 
+    @server.tool()
+    async def open_payment_page(ctx: Context) -> str:
+        """Have the user pay on the payment provider's page."""
+        answer = await ctx.elicit_url("Pay.", "https://pay.example/p", "pay-1")
+        return f"payment page {answer.action}ed"
+
+    @server.tool()
+    async def finish_sign_in(elicitation: str, ctx: Context) -> str:
+        """What the server does once the user is done with a page: it says so."""
+        await ctx.session.send_elicit_complete(elicitation)
+        return "told"
+
     return server
 
 
@@ -47,16 +65,31 @@ async def take_url(_ctx: Any, _params: Any) -> ElicitResult:
 
 
 @asynccontextmanager
-async def proxied(embedder: Embedder, **client_options: Any) -> AsyncIterator[Client]:
-    """A handshake-era client of the proxy in front of ``drive``, over a 2025-11-25
-    connection (the last protocol with ``URLElicitationRequiredError``)."""
+async def drive_proxy(embedder: Embedder) -> AsyncIterator[McpProxy]:
+    """The proxy in front of ``drive``, over a 2025-11-25 connection (the last protocol with
+    ``URLElicitationRequiredError``), hearing its notices as ``toolgate mcp-proxy`` does."""
     requests = UpstreamRequests(one_client=True)
-    async with Client(drive(), mode="legacy", **requests.callbacks("drive")) as upstream:
+    proxies: list[McpProxy] = []
+
+    async def heard(message: Any) -> None:
+        await proxies[0].heard("drive", message)
+
+    options = {"message_handler": heard, **requests.callbacks("drive")}
+    async with Client(drive(), mode="legacy", **options) as upstream:
         router = McpRouter(embedder=embedder, cache=None)
         await router.connect({"drive": upstream})
-        proxy = McpProxy(router, requests=requests)
-        async with Client(proxy.server, mode="legacy", **client_options) as client:
-            yield client
+        proxies.append(McpProxy(router, requests=requests))
+        yield proxies[0]
+
+
+@asynccontextmanager
+async def proxied(embedder: Embedder, **client_options: Any) -> AsyncIterator[Client]:
+    """A handshake-era client of the proxy in front of ``drive``."""
+    async with (
+        drive_proxy(embedder) as proxy,
+        Client(proxy.server, mode="legacy", **client_options) as client,
+    ):
+        yield client
 
 
 def listing() -> dict[str, Any]:
@@ -93,5 +126,52 @@ def test_a_url_elicitation_required_is_named_to_a_model_whose_client_cannot_show
             assert SIGN_IN.message in body["message"]
             assert SIGN_IN.url in body["message"]
             assert "then call" in body["message"]
+
+    run(main)
+
+
+class Notices:
+    """A client's ``message_handler``, keeping the ids of the pages it is told are done."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, ElicitCompleteNotification):
+            self.done.append(message.params.elicitation_id)
+
+
+def test_a_page_done_with_is_told_to_the_client_it_was_sent_to_alone(
+    embedder: Embedder,
+) -> None:
+    async def main() -> None:
+        async with drive_proxy(embedder) as proxy, AsyncExitStack() as stack:
+            heard = [Notices(), Notices()]
+            first, other = [
+                await stack.enter_async_context(
+                    Client(
+                        proxy.server, mode="legacy", message_handler=notices,
+                        elicitation_callback=take_url,
+                    )
+                )
+                for notices in heard
+            ]  # fmt: skip
+            with pytest.raises(MCPError):
+                await first.call_tool("call_tool", listing())
+            paid = await first.call_tool("call_tool", {"name": "open_payment_page"})
+            assert text_of(paid) == "payment page accepted"
+            # A page the proxy sent no client is told to none (MCP: a client ignores an id it
+            # does not know, and a server tells only the client it asked).
+            for page in ("unknown-1", "drive-1", "pay-1", "drive-1"):
+                done = await other.call_tool(
+                    "call_tool", {"name": "finish_sign_in", "arguments": {"elicitation": page}}
+                )
+                assert text_of(done) == "told"
+            with anyio.fail_after(5):
+                while len(heard[0].done) < 2:
+                    await anyio.sleep(0.01)
+            await anyio.sleep(0.1)  # time for one more, which must not come
+            assert heard[0].done == ["drive-1", "pay-1"]  # once each
+            assert heard[1].done == []
 
     run(main)

@@ -202,6 +202,8 @@ def _page_to_open(
     the user. As a plain failure, the model was told only "requires more information", and
     the tool could never be used: the proxy had said for its client that it takes them."""
     if relay is not None and relay.takes_url_elicitations():
+        ids = [page.elicitation_id for page in pages if page.elicitation_id]
+        relay.requests.pages_sent(server, ids, relay)
         return MCPError(exc.code, exc.message, exc.data)
     shown = pages[:_MAX_PAGES]
     # Each URL last, after a space: no punctuation of the proxy's reads as part of it.

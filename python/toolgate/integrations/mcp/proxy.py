@@ -55,6 +55,7 @@ from mcp.types import (
     CallToolResult,
     CompleteRequestParams,
     CompleteResult,
+    ElicitCompleteNotification,
     GetPromptRequestParams,
     GetPromptResult,
     InputRequiredResult,
@@ -309,8 +310,9 @@ class McpProxy:
         return result
 
     async def heard(self, server: str, notice: Any) -> None:
-        """Pass on an upstream's notice that its tools, prompts or resources changed: a
-        message its client received (give ``partial(proxy.heard, name)`` as ``then`` to
+        """Pass on an upstream's notice that its tools, prompts or resources changed, or
+        that the user is done with a page it asked a client to open: a message its client
+        received (give ``partial(proxy.heard, name)`` as ``then`` to
         :meth:`McpRouter.message_handler`; on the 2026-07-28 protocol the SDK passes the
         events of :meth:`McpRouter.watch` with ``prompts`` / ``resources`` on to it too).
         Other messages are ignored.
@@ -321,7 +323,11 @@ class McpProxy:
         handler, which runs in the upstream connection's receive loop, it is better started
         in a task of its own (as ``toolgate mcp-proxy`` does).
         """
-        method = getattr(getattr(notice, "root", notice), "method", None)
+        message = getattr(notice, "root", notice)
+        if isinstance(message, ElicitCompleteNotification):  # to the client sent the page
+            await self.requests.page_done(server, message.params.elicitation_id)
+            return
+        method = getattr(message, "method", None)
         for kind, (notification, _event) in _CHANGES.items():
             if method == notification:
                 await self.announce(kind)

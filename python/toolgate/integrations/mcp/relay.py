@@ -28,13 +28,18 @@ client's roots. Through the proxy, these reach the client whose request it is:
 
 A client that does not answer within :data:`ASK_TIMEOUT` seconds (gone, or never to answer)
 is taken to have refused.
+
+A page a client was sent to open (a URL-mode elicitation, or a ``URLElicitationRequiredError``
+passed on) is remembered with that client, so that the upstream's notice that the user is
+done with it (``notifications/elicitation/complete``) reaches that client, and no other.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterator
+import weakref
+from collections import OrderedDict, defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import partial
@@ -73,6 +78,7 @@ from toolgate.integrations.mcp.listing import McpClient, list_server_tools
 __all__ = [
     "ASK_TIMEOUT",
     "MAX_INPUT_ROUNDS",
+    "MAX_PAGES_REMEMBERED",
     "InputRequired",
     "RequestRelay",
     "UpstreamRequests",
@@ -83,6 +89,10 @@ MAX_INPUT_ROUNDS = 10
 
 #: Seconds a client has to answer a request for input (a person filling in a form).
 ASK_TIMEOUT = 600.0
+
+#: Pages sent to clients whose "done" notice is waited for, at most: the oldest is
+#: forgotten first (a server may never send it: MCP makes it optional).
+MAX_PAGES_REMEMBERED = 1024
 
 # The relay of the client request under way in this task: requests an upstream sends while
 # it waits find their client by it where the SDK runs them in the caller's context (HTTP,
@@ -131,6 +141,9 @@ class RequestRelay:
         self.input_responses = params.input_responses if params else None
         self.request_state = params.request_state if params else None
         self.requests = requests
+        # The SDK's connection of the client, which lasts as long as the client does (the
+        # session of ``ctx`` is made for this request): for notices after the request.
+        self.connection = getattr(self.session, "_connection", None)
         # Progress passed on so far (none yet: ``_reported``), and where the current input
         # round's starts (each round's progress starts again from the upstream's 0).
         self._progress = self._round_start = 0.0
@@ -167,7 +180,7 @@ class RequestRelay:
                     self._check_capability(request)
                 if self.modern:
                     raise InputRequired(result)
-                answers = {key: await self.ask(request) for key, request in asked}
+                answers = {key: await self._ask(request, server) for key, request in asked}
                 self._round_start = self._progress
                 result = await call(answers, result.request_state)
         if isinstance(result, InputRequiredResult):
@@ -194,6 +207,12 @@ class RequestRelay:
             request_read_timeout_seconds=ASK_TIMEOUT,
             metadata=related,
         )
+        return answer
+
+    async def _ask(self, request: InputRequest, server: str) -> InputResponse:
+        """:meth:`ask`, for ``server``, remembering a page the client was sent to open."""
+        answer = await self.ask(request)
+        self.requests.asked(server, request, self)
         return answer
 
     def takes_url_elicitations(self) -> bool:
@@ -263,6 +282,39 @@ class UpstreamRequests:
         """See the class docstring."""
         self.one_client = one_client
         self._under_way: defaultdict[str, list[RequestRelay]] = defaultdict(list)
+        # (server, elicitation id) -> the connection of the client sent that page.
+        self._pages: OrderedDict[tuple[str, str], weakref.ref[Any]] = OrderedDict()
+
+    def pages_sent(self, server: str, pages: Iterable[str], relay: RequestRelay) -> None:
+        """Remember that ``relay``'s client was sent ``server``'s ``pages`` (elicitation
+        ids) to open, for :meth:`page_done`."""
+        if relay.connection is None:  # a client the proxy cannot notify later
+            return
+        for page in pages:
+            self._pages[(server, page)] = weakref.ref(relay.connection)
+            self._pages.move_to_end((server, page))
+        while len(self._pages) > MAX_PAGES_REMEMBERED:
+            self._pages.popitem(last=False)
+
+    def asked(self, server: str, request: InputRequest, relay: RequestRelay) -> None:
+        """Note that ``relay``'s client was asked ``server``'s ``request``: a page to open
+        is remembered (:meth:`pages_sent`)."""
+        page = getattr(request.params, "elicitation_id", None)
+        if isinstance(request, ElicitRequest) and isinstance(page, str):
+            self.pages_sent(server, [page], relay)
+
+    async def page_done(self, server: str, page: str) -> None:
+        """Pass ``server``'s notice that the user is done with its page ``page`` on to the
+        client that was sent the page, once; a page sent to no client (or forgotten) is
+        told to none: MCP has the notice go to that client alone."""
+        sent_to = self._pages.pop((server, page), None)
+        connection = sent_to() if sent_to is not None else None
+        if connection is None:
+            return
+        try:
+            await connection.notify("notifications/elicitation/complete", {"elicitationId": page})
+        except Exception:  # that client is gone: nobody is waiting for the page
+            return
 
     def callbacks(self, server: str, *, over_http: bool = False) -> dict[str, Any]:
         """``mcp.Client``'s keyword arguments for ``server``'s connection. They also say,
@@ -299,9 +351,11 @@ class UpstreamRequests:
             relay = under_way[0]
         assert relay is not None
         try:
-            return await relay.ask(request)
+            answer = await relay.ask(request)
         except MCPError as exc:
             return ErrorData(code=exc.code, message=exc.message)
+        self.asked(server, request, relay)
+        return answer
 
     def _unattributed(
         self, server: str, over_http: bool, under_way: list[RequestRelay]
