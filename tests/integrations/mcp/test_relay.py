@@ -628,3 +628,71 @@ def test_an_http_upstreams_request_on_no_requests_stream_goes_only_to_a_lone_cli
             assert (await asker(lone, over_http=True)()).content == {"name": "a"}
 
     run(main)
+
+
+class Unanswered:
+    """A request whose client never answers (its user walked away from the form)."""
+
+    async def ask(self, request: Any) -> ElicitResult:
+        await anyio.sleep_forever()
+        raise AssertionError("not reached")
+
+
+WITHDRAWN = "elicitation/create: the request of the proxy's client it was for has ended"
+
+
+def test_a_question_for_a_request_that_ended_is_withdrawn() -> None:
+    async def main() -> None:
+        # A server that goes on asking after its call was cancelled (many do not cancel their
+        # own requests) would otherwise have the client's form stay open for ten minutes,
+        # and run the cancelled call on with the answer.
+        requests = UpstreamRequests(one_client=True)
+        answers: list[Any] = []
+
+        async def asking() -> None:
+            answers.append(await asker(requests)())
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as group:
+                with requests.under_way("studio", Unanswered()):  # type: ignore[arg-type]
+                    group.start_soon(asking)
+                    await anyio.wait_all_tasks_blocked()
+                    # Over stdio it may be any waiting request's: one that comes and goes
+                    # while another waits leaves it be.
+                    with requests.under_way("studio", Waiting("other")):  # type: ignore[arg-type]
+                        pass
+                    await anyio.wait_all_tasks_blocked()
+                    assert answers == []
+        assert [refusal(answer) for answer in answers] == [WITHDRAWN]
+
+    run(main)
+
+
+def test_a_question_for_one_clients_request_is_withdrawn_when_that_request_ends() -> None:
+    async def main() -> None:
+        requests = UpstreamRequests()  # over HTTP, where a question says whose it is
+
+        class Walked(RequestContext):
+            async def send_request(self, request: Any, *_: Any, **__: Any) -> ElicitResult:
+                await anyio.sleep_forever()
+                raise AssertionError("not reached")
+
+        forms = ClientCapabilities(elicitation=ElicitationCapability())
+        mine = RequestRelay(Walked(forms), requests)
+        answers: list[Any] = []
+
+        async def asking() -> None:
+            answers.append(await asker(requests, over_http=True)())
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as group:
+                with requests.under_way("studio", Waiting("another client's")):  # type: ignore[arg-type]
+                    with mine.waiting_on("studio"):
+                        group.start_soon(asking)  # asked in the context of mine's request
+                        await anyio.wait_all_tasks_blocked()
+                        assert answers == []
+                    await anyio.wait_all_tasks_blocked()
+                    # Withdrawn as mine ended, while another client's request still waits.
+                    assert [refusal(answer) for answer in answers] == [WITHDRAWN]
+
+    run(main)

@@ -27,7 +27,10 @@ client's roots. Through the proxy, these reach the client whose request it is:
   relayed from such an upstream: it may ask for them at any time.
 
 A client that does not answer within :data:`ASK_TIMEOUT` seconds (gone, or never to answer)
-is taken to have refused.
+is taken to have refused. A question still open when the request it is for ends (answered,
+failed, or cancelled by its client) is withdrawn: the client is told (``notifications/
+cancelled``) and the upstream is refused. Over stdio, where a question does not say whose it
+is, that is when no request of the client waits on that server any more.
 
 A page a client was sent to open (a URL-mode elicitation, or a ``URLElicitationRequiredError``
 passed on) is remembered with that client, so that the upstream's notice that the user is
@@ -45,6 +48,7 @@ from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
+import anyio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
@@ -284,6 +288,9 @@ class UpstreamRequests:
         self._under_way: defaultdict[str, list[RequestRelay]] = defaultdict(list)
         # (server, elicitation id) -> the connection of the client sent that page.
         self._pages: OrderedDict[tuple[str, str], weakref.ref[Any]] = OrderedDict()
+        # Questions put to clients, by what they are for: (server, request) when the
+        # upstream said which request, else the server.
+        self._asking: defaultdict[object, set[anyio.CancelScope]] = defaultdict(set)
 
     def pages_sent(self, server: str, pages: Iterable[str], relay: RequestRelay) -> None:
         """Remember that ``relay``'s client was sent ``server``'s ``pages`` (elicitation
@@ -336,24 +343,43 @@ class UpstreamRequests:
             yield
         finally:
             self._under_way[server].remove(relay)
+            self._withdraw((server, relay))
             if not self._under_way[server]:
                 del self._under_way[server]
+                self._withdraw(server)
+
+    def _withdraw(self, key: object) -> None:
+        """Withdraw the questions put to clients for ``key``, whose requests ended."""
+        for scope in self._asking.pop(key, ()):
+            scope.cancel()
 
     async def _relay(
         self, server: str, over_http: bool, request: InputRequest
     ) -> InputResponse | ErrorData:
         under_way = self._under_way.get(server, [])
         relay = _CURRENT.get()
+        key: object = (server, relay)
         if relay not in under_way:  # the request does not say whose it is
             refusal = self._unattributed(server, over_http, under_way)
             if refusal:
                 return ErrorData(code=INVALID_REQUEST, message=f"{request.method}: {refusal}")
-            relay = under_way[0]
+            relay, key = under_way[0], server
         assert relay is not None
-        try:
-            answer = await relay.ask(request)
-        except MCPError as exc:
-            return ErrorData(code=exc.code, message=exc.message)
+        answer: InputResponse | None = None
+        with anyio.CancelScope() as scope:
+            self._asking[key].add(scope)
+            try:
+                answer = await relay.ask(request)
+            except MCPError as exc:
+                return ErrorData(code=exc.code, message=exc.message)
+            finally:
+                if key in self._asking:
+                    self._asking[key].discard(scope)
+                    if not self._asking[key]:
+                        del self._asking[key]
+        if answer is None:  # withdrawn
+            ended = "the request of the proxy's client it was for has ended"
+            return ErrorData(code=INVALID_REQUEST, message=f"{request.method}: {ended}")
         self.asked(server, request, relay)
         return answer
 
