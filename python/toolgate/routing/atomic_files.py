@@ -18,6 +18,7 @@ from toolgate.errors import InvalidInputError, StorageError, ToolgateError
 __all__ = [
     "copy_atomic",
     "directory_path",
+    "naming",
     "prepare_directory",
     "replace_atomically",
     "storage_errors",
@@ -39,6 +40,21 @@ def storage_errors() -> Iterator[None]:
         if exc.errno is None:
             raise StorageError(str(exc)) from exc
         raise StorageError(exc.errno, exc.strerror or str(exc), exc.filename) from exc
+
+
+@contextlib.contextmanager
+def naming(target: Path, tmp: Path) -> Iterator[None]:
+    """Raise an ``OSError`` from writing ``tmp`` to become ``target`` as a
+    :class:`StorageError` naming ``target``: the file the caller saves, not the temporary one
+    beside it (whose name means nothing to them), nor none (a full disk's write or fsync
+    names no file)."""
+    try:
+        yield
+    except OSError as exc:
+        named = exc.filename is not None and os.fsdecode(exc.filename) != str(tmp)
+        if exc.errno is None or named:
+            raise
+        raise StorageError(exc.errno, exc.strerror or str(exc), str(target)) from exc
 
 
 def directory_path(path: str | os.PathLike[str]) -> Path:
@@ -65,11 +81,12 @@ def replace_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Write ``path`` through a temporary file beside it, fsync'd, then renamed over it."""
     tmp = temporary_name(path)
     try:
-        with open(tmp, "xb", opener=_private) as out:
-            write(out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        with naming(path, tmp):
+            with open(tmp, "xb", opener=_private) as out:
+                write(out)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 

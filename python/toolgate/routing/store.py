@@ -35,6 +35,7 @@ from toolgate.json_limits import loads, open_regular, read_bounded
 from toolgate.routing.atomic_files import (
     copy_atomic,
     directory_path,
+    naming,
     prepare_directory,
     replace_atomically,
     storage_errors,
@@ -126,9 +127,10 @@ def save_fingerprinted(bm25: Any, directory: Path) -> str:
     """
     tmp = temporary_name(directory / BM25)
     try:
-        bm25.save(tmp)  # the core writes it afresh, itself atomically
-        digest = fingerprint(tmp)
-        os.replace(tmp, directory / BM25)
+        with naming(directory / BM25, tmp):
+            bm25.save(tmp)  # the core writes it afresh, itself atomically
+            digest = fingerprint(tmp)
+            os.replace(tmp, directory / BM25)
     finally:
         tmp.unlink(missing_ok=True)
     return digest
