@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,9 @@ import pytest
 from toolgate import StorageError
 from toolgate.catalog.catalog import Catalog
 from toolgate.embedding.embedder import Embedder
+from toolgate.routing import atomic_files, store
 from toolgate.routing.router import Router
+from toolgate.routing.store import CATALOG, MANIFEST
 
 TOOLS = {
     "weather": {
@@ -24,9 +27,98 @@ TOOLS = {
 }
 
 
+MAIL = {
+    "mail": {
+        "tools": [
+            {"name": "send_email", "description": "Send an email to a recipient."},
+            {"name": "list_inbox", "description": "List the messages in the inbox."},
+            {"name": "delete_email", "description": "Delete an email from the inbox."},
+        ]
+    },
+}
+
+
 @pytest.fixture(scope="module")
 def router(embedder: Embedder) -> Router:
     return Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, cache=None)
+
+
+def _full_disk_at(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make creating the temporary file of ``name`` (the save's, or the core's beside it)
+    fail as a full disk does."""
+    real_open = os.open
+
+    def full(path: str | os.PathLike[str], flags: int, *args: object) -> int:
+        if flags & os.O_CREAT and Path(path).name.startswith(f".{name}."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", full)
+
+
+def _fail_at(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if name != "bm25.tgb":
+        _full_disk_at(name, monkeypatch)
+        return
+    # The core writes the BM25 file itself, out of os.open's reach: reading it back to
+    # fingerprint it fails instead.
+    real_fingerprint = store.fingerprint
+
+    def unreadable(path: Path) -> str:
+        if path.name.startswith(".bm25.tgb."):
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
+        return real_fingerprint(path)
+
+    monkeypatch.setattr(store, "fingerprint", unreadable)
+
+
+def _saves(embedder: Embedder) -> dict[str, Callable[[Path], object]]:
+    """The two ways to write a router over a directory: save one, or build one there."""
+    mail = Catalog.load(MAIL)
+    built = Router.from_catalog(mail, embedder=embedder, cache=None)
+    return {
+        "save": built.save,
+        "build": lambda path: Router.from_catalog(mail, embedder=embedder, cache=None, path=path),
+    }
+
+
+# A build's matrix is the core's to write, out of os.open's reach: its other files fail.
+@pytest.mark.parametrize(
+    ("how", "name"),
+    [("save", "matrix.tgm")]
+    + [(how, name) for how in ("save", "build") for name in ("bm25.tgb", CATALOG, MANIFEST)],
+)
+def test_a_save_that_fails_leaves_the_router_saved_before_whole(
+    router: Router,
+    embedder: Embedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    how: str,
+) -> None:
+    router.save(tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    save = _saves(embedder)[how]
+    _fail_at(name, monkeypatch)
+    with pytest.raises(StorageError):
+        save(tmp_path)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    reopened = Router.open(tmp_path, embedder=embedder)
+    assert {t.id for t in reopened.route("weather in Oslo").tools} <= {t.id for t in router.catalog}
+    assert len(reopened.catalog) == len(router.catalog)
+
+
+@pytest.mark.parametrize("how", ["save", "build"])
+def test_a_save_over_a_router_replaces_it_whole(
+    router: Router, embedder: Embedder, tmp_path: Path, how: str
+) -> None:
+    router.save(tmp_path)
+    _saves(embedder)[how](tmp_path)
+    reopened = Router.open(tmp_path, embedder=embedder)
+    assert [t.id for t in reopened.catalog] == [t.id for t in Catalog.load(MAIL)]
+    assert reopened.route("send an email").tools[0].id == "mail/send_email"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(store.ROUTER_FILES)
 
 
 def _disk_full(*_: object) -> None:
@@ -66,8 +158,26 @@ def test_a_temporary_file_that_cannot_be_made_is_named_by_its_target(
             raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
         return real_open(path, flags, *args)
 
+    def unlink(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+        # A read-only file system refuses to remove even a file that is not there.
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+
     monkeypatch.setattr(os, "open", read_only)
+    monkeypatch.setattr(os, "unlink", unlink)
     with pytest.raises(StorageError) as raised:
         router.save(tmp_path)
     assert raised.value.errno == errno.EROFS
+    assert raised.value.filename == str(tmp_path / "matrix.tgm")
+
+
+def test_a_matrix_the_core_cannot_build_is_named_by_its_target(
+    embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A folder where the build's temporary matrix goes: the core's rename onto it fails.
+    monkeypatch.setattr(
+        atomic_files, "temporary_name", lambda path: path.with_name(f".{path.name}.x.tmp")
+    )
+    (tmp_path / ".matrix.tgm.x.tmp" / "in-the-way").mkdir(parents=True)
+    with pytest.raises(StorageError) as raised:
+        Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, cache=None, path=tmp_path)
     assert raised.value.filename == str(tmp_path / "matrix.tgm")

@@ -1,6 +1,8 @@
 """Durable file writes for a router's directory: a file is written beside its target, fsync'd
 and renamed over it, so a reader sees the old file or the new one, never half of one; any
-``OSError`` on the way is a :class:`~toolgate.errors.StorageError`."""
+``OSError`` on the way is a :class:`~toolgate.errors.StorageError`. Files that belong together
+are all written first and renamed after (:func:`staging`), so a save that fails while writing
+(a full disk) leaves the files it would replace as they were."""
 
 from __future__ import annotations
 
@@ -16,15 +18,14 @@ from typing import BinaryIO
 from toolgate.errors import InvalidInputError, StorageError, ToolgateError
 
 __all__ = [
-    "copy_atomic",
+    "Staging",
     "directory_path",
     "naming",
     "prepare_directory",
-    "replace_atomically",
+    "staging",
     "storage_errors",
     "sync_directory",
     "temporary_name",
-    "write_atomic",
 ]
 
 
@@ -77,18 +78,66 @@ def prepare_directory(path: str | os.PathLike[str]) -> Path:
     return directory
 
 
-def replace_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Write ``path`` through a temporary file beside it, fsync'd, then renamed over it."""
-    tmp = temporary_name(path)
+class Staging:
+    """Files written under temporary names beside their targets, renamed over them only by
+    :meth:`commit`, once every one is written: until then no target has changed."""
+
+    def __init__(self) -> None:
+        self._files: list[tuple[Path, Path]] = []  # (temporary file, target), in order
+
+    def path(self, target: Path) -> Path:
+        """A temporary name for ``target``, for the caller to write (fsync'd) and
+        :meth:`commit` to rename; removed with the staging if it is not committed."""
+        tmp = temporary_name(target)
+        self._files.append((tmp, target))
+        return tmp
+
+    def write(self, target: Path, write: Callable[[BinaryIO], object]) -> Path:
+        """Stage ``target`` written by ``write``, fsync'd; the temporary file."""
+        tmp = self.path(target)
+        with naming(target, tmp), open(tmp, "xb", opener=_private) as out:
+            write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        return tmp
+
+    def copy(self, source: Path, target: Path) -> None:
+        """Stage a copy of ``source`` as ``target`` (nothing if they are one file)."""
+        with storage_errors():
+            if source.resolve() == target.resolve():
+                return
+            with source.open("rb") as src:
+                self.write(target, lambda out: shutil.copyfileobj(src, out, 1 << 20))
+
+    def commit(self) -> None:
+        """Rename every staged file over its target, in the order staged, and sync their
+        folders. A reader that looks between two renames sees files of two saves: each
+        file whole, and the manifest staged last says which belong together."""
+        for tmp, target in self._files:
+            with naming(target, tmp):
+                os.replace(tmp, target)
+        for folder in dict.fromkeys(target.parent for _, target in self._files):
+            sync_directory(folder)
+
+    def discard(self) -> None:
+        """Remove the staged files that were not renamed, as far as it can: the error that
+        stopped the save is the one to raise (a read-only file system refuses even to remove
+        a file that is not there)."""
+        for tmp, _ in self._files:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def staging() -> Iterator[Staging]:
+    """A :class:`Staging` whose files not committed by the end of the block (an error, an
+    interrupt) are removed; ``OSError`` s in it are :class:`StorageError` s."""
+    stage = Staging()
     try:
-        with naming(path, tmp):
-            with open(tmp, "xb", opener=_private) as out:
-                write(out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
+        with storage_errors():
+            yield stage
     finally:
-        tmp.unlink(missing_ok=True)
+        stage.discard()
 
 
 def temporary_name(path: Path) -> Path:
@@ -104,19 +153,6 @@ def temporary_name(path: Path) -> Path:
 def _private(path: str, flags: int) -> int:
     """Open ``path`` readable by its owner only, as ``mkstemp`` does."""
     return os.open(path, flags, 0o600)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    replace_atomically(path, lambda out: out.write(text.encode("utf-8")))
-
-
-@storage_errors()
-def copy_atomic(source: Path, target: Path) -> None:
-    """Copy ``source`` over ``target`` through a temporary file and a rename."""
-    if source.resolve() == target.resolve():
-        return
-    with source.open("rb") as src:
-        replace_atomically(target, lambda out: shutil.copyfileobj(src, out, 1 << 20))
 
 
 def sync_directory(directory: Path) -> None:

@@ -28,6 +28,7 @@ from toolgate.embedding.model_files import toolgate_home
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import IndexFormatError, IndexIncompatibleError, InvalidInputError
 from toolgate.forks import fork_safe_lock
+from toolgate.routing.atomic_files import Staging, naming, staging
 from toolgate.routing.centring import centred, centring_offset, offset_numbers, uncentred
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores, null_requests, null_vectors
@@ -42,7 +43,6 @@ from toolgate.routing.store import (
     SavedRouter,
     check_files,
     check_save_directory,
-    copy_atomic,
     fingerprint,
     load_saved_catalog,
     prepare_router_directory,
@@ -200,14 +200,20 @@ class RouterParts:
 
     def save(self, catalog: Catalog, path: str | os.PathLike[str]) -> None:
         """Write these files and ``catalog`` (the full one, which they index) to the directory
-        ``path``, created if needed."""
+        ``path``, created if needed; a save that fails before every file is written leaves
+        the router saved there before as it was."""
         directory = prepare_router_directory(path)
         source = Path(self.index.path)
-        copy_atomic(source, directory / MATRIX)
-        # Fingerprints of what this save wrote, taken from its own bytes, not from the
-        # directory, where a racing save may have put its files meanwhile.
-        files = {MATRIX: fingerprint(source), BM25: save_fingerprinted(self.bm25, directory)}
-        self._write_manifest(directory, catalog, files)
+        with staging() as stage:
+            stage.copy(source, directory / MATRIX)
+            # Fingerprints of what this save wrote, taken from its own bytes, not from the
+            # directory, where a racing save may have put its files meanwhile.
+            files = {
+                MATRIX: fingerprint(source),
+                BM25: save_fingerprinted(self.bm25, directory, stage),
+            }
+            self._write_manifest(directory, catalog, files, stage)
+            stage.commit()
 
     def refreshed(
         self,
@@ -263,9 +269,15 @@ class RouterParts:
         return dataclasses.replace(self, config=config)
 
     def _write_manifest(
-        self, directory: Path, catalog: Catalog, files: dict[str, str], *, built: bool = False
+        self,
+        directory: Path,
+        catalog: Catalog,
+        files: dict[str, str],
+        stage: Staging,
+        *,
+        built: bool = False,
     ) -> None:
-        """Write ``catalog`` and the manifest; ``built``: the outline was just made from
+        """Stage ``catalog`` and the manifest; ``built``: the outline was just made from
         ``catalog``, so its flagged rows are taken as they are, not found again."""
         model_id = str(self.index.model_id)
         offset = None if self.offset is None else offset_numbers(self.offset)
@@ -273,7 +285,7 @@ class RouterParts:
             self.config, self.outline, self.vocabulary.keys, model_id, files, self.null, offset
         )
         addressing = self.outline.addressing if built else None
-        write_catalog_and_manifest(directory, catalog, saved, addressing=addressing)
+        write_catalog_and_manifest(directory, catalog, saved, stage, addressing=addressing)
 
 
 def index_catalog(
@@ -347,29 +359,49 @@ def _build_parts(
 ) -> RouterParts:
     tools = catalog.tools
     vocabulary = FlagVocabulary.from_tools(tools)
-    index = _toolgate.Index.build(
-        directory / MATRIX,
-        vectors,
-        dtype=config.index_dtype,
-        model_id=model_id,
-        masks=vocabulary.masks(tools),
-    )
-    name, description, params, server = config.bm25_weights
-    bm25 = _toolgate.Bm25.build(
-        [bm25_document(t) for t in tools],
-        k1=config.bm25_k1,
-        b=config.bm25_b,
-        field_weights={"name": name, "description": description, "params": params,
-                       "server": server},
-        exposed_names=renamed_rows(catalog),
-    )  # fmt: skip
-    files = {MATRIX: fingerprint(directory / MATRIX), BM25: save_fingerprinted(bm25, directory)}
-    null = None
-    if embed is not None:
-        null = NullScores.measure(index, bm25, null_vectors(model_id, embed), null_requests())
-    parts = RouterParts(index, bm25, vocabulary, outline, config, workdir, null, offset)
-    parts._write_manifest(directory, catalog, files, built=True)
-    return parts
+    matrix = directory / MATRIX
+    # Every file is staged before any replaces a router saved there before (see save).
+    with staging() as stage:
+        tmp = stage.path(matrix)
+        with naming(matrix, tmp):
+            built = _toolgate.Index.build(
+                tmp,
+                vectors,
+                dtype=config.index_dtype,
+                model_id=model_id,
+                masks=vocabulary.masks(tools),
+            )
+        name, description, params, server = config.bm25_weights
+        bm25 = _toolgate.Bm25.build(
+            [bm25_document(t) for t in tools],
+            k1=config.bm25_k1,
+            b=config.bm25_b,
+            field_weights={"name": name, "description": description, "params": params,
+                           "server": server},
+            exposed_names=renamed_rows(catalog),
+        )  # fmt: skip
+        files = {
+            MATRIX: fingerprint(tmp),
+            BM25: save_fingerprinted(bm25, directory, stage),
+        }
+        null = None
+        if embed is not None:
+            null = NullScores.measure(built, bm25, null_vectors(model_id, embed), null_requests())
+        parts = RouterParts(built, bm25, vocabulary, outline, config, workdir, null, offset)
+        parts._write_manifest(directory, catalog, files, stage, built=True)
+        stage.commit()
+    return dataclasses.replace(parts, index=_opened_at(matrix, files[MATRIX]))
+
+
+def _opened_at(path: Path, expected: str) -> _toolgate.Index:
+    """The index just built and renamed to ``path``, opened there (the one built knows its
+    temporary name only), and checked to be the file built."""
+    index = _toolgate.Index.open(path, verify=False)
+    if fingerprint(path) != expected:
+        raise IndexFormatError(
+            f"{path} was replaced as it was saved (a concurrent save?); save the router again"
+        )
+    return index
 
 
 def open_parts(directory: Path) -> RouterParts:

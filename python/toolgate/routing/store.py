@@ -1,6 +1,8 @@
 """A router's directory on disk: the matrix, the BM25 index, the catalog and a manifest.
 
-Every file is written atomically (temporary file, fsync, rename) and the manifest last. The
+Every file is written under a temporary name (fsync'd) and renamed over its target only once
+all are written, the manifest last (:func:`~toolgate.routing.atomic_files.staging`): a save
+that fails while writing (a full disk, Ctrl-C) leaves the router saved there before whole. The
 manifest carries what routing needs (tool ids, pinned rows, flag names, catalog version,
 config), so a router reopens without parsing the full catalog, which loads only when promote
 or verify first need it. It also carries a fingerprint of the matrix and BM25 files it was
@@ -33,14 +35,11 @@ from toolgate.catalog.overrides import saved_overrides
 from toolgate.errors import CatalogError, IndexFormatError, InvalidInputError
 from toolgate.json_limits import loads, open_regular, read_bounded
 from toolgate.routing.atomic_files import (
-    copy_atomic,
+    Staging,
     directory_path,
     naming,
     prepare_directory,
-    replace_atomically,
     storage_errors,
-    temporary_name,
-    write_atomic,
 )
 from toolgate.routing.manifest import (
     FORMAT_VERSION,
@@ -71,7 +70,6 @@ __all__ = [
     "SavedRouter",
     "check_files",
     "check_save_directory",
-    "copy_atomic",
     "fingerprint",
     "load_saved_catalog",
     "manifest_checksum",
@@ -118,22 +116,14 @@ def fingerprint(path: Path) -> str:
     return hashlib.sha256(head + size.to_bytes(8, "little")).hexdigest()[:32]
 
 
-@storage_errors()
-def save_fingerprinted(bm25: Any, directory: Path) -> str:
-    """Save ``bm25`` (a ``_toolgate.Bm25``) as the directory's BM25 file; its fingerprint.
-
-    Written under a temporary name and fingerprinted before the rename, so the fingerprint is
-    of these bytes even if another save replaces the file right after.
-    """
-    tmp = temporary_name(directory / BM25)
-    try:
-        with naming(directory / BM25, tmp):
-            bm25.save(tmp)  # the core writes it afresh, itself atomically
-            digest = fingerprint(tmp)
-            os.replace(tmp, directory / BM25)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return digest
+def save_fingerprinted(bm25: Any, directory: Path, stage: Staging) -> str:
+    """Stage ``bm25`` (a ``_toolgate.Bm25``) as the directory's BM25 file; its fingerprint,
+    taken from these bytes, whatever another save puts in the directory meanwhile."""
+    target = directory / BM25
+    tmp = stage.path(target)
+    with naming(target, tmp):
+        bm25.save(tmp)  # the core writes it afresh, fsync'd
+        return fingerprint(tmp)
 
 
 def check_save_directory(path: str | os.PathLike[str]) -> Path:
@@ -224,15 +214,15 @@ def check_files(directory: Path, saved: SavedRouter) -> None:
             )
 
 
-@storage_errors()
 def write_catalog_and_manifest(
     directory: Path,
     catalog: Catalog,
     saved: SavedRouter,
+    stage: Staging,
     *,
     addressing: tuple[int, ...] | None = None,
 ) -> None:
-    """Write the full catalog, then the manifest that makes the directory complete.
+    """Stage the full catalog, then the manifest that makes the directory complete.
 
     ``addressing`` are the catalog's flagged rows when the caller has just found them
     (:func:`~toolgate.routing.outline.addressing_rows`, which reads every description);
@@ -254,7 +244,7 @@ def write_catalog_and_manifest(
     # Exposed names depend on the catalog's naming mode, which reopening must reproduce.
     document = {"tools": tools, "qualify": catalog.qualify, "overrides": overrides}
     text = json.dumps(document).encode()
-    replace_atomically(directory / CATALOG, lambda out: out.write(text))
+    stage.write(directory / CATALOG, lambda out: out.write(text))
     manifest: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "config": asdict(saved.config),
@@ -279,7 +269,8 @@ def write_catalog_and_manifest(
     if saved.offset is not None:
         manifest["row_offset"] = list(saved.offset)
     manifest["checksum"] = manifest_checksum(manifest)
-    write_atomic(directory / MANIFEST, json.dumps(manifest, indent=1))
+    sealed = json.dumps(manifest, indent=1).encode()
+    stage.write(directory / MANIFEST, lambda out: out.write(sealed))
 
 
 def load_saved_catalog(path: Path, outline: CatalogOutline) -> Catalog:
