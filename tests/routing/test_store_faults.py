@@ -181,3 +181,10 @@ def test_a_matrix_the_core_cannot_build_is_named_by_its_target(
     with pytest.raises(StorageError) as raised:
         Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, cache=None, path=tmp_path)
     assert raised.value.filename == str(tmp_path / "matrix.tgm")
+
+
+def test_a_link_to_no_folder_is_named_as_such(router: Router, tmp_path: Path) -> None:
+    (tmp_path / "live").symlink_to(tmp_path / "gone")
+    with pytest.raises(StorageError, match="symbolic link to a folder that does not exist"):
+        router.save(tmp_path / "live")
+    assert not (tmp_path / "gone").exists()
