@@ -110,6 +110,14 @@ def test_a_file_that_is_no_database_is_an_error(tmp_path: Path) -> None:
         open_shared_sqlite(path, timeout_s=30.0, schema=[])
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_file_in_a_folders_place_is_named_as_no_folder(kind: str, tmp_path: Path) -> None:
+    (tmp_path / "state").write_text("a file, not a folder")
+    outcome = _open(kind, tmp_path / "state" / "shared.sqlite3")
+    assert f"Not a directory: '{tmp_path / 'state'}'" in outcome
+    assert "File exists" not in outcome
+
+
 @pytest.mark.usefixtures("usual_umask")
 def test_a_private_file_and_its_wal_are_for_their_owner_only(tmp_path: Path) -> None:
     path = tmp_path / "private.sqlite3"

@@ -68,7 +68,7 @@ def open_shared_sqlite(
     """
     in_memory = str(path) == ":memory:"
     if not in_memory:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(Path(path).parent)
         if private:
             _create_private(path)
     db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
@@ -82,6 +82,17 @@ def open_shared_sqlite(
         db.close()
         raise
     return db
+
+
+def _make_folder(folder: Path) -> None:
+    """``folder``, made if missing; a file in its place is a :class:`NotADirectoryError`
+    naming it (mkdir says only "File exists")."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise NotADirectoryError(
+            errno.ENOTDIR, "Not a directory", exc.filename or str(folder)
+        ) from None
 
 
 def _create_private(path: str | Path) -> None:
