@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -188,3 +189,22 @@ def test_a_link_to_no_folder_is_named_as_such(router: Router, tmp_path: Path) ->
     with pytest.raises(StorageError, match="symbolic link to a folder that does not exist"):
         router.save(tmp_path / "live")
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_save_removes_what_saves_killed_long_ago_left(router: Router, tmp_path: Path) -> None:
+    router.save(tmp_path)
+    # A killed save's temporary files (its own, and the core's beside one), and one of a
+    # save that may still be running.
+    stale = [
+        tmp_path / f".matrix.tgm.{'0' * 32}.tmp",
+        tmp_path / f"..bm25.tgb.{'1' * 32}.tmp.tmp-7-0",
+    ]
+    fresh = tmp_path / f".catalog.json.{'2' * 32}.tmp"
+    for path in [*stale, fresh]:
+        path.write_bytes(b"part of a save")
+    long_ago = time.time() - 2 * 24 * 3600
+    for path in stale:
+        os.utime(path, (long_ago, long_ago))
+    router.save(tmp_path)
+    assert not any(path.exists() for path in stale)
+    assert fresh.exists()

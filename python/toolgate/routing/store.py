@@ -22,10 +22,12 @@ The manifest is :mod:`toolgate.routing.manifest`, the outline of the catalog it 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -93,6 +95,9 @@ ROUTER_FILES = (MANIFEST, CATALOG, MATRIX, BM25)
 # A save's temporary files (``temporary_name``'s, and the core's beside them): what a save
 # interrupted before its manifest leaves, with the index files.
 _TEMPORARY = re.compile(r"\.+(?:router\.json|catalog\.json|matrix\.tgm|bm25\.tgb)\..*tmp.*")
+
+# Far past how long a save runs: a temporary file this old is a killed save's.
+_STALE_S = 24 * 3600
 
 # The keys of the catalog file :func:`write_catalog_and_manifest` writes: a save interrupted
 # before its manifest leaves one, known by them from a user's own catalog.json.
@@ -163,8 +168,24 @@ def check_save_directory(path: str | os.PathLike[str]) -> Path:
 
 def prepare_router_directory(path: str | os.PathLike[str]) -> Path:
     """``path`` as a directory to save a router in (see :func:`check_save_directory`),
-    created if needed."""
-    return prepare_directory(check_save_directory(path))
+    created if needed, without the temporary files that saves killed long ago left there."""
+    directory = prepare_directory(check_save_directory(path))
+    _remove_stale_temporaries(directory)
+    return directory
+
+
+def _remove_stale_temporaries(directory: Path) -> None:
+    """Remove the temporary files in ``directory`` last changed over :data:`_STALE_S` ago:
+    a killed save leaves each file it had staged (index-sized ones too), and every kill
+    would add more. A younger one may be a running save's, so it stays."""
+    oldest = time.time() - _STALE_S
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            if _TEMPORARY.fullmatch(entry.name) is None:
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < oldest:
+                    os.unlink(entry.path)
 
 
 def _own_file(name: str, *, catalog: bool) -> bool:
