@@ -609,6 +609,10 @@ def hostile() -> Catalog:
         ("[" * 100_000, "malformed_call", "nested too deeply"),
         ({"a": json.loads("[" * 500 + "]" * 500)}, "malformed_call", "deeper than 64 levels"),
         ({"s": 10**5000}, "malformed_call", "more than 4,300 digits"),
+        # Each value costs microseconds of Python, with the GIL held: the walk stops early.
+        ({"u": list(range(99_999))}, None, ""),
+        ({"u": [0] * 3_000_000}, "malformed_call", "more than 100,000 values"),
+        ({"u": [{str(i): 0 for i in range(100_000)}]}, "malformed_call", "more than 100,000"),
     ],
 )
 def test_hostile_arguments_get_a_verdict_in_linear_time(

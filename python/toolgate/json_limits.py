@@ -23,6 +23,7 @@ from toolgate.unicode import lone_surrogate_at
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_VALUES",
     "JsonLimitError",
     "json_problem",
     "loads",
@@ -36,6 +37,12 @@ __all__ = [
 #: Deepest nesting of objects and arrays accepted in a tool or a call's arguments: far past
 #: any real schema, and well inside the interpreter's recursion limit for every walker.
 MAX_DEPTH = 64
+
+#: Most values (each key, item and scalar) a call's arguments may hold: more than a model
+#: writes within its output limit, and about 0.3 s of checking on a slow core, where each
+#: value costs microseconds of Python with the GIL held (3 million stalled a proxy's event
+#: loop, which every session shares, for seconds).
+MAX_VALUES = 100_000
 
 
 # The bits of the longest integer Python prints or parses by default (4,300 digits).
@@ -102,7 +109,13 @@ def loads(
         raise JsonLimitError("JSON nested too deeply to read") from None
 
 
-def json_problem(value: Any, max_depth: int = MAX_DEPTH, *, strict: bool = True) -> str | None:
+def json_problem(
+    value: Any,
+    max_depth: int = MAX_DEPTH,
+    *,
+    strict: bool = True,
+    max_values: int | None = None,
+) -> str | None:
     """What in ``value`` is not plain JSON toolgate can hold, as a noun phrase naming where
     (``"NaN or Infinity at properties/x/maximum"``), or ``None``.
 
@@ -110,15 +123,23 @@ def json_problem(value: Any, max_depth: int = MAX_DEPTH, *, strict: bool = True)
     holding a lone surrogate (no encoder takes it), NaN or infinity, and any type JSON has no
     form for. The walk is iterative, so it is safe on values nested past the recursion limit.
     ``strict=False`` checks only what breaks a reader: the nesting, and integers longer than
-    JSON text may hold (4,300 digits; not even ``repr`` takes them).
+    JSON text may hold (4,300 digits; not even ``repr`` takes them). ``max_values`` refuses
+    more values than that (see :data:`MAX_VALUES`), the walk stopping there.
     """
     if not isinstance(value, (dict, list)):
         return _scalar_problem(value, "(root)", strict)
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    # Counted by the container, before its items are walked: a million-item list costs one
+    # len(), not a million steps, when it is past the limit.
+    left = max_values
     while stack:
         node, where, depth = stack.pop()
         if depth >= max_depth:
             return f"nesting deeper than {max_depth} levels at {where or '(root)'}"
+        if left is not None:
+            left -= len(node)
+            if left < 0:
+                return f"more than {max_values:,} values (keys and items)"
         is_dict = isinstance(node, dict)
         for key, child in node.items() if is_dict else enumerate(node):
             if is_dict and strict:

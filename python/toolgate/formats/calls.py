@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolgate.json_limits import json_problem, loads
+from toolgate.json_limits import MAX_VALUES, json_problem, loads
 
 __all__ = ["answer_tool_calls", "call_name", "parse_tool_call", "plain_json"]
 
@@ -112,8 +112,9 @@ def parse_tool_call(call: Any) -> ParsedCall:
     if not isinstance(args, Mapping):
         problem = f"arguments must be a JSON object, got {type(args).__name__}"
         return ParsedCall(parsed.name, None, parsed.call_id, problem)
-    # Validation walks the arguments recursively; bounded here, before anything does.
-    problem = json_problem(args, strict=False)
+    # Validation walks the arguments recursively; bounded here, before anything does (in
+    # depth and in values: each costs microseconds of Python, on a proxy's event loop).
+    problem = json_problem(args, strict=False, max_values=MAX_VALUES)
     if problem:
         return ParsedCall(parsed.name, None, parsed.call_id, f"arguments hold {problem}")
     return ParsedCall(parsed.name, dict(args), parsed.call_id)

@@ -131,6 +131,28 @@ def test_a_refused_call_never_reaches_a_server(embedder: Embedder) -> None:
     run(main)
 
 
+def test_a_call_holding_too_many_values_is_refused_before_it_is_walked_through(
+    embedder: Embedder,
+) -> None:
+    # Checking each value takes microseconds of Python on the event loop, which every
+    # other session shares: 3 million stalled it for seconds. The check stops at the limit.
+    calls: Calls = Counter()
+
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        async with Client(github_server(calls)) as github:
+            await router.connect({"github": github})
+            call = {"name": "search", "arguments": {"query": "x", "ids": [0] * 3_000_000}}
+            outcome = await router.call_any(call)
+            assert not outcome.forwarded
+            body = json.loads(text_of(outcome.result))
+            assert body["error"] == "malformed_call"
+            assert "more than 100,000 values" in body["message"]
+            assert calls == Counter()
+
+    run(main)
+
+
 def test_tool_search_answers_in_band_and_its_finds_come_next_turn(embedder: Embedder) -> None:
     calls: Calls = Counter()
 

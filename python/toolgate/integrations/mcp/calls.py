@@ -15,7 +15,7 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
 from toolgate.catalog.tool import Tool
 from toolgate.errors import CatalogError
-from toolgate.formats.calls import parse_tool_call
+from toolgate.formats.calls import call_name
 from toolgate.integrations.mcp.answers import error_result
 from toolgate.integrations.mcp.catalogs import ServerCatalogs
 from toolgate.integrations.mcp.listing import McpClient, plain
@@ -98,7 +98,7 @@ class CallForwarder:
         # Checked against the tools the name can mean, not the whole catalog, whose list of
         # names a verdict would build on every call; only a name no admitted tool has (an
         # error, and its closest name) is looked for among them all.
-        name = parse_tool_call(tool_call).name
+        name = call_name(tool_call)  # the arguments are read once, by verify
         meant = {catalog.get(name), catalog.get_exposed(name, ignore_case=True)}
         scope = None if allow is None and deny is None else self._in_scope(catalog, allow, deny)
         offered = [
