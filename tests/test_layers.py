@@ -93,3 +93,22 @@ def test_no_module_imports_a_higher_layer() -> None:
 def test_the_check_sees_an_import_inside_a_function() -> None:
     tree = ast.parse("def f():\n    from toolgate.cli.commands import run_route\n")
     assert _imported(tree) == [("toolgate.cli.commands", 2)]
+
+
+def test_no_module_reaches_into_httpx2s_private_modules() -> None:
+    # httpx2 is required with no upper bound (pyproject): any release may move or drop a
+    # private module, which would break the proxy at import.
+    private = []
+    for name, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                parts = module.split(".")
+                if parts[0] == "httpx2" and any(part.startswith("_") for part in parts[1:]):
+                    private.append(f"{name}:{node.lineno} imports {module}")
+    assert private == []

@@ -8,18 +8,15 @@ that reads such a body through a counter, which fails the read past the limit wi
 ``httpx2.StreamError``: the SDK then answers the request with a parse error that says so,
 and the connection goes on. A body in a content coding (gzip...) is decoded by the counter
 and counted as decoded: a few kilobytes of gzip on the wire may hold gigabytes, which the
-client would have decoded after the count.
+client would have decoded after the count. Only httpx2's public API is used (its decoders
+through ``Response.aiter_bytes``): httpx2 is required with no upper bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx2
-
-# The decoders httpx2 itself reads a response's content coding with (each step's output is
-# bounded, so a small input cannot inflate in one piece).
-from httpx2._decoders import MultiDecoder
 
 from toolgate.integrations.mcp.answers import dropped_answer
 
@@ -32,42 +29,35 @@ def json_body_limit(limit: int, server: str) -> Callable[[httpx2.Response], Awai
 
     async def hook(response: httpx2.Response) -> None:
         if response.headers.get("content-type", "").lower().startswith("application/json"):
-            values = response.headers.get_list("content-encoding", split_commas=True)
-            codings = [c.strip().lower() for c in values if c.strip().lower() != "identity"]
-            # Decoded here, where it is counted: the client must not decode it again.
+            # The body as it came, headers and all, decoded by httpx2's public reader; the
+            # client reads it from the counter, already decoded: not to be decoded again.
+            wire = httpx2.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=response.stream,
+                request=response.request,
+            )
             response.headers.pop("content-encoding", None)
-            response.stream = _Capped(response.stream, limit, server, codings)
+            response.stream = _Capped(wire, limit, server)
 
     return hook
 
 
 class _Capped(httpx2.AsyncByteStream):
-    """A response body, decoded from its content ``codings`` (in the order applied), read
-    through a counter of the decoded bytes, which fails the read past ``limit`` of them."""
+    """The body of the response ``wire``, decoded from its content coding (by
+    ``aiter_bytes``, in pieces of bounded size), read through a counter of the decoded bytes,
+    which fails the read past ``limit`` of them."""
 
-    def __init__(self, inner: object, limit: int, server: str, codings: list[str]) -> None:
-        assert isinstance(inner, httpx2.AsyncByteStream)  # an async client's response
-        self._inner, self._limit, self._server = inner, limit, server
-        self._codings = codings
+    def __init__(self, wire: httpx2.Response, limit: int, server: str) -> None:
+        self._wire, self._limit, self._server = wire, limit, server
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        decoder = MultiDecoder(self._codings) if self._codings else None
         read = 0
-
-        def counted(pieces: Iterable[bytes]) -> Iterator[bytes]:
-            nonlocal read
-            for piece in pieces:
-                read += len(piece)
-                if read > self._limit:
-                    raise httpx2.StreamError(dropped_answer(self._server, self._limit))
-                yield piece
-
-        async for chunk in self._inner:
-            for piece in counted((chunk,) if decoder is None else decoder.decode(chunk)):
-                yield piece
-        if decoder is not None:
-            for piece in counted(decoder.flush()):
-                yield piece
+        async for piece in self._wire.aiter_bytes():
+            read += len(piece)
+            if read > self._limit:
+                raise httpx2.StreamError(dropped_answer(self._server, self._limit))
+            yield piece
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        await self._wire.aclose()
