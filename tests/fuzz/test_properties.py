@@ -353,3 +353,67 @@ def test_mcp_proxy_config_reader_reads_or_names_the_problem(
     path.write_text(_json_text(config), encoding="utf-8")
     with contextlib.suppress(ToolgateError):
         load_servers(path)
+
+
+# Text that holds lone surrogates (json.loads of "\ud800" gives one): hypothesis's own
+# strings leave them out.
+surrogate_text = st.lists(
+    st.one_of(st.sampled_from(["\ud800", "\udfff", "\udce9", "\ud83d"]), st.text(max_size=6)),
+    min_size=1,
+    max_size=5,
+).map("".join)
+
+ENTRY_TOOLS = [
+    {"name": name, "description": f"{name.replace('_', ' ')} for a customer.", "inputSchema": {}}
+    for name in ("create_invoice", "refund_payment", "send_receipt")
+]
+
+
+@pytest.fixture(scope="module")
+def entry_points(embedder: Any) -> tuple[Any, Any]:
+    from toolgate.gateway.filter import ToolFilter
+    from toolgate.routing.router import Router
+
+    router = Router.from_tools(ENTRY_TOOLS, embedder=embedder, cache=None)
+    router.learn(":memory:")
+    return router, ToolFilter(embedder=embedder, cache=None)
+
+
+@CAMPAIGN
+@given(surrogate_text)
+def test_every_public_entry_takes_lone_surrogates_or_names_them(
+    entry_points: tuple[Any, Any], value: str
+) -> None:
+    """Each entry repairs the text or raises a ``ToolgateError``: the core and the stores
+    cannot encode a lone surrogate, which escaped as a bare ``UnicodeEncodeError``."""
+    router, gate = entry_points
+    result = router.route("refund a payment")
+    promotion = router.promote(result, pool="digest")
+    request = {"model": "m", "messages": [{"role": "user", "content": value}]}
+    request["tools"] = [{"type": "function", "function": tool} for tool in ENTRY_TOOLS]
+    entries = {
+        "route": lambda: router.route(value),
+        "select": lambda: router.route(f"select:{value}"),
+        "term": lambda: router.route(f"+{value} invoice"),
+        "allow": lambda: router.route("refund", allow=[value], deny=[value]),
+        "include": lambda: router.route("refund", include=[value]),
+        "promote": lambda: router.promote(result, turn_id=value),
+        "verify": lambda: router.verify({"name": value, "arguments": {value: value}}, result),
+        "search": lambda: router.verify(
+            {"name": "tool_search", "arguments": {"query": value}}, promotion
+        ),
+        "feedback": lambda: router.feedback(value, used=["default/refund_payment"]),
+        "used": lambda: router.feedback("refund", used=[value]),
+        "forget tool": lambda: router.forget(tool=value),
+        "forget server": lambda: router.forget(server=value),
+        "catalog": lambda: Catalog.load([{"name": value, "description": value}]),
+        "filter": lambda: gate.filter(request, top_k=2, previous=[value], allow=[value]),
+        "pinned": lambda: gate.filter(request, top_k=2, pinned=[value]),
+    }
+    for entry, call in entries.items():
+        try:
+            call()
+        except ToolgateError:
+            pass
+        except UnicodeError as exc:
+            raise AssertionError(f"{entry}: {exc!r} escaped") from exc

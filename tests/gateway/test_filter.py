@@ -498,6 +498,7 @@ def test_a_schema_nested_past_the_limit_is_a_bad_tool_named(gate: ToolFilter) ->
         ({"allow": 5}, "allow/deny must be a list of patterns, got 5"),
         ({"deny": None, "allow": 3.5}, "allow/deny must be a list of patterns, got 3.5"),
         ({"wait": "no"}, "wait must be True or False, got a str"),
+        ({"pinned": ["a\ud800"]}, r"pinned entries .*\(a lone surrogate at character 1\)"),
     ],
 )
 def test_bad_options_are_named(gate: ToolFilter, options: dict[str, Any], match: str) -> None:

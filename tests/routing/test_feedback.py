@@ -612,6 +612,14 @@ def test_bad_feedback_is_refused(router: Router) -> None:
         (lambda r: r.feedback(QUERY, used={TARGET: 1}), "used must be a list of tool ids, got"),
         (lambda r: r.forget(tool=3), "forget's tool= must be a non-empty string, got 3"),
         (lambda r: r.forget(server=""), "forget's server= must be a non-empty string, got ''"),
+        (
+            lambda r: r.forget(tool="a\ud800"),
+            "forget's tool= holds a lone surrogate at character 1",
+        ),
+        (
+            lambda r: r.forget(server="\udce9"),
+            "forget's server= holds a lone surrogate at character 0",
+        ),
         (lambda r: LearnConfig(weight=True), "weight must be a positive number, got True"),
         (lambda r: LearnConfig(floor=10**400), "floor must be in"),
         (lambda r: LearnConfig(weight=10**5000), "weight must be a positive number, got an int"),

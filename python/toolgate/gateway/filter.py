@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from toolgate.arguments import check_count
+from toolgate.arguments import check_count, shown
 from toolgate.catalog.scopes import pattern_list
 from toolgate.errors import (
     InvalidInputError,
@@ -94,6 +94,7 @@ from toolgate.formats.requests import (
     text_rewriter,
     unqualified_names,
 )
+from toolgate.unicode import lone_surrogate_at
 
 __all__ = ["FilteredRequest", "IndexInProgress", "ToolFilter", "filter_off_loop"]
 
@@ -527,6 +528,14 @@ def _names(option: str, names: Iterable[str]) -> Iterable[str]:
     listed = list(names)
     if not all(isinstance(name, str) for name in listed):
         raise InvalidInputError(f"{option} must be a list of tool names, got {listed!r}")
+    for name in listed:
+        # No tool name holds one (the catalog refuses them); named here, or the router
+        # blames the include list pinned names are routed with.
+        if (bad := lone_surrogate_at(name)) is not None:
+            raise InvalidInputError(
+                f"{option} entries must be tool names, got {shown(name)} (a lone surrogate "
+                f"at character {bad})"
+            )
     return listed
 
 

@@ -60,6 +60,7 @@ from toolgate.routing.co_use import CoUse
 from toolgate.routing.learned_bounds import rows_kept
 from toolgate.routing.learned_store import LearnedStore, StoreWarning, open_store
 from toolgate.routing.periodic import Periodic
+from toolgate.unicode import lone_surrogate_at
 
 __all__ = [
     "LearnConfig",
@@ -511,6 +512,10 @@ def _check_forget_target(tool: object, server: object) -> None:
     name, value = ("tool", tool) if tool is not None else ("server", server)
     if not isinstance(value, str) or not value:
         raise InvalidInputError(f"forget's {name}= must be a non-empty string, got {shown(value)}")
+    # No id or server name holds one (the catalog refuses them), and the store's encoder
+    # raises a bare UnicodeEncodeError on it.
+    if (bad := lone_surrogate_at(value)) is not None:
+        raise InvalidInputError(f"forget's {name}= holds a lone surrogate at character {bad}")
 
 
 class LiftedRow(NamedTuple):
