@@ -124,6 +124,11 @@ class Verdict:
     def __bool__(self) -> bool:
         return self.ok
 
+    def __hash__(self) -> int:
+        # Of the fields but the arguments, a dict: the generated hash took them, so a verdict
+        # that passed (with arguments) was a TypeError and one that failed (none) was not.
+        return hash((self.ok, self.error, self.tool_id, self.name, self.path, self.call_id))
+
     def __repr__(self) -> str:
         if self.ok:
             return f"Verdict(ok, {self.tool_id})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -30,6 +31,7 @@ from toolgate.evaluation.evaluate import LabelledQuery
 from toolgate.routing.query_vectors import MEMO_CHARS
 from toolgate.routing.router import Router, RouterConfig, default_embedder
 from toolgate.telemetry.events import RouteEvent
+from toolgate.verify import Verdict
 
 
 @pytest.fixture(scope="module")
@@ -735,3 +737,17 @@ def test_routers_given_no_embedder_share_one_model_freed_with_the_last(
     del first, second, model
     gc.collect()
     assert gone() is None
+
+
+def test_results_hash_as_they_compare(router: Router) -> None:
+    """Frozen results go in sets and dict keys: they hashed their dict fields (timings, token
+    counts, a call's arguments), a TypeError, and a verdict only when it passed."""
+    result = router.route("open an issue about the flaky login test")
+    promotion = router.promote(result)
+    passed = Verdict(True, tool_id="github/create_issue", arguments={"labels": ["bug"]})
+    for value in (result, promotion, promotion.decision, passed, Verdict(False, "unknown_tool")):
+        twin = copy.deepcopy(value)  # equal, with dicts of its own
+        assert twin == value
+        assert hash(twin) == hash(value)
+        assert len({value, twin}) == 1
+    assert hash(passed) != hash(replace(passed, tool_id="github/get_issue"))

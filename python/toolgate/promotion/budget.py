@@ -148,6 +148,10 @@ class BudgetDecision:
     def __bool__(self) -> bool:
         return self.status != "block"
 
+    def __hash__(self) -> int:
+        # Of the fields but usage, a dict (the generated hash took it, a TypeError).
+        return hash((self.status, self.kept, self.dropped, self.reasons, self.budget))
+
     def raise_for_status(self) -> None:
         """Raise :class:`BudgetExceededError` if the decision is ``block``."""
         if self.status == "block":

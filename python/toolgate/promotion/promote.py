@@ -89,6 +89,11 @@ class Promotion:
     stable_count: int = 0
     query: str = field(default="", repr=False)
 
+    def __hash__(self) -> int:
+        # Of the fields that are no lists or dicts (the generated hash took them, a
+        # TypeError): equal promotions still hash equal.
+        return hash((self.active_ids, self.format, self.pool_mode, self.catalog_version))
+
     def __len__(self) -> int:
         return len(self.tools)
 

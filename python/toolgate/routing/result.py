@@ -96,6 +96,11 @@ class RouteResult:
         """Fused scores, aligned with :attr:`ids`."""
         return [t.score for t in self.tools]
 
+    def __hash__(self) -> int:
+        # Of the fields that are not dicts (the generated hash took timings_ms, a TypeError):
+        # equal results still hash equal.
+        return hash((self.query, self.form, self.tools, self.catalog_version))
+
     def __len__(self) -> int:
         return len(self.tools)
 

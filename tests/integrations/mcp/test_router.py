@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from mcp.types import CallToolResult
 
 from tests.fixtures.mcp import (
     Calls,
@@ -24,8 +25,9 @@ from tests.fixtures.mcp import (
 from tests.integrations.mcp.router_helpers import PAGES, anthropic_call
 from toolgate import Budget, CatalogError, InvalidInputError
 from toolgate.embedding.embedder import Embedder
-from toolgate.integrations.mcp.router import McpRouter
+from toolgate.integrations.mcp.router import CallOutcome, McpRouter
 from toolgate.routing.config import RouterConfig
+from toolgate.verify import Verdict
 
 
 def exposed(promotion: Any) -> list[str]:
@@ -415,3 +417,11 @@ def test_a_router_of_live_servers_refuses_pickling_saying_what_to_do(embedder: E
     for copied in (pickle.dumps, copy.deepcopy):
         with pytest.raises(TypeError, match=r"^cannot pickle .* toolgate McpRouter: .*connect"):
             copied(router)
+
+
+def test_an_outcome_hashes_as_it_compares() -> None:
+    verdict = Verdict(True, tool_id="github/search", arguments={"query": "x"})
+    outcome = CallOutcome(CallToolResult(content=[]), verdict, server="github")
+    twin = copy.deepcopy(outcome)
+    assert twin == outcome
+    assert hash(twin) == hash(outcome)

@@ -51,6 +51,10 @@ class CallOutcome:
     server: str | None = None
     found: tuple[str, ...] = ()
 
+    def __hash__(self) -> int:
+        # Not of the result, a pydantic model, which has no hash.
+        return hash((self.verdict, self.server, self.found))
+
     @property
     def forwarded(self) -> bool:
         """Whether the call reached a server."""
