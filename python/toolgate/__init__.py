@@ -29,6 +29,7 @@ from toolgate.errors import (
     ToolgateError,
     UnknownToolError,
 )
+from toolgate.forks import refuse_copies as _refuse_copies
 
 if _typing.TYPE_CHECKING:
     from toolgate.catalog.catalog import Catalog, CatalogDiff
@@ -47,6 +48,9 @@ if _typing.TYPE_CHECKING:
     from toolgate.verify import Verdict, verify_call
 
 # Public name -> the module that defines it, imported on first attribute access.
+# An index maps its file into this process: another process opens the file itself.
+_refuse_copies(Index, lambda index: f"open it there with Index.open({str(index.path)!r})")
+
 _LAZY = {
     "Budget": "toolgate.promotion.budget",
     "CacheWarning": "toolgate.embedding.cache",

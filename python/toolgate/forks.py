@@ -13,6 +13,7 @@ afresh in the child (:func:`on_fork_in_child`).
 from __future__ import annotations
 
 import copy
+import copyreg
 import os
 import threading
 import weakref
@@ -25,6 +26,7 @@ __all__ = [
     "fork_safe_lock",
     "keep_for_ever",
     "on_fork_in_child",
+    "refuse_copies",
 ]
 
 _T = TypeVar("_T")
@@ -72,15 +74,31 @@ class BoundToProcess:
     _elsewhere: ClassVar[str]
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
-        raise TypeError(
-            f"cannot pickle or deep-copy a toolgate {type(self).__name__}: it holds what only "
-            f"this process can use; {self._elsewhere}"
-        )
+        raise _bound(type(self).__name__, self._elsewhere)
 
     def __copy__(self) -> Any:
         clone = object.__new__(type(self))
         vars(clone).update(vars(self))
         return clone
+
+
+def refuse_copies(kind: type[_T], elsewhere: Callable[[_T], str]) -> None:
+    """Make pickling or copying a ``kind`` (a core type, which takes no mixin) the error
+    :class:`BoundToProcess` raises, saying ``elsewhere(obj)`` (what to do in the other
+    process) rather than PyO3's "cannot pickle 'toolgate._toolgate.Index' object". Through
+    ``copyreg``, which pickle and the copy module both read; a shallow copy is refused too."""
+
+    def refuse(obj: _T) -> NoReturn:
+        raise _bound(kind.__name__, elsewhere(obj))
+
+    copyreg.pickle(kind, refuse)
+
+
+def _bound(kind: str, elsewhere: str) -> TypeError:
+    return TypeError(
+        f"cannot pickle or deep-copy a toolgate {kind}: it holds what only this process can "
+        f"use; {elsewhere}"
+    )
 
 
 def keep_for_ever(inherited: object) -> None:

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from toolgate import Index
 from toolgate.catalog.catalog import Catalog
 from toolgate.embedding.cache import EmbeddingCache
 from toolgate.embedding.embedder import Embedder
@@ -105,7 +107,11 @@ def test_what_is_bound_to_its_process_refuses_pickling_saying_what_to_do(
     router = Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, path=tmp_path / "r")
     memory = router.learn(tmp_path / "learned.sqlite3")
     cache = EmbeddingCache(tmp_path / "embeddings.sqlite3")
+    # The core's, which takes no Python mixin: refused as "cannot pickle 'toolgate._toolgate.
+    # Index' object", naming no remedy.
+    index = Index.build(tmp_path / "vectors.tgi", np.eye(3, dtype=np.float32))
     for bound, hint in [
+        (index, f"Index.open({str(index.path)!r})"),
         (router, "Router.open"),
         (embedder, "Embedder("),
         (memory, "router.learn"),
