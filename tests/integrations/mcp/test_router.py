@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+import threading
 from collections import Counter
 from typing import Any
 
@@ -25,8 +26,10 @@ from tests.fixtures.mcp import (
 from tests.integrations.mcp.router_helpers import PAGES, anthropic_call
 from toolgate import Budget, CatalogError, InvalidInputError
 from toolgate.embedding.embedder import Embedder
+from toolgate.integrations.mcp import calls as calls_module
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
 from toolgate.routing.config import RouterConfig
+from toolgate.routing.router import Router
 from toolgate.verify import Verdict
 
 
@@ -151,6 +154,41 @@ def test_a_call_holding_too_many_values_is_refused_before_it_is_walked_through(
             assert body["error"] == "malformed_call"
             assert "more than 100,000 values" in body["message"]
             assert calls == Counter()
+
+    run(main)
+
+
+def test_calls_are_checked_off_the_event_loop(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Even within the limit on values, checking a large call holds the loop, which every
+    # session shares, for a tenth of a second or more: it is checked in a worker thread.
+    calls: Calls = Counter()
+    checked_in: list[int] = []
+    verify, problem = Router.verify, calls_module.json_problem
+
+    def spied_verify(self: Router, *args: Any, **kwargs: Any) -> Any:
+        checked_in.append(threading.get_ident())
+        return verify(self, *args, **kwargs)
+
+    def spied_problem(*args: Any, **kwargs: Any) -> Any:
+        checked_in.append(threading.get_ident())
+        return problem(*args, **kwargs)
+
+    monkeypatch.setattr(Router, "verify", spied_verify)
+    monkeypatch.setattr(calls_module, "json_problem", spied_problem)
+
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        async with Client(github_server(calls)) as github:
+            await router.connect({"github": github})
+            promotion = await router.tools("search code", pool="full")
+            call = {"name": "search", "arguments": {"query": "x"}}
+            assert (await router.call(call, promotion)).forwarded
+            assert (await router.call_any(call)).forwarded
+            assert len(checked_in) == 4  # each call's verify, and its arguments' JSON check
+            assert threading.get_ident() not in checked_in
+            assert calls == Counter({"github.search": 2})
 
     run(main)
 

@@ -24,7 +24,7 @@ from toolgate.promotion.active_set import tools_in_scope
 from toolgate.routing.router import Router
 from toolgate.verify import Verdict
 
-__all__ = ["CallForwarder", "CallOutcome", "UpstreamCall"]
+__all__ = ["CallForwarder", "CallOutcome", "UpstreamCall", "verified"]
 
 #: ``upstream_call(server, client, name, arguments)``: the server's answer to a checked call.
 UpstreamCall = Callable[[str, McpClient, str, dict[str, Any]], Awaitable[Any]]
@@ -59,6 +59,16 @@ class CallOutcome:
     def forwarded(self) -> bool:
         """Whether the call reached a server."""
         return self.server is not None
+
+
+async def verified(
+    router: Router, tool_call: Mapping[str, Any], offered: Any, turn_id: str = ""
+) -> Verdict:
+    """``router.verify(tool_call, offered)``, in a worker thread: checking a call walks its
+    arguments in Python (up to ``json_limits.MAX_VALUES`` of them, a tenth of a second or
+    more), which on the event loop holds every other session of a proxy."""
+    check = partial(router.verify, tool_call, offered, turn_id=turn_id)
+    return await anyio.to_thread.run_sync(check)
 
 
 class CallForwarder:
@@ -112,7 +122,7 @@ class CallForwarder:
         ]
         if not offered:
             offered = list(catalog.ids if scope is None else sorted(scope))
-        verdict = router.verify(tool_call, offered, turn_id=turn_id)
+        verdict = await verified(router, tool_call, offered, turn_id)
         return await self.forward(router, verdict, upstream_call)
 
     async def forward(
@@ -141,13 +151,14 @@ class CallForwarder:
                 return _refused(verdict, tool, f"its server {tool.server!r} removed it")
             if now.fingerprint != tool.fingerprint:
                 call = {"name": now.exposed_name, "arguments": verdict.arguments or {}}
-                recheck = current.verify(call, [now.id])
+                recheck = await verified(current, call, [now.id])
                 if not recheck.ok:
                     recheck = replace(recheck, call_id=verdict.call_id, name=verdict.name)
                     return CallOutcome(error_result(recheck), recheck)
                 tool = now
         arguments = dict(verdict.arguments or {})
-        if problem := json_problem(arguments):
+        # Walked again, strictly, in a worker thread as verify was.
+        if problem := await anyio.to_thread.run_sync(json_problem, arguments):
             return _unsendable(verdict, tool, problem)
         if upstream_call is None:
             result = await client.call_tool(tool.name, arguments)

@@ -53,7 +53,7 @@ from toolgate.embedding.cache import EmbeddingCache
 from toolgate.embedding.embedder import Embedder
 from toolgate.errors import InvalidInputError
 from toolgate.forks import BoundToProcess
-from toolgate.integrations.mcp.calls import CallForwarder, CallOutcome, UpstreamCall
+from toolgate.integrations.mcp.calls import CallForwarder, CallOutcome, UpstreamCall, verified
 from toolgate.integrations.mcp.catalogs import ServerCatalogs
 from toolgate.integrations.mcp.changes import change_handler, follow_changes
 from toolgate.integrations.mcp.listing import McpClient
@@ -340,7 +340,7 @@ class McpRouter(BoundToProcess):
         """
         scope = host_scope(state, allow, deny)  # the host's: checked before the model's call
         router, offered = self._catalogs.for_promotion(promotion)
-        verdict = router.verify(tool_call, offered, turn_id=turn_id)
+        verdict = await verified(router, tool_call, offered, turn_id)
         if verdict.ok and verdict.tool_id == TOOL_SEARCH_ID:
             await self.update()  # found among the tools as they are now
             return await answer_tool_search(
