@@ -254,6 +254,23 @@ def test_state_entries_that_are_no_strings_are_refused(state: dict, said: str) -
         State.coerce(state)
 
 
+def test_a_state_made_directly_is_read_as_one_from_a_mapping() -> None:
+    """``State(scopes=["a"])`` kept the list: unequal to the same state read from a mapping,
+    unhashable; and ``State(scopes="github:write")`` granted one scope per letter, silently
+    routing as if the scope were missing."""
+    from toolgate.routing.state import State
+
+    made = State(scopes=["github:write"], tools_run=("gh/get_me",), milestones=None)
+    read = State.coerce({"scopes": ["github:write"], "tools_run": ["gh/get_me"]})
+    assert made == read
+    assert hash(made) == hash(read)
+    assert made.scopes == frozenset({"github:write"})
+    with pytest.raises(InvalidInputError, match="state\\['scopes'\\] must be a list of strings"):
+        State(scopes="github:write")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=re.escape("state['milestones'][0] must be")):
+        State(milestones=[1])  # type: ignore[list-item]
+
+
 def test_files_of_another_save_are_refused_at_open(router: Router, tmp_path: Path) -> None:
     # A second router over the same ids in another order: same row count, other rows.
     reordered = Catalog.load(dict(reversed(list(SERVERS.items()))), overrides=PINS)

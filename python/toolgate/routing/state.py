@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from toolgate.catalog.tool import Tool, satisfied_by_run
 from toolgate.errors import InvalidInputError
 
 __all__ = ["FlagVocabulary", "State"]
+
+
+_FIELDS = ("scopes", "tools_run", "milestones")
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,13 @@ class State:
     scopes: frozenset[str] = field(default_factory=frozenset)
     tools_run: frozenset[str] = field(default_factory=frozenset)
     milestones: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        # Whatever was passed (a list, a tuple, None), held as a frozenset of strings, as
+        # coerce reads a mapping: a list left as given compared unequal and had no hash, and
+        # a lone string granted one scope per letter.
+        for key in _FIELDS:
+            object.__setattr__(self, key, _entries(getattr(self, key), key))
 
     @classmethod
     def coerce(cls, state: State | Mapping[str, Iterable[str]] | None) -> State:
@@ -48,17 +59,10 @@ class State:
             raise InvalidInputError(
                 f"state has unknown keys {sorted(unknown)}; expected scopes, tools_run, milestones"
             )
-        parts: dict[str, frozenset[str]] = {}
-        for key in ("scopes", "tools_run", "milestones"):
-            value = state.get(key)
-            if value is None:  # JSON null: holds nothing
-                value = ()
-            if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-                raise InvalidInputError(
-                    f"state[{key!r}] must be a list of strings, got {type(value).__name__}"
-                )
-            parts[key] = frozenset(_strings(value, key))
-        return cls(**parts)
+        given: dict[str, Any] = {
+            key: state.get(key) for key in ("scopes", "tools_run", "milestones")
+        }
+        return cls(**given)  # each read by __post_init__
 
     def items(self) -> Iterable[str]:
         """Every satisfied precondition as a ``kind:value`` key."""
@@ -67,6 +71,20 @@ class State:
         # meets a precondition naming ``list_issues``, but no other id.
         yield from (f"tool:{key}" for ran in self.tools_run for key in satisfied_by_run(ran))
         yield from (f"milestone:{m}" for m in self.milestones)
+
+
+def _entries(value: object, key: str) -> frozenset[str]:
+    """``value``, the ``key`` field of a state, as a frozenset of strings; ``None`` (JSON
+    null) holds nothing."""
+    if isinstance(value, frozenset) and all(isinstance(entry, str) for entry in value):
+        return value
+    if value is None:
+        return frozenset()
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidInputError(
+            f"state[{key!r}] must be a list of strings, got {type(value).__name__}"
+        )
+    return frozenset(_strings(value, key))
 
 
 def _strings(values: Iterable[object], key: str) -> list[str]:
