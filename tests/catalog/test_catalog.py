@@ -23,7 +23,7 @@ from tests.shared_data import DATA, require
 from toolgate.catalog import tool as tool_module
 from toolgate.catalog.catalog import Catalog, CatalogWarning, InvalidToolsError, UnknownToolError
 from toolgate.catalog.tool import Tool, tool_from_dict
-from toolgate.errors import CatalogError, ToolgateError
+from toolgate.errors import CatalogError, InvalidInputError, ToolgateError
 
 GITHUB = DATA / "catalogs" / "github-mcp-server.tools-list.json"
 DOCKER = DATA / "catalogs" / "docker-mcp-registry.jsonl"
@@ -398,6 +398,29 @@ def test_replace_server_touches_only_that_server() -> None:
     assert removed["jira/search"].exposed_name == "search"
     with pytest.raises(InvalidToolsError, match="refresh of server 'slack'"):
         catalog.replace_server("slack", {"tools": [{"description": "nameless"}]})
+
+
+def test_replace_server_puts_a_new_server_where_order_says() -> None:
+    # A server with no tools yet (it failed its first listing) comes in where the host's
+    # order puts it, whichever of the servers is listed first: otherwise the order, and so
+    # the version, would record the listings' history and timing.
+    tools = {"a": [_tool("search")], "b": [_tool("post")], "c": [_tool("get_me")]}
+    order = ["a", "b", "c"]
+    only_c = Catalog.load({"c": {"tools": tools["c"]}})
+    a_first = only_c.replace_server("a", tools["a"], order=order)
+    b_first = only_c.replace_server("b", tools["b"], order=order)
+    both = [
+        a_first.replace_server("b", tools["b"], order=order),
+        b_first.replace_server("a", tools["a"], order=order),
+    ]
+    at_once = Catalog.load({name: {"tools": listed} for name, listed in tools.items()})
+    assert [c.ids for c in both] == [at_once.ids] * 2
+    assert {c.version for c in both} == {at_once.version}
+    # A server the order does not name still goes last; one in place stays there.
+    assert only_c.replace_server("d", [_tool("x")], order=order).ids == ["c/get_me", "d/x"]
+    assert at_once.replace_server("c", [_tool("y")], order=order).ids[-1] == "c/y"
+    with pytest.raises(InvalidInputError, match="order must be a list of server names"):
+        only_c.replace_server("a", tools["a"], order="abc")
 
 
 def test_replace_server_reapplies_overrides() -> None:

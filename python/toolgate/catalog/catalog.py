@@ -22,6 +22,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from toolgate.arguments import tool_list
 from toolgate.catalog.build import Offender, RequirementIndex, build_tools, check_self_pins
 from toolgate.catalog.changes import CatalogDiff, catalog_diff, server_tools, with_server_replaced
 from toolgate.catalog.names import assign_exposed_names
@@ -446,15 +447,22 @@ class Catalog:
         return catalog_diff(self, other)
 
     def replace_server(
-        self, server: str, new_tools: Any, *, lenient: bool = False, self_pins: str = "refuse"
+        self,
+        server: str,
+        new_tools: Any,
+        *,
+        lenient: bool = False,
+        self_pins: str = "refuse",
+        order: Sequence[str] = (),
     ) -> Catalog:
         """A new catalog with ``server``'s tools replaced (on ``notifications/tools/list_changed``).
 
         ``new_tools`` is the server's fresh ``tools/list`` result (or a list of tools in any
         accepted shape); every one is assigned to ``server``. The new tools take the place of
-        the old ones, so the order of other servers' tools is untouched. Overrides given at
-        load time apply again. An empty list removes the server. ``self_pins`` is as in
-        :meth:`load`.
+        the old ones, so the order of other servers' tools is untouched. A server with no tools
+        yet goes before the servers that ``order`` (server names) lists after it, else last.
+        Overrides given at load time apply again. An empty list removes the server.
+        ``self_pins`` is as in :meth:`load`.
         """
         fresh, offenders = server_tools(new_tools, server, self._overrides, self_pins)
         if offenders and not lenient:
@@ -466,7 +474,8 @@ class Catalog:
                 CatalogWarning,
                 stacklevel=2,
             )
-        merged = with_server_replaced(self._tools, server, fresh)
+        servers = tool_list(order, "order", "server names")
+        merged = with_server_replaced(self._tools, server, fresh, servers)
         catalog = Catalog(merged, qualify=self._qualify)
         catalog._overrides = self._overrides
         catalog._warn_unmet_requirements(f"the refresh of server {server!r}")

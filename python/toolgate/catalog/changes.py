@@ -76,17 +76,22 @@ def server_tools(
     return build_tools(raws, overrides=overrides, self_pins=self_pins)
 
 
-def with_server_replaced(tools: Sequence[Tool], server: str, fresh: Sequence[Tool]) -> list[Tool]:
-    """``tools`` with ``server``'s replaced by ``fresh``, where the first of them stood (at
-    the end for a new server), so the order of other servers' tools is untouched."""
+def with_server_replaced(
+    tools: Sequence[Tool], server: str, fresh: Sequence[Tool], order: Sequence[str] = ()
+) -> list[Tool]:
+    """``tools`` with ``server``'s replaced by ``fresh``, where the first of them stood, so the
+    order of other servers' tools is untouched. A server new to ``tools`` goes before the first
+    tool of a server that ``order`` lists after it (at the end when there is none)."""
+    present = any(tool.server == server for tool in tools)
+    later = set(order[order.index(server) + 1 :]) if not present and server in order else set()
     merged: list[Tool] = []
     inserted = False
     for tool in tools:
-        if tool.server != server:
-            merged.append(tool)
-        elif not inserted:
+        if not inserted and (tool.server == server or tool.server in later):
             merged.extend(fresh)
             inserted = True
+        if tool.server != server:
+            merged.append(tool)
     if not inserted:
         merged.extend(fresh)
     return merged

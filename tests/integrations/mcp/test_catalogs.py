@@ -223,6 +223,63 @@ def test_a_server_that_cannot_be_listed_is_an_error_or_retried_when_lenient(
     run(main)
 
 
+class LateClient(FlakyClient):
+    """Fails its first ``failures`` listings; answers the next ones once ``answer`` is set."""
+
+    def __init__(self, name: str, answer: anyio.Event, failures: int = 1) -> None:
+        super().__init__(failures)
+        self.pages = [[mcp_tool(name, f"Do {name} for a city.")]]
+        self.answer = answer
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        if not self.failures:
+            await self.answer.wait()
+        return await super().list_tools(cursor)
+
+
+class SignallingClient(LateClient):
+    """A :class:`LateClient` that sets ``listed`` once it has answered a listing."""
+
+    def __init__(self, name: str, answer: anyio.Event, listed: anyio.Event) -> None:
+        super().__init__(name, answer)
+        self.listed = listed
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        page = await super().list_tools(cursor)
+        self.listed.set()  # a failed listing raised above
+        return page
+
+
+def test_servers_keep_the_hosts_order_whatever_their_listings_history(
+    embedder: Embedder,
+) -> None:
+    # The catalog's order sets its version (the learned memory's scope), the order promoted
+    # tools go in and how exact ties break: it must be the host's order of its servers, not
+    # which server failed its first listing or answered first when listed again.
+    async def main() -> None:
+        billing = PagedClient(PAGES, ["p2", "p3", None])
+        healthy = McpRouter(embedder=embedder, cache=None)
+        ready = anyio.Event()
+        ready.set()
+        news_now = LateClient("get_news", ready, failures=0)
+        weather_now = LateClient("get_forecast", ready, failures=0)
+        await healthy.connect({"news": news_now, "billing": billing, "weather": weather_now})
+        router = McpRouter(embedder=embedder, cache=None, lenient=True, retry_after=0)
+        # Both fail at connect; listed again, weather answers first, news once it has.
+        weather_listed = anyio.Event()
+        news = LateClient("get_news", weather_listed)
+        weather = SignallingClient("get_forecast", ready, weather_listed)
+        with pytest.warns(CatalogWarning, match="tools/list failed"):
+            await router.connect({"news": news, "billing": billing, "weather": weather})
+        assert router.router.catalog.servers == ["billing"]
+        await router.update()
+        assert router.changed == frozenset()
+        assert router.router.catalog.servers == healthy.router.catalog.servers
+        assert router.router.catalog.version == healthy.router.catalog.version
+
+    run(main)
+
+
 def test_a_failed_refresh_keeps_the_old_tools_and_is_tried_again(embedder: Embedder) -> None:
     async def main() -> None:
         weather = FlakyClient(failures=0)

@@ -301,11 +301,20 @@ class ServerCatalogs:
         current = self.router
         lenient = self.policy.lenient if lenient is None else lenient
 
+        # The servers keep the host's order (a server new to the catalog, say one whose
+        # first listing failed, goes to its place), not the order their listings came back
+        # in: the order sets the catalog's version, the promoted tools' order and ties.
+        order = [*self.clients, *listed]
+
         def rebuild() -> Router:
             catalog = current.catalog
             for name, tools in listed.items():
                 catalog = catalog.replace_server(
-                    name, {"tools": tools}, lenient=lenient, self_pins=UPSTREAM_SELF_PINS
+                    name,
+                    {"tools": tools},
+                    lenient=lenient,
+                    self_pins=UPSTREAM_SELF_PINS,
+                    order=order,
                 )
             if not catalog.diff(current.catalog):
                 return current
