@@ -239,8 +239,11 @@ fn kth_largest(scores: &[f32], top: usize) -> f32 {
     *buffer.select_nth_unstable_by(top - 1, descending).1
 }
 
-/// Adds `weight / (k + rank)` to `out` for each of the `top` best rows of `scores` (ties
-/// broken by row ascending), skipping rows scoring <= 0 when `positive_only`.
+/// Adds `weight / (k + rank)` to `out` for each of the `top` best rows of `scores`, skipping
+/// rows scoring <= 0 when `positive_only`. A row's rank is 1 + the number of rows scoring
+/// above it, so tied rows share one (1, 2, 2, 4), and every row tied with the last one kept
+/// is ranked too: a row's fused score must not depend on where the catalog puts it among the
+/// rows it ties with (BM25 gives runs of one score).
 fn add_reciprocal_ranks(
     scores: &[f32],
     top: usize,
@@ -252,10 +255,26 @@ fn add_reciprocal_ranks(
     if weight == 0.0 {
         return;
     }
+    let eligible = |row: usize| !positive_only || scores[row] > 0.0;
     let limit = if top == 0 { usize::MAX } else { top };
-    let ranked = top_k(scores, limit, None, |row| !positive_only || scores[row] > 0.0);
-    for (rank, &(row, _)) in ranked.iter().enumerate() {
-        out[row as usize] += weight / (k + (rank + 1) as f32);
+    let ranked = top_k(scores, limit, None, eligible);
+    let mut rank = 0;
+    for (place, &(row, score)) in ranked.iter().enumerate() {
+        if place == 0 || score.total_cmp(&ranked[place - 1].1).is_ne() {
+            rank = place + 1;
+        }
+        out[row as usize] += weight / (k + rank as f32);
+    }
+    // The cut keeps the tied rows of lowest row first (top_k's order): the others tied with
+    // the last one kept come after them, and share their rank.
+    let Some(&(_, last)) = ranked.last() else { return };
+    if ranked.len() < limit {
+        return;
+    }
+    let kept_tied = ranked.iter().rev().take_while(|hit| hit.1.total_cmp(&last).is_eq()).count();
+    let tied = |&(row, score): &(usize, &f32)| score.total_cmp(&last).is_eq() && eligible(row);
+    for (row, _) in scores.iter().enumerate().filter(tied).skip(kept_tied) {
+        out[row] += weight / (k + rank as f32);
     }
 }
 
@@ -313,11 +332,32 @@ mod tests {
     }
 
     #[test]
-    fn reciprocal_ranks_break_ties_by_row() {
-        let dense = [0.5, 0.5, 0.9];
-        let sparse = [0.0, 0.0, 0.0];
+    fn reciprocal_ranks_share_ties() {
+        // Tied scores share the first one's rank, and rows tied at the cut all get in: a
+        // row's fused score must not depend on its place in the catalog.
+        let dense = [0.5, 0.5, 0.9, 0.2];
+        let sparse = [0.0; 4];
         let fused = fuse(&dense, &sparse, 1.0, FusionMethod::reciprocal_rank(0.0, 2)).unwrap();
-        assert_eq!(fused, [0.5, 0.0, 1.0]);
+        assert_eq!(fused, [0.5, 0.5, 1.0, 0.0]);
+        let dense = [0.3, 0.5, 0.5, 0.5, 0.1];
+        let fused =
+            fuse(&dense, &sparse_of(5), 1.0, FusionMethod::reciprocal_rank(0.0, 0)).unwrap();
+        assert_eq!(fused, [0.25, 1.0, 1.0, 1.0, 0.2]);
+    }
+
+    #[test]
+    fn reciprocal_ranks_do_not_depend_on_row_order() {
+        let dense = [0.4, 0.7, 0.4, 0.4, 0.9, 0.1, 0.4];
+        let sparse = [1.0, 0.0, 2.0, 1.0, 0.0, 1.0, 2.0];
+        let method = FusionMethod::reciprocal_rank(1.0, 3);
+        let fused = fuse(&dense, &sparse, 0.6, method).unwrap();
+        let reversed = |v: &[f32]| v.iter().rev().copied().collect::<Vec<f32>>();
+        let back = fuse(&reversed(&dense), &reversed(&sparse), 0.6, method).unwrap();
+        assert_eq!(fused, reversed(&back));
+    }
+
+    fn sparse_of(n: usize) -> Vec<f32> {
+        vec![0.0; n]
     }
 
     #[test]

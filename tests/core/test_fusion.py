@@ -45,11 +45,12 @@ def ref_rrf(dense: np.ndarray, sparse: np.ndarray, alpha: float, k: float, top: 
     out = np.zeros(dense.size)
     for scores, weight, positive_only in ((dense, alpha, False), (sparse, 1 - alpha, True)):
         candidates = np.flatnonzero(scores > 0) if positive_only else np.arange(scores.size)
-        # Best score first, ties by row ascending.
-        order = candidates[np.lexsort((candidates, -scores[candidates].astype(np.float64)))]
-        if top:
-            order = order[:top]
-        out[order] += weight / (k + np.arange(1, order.size + 1))
+        values = scores[candidates].astype(np.float64)
+        # A row's rank is 1 + the rows scoring above it (tied rows share it); the best
+        # ``top`` ranks get in, with every row tied at the cut.
+        above = values.size - np.searchsorted(np.sort(values), values, side="right")
+        kept = above < top if top else np.ones(values.size, dtype=bool)
+        out[candidates[kept]] += weight / (k + above[kept] + 1)
     return out
 
 
@@ -95,11 +96,23 @@ def test_rrf_matches_reference(n: int, top: int, alpha: float) -> None:
     np.testing.assert_allclose(got, ref_rrf(dense, sparse, alpha, 60.0, top), rtol=1e-5, atol=1e-8)
 
 
-def test_rrf_breaks_ties_by_row() -> None:
-    dense = np.array([0.5, 0.5, 0.5, 0.9], dtype=np.float32)
-    sparse = np.zeros(4, dtype=np.float32)
+def test_rrf_ties_share_a_rank() -> None:
+    # A row's score must not depend on where the catalog puts it among rows it ties with.
+    dense = np.array([0.5, 0.5, 0.5, 0.9, 0.1], dtype=np.float32)
+    sparse = np.zeros(5, dtype=np.float32)
     got = fuse(dense, sparse, alpha=1.0, method="rrf", top=3, rrf_k=0.0)
-    np.testing.assert_allclose(got, [1 / 2, 1 / 3, 0.0, 1.0])
+    np.testing.assert_allclose(got, [1 / 2, 1 / 2, 1 / 2, 1.0, 0.0])
+
+
+def test_rrf_does_not_depend_on_row_order() -> None:
+    rng = np.random.default_rng(4)
+    # BM25 gives runs of one score (one term matched in documents of one length).
+    dense = rng.choice([0.2, 0.4, 0.5, 0.7], 300).astype(np.float32)
+    sparse = rng.choice([0.0, 1.5, 2.5], 300).astype(np.float32)
+    perm = rng.permutation(300)
+    got = fuse(dense, sparse, alpha=0.5, method="rrf", top=20)
+    shuffled = fuse(dense[perm], sparse[perm], alpha=0.5, method="rrf", top=20)
+    np.testing.assert_array_equal(shuffled, got[perm])
 
 
 def test_ties_and_flat_signals() -> None:
