@@ -15,6 +15,7 @@ import pytest
 
 from toolgate import Budget, CatalogError, CatalogWarning, InvalidInputError
 from toolgate.embedding.embedder import Embedder
+from toolgate.formats import tokens
 from toolgate.gateway.filter import FilteredRequest, ToolFilter
 from toolgate.routing.router import Router
 
@@ -181,6 +182,29 @@ def test_pinned_tools_are_routed_and_never_dropped_by_the_budget(gate: ToolFilte
     assert "read_file" not in denied.kept
     with pytest.raises(InvalidInputError, match="pinned must be a list"):
         gate.filter(request, pinned="read_file")
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_the_token_cap_holds_for_the_tokens_the_request_carries(
+    gate: ToolFilter, provider: str
+) -> None:
+    # As in Router.promote: a provider's fixed cost of sending tools (Anthropic's tool-use
+    # prompt, OpenAI's namespace header) is schema tokens, and the tools are counted as they
+    # are sent. Summing each tool's own count left both out: 906 tokens sent under a 600 cap.
+    messages = [{"role": "user", "content": TRIP}]
+    if provider == "anthropic":
+        request = {"model": "claude", "max_tokens": 9, "messages": messages}
+        request["tools"] = anthropic_tools()
+    else:
+        request = {"model": "gpt-4o", "messages": messages, "tools": chat_tools()}
+    whole = gate.filter(request, top_k=3).request["tools"]
+    cap = tokens.count_tools(whole, provider) - 1
+    filtered = gate.filter(request, top_k=3, budget=Budget(max_schema_tokens=cap))
+    assert filtered.budget is not None
+    sent = tokens.count_tools(filtered.request.get("tools", []), provider)
+    assert sent <= filtered.budget.usage["schema_tokens"] <= cap
+    assert filtered.budget.status == "warn"
+    assert 0 < len(filtered.kept) < len(whole)
 
 
 def test_gemini_rewrites_declaration_lists_and_keeps_builtins(gate: ToolFilter) -> None:

@@ -15,8 +15,15 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.errors import InvalidInputError
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool, base_provider
+from toolgate.formats.tokens import count_tools
 from toolgate.gateway.indexes import IndexedTools
-from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
+from toolgate.promotion.budget import (
+    Budget,
+    BudgetDecision,
+    Candidate,
+    enforce,
+    enforce_counted,
+)
 from toolgate.routing.result import RouteResult
 
 __all__ = ["Outcome", "choose", "refuse_shut_choice", "refuse_unmet_requirement", "shut_out_read"]
@@ -40,13 +47,15 @@ def choose(
     *,
     in_use: Iterable[str] = (),
     fallback: Callable[[], Iterable[str]] = tuple,
+    compact: bool = False,
 ) -> tuple[Outcome, tuple[str, ...], list[int]]:
     """Route ``query`` over the tools of ``routed`` with :meth:`Router.route`'s ``options``
     (and ``budget``): the outcome, the names kept, and the positions (among the tools read)
     to keep; with no ``query``, nothing is routed. The tools ``in_use`` names (the
     conversation needs them) are kept as those ``forced`` names are, where the lists admit
     them and without an error where not; those ``fallback()`` names (those the lists admit)
-    are kept when nothing else is, and it is called only then."""
+    are kept when nothing else is, and it is called only then. ``compact``: the kept tools
+    are sent compacted, so the budget counts them so."""
     catalog = routed.catalog
     options = dict(options)
     budget: Budget | None = options.pop("budget", None)
@@ -78,7 +87,7 @@ def choose(
     chosen |= _rows_named(catalog, pinned) & set(routed_rows)
     decision = None
     if budget is not None:
-        decision = fit_budget(catalog, routed_rows, chosen, budget, routed.reader)
+        decision = fit_budget(catalog, routed_rows, chosen, budget, routed.reader, compact)
         kept_ids = set(decision.kept)
         routed_rows = [row for row in routed_rows if catalog.tools[row].id in kept_ids]
     rows = sorted(chosen | set(routed_rows))
@@ -112,19 +121,39 @@ def _rows_named(catalog: Catalog, names: Iterable[str]) -> set[int]:
 
 
 def fit_budget(
-    catalog: Catalog, ranked: list[int], chosen: set[int], budget: Budget, reader: str
+    catalog: Catalog,
+    ranked: list[int],
+    chosen: set[int],
+    budget: Budget,
+    reader: str,
+    compact: bool = False,
 ) -> BudgetDecision:
     """``budget`` applied to the routed rows, best first, after the chosen ones (never
-    dropped); tokens as the request's provider counts a tool."""
+    dropped); tokens as the request's provider counts the tools kept, sent together
+    (``compact`` or as given), its fixed cost of sending any tools included, as in
+    :meth:`Router.promote`. Text tags are not tool definitions: each tag is counted as an
+    OpenAI tool, without a provider's fixed cost."""
     provider = base_provider(reader) if reader != "text_tags" else "openai"
     rows = [*sorted(chosen), *(row for row in ranked if row not in chosen)]
+    tools = {catalog.tools[row].id: catalog.tools[row] for row in rows}
     candidates = [
         Candidate(
-            catalog.tools[row].id, catalog.tools[row].token_count(provider), rank, row in chosen
+            catalog.tools[row].id,
+            catalog.tools[row].token_count(provider, compact=compact),
+            rank,
+            row in chosen,
         )
         for rank, row in enumerate(rows)
     ]
-    return enforce(budget, candidates)
+    if reader == "text_tags":
+        return enforce(budget, candidates)
+
+    def count(ids: Sequence[str]) -> int:
+        # Read, not sent: no copies.
+        definitions = [tools[i]._definition(provider, compact=compact) for i in ids]
+        return count_tools(definitions, provider)
+
+    return enforce_counted(budget, candidates, count)[0]
 
 
 def shut_out(

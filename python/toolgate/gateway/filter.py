@@ -360,7 +360,7 @@ class ToolFilter(BoundToProcess):
         )
         result, kept, keep = choose(
             routed, query, history, forced, options,
-            in_use=in_use, fallback=lambda: called_tools(history),
+            in_use=in_use, fallback=lambda: called_tools(history), compact=self.compact,
         )  # fmt: skip
         # A required call the tool choice allows among tools routing never drops (no function
         # tool, or one it names that routing leaves alone) can be made.

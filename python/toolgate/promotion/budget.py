@@ -38,6 +38,7 @@ __all__ = [
     "Candidate",
     "Dropped",
     "enforce",
+    "enforce_counted",
     "value",
 ]
 
@@ -279,3 +280,38 @@ def enforce(
     return BudgetDecision(
         "warn", tuple(c.tool_id for c in sent), dropped, reasons, budget, kept_usage
     )
+
+
+# How many times a budget is applied again when the set it kept counts dearer than its sum.
+_RECOUNTS = 4
+
+
+def enforce_counted(
+    budget: Budget | None,
+    candidates: Sequence[Candidate],
+    count: Callable[[Sequence[str]], int],
+    *,
+    pool_tokens: int = 0,
+) -> tuple[BudgetDecision, int]:
+    """:func:`enforce`, with the tokens of a set of tools as ``count`` (the ids kept, in the
+    order of ``candidates``) gives them when sent together; the decision and the schema
+    tokens of the set it kept.
+
+    Tokens are not additive: a provider's fixed cost of sending any tools (Anthropic's
+    tool-use prompt, OpenAI's namespace header) is in the whole set's count and in no tool's
+    own. It is charged as overhead, and where the set kept still counts dearer than the sum
+    the budget was applied to, the budget is applied again, that much dearer.
+    """
+    ids = [c.tool_id for c in candidates]
+    whole = count(ids) if candidates else 0
+    overhead = max(0, whole - sum(c.tokens for c in candidates))
+    for _ in range(_RECOUNTS):
+        decision = enforce(budget, candidates, pool_tokens=pool_tokens, overhead_tokens=overhead)
+        kept = set(decision.kept)
+        sent = [i for i in ids if i in kept]
+        schema_tokens = whole if len(sent) == len(ids) else (count(sent) if sent else 0)
+        shortfall = schema_tokens - decision.usage.get("schema_tokens", schema_tokens)
+        if shortfall <= 0:
+            break
+        overhead += shortfall
+    return decision, schema_tokens

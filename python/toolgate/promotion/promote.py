@@ -48,7 +48,7 @@ from toolgate.formats.raw import PROVIDERS, base_provider
 from toolgate.formats.tokens import count_tools
 from toolgate.memo import Memo
 from toolgate.promotion.active_set import ActiveSet
-from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce
+from toolgate.promotion.budget import Budget, BudgetDecision, Candidate, enforce_counted
 from toolgate.promotion.discovery import TOOL_SEARCH_ID, search_tool
 from toolgate.promotion.pool import choose_pool
 from toolgate.promotion.schema_source import (
@@ -194,10 +194,6 @@ def _schema_entries(
     return [(t.id, t) for t in chosen]
 
 
-# How many times a budget is applied again when the set it kept counts dearer than its sum.
-_RECOUNTS = 4
-
-
 def promote_tools(
     catalog: Catalog,
     active_ids: Any,
@@ -253,22 +249,14 @@ def promote_tools(
         Candidate(key, tool_tokens[key], rank.get(key, len(rank)), t.pinned, key == TOOL_SEARCH_ID)
         for key, t in entries
     ]
-    whole = _count_set([t for _, t in entries], format, encoding, compact)
-    overhead = max(0, whole - sum(tool_tokens.values()))
-    for _ in range(_RECOUNTS):
-        decision = enforce(budget, candidates, pool_tokens=pool_tokens, overhead_tokens=overhead)
-        kept = set(decision.kept)
-        sent = [(key, t) for key, t in entries if key in kept]
-        if len(sent) == len(entries):
-            schema_tokens = whole
-        else:
-            schema_tokens = _count_set([t for _, t in sent], format, encoding, compact)
-        # Tokens are not additive: the set kept may cost more than the sum the budget was
-        # applied to. Then the budget is applied again, that much dearer.
-        shortfall = schema_tokens - decision.usage.get("schema_tokens", schema_tokens)
-        if shortfall <= 0:
-            break
-        overhead += shortfall
+    by_key = dict(entries)
+    decision, schema_tokens = enforce_counted(
+        budget, candidates,
+        lambda keys: _count_set([by_key[k] for k in keys], format, encoding, compact),
+        pool_tokens=pool_tokens,
+    )  # fmt: skip
+    kept = set(decision.kept)
+    sent = [(key, t) for key, t in entries if key in kept]
     tools = [t.to_provider(format, compact=compact) for _, t in sent]
     return Promotion(
         tools=tools,
