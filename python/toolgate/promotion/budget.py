@@ -118,9 +118,28 @@ class Candidate:
     discovery: bool = False
 
 
-def _tool_count(kept: Sequence[Candidate]) -> int:
-    """The tools of ``kept`` that ``max_tools`` counts: all but the discovery tool."""
-    return sum(1 for c in kept if not c.discovery)
+@dataclass(frozen=True)
+class _Load:
+    """What a set of candidates adds up to: how many, how many of them ``max_tools`` counts
+    (all but the discovery tool) and their tokens. Kept as a running total, so that trying a
+    candidate costs the same however many are kept."""
+
+    n: int = 0
+    tools: int = 0
+    tokens: int = 0
+
+    def plus(self, candidate: Candidate) -> _Load:
+        """This load with ``candidate`` added."""
+        counted = 0 if candidate.discovery else 1
+        return _Load(self.n + 1, self.tools + counted, self.tokens + candidate.tokens)
+
+    @classmethod
+    def of(cls, candidates: Sequence[Candidate]) -> _Load:
+        """The load of ``candidates``."""
+        load = cls()
+        for candidate in candidates:
+            load = load.plus(candidate)
+        return load
 
 
 @dataclass(frozen=True)
@@ -186,8 +205,8 @@ def _breaches(budget: Budget, count: int, schema_tokens: int, fixed_tokens: int)
     return out
 
 
-#: Whether a set of candidates keeps within the budget.
-Fits = Callable[[Sequence[Candidate]], bool]
+#: Whether a set of candidates, by its load, keeps within the budget.
+Fits = Callable[[_Load], bool]
 
 
 def value(candidate: Candidate) -> float:
@@ -203,21 +222,27 @@ def _fill(fixed: Sequence[Candidate], free: Sequence[Candidate], fits: Fits) -> 
     per token (the knapsack greedy), and the single most valuable tool (which the greedy alone
     can lose to many small ones); ties keep the rank fill. Whatever still fits beside it is
     then added, by value per token."""
+    base = _Load.of(fixed)
     by_rank = sorted(free, key=lambda c: c.rank)
     by_density = sorted(free, key=lambda c: (-value(c) / max(c.tokens, 1), c.rank))
 
     def top_up(fill: list[Candidate], order: Sequence[Candidate]) -> list[Candidate]:
+        load, taken = _Load.of([*fixed, *fill]), {c.tool_id for c in fill}
         for candidate in order:
-            if candidate not in fill and fits([*fixed, *fill, candidate]):
+            if candidate.tool_id not in taken and fits(more := load.plus(candidate)):
                 fill.append(candidate)
+                taken.add(candidate.tool_id)
+                load = more
         return fill
 
     prefix: list[Candidate] = []
+    load = base
     for candidate in by_rank:
-        if not fits([*fixed, *prefix, candidate]):
+        if not fits(more := load.plus(candidate)):
             break
         prefix.append(candidate)
-    single = next(([c] for c in by_rank if fits([*fixed, c])), [])
+        load = more
+    single = next(([c] for c in by_rank if fits(base.plus(c))), [])
     fills = [prefix, top_up([], by_density), single]
     return top_up(max(fills, key=lambda fill: sum(map(value, fill))), by_density)
 
@@ -241,32 +266,34 @@ def enforce(
     """
     ids = tuple(c.tool_id for c in candidates)
 
-    def schema_tokens(kept: Sequence[Candidate]) -> int:
-        return sum(c.tokens for c in kept) + (overhead_tokens if kept else 0)
+    def schema_tokens(load: _Load) -> int:
+        return load.tokens + (overhead_tokens if load.n else 0)
 
-    def breaches(kept: Sequence[Candidate]) -> list[str]:
+    def breaches(load: _Load) -> list[str]:
         assert budget is not None
-        return _breaches(budget, _tool_count(kept), schema_tokens(kept), pool_tokens)
+        return _breaches(budget, load.tools, schema_tokens(load), pool_tokens)
 
-    total = schema_tokens(candidates)
-    usage = {"tools": _tool_count(candidates), "schema_tokens": total, "pool_tokens": pool_tokens}
+    every = _Load.of(candidates)
+    usage = {"tools": every.tools, "schema_tokens": schema_tokens(every)}
+    usage["pool_tokens"] = pool_tokens
     if budget is None:
         return BudgetDecision("pass", ids, usage=usage)
-    reasons = tuple(breaches(candidates))
+    reasons = tuple(breaches(every))
     if not reasons:
         return BudgetDecision("pass", ids, budget=budget, usage=usage)
 
     pinned = [c for c in candidates if c.pinned]
     free = [c for c in candidates if not c.pinned]
-    still = breaches(pinned)
-    chosen = [] if still else _fill(pinned, free, lambda kept: not breaches(kept))
+    still = breaches(_Load.of(pinned))
+    chosen = [] if still else _fill(pinned, free, lambda load: not breaches(load))
     kept = {c.tool_id for c in [*pinned, *chosen]}
+    kept_load = _Load.of([*pinned, *chosen])
     left_out = sorted((c for c in free if c.tool_id not in kept), key=lambda c: -c.rank)
     dropped = tuple(
         Dropped(
             c.tool_id,
             f"rank {c.rank + 1} ({c.tokens} tokens): "
-            + "; ".join(breaches([*pinned, *chosen, c]) or still),
+            + "; ".join(breaches(kept_load.plus(c)) or still),
         )
         for c in left_out
     )
@@ -276,7 +303,7 @@ def enforce(
         why = tuple(f"pinned tools and the pool alone exceed the budget: {s}" for s in still)
         return BudgetDecision("block", (), dropped, reasons + why, budget, usage)
     sent = [c for c in candidates if c.tool_id in kept]
-    kept_usage = {**usage, "tools": _tool_count(sent), "schema_tokens": schema_tokens(sent)}
+    kept_usage = {**usage, "tools": kept_load.tools, "schema_tokens": schema_tokens(kept_load)}
     return BudgetDecision(
         "warn", tuple(c.tool_id for c in sent), dropped, reasons, budget, kept_usage
     )
