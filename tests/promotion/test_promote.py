@@ -246,6 +246,19 @@ def test_budget_block_sends_nothing() -> None:
     assert promotion.tokens["schemas"] == 0
 
 
+@pytest.mark.parametrize("pool", ["digest", "full"])
+def test_a_blocked_promotion_sends_no_pool_either(pool: str) -> None:
+    # The digest tells the model to call tool_search, which a block does not send: a caller
+    # who sends what it got must not send that text without the tool.
+    catalog = small(pinned=True)
+    promotion = promote_tools(catalog, ["s/alpha"], budget=Budget(max_schema_tokens=5), pool=pool)
+    assert promotion.decision.status == "block"
+    assert promotion.search_tool_name is None
+    assert promotion.pool_text == ""
+    assert promotion.tokens == {"pool": 0, "schemas": 0, "total": 0}
+    assert promotion.decision.usage["pool_tokens"] > 0  # what the pool would have cost
+
+
 def test_context_share_switches_auto_pool_to_digest(github: Catalog) -> None:
     budget = Budget(max_context_share=0.05, context_window=32_000)
     promotion = promote_tools(github, ["github/get_me"], budget=budget)

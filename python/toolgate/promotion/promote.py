@@ -20,7 +20,9 @@ tools it holds); the routed tools follow, in catalog order, so the same active s
 serialises the same way. Both phases are counted in the provider's serialisation, and the
 :class:`~toolgate.promotion.budget.Budget` decides what is sent. The ``tool_search`` tool,
 when present, is never dropped, since without it the model could not reach the rest of the
-catalog; its tokens count toward the caps, but it takes none of ``max_tools``' slots.
+catalog; its tokens count toward the caps, but it takes none of ``max_tools``' slots. A
+budget that blocks sends nothing: no tool, and no pool text (a digest would name the search
+tool it did not send).
 
 >>> from importlib import resources
 >>> catalog = Catalog.load(resources.files("toolgate") / "data" / "demo_catalog.json")
@@ -257,6 +259,10 @@ def promote_tools(
     )  # fmt: skip
     kept = set(decision.kept)
     sent = [(key, t) for key, t in entries if key in kept]
+    if decision.status == "block":
+        # Nothing is promoted: not the pool either, whose digest names a search tool that
+        # is not sent. The decision's usage still says what the pool would have cost.
+        pool_text, pool_tokens = "", 0
     tools = [t.to_provider(format, compact=compact) for _, t in sent]
     return Promotion(
         tools=tools,
