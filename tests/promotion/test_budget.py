@@ -152,6 +152,9 @@ def test_token_cap_fills_by_value_per_token_not_by_rank_alone() -> None:
         ({"max_context_share": True, "context_window": 10}, r"must be in \(0, 1\], got True"),
         ({"context_window": 10}, "context_window is only used with max_context_share"),
         ({"mode": "strict"}, "mode must be 'block' or 'warn'"),
+        # Past a float's range the share of it could not be taken: an OverflowError at
+        # the first promotion, outside toolgate's errors.
+        ({"max_context_share": 0.5, "context_window": 10**400}, "context_window is too large"),
     ],
 )
 def test_bad_budgets_are_rejected(kwargs: dict[str, Any], message: str) -> None:

@@ -77,6 +77,14 @@ class Budget:
             raise InvalidInputError(f"Budget.max_context_share must be in (0, 1], got {share!r}")
         if share is not None and not self.context_window:
             raise InvalidInputError("Budget.max_context_share needs context_window (in tokens)")
+        if share is not None and self.context_window is not None:
+            try:
+                float(self.context_window)  # the share of it is taken in floating point
+            except OverflowError:
+                bits = self.context_window.bit_length()
+                raise InvalidInputError(
+                    f"Budget.context_window is too large: a {bits}-bit int"
+                ) from None
         if share is None and self.context_window is not None:
             # The window alone caps nothing; guessing a share would invent a cap nobody set.
             raise InvalidInputError(
