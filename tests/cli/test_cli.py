@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.abc
 import json
 import os
 import signal
@@ -619,6 +620,47 @@ def test_ctrl_c_is_one_line_and_exit_130(
     tools, _ = tiny_set
     assert main(["index", "--tools", str(tools), "--out", str(tmp_path / "r")]) == 130
     assert capsys.readouterr().err == "toolgate index: interrupted\n"
+
+
+class _InterruptedImport(importlib.abc.MetaPathFinder):
+    """Imports ``name`` as a Ctrl-C during its import would: with a KeyboardInterrupt."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def find_spec(self, fullname: str, *args: Any) -> None:
+        if fullname == self.name:
+            raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_the_commands_load_is_one_line_and_exit_130(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tiny_set: tuple[Path, Path]
+) -> None:
+    """The router's modules take up to a second to import, after the arguments are read: a
+    Ctrl-C then is as quiet as one during the work."""
+    import toolgate.cli
+
+    monkeypatch.delitem(sys.modules, "toolgate.cli.commands", raising=False)
+    monkeypatch.delattr(toolgate.cli, "commands", raising=False)
+    finder = _InterruptedImport("toolgate.cli.commands")
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
+    tools, _ = tiny_set
+    assert main(["route", "--tools", str(tools), "weather"]) == 130
+    assert capsys.readouterr().err == "toolgate route: interrupted\n"
+
+
+def test_ctrl_c_while_the_report_is_written_is_one_line_and_exit_130(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolgate.cli import commands, parser
+
+    def interrupted(*args: Any, **kwargs: Any) -> str:
+        raise KeyboardInterrupt  # a Ctrl-C while a long report is formatted
+
+    monkeypatch.setattr(commands, "run_stats", lambda args: {"tools": 3})
+    monkeypatch.setattr(parser, "_render", interrupted)
+    assert main(["stats", "--tools", "t.jsonl"]) == 130
+    assert capsys.readouterr().err == "toolgate stats: interrupted\n"
 
 
 def _console_script() -> str:

@@ -343,12 +343,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     _tolerant_streams()
     args = _parser().parse_args(argv)
-    from toolgate.cli import commands  # here: it imports the router, which a --help does not need
-    from toolgate.cli.commands import silence_stdout
-
-    handler = getattr(commands, f"run_{args.command.replace('-', '_')}")
     try:
+        # Imported here, not at the top: the router's modules, which a --help does not need,
+        # take up to a second to load, and a Ctrl-C meanwhile is handled below.
+        from toolgate.cli import commands
+
+        handler = getattr(commands, f"run_{args.command.replace('-', '_')}")
         report: dict[str, Any] | str | None = handler(args)
+        # None: a server (mcp-proxy, gateway) or a command that printed its lines.
+        return 0 if report is None else _print_report(report, getattr(args, "json", False))
     except ToolgateError as exc:
         print(f"toolgate {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -358,10 +361,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # and the MCP proxy handle SIGINT and end here only once stopped.)
         print(f"toolgate {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
-    if report is None:  # a server (mcp-proxy, gateway) or a command that printed its lines
-        return 0
+
+
+def _print_report(report: dict[str, Any] | str, as_json: bool) -> int:
+    """Print a command's report on stdout; 1 if its reader has gone (``| head``), else 0."""
+    from toolgate.cli.commands import silence_stdout
+
     try:
-        if getattr(args, "json", False):
+        if as_json:
             print(json.dumps(report, indent=None if isinstance(report, dict) else 2))
         else:
             print(report if isinstance(report, str) else _render(report))
