@@ -25,6 +25,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_VALUES",
     "JsonLimitError",
+    "NotUtf8Error",
     "json_problem",
     "loads",
     "nesting",
@@ -69,10 +70,29 @@ def read_bounded(path: Path, limit: int) -> bytes:
     raise JsonLimitError(f"{path} is larger than {limit:,} bytes, the most read here")
 
 
+class NotUtf8Error(UnicodeDecodeError):
+    """A file that is not UTF-8 text; the message names it and where its first bad byte is."""
+
+    def __init__(self, exc: UnicodeDecodeError, message: str) -> None:
+        super().__init__(exc.encoding, exc.object, exc.start, exc.end, exc.reason)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def read_text(path: Path, limit: int) -> str:
     """The text of the regular file ``path`` (see :func:`read_bounded`), UTF-8 with a byte
-    order mark allowed first; not UTF-8 is a ``UnicodeDecodeError`` (a ``ValueError``)."""
-    return without_bom(read_bounded(path, limit)).decode("utf-8")
+    order mark allowed first; not UTF-8 is a :class:`NotUtf8Error` (a ``ValueError``)."""
+    data = without_bom(read_bounded(path, limit))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # By line and column: a byte offset into a registry of thousands of lines is no help.
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        where = f"line {line}, column {column} (byte {data[exc.start]:#04x})"
+        raise NotUtf8Error(exc, f"{path} is not UTF-8 at {where}") from None
 
 
 def without_bom(data: bytes) -> bytes:

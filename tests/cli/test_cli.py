@@ -410,6 +410,22 @@ def test_unreadable_queries_file_is_a_one_line_error(
     assert_one_line_error(capsys, argv, str(queries), said)
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_a_catalog_not_in_utf8_names_the_line_and_column(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, suffix: str
+) -> None:
+    """A Latin-1 byte deep in a large registry file is found by its line, as a bad query
+    line is, not by its offset in the file."""
+    rows = [{"server": "s", "name": f"t{i}", "description": f"Does thing {i}."} for i in range(3)]
+    rows[1]["description"] = "Orders a caf\u00e9."
+    tools = tmp_path / f"tools{suffix}"
+    text = "\n".join(json.dumps(row, ensure_ascii=False) for row in rows)
+    tools.write_bytes(text.encode("latin-1"))
+    column = text.splitlines()[1].index("\u00e9") + 1
+    argv = ["route", "--tools", str(tools), "weather"]
+    assert_one_line_error(capsys, argv, str(tools), f"not UTF-8 at line 2, column {column}")
+
+
 @pytest.mark.parametrize("command", ["eval", "calibrate"])
 def test_bad_query_lines_name_file_and_line(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path, command: str
