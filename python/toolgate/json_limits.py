@@ -26,6 +26,7 @@ __all__ = [
     "MAX_VALUES",
     "JsonLimitError",
     "NotUtf8Error",
+    "compressed_problem",
     "json_problem",
     "loads",
     "nesting",
@@ -92,7 +93,27 @@ def read_text(path: Path, limit: int) -> str:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - data.rfind(b"\n", 0, exc.start)
         where = f"line {line}, column {column} (byte {data[exc.start]:#04x})"
-        raise NotUtf8Error(exc, f"{path} is not UTF-8 at {where}") from None
+        message = compressed_problem(path, data) or f"{path} is not UTF-8 at {where}"
+        raise NotUtf8Error(exc, message) from None
+
+
+# How the files a log rotation, a download or an archiver leaves start.
+_COMPRESSED = {
+    b"\x1f\x8b": "gzip",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"\xfd7zXZ\x00": "xz",
+    b"BZh": "bzip2",
+    b"PK\x03\x04": "zip",
+}
+
+
+def compressed_problem(path: Path, head: bytes) -> str | None:
+    """What to say of ``path`` if its first bytes ``head`` are a compressed file's, else None:
+    read as text, it would be a line of bad bytes, or (a log) no line of toolgate's at all."""
+    for magic, kind in _COMPRESSED.items():
+        if head.startswith(magic):
+            return f"{path} is {kind}-compressed: decompress it first"
+    return None
 
 
 def without_bom(data: bytes) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import importlib.abc
 import json
 import os
@@ -424,6 +425,28 @@ def test_a_catalog_not_in_utf8_names_the_line_and_column(
     column = text.splitlines()[1].index("\u00e9") + 1
     argv = ["route", "--tools", str(tools), "weather"]
     assert_one_line_error(capsys, argv, str(tools), f"not UTF-8 at line 2, column {column}")
+
+
+@pytest.mark.parametrize("option", ["--tools", "--queries", "--events"])
+def test_a_compressed_input_file_is_named_as_such(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path, option: str
+) -> None:
+    """A rotated log or a downloaded set left gzipped is said to be, not read as no events
+    (a usage report of nothing) or as text not in UTF-8 on every line."""
+    tools, queries = tiny_set
+    events = tmp_path / "events.jsonl"
+    events.write_text(json.dumps({"kind": "route", "turn_id": "t1", "active": []}) + "\n")
+    plain = {"--tools": tools, "--queries": queries, "--events": events}
+    packed = tmp_path / f"{plain[option].name}.gz"
+    packed.write_bytes(gzip.compress(plain[option].read_bytes()))
+    paths = {**plain, option: packed}
+    if option == "--events":
+        argv = ["stats", "--events", str(paths["--events"])]
+    elif option == "--queries":
+        argv = ["eval", "--tools", str(tools), "--queries", str(paths["--queries"])]
+    else:
+        argv = ["route", "--tools", str(paths["--tools"]), "weather"]
+    assert_one_line_error(capsys, argv, f"{packed} is gzip-compressed: decompress it first")
 
 
 @pytest.mark.parametrize("command", ["eval", "calibrate"])

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 from toolgate.arguments import check_count, check_flag, shown
 from toolgate.errors import InvalidInputError
 from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics, distinct_gold
-from toolgate.json_limits import JsonLimitError, json_problem, loads, read_bounded, without_bom
+from toolgate.json_limits import (
+    JsonLimitError,
+    compressed_problem,
+    json_problem,
+    loads,
+    read_bounded,
+    without_bom,
+)
 from toolgate.routing.history import history_texts
 from toolgate.routing.query import parse_query
 
@@ -96,13 +103,17 @@ class _BadLine(Exception):
 def _read_lines(path: Path) -> list[bytes]:
     # Bytes first and each line decoded on its own, so a bad byte is reported at its line.
     try:
-        return without_bom(read_bounded(path, _MAX_QUERIES_BYTES)).splitlines()
+        data = without_bom(read_bounded(path, _MAX_QUERIES_BYTES))
     except FileNotFoundError:
         raise InvalidInputError(f"queries file not found: {path}") from None
     except JsonLimitError as exc:  # a pipe, a device, a directory, or too large
         raise InvalidInputError(f"cannot read queries file: {exc}") from None
     except OSError as exc:
         raise InvalidInputError(f"cannot read queries file {path}: {exc.strerror}") from None
+    compressed = compressed_problem(path, data)
+    if compressed is not None:
+        raise InvalidInputError(f"cannot read queries file: {compressed}")
+    return data.splitlines()
 
 
 def _parse_line(raw: bytes, number: int) -> LabelledQuery:
