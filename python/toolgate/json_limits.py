@@ -30,6 +30,7 @@ __all__ = [
     "json_problem",
     "loads",
     "nesting",
+    "one_json_document",
     "open_regular",
     "read_bounded",
     "read_text",
@@ -120,6 +121,21 @@ def without_bom(data: bytes) -> bytes:
     """``data`` without a UTF-8 byte order mark first: Windows editors (Notepad) save one,
     and JSON, TOML and YAML parsers refuse it or take it for content."""
     return data.removeprefix(codecs.BOM_UTF8)
+
+
+def one_json_document(text: str | bytes) -> list[Any] | dict[str, Any] | None:
+    """The one JSON array or object that the text of a JSON-lines file holds instead of lines:
+    an array, or a value printed over several lines (none of whose lines is a record); else
+    None, JSON lines included, which fail to parse at the end of their first value."""
+    lines = text.splitlines() if isinstance(text, bytes) else text.split("\n")
+    array = text.lstrip()[:1] in ("[", b"[")
+    if not array and sum(1 for line in lines if line.strip()) < 2:
+        return None  # one line: a record of JSON lines
+    try:
+        document = loads(text)
+    except ValueError:
+        return None
+    return document if isinstance(document, (list, dict)) else None
 
 
 def open_regular(path: Path) -> BinaryIO:

@@ -449,6 +449,24 @@ def test_a_compressed_input_file_is_named_as_such(
     assert_one_line_error(capsys, argv, f"{packed} is gzip-compressed: decompress it first")
 
 
+@pytest.mark.parametrize(("shape", "indent"), [("array", None), ("array", 2), ("object", 2)])
+def test_a_jsonl_catalog_holding_one_json_document_is_read_as_it(
+    capsys: pytest.CaptureFixture[str],
+    tiny_set: tuple[Path, Path],
+    tmp_path: Path,
+    shape: str,
+    indent: Any,
+) -> None:
+    """No line of a JSON array (or of an object printed over lines) is a tool: a ``.jsonl``
+    holding one is read as that document, as a ``.json`` holding lines is read as lines."""
+    tools, _ = tiny_set
+    rows = [json.loads(line) for line in tools.read_text().splitlines()]
+    saved = tmp_path / "tools.jsonl"
+    saved.write_text(json.dumps(rows if shape == "array" else {"tools": rows}, indent=indent))
+    report = run_json(capsys, "route", "--tools", str(saved), "weather", "--json")
+    assert report["tools"][0]["id"] == "wx/get_weather"
+
+
 @pytest.mark.parametrize("command", ["eval", "calibrate"])
 def test_bad_query_lines_name_file_and_line(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path, command: str

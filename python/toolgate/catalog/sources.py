@@ -14,7 +14,7 @@ from toolgate.catalog.overrides import saved_overrides
 from toolgate.catalog.tool import Tool, tool_from_dict
 from toolgate.errors import CatalogError, CatalogWarning
 from toolgate.formats.raw import RawTool
-from toolgate.json_limits import json_problem, loads, read_text
+from toolgate.json_limits import json_problem, loads, one_json_document, read_text
 from toolgate.unicode import well_formed
 
 #: Largest catalog file read: far past any real registry, a bound on what a wrong path (or
@@ -66,8 +66,13 @@ def read_source(source: ToolSource, *, as_text: bool) -> tuple[Any, str, str | N
         # U+FFFD, as file managers show it, so the file loads under a name stable from run
         # to run (--server names it otherwise) rather than every tool in it being refused.
         server = well_formed(path.name.split(".", 1)[0]) or None
-        if as_text or path.suffix == ".jsonl":
+        if as_text:
             return text, str(path), server
+        if path.suffix == ".jsonl":
+            # A .jsonl holding one JSON document (no line of which is a tool) is read as that
+            # document, as a .json holding JSON lines is read as lines.
+            document = one_json_document(text)
+            return (text if document is None else document), str(path), server
         try:
             return loads(text), str(path), server
         except json.JSONDecodeError as exc:
