@@ -467,6 +467,20 @@ def test_a_jsonl_catalog_holding_one_json_document_is_read_as_it(
     assert report["tools"][0]["id"] == "wx/get_weather"
 
 
+@pytest.mark.parametrize("indent", [None, 2])
+def test_queries_given_as_one_json_array_are_told_to_be_lines(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path, indent: Any
+) -> None:
+    tools, queries = tiny_set
+    rows = [json.loads(line) for line in queries.read_text().splitlines()]
+    array = tmp_path / "queries.json"
+    array.write_text(json.dumps(rows, indent=indent))
+    argv = ["eval", "--tools", str(tools), "--queries", str(array)]
+    assert_one_line_error(
+        capsys, argv, f"{array} holds one JSON array, not JSON lines", "one query object per line"
+    )
+
+
 @pytest.mark.parametrize("command", ["eval", "calibrate"])
 def test_bad_query_lines_name_file_and_line(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path, command: str

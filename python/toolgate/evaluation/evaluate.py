@@ -16,6 +16,7 @@ from toolgate.json_limits import (
     compressed_problem,
     json_problem,
     loads,
+    one_json_document,
     read_bounded,
     without_bom,
 )
@@ -80,7 +81,8 @@ def load_queries(path: str | Path) -> list[LabelledQuery]:
     """
     problems: list[str] = []
     queries: list[LabelledQuery] = []
-    for number, raw in enumerate(_read_lines(Path(path)), start=1):
+    lines = _read_lines(Path(path))
+    for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
@@ -88,12 +90,26 @@ def load_queries(path: str | Path) -> list[LabelledQuery]:
         except _BadLine as exc:
             problems.append(f"line {number}: {exc}")
     if problems:
+        _check_not_one_document(path, lines)
         shown = "; ".join(problems[:20])
         more = f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""
         raise InvalidInputError(f"{path}: {len(problems)} malformed queries: {shown}{more}")
     if not queries:
         raise InvalidInputError(f"no queries in {path}")
     return queries
+
+
+def _check_not_one_document(path: str | Path, lines: list[bytes]) -> None:
+    """Say so when a file whose lines do not read holds one JSON array (or an object printed
+    over several lines): each of its lines is a problem, and none of them says what is."""
+    document = one_json_document(b"\n".join(lines))
+    if document is None:  # JSON lines, some of them bad: each is named
+        return
+    kind = "array" if isinstance(document, list) else "object"
+    raise InvalidInputError(
+        f"{path} holds one JSON {kind}, not JSON lines: write one query object per line "
+        "(jq -c '.[]' turns an array into them)"
+    )
 
 
 class _BadLine(Exception):
