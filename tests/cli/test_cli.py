@@ -638,6 +638,19 @@ def test_counts_below_one_are_rejected_by_the_parser(
     assert "must be at least 1" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["eval", "calibrate"])
+def test_strict_and_lenient_together_are_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], command: str
+) -> None:
+    """--lenient won silently: a run asked to be --strict skipped bad tools and exited 0."""
+    tools, queries = tiny_set
+    argv = [command, "--tools", str(tools), "--queries", str(queries), "--strict", "--lenient"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "argument --lenient: not allowed with argument --strict" in capsys.readouterr().err
+
+
 def test_a_closed_pipe_ends_quietly(tiny_set: tuple[Path, Path]) -> None:
     tools, _ = tiny_set
     command = [sys.executable, "-m", "toolgate", "route", "--tools", str(tools), "weather"]

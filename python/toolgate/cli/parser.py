@@ -54,19 +54,26 @@ _TOOLS_HELP = "catalog file (MCP, OpenAI, Anthropic, Gemini, JSONL)"
 _QUERIES_HELP = 'labelled queries, JSON lines of {"query": ..., "gold": [tool ids]}'
 
 
-def _add_router_source(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+def _add_router_source(
+    parser: argparse.ArgumentParser, *, required: bool = True, measuring: bool = False
+) -> None:
     source = parser.add_mutually_exclusive_group(required=required)
     source.add_argument("--tools", type=Path, help=_TOOLS_HELP)
     source.add_argument("--index", type=Path, help="router directory written by 'toolgate index'")
-    _add_build_options(parser)
+    _add_build_options(parser, measuring=measuring)
 
 
-def _add_build_options(parser: argparse.ArgumentParser) -> None:
-    """The options of building a router from a catalog, shared by index and the readers."""
+def _add_build_options(parser: argparse.ArgumentParser, *, measuring: bool = False) -> None:
+    """The options of building a router from a catalog, shared by index and the readers;
+    ``measuring`` (eval, calibrate, lenient by default) adds ``--strict``, which contradicts
+    ``--lenient``."""
     _add_server(parser)
     parser.add_argument("--precision", choices=["fp32", "int8"], help="embedding model precision")
     parser.add_argument("--dtype", choices=["f32", "int8", "bf16"], help="matrix storage type")
-    parser.add_argument("--lenient", action="store_true", help="skip bad tools with a warning")
+    leniency = parser.add_mutually_exclusive_group()
+    if measuring:
+        leniency.add_argument("--strict", action="store_true", help="bad tools are an error")
+    leniency.add_argument("--lenient", action="store_true", help="skip bad tools with a warning")
     _add_settings(parser)
 
 
@@ -118,13 +125,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_json(route)
 
     evaluate = commands.add_parser("eval", help="routing quality on a labelled query set")
-    _add_router_source(evaluate)
+    _add_router_source(evaluate, measuring=True)
     evaluate.add_argument("--queries", type=Path, required=True, help=_QUERIES_HELP)
     evaluate.add_argument(
         "--top-k", type=_positive_int, default=10, help="judge the top K (default 10)"
     )
     evaluate.add_argument("--limit", type=_positive_int, help="evaluate only the first N queries")
-    evaluate.add_argument("--strict", action="store_true", help="bad tools are an error")
     _add_json(evaluate)
     evaluate.add_argument(
         "--learn-first",
@@ -138,10 +144,9 @@ def _parser() -> argparse.ArgumentParser:
         "calibrate",
         help="fit threshold and fusion weight (max F1), the server weight, then adaptive selection",
     )
-    _add_router_source(calibrate)
+    _add_router_source(calibrate, measuring=True)
     calibrate.add_argument("--queries", type=Path, required=True, help=_QUERIES_HELP)
     calibrate.add_argument("--limit", type=_positive_int, help="use only the first N queries")
-    calibrate.add_argument("--strict", action="store_true", help="bad tools are an error")
     calibrate.add_argument(
         "--save", type=Path, metavar="DIR", help="write the router, with the fitted config, here"
     )
