@@ -1108,6 +1108,32 @@ def test_the_proxys_events_are_salted_from_an_environment_variable(
 
 
 @pytest.mark.parametrize(
+    ("flags", "top_k"),
+    [
+        ([], 5),
+        (["--top-k", "3"], 3),
+        (["--set", "top_k=9"], 9),
+        (["--top-k", "9", "--set", "top_k=9"], 9),
+    ],
+)
+def test_the_proxys_search_size_comes_from_top_k_or_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], top_k: int
+) -> None:
+    """``--set top_k=9`` was ignored: the proxy's own default of 5 won over it, unsaid."""
+    seen = _proxy_options(monkeypatch)
+    assert main(["mcp-proxy", "--config", str(_proxy_config(tmp_path)), *flags]) == 0
+    assert seen["top_k"] == top_k
+
+
+def test_top_k_and_set_top_k_that_disagree_are_an_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _proxy_options(monkeypatch)
+    argv = ["mcp-proxy", "--config", str(_proxy_config(tmp_path)), "--top-k", "3"]
+    assert_one_line_error(capsys, [*argv, "--set", "top_k=9"], "--top-k 3", "--set top_k=9")
+
+
+@pytest.mark.parametrize(
     ("flags", "message"),
     [
         (["--events-salt-env", "TG_EVENTS_SALT"], "--events-salt-env goes with --events"),

@@ -334,6 +334,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
         ) from None
     servers = load_servers(args.config)
     config = _config(args)  # --set: checked before any upstream starts
+    top_k = _search_size(args, config)
     if not args.connect_timeout > 0:
         raise InvalidInputError(f"--connect-timeout must be > 0, got {args.connect_timeout}")
     if not args.retry_after >= 0:
@@ -363,11 +364,26 @@ def run_mcp_proxy(args: argparse.Namespace) -> None:
 
         telemetry = Telemetry([JsonFileSink(args.events)], salt=salt)
     run = partial(
-        serve, servers, http=http, top_k=args.top_k, lenient=args.lenient,
+        serve, servers, http=http, top_k=top_k, lenient=args.lenient,
         connect_timeout=args.connect_timeout, allow=args.allow, deny=args.deny,
         retry_after=args.retry_after, telemetry=telemetry, learn=args.learn, config=config,
     )  # fmt: skip
     anyio.run(run)
+
+
+def _search_size(args: argparse.Namespace, config: RouterConfig) -> int:
+    """The proxy's tools per search: ``--top-k``, else ``--set top_k`` (the config's, whose
+    default is the proxy's 5); the two given with different values are an error, not one
+    of them ignored."""
+    if args.top_k is None:
+        return config.top_k
+    if args.top_k != config.top_k and any(
+        entry.partition("=")[0].strip() == "top_k" for entry in args.set
+    ):
+        raise InvalidInputError(
+            f"--top-k {args.top_k} and --set top_k={config.top_k} disagree; give one of them"
+        )
+    return int(args.top_k)
 
 
 def _events_salt(args: argparse.Namespace) -> str:

@@ -186,7 +186,9 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument(
         "--config", type=Path, required=True, help='upstream servers: {"mcpServers": {...}}'
     )
-    proxy.add_argument("--top-k", type=_positive_int, default=5, help="tools per search")
+    proxy.add_argument(
+        "--top-k", type=_positive_int, help="tools per search (default: --set top_k, else 5)"
+    )
     proxy.add_argument(
         "--lenient", action="store_true", help="skip bad tools and unreachable servers"
     )
