@@ -558,6 +558,30 @@ def test_index_into_an_existing_file_is_an_error(
     assert_one_line_error(capsys, argv, str(out), "not a directory")
 
 
+@pytest.mark.parametrize("command", ["index", "calibrate"])
+def test_a_folder_under_a_file_is_refused_before_embedding(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_set: tuple[Path, Path],
+    command: str,
+) -> None:
+    """A folder that cannot be made (its parent is a file) failed only at the save, after
+    the catalog was embedded: minutes, for a registry."""
+
+    def embedded(*args: Any, **kwargs: Any) -> Router:
+        pytest.fail("the catalog was embedded before the folder was checked")
+
+    monkeypatch.setattr(Router, "from_catalog", embedded)
+    tools, queries = tiny_set
+    out = tools / "router"
+    if command == "index":
+        argv = ["index", "--tools", str(tools), "--out", str(out)]
+    else:
+        argv = ["calibrate", "--tools", str(tools), "--queries", str(queries), "--save", str(out)]
+    option = "--out" if command == "index" else "--save"
+    assert_one_line_error(capsys, argv, f"{option} {out}: {tools} is not a directory")
+
+
 def test_index_never_overwrites_a_folder_of_the_users_files(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
 ) -> None:

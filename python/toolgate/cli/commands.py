@@ -151,6 +151,11 @@ def _check_save_directory(option: str, out: Path, tools: Path | None) -> None:
 
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"{option} {out}: exists and is not a directory")
+    # The save would create it and its missing parents: the nearest one that exists must be
+    # a folder, or the save fails, after the embedding.
+    ancestor = next((parent for parent in out.parents if parent.exists()), None)
+    if ancestor is not None and not ancestor.is_dir():
+        raise InvalidInputError(f"{option} {out}: {ancestor} is not a directory")
     try:
         check_save_directory(out)
     except InvalidInputError as exc:
