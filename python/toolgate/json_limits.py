@@ -26,10 +26,10 @@ __all__ = [
     "MAX_VALUES",
     "JsonLimitError",
     "NotUtf8Error",
-    "compressed_problem",
     "json_problem",
     "loads",
     "nesting",
+    "not_utf8_problem",
     "one_json_document",
     "open_regular",
     "read_bounded",
@@ -94,26 +94,32 @@ def read_text(path: Path, limit: int) -> str:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - data.rfind(b"\n", 0, exc.start)
         where = f"line {line}, column {column} (byte {data[exc.start]:#04x})"
-        message = compressed_problem(path, data) or f"{path} is not UTF-8 at {where}"
+        message = not_utf8_problem(path, data) or f"{path} is not UTF-8 at {where}"
         raise NotUtf8Error(exc, message) from None
 
 
-# How the files a log rotation, a download or an archiver leaves start.
-_COMPRESSED = {
-    b"\x1f\x8b": "gzip",
-    b"\x28\xb5\x2f\xfd": "zstd",
-    b"\xfd7zXZ\x00": "xz",
-    b"BZh": "bzip2",
-    b"PK\x03\x04": "zip",
+# How the files a log rotation, a download or an archiver leaves start, and text in the
+# encodings Windows tools write (PowerShell 5's `>` writes UTF-16): the longer marks first.
+_NOT_UTF8 = {
+    b"\x1f\x8b": "gzip-compressed: decompress it first",
+    b"\x28\xb5\x2f\xfd": "zstd-compressed: decompress it first",
+    b"\xfd7zXZ\x00": "xz-compressed: decompress it first",
+    b"BZh": "bzip2-compressed: decompress it first",
+    b"PK\x03\x04": "zip-compressed: decompress it first",
+    codecs.BOM_UTF32_LE: "UTF-32 text: save it as UTF-8",
+    codecs.BOM_UTF32_BE: "UTF-32 text: save it as UTF-8",
+    codecs.BOM_UTF16_LE: "UTF-16 text: save it as UTF-8",
+    codecs.BOM_UTF16_BE: "UTF-16 text: save it as UTF-8",
 }
 
 
-def compressed_problem(path: Path, head: bytes) -> str | None:
-    """What to say of ``path`` if its first bytes ``head`` are a compressed file's, else None:
-    read as text, it would be a line of bad bytes, or (a log) no line of toolgate's at all."""
-    for magic, kind in _COMPRESSED.items():
-        if head.startswith(magic):
-            return f"{path} is {kind}-compressed: decompress it first"
+def not_utf8_problem(path: Path, head: bytes) -> str | None:
+    """What to say of ``path`` if its first bytes ``head`` show it is no UTF-8 text at all
+    (compressed, or UTF-16 or UTF-32), else None: read as UTF-8, it would be lines of bad
+    bytes, or (a log) no line of toolgate's, a report of nothing."""
+    for mark, what in _NOT_UTF8.items():
+        if head.startswith(mark):
+            return f"{path} is {what}"
     return None
 
 

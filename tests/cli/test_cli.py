@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -427,44 +428,49 @@ def test_a_catalog_not_in_utf8_names_the_line_and_column(
     assert_one_line_error(capsys, argv, str(tools), f"not UTF-8 at line 2, column {column}")
 
 
+def _inputs_packed(
+    tiny_set: tuple[Path, Path], tmp_path: Path, option: str, pack: Callable[[bytes], bytes]
+) -> tuple[list[str], Path]:
+    """The arguments of a command reading ``option``'s file as ``pack`` leaves it, and that file."""
+    tools, queries = tiny_set
+    events = tmp_path / "events.jsonl"
+    events.write_text(json.dumps({"kind": "route", "turn_id": "t1", "active": []}) + "\n")
+    plain = {"--tools": tools, "--queries": queries, "--events": events}
+    packed = tmp_path / f"packed-{plain[option].name}"
+    packed.write_bytes(pack(plain[option].read_bytes()))
+    paths = {**plain, option: packed}
+    if option == "--events":
+        return ["stats", "--events", str(paths["--events"])], packed
+    if option == "--queries":
+        return ["eval", "--tools", str(tools), "--queries", str(paths["--queries"])], packed
+    return ["route", "--tools", str(paths["--tools"]), "weather"], packed
+
+
 @pytest.mark.parametrize("option", ["--tools", "--queries", "--events"])
 def test_a_compressed_input_file_is_named_as_such(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path, option: str
 ) -> None:
     """A rotated log or a downloaded set left gzipped is said to be, not read as no events
     (a usage report of nothing) or as text not in UTF-8 on every line."""
-    tools, queries = tiny_set
-    events = tmp_path / "events.jsonl"
-    events.write_text(json.dumps({"kind": "route", "turn_id": "t1", "active": []}) + "\n")
-    plain = {"--tools": tools, "--queries": queries, "--events": events}
-    packed = tmp_path / f"{plain[option].name}.gz"
-    packed.write_bytes(gzip.compress(plain[option].read_bytes()))
-    paths = {**plain, option: packed}
-    if option == "--events":
-        argv = ["stats", "--events", str(paths["--events"])]
-    elif option == "--queries":
-        argv = ["eval", "--tools", str(tools), "--queries", str(paths["--queries"])]
-    else:
-        argv = ["route", "--tools", str(paths["--tools"]), "weather"]
+    argv, packed = _inputs_packed(tiny_set, tmp_path, option, gzip.compress)
     assert_one_line_error(capsys, argv, f"{packed} is gzip-compressed: decompress it first")
 
 
-@pytest.mark.parametrize(("shape", "indent"), [("array", None), ("array", 2), ("object", 2)])
-def test_a_jsonl_catalog_holding_one_json_document_is_read_as_it(
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+@pytest.mark.parametrize("option", ["--tools", "--queries", "--events"])
+def test_an_input_file_in_utf16_is_named_as_such(
     capsys: pytest.CaptureFixture[str],
     tiny_set: tuple[Path, Path],
     tmp_path: Path,
-    shape: str,
-    indent: Any,
+    option: str,
+    encoding: str,
 ) -> None:
-    """No line of a JSON array (or of an object printed over lines) is a tool: a ``.jsonl``
-    holding one is read as that document, as a ``.json`` holding lines is read as lines."""
-    tools, _ = tiny_set
-    rows = [json.loads(line) for line in tools.read_text().splitlines()]
-    saved = tmp_path / "tools.jsonl"
-    saved.write_text(json.dumps(rows if shape == "array" else {"tools": rows}, indent=indent))
-    report = run_json(capsys, "route", "--tools", str(saved), "weather", "--json")
-    assert report["tools"][0]["id"] == "wx/get_weather"
+    """Windows PowerShell's ``>`` writes UTF-16: said so, not 'not UTF-8' at line 1 and
+    'invalid JSON' at every other."""
+    argv, packed = _inputs_packed(
+        tiny_set, tmp_path, option, lambda data: data.decode().encode(encoding)
+    )
+    assert_one_line_error(capsys, argv, f"{packed} is {encoding.upper()} text: save it as UTF-8")
 
 
 @pytest.mark.parametrize("indent", [None, 2])

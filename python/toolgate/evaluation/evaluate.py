@@ -13,9 +13,9 @@ from toolgate.errors import InvalidInputError
 from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics, distinct_gold
 from toolgate.json_limits import (
     JsonLimitError,
-    compressed_problem,
     json_problem,
     loads,
+    not_utf8_problem,
     one_json_document,
     read_bounded,
     without_bom,
@@ -126,9 +126,9 @@ def _read_lines(path: Path) -> list[bytes]:
         raise InvalidInputError(f"cannot read queries file: {exc}") from None
     except OSError as exc:
         raise InvalidInputError(f"cannot read queries file {path}: {exc.strerror}") from None
-    compressed = compressed_problem(path, data)
-    if compressed is not None:
-        raise InvalidInputError(f"cannot read queries file: {compressed}")
+    not_text = not_utf8_problem(path, data)
+    if not_text is not None:
+        raise InvalidInputError(f"cannot read queries file: {not_text}")
     return data.splitlines()
 
 

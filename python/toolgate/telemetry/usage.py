@@ -32,7 +32,7 @@ from typing import Any
 from toolgate.arguments import finite_number, shown, tool_list
 from toolgate.errors import InvalidInputError
 from toolgate.forks import CopiedUnderLock, fork_safe_lock
-from toolgate.json_limits import JsonLimitError, compressed_problem, open_regular
+from toolgate.json_limits import JsonLimitError, not_utf8_problem, open_regular
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.telemetry.events import (
     EVENT_TYPES,
@@ -284,9 +284,9 @@ def _read_log(path: Path) -> Iterator[Event]:
         with open_regular(path) as log:
             for number, raw in enumerate(log, start=1):
                 where = f"{path}, line {number}"
-                compressed = compressed_problem(path, raw) if number == 1 else None
-                if compressed is not None:  # else a log of no event: a report of nothing
-                    raise InvalidInputError(f"cannot read telemetry log: {compressed}")
+                not_text = not_utf8_problem(path, raw) if number == 1 else None
+                if not_text is not None:  # else a log of no event: a report of nothing
+                    raise InvalidInputError(f"cannot read telemetry log: {not_text}")
                 try:
                     found = _json_in_line(raw, where)
                 except InvalidInputError as exc:
