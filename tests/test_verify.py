@@ -221,6 +221,32 @@ def test_exposed_names_match_ignoring_case(catalog: Catalog) -> None:
 
 
 @pytest.mark.parametrize(
+    "name",
+    [
+        "po\u017ft_me\u017f\u017fage",  # long s: Unicode case folding makes it "s"
+        "PO\u017fT_MESSAGE",
+        "post_message\u200b",  # a zero-width space
+        "\uff50\uff4f\uff53\uff54_message",  # full-width letters
+    ],
+)
+def test_look_alike_names_do_not_pass_as_an_exposed_name(catalog: Catalog, name: str) -> None:
+    # Exposed names are ASCII: a client that folds case folds ASCII letters, and a name no
+    # tool has is refused rather than passed as the tool it looks like.
+    promotion = promote_tools(catalog, ["slack/post_message"], pool="digest")
+    verdict = verify_call(catalog, promotion, {"name": name, "arguments": {}})
+    assert verdict.error == "unknown_tool"
+    assert verdict.closest == "post_message"
+
+
+def test_a_look_alike_of_the_search_tool_name_is_unknown(catalog: Catalog) -> None:
+    promotion = promote_tools(catalog, ["slack/post_message"], pool="digest")
+    call = {"name": "tool_\u017fearch", "arguments": {"query": "x"}}
+    verdict = verify_call(catalog, promotion, call)
+    assert verdict.error == "unknown_tool"
+    assert verdict.closest == "tool_search"
+
+
+@pytest.mark.parametrize(
     "call",
     [
         {"function_call": {"name": "post_message", "args": {}}},  # Gemini, Python SDK

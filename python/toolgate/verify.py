@@ -293,8 +293,9 @@ def verify_call(catalog: Catalog, active_ids: Any, tool_call: Any) -> Verdict:
         return Verdict(
             False, "malformed_call", message=f"Malformed tool call: {call.problem}.", **base
         )
-    # Case folded like exposed names: the search name is unique among them ignoring case.
-    if search_name and call.name.casefold() == search_name.casefold():
+    # Case folded like exposed names (ASCII letters only): the search name is unique among
+    # them ignoring case.
+    if search_name and call.name.isascii() and call.name.casefold() == search_name.casefold():
         return _check_search_call(catalog, call, base)
     tool = _resolve(catalog, call.name, active_set)
     if tool is None or tool.id not in active_set:

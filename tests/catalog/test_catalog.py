@@ -773,3 +773,6 @@ def test_positions_and_exposed_names_in_any_case() -> None:
     assert found is not None
     assert found.id == "web/search"
     assert catalog.get_exposed(3, ignore_case=True) is None  # type: ignore[arg-type]
+    # Exposed names are ASCII: Unicode case folding of other letters ("\u017f", long s,
+    # folds to "s") finds none of them.
+    assert catalog.get_exposed("WEB__\u017fEARCH", ignore_case=True) is None

@@ -364,9 +364,15 @@ class Catalog:
         return f"no tool with {kind} {key!r} in this catalog of {len(self)} tools"
 
     def get_exposed(self, name: str, *, ignore_case: bool = False) -> Tool | None:
-        """The tool the model calls ``name`` (compared ignoring case if asked), or ``None``."""
+        """The tool the model calls ``name`` (compared ignoring case if asked), or ``None``.
+
+        Exposed names are ASCII, so ignoring case folds ASCII letters only: Unicode folding
+        would pass a look-alike no tool has (``send_email`` with a long s, U+017F) as the tool.
+        """
         if ignore_case:
-            return self._by_folded_exposed.get(name.casefold()) if isinstance(name, str) else None
+            if not (isinstance(name, str) and name.isascii()):
+                return None
+            return self._by_folded_exposed.get(name.casefold())
         return self._by_exposed.get(name)
 
     def position(self, tool_id: str) -> int:
