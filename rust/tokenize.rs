@@ -8,9 +8,12 @@
 //! 2. **Split identifiers** inside a word at case and digit boundaries: `getWeather` ->
 //!    `get` `Weather`; an acronym ends before its last capital when a lowercase letter follows
 //!    (`getHTTPResponse` -> `get` `HTTP` `Response`); letters and digits part (`ipv4` ->
-//!    `ipv` `4`, `46elks` -> `46` `elks`). Letters without case (CJK, ...) never split.
-//!    A word that splits also yields itself whole, so `GitHub` gives `git`, `hub` and
-//!    `github`, and a query typed in lower case (`github`, `ipv4`) still meets it.
+//!    `ipv` `4`, `46elks` -> `46` `elks`). A word that splits also yields itself whole, so
+//!    `GitHub` gives `git`, `hub` and `github`, and a query typed in lower case (`github`,
+//!    `ipv4`) still meets it. A run of CJK characters (Han, kana, Hangul) inside a word is
+//!    cut from the rest and yields its overlapping pairs instead (`北京的天气` -> `北京`
+//!    `京的` `的天` `天气`; a lone character yields itself), as Lucene's CJKAnalyzer does:
+//!    Chinese and Japanese write no spaces, and a whole run would meet no other text.
 //! 3. **Lower-case** each part (full Unicode lower-casing).
 //! 4. **Drop stop words** from [`STOP_WORDS`], a short list of English function words that
 //!    never name a tool's purpose (skipped by [`analyze_keep_stop_words`]).
@@ -50,6 +53,63 @@ pub fn for_each_part<'t>(text: &'t str, mut emit: impl FnMut(&'t str)) {
 /// The maximal runs of alphanumeric characters in `text`.
 fn words(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
+}
+
+/// Whether `c` is of a script written without spaces between words, or (Hangul) with
+/// particles joined to them: Han ideographs, Hiragana, Katakana and Hangul, with their
+/// half-width and compatibility forms. Such runs are indexed as character pairs.
+pub(crate) fn is_cjk(c: char) -> bool {
+    matches!(c,
+        '\u{1100}'..='\u{11FF}' // Hangul Jamo
+        | '\u{3005}' | '\u{3007}' // 々 (iteration mark), 〇
+        | '\u{3040}'..='\u{30FF}' // Hiragana, Katakana (with ー)
+        | '\u{3131}'..='\u{318F}' // Hangul compatibility Jamo
+        | '\u{31F0}'..='\u{31FF}' // Katakana phonetic extensions
+        | '\u{3400}'..='\u{4DBF}' // CJK extension A
+        | '\u{4E00}'..='\u{9FFF}' // CJK unified ideographs
+        | '\u{A960}'..='\u{A97F}' // Hangul Jamo extended A
+        | '\u{AC00}'..='\u{D7FF}' // Hangul syllables, Jamo extended B
+        | '\u{F900}'..='\u{FAFF}' // CJK compatibility ideographs
+        | '\u{FF66}'..='\u{FFDC}' // half-width Katakana and Hangul
+        | '\u{20000}'..='\u{323AF}' // CJK extensions B to H, compatibility supplement
+    )
+}
+
+/// Calls `emit` with each script run of `word`: `(true, run)` for a run of CJK characters
+/// ([`is_cjk`]), `(false, run)` for the rest, in order. An ASCII word is one run.
+fn for_each_run<'t>(word: &'t str, mut emit: impl FnMut(bool, &'t str)) {
+    if word.is_ascii() {
+        return emit(false, word);
+    }
+    let mut start = 0;
+    let mut in_cjk = None;
+    for (at, c) in word.char_indices() {
+        let cjk = is_cjk(c);
+        if in_cjk.is_some_and(|was| was != cjk) {
+            emit(!cjk, &word[start..at]);
+            start = at;
+        }
+        in_cjk = Some(cjk);
+    }
+    if let Some(cjk) = in_cjk {
+        emit(cjk, &word[start..]);
+    }
+}
+
+/// Calls `emit` with each pair of adjacent characters of the CJK run `run` (the run itself
+/// when it is one character): the terms a CJK run is indexed as.
+fn cjk_bigrams<'t>(run: &'t str, emit: &mut impl FnMut(&'t str)) {
+    let mut starts = run.char_indices().map(|(at, _)| at).chain([run.len()]);
+    let (Some(mut first), Some(mut second)) = (starts.next(), starts.next()) else { return };
+    let Some(mut third) = starts.next() else { return emit(run) };
+    loop {
+        emit(&run[first..third]);
+        (first, second) = (second, third);
+        match starts.next() {
+            Some(next) => third = next,
+            None => return,
+        }
+    }
 }
 
 /// Splits one run of alphanumeric characters at case and letter/digit boundaries.
@@ -110,14 +170,19 @@ fn analyze_with(text: &str, drop_stop_words: bool, mut emit: impl FnMut(&str)) {
         }
     };
     for word in words(text) {
-        let mut parts = 0;
-        split_identifier(word, &mut |part| {
-            parts += 1;
-            emit_term(part);
+        for_each_run(word, |cjk, run| {
+            if cjk {
+                return cjk_bigrams(run, &mut emit_term);
+            }
+            let mut parts = 0;
+            split_identifier(run, &mut |part| {
+                parts += 1;
+                emit_term(part);
+            });
+            if parts > 1 {
+                emit_term(run);
+            }
         });
-        if parts > 1 {
-            emit_term(word);
-        }
     }
 }
 
@@ -149,7 +214,19 @@ pub fn term_set(text: &str) -> HashSet<String> {
 pub fn name_coverage(name: &str, query: &HashSet<String>) -> f32 {
     let (mut parts, mut covered) = (0usize, 0usize);
     let mut lower = String::new();
+    let mut runs = Vec::new();
     for word in words(name) {
+        for_each_run(word, |cjk, run| runs.push((cjk, run)));
+    }
+    for (cjk, word) in runs {
+        if cjk {
+            // The run's words are its pairs, as the analyser indexes it.
+            cjk_bigrams(word, &mut |pair| {
+                parts += 1;
+                covered += usize::from(query.contains(pair));
+            });
+            continue;
+        }
         let (mut word_parts, mut word_covered) = (0usize, 0usize);
         split_identifier(word, &mut |part| {
             lower_into(part, &mut lower);
@@ -276,6 +353,19 @@ mod tests {
         let mut kept = Vec::new();
         analyze_keep_stop_words("list_all_the_files", |t| kept.push(t.to_owned()));
         assert_eq!(kept, ["list", "all", "the", "file"]);
+    }
+
+    #[test]
+    fn bigrams_cjk_runs() {
+        // Chinese and Japanese write no spaces: each run of CJK characters indexes as its
+        // overlapping pairs, a lone character as itself, as Lucene's CJKAnalyzer does.
+        assert_eq!(terms("北京的天气"), ["北京", "京的", "的天", "天气"]);
+        assert_eq!(terms("天気予報を"), ["天気", "気予", "予報", "報を"]);
+        assert_eq!(terms("東京weather"), ["東京", "weather"]);
+        assert_eq!(terms("getWeather天"), ["get", "weather", "getweath", "天"]);
+        assert_eq!(terms("에어컨을 켜"), ["에어", "어컨", "컨을", "켜"]);
+        // A CJK tool name's words are its pairs: a request holding two of three covers 2/3.
+        assert_eq!(name_coverage("天気予報", &term_set("明日の天気予")), 2.0 / 3.0);
     }
 
     #[test]

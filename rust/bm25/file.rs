@@ -5,7 +5,7 @@
 //! | bytes | content |
 //! |---|---|
 //! | 0..8 | magic `TGBM25\0\0` |
-//! | 8..12 | format version (`u32`, currently 2) |
+//! | 8..12 | format version (`u32`, currently 3) |
 //! | 12..16 | reserved, 0 |
 //! | 16..24 | payload length in bytes (`u64`) |
 //! | 24..28 | CRC-32 of the payload |
@@ -28,12 +28,16 @@ use super::table::{RowLists, StrTable};
 use super::{Bm25Index, Bm25Params, FieldWeights};
 use crate::error::{Error, Result};
 use crate::matrix_file::{create_private, open_regular};
+use crate::tokenize::is_cjk;
 
 const MAGIC: &[u8; 8] = b"TGBM25\0\0";
-/// Version 2: terms are Snowball stems (version 1 stripped plurals only). The stored terms
-/// are the analyser's output, so a file from another analyser would silently miss queries:
-/// it is refused instead.
-const VERSION: u32 = 2;
+/// Version 2: terms are Snowball stems (version 1 stripped plurals only). Version 3: a run of
+/// CJK characters is indexed as its character pairs. The stored terms are the analyser's
+/// output, so a file from another analyser would silently miss queries: it is refused
+/// instead, but for a version 2 file without CJK terms, which version 3 analyses alike.
+const VERSION: u32 = 3;
+/// The oldest version read (when it holds no CJK term).
+const OLDEST_VERSION: u32 = 2;
 const HEADER_LEN: usize = 32;
 /// Largest file read (1 GiB, ten times a million-tool index): a bound on what a hostile or
 /// mistaken path makes the loader allocate.
@@ -94,7 +98,7 @@ impl Bm25Index {
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        let payload = check_header(bytes)?;
+        let (payload, version) = check_header(bytes)?;
         let mut r = Reader { bytes: payload, at: 0 };
         let mut floats = [0f32; 6];
         for value in &mut floats {
@@ -132,6 +136,10 @@ impl Bm25Index {
                 doc_lens.len()
             ));
         }
+        if version < VERSION {
+            check_no_cjk_terms(version, &terms)?;
+            check_no_cjk_terms(version, &id_terms)?;
+        }
         check_lists_match(&postings, terms.len(), "postings")?;
         check_lists_match(&id_postings, id_terms.len(), "id postings")?;
         postings.check(n).map_err(|e| format!("postings: {e}"))?;
@@ -160,8 +168,21 @@ impl Bm25Index {
     }
 }
 
-/// Returns the payload after checking magic, version, length and checksum.
-fn check_header(bytes: &[u8]) -> Result<&[u8], String> {
+/// Refuses a file of an older `version` whose vocabulary `terms` holds a CJK term: it was
+/// analysed as whole runs, which no query analysed now as pairs would meet.
+fn check_no_cjk_terms(version: u32, terms: &StrTable) -> Result<(), String> {
+    if (0..terms.len()).any(|i| terms.get(i).chars().any(is_cjk)) {
+        return Err(format!(
+            "BM25 index version {version} holds CJK terms indexed as whole runs; this build \
+             indexes them as character pairs (rebuild the router with 'toolgate index')"
+        ));
+    }
+    Ok(())
+}
+
+/// Returns the payload and the format version after checking magic, version, length and
+/// checksum.
+fn check_header(bytes: &[u8]) -> Result<(&[u8], u32), String> {
     if bytes.len() < HEADER_LEN {
         return Err(format!(
             "truncated: {} bytes, shorter than the {HEADER_LEN}-byte header",
@@ -173,9 +194,9 @@ fn check_header(bytes: &[u8]) -> Result<&[u8], String> {
     }
     let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
     let version = u32_at(8);
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(format!(
-            "unsupported BM25 index version {version}; this build reads {VERSION} \
+            "unsupported BM25 index version {version}; this build reads {OLDEST_VERSION} to {VERSION} \
              (rebuild the router with 'toolgate index')"
         ));
     }
@@ -194,7 +215,7 @@ fn check_header(bytes: &[u8]) -> Result<&[u8], String> {
             "checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): file is corrupted"
         ));
     }
-    Ok(payload)
+    Ok((payload, version))
 }
 
 fn check_lists_match(lists: &RowLists, n_terms: usize, what: &str) -> Result<(), String> {

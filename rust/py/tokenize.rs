@@ -5,8 +5,9 @@ use pyo3::prelude::*;
 
 use crate::tokenize;
 
-/// The terms BM25 indexes for `text`: split at separators, case and digit changes, lower-cased,
-/// stop words dropped (unless `keep_stop_words`), words stemmed (English Snowball).
+/// The terms BM25 indexes for `text`: split at separators, case and digit changes, CJK runs
+/// as character pairs, lower-cased, stop words dropped (unless `keep_stop_words`), words
+/// stemmed (English Snowball).
 #[pyfunction]
 #[pyo3(signature = (text, *, keep_stop_words = false))]
 fn analyze_text(text: &str, keep_stop_words: bool) -> Vec<String> {

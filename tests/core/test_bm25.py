@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -59,6 +60,30 @@ def _stem(word: str) -> str:
     return str(_ENGLISH.stemWord(word))
 
 
+# Han, kana and Hangul (with their half-width and compatibility forms): runs of them are
+# indexed as character pairs.
+_CJK = re.compile(
+    "([\u1100-\u11ff\u3005\u3007\u3040-\u30ff\u3131-\u318f\u31f0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uffdc"
+    "\U00020000-\U000323af]+)"
+)
+
+
+def _word_terms(word: str) -> list[str]:
+    """The raw (not yet lower-cased) terms of one word: its CJK runs' pairs, and its other
+    runs' identifier parts (and the run itself when it splits)."""
+    out: list[str] = []
+    for run in _CJK.split(word):
+        if not run:
+            continue
+        if _CJK.fullmatch(run):
+            out += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+        else:
+            parts = _split_identifier(run)
+            out += parts + ([run] if len(parts) > 1 else [])
+    return out
+
+
 def ref_terms(text: str, *, keep_stop_words: bool = False) -> list[str]:
     """The documented analysis pipeline, written independently of the Rust code."""
     out: list[str] = []
@@ -68,8 +93,7 @@ def ref_terms(text: str, *, keep_stop_words: bool = False) -> list[str]:
             word += ch
             continue
         if word:
-            parts = _split_identifier(word)
-            for raw in parts + ([word] if len(parts) > 1 else []):
+            for raw in _word_terms(word):
                 lower = raw.lower()
                 if keep_stop_words or lower not in STOP_WORDS:
                     out.append(_stem(lower))
@@ -209,6 +233,10 @@ def small() -> Bm25:
         ("status analysis access", ["status", "analysi", "access"]),
         ("ÉtatCivil", ["état", "civil", "étatcivil"]),
         ("東京 weather", ["東京", "weather"]),
+        # CJK runs index as their character pairs; a lone character as itself.
+        ("北京明天的天气", ["北京", "京明", "明天", "天的", "的天", "天气"]),
+        ("天気予報をgetWeather", ["天気", "気予", "予報", "報を", "get", "weather", "getweath"]),
+        ("에어컨을 켜", ["에어", "어컨", "컨을", "켜"]),
         ("the of and", []),
         ("", []),
     ],
@@ -448,6 +476,41 @@ def test_damaged_files_raise_format_errors(saved: Path, damage: object, message:
     with pytest.raises(IndexFormatError, match=message) as err:
         Bm25.load(saved)
     assert str(saved) in str(err.value)
+
+
+def _as_version_2(path: Path) -> None:
+    """Rewrite the version field of the index file ``path`` to 2 (the checksum covers only
+    the payload, which versions 2 and 3 lay out alike)."""
+    data = path.read_bytes()
+    path.write_bytes(data[:8] + (2).to_bytes(4, "little") + data[12:])
+
+
+def test_version_2_files_load_unless_they_hold_cjk_terms(small: Bm25, tmp_path: Path) -> None:
+    # Version 2 analysed a CJK run as one term: such a file would miss every CJK query,
+    # and is refused; without CJK terms it reads as it was written.
+    path = tmp_path / "latin.bm25"
+    small.save(path)
+    _as_version_2(path)
+    np.testing.assert_array_equal(Bm25.load(path).scores("weather"), small.scores("weather"))
+    cjk = tmp_path / "cjk.bm25"
+    Bm25.build([{"name": "天気予報", "description": "天気予報を取得します。"}]).save(cjk)
+    _as_version_2(cjk)
+    with pytest.raises(IndexFormatError, match=r"CJK terms.*rebuild the router"):
+        Bm25.load(cjk)
+
+
+def test_cjk_queries_meet_cjk_descriptions(tmp_path: Path) -> None:
+    # No spaces in the request: it meets the tool through the character pairs they share.
+    index = Bm25.build(
+        [
+            {"name": "get_weather", "description": "查询指定城市的天气预报"},
+            {"name": "book_train", "description": "预订火车票"},
+        ]
+    )
+    scores = index.scores("帮我查一下北京明天的天气")
+    assert scores[0] > 0
+    assert scores[1] == 0
+    assert index.scores("我想买明天去杭州的火车票")[1] > 0
 
 
 def test_missing_file_is_an_os_error(tmp_path: Path) -> None:
