@@ -3,8 +3,11 @@
 //! One pipeline for every field and for queries, so a query term and a document term meet
 //! exactly when they analyse to the same string:
 //!
-//! 1. **Split into words** at every character that is not alphanumeric (Unicode-aware), so
-//!    `_`, `-`, `.`, `/`, whitespace and punctuation all separate words.
+//! 0. **Normalise** to NFKC, so a decomposed accent (`cafe` + U+0301, as macOS types it)
+//!    meets the composed one and full-width forms (`ｉＰｈｏｎｅ１５`) meet their ASCII ones.
+//! 1. **Split into words** at every character that is neither alphanumeric (Unicode-aware)
+//!    nor a combining mark, so `_`, `-`, `.`, `/`, whitespace and punctuation all separate
+//!    words, and a Thai tone mark or a Devanagari virama stays inside its word.
 //! 2. **Split identifiers** inside a word at case and digit boundaries: `getWeather` ->
 //!    `get` `Weather`; an acronym ends before its last capital when a lowercase letter follows
 //!    (`getHTTPResponse` -> `get` `HTTP` `Response`); letters and digits part (`ipv4` ->
@@ -14,7 +17,8 @@
 //!    cut from the rest and yields its overlapping pairs instead (`北京的天气` -> `北京`
 //!    `京的` `的天` `天气`; a lone character yields itself), as Lucene's CJKAnalyzer does:
 //!    Chinese and Japanese write no spaces, and a whole run would meet no other text.
-//! 3. **Lower-case** each part (full Unicode lower-casing).
+//! 3. **Lower-case** each part (full Unicode lower-casing), with `ß` as `ss` (`Straße`
+//!    meets `STRASSE`).
 //! 4. **Drop stop words** from [`STOP_WORDS`], a short list of English function words that
 //!    never name a tool's purpose (skipped by [`analyze_keep_stop_words`]).
 //! 5. **Stem** with [`stem`], the English Snowball stemmer.
@@ -26,6 +30,8 @@ use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
+use unicode_normalization::char::is_combining_mark;
+use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 
 /// English function words dropped from documents and queries. Kept short on purpose: verbs
 /// such as `get`, `list`, `set` or `send` carry meaning in tool names and stay in.
@@ -50,15 +56,23 @@ pub fn for_each_part<'t>(text: &'t str, mut emit: impl FnMut(&'t str)) {
     }
 }
 
-/// The maximal runs of alphanumeric characters in `text`.
+/// The maximal runs of alphanumeric characters and combining marks in `text`.
 fn words(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
+    text.split(|c: char| !(c.is_alphanumeric() || is_combining_mark(c))).filter(|w| !w.is_empty())
+}
+
+/// `text` in NFKC (step 0), borrowed when it already is (all ASCII text is).
+fn normalized(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() || is_nfkc_quick(text.chars()) == IsNormalized::Yes {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(text.nfkc().collect())
 }
 
 /// Whether `c` is of a script written without spaces between words, or (Hangul) with
 /// particles joined to them: Han ideographs, Hiragana, Katakana and Hangul, with their
 /// half-width and compatibility forms. Such runs are indexed as character pairs.
-pub(crate) fn is_cjk(c: char) -> bool {
+fn is_cjk(c: char) -> bool {
     matches!(c,
         '\u{1100}'..='\u{11FF}' // Hangul Jamo
         | '\u{3005}' | '\u{3007}' // 々 (iteration mark), 〇
@@ -162,6 +176,7 @@ pub fn analyze_keep_stop_words(text: &str, emit: impl FnMut(&str)) {
 }
 
 fn analyze_with(text: &str, drop_stop_words: bool, mut emit: impl FnMut(&str)) {
+    let text = normalized(text);
     let mut lower = String::new();
     let mut emit_term = |raw: &str| {
         lower_into(raw, &mut lower);
@@ -169,7 +184,7 @@ fn analyze_with(text: &str, drop_stop_words: bool, mut emit: impl FnMut(&str)) {
             emit(&stem(&lower));
         }
     };
-    for word in words(text) {
+    for word in words(&text) {
         for_each_run(word, |cjk, run| {
             if cjk {
                 return cjk_bigrams(run, &mut emit_term);
@@ -186,13 +201,19 @@ fn analyze_with(text: &str, drop_stop_words: bool, mut emit: impl FnMut(&str)) {
     }
 }
 
-/// Writes `raw` lower-cased (full Unicode lower-casing) into `out`, replacing what it held.
+/// Writes `raw` lower-cased (full Unicode lower-casing, `ß` as `ss`) into `out`, replacing
+/// what it held.
 fn lower_into(raw: &str, out: &mut String) {
     out.clear();
     if raw.is_ascii() {
         out.extend(raw.bytes().map(|b| char::from(b.to_ascii_lowercase())));
-    } else {
-        out.extend(raw.chars().flat_map(char::to_lowercase));
+        return;
+    }
+    for c in raw.chars().flat_map(char::to_lowercase) {
+        match c {
+            'ß' => out.push_str("ss"),
+            _ => out.push(c),
+        }
     }
 }
 
@@ -214,8 +235,9 @@ pub fn term_set(text: &str) -> HashSet<String> {
 pub fn name_coverage(name: &str, query: &HashSet<String>) -> f32 {
     let (mut parts, mut covered) = (0usize, 0usize);
     let mut lower = String::new();
+    let name = normalized(name);
     let mut runs = Vec::new();
-    for word in words(name) {
+    for word in words(&name) {
         for_each_run(word, |cjk, run| runs.push((cjk, run)));
     }
     for (cjk, word) in runs {
@@ -366,6 +388,21 @@ mod tests {
         assert_eq!(terms("에어컨을 켜"), ["에어", "어컨", "컨을", "켜"]);
         // A CJK tool name's words are its pairs: a request holding two of three covers 2/3.
         assert_eq!(name_coverage("天気予報", &term_set("明日の天気予")), 2.0 / 3.0);
+    }
+
+    #[test]
+    fn normalises_before_splitting() {
+        // NFD (macOS input, some catalogs) meets NFC: the combining accent stays in its word.
+        assert_eq!(terms("cafe\u{301}"), terms("café"));
+        assert_eq!(terms("cafe\u{301}"), ["café"]);
+        // Full-width letters and digits (Japanese input) meet their ASCII forms.
+        assert_eq!(terms("ｉＰｈｏｎｅ１５"), terms("iPhone15"));
+        // A Thai tone mark or a Devanagari virama does not cut its word in two.
+        assert_eq!(terms("ช่วย"), ["ช่วย"]);
+        assert_eq!(terms("नमस्ते"), ["नमस्ते"]);
+        // German sharp s folds to "ss", as a keyboard without it types the word (then stems).
+        assert_eq!(terms("Straße STRASSE STRAẞE"), ["strass", "strass", "strass"]);
+        assert_eq!(name_coverage("cafe\u{301}_bestellen", &term_set("Café bestellen")), 1.0);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! | bytes | content |
 //! |---|---|
 //! | 0..8 | magic `TGBM25\0\0` |
-//! | 8..12 | format version (`u32`, currently 3) |
+//! | 8..12 | format version (`u32`, currently 4) |
 //! | 12..16 | reserved, 0 |
 //! | 16..24 | payload length in bytes (`u64`) |
 //! | 24..28 | CRC-32 of the payload |
@@ -28,15 +28,17 @@ use super::table::{RowLists, StrTable};
 use super::{Bm25Index, Bm25Params, FieldWeights};
 use crate::error::{Error, Result};
 use crate::matrix_file::{create_private, open_regular};
-use crate::tokenize::is_cjk;
+use crate::tokenize::analyze_keep_stop_words;
 
 const MAGIC: &[u8; 8] = b"TGBM25\0\0";
 /// Version 2: terms are Snowball stems (version 1 stripped plurals only). Version 3: a run of
-/// CJK characters is indexed as its character pairs. The stored terms are the analyser's
+/// CJK characters is indexed as its character pairs. Version 4: text is NFKC-normalised,
+/// combining marks stay in their words and `ß` is `ss`. The stored terms are the analyser's
 /// output, so a file from another analyser would silently miss queries: it is refused
-/// instead, but for a version 2 file without CJK terms, which version 3 analyses alike.
-const VERSION: u32 = 3;
-/// The oldest version read (when it holds no CJK term).
+/// instead, but for an older file whose terms this analyser makes alike (every ASCII term,
+/// since only other text is analysed otherwise now).
+const VERSION: u32 = 4;
+/// The oldest version read (when its terms analyse alike).
 const OLDEST_VERSION: u32 = 2;
 const HEADER_LEN: usize = 32;
 /// Largest file read (1 GiB, ten times a million-tool index): a bound on what a hostile or
@@ -137,8 +139,8 @@ impl Bm25Index {
             ));
         }
         if version < VERSION {
-            check_no_cjk_terms(version, &terms)?;
-            check_no_cjk_terms(version, &id_terms)?;
+            check_terms_analyse_alike(version, &terms)?;
+            check_terms_analyse_alike(version, &id_terms)?;
         }
         check_lists_match(&postings, terms.len(), "postings")?;
         check_lists_match(&id_postings, id_terms.len(), "id postings")?;
@@ -168,14 +170,20 @@ impl Bm25Index {
     }
 }
 
-/// Refuses a file of an older `version` whose vocabulary `terms` holds a CJK term: it was
-/// analysed as whole runs, which no query analysed now as pairs would meet.
-fn check_no_cjk_terms(version: u32, terms: &StrTable) -> Result<(), String> {
-    if (0..terms.len()).any(|i| terms.get(i).chars().any(is_cjk)) {
-        return Err(format!(
-            "BM25 index version {version} holds CJK terms indexed as whole runs; this build \
-             indexes them as character pairs (rebuild the router with 'toolgate index')"
-        ));
+/// Refuses a file of an older `version` whose vocabulary `terms` holds a term the analyser
+/// now makes into something else (a CJK run, once whole, now pairs; an NFD accent): no
+/// query analysed now would meet it. ASCII terms analyse as they did in every version read.
+fn check_terms_analyse_alike(version: u32, terms: &StrTable) -> Result<(), String> {
+    let mut now = Vec::new();
+    for term in (0..terms.len()).map(|i| terms.get(i)).filter(|t| !t.is_ascii()) {
+        now.clear();
+        analyze_keep_stop_words(term, |t| now.push(t.to_owned()));
+        if now != [term] {
+            return Err(format!(
+                "BM25 index version {version} holds the term {term:?}, which this build \
+                 analyses as {now:?} (rebuild the router with 'toolgate index')"
+            ));
+        }
     }
     Ok(())
 }

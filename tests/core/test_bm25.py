@@ -7,6 +7,7 @@ import json
 import math
 import re
 import threading
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,13 +89,13 @@ def ref_terms(text: str, *, keep_stop_words: bool = False) -> list[str]:
     """The documented analysis pipeline, written independently of the Rust code."""
     out: list[str] = []
     word = ""
-    for ch in text + " ":
-        if ch.isalnum():
+    for ch in unicodedata.normalize("NFKC", text) + " ":
+        if ch.isalnum() or unicodedata.category(ch).startswith("M"):
             word += ch
             continue
         if word:
             for raw in _word_terms(word):
-                lower = raw.lower()
+                lower = raw.lower().replace("ß", "ss")
                 if keep_stop_words or lower not in STOP_WORDS:
                     out.append(_stem(lower))
         word = ""
@@ -237,6 +238,14 @@ def small() -> Bm25:
         ("北京明天的天气", ["北京", "京明", "明天", "天的", "的天", "天气"]),
         ("天気予報をgetWeather", ["天気", "気予", "予報", "報を", "get", "weather", "getweath"]),
         ("에어컨을 켜", ["에어", "어컨", "컨을", "켜"]),
+        # NFKC first: NFD accents and full-width forms meet their usual forms; a combining
+        # mark stays in its word; sharp s folds to "ss". (Full-width "iPhone15", escaped.)
+        (
+            "cafe\u0301 \uff49\uff30\uff48\uff4f\uff4e\uff45\uff11\uff15",
+            ["café", "phone", "15", "iphone15"],
+        ),
+        ("ช่วย नमस्ते", ["ช่วย", "नमस्ते"]),
+        ("Straße STRAẞE", ["strass", "strass"]),
         ("the of and", []),
         ("", []),
     ],
@@ -480,23 +489,29 @@ def test_damaged_files_raise_format_errors(saved: Path, damage: object, message:
 
 def _as_version_2(path: Path) -> None:
     """Rewrite the version field of the index file ``path`` to 2 (the checksum covers only
-    the payload, which versions 2 and 3 lay out alike)."""
+    the payload, which versions 2 to 4 lay out alike)."""
     data = path.read_bytes()
     path.write_bytes(data[:8] + (2).to_bytes(4, "little") + data[12:])
 
 
-def test_version_2_files_load_unless_they_hold_cjk_terms(small: Bm25, tmp_path: Path) -> None:
-    # Version 2 analysed a CJK run as one term: such a file would miss every CJK query,
-    # and is refused; without CJK terms it reads as it was written.
+# Written by the version 2 analyser (commit bac152d): Bm25.build of [weather_forecast
+# "Weather forecast.", 天気予報 "天気予報を取得します。"], saved.
+_OLD_CJK_FILE = Path(__file__).parent.parent / "fixtures" / "bm25" / "v2-cjk.bm25"
+
+
+def test_older_files_load_when_their_terms_analyse_alike(small: Bm25, tmp_path: Path) -> None:
+    # The ASCII terms, and "météo" (NFC already), analyse as they did in version 2.
     path = tmp_path / "latin.bm25"
     small.save(path)
     _as_version_2(path)
     np.testing.assert_array_equal(Bm25.load(path).scores("weather"), small.scores("weather"))
-    cjk = tmp_path / "cjk.bm25"
-    Bm25.build([{"name": "天気予報", "description": "天気予報を取得します。"}]).save(cjk)
-    _as_version_2(cjk)
-    with pytest.raises(IndexFormatError, match=r"CJK terms.*rebuild the router"):
-        Bm25.load(cjk)
+
+
+def test_older_files_with_terms_analysed_otherwise_are_refused() -> None:
+    # Version 2 kept a CJK run whole: such a file would miss every CJK query analysed now
+    # as pairs, and is refused with the way out.
+    with pytest.raises(IndexFormatError, match=r'the term "天気予報".*rebuild the router'):
+        Bm25.load(_OLD_CJK_FILE)
 
 
 def test_cjk_queries_meet_cjk_descriptions(tmp_path: Path) -> None:
