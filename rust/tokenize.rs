@@ -18,7 +18,7 @@
 //!    `京的` `的天` `天气`; a lone character yields itself), as Lucene's CJKAnalyzer does:
 //!    Chinese and Japanese write no spaces, and a whole run would meet no other text.
 //! 3. **Lower-case** each part (full Unicode lower-casing), with `ß` as `ss` (`Straße`
-//!    meets `STRASSE`).
+//!    meets `STRASSE`) and `İ` as `i` (`İSTANBUL` meets `Istanbul`).
 //! 4. **Drop stop words** from [`STOP_WORDS`], a short list of English function words that
 //!    never name a tool's purpose (skipped by [`analyze_keep_stop_words`]).
 //! 5. **Stem** with [`stem`], the English Snowball stemmer.
@@ -201,8 +201,8 @@ fn analyze_with(text: &str, drop_stop_words: bool, mut emit: impl FnMut(&str)) {
     }
 }
 
-/// Writes `raw` lower-cased (full Unicode lower-casing, `ß` as `ss`) into `out`, replacing
-/// what it held.
+/// Writes `raw` lower-cased (full Unicode lower-casing, `ß` as `ss`, `İ` as `i`) into
+/// `out`, replacing what it held.
 fn lower_into(raw: &str, out: &mut String) {
     out.clear();
     if raw.is_ascii() {
@@ -212,6 +212,9 @@ fn lower_into(raw: &str, out: &mut String) {
     for c in raw.chars().flat_map(char::to_lowercase) {
         match c {
             'ß' => out.push_str("ss"),
+            // `İ` (Turkish capital dotted I) lower-cases to `i` and this dot: drop it, so
+            // `İSTANBUL` meets `Istanbul`.
+            '\u{307}' if out.ends_with('i') => {}
             _ => out.push(c),
         }
     }
@@ -403,6 +406,13 @@ mod tests {
         // German sharp s folds to "ss", as a keyboard without it types the word (then stems).
         assert_eq!(terms("Straße STRASSE STRAẞE"), ["strass", "strass", "strass"]);
         assert_eq!(name_coverage("cafe\u{301}_bestellen", &term_set("Café bestellen")), 1.0);
+    }
+
+    #[test]
+    fn folds_turkish_capital_dotted_i_to_i() {
+        // `İ` lower-cases to `i` and a combining dot: `İSTANBUL` must meet `Istanbul`.
+        assert_eq!(terms("İSTANBUL İzmir"), terms("Istanbul izmir"));
+        assert_eq!(terms("İstanbul"), ["istanbul"]);
     }
 
     #[test]

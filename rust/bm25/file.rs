@@ -5,7 +5,7 @@
 //! | bytes | content |
 //! |---|---|
 //! | 0..8 | magic `TGBM25\0\0` |
-//! | 8..12 | format version (`u32`, currently 4) |
+//! | 8..12 | format version (`u32`, currently 5) |
 //! | 12..16 | reserved, 0 |
 //! | 16..24 | payload length in bytes (`u64`) |
 //! | 24..28 | CRC-32 of the payload |
@@ -33,11 +33,12 @@ use crate::tokenize::analyze_keep_stop_words;
 const MAGIC: &[u8; 8] = b"TGBM25\0\0";
 /// Version 2: terms are Snowball stems (version 1 stripped plurals only). Version 3: a run of
 /// CJK characters is indexed as its character pairs. Version 4: text is NFKC-normalised,
-/// combining marks stay in their words and `ß` is `ss`. The stored terms are the analyser's
+/// combining marks stay in their words and `ß` is `ss`. Version 5: `İ` lower-cases to `i`
+/// (no combining dot). The stored terms are the analyser's
 /// output, so a file from another analyser would silently miss queries: it is refused
 /// instead, but for an older file whose terms this analyser makes alike (every ASCII term,
 /// since only other text is analysed otherwise now).
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 /// The oldest version read (when its terms analyse alike).
 const OLDEST_VERSION: u32 = 2;
 const HEADER_LEN: usize = 32;

@@ -95,7 +95,7 @@ def ref_terms(text: str, *, keep_stop_words: bool = False) -> list[str]:
             continue
         if word:
             for raw in _word_terms(word):
-                lower = raw.lower().replace("ß", "ss")
+                lower = raw.lower().replace("ß", "ss").replace("i\u0307", "i")
                 if keep_stop_words or lower not in STOP_WORDS:
                     out.append(_stem(lower))
         word = ""
@@ -246,6 +246,8 @@ def small() -> Bm25:
         ),
         ("ช่วย नमस्ते", ["ช่วย", "नमस्ते"]),
         ("Straße STRAẞE", ["strass", "strass"]),
+        # The capital dotted I lower-cases to i and a combining dot: the dot goes.
+        ("İSTANBUL İzmir", ["istanbul", "izmir"]),
         ("the of and", []),
         ("", []),
     ],
