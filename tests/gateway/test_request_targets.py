@@ -144,3 +144,17 @@ def test_a_model_call_elsewhere_with_a_trailing_slash_is_flagged(
         answer = httpx.post(base + "/v2/chat/completions/", json=BODY, timeout=60)
     assert answer.headers["x-toolgate-unfiltered"] == "1"
     assert upstream.received[-1].path == "/v2/chat/completions/"  # a passthrough: as written
+
+
+def test_an_escaped_trailing_slash_is_sent_to_the_endpoint_it_was_routed_as(
+    fake: tuple[FakeUpstream, str], shared_filter: ToolFilter
+) -> None:
+    upstream, url = fake
+    config = GatewayConfig(upstreams={"openai": Upstream(url)})
+    with serving(Gateway(config, tool_filter=shared_filter).app) as base:
+        # Decoded, each is the endpoint with a trailing slash: filtered as the endpoint, so
+        # sent to it, not to a path an upstream decodes to the slashed one and redirects.
+        for target in (b"/v1/chat/completions%2F", b"/v1/chat/completions%2f/%2F"):
+            status, _ = _send(base, "POST", target, BODY)
+            assert status == 200
+            assert upstream.received[-1].raw_path == b"/v1/chat/completions"

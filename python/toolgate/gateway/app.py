@@ -81,6 +81,7 @@ from toolgate.gateway.upstream import (
     target_problem,
     unfiltered_call,
     upstream_for,
+    written_endpoint_path,
 )
 from toolgate.redaction import redact_logged_urls
 
@@ -382,13 +383,13 @@ class Gateway:
 
     def _url(self, provider: str, request: Request, *, endpoint: bool = False) -> str:
         """The upstream's URL for ``request``: its path as the client wrote it (an escaped
-        ``%2F`` stays one), without trailing slashes for a filtered ``endpoint`` (the path
-        it was routed as: :func:`endpoint_path`), and its query string (less a key the
-        gateway replaces)."""
+        ``%2F`` stays one), without trailing slashes, escaped ones too, for a filtered
+        ``endpoint`` (the path it was routed as: :func:`written_endpoint_path`), and its
+        query string (less a key the gateway replaces)."""
         origin = self.config.upstreams[provider].origin
         _, path, query = target_of(request.scope)  # checked by target_problem
         if endpoint:
-            path = endpoint_path(path)
+            path = written_endpoint_path(path)
         holds_key = self._keys.get(provider) is not None
         query = forwarded_query(query, provider, holds_key=holds_key)
         return f"{origin}{path}" + (f"?{query}" if query else "")

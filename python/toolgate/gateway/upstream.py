@@ -48,6 +48,7 @@ __all__ = [
     "undecodable",
     "unfiltered_call",
     "upstream_for",
+    "written_endpoint_path",
 ]
 
 
@@ -92,6 +93,9 @@ _MODEL_CALL = re.compile(
     r"|:(?:stream)?[gG]enerateContent)/*",  # a trailing slash too: servers may take it
     re.DOTALL,  # a decoded path may hold a newline (%0A): still a model call
 )
+
+# A written path's trailing slashes, escaped or not (%2F decodes to one).
+_TRAILING_SLASHES = re.compile(r"(?:/|%2[fF])+\Z")
 
 # Where Azure's and Vertex AI's requests go when the gateway names no upstream for them.
 UPSTREAM_FALLBACK = {"azure": "openai", "vertex": "gemini"}
@@ -180,6 +184,18 @@ def endpoint_path(path: str) -> str:
     '/v1/messages'
     """
     return path.rstrip("/") or path
+
+
+def written_endpoint_path(written: str) -> str:
+    """``written``, a filtered request's path as the client wrote it, without the trailing
+    slashes :func:`endpoint_path` left out of its decoded path, escaped ones (``%2F``)
+    too: its decoded path was routed as the endpoint, so it goes to the endpoint, not to a
+    path an upstream decodes to the slashed one (and redirects).
+
+    >>> written_endpoint_path("/v1/messages%2f/")
+    '/v1/messages'
+    """
+    return _TRAILING_SLASHES.sub("", written) or written
 
 
 def passthrough_provider(path: str, headers: Mapping[str, str], query: str = "") -> str:
