@@ -175,3 +175,33 @@ def test_a_page_done_with_is_told_to_the_client_it_was_sent_to_alone(
             assert heard[1].done == []
 
     run(main)
+
+
+def test_a_page_sent_to_two_clients_is_told_done_to_both(embedder: Embedder) -> None:
+    async def main() -> None:
+        # The upstream names its sign-in page once for its session, which is the proxy's
+        # whichever client it is shown to: each client sent it waits for its notice.
+        async with drive_proxy(embedder) as proxy, AsyncExitStack() as stack:
+            heard = [Notices(), Notices(), Notices()]
+            clients = [
+                await stack.enter_async_context(
+                    Client(
+                        proxy.server, mode="legacy", message_handler=notices,
+                        elicitation_callback=take_url,
+                    )
+                )
+                for notices in heard
+            ]  # fmt: skip
+            for client in clients[:2]:
+                with pytest.raises(MCPError):
+                    await client.call_tool("call_tool", listing())
+            finish = {"name": "finish_sign_in", "arguments": {"elicitation": "drive-1"}}
+            for _ in range(2):  # the second notice finds no client waiting
+                assert text_of(await clients[2].call_tool("call_tool", finish)) == "told"
+            with anyio.fail_after(5):
+                while len(heard[0].done) + len(heard[1].done) < 2:
+                    await anyio.sleep(0.01)
+            await anyio.sleep(0.1)  # time for one more, which must not come
+            assert [notices.done for notices in heard] == [["drive-1"], ["drive-1"], []]
+
+    run(main)

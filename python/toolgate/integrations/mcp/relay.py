@@ -34,7 +34,8 @@ is, that is when no request of the client waits on that server any more.
 
 A page a client was sent to open (a URL-mode elicitation, or a ``URLElicitationRequiredError``
 passed on) is remembered with that client, so that the upstream's notice that the user is
-done with it (``notifications/elicitation/complete``) reaches that client, and no other.
+done with it (``notifications/elicitation/complete``) reaches that client, and no other (each
+client sent it, when a server names one page for its session: the proxy's, for every client).
 """
 
 from __future__ import annotations
@@ -286,8 +287,8 @@ class UpstreamRequests:
         """See the class docstring."""
         self.one_client = one_client
         self._under_way: defaultdict[str, list[RequestRelay]] = defaultdict(list)
-        # (server, elicitation id) -> the connection of the client sent that page.
-        self._pages: OrderedDict[tuple[str, str], weakref.ref[Any]] = OrderedDict()
+        # (server, elicitation id) -> the connections of the clients sent that page.
+        self._pages: OrderedDict[tuple[str, str], list[weakref.ref[Any]]] = OrderedDict()
         # Questions put to clients, by what they are for: (server, request) when the
         # upstream said which request, else the server.
         self._asking: defaultdict[object, set[anyio.CancelScope]] = defaultdict(set)
@@ -295,11 +296,19 @@ class UpstreamRequests:
     def pages_sent(self, server: str, pages: Iterable[str], relay: RequestRelay) -> None:
         """Remember that ``relay``'s client was sent ``server``'s ``pages`` (elicitation
         ids) to open, for :meth:`page_done`."""
-        if relay.connection is None:  # a client the proxy cannot notify later
+        connection = relay.connection
+        if connection is None:  # a client the proxy cannot notify later
             return
         for page in pages:
-            self._pages[(server, page)] = weakref.ref(relay.connection)
-            self._pages.move_to_end((server, page))
+            # A server may name one page for its session, which is the proxy's whichever
+            # client is shown it: each client sent it is told. Gone clients, and this one
+            # (sent it again), are dropped first, so each live client is listed once.
+            sent = [
+                ref
+                for ref in self._pages.pop((server, page), [])
+                if (other := ref()) is not None and other is not connection
+            ]
+            self._pages[(server, page)] = [*sent, weakref.ref(connection)]
         while len(self._pages) > MAX_PAGES_REMEMBERED:
             self._pages.popitem(last=False)
 
@@ -312,16 +321,18 @@ class UpstreamRequests:
 
     async def page_done(self, server: str, page: str) -> None:
         """Pass ``server``'s notice that the user is done with its page ``page`` on to the
-        client that was sent the page, once; a page sent to no client (or forgotten) is
-        told to none: MCP has the notice go to that client alone."""
-        sent_to = self._pages.pop((server, page), None)
-        connection = sent_to() if sent_to is not None else None
-        if connection is None:
-            return
-        try:
-            await connection.notify("notifications/elicitation/complete", {"elicitationId": page})
-        except Exception:  # that client is gone: nobody is waiting for the page
-            return
+        clients that were sent the page, once; a page sent to no client (or forgotten) is
+        told to none: MCP has the notice go to those clients alone."""
+        for sent_to in self._pages.pop((server, page), []):
+            connection = sent_to()
+            if connection is None:
+                continue
+            try:
+                await connection.notify(
+                    "notifications/elicitation/complete", {"elicitationId": page}
+                )
+            except Exception:  # that client is gone: nobody there is waiting for the page
+                continue
 
     def callbacks(self, server: str, *, over_http: bool = False) -> dict[str, Any]:
         """``mcp.Client``'s keyword arguments for ``server``'s connection. They also say,
