@@ -43,6 +43,11 @@ def drive() -> MCPServer:
         """List the files of a folder of the user's drive."""
         raise UrlElicitationRequiredError([SIGN_IN])
 
+    @server.prompt()
+    def summarize_drive() -> str:
+        """Summarize the user's drive (it too needs the user signed in)."""
+        raise UrlElicitationRequiredError([SIGN_IN])
+
     @server.tool()
     async def open_payment_page(ctx: Context) -> str:
         """Have the user pay on the payment provider's page."""
@@ -203,5 +208,31 @@ def test_a_page_sent_to_two_clients_is_told_done_to_both(embedder: Embedder) -> 
                     await anyio.sleep(0.01)
             await anyio.sleep(0.1)  # time for one more, which must not come
             assert [notices.done for notices in heard] == [["drive-1"], ["drive-1"], []]
+
+    run(main)
+
+
+def test_a_page_a_prompt_needs_is_told_done_to_the_client_sent_it(embedder: Embedder) -> None:
+    async def main() -> None:
+        # A prompt (or a resource) may need the page too: its error is passed on as it is,
+        # and the page remembered as a tool call's is, for the upstream's "done" notice.
+        async with drive_proxy(embedder) as proxy, AsyncExitStack() as stack:
+            heard = Notices()
+            client = await stack.enter_async_context(
+                Client(
+                    proxy.server, mode="legacy", message_handler=heard,
+                    elicitation_callback=take_url,
+                )
+            )  # fmt: skip
+            (prompt,) = (await client.list_prompts()).prompts
+            with pytest.raises(MCPError) as raised:
+                await client.get_prompt(prompt.name)
+            assert raised.value.code == URL_ELICITATION_REQUIRED
+            finish = {"name": "finish_sign_in", "arguments": {"elicitation": "drive-1"}}
+            assert text_of(await client.call_tool("call_tool", finish)) == "told"
+            with anyio.fail_after(5):
+                while not heard.done:
+                    await anyio.sleep(0.01)
+            assert heard.done == ["drive-1"]
 
     run(main)

@@ -13,20 +13,18 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
+from mcp.shared.exceptions import MCPError
 from mcp.types import (
-    URL_ELICITATION_REQUIRED,
     CallToolResult,
     ElicitRequestURLParams,
     InputRequiredResult,
 )
-from pydantic import ValidationError
 
 from toolgate.catalog.tool import Tool
 from toolgate.integrations.mcp.answers import json_size, not_answering, passed_on, text_result
 from toolgate.integrations.mcp.in_flight import using
 from toolgate.integrations.mcp.passthrough import Reconnect, connection_closed, reconnected
-from toolgate.integrations.mcp.relay import InputRequired, RequestRelay
+from toolgate.integrations.mcp.relay import InputRequired, RequestRelay, pages_to_open
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
 from toolgate.integrations.mcp.sessions import watching
 from toolgate.verify import Verdict
@@ -81,7 +79,7 @@ class Forwarder:
         except _Interrupted as cut:
             return self._interrupted(name, cut.server, cut.restarted), server, "failed"
         except Exception as exc:  # the upstream server, its answer or its connection failed
-            if isinstance(exc, MCPError) and (pages := _pages_to_open(exc)):
+            if isinstance(exc, MCPError) and (pages := pages_to_open(exc)):
                 return _page_to_open(name, server, exc, pages, relay), server, "input_required"
             return self._failure(name, server, exc), server, "failed"
         if not outcome.verdict.ok:
@@ -178,17 +176,6 @@ class Forwarder:
             return await forward()
 
 
-def _pages_to_open(exc: MCPError) -> list[ElicitRequestURLParams]:
-    """The URL-mode elicitations of ``exc`` when it is a server's well-formed
-    ``URLElicitationRequiredError``: pages the user must open before the call can run."""
-    if exc.code != URL_ELICITATION_REQUIRED:
-        return []
-    try:
-        return UrlElicitationRequiredError.from_error(exc.error).elicitations
-    except (ValidationError, AttributeError, TypeError):  # no list of elicitations
-        return []
-
-
 def _page_to_open(
     name: str,
     server: str,
@@ -201,9 +188,7 @@ def _page_to_open(
     user is done with it); else a tool error that names the pages, for the model to give
     the user. As a plain failure, the model was told only "requires more information", and
     the tool could never be used: the proxy had said for its client that it takes them."""
-    if relay is not None and relay.takes_url_elicitations():
-        ids = [page.elicitation_id for page in pages if page.elicitation_id]
-        relay.requests.pages_sent(server, ids, relay)
+    if relay is not None and relay.pass_pages(server, pages):
         return MCPError(exc.code, exc.message, exc.data)
     shown = pages[:_MAX_PAGES]
     # Each URL last, after a space: no punctuation of the proxy's reads as part of it.

@@ -57,7 +57,7 @@ from toolgate.arguments import shown
 from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES, ResultT, json_size, passed_on
 from toolgate.integrations.mcp.in_flight import using
 from toolgate.integrations.mcp.listing import list_every_page, plain
-from toolgate.integrations.mcp.relay import RequestRelay
+from toolgate.integrations.mcp.relay import RequestRelay, pages_to_open
 from toolgate.integrations.mcp.router import McpClient, McpRouter
 from toolgate.integrations.mcp.sessions import watching
 
@@ -390,7 +390,12 @@ class Passthrough:
             client = self.router.client(server)
             with anyio.fail_after(timeout), waiting(), using(client):
                 return await ask(client)
-        except (MCPError, TimeoutError):
+        except MCPError as exc:
+            # A page to open, passed on as it is: remembered, so its "done" notice follows.
+            if relay is not None and (pages := pages_to_open(exc)):
+                relay.pass_pages(server, pages)
+            raise
+        except TimeoutError:
             raise
         except Exception as exc:
             raise MCPError(

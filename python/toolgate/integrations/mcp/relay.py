@@ -43,7 +43,7 @@ from __future__ import annotations
 import inspect
 import weakref
 from collections import OrderedDict, defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import partial
@@ -51,12 +51,13 @@ from typing import Any
 
 import anyio
 from mcp import Client
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from mcp.shared.message import ServerMessageMetadata
 from mcp.types import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_REQUEST,
+    URL_ELICITATION_REQUIRED,
     CallToolRequestParams,
     CallToolResult,
     ClientCapabilities,
@@ -65,6 +66,7 @@ from mcp.types import (
     CreateMessageResultWithTools,
     ElicitationCapability,
     ElicitRequest,
+    ElicitRequestURLParams,
     ElicitResult,
     ErrorData,
     InputRequest,
@@ -77,6 +79,7 @@ from mcp.types import (
     SamplingCapability,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from toolgate.integrations.mcp.listing import McpClient, list_server_tools
 
@@ -87,6 +90,7 @@ __all__ = [
     "InputRequired",
     "RequestRelay",
     "UpstreamRequests",
+    "pages_to_open",
 ]
 
 #: Rounds of input one call may ask a client on an earlier protocol for (the SDK's default).
@@ -219,6 +223,16 @@ class RequestRelay:
         answer = await self.ask(request)
         self.requests.asked(server, request, self)
         return answer
+
+    def pass_pages(self, server: str, pages: Sequence[ElicitRequestURLParams]) -> bool:
+        """Whether ``server``'s ``pages`` to open (its ``URLElicitationRequiredError``'s)
+        go to this request's client in that error as it is: it takes URL-mode elicitations.
+        They are then remembered, so that their "done" notice reaches it."""
+        if not self.takes_url_elicitations():
+            return False
+        ids = [page.elicitation_id for page in pages if page.elicitation_id]
+        self.requests.pages_sent(server, ids, self)
+        return True
 
     def takes_url_elicitations(self) -> bool:
         """Whether this request's client can be answered with an upstream's
@@ -414,6 +428,17 @@ async def _ask_sampling(relay: Callable[..., Awaitable[Any]], _ctx: Any, params:
 
 async def _ask_elicitation(relay: Callable[..., Awaitable[Any]], _ctx: Any, params: Any) -> Any:
     return await relay(ElicitRequest(params=params))
+
+
+def pages_to_open(exc: MCPError) -> list[ElicitRequestURLParams]:
+    """The URL-mode elicitations of ``exc`` when it is a server's well-formed
+    ``URLElicitationRequiredError``: pages the user must open before its request can run."""
+    if exc.code != URL_ELICITATION_REQUIRED:
+        return []
+    try:
+        return UrlElicitationRequiredError.from_error(exc.error).elicitations
+    except (ValidationError, AttributeError, TypeError):  # no list of elicitations
+        return []
 
 
 def _takes_elicitation(session: Any, mode: str) -> bool:
