@@ -495,6 +495,11 @@ BROKEN_SCHEMAS: dict[str, dict[str, Any]] = {
     "remote": {"x": {"$ref": "https://example.com/schema.json"}},
     "bad-pattern": {"x": {"type": "string", "pattern": "[unclosed"}},
     "cycle": {"x": {"$ref": "#/properties/x"}},
+    # Cycles through keywords that apply to the same value never end: jsonschema recurses
+    # until the interpreter's limit, which a `not` hits inside referencing's Rust map,
+    # where it becomes a PanicException (a BaseException) rather than a RecursionError.
+    "not-cycle": {"x": {"not": {"$ref": "#/properties/x"}}},
+    "anyof-cycle": {"x": {"anyOf": [{"type": "integer"}, {"allOf": [{"$ref": "#/properties/x"}]}]}},
 }
 
 

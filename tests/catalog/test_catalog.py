@@ -216,6 +216,10 @@ BAD_TOOLS: list[tuple[Any, str]] = [
         "reference cycle",
     ),
     (
+        {"name": "r6", "inputSchema": {"properties": {"x": {"not": {"$ref": "#/properties/x"}}}}},
+        "$ref '#/properties/x' at properties/x/not is part of a reference cycle",
+    ),
+    (
         {"name": "p1", "inputSchema": {"properties": {"x": {"pattern": "[unclosed"}}}},
         "invalid regular expression '[unclosed' at properties/x/pattern",
     ),

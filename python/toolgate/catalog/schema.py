@@ -19,6 +19,7 @@ jsonschema would still match with ``re``. ``uniqueItems`` is checked in linear t
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
@@ -27,7 +28,12 @@ from typing import Any
 from toolgate.formats.schema_walk import child_schemas
 from toolgate.unicode import well_formed
 
-__all__ = ["pattern_search", "reference_and_regex_problem", "schema_validator"]
+__all__ = [
+    "pattern_search",
+    "reference_and_regex_problem",
+    "reference_cycle",
+    "schema_validator",
+]
 
 # An escape in an ECMA-262 pattern: a \uXXXX code unit, or any other escaped character (kept).
 _ESCAPE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)", re.DOTALL)
@@ -305,10 +311,97 @@ def _walk_problem(node: Any, where: str, resolver: Any, specification: Any) -> s
     return None
 
 
-def reference_and_regex_problem(schema: dict[str, Any], draft: Any) -> str | None:
-    """A ``$ref`` that does not resolve within ``schema``, or a regex Python cannot compile.
+# Keywords whose subschemas apply to the very value their schema applies to: a reference
+# cycle through them alone never reaches a smaller value, so validation recurses forever.
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_LIST = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_MAP = ("dependentSchemas", "dependencies")
+_IN_PLACE = frozenset({*_IN_PLACE_ONE, *_IN_PLACE_LIST, *_IN_PLACE_MAP})
+_REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
 
-    Both pass the metaschema but make verification fail; a remote ``$ref`` would also make it
+
+def _in_place_edges(node: dict[str, Any], where: str, resolver: Any) -> Iterator[Any]:
+    """The subschemas that apply to the value ``node`` applies to, each with where it is
+    written, the resolver of its references, and the reference followed to it with where
+    that is written (if one was)."""
+    for key in _IN_PLACE_ONE:
+        if isinstance(node.get(key), dict):
+            yield node[key], f"{where}/{key}", resolver, None
+    for key in _IN_PLACE_LIST:
+        for i, sub in enumerate(node.get(key) or ()) if isinstance(node.get(key), list) else ():
+            if isinstance(sub, dict):
+                yield sub, f"{where}/{key}/{i}", resolver, None
+    for key in _IN_PLACE_MAP:
+        for name, sub in node[key].items() if isinstance(node.get(key), dict) else ():
+            if isinstance(sub, dict):
+                yield sub, f"{where}/{key}/{name}", resolver, None
+    for key in _REF_KEYS:
+        if isinstance(node.get(key), str):
+            # Unresolvable ones are reported by the walk; a dynamic one is followed statically.
+            with contextlib.suppress(Exception):
+                found = resolver.lookup(node[key])
+                if isinstance(found.contents, dict):
+                    # Named where it is written, as far as the reference says.
+                    ref = node[key]
+                    there = ref[2:] if ref.startswith("#/") else ref
+                    yield found.contents, there, found.resolver, (ref, where)
+
+
+def _enter(
+    node: dict[str, Any], where: str, resolver: Any, specification: Any, starts: list[Any]
+) -> Iterator[Any]:
+    """The in-place edges of ``node``; its other subschemas, which apply to a part of the
+    value, are added to ``starts``."""
+    resolver = resolver.in_subresource(specification.create_resource(node))
+    for key, child in child_schemas(node):
+        if isinstance(child, dict) and key.split("/")[0] not in _IN_PLACE:
+            starts.append((child, f"{where}/{key}".lstrip("/"), resolver))
+    return _in_place_edges(node, where, resolver)
+
+
+def _reference_cycle(schema: dict[str, Any], resolver: Any, specification: Any) -> str | None:
+    """A ``$ref`` that leads back to a schema it is applied in without descending into the
+    value (``{"not": {"$ref": "#"}}``, an ``anyOf`` branch referring to its own ``anyOf``):
+    jsonschema would recurse until the interpreter's limit, where referencing's Rust map can
+    panic (a ``BaseException`` no ``except Exception`` catches) rather than raise.
+
+    One depth-first walk of the graph of in-place subschemas and references, each schema
+    visited once (iterative: a chain may be long); a schema reached through ``properties``,
+    ``items`` and the like starts a walk of its own, since it applies to a smaller value.
+    """
+    done: set[int] = set()
+    starts: list[Any] = [(schema, "", resolver)]
+    while starts:
+        start, start_where, start_resolver = starts.pop()
+        if id(start) in done:
+            continue
+        on_path = {id(start)}
+        path = [(start, _enter(start, start_where, start_resolver, specification, starts))]
+        while path:
+            node, edges = path[-1]
+            step = next(edges, None)
+            if step is None:
+                path.pop()
+                on_path.discard(id(node))
+                done.add(id(node))
+                continue
+            sub, where, sub_resolver, followed = step
+            if id(sub) in on_path:
+                if followed is None:  # the same dict twice in a schema built in code
+                    continue
+                ref, at = followed
+                return f"$ref {ref!r} at {at.lstrip('/') or '(root)'} is part of a reference cycle"
+            if id(sub) not in done:
+                on_path.add(id(sub))
+                path.append((sub, _enter(sub, where, sub_resolver, specification, starts)))
+    return None
+
+
+def reference_and_regex_problem(schema: dict[str, Any], draft: Any) -> str | None:
+    """A ``$ref`` that does not resolve within ``schema`` or that loops back without
+    descending into the value, or a regex Python cannot compile.
+
+    All pass the metaschema but make verification fail; a remote ``$ref`` would also make it
     fetch a URL the tool's server chose.
     """
     from referencing.jsonschema import DRAFT202012, specification_with
@@ -323,7 +416,22 @@ def reference_and_regex_problem(schema: dict[str, Any], draft: Any) -> str | Non
             "patternProperties in a schema with unevaluatedProperties cannot be checked in "
             "linear time"
         )
-    return _walk_problem(schema, "", resolver, specification)
+    return _walk_problem(schema, "", resolver, specification) or _reference_cycle(
+        schema, resolver, specification
+    )
+
+
+def reference_cycle(schema: Any) -> str | None:
+    """:func:`_reference_cycle` for a schema read in its own draft (2020-12 if none)."""
+    from jsonschema.validators import Draft202012Validator, validator_for
+    from referencing.jsonschema import DRAFT202012, specification_with
+
+    if not isinstance(schema, dict):
+        return None
+    draft = validator_for(schema, default=Draft202012Validator)
+    specification = specification_with(draft.ID_OF(draft.META_SCHEMA) or "", default=DRAFT202012)
+    resolver = _offline_registry().resolver_with_root(specification.create_resource(schema))
+    return _reference_cycle(schema, resolver, specification)
 
 
 def _schema_keys(node: Any) -> Iterator[str]:
