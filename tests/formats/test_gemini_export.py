@@ -614,3 +614,24 @@ def test_a_root_union_of_argument_objects_is_sent_as_json_schema(
     assert declaration == tool.to_provider("gemini-json-schema", compact=compact)
     assert "parametersJsonSchema" in declaration
     genai_types.FunctionDeclaration.model_validate(declaration)
+
+
+def test_an_open_tuple_takes_every_item_it_accepts() -> None:
+    # Gemini has one `items` for every position: it must take the tuple's own positions and
+    # what may follow them, or the model is steered away from calls the schema accepts.
+    pair = [{"type": "string"}]
+    schema = {
+        "type": "object",
+        "properties": {
+            "typed_rest": {"type": "array", "prefixItems": pair, "items": {"type": "integer"}},
+            "open_rest": {"type": "array", "prefixItems": pair},
+            "legacy": {"type": "array", "items": pair, "additionalItems": {"type": "boolean"}},
+        },
+    }
+    props = gemini.to_openapi(schema)["properties"]
+    assert props["typed_rest"]["items"] == {"anyOf": [{"type": "STRING"}, {"type": "INTEGER"}]}
+    assert props["open_rest"]["items"] == {
+        "anyOf": [{"type": "STRING"}, {"description": "(any JSON value)"}]
+    }
+    assert props["legacy"]["items"] == {"anyOf": [{"type": "STRING"}, {"type": "BOOLEAN"}]}
+    assert _problems(gemini.to_openapi(schema)) == []

@@ -40,6 +40,9 @@ changes, and what it loses:
   an ``OBJECT`` with properties: rather than be declared as taking no argument, it is
   written with ``parametersJsonSchema``, as
   :func:`~toolgate.formats.gemini.export_json_schema` writes it;
+- a tuple (``prefixItems``, or a draft 7 ``items`` list) has one ``items``: the ``anyOf``
+  of its positions and of what may follow them (``items``, ``additionalItems``, or any
+  value when left out), so no item it accepts is refused;
 - an ``ARRAY`` without ``items`` (or with ``items: {}``) gets ``STRING`` items.
 
 The model therefore sees slightly looser constraints than the real schema; :mod:`toolgate.verify`
@@ -332,20 +335,38 @@ def _closed_length(node: JsonDict) -> int | None:
     return len(prefix) if rest is False else None
 
 
+def _tuple_items(node: JsonDict) -> Any:
+    """The one ``items`` schema of a tuple (``prefixItems``, or a draft 7 ``items`` list),
+    taking every position's schema and what may follow them (``items`` after
+    ``prefixItems``, ``additionalItems`` after a list; any value when left out), up to a
+    ``false`` position, past which nothing may follow; ``None`` for no tuple."""
+    prefix, rest = node.get("prefixItems"), node.get("items", True)
+    if not isinstance(prefix, list):
+        if not isinstance(rest, list):
+            return None
+        prefix, rest = rest, node.get("additionalItems", True)
+    cut = next((i for i, sub in enumerate(prefix) if sub is False), None)
+    if cut is not None:
+        prefix, rest = prefix[:cut], False
+    if not prefix:  # an empty tuple is its rest: open ones get the open items' type later
+        return rest if isinstance(rest, dict) else {}
+    branches = [*prefix] if rest is False else [*prefix, rest]
+    return {"anyOf": [_any_value(True if b == {} else b) for b in branches]}
+
+
 def _any_value(schema: Any) -> Any:
     return {"description": _ANY_VALUE_NOTE} if schema is True else schema
 
 
 def _to_openapi_node(node: JsonDict) -> JsonDict:
+    items = _tuple_items(node)  # read before the boolean positions go
     node = _without_booleans(node)
     if "oneOf" in node:
         node["anyOf"] = [*node.get("anyOf", []), *node.pop("oneOf")]
     if "const" in node:
         node.setdefault("enum", [node.pop("const")])
-    if isinstance(node.get("items"), list):
-        node["items"] = {"anyOf": node["items"]} if node["items"] else {}
-    if "prefixItems" in node and "items" not in node:
-        node["items"] = {"anyOf": node["prefixItems"]}
+    if items is not None:
+        node["items"] = items
     if isinstance(node.get("examples"), list) and node["examples"]:
         node.setdefault("example", node["examples"][0])
     for exclusive, inclusive in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
