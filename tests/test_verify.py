@@ -602,6 +602,31 @@ def test_verify_name_tells_not_offered_from_unknown_in_verify_calls_words(
     assert json.loads(hidden.to_tool_result()["content"])["error"] == "tool_not_available"
 
 
+# ECMA-262's answers (node's RegExp with the "u" flag): its \s takes every Unicode space
+# and the byte order mark, where RE2's is ASCII, and its dot stops at \r and U+2028 too.
+ECMA_MATCHES = [
+    ("^[\\w\\s-]+$", "Hello\u00a0World", True),
+    ("^[\\w\\s-]+$", "Hello\u3000World", True),
+    ("^\\S+$", "a\u00a0b", False),
+    ("^\\s*$", "\u2028\v", True),
+    ("^[^\\s]+$", "a\ufeffb", False),
+    ("^[\\s\\S]+$", "a\u00a0\nb", True),
+    ("^.+$", "a\rb", False),
+    ("^.+$", "a\u2028b", False),
+    ("^[.]$", ".", True),
+    ("^\\.$", "a", False),
+]
+
+
+@pytest.mark.parametrize(("pattern", "text", "matches"), ECMA_MATCHES)
+def test_patterns_read_spaces_and_the_dot_as_ecma_262_does(
+    pattern: str, text: str, matches: bool
+) -> None:
+    from toolgate.catalog.schema import pattern_search
+
+    assert pattern_search(pattern, text) is matches
+
+
 HOSTILE_SCHEMA = {
     "type": "object",
     "properties": {

@@ -10,7 +10,9 @@ Patterns run on RE2, whose matching is linear in the text: Python's ``re`` (whic
 uses) backtracks exponentially on ``^(a+)+$``, for seconds on a short argument, holding the GIL
 (docs/design.md, "Hostile input").
 JSON Schema patterns are ECMA-262 regular expressions; RE2 reads the common syntax alike
-(``\\d`` and ``\\w`` are ASCII in both, ``$`` ends the text) and ``\\uXXXX`` is translated. What
+(``\\d`` and ``\\w`` are ASCII in both, ``$`` ends the text), and what it reads otherwise is
+translated: ``\\uXXXX``, and ``\\s``, ``\\S`` and the dot, whose ECMA-262 classes take
+Unicode spaces and line terminators (RE2's take ASCII ones and ``\\n``). What
 RE2 cannot match in linear time (lookaround, backreferences) is refused at load, with the
 pattern and where it is, as is ``patternProperties`` under ``unevaluatedProperties``, which
 jsonschema would still match with ``re``. ``uniqueItems`` is checked in linear time too
@@ -35,18 +37,45 @@ __all__ = [
     "schema_validator",
 ]
 
-# An escape in an ECMA-262 pattern: a \uXXXX code unit, or any other escaped character (kept).
-_ESCAPE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)", re.DOTALL)
+# ECMA-262's white space and line terminators, which its \s matches (RE2's: ASCII only),
+# as the inside of an RE2 class, and the code points outside them, which \S matches.
+_SPACES = r"\t-\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}"
+_NOT_SPACES = (
+    r"\x{0}-\x{8}\x{e}-\x{1f}\x{21}-\x{9f}\x{a1}-\x{167f}\x{1681}-\x{1fff}\x{200b}-\x{2027}"
+    r"\x{202a}-\x{202e}\x{2030}-\x{205e}\x{2060}-\x{2fff}\x{3001}-\x{fefe}\x{ff00}-\x{10ffff}"
+)
+# What ECMA-262's dot matches: anything but a line terminator (RE2's stops at \n only).
+_DOT = r"[^\n\r\x{2028}\x{2029}]"
+# Escapes and characters read otherwise: a \uXXXX code unit, a class's brackets, the dot.
+_TOKEN = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)|[\[\].]", re.DOTALL)
 
 
 def _re2_syntax(pattern: str) -> str:
-    """``pattern`` with its ECMA-262 ``\\uXXXX`` escapes in RE2's ``\\x{XXXX}`` form."""
-
-    def escape(match: re.Match[str]) -> str:
-        body = match.group(1)
-        return f"\\x{{{body[1:]}}}" if len(body) == 5 else match.group(0)
-
-    return _ESCAPE.sub(escape, pattern)
+    """``pattern`` as RE2 reads it alike: ECMA-262's ``\\uXXXX`` escapes in RE2's
+    ``\\x{XXXX}`` form, and its ``\\s``, ``\\S`` and dot spelled out as the classes they
+    are in ECMA-262, inside a class too (a tab, a no-break space or an ideographic space
+    match ``[\\w\\s]``, a carriage return does not match ``.``)."""
+    out: list[str] = []
+    in_class = False
+    last = 0
+    for token in _TOKEN.finditer(pattern):
+        out.append(pattern[last : token.start()])
+        last = token.end()
+        text, escaped = token.group(0), token.group(1)
+        if escaped is not None and len(escaped) == 5:
+            text = f"\\x{{{escaped[1:]}}}"
+        elif escaped in ("s", "S"):
+            inside = _SPACES if escaped == "s" else _NOT_SPACES
+            text = inside if in_class else f"[{inside}]"
+        elif text == "[":
+            in_class = True
+        elif text == "]":
+            in_class = False
+        elif text == "." and not in_class:
+            text = _DOT
+        out.append(text)
+    out.append(pattern[last:])
+    return "".join(out)
 
 
 def _compile(pattern: str) -> Any:
