@@ -357,6 +357,22 @@ REFUSED_CASES = {
         {"$schema": DRAFT_2019, "items": [{"type": "string"}], "additionalItems": False},
         ["a", "b"],
     ),
+    # An embedded resource of another dialect: without its own ``$schema`` it reads as the
+    # root's draft-07, which ignores prefixItems.
+    "a 2020-12 resource in a draft-07 schema": (
+        {
+            "$schema": DRAFT_07,
+            "type": "object",
+            "properties": {
+                "a": {
+                    "$schema": "https://json-schema.org/draft/2020-12/schema",
+                    "$id": "https://example.com/a.json",
+                    "prefixItems": [{"type": "integer"}],
+                }
+            },
+        },
+        {"a": ["x"]},
+    ),
 }
 
 

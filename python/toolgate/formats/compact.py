@@ -14,7 +14,7 @@ What is left out, and where:
   2020-12, which a schema naming no dialect is read as): a draft-07 ``$ref`` with a sibling
   that constrains, a draft-04 boolean ``exclusiveMinimum``, a keyword the draft ignores or
   one 2020-12 dropped (``dependencies``, ``$recursiveRef``, an ``$id`` naming an anchor)
-  keep it;
+  keep it, and an embedded resource keeps its own where the root keeps the root's;
 - a ``title`` that repeats what it titles (the property or definition name, or at the root the
   tool's name, also as FastMCP's ``<name>Arguments``), compared ignoring case and punctuation;
 - ``required: []`` (no required property is what an absent list means);
@@ -351,8 +351,12 @@ def compact_schema(
         # looked for only once such a node is met, since a scan costs as much as compacting.
         return _mentions_unevaluated(dict(schema))
 
+    # A nested ``$schema`` (an embedded resource's) may go only where the root's goes too:
+    # under a root that keeps draft-07, a 2020-12 resource without its own would read as 07.
+    root_drops = "$schema" not in schema or _dialect_is_implied(dict(schema))
+
     def compact_node(node: JsonDict, key: str | None) -> JsonDict:
-        drop_dialect = "$schema" not in node or _dialect_is_implied(node)
+        drop_dialect = "$schema" not in node or (root_drops and _dialect_is_implied(node))
         notes = _ANNOTATIONS if drop_dialect else ("$comment",)
         out = {k: v for k, v in node.items() if k not in notes}
         if repeats_name(out.get("title"), key, root=False):
