@@ -357,6 +357,16 @@ REFUSED_CASES = {
         {"$schema": DRAFT_2019, "items": [{"type": "string"}], "additionalItems": False},
         ["a", "b"],
     ),
+    # What a reference points at is read in the dialect wherever it sits.
+    "draft-07 tuple behind a $ref outside the keywords": (
+        {
+            "$schema": DRAFT_07,
+            "type": "object",
+            "x-shared": {"pair": {"items": [{"type": "integer"}], "additionalItems": False}},
+            "properties": {"p": {"$ref": "#/x-shared/pair"}},
+        },
+        {"p": [1, 2]},
+    ),
     # An embedded resource of another dialect: without its own ``$schema`` it reads as the
     # root's draft-07, which ignores prefixItems.
     "a 2020-12 resource in a draft-07 schema": (

@@ -59,6 +59,7 @@ from toolgate.formats.gemini_fields import (
     field_key,
     spellings,
 )
+from toolgate.formats.pointer import resolve_pointer
 from toolgate.formats.raw import JsonDict, ToolView, base_provider
 from toolgate.formats.schema_walk import child_schemas, map_named_subschemas
 
@@ -226,12 +227,20 @@ def _negated_before(text: str) -> Callable[[int], bool]:
 
 
 def _subschemas(schema: JsonDict) -> list[JsonDict]:
-    """``schema`` and every subschema dict in it (without recursion: schemas may nest deep)."""
-    found, stack = [], [schema]
+    """``schema`` and every subschema dict in it, with what a local ``$ref`` points at outside
+    the keywords (``#/x-shared/pair``: it is read in the same dialect), each once (without
+    recursion: schemas may nest deep)."""
+    found, stack, seen = [], [schema], {id(schema)}
     while stack:
         node = stack.pop()
         found.append(node)
-        stack.extend(sub for _path, sub in child_schemas(node) if isinstance(sub, dict))
+        children = [sub for _path, sub in child_schemas(node) if isinstance(sub, dict)]
+        if isinstance(node.get("$ref"), str):
+            children.append(resolve_pointer(schema, node["$ref"]))
+        for sub in children:
+            if isinstance(sub, dict) and id(sub) not in seen:
+                seen.add(id(sub))
+                stack.append(sub)
     return found
 
 
