@@ -500,6 +500,12 @@ BROKEN_SCHEMAS: dict[str, dict[str, Any]] = {
     # where it becomes a PanicException (a BaseException) rather than a RecursionError.
     "not-cycle": {"x": {"not": {"$ref": "#/properties/x"}}},
     "anyof-cycle": {"x": {"anyOf": [{"type": "integer"}, {"allOf": [{"$ref": "#/properties/x"}]}]}},
+    # No cycle, but each level refers twice to the next: 2**40 schemas checked against "y".
+    "fan-out": {
+        "x": {"$ref": "#/properties/a0"},
+        **{f"a{i}": {"allOf": [{"$ref": f"#/properties/a{i + 1}"}] * 2} for i in range(40)},
+        "a40": {"type": "string"},
+    },
 }
 
 

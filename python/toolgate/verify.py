@@ -34,7 +34,7 @@ from rapidfuzz.distance import Levenshtein
 from toolgate.arguments import shown
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.names import name_words
-from toolgate.catalog.schema import reference_cycle, schema_validator
+from toolgate.catalog.schema import reference_problem, schema_validator
 from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError
 from toolgate.formats.calls import ParsedCall, parse_tool_call
@@ -205,19 +205,20 @@ _VALIDATORS: weakref.WeakKeyDictionary[Tool, Any] = weakref.WeakKeyDictionary()
 _VALIDATORS_LOCK = threading.Lock()
 
 
-class _ReferenceCycle(ValueError):
-    """A tool's schema refers back to itself without descending into the arguments (loading
-    refuses it; a tool built in code may still carry it)."""
+class _BrokenReferences(ValueError):
+    """A tool's schema refers back to itself without descending into the arguments, or its
+    references fan out too far (loading refuses both; a tool built in code may carry them)."""
 
 
 def _validator(tool: Tool) -> Any:
     with _VALIDATORS_LOCK:
         found = _VALIDATORS.get(tool)
     if found is None:
-        # Checked before validating: such a cycle recurses until a panic no handler catches.
-        cycle = reference_cycle(tool.input_schema)
-        if cycle is not None:
-            raise _ReferenceCycle(cycle)
+        # Checked before validating: a cycle recurses until a panic no handler catches, a
+        # fan-out checks a call for hours.
+        problem = reference_problem(tool.input_schema)
+        if problem is not None:
+            raise _BrokenReferences(problem)
         # Offline: a $ref in an untrusted tool's schema must never make verification fetch a URL.
         found = schema_validator(tool.input_schema)
         with _VALIDATORS_LOCK:
@@ -435,7 +436,7 @@ def _unknown_message(name: str, hint: str, listed: str) -> str:
 def _schema_failure(exc: Exception) -> str:
     if isinstance(exc, re.error):
         return f"a pattern is not a valid regular expression ({exc})"
-    if isinstance(exc, _ReferenceCycle):
+    if isinstance(exc, _BrokenReferences):
         return str(exc)
     if isinstance(exc, RecursionError):
         return "its references loop forever"

@@ -220,6 +220,19 @@ BAD_TOOLS: list[tuple[Any, str]] = [
         "$ref '#/properties/x' at properties/x/not is part of a reference cycle",
     ),
     (
+        {
+            "name": "r7",
+            "inputSchema": {
+                "$defs": {
+                    **{f"a{i}": {"anyOf": [{"$ref": f"#/$defs/a{i + 1}"}] * 4} for i in range(9)},
+                    "a9": {"type": "string"},
+                },
+                "properties": {"x": {"$ref": "#/$defs/a0"}},
+            },
+        },
+        "the references at $defs/a3 apply more than 10,000 subschemas to one value",
+    ),
+    (
         {"name": "p1", "inputSchema": {"properties": {"x": {"pattern": "[unclosed"}}}},
         "invalid regular expression '[unclosed' at properties/x/pattern",
     ),

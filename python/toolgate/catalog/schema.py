@@ -33,7 +33,7 @@ from toolgate.unicode import well_formed
 __all__ = [
     "pattern_search",
     "reference_and_regex_problem",
-    "reference_cycle",
+    "reference_problem",
     "schema_validator",
 ]
 
@@ -388,31 +388,47 @@ def _enter(
     return _in_place_edges(node, where, resolver)
 
 
-def _reference_cycle(schema: dict[str, Any], resolver: Any, specification: Any) -> str | None:
+# The most subschemas one value may be checked against (its in-place closure, counted with
+# repeats): definitions that each refer twice to the next double it at every level, and
+# jsonschema checks them all (2**14 took 5 s a call, 2**30 would take hours).
+MAX_IN_PLACE = 10_000
+
+
+def _reference_problem(schema: dict[str, Any], resolver: Any, specification: Any) -> str | None:
     """A ``$ref`` that leads back to a schema it is applied in without descending into the
-    value (``{"not": {"$ref": "#"}}``, an ``anyOf`` branch referring to its own ``anyOf``):
-    jsonschema would recurse until the interpreter's limit, where referencing's Rust map can
-    panic (a ``BaseException`` no ``except Exception`` catches) rather than raise.
+    value (``{"not": {"$ref": "#"}}``, an ``anyOf`` branch referring to its own ``anyOf``),
+    or references that fan out to more than :data:`MAX_IN_PLACE` subschemas for one value.
+    On a cycle jsonschema would recurse until the interpreter's limit, where referencing's
+    Rust map can panic (a ``BaseException`` no ``except Exception`` catches) rather than
+    raise; on a fan-out it would check each call for hours.
 
     One depth-first walk of the graph of in-place subschemas and references, each schema
     visited once (iterative: a chain may be long); a schema reached through ``properties``,
     ``items`` and the like starts a walk of its own, since it applies to a smaller value.
     """
-    done: set[int] = set()
+    done: dict[int, int] = {}  # how many subschemas each finished one applies, itself included
     starts: list[Any] = [(schema, "", resolver)]
     while starts:
         start, start_where, start_resolver = starts.pop()
         if id(start) in done:
             continue
         on_path = {id(start)}
-        path = [(start, _enter(start, start_where, start_resolver, specification, starts))]
+        edges = _enter(start, start_where, start_resolver, specification, starts)
+        path = [(start, start_where, edges, [1])]
         while path:
-            node, edges = path[-1]
+            node, at, edges, count = path[-1]
             step = next(edges, None)
             if step is None:
                 path.pop()
                 on_path.discard(id(node))
-                done.add(id(node))
+                done[id(node)] = total = min(sum(count), MAX_IN_PLACE + 1)
+                if total > MAX_IN_PLACE:
+                    return (
+                        f"the references at {at.lstrip('/') or '(root)'} apply more than "
+                        f"{MAX_IN_PLACE:,} subschemas to one value"
+                    )
+                if path:
+                    path[-1][3].append(total)
                 continue
             sub, where, sub_resolver, followed = step
             if id(sub) in on_path:
@@ -420,15 +436,18 @@ def _reference_cycle(schema: dict[str, Any], resolver: Any, specification: Any) 
                     continue
                 ref, at = followed
                 return f"$ref {ref!r} at {at.lstrip('/') or '(root)'} is part of a reference cycle"
-            if id(sub) not in done:
+            if id(sub) in done:
+                count.append(done[id(sub)])
+            else:
                 on_path.add(id(sub))
-                path.append((sub, _enter(sub, where, sub_resolver, specification, starts)))
+                edges = _enter(sub, where, sub_resolver, specification, starts)
+                path.append((sub, where, edges, [1]))
     return None
 
 
 def reference_and_regex_problem(schema: dict[str, Any], draft: Any) -> str | None:
-    """A ``$ref`` that does not resolve within ``schema`` or that loops back without
-    descending into the value, or a regex Python cannot compile.
+    """A ``$ref`` that does not resolve within ``schema``, loops back without descending into
+    the value or fans out past :data:`MAX_IN_PLACE`, or a regex Python cannot compile.
 
     All pass the metaschema but make verification fail; a remote ``$ref`` would also make it
     fetch a URL the tool's server chose.
@@ -445,13 +464,13 @@ def reference_and_regex_problem(schema: dict[str, Any], draft: Any) -> str | Non
             "patternProperties in a schema with unevaluatedProperties cannot be checked in "
             "linear time"
         )
-    return _walk_problem(schema, "", resolver, specification) or _reference_cycle(
+    return _walk_problem(schema, "", resolver, specification) or _reference_problem(
         schema, resolver, specification
     )
 
 
-def reference_cycle(schema: Any) -> str | None:
-    """:func:`_reference_cycle` for a schema read in its own draft (2020-12 if none)."""
+def reference_problem(schema: Any) -> str | None:
+    """:func:`_reference_problem` for a schema read in its own draft (2020-12 if none)."""
     from jsonschema.validators import Draft202012Validator, validator_for
     from referencing.jsonschema import DRAFT202012, specification_with
 
@@ -460,7 +479,7 @@ def reference_cycle(schema: Any) -> str | None:
     draft = validator_for(schema, default=Draft202012Validator)
     specification = specification_with(draft.ID_OF(draft.META_SCHEMA) or "", default=DRAFT202012)
     resolver = _offline_registry().resolver_with_root(specification.create_resource(schema))
-    return _reference_cycle(schema, resolver, specification)
+    return _reference_problem(schema, resolver, specification)
 
 
 def _schema_keys(node: Any) -> Iterator[str]:
