@@ -766,3 +766,19 @@ def test_checked_calls_keep_no_schema_of_a_dropped_catalog_alive() -> None:
     finally:
         tracemalloc.stop()
     assert held < 2 * size  # not 20 parsed schemas (each several times its JSON)
+
+
+@pytest.mark.parametrize(
+    ("amount", "ok"),
+    [(3 * 10**400, True), (10**400, False), (-(10**4000), False), (4.5, True)],
+    ids=["3e400", "1e400", "-1e4000", "4.5"],
+)
+def test_a_float_step_takes_integers_too_large_for_a_float(amount: int, ok: bool) -> None:
+    # jsonschema divides the integer by the step as floats, which overflows past 1e308.
+    schema = {"type": "object", "properties": {"x": {"type": "number", "multipleOf": 1.5}}}
+    catalog = Catalog.from_tools([{"name": "t", "inputSchema": schema}], server="s")
+    verdict = verify_call(catalog, ["s/t"], {"name": "t", "arguments": {"x": amount}})
+    assert verdict.ok is ok
+    if not ok:
+        assert "is not a multiple of 1.5" in verdict.message
+        assert len(verdict.message) < 400  # the integer is shown cut short

@@ -16,7 +16,8 @@ Unicode spaces and line terminators (RE2's take ASCII ones and ``\\n``). What
 RE2 cannot match in linear time (lookaround, backreferences) is refused at load, with the
 pattern and where it is, as is ``patternProperties`` under ``unevaluatedProperties``, which
 jsonschema would still match with ``re``. ``uniqueItems`` is checked in linear time too
-(jsonschema compares unhashable items pairwise).
+(jsonschema compares unhashable items pairwise), and ``multipleOf`` exactly where
+jsonschema's float division overflows (an integer past 1e308).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator, Mapping
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -185,6 +187,25 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
         seen.add(key)
 
 
+def _multiple_of(original: Any) -> Any:
+    """jsonschema's ``multipleOf`` (``original``), exact where it overflows: it divides an
+    integer past 1e308 by a float step as floats, and raises ``OverflowError``."""
+
+    def multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        from jsonschema.exceptions import ValidationError
+
+        try:
+            errors = list(original(validator, step, instance, schema))
+        except OverflowError:
+            if (Fraction(instance) / Fraction(step)).denominator != 1:
+                errors = [ValidationError(f"{_shown(instance)} is not a multiple of {step}")]
+            else:
+                errors = []
+        yield from errors
+
+    return multiple_of
+
+
 def _is_regex(instance: object) -> bool:
     """The ``regex`` format, checked by RE2 (``re.compile`` of a hostile argument can take
     as long as matching it)."""
@@ -224,6 +245,8 @@ def _linear_validator(cls: Any) -> Any:
         "additionalProperties": _additional_properties,
         "uniqueItems": _unique_items,
     }
+    if "multipleOf" in cls.VALIDATORS:
+        keywords["multipleOf"] = _multiple_of(cls.VALIDATORS["multipleOf"])
     extended = extend(cls, {k: v for k, v in keywords.items() if k in cls.VALIDATORS})
     extended.FORMAT_CHECKER = checker
     return extended
