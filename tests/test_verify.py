@@ -782,3 +782,17 @@ def test_a_float_step_takes_integers_too_large_for_a_float(amount: int, ok: bool
     if not ok:
         assert "is not a multiple of 1.5" in verdict.message
         assert len(verdict.message) < 400  # the integer is shown cut short
+
+
+@pytest.mark.parametrize(
+    ("price", "ok"),
+    [(19.99, True), (0.07, True), (4.35, True), (0.071, False), (1e400, False), (7, True)],
+)
+def test_a_decimal_step_reads_numbers_as_written(price: float, ok: bool) -> None:
+    # As floats, 19.99 / 0.01 is 1998.9999999999998: jsonschema refuses a valid price.
+    schema = {"type": "object", "properties": {"p": {"type": "number", "multipleOf": 0.01}}}
+    catalog = Catalog.from_tools([{"name": "t", "inputSchema": schema}], server="s")
+    verdict = verify_call(catalog, ["s/t"], {"name": "t", "arguments": {"p": price}})
+    assert verdict.ok is ok
+    if not ok:
+        assert "is not a multiple of 0.01" in verdict.message

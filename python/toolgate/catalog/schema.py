@@ -16,15 +16,18 @@ Unicode spaces and line terminators (RE2's take ASCII ones and ``\\n``). What
 RE2 cannot match in linear time (lookaround, backreferences) is refused at load, with the
 pattern and where it is, as is ``patternProperties`` under ``unevaluatedProperties``, which
 jsonschema would still match with ``re``. ``uniqueItems`` is checked in linear time too
-(jsonschema compares unhashable items pairwise), and ``multipleOf`` exactly where
-jsonschema's float division overflows (an integer past 1e308).
+(jsonschema compares unhashable items pairwise), and ``multipleOf`` exactly, on the
+decimals the numbers were written as (jsonschema divides floats: 19.99 was no multiple of
+0.01, and an integer past 1e308 overflowed).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Iterator, Mapping
+from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -187,23 +190,25 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
         seen.add(key)
 
 
-def _multiple_of(original: Any) -> Any:
-    """jsonschema's ``multipleOf`` (``original``), exact where it overflows: it divides an
-    integer past 1e308 by a float step as floats, and raises ``OverflowError``."""
+def _written(number: float) -> Fraction:
+    """The decimal a JSON number was written as: a float by its shortest form (``0.07``, not
+    the binary fraction nearest it), exactly."""
+    return Fraction(number) if isinstance(number, int) else Fraction(Decimal(repr(number)))
 
-    def multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        from jsonschema.exceptions import ValidationError
 
-        try:
-            errors = list(original(validator, step, instance, schema))
-        except OverflowError:
-            if (Fraction(instance) / Fraction(step)).denominator != 1:
-                errors = [ValidationError(f"{_shown(instance)} is not a multiple of {step}")]
-            else:
-                errors = []
-        yield from errors
+def _multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """``multipleOf`` on the numbers as written: jsonschema divides floats as floats, so
+    ``19.99`` is no multiple of ``0.01`` (1998.9999999999998), and an integer past 1e308
+    overflows the division (an ``OverflowError``)."""
+    from jsonschema.exceptions import ValidationError
 
-    return multiple_of
+    if not validator.is_type(instance, "number") or not validator.is_type(step, "number"):
+        return
+    if step <= 0 or (isinstance(step, float) and not math.isfinite(step)):  # built in code
+        return
+    finite = not isinstance(instance, float) or math.isfinite(instance)
+    if not finite or (_written(instance) / _written(step)).denominator != 1:
+        yield ValidationError(f"{_shown(instance)} is not a multiple of {step!r}")
 
 
 def _is_regex(instance: object) -> bool:
@@ -244,9 +249,8 @@ def _linear_validator(cls: Any) -> Any:
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,
         "uniqueItems": _unique_items,
+        "multipleOf": _multiple_of,
     }
-    if "multipleOf" in cls.VALIDATORS:
-        keywords["multipleOf"] = _multiple_of(cls.VALIDATORS["multipleOf"])
     extended = extend(cls, {k: v for k, v in keywords.items() if k in cls.VALIDATORS})
     extended.FORMAT_CHECKER = checker
     return extended
