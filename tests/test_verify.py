@@ -796,3 +796,14 @@ def test_a_decimal_step_reads_numbers_as_written(price: float, ok: bool) -> None
     assert verdict.ok is ok
     if not ok:
         assert "is not a multiple of 0.01" in verdict.message
+
+
+@pytest.mark.parametrize("text", ['{"x": NaN}', '{"x": -Infinity}', '{"x": [Infinity]}'])
+def test_nan_and_infinity_in_a_calls_text_are_no_json(text: str) -> None:
+    # Python's reader takes them, and NaN passes every bound: maximum 10 let it through.
+    schema = {"type": "object", "properties": {"x": {"maximum": 10, "minimum": 0}}}
+    catalog = Catalog.from_tools([{"name": "t", "inputSchema": schema}], server="s")
+    verdict = verify_call(catalog, ["s/t"], {"name": "t", "arguments": text})
+    assert verdict.error == "malformed_call"
+    assert "arguments are not valid JSON" in verdict.message
+    assert "Infinity" in verdict.message or "NaN" in verdict.message

@@ -162,12 +162,14 @@ def loads(
     text: str | bytes,
     *,
     object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+    parse_constant: Callable[[str], Any] | None = None,
 ) -> Any:
     """``json.loads`` that raises only ``ValueError``: nesting too deep for the parser (a
     ``RecursionError``) becomes a :class:`JsonLimitError`, like a number of more than 4,300
-    digits already is a ``ValueError``. ``object_pairs_hook`` is ``json.loads``'s."""
+    digits already is a ``ValueError``. ``object_pairs_hook`` and ``parse_constant`` are
+    ``json.loads``'s."""
     try:
-        return json.loads(text, object_pairs_hook=object_pairs_hook)
+        return json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=parse_constant)
     except RecursionError:
         raise JsonLimitError("JSON nested too deeply to read") from None
 

@@ -72,6 +72,12 @@ def plain_json(value: Any) -> Any:
         return value
 
 
+def _no_constant(name: str) -> Any:
+    """Refuses ``NaN`` and ``Infinity``, which Python's reader takes and JSON has not: NaN
+    passes every bound a schema sets, so verify would let it through to the tool."""
+    raise ValueError(f"{name} is no JSON number")
+
+
 def parse_tool_call(call: Any) -> ParsedCall:
     """Read an OpenAI, Anthropic, Gemini or MCP tool call (a dict, or the SDK's own object);
     never raises."""
@@ -101,7 +107,7 @@ def parse_tool_call(call: Any) -> ParsedCall:
         args = {}
     if isinstance(args, str):
         try:
-            args = loads(args)
+            args = loads(args, parse_constant=_no_constant)
         except json.JSONDecodeError as exc:
             problem = f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
             return ParsedCall(parsed.name, None, parsed.call_id, problem)
