@@ -253,6 +253,7 @@ DRAFT_04 = "http://json-schema.org/draft-04/schema#"
 DRAFT_06 = "http://json-schema.org/draft-06/schema#"
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 DRAFT_2019 = "https://json-schema.org/draft/2019-09/schema"
+DRAFT_2020 = "https://json-schema.org/draft/2020-12/schema"
 
 
 def _accepts(schema: dict[str, Any], call: dict[str, Any]) -> bool:
@@ -394,6 +395,65 @@ def test_a_call_refused_by_the_full_schema_stays_refused(case: str, provider: st
     out = compact_schema(schema, provider=provider)
     assert out["$schema"] == schema["$schema"]
     assert not _accepts(out, call)
+
+
+# Subschemas built from the keywords whose meaning hangs on the dialect, on a default or on
+# ``additionalProperties: true``, and values to check against them.
+_LEAVES = st.sampled_from([
+    {"type": "integer"}, {"type": "string", "title": "A", "default": "a"}, True, False,
+    {"$ref": "#/definitions/n"}, {"$ref": "#/x-shared/pair"},
+    {"$ref": "#/definitions/n", "minimum": 2},
+])  # fmt: skip
+_SUBSCHEMAS = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.builds(lambda i: {"items": i, "additionalItems": False}, st.lists(inner, max_size=2)),
+        st.builds(lambda i, r: {"prefixItems": i, "items": r}, st.lists(inner, max_size=2), inner),
+        st.builds(lambda p: {"properties": p, "additionalProperties": True}, st.dictionaries(
+            st.sampled_from("ab"), inner, max_size=2)),
+        st.builds(lambda p: {"properties": p, "unevaluatedProperties": False}, st.dictionaries(
+            st.sampled_from("ab"), inner, max_size=2)),
+        st.builds(lambda d: {"dependencies": d}, st.dictionaries(st.just("a"), inner, max_size=1)),
+        st.builds(lambda c: {"contains": c, "minContains": 2}, inner),
+        st.builds(lambda c: {"if": c, "then": {"required": ["a"]}}, inner),
+        st.builds(lambda i: {"$schema": DRAFT_2020, "$id": "https://example.com/s",
+                             "prefixItems": i}, st.lists(inner, min_size=1, max_size=2)),
+    ),
+    max_leaves=5,
+)  # fmt: skip
+_VALUES = st.recursive(
+    st.one_of(st.integers(-1, 3), st.sampled_from(["a", ""]), st.just([1, 2]), st.none()),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from("abc"), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@given(
+    st.sampled_from([None, DRAFT_06, DRAFT_07, DRAFT_2019]),
+    _SUBSCHEMAS,
+    st.lists(_VALUES, min_size=1, max_size=4),
+)
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+def test_compaction_never_changes_which_calls_a_schema_takes(
+    dialect: str | None, sub: Any, values: list[Any]
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"v": sub},
+        "definitions": {"n": {"type": "integer", "title": "n"}},
+        "x-shared": {"pair": {"items": [{"type": "integer"}], "additionalItems": False}},
+        **({"$schema": dialect} if dialect else {}),
+    }
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+        expected = [_accepts(schema, {"v": v}) for v in values]
+    except Exception:  # a schema the draft refuses, or jsonschema cannot apply
+        return
+    for provider, strict in (("anthropic", None), ("mcp", None), ("openai", True)):
+        out = compact_schema(schema, provider=provider, strict=strict)
+        assert [_accepts(out, {"v": v}) for v in values] == expected, (provider, out)
 
 
 def test_a_2019_unevaluated_items_keeps_its_dialect() -> None:
