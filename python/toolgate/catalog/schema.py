@@ -32,7 +32,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from toolgate.formats.schema_walk import child_schemas
+from toolgate.formats.schema_walk import SCHEMA_KEYWORDS, child_schemas
 from toolgate.unicode import well_formed
 
 __all__ = [
@@ -408,10 +408,14 @@ def _enter(
 ) -> Iterator[Any]:
     """The in-place edges of ``node``; its other subschemas, which apply to a part of the
     value, are added to ``starts``."""
-    resolver = resolver.in_subresource(specification.create_resource(node))
-    for key, child in child_schemas(node):
-        if isinstance(child, dict) and key.split("/")[0] not in _IN_PLACE:
-            starts.append((child, f"{where}/{key}".lstrip("/"), resolver))
+    if "$id" in node or "id" in node:  # a subresource moves the base of its references
+        resolver = resolver.in_subresource(specification.create_resource(node))
+    if not SCHEMA_KEYWORDS.isdisjoint(node):  # most nodes are leaves: spare the walk
+        for key, child in child_schemas(node):
+            if isinstance(child, dict) and key.split("/")[0] not in _IN_PLACE:
+                starts.append((child, f"{where}/{key}".lstrip("/"), resolver))
+    if _IN_PLACE.isdisjoint(node) and not any(key in node for key in _REF_KEYS):
+        return iter(())
     return _in_place_edges(node, where, resolver)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from toolgate.formats.raw import JsonDict
 
 __all__ = [
+    "SCHEMA_KEYWORDS",
     "child_schemas",
     "map_named_subschemas",
     "map_subschemas",
@@ -53,6 +54,10 @@ _KINDS: dict[str, int] = {}
 for _keys, _kind in ((_SCHEMA_KEYS, _ONE), (_SCHEMA_LIST_KEYS, _LIST), (_SCHEMA_MAP_KEYS, _MAP)):
     for _key in _keys:
         _KINDS[_key] = _KINDS.get(_key, 0) | _kind
+
+
+#: Every keyword :func:`child_schemas` looks under: a node with none of them has no child.
+SCHEMA_KEYWORDS = frozenset(_KINDS)
 
 
 def map_subschemas(schema: Any, fn: Callable[[JsonDict], JsonDict]) -> Any:
