@@ -440,6 +440,19 @@ def test_replace_server_puts_a_new_server_where_order_says() -> None:
         only_c.replace_server("a", tools["a"], order="abc")
 
 
+def test_replace_server_order_naming_a_server_twice_keeps_its_first_place() -> None:
+    # McpRouter names its servers, then those listed this turn: a listed server named again
+    # after a new one must not pull the new one ahead of it.
+    tools = {"a": [_tool("search")], "b": [_tool("post")], "c": [_tool("get_me")]}
+    order = ["a", "b", "c", "b", "c"]
+    catalog = Catalog.load({name: {"tools": tools[name]} for name in ("a", "b")})
+    for name in ("b", "c"):
+        catalog = catalog.replace_server(name, tools[name], order=order)
+    at_once = Catalog.load({name: {"tools": listed} for name, listed in tools.items()})
+    assert catalog.servers == ["a", "b", "c"]
+    assert catalog.version == at_once.version
+
+
 def test_replace_server_reapplies_overrides() -> None:
     catalog = Catalog.from_tools([_tool("a")], server="s", overrides={"s/a": {"pinned": True}})
     assert catalog.replace_server("s", [_tool("a")])["s/a"].pinned

@@ -83,7 +83,12 @@ def with_server_replaced(
     order of other servers' tools is untouched. A server new to ``tools`` goes before the first
     tool of a server that ``order`` lists after it (at the end when there is none)."""
     present = any(tool.server == server for tool in tools)
-    later = set(order[order.index(server) + 1 :]) if not present and server in order else set()
+    later: set[str] = set()
+    if not present and server in order:
+        # A server's first mention is its place: one named again after ``server`` (McpRouter
+        # names its servers, then those listed this turn) still goes before it.
+        place = order.index(server) + 1
+        later = set(order[place:]) - set(order[:place])
     merged: list[Tool] = []
     inserted = False
     for tool in tools:

@@ -304,7 +304,7 @@ class ServerCatalogs:
         # The servers keep the host's order (a server new to the catalog, say one whose
         # first listing failed, goes to its place), not the order their listings came back
         # in: the order sets the catalog's version, the promoted tools' order and ties.
-        order = [*self.clients, *listed]
+        order = list(dict.fromkeys([*self.clients, *listed]))
 
         def rebuild() -> Router:
             catalog = current.catalog
