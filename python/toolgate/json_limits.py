@@ -75,12 +75,16 @@ def read_bounded(path: Path, limit: int) -> bytes:
 class NotUtf8Error(UnicodeDecodeError):
     """A file that is not UTF-8 text; the message names it and where its first bad byte is."""
 
-    def __init__(self, exc: UnicodeDecodeError, message: str) -> None:
-        super().__init__(exc.encoding, exc.object, exc.start, exc.end, exc.reason)
+    # UnicodeDecodeError's arguments first: pickle and copy rebuild an error from its args
+    # (the message then comes back with its attributes).
+    def __init__(
+        self, encoding: str, data: bytes, start: int, end: int, reason: str, message: str = ""
+    ) -> None:
+        super().__init__(encoding, data, start, end, reason)
         self.message = message
 
     def __str__(self) -> str:
-        return self.message
+        return self.message or super().__str__()
 
 
 def read_text(path: Path, limit: int) -> str:
@@ -95,7 +99,9 @@ def read_text(path: Path, limit: int) -> str:
         column = exc.start - data.rfind(b"\n", 0, exc.start)
         where = f"line {line}, column {column} (byte {data[exc.start]:#04x})"
         message = not_utf8_problem(path, data) or f"{path} is not UTF-8 at {where}"
-        raise NotUtf8Error(exc, message) from None
+        raise NotUtf8Error(
+            exc.encoding, exc.object, exc.start, exc.end, exc.reason, message
+        ) from None
 
 
 # How the files a log rotation, a download or an archiver leaves start, and text in the

@@ -24,6 +24,7 @@ from toolgate.catalog import tool as tool_module
 from toolgate.catalog.catalog import Catalog, CatalogWarning, InvalidToolsError, UnknownToolError
 from toolgate.catalog.tool import Tool, tool_from_dict
 from toolgate.errors import CatalogError, InvalidInputError, ToolgateError
+from toolgate.json_limits import read_text
 
 GITHUB = DATA / "catalogs" / "github-mcp-server.tools-list.json"
 DOCKER = DATA / "catalogs" / "docker-mcp-registry.jsonl"
@@ -387,6 +388,21 @@ def test_diff_finds_added_removed_and_changed() -> None:
     )
     assert old.diff(annotated).changed == ("s/a",)
     assert old.version != new.version
+
+
+def test_the_error_naming_a_byte_not_in_utf8_survives_pickling(tmp_path: Path) -> None:
+    # read_text's error, as a config or schema reader lets it through, crosses a process
+    # pool pickled: rebuilt from its args, it must take UnicodeDecodeError's.
+    path = tmp_path / "tools.json"
+    path.write_bytes(b'{"name": "caf\xe9"}')
+    with pytest.raises(UnicodeDecodeError) as info:
+        read_text(path, 1_000)
+    for back in (pickle.loads(pickle.dumps(info.value)), copy.copy(info.value)):
+        assert type(back) is type(info.value)
+        assert (
+            str(back) == str(info.value) == f"{path} is not UTF-8 at line 1, column 14 (byte 0xe9)"
+        )
+        assert (back.start, back.reason) == (info.value.start, info.value.reason)
 
 
 def test_replace_server_touches_only_that_server() -> None:
