@@ -110,7 +110,12 @@ _NOT_UTF8 = {
     b"\x1f\x8b": "gzip-compressed: decompress it first",
     b"\x28\xb5\x2f\xfd": "zstd-compressed: decompress it first",
     b"\xfd7zXZ\x00": "xz-compressed: decompress it first",
-    b"BZh": "bzip2-compressed: decompress it first",
+    # "BZh" and a level are text too: bzip2's block (or end of stream) mark must follow.
+    **{
+        b"BZh%d%b" % (level, block): "bzip2-compressed: decompress it first"
+        for level in range(1, 10)
+        for block in (b"1AY&SY", b"\x17rE8P\x90")
+    },
     b"PK\x03\x04": "zip-compressed: decompress it first",
     codecs.BOM_UTF32_LE: "UTF-32 text: save it as UTF-8",
     codecs.BOM_UTF32_BE: "UTF-32 text: save it as UTF-8",

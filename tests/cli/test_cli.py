@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import bz2
 import dataclasses
 import gzip
 import importlib.abc
@@ -454,6 +455,25 @@ def test_a_compressed_input_file_is_named_as_such(
     (a usage report of nothing) or as text not in UTF-8 on every line."""
     argv, packed = _inputs_packed(tiny_set, tmp_path, option, gzip.compress)
     assert_one_line_error(capsys, argv, f"{packed} is gzip-compressed: decompress it first")
+
+
+def test_a_text_file_starting_with_a_compressed_mark_in_ascii_is_read(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """bzip2's mark, 'BZh', is text too: a shared log whose first line another program wrote
+    starting so is read, while a bzip2 file (its block mark follows) is still named."""
+    tools, _ = tiny_set
+    events = tmp_path / "events.log"
+    events.write_text(
+        "BZh3 worker 3 started\n"
+        'INFO toolgate.telemetry: {"kind": "route", "active": ["wx/get_weather"]}\n'
+    )
+    argv = ["stats", "--tools", str(tools), "--events", str(events), "--json"]
+    assert run_json(capsys, *argv)["usage"]["routed"] == {"wx/get_weather": 1}
+    packed = tmp_path / "events.log.bz2"
+    packed.write_bytes(bz2.compress(events.read_bytes()))
+    argv = ["stats", "--events", str(packed)]
+    assert_one_line_error(capsys, argv, f"{packed} is bzip2-compressed: decompress it first")
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
