@@ -208,3 +208,26 @@ def test_a_save_removes_what_saves_killed_long_ago_left(router: Router, tmp_path
     router.save(tmp_path)
     assert not any(path.exists() for path in stale)
     assert fresh.exists()
+
+
+def test_a_save_removes_only_the_names_saves_give(router: Router, tmp_path: Path) -> None:
+    # A day-old hidden file of the user's beside the router, named like a temporary one but
+    # not as any save names it, is theirs: a template, a backup.
+    router.save(tmp_path)
+    theirs = [
+        tmp_path / ".catalog.json.tmpl",
+        tmp_path / ".router.json.tmp.bak",
+        tmp_path / ".catalog.json.backup.tmp",
+    ]
+    killed = [
+        tmp_path / f".router.json.{'a' * 32}.tmp",
+        tmp_path / ".catalog.json.k2x_9qwe.tmp",  # mkstemp's, as saves once named them
+        tmp_path / ".matrix.tgm.tmp-41-3",  # the core's, beside the file it wrote
+    ]
+    long_ago = time.time() - 2 * 24 * 3600
+    for path in [*theirs, *killed]:
+        path.write_bytes(b"a file")
+        os.utime(path, (long_ago, long_ago))
+    router.save(tmp_path)
+    assert [path.name for path in theirs if not path.exists()] == []
+    assert [path.name for path in killed if path.exists()] == []

@@ -98,6 +98,14 @@ _TEMPORARY = re.compile(r"\.+(?:router\.json|catalog\.json|matrix\.tgm|bm25\.tgb
 
 # Far past how long a save runs: a temporary file this old is a killed save's.
 _STALE_S = 24 * 3600
+# The names saves give their temporary files, exactly (``temporary_name``'s 32 hex digits,
+# ``mkstemp``'s 8 characters in older saves, the core's ``.tmp-PID-N`` beside either or
+# beside its target): only these are removed when stale. _TEMPORARY's looser match (any
+# "tmp") would delete a user's ``.catalog.json.tmpl`` kept in the router's folder.
+_KILLED_SAVE = re.compile(
+    r"\.\.?(?:router\.json|catalog\.json|matrix\.tgm|bm25\.tgb)\."
+    r"(?:(?:[0-9a-f]{32}|[a-z0-9_]{8})\.tmp(?:\.tmp-\d+-\d+)?|tmp-\d+-\d+)"
+)
 
 # The keys of the catalog file :func:`write_catalog_and_manifest` writes: a save interrupted
 # before its manifest leaves one, known by them from a user's own catalog.json.
@@ -181,7 +189,7 @@ def _remove_stale_temporaries(directory: Path) -> None:
     oldest = time.time() - _STALE_S
     with contextlib.suppress(OSError), os.scandir(directory) as entries:
         for entry in entries:
-            if _TEMPORARY.fullmatch(entry.name) is None:
+            if _KILLED_SAVE.fullmatch(entry.name) is None:
                 continue
             with contextlib.suppress(OSError):
                 if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < oldest:
