@@ -118,6 +118,15 @@ def test_a_file_in_a_folders_place_is_named_as_no_folder(kind: str, tmp_path: Pa
     assert "File exists" not in outcome
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_link_to_no_folder_is_named_as_such(kind: str, tmp_path: Path) -> None:
+    # A link to a folder that does not exist is no file in the folder's place.
+    (tmp_path / "state").symlink_to(tmp_path / "gone")
+    outcome = _open(kind, tmp_path / "state" / "shared.sqlite3")
+    assert f"a symbolic link to a folder that does not exist: '{tmp_path / 'state'}'" in outcome
+    assert not (tmp_path / "gone").exists()
+
+
 @pytest.mark.usefixtures("usual_umask")
 def test_a_private_file_and_its_wal_are_for_their_owner_only(tmp_path: Path) -> None:
     path = tmp_path / "private.sqlite3"

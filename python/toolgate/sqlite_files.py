@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from toolgate.forks import keep_for_ever
 
-__all__ = ["SharedConnection", "open_shared_sqlite"]
+__all__ = ["SharedConnection", "make_folder", "open_shared_sqlite"]
 
 _T = TypeVar("_T")
 
@@ -68,7 +68,7 @@ def open_shared_sqlite(
     """
     in_memory = str(path) == ":memory:"
     if not in_memory:
-        _make_folder(Path(path).parent)
+        make_folder(Path(path).parent)
         if private:
             _create_private(path)
     db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
@@ -84,15 +84,19 @@ def open_shared_sqlite(
     return db
 
 
-def _make_folder(folder: Path) -> None:
-    """``folder``, made if missing; a file in its place is a :class:`NotADirectoryError`
-    naming it (mkdir says only "File exists")."""
+def make_folder(folder: Path) -> None:
+    """``folder``, made if missing; a file in its place is a :class:`NotADirectoryError`,
+    a symbolic link to a folder that does not exist a :class:`FileNotFoundError`, each
+    naming it (mkdir says only "File exists" of both)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError as exc:
-        raise NotADirectoryError(
-            errno.ENOTDIR, "Not a directory", exc.filename or str(folder)
-        ) from None
+        named = exc.filename or str(folder)
+        if os.path.islink(named) and not os.path.exists(named):
+            raise FileNotFoundError(
+                errno.ENOENT, "a symbolic link to a folder that does not exist", named
+            ) from None
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory", named) from None
 
 
 def _create_private(path: str | Path) -> None:

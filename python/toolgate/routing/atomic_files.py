@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from toolgate.errors import InvalidInputError, StorageError, ToolgateError
+from toolgate.sqlite_files import make_folder
 
 __all__ = [
     "Staging",
@@ -74,12 +75,7 @@ def prepare_directory(path: str | os.PathLike[str]) -> Path:
     with storage_errors():
         if directory.exists() and not directory.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", str(path))
-        if directory.is_symlink() and not directory.exists():
-            # mkdir would say only "File exists".
-            raise FileNotFoundError(
-                errno.ENOENT, "a symbolic link to a folder that does not exist", str(path)
-            )
-        directory.mkdir(parents=True, exist_ok=True)
+        make_folder(directory)  # a link to no folder said so
     return directory
 
 
