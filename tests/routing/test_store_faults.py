@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgate import StorageError
+from toolgate import IndexFormatError, StorageError
 from toolgate.catalog.catalog import Catalog
 from toolgate.embedding.embedder import Embedder
 from toolgate.routing import atomic_files, store
@@ -231,3 +231,22 @@ def test_a_save_removes_only_the_names_saves_give(router: Router, tmp_path: Path
     router.save(tmp_path)
     assert [path.name for path in theirs if not path.exists()] == []
     assert [path.name for path in killed if path.exists()] == []
+
+
+def test_a_router_whose_matrix_was_replaced_is_not_saved_with_another(
+    embedder: Embedder, tmp_path: Path
+) -> None:
+    # A long-running process keeps a router opened from a folder that a rebuild then
+    # replaced: its matrix is no longer the file at that path, so a save of it must not pair
+    # its tool ids with the rebuild's rows (it reopened and routed by the wrong vectors).
+    live = tmp_path / "live"
+    Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, cache=None, path=live)
+    opened = Router.open(live, embedder=embedder)
+    assert len(opened.catalog) == 2  # loaded, as such a process has it
+    Router.from_catalog(Catalog.load(MAIL), embedder=embedder, cache=None, path=live)
+    for target in (live, tmp_path / "elsewhere"):
+        with pytest.raises(IndexFormatError, match="replaced since this router opened it"):
+            opened.save(target)
+    rebuilt = Router.open(live, embedder=embedder)
+    assert [t.id for t in rebuilt.catalog] == [t.id for t in Catalog.load(MAIL)]
+    assert not (tmp_path / "elsewhere" / MANIFEST).exists()

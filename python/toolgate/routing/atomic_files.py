@@ -102,13 +102,14 @@ class Staging:
             os.fsync(out.fileno())
         return tmp
 
-    def copy(self, source: Path, target: Path) -> None:
-        """Stage a copy of ``source`` as ``target`` (nothing if they are one file)."""
+    def copy(self, source: Path, target: Path) -> Path | None:
+        """Stage a copy of ``source`` as ``target``; the temporary file (``None``, nothing
+        staged, if they are one file)."""
         with storage_errors():
             if source.resolve() == target.resolve():
-                return
+                return None
             with source.open("rb") as src:
-                self.write(target, lambda out: shutil.copyfileobj(src, out, 1 << 20))
+                return self.write(target, lambda out: shutil.copyfileobj(src, out, 1 << 20))
 
     def commit(self) -> None:
         """Rename every staged file over its target, in the order staged, and sync their

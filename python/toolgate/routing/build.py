@@ -197,6 +197,9 @@ class RouterParts:
     null: NullScores | None = None
     # An array has no truth value to compare by: parts are equal by their files and settings.
     offset: np.ndarray | None = field(default=None, compare=False)
+    #: The fingerprint of the matrix file ``index`` maps (``None``: not known): a rebuild
+    #: renames another file over that path, which this mapping never sees.
+    matrix_fingerprint: str | None = field(default=None, compare=False)
 
     def save(self, catalog: Catalog, path: str | os.PathLike[str]) -> None:
         """Write these files and ``catalog`` (the full one, which they index) to the directory
@@ -205,15 +208,28 @@ class RouterParts:
         directory = prepare_router_directory(path)
         source = Path(self.index.path)
         with staging() as stage:
-            stage.copy(source, directory / MATRIX)
+            copied = stage.copy(source, directory / MATRIX)
             # Fingerprints of what this save wrote, taken from its own bytes, not from the
             # directory, where a racing save may have put its files meanwhile.
             files = {
-                MATRIX: fingerprint(source),
+                MATRIX: self._own_matrix(copied or source),
                 BM25: save_fingerprinted(self.bm25, directory, stage),
             }
             self._write_manifest(directory, catalog, files, stage)
             stage.commit()
+
+    def _own_matrix(self, path: Path) -> str:
+        """The fingerprint of ``path``, a copy of this index's file or the file itself,
+        checked to be the file this index maps: a router saved with another's rows beside
+        its tool ids reopened and routed by the wrong vectors."""
+        found = fingerprint(path)
+        if self.matrix_fingerprint is not None and found != self.matrix_fingerprint:
+            raise IndexFormatError(
+                f"{self.index.path} was replaced since this router opened it (a rebuild or "
+                "another save there?): its rows are no longer on disk to save; open the "
+                "router again, or build it anew"
+            )
+        return found
 
     def refreshed(
         self,
@@ -390,7 +406,8 @@ def _build_parts(
         parts = RouterParts(built, bm25, vocabulary, outline, config, workdir, null, offset)
         parts._write_manifest(directory, catalog, files, stage, built=True)
         stage.commit()
-    return dataclasses.replace(parts, index=_opened_at(matrix, files[MATRIX]))
+    index = _opened_at(matrix, files[MATRIX])
+    return dataclasses.replace(parts, index=index, matrix_fingerprint=files[MATRIX])
 
 
 def _opened_at(path: Path, expected: str) -> _toolgate.Index:
@@ -443,7 +460,14 @@ def open_parts(directory: Path) -> RouterParts:
                 f"{float(np.linalg.norm(offset)):.3g}, not under 1 as centring writes it"
             )
     return RouterParts(
-        index, bm25, vocabulary, saved.outline, saved.config, null=saved.null, offset=offset
+        index,
+        bm25,
+        vocabulary,
+        saved.outline,
+        saved.config,
+        null=saved.null,
+        offset=offset,
+        matrix_fingerprint=saved.files.get(MATRIX),
     )
 
 
