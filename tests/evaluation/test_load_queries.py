@@ -37,6 +37,11 @@ def test_gold_is_a_list_of_names(tmp_path: Path, gold: object, said: str) -> Non
     assert f"line 2: {said}" in problems_of(tmp_path, {"query": "a", "gold": gold})
 
 
+@pytest.mark.parametrize("query", ["  ", "\u200b", "\ufeff\u200e"])
+def test_an_empty_query_is_refused(tmp_path: Path, query: str) -> None:
+    assert "line 2: query is empty" in problems_of(tmp_path, {"query": query})
+
+
 @pytest.mark.parametrize("query", ["select:", "select: , ,"])
 def test_a_select_query_naming_no_tool_is_refused(tmp_path: Path, query: str) -> None:
     assert "line 2: 'select:' query names no tool" in problems_of(tmp_path, {"query": query})

@@ -235,6 +235,16 @@ def test_empty_queries_are_rejected(router: Router) -> None:
         router.route("select:")
 
 
+@pytest.mark.parametrize("query", ["\u200b", "\u200e\u200f", " \ufeff\u2060 ", "\u00ad\u202e"])
+def test_queries_of_invisible_characters_are_empty(router: Router, query: str) -> None:
+    # A zero-width space or a direction mark shows nothing: routed, it would rank noise.
+    with pytest.raises(InvalidInputError, match="empty"):
+        router.route(query)
+    with pytest.raises(InvalidInputError, match="names no tool"):
+        router.route(f"select:\u200b,{query}")
+    assert router.route(f"\u200b{query}list issues{query}").ids == router.route("list issues").ids
+
+
 def test_signals_read_a_query_as_route_does(router: Router) -> None:
     """A lone surrogate (a reply cut in an emoji) is repaired for the signals as for route()."""
     cosine, sparse = router.signals("list my \ud800 issues")

@@ -21,7 +21,7 @@ from toolgate.json_limits import (
     without_bom,
 )
 from toolgate.routing.history import history_texts
-from toolgate.routing.query import parse_query
+from toolgate.routing.query import parse_query, trimmed
 
 if TYPE_CHECKING:
     from toolgate.catalog.catalog import Catalog
@@ -139,7 +139,7 @@ def _parse_line(raw: bytes, number: int) -> LabelledQuery:
     query = row["query"]
     if not isinstance(query, str):
         raise _BadLine(f"'query' must be a string, got {type(query).__name__}")
-    if not query.strip():
+    if not trimmed(query):
         raise _BadLine("query is empty")
     gold, history = _gold(row.get("gold", [])), _history(row.get("history", []))
     try:
