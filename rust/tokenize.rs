@@ -62,7 +62,7 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// `text` in NFKC (step 0), borrowed when it already is (all ASCII text is).
-fn normalized(text: &str) -> Cow<'_, str> {
+pub(crate) fn normalized(text: &str) -> Cow<'_, str> {
     if text.is_ascii() || is_nfkc_quick(text.chars()) == IsNormalized::Yes {
         return Cow::Borrowed(text);
     }

@@ -5,13 +5,13 @@
 //! name a tool `search`); the catalog assigns it, so it is given to the lookup rather than
 //! stored with BM25. Only exposed names that differ from the tool's name are kept.
 //!
-//! Keys are folded (lower-cased, whitespace runs collapsed to one space) and hashed; the
-//! index is one sorted array of `(hash, row, kind)`, so building it allocates no per-key
-//! strings (opening a router stays quick at any N: docs/design.md, "Index storage") and a
+//! Keys are folded (NFKC-normalised as BM25 text is, lower-cased, whitespace runs collapsed
+//! to one space) and hashed; the index is one sorted array of `(hash, row, kind)`, so building
+//! it allocates no per-key strings (opening a router stays quick at any N: docs/design.md, "Index storage") and a
 //! look-up is a binary search plus a check of the few candidate rows against the real names.
 
 use super::table::StrTable;
-use crate::tokenize::is_compound_name;
+use crate::tokenize::{is_compound_name, normalized};
 
 /// Characters that end a name where it is mentioned in running text, besides whitespace:
 /// `call get_weather(city)` or `use "get_weather", then ...`.
@@ -63,7 +63,10 @@ pub(super) struct NameLookup {
     exposed: Vec<(u32, String)>,
 }
 
-/// Lower-cases `text` and collapses each whitespace run to one space (trimming the ends).
+/// Normalises `text` to NFKC, lower-cases it and collapses each whitespace run to one space
+/// (trimming the ends). NFKC as the BM25 analyser does, so a name typed with a decomposed
+/// accent (`cafe` + U+0301, as macOS types it) or in full-width forms names the tool its
+/// words already find.
 fn fold(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     fold_into(text, &mut out);
@@ -73,6 +76,7 @@ fn fold(text: &str) -> String {
 /// [`fold`] appending to `out`, so a caller can reuse one buffer.
 fn fold_into(text: &str, out: &mut String) {
     let start = out.len();
+    let text = normalized(text);
     for word in text.split_whitespace() {
         if out.len() > start {
             out.push(' ');
@@ -229,7 +233,7 @@ impl NameLookup {
     /// is the whole query. Sorted ascending, no duplicates. The cost is a few look-ups per word of
     /// the query, independent of the number of tools.
     pub(super) fn mentioned(&self, query: &str, names: &StrTable, servers: &StrTable) -> Vec<u32> {
-        let folded = query.to_lowercase();
+        let folded = normalized(query).to_lowercase();
         let words: Vec<&str> = folded
             .split(|c: char| c.is_whitespace() || MENTION_DELIMITERS.contains(&c))
             .filter(|w| !w.is_empty())
@@ -288,6 +292,23 @@ mod tests {
         assert_eq!(named("get  stock PRICE"), [2]);
         assert_eq!(named("/math.sum"), Vec::<u32>::new());
         assert_eq!(named("weather"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn names_meet_in_any_unicode_normal_form() {
+        // Composed (NFC) in the catalog, typed decomposed (NFD, as macOS types it) or in
+        // full-width forms: one name, as the BM25 analyser reads them.
+        let names = StrTable::from_strs(["caf\u{e9}_order", "\u{ff53}\u{ff55}\u{ff4d}"]);
+        let servers = StrTable::from_strs(["shop", ""]);
+        let l = NameLookup::new(&names, &servers);
+        let named = |s: &str| l.rows_named(s, &names, &servers);
+        assert_eq!(named("cafe\u{301}_order"), [0]);
+        assert_eq!(named("CAFE\u{301}_ORDER"), [0]);
+        assert_eq!(named("shop/cafe\u{301}_order"), [0]);
+        assert_eq!(named("sum"), [1]);
+        let mentioned = |s: &str| l.mentioned(s, &names, &servers);
+        assert_eq!(mentioned("please run cafe\u{301}_order now"), [0]);
+        assert_eq!(mentioned("\u{ff53}\u{ff55}\u{ff4d}"), [1]);
     }
 
     #[test]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import unicodedata
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -416,6 +417,25 @@ def test_select_reads_exposed_names_in_any_case(router: Router) -> None:
         result = router.route(f"select:{name}")
         assert result.ids[0] == "web/search", name
         assert result.unknown == ()
+
+
+def test_select_reads_names_and_ids_in_any_unicode_normal_form(embedder: Any) -> None:
+    # The catalog spells "caf\u00e9" composed (NFC); macOS types it decomposed (NFD).
+    servers = {
+        "shop": {"tools": [{"name": "caf\u00e9_order", "description": "Orders a coffee."}]},
+        "web": {"tools": [{"name": "strasse", "description": "Finds a street."}]},
+    }
+    router = Router.from_tools(servers, embedder=embedder, cache=None)
+    decomposed = unicodedata.normalize("NFD", "caf\u00e9_order")
+    assert decomposed != "caf\u00e9_order"
+    ids = (decomposed, f"shop/{decomposed}", "shop/CAF\u00c9_ORDER")
+    for query in (f"select:{name}" for name in ids):
+        result = router.route(query)
+        assert (result.ids, result.unknown) == (["shop/caf\u00e9_order"], ()), query
+    mentioned = router.route(f"then run {decomposed}, please")
+    assert {t.id: t.reason for t in mentioned}["shop/caf\u00e9_order"] == "named"
+    # Ids ignore case as names do, without case folding "\u00df" onto "ss".
+    assert router.route("select:web/stra\u00dfe").unknown == ("web/stra\u00dfe",)
 
 
 def test_select_reads_an_exposed_name_before_a_tool_name_spelled_like_it(embedder: Any) -> None:

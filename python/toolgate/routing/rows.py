@@ -8,6 +8,7 @@ each into rows, and says which selected rows the caller's lists shut out.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -91,7 +92,7 @@ class CatalogRows:
             exact, folded = self._by_id.get()
             row = exact.get(name)
             if row is None:
-                row = folded.get(name.casefold())
+                row = folded.get(_folded_id(name))
             return [] if row is None else [row]
         return list(self._bm25.rows_named(name))
 
@@ -174,12 +175,24 @@ def _scope_matcher(
     return ScopeMatcher(ids, names, exposed)
 
 
+def _folded_id(tool_id: str) -> str:
+    """``tool_id`` as ids are compared ignoring case, folded as tool names are (the Rust
+    ``NameLookup``): NFKC, so a decomposed accent (as macOS types it) meets the composed one,
+    then lower-cased.
+
+    Lower-cased, not case-folded: ``casefold`` also maps letters onto ASCII ones (``\xdf`` to
+    ``ss``), so a look-alike would name a tool whose id it does not spell, which verify
+    refuses too.
+    """
+    return unicodedata.normalize("NFKC", tool_id).lower()
+
+
 def _rows_by_id(ids: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
-    """Each id to its row, and each id folded to lower case to its row where no other id
+    """Each id to its row, and each id folded (``_folded_id``) to its row where no other id
     folds the same."""
     folded: dict[str, list[int]] = {}
     for row, tool_id in enumerate(ids):
-        folded.setdefault(tool_id.casefold(), []).append(row)
+        folded.setdefault(_folded_id(tool_id), []).append(row)
     exact = {tool_id: row for row, tool_id in enumerate(ids)}
     return exact, {key: rows[0] for key, rows in folded.items() if len(rows) == 1}
 
