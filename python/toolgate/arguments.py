@@ -5,7 +5,9 @@ without ever failing to show it."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from toolgate.errors import InvalidInputError
 from toolgate.unicode import lone_surrogate_at
@@ -16,6 +18,7 @@ __all__ = [
     "check_flag",
     "check_instance",
     "check_share",
+    "file_path",
     "finite_number",
     "number_list",
     "shown",
@@ -98,6 +101,23 @@ def shown(value: object) -> str:
     except Exception:  # a hostile __repr__ must not replace the error being reported
         return f"a {type(value).__name__}"
     return text if len(text) <= 80 else f"{text[:80]}..."
+
+
+def file_path(name: str, value: str | os.PathLike[str]) -> Path:
+    """``value`` as a path, else :class:`InvalidInputError` naming ``name``: a str the file
+    system cannot encode (a lone surrogate, from a reply cut in an emoji) would fail as a
+    bare ``UnicodeEncodeError`` at the first use, far from the call. Undecodable bytes that
+    ``os.fsdecode`` gave as surrogates (``\\udce9``) encode back, and stay a path."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise InvalidInputError(f"{name} must be a path, got {type(value).__name__}")
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"{name} {shown(value)} holds a lone surrogate at character {exc.start}, "
+            "which no file name can hold"
+        ) from None
+    return Path(value)
 
 
 def tool_list(ids: Iterable[str], name: str, kinds: str = "tool ids") -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -25,12 +26,15 @@ from toolgate import (
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import TEXT_VERSION
 from toolgate.cli.commands import demo_catalog
+from toolgate.embedding.cache import EmbeddingCache
 from toolgate.embedding.embedder import Embedder
 from toolgate.evaluation.calibrate import fit_name_weight
-from toolgate.evaluation.evaluate import LabelledQuery
+from toolgate.evaluation.evaluate import LabelledQuery, load_queries
 from toolgate.routing.query_vectors import MEMO_CHARS
 from toolgate.routing.router import Router, RouterConfig, default_embedder
 from toolgate.telemetry.events import RouteEvent
+from toolgate.telemetry.sinks import JsonFileSink
+from toolgate.telemetry.usage import UsageStats
 from toolgate.verify import Verdict
 
 
@@ -243,6 +247,35 @@ def test_queries_of_invisible_characters_are_empty(router: Router, query: str) -
     with pytest.raises(InvalidInputError, match="names no tool"):
         router.route(f"select:\u200b,{query}")
     assert router.route(f"\u200b{query}list issues{query}").ids == router.route("list issues").ids
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        (lambda router, bad: router.save(bad), "the router directory"),
+        (lambda router, bad: router.publish(bad), "the router directory"),
+        (lambda router, bad: Router.open(bad), "the router directory"),
+        (lambda router, bad: router.with_config(router.config).learn(bad), "store"),
+        (lambda router, bad: Embedder(cache=bad), "cache"),
+        (lambda router, bad: EmbeddingCache(bad), "path"),
+        (lambda router, bad: JsonFileSink(bad), "path"),
+        (lambda router, bad: UsageStats.from_log(bad), "path"),
+        (lambda router, bad: load_queries(bad), "path"),
+    ],
+)
+def test_a_path_with_a_lone_surrogate_is_invalid_input(
+    router: Router, tmp_path: Path, entry: Any, named: str
+) -> None:
+    # No file name holds one: said of the argument, not a bare UnicodeEncodeError.
+    with pytest.raises(InvalidInputError, match=f"^{named} .*lone surrogate at character"):
+        entry(router, str(tmp_path / "a\ud800"))
+
+
+def test_a_path_of_undecodable_bytes_is_still_a_path(router: Router, tmp_path: Path) -> None:
+    # os.fsdecode gives undecodable bytes (a Latin-1 name) as surrogates: they encode back.
+    path = tmp_path / os.fsdecode(b"caf\xe9")
+    router.save(path)
+    assert Router.open(path).catalog.ids == router.catalog.ids
 
 
 def test_signals_read_a_query_as_route_does(router: Router) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from toolgate.arguments import file_path
 from toolgate.forks import BoundToProcess, fork_safe_lock
 from toolgate.sqlite_files import SharedConnection, open_shared_sqlite
 
@@ -85,7 +86,7 @@ class EmbeddingCache(BoundToProcess):
     def __init__(
         self, path: str | os.PathLike[str], *, dim: int = 384, timeout_s: float | None = None
     ) -> None:
-        self.path = Path(path)
+        self.path = file_path("path", path)
         self.dim = dim
         self._lock = fork_safe_lock()
         self._db: SharedConnection | None = None  # None: unusable, or closed

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from toolgate.arguments import file_path
 from toolgate.embedding import long_texts, models, runtime
 from toolgate.embedding.model_files import Precision, home_path
 from toolgate.embedding.onnx_export import SENTENCE_OUTPUT, TOKEN_OUTPUT
@@ -372,7 +373,7 @@ def resolve_cache(
     if cache is True:
         return EmbeddingCache(home_path(home) / "embeddings.sqlite3", dim=DIM)
     if isinstance(cache, (str, os.PathLike)):
-        return EmbeddingCache(cache, dim=DIM)
+        return EmbeddingCache(file_path("cache", cache), dim=DIM)
     raise InvalidInputError(
         f"cache must be an EmbeddingCache, a path, a bool or None, got {type(cache).__name__}"
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolgate.arguments import check_count, check_flag, shown
+from toolgate.arguments import check_count, check_flag, file_path, shown
 from toolgate.errors import InvalidInputError
 from toolgate.evaluation.metrics import QueryOutcome, RoutingMetrics, distinct_gold
 from toolgate.json_limits import (
@@ -81,7 +81,7 @@ def load_queries(path: str | Path) -> list[LabelledQuery]:
     """
     problems: list[str] = []
     queries: list[LabelledQuery] = []
-    lines = _read_lines(Path(path))
+    lines = _read_lines(file_path("path", path))
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from toolgate.arguments import file_path
 from toolgate.errors import InvalidInputError, StorageError, ToolgateError
 from toolgate.sqlite_files import make_folder
 
@@ -64,9 +65,7 @@ def directory_path(path: str | os.PathLike[str]) -> Path:
     the current directory: a slip, not a choice (``"."`` says that)."""
     if isinstance(path, str) and not path:
         raise InvalidInputError("the router directory is an empty path; '.' is this directory")
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidInputError(f"the router directory must be a path, got {type(path).__name__}")
-    return Path(path)
+    return file_path("the router directory", path)
 
 
 def prepare_directory(path: str | os.PathLike[str]) -> Path:

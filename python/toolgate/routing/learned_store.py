@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from toolgate.arguments import file_path
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.forks import BoundToProcess, fork_safe_lock
 from toolgate.routing.learned_rows import (
@@ -535,7 +536,7 @@ def open_store(
 
     if is_postgres_address(text):
         return PostgresStore(text, salt=salt)
-    return SqliteStore(text, salt=salt)
+    return SqliteStore(file_path("store", store), salt=salt)
 
 
 def __getattr__(name: str) -> Any:

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from toolgate.arguments import file_path
 from toolgate.errors import InvalidInputError
 from toolgate.forks import BoundToProcess, CopiedUnderLock, fork_safe_lock
 from toolgate.telemetry.events import Event
@@ -96,7 +97,7 @@ class JsonFileSink(BoundToProcess):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         """Open ``path`` for appending (created if missing)."""
-        self.path = Path(path)
+        self.path = file_path("path", path)
         try:
             self._fd = self._open()
         except OSError as exc:

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolgate.arguments import finite_number, shown, tool_list
+from toolgate.arguments import file_path, finite_number, shown, tool_list
 from toolgate.errors import InvalidInputError
 from toolgate.forks import CopiedUnderLock, fork_safe_lock
 from toolgate.json_limits import JsonLimitError, not_utf8_problem, open_regular
@@ -116,7 +116,7 @@ class UsageStats(CopiedUnderLock):
         """
         ids = getattr(registry, "ids", registry)
         stats = cls(ids)
-        for event in _read_log(Path(path)):
+        for event in _read_log(file_path("path", path)):
             stats.emit(event)
         return stats
 
