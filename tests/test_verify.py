@@ -8,9 +8,11 @@ import subprocess
 import sys
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from jsonschema import Draft202012Validator
 
@@ -790,6 +792,31 @@ def test_a_float_step_takes_integers_too_large_for_a_float(amount: int, ok: bool
 )
 def test_a_decimal_step_reads_numbers_as_written(price: float, ok: bool) -> None:
     # As floats, 19.99 / 0.01 is 1998.9999999999998: jsonschema refuses a valid price.
+    schema = {"type": "object", "properties": {"p": {"type": "number", "multipleOf": 0.01}}}
+    catalog = Catalog.from_tools([{"name": "t", "inputSchema": schema}], server="s")
+    verdict = verify_call(catalog, ["s/t"], {"name": "t", "arguments": {"p": price}})
+    assert verdict.ok is ok
+    if not ok:
+        assert "is not a multiple of 0.01" in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("price", "ok"),
+    [
+        (np.float64(19.99), True),
+        (np.float32(0.5), True),
+        (np.int64(7), True),
+        (Decimal("19.99"), True),
+        (Decimal("19.991"), False),
+        (Decimal("NaN"), False),
+        (Decimal("1e999999999"), False),
+    ],
+    ids=["float64", "float32", "int64", "decimal", "off-step", "nan", "huge-exponent"],
+)
+def test_multiple_of_takes_numbers_of_other_types(price: Any, ok: bool) -> None:
+    # Arguments built in code may hold numpy or Decimal numbers, which jsonschema counts as
+    # numbers: their repr is no decimal ("np.float64(19.99)"), and reading it raised
+    # decimal.InvalidOperation out of verify_call. A huge exponent is refused, not expanded.
     schema = {"type": "object", "properties": {"p": {"type": "number", "multipleOf": 0.01}}}
     catalog = Catalog.from_tools([{"name": "t", "inputSchema": schema}], server="s")
     verdict = verify_call(catalog, ["s/t"], {"name": "t", "arguments": {"p": price}})

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import re
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
@@ -190,10 +191,24 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
         seen.add(key)
 
 
-def _written(number: float) -> Fraction:
+# The largest exponent a Decimal argument is read exactly with (floats reach 1e-324 to 1e308).
+_MAX_DECIMAL_EXPONENT = 400
+
+
+def _written(number: Any) -> Fraction | None:
     """The decimal a JSON number was written as: a float by its shortest form (``0.07``, not
-    the binary fraction nearest it), exactly."""
-    return Fraction(number) if isinstance(number, int) else Fraction(Decimal(repr(number)))
+    the binary fraction nearest it), exactly; ``None`` for NaN or an infinity. Numbers built
+    in code (numpy's, ``Decimal``) are read by value: their ``repr`` is no decimal."""
+    if isinstance(number, numbers.Rational):  # int, numpy's integers, Fraction
+        return Fraction(int(number.numerator), int(number.denominator))
+    if isinstance(number, Decimal):
+        # Decimal("1e999999999") would be a billion-digit integer: an exponent past any
+        # float's is refused, as the infinity the JSON text's float would have been is.
+        exponent = number.as_tuple().exponent
+        usable = isinstance(exponent, int) and abs(exponent) <= _MAX_DECIMAL_EXPONENT
+        return Fraction(number) if usable else None
+    value = float(number)  # a float's subclass or numpy's float32 prints its type too
+    return Fraction(Decimal(float.__repr__(value))) if math.isfinite(value) else None
 
 
 def _multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Iterator[Any]:
@@ -204,10 +219,11 @@ def _multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Itera
 
     if not validator.is_type(instance, "number") or not validator.is_type(step, "number"):
         return
-    if step <= 0 or (isinstance(step, float) and not math.isfinite(step)):  # built in code
+    divisor = _written(step)
+    if divisor is None or divisor <= 0:  # built in code
         return
-    finite = not isinstance(instance, float) or math.isfinite(instance)
-    if not finite or (_written(instance) / _written(step)).denominator != 1:
+    dividend = _written(instance)
+    if dividend is None or (dividend / divisor).denominator != 1:
         yield ValidationError(f"{_shown(instance)} is not a multiple of {step!r}")
 
 
