@@ -516,6 +516,16 @@ def test_older_files_with_terms_analysed_otherwise_are_refused() -> None:
         Bm25.load(_OLD_CJK_FILE)
 
 
+def test_older_files_with_words_split_at_digits_load(tmp_path: Path) -> None:
+    # Version 2 indexed "café2" as café, 2 and café2, as this build does: the whole word
+    # analyses to its parts and itself now, and the file still reads alike.
+    index = Bm25.build([{"name": "order", "description": "Café2 Ärzte24"}])
+    path = tmp_path / "digits.bm25"
+    index.save(path)
+    _as_version_2(path)
+    np.testing.assert_array_equal(Bm25.load(path).scores("café2"), index.scores("café2"))
+
+
 def test_cjk_queries_meet_cjk_descriptions(tmp_path: Path) -> None:
     # No spaces in the request: it meets the tool through the character pairs they share.
     index = Bm25.build(
