@@ -72,7 +72,7 @@ pub(crate) fn normalized(text: &str) -> Cow<'_, str> {
 /// Whether `c` is of a script written without spaces between words, or (Hangul) with
 /// particles joined to them: Han ideographs, Hiragana, Katakana and Hangul, with their
 /// half-width and compatibility forms. Such runs are indexed as character pairs.
-fn is_cjk(c: char) -> bool {
+pub(crate) fn is_cjk(c: char) -> bool {
     matches!(c,
         '\u{1100}'..='\u{11FF}' // Hangul Jamo
         | '\u{3005}' | '\u{3007}' // 々 (iteration mark), 〇

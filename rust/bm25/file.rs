@@ -28,7 +28,7 @@ use super::table::{RowLists, StrTable};
 use super::{Bm25Index, Bm25Params, FieldWeights};
 use crate::error::{Error, Result};
 use crate::matrix_file::{create_private, open_regular};
-use crate::tokenize::analyze_keep_stop_words;
+use crate::tokenize::{analyze_keep_stop_words, is_cjk};
 
 const MAGIC: &[u8; 8] = b"TGBM25\0\0";
 /// Version 2: terms are Snowball stems (version 1 stripped plurals only). Version 3: a run of
@@ -179,6 +179,13 @@ impl Bm25Index {
 fn check_terms_analyse_alike(version: u32, terms: &StrTable) -> Result<(), String> {
     let mut now = Vec::new();
     for term in (0..terms.len()).map(|i| terms.get(i)).filter(|t| !t.is_ascii()) {
+        if version < FIRST_MARKS_VERSION && !term.chars().all(never_cut_at_a_mark) {
+            return Err(format!(
+                "BM25 index version {version} holds the term {term:?}, of a script whose \
+                 words that version cut at combining marks (rebuild the router with \
+                 'toolgate index')"
+            ));
+        }
         now.clear();
         analyze_keep_stop_words(term, |t| now.push(t.to_owned()));
         if !now.iter().any(|t| t == term) {
@@ -189,6 +196,18 @@ fn check_terms_analyse_alike(version: u32, terms: &StrTable) -> Result<(), Strin
         }
     }
     Ok(())
+}
+
+/// The first version that keeps combining marks inside words (before it, `ช่วย` was
+/// indexed as `ช` and `วย`, `नमस्ते` as `नमस` and `ते`: terms that analyse to themselves, yet
+/// meet no query analysed now).
+const FIRST_MARKS_VERSION: u32 = 4;
+
+/// Whether the analysers before [`FIRST_MARKS_VERSION`] kept the words holding `c` whole:
+/// Latin, Greek and Cyrillic letters take their accents composed (NFC), CJK characters take
+/// none. Other scripts (Thai tone marks, Indic viramas, ...) were cut where no term shows.
+fn never_cut_at_a_mark(c: char) -> bool {
+    matches!(c, '\u{0}'..='\u{52F}' | '\u{1E00}'..='\u{1FFF}') || is_cjk(c)
 }
 
 /// Returns the payload and the format version after checking magic, version, length and

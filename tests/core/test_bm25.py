@@ -526,6 +526,17 @@ def test_older_files_with_words_split_at_digits_load(tmp_path: Path) -> None:
     np.testing.assert_array_equal(Bm25.load(path).scores("café2"), index.scores("café2"))
 
 
+@pytest.mark.parametrize("fragments", ["ช วย", "नमस ते"], ids=["thai", "devanagari"])
+def test_older_files_of_words_cut_at_marks_are_refused(fragments: str, tmp_path: Path) -> None:
+    # Version 2 cut "ช่วย" at its tone mark and "नमस्ते" at its virama: each fragment
+    # analyses to itself, yet no query analysed now (whole words) meets them.
+    path = tmp_path / "marks.bm25"
+    Bm25.build([{"name": "help", "description": fragments}]).save(path)
+    _as_version_2(path)
+    with pytest.raises(IndexFormatError, match=r"version 2 .*rebuild the router"):
+        Bm25.load(path)
+
+
 def test_cjk_queries_meet_cjk_descriptions(tmp_path: Path) -> None:
     # No spaces in the request: it meets the tool through the character pairs they share.
     index = Bm25.build(
