@@ -191,6 +191,7 @@ def json_problem(
     *,
     strict: bool = True,
     max_values: int | None = None,
+    finite: bool = False,
 ) -> str | None:
     """What in ``value`` is not plain JSON toolgate can hold, as a noun phrase naming where
     (``"NaN or Infinity at properties/x/maximum"``), or ``None``.
@@ -200,7 +201,8 @@ def json_problem(
     form for. The walk is iterative, so it is safe on values nested past the recursion limit.
     ``strict=False`` checks only what breaks a reader: the nesting, and integers longer than
     JSON text may hold (4,300 digits; not even ``repr`` takes them). ``max_values`` refuses
-    more values than that (see :data:`MAX_VALUES`), the walk stopping there.
+    more values than that (see :data:`MAX_VALUES`), the walk stopping there. ``finite``
+    refuses NaN and infinity under ``strict=False`` too.
     """
     if not isinstance(value, (dict, list)):
         return _scalar_problem(value, "(root)", strict)
@@ -227,8 +229,9 @@ def json_problem(
                     return f"a key with a lone surrogate at {where or '(root)'} (character {bad})"
             if isinstance(child, (dict, list)):
                 stack.append((child, f"{where}/{key}" if where else str(key), depth + 1))
-            elif strict or type(child) is int:
-                problem = _scalar_problem(child, f"{where}/{key}" if where else str(key), strict)
+            elif strict or type(child) is int or (finite and isinstance(child, float)):
+                at = f"{where}/{key}" if where else str(key)
+                problem = _scalar_problem(child, at, strict or isinstance(child, float))
                 if problem:
                     return problem
     return None

@@ -39,6 +39,7 @@ from toolgate.catalog.tool import Tool
 from toolgate.errors import InvalidInputError
 from toolgate.formats.calls import ParsedCall, parse_tool_call
 from toolgate.formats.raw import PROVIDERS, base_provider
+from toolgate.json_limits import json_problem
 from toolgate.promotion.active_set import ActiveSet
 from toolgate.promotion.discovery import TOOL_SEARCH_ID, search_tool
 
@@ -467,6 +468,21 @@ def _check_arguments(tool: Tool, call: ParsedCall, base: dict[str, Any]) -> Verd
     from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
     from referencing.exceptions import Unresolvable
 
+    # NaN passes every bound a schema sets. A call's text refuses it as it is read; an
+    # arguments object (a call built in code, a Gemini args dict) is walked here.
+    problem = json_problem(call.arguments, strict=False, finite=True)
+    if problem:
+        message = f"Invalid arguments for {call.name!r}: they hold {problem}."
+        return Verdict(
+            False,
+            "invalid_arguments",
+            tool_id=tool.id,
+            path="$",
+            log_path="$",
+            message=f"{message} Fix the arguments and call it again.",
+            arguments=call.arguments,
+            **base,
+        )
     try:
         error = best_match(_validator(tool).iter_errors(call.arguments))
     except (Unresolvable, re.error, RecursionError, ValueError) as exc:
