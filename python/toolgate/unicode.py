@@ -1,4 +1,4 @@
-"""Text that may not be valid Unicode: lone surrogates.
+"""Text that may not be valid Unicode (lone surrogates), and text that shows nothing at its ends.
 
 A Python ``str`` can hold a surrogate code point on its own (``json.loads`` of a reply cut off in
 the middle of an emoji gives one), and nothing downstream accepts it: UTF-8 encoding, the
@@ -10,7 +10,24 @@ caller with :func:`lone_surrogate_at`, and a message quoting one shows it escape
 
 from __future__ import annotations
 
-__all__ = ["lone_surrogate_at", "surrogates_escaped", "well_formed"]
+__all__ = ["lone_surrogate_at", "surrogates_escaped", "trimmed", "well_formed"]
+
+# Whitespace and the invisible format characters a pasted or generated text carries at its
+# ends: zero-width space, joiners and direction marks (U+200B-U+200F), bidi embeddings and
+# isolates, word joiner (U+2060-U+2064), byte order mark, soft hyphen.
+# str.strip takes a set of characters, so the whitespace goes in too (every str.isspace
+# character is below U+3001); stripping stays linear, as a regex anchored at the end is not.
+_BLANK = "".join(
+    [
+        *(c for c in map(chr, range(0x3001)) if c.isspace()),
+        "\u00ad",
+        *map(chr, range(0x200B, 0x2010)),
+        *map(chr, range(0x202A, 0x202F)),
+        *map(chr, range(0x2060, 0x2065)),
+        *map(chr, range(0x2066, 0x206A)),
+        "\ufeff",
+    ]
+)
 
 
 def lone_surrogate_at(text: str) -> int | None:
@@ -48,3 +65,13 @@ def surrogates_escaped(text: str) -> str:
     if lone_surrogate_at(text) is None:
         return text
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def trimmed(text: str) -> str:
+    """``text`` without the whitespace and invisible characters at its ends, so a query of
+    nothing else (a zero-width space, a direction mark) is empty, as a blank one is.
+
+    >>> trimmed("\\u200b list issues \\u200e")
+    'list issues'
+    """
+    return text.strip(_BLANK)

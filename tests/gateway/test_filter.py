@@ -572,6 +572,23 @@ def test_user_text_is_never_read_as_a_query_form(gate: ToolFilter) -> None:
     assert bare.kept == ()
 
 
+@pytest.mark.parametrize("invisible", ["  ", "\u200b", "\ufeff\u200e"])
+def test_a_turn_of_invisible_characters_is_passed_over_as_a_blank_one(
+    gate: ToolFilter, invisible: str
+) -> None:
+    # route() reads a query of only these as empty: the gateway must not route on it and
+    # fail the request, but ask the last user turn with text, as it does for a blank one.
+    request = chat_request(WEATHER)
+    request["messages"] += [
+        {"role": "assistant", "content": "Which city?"},
+        {"role": "user", "content": invisible},
+    ]
+    filtered = gate.filter(request, top_k=1)
+    assert filtered.kept == gate.filter(chat_request(WEATHER), top_k=1).kept
+    with pytest.raises(InvalidInputError, match="query must be a non-empty string"):
+        gate.filter(chat_request(), query=invisible)
+
+
 def test_choices_naming_builtins_or_allowed_tools_are_honoured(gate: ToolFilter) -> None:
     tools = [{"type": "web_search_20250305", "name": "web_search"}, *anthropic_tools()]
     request = {

@@ -13,6 +13,7 @@ from toolgate.formats import anthropic, gemini, openai
 from toolgate.formats.calls import call_name
 from toolgate.formats.gemini_fields import DECLARATIONS, SpellingClash, field_key
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
+from toolgate.unicode import trimmed
 
 # The key holding a request's conversation, and its provider ("messages": Chat or Anthropic).
 _CONVERSATION = {"messages": "anthropic", "input": "openai-responses", "contents": "gemini"}
@@ -115,7 +116,7 @@ def last_user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, Mapping) and message.get("role", default_role) == "user":
-            text = _text(message).strip()
+            text = trimmed(_text(message))  # a zero-width space alone asks nothing
             if text and not _answers_calls(message):
                 return index, text
     return None

@@ -94,7 +94,7 @@ from toolgate.formats.requests import (
     text_rewriter,
     unqualified_names,
 )
-from toolgate.unicode import lone_surrogate_at
+from toolgate.unicode import lone_surrogate_at, trimmed
 
 __all__ = ["FilteredRequest", "IndexInProgress", "ToolFilter", "filter_off_loop"]
 
@@ -283,9 +283,9 @@ class ToolFilter(BoundToProcess):
         choice = read_tool_choice(request)
         found = last_user_turn(messages, provider)
         if query is not None:
-            if not isinstance(query, str) or not query.strip():
+            if not isinstance(query, str) or not trimmed(query):
                 raise InvalidInputError(f"query must be a non-empty string, got {query!r}")
-            found = (len(messages) if found is None else found[0], query.strip())
+            found = (len(messages) if found is None else found[0], trimmed(query))
         if previous is not None:
             previous = frozenset(_names("previous", previous))
         turn = _Turn(request, key, messages, found, choice, wait, previous)
@@ -431,7 +431,7 @@ class ToolFilter(BoundToProcess):
         index, text = turn.found
         query = text_tags.user_query(text)
         if query is None:
-            query = text_tags.strip_tool_tags(text).strip()
+            query = trimmed(text_tags.strip_tool_tags(text))
         if not query:
             raise InvalidInputError(
                 f"{turn.key}[{index}] has <toolname> tags but no question to route on: "

@@ -17,29 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolgate.errors import InvalidInputError
-from toolgate.unicode import well_formed
+from toolgate.unicode import trimmed, well_formed
 
 __all__ = ["ParsedQuery", "parse_query", "query_text", "reads_as_words", "trimmed"]
 
 _SELECT_PREFIX = "select:"
 # A term starts with a letter, so "+46 70 123 45 67" and "2 +2" stay plain text.
 _REQUIRED_TERM = re.compile(r"(?:^|\s)\+([^\W\d]\S*)")
-# Whitespace and the invisible format characters a pasted or generated text carries at its
-# ends: zero-width space, joiners and direction marks (U+200B-U+200F), bidi embeddings and
-# isolates, word joiner (U+2060-U+2064), byte order mark, soft hyphen.
-# str.strip takes a set of characters, so the whitespace goes in too (every str.isspace
-# character is below U+3001); stripping stays linear, as a regex anchored at the end is not.
-_BLANK = "".join(
-    [
-        *(c for c in map(chr, range(0x3001)) if c.isspace()),
-        "\u00ad",
-        *map(chr, range(0x200B, 0x2010)),
-        *map(chr, range(0x202A, 0x202F)),
-        *map(chr, range(0x2060, 0x2065)),
-        *map(chr, range(0x2066, 0x206A)),
-        "\ufeff",
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -87,16 +71,6 @@ def parse_query(query: str, *, forms: bool = True) -> ParsedQuery:
     # The required terms still describe the intent, so they stay in the ranking text too.
     text = " ".join([*required, rest.strip()]).strip()
     return ParsedQuery(text=text, required_terms=required)
-
-
-def trimmed(text: str) -> str:
-    """``text`` without the whitespace and invisible characters at its ends, so a query of
-    nothing else (a zero-width space, a direction mark) is empty, as a blank one is.
-
-    >>> trimmed("\\u200b list issues \\u200e")
-    'list issues'
-    """
-    return text.strip(_BLANK)
 
 
 def query_text(query: str) -> str:

@@ -298,6 +298,9 @@ def test_a_turn_with_no_text_gets_the_pinned_and_promised_tools(embedder: Embedd
         await router.connect({"billing": PagedClient(PAGES, ["p2", "p3", None])})
         image_only = await router.tools(" \n", include=["billing/create_customer"], pool="full")
         assert set(image_only.active_ids) == {"billing/list_invoices", "billing/create_customer"}
+        # A zero-width space alone shows no text either: route() reads it as empty.
+        invisible = await router.tools("\u200b", include=["billing/create_customer"], pool="full")
+        assert invisible.active_ids == image_only.active_ids
         assert "refund_payment" in image_only.pool_text
         denied = await router.tools("", deny=["list_*"], pool="full")
         assert denied.active_ids == ()

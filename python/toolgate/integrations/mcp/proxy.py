@@ -104,6 +104,7 @@ from toolgate.integrations.mcp.router import McpRouter
 from toolgate.integrations.mcp.tool_search import asked_for
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.telemetry.events import VerifyEvent
+from toolgate.unicode import trimmed
 
 __all__ = ["MAX_QUERY_CHARS", "McpProxy"]
 
@@ -380,7 +381,7 @@ class McpProxy:
         """The answer to a search, or the error for a query it refuses."""
         query = arguments.get("query")
         search, call = meta_names(self.router.router.catalog)
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str) or not trimmed(query):
             return self._refused_search(search, f"{search} takes 'query', a non-empty string")
         if len(query) > MAX_QUERY_CHARS:  # a client's, on a server others share
             return self._refused_search(

@@ -76,6 +76,7 @@ from toolgate.routing.learning_starter import LearningStarter
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router
 from toolgate.telemetry.recorder import Telemetry
+from toolgate.unicode import trimmed
 
 __all__ = ["LEARN_CLOSE_S", "CallOutcome", "McpClient", "McpRouter", "UpstreamCall"]
 
@@ -308,7 +309,7 @@ class McpRouter(BoundToProcess):
             self.router, query, scope, top_k=self.top_k, format=format, history=history,
             include=include, budget=budget, pool=pool, turn_id=turn_id,
         )  # fmt: skip
-        if self._catalogs.learning is not None and query.strip():
+        if self._catalogs.learning is not None and trimmed(query):
             self._turns[id(promotion)] = _Turn(
                 weakref.ref(promotion), query, frozenset(include or ())
             )

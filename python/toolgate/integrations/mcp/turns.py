@@ -18,6 +18,7 @@ from toolgate.routing.history import HistoryTurn
 from toolgate.routing.result import RouteResult
 from toolgate.routing.router import Router
 from toolgate.routing.state import State
+from toolgate.unicode import trimmed
 
 __all__ = ["StateLike", "host_scope", "included_ids", "promote_turn", "route_search"]
 
@@ -61,7 +62,7 @@ async def promote_turn(
     a turn with no text routes nothing but the pinned and included tools."""
 
     def work() -> Promotion:
-        if isinstance(query, str) and not query.strip():
+        if isinstance(query, str) and not trimmed(query):
             result = _unrouted(router, include, scope, turn_id)
         else:
             result = router.route(
