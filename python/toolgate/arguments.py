@@ -110,8 +110,11 @@ def file_path(name: str, value: str | os.PathLike[str]) -> Path:
     ``os.fsdecode`` gave as surrogates (``\\udce9``) encode back, and stay a path."""
     if not isinstance(value, (str, os.PathLike)):
         raise InvalidInputError(f"{name} must be a path, got {type(value).__name__}")
+    text = os.fspath(value)
+    if not isinstance(text, str):  # an os.scandir(b"...") entry: pathlib takes no bytes
+        raise InvalidInputError(f"{name} must be a path of str, got {type(text).__name__}")
     try:
-        os.fsencode(value)
+        os.fsencode(text)
     except UnicodeEncodeError as exc:
         raise InvalidInputError(
             f"{name} {shown(value)} holds a lone surrogate at character {exc.start}, "

@@ -249,26 +249,41 @@ def test_queries_of_invisible_characters_are_empty(router: Router, query: str) -
     assert router.route(f"\u200b{query}list issues{query}").ids == router.route("list issues").ids
 
 
-@pytest.mark.parametrize(
-    ("entry", "named"),
-    [
-        (lambda router, bad: router.save(bad), "the router directory"),
-        (lambda router, bad: router.publish(bad), "the router directory"),
-        (lambda router, bad: Router.open(bad), "the router directory"),
-        (lambda router, bad: router.with_config(router.config).learn(bad), "store"),
-        (lambda router, bad: Embedder(cache=bad), "cache"),
-        (lambda router, bad: EmbeddingCache(bad), "path"),
-        (lambda router, bad: JsonFileSink(bad), "path"),
-        (lambda router, bad: UsageStats.from_log(bad), "path"),
-        (lambda router, bad: load_queries(bad), "path"),
-    ],
-)
+# Each public path argument, and the name its errors give it.
+PATH_ENTRIES = [
+    (lambda router, bad: router.save(bad), "the router directory"),
+    (lambda router, bad: router.publish(bad), "the router directory"),
+    (lambda router, bad: Router.open(bad), "the router directory"),
+    (lambda router, bad: router.with_config(router.config).learn(bad), "store"),
+    (lambda router, bad: Embedder(cache=bad), "cache"),
+    (lambda router, bad: EmbeddingCache(bad), "path"),
+    (lambda router, bad: JsonFileSink(bad), "path"),
+    (lambda router, bad: UsageStats.from_log(bad), "path"),
+    (lambda router, bad: load_queries(bad), "path"),
+]
+
+
+@pytest.mark.parametrize(("entry", "named"), PATH_ENTRIES)
 def test_a_path_with_a_lone_surrogate_is_invalid_input(
     router: Router, tmp_path: Path, entry: Any, named: str
 ) -> None:
     # No file name holds one: said of the argument, not a bare UnicodeEncodeError.
     with pytest.raises(InvalidInputError, match=f"^{named} .*lone surrogate at character"):
         entry(router, str(tmp_path / "a\ud800"))
+
+
+class _BytesPath:
+    """A path-like object whose path is bytes, as os.scandir(b"...") entries are."""
+
+    def __fspath__(self) -> bytes:
+        return b"/tmp/a"
+
+
+@pytest.mark.parametrize(("entry", "named"), PATH_ENTRIES)
+def test_a_path_like_of_bytes_is_invalid_input(router: Router, entry: Any, named: str) -> None:
+    # pathlib takes only str paths: said of the argument, not a bare TypeError.
+    with pytest.raises(InvalidInputError, match=f"^{named} must be a path of str, got bytes"):
+        entry(router, _BytesPath())
 
 
 def test_a_path_of_undecodable_bytes_is_still_a_path(router: Router, tmp_path: Path) -> None:
