@@ -438,6 +438,26 @@ def test_select_reads_names_and_ids_in_any_unicode_normal_form(embedder: Any) ->
     assert router.route("select:web/stra\u00dfe").unknown == ("web/stra\u00dfe",)
 
 
+def test_an_id_never_names_a_server_whose_name_only_looks_like_it(embedder: Any) -> None:
+    # An id names its own tool only: a server named in full-width or mathematical letters
+    # ("\uff47\uff49\uff54\uff48\uff55\uff42") is another server, whose tools
+    # "github/..." must not reach when github itself is not (or no longer) connected.
+    bold = "".join(chr(0x1D41A + ord(c) - ord("a")) for c in "github")
+    servers = {
+        bold: {"tools": [{"name": "search", "description": "Searches code."}]},
+        "\uff47\uff49\uff54\uff48\uff55\uff42": {
+            "tools": [{"name": "list_repos", "description": "Lists repositories."}]
+        },
+        "ok": {"tools": [{"name": "sum", "description": "Adds numbers."}]},
+    }
+    router = Router.from_tools(servers, embedder=embedder, cache=None)
+    for typed in ("github/search", "github/list_repos", "GitHub/list_repos"):
+        assert router.route(f"select:{typed}").unknown == (typed,), typed
+    # Typed the other way round, a look-alike spelling still names the plain id.
+    wide = "\uff4f\uff4b/\uff53\uff55\uff4d"
+    assert router.route(f"select:{wide}").ids == ["ok/sum"]
+
+
 def test_select_reads_an_exposed_name_before_a_tool_name_spelled_like_it(embedder: Any) -> None:
     # x on a and b are exposed as a__x and b__x; c's own a__x steps aside as c__a__x.
     servers = {

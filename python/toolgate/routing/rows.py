@@ -176,9 +176,9 @@ def _scope_matcher(
 
 
 def _folded_id(tool_id: str) -> str:
-    """``tool_id`` as ids are compared ignoring case, folded as tool names are (the Rust
-    ``NameLookup``): NFKC, so a decomposed accent (as macOS types it) meets the composed one,
-    then lower-cased.
+    """``tool_id`` as typed, folded to meet ids ignoring case as tool names are (the Rust
+    ``NameLookup``): NFKC, so a decomposed accent (as macOS types it) or full-width letters
+    meet the plain ones, then lower-cased.
 
     Lower-cased, not case-folded: ``casefold`` also maps letters onto ASCII ones (``\xdf`` to
     ``ss``), so a look-alike would name a tool whose id it does not spell, which verify
@@ -187,12 +187,21 @@ def _folded_id(tool_id: str) -> str:
     return unicodedata.normalize("NFKC", tool_id).lower()
 
 
+def _catalog_id_key(tool_id: str) -> str:
+    """A catalog's ``tool_id`` as :func:`_folded_id` of what is typed may meet it: composed
+    (NFC) and lower-cased, never NFKC. An id names its own tool only, and NFKC would make
+    the id of a server spelled in look-alike letters (full-width, mathematical bold ``github``)
+    the plain ``github/...``, reached by it when that server is gone.
+    """
+    return unicodedata.normalize("NFC", tool_id).lower()
+
+
 def _rows_by_id(ids: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
-    """Each id to its row, and each id folded (``_folded_id``) to its row where no other id
-    folds the same."""
+    """Each id to its row, and each id folded (``_catalog_id_key``) to its row where no other
+    id folds the same."""
     folded: dict[str, list[int]] = {}
     for row, tool_id in enumerate(ids):
-        folded.setdefault(_folded_id(tool_id), []).append(row)
+        folded.setdefault(_catalog_id_key(tool_id), []).append(row)
     exact = {tool_id: row for row, tool_id in enumerate(ids)}
     return exact, {key: rows[0] for key, rows in folded.items() if len(rows) == 1}
 
