@@ -808,10 +808,9 @@ def test_a_decimal_step_reads_numbers_as_written(price: float, ok: bool) -> None
         (np.int64(7), True),
         (Decimal("19.99"), True),
         (Decimal("19.991"), False),
-        (Decimal("NaN"), False),
         (Decimal("1e999999999"), False),
     ],
-    ids=["float64", "float32", "int64", "decimal", "off-step", "nan", "huge-exponent"],
+    ids=["float64", "float32", "int64", "decimal", "off-step", "huge-exponent"],
 )
 def test_multiple_of_takes_numbers_of_other_types(price: Any, ok: bool) -> None:
     # Arguments built in code may hold numpy or Decimal numbers, which jsonschema counts as
@@ -838,8 +837,15 @@ def test_nan_and_infinity_in_a_calls_text_are_no_json(text: str) -> None:
 
 @pytest.mark.parametrize(
     "arguments",
-    [{"x": float("nan")}, {"x": [-1e400]}, {"y": {"x": np.float64("nan")}}],
-    ids=["nan", "infinity-in-a-list", "numpy-nan-nested"],
+    [
+        {"x": float("nan")},
+        {"x": [-1e400]},
+        {"y": {"x": np.float64("nan")}},
+        {"x": np.float32("nan")},
+        {"x": Decimal("NaN")},
+        {"x": [Decimal("sNaN")]},
+    ],
+    ids=["nan", "infinity-in-a-list", "numpy-nan-nested", "float32-nan", "decimal-nan", "snan"],
 )
 def test_nan_and_infinity_in_a_calls_object_are_refused(arguments: dict[str, Any]) -> None:
     # An arguments object (MCP's tools/call, a Gemini args dict, a call built in code) is

@@ -13,9 +13,11 @@ from __future__ import annotations
 import codecs
 import json
 import math
+import numbers
 import os
 import stat
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -202,7 +204,7 @@ def json_problem(
     ``strict=False`` checks only what breaks a reader: the nesting, and integers longer than
     JSON text may hold (4,300 digits; not even ``repr`` takes them). ``max_values`` refuses
     more values than that (see :data:`MAX_VALUES`), the walk stopping there. ``finite``
-    refuses NaN and infinity under ``strict=False`` too.
+    refuses NaN and infinity under ``strict=False`` too, of numpy's and ``Decimal`` as well.
     """
     if not isinstance(value, (dict, list)):
         return _scalar_problem(value, "(root)", strict)
@@ -229,9 +231,10 @@ def json_problem(
                     return f"a key with a lone surrogate at {where or '(root)'} (character {bad})"
             if isinstance(child, (dict, list)):
                 stack.append((child, f"{where}/{key}" if where else str(key), depth + 1))
-            elif strict or type(child) is int or (finite and isinstance(child, float)):
-                at = f"{where}/{key}" if where else str(key)
-                problem = _scalar_problem(child, at, strict or isinstance(child, float))
+            elif finite and not _is_finite(child):
+                return f"NaN or Infinity at {where}/{key}" if where else f"NaN or Infinity at {key}"
+            elif strict or type(child) is int:
+                problem = _scalar_problem(child, f"{where}/{key}" if where else str(key), strict)
                 if problem:
                     return problem
     return None
@@ -251,6 +254,16 @@ def nesting(value: Any) -> int:
                 (child, level + 1) for child in children if isinstance(child, (dict, list))
             )
     return deepest
+
+
+def _is_finite(value: Any) -> bool:
+    """Whether ``value`` is no NaN or infinity, of any number type code may build: numpy's
+    floats are no ``float``, and a ``Decimal`` NaN raises on the first comparison."""
+    if isinstance(value, Decimal):
+        return value.is_finite()
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Rational):
+        return math.isfinite(value)
+    return True
 
 
 def _scalar_problem(node: Any, at: str, strict: bool) -> str | None:
