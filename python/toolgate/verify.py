@@ -446,12 +446,8 @@ def _schema_failure(exc: Exception) -> str:
     return f"$ref {getattr(exc, 'ref', '?')!r} does not resolve inside it"
 
 
-def _unusable_schema(tool: Tool, call: ParsedCall, base: dict[str, Any], exc: Exception) -> Verdict:
-    """The verdict when the tool's own schema cannot be applied: fail closed, never crash."""
-    message = (
-        f"The arguments for {call.name!r} cannot be checked: the tool's input schema is broken "
-        f"({_schema_failure(exc)}). Do not retry this tool; report that it is misconfigured."
-    )
+def _refused_whole(tool: Tool, call: ParsedCall, base: dict[str, Any], message: str) -> Verdict:
+    """An ``invalid_arguments`` verdict about the arguments as a whole (path ``$``)."""
     return Verdict(
         False,
         "invalid_arguments",
@@ -464,6 +460,15 @@ def _unusable_schema(tool: Tool, call: ParsedCall, base: dict[str, Any], exc: Ex
     )
 
 
+def _unusable_schema(tool: Tool, call: ParsedCall, base: dict[str, Any], exc: Exception) -> Verdict:
+    """The verdict when the tool's own schema cannot be applied: fail closed, never crash."""
+    message = (
+        f"The arguments for {call.name!r} cannot be checked: the tool's input schema is broken "
+        f"({_schema_failure(exc)}). Do not retry this tool; report that it is misconfigured."
+    )
+    return _refused_whole(tool, call, base, message)
+
+
 def _check_arguments(tool: Tool, call: ParsedCall, base: dict[str, Any]) -> Verdict:
     from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
     from referencing.exceptions import Unresolvable
@@ -473,16 +478,7 @@ def _check_arguments(tool: Tool, call: ParsedCall, base: dict[str, Any]) -> Verd
     problem = json_problem(call.arguments, strict=False, finite=True)
     if problem:
         message = f"Invalid arguments for {call.name!r}: they hold {problem}."
-        return Verdict(
-            False,
-            "invalid_arguments",
-            tool_id=tool.id,
-            path="$",
-            log_path="$",
-            message=f"{message} Fix the arguments and call it again.",
-            arguments=call.arguments,
-            **base,
-        )
+        return _refused_whole(tool, call, base, f"{message} Fix the arguments and call it again.")
     try:
         error = best_match(_validator(tool).iter_errors(call.arguments))
     except (Unresolvable, re.error, RecursionError, ValueError) as exc:
