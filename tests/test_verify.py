@@ -635,6 +635,24 @@ def test_patterns_read_spaces_and_the_dot_as_ecma_262_does(
     assert pattern_search(pattern, text) is matches
 
 
+# A "-" after a class escape is a plain "-", as RE2 and ECMA-262's Annex B read it (with
+# the "u" flag ECMA-262 refuses the pattern): spelling the escape out must not make a range.
+@pytest.mark.parametrize(
+    ("pattern", "text", "matches"),
+    [
+        ("^[\\s-z]+$", "- z", True),
+        ("^[\\s-z]+$", "m", False),
+        ("^[\\w\\s-,.]+$", "Hello\u00a0World, a-b.", True),
+        ("^[\\S-]+$", "a-b", True),
+        ("^[\\S-]+$", "a b", False),
+    ],
+)
+def test_a_dash_after_a_space_class_is_a_dash(pattern: str, text: str, matches: bool) -> None:
+    from toolgate.catalog.schema import pattern_search
+
+    assert pattern_search(pattern, text) is matches
+
+
 HOSTILE_SCHEMA = {
     "type": "object",
     "properties": {

@@ -73,6 +73,11 @@ def _re2_syntax(pattern: str) -> str:
         elif escaped in ("s", "S"):
             inside = _SPACES if escaped == "s" else _NOT_SPACES
             text = inside if in_class else f"[{inside}]"
+            if in_class and pattern.startswith("-", last):
+                # A class escape cannot start a range: "[\s-z]" is a space, "-" or "z" (as
+                # RE2 and ECMA-262's Annex B read it), but spelled out, its last character
+                # would start one ("\x{feff}-z", which RE2 refuses).
+                text, last = f"{text}\\-", last + 1
         elif text == "[":
             in_class = True
         elif text == "]":
