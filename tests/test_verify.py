@@ -23,7 +23,7 @@ from toolgate.formats.calls import parse_tool_call
 from toolgate.promotion.budget import Budget
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.promotion.promote import promote_tools
-from toolgate.verify import closest_name, verify_call, verify_name
+from toolgate.verify import Verdict, closest_name, verify_call, verify_name
 
 ISSUE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -788,6 +788,13 @@ def test_checked_calls_keep_no_schema_of_a_dropped_catalog_alive() -> None:
     assert held < 2 * size  # not 20 parsed schemas (each several times its JSON)
 
 
+def _stepped_verdict(step: float, value: Any) -> Verdict:
+    """The verdict on a call passing ``value`` for a number that must be a multiple of ``step``."""
+    schema = {"type": "object", "properties": {"x": {"type": "number", "multipleOf": step}}}
+    catalog = Catalog.from_tools([{"name": "t", "inputSchema": schema}], server="s")
+    return verify_call(catalog, ["s/t"], {"name": "t", "arguments": {"x": value}})
+
+
 @pytest.mark.parametrize(
     ("amount", "ok"),
     [(3 * 10**400, True), (10**400, False), (-(10**4000), False), (4.5, True)],
@@ -795,9 +802,7 @@ def test_checked_calls_keep_no_schema_of_a_dropped_catalog_alive() -> None:
 )
 def test_a_float_step_takes_integers_too_large_for_a_float(amount: int, ok: bool) -> None:
     # jsonschema divides the integer by the step as floats, which overflows past 1e308.
-    schema = {"type": "object", "properties": {"x": {"type": "number", "multipleOf": 1.5}}}
-    catalog = Catalog.from_tools([{"name": "t", "inputSchema": schema}], server="s")
-    verdict = verify_call(catalog, ["s/t"], {"name": "t", "arguments": {"x": amount}})
+    verdict = _stepped_verdict(1.5, amount)
     assert verdict.ok is ok
     if not ok:
         assert "is not a multiple of 1.5" in verdict.message
@@ -810,9 +815,7 @@ def test_a_float_step_takes_integers_too_large_for_a_float(amount: int, ok: bool
 )
 def test_a_decimal_step_reads_numbers_as_written(price: float, ok: bool) -> None:
     # As floats, 19.99 / 0.01 is 1998.9999999999998: jsonschema refuses a valid price.
-    schema = {"type": "object", "properties": {"p": {"type": "number", "multipleOf": 0.01}}}
-    catalog = Catalog.from_tools([{"name": "t", "inputSchema": schema}], server="s")
-    verdict = verify_call(catalog, ["s/t"], {"name": "t", "arguments": {"p": price}})
+    verdict = _stepped_verdict(0.01, price)
     assert verdict.ok is ok
     if not ok:
         assert "is not a multiple of 0.01" in verdict.message
@@ -834,9 +837,7 @@ def test_multiple_of_takes_numbers_of_other_types(price: Any, ok: bool) -> None:
     # Arguments built in code may hold numpy or Decimal numbers, which jsonschema counts as
     # numbers: their repr is no decimal ("np.float64(19.99)"), and reading it raised
     # decimal.InvalidOperation out of verify_call. A huge exponent is refused, not expanded.
-    schema = {"type": "object", "properties": {"p": {"type": "number", "multipleOf": 0.01}}}
-    catalog = Catalog.from_tools([{"name": "t", "inputSchema": schema}], server="s")
-    verdict = verify_call(catalog, ["s/t"], {"name": "t", "arguments": {"p": price}})
+    verdict = _stepped_verdict(0.01, price)
     assert verdict.ok is ok
     if not ok:
         assert "is not a multiple of 0.01" in verdict.message
