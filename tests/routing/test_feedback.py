@@ -11,7 +11,7 @@ import re
 import time
 import tracemalloc
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -346,10 +346,16 @@ class _FailingMarks(SqliteStore):
 
     failing = False
 
-    def _execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        if self.failing and sql.startswith("INSERT INTO learned_versions"):
-            raise StoreError("the disk is full")
-        return super()._execute(sql, args)
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]]:
+        with super()._transaction() as run:
+
+            def marking(sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+                if self.failing and sql.startswith("INSERT INTO learned_versions"):
+                    raise StoreError("the disk is full")
+                return run(sql, args)
+
+            yield marking
 
 
 def _learn_one(store: LearnedStore, at: float) -> int:
@@ -437,6 +443,29 @@ def test_a_replica_whose_clock_runs_ahead_prunes_no_version_in_use(
     monkeypatch.setattr(learned_postgres, "_now", lambda: time.time() + 3600.0)
     ahead = PostgresStore(postgres)
     assert ahead.use("model@v2", _Memory(), keep=1, lease_s=60.0, now=now + 3600.0) == []
+
+
+def test_a_replica_whose_clock_is_set_right_after_it_connected_prunes_no_version_in_use(
+    postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A machine that boots a day ahead and connects before NTP steps its clock back: an
+    # offset measured on the old reading made every mark of its a day old, so another
+    # replica pruned the version it was using, and the rows it learned there with it.
+    import psycopg
+
+    with psycopg.connect(postgres, autocommit=True) as db:
+        db.execute("DROP TABLE IF EXISTS learned, learned_versions, learned_meta")
+    ahead = [86_400.0]
+    monkeypatch.setattr(learned_postgres, "_now", lambda: time.time() + ahead[0])
+    _as_another_process(monkeypatch, "a replica set right")
+    set_right, held = PostgresStore(postgres), _Memory()
+    ahead[0] = 0.0  # NTP steps the clock back a day
+    set_right.use("model@v1", held, keep=1, lease_s=60.0, now=time.time())
+    _learn_one(set_right, time.time())
+    _as_another_process(monkeypatch, "a replica on time")
+    on_time = PostgresStore(postgres)
+    assert on_time.use("model@v2", _Memory(), keep=1, lease_s=60.0, now=time.time()) == []
+    assert len(on_time.load("model@v1")) == 1
 
 
 def test_rate_cap_refuses_a_flood(router: Router) -> None:

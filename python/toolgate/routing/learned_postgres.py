@@ -181,6 +181,10 @@ class PostgresStore(LearnedStore):
             with db.transaction():
                 # Replicas pruning at once would each keep their own view of the most recent.
                 db.execute("SELECT pg_advisory_xact_lock(7719)")
+                # Measured again for the marks ``work`` makes and expires: this process's
+                # clock may have been stepped since the connection was made (NTP setting a
+                # clock right after boot), and the old offset would shift them by as much.
+                self._clock_offset = _offset_to(db)
                 return work(lambda sql, args: _rows_of(db, self._sql(sql), args))
 
         return self._using(transaction)

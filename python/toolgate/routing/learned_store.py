@@ -290,7 +290,7 @@ class LearnedStore(BoundToProcess):
         live = _hold(self, scope, user)
         self._marked[scope] = _Mark(lease_s, now)
         self._renewal.due_at = min(self._renewal.due_at, now + lease_s / 4)
-        own, holder, at = self._held_here(), _holder, self._server_time(now)
+        own, holder = self._held_here(), _holder
         # A mark no live memory of this store holds is never renewed or read again; kept, a
         # store serving a stream of catalog versions (a gateway's tools arrays) would keep
         # one per version it ever saw.
@@ -298,6 +298,7 @@ class LearnedStore(BoundToProcess):
             self._marked.pop(stale, None)
 
         def prune(run: _Run) -> list[str]:
+            at = self._server_time(now)  # in the transaction: see PostgresStore._exclusive
             _mark_used(run, own, holder, at)  # renews every mark of this store's memories
             _expire_marks(run, at - lease_s)
             return _prune(run, keep=keep, spared=live | _leased_by_others(run, holder))
@@ -321,7 +322,7 @@ class LearnedStore(BoundToProcess):
         if mark is None or not mark.due(at):
             return
         try:
-            self._execute(self._sql(_MARK_USED), (scope, _holder, self._server_time(at)))
+            self._exclusive(lambda run: _mark_used(run, [scope], _holder, self._server_time(at)))
         except StoreError:
             return
         mark.at = at
