@@ -381,10 +381,40 @@ def test_a_failed_renewal_is_tried_again_with_the_next_row() -> None:
     assert store._execute("SELECT used_at FROM learned_versions") == [(31.0,)]
 
 
+def test_a_version_stamped_far_ahead_is_pruned_in_its_turn(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process whose clock read a year ahead (set right since) marked a version and learned
+    # a row in it: the mark never expired and the row ranked it the most recent for a year,
+    # so it stayed and took a slot from a version really used.
+    now, year = time.time(), 365 * 86_400.0
+    _as_another_process(monkeypatch, "a process a year ahead")
+    ahead = open_store(store)
+    ahead.use("model@v1", _Memory(), keep=8, lease_s=60.0, now=now + year)
+    _learn_one(ahead, now + year)
+    _as_another_process(monkeypatch, "a process on time")
+    here = open_store(store)
+    assert here.use("model@v2", _Memory(), keep=1, lease_s=60.0, now=now) == ["model@v1"]
+    assert here.load("model@v1") == []
+
+
+def test_a_clock_stepped_back_renews_its_marks_at_once() -> None:
+    # Else the renewal waited until the clock read its last due time again: for a clock
+    # stepped back a year, a year without marks, which the others now expire.
+    store, held = SqliteStore(":memory:"), _Memory()
+    store.use("model@v1", held, keep=8, lease_s=60.0, now=1000.0)
+    renewal = store.keep_alive(1000.0 - 3600.0)
+    assert renewal is not None
+    renewal.join(timeout=30)
+    assert store._execute("SELECT used_at FROM learned_versions") == [(-2600.0,)]
+    _learn_one(store, -5000.0)  # a row learned after another step back renews it too
+    assert store._execute("SELECT used_at FROM learned_versions") == [(-5000.0,)]
+
+
 def test_ranking_the_versions_reads_no_row_of_the_table() -> None:
     # It runs under the write lock at every memory's open: a scan took 25 ms at 160k rows.
     store = SqliteStore(":memory:")
-    plan = store._execute("EXPLAIN QUERY PLAN " + learned_store._BY_RECENT_USE)
+    plan = store._execute("EXPLAIN QUERY PLAN " + learned_store._BY_RECENT_USE, (0.0,))
     assert [step for step in plan if str(step[-1]).split()[:2] == ["SCAN", "learned"]] == []
 
 

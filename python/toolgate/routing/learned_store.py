@@ -139,16 +139,18 @@ _MARK_USED = (
 # It runs under the write lock at every memory's open, so it reads no row of ``learned``: the
 # scopes are found by skipping from one to the next on the (scope, at) index, and each one's
 # newest row is that index's last entry for it (a GROUP BY scanned every row: 25 ms at 160k).
+# A row stamped past the bound (``?``: a lease from now) was stamped by a clock set wrong:
+# its time says nothing, and taken as is it ranked its scope the most recent for as long.
 _BY_RECENT_USE = (
     "WITH RECURSIVE scopes (scope) AS ("
     "SELECT MIN(scope) FROM learned UNION ALL "
     "SELECT (SELECT MIN(scope) FROM learned WHERE scope > scopes.scope) FROM scopes "
     "WHERE scopes.scope IS NOT NULL"
     "), uses (scope, t) AS ("
-    "SELECT scope, (SELECT MAX(at) FROM learned WHERE learned.scope = scopes.scope) "
+    "SELECT scope, (SELECT MAX(at) FROM learned WHERE learned.scope = scopes.scope AND at <= ?) "
     "FROM scopes WHERE scope IS NOT NULL UNION ALL "
     "SELECT scope, MAX(used_at) FROM learned_versions GROUP BY scope"
-    ") SELECT scope, MAX(t) FROM uses GROUP BY scope ORDER BY 2 DESC, 1"
+    ") SELECT scope, COALESCE(MAX(t), 0) FROM uses GROUP BY scope ORDER BY 2 DESC, 1"
 )
 
 
@@ -161,8 +163,9 @@ class _Mark:
     at: float
 
     def due(self, now: float) -> bool:
-        """Whether a quarter of the lease has passed since the mark: time to renew it."""
-        return now - self.at >= self.lease_s / 4
+        """Whether a quarter of the lease has passed since the mark, or the clock was set back
+        past it (the mark is ahead of the others' clocks too): time to renew it."""
+        return not 0 <= now - self.at < self.lease_s / 4
 
 
 def _hold(store: LearnedStore, scope: str, user: object) -> set[str]:
@@ -179,9 +182,14 @@ def _mark_used(run: _Run, scopes: Iterable[str], holder: str, at: float) -> None
         run(_MARK_USED, (scope, holder, at))
 
 
-def _expire_marks(run: _Run, before: float) -> None:
-    """Deletes the marks older than ``before``: their leases ran out."""
-    run("DELETE FROM learned_versions WHERE used_at < ?", (before,))
+def _expire_marks(run: _Run, at: float, lease_s: float) -> None:
+    """Deletes the marks of leases that ran out by ``at``, and those over a lease ahead of it:
+    no clock set right makes them, and one set wrong (a year ahead, then put right) would
+    hold their scopes for as long."""
+    run(
+        "DELETE FROM learned_versions WHERE used_at < ? OR used_at > ?",
+        (at - lease_s, at + lease_s),
+    )
 
 
 def _leased_by_others(run: _Run, holder: str) -> set[str]:
@@ -191,10 +199,10 @@ def _leased_by_others(run: _Run, holder: str) -> set[str]:
     return {row[0] for row in marks}
 
 
-def _prune(run: _Run, *, keep: int, spared: set[str]) -> list[str]:
+def _prune(run: _Run, *, keep: int, spared: set[str], latest: float) -> list[str]:
     """Deletes the rows and marks of the scopes past the ``keep`` most recently used, but
-    those ``spared``; returns the scopes deleted."""
-    by_use = [row[0] for row in run(_BY_RECENT_USE, ())]
+    those ``spared``, ranking no row by a time past ``latest``; returns the scopes deleted."""
+    by_use = [row[0] for row in run(_BY_RECENT_USE, (latest,))]
     stale = [old for old in by_use[keep:] if old not in spared]
     for old in stale:
         run("DELETE FROM learned WHERE scope = ?", (old,))
@@ -218,6 +226,9 @@ class LearnedStore(BoundToProcess):
         self._salt = salt_bytes(salt)
         self._lock = fork_safe_lock()
         self._marked: dict[str, _Mark] = {}  # scope: this store's last mark of it
+        # The latest time a mark was made (or all renewed) at: a route's clock reading
+        # earlier was set back.
+        self._marked_at = -math.inf
         # Renews the marks of the scopes held here (never due before one is held).
         self._renewal = Periodic(
             self._renew_held, "toolgate-learned-lease", math.inf, retry_s=_RENEW_RETRY_S
@@ -289,6 +300,7 @@ class LearnedStore(BoundToProcess):
         used, except those in use (see the module). Returns the scopes deleted."""
         live = _hold(self, scope, user)
         self._marked[scope] = _Mark(lease_s, now)
+        self._marked_at = max(self._marked_at, now)
         self._renewal.due_at = min(self._renewal.due_at, now + lease_s / 4)
         own, holder = self._held_here(), _holder
         # A mark no live memory of this store holds is never renewed or read again; kept, a
@@ -300,8 +312,9 @@ class LearnedStore(BoundToProcess):
         def prune(run: _Run) -> list[str]:
             at = self._server_time(now)  # in the transaction: see PostgresStore._exclusive
             _mark_used(run, own, holder, at)  # renews every mark of this store's memories
-            _expire_marks(run, at - lease_s)
-            return _prune(run, keep=keep, spared=live | _leased_by_others(run, holder))
+            _expire_marks(run, at, lease_s)
+            spared = live | _leased_by_others(run, holder)
+            return _prune(run, keep=keep, spared=spared, latest=at + lease_s)
 
         return self._exclusive(prune)
 
@@ -326,13 +339,18 @@ class LearnedStore(BoundToProcess):
         except StoreError:
             return
         mark.at = at
+        self._marked_at = max(self._marked_at, at)
 
     def keep_alive(self, now: float) -> threading.Thread | None:
         """Renews the marks of the scopes this store's memories hold, at ``now`` (a
         ``time.time()``), once a quarter of their lease has passed: a memory that only routes
         keeps its version. Called on every route, it compares two times; a renewal due runs
         in a thread of its own, returned (``None``: none due), best effort: one that fails
-        is tried again a quarter lease (at most a minute) later."""
+        is tried again a quarter lease (at most a minute) later. A clock set back past the
+        latest mark renews them at once: they are ahead of the others' clocks too, and
+        waiting for it to read their due time again would leave them unrenewed as long."""
+        if now < self._marked_at:
+            self._renewal.due_at = min(self._renewal.due_at, now)
         return self._renewal.start_if_due(now)
 
     def _renew_held(self, now: float) -> float:
@@ -341,6 +359,7 @@ class LearnedStore(BoundToProcess):
         held = self._held_here()
         marks = [self._marked[scope] for scope in held if scope in self._marked]
         quarter = min((mark.lease_s for mark in marks), default=math.inf) / 4
+        self._marked_at = now  # tried: a failure is tried again on the usual terms
         try:
             self._exclusive(lambda run: _mark_used(run, held, _holder, self._server_time(now)))
             for mark in marks:
