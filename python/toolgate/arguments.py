@@ -68,6 +68,15 @@ def check_instance(name: str, value: object, kind: type, *, optional: bool = Fal
     )
 
 
+def check_seconds(name: str, value: object) -> None:
+    """Raise :class:`InvalidInputError` unless ``value`` is a finite number of seconds >= 0:
+    no deadline of NaN or infinity ever passes, so a wait bounded by either never ends."""
+    if not (finite_number(value) and value >= 0):  # type: ignore[operator]
+        raise InvalidInputError(
+            f"{name} must be a finite number of seconds >= 0, got {shown(value)}"
+        )
+
+
 def check_share(name: str, value: object) -> None:
     """Raise :class:`InvalidInputError` unless ``value`` is a number in [0, 1] (NaN is in no
     range: it compares false with every bound)."""

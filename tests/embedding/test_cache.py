@@ -17,6 +17,7 @@ from toolgate.embedding import cache as embed_cache
 from toolgate.embedding import models
 from toolgate.embedding.cache import CacheWarning, EmbeddingCache, cache_key
 from toolgate.embedding.embedder import DIM, Embedder
+from toolgate.errors import InvalidInputError
 from toolgate.routing.router import Router
 
 _TOOLS = [
@@ -80,6 +81,13 @@ def test_wrong_sized_row_reads_as_miss(tmp_path: Path) -> None:
         db.execute("UPDATE embeddings SET vector = ?", (b"\x00" * 5,))
     with pytest.warns(CacheWarning, match="1 of 1 stored vectors are damaged"):
         assert cache.get_many("m", ["t"]) == [None]
+
+
+@pytest.mark.parametrize("timeout_s", [float("nan"), -1.0, float("inf"), "30"])
+def test_a_wait_that_is_no_seconds_is_refused(tmp_path: Path, timeout_s: object) -> None:
+    # NaN waited for ever on a locked file (no deadline passes NaN), -1 read as no wait.
+    with pytest.raises(InvalidInputError, match="timeout_s must be"):
+        EmbeddingCache(tmp_path / "cache.sqlite3", timeout_s=timeout_s)  # type: ignore[arg-type]
 
 
 def test_shape_mismatch_is_rejected(tmp_path: Path) -> None:

@@ -228,6 +228,13 @@ def test_a_salt_past_blake2b_s_key_size_is_hashed_to_it() -> None:
     assert query_key(QUERY, long_salt) != query_key(QUERY, b"s" * 64)
 
 
+@pytest.mark.parametrize("timeout_s", [float("nan"), -1.0, float("inf"), "30", None])
+def test_a_wait_that_is_no_seconds_is_refused(tmp_path: Path, timeout_s: Any) -> None:
+    # NaN waited for ever on a locked file (no deadline passes NaN), -1 read as no wait.
+    with pytest.raises(InvalidInputError, match="timeout_s must be"):
+        SqliteStore(tmp_path / "learned.sqlite3", timeout_s=timeout_s)
+
+
 def test_a_store_opened_with_another_salt_than_its_first_warns(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "learned.sqlite3", salt="the replicas' salt")
     with pytest.warns(StoreWarning, match="another salt"):

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolgate.arguments import file_path
+from toolgate.arguments import check_seconds, file_path
 from toolgate.forks import BoundToProcess, fork_safe_lock
 from toolgate.sqlite_files import SharedConnection, open_shared_sqlite
 
@@ -91,6 +91,7 @@ class EmbeddingCache(BoundToProcess):
         self._lock = fork_safe_lock()
         self._db: SharedConnection | None = None  # None: unusable, or closed
         timeout = BUSY_TIMEOUT_S if timeout_s is None else timeout_s
+        check_seconds("timeout_s", timeout)
         try:
             self._db = SharedConnection(self.path, lambda: _connect(self.path, timeout), self._lock)
         except (sqlite3.Error, OSError) as exc:

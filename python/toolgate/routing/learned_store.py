@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from toolgate.arguments import file_path
+from toolgate.arguments import check_seconds, file_path
 from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.forks import BoundToProcess, fork_safe_lock
 from toolgate.routing.learned_rows import (
@@ -456,6 +456,7 @@ class SqliteStore(LearnedStore):
         timeout_s: float = BUSY_TIMEOUT_S,
         salt: str | bytes | None = None,
     ):
+        check_seconds("timeout_s", timeout_s)
         super().__init__(salt=salt)
         self.path = str(path)
         self._timeout_s = timeout_s
