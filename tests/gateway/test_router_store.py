@@ -70,6 +70,19 @@ def test_the_least_recently_used_routers_past_the_bound_are_deleted(tmp_path: Pa
     assert _locks(tmp_path) == {f".{_name(0)}.lock", f".{_name(3)}.lock"}
 
 
+def test_routers_used_while_the_clock_read_far_ahead_go_first(tmp_path: Path) -> None:
+    # Used while the clock read a year ahead (set right since): ranked by that time they
+    # stayed the most recent for a year, and with max_stored of them every router used
+    # since was deleted as soon as it was let go.
+    store = RouterStore(tmp_path, max_stored=2)
+    for n in range(2):
+        _open(store, n).release()
+        _used_at(tmp_path, n, seconds_ago=-365 * 86_400.0)
+    _open(store, 2).release()
+    _open(store, 3).release()
+    assert _routers(tmp_path) == {_name(2), _name(3)}
+
+
 def test_a_router_a_process_holds_or_builds_is_not_deleted(tmp_path: Path) -> None:
     store = RouterStore(tmp_path, max_stored=1)
     held = _open(store, 0)  # this process routes with it

@@ -6,7 +6,8 @@ Each tools array's router is a directory ``NAME`` with a lock file ``.NAME.lock`
 releases the router, and exclusive while it builds the directory or deletes it: so a directory
 is built once however many processes ask, and never deleted while a process reads it (the
 catalog file loads on first need, long after the open) or writes it. Opening a directory
-sets its modification time, which orders the directories by last use. After each build, the
+sets its modification time, which orders the directories by last use (one stamped over a day
+ahead of the clock, by a clock set wrong, as the least recent). After each build, the
 directories past the ``max_stored`` most recently used are deleted, each one only if its lock
 is free at once; a lock file left without its directory (a build that failed) goes too, and
 so does a build folder a process left when it died building (its router's lock free at once).
@@ -27,11 +28,13 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 import re
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -58,6 +61,11 @@ _READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 # A directory being deleted is first renamed to this prefix, so no reader ever finds half of
 # one under its own name; one left by a crash is deleted by the next prune.
 _DOOMED = ".prune-"
+# How far ahead of this process's clock a directory's last use may be and still order it: the
+# clocks of hosts sharing a volume differ by far less. One further ahead was used while a clock
+# read wrong (a year ahead, set right since), and ranked by it would stay the most recent
+# that long, holding a place among the ``max_stored``.
+_CLOCK_SLACK_S = 86_400.0
 # A router is built in a folder named for it (.build-NAME-RANDOM), under NAME's lock held
 # exclusive: one left by a crash (a SIGKILL while indexing) is deleted by a prune that can
 # take that lock at once, since no process builds NAME then.
@@ -224,13 +232,15 @@ class RouterStore:
         if fcntl is None:  # pragma: no cover - Windows: no way to tell a directory in use
             return []
         stored: list[tuple[float, str]] = []
+        latest = time.time() + _CLOCK_SLACK_S
         orphans: list[str] = []
         builds: list[tuple[str, str]] = []
         with os.scandir(self.root) as entries:
             for entry in entries:
                 if _NAME.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
                     with contextlib.suppress(FileNotFoundError):  # another thread pruned it
-                        stored.append((entry.stat(follow_symlinks=False).st_mtime, entry.name))
+                        used = entry.stat(follow_symlinks=False).st_mtime
+                        stored.append((used if used <= latest else -math.inf, entry.name))
                 elif (match := _LOCK.fullmatch(entry.name)) and not (
                     self.root / match.group(1)
                 ).exists():
