@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from toolgate.errors import InvalidInputError
 from toolgate.gateway.learning import LearningStarter
 from toolgate.routing.learned_store import StoreError
 from toolgate.routing.learning_queue import LearningQueue, Lesson
@@ -120,6 +121,26 @@ def test_close_drops_and_counts_the_lessons_a_stalled_store_holds_past_its_timeo
         router.release.set()
     assert queue.join(timeout=10)
     assert router.learned == ["first"]
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 1e300, 10**400])
+def test_a_wait_past_what_threads_take_is_a_wait_for_ever(timeout: float) -> None:
+    # Python's locks take at most threading.TIMEOUT_MAX: infinity raised OverflowError.
+    router = _Router()
+    queue = LearningQueue()
+    queue.submit(_lesson(router, "first"))
+    assert queue.join(timeout=timeout)
+    assert queue.close(timeout=timeout)
+    assert router.learned == ["first"]
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1.0, "5"])
+def test_a_wait_that_is_no_seconds_is_refused(timeout: Any) -> None:
+    queue = LearningQueue()
+    queue.submit(_lesson(_Router(), "first"))
+    for wait in (queue.join, queue.close):
+        with pytest.raises(InvalidInputError, match="timeout must be"):
+            wait(timeout)
 
 
 def test_a_failing_store_is_warned_of_once_until_it_answers_again(

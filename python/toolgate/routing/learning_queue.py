@@ -12,12 +12,14 @@ A worker a server forks has none of its parent's threads: its queue starts afres
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from toolgate.errors import ToolgateError
+from toolgate.arguments import shown
+from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.forks import on_fork_in_child
 from toolgate.routing.router import Router
 
@@ -113,20 +115,22 @@ class LearningQueue:
     def join(self, timeout: float | None = None) -> bool:
         """Wait until every lesson submitted is learned (or ``timeout`` seconds); whether
         they were."""
+        wait = _wait_s(timeout)
         with self._changed:
-            return self._changed.wait_for(lambda: not self._waiting and not self._learning, timeout)
+            return self._changed.wait_for(lambda: not self._waiting and not self._learning, wait)
 
     def close(self, timeout: float | None = None) -> bool:
         """Take no more lessons, learn those waiting, and stop the worker, waiting for it up
         to ``timeout`` seconds. Whether it stopped: if not (the store stalls), the lessons
         still waiting are dropped and counted, and the worker (a daemon, which holds no
         process open) stops after the one it holds."""
+        wait = _wait_s(timeout)
         self.finish()
         with self._changed:
             worker = self._worker
         if worker is None:
             return True
-        worker.join(timeout)
+        worker.join(wait)
         if not worker.is_alive():
             return True
         with self._changed:
@@ -198,3 +202,19 @@ class LearningQueue:
             self._chars -= len(lesson.query)
             self._learning = True
             return lesson
+
+
+def _wait_s(timeout: object) -> float | None:
+    """``timeout`` (seconds, ``None``: for ever) as Python's threads take it: a wait past
+    ``threading.TIMEOUT_MAX`` (infinity, say) is for ever, where they raise OverflowError;
+    NaN, a negative wait or no number is an :class:`InvalidInputError`."""
+    if timeout is None:
+        return None
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or (isinstance(timeout, float) and math.isnan(timeout))
+        or timeout < 0
+    ):
+        raise InvalidInputError(f"timeout must be seconds >= 0 or None, got {shown(timeout)}")
+    return None if timeout > threading.TIMEOUT_MAX else float(timeout)
