@@ -392,6 +392,24 @@ def test_a_part_written_version_never_pushes_out_a_whole_one(
     assert len(live.catalog) == 4
 
 
+def test_versions_published_while_the_clock_read_far_ahead_go_first(
+    router: Router, embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Versions are named by the time: two published while the clock read a year ahead
+    # (set right since) sorted as the newest for that year, so the next publish with
+    # keep=2 removed the version the workers still had open.
+    link, year_ns, real_ns = tmp_path / "live", 365 * 86_400 * 10**9, time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real_ns() + year_ns)
+    ahead = [router.publish(link) for _ in range(2)]
+    monkeypatch.undo()
+    first = router.publish(link)
+    live = _open(link, embedder)  # a serving process: its catalog loads on first use
+    router.publish(link, keep=2)
+    assert first.exists()
+    assert len(live.catalog) == 4
+    assert not [version for version in ahead if version.exists()]
+
+
 @pytest.mark.parametrize("name", ["matrix.tgm", "bm25.tgb", "catalog.json", "router.json"])
 def test_a_save_interrupted_as_a_temporary_file_is_made_leaves_none(
     router: Router, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str

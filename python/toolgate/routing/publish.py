@@ -24,6 +24,11 @@ from toolgate.routing.manifest import MANIFEST
 
 __all__ = ["publish", "router_directory"]
 
+# How far ahead of the clock a version's time (its name's) may be and still order it: hosts
+# publishing to one folder differ by far less. One further ahead was published while a clock
+# read wrong (a year ahead, set right since), and ranked by it would stay the newest as long.
+_CLOCK_SLACK_NS = 86_400 * 10**9
+
 
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
@@ -92,7 +97,19 @@ def _remove_old_versions(parent: Path, prefix: str, keep: int, keeping: set[Path
     so none is still being written (a publisher killed mid-save left it). Never one of
     ``keeping``: a part-written version must not count among the ``keep`` and push out one
     that processes have open."""
-    versions = sorted(p for p in parent.iterdir() if p.name.startswith(prefix) and p.is_dir())
+    latest = time.time_ns() + _CLOCK_SLACK_NS
+
+    def published(version: Path) -> tuple[int, str]:
+        """When ``version`` was published, by its name (-1: at a time its name cannot say)."""
+        try:
+            at = int(version.name[len(prefix) : len(prefix) + 16], 16)
+        except ValueError:
+            at = -1
+        return (at if at <= latest else -1, version.name)
+
+    versions = sorted(
+        (p for p in parent.iterdir() if p.name.startswith(prefix) and p.is_dir()), key=published
+    )
     whole = [p for p in versions if (p / MANIFEST).is_file()]
     unwanted = [p for p in versions if p not in whole] + whole[:-keep]
     for old in unwanted:
