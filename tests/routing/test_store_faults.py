@@ -199,14 +199,17 @@ def test_a_save_removes_what_saves_killed_long_ago_left(router: Router, tmp_path
         tmp_path / f".matrix.tgm.{'0' * 32}.tmp",
         tmp_path / f"..bm25.tgb.{'1' * 32}.tmp.tmp-7-0",
     ]
+    # Left while the clock read a year ahead (set right since): kept for a year as fresh.
+    ahead = tmp_path / f".router.json.{'3' * 32}.tmp"
     fresh = tmp_path / f".catalog.json.{'2' * 32}.tmp"
-    for path in [*stale, fresh]:
+    for path in [*stale, ahead, fresh]:
         path.write_bytes(b"part of a save")
-    long_ago = time.time() - 2 * 24 * 3600
+    long_ago, year_on = time.time() - 2 * 24 * 3600, time.time() + 365 * 24 * 3600
     for path in stale:
         os.utime(path, (long_ago, long_ago))
+    os.utime(ahead, (year_on, year_on))
     router.save(tmp_path)
-    assert not any(path.exists() for path in stale)
+    assert not any(path.exists() for path in [*stale, ahead])
     assert fresh.exists()
 
 

@@ -96,7 +96,9 @@ ROUTER_FILES = (MANIFEST, CATALOG, MATRIX, BM25)
 # interrupted before its manifest leaves, with the index files.
 _TEMPORARY = re.compile(r"\.+(?:router\.json|catalog\.json|matrix\.tgm|bm25\.tgb)\..*tmp.*")
 
-# Far past how long a save runs: a temporary file this old is a killed save's.
+# Far past how long a save runs: a temporary file this old is a killed save's. So is one
+# changed this far ahead of the clock: a save left it while the clock read wrong (a year
+# ahead, set right since), and no running save's file is that far ahead.
 _STALE_S = 24 * 3600
 # The names saves give their temporary files, exactly (``temporary_name``'s 32 hex digits,
 # ``mkstemp``'s 8 characters in older saves, the core's ``.tmp-PID-N`` beside either or
@@ -183,16 +185,19 @@ def prepare_router_directory(path: str | os.PathLike[str]) -> Path:
 
 
 def _remove_stale_temporaries(directory: Path) -> None:
-    """Remove the temporary files in ``directory`` last changed over :data:`_STALE_S` ago:
-    a killed save leaves each file it had staged (index-sized ones too), and every kill
-    would add more. A younger one may be a running save's, so it stays."""
-    oldest = time.time() - _STALE_S
+    """Remove the temporary files in ``directory`` last changed over :data:`_STALE_S` ago
+    (or ahead): a killed save leaves each file it had staged (index-sized ones too), and
+    every kill would add more. A younger one may be a running save's, so it stays."""
+    now = time.time()
+    oldest, latest = now - _STALE_S, now + _STALE_S
     with contextlib.suppress(OSError), os.scandir(directory) as entries:
         for entry in entries:
             if _KILLED_SAVE.fullmatch(entry.name) is None:
                 continue
             with contextlib.suppress(OSError):
-                if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < oldest:
+                if entry.is_file(follow_symlinks=False) and not (
+                    oldest <= entry.stat().st_mtime <= latest
+                ):
                     os.unlink(entry.path)
 
 
