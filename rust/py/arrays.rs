@@ -23,6 +23,24 @@ pub(super) fn row_major<'a, T: Element, D: Dimension>(
     })
 }
 
+/// The elements of `array` in row-major order, copied, whatever its memory layout.
+///
+/// Never through `as_array`: rust-numpy divides numpy's byte strides by the item size and
+/// takes the data pointer as aligned, so a field of a packed structured array (a stride that
+/// is no multiple of the item size, at an odd address) was read at the wrong addresses, and
+/// through misaligned references. numpy's own copy reads any layout.
+pub(super) fn row_major_copy<T: Element + Copy, D: Dimension>(
+    array: &PyReadonlyArray<'_, T, D>,
+    what: &str,
+) -> PyResult<Vec<T>> {
+    if let Ok(values) = row_major(array, what) {
+        return Ok(values.to_vec());
+    }
+    let copy = array.call_method1("copy", ("C",))?;
+    let copy = borrow_array::<T, D>(&copy, what, "a numpy array")?;
+    Ok(row_major(&copy, what)?.to_vec())
+}
+
 /// `score` applied to `query`, a 1-D float32 array borrowed without a copy, with the GIL
 /// released: one score per stored row, as a new float32 array.
 pub(super) fn query_scores<'py>(

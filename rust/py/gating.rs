@@ -4,7 +4,7 @@
 use numpy::{PyArray2, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use super::arrays::describe;
+use super::arrays::{describe, row_major_copy};
 use super::error::InvalidInputError;
 use crate::gating::pack_masks;
 
@@ -66,7 +66,7 @@ pub(super) fn extract_masks(obj: &Bound<'_, PyAny>, rows: usize) -> PyResult<(Ve
                 "masks has {n} rows, vectors has {rows}"
             )));
         }
-        return Ok((array.as_array().iter().copied().collect(), words));
+        return Ok((row_major_copy(&array, "masks")?, words));
     }
     if obj.hasattr("dtype")? {
         return Err(InvalidInputError::new_err(format!(

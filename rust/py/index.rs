@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::args;
-use super::arrays::{borrow_array, query_scores, row_major};
+use super::arrays::{borrow_array, query_scores, row_major, row_major_copy};
 use super::error::InvalidInputError;
 use super::gating::{extract_masks, flag_list, row_list, row_list_values};
 use crate::gating::Gate;
@@ -52,12 +52,9 @@ impl PyIndex {
         let model_id = model_id.as_str();
         let vectors = borrow_array::<f32, numpy::Ix2>(vectors, "vectors", "a 2-D float32 array")?;
         let [rows, dim] = [vectors.shape()[0], vectors.shape()[1]];
-        // The core normalises into a new buffer anyway, so a strided or Fortran-ordered input
-        // costs one copy here (`as_array` iterates in row-major order).
-        let values: Vec<f32> = match row_major(&vectors, "vectors") {
-            Ok(values) => values.to_vec(),
-            Err(_) => vectors.as_array().iter().copied().collect(),
-        };
+        // The core normalises into a new buffer anyway, so a strided, Fortran-ordered or
+        // misaligned input costs one copy here.
+        let values = row_major_copy(&vectors, "vectors")?;
         let (masks, mask_words) = match masks {
             Some(masks) => extract_masks(masks, rows)?,
             None => (Vec::new(), 0),

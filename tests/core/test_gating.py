@@ -96,6 +96,18 @@ def test_mask_array_form(tmp_path: Path) -> None:
     assert list(result) == [(0, 0.0)]
 
 
+def test_mask_arrays_of_any_memory_layout(tmp_path: Path) -> None:
+    # A field of a packed structured array: 20-byte row strides over 8-byte words, at an
+    # address no multiple of 8. Read at the strides rounded down, row 1 required flag 32.
+    records = np.zeros(3, dtype=[("tag", "u4"), ("m", "<u8", (2,))])
+    records["m"][1, 0] = 1
+    masks = records["m"]
+    assert masks.strides == (20, 8)
+    assert not masks.flags.aligned
+    index = Index.build(tmp_path / "i.tgi", np.eye(3, dtype=np.float32), masks=masks)
+    assert [index.required_flags(row) for row in range(3)] == [[], [0], []]
+
+
 def test_threshold_applies_to_the_gated_report(tmp_path: Path) -> None:
     vectors = np.array([[1, 0], [0.6, 0.8], [0, 1]], np.float32)
     index = Index.build(tmp_path / "i.tgi", vectors, masks=[[1], [1], [1]])

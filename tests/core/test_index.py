@@ -187,6 +187,27 @@ def test_fortran_ordered_vectors_build_the_same_index(tmp_path: Path) -> None:
         np.testing.assert_array_equal(fortran.search(query, 3)[1], plain.search(query, 3)[1])
 
 
+def packed_field(values: NDArray[np.float32]) -> NDArray[np.float32]:
+    """`values` as a field of a packed structured array: byte strides that are no multiple of
+    4, at an odd address, as `np.fromfile` with a packed record dtype gives them."""
+    records = np.zeros(len(values), dtype=[("tag", "u1"), ("v", "<f4", values.shape[1:])])
+    records["v"] = values
+    return records["v"]
+
+
+def test_vectors_of_any_memory_layout_build_the_same_index(tmp_path: Path) -> None:
+    vectors = random_vectors(np.random.default_rng(5), 6, 4)
+    packed = packed_field(vectors)
+    assert packed.strides == (17, 4)
+    offset = np.frombuffer(b"\0" + vectors.tobytes(), np.float32, offset=1).reshape(6, 4)
+    assert not packed.flags.aligned
+    assert not offset.flags.aligned
+    plain = Index.build(tmp_path / "c.tgi", vectors).vectors(range(6))
+    for name, layout in (("packed", packed), ("offset", offset)):
+        built = Index.build(tmp_path / f"{name}.tgi", layout).vectors(range(6))
+        np.testing.assert_array_equal(built, plain, err_msg=name)
+
+
 def test_batch_equals_single_queries(tmp_path: Path) -> None:
     rng = np.random.default_rng(9)
     vectors = random_vectors(rng, 3000, 97)
