@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use super::error::InvalidInputError;
 
 /// The elements of `array` in row-major order, without a copy; an error naming `what` unless
-/// the array is C-contiguous.
+/// the array is C-contiguous and aligned for its dtype.
 ///
 /// `as_slice` alone also accepts a Fortran-ordered array, whose memory runs column after
 /// column: read as rows, it would silently score the wrong values.
@@ -15,10 +15,17 @@ pub(super) fn row_major<'a, T: Element, D: Dimension>(
     array: &'a PyReadonlyArray<'_, T, D>,
     what: &str,
 ) -> PyResult<&'a [T]> {
-    let c_order = array.is_c_contiguous();
-    array.as_slice().ok().filter(|_| c_order).ok_or_else(|| {
-        InvalidInputError::new_err(format!(
+    if !array.is_c_contiguous() {
+        return Err(InvalidInputError::new_err(format!(
             "{what} is not C-contiguous; pass np.ascontiguousarray({what})"
+        )));
+    }
+    // Contiguous, so `as_slice` refuses only a data pointer misaligned for the dtype (a view
+    // at an odd byte offset), which np.ascontiguousarray returns as it is.
+    array.as_slice().map_err(|_| {
+        InvalidInputError::new_err(format!(
+            "{what} is not aligned for its dtype (a view at an odd byte offset?); pass \
+             np.array({what}), an aligned copy"
         ))
     })
 }

@@ -296,6 +296,17 @@ def test_bad_arguments_raise_invalid_input(tmp_path: Path) -> None:
             Index.open(tmp_path / "i.tgi", **options)
 
 
+def test_a_misaligned_query_is_refused_with_the_remedy_that_works(tmp_path: Path) -> None:
+    index = Index.build(tmp_path / "i.tgi", np.eye(4, dtype=np.float32))
+    query = np.frombuffer(b"\0" + np.ones(4, np.float32).tobytes(), np.float32, offset=1)
+    # C-contiguous: np.ascontiguousarray returns it as it is, still misaligned.
+    assert np.ascontiguousarray(query).flags.c_contiguous
+    assert not np.ascontiguousarray(query).flags.aligned
+    with pytest.raises(InvalidInputError, match=r"query is not aligned.*np\.array\(query\)"):
+        index.search(query)
+    assert index.search(np.array(query), 2)[0].tolist() == [0, 1]
+
+
 def test_metadata_round_trips(tmp_path: Path) -> None:
     vectors = np.eye(3, 6, dtype=np.float32) * 5
     ids = np.array([10, 2**63 + 5, 7], np.uint64)
