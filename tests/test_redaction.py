@@ -24,6 +24,21 @@ def test_a_url_keeps_its_scheme_and_host_alone(url: str, cut: str) -> None:
     assert redacted_url(url) == cut
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://bob:pa'ss@mcp.example.com/sk-KEY/mcp",  # a quote is allowed in user info
+        'https://u:p"w@mcp.example.com/',
+        "https://mcp.example.com/mcp?api_key=ab'KEY",  # and in a query string
+    ],
+)
+def test_a_quote_inside_a_url_does_not_end_it(url: str) -> None:
+    logged = redact_urls(f'HTTP Request: POST {url} "HTTP/1.1 200 OK"')
+    assert logged.startswith("HTTP Request: POST https://mcp.example.com/")
+    assert not any(secret in logged for secret in ("KEY", "bob", 'p"w'))
+    assert logged.endswith(' "HTTP/1.1 200 OK"')
+
+
 def test_a_url_may_keep_its_path_but_not_its_query_string() -> None:
     url = "https://generativelanguage.googleapis.com/v1beta/models?key=KEY#part"
     assert redacted_url(url, keep_path=True) == (
