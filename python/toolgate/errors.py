@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolgate._toolgate import IndexFormatError, InvalidInputError, StorageError, ToolgateError
-from toolgate.unicode import surrogates_escaped
+from toolgate.unicode import printable, surrogates_escaped
 
 __all__ = [
     "CatalogError",
@@ -48,6 +48,11 @@ class CatalogError(ToolgateError):
         return surrogates_escaped(super().__str__())
 
 
+#: How much of a tool's id or label a message shows: a valid id (a server and a name of 256
+#: characters at most) whole.
+SHOWN_ID_CHARS = 520
+
+
 @dataclass(frozen=True)
 class Offender:
     """A tool that could not be loaded: where it was, what it is called, and why."""
@@ -57,7 +62,10 @@ class Offender:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.position} {self.tool}: {self.reason}"
+        # Shown escaped and cut: lenient loads log it, and a name is the caller's text (a
+        # line break in it forged a log line; a name refused as too long was quoted whole).
+        tool, reason = printable(self.tool, SHOWN_ID_CHARS), printable(self.reason, 1000)
+        return f"{self.position} {tool}: {reason}"
 
 
 class InvalidToolsError(CatalogError):

@@ -10,7 +10,7 @@ caller with :func:`lone_surrogate_at`, and a message quoting one shows it escape
 
 from __future__ import annotations
 
-__all__ = ["lone_surrogate_at", "surrogates_escaped", "trimmed", "well_formed"]
+__all__ = ["lone_surrogate_at", "printable", "surrogates_escaped", "trimmed", "well_formed"]
 
 # Whitespace and the invisible format characters a pasted or generated text carries at its
 # ends: zero-width space, joiners and direction marks (U+200B-U+200F), bidi embeddings and
@@ -65,6 +65,22 @@ def surrogates_escaped(text: str) -> str:
     if lone_surrogate_at(text) is None:
         return text
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def printable(text: str, limit: int) -> str:
+    """``text`` for one line of a message or a log, cut to ``limit`` characters: each
+    character that does not print (a line break, ESC, a direction mark, a lone surrogate)
+    written as its escape, so that a caller's text cannot forge a line or drive a terminal.
+
+    >>> print(printable("bad\\nERROR forged\\x1b[31m", 80))
+    bad\\nERROR forged\\x1b[31m
+    >>> printable("x" * 10, 4)
+    'xxxx...'
+    """
+    shown = text[:limit]
+    if not shown.isprintable():
+        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown)
+    return shown if len(text) <= limit else f"{shown}..."
 
 
 def trimmed(text: str) -> str:

@@ -239,3 +239,24 @@ def test_checked_schemas_leave_no_copy_of_their_text_behind() -> None:
     finally:
         tracemalloc.stop()
     assert held < 2 * size  # not the 20 schemas' texts (20 x size)
+
+
+def test_a_bad_tools_name_cannot_forge_or_flood_the_log() -> None:
+    # Quoted raw, a name's line break wrote a line of the caller's in the log (a warning of
+    # a lenient load, of a ToolFilter keeping unreadable tools), its ESC a terminal colour;
+    # and a name of a megabyte, refused as too long, was quoted whole.
+    forged = "bad\nWARNING:root:forged\x1b[31m"
+    tools: list[Any] = [_tool(forged, inputSchema=5), _tool("x" * 1_000_000), _tool("ok")]
+    with pytest.warns(CatalogWarning) as caught:
+        Catalog.from_tools(tools, server="s", lenient=True)
+    message = str(caught[0].message)
+    assert "s/bad\\nWARNING:root:forged\\x1b[31m: input schema must be" in message
+    assert message.isprintable()
+    assert len(message) < 2_000
+
+
+def test_a_tool_named_with_a_line_break_is_warned_of_on_one_line() -> None:
+    gated = _tool("a\nERROR forged", **{"x-toolgate": {"requires": {"tools": ["s/nothing"]}}})
+    with pytest.warns(CatalogWarning) as caught:
+        Catalog.from_tools([gated], server="s")
+    assert "s/a\\nERROR forged requires ['s/nothing']" in str(caught[0].message)

@@ -35,10 +35,17 @@ from toolgate.catalog.sources import (
     saved_tool_checked,
 )
 from toolgate.catalog.tool import Tool
-from toolgate.errors import CatalogError, CatalogWarning, InvalidToolsError, UnknownToolError
+from toolgate.errors import (
+    SHOWN_ID_CHARS,
+    CatalogError,
+    CatalogWarning,
+    InvalidToolsError,
+    UnknownToolError,
+)
 from toolgate.formats.documents import detect_format, parse_document
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.formats.tool_dict import parse_tool_dict
+from toolgate.unicode import printable
 
 __all__ = [
     "Catalog",
@@ -496,7 +503,7 @@ class Catalog:
         """
         index = RequirementIndex(self._tools)
         unmet = [
-            f"{tool.id} requires {missing}"
+            f"{printable(tool.id, SHOWN_ID_CHARS)} requires {missing}"
             for tool in self._tools
             if tool.requires_tools and (missing := index.unmet(tool))
         ]
