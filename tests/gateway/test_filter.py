@@ -919,6 +919,20 @@ def test_unreadable_tools_are_errors_or_kept_as_asked(embedder: Embedder) -> Non
         ToolFilter(unreadable="drop")  # type: ignore[arg-type]
 
 
+def test_keep_mode_warns_of_a_bounded_number_of_unreadable_tools(embedder: Embedder) -> None:
+    # Each was listed: a request of 5,000 nameless tools was a warning of 300 kB, written
+    # to stderr (and kept in the warnings registry) for each such tools array sent.
+    keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
+    nameless = {"type": "function", "function": {"description": "no name"}}
+    request = {**chat_request(), "tools": [*chat_tools()[:3], *[nameless] * 5_000]}
+    with pytest.warns(CatalogWarning, match="cannot index 5000 of") as caught:
+        filtered = keeping.filter(request, top_k=1)
+    assert len(filtered.positions) == 5_001  # all kept, as before
+    message = str(caught[0].message)
+    assert message.endswith("and 4,980 more")
+    assert len(message) < 2_000
+
+
 def test_keep_mode_tells_unreadable_tags_on_one_line_apart(embedder: Embedder) -> None:
     keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
     huge = "Read files. " + "More. " * 3000

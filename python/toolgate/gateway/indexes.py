@@ -31,6 +31,7 @@ from toolgate.errors import (
     CatalogWarning,
     IndexFormatError,
     InvalidToolsError,
+    Offender,
     StorageError,
     ToolgateError,
 )
@@ -76,6 +77,9 @@ __all__ = [
 MAX_CACHED_BYTES = 256 << 20
 
 _T = TypeVar("_T")
+# The unreadable tools a warning names: a request's tools are the client's, and listing
+# thousands made one warning (printed, and kept in the warnings registry) per array sent.
+_LISTED_OFFENDERS = 20
 # Learning's trouble is logged where the gateway's is.
 _GATEWAY_LOG = logging.getLogger("toolgate.gateway")
 
@@ -257,7 +261,7 @@ class Indexes:
             tools, _ = build_tools([raws[k] for k in readable])
             warnings.warn(
                 f"cannot index {len(offenders)} of the request's tools, so they are sent on "
-                f"every request: {'; '.join(map(str, offenders))}",
+                f"every request: {_listed(offenders)}",
                 CatalogWarning,
                 stacklevel=7,  # filter()'s caller: _build, _get, get, _route, _filter_*, filter
             )
@@ -431,3 +435,10 @@ def _plain(value: Any, depth: int = 0) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(item, depth + 1) for item in value]
     raise ValueError(f"no JSON form for {type(value).__name__}")
+
+
+def _listed(offenders: Sequence[Offender]) -> str:
+    """The first :data:`_LISTED_OFFENDERS` of ``offenders``, and how many more there are."""
+    listed = "; ".join(map(str, offenders[:_LISTED_OFFENDERS]))
+    more = len(offenders) - _LISTED_OFFENDERS
+    return f"{listed}; and {more:,} more" if more > 0 else listed
