@@ -92,6 +92,27 @@ def test_a_store_that_fails_is_logged_and_the_verdict_stands(
     assert "disk full" in caplog.text
 
 
+def test_a_store_that_keeps_failing_is_warned_of_once_until_it_learns_again(
+    embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Each verified call warned: a full disk was one warning per call, as the learning
+    # queue's had been before it warned once per kind of error.
+    store = _Broken(":memory:")
+    gate = _gate(embedder, store)
+    filtered = gate.filter(chat_request(QUERY), top_k=8)
+    with caplog.at_level(logging.DEBUG, logger="toolgate.gateway"):
+        for _ in range(3):
+            assert gate.verify(_call("send_email"), filtered).ok
+        store.__class__ = SqliteStore  # the disk has room again: a lesson is learned
+        assert gate.verify(_call("send_email"), filtered).ok
+        store.__class__ = _Broken
+        other = gate.filter(chat_request("email Ann the flight times"), top_k=8)
+        assert gate.verify(_call("send_email"), other).ok
+    levels = [r.levelno for r in caplog.records if "disk full" in r.getMessage()]
+    warned = [logging.WARNING, logging.DEBUG, logging.DEBUG, logging.WARNING]
+    assert levels == warned
+
+
 SECRET = "Pa55wordSecret"
 
 

@@ -62,7 +62,7 @@ from toolgate.gateway.indexes import (
     keyed,
 )
 from toolgate.gateway.layouts import Layouts, compacted
-from toolgate.gateway.learning import learn_now, lesson_of
+from toolgate.gateway.learning import learn_now, lesson_of, verified_call_failures
 from toolgate.gateway.router_store import RouterStore, default_max_stored
 from toolgate.lazy import Lazy
 from toolgate.promotion.budget import Budget
@@ -194,6 +194,7 @@ class ToolFilter(BoundToProcess):
             unreadable=unreadable,
             learn=None if learn is None else open_store(learn),
         )
+        self._learn_failures = verified_call_failures()
 
     def load_model(self) -> None:
         """Load the embedding model now rather than at the first request that needs it (a
@@ -499,7 +500,7 @@ class ToolFilter(BoundToProcess):
         ):
             return Verdict(True, name=verdict.name, call_id=verdict.call_id)
         if learn and (lesson := lesson_of(filtered, verdict)) is not None:
-            learn_now(lesson)
+            learn_now(lesson, self._learn_failures)
         return verdict
 
 

@@ -21,6 +21,7 @@ from toolgate.routing.learned_store import StoreError
 from toolgate.routing.learning_queue import (
     LEARN_QUEUE_CHARS,
     LEARN_QUEUE_LESSONS,
+    LearningFailures,
     LearningQueue,
     Lesson,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "Lesson",
     "learn_now",
     "lesson_of",
+    "verified_call_failures",
 ]
 
 _log = logging.getLogger("toolgate.gateway")
@@ -57,10 +59,18 @@ def lesson_of(filtered: FilteredRequest, verdict: Verdict) -> Lesson | None:
     return Lesson(router, result.query, tool)
 
 
-def learn_now(lesson: Lesson) -> None:
-    """Learn ``lesson`` in the caller's thread. A store that fails is logged, not raised:
-    the verdict stands without it."""
+def learn_now(lesson: Lesson, failures: LearningFailures) -> None:
+    """Learn ``lesson`` in the caller's thread. A store that fails is logged as
+    ``failures`` says (once per kind of error while it fails), not raised: the verdict
+    stands without it."""
     try:
         lesson.learn()
     except StoreError as exc:
-        _log.warning("learning from a verified call failed: %s", exc)
+        failures.failed(exc)
+    else:
+        failures.learned()
+
+
+def verified_call_failures() -> LearningFailures:
+    """The log of lessons :func:`learn_now` fails to learn, for one filter's calls."""
+    return LearningFailures(_log, "learning from a verified call failed: %s")

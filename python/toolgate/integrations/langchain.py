@@ -44,7 +44,7 @@ from toolgate.formats.raw import RawTool
 from toolgate.gateway.choosing import shut_out_read
 from toolgate.gateway.filter import ToolFilter, filter_off_loop
 from toolgate.gateway.filtered import FilteredRequest
-from toolgate.gateway.learning import learn_now, lesson_of
+from toolgate.gateway.learning import learn_now, lesson_of, verified_call_failures
 from toolgate.integrations import needs_extra
 from toolgate.integrations.langchain_calls import OFFERED, asked_for, refusal
 from toolgate.routing.config import DEFAULT, DefaultType
@@ -139,6 +139,7 @@ class ToolSelector:
         # What the async middleware's calls teach, learned by one worker thread (started by
         # the first lesson): an agent's step never waits on the store's lock.
         self._lessons = LearningQueue()
+        self._learn_failures = verified_call_failures()  # the sync form's, learned in place
         # Stopped with the selector, once it has learned what waits: a selector made per
         # request left a thread, holding the last lesson's router, behind for each.
         weakref.finalize(self, self._lessons.finish).atexit = False
@@ -267,7 +268,7 @@ class ToolSelector:
         """Check each tool call of the model's ``message`` against ``filtered`` (the request
         it answered), so that a call that passes is learned from, when the filter learns."""
         for lesson in self._lessons_in(message, filtered):
-            learn_now(lesson)
+            learn_now(lesson, self._learn_failures)
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until what the async middleware's model calls taught is learned (at most

@@ -23,7 +23,13 @@ from toolgate.errors import InvalidInputError, ToolgateError
 from toolgate.forks import on_fork_in_child
 from toolgate.routing.router import Router
 
-__all__ = ["LEARN_QUEUE_CHARS", "LEARN_QUEUE_LESSONS", "LearningQueue", "Lesson"]
+__all__ = [
+    "LEARN_QUEUE_CHARS",
+    "LEARN_QUEUE_LESSONS",
+    "LearningFailures",
+    "LearningQueue",
+    "Lesson",
+]
 
 #: Lessons a queue keeps waiting for its worker at most; more are dropped and counted.
 LEARN_QUEUE_LESSONS = 1024
@@ -47,6 +53,32 @@ class Lesson:
             self.router.feedback(self.query, missed=[self.tool])
         else:
             self.router.feedback(self.query, used=[self.tool])
+
+
+class LearningFailures:
+    """How lessons that fail are logged on ``log``: a warning once per kind of error until
+    a lesson is learned again (one per lesson flooded the log while a store was down), then
+    at debug level; with a traceback unless it is toolgate's own error (a store's needs
+    none). Thread-safe."""
+
+    def __init__(self, log: logging.Logger, message: str = "learning from a call failed: %s"):
+        """See the class docstring; ``message`` takes the error as its one argument."""
+        self.log, self.message = log, message
+        self._kinds: set[type[BaseException]] = set()
+        self._lock = threading.Lock()
+
+    def learned(self) -> None:
+        """A lesson was learned: the store answers, and its next failure is warned of."""
+        with self._lock:
+            self._kinds.clear()
+
+    def failed(self, exc: Exception) -> None:
+        """Log ``exc``, the failure of a lesson: the call it came from stands."""
+        with self._lock:
+            told = type(exc) in self._kinds
+            self._kinds.add(type(exc))
+        bug = not isinstance(exc, ToolgateError)
+        self.log.log(logging.DEBUG if told else logging.WARNING, self.message, exc, exc_info=bug)
 
 
 class LearningQueue:
@@ -83,8 +115,7 @@ class LearningQueue:
         self._closed = False
         self._changed = threading.Condition()
         self._worker: threading.Thread | None = None
-        # Kinds of failure warned of since the last lesson learned (then logged at debug).
-        self._failures: set[type[BaseException]] = set()
+        self._failures = LearningFailures(self._log)
         #: Lessons dropped: the queue was full, or closed.
         self.dropped = 0
         on_fork_in_child(self, LearningQueue._forked)
@@ -157,7 +188,7 @@ class LearningQueue:
         self._chars = 0
         self._learning = False
         self._worker = None
-        self._failures = set()
+        self._failures = LearningFailures(self._log)
 
     def _dropped(self, count: int) -> None:
         if self._on_drop is not None:
@@ -176,21 +207,13 @@ class LearningQueue:
         while (lesson := self._next()) is not None:
             try:
                 lesson.learn()
-                self._failures.clear()  # the store answers: warn of its next failure
+                self._failures.learned()
             except Exception as exc:  # the worker must go on learning the next ones
-                self._failed(exc)
+                self._failures.failed(exc)
             finally:
                 with self._changed:
                     self._learning = False
                     self._changed.notify_all()
-
-    def _failed(self, exc: Exception) -> None:
-        """Log a lesson's failure (worker thread only): the call it came from stands."""
-        kind = type(exc)
-        level = logging.DEBUG if kind in self._failures else logging.WARNING
-        self._failures.add(kind)
-        bug = not isinstance(exc, ToolgateError)  # a store's own errors need no trace
-        self._log.log(level, "learning from a call failed: %s", exc, exc_info=bug)
 
     def _next(self) -> Lesson | None:
         """The next lesson, waiting for one; ``None`` once closed and none waits."""
