@@ -30,6 +30,7 @@ from toolgate.integrations.mcp.passthrough import (
     MAX_TEMPLATE_EXPRESSIONS,
     MAX_TEMPLATE_URI_CHARS,
     RESOURCE_NOT_FOUND,
+    WARNED_MESSAGES,
     template_matches,
 )
 from toolgate.integrations.mcp.proxy import McpProxy
@@ -383,6 +384,40 @@ def test_a_failing_or_malformed_listing_hides_only_itself(
         got = await passthrough.get_prompt("good_prompt", {"topic": "x"})
         assert text(got) == "good_prompt {'topic': 'x'}"
         assert good.gets == [("good_prompt", {"topic": "x"})]
+
+    run(main)
+
+
+class ChangingClient(ExtrasClient):
+    """Fails its listings with a new message each time, or lists a new malformed item."""
+
+    async def list_prompts(self, cursor: str | None = None) -> dict[str, Any]:
+        self.prompt_listings += 1
+        if self.broken:
+            raise ConnectionError(f"listing {self.prompt_listings} went away")
+        return {"prompts": [{"description": f"no name, listing {self.prompt_listings}"}]}
+
+
+def test_what_a_servers_listings_are_warned_of_is_remembered_within_a_bound(
+    embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every warning was remembered, each failure's too: a server whose messages change (a
+    # count, an id) grew the proxy's memory by one for each listing, for as long as it ran.
+    async def main() -> None:
+        changing = ChangingClient("changing", broken=True)
+        router = McpRouter(embedder=embedder, cache=None, retry_after=0)
+        await router.connect({"changing": changing})
+        passthrough = McpProxy(router).passthrough
+        with caplog.at_level(logging.WARNING, "toolgate.integrations.mcp.passthrough"):
+            for _ in range(300):
+                await passthrough.list_prompts()
+            changing.broken = False
+            for _ in range(300):
+                await passthrough.list_prompts()
+        messages = [r.getMessage() for r in caplog.records]
+        assert sum("went away" in m for m in messages) == 300  # each failure is told
+        malformed = [m for m in messages if "item without a string 'name'" in m]
+        assert len(malformed) == WARNED_MESSAGES  # the first ones, then no more
 
     run(main)
 

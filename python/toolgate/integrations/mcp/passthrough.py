@@ -65,6 +65,7 @@ __all__ = [
     "MAX_TEMPLATE_EXPRESSIONS",
     "MAX_TEMPLATE_URI_CHARS",
     "RESOURCE_NOT_FOUND",
+    "WARNED_MESSAGES",
     "Passthrough",
     "Reconnect",
     "connection_closed",
@@ -76,6 +77,9 @@ logger = logging.getLogger(__name__)
 
 #: The MCP error code for a resource no server has.
 RESOURCE_NOT_FOUND = -32002
+#: Warnings told once each that are remembered: past them, new ones are not told (a server
+#: whose faults change with each listing made one more for each, kept for good).
+WARNED_MESSAGES = 256
 
 #: The longest URI matched against templates, far past any real URI; a longer one matches
 #: none (a template only chooses which server to ask first, so it is still read).
@@ -469,10 +473,12 @@ class Passthrough:
 
     def _warn(self, message: str, *, once: bool = True) -> None:
         """Log ``message`` as a warning; with ``once``, only the first time (a listing is
-        read again for every request, and so would its faults be)."""
-        if once and message in self._warned:
-            return
-        self._warned.add(message)
+        read again for every request, and so would its faults be), and only while fewer
+        than :data:`WARNED_MESSAGES` are remembered."""
+        if once:
+            if message in self._warned or len(self._warned) >= WARNED_MESSAGES:
+                return
+            self._warned.add(message)
         logger.warning("%s", message)
 
 
