@@ -422,6 +422,31 @@ def test_what_a_servers_listings_are_warned_of_is_remembered_within_a_bound(
     run(main)
 
 
+class ForgingClient(ExtrasClient):
+    async def list_prompts(self, cursor: str | None = None) -> dict[str, Any]:
+        raise MCPError(INVALID_PARAMS, "no\nWARNING:toolgate:forged\x1b[2J" + "x" * 100_000)
+
+
+def test_a_servers_failure_is_warned_of_on_one_bounded_line(
+    embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The server's message was logged as it sent it: its line break wrote a line of its own
+    # in the proxy's log, its ESC cleared the terminal, and its length was the server's.
+    async def main() -> None:
+        router = McpRouter(embedder=embedder, cache=None, retry_after=60)
+        await router.connect({"forging": ForgingClient("forging")})
+        with caplog.at_level(logging.WARNING, "toolgate.integrations.mcp.passthrough"):
+            await McpProxy(router).passthrough.list_prompts()
+        (message,) = [
+            r.getMessage() for r in caplog.records if "prompts/list failed" in r.getMessage()
+        ]
+        assert "failed: no\\nWARNING:toolgate:forged\\x1b[2Jxxx" in message
+        assert message.isprintable()
+        assert len(message) < 2_000
+
+    run(main)
+
+
 def test_a_server_whose_listing_fails_keeps_its_prompts_and_their_names(
     embedder: Embedder,
 ) -> None:

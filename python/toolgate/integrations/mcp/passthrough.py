@@ -60,6 +60,7 @@ from toolgate.integrations.mcp.listing import list_every_page, plain
 from toolgate.integrations.mcp.relay import RequestRelay, pages_to_open
 from toolgate.integrations.mcp.router import McpClient, McpRouter
 from toolgate.integrations.mcp.sessions import watching
+from toolgate.unicode import printable
 
 __all__ = [
     "MAX_TEMPLATE_EXPRESSIONS",
@@ -424,7 +425,8 @@ class Passthrough:
             except MCPError as exc:
                 if exc.code == METHOD_NOT_FOUND:  # the server has none after all
                     return
-                why = str(exc).removeprefix(f"MCP server {server!r}: {method} failed: ")
+                said = str(exc).removeprefix(f"MCP server {server!r}: {method} failed: ")
+                why = printable(said, 1000)  # the server's text, for the log: escaped, cut
             except TimeoutError:
                 why = f"took over {timeout} s"
             else:
