@@ -7,6 +7,8 @@ import dataclasses
 import math
 import pickle
 import re
+import sys
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -931,6 +933,27 @@ def test_keep_mode_warns_of_a_bounded_number_of_unreadable_tools(embedder: Embed
     message = str(caught[0].message)
     assert message.endswith("and 4,980 more")
     assert len(message) < 2_000
+
+
+def _registered_warnings() -> int:
+    return sum(
+        len(getattr(m, "__warningregistry__", None) or ()) for m in list(sys.modules.values())
+    )
+
+
+def test_keep_mode_keeps_nothing_of_each_warning(embedder: Embedder) -> None:
+    # Python's warnings registry keeps the text of each warning it has shown, to show it
+    # once: a client sending tools arrays with a new unreadable tool each grew it by one
+    # warning per request, for as long as the process ran.
+    keeping = ToolFilter(embedder=embedder, cache=None, unreadable="keep")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        before = _registered_warnings()
+        for n in range(20):
+            bad = {"type": "function", "function": {"name": f"bad_{n}", "parameters": 5}}
+            keeping.filter({**chat_request(), "tools": [*chat_tools()[:3], bad]}, top_k=1)
+        assert _registered_warnings() - before < 5
+    assert len(caught) == 20  # each still told
 
 
 def test_keep_mode_tells_unreadable_tags_on_one_line_apart(embedder: Embedder) -> None:

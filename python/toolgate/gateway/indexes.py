@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import logging
 import marshal
+import sys
 import warnings
 import weakref
 from collections import OrderedDict
@@ -259,10 +260,9 @@ class Indexes:
             unreadable = tuple(sorted({int(offender.position) for offender in by_index}))
             readable = [k for k in range(len(raws)) if k not in set(unreadable)]
             tools, _ = build_tools([raws[k] for k in readable])
-            warnings.warn(
+            _warn_unregistered(
                 f"cannot index {len(offenders)} of the request's tools, so they are sent on "
                 f"every request: {_listed(offenders)}",
-                CatalogWarning,
                 stacklevel=7,  # filter()'s caller: _build, _get, get, _route, _filter_*, filter
             )
         else:
@@ -442,3 +442,18 @@ def _listed(offenders: Sequence[Offender]) -> str:
     listed = "; ".join(map(str, offenders[:_LISTED_OFFENDERS]))
     more = len(offenders) - _LISTED_OFFENDERS
     return f"{listed}; and {more:,} more" if more > 0 else listed
+
+
+def _warn_unregistered(message: str, stacklevel: int) -> None:
+    """Warn with ``message``, a :class:`CatalogWarning`, as from the caller ``stacklevel``
+    frames up, without the warnings registry: it keeps the text of each warning shown (to
+    show it once), and each tools array a client sends may make a new one. A tools array
+    is indexed once while cached, so its warning is still shown once in that time."""
+    try:
+        frame = sys._getframe(stacklevel)
+    except ValueError:  # a shallower stack: warnings.warn names "sys" then
+        filename, lineno, module, frame_globals = "sys", 1, "sys", None
+    else:
+        filename, lineno = frame.f_code.co_filename, frame.f_lineno
+        module, frame_globals = frame.f_globals.get("__name__", filename), frame.f_globals
+    warnings.warn_explicit(message, CatalogWarning, filename, lineno, module, None, frame_globals)
