@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import math
+
 import pytest
 
+from toolgate.embedding.long_texts import PREFIX_CHARS
 from toolgate.routing.history import HistoryTurn, history_texts
 
 
@@ -104,3 +108,53 @@ def test_a_type_that_is_no_string_is_not_a_tool_output() -> None:
         {"type": {"a": 1}, "output": "result"},
     ]
     assert history_texts(turns, 2) == ["earlier"]
+
+
+class _Stamp:
+    """A value JSON has no form for, written as its str()."""
+
+    def __str__(self) -> str:
+        return "2026-11-30"
+
+
+_ROWS = [{"id": i, "name": f"row {i}", "tags": ["a", "b"]} for i in range(200_000)]
+
+
+@pytest.mark.parametrize(
+    ("turn", "whole"),
+    [
+        (
+            {"type": "function_call_output", "call_id": "c", "output": {"rows": _ROWS}},
+            json.dumps({"rows": _ROWS}),
+        ),
+        (
+            {"parts": [{"functionResponse": {"name": "f", "response": {"rows": _ROWS}}}]},
+            json.dumps({"rows": _ROWS}),
+        ),
+        ({"role": "tool", "content": "log line\n" * 1_000_000}, "log line\n" * 1_000_000),
+    ],
+)
+def test_a_huge_tool_result_is_read_no_further_than_the_model_reads(
+    turn: HistoryTurn, whole: str
+) -> None:
+    # The embedder reads no more than PREFIX_CHARS characters of a text: writing out a tool's
+    # 10 MB result whole, on every route of the agent loop, cost seconds for nothing.
+    assert history_texts([turn], 1) == [whole[:PREFIX_CHARS]]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": [1, 2.5, True, None, "x"], "b": {}, "c": []},
+        {"日本": "語", "quote": 'a "b" \\ c', "nan": math.nan, "inf": -math.inf},
+        {1: "int key", 2.5: "float key", False: "bool key", None: "null key"},
+        [{"when": _Stamp()}, ("tuple", 1)],
+    ],
+)
+def test_a_tool_result_reads_as_its_json(value: object) -> None:
+    # Non-ASCII text is read as itself, never as \u escapes the model cannot tell apart.
+    expected = json.dumps(value, ensure_ascii=False, default=str)
+    output = {"type": "function_call_output", "call_id": "c", "output": value}
+    response = {"parts": [{"functionResponse": {"name": "f", "response": value}}]}
+    assert history_texts([output], 1) == [expected]
+    assert history_texts([response], 1) == [expected]

@@ -7,13 +7,15 @@ weights, re-normalised. Assistant turns are left out: they restate the plan, not
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from json.encoder import encode_basestring
+from typing import Any
 
 import numpy as np
 
+from toolgate.embedding.long_texts import PREFIX_CHARS
 from toolgate.errors import InvalidInputError
-from toolgate.json_limits import json_problem
 from toolgate.unicode import well_formed
 
 __all__ = ["HistoryTurn", "blend_history", "history_texts"]
@@ -23,8 +25,7 @@ _BLENDED_ROLES = frozenset({"user", "tool", "function", "tool_result"})
 # Responses API items holding a tool's result (they carry no role).
 _TOOL_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 # Deepest value written out as text. Tool outputs may nest past json_limits.MAX_DEPTH (a bound
-# on schemas, not on results), but the writers (json.dumps, repr) recurse: well inside the
-# interpreter's recursion limit from any caller's stack.
+# on schemas, not on results); one nested deeper is no tool's real output, and adds no text.
 _TEXT_DEPTH = 256
 
 
@@ -57,6 +58,9 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
             raise InvalidInputError(
                 f"history[{position}] must be a string or a mapping, got {type(turn).__name__}"
             )
+        # The embedder reads no further (embedding.long_texts): a 10 MB tool result is cut
+        # here, not carried through every step of every route.
+        text = text[:PREFIX_CHARS]
         if text.strip():
             texts.append(well_formed(text))
         if len(texts) == turns:
@@ -71,10 +75,7 @@ def _message_text(turn: Mapping[str, object], position: int) -> str:
     # Responses API: a tool's result, no role. A type that is no string (a list is not
     # hashable) is no tool output.
     if isinstance(kind, str) and kind in _TOOL_OUTPUTS:
-        output = turn.get("output")
-        if isinstance(output, str):
-            return output
-        return _written(output, lambda value: json.dumps(value, default=str))
+        return _written(turn.get("output"))
     if "role" in turn:
         role = turn["role"]
     elif "type" in turn:
@@ -112,26 +113,111 @@ def _block_text(block: object, position: int, results: bool) -> str:
     """A content block's text: ``text``, a tool result's ``content``, a Gemini function
     response (as JSON); blocks without text (images, tool calls) give nothing."""
     if not isinstance(block, Mapping):
-        return _written(block, str)
+        return _written(block)
     if "text" in block:
-        return _written(block["text"], str)
+        return _written(block["text"])
     if block.get("type") == "tool_result":
         return _content_text(block.get("content"), position, False) if results else ""
     response = block.get("functionResponse", block.get("function_response"))
     if isinstance(response, Mapping):
-        value = response.get("response", {})
-        return _written(value, lambda value: json.dumps(value, ensure_ascii=False, default=str))
+        return _written(response.get("response", {}))
     return ""
 
 
-def _written(value: object, write: Callable[[object], str]) -> str:
-    """``write(value)``, or "" if writing it out would fail: nested past :data:`_TEXT_DEPTH`
-    levels (a ``RecursionError``) or holding an integer past 4,300 digits (a ``ValueError``).
-    The provider takes such a value and routing only needs text to embed, so it adds none
-    rather than refusing the request. Strings, the common case, are not walked."""
-    if not isinstance(value, str) and json_problem(value, _TEXT_DEPTH, strict=False):
+def _written(value: object) -> str:
+    """``value`` as text: a string as it is, anything else as its JSON (``json.dumps`` with
+    ``default=str``, non-ASCII as itself), both no longer than :data:`PREFIX_CHARS`, which is
+    all the embedder reads. "" when the JSON cannot be written: nested past
+    :data:`_TEXT_DEPTH` levels, or an integer past 4,300 digits (a ``ValueError``). The
+    provider takes such a value and routing only needs text to embed, so it adds none
+    rather than refusing the request."""
+    if isinstance(value, str):
+        return value[:PREFIX_CHARS]
+    try:
+        return _json_prefix(value, PREFIX_CHARS)
+    except (_TooDeep, ValueError):
         return ""
-    return write(value)
+
+
+class _TooDeep(Exception):
+    """A value nested past :data:`_TEXT_DEPTH` levels."""
+
+
+def _json_prefix(value: Any, limit: int) -> str:
+    """The first ``limit`` characters of ``json.dumps(value, ensure_ascii=False,
+    default=str)``, written iteratively and no further: a tool's result of a million rows
+    costs what its first rows do, and one nested past the recursion limit cannot raise."""
+    parts: list[str] = []
+    size = 0
+    # Each open container: its items left, its closing bracket, whether it is a dict.
+    stack: list[tuple[Iterator[Any], str, bool]] = []
+    pending: list[Any] = [value]  # the value to write next, if any
+    first = True
+    while size < limit:
+        if pending:
+            item = pending.pop()
+            if isinstance(item, (dict, list, tuple)):
+                if len(stack) >= _TEXT_DEPTH:
+                    raise _TooDeep
+                is_dict = isinstance(item, dict)
+                parts.append("{" if is_dict else "[")
+                items = iter(item.items()) if isinstance(item, dict) else iter(item)
+                stack.append((items, "}" if is_dict else "]", is_dict))
+                first = True
+            else:
+                parts.append(_json_scalar(item, limit - size))
+                first = False
+            size += len(parts[-1])
+            continue
+        if not stack:
+            break
+        items, close, is_dict = stack[-1]
+        nxt: Any = next(items, _END)
+        if nxt is _END:
+            stack.pop()
+            parts.append(close)
+            size += 1
+            first = False
+            continue
+        separator = "" if first else ", "
+        first = False
+        if is_dict:
+            key, nxt = nxt
+            separator += f"{_json_scalar(_key_text(key), limit - size)}: "
+        parts.append(separator)
+        size += len(separator)
+        pending.append(nxt)
+    return "".join(parts)[:limit]
+
+
+_END: Any = object()  # a container has no items left
+
+
+def _key_text(key: Any) -> str:
+    """A dict key as the string ``json.dumps`` writes (a bool, None or number as its JSON;
+    the keys JSON has no form for, which it refuses, as their str())."""
+    if key is None or isinstance(key, (bool, int, float)):
+        return _json_scalar(key, PREFIX_CHARS)
+    return str(key)
+
+
+def _json_scalar(value: Any, limit: int) -> str:
+    """A value that holds no other as ``json.dumps`` writes it, without its per-call cost
+    (most of the time of a large result); a string no longer than ``limit`` characters past
+    its quote (its escapes only lengthen it)."""
+    if isinstance(value, str):
+        return encode_basestring(value[:limit])
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return int.__repr__(value)  # raises ValueError past 4,300 digits
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return float.__repr__(value)
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return encode_basestring(str(value)[:limit])
 
 
 def blend_history(
