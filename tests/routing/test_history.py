@@ -84,8 +84,9 @@ def test_values_too_deep_to_write_out_add_no_text(turn: HistoryTurn) -> None:
 
 def test_values_nested_past_the_schema_bound_are_still_read() -> None:
     # A tool's output nested 70 deep is valid for every provider: its text is routed on.
-    output = {"type": "function_call_output", "call_id": "c", "output": _deep(70)}
-    assert history_texts([output], 1) == ["[" * 70 + "]" * 70]
+    # (A list output is content parts: an object is a value of the tool's own.)
+    output = {"type": "function_call_output", "call_id": "c", "output": {"r": _deep(70)}}
+    assert history_texts([output], 1) == ['{"r": ' + "[" * 70 + "]" * 70 + "}"]
     response = {"parts": [{"functionResponse": {"name": "f", "response": {"r": _deep(100)}}}]}
     assert history_texts([response], 1) == ['{"r": ' + "[" * 100 + "]" * 100 + "}"]
 
@@ -148,7 +149,7 @@ def test_a_huge_tool_result_is_read_no_further_than_the_model_reads(
         {"a": [1, 2.5, True, None, "x"], "b": {}, "c": []},
         {"日本": "語", "quote": 'a "b" \\ c', "nan": math.nan, "inf": -math.inf},
         {1: "int key", 2.5: "float key", False: "bool key", None: "null key"},
-        [{"when": _Stamp()}, ("tuple", 1)],
+        {"items": [{"when": _Stamp()}, ("tuple", 1)]},
     ],
 )
 def test_a_tool_result_reads_as_its_json(value: object) -> None:
@@ -158,3 +159,19 @@ def test_a_tool_result_reads_as_its_json(value: object) -> None:
     response = {"parts": [{"functionResponse": {"name": "f", "response": value}}]}
     assert history_texts([output], 1) == [expected]
     assert history_texts([response], 1) == [expected]
+
+
+def test_a_responses_output_of_content_parts_is_read_as_its_text() -> None:
+    # The Responses API takes a tool's output as input_text / input_image / input_file parts,
+    # as Anthropic's tool_result takes blocks: their text is read, never the image's base64.
+    image = "data:image/png;base64," + "iVBORw0KGgo" * 1000
+    parts = [
+        {"type": "input_image", "image_url": image},
+        {"type": "input_text", "text": "a screenshot of the login page"},
+        {"type": "input_file", "filename": "a.pdf", "file_data": "JVBERi0x" * 1000},
+    ]
+    turns: list[HistoryTurn] = [
+        {"type": "function_call_output", "call_id": "c", "output": parts},
+        {"type": "custom_tool_call_output", "call_id": "d", "output": parts},
+    ]
+    assert history_texts(turns, 2) == ["a screenshot of the login page"] * 2

@@ -37,7 +37,7 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
     blocks included), an OpenAI Responses item, or Gemini (``role`` and ``parts``,
     ``functionResponse`` included). Of the Responses items, messages (``type: "message"``)
     are read by their role and ``function_call_output`` / ``custom_tool_call_output`` as tool
-    results; the others
+    results (an output of content parts by their text); the others
     (``reasoning``, ``function_call``, ``web_search_call``, ...) are the model's own steps and
     are skipped. A mapping with neither ``role`` nor ``type`` is a user turn, as a Gemini
     ``Content`` without a role is.
@@ -75,7 +75,12 @@ def _message_text(turn: Mapping[str, object], position: int) -> str:
     # Responses API: a tool's result, no role. A type that is no string (a list is not
     # hashable) is no tool output.
     if isinstance(kind, str) and kind in _TOOL_OUTPUTS:
-        return _written(turn.get("output"))
+        output = turn.get("output")
+        if isinstance(output, list):
+            # Content parts (input_text, input_image, input_file), read as a tool_result's
+            # blocks are: their text, not an image's or a file's base64.
+            return _content_text(output, position, False)
+        return _written(output)
     if "role" in turn:
         role = turn["role"]
     elif "type" in turn:
