@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from toolgate.embedding import models
-from toolgate.embedding.clauses import MIN_CLAUSE_TOKENS, clause_spans, clause_vectors
+from toolgate.embedding.clauses import MIN_CLAUSE_TOKENS, clause_spans, clause_vectors, clauses
 from toolgate.embedding.embedder import Embedder, TokenStates
 
 
@@ -75,6 +75,18 @@ def test_short_clauses_are_dropped_and_one_clause_gives_none() -> None:
     assert clause_vectors(tokens, text).shape == (0, len(words) + 2)
     assert clause_vectors(tokens, text, min_tokens=1).shape == (3, len(words) + 2)
     assert MIN_CLAUSE_TOKENS == 3
+
+
+def test_clauses_end_where_the_tokens_the_model_read_do() -> None:
+    # The model reads a long text's first 256 tokens: its clauses, and the clause texts BM25
+    # ranks on, end there. Cutting the whole text (a 10 MB message) cost 0.5 s, and its
+    # last clause carried the text's whole tail into every route.
+    read = "find cheap flights, then book a hotel"
+    text = read + " lorem ipsum" * 100_000
+    words = ["find", "cheap", "flights", ",", "then", "book", "a", "hotel"]
+    vectors, texts = clauses(_states(read, words), text)
+    assert texts == ("find cheap flights", "then book a hotel")
+    np.testing.assert_array_equal(vectors, clause_vectors(_states(read, words), read))
 
 
 @pytest.fixture(scope="module")

@@ -75,6 +75,9 @@ def clauses(
     by its words as well as by its vector)."""
     dim = tokens.states.shape[1]
     none = (np.empty((0, dim), dtype=np.float32), ())
+    # Past its last token the model read nothing of the text (a long one is truncated): no
+    # clause reaches there, and a 10 MB text is not cut into clauses for its first tokens.
+    text = text[: max((end for _, end in tokens.offsets), default=0)]
     spans = clause_spans(text)
     if len(spans) < 2:  # most queries: nothing to pool
         return none
