@@ -22,6 +22,7 @@ from tests.gateway.test_filter import (
     responses_tools,
 )
 from toolgate.embedding.embedder import Embedder
+from toolgate.embedding.long_texts import PREFIX_CHARS
 from toolgate.errors import CatalogWarning
 from toolgate.gateway.filter import ToolFilter
 from toolgate.gateway.followups import (
@@ -319,3 +320,14 @@ def test_response_records_hold_a_bounded_memory(per_record: int) -> None:
     assert names_held <= MAX_NAMES
     assert len(store) == min(MAX_RESPONSES, MAX_NAMES // per_record)
     assert held < 30_000_000  # the bound the module and docs/design.md state
+
+
+def test_a_huge_user_message_is_routed_on_what_the_model_reads(gate: ToolFilter) -> None:
+    # A pasted 2 MB log stays the routed message on every step of the agent loop: its
+    # words were all ranked by BM25 each time (about 1.5 s a step per 10 MB), though the
+    # model reads no more than PREFIX_CHARS characters of it.
+    text = WEATHER + " log line" * 200_000
+    request = {"messages": [{"role": "user", "content": text}], "tools": chat_tools()}
+    filtered = gate.filter(request, top_k=2)
+    assert filtered.result.query == text[:PREFIX_CHARS]
+    assert "get_weather" in filtered.kept
