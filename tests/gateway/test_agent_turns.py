@@ -147,6 +147,32 @@ def test_a_turn_answering_calls_routes_on_the_request_and_keeps_the_tools_in_use
         assert filtered.kept == ("get_weather", "translate_text")
 
 
+# Claude Code's first user message: the project's CLAUDE.md as a reminder, then the ask.
+CLAUDE_MD = (
+    "<system-reminder>\nAs you answer the user's questions, you can use the following "
+    "context:\n# claudeMd\nContents of /repo/CLAUDE.md (project instructions):\n\n"
+    + "- Use pnpm, not npm. Run pnpm test before each commit. Open a GitHub issue for "
+    "each flaky test and post the link in the team's Slack channel.\n" * 12 + "</system-reminder>\n"
+)
+
+
+def test_a_reminder_beside_the_users_words_is_not_routed_on(gate: ToolFilter) -> None:
+    # The model reads a query's first 256 tokens: with the reminder routed on, they were all
+    # CLAUDE.md, and the user's request was never read.
+    first = {
+        "role": "user",
+        "content": [{"type": "text", "text": CLAUDE_MD}, {"type": "text", "text": WEATHER}],
+    }
+    filtered = gate.filter({"messages": [first], "tools": anthropic_tools()}, top_k=1)
+    assert filtered.result.query == WEATHER
+    assert filtered.kept == ("get_weather",)
+    # Within a text block too, and a message of reminders alone asks nothing.
+    inline = {"role": "user", "content": f"{WEATHER}\n{REMINDER}"}
+    alone = {"role": "user", "content": [{"type": "text", "text": REMINDER}]}
+    filtered = gate.filter({"messages": [inline, alone], "tools": anthropic_tools()}, top_k=1)
+    assert filtered.result.query == WEATHER
+
+
 def test_a_user_message_after_tool_results_is_a_new_request(gate: ToolFilter) -> None:
     # OpenAI Chat answers calls in messages of their own: a user message after them asks.
     chat = [

@@ -175,3 +175,15 @@ def test_a_responses_output_of_content_parts_is_read_as_its_text() -> None:
         {"type": "custom_tool_call_output", "call_id": "d", "output": parts},
     ]
     assert history_texts(turns, 2) == ["a screenshot of the login page"] * 2
+
+
+def test_claude_codes_reminders_are_not_blended() -> None:
+    # Context the client adds to a user turn (CLAUDE.md, the todo list): blended, it would
+    # weigh in every later route of the conversation as if the user had asked it.
+    reminder = "<system-reminder>\nContents of CLAUDE.md: use pnpm.\n</system-reminder>\n"
+    turns: list[HistoryTurn] = [
+        {"role": "user", "content": [{"type": "text", "text": reminder}, {"text": "star app"}]},
+        {"role": "user", "content": f"open an issue{reminder}"},
+        {"role": "user", "content": reminder},
+    ]
+    assert history_texts(turns, 3) == ["open an issue", "star app"]

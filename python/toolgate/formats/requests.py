@@ -13,6 +13,7 @@ from toolgate.formats import anthropic, gemini, openai
 from toolgate.formats.calls import call_name
 from toolgate.formats.gemini_fields import DECLARATIONS, SpellingClash, field_key
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
+from toolgate.formats.text_tags import without_reminders
 from toolgate.unicode import trimmed
 
 # The key holding a request's conversation, and its provider ("messages": Chat or Anthropic).
@@ -104,8 +105,8 @@ def _is_text(block: Any) -> bool:
 
 
 def last_user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None:
-    """The position and text of the last user message that asks: has text, and answers no
-    tool call.
+    """The position and text of the last user message that asks: has text (besides Claude
+    Code's ``<system-reminder>`` elements, left out of it), and answers no tool call.
 
     A user turn carrying tool results (Anthropic ``tool_result`` blocks, Gemini
     ``functionResponse`` parts) is passed over even when text rides with them (Claude
@@ -116,7 +117,8 @@ def last_user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, Mapping) and message.get("role", default_role) == "user":
-            text = trimmed(_text(message))  # a zero-width space alone asks nothing
+            # A zero-width space alone asks nothing, nor a client's reminders alone.
+            text = trimmed(without_reminders(_text(message)))
             if text and not _answers_calls(message):
                 return index, text
     return None

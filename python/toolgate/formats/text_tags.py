@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 from toolgate.formats.raw import RawTool, ToolView
 
-__all__ = ["catalog_in", "parse", "render", "strip_tool_tags", "user_query"]
+__all__ = ["catalog_in", "parse", "render", "strip_tool_tags", "user_query", "without_reminders"]
 
 _TAG = re.compile(r"<(/?)(toolname|tooldescription)>")
 _TOOL_TAGS = re.compile(r"<(toolname|tooldescription)>.*?</\1>\s*", re.DOTALL)
 _USERQ = re.compile(r"<userq>(.*?)</userq>", re.DOTALL)
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 
 
 @dataclass
@@ -178,3 +179,10 @@ def render(tools: Iterable[ToolView]) -> str:
         f"<tooldescription>{html.escape(t.description, quote=False)}</tooldescription>\n"
         for t in tools
     )
+
+
+def without_reminders(text: str) -> str:
+    """``text`` without Claude Code's ``<system-reminder>`` elements: context the client adds
+    to a user turn (the project's CLAUDE.md, the todo list), which the user did not ask.
+    Routed on, CLAUDE.md filled all the tokens the model reads before the user's words."""
+    return _REMINDER.sub("", text) if "<system-reminder>" in text else text

@@ -16,6 +16,7 @@ import numpy as np
 
 from toolgate.embedding.long_texts import PREFIX_CHARS
 from toolgate.errors import InvalidInputError
+from toolgate.formats.text_tags import without_reminders
 from toolgate.unicode import well_formed
 
 __all__ = ["HistoryTurn", "blend_history", "history_texts"]
@@ -40,7 +41,7 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
     results (an output of content parts by their text); the others
     (``reasoning``, ``function_call``, ``web_search_call``, ...) are the model's own steps and
     are skipped. A mapping with neither ``role`` nor ``type`` is a user turn, as a Gemini
-    ``Content`` without a role is.
+    ``Content`` without a role is. Claude Code's ``<system-reminder>`` elements are left out.
     """
     if history is None or turns <= 0:
         return []
@@ -59,8 +60,9 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
                 f"history[{position}] must be a string or a mapping, got {type(turn).__name__}"
             )
         # The embedder reads no further (embedding.long_texts): a 10 MB tool result is cut
-        # here, not carried through every step of every route.
-        text = text[:PREFIX_CHARS]
+        # here, not carried through every step of every route. A client's reminders
+        # (CLAUDE.md) are no turn's intent.
+        text = without_reminders(text)[:PREFIX_CHARS]
         if text.strip():
             texts.append(well_formed(text))
         if len(texts) == turns:
