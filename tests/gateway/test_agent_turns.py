@@ -357,3 +357,47 @@ def test_a_huge_user_message_is_routed_on_what_the_model_reads(gate: ToolFilter)
     filtered = gate.filter(request, top_k=2)
     assert filtered.result.query == text[:PREFIX_CHARS]
     assert "get_weather" in filtered.kept
+
+
+def test_a_latest_turn_without_text_goes_with_all_tools(gate: ToolFilter) -> None:
+    # An image (audio, a file) the user sends later in a conversation is a new request that
+    # toolgate cannot read: routed on the turn before it ("flights and a hotel"), the request
+    # went without the tools the image may ask for, as if the user had asked that again.
+    png = "iVBORw0KGgo" * 50
+    chat = [
+        {"role": "user", "content": TRIP},
+        {"role": "assistant", "content": "Booked."},
+        {"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}}]},
+    ]  # fmt: skip
+    responses = [
+        {"role": "user", "content": TRIP},
+        {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "Booked."}]},
+        {"role": "user", "content": [
+            {"type": "input_image", "image_url": f"data:image/png;base64,{png}"}]},
+    ]  # fmt: skip
+    anthropic = [
+        {"role": "user", "content": TRIP},
+        {"role": "assistant", "content": "Booked."},
+        {"role": "user", "content": [{"type": "image", "source": {
+            "type": "base64", "media_type": "image/png", "data": png}}]},
+    ]  # fmt: skip
+    gemini = [
+        {"role": "user", "parts": [{"text": TRIP}]},
+        {"role": "model", "parts": [{"text": "Booked."}]},
+        {"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": png}}]},
+    ]
+    declarations = [{"name": t["name"], "description": t["description"]} for t in anthropic_tools()]
+    for request in (
+        {"messages": chat, "tools": chat_tools()},
+        {"input": responses, "tools": responses_tools()},
+        {"messages": anthropic, "tools": anthropic_tools()},
+        {"contents": gemini, "tools": [{"functionDeclarations": declarations}]},
+    ):
+        filtered = gate.filter(request, top_k=2)
+        assert filtered.result.form == "none"
+        assert filtered.request == request
+    # Text beside the image is read as ever.
+    chat[-1]["content"].append({"type": "text", "text": WEATHER})
+    assert gate.filter({"messages": chat, "tools": chat_tools()}, top_k=1).kept == ("get_weather",)

@@ -106,7 +106,10 @@ def _is_text(block: Any) -> bool:
 
 def last_user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None:
     """The position and text of the last user message that asks: has text (besides Claude
-    Code's ``<system-reminder>`` elements, left out of it), and answers no tool call.
+    Code's ``<system-reminder>`` elements, left out of it), and answers no tool call; None
+    when there is none, or when the last one that answers none holds content but no text
+    (an image, audio or a file alone): it asks something toolgate cannot read, and the turn
+    before it is not what it asks.
 
     A user turn carrying tool results (Anthropic ``tool_result`` blocks, Gemini
     ``functionResponse`` parts) is passed over even when text rides with them (Claude
@@ -116,12 +119,24 @@ def last_user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None
     default_role = "user" if provider == "gemini" else None
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        if isinstance(message, Mapping) and message.get("role", default_role) == "user":
-            # A zero-width space alone asks nothing, nor a client's reminders alone.
-            text = trimmed(without_reminders(_text(message)))
-            if text and not _answers_calls(message):
-                return index, text
+        if not isinstance(message, Mapping) or message.get("role", default_role) != "user":
+            continue
+        if _answers_calls(message):
+            continue
+        # A zero-width space alone asks nothing, nor a client's reminders alone.
+        text = trimmed(without_reminders(_text(message)))
+        if text:
+            return index, text
+        if _holds_content(message):
+            return None
     return None
+
+
+def _holds_content(message: Mapping[str, Any]) -> bool:
+    """Whether a message's blocks or parts hold something besides text (an image, audio, a
+    file, a part type newer than toolgate)."""
+    body = message.get("parts", message.get("content"))
+    return isinstance(body, list) and any(not _is_text(block) for block in body)
 
 
 # What marks a content block or part as the answer to a tool call.
