@@ -172,6 +172,41 @@ def test_no_user_text_keeps_every_tool(tools: list[BaseTool], tool_filter: ToolF
         selector.select(tools, WEATHER)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "file", "url": "https://x/report.pdf"},
+        {"type": "text-plain", "text": "minutes of the meeting", "mime_type": "text/plain"},
+        {"type": "video", "url": "https://x/clip.mp4"},
+        {"type": "audio", "url": "https://x/note.wav"},
+        {"type": "image", "source": {"type": "url", "url": "https://x/cat.png"}},
+        {"type": "media", "mime_type": "video/mp4", "data": b"0000"},
+    ],
+    ids=["file-url", "text-plain", "video", "audio-url", "anthropic-image-url", "gemini-media"],
+)
+def test_blocks_openai_chat_cannot_take_are_read_not_refused(
+    tools: list[BaseTool], tool_filter: ToolFilter, block: dict[str, Any]
+) -> None:
+    # Standard and provider blocks the agent's own model takes, which LangChain's conversion
+    # to OpenAI Chat refuses: its ValueError stopped every model call of the agent.
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    beside = HumanMessage([{"type": "text", "text": WEATHER}, block])
+    assert names(selector.select(tools, [beside])) == ["get_weather"]
+    earlier = [HumanMessage([block]), AIMessage("Noted."), HumanMessage(WEATHER)]
+    assert names(selector.select(tools, earlier)) == ["get_weather"]
+    # Alone in the latest turn, it is content toolgate cannot read: every tool is shown.
+    alone = [HumanMessage(WEATHER), AIMessage("Sunny."), HumanMessage([block])]
+    assert selector.select(tools, alone) == tools
+
+
+def test_a_message_langchain_cannot_read_is_a_toolgate_error(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    selector = ToolSelector(top_k=1, tool_filter=tool_filter)
+    with pytest.raises(InvalidInputError, match=r"messages\[0\] .*'alien'"):
+        selector.select(tools, [{"role": "alien", "content": "hi"}, HumanMessage(WEATHER)])
+
+
 def test_aselect_routes_off_the_event_loop(
     tools: list[BaseTool], tool_filter: ToolFilter, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -47,6 +47,7 @@ from toolgate.gateway.filtered import FilteredRequest
 from toolgate.gateway.learning import learn_now, lesson_of, verified_call_failures
 from toolgate.integrations import needs_extra
 from toolgate.integrations.langchain_calls import OFFERED, asked_for, refusal
+from toolgate.integrations.langchain_messages import openai_messages
 from toolgate.routing.config import DEFAULT, DefaultType
 from toolgate.routing.learned_store import LearnedStore, open_store
 from toolgate.routing.learning_queue import LearningQueue, Lesson
@@ -66,7 +67,6 @@ with needs_extra("langchain"):
         AIMessage,
         BaseMessage,
         ToolMessage,
-        convert_to_openai_messages,
     )
     from langchain_core.tools import BaseTool
     from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -240,7 +240,7 @@ class ToolSelector:
             return [], None
         toolset = self._converted.get(tools)
         request: dict[str, Any] = {
-            "messages": convert_to_openai_messages(list(messages)),
+            "messages": openai_messages(messages),
             "tools": toolset.definitions,
         }
         choice = _openai_tool_choice(tool_choice, toolset.builtin_names)
