@@ -401,3 +401,39 @@ def test_a_latest_turn_without_text_goes_with_all_tools(gate: ToolFilter) -> Non
     # Text beside the image is read as ever.
     chat[-1]["content"].append({"type": "text", "text": WEATHER})
     assert gate.filter({"messages": chat, "tools": chat_tools()}, top_k=1).kept == ("get_weather",)
+
+
+def test_the_sdk_objects_an_agent_loop_appends_are_read(gate: ToolFilter) -> None:
+    # messages.append(completion.choices[0].message), or Anthropic's
+    # {"role": "assistant", "content": response.content}: the SDKs send those objects as
+    # their JSON. One before the routed message was refused ("history[1] must be a string
+    # or a mapping"), and a call in one since it was missed, so its tool was dropped.
+    from anthropic.types import TextBlock, ToolUseBlock
+    from openai.types.chat import ChatCompletionMessage, ChatCompletionMessageFunctionToolCall
+
+    call = ChatCompletionMessageFunctionToolCall.model_validate(
+        {"id": "c1", "type": "function", "function": {"name": "translate_text", "arguments": "{}"}}
+    )
+    chat = [
+        {"role": "user", "content": "Say hello in Portuguese."},
+        ChatCompletionMessage(role="assistant", content="Olá!"),
+        {"role": "user", "content": WEATHER},
+        ChatCompletionMessage(role="assistant", content=None, tool_calls=[call]),
+        {"role": "tool", "tool_call_id": "c1", "content": "ERROR: try again"},
+    ]
+    filtered = gate.filter({"messages": chat, "tools": chat_tools()}, top_k=1)
+    assert filtered.result.query == WEATHER
+    assert filtered.kept == ("get_weather", "translate_text")
+    assert filtered.request["messages"] == chat  # sent as the caller gave them
+    blocks = [
+        TextBlock(type="text", text="Let me translate that."),
+        ToolUseBlock(type="tool_use", id="t1", name="translate_text", input={}),
+    ]
+    anthropic = [
+        {"role": "user", "content": WEATHER},
+        {"role": "assistant", "content": blocks},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ERROR: try again"}]},
+    ]  # fmt: skip
+    filtered = gate.filter({"messages": anthropic, "tools": anthropic_tools()}, top_k=1)
+    assert filtered.kept == ("get_weather", "translate_text")

@@ -10,7 +10,7 @@ from typing import Any
 
 from toolgate.errors import InvalidInputError
 from toolgate.formats import anthropic, gemini, openai
-from toolgate.formats.calls import call_name
+from toolgate.formats.calls import call_name, plain_json
 from toolgate.formats.gemini_fields import DECLARATIONS, SpellingClash, field_key
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.formats.text_tags import without_reminders
@@ -88,6 +88,22 @@ def messages_of(request: Mapping[str, Any], key: str) -> list[Any]:
     if not isinstance(value, list):
         raise InvalidInputError(f"{key!r} must be a list of messages, got {type(value).__name__}")
     return value
+
+
+def plain_messages(messages: list[Any]) -> list[Any]:
+    """``messages`` with the provider SDKs' objects in them read as the JSON they are sent as:
+    a message (OpenAI's ``ChatCompletionMessage``, LiteLLM's ``Message``, a Responses output
+    item) or a content block (Anthropic's ``ToolUseBlock``), as an agent loop appends a
+    response's own to its conversation. Plain messages are kept as given."""
+    out = []
+    for message in messages:
+        message = plain_json(message)
+        key = "parts" if isinstance(message, Mapping) and "parts" in message else "content"
+        body = message.get(key) if isinstance(message, Mapping) else None
+        if isinstance(body, list) and not all(isinstance(b, (Mapping, str)) for b in body):
+            message = {**message, key: [plain_json(block) for block in body]}
+        out.append(message)
+    return out
 
 
 def _text(message: Mapping[str, Any]) -> str:

@@ -86,6 +86,7 @@ from toolgate.formats.requests import (
     kept_entries,
     last_user_turn,
     messages_of,
+    plain_messages,
     put_tools,
     read_slots,
     read_tool_choice,
@@ -281,7 +282,7 @@ class ToolFilter(BoundToProcess):
         if shape is not None and shape not in SHAPES:
             raise InvalidInputError(f"shape must be one of {list(SHAPES)}, got {shape!r}")
         key, provider = request_shape(request, shape)
-        messages = messages_of(request, key)
+        messages = plain_messages(messages_of(request, key))
         choice = read_tool_choice(request)
         found = last_user_turn(messages, provider)
         if query is not None:
@@ -455,7 +456,10 @@ class ToolFilter(BoundToProcess):
         if isinstance(conversation, str):
             out[turn.key] = rewrite({"content": conversation})["content"]
         elif conversation is not None:
-            out[turn.key] = [rewrite(m) if i == index else m for i, m in enumerate(conversation)]
+            # The message as read (an SDK object given is rewritten as its JSON).
+            out[turn.key] = [
+                rewrite(turn.messages[i]) if i == index else m for i, m in enumerate(conversation)
+            ]
         return FilteredRequest(
             out, result.route, kept, dropped, "text_tags", (), result.budget, routed,
             result.active,
