@@ -23,6 +23,7 @@ from toolgate.embedding.embedder import Embedder
 from toolgate.gateway.app import Gateway, _read_tools
 from toolgate.gateway.config import GatewayConfig, Upstream, load_config
 from toolgate.gateway.filter import ToolFilter
+from toolgate.gateway.query import query_at
 from toolgate.gateway.upstream import passthrough_provider
 
 USER = [{"role": "user", "content": WEATHER}]
@@ -282,6 +283,18 @@ def test_route_query_pinned_budget_and_deny(fake: Any, shared_filter: ToolFilter
         chosen = {"type": "function", "function": {"name": "get_weather"}}
         _chat(served.url, {"messages": USER, "tools": chat_tools(), "tool_choice": chosen})
         assert _names(upstream) == ["get_weather", "translate_text"]
+
+
+def test_a_route_query_reads_content_nested_as_deep_as_a_body_may() -> None:
+    # The body reader takes JSON nested 1,024 deep; reading the text at the route's query
+    # recursed once a level, and a content nested 990 deep was a RecursionError (a 500).
+    content: Any = [{"type": "text", "text": WEATHER}, {"type": "image", "source": {}}]
+    for _ in range(990):
+        content = [content]
+    body = {"messages": [{"role": "user", "content": content}], "tools": chat_tools()}
+    assert query_at(body, "$.messages[-1].content") == WEATHER
+    parts = {"parts": [{"text": "a"}, "b", {"content": [{"text": "c"}]}], "x": 1}
+    assert query_at({"m": [parts, "d"]}, "$.m") == "a\nb\nc\nd"
 
 
 def test_a_gateway_key_is_required_and_never_logged(

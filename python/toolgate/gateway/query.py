@@ -45,16 +45,21 @@ def query_at(body: Mapping[str, Any], path: str) -> str | None:
 
 
 def _texts(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Mapping):
-        text = value.get("text")
-        if isinstance(text, str):
-            return [text]
-        return _texts(value.get("content", value.get("parts")))
-    if isinstance(value, list):
-        return [text for item in value for text in _texts(item)]
-    return []
+    """The strings in ``value`` in order: a mapping's ``text``, else those of its
+    ``content`` (or ``parts``). Iterative: a body may nest 1,024 deep, past the recursion
+    limit."""
+    texts: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, Mapping):
+            text = item.get("text")
+            stack.append(text if isinstance(text, str) else item.get("content", item.get("parts")))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return texts
 
 
 def state_from_headers(
