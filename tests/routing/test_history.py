@@ -187,3 +187,17 @@ def test_claude_codes_reminders_are_not_blended() -> None:
         {"role": "user", "content": reminder},
     ]
     assert history_texts(turns, 3) == ["open an issue", "star app"]
+
+
+def test_a_gemini_response_is_read_by_its_output_and_error() -> None:
+    # Gemini takes a function's output under "output" and its failure under "error" (the
+    # whole response otherwise): read so, the same result blends the same text as a Chat
+    # tool message's or an Anthropic tool_result's, not its JSON wrapping.
+    def response(value: object) -> HistoryTurn:
+        return {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": value}}]}
+
+    assert history_texts([response({"output": "Sunny, 20 C"})], 1) == ["Sunny, 20 C"]
+    assert history_texts([response({"error": "city not found"})], 1) == ["city not found"]
+    both = {"output": {"rows": 0}, "error": "partial"}
+    assert history_texts([response(both)], 1) == ['{"rows": 0} partial']
+    assert history_texts([response({"temp": 20})], 1) == ['{"temp": 20}']

@@ -118,7 +118,8 @@ def _content_text(content: object, position: int, results: bool = True) -> str:
 
 def _block_text(block: object, position: int, results: bool) -> str:
     """A content block's text: ``text``, a tool result's ``content``, a Gemini function
-    response (as JSON); blocks without text (images, tool calls) give nothing."""
+    response (its ``output`` and ``error``, else all of it, as JSON); blocks without text
+    (images, tool calls) give nothing."""
     if not isinstance(block, Mapping):
         return _written(block)
     if "text" in block:
@@ -127,8 +128,16 @@ def _block_text(block: object, position: int, results: bool) -> str:
         return _content_text(block.get("content"), position, False) if results else ""
     response = block.get("functionResponse", block.get("function_response"))
     if isinstance(response, Mapping):
-        return _written(response.get("response", {}))
+        value = response.get("response", {})
+        # Gemini: "output" holds the function's output, "error" its failure; without
+        # either, the whole response is the output.
+        keys = _RESPONSE_KEYS if isinstance(value, Mapping) else ()
+        named = [value[key] for key in keys if key in value]
+        return " ".join(filter(None, map(_written, named))) if named else _written(value)
     return ""
+
+
+_RESPONSE_KEYS = ("output", "error")
 
 
 def _written(value: object) -> str:
