@@ -105,6 +105,28 @@ def test_a_named_tool_is_never_no_tool(router: Router) -> None:
     assert "weather/get_forecast" in result.ids
 
 
+@pytest.mark.parametrize(
+    "shut_out",
+    [{}, {"deny": ["add_reaction"]}, {"deny": ["slack/*"], "state": {"scopes": ["slack:write"]}}],
+    ids=["gated", "denied", "server-denied"],
+)
+def test_a_learned_tool_the_route_shuts_out_does_not_say_a_tool_is_needed(
+    router: Router, shut_out: dict[str, object]
+) -> None:
+    learner = router.with_config(router.config)  # a view: what it learns stays its own
+    learner.learn(":memory:")
+    for _ in range(3):
+        learner.feedback("thank you!", used=["slack/add_reaction"])  # requires slack:write
+    shown = learner.route("thank you!", state={"scopes": ["slack:write"]})
+    assert not shown.no_tool
+    assert shown.tools[0].id == "slack/add_reaction"
+    assert shown.tools[0].reason == "learned"
+    # Shut out, the lift names nothing the route may show: the ranking alone decides.
+    result = learner.route("thank you!", **shut_out)  # type: ignore[arg-type]
+    assert result.no_tool
+    assert result.ids == []
+
+
 def test_select_queries_are_not_judged(router: Router) -> None:
     result = router.route("select:get_forecast")
     assert not result.no_tool

@@ -536,11 +536,12 @@ def lifted(
     k: int,
     floor: float | None,
     rankable: np.ndarray | None,
-) -> tuple[list[_toolgate.RoutedRow], list[_toolgate.RoutedRow]]:
-    """The forced rows of ``outcome`` that are truly ``forced``, and its ranked rows merged with
+) -> tuple[list[_toolgate.RoutedRow], list[_toolgate.RoutedRow], bool]:
+    """The forced rows of ``outcome`` that are truly ``forced``, its ranked rows merged with
     the learned ones (the rest of its forced rows, passed to the core to learn their fused
-    scores) by fused score plus lift, best ``k`` first. A learned row under the cosine
-    ``floor`` or outside ``rankable`` stays out, as it would from the ranking."""
+    scores) by fused score plus lift, best ``k`` first, and whether any learned row is in.
+    A learned row the gate or the lists kept out (the core returns none such), under the
+    cosine ``floor`` or outside ``rankable`` stays out, as it would from the ranking."""
     allowed = None if rankable is None else set(rankable.tolist())
     kept = [r for r in outcome.forced if r.row in forced]
     learned = [
@@ -556,7 +557,7 @@ def lifted(
     ]
     candidates += outcome.ranked
     candidates.sort(key=lambda r: -r.fused)
-    return kept, candidates[:k]
+    return kept, candidates[:k], bool(learned)
 
 
 def co_used(

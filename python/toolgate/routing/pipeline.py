@@ -245,10 +245,11 @@ class RoutePipeline:
         # Each getter builds its rows anew: read once.
         forced_rows, ranked = outcome.forced, outcome.ranked
         core_ranked = ranked[:GAP_RANK]  # the ranking no_tool was calibrated on
+        learned_in = False  # a learned tool this route may show (not shut out)
         if len(learned):
             # The learned rows came back as forced: each competes for the top k on its fused
             # score plus its lift, under the floor and the +term filter as ranked rows are.
-            forced_rows, ranked = lifted(
+            forced_rows, ranked, learned_in = lifted(
                 outcome, set(forced.tolist()), lifts, k=depth, floor=limits.floor,
                 rankable=rankable,
             )  # fmt: skip
@@ -261,8 +262,10 @@ class RoutePipeline:
         ranked = ranked[: limits.k]
         # Read off the ranking alone, as calibrated; but a request like those a tool served
         # (a learned lift) needs a tool, as one that names a tool or requires a term does.
+        # Only a tool the route may show says so: one the state or the lists shut out would
+        # leave the request with the ranking's unrelated tools instead of none.
         asked = bool(named) or bool(parsed.required_terms)
-        decide = limits.decide and not asked and not len(learned)
+        decide = limits.decide and not asked and not learned_in
         no_tool = self._no_tool(core_ranked, parsed.text, decide)
         if no_tool[0] and config.no_tool_drop:
             ranked = []
