@@ -28,8 +28,10 @@ from toolgate import Budget, CatalogError, InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp import calls as calls_module
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
+from toolgate.promotion.discovery import TOOL_SEARCH_ID
 from toolgate.routing.config import RouterConfig
-from toolgate.routing.router import Router
+from toolgate.telemetry import MemorySink, Telemetry, UsageStats
+from toolgate.telemetry.events import VerifyEvent
 from toolgate.verify import Verdict
 
 
@@ -165,17 +167,17 @@ def test_calls_are_checked_off_the_event_loop(
     # session shares, for a tenth of a second or more: it is checked in a worker thread.
     calls: Calls = Counter()
     checked_in: list[int] = []
-    verify, problem = Router.verify, calls_module.json_problem
+    verify, problem = calls_module.verify_call, calls_module.json_problem
 
-    def spied_verify(self: Router, *args: Any, **kwargs: Any) -> Any:
+    def spied_verify(*args: Any, **kwargs: Any) -> Any:
         checked_in.append(threading.get_ident())
-        return verify(self, *args, **kwargs)
+        return verify(*args, **kwargs)
 
     def spied_problem(*args: Any, **kwargs: Any) -> Any:
         checked_in.append(threading.get_ident())
         return problem(*args, **kwargs)
 
-    monkeypatch.setattr(Router, "verify", spied_verify)
+    monkeypatch.setattr(calls_module, "verify_call", spied_verify)
     monkeypatch.setattr(calls_module, "json_problem", spied_problem)
 
     async def main() -> None:
@@ -367,6 +369,45 @@ def test_a_call_is_checked_against_the_tools_as_they_are_now(embedder: Embedder)
         stale = await router.call({"name": "list_invoices", "arguments": {}}, turn)
         assert json.loads(text_of(stale.result))["error"] == "unknown_tool"
         assert billing.called == [("refund_payment", {"id": "7"}), ("refund_payment", {"id": "8"})]
+
+    run(main)
+
+
+def test_each_call_is_reported_once_with_the_verdict_it_ends_with(embedder: Embedder) -> None:
+    # A call whose check passed but which was then refused (its tool removed since, or
+    # changed and checked again) was reported at its check: counted as a successful call,
+    # and again for the re-check. A search its query fails counted as a search made.
+    async def main() -> None:
+        usage, sink = UsageStats(), MemorySink()
+        router = McpRouter(
+            top_k=3, embedder=embedder, cache=None, telemetry=Telemetry([usage, sink])
+        )
+        billing = PagedClient([list(PAGES[0] + PAGES[1] + PAGES[2])], [None])
+        await router.connect({"billing": billing})
+        turn = await router.tools("refund a payment or list invoices", pool="digest")
+        assert {"billing/refund_payment", "billing/list_invoices"} <= set(turn.active_ids)
+        stricter = mcp_tool("refund_payment", "Refund a card payment in full or in part.")
+        stricter["inputSchema"]["required"] = ["id"]
+        billing.pages[0] = [stricter, PAGES[2][0]]
+        await router.refresh(["billing"])
+        for name, arguments in [
+            ("list_invoices", {}),
+            ("refund_payment", {}),
+            ("refund_payment", {"id": "7"}),
+            ("tool_search", {"query": " "}),
+        ]:
+            await router.call({"name": name, "arguments": arguments}, turn, turn_id="t1")
+        reported = [(e.tool_id, e.error) for e in sink.events if isinstance(e, VerifyEvent)]
+        assert reported == [
+            ("billing/list_invoices", "tool_not_available"),
+            ("billing/refund_payment", "invalid_arguments"),
+            ("billing/refund_payment", None),
+            (TOOL_SEARCH_ID, "invalid_arguments"),
+        ]
+        assert usage.called == Counter({"billing/refund_payment": 1})
+        assert usage.invalid == Counter({"billing/refund_payment": 1})
+        assert (usage.search_calls, usage.search_invalid) == (0, 1)
+        assert billing.called == [("refund_payment", {"id": "7"})]
 
     run(main)
 

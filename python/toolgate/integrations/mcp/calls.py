@@ -3,6 +3,7 @@ the tool, under the tool's own name; a refused call becomes an error result for 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -22,9 +23,10 @@ from toolgate.integrations.mcp.listing import McpClient, plain
 from toolgate.json_limits import json_problem
 from toolgate.promotion.active_set import tools_in_scope
 from toolgate.routing.router import Router
-from toolgate.verify import Verdict
+from toolgate.telemetry.recorder import Telemetry
+from toolgate.verify import Verdict, verify_call
 
-__all__ = ["CallForwarder", "CallOutcome", "UpstreamCall", "verified"]
+__all__ = ["CallForwarder", "CallOutcome", "Report", "UpstreamCall", "verified"]
 
 #: ``upstream_call(server, client, name, arguments)``: the server's answer to a checked call.
 UpstreamCall = Callable[[str, McpClient, str, dict[str, Any]], Awaitable[Any]]
@@ -61,14 +63,35 @@ class CallOutcome:
         return self.server is not None
 
 
+@dataclass(frozen=True)
+class Report:
+    """Reports one call's verdict to ``telemetry`` once, as the call ends: refused after its
+    check passed (its tool gone since, arguments no JSON holds), checked again against a
+    changed tool, or on its way to the server. Reported at its check, such a call counted
+    as a successful call, or twice (the re-check's event too)."""
+
+    telemetry: Telemetry | None
+    turn_id: str
+    checked_ms: float
+
+    def __call__(self, verdict: Verdict) -> None:
+        if self.telemetry is not None:
+            self.telemetry.verify(verdict, turn_id=self.turn_id, latency_ms=self.checked_ms)
+
+
 async def verified(
     router: Router, tool_call: Mapping[str, Any], offered: Any, turn_id: str = ""
-) -> Verdict:
-    """``router.verify(tool_call, offered)``, in a worker thread: checking a call walks its
-    arguments in Python (up to ``json_limits.MAX_VALUES`` of them, a tenth of a second or
-    more), which on the event loop holds every other session of a proxy."""
-    check = partial(router.verify, tool_call, offered, turn_id=turn_id)
-    return await anyio.to_thread.run_sync(check)
+) -> tuple[Verdict, Report]:
+    """``router``'s check of ``tool_call`` against ``offered`` (:func:`verify_call`, which
+    ``Router.verify`` runs) and what reports it, in a worker thread: checking a call walks
+    its arguments in Python (up to ``json_limits.MAX_VALUES`` of them, a tenth of a second
+    or more), which on the event loop holds every other session of a proxy. Nothing is
+    reported here: the caller reports the verdict the call ends with."""
+    start = time.perf_counter()
+    check = partial(verify_call, router.catalog, offered, tool_call)
+    verdict = await anyio.to_thread.run_sync(check)
+    elapsed = (time.perf_counter() - start) * 1e3
+    return verdict, Report(router.telemetry, turn_id, elapsed)
 
 
 class CallForwarder:
@@ -81,12 +104,12 @@ class CallForwarder:
         self._scope_ids: tuple[Any, frozenset[str]] | None = None
 
     async def turn_call(
-        self, router: Router, verdict: Verdict, scope: Mapping[str, Any]
+        self, router: Router, verdict: Verdict, scope: Mapping[str, Any], report: Report
     ) -> CallOutcome:
-        """A call checked against a turn's tools by ``router``, forwarded or refused. A real
-        tool the turn did not offer is promised for the next turn if the host's ``scope``
-        admits it: otherwise, asking again would not help."""
-        outcome = await self.forward(router, verdict)
+        """A call checked against a turn's tools by ``router``, forwarded or refused (and
+        ``report``ed). A real tool the turn did not offer is promised for the next turn if
+        the host's ``scope`` admits it: otherwise, asking again would not help."""
+        outcome = await self.forward(router, verdict, report)
         if outcome.found and not await self._admitted(outcome.found[0], scope):
             shut = replace(
                 outcome.verdict,
@@ -122,18 +145,40 @@ class CallForwarder:
         ]
         if not offered:
             offered = list(catalog.ids if scope is None else sorted(scope))
-        verdict = await verified(router, tool_call, offered, turn_id)
-        return await self.forward(router, verdict, upstream_call)
+        verdict, report = await verified(router, tool_call, offered, turn_id)
+        return await self.forward(router, verdict, report, upstream_call)
 
     async def forward(
-        self, router: Router, verdict: Verdict, upstream_call: UpstreamCall | None = None
+        self,
+        router: Router,
+        verdict: Verdict,
+        report: Report,
+        upstream_call: UpstreamCall | None = None,
     ) -> CallOutcome:
         """The server's answer to a verified call (made by ``upstream_call`` if given), or
-        the error when the check failed.
+        the error when the check failed; the verdict the call ends with is ``report``ed
+        before it is sent.
 
         ``router`` resolved the call; the current router decides whether the tool is still
         there and what its schema is now.
         """
+        checked = await self._checked(router, verdict)
+        if isinstance(checked, CallOutcome):
+            report(checked.verdict)
+            return checked
+        tool, client, arguments = checked
+        report(verdict)
+        if upstream_call is None:
+            result = await client.call_tool(tool.name, arguments)
+        else:
+            result = await upstream_call(tool.server, client, tool.name, arguments)
+        return CallOutcome(_as_call_result(result, tool.server), verdict, server=tool.server)
+
+    async def _checked(
+        self, router: Router, verdict: Verdict
+    ) -> CallOutcome | tuple[Tool, McpClient, dict[str, Any]]:
+        """The refusal of a call, or what sends one that passes: its tool as it is now, its
+        server's client and its arguments."""
         if not verdict.ok:
             # A real tool the turn did not offer: promised for the next turn, as the
             # refusal tells the model to ask again.
@@ -151,7 +196,7 @@ class CallForwarder:
                 return _refused(verdict, tool, f"its server {tool.server!r} removed it")
             if now.fingerprint != tool.fingerprint:
                 call = {"name": now.exposed_name, "arguments": verdict.arguments or {}}
-                recheck = await verified(current, call, [now.id])
+                recheck, _ = await verified(current, call, [now.id])
                 if not recheck.ok:
                     recheck = replace(recheck, call_id=verdict.call_id, name=verdict.name)
                     return CallOutcome(error_result(recheck), recheck)
@@ -160,11 +205,7 @@ class CallForwarder:
         # Walked again, strictly, in a worker thread as verify was.
         if problem := await anyio.to_thread.run_sync(json_problem, arguments):
             return _unsendable(verdict, tool, problem)
-        if upstream_call is None:
-            result = await client.call_tool(tool.name, arguments)
-        else:
-            result = await upstream_call(tool.server, client, tool.name, arguments)
-        return CallOutcome(_as_call_result(result, tool.server), verdict, server=tool.server)
+        return tool, client, arguments
 
     async def _admitted(self, tool_id: str, scope: Mapping[str, Any]) -> bool:
         """Whether the state and the allow / deny lists of ``scope`` let ``tool_id`` in."""

@@ -341,13 +341,15 @@ class McpRouter(BoundToProcess):
         """
         scope = host_scope(state, allow, deny)  # the host's: checked before the model's call
         router, offered = self._catalogs.for_promotion(promotion)
-        verdict = await verified(router, tool_call, offered, turn_id)
+        verdict, report = await verified(router, tool_call, offered, turn_id)
         if verdict.ok and verdict.tool_id == TOOL_SEARCH_ID:
             await self.update()  # found among the tools as they are now
-            return await answer_tool_search(
+            answer = await answer_tool_search(
                 self.router, verdict, offered, scope, top_k=self.top_k, turn_id=turn_id
             )
-        outcome = await self._calls.turn_call(router, verdict, scope)
+            report(answer.verdict)  # a search its query fails is no search made
+            return answer
+        outcome = await self._calls.turn_call(router, verdict, scope, report)
         turn = self._turns.get(id(promotion))
         if turn is not None and turn.promotion() is not promotion:
             turn = None  # another turn's, whose promotion was freed
