@@ -93,7 +93,9 @@ def test_a_turn_with_no_text_teaches_nothing_whatever_its_promotions_id(
     run(main)
 
 
-def test_searches_are_kept_for_the_current_tools_only(embedder: Embedder) -> None:
+def test_the_last_search_alone_is_kept_and_learns_after_the_servers_changed(
+    embedder: Embedder,
+) -> None:
     async def main() -> None:
         router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=":memory:")
         notes = PagedClient([[mcp_tool("add_note", "Save a new note.")]], [None])
@@ -102,13 +104,44 @@ def test_searches_are_kept_for_the_current_tools_only(embedder: Embedder) -> Non
             notes.pages[0].append(mcp_tool(f"tag_note_{n}", "Tag a note."))
             router.mark_changed("notes")
             assert (await router.search("save a note")).ids == ["notes/add_note"]
-        assert len(router._searches) == 1
+        assert router._last_search is not None
+        assert router._last_search.query == "save a note"
+        # The server changes once more between the search and the call: the lesson goes to
+        # the tools as they are now, which later routes read.
+        notes.pages[0].append(mcp_tool("archive_note", "Archive a note."))
+        router.mark_changed("notes")
+        await router.update()
         memory = router.router.memory
         assert memory is not None
         outcome = await router.call_any(anthropic_call("add_note", {}))
         assert outcome.forwarded
         assert await router.drain(timeout=10)
-        assert len(memory) == 1  # the last search still learns from the call
+        assert len(memory) == 1
+
+    run(main)
+
+
+def test_a_call_after_its_server_changed_teaches_the_tools_as_they_are_now(
+    embedder: Embedder,
+) -> None:
+    # The turn's router (an older catalog version, which no route reads again) learned it.
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=":memory:")
+        notes = PagedClient([[mcp_tool("add_note", "Save a new note.")]], [None])
+        await router.connect({"notes": notes})
+        turn = await router.tools("save a note about the meeting", pool="full")
+        assert turn.active_ids == ("notes/add_note",)
+        notes.pages[0].append(mcp_tool("archive_note", "Archive a note."))
+        router.mark_changed("notes")
+        await router.update()
+        memory = router.router.memory
+        assert memory is not None
+        assert (await router.call(anthropic_call("add_note", {}), turn)).forwarded
+        assert await router.drain(timeout=10)
+        assert len(memory) == 1
+        lifted = router.router.route("save a note about the meeting")
+        assert lifted.tools[0].id == "notes/add_note"
+        assert lifted.tools[0].reason == "learned"
 
     run(main)
 

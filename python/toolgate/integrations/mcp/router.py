@@ -158,9 +158,8 @@ class McpRouter(BoundToProcess):
         # promotion's id to a new one (a turn with no text, which records nothing), whose
         # calls were learned as answers to the old turn's query.
         self._turns: OrderedDict[int, _Turn] = OrderedDict()
-        # The last tool_search, by its catalog version: a call of a tool it found is its
-        # feedback. Only the current version's is asked for, so only the last is kept.
-        self._searches: dict[str, RouteResult] = {}
+        # The last tool_search: a call of a tool it found is its feedback.
+        self._last_search: RouteResult | None = None
         # A forwarded call's lesson is learned by a worker thread: its result never waits
         # for the store (locked by another process for seconds, or a database not answering).
         self._lessons = LearningQueue(log=_log)
@@ -353,12 +352,14 @@ class McpRouter(BoundToProcess):
         turn = self._turns.get(id(promotion))
         if turn is not None and turn.promotion() is not promotion:
             turn = None  # another turn's, whose promotion was freed
-        if turn is not None and outcome.forwarded and router.memory is not None:
-            query, found = turn.query, turn.found
-            tool = verdict.tool_id or ""
+        tool = verdict.tool_id or ""
+        # Into the tools as they are now, which routes read: a server's change since the turn
+        # began left its router a version no route reads again.
+        learner = self.router if tool in self.router.catalog else router
+        if turn is not None and outcome.forwarded and learner.memory is not None:
             # A tool last turn's search found is one the route missed; any other was used.
-            missed = tool in found or verdict.name in found
-            self._lessons.submit(Lesson(router, query, tool, missed=missed))
+            missed = tool in turn.found or verdict.name in turn.found
+            self._lessons.submit(Lesson(learner, turn.query, tool, missed=missed))
         return outcome
 
     async def search(
@@ -378,8 +379,9 @@ class McpRouter(BoundToProcess):
         k = self.top_k if top_k is None else top_k
         result = await route_search(self.router, query, scope, top_k=k, turn_id=turn_id)
         if self._catalogs.learning is not None and result.form == "text":
-            # A call of a tool this search found will say the search's words needed it.
-            self._searches = {result.catalog_version: result}
+            # A call of a tool this search found will say the search's words needed it,
+            # whatever the servers changed meanwhile (only the last search is kept).
+            self._last_search = result
         return result
 
     async def call_any(
@@ -404,12 +406,13 @@ class McpRouter(BoundToProcess):
             tool_call, allow=allow, deny=deny, turn_id=turn_id, upstream_call=upstream_call
         )
         router = self.router
-        search = self._searches.get(router.catalog.version)
+        search = self._last_search
         tool = outcome.verdict.tool_id
         if (
             search is not None
             and outcome.forwarded
             and tool in search
+            and tool in router.catalog
             and router.memory is not None
         ):
             self._lessons.submit(Lesson(router, search.query, str(tool)))
