@@ -494,6 +494,29 @@ def test_a_search_reads_the_tools_as_they_are_now(embedder: Embedder) -> None:
     run(main)
 
 
+def test_a_search_names_the_tools_the_turn_offers_as_the_turn_showed_them(
+    embedder: Embedder,
+) -> None:
+    # A server listing a tool of the same name since the turn began qualifies the name of
+    # the turn's tool in the current tools: told to call that one, the model was refused.
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None)
+        billing = PagedClient([list(PAGES[1])], [None])
+        shop = PagedClient([[mcp_tool("list_orders", "List the orders of the shop.")]], [None])
+        await router.connect({"billing": billing, "shop": shop})
+        turn = await router.tools("refund a payment", pool="digest")
+        assert exposed(turn) == ["tool_search", "refund_payment"]
+        shop.pages[0].append(mcp_tool("refund_payment", "Refund a shop order."))
+        router.mark_changed("shop")
+        search = {"name": "tool_search", "arguments": {"query": "select:billing/refund_payment"}}
+        answer = text_of((await router.call(search, turn)).result)
+        assert "Already available this turn (call it directly): refund_payment." in answer
+        call = anthropic_call("refund_payment", {})
+        assert (await router.call(call, turn)).forwarded
+
+    run(main)
+
+
 def test_a_router_of_live_servers_refuses_pickling_saying_what_to_do(embedder: Embedder) -> None:
     router = McpRouter(embedder=embedder, cache=None)
     for copied in (pickle.dumps, copy.deepcopy):

@@ -344,8 +344,9 @@ class McpRouter(BoundToProcess):
         if verdict.ok and verdict.tool_id == TOOL_SEARCH_ID:
             await self.update()  # found among the tools as they are now
             answer = await answer_tool_search(
-                self.router, verdict, offered, scope, top_k=self.top_k, turn_id=turn_id
-            )
+                self.router, verdict, offered, scope, top_k=self.top_k, turn_id=turn_id,
+                shown=router.catalog,
+            )  # fmt: skip
             report(answer.verdict)  # a search its query fails is no search made
             return answer
         outcome = await self._calls.turn_call(router, verdict, scope, report)

@@ -31,9 +31,13 @@ async def answer_tool_search(
     *,
     top_k: int | None,
     turn_id: str,
+    shown: Catalog | None = None,
 ) -> CallOutcome:
     """The answer to a verified ``tool_search`` call, routed by ``router`` (the current one)
-    under the host's ``scope``: the tools found that ``offered`` did not offer."""
+    under the host's ``scope``: the tools found that ``offered`` did not offer. ``shown`` is
+    the catalog the turn's tools were shown from (default: ``router``'s), whose names the
+    tools found that the turn offers already go by: after a server's change they may differ
+    from the current ones, and the turn's calls are checked by the names it showed."""
     query = str((verdict.arguments or {}).get("query", ""))
     try:
         found = await route_search(router, query, scope, top_k=top_k, turn_id=turn_id)
@@ -48,16 +52,22 @@ async def answer_tool_search(
         )
         return CallOutcome(error_result(refused), refused)
     new = tuple(i for i in found.ids if i not in offered.active_ids)
-    result = _search_result(router.catalog, found, new, offered.active_ids)
+    catalog = router.catalog
+    result = _search_result(catalog, shown or catalog, found, new, offered.active_ids)
     return CallOutcome(result, verdict, found=new)
 
 
 def _search_result(
-    catalog: Catalog, found: RouteResult, new: Sequence[str], offered: Sequence[str]
+    catalog: Catalog,
+    shown: Catalog,
+    found: RouteResult,
+    new: Sequence[str],
+    offered: Sequence[str],
 ) -> CallToolResult:
     """Each tool found that ``offered`` lacks (``new``), by the name the model will call it
-    by, with its summary; the tools it asked for by name that it may call already or that
-    its state keeps out; and the names ``select:`` asked for that no tool has."""
+    by, with its summary; the tools it asked for by name that it may call already (by the
+    names the turn ``shown`` them under) or that its state keeps out; and the names
+    ``select:`` asked for that no tool has."""
     lines = [f"- {catalog[i].exposed_name}: {catalog[i].summary}" for i in new]
     if lines:
         lines.append("These tools are available on your next turn.")
@@ -66,7 +76,7 @@ def _search_result(
     asked = [i for i in asked_for(found) if i in offered]
     if asked:
         them = "it" if len(asked) == 1 else "them"
-        names = ", ".join(catalog[i].exposed_name for i in asked)
+        names = ", ".join(shown[i].exposed_name for i in asked)
         lines.append(f"Already available this turn (call {them} directly): {names}.")
     gated = [
         f"{catalog[g.id].exposed_name} ({g.reason})"
