@@ -293,6 +293,28 @@ def test_a_refused_real_tool_is_promised_for_the_next_turn(embedder: Embedder) -
     run(main)
 
 
+def test_checking_a_refused_tool_for_the_next_turn_routes_nothing_in_telemetry(
+    embedder: Embedder,
+) -> None:
+    # Whether the host's scope admits the tool is routed as a select: of it; reported,
+    # UsageStats counted a tool the model was never shown as routed.
+    async def main() -> None:
+        usage, sink = UsageStats(), MemorySink()
+        router = McpRouter(
+            top_k=1, embedder=embedder, cache=None, telemetry=Telemetry([usage, sink])
+        )
+        await router.connect({"billing": PagedClient(PAGES, ["p2", "p3", None])})
+        promotion = await router.tools("refund the payment for order 1182")
+        assert promotion.active_ids == ("billing/refund_payment",)
+        asked = await router.call({"name": "create_customer", "arguments": {}}, promotion)
+        assert asked.found == ("billing/create_customer",)
+        assert [e.kind for e in sink.events] == ["route", "promote", "verify"]
+        assert usage.routed == Counter({"billing/refund_payment": 1})
+        assert usage.misses == Counter({"billing/create_customer": 1})
+
+    run(main)
+
+
 def test_a_turn_with_no_text_gets_the_pinned_and_promised_tools(embedder: Embedder) -> None:
     async def main() -> None:
         pins = {"billing/list_invoices": {"pinned": True}}

@@ -3,6 +3,7 @@ the tool, under the tool's own name; a refused call becomes an error result for 
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -212,7 +213,11 @@ class CallForwarder:
         router = self._catalogs.router
         if tool_id not in router.catalog:
             return False
-        check = partial(router.route, f"select:{tool_id}", **scope)
+        # Routed unreported (a shallow copy shares the index): a check of toolgate's own, no
+        # route the model was shown; reported, UsageStats counted the tool as routed.
+        quiet = copy.copy(router)
+        quiet.telemetry = None
+        check = partial(quiet.route, f"select:{tool_id}", **scope)
         return tool_id in (await anyio.to_thread.run_sync(check)).ids
 
     def _in_scope(
