@@ -190,6 +190,30 @@ def test_missing_model_names_the_command(tmp_path: Path) -> None:
         models.load("fp32", home=tmp_path)
 
 
+def test_no_home_at_all_is_a_model_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A service user with no password entry, run without HOME (``env -i``, some
+    supervisors): pathlib's RuntimeError was every command's traceback."""
+    import pwd
+
+    def no_entry(uid: int) -> Any:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv(models.HOME_ENV, raising=False)
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    with pytest.raises(ModelError, match=rf"HOME is not set.*; set {models.HOME_ENV}"):
+        model_files.toolgate_home()
+    with pytest.raises(ModelError, match=models.HOME_ENV):
+        models.load("fp32")
+    monkeypatch.setenv(models.HOME_ENV, "~no-such-user-of-toolgate/cache")
+    with pytest.raises(ModelError, match="'~no-such-user-of-toolgate/cache' names a home"):
+        model_files.toolgate_home()
+    monkeypatch.setenv(models.HOME_ENV, "/srv/toolgate")
+    assert model_files.toolgate_home() == Path("/srv/toolgate")
+
+
 class _PathLike:
     """An ``os.PathLike`` that is not a ``pathlib.Path``, as some callers pass."""
 

@@ -54,9 +54,23 @@ TOKENIZER = "tokenizer.json"
 
 
 def toolgate_home() -> Path:
-    """The cache root: ``$TOOLGATE_HOME`` when set, else ``~/.cache/toolgate``."""
+    """The cache root: ``$TOOLGATE_HOME`` when set, else ``~/.cache/toolgate``.
+
+    Raises :class:`ModelError` naming the variable when there is no home to put it in.
+    """
     configured = os.environ.get(HOME_ENV)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "toolgate"
+    try:
+        return Path(configured).expanduser() if configured else Path.home() / ".cache" / "toolgate"
+    except RuntimeError:  # pathlib's: HOME unset and this user has no password entry
+        reason = (
+            f"{HOME_ENV}={configured!r} names a home that cannot be found"
+            if configured
+            else f"{HOME_ENV} is unset, HOME is not set and this user has no password entry"
+        )
+        raise ModelError(
+            f"cannot tell where toolgate keeps its files: {reason}; set {HOME_ENV} (or HOME) "
+            "to a folder"
+        ) from None
 
 
 def home_path(home: str | os.PathLike[str] | None) -> Path:
