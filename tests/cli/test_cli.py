@@ -1020,6 +1020,30 @@ def test_a_metrics_folder_the_workers_cannot_use_stops_the_gateway_before_it_lis
     assert len(listened) == 1
 
 
+def test_no_temporary_folder_for_the_workers_metrics_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container with a read-only root file system and only the router store mounted: the
+    metrics folder's mkdtemp was a traceback of tempfile's FileNotFoundError."""
+    import tempfile
+
+    import uvicorn
+
+    listened: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: listened.append(args))
+    monkeypatch.delenv("TOOLGATE_GATEWAY_SETTINGS", raising=False)  # set by a start: undone
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setattr(tempfile, "_candidate_tempdir_list", lambda: [str(tmp_path / "file")])
+    command = [
+        "gateway", "--listen", "127.0.0.1:8080", "--store", str(tmp_path / "routers"),
+        "--upstream", "openai=https://api.openai.com", "--workers", "2",
+    ]  # fmt: skip
+    assert_one_line_error(capsys, command, "set TMPDIR (or PROMETHEUS_MULTIPROC_DIR) to a folder")
+    assert listened == []
+
+
 def test_the_metrics_folder_the_gateway_made_goes_when_it_stops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

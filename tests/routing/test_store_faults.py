@@ -253,3 +253,20 @@ def test_a_router_whose_matrix_was_replaced_is_not_saved_with_another(
     rebuilt = Router.open(live, embedder=embedder)
     assert [t.id for t in rebuilt.catalog] == [t.id for t in Catalog.load(MAIL)]
     assert not (tmp_path / "elsewhere" / MANIFEST).exists()
+
+
+def test_no_temporary_folder_to_index_in_is_a_storage_error_naming_tmpdir(
+    embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container with a read-only root file system and no /tmp mounted: building a router
+    without a path raised tempfile's FileNotFoundError, outside toolgate's errors."""
+    import tempfile
+
+    # Every candidate unusable, as there: a file where the temporary folder should be.
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setattr(tempfile, "_candidate_tempdir_list", lambda: [str(tmp_path / "a-file")])
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(StorageError, match="set TMPDIR to a folder this user can write"):
+        Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, cache=None)
+    router = Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, path=tmp_path / "r")
+    assert router.route("storm warning").ids[0] == "weather/get_alerts"

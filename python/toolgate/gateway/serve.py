@@ -12,7 +12,6 @@ import copy
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -29,6 +28,7 @@ from toolgate.errors import InvalidInputError, ModelError
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import PROVIDERS, GatewayConfig, load_config
 from toolgate.gateway.router_store import RouterStore
+from toolgate.routing.atomic_files import temporary_folder
 from toolgate.routing.learned_store import open_store
 
 __all__ = ["KEEP_ALIVE_SECONDS", "ServeOptions", "app_from_env", "serve"]
@@ -178,7 +178,7 @@ def _metrics_folder(workers: int) -> Iterator[None]:
     if workers == 1 or _METRICS_ENV in os.environ:
         yield
         return
-    made = tempfile.mkdtemp(prefix="toolgate-metrics-")
+    made = str(temporary_folder("toolgate-metrics-", or_set=_METRICS_ENV))
     os.environ[_METRICS_ENV] = made
     try:
         yield  # uvicorn returns once its workers have stopped, writing there no more

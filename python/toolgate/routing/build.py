@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import tempfile
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from toolgate.embedding.model_files import toolgate_home
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import IndexFormatError, IndexIncompatibleError, InvalidInputError
 from toolgate.forks import fork_safe_lock
-from toolgate.routing.atomic_files import Staging, naming, staging
+from toolgate.routing.atomic_files import Staging, naming, staging, temporary_folder
 from toolgate.routing.centring import centred, centring_offset, offset_numbers, uncentred
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores, null_requests, null_vectors
@@ -348,7 +347,7 @@ def build_parts(
     each of ``vectors`` (:mod:`toolgate.routing.centring`), saved for a refresh."""
     workdir = None
     if path is None:
-        directory = workdir = Path(tempfile.mkdtemp(prefix="toolgate-"))
+        directory = workdir = temporary_folder("toolgate-")
     else:
         directory = prepare_router_directory(path)
     try:
