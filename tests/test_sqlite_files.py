@@ -158,6 +158,48 @@ def test_the_learned_store_is_created_for_its_owner_only(tmp_path: Path) -> None
     assert len(modes) == 3
 
 
+@pytest.mark.parametrize(("umask", "mode"), [(0o002, "-rw-rw-r--"), (0o000, "-rw-rw-r--")])
+def test_a_shared_file_is_writable_by_the_group_the_umask_lets_share_it(
+    tmp_path: Path, umask: int, mode: str
+) -> None:
+    """A folder a group shares (setgid, umask 002): SQLite made the file 0644, which the
+    group's other users could not write; a umask of 000 never makes it writable by all."""
+    path = tmp_path / "shared.sqlite3"
+    old = os.umask(umask)
+    try:
+        db = open_shared_sqlite(path, timeout_s=5, schema=SCHEMA)
+        db.execute("INSERT INTO t VALUES (1)")  # the -wal and -shm files exist while it is open
+        modes = {p.name: file_mode(p) for p in tmp_path.iterdir()}
+        db.close()
+    finally:
+        os.umask(old)
+    assert modes == dict.fromkeys(
+        ["shared.sqlite3", "shared.sqlite3-wal", "shared.sqlite3-shm"], mode
+    )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_file_this_user_may_not_write_is_refused_and_left_as_it_was(
+    kind: str, tmp_path: Path
+) -> None:
+    """Another user's file in a folder both may write: SQLite opened it read-only and left
+    its -wal and -shm files, of this user, behind; its owner could then not open it."""
+    path = tmp_path / "theirs.sqlite3"
+    open_shared_sqlite(path, timeout_s=5, schema=SCHEMA).close()
+    path.chmod(0o444)
+    try:
+        if os.access(path, os.W_OK):
+            pytest.skip("this user ignores file permissions (root)")
+        outcome = _open(kind, path)
+        left = sorted(p.name for p in tmp_path.iterdir())
+    finally:
+        path.chmod(0o644)
+    assert "not writable by this process" in outcome
+    assert str(path) in outcome
+    assert left == ["theirs.sqlite3"]
+    assert _open(kind, path) == "ok"
+
+
 def test_a_step_waits_on_a_lock_only_until_the_set_ups_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

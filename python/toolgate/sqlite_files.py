@@ -10,7 +10,10 @@ which waits on the busy timeout for the other processes' set-up.
 
 A file that holds what users asked (the learned memory's) is created ``private``: readable
 by its owner only, whatever the umask, as are its ``-wal`` and ``-shm`` files, which SQLite
-creates with the database file's mode.
+creates with the database file's mode. Any other is created 0664 less the umask (a group
+that shares a folder, umask 002, may all write it), never writable by others. A file this
+process may not write is refused before SQLite opens it: a reader of a WAL file leaves its
+``-wal`` and ``-shm`` files, of its own user, and the file's owner could open it no more.
 
 Such a file is opened before a pre-forking server forks its workers, and each process must
 use a connection of its own (:class:`SharedConnection`). A child that only left the parent's
@@ -63,14 +66,19 @@ def open_shared_sqlite(
     retries and every step's own wait) too.
     ``":memory:"`` opens a database of this process only. ``private``: a file created here is
     readable and writable by its owner only (0600); one that exists keeps its mode, and a
-    symbolic link to no file is refused (SQLite would create its target, umask's mode). Raises
-    :class:`sqlite3.Error` or :class:`OSError`, after closing the connection.
+    symbolic link to no file is refused (SQLite would create its target, umask's mode); else
+    a new file is 0664 less the umask. A file this process may not write is a
+    :class:`PermissionError`. Raises :class:`sqlite3.Error` or :class:`OSError`, after closing
+    the connection.
     """
     in_memory = str(path) == ":memory:"
     if not in_memory:
         make_folder(Path(path).parent)
         if private:
             _create_private(path)
+        else:
+            _create_shared(path)
+        _refuse_unwritable(path)
     db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
     deadline = monotonic() + timeout_s
     try:
@@ -110,6 +118,24 @@ def _create_private(path: str | Path) -> None:
             raise FileNotFoundError(
                 errno.ENOENT, "a symbolic link to a file that does not exist", str(path)
             ) from None
+
+
+def _create_shared(path: str | Path) -> None:
+    """An empty ``path`` that the umask may leave writable by its group (0664 under umask
+    002: a folder a group shares), unless a file is there already. SQLite's own mode is
+    0644 whatever the umask, so the group's other users could never write it; and never
+    writable by others, whose vectors would steer every reader's routing."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664))
+
+
+def _refuse_unwritable(path: str | Path) -> None:
+    """A :class:`PermissionError` for a file this process may not write (another user's,
+    a read-only file system), before SQLite opens it read-only: a WAL file's reader makes
+    its ``-wal`` and ``-shm`` files, of its own user, which stay when it closes, and the
+    file's owner can then open the file no more."""
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise PermissionError(errno.EACCES, "not writable by this process", str(path))
 
 
 def _switch_to_wal(db: sqlite3.Connection) -> None:
