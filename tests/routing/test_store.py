@@ -298,6 +298,24 @@ def test_a_router_whose_manifest_no_longer_parses_is_saved_over(
     assert _open(saved, embedder).route("weather in Oslo").tools
 
 
+def test_a_router_this_user_may_not_read_is_not_called_a_folder_of_other_things(
+    router: Router, saved: Path
+) -> None:
+    """A router another user saved (its files are 0600): a save there said the folder was
+    "neither empty nor a toolgate router (it holds 'router.json')"."""
+    manifest = saved / "router.json"
+    manifest.chmod(0o000)
+    try:
+        if os.access(manifest, os.R_OK):
+            pytest.skip("this user ignores file permissions (root)")
+        with pytest.raises(StorageError, match="cannot read it") as raised:
+            router.save(saved)
+    finally:
+        manifest.chmod(0o600)
+    assert raised.value.filename == str(manifest)
+    assert "neither empty" not in str(raised.value)
+
+
 def test_an_unparseable_router_json_without_both_index_files_is_refused(
     router: Router, saved: Path, tmp_path: Path
 ) -> None:

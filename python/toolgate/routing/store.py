@@ -23,6 +23,7 @@ The manifest is :mod:`toolgate.routing.manifest`, the outline of the catalog it 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -34,7 +35,7 @@ from typing import Any
 
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.overrides import saved_overrides
-from toolgate.errors import CatalogError, IndexFormatError, InvalidInputError
+from toolgate.errors import CatalogError, IndexFormatError, InvalidInputError, StorageError
 from toolgate.json_limits import loads, open_regular, read_bounded
 from toolgate.routing.atomic_files import (
     Staging,
@@ -169,6 +170,9 @@ def check_save_directory(path: str | os.PathLike[str]) -> Path:
         with storage_errors(), os.scandir(directory) as entries:
             found = next((e.name for e in entries if not _own_file(e.name, catalog=catalog)), None)
     if found is not None:
+        if found == MANIFEST and not os.access(manifest, os.R_OK):
+            # Another user's router (0600), say: whether it is one cannot be told.
+            raise StorageError(errno.EACCES, "cannot read it to tell what it is", str(manifest))
         raise InvalidInputError(
             f"{directory}: neither empty nor a toolgate router (it holds {found!r}); save the "
             "router to a new or empty folder"
