@@ -136,6 +136,19 @@ def test_index_then_route_from_the_saved_directory(
     assert routed["tools"][0]["id"] == "mail/send_email"
 
 
+def test_a_query_the_locale_could_not_decode_is_read_as_utf8(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
+) -> None:
+    """Under LC_ALL=C with PYTHONUTF8=0 (or any locale that is not UTF-8) Python keeps each
+    byte of a UTF-8 argument it cannot decode as a lone surrogate; the query routed had
+    two U+FFFD for every accented letter ("m\ufffd\ufffdt\ufffd\ufffdo")."""
+    tools, _ = tiny_set
+    query = "envoyer un e-mail \u00e0 Ren\u00e9e"
+    as_python_read_it = query.encode("utf-8").decode("ascii", "surrogateescape")
+    routed = run_json(capsys, "route", "--tools", str(tools), as_python_read_it, "--json")
+    assert routed["query"] == query
+
+
 def test_calibrate_reports_a_curve(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
 ) -> None:

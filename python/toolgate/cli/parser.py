@@ -24,6 +24,7 @@ from typing import Any
 
 from toolgate._toolgate import __version__
 from toolgate.errors import ToolgateError
+from toolgate.unicode import lone_surrogate_at
 
 __all__ = ["main"]
 
@@ -48,6 +49,15 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _text(text: str) -> str:
+    """argparse type for text to route: bytes the locale could not decode (a UTF-8 query
+    under LC_ALL=C with PYTHONUTF8=0) come as lone surrogates, read here as the UTF-8 they
+    were; bytes that are not UTF-8 either become U+FFFD, as they would have."""
+    if lone_surrogate_at(text) is None:
+        return text
+    return os.fsencode(text).decode("utf-8", "replace")
 
 
 def _path(text: str) -> Path:
@@ -124,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
 
     route = commands.add_parser("route", help="route one query")
     _add_router_source(route)
-    route.add_argument("query")
+    route.add_argument("query", type=_text)
     route.add_argument("--top-k", type=_positive_int, help="the most tools to show")
     route.add_argument(
         "--threshold", type=float, help="floor on a tool's cosine to the query (default: config)"
