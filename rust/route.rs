@@ -258,7 +258,10 @@ fn rank(
     let widen = request.near_copy_cosine.is_some() || request.name_weight > 0.0;
     let pool = if widen { request.k.saturating_mul(2) } else { request.k };
     let mut ranked = TopK::new(pool);
+    // Gated rows that would have been forced are kept apart: they belong in the report
+    // whatever the cut, and stronger gated rows under the cut must not push them out of it.
     let mut gated = TopK::new(GATED_REPORT_LEN);
+    let mut gated_forced = TopK::new(GATED_REPORT_LEN);
     // The rows each clause may rank, and the eligible rows forced for their own sake.
     let mut clause_rows = ClauseRows::new(if clause_scores.is_empty() { 0 } else { fused.len() });
     // An open gate (no masks, no scopes) admits every row: skip the per-row checks.
@@ -277,7 +280,9 @@ fn rank(
             Verdict::OutOfScope => outcome.n_out_of_scope += 1,
             Verdict::MissingFlags => {
                 outcome.n_gated += 1;
-                if relevant || is_forced(row) {
+                if is_forced(row) {
+                    gated_forced.push(row as u32, score);
+                } else if relevant {
                     gated.push(row as u32, score);
                 }
             }
@@ -307,10 +312,12 @@ fn rank(
         Some(lowest) if outcome.ranked.len() == request.k => lowest,
         _ => f32::NEG_INFINITY,
     };
-    outcome.gated = gated
+    for hit in gated.into_sorted().into_iter().filter(|hit| hit.score >= cutoff) {
+        gated_forced.push(hit.row, hit.score);
+    }
+    outcome.gated = gated_forced
         .into_sorted()
         .into_iter()
-        .filter(|hit| hit.score >= cutoff || is_forced(hit.row as usize))
         .map(|hit| (routed(hit.row), gate.missing_flags(hit.row as usize)))
         .collect();
     outcome.clauses = clause_scores

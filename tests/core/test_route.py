@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolgate import InvalidInputError, _toolgate
 from toolgate._toolgate import Bm25, Index, RouteOutcome
@@ -114,6 +117,58 @@ def test_select_keeps_the_order_given_and_scores_nothing(parts: tuple[Index, Bm2
         _toolgate.route_select(index, bm25, rows([4]))
     with pytest.raises(InvalidInputError, match="not C-contiguous"):
         _toolgate.route_select(index, bm25, rows([0, 1, 2, 3])[::2])
+
+
+def test_a_gated_forced_row_is_reported_past_stronger_gated_rows(tmp_path: Path) -> None:
+    # Five gated rows score above the forced one but below the one ranked row: they are not
+    # reported (they would not have been active), and they must not push out the forced row.
+    vectors = np.asarray([[1.0, 0.0]] + [[0.8, 0.6]] * 5 + [[0.0, 1.0]], dtype=np.float32)
+    index = Index.build(tmp_path / "m.tgm", vectors, masks=[[]] + [[1]] * 6)
+    bm25 = Bm25.build([{"name": f"tool_{row}"} for row in range(7)])
+    outcome = _toolgate.route(
+        index, bm25, np.asarray([1.0, 0.0], np.float32), "", alpha=1.0, method="minmax", top=0,
+        k=1, forced=rows([6]),
+    )  # fmt: skip
+    assert [r.row for r in outcome.ranked] == [0]
+    assert outcome.n_gated == 6
+    assert [(g.row, g.missing_flags) for g in outcome.gated] == [(6, [1])]
+
+
+@st.composite
+def _gated_catalogs(draw: st.DrawFn) -> tuple[np.ndarray, list[list[int]], list[int], int]:
+    """Up to 12 rows on a few directions, most of them gated, some forced, and a k."""
+    n = draw(st.integers(1, 12))
+    directions = st.sampled_from([[1.0, 0.0], [0.8, 0.6], [0.6, 0.8], [0.0, 1.0], [-1.0, 0.0]])
+    vectors = np.asarray(draw(st.lists(directions, min_size=n, max_size=n)), dtype=np.float32)
+    masks = draw(st.lists(st.sampled_from([[], [1], [1, 70]]), min_size=n, max_size=n))
+    forced = draw(st.lists(st.integers(0, n - 1), max_size=3, unique=True))
+    return vectors, masks, forced, draw(st.integers(1, 4))
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(_gated_catalogs())
+def test_the_gated_report_holds_the_best_rows_that_would_have_been_active(
+    catalog: tuple[np.ndarray, list[list[int]], list[int], int],
+) -> None:
+    vectors, masks, forced, k = catalog
+    n = len(masks)
+    with tempfile.TemporaryDirectory() as directory:  # a fixture would be shared by examples
+        index = Index.build(Path(directory) / "m.tgm", vectors, masks=masks)
+        bm25 = Bm25.build([{"name": f"tool_{row}"} for row in range(n)])
+        query = np.asarray([1.0, 0.0], np.float32)
+        outcome = _toolgate.route(
+            index, bm25, query, "", alpha=1.0, method="minmax", top=0, k=k, forced=rows(forced)
+        )
+        fused = _toolgate.fuse(index.scores(query), bm25.scores(""), alpha=1.0, top=0)
+    ranked = [r.fused for r in outcome.ranked]
+    cutoff = min(ranked) if len(ranked) == k else -np.inf
+    # Reference: every gated row that would have been forced, or ranked among the active
+    # rows; the best five (the core's GATED_REPORT_LEN) of them, fused score descending,
+    # then row ascending.
+    active = [row for row in range(n) if masks[row] and (row in forced or fused[row] >= cutoff)]
+    want = sorted(active, key=lambda row: (-fused[row], row))[:5]
+    assert [g.row for g in outcome.gated] == want
+    assert outcome.n_gated == sum(1 for mask in masks if mask)
 
 
 # Every array argument of route, route_select and dense_signal, each given a wrong value: an
