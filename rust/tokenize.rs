@@ -18,7 +18,8 @@
 //!    `京的` `的天` `天气`; a lone character yields itself), as Lucene's CJKAnalyzer does:
 //!    Chinese and Japanese write no spaces, and a whole run would meet no other text.
 //! 3. **Lower-case** each part (full Unicode lower-casing), with `ß` as `ss` (`Straße`
-//!    meets `STRASSE`) and `İ` as `i` (`İSTANBUL` meets `Istanbul`).
+//!    meets `STRASSE`), `İ` as `i` (`İSTANBUL` meets `Istanbul`) and final `ς` as `σ`
+//!    (`ΟΔΟΣ` meets `οδος`).
 //! 4. **Drop stop words** from [`STOP_WORDS`], a short list of English function words that
 //!    never name a tool's purpose (skipped by [`analyze_keep_stop_words`]).
 //! 5. **Stem** with [`stem`], the English Snowball stemmer.
@@ -201,8 +202,8 @@ fn analyze_with(text: &str, drop_stop_words: bool, mut emit: impl FnMut(&str)) {
     }
 }
 
-/// Writes `raw` lower-cased (full Unicode lower-casing, `ß` as `ss`, `İ` as `i`) into
-/// `out`, replacing what it held.
+/// Writes `raw` lower-cased (full Unicode lower-casing, `ß` as `ss`, `İ` as `i`, final `ς`
+/// as `σ`) into `out`, replacing what it held.
 fn lower_into(raw: &str, out: &mut String) {
     out.clear();
     if raw.is_ascii() {
@@ -212,6 +213,9 @@ fn lower_into(raw: &str, out: &mut String) {
     for c in raw.chars().flat_map(char::to_lowercase) {
         match c {
             'ß' => out.push_str("ss"),
+            // Final sigma is sigma, as case folding has it: `ΟΔΟΣ` lower-cases char by char
+            // to a sigma at its end, and must meet `οδος` as written.
+            'ς' => out.push('σ'),
             // `İ` (Turkish capital dotted I) lower-cases to `i` and this dot: drop it, so
             // `İSTANBUL` meets `Istanbul`.
             '\u{307}' if out.ends_with('i') => {}

@@ -5,7 +5,7 @@
 //! | bytes | content |
 //! |---|---|
 //! | 0..8 | magic `TGBM25\0\0` |
-//! | 8..12 | format version (`u32`, currently 5) |
+//! | 8..12 | format version (`u32`, currently 6) |
 //! | 12..16 | reserved, 0 |
 //! | 16..24 | payload length in bytes (`u64`) |
 //! | 24..28 | CRC-32 of the payload |
@@ -34,11 +34,11 @@ const MAGIC: &[u8; 8] = b"TGBM25\0\0";
 /// Version 2: terms are Snowball stems (version 1 stripped plurals only). Version 3: a run of
 /// CJK characters is indexed as its character pairs. Version 4: text is NFKC-normalised,
 /// combining marks stay in their words and `ß` is `ss`. Version 5: `İ` lower-cases to `i`
-/// (no combining dot). The stored terms are the analyser's
-/// output, so a file from another analyser would silently miss queries: it is refused
+/// (no combining dot). Version 6: final `ς` lower-cases to `σ`. The stored terms are the
+/// analyser's output, so a file from another analyser would silently miss queries: it is refused
 /// instead, but for an older file whose terms this analyser makes alike (every ASCII term,
 /// since only other text is analysed otherwise now).
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 /// The oldest version read (when its terms analyse alike).
 const OLDEST_VERSION: u32 = 2;
 const HEADER_LEN: usize = 32;
