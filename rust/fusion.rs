@@ -260,21 +260,25 @@ fn add_reciprocal_ranks(
     let ranked = top_k(scores, limit, None, eligible);
     let mut rank = 0;
     for (place, &(row, score)) in ranked.iter().enumerate() {
-        if place == 0 || score.total_cmp(&ranked[place - 1].1).is_ne() {
+        // `!=`, not the total order: 0.0 and -0.0 are one score, and share a rank.
+        if place == 0 || score != ranked[place - 1].1 {
             rank = place + 1;
         }
         out[row as usize] += weight / (k + rank as f32);
     }
-    // The cut keeps the tied rows of lowest row first (top_k's order): the others tied with
-    // the last one kept come after them, and share their rank.
     let Some(&(_, last)) = ranked.last() else { return };
     if ranked.len() < limit {
         return;
     }
-    let kept_tied = ranked.iter().rev().take_while(|hit| hit.1.total_cmp(&last).is_eq()).count();
-    let tied = |&(row, score): &(usize, &f32)| score.total_cmp(&last).is_eq() && eligible(row);
-    for (row, _) in scores.iter().enumerate().filter(tied).skip(kept_tied) {
-        out[row] += weight / (k + rank as f32);
+    // The other rows tied with the last one kept share its rank. The cut kept some of them,
+    // not always those of lowest row (0.0 sorts above -0.0): skip those it kept by row.
+    let mut kept: Vec<u32> =
+        ranked.iter().rev().take_while(|hit| hit.1 == last).map(|hit| hit.0).collect();
+    kept.sort_unstable();
+    for (row, &score) in scores.iter().enumerate() {
+        if score == last && eligible(row) && kept.binary_search(&(row as u32)).is_err() {
+            out[row] += weight / (k + rank as f32);
+        }
     }
 }
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from random import Random
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolgate._toolgate import fuse
 from toolgate.errors import InvalidInputError
@@ -94,6 +98,40 @@ def test_rrf_matches_reference(n: int, top: int, alpha: float) -> None:
     dense, sparse = signals(n, seed=7 * n + top)
     got = fuse(dense, sparse, alpha=alpha, method="rrf", top=top, rrf_k=60.0)
     np.testing.assert_allclose(got, ref_rrf(dense, sparse, alpha, 60.0, top), rtol=1e-5, atol=1e-8)
+
+
+# Few distinct values, so ties are common (BM25 gives runs of one score), zeros of both signs.
+_SCORE = st.sampled_from([0.0, -0.0, 1e-7, 0.1, 0.5, 1.0, -0.3, 2.5, 7.0])
+_METHODS = ["minmax", "divmax", "rrf", "raw+raw", "minmax+divmax", "divmax+minmax"]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(st.tuples(_SCORE, _SCORE), max_size=40),
+    st.sampled_from([0.0, 0.35, 1.0]),
+    st.sampled_from(_METHODS),
+    st.integers(0, 45),
+    st.randoms(use_true_random=False),
+)
+def test_fusion_matches_numpy_on_generated_scores(
+    pairs: list[tuple[float, float]], alpha: float, method: str, top: int, rng: Random
+) -> None:
+    dense = np.asarray([d for d, _ in pairs], dtype=np.float32)
+    sparse = np.asarray([s for _, s in pairs], dtype=np.float32)
+    got = fuse(dense, sparse, alpha=alpha, method=method, top=top, rrf_k=1.0)
+    if method == "rrf":
+        want = ref_rrf(dense, sparse, alpha, 1.0, top)
+    else:
+        named = {"minmax": "minmax+minmax", "divmax": "raw+divmax"}.get(method, method)
+        dense_norm, sparse_norm = named.split("+")
+        want = alpha * ref_normalise(dense, dense_norm, top)
+        want += (1 - alpha) * ref_normalise(sparse, sparse_norm, top)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # A row's fused score does not depend on its place in the catalog.
+    order = list(range(len(pairs)))
+    rng.shuffle(order)
+    shuffled = fuse(dense[order], sparse[order], alpha=alpha, method=method, top=top, rrf_k=1.0)
+    np.testing.assert_array_equal(shuffled, got[order])
 
 
 def test_rrf_ties_share_a_rank() -> None:
