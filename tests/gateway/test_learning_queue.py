@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -141,6 +142,22 @@ def test_a_wait_that_is_no_seconds_is_refused(timeout: Any) -> None:
     for wait in (queue.join, queue.close):
         with pytest.raises(InvalidInputError, match="timeout must be"):
             wait(timeout)
+
+
+def test_a_worker_waiting_for_lessons_holds_none_of_those_it_learned() -> None:
+    # The last lesson kept its router alive while the worker waited: a router replaced
+    # since (evicted, refreshed) kept its index files open until the next call came.
+    router = _Router()
+    queue = LearningQueue()
+    try:
+        queue.submit(_lesson(router, "only"))
+        assert queue.join(timeout=10)
+        assert router.learned == ["only"]
+        gone = weakref.ref(router)
+        del router
+        assert gone() is None
+    finally:
+        queue.close(timeout=10)
 
 
 def test_a_failing_store_is_warned_of_once_until_it_answers_again(

@@ -211,6 +211,9 @@ class LearningQueue:
             except Exception as exc:  # the worker must go on learning the next ones
                 self._failures.failed(exc)
             finally:
+                # Let go of it before waiting for the next: it holds its router, whose files
+                # stayed open, once replaced (evicted, refreshed), until the next lesson came.
+                del lesson
                 with self._changed:
                     self._learning = False
                     self._changed.notify_all()
