@@ -4,6 +4,7 @@ call of a tool a ``tool_search`` found is feedback for the search's words."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import threading
 from collections import Counter
@@ -289,6 +290,29 @@ class _Down(SqliteStore):
         if not self.up:
             raise StoreError("the learned memory at postgresql://db/x: gone")
         return super().use(scope, user, **bounds)
+
+
+def test_a_router_let_go_without_aclose_stops_its_learning_thread(embedder: Embedder) -> None:
+    # A host making a router per session, and dropping it without aclose, kept a thread per
+    # router for ever, holding the last lesson's router: its index and the store's files.
+    before = set(threading.enumerate())
+    learning: list[threading.Thread] = []
+
+    async def main() -> None:
+        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=":memory:")
+        async with Client(github_server(Counter())) as github:
+            await router.connect({"github": github})
+            await _open_issue(router, "crash")
+            assert await router.drain(timeout=10)
+        new = set(threading.enumerate()) - before
+        learning.extend(t for t in new if t.name == "toolgate-learning")
+
+    run(main)
+    assert learning  # the router's worker, started by its lesson
+    gc.collect()  # the router's parts refer to it: a cycle
+    for thread in learning:
+        thread.join(timeout=10)
+    assert not [thread for thread in learning if thread.is_alive()]
 
 
 def test_a_failing_learned_store_leaves_the_tools_routed_without_it(

@@ -163,6 +163,9 @@ class McpRouter(BoundToProcess):
         # A forwarded call's lesson is learned by a worker thread: its result never waits
         # for the store (locked by another process for seconds, or a database not answering).
         self._lessons = LearningQueue(log=_log)
+        # Stopped with the router, once it has learned what waits: a host dropping a router
+        # per session without aclose kept its thread, and the last lesson's router, for ever.
+        weakref.finalize(self, self._lessons.finish).atexit = False
 
     # -- connections ---------------------------------------------------------------------
 
@@ -435,7 +438,8 @@ class McpRouter(BoundToProcess):
         """Learn from no more calls: learn those queued, waiting for them (in a thread) at
         most ``timeout`` seconds, past which those still queued are dropped and counted in
         :attr:`lessons_dropped`. Whether every one was learned. A host stopping calls it
-        last; a router never closed loses, at exit, the lessons still queued."""
+        last; a router let go without it learns those queued, then stops its thread, and
+        one still alive at exit loses the lessons still queued."""
         dropped = self._lessons.dropped
         closed = await anyio.to_thread.run_sync(
             self._lessons.close, timeout, abandon_on_cancel=True
