@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 import warnings
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
@@ -289,3 +290,37 @@ def test_a_workers_writes_outlive_the_masters_close(kind: str, tmp_path: Path) -
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert run.stdout.strip() == "80"
+
+
+# A process whose store is written by a thread when it exits, the write waiting on another
+# process's lock (here another connection's, held to the end) for up to 20 s.
+_EXIT_WHILE_WRITING = """
+import sqlite3, sys, threading, time
+import numpy as np
+from toolgate.routing.learned_store import SqliteStore
+
+path = sys.argv[1]
+store = SqliteStore(path, timeout_s=20)
+idle = SqliteStore(path + ".idle")  # no thread uses it: closed at exit
+holder = sqlite3.connect(path, isolation_level=None)
+holder.execute("BEGIN IMMEDIATE")
+vector = np.eye(4, dtype=np.float32)[0]
+writer = threading.Thread(
+    target=store.insert, args=("s", "t/x", "t", b"k", vector, 0.0), daemon=True
+)
+writer.start()
+while not store._lock.locked():  # the write holds its store until SQLite's wait ends
+    time.sleep(0.01)
+time.sleep(0.2)
+"""
+
+
+def test_a_write_waiting_on_another_process_holds_no_exit_up(tmp_path: Path) -> None:
+    # A learning queue's thread writing to a stalled store: its close returns (lessons
+    # dropped), but closing the store's connection at exit waited out SQLite's busy timeout
+    # (30 s by default) for the thread's statement.
+    path = tmp_path / "learned.sqlite3"
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-c", _EXIT_WHILE_WRITING, str(path)], timeout=60, check=True)
+    assert time.monotonic() - start < 10
+    assert not Path(f"{path}.idle-wal").exists()  # an idle connection is still closed

@@ -26,6 +26,7 @@ the parent's locks are the parent's), unless another thread was using it at the 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -217,6 +218,8 @@ class SharedConnection:
         if self._db is None:
             db = self._open()
             self._closer = weakref.finalize(self, db.close)  # a dropped owner closes its file
+            # Not at exit, where another thread may be mid-statement on it: see _at_exit.
+            self._closer.atexit = False
             self._db = db
         return self._db
 
@@ -265,6 +268,22 @@ def _after_fork_in_child() -> None:
         if lock.locked():  # a fork_safe_lock is released already
             lock.release()
 
+
+def _at_exit() -> None:
+    """Close the connections no thread is using. One in use is left to the process's end:
+    closing it waits for the statement under way, and a write waiting on another process's
+    lock held the exit up for the whole busy timeout (30 s), after a learning queue's close
+    had given up on it within its grace. Its transaction, never committed, is rolled back
+    by the next connection to open the file."""
+    for connection in list(_connections):
+        if connection._lock.acquire(blocking=False):
+            try:
+                connection.close()
+            finally:
+                connection._lock.release()
+
+
+atexit.register(_at_exit)
 
 if hasattr(os, "register_at_fork"):  # not on Windows, where a child process starts afresh
     os.register_at_fork(
