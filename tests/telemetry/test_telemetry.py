@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -673,6 +674,30 @@ def test_a_json_file_sink_follows_its_path_when_the_file_is_moved_or_deleted(
     sink.emit(events[2])
     sink.close()
     assert log.read_text(encoding="utf-8").splitlines() == [events[2].to_json()]
+
+
+def _descriptors_open_on(folder: Path) -> list[str]:
+    """The files under ``folder`` this process holds a descriptor of."""
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            names.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return [name for name in names if name.startswith(str(folder))]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_a_json_file_sink_let_go_unclosed_closes_its_file(tmp_path: Path) -> None:
+    # A raw descriptor has no destructor: a server making a sink per tenant or per request,
+    # and letting it go, ran out of descriptors (200 sinks, 200 descriptors).
+    log = tmp_path / "events.jsonl"
+    for _ in range(3):
+        sink = JsonFileSink(log)
+        sink.emit(_calls(1)[0])
+        log.rename(tmp_path / "events.jsonl.1")  # the next event opens the file again
+        sink.emit(_calls(1)[0])
+        assert len(_descriptors_open_on(tmp_path)) == 1
+        del sink
+    assert _descriptors_open_on(tmp_path) == []
 
 
 def test_a_json_file_sink_says_once_that_it_cannot_write_and_when_it_can_again(

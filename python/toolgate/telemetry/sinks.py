@@ -9,6 +9,7 @@ import logging
 import math
 import os
 import stat
+import weakref
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -99,7 +100,7 @@ class JsonFileSink(BoundToProcess):
         """Open ``path`` for appending (created if missing)."""
         self.path = file_path("path", path)
         try:
-            self._fd = self._open()
+            self._hold(self._open())
         except OSError as exc:
             raise InvalidInputError(f"cannot write events to {path}: {exc.strerror}") from None
         # What must go before the next line: the rest of a line cut short.
@@ -112,6 +113,12 @@ class JsonFileSink(BoundToProcess):
 
     def _open(self) -> int:
         return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def _hold(self, fd: int) -> None:
+        """Write to ``fd`` from now on, closed when this sink is let go unclosed: a raw
+        descriptor has no destructor, and a sink made per tenant or request kept each one."""
+        self._fd = fd
+        self._closer = weakref.finalize(self, os.close, fd)
 
     def _follow_path(self) -> None:
         """Write on to the file at :attr:`path` when the one open is no longer there."""
@@ -136,11 +143,12 @@ class JsonFileSink(BoundToProcess):
             return
         self._astray = False
         self._close_file()
-        self._fd = fd
+        self._hold(fd)
         self._rest = b"\n" if _ends_mid_line(fd, self.path) else b""
 
     def _close_file(self) -> None:
         """Close the file open, ending first a line a full disk cut short if it can."""
+        self._closer.detach()  # closed here, once
         with contextlib.suppress(OSError):  # the last chance to end that line
             if self._rest:
                 os.write(self._fd, self._rest)
