@@ -9,7 +9,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pytest
@@ -47,6 +47,21 @@ def embedder() -> Embedder:
 def router(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Router:
     path = tmp_path_factory.mktemp("router")
     return Router.from_catalog(demo_catalog(), path=path, cache=None, embedder=embedder)
+
+
+def test_the_model_is_loaded_once_whatever_the_progress_bar(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Router (bar left to decide) and a ToolFilter or McpRouter (no bar) in one process
+    # each loaded the model: 78 MB more of the same weights.
+    def load_again(**options: object) -> NoReturn:
+        raise AssertionError(f"the model was loaded again: {options}")
+
+    monkeypatch.setattr("toolgate.routing.build.Embedder", load_again)
+    quiet = default_embedder(RouterConfig().precision, progress=False)
+    assert (quiet.progress, embedder.progress) == (False, None)
+    text = "find the weather in Lisbon"
+    assert np.array_equal(quiet.embed(text), embedder.embed(text))
 
 
 def test_ids_are_server_slash_name_in_rank_order(router: Router) -> None:

@@ -8,6 +8,7 @@ the files of a saved router, as :class:`RouterParts`.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import shutil
@@ -102,13 +103,27 @@ def default_embedder(
     agent per request would otherwise load (and keep, until the garbage collector finds the
     agent) a model per request. An embedder is safe to share between threads.
     """
-    key = (precision, progress, toolgate_home())
+    home = toolgate_home()
     with _SHARED_LOCK:
-        embedder = _SHARED_EMBEDDERS.get(key)
+        embedder = _SHARED_EMBEDDERS.get((precision, progress, home))
         if embedder is None:
-            embedder = Embedder(precision=precision, progress=progress)
-            _SHARED_EMBEDDERS[key] = embedder
+            embedder = _shared_model(precision, home, progress)
+            _SHARED_EMBEDDERS[precision, progress, home] = embedder
     return embedder
+
+
+def _shared_model(
+    precision: Literal["fp32", "int8"], home: Path, progress: bool | None
+) -> Embedder:
+    """The model at ``precision`` under ``progress``: a shallow copy, sharing its session,
+    of one loaded under another setting (a router's bar and a filter's none loaded the
+    same weights twice, 78 MB), else a new load. The caller holds ``_SHARED_LOCK``."""
+    for (loaded, _, loaded_home), embedder in list(_SHARED_EMBEDDERS.items()):
+        if (loaded, loaded_home) == (precision, home):
+            twin = copy.copy(embedder)
+            twin.progress = progress
+            return twin
+    return Embedder(precision=precision, progress=progress)
 
 
 # Weak: the model's memory goes with the last router that uses it. The lock makes threads
