@@ -265,14 +265,16 @@ class Embedder(BoundToProcess):
         """The named graph outputs for one unpadded text, as float32 arrays."""
         ids = np.asarray(encoding.ids, dtype=np.int32)[None, :]
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-        return [
-            np.asarray(out, np.float32)
-            for out in (session or self._main_session()).run(outputs, feed)
-        ]
+        session = session or self._main_session()
+        with runtime.call_under_way():
+            found = session.run(outputs, feed)
+        return [np.asarray(out, np.float32) for out in found]
 
     def _run(self, ids: np.ndarray, mask: np.ndarray, session: Any = None) -> np.ndarray:
         feed = {"input_ids": ids, "attention_mask": mask}
-        (vectors,) = (session or self._main_session()).run([SENTENCE_OUTPUT], feed)
+        session = session or self._main_session()
+        with runtime.call_under_way():
+            (vectors,) = session.run([SENTENCE_OUTPUT], feed)
         return np.asarray(vectors, dtype=np.float32)
 
 
@@ -345,9 +347,10 @@ def _make_session(onnx_bytes: bytes, threads: int) -> Any:
     # the host application (an agent gateway, other sessions) needs.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
-        return ort.InferenceSession(
-            onnx_bytes, sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        with runtime.call_under_way():
+            return ort.InferenceSession(
+                onnx_bytes, sess_options=options, providers=["CPUExecutionProvider"]
+            )
     except Exception as exc:  # ORT raises its own untyped exception classes.
         raise ModelError(f"ONNX Runtime cannot load the model: {exc}") from exc
 
