@@ -39,6 +39,19 @@ def test_a_quote_inside_a_url_does_not_end_it(url: str) -> None:
     assert logged.endswith(' "HTTP/1.1 200 OK"')
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"url":"https://api.example.com","owner":"ann@example.com"}',  # compact JSON
+        "servers=['https://api.example.com','ann@example.com']",
+    ],
+)
+def test_a_quote_closing_a_string_ends_the_url_before_any_later_at(text: str) -> None:
+    # User info ran to the last '@' across the closing quote: the next field was swallowed
+    # as the URL's user info, and the host logged was the e-mail address's.
+    assert redact_urls(text) == text
+
+
 def test_a_url_may_keep_its_path_but_not_its_query_string() -> None:
     url = "https://generativelanguage.googleapis.com/v1beta/models?key=KEY#part"
     assert redacted_url(url, keep_path=True) == (
