@@ -68,6 +68,18 @@ class Offender:
         return f"{self.position} {tool}: {reason}"
 
 
+#: The offenders a warning names: the tools are a caller's or a server's, and listing
+#: thousands made one warning of hundreds of kB for each load.
+LISTED_OFFENDERS = 20
+
+
+def listed_offenders(offenders: Sequence[Offender]) -> str:
+    """The first :data:`LISTED_OFFENDERS` of ``offenders``, and how many more there are."""
+    listed = "; ".join(map(str, offenders[:LISTED_OFFENDERS]))
+    more = len(offenders) - LISTED_OFFENDERS
+    return f"{listed}; and {more:,} more" if more > 0 else listed
+
+
 class InvalidToolsError(CatalogError):
     """A catalog holds bad tools; ``offenders`` lists each with its position and reason,
     ``source`` names where they were read."""
@@ -93,7 +105,8 @@ class UnknownToolError(CatalogError, KeyError):
 
 
 class CatalogWarning(UserWarning):
-    """Lenient loading skipped bad tools; the message names each of them."""
+    """Lenient loading skipped bad tools; the message names each of them (of a server's
+    refresh or a request's tools, the first 20, and counts the rest)."""
 
     def __str__(self) -> str:
         return surrogates_escaped(super().__str__())

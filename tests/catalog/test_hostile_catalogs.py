@@ -260,3 +260,16 @@ def test_a_tool_named_with_a_line_break_is_warned_of_on_one_line() -> None:
     with pytest.warns(CatalogWarning) as caught:
         Catalog.from_tools([gated], server="s")
     assert "s/a\\nERROR forged requires ['s/nothing']" in str(caught[0].message)
+
+
+def test_a_servers_refresh_names_a_bounded_number_of_bad_tools() -> None:
+    # Every bad tool was listed: an MCP server refreshing thousands of nameless tools made a
+    # warning naming each, on every refresh, as the gateway's had before it listed 20.
+    catalog = Catalog.from_tools([_tool("ok")], server="s")
+    nameless: list[Any] = [{"description": "no name"}] * 5_000
+    with pytest.warns(CatalogWarning) as caught:
+        catalog.replace_server("s", [_tool("ok"), *nameless], lenient=True)
+    message = str(caught[0].message)
+    assert message.startswith("skipped 5000 bad tool(s) in the refresh of 's'")
+    assert message.endswith("; and 4,980 more")
+    assert len(message) < 5_000

@@ -41,6 +41,7 @@ from toolgate.errors import (
     CatalogWarning,
     InvalidToolsError,
     UnknownToolError,
+    listed_offenders,
 )
 from toolgate.formats.documents import detect_format, parse_document
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
@@ -481,7 +482,8 @@ class Catalog:
         if offenders and not lenient:
             raise InvalidToolsError(offenders, f"the refresh of server {server!r}")
         if offenders:
-            listed = "; ".join(str(o) for o in offenders)
+            # The server's tools, refreshed whenever it says they changed: a bounded list.
+            listed = listed_offenders(offenders)
             warnings.warn(
                 f"skipped {len(offenders)} bad tool(s) in the refresh of {server!r}: {listed}",
                 CatalogWarning,

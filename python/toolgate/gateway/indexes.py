@@ -32,9 +32,9 @@ from toolgate.errors import (
     CatalogWarning,
     IndexFormatError,
     InvalidToolsError,
-    Offender,
     StorageError,
     ToolgateError,
+    listed_offenders,
 )
 from toolgate.forks import fork_safe_lock, on_fork_in_child
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
@@ -78,9 +78,6 @@ __all__ = [
 MAX_CACHED_BYTES = 256 << 20
 
 _T = TypeVar("_T")
-# The unreadable tools a warning names: a request's tools are the client's, and listing
-# thousands made one warning (printed, and kept in the warnings registry) per array sent.
-_LISTED_OFFENDERS = 20
 # Learning's trouble is logged where the gateway's is.
 _GATEWAY_LOG = logging.getLogger("toolgate.gateway")
 
@@ -262,7 +259,7 @@ class Indexes:
             tools, _ = build_tools([raws[k] for k in readable])
             _warn_unregistered(
                 f"cannot index {len(offenders)} of the request's tools, so they are sent on "
-                f"every request: {_listed(offenders)}",
+                f"every request: {listed_offenders(offenders)}",
                 stacklevel=7,  # filter()'s caller: _build, _get, get, _route, _filter_*, filter
             )
         else:
@@ -435,13 +432,6 @@ def _plain(value: Any, depth: int = 0) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(item, depth + 1) for item in value]
     raise ValueError(f"no JSON form for {type(value).__name__}")
-
-
-def _listed(offenders: Sequence[Offender]) -> str:
-    """The first :data:`_LISTED_OFFENDERS` of ``offenders``, and how many more there are."""
-    listed = "; ".join(map(str, offenders[:_LISTED_OFFENDERS]))
-    more = len(offenders) - _LISTED_OFFENDERS
-    return f"{listed}; and {more:,} more" if more > 0 else listed
 
 
 def _warn_unregistered(message: str, stacklevel: int) -> None:
