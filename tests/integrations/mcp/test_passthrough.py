@@ -447,6 +447,42 @@ def test_a_servers_failure_is_warned_of_on_one_bounded_line(
     run(main)
 
 
+class LongNamesClient(ExtrasClient):
+    """Lists one prompt of a long name, new at each listing, and with ``taking`` the name
+    it would be qualified to on the server ``taking`` too."""
+
+    def __init__(self, tag: str, taking: str | None = None) -> None:
+        super().__init__(tag)
+        self.taking = taking
+
+    async def list_prompts(self, cursor: str | None = None) -> dict[str, Any]:
+        self.prompt_listings += 1
+        name = f"{self.prompt_listings}" + "p" * 100_000
+        taken = [{"name": f"{self.taking}__{name}"}] if self.taking else []
+        return {"prompts": [{"name": name}, *taken]}
+
+
+def test_a_prompt_left_out_is_warned_of_with_its_names_cut(
+    embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The names were quoted whole: a server's prompt of a long name left out made a warning
+    # as long, and each of the messages remembered (up to WARNED_MESSAGES) held it.
+    async def main() -> None:
+        router = McpRouter(embedder=embedder, cache=None, retry_after=0)
+        one, other = LongNamesClient("one"), LongNamesClient("other", taking="one")
+        await router.connect({"one": one, "other": other})
+        passthrough = McpProxy(router).passthrough
+        with caplog.at_level(logging.WARNING, "toolgate.integrations.mcp.passthrough"):
+            for _ in range(3):
+                await passthrough.list_prompts()
+        taken = [r.getMessage() for r in caplog.records if "is taken" in r.getMessage()]
+        assert len(taken) == 3  # one per listing: each named another prompt
+        assert all(len(message) < 2_000 for message in taken)
+        assert sum(map(len, passthrough._warned)) < 6_000
+
+    run(main)
+
+
 def test_a_server_whose_listing_fails_keeps_its_prompts_and_their_names(
     embedder: Embedder,
 ) -> None:

@@ -213,7 +213,8 @@ class Passthrough:
                 if exposed in out or (exposed != name and counts[exposed]):
                     # A qualified name that a server uses as is: the name as is keeps it.
                     self._warn(
-                        f"MCP server {server!r}: prompt {name!r} left out: {exposed!r} is taken"
+                        f"MCP server {server!r}: prompt {shown(name)} left out: "
+                        f"{shown(exposed)} is taken"
                     )
                     continue
                 out[exposed] = (server, prompt)
@@ -476,7 +477,7 @@ class Passthrough:
     def _warn(self, message: str, *, once: bool = True) -> None:
         """Log ``message`` as a warning; with ``once``, only the first time (a listing is
         read again for every request, and so would its faults be), and only while fewer
-        than :data:`WARNED_MESSAGES` are remembered."""
+        than :data:`WARNED_MESSAGES` are remembered (so what a server says is quoted cut)."""
         if once:
             if message in self._warned or len(self._warned) >= WARNED_MESSAGES:
                 return
