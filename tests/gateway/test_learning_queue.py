@@ -267,3 +267,29 @@ def test_a_forked_worker_learns_on_a_thread_of_its_own() -> None:
     # The queue's thread was the master's: the worker's lessons waited for it for ever.
     run = subprocess.run([sys.executable, "-c", _FORKED], timeout=120, check=False)
     assert run.returncode == 0
+
+
+# A pre-forking server's master whose filter learns in its request threads: one of them in
+# the failures' log (its lock held) when a worker is forked. Exits 0 once the worker logged
+# a failure, killed by the alarm if it waited on the lock for ever.
+_FORKED_FAILURES = """
+import logging, os, signal, sys
+from toolgate.routing.learned_store import StoreError
+from toolgate.routing.learning_queue import LearningFailures
+
+failures = LearningFailures(logging.getLogger("toolgate.gateway"))
+failures._lock.acquire()  # as a request thread inside failed() at the fork
+pid = os.fork()
+if pid == 0:
+    signal.alarm(10)
+    failures.failed(StoreError("the disk is full"))
+    os._exit(0)
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_worker_logs_failures_whatever_the_lock_held_at_the_fork() -> None:
+    # A plain lock held by another thread at the fork stays held in the child for good.
+    run = subprocess.run([sys.executable, "-c", _FORKED_FAILURES], timeout=120, check=False)
+    assert run.returncode == 0

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from toolgate.arguments import shown
 from toolgate.errors import InvalidInputError, ToolgateError
-from toolgate.forks import on_fork_in_child
+from toolgate.forks import fork_safe_lock, on_fork_in_child
 from toolgate.routing.router import Router
 
 __all__ = [
@@ -65,7 +65,9 @@ class LearningFailures:
         """See the class docstring; ``message`` takes the error as its one argument."""
         self.log, self.message = log, message
         self._kinds: set[type[BaseException]] = set()
-        self._lock = threading.Lock()
+        # Taken by the threads of a filter's requests: one in it at a fork must not leave it
+        # held in the child for good.
+        self._lock = fork_safe_lock()
 
     def learned(self) -> None:
         """A lesson was learned: the store answers, and its next failure is warned of."""
