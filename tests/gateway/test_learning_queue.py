@@ -293,3 +293,34 @@ def test_a_forked_worker_logs_failures_whatever_the_lock_held_at_the_fork() -> N
     # A plain lock held by another thread at the fork stays held in the child for good.
     run = subprocess.run([sys.executable, "-c", _FORKED_FAILURES], timeout=120, check=False)
     assert run.returncode == 0
+
+
+# A master that warned of its store's failure forks a worker, whose store fails too: the
+# worker's log is its own (a file per worker, say), so it warns again. Exits 0 if it did.
+_FORKED_WARNED = """
+import logging, os, sys
+from toolgate.routing.learned_store import StoreError
+from toolgate.routing.learning_queue import LearningFailures
+
+levels = []
+log = logging.getLogger("toolgate.gateway")
+log.setLevel(logging.DEBUG)
+log.addHandler(logging.Handler())
+log.handlers[0].emit = lambda record: levels.append(record.levelno)
+failures = LearningFailures(log)
+failures.failed(StoreError("the disk is full"))
+pid = os.fork()
+if pid == 0:
+    levels.clear()
+    failures.failed(StoreError("the disk is full"))
+    os._exit(0 if levels == [logging.WARNING] else 3)
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_worker_warns_of_its_own_first_failure() -> None:
+    # The kinds of error the master had warned of were the child's too: its log said the
+    # failure at debug level only.
+    run = subprocess.run([sys.executable, "-c", _FORKED_WARNED], timeout=120, check=False)
+    assert run.returncode == 0

@@ -68,6 +68,8 @@ class LearningFailures:
         # Taken by the threads of a filter's requests: one in it at a fork must not leave it
         # held in the child for good.
         self._lock = fork_safe_lock()
+        # A forked worker's log is its own: what its parent warned of, it warns of again.
+        on_fork_in_child(self, LearningFailures.learned)
 
     def learned(self) -> None:
         """A lesson was learned: the store answers, and its next failure is warned of."""
