@@ -41,6 +41,7 @@ from typing import BinaryIO, NamedTuple
 
 from toolgate._toolgate import __version__
 from toolgate.errors import IndexFormatError, IndexIncompatibleError, InvalidInputError
+from toolgate.routing.atomic_files import CLOCK_SLACK_S
 from toolgate.routing.router import Router
 from toolgate.routing.store import MANIFEST
 
@@ -61,11 +62,6 @@ _READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 # A directory being deleted is first renamed to this prefix, so no reader ever finds half of
 # one under its own name; one left by a crash is deleted by the next prune.
 _DOOMED = ".prune-"
-# How far ahead of this process's clock a directory's last use may be and still order it: the
-# clocks of hosts sharing a volume differ by far less. One further ahead was used while a clock
-# read wrong (a year ahead, set right since), and ranked by it would stay the most recent
-# that long, holding a place among the ``max_stored``.
-_CLOCK_SLACK_S = 86_400.0
 # A router is built in a folder named for it (.build-NAME-RANDOM), under NAME's lock held
 # exclusive: one left by a crash (a SIGKILL while indexing) is deleted by a prune that can
 # take that lock at once, since no process builds NAME then.
@@ -232,7 +228,7 @@ class RouterStore:
         if fcntl is None:  # pragma: no cover - Windows: no way to tell a directory in use
             return []
         stored: list[tuple[float, str]] = []
-        latest = time.time() + _CLOCK_SLACK_S
+        latest = time.time() + CLOCK_SLACK_S
         orphans: list[str] = []
         builds: list[tuple[str, str]] = []
         with os.scandir(self.root) as entries:

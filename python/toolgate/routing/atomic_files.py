@@ -21,6 +21,7 @@ from toolgate.errors import InvalidInputError, StorageError, ToolgateError
 from toolgate.sqlite_files import make_folder
 
 __all__ = [
+    "CLOCK_SLACK_S",
     "Staging",
     "directory_path",
     "naming",
@@ -31,6 +32,12 @@ __all__ = [
     "temporary_folder",
     "temporary_name",
 ]
+
+#: How far ahead of this host's clock a file's time (its modification time, or one written in
+#: its name) may be and still be believed: hosts sharing a folder differ by far less. A time
+#: further ahead was written while a clock read wrong (a year ahead, set right since); taken
+#: as it is, the file would stay the newest that long.
+CLOCK_SLACK_S = 86_400
 
 
 @contextlib.contextmanager

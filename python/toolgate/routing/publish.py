@@ -15,6 +15,7 @@ from pathlib import Path
 
 from toolgate.errors import InvalidInputError
 from toolgate.routing.atomic_files import (
+    CLOCK_SLACK_S,
     directory_path,
     prepare_directory,
     storage_errors,
@@ -23,11 +24,6 @@ from toolgate.routing.atomic_files import (
 from toolgate.routing.manifest import MANIFEST
 
 __all__ = ["publish", "router_directory"]
-
-# How far ahead of the clock a version's time (its name's) may be and still order it: hosts
-# publishing to one folder differ by far less. One further ahead was published while a clock
-# read wrong (a year ahead, set right since), and ranked by it would stay the newest as long.
-_CLOCK_SLACK_NS = 86_400 * 10**9
 
 
 @contextmanager
@@ -97,7 +93,7 @@ def _remove_old_versions(parent: Path, prefix: str, keep: int, keeping: set[Path
     so none is still being written (a publisher killed mid-save left it). Never one of
     ``keeping``: a part-written version must not count among the ``keep`` and push out one
     that processes have open."""
-    latest = time.time_ns() + _CLOCK_SLACK_NS
+    latest = time.time_ns() + CLOCK_SLACK_S * 10**9
 
     def published(version: Path) -> tuple[int, str]:
         """When ``version`` was published, by its name (-1: at a time its name cannot say)."""

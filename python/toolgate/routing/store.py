@@ -38,6 +38,7 @@ from toolgate.catalog.overrides import saved_overrides
 from toolgate.errors import CatalogError, IndexFormatError, InvalidInputError, StorageError
 from toolgate.json_limits import loads, open_regular, read_bounded
 from toolgate.routing.atomic_files import (
+    CLOCK_SLACK_S,
     Staging,
     directory_path,
     naming,
@@ -98,8 +99,7 @@ ROUTER_FILES = (MANIFEST, CATALOG, MATRIX, BM25)
 _TEMPORARY = re.compile(r"\.+(?:router\.json|catalog\.json|matrix\.tgm|bm25\.tgb)\..*tmp.*")
 
 # Far past how long a save runs: a temporary file this old is a killed save's. So is one
-# changed this far ahead of the clock: a save left it while the clock read wrong (a year
-# ahead, set right since), and no running save's file is that far ahead.
+# changed further ahead of the clock than CLOCK_SLACK_S: no running save's file is.
 _STALE_S = 24 * 3600
 # The names saves give their temporary files, exactly (``temporary_name``'s 32 hex digits,
 # ``mkstemp``'s 8 characters in older saves, the core's ``.tmp-PID-N`` beside either or
@@ -193,7 +193,7 @@ def _remove_stale_temporaries(directory: Path) -> None:
     (or ahead): a killed save leaves each file it had staged (index-sized ones too), and
     every kill would add more. A younger one may be a running save's, so it stays."""
     now = time.time()
-    oldest, latest = now - _STALE_S, now + _STALE_S
+    oldest, latest = now - _STALE_S, now + CLOCK_SLACK_S
     with contextlib.suppress(OSError), os.scandir(directory) as entries:
         for entry in entries:
             if _KILLED_SAVE.fullmatch(entry.name) is None:
