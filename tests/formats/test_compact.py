@@ -591,6 +591,29 @@ def test_request_entries_of_every_shape_are_compacted_in_place() -> None:
     assert chat["function"]["parameters"] is GENERATED  # the input is not modified
 
 
+def test_a_responses_tool_without_strict_keeps_what_strict_mode_reads() -> None:
+    # Responses reads a missing ``strict`` as "strict where the schema can be made so": a
+    # free-form map (``additionalProperties: true``) is why this one cannot, and left out, it
+    # would be a plain object, closed by strict mode, that takes no label.
+    labels = {"type": "object", "additionalProperties": True}
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "string", "title": "Id"}, "labels": labels},
+        "required": ["id", "labels"],
+        "additionalProperties": False,
+    }
+    entry = {"type": "function", "name": "tag", "parameters": schema}
+    out = compact_entry(entry, "openai-responses")["parameters"]
+    assert out["properties"]["labels"] == labels
+    assert out["additionalProperties"] is False
+    assert "title" not in out["properties"]["id"]  # still compacted
+    # Said false, it is best-effort, as in Chat, which never shows additionalProperties.
+    loose = compact_entry({**entry, "strict": False}, "openai-responses")["parameters"]
+    assert "additionalProperties" not in loose["properties"]["labels"]
+    chat = compact_entry({"type": "function", "function": entry}, "openai")["function"]
+    assert "additionalProperties" not in chat["parameters"]
+
+
 NO_ARGUMENTS = {"type": "object", "properties": {}}
 
 

@@ -33,9 +33,10 @@ What is left out, and where:
 
 A schema valid for OpenAI's strict mode (every object closed with ``additionalProperties:
 false`` and every property required) stays valid: its ``additionalProperties`` and
-``required`` lists are kept as they are. Only keys are removed, never added or changed, so a
-call valid under the full schema is valid under the compact one; :mod:`toolgate.verify` still
-checks calls against the full schema.
+``required`` lists are kept as they are; so are a Responses tool's that does not say
+``strict``, which Responses makes strict wherever its schema allows. Only keys are removed,
+never added or changed, so a call valid under the full schema is valid under the compact
+one; :mod:`toolgate.verify` still checks calls against the full schema.
 
 >>> compact_schema({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
 ...     "title": "add_args", "properties": {"a": {"type": "integer", "title": "A"}},
@@ -427,6 +428,10 @@ def _compact_entry(entry: Mapping[str, Any], provider: str) -> dict[str, Any]:
                 out[key] = [_compact_declaration(d) for d in out[key]]
         return out
     key = _SCHEMA_KEYS.get(provider, "parameters")
+    if provider == "openai-responses" and "strict" not in entry:
+        # Responses reads a missing ``strict`` as strict mode wherever the schema can be made
+        # strict: what decides that (``additionalProperties``, ``required``) stays as given.
+        return _compact_fields(entry, key, "openai", strict=True)
     return _compact_fields(entry, key, "openai" if provider.startswith("openai") else provider)
 
 
@@ -442,18 +447,19 @@ def _compact_declaration(declaration: Any) -> Any:
 
 
 def _compact_fields(
-    tool: Mapping[str, Any], key: str, provider: str, *, chat: bool = False
+    tool: Mapping[str, Any], key: str, provider: str, *, chat: bool = False, strict: bool = False
 ) -> dict[str, Any]:
     """``tool`` with its schema at ``key`` and its description compacted; a Chat tool
-    (``chat``) taking no arguments loses its ``parameters``, which Responses requires."""
+    (``chat``) taking no arguments loses its ``parameters``, which Responses requires.
+    ``strict``: compacted as for strict mode whatever the tool says."""
     out = dict(tool)
     name = out.get("name") if isinstance(out.get("name"), str) else None
     if isinstance(out.get(key), Mapping):
-        strict = True if out.get("strict") is True else None
-        if chat and omits_parameters(out[key], strict=bool(strict)):
+        closed = True if strict or out.get("strict") is True else None
+        if chat and omits_parameters(out[key], strict=bool(closed)):
             del out[key]
         else:
-            out[key] = compact_schema(out[key], provider=provider, name=name, strict=strict)
+            out[key] = compact_schema(out[key], provider=provider, name=name, strict=closed)
     if isinstance(out.get("description"), str):
         out["description"] = compact_text(out["description"])
     return out
