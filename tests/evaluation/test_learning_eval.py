@@ -11,8 +11,9 @@ import numpy as np
 from toolgate import Router
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder, TokenStates
-from toolgate.evaluation.evaluate import LabelledQuery
+from toolgate.evaluation.evaluate import LabelledQuery, evaluate
 from toolgate.evaluation.learning import evaluate_learning
+from toolgate.routing.feedback import LearnConfig
 
 
 class CountingEmbedder:
@@ -77,3 +78,19 @@ def test_gold_given_as_ids_is_learned_from_as_names_are() -> None:
     learned = evaluate_learning(router, by_id, 0.5)["learned_rows"]
     assert learned > 0
     assert learned == evaluate_learning(router, QUERIES, 0.5)["learned_rows"]
+
+
+def test_a_router_that_learns_is_measured_without_its_memory_and_keeps_it() -> None:
+    """ "before" is the figures without learning, and the router's own memory (traffic it
+    learned from: here that requests like an evaluated query took read_file) is back after."""
+    router = Router.from_catalog(demo_catalog(), cache=None)
+    queries = [*QUERIES[:2], LabelledQuery("5", QUERIES[2].query, ("read_file",)), QUERIES[3]]
+    plain = evaluate(router, queries[2:])
+    own = router.learn(":memory:", config=replace(LearnConfig(), rate_per_tool=1e12))
+    served = [tool.id for tool in router.catalog.with_name("read_file")]
+    for said in ("", " now", " please", " today", " asap"):  # a lesson of several requests
+        router.feedback(queries[2].query + said, used=served)
+    assert evaluate(router, queries[2:])["mrr"] != plain["mrr"]  # the lesson is felt
+    report = evaluate_learning(router, queries, 0.5)
+    assert report["before"]["mrr"] == plain["mrr"]
+    assert router.memory is own

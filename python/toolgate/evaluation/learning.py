@@ -54,11 +54,17 @@ def evaluate_learning(
     """The metrics of :func:`evaluate` on the queries after the first ``fraction``, once the
     router learned from the gold of those, with ``"before"`` (the same metrics without
     learning), ``"learned_from"`` and ``"learned_rows"``. Both passes embed every query
-    (``route_ms`` means the same in each)."""
+    (``route_ms`` means the same in each). A router that already learns is measured without
+    its memory, and has it back after."""
     learn, rest = split_for_learning(labelled_queries(queries), fraction)
-    before = evaluate(router, rest, top_k=top_k, progress=progress)
-    memory = router.learn(":memory:", config=config or _UNCAPPED)
+    learning = router._pipeline.learning
+    # A router that already learns (a deployment's own memory) is measured without it, as
+    # "before" says, and gets it back: the evaluation learns into a memory of its own.
+    kept = (learning.memory, learning.from_verify, learning._followed)
+    learning.memory = None
     try:
+        before = evaluate(router, rest, top_k=top_k, progress=progress)
+        memory = router.learn(":memory:", config=config or _UNCAPPED)
         catalog = router.catalog
         for item in progress_bar(learn, progress, "learning"):
             # A gold entry may be an id as well as a name, as toolgate eval scores it.
@@ -71,5 +77,5 @@ def evaluate_learning(
         router._pipeline.query_vectors.forget()
         after = evaluate(router, rest, top_k=top_k, progress=progress)
     finally:
-        router._pipeline.learning.memory = None  # the router is as it was
+        learning.memory, learning.from_verify, learning._followed = kept  # as it was
     return {**after, "before": before, "learned_from": len(learn), "learned_rows": len(memory)}
