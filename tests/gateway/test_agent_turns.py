@@ -173,6 +173,19 @@ def test_a_reminder_beside_the_users_words_is_not_routed_on(gate: ToolFilter) ->
     assert filtered.result.query == WEATHER
 
 
+def test_a_users_words_naming_the_reminder_tag_are_routed_on(gate: ToolFilter) -> None:
+    # Reminders are whole elements within one block: a user block that merely names the
+    # tag, before a reminder block, kept nothing past the tag (it was matched to the
+    # reminder's closing tag), and the ask after it was never read.
+    asks = f"Why does a <system-reminder> show up in my prompt? {WEATHER}"
+    first = {"role": "user", "content": [
+        {"type": "text", "text": CLAUDE_MD}, {"type": "text", "text": asks},
+        {"type": "text", "text": REMINDER}]}  # fmt: skip
+    filtered = gate.filter({"messages": [first], "tools": anthropic_tools()}, top_k=1)
+    assert filtered.result.query == asks
+    assert filtered.kept == ("get_weather",)
+
+
 def test_a_user_message_after_tool_results_is_a_new_request(gate: ToolFilter) -> None:
     # OpenAI Chat answers calls in messages of their own: a user message after them asks.
     chat = [

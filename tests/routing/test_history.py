@@ -189,6 +189,18 @@ def test_claude_codes_reminders_are_not_blended() -> None:
     assert history_texts(turns, 3) == ["open an issue", "star app"]
 
 
+def test_a_turn_naming_the_reminder_tag_keeps_its_words() -> None:
+    # A block that names the tag is no reminder: matched across blocks to a reminder's
+    # closing tag, the words after the tag were dropped with it.
+    reminder = "<system-reminder>\nThe todo list is empty.\n</system-reminder>"
+    asks = "what is a <system-reminder>? then star the repo"
+    turns: list[HistoryTurn] = [
+        {"role": "user", "content": [{"type": "text", "text": asks}, {"text": reminder}]},
+        {"role": "tool", "content": [{"type": "text", "text": asks}, {"text": reminder}]},
+    ]
+    assert history_texts(turns, 2) == [asks, asks]
+
+
 def test_a_gemini_response_is_read_by_its_output_and_error() -> None:
     # Gemini takes a function's output under "output" and its failure under "error" (the
     # whole response otherwise): read so, the same result blends the same text as a Chat

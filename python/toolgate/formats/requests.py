@@ -107,13 +107,16 @@ def plain_messages(messages: list[Any]) -> list[Any]:
 
 
 def _text(message: Mapping[str, Any]) -> str:
-    """A message's own text: string content, or its text blocks (not tool results, images)."""
+    """A message's own text: string content, or its text blocks (not tool results, images),
+    without Claude Code's ``<system-reminder>`` elements. Those are left out block by block:
+    in the joined text, a user's block naming the tag would reach to a later reminder's
+    closing tag, and the user's words in between would go with it."""
     body = message.get("parts", message.get("content"))
     if isinstance(body, str):
-        return body
+        return without_reminders(body)
     if not isinstance(body, list):
         return ""
-    return "\n".join(b["text"] for b in body if _is_text(b))
+    return "\n".join(without_reminders(b["text"]) for b in body if _is_text(b))
 
 
 def _is_text(block: Any) -> bool:
@@ -140,7 +143,7 @@ def last_user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None
         if _answers_calls(message):
             continue
         # A zero-width space alone asks nothing, nor a client's reminders alone.
-        text = trimmed(without_reminders(_text(message)))
+        text = trimmed(_text(message))
         if text:
             return index, text
         if _holds_content(message):

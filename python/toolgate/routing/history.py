@@ -52,7 +52,7 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
     for position in range(len(history) - 1, -1, -1):
         turn = history[position]
         if isinstance(turn, str):
-            text = turn
+            text = _written(turn)
         elif isinstance(turn, Mapping):
             text = _message_text(turn, position)
         else:
@@ -60,9 +60,8 @@ def history_texts(history: Sequence[HistoryTurn] | None, turns: int) -> list[str
                 f"history[{position}] must be a string or a mapping, got {type(turn).__name__}"
             )
         # The embedder reads no further (embedding.long_texts): a 10 MB tool result is cut
-        # here, not carried through every step of every route. A client's reminders
-        # (CLAUDE.md) are no turn's intent.
-        text = without_reminders(text)[:PREFIX_CHARS]
+        # here, not carried through every step of every route.
+        text = text[:PREFIX_CHARS]
         if text.strip():
             texts.append(well_formed(text))
         if len(texts) == turns:
@@ -106,7 +105,7 @@ def _content_text(content: object, position: int, results: bool = True) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
-        return content
+        return _written(content)
     if isinstance(content, list):
         texts = (_block_text(block, position, results) for block in content)
         return " ".join(p for p in texts if p)
@@ -141,14 +140,17 @@ _RESPONSE_KEYS = ("output", "error")
 
 
 def _written(value: object) -> str:
-    """``value`` as text: a string as it is, anything else as its JSON (``json.dumps`` with
-    ``default=str``, non-ASCII as itself), both no longer than :data:`PREFIX_CHARS`, which is
-    all the embedder reads. "" when the JSON cannot be written: nested past
-    :data:`_TEXT_DEPTH` levels, or an integer past 4,300 digits (a ``ValueError``). The
-    provider takes such a value and routing only needs text to embed, so it adds none
-    rather than refusing the request."""
+    """``value`` as text: a string as it is (without Claude Code's ``<system-reminder>``
+    elements, context the client adds that no user asked), anything else as its JSON
+    (``json.dumps`` with ``default=str``, non-ASCII as itself), both no longer than
+    :data:`PREFIX_CHARS`, which is all the embedder reads. "" when the JSON cannot be
+    written: nested past :data:`_TEXT_DEPTH` levels, or an integer past 4,300 digits (a
+    ``ValueError``). The provider takes such a value and routing only needs text to embed,
+    so it adds none rather than refusing the request."""
     if isinstance(value, str):
-        return value[:PREFIX_CHARS]
+        # Each string by itself: in a turn's joined text, a block naming the tag would
+        # reach to a later reminder's closing tag, taking the words between with it.
+        return without_reminders(value)[:PREFIX_CHARS]
     try:
         return _json_prefix(value, PREFIX_CHARS)
     except (_TooDeep, ValueError):
