@@ -23,7 +23,12 @@ from langchain.agents.middleware import (
 )
 from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    HumanMessage,
+    ToolMessage,
+    convert_to_openai_messages,
+)
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -37,6 +42,7 @@ from toolgate.formats.compact import compact_text
 from toolgate.gateway.filter import ToolFilter
 from toolgate.integrations import langchain as integration
 from toolgate.integrations.langchain import ToolgateMiddleware, ToolSelector
+from toolgate.integrations.langchain_messages import openai_messages
 from toolgate.routing.learned_store import SqliteStore
 
 # name, docstring; every tool takes one string argument
@@ -197,6 +203,25 @@ def test_blocks_openai_chat_cannot_take_are_read_not_refused(
     # Alone in the latest turn, it is content toolgate cannot read: every tool is shown.
     alone = [HumanMessage(WEATHER), AIMessage("Sunny."), HumanMessage([block])]
     assert selector.select(tools, alone) == tools
+
+
+def test_a_message_read_around_a_refused_block_keeps_all_it_converts_to() -> None:
+    # LangChain converts a message of Anthropic tool_result blocks (and text) to several:
+    # one "tool" message per result, then the user's. Read one by one (a block elsewhere
+    # refused), each gave only its first, and the results after it and the user's words
+    # were lost.
+    turns = [
+        HumanMessage([{"type": "text", "text": WEATHER}, {"type": "video", "url": "https://x/v"}]),
+        AIMessage("", tool_calls=[
+            {"name": "a", "args": {}, "id": "t1"}, {"name": "b", "args": {}, "id": "t2"}]),
+        HumanMessage([
+            {"type": "tool_result", "tool_use_id": "t1", "content": "r1"},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "r2"},
+            {"type": "text", "text": "Now book a hotel room."}]),
+    ]  # fmt: skip
+    read = openai_messages(turns)
+    assert read[0]["content"][1] == {"type": "unreadable"}
+    assert read[1:] == convert_to_openai_messages(turns[1:])
 
 
 def test_a_message_langchain_cannot_read_is_a_toolgate_error(

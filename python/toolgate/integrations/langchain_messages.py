@@ -33,11 +33,13 @@ def openai_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
         return list(convert_to_openai_messages(list(messages)))
     except _REFUSED:
         pass  # read message by message, to find the blocks it refuses
-    return [_message(message, index) for index, message in enumerate(messages)]
+    return [read for index, message in enumerate(messages) for read in _message(message, index)]
 
 
-def _message(message: Any, index: int) -> dict[str, Any]:
-    """One message converted, with the blocks the conversion refuses made opaque."""
+def _message(message: Any, index: int) -> list[dict[str, Any]]:
+    """One message converted, with the blocks the conversion refuses made opaque: the
+    messages it converts to (Anthropic ``tool_result`` blocks are one ``tool`` message
+    each, before the user's words), of which converting it alone returns only the first."""
     candidates = [message]
     blocks = _content(message)
     if isinstance(blocks, list):
@@ -46,7 +48,7 @@ def _message(message: Any, index: int) -> dict[str, Any]:
     problem = ""
     for candidate in candidates:
         try:
-            return dict(convert_to_openai_messages(candidate))
+            return list(convert_to_openai_messages([candidate]))
         except _REFUSED as exc:
             problem = (str(exc) or type(exc).__name__).splitlines()[0]
     raise InvalidInputError(f"messages[{index}] cannot be read as a chat message: {problem}")
