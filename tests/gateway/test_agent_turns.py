@@ -236,6 +236,11 @@ def test_a_follow_up_without_user_text_keeps_the_tools_it_is_told(gate: ToolFilt
     asked = {**request, "input": [_output(), {"role": "user", "content": TRIP}]}
     # User text asks anew: routed on it, not on what the earlier response had.
     assert "translate_text" not in gate.filter(asked, top_k=1, previous=["translate_text"]).kept
+    # So does an image alone: a new request toolgate cannot read goes with all its tools, not
+    # with the few the answer it follows was sent.
+    image = {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo"}
+    shown = {**request, "input": [_output(), {"role": "user", "content": [image]}]}
+    assert gate.filter(shown, top_k=1, previous=["translate_text"]).request == shown
 
 
 def _responses_client(served: Served) -> openai.OpenAI:

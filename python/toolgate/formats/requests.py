@@ -135,6 +135,20 @@ def last_user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None
     Code's ``<system-reminder>``, a "continue"): it answers the model mid-task, and the
     task is the request before it. A Gemini content without a role is the user's.
     """
+    found = _last_ask(messages, provider)
+    return found if found is not None and found[1] else None
+
+
+def asks_unreadably(messages: list[Any], provider: str) -> bool:
+    """Whether the last user message that asks (as :func:`last_user_turn` reads them) holds
+    content but no text: a new request toolgate cannot read, not a follow-up of results."""
+    found = _last_ask(messages, provider)
+    return found is not None and not found[1]
+
+
+def _last_ask(messages: list[Any], provider: str) -> tuple[int, str] | None:
+    """The last user message that answers no call and has text or other content: its
+    position and text ("" when it holds no text)."""
     default_role = "user" if provider == "gemini" else None
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
@@ -144,10 +158,8 @@ def last_user_turn(messages: list[Any], provider: str) -> tuple[int, str] | None
             continue
         # A zero-width space alone asks nothing, nor a client's reminders alone.
         text = trimmed(_text(message))
-        if text:
+        if text or _holds_content(message):
             return index, text
-        if _holds_content(message):
-            return None
     return None
 
 

@@ -81,6 +81,7 @@ if TYPE_CHECKING:
 from toolgate.formats.requests import (
     SHAPES,
     ToolChoice,
+    asks_unreadably,
     called_tools,
     keep_tags,
     kept_entries,
@@ -291,6 +292,10 @@ class ToolFilter(BoundToProcess):
             found = (len(messages) if found is None else found[0], trimmed(query))
         if previous is not None:
             previous = frozenset(_names("previous", previous))
+            if found is None and asks_unreadably(messages, provider):
+                # An image (audio, a file) alone asks anew, though toolgate cannot read it:
+                # all the tools go, not those of the answer it follows.
+                previous = None
         turn = _Turn(request, key, messages, found, choice, wait, previous)
         options = {
             "top_k": top_k,
