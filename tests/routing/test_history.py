@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolgate.embedding.long_texts import PREFIX_CHARS
-from toolgate.routing.history import HistoryTurn, history_texts
+from toolgate.routing.history import HistoryTurn, _json_prefix, history_texts
 
 
 def test_responses_items_that_are_not_messages_are_skipped() -> None:
@@ -159,6 +162,37 @@ def test_a_tool_result_reads_as_its_json(value: object) -> None:
     response = {"parts": [{"functionResponse": {"name": "f", "response": value}}]}
     assert history_texts([output], 1) == [expected]
     assert history_texts([response], 1) == [expected]
+
+
+class _Unit(str, enum.Enum):
+    """A str enum whose str() ("_Unit.CELSIUS") is not the string it is ("celsius")."""
+
+    CELSIUS = "celsius"
+
+
+_KEYS = st.one_of(st.text(max_size=6), st.integers(), st.floats(), st.booleans(), st.none())
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=12),
+    st.sampled_from([_Stamp(), _Unit.CELSIUS, b"raw"]),
+)  # fmt: skip
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(st.one_of(_KEYS, st.just(_Unit.CELSIUS)), inner, max_size=4),
+    ),
+    max_leaves=16,
+)
+
+
+@given(_VALUES, st.integers(min_value=1, max_value=60))
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+def test_the_json_prefix_is_json_dumps_up_to_the_cut(value: object, limit: int) -> None:
+    # Written iteratively to stop at the cut, it must read as json.dumps does up to there:
+    # a str enum key was written as its str() ("_Unit.CELSIUS"), not as itself.
+    whole = json.dumps(value, ensure_ascii=False, default=str)
+    assert _json_prefix(value, limit) == whole[:limit]
 
 
 def test_a_responses_output_of_content_parts_is_read_as_its_text() -> None:

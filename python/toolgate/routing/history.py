@@ -212,8 +212,11 @@ _END: Any = object()  # a container has no items left
 
 
 def _key_text(key: Any) -> str:
-    """A dict key as the string ``json.dumps`` writes (a bool, None or number as its JSON;
-    the keys JSON has no form for, which it refuses, as their str())."""
+    """A dict key as the string ``json.dumps`` writes (a string, a str enum's too, as
+    itself; a bool, None or number as its JSON; the keys JSON has no form for, which it
+    refuses, as their str())."""
+    if isinstance(key, str):
+        return key  # str() of a str enum member is its name, not the string it is
     if key is None or isinstance(key, (bool, int, float)):
         return _json_scalar(key, PREFIX_CHARS)
     return str(key)
