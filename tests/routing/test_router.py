@@ -28,6 +28,7 @@ from toolgate.catalog.text import TEXT_VERSION
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.cache import EmbeddingCache
 from toolgate.embedding.embedder import Embedder
+from toolgate.embedding.long_texts import PREFIX_CHARS
 from toolgate.evaluation.calibrate import fit_name_weight
 from toolgate.evaluation.evaluate import LabelledQuery, load_queries
 from toolgate.routing.query_vectors import MEMO_CHARS
@@ -575,6 +576,16 @@ def test_only_the_last_few_long_texts_are_memoised(router: Router, embedder: Emb
     assert counting.texts.count(short) == 1
     assert counting.texts.count(longs[0]) == 2  # five long ones came after it
     assert counting.texts.count(longs[-1]) == 1  # a route reads its query twice, embeds it once
+
+
+def test_a_huge_query_is_routed_on_what_the_model_reads(router: Router) -> None:
+    # A pasted log as an MCP host's or a library caller's query: BM25 ranked all its words
+    # on every route (seconds for 10 MB), where the gateway alone cut it to what the
+    # embedder reads.
+    text = "What's the weather in Lisbon tomorrow? " + "disk full, retrying write\n" * 10_000
+    result = router.route(text)
+    assert result.query == text[:PREFIX_CHARS]
+    assert result.ids == router.route(text[:PREFIX_CHARS]).ids
 
 
 def test_query_vectors_lists_each_public_name_it_defines() -> None:

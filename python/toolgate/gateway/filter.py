@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolgate.arguments import check_count, shown
 from toolgate.catalog.scopes import pattern_list
-from toolgate.embedding.long_texts import PREFIX_CHARS
 from toolgate.errors import (
     InvalidInputError,
 )
@@ -336,10 +335,7 @@ class ToolFilter(BoundToProcess):
             return self._not_routed(turn, provider, options)
         query: str | None
         if turn.found is not None:
-            index, query = turn.found
-            # The model reads no further: a pasted 10 MB log, routed again at every step of
-            # the agent loop, must not have BM25 rank all its words each time.
-            query = query[:PREFIX_CHARS]
+            index, query = turn.found  # routing reads its first PREFIX_CHARS (query_text)
             history, since = turn.messages[:index], turn.messages[index + 1 :]
         elif turn.previous is not None:
             # A follow-up of calls' results alone: the task goes on with the tools of the

@@ -20,6 +20,7 @@ from toolgate import _toolgate
 from toolgate.arguments import check_flag
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import pattern_list
+from toolgate.embedding.long_texts import PREFIX_CHARS
 from toolgate.errors import IndexFormatError, InvalidInputError, ToolgateError
 from toolgate.lazy import Lazy
 from toolgate.routing.co_use import CO_USE_DEPTH
@@ -159,6 +160,11 @@ class RoutePipeline:
         check_flag("forms", forms)
         allow, deny = pattern_list(allow), pattern_list(deny)
         query = query_text(query)
+        if len(query) > PREFIX_CHARS:
+            # Text is read no further than the embedder reads any: a pasted 10 MB log, parsed
+            # and its words all ranked by BM25, cost seconds a route. A select names tools.
+            cut = query[:PREFIX_CHARS]
+            query = query if parse_query(cut, forms=forms).select else cut
         parsed = parse_query(query, forms=forms)
         notes: tuple[str, ...] = ()
         if parsed.select and self._words_not_names(parsed.select):
