@@ -99,3 +99,51 @@ def test_a_process_exits_cleanly_while_daemon_threads_embed() -> None:
             timeout=120, check=False,
         )  # fmt: skip
         assert (run.returncode, run.stderr) == (0, "")
+
+
+# An exit hook registered before toolgate's (so run after it: atexit runs the last first)
+# that waits for a daemon thread about to call into ONNX Runtime, as a learning queue's
+# close() or a thread pool's join does.
+_JOINED_AT_EXIT = """
+import atexit
+import threading
+
+go = threading.Event()
+threads: list[threading.Thread] = []
+
+def wait_for_the_worker() -> None:
+    go.set()
+    threads[0].join()
+    print("joined")
+
+atexit.register(wait_for_the_worker)
+
+from toolgate.embedding import runtime
+from toolgate.errors import ModelError
+
+runtime.EXIT_WAIT_S = 0.5
+
+def work() -> None:
+    go.wait()
+    try:
+        with runtime.call_under_way():
+            print("ran")
+    except ModelError as exc:
+        print("refused:", exc)
+
+threads.append(threading.Thread(target=work, daemon=True))
+threads[0].start()
+"""
+
+
+def test_a_daemon_thread_an_exit_hook_waits_for_is_refused_not_parked_for_ever() -> None:
+    # It waited on a lock for ever, and its joiner with it: the process never exited.
+    run = subprocess.run(
+        [sys.executable, "-c", _JOINED_AT_EXIT], capture_output=True, text=True, timeout=30,
+        check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    refused, joined = run.stdout.splitlines()
+    assert refused.startswith("refused: ")
+    assert "exiting" in refused
+    assert joined == "joined"

@@ -346,13 +346,13 @@ def _make_session(onnx_bytes: bytes, threads: int) -> Any:
     # Idle pool threads would otherwise spin for a while after every run, burning a core that
     # the host application (an agent gateway, other sessions) needs.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    try:
-        with runtime.call_under_way():
+    with runtime.call_under_way():  # its refusal at exit is no fault of the model's
+        try:
             return ort.InferenceSession(
                 onnx_bytes, sess_options=options, providers=["CPUExecutionProvider"]
             )
-    except Exception as exc:  # ORT raises its own untyped exception classes.
-        raise ModelError(f"ONNX Runtime cannot load the model: {exc}") from exc
+        except Exception as exc:  # ORT raises its own untyped exception classes.
+            raise ModelError(f"ONNX Runtime cannot load the model: {exc}") from exc
 
 
 def resolve_cache(

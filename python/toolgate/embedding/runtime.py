@@ -17,7 +17,9 @@ interpreter shuts down returns to find it gone: CPython 3.11-3.13 end such a thr
 and the process aborts (SIGABRT, exit code 134, a core dump) instead of exiting. A learning
 queue's worker embedding a lesson's query did it. So every call goes through
 :func:`call_under_way`: at exit, the calls under way are waited for, and a daemon thread
-making a new one waits for ever instead, outside ONNX Runtime (the process ends around it).
+making a new one waits instead, outside ONNX Runtime (the process ends around it); if
+the process is still running an exit hook :data:`EXIT_WAIT_S` later (one waiting for that
+thread), the call raises :class:`~toolgate.errors.ModelError` instead.
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from toolgate.errors import ModelError
 from toolgate.forks import on_fork_in_child
 
 __all__ = ["EXIT_WAIT_S", "call_under_way", "onnxruntime", "quantization"]
 
 #: How long exit waits for the calls under way (one run takes milliseconds; a batch of long
-#: fp32 texts on a loaded machine, a second or two).
+#: fp32 texts on a loaded machine, a second or two), and a daemon thread calling after it
+#: waits before its call is refused.
 EXIT_WAIT_S = 10.0
 
 
@@ -64,8 +68,12 @@ class _Calls:
     def under_way(self) -> Iterator[None]:
         with self._changed:
             if self._exiting and threading.current_thread().daemon:
-                # Never let go: a thread waiting on a lock holds no C++ frame to unwind.
-                self._changed.wait_for(lambda: False)
+                # Held outside ONNX Runtime (a thread waiting on a lock holds no C++ frame
+                # to unwind), but not for ever: an exit hook that runs after ours may wait
+                # for this thread (a learning queue's close, a thread pool's join), and it
+                # waited for ever too. Past the wait the process is still running that hook.
+                self._changed.wait_for(lambda: False, EXIT_WAIT_S)
+                raise ModelError("ONNX Runtime takes no new call: the process is exiting")
             self._under_way += 1
         try:
             yield
@@ -82,7 +90,13 @@ class _Calls:
 
 
 _CALLS = _Calls()
-atexit.register(_CALLS.hold_back, EXIT_WAIT_S)
+
+
+def _at_exit() -> None:
+    _CALLS.hold_back(EXIT_WAIT_S)  # read now: one wait for both, whatever set it since
+
+
+atexit.register(_at_exit)
 
 
 def call_under_way() -> contextlib.AbstractContextManager[None]:
