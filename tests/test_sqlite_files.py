@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import file_mode
+from tests.conftest import file_mode, without_root_override
 from toolgate import sqlite_files
 from toolgate.embedding.cache import EmbeddingCache
 from toolgate.routing.learned_store import SqliteStore
@@ -42,6 +42,17 @@ def _open(kind: str, path: Path) -> str:
     except Exception as exc:  # the test reports whatever it was
         return f"{type(exc).__name__}: {exc}"
     return "ok"
+
+
+# _open in a process of its own: python -c _OPEN KIND PATH prints how it went.
+_OPEN = """
+import sys
+from pathlib import Path
+from tests.test_sqlite_files import _open
+
+print(_open(sys.argv[1], Path(sys.argv[2])))
+"""
+REPO = Path(__file__).parents[1]
 
 
 def _opener(paths: list[Path], start: Barrier, results: Queue[list[str]]) -> None:
@@ -189,9 +200,12 @@ def test_a_file_this_user_may_not_write_is_refused_and_left_as_it_was(
     open_shared_sqlite(path, timeout_s=5, schema=SCHEMA).close()
     path.chmod(0o444)
     try:
-        if os.access(path, os.W_OK):
-            pytest.skip("this user ignores file permissions (root)")
-        outcome = _open(kind, path)
+        # In a process of its own: root's (CI's) is made to heed the file's permissions.
+        run = subprocess.run(
+            without_root_override([sys.executable, "-c", _OPEN, kind, str(path)]),
+            capture_output=True, text=True, timeout=60, check=True, cwd=REPO,
+        )  # fmt: skip
+        outcome = run.stdout.strip()
         left = sorted(p.name for p in tmp_path.iterdir())
     finally:
         path.chmod(0o644)
