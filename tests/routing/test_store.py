@@ -6,6 +6,8 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import file_mode
+from tests.conftest import file_mode, without_root_override
 from tests.routing.sealed import write_sealed
 from toolgate import IndexFormatError, InvalidInputError, StorageError, ToolgateError
 from toolgate.catalog.catalog import Catalog
@@ -306,14 +308,32 @@ def test_a_router_this_user_may_not_read_is_not_called_a_folder_of_other_things(
     manifest = saved / "router.json"
     manifest.chmod(0o000)
     try:
-        if os.access(manifest, os.R_OK):
-            pytest.skip("this user ignores file permissions (root)")
-        with pytest.raises(StorageError, match="cannot read it") as raised:
-            router.save(saved)
+        if not os.access(manifest, os.R_OK):
+            with pytest.raises(StorageError, match="cannot read it") as raised:
+                router.save(saved)
+            assert raised.value.filename == str(manifest)
+            assert "neither empty" not in str(raised.value)
+        # The check a save makes first, in a process root's (CI's) is made to heed
+        # the file's permissions in.
+        run = subprocess.run(
+            without_root_override([sys.executable, "-c", _CHECK_SAVE, str(saved)]),
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
     finally:
         manifest.chmod(0o600)
-    assert raised.value.filename == str(manifest)
-    assert "neither empty" not in str(raised.value)
+    assert run.stdout.splitlines() == ["StorageError", str(manifest)]
+
+
+# check_save_directory in a process of its own: the error's class and file name.
+_CHECK_SAVE = """
+import sys
+from toolgate.routing.store import check_save_directory
+
+try:
+    check_save_directory(sys.argv[1])
+except Exception as exc:
+    print(type(exc).__name__, getattr(exc, "filename", None), sep="\\n")
+"""
 
 
 def test_an_unparseable_router_json_without_both_index_files_is_refused(
