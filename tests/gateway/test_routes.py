@@ -25,6 +25,7 @@ from toolgate.gateway.config import GatewayConfig, Upstream, load_config
 from toolgate.gateway.filter import ToolFilter
 from toolgate.gateway.query import query_at
 from toolgate.gateway.upstream import passthrough_provider
+from toolgate.routing.config import RouterConfig
 
 USER = [{"role": "user", "content": WEATHER}]
 
@@ -735,3 +736,23 @@ def test_a_passthrough_goes_where_its_credentials_point(
 ) -> None:
     # A Google key or a Vertex AI path never goes to OpenAI's upstream (nor Azure's).
     assert passthrough_provider(path, headers, query) == provider
+
+
+def test_the_routers_configured_threshold_holds_where_no_route_sets_one(
+    fake: Any, embedder: Embedder
+) -> None:
+    # `[router] threshold` is the floor of every tools array's router: a route that sets no
+    # threshold of its own must leave it in force, not lift it ("no floor"), as the
+    # ToolFilter given the same config does.
+    upstream, _ = fake
+    floor = RouterConfig(adaptive=False, threshold=0.99)
+    gate = ToolFilter(config=floor, embedder=embedder, cache=None)
+    body = {"messages": USER, "tools": chat_tools()}
+    assert gate.filter(body).kept == ()
+    with start(fake, gate) as served:
+        _chat(served.url, body)
+        assert _names(upstream) == []
+    # A route's own threshold still overrides the router's.
+    with start(fake, gate, threshold=-1.0) as served:
+        _chat(served.url, body)
+        assert len(_names(upstream)) == 3

@@ -13,6 +13,7 @@ from toolgate.formats.raw import base_provider
 from toolgate.gateway.config import RouteConfig
 from toolgate.gateway.filter import FilteredRequest, ToolFilter
 from toolgate.gateway.query import query_at, state_from_headers
+from toolgate.routing.config import DEFAULT
 
 __all__ = ["Filtered", "filter_request"]
 
@@ -52,7 +53,9 @@ def filter_request(
     filtered = tool_filter.filter(
         body,
         top_k=_top_k(route.top_k, headers.get(TOP_K_HEADER)),
-        threshold=route.threshold,
+        # A route without a threshold of its own keeps the router's (`[router] threshold`,
+        # a calibrated one): None would lift every floor.
+        threshold=DEFAULT if route.threshold is None else route.threshold,
         state=state_from_headers(headers, route.state_headers),
         allow=route.allow,
         deny=route.deny,
