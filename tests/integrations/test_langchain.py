@@ -133,6 +133,23 @@ def test_always_include_is_added_and_checked(
         strict.select(tools, [HumanMessage(WEATHER)])
 
 
+def test_always_include_meets_a_required_call_routing_leaves_no_tool_for(
+    tools: list[BaseTool], tool_filter: ToolFilter
+) -> None:
+    # The tool shown on every call can take the required call, as a ToolFilter's pinned
+    # tool does: a threshold no tool reaches is no reason to refuse the request.
+    selector = ToolSelector(always_include=["read_file"], threshold=0.99, tool_filter=tool_filter)
+    picked = selector.select(tools, [HumanMessage(WEATHER)], tool_choice="any")
+    assert names(picked) == ["read_file"]
+    # And a call to it is checked against what the model was shown: it passes.
+    _, filtered = selector._select(
+        tools, [HumanMessage(WEATHER)], tool_choice="any", include=None, compact=False
+    )
+    assert filtered is not None
+    call = {"name": "read_file", "arguments": {"value": "notes.txt"}}
+    assert tool_filter.verify(call, filtered, learn=False).ok
+
+
 def test_provider_tools_given_as_dicts_are_always_kept(
     tools: list[BaseTool], tool_filter: ToolFilter
 ) -> None:

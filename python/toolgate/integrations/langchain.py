@@ -246,8 +246,11 @@ class ToolSelector:
         choice = _openai_tool_choice(tool_choice, toolset.builtin_names)
         if choice is not None:
             request["tool_choice"] = choice
+        # Routed as pinned, not added after: a required call they can take is met, and
+        # calls to them verify against the filtered request (learning included).
+        pinned = sorted(self.always_include) or None
         filtered = self.tool_filter.filter(
-            request, top_k=self.top_k, include=include, wait=wait, **self._options
+            request, top_k=self.top_k, include=include, pinned=pinned, wait=wait, **self._options
         )
         if filtered.result.form == "none":
             # Not routed: as given, but for those the lists shut out (then in positions).
@@ -256,8 +259,6 @@ class ToolSelector:
             let_through = set(filtered.positions)
             return [tool for i, tool in enumerate(tools) if i in let_through], None
         kept = set(filtered.positions)
-        if self.always_include:
-            kept.update(i for i, t in enumerate(tools) if _tool_name(t) in self.always_include)
         if compact:
             definitions = toolset.definitions
             shown = [_shown(tools[i], definitions[i]) for i in range(len(tools)) if i in kept]
