@@ -756,3 +756,18 @@ def test_the_routers_configured_threshold_holds_where_no_route_sets_one(
     with start(fake, gate, threshold=-1.0) as served:
         _chat(served.url, body)
         assert len(_names(upstream)) == 3
+
+
+def test_the_top_k_header_asks_no_more_than_the_routers_configured_top_k(
+    fake: Any, embedder: Embedder
+) -> None:
+    # With no route top_k, `[router] top_k` is the most tools a request keeps: the header
+    # may ask for fewer, never for more.
+    upstream, _ = fake
+    gate = ToolFilter(config=RouterConfig(adaptive=False, top_k=2), embedder=embedder, cache=None)
+    body = {"messages": USER, "tools": chat_tools()}
+    with start(fake, gate, top_k=None) as served:
+        _chat(served.url, body, **{"x-toolgate-top-k": "5"})
+        assert len(_names(upstream)) == 2
+        _chat(served.url, body, **{"x-toolgate-top-k": "1"})
+        assert len(_names(upstream)) == 1

@@ -52,7 +52,9 @@ def filter_request(
             raise InvalidInputError(f"the route's query {route.query!r} finds no text in the body")
     filtered = tool_filter.filter(
         body,
-        top_k=_top_k(route.top_k, headers.get(TOP_K_HEADER)),
+        # Unset on the route, the ceiling is the routers' own top_k (`[router] top_k`): the
+        # header asks for fewer tools, never for more than the operator allows.
+        top_k=_top_k(route.top_k or tool_filter.config.top_k, headers.get(TOP_K_HEADER)),
         # A route without a threshold of its own keeps the router's (`[router] threshold`,
         # a calibrated one): None would lift every floor.
         threshold=DEFAULT if route.threshold is None else route.threshold,
@@ -72,7 +74,7 @@ def filter_request(
     return Filtered(filtered, tools_in, len(filtered.kept), saved, seconds)
 
 
-def _top_k(ceiling: int | None, asked: str | None) -> int | None:
+def _top_k(ceiling: int, asked: str | None) -> int:
     """The route's top-k, or fewer when the request's header asks for fewer."""
     if asked is None:
         return ceiling
@@ -82,7 +84,7 @@ def _top_k(ceiling: int | None, asked: str | None) -> int | None:
         value = 0
     if value < 1:
         raise InvalidInputError(f"{TOP_K_HEADER} must be an integer >= 1, got {asked!r}")
-    return value if ceiling is None else min(value, ceiling)
+    return min(value, ceiling)
 
 
 def _tokens_saved(filtered: FilteredRequest) -> int:
