@@ -203,3 +203,15 @@ def test_a_request_the_proxy_hook_filtered_is_not_filtered_again(
     assert received.path == path
     assert len(received.body["tools"]) == 2
     assert "toolgate" not in json.dumps(received.body)  # the mark stays inside LiteLLM
+
+
+def test_threshold_none_lifts_the_filters_floor_as_in_tool_filter(embedder: Embedder) -> None:
+    # threshold is ToolFilter.filter's: None is "no floor", not "the configured one", so a
+    # hook can lift the floor of a shared filter whose config sets one.
+    from toolgate.routing.config import RouterConfig
+
+    strict = ToolFilter(config=RouterConfig(threshold=0.99), embedder=embedder, cache=None)
+    data = {"model": "m", "messages": USER, "tools": chat_tools()}
+    assert "tools" not in ToolgateHook(tool_filter=strict).filter(data).request
+    lifted = ToolgateHook(top_k=2, threshold=None, tool_filter=strict).filter(data)
+    assert len(lifted.kept) == 2

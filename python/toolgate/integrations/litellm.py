@@ -33,6 +33,7 @@ from toolgate.arguments import check_count
 from toolgate.errors import InvalidInputError
 from toolgate.gateway.filter import FilteredRequest, ToolFilter, filter_off_loop
 from toolgate.integrations import needs_extra
+from toolgate.routing.config import DEFAULT, DefaultType
 
 with needs_extra("litellm"):
     from litellm.integrations.custom_logger import CustomLogger
@@ -61,7 +62,7 @@ class ToolgateHook(CustomLogger):
         self,
         *,
         top_k: int = 5,
-        threshold: float | None = None,
+        threshold: float | DefaultType | None = DEFAULT,
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
         include: Iterable[str] | None = None,
@@ -80,9 +81,9 @@ class ToolgateHook(CustomLogger):
             "allow": None if allow is None else list(allow),
             "deny": None if deny is None else list(deny),
             "include": None if include is None else list(include),
+            # As ToolFilter.filter reads it: DEFAULT the filter's configured floor, None none.
+            "threshold": threshold,
         }
-        if threshold is not None:
-            self._options["threshold"] = threshold
 
     def filter(self, request: dict[str, Any]) -> FilteredRequest:
         """``request`` (a chat, Responses or Anthropic request dict) filtered."""
