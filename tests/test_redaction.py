@@ -29,6 +29,11 @@ def test_a_url_keeps_its_scheme_and_host_alone(url: str, cut: str) -> None:
     [
         "https://bob:pa'ss@mcp.example.com/sk-KEY/mcp",  # a quote is allowed in user info
         'https://u:p"w@mcp.example.com/',
+        # A quote before a character no path or query string takes after one: the user
+        # info was left whole, and with it the path and the query string after it.
+        "https://bob:pa'!KEY@mcp.example.com/sk-KEY/mcp",
+        "https://bob:pa':KEY@mcp.example.com/sk-KEY/mcp",
+        "https://bob:pa''KEY@mcp.example.com/sk-KEY/mcp",
         "https://mcp.example.com/mcp?api_key=ab'KEY",  # and in a query string
     ],
 )
@@ -44,6 +49,8 @@ def test_a_quote_inside_a_url_does_not_end_it(url: str) -> None:
     [
         '{"url":"https://api.example.com","owner":"ann@example.com"}',  # compact JSON
         "servers=['https://api.example.com','ann@example.com']",
+        '[{"url":"https://api.example.com"},{"owner":"ann@example.com"}]',
+        '{\\"url\\":\\"https://api.example.com\\",\\"owner\\":\\"ann@example.com\\"}',
     ],
 )
 def test_a_quote_closing_a_string_ends_the_url_before_any_later_at(text: str) -> None:

@@ -27,15 +27,17 @@ __all__ = ["UrlRedactor", "redact_logged_urls", "redact_urls", "redacted_url"]
 # only: tried at each letter of a long run (an upstream's text), the search was quadratic.
 # A run starting with a digit is taken whole ("1https"): its URL is cut all the same.
 # Quotes may stand in a URL though (RFC 3986 allows ' in user info and query strings):
-# a quote followed by a character of a URL goes on with it, in the user info (which runs to
-# the last @ before the path) as in the rest; one that ended the URL left the rest of its
-# password, path and query string in the log. A quote followed by anything else closes a
-# string: user info read across it took the next field of compact JSON
-# ('"https://h","owner":"ann@x"') for the URL's, and logged ann's domain as its host.
+# a quote followed by a character of a URL goes on with it; one that ended the URL left the
+# rest of its password, path and query string in the log. User info (which runs to the last
+# @ before the path) may hold any character after a quote (RFC 3986's ! ( ) , ; : ' too: a
+# password "pa'!ss" left its whole URL in the log), but a quote then separators (, : ; \ and
+# brackets) then a quote closes one string and opens the next: read across, the next field of
+# compact JSON ('"https://h","owner":"ann@x"') was taken for user info, and its host logged.
 _IN_URL = r"(?:[^\s'\"<>]|['\"](?=[\w%&=+/~*$@-]))"
+_IN_USER_INFO = r"(?:[^\s'\"/?#]|['\"](?![,:;(){}\[\]\\]+['\"]))"
 _URL = re.compile(
     r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z0-9+.-]+)://"
-    rf"(?P<authority>(?:(?:(?![/?#]){_IN_URL}|[<>])*@)?[^\s/?#'\"<>]*)"
+    rf"(?P<authority>(?:{_IN_USER_INFO}*@)?[^\s/?#'\"<>]*)"
     rf"(?P<rest>{_IN_URL}*)"
 )
 _CUT = "..."
