@@ -147,3 +147,53 @@ def test_a_daemon_thread_an_exit_hook_waits_for_is_refused_not_parked_for_ever()
     assert refused.startswith("refused: ")
     assert "exiting" in refused
     assert joined == "joined"
+
+
+# As _JOINED_AT_EXIT, with a worker that goes on to its next call once one is refused, as a
+# learning queue's does with its next lesson. Prints how long the hook waited for it.
+_JOINED_AT_EXIT_AFTER_CALLS = """
+import atexit
+import threading
+import time
+
+go = threading.Event()
+threads: list[threading.Thread] = []
+
+def wait_for_the_worker() -> None:
+    start = time.monotonic()
+    go.set()
+    threads[0].join()
+    print(time.monotonic() - start)
+
+atexit.register(wait_for_the_worker)
+
+from toolgate.embedding import runtime
+from toolgate.errors import ModelError
+
+runtime.EXIT_WAIT_S = 1.0
+
+def work() -> None:
+    go.wait()
+    for _ in range(6):  # lessons waiting
+        try:
+            with runtime.call_under_way():
+                print("ran")
+        except ModelError:
+            print("refused")
+
+threads.append(threading.Thread(target=work, daemon=True))
+threads[0].start()
+"""
+
+
+def test_a_daemon_threads_calls_at_exit_wait_once_in_all_not_once_each() -> None:
+    # Each refused call waited EXIT_WAIT_S anew: a queue of 1,024 lessons held the exit hook
+    # that joined its worker for hours.
+    run = subprocess.run(
+        [sys.executable, "-c", _JOINED_AT_EXIT_AFTER_CALLS], capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    *calls, waited = run.stdout.splitlines()
+    assert calls == ["refused"] * 6
+    assert float(waited) < 4.0  # one wait of 1 s, not six

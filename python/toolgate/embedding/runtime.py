@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,6 +63,7 @@ class _Calls:
         self._changed = threading.Condition(threading.Lock())
         self._under_way = 0
         self._exiting = False
+        self._refused_at: float | None = None  # when exit refuses daemon threads' calls
         on_fork_in_child(self, _Calls.__init__)  # the parent's callers are not the child's
 
     @contextlib.contextmanager
@@ -72,7 +74,11 @@ class _Calls:
                 # to unwind), but not for ever: an exit hook that runs after ours may wait
                 # for this thread (a learning queue's close, a thread pool's join), and it
                 # waited for ever too. Past the wait the process is still running that hook.
-                self._changed.wait_for(lambda: False, EXIT_WAIT_S)
+                # One wait for all calls: a refused thread goes on to its next (a learning
+                # queue's next lesson), and a wait for each held the hook that long per call.
+                if self._refused_at is None:
+                    self._refused_at = time.monotonic() + EXIT_WAIT_S
+                self._changed.wait_for(lambda: False, max(0.0, self._refused_at - time.monotonic()))
                 raise ModelError("ONNX Runtime takes no new call: the process is exiting")
             self._under_way += 1
         try:
