@@ -94,3 +94,18 @@ def test_a_router_that_learns_is_measured_without_its_memory_and_keeps_it() -> N
     report = evaluate_learning(router, queries, 0.5)
     assert report["before"]["mrr"] == plain["mrr"]
     assert router.memory is own
+
+
+def test_a_router_that_routed_the_queries_before_still_embeds_them_in_both_passes() -> None:
+    """A deployment's router (one that learns) has routed queries like these: their vectors,
+    memoised, made the pass before learning skip the model that the pass after runs."""
+    embedder = CountingEmbedder()
+    router = Router.from_catalog(
+        demo_catalog(),
+        embedder=embedder,  # type: ignore[arg-type]
+        cache=None,
+    )
+    for item in QUERIES[2:]:
+        router.route(item.query)
+    evaluate_learning(router, QUERIES, 0.5)
+    assert [embedder.embedded[item.query] for item in QUERIES[2:]] == [3, 3]

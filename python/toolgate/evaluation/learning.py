@@ -62,6 +62,9 @@ def evaluate_learning(
     # "before" says, and gets it back: the evaluation learns into a memory of its own.
     kept = (learning.memory, learning.from_verify, learning._followed)
     learning.memory = None
+    # Both passes embed every query: a router that routed them before (a deployment's) has
+    # their vectors memoised, and the pass before learning would time no model run.
+    router._pipeline.query_vectors.forget()
     try:
         before = evaluate(router, rest, top_k=top_k, progress=progress)
         memory = router.learn(":memory:", config=config or _UNCAPPED)
