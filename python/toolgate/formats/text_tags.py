@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from toolgate.formats.raw import RawTool, ToolView
@@ -26,8 +26,7 @@ __all__ = ["catalog_in", "parse", "render", "strip_tool_tags", "user_query", "wi
 
 _TAG = re.compile(r"<(/?)(toolname|tooldescription)>")
 _TOOL_TAGS = re.compile(r"<(toolname|tooldescription)>.*?</\1>\s*", re.DOTALL)
-_USERQ = re.compile(r"<userq>(.*?)</userq>", re.DOTALL)
-_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+_SPACE = re.compile(r"\s*")
 
 
 @dataclass
@@ -163,8 +162,9 @@ def catalog_in(text: str, server: str | None) -> list[RawTool] | None:
 
 def user_query(text: str) -> str | None:
     """The content of the ``<userq>`` tag, or ``None`` if there is none."""
-    match = _USERQ.search(text)
-    return html.unescape(match.group(1).strip()) if match else None
+    for start, end in _elements(text, "userq"):
+        return html.unescape(text[start + len("<userq>") : end - len("</userq>")].strip())
+    return None
 
 
 def strip_tool_tags(text: str) -> str:
@@ -185,4 +185,24 @@ def without_reminders(text: str) -> str:
     """``text`` without Claude Code's ``<system-reminder>`` elements: context the client adds
     to a user turn (the project's CLAUDE.md, the todo list), which the user did not ask.
     Routed on, CLAUDE.md filled all the tokens the model reads before the user's words."""
-    return _REMINDER.sub("", text) if "<system-reminder>" in text else text
+    kept, at = [], 0
+    for start, end in _elements(text, "system-reminder"):
+        kept.append(text[at:start])
+        space = _SPACE.match(text, end)  # the white space after an element goes with it
+        at = space.end() if space else end
+    return "".join([*kept, text[at:]]) if kept else text
+
+
+def _elements(text: str, tag: str) -> Iterator[tuple[int, int]]:
+    """Where each ``<tag>...</tag>`` element of ``text`` starts and ends, each opening tag
+    paired with the first closing tag after it (as ``<tag>.*?</tag>`` reads them). Found
+    with ``str.find``: a regex tries every opening tag left unclosed to the end of the text,
+    quadratic in a client's text holding many."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    at = 0
+    while (start := text.find(opening, at)) != -1:
+        end = text.find(closing, start + len(opening))
+        if end == -1:
+            return  # no later opening tag is closed either
+        at = end + len(closing)
+        yield start, at

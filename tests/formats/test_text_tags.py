@@ -1,0 +1,41 @@
+"""Tags read out of a user's text in time linear in its length, as a lazy regex reads them."""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolgate.formats.text_tags import user_query, without_reminders
+
+# What each reads, as the regex each was first written with (each opening tag paired with
+# the first closing tag after it).
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+_USERQ = re.compile(r"<userq>(.*?)</userq>", re.DOTALL)
+
+_PIECES = st.sampled_from(
+    ["<system-reminder>", "</system-reminder>", "<userq>", "</userq>", " ", "\n", "a", "&amp;"]
+)
+
+
+@given(st.lists(_PIECES, max_size=12).map("".join))
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+def test_tags_are_read_as_the_lazy_regex_reads_them(text: str) -> None:
+    assert without_reminders(text) == _REMINDER.sub("", text)
+    match = _USERQ.search(text)
+    assert user_query(text) == (html.unescape(match.group(1).strip()) if match else None)
+
+
+def test_opening_tags_left_unclosed_are_read_in_linear_time() -> None:
+    # The regex tried each unclosed opening tag to the end of the text: 85 kB of them took
+    # seconds, on every route of a request (a reminder) or of a tags catalog (<userq>).
+    for text, read in [
+        ("<system-reminder>" * 20_000, without_reminders),
+        ("<userq>" * 20_000, user_query),
+    ]:
+        started = time.perf_counter()
+        read(text)
+        assert time.perf_counter() - started < 1.0, read.__name__
