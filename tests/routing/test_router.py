@@ -81,6 +81,23 @@ def test_a_tool_named_in_the_query_is_always_included(router: Router) -> None:
     assert named.reason == "named"
 
 
+@pytest.mark.parametrize(
+    "pasted",
+    [
+        "```python\nplan = explain_query(sql)\nprint(plan)\n```",
+        "~~~\nexplain_query(sql)\n~~~\n",
+        "```\nexplain_query(sql)",  # never closed: a fence runs to the end
+    ],
+)
+def test_a_name_in_a_pasted_code_block_is_not_a_request_for_it(router: Router, pasted: str) -> None:
+    # The block is material the user pasted; the request is the text around it.
+    # It may still rank on its words; it is not forced in as named.
+    result = router.route(f"what is the weather in Paris tomorrow?\n\n{pasted}", top_k=3)
+    assert "named" not in {t.reason for t in result}
+    inline = router.route("what is the weather in Paris? run ```explain_query``` too", top_k=1)
+    assert {t.id: t.reason for t in inline}["postgres/explain_query"] == "named"
+
+
 def _everything(router: Router) -> dict[str, list[str]]:
     """A state meeting every precondition of every tool."""
     return {

@@ -19,11 +19,24 @@ from dataclasses import dataclass
 from toolgate.errors import InvalidInputError
 from toolgate.unicode import trimmed, well_formed
 
-__all__ = ["ParsedQuery", "parse_query", "query_text", "reads_as_words", "trimmed"]
+__all__ = [
+    "ParsedQuery",
+    "outside_code_blocks",
+    "parse_query",
+    "query_text",
+    "reads_as_words",
+    "trimmed",
+]
 
 _SELECT_PREFIX = "select:"
 # A term starts with a letter, so "+46 70 123 45 67" and "2 +2" stay plain text.
 _REQUIRED_TERM = re.compile(r"(?:^|\s)\+([^\W\d]\S*)")
+# A fenced code block as Markdown (CommonMark) reads one: a line opening with three or more
+# backticks or tildes (indented at most three spaces), to a line closing with the same
+# fence, or to the end when none does. "```name```" within a line is inline code, not a block.
+_CODE_BLOCK = re.compile(
+    r"^ {0,3}(`{3,}|~{3,})[^\n]*(?:\n.*?(?:^ {0,3}\1[ \t]*$|\Z)|\Z)", re.MULTILINE | re.DOTALL
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,15 @@ def parse_query(query: str, *, forms: bool = True) -> ParsedQuery:
     # The required terms still describe the intent, so they stay in the ranking text too.
     text = " ".join([*required, rest.strip()]).strip()
     return ParsedQuery(text=text, required_terms=required)
+
+
+def outside_code_blocks(text: str) -> str:
+    """``text`` with its fenced code blocks left out (each read as a line break).
+
+    A block is what the user pasted (their script, a log), not what they ask for: a tool
+    name called in it (``requests.get(url)``) does not name the tool the request wants.
+    """
+    return _CODE_BLOCK.sub("\n", text) if "``" in text or "~~" in text else text
 
 
 def query_text(query: str) -> str:

@@ -18,6 +18,7 @@ from toolgate.arguments import tool_list
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.lazy import Lazy
+from toolgate.routing.query import outside_code_blocks
 from toolgate.routing.store import CatalogOutline
 
 __all__ = ["CatalogRows", "Scope"]
@@ -98,8 +99,13 @@ class CatalogRows:
 
     def mentioned(self, query: str) -> list[int]:
         """Rows whose name, id or exposed name ``query`` mentions verbatim (see
-        ``_toolgate.Bm25.mentioned_names``), ascending."""
-        return list(self._bm25.mentioned_names(query))
+        ``_toolgate.Bm25.mentioned_names``) outside its fenced code blocks, ascending.
+
+        A name called in a pasted script is no request for that tool: "what time is it in
+        Sydney?" above a script calling ``requests.get`` forced every tool of that name
+        first (BFCL has 30; docs/design.md, "Noisy requests").
+        """
+        return list(self._bm25.mentioned_names(outside_code_blocks(query)))
 
     def selected(self, names: Iterable[str]) -> tuple[list[int], list[str]]:
         """The rows ``names`` name, each once in the order named, and the names that name
