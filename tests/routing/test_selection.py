@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from toolgate.catalog.catalog import Catalog
+from toolgate.cli.commands import demo_catalog
 from toolgate.errors import InvalidInputError
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.feedback import LiftedRow
@@ -231,3 +232,17 @@ def test_with_config_changes_settings_but_not_the_index(router: Router) -> None:
     assert router.config.min_tools == RouterConfig().min_tools  # the original is untouched
     with pytest.raises(InvalidInputError, match="bm25_k1, index_dtype set how the index"):
         router.with_config(RouterConfig(bm25_k1=1.2, index_dtype="f32"))
+
+
+def test_a_clause_that_needs_no_tool_gets_no_tool_of_its_own() -> None:
+    demo = Router.from_catalog(demo_catalog())
+    # A greeting in another language is a clause of its own; as the whole request it would
+    # need no tool, so its nearest tool (the weather) has no place among the file tools.
+    greeting = "Bonjour, j'ai une question."
+    assert demo.route(greeting, top_k=10, adaptive=False).no_tool
+    shown = demo.route(f"{greeting} Show me the files in my home directory.")
+    assert shown.ids[0] == "filesystem/list_directory"
+    assert not [t.id for t in shown if not t.id.startswith("filesystem/")]
+    # A clause that asks for a tool still gets it.
+    two = demo.route("Show me the files in my home directory, then post the list to Slack")
+    assert any(t.startswith("slack/") for t in two.ids)

@@ -242,7 +242,7 @@ class RoutePipeline:
             clauses=clauses, clause_weight=config.clause_weight,
             clause_texts=self.query_vectors.clause_texts(parsed.text),
             clause_fusion=config.clause_fusion,
-            clause_k=config.clause_tools if limits.adaptive else config.clause_slots,
+            clause_k=self._clause_depth(limits.adaptive),
             lifted=learned if len(learned) else None,
             near_copy_cosine=config.near_copy_cosine,
             demoted=demoted, demote_weight=config.addressing_weight,
@@ -276,8 +276,9 @@ class RoutePipeline:
         if no_tool[0] and config.no_tool_drop:
             ranked = []
         elif limits.adaptive:
+            needing = self._clauses_needing_tools(outcome.clauses, parsed.text)
             ranked, picked = adapt(
-                ranked, outcome.clauses, ceiling=limits.k, config=config, cost=self._cost
+                ranked, needing, ceiling=limits.k, config=config, cost=self._cost
             )
             turn.reasons = {**turn.reasons, **{row: "clause" for row in picked}}
         else:
@@ -287,6 +288,32 @@ class RoutePipeline:
             turn.reasons = {**dict.fromkeys(picked, "clause"), **turn.reasons}
         turn.lap("core", core_start)
         return self._result(outcome, turn, ranked=ranked, forced=forced_rows, no_tool=no_tool)
+
+    def _clause_depth(self, adaptive: bool) -> int:
+        """How deep the core ranks each clause: for adaptive selection at least
+        ``GAP_RANK``, as deep as the "no tool" decision reads (:meth:`_clauses_needing_tools`);
+        0 when selection shows no clause's tools."""
+        if not adaptive:
+            return self._config.clause_slots
+        return max(self._config.clause_tools, GAP_RANK) if self._config.clause_tools else 0
+
+    def _clauses_needing_tools(
+        self, clauses: Sequence[Sequence[_toolgate.RoutedRow]], text: str
+    ) -> list[list[_toolgate.RoutedRow]]:
+        """The best ``clause_tools`` rows of each clause of ``text`` that needs a tool.
+
+        Each clause's best is shown right after the query's best, so a clause of chit-chat
+        ("my train was late this morning") put its nearest tool ahead of the request's
+        second and third: the "no tool" decision, read on the clause's own ranking, leaves
+        it out (docs/design.md, "Noisy requests").
+        """
+        texts = self.query_vectors.clause_texts(text)
+        depth = self._config.clause_tools
+        return [
+            list(rows[:depth])
+            for rows, clause in zip(clauses, texts, strict=False)
+            if not self._no_tool(rows[:GAP_RANK], clause, True)[0]
+        ]
 
     def _lookalike_rows(self, query: str) -> tuple[np.ndarray | None, np.ndarray]:
         """The rows ``query`` may rank, look-alikes left out (``None``: every row), and the
