@@ -29,6 +29,8 @@ mod table;
 
 use std::collections::HashMap;
 
+pub use file::VERSION as FILE_VERSION;
+
 use crate::error::{Error, Result};
 use crate::tokenize::{analyze, analyze_keep_stop_words};
 use invert::{invert, merge_occurrences, Interner};

@@ -38,7 +38,7 @@ const MAGIC: &[u8; 8] = b"TGBM25\0\0";
 /// analyser's output, so a file from another analyser would silently miss queries: it is refused
 /// instead, but for an older file whose terms this analyser makes alike (every ASCII term,
 /// since only other text is analysed otherwise now).
-const VERSION: u32 = 6;
+pub const VERSION: u32 = 6;
 /// The oldest version read (when its terms analyse alike).
 const OLDEST_VERSION: u32 = 2;
 const HEADER_LEN: usize = 32;

@@ -26,6 +26,11 @@ use pyo3::prelude::*;
 #[pymodule(gil_used = false)]
 fn _toolgate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The index files' formats: a build that writes others must not share a folder of saved
+    // routers with this one (a gateway's store names its routers by it), whatever its version.
+    let formats =
+        format!("matrix {} bm25 {}", crate::matrix_file::FORMAT_VERSION, crate::bm25::FILE_VERSION);
+    m.add("INDEX_FORMATS", formats)?;
     error::register(m)?;
     index::register(m)?;
     bm25::register(m)?;

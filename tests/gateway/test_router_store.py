@@ -258,9 +258,8 @@ def test_a_read_only_store_of_another_toolgate_or_model_is_refused(
     with pytest.raises(InvalidInputError, match="model other-model") as refused:
         store.check("other-model")
     version = router_store.__version__
-    assert f"built by an older toolgate, toolgate {version} with model {_MODEL}," in str(
-        refused.value
-    )
+    built = f"toolgate {version} with model {_MODEL} (files: {router_store.FORMATS})"
+    assert f"built by an older toolgate, {built}," in str(refused.value)
     assert "rebuild it" in str(refused.value)
     monkeypatch.setattr(router_store, "__version__", "999.0.0")
     upgraded = re.escape(f"none by toolgate 999.0.0 with model {_MODEL}")
@@ -276,6 +275,7 @@ def test_a_read_only_store_shipped_by_the_gateway_serves_only_its_own_version(
     assert json.loads((tmp_path / name / router_store.STAMP).read_text()) == {
         "toolgate": router_store.__version__,
         "model_id": embedder.model_id,
+        "formats": router_store.FORMATS,
     }
 
     def read_only(path: Path, *, shared: bool) -> Any:
@@ -289,6 +289,10 @@ def test_a_read_only_store_shipped_by_the_gateway_serves_only_its_own_version(
         _request(0), top_k=1
     )
     assert filtered.kept == ("get_weather",)
+    with monkeypatch.context() as patch:  # a build of other file formats, the same version
+        patch.setattr(router_store, "FORMATS", "matrix 1 bm25 7 router 2")
+        with pytest.raises(InvalidInputError, match=re.escape("(files: matrix 1 bm25 7")):
+            store.check(embedder.model_id)
     for module in (indexes, router_store):  # the next release, started on the same store
         monkeypatch.setattr(module, "__version__", "999.0.0")
     with pytest.raises(InvalidInputError, match=re.escape("none by toolgate 999.0.0")):
@@ -354,6 +358,23 @@ def test_a_router_of_a_newer_toolgate_is_not_set_aside(embedder: Embedder, tmp_p
         gate.filter(_request(0), top_k=1)
     assert _routers(tmp_path) == {name}
     assert json.loads(manifest.read_text()) == newer
+
+
+def test_workers_of_different_index_formats_keep_their_routers_apart(
+    embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rolling upgrade to a build whose BM25 files changed but whose version number did
+    # not: each side refused the other's files, so every request the other held failed.
+    ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(_request(0), top_k=1)
+    (name,) = _routers(tmp_path)
+    seen = os.stat(tmp_path / name / "bm25.tgb")
+    monkeypatch.setattr(indexes, "FORMATS", "matrix 1 bm25 5 router 2", raising=False)
+    filtered = ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(
+        _request(0), top_k=1
+    )
+    assert filtered.kept == ("get_weather",)
+    assert len(_routers(tmp_path)) == 2
+    assert os.path.samestat(os.stat(tmp_path / name / "bm25.tgb"), seen)
 
 
 def test_workers_of_different_versions_keep_their_routers_apart(

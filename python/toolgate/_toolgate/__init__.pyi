@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "INDEX_FORMATS",
     "Bm25",
     "GatedCandidate",
     "GatedRow",
@@ -32,6 +33,8 @@ __all__ = [
     "route_select",
 ]
 __version__: str
+# The index files' formats (matrix and BM25 versions), e.g. "matrix 1 bm25 6".
+INDEX_FORMATS: str
 
 class ToolgateError(Exception):
     """Base class of every toolgate error."""

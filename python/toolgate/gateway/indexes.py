@@ -39,7 +39,7 @@ from toolgate.errors import (
 from toolgate.forks import fork_safe_lock, on_fork_in_child
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.gateway.learning import LearningStarter
-from toolgate.gateway.router_store import RouterStore, StoredRouter
+from toolgate.gateway.router_store import FORMATS, RouterStore, StoredRouter
 from toolgate.json_limits import MAX_DEPTH
 from toolgate.lazy import Lazy
 from toolgate.routing.config import RouterConfig
@@ -311,12 +311,13 @@ class Indexes:
     def _stored(self, catalog: Catalog, key: str) -> StoredRouter:
         """The router for ``catalog`` from the store, built there first if no process has
         (:mod:`~toolgate.gateway.router_store`); the folder's name covers the tools array,
-        the config, the embedder's model and toolgate's version, so filters of different
-        models sharing a store, and the old and new workers of a rolling upgrade, never open
-        (and fail on) each other's routers."""
+        the config, the embedder's model, toolgate's version and its files' formats, so
+        filters of different models sharing a store, and the old and new workers of a rolling
+        upgrade, never open (and fail on) each other's routers: the formats too, since a build
+        may change them without a new version number (a worker built from the repository)."""
         assert self._store is not None  # the caller checked
         embedder = self._embedder.get()
-        named = f"{key}\0{self.config!r}\0{embedder.model_id}\0{__version__}"
+        named = f"{key}\0{self.config!r}\0{embedder.model_id}\0{__version__}\0{FORMATS}"
         name = hashlib.sha256(named.encode()).hexdigest()[:40]
 
         def build(folder: Path) -> None:

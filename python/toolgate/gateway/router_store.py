@@ -16,9 +16,10 @@ does not match, a file unreadable, malformed or cut short) is moved aside and bu
 under its lock held exclusive and only if no other process holds it. One that is sound but
 not for this process (:class:`~toolgate.errors.IndexIncompatibleError`: a newer toolgate's
 format, during a rolling upgrade) is left alone and its error raised.
-Each directory holds a stamp (``store.json``: the toolgate version and the embedding model
-that built it), so that a store shipped read-only is refused at start-up by a toolgate or a
-model that could use none of its routers (their names cover both): it would fail every request.
+Each directory holds a stamp (``store.json``: the toolgate version, the embedding model and
+the files' formats that built it), so that a store shipped read-only is refused at start-up
+by a toolgate, a model or a build that could use none of its routers (their names cover all
+three): it would fail every request.
 Where there is no ``flock`` (Windows) nothing is locked or deleted.
 """
 
@@ -39,11 +40,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from toolgate._toolgate import __version__
+from toolgate._toolgate import INDEX_FORMATS, __version__
 from toolgate.errors import IndexFormatError, IndexIncompatibleError, InvalidInputError
 from toolgate.routing.atomic_files import CLOCK_SLACK_S
 from toolgate.routing.router import Router
-from toolgate.routing.store import MANIFEST
+from toolgate.routing.store import FORMAT_VERSION, MANIFEST
 
 try:
     import fcntl
@@ -69,6 +70,9 @@ _BUILD = re.compile(r"\.build-([0-9a-f]{40})-.+")
 # The file in each router directory naming what built it (Router.open reads only the files
 # its manifest lists, so it is never taken for part of the router).
 STAMP = "store.json"
+# The formats of the files a router's folder holds. A build may change them under the same
+# version number (one built from the repository), so names and stamps cover them too.
+FORMATS = f"{INDEX_FORMATS} router {FORMAT_VERSION}"
 # What a directory without a readable stamp was built by: a toolgate from before stamps.
 _UNSTAMPED = "an older toolgate"
 
@@ -112,8 +116,8 @@ class RouterStore:
             problem = f"router store {self.root}: cannot write in it: {exc.strerror or exc}"
             if exc.errno not in _READ_ONLY:
                 raise InvalidInputError(problem) from None
-            held = self._builders()
-            if _builder(__version__, model_id) in held:
+            held, this = self._builders(), _builder(__version__, model_id, FORMATS)
+            if this in held:
                 _log.warning(
                     "router store %s is read-only: only the routers it holds are served", self.root
                 )
@@ -121,7 +125,7 @@ class RouterStore:
             if held:
                 raise InvalidInputError(
                     f"{problem}; it holds only routers built by {', '.join(sorted(held))}, "
-                    f"none by {_builder(__version__, model_id)}, so every request would fail: "
+                    f"none by {this}, so every request would fail: "
                     "rebuild it with this toolgate and model"
                 ) from None
             raise InvalidInputError(problem) from None
@@ -216,7 +220,7 @@ class RouterStore:
         building = Path(tempfile.mkdtemp(prefix=f".build-{directory.name}-", dir=self.root))
         try:
             build(building)
-            stamp = {"toolgate": __version__, "model_id": model_id}
+            stamp = {"toolgate": __version__, "model_id": model_id, "formats": FORMATS}
             (building / STAMP).write_text(json.dumps(stamp), encoding="utf-8")
             os.replace(building, directory)
         finally:
@@ -287,9 +291,11 @@ def _token() -> str:
     return secrets.token_hex(4)
 
 
-def _builder(version: str, model_id: str) -> str:
-    """A toolgate version and an embedding model, as an error message names them."""
-    return f"toolgate {version} with model {model_id}"
+def _builder(version: str, model_id: str, formats: str | None) -> str:
+    """A toolgate version, an embedding model and the files' formats (``None``: a stamp from
+    before they were named), as an error message names them."""
+    files = "" if formats is None else f" (files: {formats})"
+    return f"toolgate {version} with model {model_id}{files}"
 
 
 def _read_stamp(directory: Path) -> str:
@@ -297,12 +303,12 @@ def _read_stamp(directory: Path) -> str:
     readable one was built by a toolgate from before stamps."""
     try:
         stamp = json.loads((directory / STAMP).read_text(encoding="utf-8"))
-        version, model_id = stamp["toolgate"], stamp["model_id"]
-    except (OSError, ValueError, TypeError, KeyError):
+        version, model_id, formats = stamp["toolgate"], stamp["model_id"], stamp.get("formats")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return _UNSTAMPED
     if not isinstance(version, str) or not isinstance(model_id, str):
         return _UNSTAMPED
-    return _builder(version, model_id)
+    return _builder(version, model_id, formats if isinstance(formats, str) else None)
 
 
 def _nothing() -> None:
