@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from toolgate.catalog.markup import prose
 from toolgate.catalog.names import split_name
 from toolgate.formats.tokens import count_text
 
@@ -60,10 +61,11 @@ def _truncate_to_tokens(text: str, limit: int, encoding: str) -> str:
 
 
 def derive_summary(name: str, description: str, *, encoding: str = "cl100k_base") -> str:
-    """The description's first sentence, cut to :data:`SUMMARY_MAX_TOKENS` tokens.
+    """The description's first sentence, cut to :data:`SUMMARY_MAX_TOKENS` tokens, read past
+    its markup and a title over it (:func:`~toolgate.catalog.markup.prose`).
 
     A tool without a description is summarised by its name in words (``get_track_info`` ->
     ``get track info``).
     """
-    sentence = first_sentence(description) or split_name(name)
+    sentence = first_sentence(prose(description)) or split_name(name)
     return _truncate_to_tokens(sentence, SUMMARY_MAX_TOKENS, encoding)

@@ -21,8 +21,9 @@ __all__ = [
 #: saved router's stored vectors (embedded from the old text) are not reused as if current.
 #: 2: parameters' allowed values added. 3: sentences addressing the model left out, descriptions
 #: cut (:func:`~toolgate.catalog.addressing.described_text`). 4: sentences that override other
-#: tools or claim authority left out too.
-TEXT_VERSION = 4
+#: tools or claim authority left out too. 5: HTML and Markdown marks left out, a heading is
+#: not the summary (:mod:`~toolgate.catalog.markup`).
+TEXT_VERSION = 5
 
 
 def humanize(name: str) -> str:

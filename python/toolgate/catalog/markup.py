@@ -1,0 +1,78 @@
+"""A description's markup read as text: HTML tags, Markdown headings, links and emphasis.
+
+MCP servers write descriptions for a web page as often as for a model: ``<br>``, ``**bold**``,
+``[the docs](https://...)``, a ``## tool_name`` heading over the prose. The router reads the
+words, not the markup: the summary (a tool's first sentence) was the heading that repeats the
+name, and tags and link addresses were BM25 terms and embedded tokens. docs/design.md, "What a
+tool's row embeds".
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+__all__ = ["plain_text", "prose"]
+
+# Only HTML's own elements: "<owner>/<repo>" or "<id>" in a description is a placeholder,
+# which says what the tool takes, and stays.
+_ELEMENTS = (
+    "a|abbr|b|blockquote|br|code|dd|del|div|dl|dt|em|h[1-6]|hr|i|img|kbd|li|ol|p|pre|s|"
+    "small|span|strong|sub|sup|table|tbody|td|th|thead|tr|u|ul"
+)
+# Tags that end a line where they stand (a block, a break); the others are only removed.
+_BLOCK_TAG = re.compile(
+    r"</?(?:br|p|div|li|ul|ol|tr|table|hr|h[1-6]|blockquote|pre|dl|dt|dd)\b"
+    r"[^<>]{0,200}>",
+    re.IGNORECASE,
+)
+_INLINE_TAG = re.compile(rf"</?(?:{_ELEMENTS})\b[^<>]{{0,200}}>", re.IGNORECASE)
+# ![alt](url) and [text](url): the words, not the address.
+_LINK = re.compile(r"!?\[([^\[\]\n]{0,200})\]\([^()\s]{0,500}(?:\s+\"[^\"\n]{0,200}\")?\)")
+_EMPHASIS = re.compile(r"(\*\*|__)(?=\S)([^\n]{0,300}?\S)\1")
+_CODE = re.compile(r"`([^`\n]{1,300})`")
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*$", re.MULTILINE)
+
+
+def plain_text(text: str) -> str:
+    """``text`` without its HTML tags and Markdown marks; line structure kept.
+
+    A heading becomes a paragraph of its own, a block tag a line break.
+
+    >>> plain_text("## search_issues\\nFind **open** issues.<br>See [docs](https://x.io).")
+    'search_issues\\n\\nFind open issues.\\nSee docs.'
+    >>> plain_text("GET repos/<owner>/<repo>")
+    'GET repos/<owner>/<repo>'
+    """
+    if not any(mark in text for mark in "<#[*_`&"):
+        return text.strip()
+    text = _BLOCK_TAG.sub("\n", text)
+    text = _INLINE_TAG.sub("", text)
+    text = _LINK.sub(r"\1", text)
+    text = _EMPHASIS.sub(r"\2", text)
+    text = _CODE.sub(r"\1", text)
+    text = _HEADING.sub(lambda m: f"\n{m.group(1)}\n", text)
+    text = html.unescape(text)
+    # Collapse the blank lines the substitutions leave, keeping paragraph breaks.
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def prose(text: str) -> str:
+    """``text`` as :func:`plain_text` reads it, its leading headings left out when prose
+    follows them: a title over a description names the tool, which its name already does.
+
+    >>> prose("## get_weather\\n\\nCurrent weather for a city.")
+    'Current weather for a city.'
+    >>> prose("# Get weather")
+    'Get weather'
+    """
+    if not _HEADING.search(text):
+        return plain_text(text)
+    # Leading heading lines (and the blank lines between them) are titles.
+    lines = text.strip().splitlines()
+    start = 0
+    while start < len(lines) and (not lines[start].strip() or _HEADING.match(lines[start])):
+        start += 1
+    rest = plain_text("\n".join(lines[start:]))
+    return rest or plain_text(text)

@@ -1,0 +1,41 @@
+"""Descriptions written as Markdown or HTML are indexed as their words."""
+
+from __future__ import annotations
+
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.text import bm25_document, embedding_views
+from toolgate.catalog.tool import Tool
+
+MARKDOWN = (
+    "## determine_body_mass_index\n\nCalculate body mass index given weight and height.<br>\n\n"
+    "### Parameters\n- **weight**: Weight in kilograms.\n\n"
+    "See [the docs](https://example.com/bmi) for more. <br/><b>Note:</b> <i>beta</i>."
+)
+
+
+def test_summary_is_the_prose_under_a_heading() -> None:
+    tool = Tool(server="s", name="determine_body_mass_index", description=MARKDOWN)
+    assert tool.summary == "Calculate body mass index given weight and height."
+
+
+def test_indexed_text_holds_no_tags_or_addresses() -> None:
+    tool = Tool(server="s", name="determine_body_mass_index", description=MARKDOWN)
+    indexed = bm25_document(tool)["description"]
+    views = embedding_views(Catalog([tool]))[0]
+    for text in (indexed, *views):
+        for mark in ("<br", "<b>", "<i>", "**", "##", "https://", "]("):
+            assert mark not in text, (mark, text)
+    assert "Weight in kilograms." in indexed
+    assert "See the docs for more." in indexed
+
+
+def test_placeholders_in_angle_brackets_stay() -> None:
+    tool = Tool(
+        server="s", name="get_repo", description="Reads GET /repos/<owner>/<repo>. Needs a token."
+    )
+    assert "<owner>/<repo>" in bm25_document(tool)["description"]
+    assert tool.summary == "Reads GET /repos/<owner>/<repo>."
+
+
+def test_a_heading_alone_is_the_summary() -> None:
+    assert Tool(server="s", name="t", description="# Get the weather").summary == "Get the weather"
