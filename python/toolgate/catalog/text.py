@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from toolgate.catalog.addressing import addressing_sentences, described_text
+from toolgate.catalog.addressing import (
+    addressing_sentences,
+    described_text,
+    description_sentences,
+)
+from toolgate.catalog.boilerplate import boilerplate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.names import name_words
 from toolgate.catalog.summary import derive_summary
@@ -11,6 +16,7 @@ from toolgate.catalog.tool import Tool
 __all__ = [
     "TEXT_VERSION",
     "bm25_document",
+    "bm25_documents",
     "embedding_text",
     "embedding_texts",
     "embedding_views",
@@ -22,8 +28,9 @@ __all__ = [
 #: 2: parameters' allowed values added. 3: sentences addressing the model left out, descriptions
 #: cut (:func:`~toolgate.catalog.addressing.described_text`). 4: sentences that override other
 #: tools or claim authority left out too. 5: HTML and Markdown marks left out, a heading is
-#: not the summary (:mod:`~toolgate.catalog.markup`).
-TEXT_VERSION = 5
+#: not the summary (:mod:`~toolgate.catalog.markup`). 6: a server's boilerplate sentences left
+#: out (:mod:`~toolgate.catalog.boilerplate`).
+TEXT_VERSION = 6
 
 
 def humanize(name: str) -> str:
@@ -31,8 +38,13 @@ def humanize(name: str) -> str:
     return " ".join(name_words(name, keep_case=True))
 
 
-def embedding_text(tool: Tool, *, with_server: bool = True) -> str:
+def embedding_text(
+    tool: Tool, *, with_server: bool = True, shared: frozenset[str] = frozenset()
+) -> str:
     """What the matrix row of ``tool`` embeds: server, name in words, summary, parameters.
+
+    A summary that addresses the model, or is one of the server's ``shared`` boilerplate
+    sentences, is taken from the rest of the description instead.
 
     Parameters (see :attr:`Tool.embedded_param_text`) say what a tool acts on, which its
     summary often leaves out. The server name tells servers apart, so it is left out of a
@@ -40,8 +52,10 @@ def embedding_text(tool: Tool, *, with_server: bool = True) -> str:
     docs/design.md, "What a tool's row embeds".
     """
     summary = tool.summary
-    if addressing_sentences(summary):
-        summary = derive_summary(tool.name, described_text(tool.description))
+    if addressing_sentences(summary) or any(
+        sentence in shared for sentence in description_sentences(summary)
+    ):
+        summary = derive_summary(tool.name, described_text(tool.description, shared))
     text = f"{humanize(tool.name)}: {summary}"
     if with_server:
         text = f"{tool.server}: {text}"
@@ -52,7 +66,11 @@ def embedding_text(tool: Tool, *, with_server: bool = True) -> str:
 def embedding_texts(catalog: Catalog) -> list[str]:
     """:func:`embedding_text` of every tool, with the server only if there are several."""
     with_server = len(catalog.servers) > 1
-    return [embedding_text(tool, with_server=with_server) for tool in catalog]
+    shared = boilerplate(catalog)
+    return [
+        embedding_text(tool, with_server=with_server, shared=shared.get(tool.server, frozenset()))
+        for tool in catalog
+    ]
 
 
 def embedding_views(catalog: Catalog) -> list[tuple[str, ...]]:
@@ -64,18 +82,26 @@ def embedding_views(catalog: Catalog) -> list[tuple[str, ...]]:
     only.
     """
     views: list[tuple[str, ...]] = []
+    shared = boilerplate(catalog)
     for text, tool in zip(embedding_texts(catalog), catalog, strict=True):
-        described = described_text(tool.description)
+        described = described_text(tool.description, shared.get(tool.server, frozenset()))
         views.append((text, described) if described else (text,))
     return views
 
 
-def bm25_document(tool: Tool) -> dict[str, str]:
+def bm25_document(tool: Tool, shared: frozenset[str] = frozenset()) -> dict[str, str]:
     """The fields BM25 indexes for ``tool``: its description as
-    :func:`~toolgate.catalog.addressing.described_text` keeps it."""
+    :func:`~toolgate.catalog.addressing.described_text` keeps it (without the server's
+    ``shared`` boilerplate)."""
     return {
         "name": tool.name,
-        "description": described_text(tool.description),
+        "description": described_text(tool.description, shared),
         "param_text": tool.param_text,
         "server": tool.server,
     }
+
+
+def bm25_documents(catalog: Catalog) -> list[dict[str, str]]:
+    """:func:`bm25_document` of every tool, its server's boilerplate left out."""
+    shared = boilerplate(catalog)
+    return [bm25_document(tool, shared.get(tool.server, frozenset())) for tool in catalog]

@@ -22,7 +22,7 @@ import numpy as np
 
 from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
-from toolgate.catalog.text import TEXT_VERSION, bm25_document, embedding_views
+from toolgate.catalog.text import TEXT_VERSION, bm25_documents, embedding_views
 from toolgate.embedding.embedder import Embedder, resolve_cache
 from toolgate.embedding.model_files import toolgate_home
 from toolgate.embedding.normalise import normalised
@@ -403,7 +403,7 @@ def _build_parts(
             )
         name, description, params, server = config.bm25_weights
         bm25 = _toolgate.Bm25.build(
-            [bm25_document(t) for t in tools],
+            bm25_documents(catalog),
             k1=config.bm25_k1,
             b=config.bm25_b,
             field_weights={"name": name, "description": description, "params": params,

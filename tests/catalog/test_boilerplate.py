@@ -1,0 +1,45 @@
+"""A server's boilerplate is left out of what the router indexes for each of its tools."""
+
+from __future__ import annotations
+
+from toolgate.catalog.catalog import Catalog
+from toolgate.catalog.text import bm25_documents, embedding_views
+from toolgate.catalog.tool import Tool
+
+PREAMBLE = "This tool is part of the Acme Platform API v3. All requests require authentication. "
+OWN = {
+    "get_weather": "Current weather for a city.",
+    "get_forecast": "Five-day forecast for a city.",
+    "list_alerts": "Severe weather alerts in a region.",
+    "get_air": "Air quality index at a place.",
+}
+
+
+def _catalog(own: dict[str, str], preamble: str = PREAMBLE) -> Catalog:
+    return Catalog([Tool(server="acme", name=n, description=preamble + d) for n, d in own.items()])
+
+
+def test_the_row_reads_what_the_tool_does_not_the_preamble() -> None:
+    catalog = _catalog(OWN)
+    for (summary_view, described), own in zip(embedding_views(catalog), OWN.values(), strict=True):
+        assert own in summary_view
+        assert "Acme Platform" not in summary_view
+        assert described == own
+    for document, own in zip(bm25_documents(catalog), OWN.values(), strict=True):
+        assert document["description"] == own
+
+
+def test_a_sentence_few_tools_share_stays() -> None:
+    # Two of four tools alike is a pair, not the server's habit.
+    own = dict(OWN)
+    own["get_weather"] = "Needs a city name. " + own["get_weather"]
+    own["get_forecast"] = "Needs a city name. " + own["get_forecast"]
+    documents = bm25_documents(_catalog(own, preamble=""))
+    assert documents[0]["description"] == own["get_weather"]
+
+
+def test_a_description_that_is_only_boilerplate_is_kept() -> None:
+    catalog = _catalog({**OWN, "ping": ""})
+    ping = Tool(server="acme", name="ping", description=PREAMBLE.strip())
+    catalog = Catalog([*(t for t in catalog if t.name != "ping"), ping])
+    assert bm25_documents(catalog)[-1]["description"] == PREAMBLE.strip()
