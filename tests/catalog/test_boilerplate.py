@@ -43,3 +43,11 @@ def test_a_description_that_is_only_boilerplate_is_kept() -> None:
     ping = Tool(server="acme", name="ping", description=PREAMBLE.strip())
     catalog = Catalog([*(t for t in catalog if t.name != "ping"), ping])
     assert bm25_documents(catalog)[-1]["description"] == PREAMBLE.strip()
+
+
+def test_only_a_preamble_is_left_out() -> None:
+    # A sentence shared after the tool's own words is past what the summary and the first
+    # embedded tokens read; leaving it out of long descriptions lowered BFCL's nDCG.
+    own = {name: text + " Rate limits apply." for name, text in OWN.items()}
+    documents = bm25_documents(_catalog(own, preamble=""))
+    assert documents[0]["description"] == own["get_weather"]
