@@ -9,7 +9,7 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import embedding_texts, humanize
 from toolgate.catalog.tool import Tool
 from toolgate.routing.history import history_texts
-from toolgate.routing.query import parse_query
+from toolgate.routing.query import outside_code_blocks, parse_query
 from toolgate.routing.rows import CatalogRows
 
 
@@ -122,3 +122,16 @@ def test_many_selected_names_keep_their_order_each_once() -> None:
     selected, unknown = rows.selected(names)
     assert selected == list(reversed(range(n)))  # in the order named, each once
     assert unknown == ["no_such_tool"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "```send_email``` to ann about the notes",  # inline code at the start of a line
+        "look:\n```send_email``` to ann",
+    ],
+)
+def test_inline_code_opening_a_line_is_no_fenced_block(text: str) -> None:
+    # CommonMark: a backtick fence's info string holds no backtick, so "```x```" is inline
+    # code wherever it stands; read as an unclosed fence it took the rest of the text.
+    assert outside_code_blocks(text) == text

@@ -33,9 +33,11 @@ _SELECT_PREFIX = "select:"
 _REQUIRED_TERM = re.compile(r"(?:^|\s)\+([^\W\d]\S*)")
 # A fenced code block as Markdown (CommonMark) reads one: a line opening with three or more
 # backticks or tildes (indented at most three spaces), to a line closing with the same
-# fence, or to the end when none does. "```name```" within a line is inline code, not a block.
+# fence, or to the end when none does. A backtick fence's line holds no other backtick:
+# "```name```", even at the start of a line, is inline code, not a block.
 _CODE_BLOCK = re.compile(
-    r"^ {0,3}(`{3,}|~{3,})[^\n]*(?:\n.*?(?:^ {0,3}\1[ \t]*$|\Z)|\Z)", re.MULTILINE | re.DOTALL
+    r"^ {0,3}(`{3,}(?![^\n]*`)|~{3,})[^\n]*(?:\n.*?(?:^ {0,3}\1[ \t]*$|\Z)|\Z)",
+    re.MULTILINE | re.DOTALL,
 )
 
 
