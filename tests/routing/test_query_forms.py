@@ -135,3 +135,11 @@ def test_inline_code_opening_a_line_is_no_fenced_block(text: str) -> None:
     # CommonMark: a backtick fence's info string holds no backtick, so "```x```" is inline
     # code wherever it stands; read as an unclosed fence it took the rest of the text.
     assert outside_code_blocks(text) == text
+
+
+def test_a_longer_fence_closes_a_block() -> None:
+    # CommonMark: a closing fence is at least as long as the opening one; read as no close,
+    # the block took the request written after it.
+    text = "```\nrequests.get(url)\n````\nnow send it with send_email"
+    assert outside_code_blocks(text) == "\n\nnow send it with send_email"
+    assert outside_code_blocks("~~~~\nx\n~~~\ny") == "\n"  # a shorter one does not

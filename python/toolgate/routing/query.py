@@ -32,11 +32,12 @@ _SELECT_PREFIX = "select:"
 # A term starts with a letter, so "+46 70 123 45 67" and "2 +2" stay plain text.
 _REQUIRED_TERM = re.compile(r"(?:^|\s)\+([^\W\d]\S*)")
 # A fenced code block as Markdown (CommonMark) reads one: a line opening with three or more
-# backticks or tildes (indented at most three spaces), to a line closing with the same
-# fence, or to the end when none does. A backtick fence's line holds no other backtick:
+# backticks or tildes (indented at most three spaces), to a line closing with as many or
+# more of the same, or to the end when none does. A backtick fence's line holds no other backtick:
 # "```name```", even at the start of a line, is inline code, not a block.
 _CODE_BLOCK = re.compile(
-    r"^ {0,3}(`{3,}(?![^\n]*`)|~{3,})[^\n]*(?:\n.*?(?:^ {0,3}\1[ \t]*$|\Z)|\Z)",
+    r"^ {0,3}(`{3,}(?![^\n]*`)|~{3,})[^\n]*"
+    r"(?:\n.*?(?:^ {0,3}\1(?:(?<=`)`*|(?<=~)~*)[ \t]*$|\Z)|\Z)",
     re.MULTILINE | re.DOTALL,
 )
 
