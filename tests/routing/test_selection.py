@@ -246,3 +246,13 @@ def test_a_clause_that_needs_no_tool_gets_no_tool_of_its_own() -> None:
     # A clause that asks for a tool still gets it.
     two = demo.route("Show me the files in my home directory, then post the list to Slack")
     assert any(t.startswith("slack/") for t in two.ids)
+
+
+def test_decide_false_judges_no_clause_to_need_no_tool() -> None:
+    # decide=False (a search the model made, a required call) says every part of the request
+    # wants tools: a terse or odd clause keeps its tool, as with the decision turned off.
+    query = "Bonjour, j'ai une question. Show me the files in my home directory."
+    demo = Router.from_catalog(demo_catalog())
+    undecided = Router.from_catalog(demo_catalog(), config=RouterConfig(no_tool_threshold=None))
+    assert demo.route(query).ids != undecided.route(query).ids  # the clause's tool is left out
+    assert demo.route(query, decide=False).ids == undecided.route(query).ids

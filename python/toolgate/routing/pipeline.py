@@ -276,7 +276,7 @@ class RoutePipeline:
         if no_tool[0] and config.no_tool_drop:
             ranked = []
         elif limits.adaptive:
-            needing = self._clauses_needing_tools(outcome.clauses, parsed.text)
+            needing = self._clauses_needing_tools(outcome.clauses, parsed.text, limits.decide)
             ranked, picked = adapt(
                 ranked, needing, ceiling=limits.k, config=config, cost=self._cost
             )
@@ -298,9 +298,11 @@ class RoutePipeline:
         return max(self._config.clause_tools, GAP_RANK) if self._config.clause_tools else 0
 
     def _clauses_needing_tools(
-        self, clauses: Sequence[Sequence[_toolgate.RoutedRow]], text: str
+        self, clauses: Sequence[Sequence[_toolgate.RoutedRow]], text: str, decide: bool
     ) -> list[list[_toolgate.RoutedRow]]:
-        """The best ``clause_tools`` rows of each clause of ``text`` that needs a tool.
+        """The best ``clause_tools`` rows of each clause of ``text`` that needs a tool (every
+        clause unless ``decide``: a search the model made or a required call wants tools for
+        each part, and a terse clause is what the decision misreads).
 
         Each clause's best is shown right after the query's best, so a clause of chit-chat
         ("my train was late this morning") put its nearest tool ahead of the request's
@@ -312,7 +314,7 @@ class RoutePipeline:
         return [
             list(rows[:depth])
             for rows, clause in zip(clauses, texts, strict=False)
-            if not self._no_tool(rows[:GAP_RANK], clause, True)[0]
+            if not (decide and self._no_tool(rows[:GAP_RANK], clause, True)[0])
         ]
 
     def _lookalike_rows(self, query: str) -> tuple[np.ndarray | None, np.ndarray]:
