@@ -9,22 +9,27 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolgate.formats.text_tags import user_query, without_reminders
+from toolgate.formats.text_tags import strip_tool_tags, user_query, without_reminders
 
 # What each reads, as the regex each was first written with (each opening tag paired with
 # the first closing tag after it).
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 _USERQ = re.compile(r"<userq>(.*?)</userq>", re.DOTALL)
+_TOOL_TAGS = re.compile(r"<(toolname|tooldescription)>.*?</\1>\s*", re.DOTALL)
 
 _PIECES = st.sampled_from(
-    ["<system-reminder>", "</system-reminder>", "<userq>", "</userq>", " ", "\n", "a", "&amp;"]
+    [
+        *("<system-reminder>", "</system-reminder>", "<userq>", "</userq>", " ", "\n", "a"),
+        *("&amp;", "<toolname>", "</toolname>", "<tooldescription>", "</tooldescription>"),
+    ]
 )
 
 
 @given(st.lists(_PIECES, max_size=12).map("".join))
-@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@settings(max_examples=500, deadline=None, derandomize=True, database=None)
 def test_tags_are_read_as_the_lazy_regex_reads_them(text: str) -> None:
     assert without_reminders(text) == _REMINDER.sub("", text)
+    assert strip_tool_tags(text) == _TOOL_TAGS.sub("", text)
     match = _USERQ.search(text)
     assert user_query(text) == (html.unescape(match.group(1).strip()) if match else None)
 
@@ -35,6 +40,8 @@ def test_opening_tags_left_unclosed_are_read_in_linear_time() -> None:
     for text, read in [
         ("<system-reminder>" * 20_000, without_reminders),
         ("<userq>" * 20_000, user_query),
+        ("<toolname>" * 20_000, strip_tool_tags),
+        ("<toolname>x</toolname>" + "<tooldescription>" * 20_000, strip_tool_tags),
     ]:
         started = time.perf_counter()
         read(text)

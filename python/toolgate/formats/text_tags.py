@@ -25,7 +25,6 @@ from toolgate.formats.raw import RawTool, ToolView
 __all__ = ["catalog_in", "parse", "render", "strip_tool_tags", "user_query", "without_reminders"]
 
 _TAG = re.compile(r"<(/?)(toolname|tooldescription)>")
-_TOOL_TAGS = re.compile(r"<(toolname|tooldescription)>.*?</\1>\s*", re.DOTALL)
 _SPACE = re.compile(r"\s*")
 
 
@@ -169,7 +168,7 @@ def user_query(text: str) -> str | None:
 
 def strip_tool_tags(text: str) -> str:
     """``text`` without its ``<toolname>`` and ``<tooldescription>`` tags."""
-    return _TOOL_TAGS.sub("", text)
+    return _without(text, "toolname", "tooldescription")
 
 
 def render(tools: Iterable[ToolView]) -> str:
@@ -185,24 +184,33 @@ def without_reminders(text: str) -> str:
     """``text`` without Claude Code's ``<system-reminder>`` elements: context the client adds
     to a user turn (the project's CLAUDE.md, the todo list), which the user did not ask.
     Routed on, CLAUDE.md filled all the tokens the model reads before the user's words."""
+    return _without(text, "system-reminder")
+
+
+def _without(text: str, *tags: str) -> str:
+    """``text`` without its elements of ``tags``, each with the white space after it."""
     kept, at = [], 0
-    for start, end in _elements(text, "system-reminder"):
+    for start, end in _elements(text, *tags):
         kept.append(text[at:start])
         space = _SPACE.match(text, end)  # the white space after an element goes with it
         at = space.end() if space else end
     return "".join([*kept, text[at:]]) if kept else text
 
 
-def _elements(text: str, tag: str) -> Iterator[tuple[int, int]]:
-    """Where each ``<tag>...</tag>`` element of ``text`` starts and ends, each opening tag
-    paired with the first closing tag after it (as ``<tag>.*?</tag>`` reads them). Found
-    with ``str.find``: a regex tries every opening tag left unclosed to the end of the text,
-    quadratic in a client's text holding many."""
-    opening, closing = f"<{tag}>", f"</{tag}>"
+def _elements(text: str, *tags: str) -> Iterator[tuple[int, int]]:
+    """Where each ``<tag>...</tag>`` element of ``text`` (of any of ``tags``) starts and ends,
+    each opening tag paired with the first closing tag of its name after it (as
+    ``<(a|b)>.*?</\\1>`` reads them). Closing tags are found with ``str.find``, once per
+    opening: a regex tries every opening tag left unclosed to the end of the text, quadratic
+    in a client's text holding many."""
+    opening = re.compile("<({})>".format("|".join(map(re.escape, tags))))
+    unclosed: set[str] = set()  # a tag with no closing tag past one opening has none later
     at = 0
-    while (start := text.find(opening, at)) != -1:
-        end = text.find(closing, start + len(opening))
+    while len(unclosed) < len(tags) and (match := opening.search(text, at)) is not None:
+        tag, at = match.group(1), match.end()
+        end = -1 if tag in unclosed else text.find(f"</{tag}>", at)
         if end == -1:
-            return  # no later opening tag is closed either
-        at = end + len(closing)
-        yield start, at
+            unclosed.add(tag)
+            continue
+        at = end + len(f"</{tag}>")
+        yield match.start(), at
