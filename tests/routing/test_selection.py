@@ -256,3 +256,13 @@ def test_decide_false_judges_no_clause_to_need_no_tool() -> None:
     undecided = Router.from_catalog(demo_catalog(), config=RouterConfig(no_tool_threshold=None))
     assert demo.route(query).ids != undecided.route(query).ids  # the clause's tool is left out
     assert demo.route(query, decide=False).ids == undecided.route(query).ids
+
+
+def test_no_tool_drop_off_keeps_every_clause_s_tools() -> None:
+    # no_tool_drop=False only says no_tool and keeps the tools: a clause it would judge to
+    # need none keeps its tool too, as with the decision turned off.
+    query = "Bonjour, j'ai une question. Show me the files in my home directory."
+    kept = Router.from_catalog(demo_catalog(), config=RouterConfig(no_tool_drop=False))
+    undecided = Router.from_catalog(demo_catalog(), config=RouterConfig(no_tool_threshold=None))
+    assert Router.from_catalog(demo_catalog()).route(query).ids != undecided.route(query).ids
+    assert kept.route(query).ids == undecided.route(query).ids

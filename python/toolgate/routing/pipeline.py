@@ -276,7 +276,9 @@ class RoutePipeline:
         if no_tool[0] and config.no_tool_drop:
             ranked = []
         elif limits.adaptive:
-            needing = self._clauses_needing_tools(outcome.clauses, parsed.text, limits.decide)
+            # Only where the decision drops tools: no_tool_drop=False keeps every one.
+            drop = limits.decide and config.no_tool_drop
+            needing = self._clauses_needing_tools(outcome.clauses, parsed.text, drop)
             ranked, picked = adapt(
                 ranked, needing, ceiling=limits.k, config=config, cost=self._cost
             )
@@ -300,9 +302,10 @@ class RoutePipeline:
     def _clauses_needing_tools(
         self, clauses: Sequence[Sequence[_toolgate.RoutedRow]], text: str, decide: bool
     ) -> list[list[_toolgate.RoutedRow]]:
-        """The best ``clause_tools`` rows of each clause of ``text`` that needs a tool (every
-        clause unless ``decide``: a search the model made or a required call wants tools for
-        each part, and a terse clause is what the decision misreads).
+        """The best ``clause_tools`` rows of each clause of ``text`` that needs a tool; of
+        every clause unless ``decide`` (the route's decision drops tools): a search the model
+        made or a required call wants tools for each part, and a terse clause is what the
+        decision misreads.
 
         Each clause's best is shown right after the query's best, so a clause of chit-chat
         ("my train was late this morning") put its nearest tool ahead of the request's
