@@ -103,7 +103,7 @@ class CatalogRows:
 
         A name called in a pasted script is no request for that tool: "what time is it in
         Sydney?" above a script calling ``requests.get`` forced every tool of that name
-        first (BFCL has 26; docs/design.md, "Noisy requests").
+        first (a pooled catalog may hold dozens; docs/design.md, "Noisy requests").
         """
         return list(self._bm25.mentioned_names(outside_code_blocks(query)))
 
