@@ -360,38 +360,33 @@ def test_a_router_of_a_newer_toolgate_is_not_set_aside(embedder: Embedder, tmp_p
     assert json.loads(manifest.read_text()) == newer
 
 
-def test_workers_of_different_index_formats_keep_their_routers_apart(
-    embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A rolling upgrade to a build whose BM25 files changed but whose version number did
-    # not: each side refused the other's files, so every request the other held failed.
-    ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(_request(0), top_k=1)
-    (name,) = _routers(tmp_path)
-    seen = os.stat(tmp_path / name / "bm25.tgb")
-    monkeypatch.setattr(indexes, "FORMATS", "matrix 1 bm25 5 router 2", raising=False)
-    filtered = ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(
-        _request(0), top_k=1
-    )
-    assert filtered.kept == ("get_weather",)
-    assert len(_routers(tmp_path)) == 2
-    assert os.path.samestat(os.stat(tmp_path / name / "bm25.tgb"), seen)
-
-
-def test_workers_of_different_versions_keep_their_routers_apart(
-    embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("attribute", "other"),
+    [("__version__", "999.0.0"), ("FORMATS", "matrix 1 bm25 5 router 2")],
+    ids=["version", "formats"],
+)
+def test_workers_of_another_build_keep_their_routers_apart(
+    embedder: Embedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    attribute: str,
+    other: str,
 ) -> None:
     # A rolling upgrade: the old workers keep routing on their routers while the new ones
-    # build their own, rather than failing on (or setting aside) each other's.
+    # build their own, rather than failing on (or setting aside) each other's. A build whose
+    # BM25 files changed but whose version number did not is another build too: each side
+    # refused the other's files, so every request the other held failed.
     ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(_request(0), top_k=1)
     (name,) = _routers(tmp_path)
-    seen = os.stat(tmp_path / name / "matrix.tgm")
-    monkeypatch.setattr(indexes, "__version__", "999.0.0")
+    seen = [os.stat(tmp_path / name / file) for file in ("matrix.tgm", "bm25.tgb")]
+    monkeypatch.setattr(indexes, attribute, other)
     filtered = ToolFilter(embedder=embedder, cache=None, store=tmp_path).filter(
         _request(0), top_k=1
     )
     assert filtered.kept == ("get_weather",)
     assert len(_routers(tmp_path)) == 2
-    assert os.path.samestat(os.stat(tmp_path / name / "matrix.tgm"), seen)
+    for file, before in zip(("matrix.tgm", "bm25.tgb"), seen, strict=True):
+        assert os.path.samestat(os.stat(tmp_path / name / file), before)
 
 
 def test_a_filter_keeps_its_store_to_the_bound(embedder: Embedder, tmp_path: Path) -> None:

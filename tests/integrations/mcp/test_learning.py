@@ -21,6 +21,7 @@ from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp.router import McpRouter
 from toolgate.integrations.mcp.serve import CLOSE_GRACE, _Serving
 from toolgate.integrations.mcp.upstreams import Upstreams
+from toolgate.routing.feedback import LearnedMemory
 from toolgate.routing.learned_store import SqliteStore, StoreError, StoreWarning
 
 
@@ -94,13 +95,29 @@ def test_a_turn_with_no_text_teaches_nothing_whatever_its_promotions_id(
     run(main)
 
 
+async def _notes_router(embedder: Embedder) -> tuple[McpRouter, PagedClient]:
+    """A learning router connected to one notes server holding ``add_note``."""
+    router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=":memory:")
+    notes = PagedClient([[mcp_tool("add_note", "Save a new note.")]], [None])
+    await router.connect({"notes": notes})
+    return router, notes
+
+
+async def _change_notes(router: McpRouter, notes: PagedClient) -> LearnedMemory:
+    """Add a tool to the notes server and list it: the memory of the tools as they are now."""
+    notes.pages[0].append(mcp_tool("archive_note", "Archive a note."))
+    router.mark_changed("notes")
+    await router.update()
+    memory = router.router.memory
+    assert memory is not None
+    return memory
+
+
 def test_the_last_search_alone_is_kept_and_learns_after_the_servers_changed(
     embedder: Embedder,
 ) -> None:
     async def main() -> None:
-        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=":memory:")
-        notes = PagedClient([[mcp_tool("add_note", "Save a new note.")]], [None])
-        await router.connect({"notes": notes})
+        router, notes = await _notes_router(embedder)
         for n in range(20):  # each search after the server changed: a new catalog version
             notes.pages[0].append(mcp_tool(f"tag_note_{n}", "Tag a note."))
             router.mark_changed("notes")
@@ -109,11 +126,7 @@ def test_the_last_search_alone_is_kept_and_learns_after_the_servers_changed(
         assert router._last_search.query == "save a note"
         # The server changes once more between the search and the call: the lesson goes to
         # the tools as they are now, which later routes read.
-        notes.pages[0].append(mcp_tool("archive_note", "Archive a note."))
-        router.mark_changed("notes")
-        await router.update()
-        memory = router.router.memory
-        assert memory is not None
+        memory = await _change_notes(router, notes)
         outcome = await router.call_any(anthropic_call("add_note", {}))
         assert outcome.forwarded
         assert await router.drain(timeout=10)
@@ -127,16 +140,10 @@ def test_a_call_after_its_server_changed_teaches_the_tools_as_they_are_now(
 ) -> None:
     # The turn's router (an older catalog version, which no route reads again) learned it.
     async def main() -> None:
-        router = McpRouter(top_k=1, embedder=embedder, cache=None, learn=":memory:")
-        notes = PagedClient([[mcp_tool("add_note", "Save a new note.")]], [None])
-        await router.connect({"notes": notes})
+        router, notes = await _notes_router(embedder)
         turn = await router.tools("save a note about the meeting", pool="full")
         assert turn.active_ids == ("notes/add_note",)
-        notes.pages[0].append(mcp_tool("archive_note", "Archive a note."))
-        router.mark_changed("notes")
-        await router.update()
-        memory = router.router.memory
-        assert memory is not None
+        memory = await _change_notes(router, notes)
         assert (await router.call(anthropic_call("add_note", {}), turn)).forwarded
         assert await router.drain(timeout=10)
         assert len(memory) == 1
