@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import bm25_document, embedding_views
 from toolgate.catalog.tool import Tool
@@ -39,3 +41,13 @@ def test_placeholders_in_angle_brackets_stay() -> None:
 
 def test_a_heading_alone_is_the_summary() -> None:
     assert Tool(server="s", name="t", description="# Get the weather").summary == "Get the weather"
+
+
+def test_long_runs_of_blanks_read_in_linear_time() -> None:
+    # A 100 kB description (a pasted log, a padded table) must not stall a catalog's load:
+    # every Tool reads its description through plain_text and prose for its summary.
+    blanks = " " * 100_000
+    for description in (f"a **b**{blanks}c", f"# a{blanks}b", f"# a{' #' * 50_000}b"):
+        started = time.perf_counter()
+        Tool(server="s", name="t", description=description)
+        assert time.perf_counter() - started < 1, description[:10]

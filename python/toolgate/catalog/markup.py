@@ -31,7 +31,9 @@ _INLINE_TAG = re.compile(rf"</?(?:{_ELEMENTS})\b[^<>]{{0,200}}>", re.IGNORECASE)
 _LINK = re.compile(r"!?\[([^\[\]\n]{0,200})\]\([^()\s]{0,500}(?:\s+\"[^\"\n]{0,200}\")?\)")
 _EMPHASIS = re.compile(r"(\*\*|__)(?=\S)([^\n]{0,300}?\S)\1")
 _CODE = re.compile(r"`([^`\n]{1,300})`")
-_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*$", re.MULTILINE)
+# The heading's closing marks are cut in Python: a lazy group before ``[ \t#]*$`` retried that
+# tail from every character of the line, quadratic in a long one.
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.*)$", re.MULTILINE)
 
 
 def plain_text(text: str) -> str:
@@ -51,10 +53,11 @@ def plain_text(text: str) -> str:
     text = _LINK.sub(r"\1", text)
     text = _EMPHASIS.sub(r"\2", text)
     text = _CODE.sub(r"\1", text)
-    text = _HEADING.sub(lambda m: f"\n{m.group(1)}\n", text)
+    text = _HEADING.sub(lambda m: "\n" + m.group(1).rstrip(" \t#") + "\n", text)
     text = html.unescape(text)
-    # Collapse the blank lines the substitutions leave, keeping paragraph breaks.
-    text = re.sub(r"[ \t]+\n", "\n", text)
+    # Collapse the blank lines the substitutions leave, keeping paragraph breaks (line by
+    # line: a pattern for blanks before a break rescans a long run from each of its blanks).
+    text = "\n".join(line.rstrip(" \t") for line in text.split("\n"))
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
