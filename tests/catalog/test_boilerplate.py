@@ -51,3 +51,17 @@ def test_only_a_preamble_is_left_out() -> None:
     own = {name: text + " Rate limits apply." for name, text in OWN.items()}
     documents = bm25_documents(_catalog(own, preamble=""))
     assert documents[0]["description"] == own["get_weather"]
+
+
+def test_a_preamble_under_a_title_is_left_out() -> None:
+    # "## name" over each description and the preamble: the preamble is not the opening
+    # sentence (the title is), yet the row must still read what the tool does, not its title.
+    titled = [
+        Tool(server="acme", name=n, description=f"## {n}\n\n{PREAMBLE}{d}") for n, d in OWN.items()
+    ]
+    catalog = Catalog(titled)
+    for (summary_view, described), own in zip(embedding_views(catalog), OWN.values(), strict=True):
+        assert summary_view.endswith(own), summary_view
+        assert "Acme Platform" not in described
+    for document in bm25_documents(catalog):
+        assert "Acme Platform" not in document["description"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from toolgate.catalog.markup import plain_text
+from toolgate.catalog.markup import plain_text, titles
 
 __all__ = [
     "ADDRESSING_PATTERNS",
@@ -131,11 +131,16 @@ def described_text(description: str, boilerplate: frozenset[str] = frozenset()) 
     """
     kept = [s for s in _sentences(plain_text(description)) if not _patterns()[0].search(s)]
     if boilerplate:
-        # Only a preamble: what the summary and the embedding's first tokens read.
-        own = list(kept)
-        while own and own[0].strip() in boilerplate:
-            own.pop(0)
-        kept = own if any(s.strip() for s in own) else kept
+        # Only a preamble: what the summary and the embedding's first tokens read. A title
+        # over it goes with it, else the title (the tool's name) would be the summary.
+        heads = {s.strip() for title in titles(description) for s in _sentences(title)}
+        opening_kinds = boilerplate | heads
+        lead = 0
+        while lead < len(kept) and kept[lead].strip() in opening_kinds:
+            lead += 1
+        opening = kept[:lead]
+        if any(s.strip() in boilerplate for s in opening) and any(s.strip() for s in kept[lead:]):
+            kept = kept[lead:]
     text = "".join(kept).strip()
     words = text.split()
     return " ".join(words[:DESCRIPTION_MAX_WORDS]) if len(words) > DESCRIPTION_MAX_WORDS else text

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import re
 
-__all__ = ["plain_text", "prose"]
+__all__ = ["plain_text", "prose", "titles"]
 
 # Only HTML's own elements: "<owner>/<repo>" or "<id>" in a description is a placeholder,
 # which says what the tool takes, and stays.
@@ -61,6 +61,31 @@ def plain_text(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
+def _title_lines(text: str) -> tuple[list[str], list[str]]:
+    """``text``'s leading heading lines (and the blank lines between them), and the rest."""
+    lines = text.strip().splitlines()
+    start = 0
+    while start < len(lines) and (not lines[start].strip() or _HEADING.match(lines[start])):
+        start += 1
+    return lines[:start], lines[start:]
+
+
+def titles(text: str) -> list[str]:
+    """The headings :func:`prose` leaves out of ``text``, read as text.
+
+    >>> titles("## get_weather\\n\\nCurrent weather for a city.")
+    ['get_weather']
+    >>> titles("# Get weather")
+    []
+    """
+    if not _HEADING.search(text):
+        return []
+    heads, rest = _title_lines(text)
+    if not plain_text("\n".join(rest)):
+        return []
+    return [plain_text(line) for line in heads if line.strip()]
+
+
 def prose(text: str) -> str:
     """``text`` as :func:`plain_text` reads it, its leading headings left out when prose
     follows them: a title over a description names the tool, which its name already does.
@@ -72,10 +97,5 @@ def prose(text: str) -> str:
     """
     if not _HEADING.search(text):
         return plain_text(text)
-    # Leading heading lines (and the blank lines between them) are titles.
-    lines = text.strip().splitlines()
-    start = 0
-    while start < len(lines) and (not lines[start].strip() or _HEADING.match(lines[start])):
-        start += 1
-    rest = plain_text("\n".join(lines[start:]))
+    rest = plain_text("\n".join(_title_lines(text)[1]))
     return rest or plain_text(text)
