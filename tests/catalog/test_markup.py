@@ -51,3 +51,15 @@ def test_long_runs_of_blanks_read_in_linear_time() -> None:
         started = time.perf_counter()
         Tool(server="s", name="t", description=description)
         assert time.perf_counter() - started < 1, description[:10]
+
+
+def test_comparisons_that_look_like_tags_stay() -> None:
+    # "<b and y>" reads as a <b> tag with two bare attributes; an attribute in a description
+    # has a value (href="...", src=...), a comparison does not.
+    described = "Keeps rows where x<b and y>c, or where i <i or j> 3."
+    tool = Tool(server="s", name="filter_rows", description=described)
+    assert bm25_document(tool)["description"] == described
+    marked = '<a href="https://x.io" target=_blank>docs</a><br/><td colspan="2">cell</td>'
+    assert bm25_document(Tool(server="s", name="t", description=marked))["description"] == (
+        "docs\ncell"
+    )

@@ -20,13 +20,18 @@ _ELEMENTS = (
     "a|abbr|b|blockquote|br|code|dd|del|div|dl|dt|em|h[1-6]|hr|i|img|kbd|li|ol|p|pre|s|"
     "small|span|strong|sub|sup|table|tbody|td|th|thead|tr|u|ul"
 )
+# A tag's attributes each have a value (href="...", src=x): "x<b and y>c" is a comparison,
+# which a tag with bare attributes would read as <b and y>.
+_ATTRIBUTES = (
+    r"(?:\s+[\w:.-]{1,40}\s*=\s*(?:\"[^\"<>]{0,300}\"|'[^'<>]{0,300}'|[^\s\"'<>=]{1,300})){0,20}"
+    r"\s*/?>"
+)
 # Tags that end a line where they stand (a block, a break); the others are only removed.
 _BLOCK_TAG = re.compile(
-    r"</?(?:br|p|div|li|ul|ol|tr|table|hr|h[1-6]|blockquote|pre|dl|dt|dd)\b"
-    r"[^<>]{0,200}>",
+    r"</?(?:br|p|div|li|ul|ol|tr|table|hr|h[1-6]|blockquote|pre|dl|dt|dd)\b" + _ATTRIBUTES,
     re.IGNORECASE,
 )
-_INLINE_TAG = re.compile(rf"</?(?:{_ELEMENTS})\b[^<>]{{0,200}}>", re.IGNORECASE)
+_INLINE_TAG = re.compile(rf"</?(?:{_ELEMENTS})\b{_ATTRIBUTES}", re.IGNORECASE)
 # ![alt](url) and [text](url): the words, not the address.
 _LINK = re.compile(r"!?\[([^\[\]\n]{0,200})\]\([^()\s]{0,500}(?:\s+\"[^\"\n]{0,200}\")?\)")
 _EMPHASIS = re.compile(r"(\*\*|__)(?=\S)([^\n]{0,300}?\S)\1")
