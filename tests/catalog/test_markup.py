@@ -63,3 +63,12 @@ def test_comparisons_that_look_like_tags_stay() -> None:
     assert bm25_document(Tool(server="s", name="t", description=marked))["description"] == (
         "docs\ncell"
     )
+
+
+def test_double_underscores_inside_a_name_stay() -> None:
+    # Markdown reads "__" as emphasis only at a word's edge: "my__special__field" is a name.
+    described = "Sets the my__special__field option. Use __strong__ words."
+    tool = Tool(server="s", name="t", description=described)
+    assert bm25_document(tool)["description"] == (
+        "Sets the my__special__field option. Use strong words."
+    )

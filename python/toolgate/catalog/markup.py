@@ -34,7 +34,8 @@ _BLOCK_TAG = re.compile(
 _INLINE_TAG = re.compile(rf"</?(?:{_ELEMENTS})\b{_ATTRIBUTES}", re.IGNORECASE)
 # ![alt](url) and [text](url): the words, not the address.
 _LINK = re.compile(r"!?\[([^\[\]\n]{0,200})\]\([^()\s]{0,500}(?:\s+\"[^\"\n]{0,200}\")?\)")
-_EMPHASIS = re.compile(r"(\*\*|__)(?=\S)([^\n]{0,300}?\S)\1")
+# "__" is emphasis only at a word's edge (Markdown's rule): "my__special__field" is a name.
+_EMPHASIS = re.compile(r"\*\*(?=\S)([^\n]{0,300}?\S)\*\*|(?<!\w)__(?=\S)([^\n]{0,300}?\S)__(?!\w)")
 _CODE = re.compile(r"`([^`\n]{1,300})`")
 # The heading's closing marks are cut in Python: a lazy group before ``[ \t#]*$`` retried that
 # tail from every character of the line, quadratic in a long one.
@@ -56,7 +57,7 @@ def plain_text(text: str) -> str:
     text = _BLOCK_TAG.sub("\n", text)
     text = _INLINE_TAG.sub("", text)
     text = _LINK.sub(r"\1", text)
-    text = _EMPHASIS.sub(r"\2", text)
+    text = _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), text)
     text = _CODE.sub(r"\1", text)
     text = _HEADING.sub(lambda m: "\n" + m.group(1).rstrip(" \t#") + "\n", text)
     text = html.unescape(text)
