@@ -65,3 +65,12 @@ def test_a_preamble_under_a_title_is_left_out() -> None:
         assert "Acme Platform" not in described
     for document in bm25_documents(catalog):
         assert "Acme Platform" not in document["description"]
+
+
+def test_a_preamble_longer_than_a_summary_is_left_out() -> None:
+    # The summary is the preamble's first sentence cut short ("...…"), not the sentence.
+    long = "This tool is part of the Acme Platform API v3, " + "which serves many teams, " * 20
+    catalog = _catalog(OWN, preamble=long.rstrip(", ") + ". ")
+    assert catalog.tools[0].summary.endswith("…")
+    for (summary_view, _), own in zip(embedding_views(catalog), OWN.values(), strict=True):
+        assert summary_view.endswith(own), summary_view

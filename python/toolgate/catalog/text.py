@@ -52,15 +52,22 @@ def embedding_text(
     docs/design.md, "What a tool's row embeds".
     """
     summary = tool.summary
-    if addressing_sentences(summary) or any(
-        sentence in shared for sentence in description_sentences(summary)
-    ):
+    if addressing_sentences(summary) or _is_shared(summary, shared):
         summary = derive_summary(tool.name, described_text(tool.description, shared))
     text = f"{humanize(tool.name)}: {summary}"
     if with_server:
         text = f"{tool.server}: {text}"
     params = tool.embedded_param_text
     return f"{text} Parameters: {params}" if params else text
+
+
+def _is_shared(summary: str, shared: frozenset[str]) -> bool:
+    """Whether ``summary`` is one of the ``shared`` sentences, or one cut short: a preamble
+    sentence longer than :data:`~toolgate.catalog.summary.SUMMARY_MAX_TOKENS` ends in "…"."""
+    if any(sentence in shared for sentence in description_sentences(summary)):
+        return True
+    cut = summary.removesuffix("…")
+    return cut != summary and any(" ".join(s.split()).startswith(cut) for s in shared)
 
 
 def embedding_texts(catalog: Catalog) -> list[str]:
