@@ -29,8 +29,9 @@ __all__ = [
 #: cut (:func:`~toolgate.catalog.addressing.described_text`). 4: sentences that override other
 #: tools or claim authority left out too. 5: HTML and Markdown marks left out, a heading is
 #: not the summary (:mod:`~toolgate.catalog.markup`). 6: a server's boilerplate sentences left
-#: out (:mod:`~toolgate.catalog.boilerplate`).
-TEXT_VERSION = 6
+#: out (:mod:`~toolgate.catalog.boilerplate`). 7: comparisons and names with "__" kept, a
+#: preamble under a title or longer than a summary left out.
+TEXT_VERSION = 7
 
 
 def humanize(name: str) -> str:
