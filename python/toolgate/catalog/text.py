@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from toolgate.catalog.addressing import (
     addressing_sentences,
     described_text,
@@ -71,10 +73,14 @@ def _is_shared(summary: str, shared: frozenset[str]) -> bool:
     return cut != summary and any(" ".join(s.split()).startswith(cut) for s in shared)
 
 
-def embedding_texts(catalog: Catalog) -> list[str]:
-    """:func:`embedding_text` of every tool, with the server only if there are several."""
+def embedding_texts(
+    catalog: Catalog, shared: Mapping[str, frozenset[str]] | None = None
+) -> list[str]:
+    """:func:`embedding_text` of every tool, with the server only if there are several;
+    ``shared``: each server's :func:`~toolgate.catalog.boilerplate.boilerplate`, if the
+    caller has it already."""
     with_server = len(catalog.servers) > 1
-    shared = boilerplate(catalog)
+    shared = boilerplate(catalog) if shared is None else shared
     return [
         embedding_text(tool, with_server=with_server, shared=shared.get(tool.server, frozenset()))
         for tool in catalog
@@ -91,7 +97,7 @@ def embedding_views(catalog: Catalog) -> list[tuple[str, ...]]:
     """
     views: list[tuple[str, ...]] = []
     shared = boilerplate(catalog)
-    for text, tool in zip(embedding_texts(catalog), catalog, strict=True):
+    for text, tool in zip(embedding_texts(catalog, shared), catalog, strict=True):
         described = described_text(tool.description, shared.get(tool.server, frozenset()))
         views.append((text, described) if described else (text,))
     return views
