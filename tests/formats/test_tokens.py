@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from importlib import util
 from pathlib import Path
 from typing import Any
@@ -85,6 +88,36 @@ def test_never_touches_the_network(monkeypatch: pytest.MonkeyPatch) -> None:
         assert tokens.count_text("offline", "o200k_base") > 0
     finally:
         tokens._build_encoding.cache_clear()
+
+
+def test_threads_counting_at_once_read_the_vocabulary_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A server's first requests, each loading its catalog in a thread, each read, hashed and
+    # parsed the file (about 1 s of CPU and 25 MB each), four threads four times the wait.
+    reads: list[str] = []
+    load = tokens._load_cl100k_ranks
+
+    def counted() -> dict[bytes, int]:
+        reads.append("cl100k_base")
+        time.sleep(0.2)  # the others ask meanwhile
+        return load()
+
+    monkeypatch.setattr(tokens, "_load_cl100k_ranks", counted)
+    tokens._build_encoding.cache_clear()
+    start = threading.Barrier(4)
+
+    def count() -> int:
+        start.wait()
+        return tokens.count_text("hello world")
+
+    try:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            counts = list(pool.map(lambda _: count(), range(4)))
+    finally:
+        tokens._build_encoding.cache_clear()
+    assert counts == [2, 2, 2, 2]
+    assert reads == ["cl100k_base"]
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from toolgate.errors import EncodingUnavailableError, InvalidInputError
+from toolgate.forks import fork_safe_lock
 from toolgate.formats.gemini_fields import DECLARATIONS, SpellingClash, field_key
 from toolgate.formats.pointer import resolve_pointer
 
@@ -105,7 +106,14 @@ def encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
     # Checked before the cache, which would fail on an unhashable name with a TypeError.
     if not isinstance(name, str) or name not in ENCODINGS:
         raise InvalidInputError(f"unknown encoding {name!r}; expected one of {ENCODINGS}")
-    return _build_encoding(name)
+    # functools.cache does not make threads that miss at once wait: each read, hashed and
+    # parsed the file (a server's first requests: about 1 s of CPU and 25 MB per thread).
+    with _BUILDING[name]:
+        return _build_encoding(name)
+
+
+# One lock per encoding, held across its first build; then only around the cache's look-up.
+_BUILDING = {name: fork_safe_lock() for name in ENCODINGS}
 
 
 @functools.cache
