@@ -4,9 +4,13 @@ saved router keeps."""
 from __future__ import annotations
 
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.routing.sealed import write_sealed
@@ -14,12 +18,14 @@ from toolgate import IndexFormatError, InvalidInputError
 from toolgate.catalog.catalog import Catalog
 from toolgate.cli.commands import demo_catalog
 from toolgate.embedding.embedder import Embedder
+from toolgate.routing import no_tool
 from toolgate.routing.no_tool import (
     GAP_RANK,
     NullScores,
     features,
     no_tool_confidence,
     null_requests,
+    null_vectors,
 )
 from toolgate.routing.router import Router, RouterConfig
 from toolgate.routing.store import MANIFEST
@@ -232,3 +238,28 @@ def test_a_catalog_smaller_than_the_gap_rank_still_routes_a_fitting_request(
     router = Router.from_tools(document, cache=None, embedder=embedder)
     assert router.route("an issue").ids == ["default/create_issue"]
     assert router.route("🙂").no_tool
+
+
+def test_routers_built_at_once_embed_the_null_requests_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A gateway's first requests, each building its tools' router in a thread, each embedded
+    # the 107 null requests (about 1 s of model time) where one embedding serves them all.
+    monkeypatch.setattr(no_tool, "_NULL_VECTORS", {})
+    runs: list[int] = []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        runs.append(len(texts))
+        time.sleep(0.2)  # the others ask meanwhile
+        return np.ones((len(texts), 384), np.float32)
+
+    start = threading.Barrier(4)
+
+    def build(_: int) -> np.ndarray:
+        start.wait()
+        return null_vectors("model-a", embed)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        found = list(pool.map(build, range(4)))
+    assert runs == [len(null_requests())]
+    assert all(vectors is found[0] for vectors in found)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolgate.errors import IndexFormatError
+from toolgate.forks import fork_safe_lock
 from toolgate.routing.config import NO_TOOL_FEATURES
 
 if TYPE_CHECKING:
@@ -160,13 +161,21 @@ def no_tool_confidence(weights: Sequence[float], values: Sequence[float]) -> flo
     return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
 
 
-# The null requests' vectors per model: every router a process builds reuses them.
+# The null requests' vectors per model: every router a process builds reuses them. The lock
+# is held across the embedding: routers built at once in threads (a gateway's first requests)
+# each embedded the 107 requests, where the first one's vectors serve them all.
 _NULL_VECTORS: dict[str, np.ndarray] = {}
+_NULL_LOCK = fork_safe_lock()
 
 
 def null_vectors(model_id: str, embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
     """The null requests embedded by the model ``model_id`` (``embed`` on first need)."""
     vectors = _NULL_VECTORS.get(model_id)
-    if vectors is None:
-        vectors = _NULL_VECTORS[model_id] = np.asarray(embed(list(null_requests())), np.float32)
-    return vectors
+    if vectors is not None:
+        return vectors
+    with _NULL_LOCK:
+        vectors = _NULL_VECTORS.get(model_id)
+        if vectors is None:
+            vectors = np.asarray(embed(list(null_requests())), np.float32)
+            _NULL_VECTORS[model_id] = vectors
+        return vectors
