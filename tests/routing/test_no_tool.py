@@ -263,3 +263,26 @@ def test_routers_built_at_once_embed_the_null_requests_once(
         found = list(pool.map(build, range(4)))
     assert runs == [len(null_requests())]
     assert all(vectors is found[0] for vectors in found)
+
+
+def test_a_new_process_with_a_warm_cache_embeds_no_null_request(
+    embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every new process building a router (toolgate route --tools, a serverless function's
+    # cold start) ran the model over the 107 null requests, about 1 s, past the embedding
+    # cache that held the catalog's own texts.
+    cache = tmp_path / "embeddings.sqlite3"
+    monkeypatch.setattr(no_tool, "_NULL_VECTORS", {})
+    first = Router.from_catalog(demo_catalog(), cache=cache, embedder=embedder)
+    monkeypatch.setattr(no_tool, "_NULL_VECTORS", {})  # as in a new process
+    ran: list[str] = []
+    run = embedder._embed_uncached
+
+    def counted(texts: list[str]) -> np.ndarray:
+        ran.extend(texts)
+        return run(texts)
+
+    monkeypatch.setattr(embedder, "_embed_uncached", counted)
+    again = Router.from_catalog(demo_catalog(), cache=cache, embedder=embedder)
+    assert ran == []
+    assert again._parts.null == first._parts.null

@@ -15,6 +15,7 @@ import shutil
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -331,16 +332,18 @@ def index_catalog(
     temporary directory."""
     if path is not None:
         check_save_directory(path)  # before embedding, the slow part
-    vectors = embed_tools(embedder, embedding_views(catalog), open_cache(cache))
+    store = open_cache(cache)
+    vectors = embed_tools(embedder, embedding_views(catalog), store)
     offset = centring_offset(vectors, config.row_centring)
+    # The null requests go through the cache too: a new process (a CLI's route --tools, a
+    # serverless cold start) ran the model over all 107 of them, about 1 s, on every start.
+    embed = (
+        embedder.embed
+        if store is None
+        else partial(store.embed_through, embedder.model_id, embed=embedder.embed)
+    )
     return build_parts(
-        catalog,
-        centred(vectors, offset),
-        config,
-        embedder.model_id,
-        path,
-        embedder.embed,
-        offset=offset,
+        catalog, centred(vectors, offset), config, embedder.model_id, path, embed, offset=offset
     )
 
 
