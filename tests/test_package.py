@@ -164,3 +164,26 @@ def test_the_version_has_one_source() -> None:
     assert "version" not in project
     assert "version" in project["dynamic"]
     assert toolgate.__version__ == version("toolgate-router")
+
+
+# What Windows lacks that toolgate's modules see at import: no fcntl module, no fork hooks.
+_AS_ON_WINDOWS = """
+import os, sys
+sys.modules["fcntl"] = None  # import fcntl: ModuleNotFoundError
+del os.fork, os.register_at_fork
+import toolgate
+for name in toolgate.__all__:
+    getattr(toolgate, name)
+import toolgate.gateway, toolgate.cli.commands, toolgate.telemetry.sinks
+print("imported")
+"""
+
+
+def test_the_package_imports_where_there_is_no_fcntl_nor_fork() -> None:
+    """On Windows ``from toolgate import Router`` failed with "No module named 'fcntl'",
+    which publishing a router imported at the top of its module."""
+    run = subprocess.run(
+        [sys.executable, "-c", _AS_ON_WINDOWS], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr.strip().splitlines()[-1:]
+    assert run.stdout.split() == ["imported"]

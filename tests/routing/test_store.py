@@ -20,6 +20,7 @@ from tests.routing.sealed import write_sealed
 from toolgate import IndexFormatError, InvalidInputError, StorageError, ToolgateError
 from toolgate.catalog.catalog import Catalog
 from toolgate.embedding.embedder import Embedder
+from toolgate.routing import publish as publishing
 from toolgate.routing.router import Router, RouterConfig
 
 TOOLS = {
@@ -371,6 +372,18 @@ def test_publish_replaces_a_live_router_atomically(
     assert second.exists()
     assert third.exists()
     assert len(_open(link, embedder)) == 4
+
+
+def test_publish_where_there_is_no_flock_says_it_is_posix_only(
+    router: Router, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On Windows (no fcntl) publishing named the platform, not an ImportError of fcntl."""
+    monkeypatch.setattr(publishing, "fcntl", None)
+    link = tmp_path / "live"
+    with pytest.raises(StorageError, match=r"POSIX only .*Windows") as raised:
+        router.publish(link)
+    assert raised.value.filename == str(link)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_publishers_of_one_link_take_turns(

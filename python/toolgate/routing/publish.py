@@ -4,7 +4,7 @@ router (``cp``) would change pages they have mapped."""
 
 from __future__ import annotations
 
-import fcntl
+import errno
 import os
 import shutil
 import tempfile
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from toolgate.errors import InvalidInputError
+from toolgate.errors import InvalidInputError, StorageError
 from toolgate.routing.atomic_files import (
     CLOCK_SLACK_S,
     directory_path,
@@ -22,6 +22,11 @@ from toolgate.routing.atomic_files import (
     sync_directory,
 )
 from toolgate.routing.manifest import MANIFEST
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, and a link to a folder is not renamed over another
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["publish", "router_directory"]
 
@@ -59,6 +64,14 @@ def publish(save: Callable[[Path], None], path: str | os.PathLike[str], *, keep:
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise InvalidInputError(f"keep must be an integer >= 1, got {keep!r}")
     link = directory_path(path)
+    if fcntl is None:
+        raise StorageError(
+            errno.ENOTSUP,
+            "publish is POSIX only (Linux, macOS): it switches a symbolic link by rename "
+            "under a flock, which Windows has not; save each version with router.save to a "
+            "new directory and open that one instead",
+            str(link),
+        )
     if link.exists() and not link.is_symlink():
         raise InvalidInputError(
             f"{link} exists and is not a link that publish made: publish switches a symbolic "
