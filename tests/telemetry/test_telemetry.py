@@ -655,6 +655,24 @@ def test_a_json_file_sink_starts_a_line_of_its_own_after_one_cut_short(tmp_path:
     assert log.read_text(encoding="utf-8").splitlines() == [cut, event.to_json()]
 
 
+@pytest.mark.parametrize("ending", ["", "\n"])
+def test_a_json_file_sink_appends_to_a_file_where_there_is_no_pread_nor_o_nonblock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str
+) -> None:
+    """Windows has neither: a sink opened on a file with events already in it (a gateway
+    started again) was an AttributeError naming ``os.O_NONBLOCK``."""
+    monkeypatch.delattr(os, "O_NONBLOCK", raising=False)
+    monkeypatch.delattr(os, "pread", raising=False)
+    log = tmp_path / "events.jsonl"
+    before = _calls(1)[0].to_json()[: None if ending else 40]
+    log.write_text(before + ending, encoding="utf-8")
+    event = _calls(2)[1]
+    sink = JsonFileSink(log)
+    sink.emit(event)
+    sink.close()
+    assert log.read_text(encoding="utf-8").splitlines() == [before, event.to_json()]
+
+
 @pytest.mark.usefixtures("usual_umask")
 def test_a_json_file_sink_follows_its_path_when_the_file_is_moved_or_deleted(
     tmp_path: Path,

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from toolgate.arguments import file_path
 from toolgate.errors import InvalidInputError
 from toolgate.forks import BoundToProcess, CopiedUnderLock, fork_safe_lock
+from toolgate.json_limits import JsonLimitError, open_regular
 from toolgate.telemetry.events import Event
 
 __all__ = [
@@ -207,15 +208,12 @@ def _ends_mid_line(fd: int, path: Path) -> bool:
     if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
         return False  # a device or a pipe has no end to look at
     try:
-        reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return False  # a file its writer may not read: nothing to go by
-    try:
-        return os.pread(reader, 1, info.st_size - 1) != b"\n"
-    except OSError:
+        # Not os.pread nor os.O_NONBLOCK, which Windows lacks: a reader of its own, seeked.
+        with open_regular(path) as reader:
+            reader.seek(info.st_size - 1)
+            return reader.read(1) != b"\n"
+    except (OSError, JsonLimitError):  # one its writer may not read, or no longer a file
         return False
-    finally:
-        os.close(reader)
 
 
 class OpenTelemetrySink:
