@@ -130,6 +130,27 @@ def test_a_router_is_built_in_a_folder_named_for_it(tmp_path: Path) -> None:
     assert folders[0].startswith(f".build-{_name(0)}-")
 
 
+def test_without_flock_a_router_another_process_built_meanwhile_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where there is no flock (Windows) nothing keeps two workers from building one router
+    at once: the second one's rename onto the first one's directory was an OSError ("Directory
+    not empty"; on Windows "Access is denied"), failing its request."""
+    monkeypatch.setattr(router_store, "fcntl", None)
+    store = RouterStore(tmp_path, max_stored=4)
+    theirs = tmp_path / _name(0)
+
+    def build_beaten(folder: Path) -> None:
+        theirs.mkdir()  # the other worker, done first
+        _build(theirs)
+        _build(folder)
+
+    stored = store.router(_name(0), build_beaten, lambda d: d, model_id=_MODEL)  # type: ignore[arg-type]
+    assert stored.router == theirs  # type: ignore[comparison-overlap]
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == [f".{_name(0)}.lock", _name(0)]
+    stored.release()
+
+
 def test_a_failed_open_releases_the_router(tmp_path: Path) -> None:
     store = RouterStore(tmp_path, max_stored=1)
 

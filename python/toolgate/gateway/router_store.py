@@ -20,7 +20,8 @@ Each directory holds a stamp (``store.json``: the toolgate version, the embeddin
 the files' formats that built it), so that a store shipped read-only is refused at start-up
 by a toolgate, a model or a build that could use none of its routers (their names cover all
 three): it would fail every request.
-Where there is no ``flock`` (Windows) nothing is locked or deleted.
+Where there is no ``flock`` (Windows) nothing is locked or deleted, and of a router two
+processes build at once, the first renamed into place serves both.
 """
 
 from __future__ import annotations
@@ -222,7 +223,13 @@ class RouterStore:
             build(building)
             stamp = {"toolgate": __version__, "model_id": model_id, "formats": FORMATS}
             (building / STAMP).write_text(json.dumps(stamp), encoding="utf-8")
-            os.replace(building, directory)
+            try:
+                os.replace(building, directory)
+            except OSError:
+                # Without flock (Windows) another process may have built it meanwhile: a
+                # folder is not renamed over another, and theirs serves as well as this one.
+                if fcntl is not None or not (directory / MANIFEST).exists():
+                    raise
         finally:
             shutil.rmtree(building, ignore_errors=True)
 
