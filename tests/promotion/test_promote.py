@@ -737,6 +737,17 @@ def test_a_directory_source_refuses_dot_parts_in_ids(tmp_path: Path) -> None:
         promote_tools(odd, ["s/../vault/admin"], schema_source=tmp_path)
 
 
+def test_a_directory_source_refuses_dot_parts_between_backslashes(tmp_path: Path) -> None:
+    """Windows reads a backslash as a separator: ``s/..\\vault\\admin`` read the vault
+    server's schema there, the ``..`` part unseen by a split on ``/`` alone."""
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "admin.json").write_text(json.dumps(_schema("vault_token")))
+    name = "..\\vault\\admin"
+    odd = Catalog.from_tools([{"name": name, "inputSchema": _schema("x")}], server="s")
+    with pytest.raises(CatalogError, match=r"has a '\.', '\.\.' or empty path part"):
+        promote_tools(odd, [f"s/{name}"], schema_source=tmp_path)
+
+
 @pytest.mark.parametrize("fmt", PROVIDERS)
 def test_a_token_cap_holds_for_the_set_actually_sent(fmt: str) -> None:
     # Tokens of a set are not the sum of its tools': the budget checks what is sent.

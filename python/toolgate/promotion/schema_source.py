@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import re
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -117,8 +118,9 @@ class DirectorySchemaSource:
 
     def _path(self, tool_id: str) -> Path:
         """``<root>/<id>.json``; an id with a ``.`` or ``..`` part, which could name another
-        server's file (a tool named ``../vault/admin``), is refused."""
-        if any(part in (".", "..", "") for part in tool_id.split("/")):
+        server's file (a tool named ``../vault/admin``), is refused. A backslash separates
+        parts too: Windows reads it as ``/``."""
+        if any(part in (".", "..", "") for part in re.split(r"[/\\]", tool_id)):
             raise CatalogError(f"tool id {tool_id!r} has a '.', '..' or empty path part")
         path = (self._root / f"{tool_id}.json").resolve()
         if self._root not in path.parents:
