@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import unicodedata
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -389,6 +391,36 @@ def test_refresh_takes_tools_and_another_directory(router: Router, tmp_path: Pat
     own = Router.from_catalog(router.catalog, path=tmp_path / "own", cache=None)
     with pytest.raises(InvalidInputError, match="this router's own directory"):
         own.refresh(router.catalog, path=tmp_path / "own")
+
+
+@pytest.fixture
+def second_name(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A folder and a second name of it that ``resolve()`` does not map to the first, as a
+    case variant is on a case-insensitive file system (APFS, NTFS): a bind mount here."""
+    first, second = tmp_path / "Routers", tmp_path / "routers"
+    first.mkdir()
+    second.mkdir()
+    mounted = subprocess.run(
+        ["mount", "--bind", str(first), str(second)], capture_output=True, check=False
+    ) if shutil.which("mount") else None  # fmt: skip
+    if mounted is None or mounted.returncode != 0:
+        pytest.skip("cannot bind-mount a folder here (needs root)")
+    try:
+        yield first, second
+    finally:
+        subprocess.run(["umount", "-l", str(second)], capture_output=True, check=False)
+
+
+def test_refresh_refuses_its_own_directory_under_another_name(
+    router: Router, second_name: tuple[Path, Path]
+) -> None:
+    """On macOS ``refresh(path=".../routers/main")`` of a router opened from
+    ``.../Routers/main`` wrote over the files it and its workers have open: they then failed
+    every route with an IndexFormatError, where the same spelling is refused up front."""
+    first, second = second_name
+    own = Router.from_catalog(router.catalog, path=first / "main", cache=None)
+    with pytest.raises(InvalidInputError, match="this router's own directory"):
+        own.refresh(router.catalog, path=second / "main")
 
 
 def test_responses_api_tool_outputs_are_blended() -> None:

@@ -492,8 +492,17 @@ def check_refresh_path(index: _toolgate.Index, path: str | os.PathLike[str] | No
     """Refuse to write a refreshed router over ``index``'s own directory: other routers
     (workers that opened it) may be reading those files right now."""
     own = Path(index.path).parent
-    if path is not None and Path(path).resolve() == own.resolve():
+    if path is not None and (Path(path).resolve() == own.resolve() or _same_folder(path, own)):
         raise InvalidInputError(
             f"refresh path {path} is this router's own directory; write the new router "
             "elsewhere (its files stay valid until this router is dropped)"
         )
+
+
+def _same_folder(path: str | os.PathLike[str], own: Path) -> bool:
+    """Whether ``path`` is the folder ``own`` by another name than ``resolve()`` maps to it:
+    a case variant on a case-insensitive file system (APFS, NTFS), a bind mount."""
+    try:
+        return os.path.samefile(path, own)
+    except (OSError, ValueError):  # one is missing (a new folder): not the same
+        return False
