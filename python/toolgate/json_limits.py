@@ -163,7 +163,10 @@ def open_regular(path: Path) -> BinaryIO:
     if not stat.S_ISREG(os.stat(path).st_mode):
         raise JsonLimitError(f"{path} is not a regular file (a directory, a device or a pipe)")
     # O_NONBLOCK: if a FIFO took the path's place since the check, opening it does not block.
-    handle = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    # O_BINARY (Windows): else the descriptor reads as text, CR LF as LF and stopping at the
+    # first Ctrl-Z, which cut a model file at its 18th byte.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    handle = os.open(path, flags)
     file = os.fdopen(handle, "rb")
     if not stat.S_ISREG(os.fstat(handle).st_mode):
         file.close()

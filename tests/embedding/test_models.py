@@ -259,6 +259,38 @@ def _copy_home(prepared: Path, tmp_path: Path) -> Path:
     return home
 
 
+# A flag of Windows' only, given a value no Linux flag has, for the test to take off again.
+_O_BINARY = 1 << 30
+
+
+def _as_windows_opens(real_open: Any, scratch: Path) -> Any:
+    """``os.open`` as Windows' C runtime opens a file: without ``O_BINARY``, in text mode,
+    whose reads turn CR LF into LF and stop at the first Ctrl-Z (0x1A)."""
+
+    def opened(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & _O_BINARY or flags & (os.O_WRONLY | os.O_RDWR):
+            return int(real_open(path, flags & ~_O_BINARY, *args, **kwargs))
+        text = Path(path).read_bytes().split(b"\x1a")[0].replace(b"\r\n", b"\n")
+        seen = scratch / f"text-{len(list(scratch.iterdir()))}"
+        seen.write_bytes(text)
+        return int(real_open(seen, flags, *args, **kwargs))
+
+    return opened
+
+
+def test_the_model_is_read_as_bytes_where_files_open_as_text(
+    prepared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On Windows the model was read in text mode, cut at its 18th byte (a Ctrl-Z): every
+    load was a ModelChecksumError, so no embedder, and no router, could be made there."""
+    home, scratch = _copy_home(prepared, tmp_path), tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(os, "O_BINARY", _O_BINARY, raising=False)
+    monkeypatch.setattr(os, "open", _as_windows_opens(os.open, scratch))
+    loaded = models.load("int8", home=home)
+    assert loaded.onnx_bytes == loaded.path.read_bytes()
+
+
 def test_corrupted_model_names_file_and_hashes(prepared: Path, tmp_path: Path) -> None:
     home = _copy_home(prepared, tmp_path)
     stamp = json.loads((prepared / "stamp.json").read_text())
