@@ -443,6 +443,19 @@ def test_a_part_written_version_never_pushes_out_a_whole_one(
     assert len(live.catalog) == 4
 
 
+def test_publishing_a_link_leaves_the_versions_of_a_link_named_like_it(
+    router: Router, embedder: Embedder, tmp_path: Path
+) -> None:
+    """Versions were told apart by their name's prefix alone: ``.router.v`` is also how the
+    versions of a link ``router.v2`` begin, and publishing ``router`` removed the version
+    ``router.v2`` points at as one of its own old ones."""
+    other = router.publish(tmp_path / "router.v2")
+    for _ in range(2):
+        router.publish(tmp_path / "router", keep=1)
+    assert other.exists()
+    assert len(_open(tmp_path / "router.v2", embedder)) == 4
+
+
 def test_versions_published_while_the_clock_read_far_ahead_go_first(
     router: Router, embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -109,15 +110,15 @@ def _remove_old_versions(parent: Path, prefix: str, keep: int, keeping: set[Path
     latest = time.time_ns() + CLOCK_SLACK_S * 10**9
 
     def published(version: Path) -> tuple[int, str]:
-        """When ``version`` was published, by its name (-1: at a time its name cannot say)."""
-        try:
-            at = int(version.name[len(prefix) : len(prefix) + 16], 16)
-        except ValueError:
-            at = -1
+        """When ``version`` was published, by its name (-1: ahead of any time believed)."""
+        at = int(version.name[len(prefix) : len(prefix) + 16], 16)
         return (at if at <= latest else -1, version.name)
 
+    # The whole name, not the prefix alone: ``.router.v`` also begins the versions of a link
+    # ``router.v2`` beside it. mkdtemp's random part has no dot; theirs goes on with one.
+    ours = re.compile(re.escape(prefix) + r"[0-9a-f]{16}-[^.]+")
     versions = sorted(
-        (p for p in parent.iterdir() if p.name.startswith(prefix) and p.is_dir()), key=published
+        (p for p in parent.iterdir() if ours.fullmatch(p.name) and p.is_dir()), key=published
     )
     whole = [p for p in versions if (p / MANIFEST).is_file()]
     unwanted = [p for p in versions if p not in whole] + whole[:-keep]
