@@ -748,6 +748,29 @@ def test_a_directory_source_refuses_dot_parts_between_backslashes(tmp_path: Path
         promote_tools(odd, [f"s/{name}"], schema_source=tmp_path)
 
 
+def test_a_directory_source_refuses_a_file_spelled_otherwise_than_the_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A case-insensitive file system (macOS's APFS, Windows' NTFS) holds one file for ids
+    that differ only in case (a checkout of a folder made on Linux keeps one of the two): the
+    schema of ``s/getUser`` was sent for ``s/getuser``, without a word. Emulated here: the
+    second spelling opens the same file (a hard link), and the folder lists one spelling."""
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "getUser.json").write_text(json.dumps(_schema("user_id")))
+    os.link(tmp_path / "s" / "getUser.json", tmp_path / "s" / "getuser.json")
+    real_listdir = os.listdir
+    monkeypatch.setattr(
+        os, "listdir", lambda path=".": [n for n in real_listdir(path) if n != "getuser.json"]
+    )
+    tools = [{"name": name, "inputSchema": _schema("x")} for name in ("getUser", "getuser")]
+    catalog = Catalog.from_tools(tools, server="s")
+    assert _sent(promote_tools(catalog, ["s/getUser"], schema_source=tmp_path)) == _schema(
+        "user_id"
+    )
+    with pytest.raises(CatalogError, match=r"s/getuser.* spelled .*getUser\.json"):
+        promote_tools(catalog, ["s/getuser"], schema_source=tmp_path)
+
+
 @pytest.mark.parametrize("fmt", PROVIDERS)
 def test_a_token_cap_holds_for_the_set_actually_sent(fmt: str) -> None:
     # Tokens of a set are not the sum of its tools': the budget checks what is sent.

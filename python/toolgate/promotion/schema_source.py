@@ -23,6 +23,7 @@ import itertools
 import os
 import re
 import threading
+import unicodedata
 import weakref
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -105,11 +106,39 @@ class DirectorySchemaSource:
         try:
             # Bounded: a FIFO would block promote for good, and a huge or deeply nested
             # file eat memory or leak a RecursionError.
-            return loads(read_text(path, MAX_SCHEMA_FILE_BYTES))
+            schema = loads(read_text(path, MAX_SCHEMA_FILE_BYTES))
         except FileNotFoundError:
             raise CatalogError(f"no schema file for {tool_id!r}: {path} does not exist") from None
         except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSON's errors too
             raise CatalogError(f"cannot read the schema of {tool_id!r} from {path}: {exc}") from exc
+        spelled = self._spelled_otherwise(tool_id)
+        if spelled is not None:
+            raise CatalogError(
+                f"no schema file for {tool_id!r}: the file read is spelled {spelled!r} in "
+                f"{self._root}, which a case-insensitive file system (macOS, Windows) opens "
+                "for this id too; it is another tool's"
+            )
+        return schema
+
+    def _spelled_otherwise(self, tool_id: str) -> str | None:
+        """The name on disk of the first part of ``tool_id``'s file that the folder lists
+        under another spelling (``getUser.json`` for ``getuser``), else ``None``. A
+        case-insensitive file system opens any case of a name: one file for two ids."""
+        folder = self._root
+        for part in Path(f"{tool_id}.json").parts:
+            try:
+                names = os.listdir(folder)
+            except OSError:  # a folder this user may search but not list: nothing to go by
+                return None
+            if part not in names:
+                # Unicode's other forms of one name (macOS may list é decomposed) are one name.
+                listed = {unicodedata.normalize("NFC", n): n for n in names}
+                asked = unicodedata.normalize("NFC", part)
+                if asked not in listed:
+                    folded = asked.casefold()
+                    return next((n for c, n in listed.items() if c.casefold() == folded), part)
+            folder = folder / part
+        return None
 
     def cache_token(self, tool_id: str) -> int:
         """The file's path, modification time, size and inode: a file written anew is read
