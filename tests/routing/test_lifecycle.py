@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import copy
+import errno
 import gc
 import os
 import pickle
@@ -12,6 +13,7 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -85,6 +87,40 @@ def test_a_dropped_router_lets_go_of_its_files_at_once(embedder: Embedder, tmp_p
     assert workdir is not None
     assert not workdir.exists()
     assert [what for what, holder in held.items() if holder() is not None] == []
+
+
+def _mapped_files() -> set[str]:
+    """The files this process has mapped (Linux's /proc)."""
+    lines = Path("/proc/self/maps").read_text().splitlines()
+    return {line.split(maxsplit=5)[5] for line in lines if len(line.split(maxsplit=5)) == 6}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc")
+@pytest.mark.usefixtures("no_cyclic_gc")
+def test_a_dropped_router_unmaps_its_index_before_removing_its_files(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows refuses to delete a file that is mapped, and the router's finalizer removed its
+    temporary directory while the router still held the index: each router built without a
+    path left its matrix file in the temporary folder there. Emulated: a mapped file is not
+    unlinked."""
+    real_unlink = os.unlink
+
+    def unlink(path: Any, *, dir_fd: int | None = None) -> None:
+        full = os.fspath(path)
+        if dir_fd is not None:
+            full = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), full)
+        if full in _mapped_files():
+            raise PermissionError(errno.EACCES, "a user-mapped section is open", full)
+        real_unlink(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    router = _temporary_router(embedder)
+    router.route("weather in Oslo")
+    workdir = router._parts.workdir
+    del router
+    assert workdir is not None
+    assert not workdir.exists()
 
 
 @pytest.mark.usefixtures("no_cyclic_gc")

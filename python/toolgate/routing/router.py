@@ -110,6 +110,13 @@ class Router(BoundToProcess):
         )  # fmt: skip
         self._schema_cache = default_cache(_SCHEMA_CACHE_ENTRIES)
 
+    def __del__(self) -> None:
+        # Run before the finalizer above (weak references are cleared after __del__): the
+        # index is let go here, so its file is no longer mapped when the directory is
+        # removed. Windows refuses to delete a mapped file, which stayed in its temp folder.
+        self.__dict__.pop("_pipeline", None)
+        self.__dict__.pop("_parts", None)
+
     @property
     def catalog(self) -> Catalog:
         """The tools this router serves (read from disk on first use after :meth:`open`)."""
