@@ -6,6 +6,7 @@ the client, and logged in one line."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,25 @@ def test_an_answer_passed_on_that_stalls_mid_body_is_cut_and_counted(
     with serving(gateway.app) as base, pytest.raises(httpx.RemoteProtocolError):
         httpx.post(base + "/v1/embeddings", content=BODY, timeout=WAIT_SECONDS)
     assert _timeouts(gateway) == 1
+
+
+def test_the_line_of_an_answer_cut_says_why_and_its_traceback_is_at_debug(
+    shared_filter: ToolFilter, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The server's traceback of the cut is dropped (NotCut): the gateway's line is all an
+    # operator has, so it carries the upstream error's message, not its type alone.
+    caplog.set_level(logging.DEBUG, logger="toolgate.gateway")
+    upstream = SilentUpstream(headers=True, hang_up=True)
+    gateway = _stalled_gateway(shared_filter, upstream)
+    with serving(gateway.app) as base, pytest.raises(httpx.RemoteProtocolError):
+        httpx.post(base + "/v1/embeddings", content=BODY, timeout=WAIT_SECONDS)
+    traced = [r for r in caplog.records if r.levelno == logging.DEBUG and r.exc_info]
+    assert len(traced) == 1
+    cause = traced[0].exc_info[1] if traced[0].exc_info else None
+    assert isinstance(cause, httpx.RemoteProtocolError)
+    assert str(cause)
+    cut = [r.getMessage() for r in caplog.records if "passed on cut" in r.getMessage()]
+    assert cut == [f"the upstream's answer broke off (RemoteProtocolError), passed on cut: {cause}"]
 
 
 def test_an_answer_passed_on_that_breaks_off_is_one_line_not_a_traceback(

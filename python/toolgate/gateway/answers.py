@@ -34,6 +34,7 @@ from toolgate.gateway.streaming import (
     error_event,
 )
 from toolgate.gateway.upstream import error_body, response_headers, undecodable
+from toolgate.redaction import redact_urls
 from toolgate.verify import Verdict
 
 if TYPE_CHECKING:  # the gateway makes the checks: a run-time import would be circular
@@ -284,10 +285,16 @@ def _passed_on(
             _log.warning("the upstream's answer stopped decoding, passed on cut: %s", exc)
         except httpx.TransportError as exc:
             failed(failure_kind(exc))
-            _log.warning("the upstream's answer broke off (%s), passed on cut", type(exc).__name__)
+            # The server's log of the cut, a traceback, is filtered out (NotCut): this line
+            # is all an operator sees, so it says why (the error's message, URLs cut down:
+            # one may hold a key), and the traceback goes to the debug level.
+            why = redact_urls(str(exc), keep_path=True) or "no message"
+            _log.warning(
+                "the upstream's answer broke off (%s), passed on cut: %s", type(exc).__name__, why
+            )
+            _log.debug("the upstream's answer broke off here", exc_info=exc)
             # Raised: the server then closes the client's connection short of the answer's
-            # end. Ending the answer here would pass a cut one off as whole. The server's
-            # log of it, a traceback, is filtered out (NotCut): the line above says it.
+            # end. Ending the answer here would pass a cut one off as whole.
             raise AnswerCut(f"the upstream's answer broke off ({type(exc).__name__})") from exc
         finally:
             with anyio.CancelScope(shield=True):
