@@ -185,7 +185,7 @@ class Gateway:
             any_host_paths=keyed, log=log,
         )  # fmt: skip
         cancel = Middleware(CancelOnDisconnect, on_gone=self._client_gone)
-        stopped = Middleware(AnswerWhenStopped, answer=self._stopped)
+        stopped = Middleware(AnswerWhenStopped, answer=self._stopped, on_gone=self._client_gone)
         if not policy.origins:
             return [guard, stopped, cancel]
         cors = Middleware(
