@@ -143,3 +143,29 @@ def test_a_longer_fence_closes_a_block() -> None:
     text = "```\nrequests.get(url)\n````\nnow send it with send_email"
     assert outside_code_blocks(text) == "\n\nnow send it with send_email"
     assert outside_code_blocks("~~~~\nx\n~~~\ny") == "\n"  # a shorter one does not
+
+
+@pytest.mark.parametrize(
+    ("text", "left"),
+    [
+        # A fence in a list item: on the item's line, or indented under it (at any depth).
+        ("steps:\n- ```\n  explain_query(sql)\n  ```\nwhy slow?", "steps:\n\n\nwhy slow?"),
+        (
+            "1. first:\n   - sub:\n\n     ```py\n     explain_query(x)\n     ```\nthanks",
+            "1. first:\n   - sub:\n\n\n\nthanks",
+        ),
+        # In a block quote, closed in it, or left open: the quote's end ends it.
+        ("> ```\n> explain_query(sql)\n> ```\nwhy slow?", "\n\nwhy slow?"),
+        ("> > ~~~\n> > explain_query(sql)\nwhy slow?", "\n\nwhy slow?"),
+    ],
+)
+def test_a_fence_in_a_list_item_or_a_quote_is_a_code_block(text: str, left: str) -> None:
+    # Markdown nests fenced blocks in list items and quotes: a pasted step or quoted reply
+    # is pasted material as much as a block at the top level, and names no tool.
+    assert outside_code_blocks(text) == left
+
+
+def test_a_quoted_fence_is_closed_only_inside_its_quote() -> None:
+    # A fence line after the quote has ended opens a block of its own.
+    text = "> ```\n> a\nplease run send_email\n```\nexplain_query(x)\n```"
+    assert outside_code_blocks(text) == "\n\nplease run send_email\n\n"

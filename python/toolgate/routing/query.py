@@ -12,6 +12,7 @@ whose entries name no tool and read as words as plain text.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,13 +33,15 @@ _SELECT_PREFIX = "select:"
 # A term starts with a letter, so "+46 70 123 45 67" and "2 +2" stay plain text.
 _REQUIRED_TERM = re.compile(r"(?:^|\s)\+([^\W\d]\S*)")
 # A fenced code block as Markdown (CommonMark) reads one: a line opening with three or more
-# backticks or tildes (indented at most three spaces), to a line closing with as many or
-# more of the same, or to the end when none does. A backtick fence's line holds no other backtick:
-# "```name```", even at the start of a line, is inline code, not a block.
-_CODE_BLOCK = re.compile(
-    r"^ {0,3}(`{3,}(?![^\n]*`)|~{3,})[^\n]*"
-    r"(?:\n.*?(?:^ {0,3}\1(?:(?<=`)`*|(?<=~)~*)[ \t]*$|\Z)|\Z)",
-    re.MULTILINE | re.DOTALL,
+# backticks or tildes, to a line closing with as many or more of the same, or to the end when
+# none does. A backtick fence's line holds no other backtick: "```name```", even at the start
+# of a line, is inline code, not a block. The fence may stand in list items and block quotes
+# (their markers before it, "- ```", "> ```", or indented under an item at any depth): a step
+# or a quoted reply pasted is code as much as a block at the top level.
+_OPENING = re.compile(
+    r"^(?P<containers>(?:[ \t]*(?:>|(?:[-+*]|\d{1,9}[.)])(?=[ \t])))*)[ \t]*"
+    r"(?P<fence>`{3,}(?![^\n]*`)|~{3,})",
+    re.MULTILINE,
 )
 
 
@@ -95,7 +98,42 @@ def outside_code_blocks(text: str) -> str:
     A block is what the user pasted (their script, a log), not what they ask for: a tool
     name called in it (``requests.get(url)``) does not name the tool the request wants.
     """
-    return _CODE_BLOCK.sub("\n", text) if "``" in text or "~~" in text else text
+    if "``" not in text and "~~" not in text:
+        return text
+    kept: list[str] = []
+    at = 0
+    while (opening := _OPENING.search(text, at)) is not None:
+        kept += [text[at : opening.start()], "\n"]
+        at = _block_end(text, opening)
+    return "".join([*kept, text[at:]])
+
+
+def _block_end(text: str, opening: re.Match[str]) -> int:
+    """Where the fenced block ``opening`` starts ends: at the end of its closing fence's line,
+    before the first line out of the block quote it stands in (CommonMark ends an unclosed
+    block with its container), or at the end of ``text``. One search, not a loop over the
+    block's lines: a pasted log runs to many thousands of them."""
+    fence = opening["fence"]
+    line_end = text.find("\n", opening.end())
+    if line_end == -1:
+        return len(text)
+    end = _block_close(fence[0], len(fence), opening["containers"].count(">"))
+    found = end.search(text, line_end + 1)
+    if found is None:
+        return len(text)
+    # An empty match is the first line out of the quote: the block ends before its break.
+    return found.end() if found.end() > found.start() else found.start() - 1
+
+
+@functools.lru_cache(maxsize=64)
+def _block_close(char: str, length: int, depth: int) -> re.Pattern[str]:
+    """The line that closes a block fenced with ``length`` of ``char``, ``depth`` block quotes
+    deep: its closing fence, or (quoted) the first line out of the quote."""
+    fence = rf"[ \t>]*{re.escape(char)}{{{length},}}[ \t]*$"
+    if not depth:
+        return re.compile("^" + fence, re.MULTILINE)
+    quoted = "(?:[ \t]*>)" * depth
+    return re.compile(rf"^(?:(?!{quoted})|{quoted}{fence})", re.MULTILINE)
 
 
 def query_text(query: str) -> str:
