@@ -12,8 +12,12 @@ from hypothesis import strategies as st
 from toolgate.formats.text_tags import strip_tool_tags, user_query, without_reminders
 
 # What each reads, as the regex each was first written with (each opening tag paired with
-# the first closing tag after it).
-_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+# the first closing tag after it); a reminder's opening tag starts the text or a line, or ends
+# a line.
+_REMINDER = re.compile(
+    r"(?:(?<![^\n])<system-reminder>|<system-reminder>(?=\r?\n)).*?</system-reminder>\s*",
+    re.DOTALL,
+)
 _USERQ = re.compile(r"<userq>(.*?)</userq>", re.DOTALL)
 _TOOL_TAGS = re.compile(r"<(toolname|tooldescription)>.*?</\1>\s*", re.DOTALL)
 
@@ -46,3 +50,14 @@ def test_opening_tags_left_unclosed_are_read_in_linear_time() -> None:
         started = time.perf_counter()
         read(text)
         assert time.perf_counter() - started < 1.0, read.__name__
+
+
+def test_a_reminder_written_inside_a_line_is_the_users_words() -> None:
+    # Claude Code writes a reminder as a block: its opening tag starts the text or a line,
+    # or its body starts on a line of its own. One the user typed mid-sentence is asked about.
+    asks = "Why is <system-reminder>be brief</system-reminder> in my prompt? star the repo"
+    assert without_reminders(asks) == asks
+    block = "<system-reminder>\nThe todo list is empty.\n</system-reminder>\n"
+    for written in (block, f"star the repo\n\n{block}", f"star the repo{block}"):
+        assert without_reminders(written) == written.replace(block, "")
+    assert without_reminders("star it\n<system-reminder>Be brief.</system-reminder>") == "star it\n"

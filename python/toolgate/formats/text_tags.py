@@ -183,34 +183,46 @@ def render(tools: Iterable[ToolView]) -> str:
 def without_reminders(text: str) -> str:
     """``text`` without Claude Code's ``<system-reminder>`` elements: context the client adds
     to a user turn (the project's CLAUDE.md, the todo list), which the user did not ask.
-    Routed on, CLAUDE.md filled all the tokens the model reads before the user's words."""
-    return _without(text, "system-reminder")
+    Routed on, CLAUDE.md filled all the tokens the model reads before the user's words.
+    Claude Code writes one as a block: its opening tag starts the text or a line, or its
+    body starts on a line of its own; one typed inside a sentence is the user's words."""
+    return _without(text, "system-reminder", blocks=True)
 
 
-def _without(text: str, *tags: str) -> str:
-    """``text`` without its elements of ``tags``, each with the white space after it."""
+def _without(text: str, *tags: str, blocks: bool = False) -> str:
+    """``text`` without its elements of ``tags``, each with the white space after it; with
+    ``blocks``, only those written as a block (see :func:`without_reminders`)."""
     kept, at = [], 0
-    for start, end in _elements(text, *tags):
+    for start, end in _elements(text, *tags, blocks=blocks):
         kept.append(text[at:start])
         space = _SPACE.match(text, end)  # the white space after an element goes with it
         at = space.end() if space else end
     return "".join([*kept, text[at:]]) if kept else text
 
 
-def _elements(text: str, *tags: str) -> Iterator[tuple[int, int]]:
+def _elements(text: str, *tags: str, blocks: bool = False) -> Iterator[tuple[int, int]]:
     """Where each ``<tag>...</tag>`` element of ``text`` (of any of ``tags``) starts and ends,
     each opening tag paired with the first closing tag of its name after it (as
-    ``<(a|b)>.*?</\\1>`` reads them). Closing tags are found with ``str.find``, once per
-    opening: a regex tries every opening tag left unclosed to the end of the text, quadratic
-    in a client's text holding many."""
+    ``<(a|b)>.*?</\\1>`` reads them); with ``blocks``, only an opening tag that starts the
+    text or a line, or ends one, opens an element. Closing tags are found with ``str.find``,
+    once per opening: a regex tries every opening tag left unclosed to the end of the text,
+    quadratic in a client's text holding many."""
     opening = re.compile("<({})>".format("|".join(map(re.escape, tags))))
     unclosed: set[str] = set()  # a tag with no closing tag past one opening has none later
     at = 0
     while len(unclosed) < len(tags) and (match := opening.search(text, at)) is not None:
         tag, at = match.group(1), match.end()
+        if blocks and not _starts_block(text, match.start(), at):
+            continue
         end = -1 if tag in unclosed else text.find(f"</{tag}>", at)
         if end == -1:
             unclosed.add(tag)
             continue
         at = end + len(f"</{tag}>")
         yield match.start(), at
+
+
+def _starts_block(text: str, start: int, end: int) -> bool:
+    """Whether the tag at ``start:end`` of ``text`` starts the text or a line, or ends a
+    line (its element's body then starts on the next)."""
+    return start == 0 or text[start - 1] == "\n" or text.startswith(("\n", "\r\n"), end)
