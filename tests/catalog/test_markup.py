@@ -72,3 +72,17 @@ def test_double_underscores_inside_a_name_stay() -> None:
     assert bm25_document(tool)["description"] == (
         "Sets the my__special__field option. Use strong words."
     )
+
+
+def test_a_number_sign_opening_a_line_of_prose_is_no_heading() -> None:
+    # "# of items" is "number of items": a heading's text is a title or a name, never a
+    # sentence opening with a lower-case word. Read as a title over the prose, the line was
+    # left out of the summary, and the "#" out of the indexed text.
+    described = "# of items to return, up to 100.\n\nLists the orders of a shop."
+    tool = Tool(server="s", name="list_orders", description=described)
+    assert tool.summary == "# of items to return, up to 100."
+    assert bm25_document(tool)["description"].startswith("# of items")
+    # A title in a word or a name, or marked twice or more, is still a heading.
+    for title in ("# Orders", "# list_orders", "# listOrders", "## list orders"):
+        titled = Tool(server="s", name="list_orders", description=f"{title}\n\n{described}")
+        assert titled.summary == "# of items to return, up to 100.", title

@@ -38,8 +38,12 @@ _LINK = re.compile(r"!?\[([^\[\]\n]{0,200})\]\([^()\s]{0,500}(?:\s+\"[^\"\n]{0,2
 _EMPHASIS = re.compile(r"\*\*(?=\S)([^\n]{0,300}?\S)\*\*|(?<!\w)__(?=\S)([^\n]{0,300}?\S)__(?!\w)")
 _CODE = re.compile(r"`([^`\n]{1,300})`")
 # The heading's closing marks are cut in Python: a lazy group before ``[ \t#]*$`` retried that
-# tail from every character of the line, quadratic in a long one.
-_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.*)$", re.MULTILINE)
+# tail from every character of the line, quadratic in a long one. One mark before a
+# lower-case word is prose, not a heading: "# of items", "# results per page" (the number
+# sign), "# when asked, ..." (a comment). A heading's text is a title ("# Orders") or a name
+# ("# list_orders", "# listOrders": a word going on in "_" or a capital); two marks or more
+# are a heading whatever follows.
+_HEADING = re.compile(r"^[ \t]{0,3}(?:#{2,6}|#(?![ \t]+[a-z]+(?!\w)))[ \t]+(.*)$", re.MULTILINE)
 
 
 def plain_text(text: str) -> str:

@@ -32,8 +32,9 @@ __all__ = [
 #: tools or claim authority left out too. 5: HTML and Markdown marks left out, a heading is
 #: not the summary (:mod:`~toolgate.catalog.markup`). 6: a server's boilerplate sentences left
 #: out (:mod:`~toolgate.catalog.boilerplate`). 7: comparisons and names with "__" kept, a
-#: preamble under a title or longer than a summary left out.
-TEXT_VERSION = 7
+#: preamble under a title or longer than a summary left out. 8: a line of one "#" before a
+#: lower-case word ("# of items") is prose, not a heading.
+TEXT_VERSION = 8
 
 
 def humanize(name: str) -> str:
