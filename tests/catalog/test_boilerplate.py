@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from toolgate.catalog.boilerplate import boilerplate
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.text import bm25_documents, embedding_views
 from toolgate.catalog.tool import Tool
@@ -74,3 +75,15 @@ def test_a_preamble_longer_than_a_summary_is_left_out() -> None:
     assert catalog.tools[0].summary.endswith("…")
     for (summary_view, _), own in zip(embedding_views(catalog), OWN.values(), strict=True):
         assert summary_view.endswith(own), summary_view
+
+
+def test_boilerplate_is_split_into_the_sentences_a_summary_is() -> None:
+    # One rule for where a sentence ends: the summary did not end one at "e.g.", while the
+    # boilerplate's splitter did, so a shared sentence counted as two fragments.
+    preamble = "Covers every region, e.g. EU and US. Needs a key. "
+    catalog = _catalog(OWN, preamble=preamble)
+    assert boilerplate(catalog) == {
+        "acme": frozenset({"Covers every region, e.g. EU and US.", "Needs a key."})
+    }
+    assert [t.summary for t in catalog] == ["Covers every region, e.g. EU and US."] * len(OWN)
+    assert [d["description"] for d in bm25_documents(catalog)] == list(OWN.values())

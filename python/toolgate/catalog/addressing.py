@@ -18,6 +18,7 @@ from functools import cache
 from typing import Any
 
 from toolgate.catalog.markup import plain_text, titles
+from toolgate.catalog.sentences import sentences
 
 __all__ = [
     "ADDRESSING_PATTERNS",
@@ -69,32 +70,20 @@ ADDRESSING_PATTERNS: tuple[str, ...] = (
 
 
 @cache
-def _patterns() -> tuple[Any, Any]:
-    """:data:`ADDRESSING_PATTERNS` as one RE2 pattern, and the end of a sentence (. ! ? and
-    whitespace, or a line break), compiled on first use: importing RE2 would cost
-    ``import toolgate`` tens of milliseconds. (Python's ``re`` would backtrack over a long
-    run of dots.)"""
+def _patterns() -> Any:
+    """:data:`ADDRESSING_PATTERNS` as one RE2 pattern (linear in the text), compiled on first
+    use: importing RE2 would cost ``import toolgate`` tens of milliseconds."""
     import re2  # type: ignore[import-untyped]
 
     options = re2.Options()
     options.case_sensitive = False
-    addressing = re2.compile("|".join(f"(?:{p})" for p in ADDRESSING_PATTERNS), options)
-    return addressing, re2.compile(r"[.!?]+\s+|\n+")
+    return re2.compile("|".join(f"(?:{p})" for p in ADDRESSING_PATTERNS), options)
 
 
 #: Description words indexed at most. Real descriptions are shorter (99% of the shared
 #: registries' tools), and the embedding reads 256 tokens anyway: past it, words only add
 #: BM25 terms.
 DESCRIPTION_MAX_WORDS = 200
-
-
-def _sentences(text: str) -> list[str]:
-    parts, start = [], 0
-    for end in _patterns()[1].finditer(text):
-        parts.append(text[start : end.end()])
-        start = end.end()
-    parts.append(text[start:])
-    return [part for part in parts if part.strip()]
 
 
 def addressing_sentences(description: str) -> list[str]:
@@ -105,7 +94,7 @@ def addressing_sentences(description: str) -> list[str]:
     >>> addressing_sentences("Use this tool to list workflows.")
     []
     """
-    return [s.strip() for s in _sentences(description) if _patterns()[0].search(s)]
+    return [s.strip() for s in sentences(description) if _patterns().search(s)]
 
 
 def description_sentences(description: str) -> list[str]:
@@ -115,7 +104,7 @@ def description_sentences(description: str) -> list[str]:
     >>> description_sentences("Lists **issues**. Rate limits apply.")
     ['Lists issues.', 'Rate limits apply.']
     """
-    return [s.strip() for s in _sentences(plain_text(description))]
+    return [s.strip() for s in sentences(plain_text(description))]
 
 
 def described_text(description: str, boilerplate: frozenset[str] = frozenset()) -> str:
@@ -129,11 +118,11 @@ def described_text(description: str, boilerplate: frozenset[str] = frozenset()) 
     >>> described_text("Acme API v3. Lists issues.", frozenset({"Acme API v3."}))
     'Lists issues.'
     """
-    kept = [s for s in _sentences(plain_text(description)) if not _patterns()[0].search(s)]
+    kept = [s for s in sentences(plain_text(description)) if not _patterns().search(s)]
     if boilerplate:
         # Only a preamble: what the summary and the embedding's first tokens read. A title
         # over it goes with it, else the title (the tool's name) would be the summary.
-        heads = {s.strip() for title in titles(description) for s in _sentences(title)}
+        heads = {s.strip() for title in titles(description) for s in sentences(title)}
         opening_kinds = boilerplate | heads
         lead = 0
         while lead < len(kept) and kept[lead].strip() in opening_kinds:

@@ -6,6 +6,7 @@ import re
 
 from toolgate.catalog.markup import prose
 from toolgate.catalog.names import split_name
+from toolgate.catalog.sentences import sentences
 from toolgate.formats.tokens import count_text
 
 __all__ = ["SUMMARY_MAX_TOKENS", "derive_summary", "first_sentence"]
@@ -13,13 +14,6 @@ __all__ = ["SUMMARY_MAX_TOKENS", "derive_summary", "first_sentence"]
 
 #: The longest summary, in cl100k tokens (the Tool Attention paper's budget per summary).
 SUMMARY_MAX_TOKENS = 60
-
-
-# A sentence ends at . ! ? followed by whitespace, unless the dot ends a common abbreviation.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "incl.", "no.", "eg.", "ie.")
 
 
 def first_sentence(text: str) -> str:
@@ -33,11 +27,8 @@ def first_sentence(text: str) -> str:
     stripped = text.strip()
     paragraph = re.split(r"\n\s*\n|\n(?=\s*[-*#])", stripped, maxsplit=1)[0]
     line = " ".join(paragraph.split())
-    for match in _SENTENCE_END.finditer(line):
-        candidate = line[: match.start()]
-        if not candidate.lower().endswith(_ABBREVIATIONS):
-            return candidate
-    return line
+    first = sentences(line)  # where the boilerplate and addressing read sentences to end
+    return first[0].strip() if first else line
 
 
 def _truncate_to_tokens(text: str, limit: int, encoding: str) -> str:

@@ -33,8 +33,9 @@ __all__ = [
 #: not the summary (:mod:`~toolgate.catalog.markup`). 6: a server's boilerplate sentences left
 #: out (:mod:`~toolgate.catalog.boilerplate`). 7: comparisons and names with "__" kept, a
 #: preamble under a title or longer than a summary left out. 8: a line of one "#" before a
-#: lower-case word ("# of items") is prose, not a heading.
-TEXT_VERSION = 8
+#: lower-case word ("# of items") is prose, not a heading. 9: boilerplate and addressing
+#: sentences end where a summary's does (:mod:`~toolgate.catalog.sentences`: not at "e.g.").
+TEXT_VERSION = 9
 
 
 def humanize(name: str) -> str:
