@@ -35,7 +35,8 @@ __all__ = [
 #: preamble under a title or longer than a summary left out. 8: a line of one "#" before a
 #: lower-case word ("# of items") is prose, not a heading. 9: boilerplate and addressing
 #: sentences end where a summary's does (:mod:`~toolgate.catalog.sentences`: not at "e.g.").
-TEXT_VERSION = 9
+#: 10: a word ending like an abbreviation ("movie.", "casino.") ends its sentence.
+TEXT_VERSION = 10
 
 
 def humanize(name: str) -> str:
