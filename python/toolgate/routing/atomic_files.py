@@ -11,7 +11,6 @@ import errno
 import os
 import secrets
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -29,7 +28,6 @@ __all__ = [
     "staging",
     "storage_errors",
     "sync_directory",
-    "temporary_folder",
     "temporary_name",
 ]
 
@@ -158,22 +156,6 @@ def temporary_name(path: Path) -> Path:
     ``mkstemp``, a Ctrl-C just after it made the file left that behind, its name unknown.
     """
     return path.with_name(f".{path.name}.{secrets.token_hex(16)}.tmp")
-
-
-def temporary_folder(prefix: str, *, or_set: str = "") -> Path:
-    """A new folder of this user's only (``mkdtemp``) in the system's temporary folder. None
-    to be had (a read-only root file system with no /tmp mounted) is a :class:`StorageError`
-    saying to set ``TMPDIR`` (or ``or_set``, another variable that avoids the need)."""
-    try:
-        return Path(tempfile.mkdtemp(prefix=prefix))
-    except OSError as exc:
-        alternative = f" (or {or_set})" if or_set else ""
-        raise StorageError(
-            exc.errno or errno.EIO,
-            f"cannot make a temporary folder: {exc.strerror or exc}; set TMPDIR{alternative} "
-            "to a folder this user can write",
-            exc.filename,
-        ) from exc
 
 
 def _private(path: str, flags: int) -> int:

@@ -29,7 +29,7 @@ from toolgate.embedding.model_files import toolgate_home
 from toolgate.embedding.normalise import normalised
 from toolgate.errors import IndexFormatError, IndexIncompatibleError, InvalidInputError
 from toolgate.forks import fork_safe_lock
-from toolgate.routing.atomic_files import Staging, naming, staging, temporary_folder
+from toolgate.routing.atomic_files import Staging, naming, staging
 from toolgate.routing.centring import centred, centring_offset, offset_numbers, uncentred
 from toolgate.routing.config import RouterConfig
 from toolgate.routing.no_tool import NullScores, null_requests, null_vectors
@@ -52,6 +52,7 @@ from toolgate.routing.store import (
     save_fingerprinted,
     write_catalog_and_manifest,
 )
+from toolgate.temporary_folders import new_temporary_folder
 
 if TYPE_CHECKING:
     from toolgate.embedding.cache import EmbeddingCache
@@ -365,7 +366,7 @@ def build_parts(
     each of ``vectors`` (:mod:`toolgate.routing.centring`), saved for a refresh."""
     workdir = None
     if path is None:
-        directory = workdir = temporary_folder("toolgate-")
+        directory = workdir = new_temporary_folder("toolgate-")
     else:
         directory = prepare_router_directory(path)
     try:
