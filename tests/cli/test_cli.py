@@ -149,6 +149,45 @@ def test_a_query_the_locale_could_not_decode_is_read_as_utf8(
     assert routed["query"] == query
 
 
+@pytest.mark.parametrize(
+    ("locale_encoding", "query"),
+    [
+        ("shift_jis", "\u30e1\u30fc\u30eb\u3092\u9001\u308b"),  # "send an e-mail"
+        ("gbk", "\u53d1\u9001\u90ae\u4ef6"),
+    ],
+)
+def test_a_query_in_the_locales_encoding_with_a_stray_byte_is_read_in_that_encoding(
+    capsys: pytest.CaptureFixture[str],
+    tiny_set: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    locale_encoding: str,
+    query: str,
+) -> None:
+    """Under a Shift_JIS or GBK locale, a query with one byte its encoding cannot decode
+    was read again whole as UTF-8: every character became U+FFFD, not the one byte."""
+    tools, _ = tiny_set
+    raw = query.encode(locale_encoding)
+    raw = raw[:4] + b"\xff" + raw[4:]  # a stray byte, between two characters
+    # Python as it runs under that locale (os.fsencode took its codec at import).
+    monkeypatch.setattr(sys, "getfilesystemencoding", lambda: locale_encoding)
+    monkeypatch.setattr(
+        os, "fsencode", lambda text: text.encode(locale_encoding, "surrogateescape")
+    )
+    as_python_read_it = raw.decode(locale_encoding, "surrogateescape")
+    routed = run_json(capsys, "route", "--tools", str(tools), as_python_read_it, "--json")
+    assert routed["query"] == query[:2] + "\ufffd" + query[2:]
+
+
+def test_a_utf8_query_with_a_stray_byte_is_still_read_as_utf8(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
+) -> None:
+    tools, _ = tiny_set
+    raw = b"Ren\xc3\xa9e \xff e-mail"
+    as_python_read_it = raw.decode("ascii", "surrogateescape")
+    routed = run_json(capsys, "route", "--tools", str(tools), as_python_read_it, "--json")
+    assert routed["query"] == "Ren\u00e9e \ufffd e-mail"
+
+
 def test_calibrate_reports_a_curve(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
 ) -> None:

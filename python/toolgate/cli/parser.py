@@ -52,12 +52,16 @@ def _positive_int(text: str) -> int:
 
 
 def _text(text: str) -> str:
-    """argparse type for text to route: bytes the locale could not decode (a UTF-8 query
-    under LC_ALL=C with PYTHONUTF8=0) come as lone surrogates, read here as the UTF-8 they
-    were; bytes that are not UTF-8 either become U+FFFD, as they would have."""
+    """argparse type for text to route. Bytes the locale could not decode come as lone
+    surrogates; the argument's bytes are read again, as UTF-8 (a UTF-8 query under LC_ALL=C
+    with PYTHONUTF8=0) or in the locale's encoding (a Shift_JIS or GBK query with one stray
+    byte, which read as UTF-8 lost every character), whichever leaves fewer bytes unread, the
+    locale's on a tie. Bytes that neither reads become U+FFFD, as they would have."""
     if lone_surrogate_at(text) is None:
         return text
-    return os.fsencode(text).decode("utf-8", "replace")
+    raw = os.fsencode(text)  # the argument's bytes, as Python decoded them
+    readings = (raw.decode(sys.getfilesystemencoding(), "replace"), raw.decode("utf-8", "replace"))
+    return min(readings, key=lambda reading: reading.count("\ufffd"))  # min keeps the first
 
 
 def _path(text: str) -> Path:
