@@ -454,6 +454,43 @@ def test_string_formats_are_checked(fmt: str, good: str, bad: str) -> None:
     assert verdict.path == "$.v"
 
 
+def test_a_value_outside_a_large_enum_is_refused_with_a_few_of_its_values() -> None:
+    # The refusal repeated the whole enum: 2,000 regions made a 32 KB message to the model.
+    regions = [f"region-{i:04d}" for i in range(2000)]
+    schema = {"type": "object", "properties": {"r": {"enum": regions}}}
+    catalog = Catalog.from_tools([{"name": "f", "description": "F.", "inputSchema": schema}])
+    verdict = verify_call(catalog, ["default/f"], {"name": "f", "arguments": {"r": "region-19"}})
+    assert verdict.error == "invalid_arguments"
+    assert verdict.path == "$.r"
+    assert len(verdict.message) < 600
+    assert "'region-0000', 'region-0001'" in verdict.message  # the first few
+    assert "region-0100" not in verdict.message
+    assert "the 2000 values allowed" in verdict.message
+    assert "1990 more" in verdict.message
+    assert "'region-0019'" in verdict.message  # and the closest
+
+
+def test_a_small_enum_is_listed_whole() -> None:
+    schema = {"type": "object", "properties": {"r": {"enum": ["eu", "us"]}}}
+    catalog = Catalog.from_tools([{"name": "f", "description": "F.", "inputSchema": schema}])
+    verdict = verify_call(catalog, ["default/f"], {"name": "f", "arguments": {"r": "mars"}})
+    assert "'mars' is not one of ['eu', 'us']" in verdict.message
+
+
+@pytest.mark.parametrize(
+    "schema", [{"const": "x" * 3000}, {"type": "integer"}, {"maxLength": 2}], ids=str
+)
+def test_a_refusal_quotes_a_long_value_cut_short(schema: dict[str, Any]) -> None:
+    # jsonschema's messages hold the value (and a const) whole: the model's own 50 KB
+    # argument came back in its refusal.
+    outer = {"type": "object", "properties": {"v": schema}}
+    catalog = Catalog.from_tools([{"name": "f", "description": "F.", "inputSchema": outer}])
+    call = {"name": "f", "arguments": {"v": "y" * 50_000}}
+    verdict = verify_call(catalog, ["default/f"], call)
+    assert verdict.error == "invalid_arguments"
+    assert len(verdict.message) < 800
+
+
 def _documented_formats() -> list[str]:
     """The formats docs/api.md says verify asserts."""
     api = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text("utf-8")

@@ -446,6 +446,40 @@ def _schema_failure(exc: Exception) -> str:
     return f"$ref {getattr(exc, 'ref', '?')!r} does not resolve inside it"
 
 
+# Of an enum, the values a refusal lists: the model needs a few to see their shape, and the
+# closest (a misspelling), not all of a long list (2,000 regions were a 32 KB refusal).
+_MAX_ENUM_LISTED = 10
+# A jsonschema message past this is cut in its middle, which keeps its start and its end
+# ("... is not of type 'integer'"): a const or a pattern of the tool's may be of any size.
+_MAX_SCHEMA_MESSAGE = 400
+
+
+def _bounded(error: Any) -> str:
+    """jsonschema's message for ``error``, small whatever the schema and the value: a long
+    enum listed by its first values, its count and the closest to the value; the value (which
+    the messages quote whole, a model's 50 KB argument) cut short."""
+    values = error.validator_value
+    if error.validator == "enum" and isinstance(values, list) and len(values) > _MAX_ENUM_LISTED:
+        listed = ", ".join(shown(value) for value in values[:_MAX_ENUM_LISTED])
+        message = (
+            f"{shown(error.instance)} is not one of the {len(values)} values allowed "
+            f"({listed} and {len(values) - _MAX_ENUM_LISTED} more)"
+        )
+        if isinstance(error.instance, str):
+            strings = (value for value in values if isinstance(value, str))
+            closest = closest_name(error.instance, strings)
+            message += f"; the closest is {closest!r}" if closest is not None else ""
+        return message
+    message = str(error.message)
+    quoted = shown(error.instance)
+    if quoted.endswith("...") and message.startswith(whole := repr(error.instance)):
+        message = quoted + message[len(whole) :]
+    if len(message) > _MAX_SCHEMA_MESSAGE:
+        half = _MAX_SCHEMA_MESSAGE // 2
+        message = f"{message[:half]}...{message[-half:]}"
+    return message
+
+
 def _refused_whole(tool: Tool, call: ParsedCall, base: dict[str, Any], message: str) -> Verdict:
     """An ``invalid_arguments`` verdict about the arguments as a whole (path ``$``)."""
     return Verdict(
@@ -495,7 +529,7 @@ def _check_arguments(tool: Tool, call: ParsedCall, base: dict[str, Any]) -> Verd
             parts.append(missing.group(1))
     path = _json_path(parts)
     message = (
-        f"Invalid arguments for {call.name!r} at {path}: {error.message}. "
+        f"Invalid arguments for {call.name!r} at {path}: {_bounded(error)}. "
         "Fix the arguments to match the tool's schema and call it again."
     )
     return Verdict(
