@@ -129,7 +129,7 @@ def measure_front(embedder: Embedder, n: int = QUERIES) -> list[dict[str, Any]]:
         default = Router.from_catalog(catalog, embedder=embedder)
         drawn = quality.sample(queries, n, SEED)
         build = front_builder(catalog, cosine, default)
-        rows = tokens.account(((q.query, q.gold) for q in drawn), build, ("cl100k_base",))
+        rows = tokens.account(catalog, ((q.query, q.gold) for q in drawn), build, ("cl100k_base",))
         workloads.append({"set": name, "tools": len(catalog), "queries": len(drawn), "rows": rows})
     return workloads
 
@@ -150,6 +150,7 @@ def measure_scale(embedder: Embedder) -> list[dict[str, Any]]:
         cosine = PlainCosine(catalog, embed, cache=cache)
         default = Router.from_catalog(catalog, embedder=embed, cache=cache)
         counted = tokens.account(
+            catalog,
             ((text, ()) for text in texts),
             scale_builder(catalog, cosine, default),
             ("cl100k_base",),

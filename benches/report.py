@@ -114,7 +114,7 @@ def token_workload(
     )
     curated = tokens.curate(catalog, picks)
     build = tokens.method_requests(catalog, cosine, default, curated)
-    rows = tokens.account(((q.query, q.gold) for q in held_out), build)
+    rows = tokens.account(catalog, ((q.query, q.gold) for q in held_out), build)
     return {"catalog": name, "tools": len(catalog), "queries": len(held_out),
             "labelled": labelled, "rows": rows}  # fmt: skip
 

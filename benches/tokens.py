@@ -41,7 +41,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from toolgate.catalog.catalog import Catalog
-from toolgate.evaluation.metrics import gold_hits
 from toolgate.formats.tokens import count_text
 from toolgate.promotion.pool import render_pool
 from toolgate.promotion.promote import Promotion
@@ -298,9 +297,15 @@ def toolgate_default(promotion: Promotion, method: str = METHODS[6]) -> Request:
     )
 
 
-def complete(gold: Sequence[str], visible: Iterable[str]) -> bool:
-    """Whether every gold tool (a name or a ``server/name`` id) has its full schema visible."""
-    return all(rank > 0 for rank in gold_hits(gold, sorted(visible)))
+def complete(catalog: Catalog, gold: Sequence[str], visible: Iterable[str]) -> bool:
+    """Whether every gold tool (a tool's id, or its name) has its full schema visible. Names
+    are the catalog's: an id's part after its first ``/`` is no name when a server's name
+    holds one (``team/github/create_issue``)."""
+    shown = set(visible)
+    return all(
+        entry in shown or any(tool.id in shown for tool in catalog.with_name(entry))
+        for entry in gold
+    )
 
 
 def curate(
@@ -341,6 +346,7 @@ class MethodTally:
     steady-state request (``most``, per encoding): the bound a turn kept to."""
 
     method: str
+    catalog: Catalog = field(repr=False)
     queries: int = 0
     tokens: dict[str, dict[str, float]] = field(default_factory=dict)
     complete_hits: int = 0
@@ -363,7 +369,7 @@ class MethodTally:
             self.schemas += len(request.visible)
             if gold:
                 self.labelled += 1
-                self.complete_hits += complete(gold, request.visible)
+                self.complete_hits += complete(self.catalog, gold, request.visible)
 
     def summary(self) -> dict[str, Any]:
         """Means over the queries; ``complete`` (and its standard error, ``complete se``) is
@@ -404,18 +410,20 @@ RequestBuilder = Callable[[str, Sequence[str]], list[Request]]
 
 
 def account(
+    catalog: Catalog,
     queries: Iterable[tuple[str, Sequence[str]]],
     build: RequestBuilder,
     encodings: Sequence[str] = ENCODINGS,
 ) -> list[dict[str, Any]]:
-    """Mean figures per method over ``queries`` (text, gold), with ``build`` giving the
-    requests of every method for one query, in the order ``build`` gives them."""
+    """Mean figures per method over ``queries`` (text, gold) of ``catalog``'s tools, with
+    ``build`` giving the requests of every method for one query, in the order ``build``
+    gives them."""
     counters = [TokenCounter(e) for e in encodings]
     tallies: dict[str, MethodTally] = {}
     for text, gold in queries:
         for request in build(text, gold):
             counts = {c.encoding: c.request(request) for c in counters}
-            tallies.setdefault(request.method, MethodTally(request.method)).add(
+            tallies.setdefault(request.method, MethodTally(request.method, catalog)).add(
                 counts, request, gold
             )
     return [tally.summary() for tally in tallies.values()]

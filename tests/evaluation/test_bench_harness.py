@@ -142,14 +142,34 @@ def test_rho_reproduces_the_papers_table_3_from_its_token_figures() -> None:
 
 def test_complete_matches_names_and_ids(catalog: Catalog) -> None:
     visible = ["git/create_issue", "fs/read_file"]
-    assert tokens.complete(["create_issue", "read_file"], visible)
-    assert tokens.complete(["git/create_issue"], visible)
-    assert not tokens.complete(["chat/create_issue"], visible)
-    assert not tokens.complete(["read_file", "list_issues"], visible)
+    assert tokens.complete(catalog, ["create_issue", "read_file"], visible)
+    assert tokens.complete(catalog, ["git/create_issue"], visible)
+    assert not tokens.complete(catalog, ["chat/create_issue"], visible)
+    assert not tokens.complete(catalog, ["read_file", "list_issues"], visible)
     assert tokens.gold_ids(catalog, ["create_issue", "fs/read_file", "nope"]) == [
         "git/create_issue",
         "fs/read_file",
     ]
+
+
+def test_complete_reads_a_tools_name_from_the_catalog_not_its_id() -> None:
+    # A name was guessed as what follows an id's first "/": under a server named
+    # "team/github", create_issue's was "github/create_issue".
+    catalog = Catalog.from_tools(
+        [
+            {"server": "team/github", "name": "create_issue", "description": "Open an issue."},
+            {"server": "web", "name": "github/create_issue", "description": "Open one on the web."},
+        ]
+    )
+    assert tokens.complete(catalog, ["create_issue"], ["team/github/create_issue"])
+    assert not tokens.complete(catalog, ["github/create_issue"], ["team/github/create_issue"])
+    assert tokens.complete(catalog, ["github/create_issue"], ["web/github/create_issue"])
+    rows = tokens.account(
+        catalog,
+        [("open an issue", ["create_issue"])],
+        lambda text, gold: [tokens.simple_retrieval(catalog, ["team/github/create_issue"])],
+    )
+    assert rows[0]["complete"] == 1.0
 
 
 def test_curator_keeps_the_most_needed_then_fills_in_catalog_order(catalog: Catalog) -> None:
@@ -166,7 +186,8 @@ def test_account_averages_per_method(catalog: Catalog) -> None:
         chosen = [catalog.ids[0]] if "issue" in text else [catalog.ids[2]]
         return [tokens.full_schema(catalog), tokens.simple_retrieval(catalog, chosen)]
 
-    rows = tokens.account([("open an issue", ["create_issue"]), ("read", ["list_issues"])], build)
+    queries = [("open an issue", ["create_issue"]), ("read", ["list_issues"])]
+    rows = tokens.account(catalog, queries, build)
     by_method = {row["method"]: row for row in rows}
     assert by_method["B1 full schema"]["complete"] == 1.0
     assert by_method["B3 simple retrieval"]["complete"] == 0.5
@@ -237,7 +258,7 @@ def test_front_table_gives_each_completeness_its_standard_error(catalog: Catalog
         return [tokens.simple_retrieval(catalog, ids[:1] if text == "hit" else ids[1:2])]
 
     queries = [("hit" if i < 8 else "miss", ("create_issue",)) for i in range(10)]
-    (row,) = tokens.account(queries, build, ("cl100k_base",))
+    (row,) = tokens.account(catalog, queries, build, ("cl100k_base",))
     assert row["complete se"] == pytest.approx((0.8 * 0.2 / 10) ** 0.5, abs=1e-4)
     (shown,) = front.front_rows([front_workload((1000, 0.8), (500, 0.8))])
     assert shown["B3 top-10 complete"] == "0.800 ± 0.040"
