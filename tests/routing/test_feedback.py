@@ -37,6 +37,8 @@ from toolgate.routing.learned_store import (
     query_key,
 )
 from toolgate.routing.router import Router
+from toolgate.telemetry.recorder import Telemetry
+from toolgate.telemetry.sinks import MemorySink
 
 QUERY = "please do the thing with my repository tickets"
 TARGET = "search/search_news"  # far from QUERY in the ranking before learning
@@ -640,6 +642,31 @@ def test_verify_learns_from_a_call_checked_against_the_promotion(router: Router)
         assert len(memory) == 1
     finally:
         router._pipeline.learning.memory = None
+
+
+def test_checked_is_verifys_check_alone_reported_when_its_caller_says(router: Router) -> None:
+    # An MCP proxy reports the verdict its call ends with (refused after its check passed,
+    # its tool gone since), and learns from it itself: the check is the router's, its
+    # report deferred, nothing learned.
+    memory = router.learn(":memory:", from_verify=True)
+    sink = MemorySink()
+    router.telemetry = Telemetry([sink])
+    try:
+        result = router.route(QUERY, top_k=36, adaptive=False)
+        call = {"name": "search_news", "arguments": {"query": "x"}}
+        verdict, report = router.checked(call, result, turn_id="t1")
+        assert verdict == router.verify(call, result)  # reported: one event
+        assert len(memory) == 1  # learned by verify only
+        assert len(sink.of_kind("verify")) == 1
+        refused = dataclasses.replace(verdict, ok=False, error="tool_not_available")
+        report(refused)
+        event = sink.of_kind("verify")[-1]
+        assert (event.turn_id, event.ok, event.latency_ms > 0) == ("t1", False, True)
+        with pytest.raises(InvalidInputError, match="catalog version other"):
+            router.checked(call, dataclasses.replace(result, catalog_version="other"))
+    finally:
+        router._pipeline.learning.memory = None
+        router.telemetry = None
 
 
 def test_bad_feedback_is_refused(router: Router) -> None:

@@ -50,7 +50,7 @@ from toolgate.routing.result import RouteResult
 from toolgate.routing.state import State
 from toolgate.routing.stats import catalog_stats
 from toolgate.routing.store import CATALOG, load_saved_catalog, publish, router_directory
-from toolgate.telemetry.recorder import Telemetry, as_telemetry
+from toolgate.telemetry.recorder import Telemetry, VerdictReport, as_telemetry
 from toolgate.verify import verify_call
 
 if TYPE_CHECKING:
@@ -385,18 +385,30 @@ class Router(BoundToProcess):
         """Whether ``tool_call`` names a tool active this turn, with valid arguments, as
         :func:`toolgate.verify.verify_call`: ``result`` is the turn's :class:`RouteResult`,
         :class:`Promotion` or the ids of the tools offered."""
-        start = time.perf_counter()
-        if isinstance(result, RouteResult):
-            check_current(result, self._parts.outline.version)
-        verdict = verify_call(self.catalog, result, tool_call)
+        verdict, report = self.checked(tool_call, result, turn_id=turn_id)
         if verdict.ok:
             self._pipeline.learning.verified(
                 _routed_text(result), verdict.tool_id, self._query_vector
             )
-        if self.telemetry is not None:
-            elapsed = (time.perf_counter() - start) * 1e3
-            self.telemetry.verify(verdict, turn_id=turn_id, latency_ms=elapsed)
+        report(verdict)
         return verdict
+
+    def checked(
+        self,
+        tool_call: Mapping[str, Any],
+        result: RouteResult | Promotion | Sequence[str],
+        *,
+        turn_id: str = "",
+    ) -> tuple[Verdict, VerdictReport]:
+        """:meth:`verify`'s check alone, for a caller that reports the verdict its call ends
+        with (an MCP proxy's): the verdict, and what reports a verdict to :attr:`telemetry`
+        with this check's latency. Nothing is reported or learned here."""
+        start = time.perf_counter()
+        if isinstance(result, RouteResult):
+            check_current(result, self._parts.outline.version)
+        verdict = verify_call(self.catalog, result, tool_call)
+        elapsed = (time.perf_counter() - start) * 1e3
+        return verdict, VerdictReport(self.telemetry, turn_id, elapsed)
 
 
 def _routed_text(result: object) -> str:

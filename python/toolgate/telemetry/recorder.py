@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from toolgate.errors import InvalidInputError
@@ -13,7 +14,7 @@ from toolgate.unicode import lone_surrogate_at
 
 _log = logging.getLogger("toolgate.telemetry")
 
-__all__ = ["Telemetry", "as_telemetry"]
+__all__ = ["Telemetry", "VerdictReport", "as_telemetry"]
 
 
 class Telemetry:
@@ -58,6 +59,23 @@ class Telemetry:
         )
         self.emit(event)
         return event
+
+
+@dataclass(frozen=True)
+class VerdictReport:
+    """Reports a call's verdict to ``telemetry`` (if any) with its check's latency, once the
+    caller knows the verdict its call ends with: an MCP proxy's call refused after its check
+    passed (its tool gone since, arguments no JSON holds), or checked again against a changed
+    tool. Reported at its check, such a call counted as a successful call, or twice."""
+
+    telemetry: Telemetry | None
+    turn_id: str
+    checked_ms: float
+
+    def __call__(self, verdict: Any) -> None:
+        """Report ``verdict``."""
+        if self.telemetry is not None:
+            self.telemetry.verify(verdict, turn_id=self.turn_id, latency_ms=self.checked_ms)
 
 
 def _checked_salt(salt: object) -> str:

@@ -29,6 +29,7 @@ from toolgate.embedding.embedder import Embedder
 from toolgate.integrations.mcp import calls as calls_module
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
 from toolgate.promotion.discovery import TOOL_SEARCH_ID
+from toolgate.routing import router as router_module
 from toolgate.routing.config import RouterConfig
 from toolgate.telemetry import MemorySink, Telemetry, UsageStats
 from toolgate.telemetry.events import VerifyEvent
@@ -167,7 +168,8 @@ def test_calls_are_checked_off_the_event_loop(
     # session shares, for a tenth of a second or more: it is checked in a worker thread.
     calls: Calls = Counter()
     checked_in: list[int] = []
-    verify, problem = calls_module.verify_call, calls_module.json_problem
+    # The check is the router's (Router.checked), the JSON check the forwarder's.
+    verify, problem = router_module.verify_call, calls_module.json_problem
 
     def spied_verify(*args: Any, **kwargs: Any) -> Any:
         checked_in.append(threading.get_ident())
@@ -177,7 +179,7 @@ def test_calls_are_checked_off_the_event_loop(
         checked_in.append(threading.get_ident())
         return problem(*args, **kwargs)
 
-    monkeypatch.setattr(calls_module, "verify_call", spied_verify)
+    monkeypatch.setattr(router_module, "verify_call", spied_verify)
     monkeypatch.setattr(calls_module, "json_problem", spied_problem)
 
     async def main() -> None:

@@ -4,7 +4,6 @@ the tool, under the tool's own name; a refused call becomes an error result for 
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -24,10 +23,10 @@ from toolgate.integrations.mcp.listing import McpClient, plain
 from toolgate.json_limits import json_problem
 from toolgate.promotion.active_set import tools_in_scope
 from toolgate.routing.router import Router
-from toolgate.telemetry.recorder import Telemetry
-from toolgate.verify import Verdict, verify_call
+from toolgate.telemetry.recorder import VerdictReport
+from toolgate.verify import Verdict
 
-__all__ = ["CallForwarder", "CallOutcome", "Report", "UpstreamCall", "verified"]
+__all__ = ["CallForwarder", "CallOutcome", "UpstreamCall", "verified"]
 
 #: ``upstream_call(server, client, name, arguments)``: the server's answer to a checked call.
 UpstreamCall = Callable[[str, McpClient, str, dict[str, Any]], Awaitable[Any]]
@@ -64,35 +63,16 @@ class CallOutcome:
         return self.server is not None
 
 
-@dataclass(frozen=True)
-class Report:
-    """Reports one call's verdict to ``telemetry`` once, as the call ends: refused after its
-    check passed (its tool gone since, arguments no JSON holds), checked again against a
-    changed tool, or on its way to the server. Reported at its check, such a call counted
-    as a successful call, or twice (the re-check's event too)."""
-
-    telemetry: Telemetry | None
-    turn_id: str
-    checked_ms: float
-
-    def __call__(self, verdict: Verdict) -> None:
-        if self.telemetry is not None:
-            self.telemetry.verify(verdict, turn_id=self.turn_id, latency_ms=self.checked_ms)
-
-
 async def verified(
     router: Router, tool_call: Mapping[str, Any], offered: Any, turn_id: str = ""
-) -> tuple[Verdict, Report]:
-    """``router``'s check of ``tool_call`` against ``offered`` (:func:`verify_call`, which
-    ``Router.verify`` runs) and what reports it, in a worker thread: checking a call walks
-    its arguments in Python (up to ``json_limits.MAX_VALUES`` of them, a tenth of a second
-    or more), which on the event loop holds every other session of a proxy. Nothing is
-    reported here: the caller reports the verdict the call ends with."""
-    start = time.perf_counter()
-    check = partial(verify_call, router.catalog, offered, tool_call)
-    verdict = await anyio.to_thread.run_sync(check)
-    elapsed = (time.perf_counter() - start) * 1e3
-    return verdict, Report(router.telemetry, turn_id, elapsed)
+) -> tuple[Verdict, VerdictReport]:
+    """``router``'s check of ``tool_call`` against ``offered`` (:meth:`Router.checked`) and
+    what reports it, in a worker thread: checking a call walks its arguments in Python (up
+    to ``json_limits.MAX_VALUES`` of them, a tenth of a second or more), which on the event
+    loop holds every other session of a proxy. Nothing is reported here: the caller reports
+    the verdict the call ends with."""
+    check = partial(router.checked, tool_call, offered, turn_id=turn_id)
+    return await anyio.to_thread.run_sync(check)
 
 
 class CallForwarder:
@@ -105,7 +85,7 @@ class CallForwarder:
         self._scope_ids: tuple[Any, frozenset[str]] | None = None
 
     async def turn_call(
-        self, router: Router, verdict: Verdict, scope: Mapping[str, Any], report: Report
+        self, router: Router, verdict: Verdict, scope: Mapping[str, Any], report: VerdictReport
     ) -> CallOutcome:
         """A call checked against a turn's tools by ``router``, forwarded or refused (and
         ``report``ed). A real tool the turn did not offer is promised for the next turn if
@@ -153,7 +133,7 @@ class CallForwarder:
         self,
         router: Router,
         verdict: Verdict,
-        report: Report,
+        report: VerdictReport,
         upstream_call: UpstreamCall | None = None,
     ) -> CallOutcome:
         """The server's answer to a verified call (made by ``upstream_call`` if given), or
