@@ -377,7 +377,7 @@ class Router(BoundToProcess):
 
     def verify(
         self,
-        tool_call: Mapping[str, Any],
+        tool_call: object,
         result: RouteResult | Promotion | Sequence[str],
         *,
         turn_id: str = "",
@@ -395,7 +395,7 @@ class Router(BoundToProcess):
 
     def checked(
         self,
-        tool_call: Mapping[str, Any],
+        tool_call: object,
         result: RouteResult | Promotion | Sequence[str],
         *,
         turn_id: str = "",

@@ -64,7 +64,7 @@ class CallOutcome:
 
 
 async def verified(
-    router: Router, tool_call: Mapping[str, Any], offered: Any, turn_id: str = ""
+    router: Router, tool_call: object, offered: Any, turn_id: str = ""
 ) -> tuple[Verdict, VerdictReport]:
     """``router``'s check of ``tool_call`` against ``offered`` (:meth:`Router.checked`) and
     what reports it, in a worker thread: checking a call walks its arguments in Python (up
@@ -101,7 +101,7 @@ class CallForwarder:
 
     async def any_call(
         self,
-        tool_call: Mapping[str, Any],
+        tool_call: object,
         *,
         allow: Iterable[str] | None,
         deny: Iterable[str] | None,

@@ -321,7 +321,7 @@ class McpRouter(BoundToProcess):
 
     async def call(
         self,
-        tool_call: Mapping[str, Any],
+        tool_call: object,
         promotion: Promotion,
         *,
         state: StateLike = None,
@@ -390,7 +390,7 @@ class McpRouter(BoundToProcess):
 
     async def call_any(
         self,
-        tool_call: Mapping[str, Any],
+        tool_call: object,
         *,
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,

@@ -1,0 +1,57 @@
+"""toolgate as a typed dependency: code using the documented API the documented way passes
+``mypy --strict`` with none of this project's settings, as a user's own code is checked
+against the installed package (its ``py.typed``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import toolgate
+from toolgate import verify_call
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "tests" / "downstream"
+
+
+@pytest.fixture(scope="module")
+def mypy_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """mypy's errors on each sample, by file name: one run for them all, its cache kept
+    (a cold run checks toolgate and its dependencies, the slow part)."""
+    work = tmp_path_factory.mktemp("mypy")
+    # An empty config: mypy would otherwise find pyproject.toml above the samples.
+    config = work / "mypy.ini"
+    config.write_text("[mypy]\n", encoding="utf-8")
+    samples = sorted(SAMPLES.glob("[!_]*.py"))
+    command = [sys.executable, "-m", "mypy", "--strict", "--config-file", str(config)]
+    cache = ROOT / ".mypy_cache" / "downstream"
+    command += ["--cache-dir", str(cache), "--no-error-summary", *map(str, samples)]
+    # The package under test, ahead of whatever copy the environment installed.
+    env = {**os.environ, "PYTHONPATH": str(Path(toolgate.__file__).parents[1])}
+    run = subprocess.run(command, capture_output=True, text=True, cwd=work, env=env)
+    assert run.returncode in (0, 1), run.stderr
+    errors: dict[str, list[str]] = {sample.name: [] for sample in samples}
+    for line in run.stdout.splitlines():
+        if match := re.match(r"(.+?\.py):\d+: error: ", line):
+            errors[Path(match[1]).name].append(line)
+    return errors
+
+
+def test_a_provider_sdks_call_object_type_checks_in_every_verifier(
+    mypy_errors: dict[str, list[str]],
+) -> None:
+    assert mypy_errors["sdk_calls.py"] == []
+
+
+def test_the_sdk_object_of_the_sample_is_read_as_a_call() -> None:
+    # What the sample promises type checkers holds at run time: the object is read.
+    from tests.downstream.sdk_calls import ToolUseBlock
+    from toolgate import Catalog
+
+    catalog = Catalog.from_tools([{"name": "get_me", "description": "Who I am."}])
+    assert verify_call(catalog, catalog.ids, ToolUseBlock()).ok
