@@ -55,3 +55,7 @@ def test_the_sdk_object_of_the_sample_is_read_as_a_call() -> None:
 
     catalog = Catalog.from_tools([{"name": "get_me", "description": "Who I am."}])
     assert verify_call(catalog, catalog.ids, ToolUseBlock()).ok
+
+
+def test_a_misspelt_or_mistyped_option_is_a_type_error(mypy_errors: dict[str, list[str]]) -> None:
+    assert mypy_errors["options.py"] == []

@@ -71,13 +71,25 @@ with needs_extra("langchain"):
     from langchain_core.tools import BaseTool
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.types import Command
-    from typing_extensions import NotRequired
+    from typing_extensions import NotRequired, TypedDict, Unpack
 
-__all__ = ["ToolSelector", "ToolgateMiddleware", "ToolgateState"]
+__all__ = ["SelectorOptions", "ToolSelector", "ToolgateMiddleware", "ToolgateState"]
 
 AnyTool = BaseTool | dict[str, Any]
 # LangChain's tool choices that name no tool, as OpenAI spells them.
 _CHOICE_WORDS = {"auto": "auto", "any": "required", "required": "required", "none": "none"}
+
+
+class SelectorOptions(TypedDict, total=False):
+    """:class:`ToolSelector`'s options, which :class:`ToolgateMiddleware` takes too."""
+
+    top_k: int
+    always_include: Iterable[str]
+    threshold: float | DefaultType | None
+    allow: Iterable[str] | None
+    deny: Iterable[str] | None
+    tool_filter: ToolFilter | None
+    learn: LearnedStore | str | os.PathLike[str] | None
 
 
 class ToolSelector:
@@ -320,7 +332,11 @@ class ToolgateMiddleware(AgentMiddleware[ToolgateState, Any, Any]):
     state_schema = ToolgateState
 
     def __init__(
-        self, *, selector: ToolSelector | None = None, compact: bool = True, **options: Any
+        self,
+        *,
+        selector: ToolSelector | None = None,
+        compact: bool = True,
+        **options: Unpack[SelectorOptions],
     ) -> None:
         """See the class docstring."""
         super().__init__()

@@ -129,16 +129,24 @@ class Router(BoundToProcess):
         *,
         server: str | None = None,
         lenient: bool = False,
-        **options: Any,
+        config: RouterConfig | None = None,
+        embedder: Embedder | None = None,
+        path: str | os.PathLike[str] | None = None,
+        cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
+        telemetry: Telemetry | None = None,
     ) -> Router:
         """A router over ``tools``: tool dicts in any provider's shape, a whole document (an
         MCP ``tools/list`` result, ``{server: result}``) or a catalog file (docs/api.md).
 
         ``server`` names the server of tools whose document names none; ``lenient=True``
-        skips bad tools with a warning; other options are those of :meth:`from_catalog`.
+        skips bad tools with a warning; other options are those of :meth:`from_catalog`
+        (spelt out, not ``**options``, so a type checker catches a misspelt one).
         """
         catalog = catalog_of(tools, server=server, lenient=lenient)
-        return cls.from_catalog(catalog, **options)
+        return cls.from_catalog(
+            catalog, config=config, embedder=embedder, path=path, cache=cache,
+            telemetry=telemetry,
+        )  # fmt: skip
 
     @classmethod
     def from_catalog(
