@@ -59,3 +59,14 @@ def test_the_sdk_object_of_the_sample_is_read_as_a_call() -> None:
 
 def test_a_misspelt_or_mistyped_option_is_a_type_error(mypy_errors: dict[str, list[str]]) -> None:
     assert mypy_errors["options.py"] == []
+
+
+def test_the_documented_result_types_import_from_toolgate(
+    mypy_errors: dict[str, list[str]],
+) -> None:
+    assert mypy_errors["results.py"] == []
+    import tests.downstream.results as sample
+
+    for name in ("RoutedTool", "GatedOut", "BudgetDecision", "DuplicateGroup", "FilteredRequest"):
+        assert getattr(sample, name) is getattr(toolgate, name)
+        assert name in toolgate.__all__

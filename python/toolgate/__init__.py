@@ -37,10 +37,12 @@ if _typing.TYPE_CHECKING:
     from toolgate.embedding.cache import CacheWarning
     from toolgate.embedding.embedder import Embedder
     from toolgate.gateway.filter import ToolFilter
-    from toolgate.promotion.budget import Budget
+    from toolgate.gateway.filtered import FilteredRequest
+    from toolgate.promotion.budget import Budget, BudgetDecision
     from toolgate.promotion.promote import Promotion, promote_tools
     from toolgate.routing.config import DEFAULT, RouterConfig
-    from toolgate.routing.result import RouteResult
+    from toolgate.routing.near_duplicates import DuplicateGroup
+    from toolgate.routing.result import GatedOut, RoutedTool, RouteResult
     from toolgate.routing.router import Router
     from toolgate.routing.state import State
     from toolgate.telemetry.recorder import Telemetry
@@ -53,13 +55,18 @@ _refuse_copies(Index, lambda index: f"open it there with Index.open({str(index.p
 
 _LAZY = {
     "Budget": "toolgate.promotion.budget",
+    "BudgetDecision": "toolgate.promotion.budget",
     "CacheWarning": "toolgate.embedding.cache",
     "Catalog": "toolgate.catalog.catalog",
     "CatalogDiff": "toolgate.catalog.catalog",
     "DEFAULT": "toolgate.routing.config",
+    "DuplicateGroup": "toolgate.routing.near_duplicates",
     "Embedder": "toolgate.embedding.embedder",
+    "FilteredRequest": "toolgate.gateway.filtered",
+    "GatedOut": "toolgate.routing.result",
     "Promotion": "toolgate.promotion.promote",
     "RouteResult": "toolgate.routing.result",
+    "RoutedTool": "toolgate.routing.result",
     "Router": "toolgate.routing.router",
     "RouterConfig": "toolgate.routing.config",
     "State": "toolgate.routing.state",
@@ -75,14 +82,18 @@ _LAZY = {
 __all__ = [
     "DEFAULT",
     "Budget",
+    "BudgetDecision",
     "CacheWarning",
     "Catalog",
     "CatalogDiff",
     "CatalogError",
     "CatalogWarning",
+    "DuplicateGroup",
     "Embedder",
     "EncodingUnavailableError",
+    "FilteredRequest",
     "GatedCandidate",
+    "GatedOut",
     "Index",
     "IndexFormatError",
     "IndexIncompatibleError",
@@ -93,6 +104,7 @@ __all__ = [
     "ModelNotFoundError",
     "Promotion",
     "RouteResult",
+    "RoutedTool",
     "Router",
     "RouterConfig",
     "SearchResult",
