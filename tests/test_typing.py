@@ -70,3 +70,7 @@ def test_the_documented_result_types_import_from_toolgate(
     for name in ("RoutedTool", "GatedOut", "BudgetDecision", "DuplicateGroup", "FilteredRequest"):
         assert getattr(sample, name) is getattr(toolgate, name)
         assert name in toolgate.__all__
+
+
+def test_a_misspelt_name_of_toolgate_is_a_type_error(mypy_errors: dict[str, list[str]]) -> None:
+    assert mypy_errors["typos.py"] == []

@@ -123,14 +123,18 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """Import the module behind a public name only when the name is first used."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'toolgate' has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value
-    return value
+# Hidden from type checkers, which read a module __getattr__ as "any other name exists": they
+# see the names above instead, and a misspelt one stays an error there as it is here.
+if not _typing.TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """Import the module behind a public name only when the name is first used."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'toolgate' has no attribute {name!r}")
+        value = getattr(_import_module(module), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
