@@ -74,3 +74,9 @@ def test_the_documented_result_types_import_from_toolgate(
 
 def test_a_misspelt_name_of_toolgate_is_a_type_error(mypy_errors: dict[str, list[str]]) -> None:
     assert mypy_errors["typos.py"] == []
+
+
+def test_every_form_of_schema_source_and_no_other_type_checks(
+    mypy_errors: dict[str, list[str]],
+) -> None:
+    assert mypy_errors["schema_sources.py"] == []

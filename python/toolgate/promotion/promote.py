@@ -56,6 +56,7 @@ from toolgate.promotion.pool import choose_pool
 from toolgate.promotion.schema_source import (
     SchemaCacheLike,
     SchemaSource,
+    SchemaSourceLike,
     as_schema_source,
     cache_token,
 )
@@ -202,7 +203,7 @@ def promote_tools(
     *,
     format: str = "openai",
     budget: Budget | None = None,
-    schema_source: Any = None,
+    schema_source: SchemaSourceLike | None = None,
     cache: SchemaCacheLike | None = None,
     pool: str = "auto",
     encoding: str = "cl100k_base",

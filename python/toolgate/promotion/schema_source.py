@@ -44,6 +44,7 @@ __all__ = [
     "McpSchemaSource",
     "SchemaCacheLike",
     "SchemaSource",
+    "SchemaSourceLike",
     "as_schema_source",
     "cache_token",
     "default_cache",
@@ -246,7 +247,12 @@ class McpSchemaSource:
         return tools
 
 
-def as_schema_source(obj: Any) -> SchemaSource:
+#: What ``schema_source`` takes: a source, a callable ``(tool_id) -> schema or tool dict``, or
+#: the path of a directory or a catalog file.
+SchemaSourceLike = SchemaSource | Callable[[str], Any] | str | os.PathLike[str]
+
+
+def as_schema_source(obj: SchemaSourceLike) -> SchemaSource:
     """Turn a callable, a path or an object with ``fetch`` into a :class:`SchemaSource`."""
     if isinstance(obj, SchemaSource):
         return obj

@@ -26,7 +26,7 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.forks import BoundToProcess
 from toolgate.lazy import Lazy
 from toolgate.promotion.promote import promote_tools
-from toolgate.promotion.schema_source import default_cache
+from toolgate.promotion.schema_source import SchemaSourceLike, default_cache
 from toolgate.routing.build import (
     RouterParts,
     ToolsSource,
@@ -364,7 +364,7 @@ class Router(BoundToProcess):
         *,
         format: str = "openai",
         budget: Budget | None = None,
-        schema_source: Any = None,
+        schema_source: SchemaSourceLike | None = None,
         pool: str = "auto",
         turn_id: str = "",
         compact: bool = True,
