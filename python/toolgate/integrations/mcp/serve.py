@@ -32,7 +32,6 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types import METHOD_NOT_FOUND
 
@@ -52,6 +51,7 @@ from toolgate.integrations.mcp.server_config import (
     tool_overrides,
 )
 from toolgate.integrations.mcp.sessions import watching
+from toolgate.integrations.mcp.stdio_server import checked_stdio_server
 from toolgate.integrations.mcp.upstreams import Upstreams
 from toolgate.routing.config import RouterConfig
 from toolgate.telemetry.recorder import Telemetry
@@ -194,10 +194,11 @@ async def _serve(
 
 
 async def _over_stdio(serving: _Serving) -> None:
-    """Serve the proxy's one client on stdin / stdout, until it closes them."""
+    """Serve the proxy's one client on stdin / stdout, until it closes them (a line that is
+    no MCP message is answered with an error, not dropped)."""
     assert serving.proxy is not None
     server = serving.proxy.server
-    async with stdio_server() as (read, write):
+    async with checked_stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 

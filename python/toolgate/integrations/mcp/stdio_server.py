@@ -1,0 +1,134 @@
+"""The SDK's stdio transport for the proxy's own client, answering the lines that are no MCP
+message.
+
+The SDK's ``stdio_server`` drops a line it cannot read as one message: invalid JSON, a batch,
+a request whose id is null, fractional or a boolean (it reads such a request as a
+notification, and a notification gets no answer), or an object that is no JSON-RPC 2.0
+message. The client was never answered and waited for ever. Here each such line is answered
+as JSON-RPC 2.0 wants: a parse error (-32700) or an invalid request (-32600), with the
+request's id when it has one that can be an id, else ``null``. A batch is refused as a whole:
+MCP 2025-06-18 removed them, and the SDK takes none on either transport (2025-03-26, which
+had them, is served without). A blank line is skipped, and a malformed answer to a request of
+the proxy's is left to the SDK (nobody waits on an answer to an answer).
+
+The transport is the SDK's (its ``stdin`` argument takes the lines it reads), but for
+claiming stdin, which it does only when it opens stdin itself: the same claim is made here,
+so that nothing else in the process reads the client's messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import anyio
+import pydantic_core
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _UnownedTextWrapper, stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
+
+__all__ = ["checked_stdio_server", "refusal"]
+
+# How much of a parse error's own text is kept in its answer.
+_MAX_REASON = 200
+
+
+@asynccontextmanager
+async def checked_stdio_server(
+    stdin: anyio.AsyncFile[str] | None = None,
+) -> AsyncIterator[tuple[Any, Any]]:
+    """``mcp.server.stdio.stdio_server()``, answering the lines that are no MCP message (see
+    the module docstring); ``stdin``: read it instead of the process's stdin (tests)."""
+    release = None
+    if stdin is None:
+        buffer, release = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
+        stdin = anyio.wrap_file(_UnownedTextWrapper(buffer, encoding="utf-8", errors="replace"))
+    # Unbuffered: a client that floods such lines and reads nothing is not read further.
+    refused, refusals = anyio.create_memory_object_stream[JSONRPCError](0)
+    try:
+        # The SDK only iterates its stdin, line by line.
+        lines = cast("anyio.AsyncFile[str]", _Checked(stdin, refused))
+        async with stdio_server(stdin=lines) as (read, write), anyio.create_task_group() as group:
+            group.start_soon(_answer, refusals, write)
+            yield read, write
+            group.cancel_scope.cancel()
+    finally:
+        refused.close()
+        refusals.close()
+        if release is not None:
+            release()
+
+
+class _Checked:
+    """The lines of ``stdin`` that are MCP messages, for the SDK to read; each other line's
+    answer goes to ``refused``."""
+
+    def __init__(self, stdin: anyio.AsyncFile[str], refused: MemoryObjectSendStream[JSONRPCError]):
+        self._stdin, self._refused = stdin, refused
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for line in self._stdin:
+            if not line.strip():
+                continue
+            answer = refusal(line)
+            if answer is None:
+                yield line
+                continue
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await self._refused.send(answer)
+
+
+async def _answer(refusals: MemoryObjectReceiveStream[JSONRPCError], write: Any) -> None:
+    """Write each refusal to the client, until the session's write stream closes."""
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+        async for answer in refusals:
+            await write.send(SessionMessage(answer))
+
+
+def refusal(line: str) -> JSONRPCError | None:
+    """The error answering ``line`` when it is no MCP message the client awaits an answer
+    to, or ``None`` when it is to be read as it is."""
+    try:
+        value = pydantic_core.from_json(line)
+    except ValueError as exc:
+        return _error(None, PARSE_ERROR, f"Parse error: {str(exc)[:_MAX_REASON]}")
+    if isinstance(value, list):
+        batch = "Invalid Request: a batch is not taken (MCP has none since 2025-06-18)"
+        return _error(None, INVALID_REQUEST, f"{batch}; send each message on a line of its own")
+    if not isinstance(value, dict):
+        return _error(None, INVALID_REQUEST, "Invalid Request: a message is a JSON object")
+    has_id, request_id = "id" in value, value.get("id")
+    if "method" not in value and ("result" in value or "error" in value):
+        return None  # an answer to the proxy: a broken one is the SDK's to drop
+    if has_id and not _is_id(request_id):
+        # The SDK reads it as a notification, which is never answered.
+        return _error(None, INVALID_REQUEST, "Invalid Request: an id is a string or an integer")
+    try:
+        jsonrpc_message_adapter.validate_python(value, by_name=False)
+    except ValidationError:
+        return _error(
+            request_id if has_id else None,
+            INVALID_REQUEST,
+            'Invalid Request: not a JSON-RPC 2.0 message ("jsonrpc": "2.0", a string '
+            '"method", "params" an object if given)',
+        )
+    return None
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
