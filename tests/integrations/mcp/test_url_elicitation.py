@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -15,6 +16,7 @@ from mcp import Client, UrlElicitationRequiredError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    INTERNAL_ERROR,
     URL_ELICITATION_REQUIRED,
     ElicitCompleteNotification,
     ElicitRequestURLParams,
@@ -33,6 +35,8 @@ SIGN_IN = ElicitRequestURLParams(
     elicitation_id="drive-1",
 )
 
+RECENT = "drive://recent"
+
 
 def drive() -> MCPServer:
     """An upstream whose tool needs the user to sign in on a page first."""
@@ -46,6 +50,10 @@ def drive() -> MCPServer:
     @server.prompt()
     def summarize_drive() -> str:
         """Summarize the user's drive (it too needs the user signed in)."""
+        raise UrlElicitationRequiredError([SIGN_IN])
+
+    @server.resource(RECENT, name="recent")
+    def recent_files() -> str:
         raise UrlElicitationRequiredError([SIGN_IN])
 
     @server.tool()
@@ -131,6 +139,26 @@ def test_a_url_elicitation_required_is_named_to_a_model_whose_client_cannot_show
             assert SIGN_IN.message in body["message"]
             assert SIGN_IN.url in body["message"]
             assert "then call" in body["message"]
+
+    run(main)
+
+
+def test_a_prompts_url_elicitation_required_is_an_error_a_client_without_them_reads(
+    embedder: Embedder,
+) -> None:
+    async def main() -> None:
+        async with proxied(embedder) as client:  # it takes no elicitation
+            (prompt,) = (await client.list_prompts()).prompts
+            asks = (partial(client.get_prompt, prompt.name), partial(client.read_resource, RECENT))
+            for ask in asks:
+                with pytest.raises(MCPError) as raised:
+                    await ask()
+                # Not the code only a client that takes URL-mode elicitations knows, but an
+                # error whose words tell the user which page to open.
+                assert raised.value.code == INTERNAL_ERROR
+                assert SIGN_IN.message in raised.value.message
+                assert SIGN_IN.url in raised.value.message
+                assert "'drive'" in raised.value.message
 
     run(main)
 

@@ -24,7 +24,7 @@ from toolgate.catalog.tool import Tool
 from toolgate.integrations.mcp.answers import json_size, not_answering, passed_on, text_result
 from toolgate.integrations.mcp.in_flight import using
 from toolgate.integrations.mcp.passthrough import Reconnect, connection_closed, reconnected
-from toolgate.integrations.mcp.relay import InputRequired, RequestRelay, pages_to_open
+from toolgate.integrations.mcp.relay import InputRequired, RequestRelay, pages_named, pages_to_open
 from toolgate.integrations.mcp.router import CallOutcome, McpRouter
 from toolgate.integrations.mcp.sessions import watching
 from toolgate.verify import Verdict
@@ -190,9 +190,7 @@ def _page_to_open(
     the tool could never be used: the proxy had said for its client that it takes them."""
     if relay is not None and relay.pass_pages(server, pages):
         return MCPError(exc.code, exc.message, exc.data)
-    shown = pages[:_MAX_PAGES]
-    # Each URL last, after a space: no punctuation of the proxy's reads as part of it.
-    each = " ".join(f"{_cut(page.message, _MAX_ERROR_CHARS)} Page: {page.url}" for page in shown)
+    each, urls = pages_named(pages)
     message = (
         f"Calling {name!r} needs the user to open a page first: ask the user to open it and "
         f"finish there (the client cannot show it), then call the tool again. {each}"
@@ -201,7 +199,7 @@ def _page_to_open(
         "error": "url_elicitation_required",
         "message": message,
         "servers": [server],
-        "urls": [page.url for page in shown],
+        "urls": urls,
     }
     return text_result(json.dumps(body, ensure_ascii=False), is_error=True)
 
@@ -255,8 +253,6 @@ def _resendable(tool: Tool) -> bool:
 # with the bytes it could not read.
 _MAX_ERROR_CHARS = 1000
 _MAX_FAILURE_CHARS = 300
-# The most pages to open a tool error names (a server asks for one or two).
-_MAX_PAGES = 5
 
 
 def _why(exc: Exception) -> str:

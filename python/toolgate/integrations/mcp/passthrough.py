@@ -57,7 +57,7 @@ from toolgate.arguments import shown
 from toolgate.integrations.mcp.answers import MAX_RESULT_BYTES, ResultT, json_size, passed_on
 from toolgate.integrations.mcp.in_flight import using
 from toolgate.integrations.mcp.listing import list_every_page, plain
-from toolgate.integrations.mcp.relay import RequestRelay, pages_to_open
+from toolgate.integrations.mcp.relay import RequestRelay, pages_for
 from toolgate.integrations.mcp.router import McpClient, McpRouter
 from toolgate.integrations.mcp.sessions import watching
 from toolgate.unicode import printable
@@ -379,7 +379,8 @@ class Passthrough:
         """``ask(server's client)``, once more after a reconnection if the server had died.
 
         Each ask, not the reconnection between them, is given ``timeout`` seconds
-        (``TimeoutError``). The upstream's own errors pass through as they are; any other
+        (``TimeoutError``). The upstream's own errors pass through as they are (a page to
+        open, as :func:`~toolgate.integrations.mcp.relay.pages_for` says); any other
         failure (its answer, its connection) is an ``INTERNAL_ERROR`` naming the server and
         ``method``. While it waits, the server's requests for input go to ``relay``'s client.
         """
@@ -397,10 +398,9 @@ class Passthrough:
             with anyio.fail_after(timeout), waiting(), using(client):
                 return await ask(client)
         except MCPError as exc:
-            # A page to open, passed on as it is: remembered, so its "done" notice follows.
-            if relay is not None and (pages := pages_to_open(exc)):
-                relay.pass_pages(server, pages)
-            raise
+            # A page to open: as it is to a client that takes them (remembered, so its
+            # "done" notice follows), else an error that names it.
+            raise pages_for(exc, server, method, relay) from None
         except TimeoutError:
             raise
         except Exception as exc:

@@ -90,6 +90,8 @@ __all__ = [
     "InputRequired",
     "RequestRelay",
     "UpstreamRequests",
+    "pages_for",
+    "pages_named",
     "pages_to_open",
 ]
 
@@ -98,6 +100,11 @@ MAX_INPUT_ROUNDS = 10
 
 #: Seconds a client has to answer a request for input (a person filling in a form).
 ASK_TIMEOUT = 600.0
+
+# The most pages to open an error names (a server asks for one or two), and the most
+# characters of each page's message kept.
+_MAX_PAGES = 5
+_MAX_PAGE_CHARS = 1000
 
 #: Pages sent to clients whose "done" notice is waited for, at most: the oldest is
 #: forgotten first (a server may never send it: MCP makes it optional).
@@ -439,6 +446,36 @@ def pages_to_open(exc: MCPError) -> list[ElicitRequestURLParams]:
         return UrlElicitationRequiredError.from_error(exc.error).elicitations
     except (ValidationError, AttributeError, TypeError):  # no list of elicitations
         return []
+
+
+def pages_named(pages: Sequence[ElicitRequestURLParams]) -> tuple[str, list[str]]:
+    """What a user is to open, for a client that cannot show ``pages``: each page's message
+    and URL, as words, and the URLs."""
+    shown = pages[:_MAX_PAGES]
+    # Each URL last, after a space: no punctuation of the proxy's reads as part of it.
+    each = " ".join(f"{_cut(page.message)} Page: {page.url}" for page in shown)
+    return each, [page.url for page in shown]
+
+
+def pages_for(exc: MCPError, server: str, what: str, relay: RequestRelay | None) -> MCPError:
+    """``exc``, ``server``'s error answering ``what`` (``prompts/get``...), as ``relay``'s
+    client is to get it. A ``URLElicitationRequiredError`` is passed on as it is to a client
+    that takes URL-mode elicitations (its pages remembered, for their "done" notice); any
+    other client, to which MCP forbids sending it, and which would not know its code, gets
+    an ``INTERNAL_ERROR`` naming the pages, for the user to open."""
+    pages = pages_to_open(exc)
+    if not pages or (relay is not None and relay.pass_pages(server, pages)):
+        return exc
+    each, urls = pages_named(pages)
+    message = (
+        f"MCP server {server!r}: {what} needs the user to open a page first (the client cannot "
+        f"show it): open it and finish there, then ask again. {each}"
+    )
+    return MCPError(INTERNAL_ERROR, message, {"urls": urls})
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _MAX_PAGE_CHARS else f"{text[:_MAX_PAGE_CHARS]}..."
 
 
 def _takes_elicitation(session: Any, mode: str) -> bool:
