@@ -418,6 +418,10 @@ def test_what_a_servers_listings_are_warned_of_is_remembered_within_a_bound(
         assert sum("went away" in m for m in messages) == 300  # each failure is told
         malformed = [m for m in messages if "item without a string 'name'" in m]
         assert len(malformed) == WARNED_MESSAGES  # the first ones, then no more
+        # Said once, so that a warning missing from the log is not taken for no fault.
+        capped = [m for m in messages if f"{WARNED_MESSAGES} different warnings" in m]
+        assert len(capped) == 1
+        assert "no more are logged" in capped[0]
 
     run(main)
 

@@ -475,13 +475,15 @@ class Passthrough:
         return kept
 
     def _warn(self, message: str, *, once: bool = True) -> None:
-        """Log ``message`` as a warning; with ``once``, only the first time (a listing is
-        read again for every request, and so would its faults be), and only while fewer
-        than :data:`WARNED_MESSAGES` are remembered (so what a server says is quoted cut)."""
+        """Log ``message`` as a warning; with ``once``, the first time only (a listing is
+        read for every request), while fewer than :data:`WARNED_MESSAGES` are remembered:
+        the last says so, lest a fault left out of the log pass for none."""
         if once:
             if message in self._warned or len(self._warned) >= WARNED_MESSAGES:
                 return
             self._warned.add(message)
+            if len(self._warned) == WARNED_MESSAGES:
+                message += f" ({WARNED_MESSAGES} different warnings: no more are logged)"
         logger.warning("%s", message)
 
 
@@ -556,12 +558,9 @@ async def _get_prompt(client: McpClient, *, name: str, arguments: dict[str, str]
 
 
 async def _complete(
-    client: McpClient,
-    *,
-    ref: PromptReference | ResourceTemplateReference,
-    argument: dict[str, str],
-    context: dict[str, str],
-) -> Any:
+    client: McpClient, *, ref: PromptReference | ResourceTemplateReference,
+    argument: dict[str, str], context: dict[str, str],
+) -> Any:  # fmt: skip
     return await _method(client, "complete")(ref, argument, context or None)
 
 
@@ -576,8 +575,7 @@ async def _read(client: McpClient, *, uri: str) -> Any:
     return await (read(uri, cache_mode="bypass") if fresh else read(uri))
 
 
-# The client method that asks for each capability, for clients that do not say what their
-# server offers.
+# The client method that asks for each capability, for clients not saying what is offered.
 _ASKED_BY = {"prompts": "list_prompts", "resources": "list_resources", "completions": "complete"}
 
 
