@@ -79,6 +79,12 @@ def studio(events: list[str] | None = None) -> MCPServer:
         return f"rendered {frames} frames"
 
     @server.tool()
+    async def show_call_meta(ctx: Context) -> str:
+        """Tell the metadata the call came with."""
+        meta = ctx.request_context.meta
+        return json.dumps(dict(meta or {}))
+
+    @server.tool()
     async def export_archive() -> str:
         """Export every project into one archive (takes a while)."""
         events.append("started")
@@ -439,6 +445,31 @@ def test_progress_keeps_rising_across_input_rounds(embedder: Embedder, client_er
                     assert welcome.messages[0].content.text == "Welcome Ada."
                 else:  # the client did, each a call of its own
                     assert heard == [(1, 2), (2, 2), (1, 2), (2, 2)]
+
+    run(main)
+
+
+@pytest.mark.parametrize("client_era", ERAS)
+@pytest.mark.parametrize("upstream_era", ERAS)
+def test_a_calls_own_metadata_reaches_the_upstream(
+    embedder: Embedder, upstream_era: str, client_era: str
+) -> None:
+    # A trace context (W3C traceparent, as the SDK's OpenTelemetry support carries it) and
+    # a host's own keys were dropped at the proxy; MCP's own keys are the proxy's to set.
+    trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    sent = {
+        "traceparent": trace,
+        "com.example/tenant": "acme",
+        "io.modelcontextprotocol/related-task": {"taskId": "t-1"},
+    }
+
+    async def main() -> None:
+        async with proxied(embedder, upstream_era, client_era) as client:
+            result = await client.call_tool("call_tool", call("show_call_meta"), meta=sent)
+            seen = json.loads(text_of(result))
+            assert seen["traceparent"] == trace
+            assert seen["com.example/tenant"] == "acme"
+            assert "io.modelcontextprotocol/related-task" not in seen
 
     run(main)
 

@@ -43,11 +43,11 @@ from __future__ import annotations
 import inspect
 import weakref
 from collections import OrderedDict, defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp import Client
@@ -75,6 +75,7 @@ from mcp.types import (
     InputResponses,
     ListRootsRequest,
     ListRootsResult,
+    RequestParamsMeta,
     RootsCapability,
     SamplingCapability,
 )
@@ -156,6 +157,7 @@ class RequestRelay:
         self.modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         self.input_responses = params.input_responses if params else None
         self.request_state = params.request_state if params else None
+        self.meta = _passed_meta(params.meta if params else None)
         self.requests = requests
         # The SDK's connection of the client, which lasts as long as the client does (the
         # session of ``ctx`` is made for this request): for notices after the request.
@@ -285,6 +287,7 @@ class RequestRelay:
             progress_callback=self.progress,
             input_responses=responses,
             request_state=state,
+            meta=self.meta,
         )
         try:
             result = await call()
@@ -505,6 +508,25 @@ def _input_session(client: McpClient) -> Any:
             takes = False
         _RETURNS_INPUT_REQUESTS[kind] = takes
     return session if _RETURNS_INPUT_REQUESTS[kind] else None
+
+
+def _passed_meta(meta: Mapping[str, Any] | None) -> RequestParamsMeta | None:
+    """The client's ``_meta`` of a call to pass on upstream: its own keys (a trace context,
+    a host's ``com.example/...``), which the upstream's tool may read. Not MCP's: keys under
+    a prefix with a ``modelcontextprotocol`` or ``mcp`` label are the protocol's, set by the
+    proxy's own connection (its progress token, its protocol envelope), not the client's."""
+    if not meta:
+        return None
+    kept = {key: value for key, value in meta.items() if not _reserved_key(key)}
+    return cast("RequestParamsMeta", kept) if kept else None
+
+
+def _reserved_key(key: str) -> bool:
+    """Whether ``key`` is MCP's: ``progressToken``, or under a prefix with a
+    ``modelcontextprotocol`` or ``mcp`` label (``io.modelcontextprotocol/``, the
+    ``modelcontextprotocol.io/`` of MCP's ``_meta`` naming)."""
+    prefix, _slash, _name = key.rpartition("/")
+    return key == "progressToken" or bool({"modelcontextprotocol", "mcp"} & set(prefix.split(".")))
 
 
 def _answer_type(request: InputRequest) -> type[InputResponse]:
