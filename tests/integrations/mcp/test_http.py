@@ -470,3 +470,31 @@ def test_a_stop_ends_the_clients_event_streams(tmp_path: Path) -> None:
         # connecting first can take seconds on a loaded machine).
         (elapsed,) = ended_after
         assert elapsed < GRACE_SECONDS
+
+
+def test_a_request_whose_id_cannot_be_one_is_answered_with_an_error() -> None:
+    # The SDK's handshake-era transport read such a request as a notification and answered
+    # 202 with nothing: the client waited for an answer that never came.
+    listener = HttpListener.parse("127.0.0.1:8765", token=None, open_to_all=False)
+    with proxy_client(listener) as client:
+        opened = client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+        session = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = "2025-06-18"
+        for request_id in (None, 1.5, True):
+            ping = {"jsonrpc": "2.0", "id": request_id, "method": "ping"}
+            answer = client.post("/mcp", json=ping, headers=session)
+            assert answer.status_code == 400
+            assert answer.json()["id"] is None
+            assert answer.json()["error"]["code"] == -32600
+        # A body that does not say it is JSON is the SDK's to refuse, as it did.
+        text = {**session, "content-type": "text/plain"}
+        assert "Invalid Content-Type" in client.post("/mcp", content=b"[", headers=text).text
+        # A batch is refused as invalid, as over stdio, not as invalid params.
+        batch = client.post("/mcp", json=[{**ping, "id": 2}], headers=session)
+        assert (batch.status_code, batch.json()["error"]["code"]) == (400, -32600)
+        # What is a message still reaches the SDK, notifications included.
+        notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert client.post("/mcp", json=notice, headers=session).status_code == 202
+        pinged = client.post("/mcp", json={**ping, "id": 3}, headers=session)
+        assert pinged.status_code == 200
+        assert '"id":3' in pinged.text

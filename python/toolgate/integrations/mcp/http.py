@@ -36,11 +36,12 @@ from typing import Any
 
 import uvicorn
 from mcp.server.lowlevel import Server
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from starlette.middleware.cors import CORSMiddleware
 
 from toolgate.asgi import (
     App,
+    Message,
     NotCancelled,
     Receive,
     Scope,
@@ -59,6 +60,7 @@ from toolgate.browser_guard import (
 )
 from toolgate.errors import InvalidInputError
 from toolgate.integrations.mcp.metrics import ProxyMetrics
+from toolgate.integrations.mcp.stdio_server import refusal
 
 __all__ = [
     "GRACE_SECONDS",
@@ -218,6 +220,7 @@ def proxy_app(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         session_idle_timeout=session_idle_timeout,
     )
+    app = _Messages(app)
     if metrics is not None:
         app = _Route(METRICS_PATH, _reads_only(metrics.asgi_app()), app)
     if listener.token is not None:
@@ -275,6 +278,56 @@ class _BearerGate:
         """Whether the request carries the token, or is a CORS preflight."""
         token = bearer_token(scope.get("headers", []))
         return _is_preflight(scope) or is_secret(token, self.token)
+
+
+class _Messages:
+    """Answers a ``POST`` whose body is no MCP message with JSON-RPC's error, at 400 (as
+    :func:`~toolgate.integrations.mcp.stdio_server.refusal` has it), and passes the others
+    on, body and all. The SDK's handshake-era transport read a request whose id is null,
+    fractional or a boolean as a notification, and answered 202 with nothing; a batch got
+    "invalid params". A body over the SDK's limit is left to the SDK (its 413), unread."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST" or not _json(scope):
+            await self.app(scope, receive, send)  # the SDK refuses a body not said to be JSON
+            return
+        read: list[bytes] = []
+        size, more = 0, True
+        while more and size <= DEFAULT_MAX_REQUEST_BODY_SIZE:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left: the SDK sees it
+                await self.app(scope, _replayed([message], receive), send)
+                return
+            read.append(message.get("body", b""))
+            size += len(read[-1])
+            more = message.get("more_body", False)
+        body = b"".join(read)
+        answer = None if more else refusal(body.decode("utf-8", "replace"))
+        if answer is not None:
+            error = answer.model_dump(mode="json", by_alias=True, exclude_unset=True)
+            await send_json(send, 400, error)
+            return
+        first: Message = {"type": "http.request", "body": body, "more_body": more}
+        await self.app(scope, _replayed([first], receive), send)
+
+
+def _json(scope: Scope) -> bool:
+    """Whether the request says its body is JSON."""
+    types = [value for name, value in scope.get("headers", []) if name.lower() == b"content-type"]
+    return len(types) == 1 and types[0].lower().startswith(b"application/json")
+
+
+def _replayed(messages: list[Message], receive: Receive) -> Receive:
+    """``receive``, giving ``messages`` first (what was read of a request already)."""
+    waiting = list(messages)
+
+    async def replay() -> Message:
+        return waiting.pop(0) if waiting else await receive()
+
+    return replay
 
 
 class _Route:
