@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcp.types import JSONRPCError
+
 from tests.fixtures.mcp import UPSTREAM
 from tests.integrations.mcp.test_serve import initialize, proxy_process
-from toolgate.integrations.mcp.stdio_server import refusal
+from toolgate.integrations.mcp.stdio_server import checked_line, refusal
 
 
 def answers(process: subprocess.Popen[bytes], count: int, timeout: float = 30.0) -> list[Any]:
@@ -92,3 +94,22 @@ def test_a_refusal_names_what_is_wrong() -> None:
         assert refusal(line) is None
     # A broken answer to the proxy's own request answers nothing: there is nobody to tell.
     assert refusal('{"jsonrpc": "2.0", "id": 4, "result": 5}') is None
+
+
+def test_a_broken_answer_to_the_proxys_request_fails_that_request() -> None:
+    # The SDK drops an answer it cannot read, and the proxy's request it answers (an
+    # upstream's elicitation, passed on) waited its whole 10 minutes: it now fails at once.
+    for line in (
+        '{"jsonrpc": "2.0", "id": 4, "result": null}',
+        '{"jsonrpc": "2.0", "id": 4, "error": {"code": "no"}}',
+    ):
+        read = checked_line(line)
+        assert isinstance(read, str)
+        error = JSONRPCError.model_validate_json(read)
+        assert error.id == 4
+        assert "answer" in error.error.message
+    # One that names no request of the proxy's is left to the SDK, which drops it.
+    unnamed = '{"jsonrpc": "2.0", "id": null, "result": 5}'
+    assert checked_line(unnamed) == unnamed
+    fine = '{"jsonrpc": "2.0", "id": 4, "result": {}}'
+    assert checked_line(fine) == fine

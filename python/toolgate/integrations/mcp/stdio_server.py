@@ -8,8 +8,9 @@ message. The client was never answered and waited for ever. Here each such line 
 as JSON-RPC 2.0 wants: a parse error (-32700) or an invalid request (-32600), with the
 request's id when it has one that can be an id, else ``null``. A batch is refused as a whole:
 MCP 2025-06-18 removed them, and the SDK takes none on either transport (2025-03-26, which
-had them, is served without). A blank line is skipped, and a malformed answer to a request of
-the proxy's is left to the SDK (nobody waits on an answer to an answer).
+had them, is served without). A blank line is skipped. A malformed answer to a request of the
+proxy's is read as an error answering that request, which would otherwise wait until it
+times out.
 
 The transport is the SDK's (its ``stdin`` argument takes the lines it reads), but for
 claiming stdin, which it does only when it opens stdin itself: the same claim is made here,
@@ -30,6 +31,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _UnownedTextWrapper, stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
     ErrorData,
@@ -38,7 +40,7 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
-__all__ = ["checked_stdio_server", "refusal"]
+__all__ = ["checked_line", "checked_stdio_server", "refusal"]
 
 # How much of a parse error's own text is kept in its answer.
 _MAX_REASON = 200
@@ -81,12 +83,12 @@ class _Checked:
         async for line in self._stdin:
             if not line.strip():
                 continue
-            answer = refusal(line)
-            if answer is None:
-                yield line
+            read = checked_line(line)
+            if isinstance(read, str):
+                yield read
                 continue
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                await self._refused.send(answer)
+                await self._refused.send(read)
 
 
 async def _answer(refusals: MemoryObjectReceiveStream[JSONRPCError], write: Any) -> None:
@@ -94,6 +96,23 @@ async def _answer(refusals: MemoryObjectReceiveStream[JSONRPCError], write: Any)
     with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
         async for answer in refusals:
             await write.send(SessionMessage(answer))
+
+
+def checked_line(line: str) -> str | JSONRPCError:
+    """What the SDK is to read for the client's ``line``: the line, or for an answer to a
+    request of the proxy's that is no JSON-RPC answer, an error answering that request
+    (the SDK would drop it, and the request would wait until it times out: an upstream's
+    elicitation passed on, 10 minutes); or the error to answer the client with
+    (:func:`refusal`)."""
+    refused = refusal(line)
+    if refused is not None:
+        return refused
+    value = pydantic_core.from_json(line)  # an object, as refusal found
+    if "method" in value or not _is_id(value.get("id")) or _is_message(value):
+        return line
+    why = 'the proxy\'s client answered with no JSON-RPC answer (a "result" object, or an'
+    error = _error(value["id"], INTERNAL_ERROR, f'{why} "error" with a code and a message)')
+    return error.model_dump_json(by_alias=True, exclude_unset=True)
 
 
 def refusal(line: str) -> JSONRPCError | None:
@@ -114,9 +133,7 @@ def refusal(line: str) -> JSONRPCError | None:
     if has_id and not _is_id(request_id):
         # The SDK reads it as a notification, which is never answered.
         return _error(None, INVALID_REQUEST, "Invalid Request: an id is a string or an integer")
-    try:
-        jsonrpc_message_adapter.validate_python(value, by_name=False)
-    except ValidationError:
+    if not _is_message(value):
         return _error(
             request_id if has_id else None,
             INVALID_REQUEST,
@@ -124,6 +141,14 @@ def refusal(line: str) -> JSONRPCError | None:
             '"method", "params" an object if given)',
         )
     return None
+
+
+def _is_message(value: object) -> bool:
+    try:
+        jsonrpc_message_adapter.validate_python(value, by_name=False)
+    except ValidationError:
+        return False
+    return True
 
 
 def _is_id(value: object) -> bool:
