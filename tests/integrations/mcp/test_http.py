@@ -498,3 +498,15 @@ def test_a_request_whose_id_cannot_be_one_is_answered_with_an_error() -> None:
         pinged = client.post("/mcp", json={**ping, "id": 3}, headers=session)
         assert pinged.status_code == 200
         assert '"id":3' in pinged.text
+
+
+def test_a_broken_answer_to_the_proxys_request_is_read_as_an_error_answering_it() -> None:
+    # The SDK refused it (400) and dropped it, so the proxy's request waited until it timed
+    # out; it now reaches the SDK as an error answering that request.
+    listener = HttpListener.parse("127.0.0.1:8765", token=None, open_to_all=False)
+    with proxy_client(listener) as client:
+        opened = client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+        session = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = "2025-06-18"
+        broken = {"jsonrpc": "2.0", "id": 7, "result": None}
+        assert client.post("/mcp", json=broken, headers=session).status_code == 202

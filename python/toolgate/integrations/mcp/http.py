@@ -37,6 +37,7 @@ from typing import Any
 import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
+from mcp.types import JSONRPCError
 from starlette.middleware.cors import CORSMiddleware
 
 from toolgate.asgi import (
@@ -60,7 +61,7 @@ from toolgate.browser_guard import (
 )
 from toolgate.errors import InvalidInputError
 from toolgate.integrations.mcp.metrics import ProxyMetrics
-from toolgate.integrations.mcp.stdio_server import refusal
+from toolgate.integrations.mcp.stdio_server import checked_line
 
 __all__ = [
     "GRACE_SECONDS",
@@ -281,11 +282,13 @@ class _BearerGate:
 
 
 class _Messages:
-    """Answers a ``POST`` whose body is no MCP message with JSON-RPC's error, at 400 (as
-    :func:`~toolgate.integrations.mcp.stdio_server.refusal` has it), and passes the others
-    on, body and all. The SDK's handshake-era transport read a request whose id is null,
-    fractional or a boolean as a notification, and answered 202 with nothing; a batch got
-    "invalid params". A body over the SDK's limit is left to the SDK (its 413), unread."""
+    """Answers a ``POST`` whose body is no MCP message with JSON-RPC's error, at 400, and
+    passes the others on, body and all, a broken answer to a request of the proxy's as an
+    error answering it (as :func:`~toolgate.integrations.mcp.stdio_server.checked_line` has
+    it). The SDK's handshake-era transport read a request whose id is null, fractional or a
+    boolean as a notification, and answered 202 with nothing; a batch got "invalid params";
+    a broken answer was dropped, its request left waiting. A body over the SDK's limit is
+    left to the SDK (its 413), unread."""
 
     def __init__(self, app: App) -> None:
         self.app = app
@@ -305,11 +308,14 @@ class _Messages:
             size += len(read[-1])
             more = message.get("more_body", False)
         body = b"".join(read)
-        answer = None if more else refusal(body.decode("utf-8", "replace"))
-        if answer is not None:
-            error = answer.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        text = body.decode("utf-8", "replace")
+        checked = text if more else checked_line(text)
+        if isinstance(checked, JSONRPCError):
+            error = checked.model_dump(mode="json", by_alias=True, exclude_unset=True)
             await send_json(send, 400, error)
             return
+        if checked != text:  # a broken answer, read as an error answering its request
+            body = checked.encode()
         first: Message = {"type": "http.request", "body": body, "more_body": more}
         await self.app(scope, _replayed([first], receive), send)
 
