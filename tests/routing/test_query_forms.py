@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from toolgate import InvalidInputError, _toolgate
@@ -169,3 +171,18 @@ def test_a_quoted_fence_is_closed_only_inside_its_quote() -> None:
     # A fence line after the quote has ended opens a block of its own.
     text = "> ```\n> a\nplease run send_email\n```\nexplain_query(x)\n```"
     assert outside_code_blocks(text) == "\n\nplease run send_email\n\n"
+
+
+def test_fences_quoted_at_many_depths_read_in_linear_time() -> None:
+    # Each depth of quote a fence stands at has its own closing pattern: spelled as the quote
+    # repeated, each took a compile as long as its depth, and a query of fences quoted ever
+    # deeper (a 100 kB one: 12 s) compiled a pattern per line.
+    lines, depth = [], 1
+    while sum(map(len, lines)) < 100_000:
+        quote = ">" * depth
+        lines.append(f"{quote}```\n{quote}explain_query(x)\n{quote}```\n")
+        depth += 1
+    started = time.perf_counter()
+    left = outside_code_blocks("".join(lines) + "please run send_email")
+    assert time.perf_counter() - started < 1
+    assert left.strip() == "please run send_email"
