@@ -95,15 +95,12 @@ def _mapped_files() -> set[str]:
     return {line.split(maxsplit=5)[5] for line in lines if len(line.split(maxsplit=5)) == 6}
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc")
-@pytest.mark.usefixtures("no_cyclic_gc")
-def test_a_dropped_router_unmaps_its_index_before_removing_its_files(
-    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Windows refuses to delete a file that is mapped, and the router's finalizer removed its
-    temporary directory while the router still held the index: each router built without a
-    path left its matrix file in the temporary folder there. Emulated: a mapped file is not
-    unlinked."""
+@pytest.fixture
+def mapped_files_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows refuses to delete a file that is mapped: emulated, a mapped file (per
+    /proc/self/maps) is not unlinked."""
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("needs /proc")
     real_unlink = os.unlink
 
     def unlink(path: Any, *, dir_fd: int | None = None) -> None:
@@ -115,10 +112,33 @@ def test_a_dropped_router_unmaps_its_index_before_removing_its_files(
         real_unlink(path, dir_fd=dir_fd)
 
     monkeypatch.setattr(os, "unlink", unlink)
+
+
+@pytest.mark.usefixtures("no_cyclic_gc", "mapped_files_stay")
+def test_a_dropped_router_unmaps_its_index_before_removing_its_files(embedder: Embedder) -> None:
+    """The router's finalizer removed its temporary directory while the router still held
+    the index: on Windows each router built without a path left its matrix file in the
+    temporary folder."""
     router = _temporary_router(embedder)
     router.route("weather in Oslo")
     workdir = router._parts.workdir
     del router
+    assert workdir is not None
+    assert not workdir.exists()
+
+
+@pytest.mark.usefixtures("mapped_files_stay")
+def test_a_router_the_cyclic_gc_frees_removes_its_files_once_unmapped(embedder: Embedder) -> None:
+    """The cyclic GC runs weak references' callbacks (the router's finalizer) before
+    ``__del__``: a router held in a cycle (an agent's object, a frame in a traceback) had its
+    directory removed while its index was still mapped, and on Windows left it for good."""
+    router = _temporary_router(embedder)
+    router.route("weather in Oslo")
+    workdir = router._parts.workdir
+    holder: dict[str, Any] = {"router": router}
+    holder["self"] = holder
+    del router, holder
+    gc.collect()
     assert workdir is not None
     assert not workdir.exists()
 

@@ -104,6 +104,8 @@ class Router(BoundToProcess):
             # removed when the router is collected (an explicit finalizer, not
             # TemporaryDirectory, whose implicit clean-up warns).
             weakref.finalize(self, _remove_owned_directory, parts.workdir, os.getpid())
+            # The router's own, by its id: a copy (with_config's view) has this dict's too.
+            self._owned_directory = (id(self), parts.workdir, os.getpid())
         self._pipeline = RoutePipeline(
             parts.index, parts.bm25, parts.outline, parts.vocabulary, parts.config, embedder,
             self._catalog.get, parts.null,  # a lambda over self: a cycle, files kept till GC
@@ -111,11 +113,16 @@ class Router(BoundToProcess):
         self._schema_cache = default_cache(_SCHEMA_CACHE_ENTRIES)
 
     def __del__(self) -> None:
-        # Run before the finalizer above (weak references are cleared after __del__): the
-        # index is let go here, so its file is no longer mapped when the directory is
-        # removed. Windows refuses to delete a mapped file, which stayed in its temp folder.
+        # Freed by reference counting, run before the finalizer above (weak references are
+        # cleared after __del__): the index is let go here, so its file is no longer mapped
+        # when the directory is removed. Windows refuses to delete a mapped file.
         self.__dict__.pop("_pipeline", None)
         self.__dict__.pop("_parts", None)
+        # The cyclic GC runs weak references' callbacks first: the finalizer then removed the
+        # directory while the index was still mapped. Removed again now that it is not.
+        owned = self.__dict__.get("_owned_directory")
+        if owned is not None and owned[0] == id(self):
+            _remove_owned_directory(*owned[1:])
 
     @property
     def catalog(self) -> Catalog:
