@@ -28,6 +28,7 @@ from toolgate.promotion.promote import promote_tools
 from toolgate.promotion.schema_source import (
     MAX_SCHEMA_FILE_BYTES,
     CatalogSchemaSource,
+    DirectorySchemaSource,
     McpSchemaSource,
     default_cache,
 )
@@ -769,6 +770,34 @@ def test_a_directory_source_refuses_a_file_spelled_otherwise_than_the_id(
     )
     with pytest.raises(CatalogError, match=r"s/getuser.* spelled .*getUser\.json"):
         promote_tools(catalog, ["s/getuser"], schema_source=tmp_path)
+
+
+def test_a_directory_source_lists_a_folder_again_only_once_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each read looks its file up in its folder's listing: listed on every read, a folder of
+    10,000 schema files cost 10 ms a schema. A listing serves while the folder is unchanged,
+    and a file it does not hold is looked for in a new one (it may be newer than the listing)."""
+    (tmp_path / "s").mkdir()
+    names = [f"tool_{i}" for i in range(20)]
+    for name in names:
+        (tmp_path / "s" / f"{name}.json").write_text(json.dumps(_schema(name)))
+    listed: list[str] = []
+    real_listdir = os.listdir
+
+    def listdir(path: Any = ".") -> list[str]:
+        listed.append(os.fspath(path))
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    source = DirectorySchemaSource(tmp_path)
+    assert [source.fetch(f"s/{name}") for name in names] == [_schema(name) for name in names]
+    assert sorted(listed) == sorted([str(tmp_path), str(tmp_path / "s")])
+    # Added within the tick of the folder's clock that the listing saw (its time kept).
+    before = os.stat(tmp_path / "s")
+    (tmp_path / "s" / "added.json").write_text(json.dumps(_schema("added")))
+    os.utime(tmp_path / "s", ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert source.fetch("s/added") == _schema("added")
 
 
 @pytest.mark.parametrize("fmt", PROVIDERS)

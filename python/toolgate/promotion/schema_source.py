@@ -33,6 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 from toolgate import _toolgate
 from toolgate.catalog.catalog import Catalog
 from toolgate.errors import CatalogError, InvalidInputError
+from toolgate.forks import fork_safe_lock
 from toolgate.formats.mcp import is_jsonrpc_response, jsonrpc_error
 from toolgate.json_limits import loads, read_text
 
@@ -128,7 +129,9 @@ class DirectorySchemaSource:
         folder = self._root
         for part in Path(f"{tool_id}.json").parts:
             try:
-                names = os.listdir(folder)
+                names = _listing(folder)
+                if part not in names:  # the file may be newer than the listing kept
+                    names = _listing(folder, fresh=True)
             except OSError:  # a folder this user may search but not list: nothing to go by
                 return None
             if part not in names:
@@ -316,6 +319,29 @@ def _forget(key: int, ref: weakref.ref[Any]) -> None:
     held = _SERIALS.get(key)
     if held is not None and held[0] is ref:
         _SERIALS.pop(key, None)
+
+
+# Folders' listings by path, each with the folder's stat when listed: listed on every read,
+# a folder of 10,000 schema files cost 10 ms a schema. A few hundred folders at most.
+_LISTINGS: dict[Path, tuple[tuple[int, ...], frozenset[str]]] = {}
+_LISTINGS_KEPT = 256
+_LISTINGS_LOCK = fork_safe_lock()
+
+
+def _listing(folder: Path, *, fresh: bool = False) -> frozenset[str]:
+    """The names in ``folder`` (an ``OSError`` if it cannot be listed): the listing kept while
+    the folder's modification time, size and inode stay the same, unless ``fresh``."""
+    info = os.stat(folder)
+    stamp = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_dev)
+    kept = _LISTINGS.get(folder)
+    if not fresh and kept is not None and kept[0] == stamp:
+        return kept[1]
+    names = frozenset(os.listdir(folder))
+    with _LISTINGS_LOCK:
+        if folder not in _LISTINGS and len(_LISTINGS) >= _LISTINGS_KEPT:
+            del _LISTINGS[next(iter(_LISTINGS))]  # the oldest listed
+        _LISTINGS[folder] = (stamp, names)
+    return names
 
 
 def _file_token(path: Path) -> int:
