@@ -167,6 +167,16 @@ def test_a_fence_in_a_list_item_or_a_quote_is_a_code_block(text: str, left: str)
     assert outside_code_blocks(text) == left
 
 
+@pytest.mark.parametrize("quote", ["", "> "])
+def test_a_fence_closes_on_a_line_ending_in_cr_lf(quote: str) -> None:
+    # A browser's text area and Windows clients end lines with CR LF: the closing fence's
+    # line ended in "\r", which no closing fence was, and the block took the request after it.
+    lines = ["my script:", "```", "requests.get(url)", "```", "send_email it"]
+    left = outside_code_blocks("\r\n".join(quote + line for line in lines))
+    assert "send_email it" in left
+    assert "requests.get" not in left
+
+
 def test_a_quoted_fence_is_closed_only_inside_its_quote() -> None:
     # A fence line after the quote has ended opens a block of its own.
     text = "> ```\n> a\nplease run send_email\n```\nexplain_query(x)\n```"

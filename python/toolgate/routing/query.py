@@ -131,7 +131,8 @@ def _block_end(text: str, opening: re.Match[str]) -> int:
 def _block_close(char: str, length: int, depth: int) -> re.Pattern[str]:
     """The line that closes a block fenced with ``length`` of ``char``, ``depth`` block quotes
     deep: its closing fence, or (quoted) the first line out of the quote."""
-    fence = rf"[ \t>]*{re.escape(char)}{{{length},}}[ \t]*$"
+    # "\r": a line may end in CR LF (a browser's text area, a Windows client).
+    fence = rf"[ \t>]*{re.escape(char)}{{{length},}}[ \t]*\r?$"
     if not depth:
         return re.compile("^" + fence, re.MULTILINE)
     # A counted repeat, not the quote spelled ``depth`` times: that pattern took a compile as
