@@ -177,6 +177,25 @@ def test_a_fence_closes_on_a_line_ending_in_cr_lf(quote: str) -> None:
     assert "requests.get" not in left
 
 
+@pytest.mark.parametrize(
+    ("text", "left"),
+    [
+        # An item's unclosed fence ends with the item: at the next item less indented.
+        ("steps:\n- ```\n  requests.get(url)\n- send_email it", "steps:\n\n\n- send_email it"),
+        ("1. ```\n   explain_query(x)\n2. send_email it", "\n\n2. send_email it"),
+        ("- a\n  - ```\n    x()\n  - send_email it", "- a\n\n\n  - send_email it"),
+        # A line indented as the item's content is the block's, a list item or not.
+        ("- ```\n  - x()\n  ```\nsend_email it", "\n\nsend_email it"),
+        # A fence out of any list (at most three spaces in) holds list items.
+        ("  ```\n- x()\n1. y()\n  ```\nsend_email it", "\n\nsend_email it"),
+    ],
+)
+def test_a_fence_in_a_list_item_ends_with_the_item(text: str, left: str) -> None:
+    # Read as open to the end, "- ```" left unclosed took every later item, and the request
+    # written in one, where before list fences were read it named its tool.
+    assert outside_code_blocks(text) == left
+
+
 def test_a_quoted_fence_is_closed_only_inside_its_quote() -> None:
     # A fence line after the quote has ended opens a block of its own.
     text = "> ```\n> a\nplease run send_email\n```\nexplain_query(x)\n```"

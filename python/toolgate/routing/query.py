@@ -112,27 +112,38 @@ def outside_code_blocks(text: str) -> str:
 
 def _block_end(text: str, opening: re.Match[str]) -> int:
     """Where the fenced block ``opening`` starts ends: at the end of its closing fence's line,
-    before the first line out of the block quote it stands in (CommonMark ends an unclosed
-    block with its container), or at the end of ``text``. One search, not a loop over the
-    block's lines: a pasted log runs to many thousands of them."""
-    fence = opening["fence"]
+    before the first line out of the block quote or the list item it stands in (CommonMark
+    ends an unclosed block with its container), or at the end of ``text``. One search, not a
+    loop over the block's lines: a pasted log runs to many thousands of them."""
+    fence, containers = opening["fence"], opening["containers"]
     line_end = text.find("\n", opening.end())
     if line_end == -1:
         return len(text)
-    end = _block_close(fence[0], len(fence), opening["containers"].count(">"))
+    depth = containers.count(">")
+    # A list item's content is indented to the fence's column: a fence after a list marker,
+    # or one indented four spaces or more, which only an item's content is. (Not a fence at
+    # most three spaces in: a top-level block holds list items.)
+    column = opening.start("fence") - opening.start()
+    listed = not depth and (containers.strip() != "" or column >= 4)
+    end = _block_close(fence[0], len(fence), depth, column if listed else 0)
     found = end.search(text, line_end + 1)
     if found is None:
         return len(text)
-    # An empty match is the first line out of the quote: the block ends before its break.
+    # An empty match is the first line out of the container: the block ends before its break.
     return found.end() if found.end() > found.start() else found.start() - 1
 
 
 @functools.lru_cache(maxsize=64)
-def _block_close(char: str, length: int, depth: int) -> re.Pattern[str]:
+def _block_close(char: str, length: int, depth: int, column: int) -> re.Pattern[str]:
     """The line that closes a block fenced with ``length`` of ``char``, ``depth`` block quotes
-    deep: its closing fence, or (quoted) the first line out of the quote."""
+    deep: its closing fence, or (quoted) the first line out of the quote, or (in a list item
+    whose content starts at ``column``) the first item less indented than that."""
     # "\r": a line may end in CR LF (a browser's text area, a Windows client).
     fence = rf"[ \t>]*{re.escape(char)}{{{length},}}[ \t]*\r?$"
+    if column:
+        # Only an item: a line less indented that is not one may be code pasted carelessly.
+        item = rf"(?= {{0,{column - 1}}}(?:[-+*]|\d{{1,9}}[.)])(?:[ \t]|\r?$))"
+        return re.compile(rf"^(?:{fence}|{item})", re.MULTILINE)
     if not depth:
         return re.compile("^" + fence, re.MULTILINE)
     # A counted repeat, not the quote spelled ``depth`` times: that pattern took a compile as
