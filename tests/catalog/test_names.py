@@ -138,6 +138,14 @@ def test_assignment_does_not_depend_on_order() -> None:
         ("__HTTP2Get__", ["HTTP2", "Get"]),
         ("a: b\tc", ["a", "b", "c"]),
         ("___", []),
+        # An acronym ends before its last capital when a word follows, as BM25 reads names.
+        ("getHTTPResponse", ["get", "HTTP", "Response"]),
+        ("getVRGame", ["get", "VR", "Game"]),
+        ("checkDNSRecord", ["check", "DNS", "Record"]),
+        ("AppyPieAIAppBuilder", ["Appy", "Pie", "AI", "App", "Builder"]),
+        # A plural acronym stays one word.
+        ("listAPIs", ["list", "APIs"]),
+        ("instanceIDs", ["instance", "IDs"]),
     ],
 )
 def test_name_words_split_on_separators_and_camel_case(name: str, words: list[str]) -> None:

@@ -55,13 +55,17 @@ _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]+")
 _VALID_FIRST = re.compile(r"[a-zA-Z_]")
 _HASH_LEN = 8
 
-_WORD_SPLIT = re.compile(r"[_\-\s./:]+|(?<=[a-z0-9])(?=[A-Z])")
+# camelCase parts, and an acronym's end before a capitalised word (`getHTTPResponse` -> `get`
+# `HTTP` `Response`, as the BM25 analyser splits it): the acronym is two capitals or more and
+# the word two lower-case letters or more, so a plural acronym (`listAPIs`) stays one word.
+_WORD_SPLIT = re.compile(r"[_\-\s./:]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z]{2})(?=[A-Z][a-z]{2})")
 
 
 def name_words(name: str, *, keep_case: bool = False) -> list[str]:
     """The words of the tool or parameter name ``name``, split on ``_ - . / :``, white space
-    and camelCase; lower-case unless ``keep_case``. Every split of names into words is this
-    one, so the summary, the embedded text, the pool and ``verify`` read a name alike.
+    and camelCase (an acronym ends before a capitalised word); lower-case unless
+    ``keep_case``. Every split of names into words is this one, so the summary, the embedded
+    text, the pool and ``verify`` read a name alike.
 
     >>> name_words("getRepo_file.contents")
     ['get', 'repo', 'file', 'contents']

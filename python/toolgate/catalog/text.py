@@ -35,8 +35,10 @@ __all__ = [
 #: preamble under a title or longer than a summary left out. 8: a line of one "#" before a
 #: lower-case word ("# of items") is prose, not a heading. 9: boilerplate and addressing
 #: sentences end where a summary's does (:mod:`~toolgate.catalog.sentences`: not at "e.g.").
-#: 10: a word ending like an abbreviation ("movie.", "casino.") ends its sentence.
-TEXT_VERSION = 10
+#: 10: a word ending like an abbreviation ("movie.", "casino.") ends its sentence. 11: a
+#: name's acronym ends before a capitalised word (``getVRGame`` -> ``get VR Game``,
+#: :func:`~toolgate.catalog.names.name_words`).
+TEXT_VERSION = 11
 
 
 def humanize(name: str) -> str:
