@@ -189,8 +189,13 @@ def test_a_utf8_query_with_a_stray_byte_is_still_read_as_utf8(
 
 
 def test_calibrate_reports_a_curve(
-    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path]
-) -> None:
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from toolgate.evaluation import calibrate
+
+    # Four gold entries fit a floor only when one may cost recall 0.25 (see the next test).
+    monkeypatch.setattr(calibrate, "RECALL_TOLERANCE", 0.25)
     tools, queries = tiny_set
     report = run_json(
         capsys, "calibrate", "--tools", str(tools), "--queries", str(queries), "--json"
@@ -204,16 +209,36 @@ def test_calibrate_reports_a_curve(
     chosen = next(p for p in alphas if p["alpha"] == fitted)
     assert fitted == 0.65 or chosen["ndcg"] >= alphas[0]["ndcg"] + 0.005
     assert chosen["ndcg"] == max(p["ndcg"] for p in alphas) or fitted == 0.65
-    # The threshold is the F1-best at that alpha of those keeping recall within 0.01 of the
-    # lowest threshold's.
+    # The threshold is the F1-best at that alpha of those keeping recall within the
+    # tolerance of the lowest threshold's.
     best = report["best"]
     assert best["alpha"] == fitted
     at_alpha = [p for p in report["curve"] if p["alpha"] == fitted]
     lowest = min(at_alpha, key=lambda p: p["threshold"])
-    kept = [p for p in at_alpha if p["recall"] >= lowest["recall"] - 0.01]
+    kept = [p for p in at_alpha if p["recall"] >= lowest["recall"] - 0.25]
     assert best["f1"] == max(p["f1"] for p in kept)
-    assert best["recall"] >= lowest["recall"] - 0.01
+    assert best["recall"] >= lowest["recall"] - 0.25
     assert report["config"]["threshold"] == best["threshold"]
+    assert report["notes"] == []
+
+
+def test_calibrate_keeps_the_router_s_floor_when_too_few_gold_entries(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Below 1 / 0.01 gold entries, keeping recall within 0.01 means losing none, and F1 put
+    the floor just under the sample's lowest gold cosine: on 10 MetaTool queries 0.34, with
+    which the saved router routed nothing for a fifth of held-out requests."""
+    tools, queries = tiny_set
+    out = tmp_path / "fitted"
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries), "--save", str(out)]
+    assert main([*argv, "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["config"]["threshold"] is None  # the router's own
+    assert Router.open(out).config.threshold is None
+    assert "warning: threshold not fitted: 4 gold entries" in captured.err
+    assert len(report["notes"]) == 1
+    assert "label at least 100" in report["notes"][0]
 
 
 def test_calibrate_fits_selection_and_saves_the_router(

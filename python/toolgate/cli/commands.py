@@ -259,6 +259,8 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
         router, queries, progress=not args.json, false_rejections=args.false_rejections
     )
     _warn_selection_missed(report)
+    for note in report.notes:
+        print(f"toolgate calibrate: warning: {note}", file=sys.stderr)
     out = report.to_dict()
     if args.save is not None:
         if report.config.row_centring != router.config.row_centring:

@@ -114,6 +114,8 @@ class CalibrationReport:
     centring_curve: tuple[CentringPoint, ...] = field(default=())
     name_curve: tuple[NamePoint, ...] = field(default=())
     alpha_curve: tuple[AlphaPoint, ...] = field(default=())
+    #: What was left at the router's own value, and why (too few labels to fit it).
+    notes: tuple[str, ...] = field(default=())
 
     @property
     def selection_goal_met(self) -> bool | None:
@@ -151,4 +153,5 @@ class CalibrationReport:
             "centring_curve": [asdict(point) for point in self.centring_curve],
             "name_curve": [asdict(point) for point in self.name_curve],
             "alpha_curve": [asdict(point) for point in self.alpha_curve],
+            "notes": list(self.notes),
         }
