@@ -396,7 +396,9 @@ def _rankings(
     sums = {key: [0.0, 0.0] for key in views}
     for item in progress_bar(relevant, progress, label):
         for key, view in views.items():
-            ids = view.route(item.query, top_k=top_k, adaptive=False).ids
+            # decide=False: the "no tool needed" decision is fitted on its own, last; the
+            # router's current threshold (fitted before, maybe) must not blank queries here.
+            ids = view.route(item.query, top_k=top_k, adaptive=False, decide=False).ids
             ranks = gold_hits(item.gold, ids, [view.catalog[i].name for i in ids])
             sums[key][0] += ndcg(ranks, top_k)
             sums[key][1] += all(ranks)
@@ -428,10 +430,11 @@ def fit_selection(
     catalog = router.catalog
     for item in progress_bar(relevant, progress, "fitting selection"):
         # One query at a time through every point: its embedding is computed once.
-        plain = router.route(item.query, top_k=top_k, adaptive=False).ids
+        # Without the "no tool needed" decision, as in _rankings.
+        plain = router.route(item.query, top_k=top_k, adaptive=False, decide=False).ids
         reference += _complete(item.gold, plain, catalog)
         for key, view in views.items():
-            shown = view.route(item.query, top_k=top_k, adaptive=True).ids
+            shown = view.route(item.query, top_k=top_k, adaptive=True, decide=False).ids
             total = sums[key]
             total[0] += _complete(item.gold, shown, catalog)
             total[1] += len(shown)
