@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from toolgate import Router
+from toolgate.errors import InvalidInputError
 from toolgate.evaluation.calibrate import calibrate
 from toolgate.evaluation.evaluate import LabelledQuery
 
@@ -59,3 +60,16 @@ def test_calibrating_again_does_not_depend_on_the_no_tool_threshold_fitted(
     assert again.centring_curve == fresh.centring_curve
     assert again.server_curve == fresh.server_curve
     assert again.name_curve == fresh.name_curve
+
+
+def test_calibrate_refuses_queries_whose_gold_names_no_tool(router: Router) -> None:
+    """``toolgate calibrate`` refused such a set, calibrate() fitted on it: F1 0 at every
+    point, and a selection of one tool (min_tools 1, keep_ratio 0.7) reported as meeting its
+    goal, since nothing was complete in the plain top k either."""
+    queries = [
+        LabelledQuery("a", "is it raining", ("get_wether",)),
+        LabelledQuery("b", "what is two plus two", ()),
+    ]
+    message = r"no gold entry of the queries names a tool of the catalog \(a: 'get_wether'\)"
+    with pytest.raises(InvalidInputError, match=message):
+        calibrate(router, queries)

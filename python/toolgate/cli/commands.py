@@ -215,12 +215,9 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
 def _unmatched(router: Router, queries: list[LabelledQuery]) -> tuple[int, str]:
     """How many gold entries of ``queries`` name no tool of the router's catalog, and the
     first five of them for a message."""
-    from toolgate.evaluation.evaluate import unmatched_gold
+    from toolgate.evaluation.evaluate import unmatched_summary
 
-    unmatched = unmatched_gold(router.catalog, queries)
-    shown = ", ".join(f"{qid}: {entry!r}" for qid, entry in unmatched[:5])
-    more = f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else ""
-    return len(unmatched), shown + more
+    return unmatched_summary(router.catalog, queries)
 
 
 def _warn_unmatched(command: str, n: int, shown: str) -> None:

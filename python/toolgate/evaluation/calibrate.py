@@ -68,7 +68,12 @@ from toolgate.evaluation.calibration_report import (
     SelectionPoint,
     ServerPoint,
 )
-from toolgate.evaluation.evaluate import LabelledQuery, labelled_queries, progress_bar
+from toolgate.evaluation.evaluate import (
+    LabelledQuery,
+    labelled_queries,
+    progress_bar,
+    unmatched_summary,
+)
 from toolgate.evaluation.metrics import distinct_gold, gold_hits, ndcg
 from toolgate.routing.router import Router, RouterConfig
 
@@ -170,6 +175,12 @@ def calibrate(
         check_share("false_rejections", false_rejections)
     # Gold entries asking for one tool count once, as toolgate eval counts them.
     queries = [replace(item, gold=distinct_gold(item.gold, router.catalog)) for item in queries]
+    n, shown = unmatched_summary(router.catalog, queries)
+    if n == sum(len(item.gold) for item in queries):
+        # Nothing could be found: every figure is 0, and each fit keeps its first setting.
+        raise InvalidInputError(
+            f"no gold entry of the queries names a tool of the catalog ({shown}): nothing to fit"
+        )
     k = router.config.top_k if top_k is None else top_k
     centring_curve: tuple[CentringPoint, ...] = ()
     if centring:

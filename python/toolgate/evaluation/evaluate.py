@@ -34,6 +34,7 @@ __all__ = [
     "load_queries",
     "progress_bar",
     "unmatched_gold",
+    "unmatched_summary",
 ]
 
 # Far past any labelled set (the largest shared one is a few megabytes), and a bound on what
@@ -218,6 +219,15 @@ def unmatched_gold(catalog: Catalog, queries: Sequence[LabelledQuery]) -> list[t
     invalid when the catalog was loaded)."""
     known = {tool.id for tool in catalog} | {tool.name for tool in catalog}
     return [(item.qid, entry) for item in queries for entry in item.gold if entry not in known]
+
+
+def unmatched_summary(catalog: Catalog, queries: Sequence[LabelledQuery]) -> tuple[int, str]:
+    """How many gold entries of ``queries`` name no tool of ``catalog``, and the first five
+    of them (``qid: 'entry'``) for a message."""
+    unmatched = unmatched_gold(catalog, queries)
+    shown = ", ".join(f"{qid}: {entry!r}" for qid, entry in unmatched[:5])
+    more = f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else ""
+    return len(unmatched), shown + more
 
 
 def progress_bar(
