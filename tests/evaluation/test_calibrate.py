@@ -49,9 +49,10 @@ def test_calibrating_again_does_not_depend_on_the_no_tool_threshold_fitted(
     --false-rejections`` fitted them with the requests it now rejects showing no tool at any
     setting (60 MetaTool queries at 0.39: the plain top k's completeness read 0.78 instead of
     0.87, and another selection was fitted)."""
-    fresh = calibrate(router, QUERIES)
+    # Six queries with gold fit a selection when one may cost completeness 0.2.
+    fresh = calibrate(router, QUERIES, tolerance=0.2)
     fitted_before = replace(router.config, no_tool_threshold=0.0)
-    again = calibrate(router.with_config(fitted_before), QUERIES)
+    again = calibrate(router.with_config(fitted_before), QUERIES, tolerance=0.2)
     assert fresh.top_k_complete is not None
     assert fresh.top_k_complete > 0
     assert again.top_k_complete == fresh.top_k_complete
