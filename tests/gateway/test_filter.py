@@ -711,6 +711,22 @@ def test_the_cache_marker_moves_off_a_denied_tool_when_nothing_is_routed(
     assert all("cache_control" not in t for t in kept[:-1])
 
 
+def test_the_cache_marker_never_moves_onto_a_deferred_tool(gate: ToolFilter) -> None:
+    # Anthropic refuses a tool holding both defer_loading and cache_control (400): the
+    # marker of a denied tool goes to the last kept tool loaded up front.
+    search = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+    eager = anthropic_tools()[:2]
+    eager[-1] = {**eager[-1], "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    deferred = [{**t, "defer_loading": True} for t in anthropic_tools()[2:]]
+    tools = [search, *eager, *deferred]
+    request = {"messages": [{"role": "user", "content": WEATHER}], "tools": tools}
+    kept = gate.filter(request, deny=[eager[-1]["name"]]).request["tools"]
+    assert [t["name"] for t in kept] == [t["name"] for t in tools if t is not eager[-1]]
+    marked = [t["name"] for t in kept if "cache_control" in t]
+    assert marked == [eager[0]["name"]]
+    assert kept[1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+
+
 def test_text_between_a_tag_name_and_its_description_goes_with_the_tool(gate: ToolFilter) -> None:
     text = (
         "<toolname>get_weather</toolname>\nWeather tool:\n<tooldescription>Forecast for a city"

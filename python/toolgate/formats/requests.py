@@ -476,16 +476,20 @@ def _items(value: Any) -> list[Any]:
 
 
 def carry_cache_marker(tools: list[Any], kept: list[Any]) -> list[Any]:
-    """``kept`` with Anthropic's ``cache_control`` marker on its last tool, when the tool
-    that carried it in ``tools`` was filtered out.
+    """``kept`` with Anthropic's ``cache_control`` marker on its last tool loaded up front,
+    when the tool that carried it in ``tools`` was filtered out.
 
     The marker caches the tools block up to it; losing it with its tool would silently turn
-    the application's prompt caching off.
+    the application's prompt caching off. A deferred tool never takes it: Anthropic refuses
+    a tool holding both (400), and deferred tools are no part of the cached prefix anyway.
     """
     marker = next((t["cache_control"] for t in reversed(tools) if "cache_control" in t), None)
-    if marker is None or not kept or any("cache_control" in t for t in kept):
+    if marker is None or any("cache_control" in t for t in kept):
         return kept
-    return [*kept[:-1], {**kept[-1], "cache_control": marker}]
+    last = next((i for i in reversed(range(len(kept))) if not defers(kept[i])), None)
+    if last is None:
+        return kept
+    return [*kept[:last], {**kept[last], "cache_control": marker}, *kept[last + 1 :]]
 
 
 def drop_function_config(request: dict[str, Any], tools: list[Any], kept: list[Any]) -> None:
