@@ -1093,6 +1093,20 @@ def test_a_choice_of_a_shut_out_tool_is_refused_when_nothing_is_routed(gate: Too
         gate.filter(deferred, deny=["send_*"])
 
 
+def test_lists_leaving_only_deferred_tools_are_refused(gate: ToolFilter) -> None:
+    # Claude Code's search tool is a plain custom tool: shut out with every other eager one,
+    # the request would hold deferred tools alone, which Anthropic refuses (400, "All tools
+    # have defer_loading set") in words that blame the client.
+    search = {"name": "ToolSearch", "description": "Load deferred tools.", "input_schema": {}}
+    deferred = [{**t, "defer_loading": True} for t in anthropic_tools()]
+    request = {"messages": [{"role": "user", "content": WEATHER}], "tools": [search, *deferred]}
+    with pytest.raises(InvalidInputError, match=r"loads up front \('ToolSearch'\)"):
+        gate.filter(request, allow=["get_weather", "send_email"])
+    kept = gate.filter(request, deny=["send_email"]).request["tools"]
+    names = [t["name"] for t in deferred if t["name"] != "send_email"]
+    assert [t["name"] for t in kept] == ["ToolSearch", *names]
+
+
 def test_the_callers_lists_hold_for_legacy_functions(gate: ToolFilter) -> None:
     # OpenAI Chat's legacy "functions" are offered too: a denied one must not be.
     functions = [

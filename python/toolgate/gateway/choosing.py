@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from toolgate.arguments import shown
 from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.errors import InvalidInputError
@@ -26,7 +27,14 @@ from toolgate.promotion.budget import (
 )
 from toolgate.routing.result import RouteResult
 
-__all__ = ["Outcome", "choose", "refuse_shut_choice", "refuse_unmet_requirement", "shut_out_read"]
+__all__ = [
+    "Outcome",
+    "choose",
+    "kept_searchable",
+    "refuse_shut_choice",
+    "refuse_unmet_requirement",
+    "shut_out_read",
+]
 
 
 @dataclass(frozen=True)
@@ -205,6 +213,34 @@ def refuse_unmet_requirement(cause: str) -> None:
     """Refuse a tool choice requiring a call when ``cause`` left none of the request's tools:
     dropping the choice with them would turn a required call into text."""
     raise InvalidInputError(f"the request's tool choice requires a tool call, but {cause}")
+
+
+def kept_searchable(
+    tools: list[Any], kept: list[tuple[int, Any]], provider: str
+) -> list[tuple[int, Any]]:
+    """``kept``, the entries (with their positions) of a request's ``tools`` that the allow /
+    deny lists left, as the provider takes them when the request defers tools to a search.
+
+    Anthropic refuses a request whose tools are all deferred (400, "All tools have
+    defer_loading set"), blaming the client for the lists: that is refused here, naming the
+    tools shut out.
+    """
+    # An MCP toolset may load some of its tools up front: only a tool marked counts.
+    if provider == "anthropic" and kept and all(_deferred(t) for _, t in kept):
+        eager = [t.get("name") for t in tools if isinstance(t, Mapping) and not _deferred(t)]
+        if eager:
+            raise InvalidInputError(
+                "the allow / deny lists shut out every tool the request loads up front ("
+                f"{', '.join(shown(name) for name in eager)}), leaving only tools deferred to "
+                "a tool search, which Anthropic refuses: admit one of them (the client's "
+                "search tool)"
+            )
+    return kept
+
+
+def _deferred(tool: Any) -> bool:
+    """Whether ``tool`` is marked ``defer_loading``."""
+    return isinstance(tool, Mapping) and tool.get("defer_loading") is True
 
 
 def shut_functions(

@@ -43,6 +43,7 @@ from toolgate.formats import genai_sdk, text_tags
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool
 from toolgate.gateway.choosing import (
     choose,
+    kept_searchable,
     refuse_shut_choice,
     refuse_unmet_requirement,
     shut_functions,
@@ -421,6 +422,7 @@ class ToolFilter(BoundToProcess):
             refuse_unmet_requirement("the allow / deny lists shut out all of its tools")
         routable = frozenset(i for i, _ in slots)
         entries = kept_entries(tools, keep, routable, provider == "gemini")
+        entries = kept_searchable(tools, entries, provider)
         put_tools(out, tools, [entry for _, entry in entries], provider)
         positions = tuple(i for i, _ in entries)
         names = {read[k].name for k in shut if isinstance(read[k].name, str)}
