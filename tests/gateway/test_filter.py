@@ -1107,6 +1107,26 @@ def test_lists_leaving_only_deferred_tools_are_refused(gate: ToolFilter) -> None
     assert [t["name"] for t in kept] == ["ToolSearch", *names]
 
 
+def test_a_hosted_tool_search_goes_with_the_last_deferred_tool(gate: ToolFilter) -> None:
+    # OpenAI refuses a hosted tool_search with nothing deferred to search: once the lists
+    # shut out every deferred tool, it goes too.
+    eager, deferred = responses_tools()[:2], responses_tools()[2:]
+    tools = [{"type": "tool_search"}, *eager, *({**t, "defer_loading": True} for t in deferred)]
+    request = {"input": WEATHER, "tools": tools}
+    kept = gate.filter(request, allow=["get_weather", "search_flights"]).request["tools"]
+    assert kept == eager
+    some = gate.filter(request, deny=["send_email"]).request["tools"]
+    assert some[0] == {"type": "tool_search"}
+    assert "send_email" not in str(some)
+    members = [{**t, "defer_loading": True} for t in deferred]
+    namespace = {"type": "namespace", "name": "mail", "description": "Mail.", "tools": members}
+    grouped = gate.filter({**request, "tools": [*tools, namespace]}, allow=["get_*"]).request
+    assert grouped["tools"][0] == {"type": "tool_search"}  # the namespace still defers some
+    client = {"type": "tool_search", "execution": "client"}
+    searched = gate.filter({**request, "tools": [client, *tools[1:]]}, allow=["get_*"]).request
+    assert searched["tools"][0] == client  # the client searches what it likes
+
+
 def test_the_callers_lists_hold_for_legacy_functions(gate: ToolFilter) -> None:
     # OpenAI Chat's legacy "functions" are offered too: a denied one must not be.
     functions = [

@@ -16,6 +16,7 @@ from toolgate.catalog.catalog import Catalog
 from toolgate.catalog.scopes import ScopeMatcher
 from toolgate.errors import InvalidInputError
 from toolgate.formats.raw import DEFAULT_SERVER, RawTool, base_provider
+from toolgate.formats.requests import defers
 from toolgate.formats.tokens import count_tools
 from toolgate.gateway.indexes import IndexedTools
 from toolgate.promotion.budget import (
@@ -223,7 +224,8 @@ def kept_searchable(
 
     Anthropic refuses a request whose tools are all deferred (400, "All tools have
     defer_loading set"), blaming the client for the lists: that is refused here, naming the
-    tools shut out.
+    tools shut out. OpenAI refuses a hosted ``tool_search`` with nothing deferred to search:
+    it goes once no deferred tool is left (one the client runs searches what it likes).
     """
     # An MCP toolset may load some of its tools up front: only a tool marked counts.
     if provider == "anthropic" and kept and all(_deferred(t) for _, t in kept):
@@ -235,12 +237,40 @@ def kept_searchable(
                 "a tool search, which Anthropic refuses: admit one of them (the client's "
                 "search tool)"
             )
+    elif (
+        provider == "openai-responses"
+        and not any(_searchable(t) for _, t in kept)
+        # Only once the lists took the last deferred tool: what else a search may reach is
+        # OpenAI's to say.
+        and any(map(_searchable, tools))
+    ):
+        return [(i, t) for i, t in kept if not _hosted_search(t)]
     return kept
 
 
 def _deferred(tool: Any) -> bool:
     """Whether ``tool`` is marked ``defer_loading``."""
     return isinstance(tool, Mapping) and tool.get("defer_loading") is True
+
+
+def _searchable(tool: Any) -> bool:
+    """Whether a Responses ``tool`` defers tools to a search: itself, or a namespace member."""
+    if not isinstance(tool, Mapping):
+        return False
+    if defers(tool):
+        return True
+    members = tool.get("tools") if tool.get("type") == "namespace" else None
+    listed = members if isinstance(members, list) else []
+    return any(isinstance(m, Mapping) and defers(m) for m in listed)
+
+
+def _hosted_search(tool: Any) -> bool:
+    """Whether ``tool`` is OpenAI's hosted ``tool_search`` (not one the client runs)."""
+    return (
+        isinstance(tool, Mapping)
+        and tool.get("type") == "tool_search"
+        and tool.get("execution") != "client"
+    )
 
 
 def shut_functions(
