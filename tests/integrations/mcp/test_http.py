@@ -495,6 +495,9 @@ def test_a_request_whose_id_cannot_be_one_is_answered_with_an_error() -> None:
         # What is a message still reaches the SDK, notifications included.
         notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         assert client.post("/mcp", json=notice, headers=session).status_code == 202
+        # A notification with a null id (JSON-RPC 1.0's) too: nobody waits for an answer.
+        old_style = {**notice, "id": None}
+        assert client.post("/mcp", json=old_style, headers=session).status_code == 202
         pinged = client.post("/mcp", json={**ping, "id": 3}, headers=session)
         assert pinged.status_code == 200
         assert '"id":3' in pinged.text

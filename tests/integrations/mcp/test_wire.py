@@ -113,3 +113,19 @@ def test_a_broken_answer_to_the_proxys_request_fails_that_request() -> None:
     assert checked_line(unnamed) == unnamed
     fine = '{"jsonrpc": "2.0", "id": 4, "result": {}}'
     assert checked_line(fine) == fine
+
+
+def test_a_notification_with_a_null_id_is_read_as_one() -> None:
+    # JSON-RPC 1.0 spelled a notification with "id": null, and clients built on its
+    # libraries still do; the SDK reads one as the notification it is. Refused, a client's
+    # notifications/initialized was lost (its session never began), and it got an answer
+    # to a message that awaits none.
+    for line in (
+        '{"jsonrpc": "2.0", "id": null, "method": "notifications/initialized"}',
+        '{"jsonrpc": "2.0", "id": null, "method": "notifications/cancelled", '
+        '"params": {"requestId": 3}}',
+    ):
+        assert refusal(line) is None
+        assert checked_line(line) == line
+    # A request with a null id is still refused: its client waits for an answer.
+    assert refusal('{"jsonrpc": "2.0", "id": null, "method": "ping"}') is not None

@@ -130,7 +130,7 @@ def refusal(line: str) -> JSONRPCError | None:
     has_id, request_id = "id" in value, value.get("id")
     if "method" not in value and ("result" in value or "error" in value):
         return None  # an answer to the proxy: a broken one is the SDK's to drop
-    if has_id and not _is_id(request_id):
+    if has_id and not _is_id(request_id) and not _null_id_notification(value):
         # The SDK reads it as a notification, which is never answered.
         return _error(None, INVALID_REQUEST, "Invalid Request: an id is a string or an integer")
     if not _is_message(value):
@@ -149,6 +149,15 @@ def _is_message(value: object) -> bool:
     except ValidationError:
         return False
     return True
+
+
+def _null_id_notification(value: dict[str, Any]) -> bool:
+    """Whether ``value`` is a notification spelled as JSON-RPC 1.0 had it, with ``"id":
+    null``: the SDK reads it as the notification it is, and its client awaits no answer
+    (refused, a client's ``notifications/initialized`` was lost). MCP's notifications are
+    the methods under ``notifications/``."""
+    method = value.get("method")
+    return value["id"] is None and isinstance(method, str) and method.startswith("notifications/")
 
 
 def _is_id(value: object) -> bool:
