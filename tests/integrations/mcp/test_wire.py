@@ -3,6 +3,7 @@ that sends one is told, never left waiting."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import select
 import subprocess
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp.types import JSONRPCError
 
 from tests.fixtures.mcp import UPSTREAM
@@ -129,3 +131,24 @@ def test_a_notification_with_a_null_id_is_read_as_one() -> None:
         assert checked_line(line) == line
     # A request with a null id is still refused: its client waits for an answer.
     assert refusal('{"jsonrpc": "2.0", "id": null, "method": "ping"}') is not None
+
+
+def test_the_proxy_loads_without_the_sdks_private_claim_of_stdin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # _claim_fd is the SDK's private helper, which any 2.x release may rename: imported with
+    # the module, its loss failed `import` of both transports (http reads checked_line here).
+    import mcp.server.stdio
+
+    import toolgate.integrations.mcp.stdio_server as module
+
+    monkeypatch.delattr(mcp.server.stdio, "_claim_fd")
+    reloaded = importlib.reload(module)
+    try:
+        buffer, release = reloaded.claimed_stdin()
+        # stdin is read in place then, as the SDK itself does when it cannot claim it.
+        assert buffer is sys.stdin.buffer
+        assert release is None
+    finally:
+        monkeypatch.undo()
+        importlib.reload(module)

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from io import TextIOWrapper
+from typing import Any, BinaryIO, cast
 
 import anyio
 import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _UnownedTextWrapper, stdio_server
+from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import (
     INTERNAL_ERROR,
@@ -40,7 +41,7 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
-__all__ = ["checked_line", "checked_stdio_server", "refusal"]
+__all__ = ["checked_line", "checked_stdio_server", "claimed_stdin", "refusal"]
 
 # How much of a parse error's own text is kept in its answer.
 _MAX_REASON = 200
@@ -54,8 +55,8 @@ async def checked_stdio_server(
     the module docstring); ``stdin``: read it instead of the process's stdin (tests)."""
     release = None
     if stdin is None:
-        buffer, release = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
-        stdin = anyio.wrap_file(_UnownedTextWrapper(buffer, encoding="utf-8", errors="replace"))
+        buffer, release = claimed_stdin()
+        stdin = anyio.wrap_file(_Unowned(buffer, encoding="utf-8", errors="replace"))
     # Unbuffered: a client that floods such lines and reads nothing is not read further.
     refused, refusals = anyio.create_memory_object_stream[JSONRPCError](0)
     try:
@@ -70,6 +71,29 @@ async def checked_stdio_server(
         refusals.close()
         if release is not None:
             release()
+
+
+def claimed_stdin() -> tuple[BinaryIO, Callable[[], None] | None]:
+    """The process's stdin, claimed as the SDK's ``stdio_server`` claims it (fd 0 moved to a
+    private descriptor, the null device put in its place), and what releases it. The claim
+    is the SDK's private ``_claim_fd`` (mcp 2.3), imported here: a 2.x release without it
+    leaves stdin read in place, as the SDK does when it cannot claim it, rather than failing
+    to load the proxy's transports."""
+    try:
+        from mcp.server.stdio import _claim_fd, _open_stdin_diversion
+    except ImportError:
+        return sys.stdin.buffer, None
+    buffer, release = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
+    return buffer, release
+
+
+class _Unowned(TextIOWrapper):
+    """A text layer whose close leaves its buffer open: the buffer is the claim's, or the
+    process's own stdin (the SDK's ``_UnownedTextWrapper``)."""
+
+    def close(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.detach()
 
 
 class _Checked:
