@@ -491,6 +491,19 @@ def test_a_refusal_quotes_a_long_value_cut_short(schema: dict[str, Any]) -> None
     assert len(verdict.message) < 800
 
 
+def test_a_refusal_names_a_long_key_of_the_models_cut_short() -> None:
+    # The path names the key, which a free-form map lets the model choose: its 50 KB key
+    # came back whole in the refusal, though the value beside it was cut short.
+    schema = {"type": "object", "additionalProperties": {"type": "integer"}}
+    catalog = Catalog.from_tools([{"name": "f", "description": "F.", "inputSchema": schema}])
+    key = "k" * 50_000
+    verdict = verify_call(catalog, ["default/f"], {"name": "f", "arguments": {key: "x"}})
+    assert verdict.error == "invalid_arguments"
+    assert verdict.path == f"$.{key}"  # the caller's, exact
+    assert len(verdict.message) < 600
+    assert f"at $.{'k' * 80}..." in verdict.message
+
+
 def _documented_formats() -> list[str]:
     """The formats docs/api.md says verify asserts."""
     api = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text("utf-8")

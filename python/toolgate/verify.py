@@ -42,6 +42,7 @@ from toolgate.formats.raw import PROVIDERS, base_provider
 from toolgate.json_limits import json_problem
 from toolgate.promotion.active_set import ActiveSet
 from toolgate.promotion.discovery import TOOL_SEARCH_ID, search_tool
+from toolgate.unicode import printable
 
 __all__ = ["Verdict", "closest_name", "verify_call", "verify_name"]
 
@@ -449,6 +450,8 @@ def _schema_failure(exc: Exception) -> str:
 # Of an enum, the values a refusal lists: the model needs a few to see their shape, and the
 # closest (a misspelling), not all of a long list (2,000 regions were a 32 KB refusal).
 _MAX_ENUM_LISTED = 10
+# Of each key in a refusal's path, the characters shown (the value's cut, ``shown``'s).
+_MAX_KEY_SHOWN = 80
 # A jsonschema message past this is cut in its middle, which keeps its start and its end
 # ("... is not of type 'integer'"): a const or a pattern of the tool's may be of any size.
 _MAX_SCHEMA_MESSAGE = 400
@@ -528,8 +531,10 @@ def _check_arguments(tool: Tool, call: ParsedCall, base: dict[str, Any]) -> Verd
         if missing:
             parts.append(missing.group(1))
     path = _json_path(parts)
+    # A key may be the model's own (a free-form map's): cut short, as its value is.
+    named = _json_path(printable(p, _MAX_KEY_SHOWN) if isinstance(p, str) else p for p in parts)
     message = (
-        f"Invalid arguments for {call.name!r} at {path}: {_bounded(error)}. "
+        f"Invalid arguments for {call.name!r} at {named}: {_bounded(error)}. "
         "Fix the arguments to match the tool's schema and call it again."
     )
     return Verdict(
