@@ -115,6 +115,25 @@ def test_a_url_may_keep_its_path_but_not_its_query_string() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        # A secret file's last newline, kept by ${VAR} expansion in a server's config.
+        "https://mcp.example.com/mcp?api_key=KEY\n",
+        "https://mcp.example.com/x?ids='1','2'&key=KEY",  # a quote, a comma and a quote
+        "https://mcp.example.com/x?key=K EY",
+        "https://mcp.example.com/x?key=K<EY",
+        " https://mcp.example.com/x?key=KEY",
+    ],
+)
+@pytest.mark.parametrize("keep_path", [False, True])
+def test_a_url_not_read_whole_is_cut_all_the_same(url: str, keep_path: bool) -> None:
+    # Read as no URL, it came back whole, key and all (a server's config in its repr).
+    cut = redacted_url(url, keep_path=keep_path)
+    assert "mcp.example.com" in cut
+    assert "EY" not in cut
+
+
 def test_text_that_is_no_url_is_left_as_it_is() -> None:
     assert redacted_url("not a url: /sk-KEY") == "not a url: /sk-KEY"
 

@@ -97,9 +97,16 @@ def _url_pattern() -> tuple[Any, dict[str, int]]:
 def redacted_url(url: str, *, keep_path: bool = False) -> str:
     """``url`` as ``scheme://host:port/...``: no user info, and neither path, query string
     nor fragment (with ``keep_path``, the path kept and the rest cut). Text that is no URL
-    comes back as it is."""
-    match = _url_pattern()[0].fullmatch(_SURROGATE.sub("\ufffd", url))
-    return _cut(url, match, keep_path=keep_path) if match else url
+    comes back as it is (with any URL in it cut, as :func:`redact_urls` cuts one)."""
+    pattern, read = _url_pattern()[0], _SURROGATE.sub("\ufffd", url)
+    if match := pattern.fullmatch(read):
+        return _cut(url, match, keep_path=keep_path)
+    # A URL not read whole (a secret file's last newline, a quote and a comma in its query
+    # string) is one URL all the same: what follows the part read is cut with the rest.
+    if match := pattern.match(read):
+        cut = _cut(url, match, keep_path=keep_path, tail=False)
+        return cut if cut.endswith(_CUT) else f"{cut}{_CUT}"
+    return redact_urls(url, keep_path=keep_path)  # text before it: any URL in it is cut
 
 
 def redact_urls(text: str, *, keep_path: bool = False) -> str:
@@ -115,8 +122,9 @@ def redact_urls(text: str, *, keep_path: bool = False) -> str:
     return "".join(pieces)
 
 
-def _cut(text: str, match: Any, *, keep_path: bool) -> str:
-    """The URL ``match`` found in ``text``, cut down."""
+def _cut(text: str, match: Any, *, keep_path: bool, tail: bool = True) -> str:
+    """The URL ``match`` found in ``text``, cut down; with ``tail``, followed by the text
+    closing the string it stood in."""
 
     def group(name: str) -> str:
         start, end = match.span(_url_pattern()[1][name])
@@ -129,7 +137,7 @@ def _cut(text: str, match: Any, *, keep_path: bool) -> str:
         rest = path if path == rest else f"{path}?{_CUT}"
     elif rest not in ("", "/"):
         rest = f"/{_CUT}"
-    return f"{group('scheme')}://{host}{rest}{group('tail')}"
+    return f"{group('scheme')}://{host}{rest}{group('tail') if tail else ''}"
 
 
 class UrlRedactor(logging.Filter):
