@@ -639,6 +639,45 @@ def test_functions_in_a_responses_namespace_stay_and_their_calls_pass(gate: Tool
     assert "get_customer" in chosen.kept
 
 
+def test_the_callers_lists_hold_for_a_responses_namespaces_functions(gate: ToolFilter) -> None:
+    # A namespace goes whole, unrouted, but its functions are function tools: the lists cut
+    # one they shut out (named bare or as namespace.name) from a copy of the namespace, drop a
+    # namespace left empty, and its call is refused, whether the request was routed or not.
+    members = [
+        {"type": "function", "name": name, "parameters": {"type": "object"}}
+        for name in ("send_email", "read_inbox")
+    ]
+    namespace = {"type": "namespace", "name": "mail", "description": "Mail.", "tools": members}
+    request = {"input": WEATHER, "tools": [*responses_tools()[:2], namespace]}
+    given = copy.deepcopy(request)
+    call = {"type": "function_call", "call_id": "c1", "name": "send_email", "namespace": "mail",
+            "arguments": "{}"}  # fmt: skip
+    cut = {**namespace, "tools": members[1:]}
+    for shape in (request, {**request, "tool_choice": "none"}):
+        for lists in (
+            {"deny": ["send_email"]},
+            {"deny": ["MAIL.send_*"]},
+            {"allow": ["get_weather", "search_flights", "mail.read_inbox"]},
+        ):
+            filtered = gate.filter(shape, top_k=2, **lists)
+            assert filtered.request["tools"][-1] == cut, lists
+            assert gate.verify(call, filtered).error == "tool_not_available"
+            stream = {"name": "mail.send_email", "arguments": {}}  # as a stream names it
+            assert gate.verify(stream, filtered).error == "tool_not_available"
+            assert gate.verify({**call, "name": "read_inbox"}, filtered).ok
+            assert filtered.dropped_count == gate.filter(shape, top_k=2).dropped_count + 1
+        emptied = gate.filter(shape, top_k=2, allow=["get_weather", "search_flights"])
+        assert all(t["type"] == "function" for t in emptied.request["tools"])
+        assert gate.verify({**call, "name": "read_inbox"}, emptied).error == "tool_not_available"
+    assert request == given  # the caller's namespace is copied, never cut in place
+    choice = {"type": "function", "name": "send_email"}
+    with pytest.raises(InvalidInputError, match="'send_email', which the allow / deny lists"):
+        gate.filter({**request, "tool_choice": choice}, deny=["mail.send_email"])
+    allowed = {"type": "allowed_tools", "mode": "auto", "tools": [choice]}
+    with pytest.raises(InvalidInputError, match="'send_email', which the allow / deny lists"):
+        gate.filter({**request, "tool_choice": allowed, "input": []}, deny=["send_email"])
+
+
 def test_a_call_naming_a_responses_namespace_itself_is_unknown(gate: ToolFilter) -> None:
     # A namespace groups functions; its own name is no tool the model can call.
     inner = {"type": "function", "name": "get_customer", "parameters": {"type": "object"}}
@@ -663,7 +702,7 @@ def test_a_required_choice_among_a_namespaces_functions_needs_no_routed_tool(
     allowed = [{"type": "function", "name": "get_customer"}]
     choice = {"type": "allowed_tools", "mode": "required", "tools": allowed}
     request = {"input": WEATHER, "tools": [*responses_tools(), namespace], "tool_choice": choice}
-    filtered = gate.filter(request, deny=["*"])
+    filtered = gate.filter(request, allow=["crm.*"])  # the namespace's functions alone
     assert filtered.request["tools"] == [namespace]
     assert filtered.request["tool_choice"] == choice
     with pytest.raises(InvalidInputError, match="requires a tool call"):
@@ -1120,8 +1159,11 @@ def test_a_hosted_tool_search_goes_with_the_last_deferred_tool(gate: ToolFilter)
     assert "send_email" not in str(some)
     members = [{**t, "defer_loading": True} for t in deferred]
     namespace = {"type": "namespace", "name": "mail", "description": "Mail.", "tools": members}
-    grouped = gate.filter({**request, "tools": [*tools, namespace]}, allow=["get_*"]).request
-    assert grouped["tools"][0] == {"type": "tool_search"}  # the namespace still defers some
+    grouped = gate.filter({**request, "tools": [*tools, namespace]}, allow=["get_*", "mail.*"])
+    assert grouped.request["tools"][0] == {"type": "tool_search"}  # the namespace defers some
+    # The lists hold for a namespace's functions: one left with none goes, and its search.
+    emptied = gate.filter({**request, "tools": [*tools, namespace]}, allow=["get_*"]).request
+    assert [t.get("name") for t in emptied["tools"]] == ["get_weather"]
     client = {"type": "tool_search", "execution": "client"}
     searched = gate.filter({**request, "tools": [client, *tools[1:]]}, allow=["get_*"]).request
     assert searched["tools"][0] == client  # the client searches what it likes

@@ -53,6 +53,7 @@ from toolgate.gateway.filtered import (
     FilteredRequest,
     function_names,
     verify_by_name,
+    verify_cut,
     verify_other,
 )
 from toolgate.gateway.hosted import verify_hosted
@@ -64,6 +65,7 @@ from toolgate.gateway.indexes import (
 )
 from toolgate.gateway.layouts import Layouts, compacted
 from toolgate.gateway.learning import learn_now, lesson_of, verified_call_failures
+from toolgate.gateway.namespaces import cut_namespaces
 from toolgate.gateway.router_store import RouterStore, default_max_stored
 from toolgate.lazy import Lazy
 from toolgate.promotion.budget import Budget
@@ -380,8 +382,13 @@ class ToolFilter(BoundToProcess):
             )
         out = dict(turn.request)
         # Legacy "functions" beside the tools are not routed, but the lists hold for them too.
-        shut = shut_functions(out, pattern_list(options["allow"]), pattern_list(options["deny"]))
+        allow, deny = pattern_list(options["allow"]), pattern_list(options["deny"])
+        shut = shut_functions(out, allow, deny)
         entries = kept_entries(tools, [slots[k] for k in keep], routable, provider == "gemini")
+        # A namespace goes unrouted, but the lists hold for its functions.
+        cut = cut_namespaces(entries, allow, deny)
+        cut.refuse_choice(turn.choice.names, lambda name: bool(routed.catalog.with_name(name)))
+        entries = kept_searchable(tools, cut.entries, provider)
         kept_tools = [
             compacted(layout, tools, i, entry, provider)
             if self.compact and i in routable
@@ -391,9 +398,9 @@ class ToolFilter(BoundToProcess):
         put_tools(out, tools, kept_tools, provider)
         positions = tuple(i for i, _ in entries)
         return FilteredRequest(
-            out, result.route, kept, len(slots) - len(keep) + len(shut), provider, positions,
-            result.budget, routed, result.active, _others=builtin | function_names(out),
-            _shut=frozenset(shut),
+            out, result.route, kept, len(slots) - len(keep) + len(shut) + len(cut.shut),
+            provider, positions, result.budget, routed, result.active,
+            _others=(builtin - cut.shut) | function_names(out), _shut=frozenset(shut) | cut.shut,
         )  # fmt: skip
 
     def _not_routed(self, turn: _Turn, provider: str, options: dict[str, Any]) -> FilteredRequest:
@@ -413,22 +420,25 @@ class ToolFilter(BoundToProcess):
         slots = routable_tools(tools, provider, deferred=True)
         read = read_slots(tools, slots, provider)
         shut = shut_out_read(read, allow, deny)
-        if not shut:
-            return unchanged
         if chosen := [read[k].name for k in sorted(shut) if read[k].name in turn.choice.names]:
             refuse_shut_choice(chosen)
         keep = [slot for k, slot in enumerate(slots) if k not in shut]
-        if turn.choice.required and not keep and not turn.choice.unrouted:
-            refuse_unmet_requirement("the allow / deny lists shut out all of its tools")
         routable = frozenset(i for i, _ in slots)
-        entries = kept_entries(tools, keep, routable, provider == "gemini")
-        entries = kept_searchable(tools, entries, provider)
+        # A namespace goes unrouted, but the lists hold for its functions.
+        cut = cut_namespaces(kept_entries(tools, keep, routable, provider == "gemini"), allow, deny)
+        if not shut and not cut.shut:
+            return unchanged
+        offered = {read[k].name for k in range(len(read)) if k not in shut}
+        cut.refuse_choice(turn.choice.names, offered.__contains__)
+        if turn.choice.required and not keep and not cut.left and not turn.choice.unrouted:
+            refuse_unmet_requirement("the allow / deny lists shut out all of its tools")
+        entries = kept_searchable(tools, cut.entries, provider)
         put_tools(out, tools, [entry for _, entry in entries], provider)
         positions = tuple(i for i, _ in entries)
         names = {read[k].name for k in shut if isinstance(read[k].name, str)}
         return replace(
-            unchanged, dropped_count=len(functions) + len(shut), positions=positions,
-            _shut=unchanged._shut | names,
+            unchanged, dropped_count=len(functions) + len(shut) + len(cut.shut),
+            positions=positions, _shut=unchanged._shut | names | cut.shut,
         )  # fmt: skip
 
     def _filter_tags(
@@ -495,6 +505,8 @@ class ToolFilter(BoundToProcess):
             )
         if (hosted := verify_hosted(call, filtered)) is not None:
             return hosted
+        if (cut := verify_cut(call, filtered)) is not None:
+            return cut
         routed = filtered._routed
         if routed is None:
             return verify_by_name(call, filtered)

@@ -23,7 +23,7 @@ from toolgate.promotion.budget import BudgetDecision
 from toolgate.routing.result import RouteResult
 from toolgate.verify import Verdict, verify_name
 
-__all__ = ["FilteredRequest", "function_names", "verify_by_name", "verify_other"]
+__all__ = ["FilteredRequest", "function_names", "verify_by_name", "verify_cut", "verify_other"]
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,9 @@ class FilteredRequest(BoundToProcess):
     # request's tools instead.
     _others: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     # The names of the function tools and legacy functions the allow / deny lists took out of
-    # the request and that no catalog holds: a call to one is ``tool_not_available``, as a
-    # call to a routed tool left out is, not ``unknown_tool``.
+    # the request and that no catalog holds (a Responses namespace's as ``namespace.name``): a
+    # call to one is ``tool_not_available``, as a call to a routed tool left out is, not
+    # ``unknown_tool``.
     _shut: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -147,13 +148,28 @@ def verify_other(call: Any, others: frozenset[str]) -> Verdict | None:
     that are no function tools (Anthropic's ``bash``, a custom tool): the application runs
     them, but their input is the provider's to define, not a schema's; else None."""
     call = plain_json(call)
-    name = call_name(call)
-    # A call to a tool of a Responses namespace names the namespace beside the tool.
-    namespace = call.get("namespace") if isinstance(call, Mapping) else None
-    namespace = namespace if isinstance(namespace, str) else None
+    name, namespace = call_name(call), _namespace(call)
     if not name or qualified_name(namespace, name) not in others:
         return None
     return Verdict(True, name=name, call_id=parse_tool_call(call).call_id)
+
+
+def verify_cut(call: Any, filtered: FilteredRequest) -> Verdict | None:
+    """A ``tool_not_available`` verdict for a call, naming its namespace, to a function the
+    allow / deny lists cut from a Responses namespace (a function of that name outside it
+    must not let it pass); else None. (A call named ``namespace.name``, as a stream's is
+    checked, is refused as any shut-out name is.)"""
+    call = plain_json(call)
+    name, namespace = call_name(call), _namespace(call)
+    if not name or namespace is None or qualified_name(namespace, name) not in filtered._shut:
+        return None
+    return verify_name(call, [n for n in filtered.kept if n != name], known=[name])
+
+
+def _namespace(call: Any) -> str | None:
+    """The namespace a call names beside its tool (a tool of a Responses namespace)."""
+    namespace = call.get("namespace") if isinstance(call, Mapping) else None
+    return namespace if isinstance(namespace, str) else None
 
 
 def function_names(request: Mapping[str, Any]) -> frozenset[str]:
