@@ -18,6 +18,7 @@ BASE = {
     "arguments",
     "asgi",
     "browser_guard",
+    "extras",
     "errors",
     "forks",
     "json_limits",

@@ -411,8 +411,10 @@ def run_gateway(args: argparse.Namespace) -> None:
     try:
         from toolgate.gateway.serve import ServeOptions, serve
     except ImportError as exc:
+        # The package's own words: the gateway's import already names the same extra.
+        reason = exc.__cause__ if isinstance(exc.__cause__, ImportError) else exc
         raise InvalidInputError(
-            f'the gateway needs its extra: pip install "toolgate-router[gateway]" ({exc})'
+            f'the gateway needs its extra: pip install "toolgate-router[gateway]" ({reason})'
         ) from None
     options = ServeOptions.parse(
         args.listen, args.upstream, config=args.config, top_k=args.top_k, store=args.store,

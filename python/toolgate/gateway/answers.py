@@ -15,12 +15,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import anyio
-import httpx
-import orjson
-from starlette.responses import Response, StreamingResponse
-
 from toolgate.asgi import AnswerCut
+from toolgate.extras import needs_extra
 from toolgate.formats.calls import answer_tool_calls
 from toolgate.gateway.config import RouteConfig
 from toolgate.gateway.filter import FilteredRequest
@@ -36,6 +32,12 @@ from toolgate.gateway.streaming import (
 from toolgate.gateway.upstream import error_body, response_headers, undecodable
 from toolgate.redaction import redact_urls
 from toolgate.verify import Verdict
+
+with needs_extra("gateway", "toolgate.gateway"):
+    import anyio
+    import httpx
+    import orjson
+    from starlette.responses import Response, StreamingResponse
 
 if TYPE_CHECKING:  # the gateway makes the checks: a run-time import would be circular
     from toolgate.gateway.app import Gateway

@@ -36,17 +36,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import anyio
-import httpx
-import orjson
-from starlette.applications import Starlette
-from starlette.datastructures import Headers
-from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
-
 from toolgate.asgi import bearer_token, is_secret
 from toolgate.browser_guard import BrowserGuard, BrowserPolicy
 from toolgate.errors import (
@@ -57,6 +46,7 @@ from toolgate.errors import (
     StorageError,
     ToolgateError,
 )
+from toolgate.extras import needs_extra
 from toolgate.gateway import answers, bodies
 from toolgate.gateway.answers import CALLS_HEADER as CALLS_HEADER  # re-exported: public here first
 from toolgate.gateway.config import GatewayConfig, Prewarm, read_file
@@ -84,6 +74,18 @@ from toolgate.gateway.upstream import (
     written_endpoint_path,
 )
 from toolgate.redaction import redact_logged_urls
+
+with needs_extra("gateway", "toolgate.gateway"):
+    import anyio
+    import httpx
+    import orjson
+    from starlette.applications import Starlette
+    from starlette.datastructures import Headers
+    from starlette.middleware import Middleware
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
 
 __all__ = ["Gateway"]
 

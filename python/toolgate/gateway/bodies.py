@@ -18,14 +18,16 @@ from collections.abc import AsyncIterator, Callable
 from functools import partial
 from typing import Any, TypeVar
 
-import anyio.to_thread
-import orjson
-from starlette.requests import Request
-from starlette.responses import Response
-
 from toolgate import json_limits
 from toolgate.errors import InvalidInputError
+from toolgate.extras import needs_extra
 from toolgate.gateway import answers
+
+with needs_extra("gateway", "toolgate.gateway"):
+    import anyio.to_thread
+    import orjson
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 try:  # zstd when zstandard is installed (httpx decodes answers in it then too)
     import zstandard

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import anyio
-from starlette.requests import ClientDisconnect
-
 from toolgate.asgi import App, Message, Receive, Scope, Send
+from toolgate.extras import needs_extra
+
+with needs_extra("gateway", "toolgate.gateway"):
+    import anyio
+    from starlette.requests import ClientDisconnect
 
 __all__ = ["CancelOnDisconnect"]
 

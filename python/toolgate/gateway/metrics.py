@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import os
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    generate_latest,
-)
+from toolgate.extras import needs_extra
+
+with needs_extra("gateway", "toolgate.gateway"):
+    from prometheus_client import (
+        CONTENT_TYPE_LATEST,
+        CollectorRegistry,
+        Counter,
+        Histogram,
+        generate_latest,
+    )
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 

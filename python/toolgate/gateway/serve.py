@@ -17,18 +17,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-# Imported here, not where used: ``toolgate gateway`` imports this module inside its check
-# for the gateway's extra, which then names the extra for any of its packages missing,
-# rather than a traceback later (or inside uvicorn's worker, importing the app).
-import uvicorn
-
 from toolgate.browser_guard import host_pattern, is_loopback, origin_pattern, served_hosts
 from toolgate.errors import InvalidInputError, ModelError
+from toolgate.extras import needs_extra
 from toolgate.gateway.app import Gateway
 from toolgate.gateway.config import PROVIDERS, GatewayConfig, load_config
 from toolgate.gateway.router_store import RouterStore
 from toolgate.routing.learned_store import open_store
 from toolgate.temporary_folders import scratch_folder
+
+# Imported here, not where used: a missing one names the extra when this module is imported
+# (``toolgate gateway`` imports it first), rather than a traceback later (or inside uvicorn's
+# worker, importing the app).
+with needs_extra("gateway", "toolgate.gateway"):
+    import uvicorn
 
 __all__ = ["KEEP_ALIVE_SECONDS", "ServeOptions", "app_from_env", "serve"]
 

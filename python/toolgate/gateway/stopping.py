@@ -14,10 +14,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-import anyio
-from starlette.responses import Response
-
 from toolgate.asgi import App, Message, Receive, Scope, Send
+from toolgate.extras import needs_extra
+
+with needs_extra("gateway", "toolgate.gateway"):
+    import anyio
+    from starlette.responses import Response
 
 __all__ = ["AnswerWhenStopped"]
 

@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
+from toolgate.extras import needs_extra
 from toolgate.formats.calls import RESPONSES_CALLS, answer_tool_calls, call_name
 from toolgate.formats.requests import qualified_name
+
+with needs_extra("gateway", "toolgate.gateway"):
+    import orjson
 
 __all__ = [
     "CallWatcher",

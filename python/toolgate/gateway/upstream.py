@@ -29,7 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote_plus, urlsplit
 
-import orjson
+from toolgate.extras import needs_extra
+
+with needs_extra("gateway", "toolgate.gateway"):
+    import orjson
 
 __all__ = [
     "UPSTREAM_FALLBACK",
