@@ -27,6 +27,7 @@ BASE = {
     "redaction",
     "sqlite_files",
     "temporary_folders",
+    "told_once",
     "unicode",
 }
 LAYERS = [

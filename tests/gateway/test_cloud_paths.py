@@ -23,7 +23,7 @@ from tests.gateway.conftest import SDK_CLIENTS, Served, metric, sent_names
 from tests.gateway.fake_upstream import FakeUpstream, serving
 from tests.gateway.test_filter import SPECS, WEATHER, anthropic_tools, chat_tools, responses_tools
 from tests.gateway.test_gateway import genai_config
-from toolgate.gateway.app import Gateway
+from toolgate.gateway.app import _WARNED_PATHS, Gateway
 from toolgate.gateway.config import GatewayConfig, RouteConfig, Upstream, load_config
 from toolgate.gateway.filter import ToolFilter
 from toolgate.gateway.serve import ServeOptions
@@ -368,6 +368,23 @@ def test_a_model_call_on_a_path_not_filtered_is_flagged_not_silent(
     assert after == before + 2
     warnings = [r for r in caplog.records if "claude-x:rawPredict" in r.getMessage()]
     assert len(warnings) == 1  # once per path
+
+
+def test_the_paths_warned_of_say_when_they_reach_their_bound(
+    shared_filter: ToolFilter, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Past the bound, a new path's model calls were passed through unfiltered without a word,
+    # as if there were none: the last path warned of now says that no more are.
+    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream("http://127.0.0.1:9")}),
+                      tool_filter=shared_filter)  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="toolgate.gateway"):
+        for n in range(_WARNED_PATHS + 20):
+            gateway._flag_unfiltered(f"/v{n}/chat/completions", "openai")
+    warned = [r.getMessage() for r in caplog.records if "looks like a model call" in r.getMessage()]
+    assert len(warned) == _WARNED_PATHS  # the first ones, then no more
+    capped = [m for m in warned if "no more are logged" in m]
+    assert len(capped) == 1
+    assert f"/v{_WARNED_PATHS - 1}/" in capped[0]
 
 
 def test_a_model_call_whose_path_holds_control_characters_is_logged_quoted(

@@ -18,9 +18,9 @@ import pytest
 from tests.gateway.conftest import CountingEmbedder, start
 from tests.gateway.fake_upstream import FakeUpstream, serving
 from tests.gateway.test_filter import SPECS, TRIP, WEATHER, chat_tools
-from toolgate import InvalidInputError
+from toolgate import InvalidInputError, StorageError
 from toolgate.embedding.embedder import Embedder
-from toolgate.gateway.app import Gateway, _read_tools
+from toolgate.gateway.app import _WARNED_PATHS, Gateway, _read_tools
 from toolgate.gateway.config import GatewayConfig, Upstream, load_config
 from toolgate.gateway.filter import ToolFilter
 from toolgate.gateway.query import query_at
@@ -440,6 +440,23 @@ def test_a_model_that_cannot_load_is_a_503_to_retry_not_a_bad_request(
     assert "x-should-retry" not in answer.headers
     assert "no-model" not in answer.text  # the server's paths are for its log
     assert upstream.received == []
+
+
+def test_the_failures_logged_say_when_they_reach_their_bound(
+    fake: Any, embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Past the bound, a new reason requests cannot be filtered went unlogged, as if none.
+    _, url = fake
+    gateway = Gateway(GatewayConfig(upstreams={"openai": Upstream(url)}),
+                      tool_filter=ToolFilter(embedder=embedder, cache=None))  # fmt: skip
+    with caplog.at_level(logging.ERROR, logger="toolgate.gateway"):
+        for n in range(_WARNED_PATHS + 20):
+            gateway._log_once(StorageError(f"store {n} failed"))
+    logged = [r.getMessage() for r in caplog.records if "cannot be filtered" in r.getMessage()]
+    assert len(logged) == _WARNED_PATHS
+    capped = [m for m in logged if "no more are logged" in m]
+    assert len(capped) == 1
+    assert f"store {_WARNED_PATHS - 1} failed" in capped[0]
 
 
 def test_the_gateway_is_not_ready_without_its_model(

@@ -74,6 +74,7 @@ from toolgate.gateway.upstream import (
     written_endpoint_path,
 )
 from toolgate.redaction import redact_logged_urls
+from toolgate.told_once import ToldOnce
 
 with needs_extra("gateway", "toolgate.gateway"):
     import anyio
@@ -155,8 +156,8 @@ class Gateway:
         self._origins = {name: up.origin for name, up in config.upstreams.items()}
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
-        self._warned: set[str] = set()
-        self._reported: set[str] = set()  # the server-side failures logged already
+        self._warned = ToldOnce(_WARNED_PATHS)  # the unfiltered paths warned of
+        self._reported = ToldOnce(_WARNED_PATHS)  # the server-side failures logged
         # Read now, so a missing or malformed file stops the gateway before it listens.
         self._warm = [(entry, _read_tools(entry)) for entry in config.prewarm]
         self.ready = False
@@ -413,10 +414,8 @@ class Gateway:
         """Counts a model call passed through with its tools unfiltered, and warns of its path
         the first time."""
         self.metrics.unfiltered.labels(upstream).inc()
-        if path in self._warned or len(self._warned) >= _WARNED_PATHS:
-            return
-        self._warned.add(path)
-        log.warning(
+        self._warned.log(
+            log, logging.WARNING, path,
             "POST %r looks like a model call on a path the gateway does not filter: its tools "
             "went to the %s upstream unfiltered (each such answer carries %s: 1)",
             path, upstream, UNFILTERED_HEADER,
@@ -512,10 +511,7 @@ class Gateway:
         """Log ``exc`` as an error the first time its message is seen: a model that cannot
         be loaded fails every request, and one line says why."""
         text = f"{type(exc).__name__}: {exc}"
-        if text in self._reported or len(self._reported) >= _WARNED_PATHS:
-            return
-        self._reported.add(text)
-        log.error("requests cannot be filtered: %s", text)
+        self._reported.log(log, logging.ERROR, text, "requests cannot be filtered: %s", text)
 
     def _count(self, shape: str, done: Filtered) -> None:
         self.metrics.tools_in.labels(shape).inc(done.tools_in)

@@ -60,6 +60,7 @@ from toolgate.integrations.mcp.listing import list_every_page, plain
 from toolgate.integrations.mcp.relay import RequestRelay, pages_for
 from toolgate.integrations.mcp.router import McpClient, McpRouter
 from toolgate.integrations.mcp.sessions import watching
+from toolgate.told_once import ToldOnce
 from toolgate.unicode import printable
 
 __all__ = [
@@ -147,7 +148,7 @@ class Passthrough:
         self._last: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._retry_at: dict[tuple[str, str], float] = {}
         self._failing: dict[tuple[str, str], str] = {}  # why each failed listing failed
-        self._warned: set[str] = set()
+        self._warned = ToldOnce(WARNED_MESSAGES)
 
     # -- prompts -----------------------------------------------------------------------
 
@@ -479,12 +480,9 @@ class Passthrough:
         read for every request), while fewer than :data:`WARNED_MESSAGES` are remembered:
         the last says so, lest a fault left out of the log pass for none."""
         if once:
-            if message in self._warned or len(self._warned) >= WARNED_MESSAGES:
-                return
-            self._warned.add(message)
-            if len(self._warned) == WARNED_MESSAGES:
-                message += f" ({WARNED_MESSAGES} different warnings: no more are logged)"
-        logger.warning("%s", message)
+            self._warned.log(logger, logging.WARNING, message, "%s", message)
+        else:
+            logger.warning("%s", message)
 
 
 async def reconnected(
