@@ -19,6 +19,25 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "tests" / "downstream"
 
 
+def _documented_search() -> str:
+    """docs/api.md's example of a ``tool_search`` call, as a user's function giving its
+    names the documented types (its imports stay at the top)."""
+    api = (ROOT / "docs" / "api.md").read_text("utf-8")
+    found = re.search(r"may call `tool_search`.*?```python\n(.*?)```", api, re.DOTALL)
+    assert found is not None, "api.md has no example of a tool_search call"
+    lines = found[1].splitlines()
+    imports = [line for line in lines if line.startswith(("from ", "import "))]
+    body = [f"    {line}" if line else "" for line in lines if line not in imports]
+    head = (
+        "from typing import Any\n"
+        "from toolgate import Promotion, Router, State, Verdict\n"
+        + "".join(f"{line}\n" for line in imports)
+        + "\n\ndef turn(router: Router, tool_call: dict[str, Any], promotion: Promotion,"
+        " state: State, user_text: str, verdict: Verdict) -> None:\n"
+    )
+    return head + "\n".join(body) + "\n"
+
+
 @pytest.fixture(scope="module")
 def mypy_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     """mypy's errors on each sample, by file name: one run for them all, its cache kept
@@ -29,6 +48,9 @@ def mypy_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]
     config = work / "mypy.ini"
     config.write_text("[mypy]\n", encoding="utf-8")
     samples = sorted(SAMPLES.glob("[!_]*.py"))
+    documented = work / "documented_search.py"
+    documented.write_text(_documented_search(), encoding="utf-8")
+    samples.append(documented)
     command = [sys.executable, "-m", "mypy", "--strict", "--config-file", str(config)]
     cache = ROOT / ".mypy_cache" / "downstream"
     command += ["--cache-dir", str(cache), "--no-error-summary", *map(str, samples)]
@@ -84,3 +106,8 @@ def test_every_form_of_schema_source_and_no_other_type_checks(
     mypy_errors: dict[str, list[str]],
 ) -> None:
     assert mypy_errors["schema_sources.py"] == []
+
+
+def test_the_documented_search_call_type_checks(mypy_errors: dict[str, list[str]]) -> None:
+    # Verdict.arguments is None on a refused call: the example must check it first.
+    assert mypy_errors["documented_search.py"] == []
