@@ -265,6 +265,34 @@ def test_routers_built_at_once_embed_the_null_requests_once(
     assert all(vectors is found[0] for vectors in found)
 
 
+def test_one_models_slow_null_requests_do_not_hold_up_another_models(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One lock for every model: a router of another model waited for the first model's
+    # embedding (a model being downloaded or loaded) before it could build.
+    monkeypatch.setattr(no_tool, "_NULL_VECTORS", {})
+    embedding, let_go = threading.Event(), threading.Event()
+
+    def slow(texts: list[str]) -> np.ndarray:
+        embedding.set()
+        assert let_go.wait(timeout=30)
+        return np.ones((len(texts), 384), np.float32)
+
+    def fast(texts: list[str]) -> np.ndarray:
+        return np.zeros((len(texts), 768), np.float32)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first = pool.submit(null_vectors, "model-a", slow)
+        assert embedding.wait(timeout=30)
+        other = pool.submit(null_vectors, "model-b", fast)
+        try:
+            assert other.result(timeout=5).shape == (len(null_requests()), 768)
+            assert not first.done()  # still embedding meanwhile
+        finally:
+            let_go.set()
+        assert first.result(timeout=30).shape == (len(null_requests()), 384)
+
+
 def test_a_new_process_with_a_warm_cache_embeds_no_null_request(
     embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

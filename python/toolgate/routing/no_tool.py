@@ -22,6 +22,7 @@ the decision (``toolgate calibrate --false-rejections`` fits it on labelled quer
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -161,11 +162,22 @@ def no_tool_confidence(weights: Sequence[float], values: Sequence[float]) -> flo
     return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
 
 
-# The null requests' vectors per model: every router a process builds reuses them. The lock
-# is held across the embedding: routers built at once in threads (a gateway's first requests)
-# each embedded the 107 requests, where the first one's vectors serve them all.
+# The null requests' vectors per model: every router a process builds reuses them. A model's
+# lock is held across its embedding: routers built at once in threads (a gateway's first
+# requests) each embedded the 107 requests, where the first one's vectors serve them all. One
+# lock per model, so a slow model (being loaded) holds up no other model's routers.
 _NULL_VECTORS: dict[str, np.ndarray] = {}
-_NULL_LOCK = fork_safe_lock()
+_NULL_LOCKS: dict[str, threading.Lock] = {}
+_NULL_LOCKS_LOCK = fork_safe_lock()  # held only to find or make a model's lock
+
+
+def _null_lock(model_id: str) -> threading.Lock:
+    """The lock held while the model ``model_id`` embeds the null requests."""
+    with _NULL_LOCKS_LOCK:
+        lock = _NULL_LOCKS.get(model_id)
+        if lock is None:
+            lock = _NULL_LOCKS[model_id] = fork_safe_lock()
+        return lock
 
 
 def null_vectors(model_id: str, embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
@@ -173,7 +185,7 @@ def null_vectors(model_id: str, embed: Callable[[list[str]], np.ndarray]) -> np.
     vectors = _NULL_VECTORS.get(model_id)
     if vectors is not None:
         return vectors
-    with _NULL_LOCK:
+    with _null_lock(model_id):
         vectors = _NULL_VECTORS.get(model_id)
         if vectors is None:
             vectors = np.asarray(embed(list(null_requests())), np.float32)
