@@ -368,11 +368,12 @@ def test_calibrate_says_when_no_selection_keeps_the_completeness_asked(
     assert "selection_goal_met" in captured.out
 
 
-@pytest.mark.parametrize("rate", ["0", "0.34", "1"])
+@pytest.mark.parametrize("rate", ["0.05", "0.34", "1"])
 def test_calibrate_fits_the_no_tool_threshold_to_a_false_rejection_rate(
-    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path, rate: str
-) -> None:
-    tools, queries = tiny_set
+    capsys: pytest.CaptureFixture[str], calibration_set: tuple[Path, Path], tmp_path: Path,
+    rate: str,
+) -> None:  # fmt: skip
+    tools, queries = calibration_set
     out = tmp_path / "fitted"
     argv = ["calibrate", "--tools", str(tools), "--queries", str(queries)]
     report = run_json(capsys, *argv, "--false-rejections", rate, "--save", str(out), "--json")
@@ -382,12 +383,32 @@ def test_calibrate_fits_the_no_tool_threshold_to_a_false_rejection_rate(
     assert report["config"]["no_tool_threshold"] == point["threshold"]
     saved = Router.open(out)
     assert saved.config.no_tool_threshold == point["threshold"]
-    relevant = [json.loads(line) for line in queries.read_text().splitlines()]
-    rejected = [saved.route(q["query"], top_k=10, adaptive=False).no_tool for q in relevant]
-    assert sum(rejected[:3]) / 3 == pytest.approx(point["false_rejected"], abs=1e-4)
+    rows = [json.loads(line) for line in queries.read_text().splitlines()]
+    relevant = [row["query"] for row in rows if row["gold"]]
+    rejected = [saved.route(q, top_k=10, adaptive=False).no_tool for q in relevant]
+    assert sum(rejected) / len(relevant) == pytest.approx(point["false_rejected"], abs=1e-4)
     if rate == "1":
         assert point["threshold"] == 0.0
         assert all(rejected)
+
+
+def test_calibrate_keeps_the_router_s_no_tool_threshold_when_too_few_queries(
+    capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A rate of 0.5 fitted on 2 queries with gold gave 0.0054, a threshold that rejects
+    nearly every request: below 20 the router's own stays."""
+    tools, queries = tiny_set
+    out = tmp_path / "fitted"
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries), "--save", str(out)]
+    assert main([*argv, "--false-rejections", "0.5", "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    own = RouterConfig().no_tool_threshold
+    assert report["no_tool"] is None
+    assert report["config"]["no_tool_threshold"] == own
+    assert Router.open(out).config.no_tool_threshold == own
+    assert "warning: no_tool_threshold not fitted: 3 queries with gold" in captured.err
+    assert any("label at least 20" in note for note in report["notes"])
 
 
 def test_calibrate_refuses_a_rate_outside_zero_to_one(

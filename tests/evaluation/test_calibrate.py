@@ -74,3 +74,29 @@ def test_calibrate_refuses_queries_whose_gold_names_no_tool(router: Router) -> N
     message = r"no gold entry of the queries names a tool of the catalog \(a: 'get_wether'\)"
     with pytest.raises(InvalidInputError, match=message):
         calibrate(router, queries)
+
+
+@pytest.mark.parametrize("rate", [0.5, 0.34, 0.0])
+def test_calibrate_keeps_the_router_s_no_tool_threshold_when_too_few_queries_resolve_the_rate(
+    router: Router, rate: float
+) -> None:
+    """From 2 queries with gold a rate of 0.5 fitted 0.0054, and a lone ``select:`` query
+    0.0001: thresholds that reject nearly every request in use. Six queries resolve no rate
+    (one moves it by 0.17), and no sample resolves 0."""
+    report = calibrate(router, QUERIES, false_rejections=rate)
+    assert report.config.no_tool_threshold == router.config.no_tool_threshold
+    assert report.no_tool is None
+    note = next(n for n in report.notes if n.startswith("no_tool_threshold not fitted"))
+    assert "6 queries with gold" in note
+    assert str(router.config.no_tool_threshold) in note
+    assert ("no sample" if rate == 0 else "label at least 20") in note
+
+
+def test_calibrate_fits_a_false_rejection_rate_of_1_from_any_set(router: Router) -> None:
+    """Every threshold rejects at most all the queries: the lowest, 0, is read off none of
+    their confidences, so no sample is too small for it."""
+    report = calibrate(router, QUERIES[:2], false_rejections=1.0)
+    assert report.config.no_tool_threshold == 0.0
+    assert report.no_tool is not None
+    assert report.no_tool.false_rejected == 1.0
+    assert not [n for n in report.notes if n.startswith("no_tool")]

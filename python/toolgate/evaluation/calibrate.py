@@ -44,7 +44,9 @@ point does, the most complete is taken, and the report says so
 With ``false_rejections`` (``--false-rejections RATE``), the "no tool needed" threshold
 (:mod:`toolgate.routing.no_tool`) is fitted last: the lowest confidence that rejects at most
 ``RATE`` of the queries with gold, whatever it does to those without (it reports the share
-of them it rejects).
+of them it rejects). From fewer queries with gold than resolve ``RATE``
+(:data:`MIN_NO_TOOL_QUERIES`, and ``1 / RATE``) it is not fitted (the router's own stays; the
+report's ``notes`` say so).
 """
 
 from __future__ import annotations
@@ -118,6 +120,15 @@ NAME_MARGIN = 0.005
 ROW_CENTRINGS = (0.0, 0.5, 0.75)
 #: What another share must add to nDCG at ``top_k`` over the router's own to be taken.
 CENTRING_MARGIN = 0.005
+#: Fewest queries with gold a "no tool needed" threshold is fitted from, whatever the rate.
+#: The fit is an order statistic: just above the (floor(R n) + 1)-th highest confidence of n
+#: queries, which a new request needing a tool passes with a chance of about
+#: (floor(R n) + 1) / (n + 1), one query's worth (1 / n) over the rate R asked for. That excess
+#: stays within R itself only from n >= 1 / R (below, the fit rejects none of the sample and
+#: sits at its highest confidence: 2 queries at R 0.5 gave 0.0054, rejecting nearly every
+#: request), and within 0.05, the completeness a selection may give up (:data:`TOLERANCE`),
+#: only from 20. No n resolves R = 0; R = 1 needs none (see :func:`_no_tool_notes`).
+MIN_NO_TOOL_QUERIES = 20
 
 
 @dataclass
@@ -252,12 +263,39 @@ def calibrate(
             top_k_complete=reference, selection_target=selection_floor(reference, tolerance),
         )  # fmt: skip
     if false_rejections is not None:
-        point = fit_no_tool(
-            router.with_config(config), queries, false_rejections, top_k=k, progress=progress
-        )
+        view = router.with_config(config)
+        relevant, irrelevant = _no_tool_confidences(view, queries, k, progress)
+        few = _no_tool_notes(len(relevant), false_rejections, config.no_tool_threshold)
+        if few:
+            return replace(report, notes=(*report.notes, *few))
+        point = _no_tool_point(relevant, irrelevant, false_rejections)
         config = replace(config, no_tool_threshold=point.threshold)
         report = replace(report, config=config, no_tool=point)
     return report
+
+
+def _no_tool_notes(n: int, rate: float, own: float | None) -> tuple[str, ...]:
+    """Why the "no tool needed" threshold is not fitted to ``rate`` from ``n`` queries with
+    gold, if it is not (:data:`MIN_NO_TOOL_QUERIES`). A rate of 1 is met by every threshold:
+    the lowest, 0, reads no confidence, so any sample with one query gives it."""
+    if rate == 1 and n:
+        return ()
+    head = f"no_tool_threshold not fitted: {n} queries with gold"
+    kept = f"kept the router's own ({own})"
+    if rate == 0:
+        return (
+            f"{head}; a false-rejection rate of 0 is resolved by no sample (the fit sits just "
+            f"above the highest confidence, which about 1 in n + 1 new requests needing a tool "
+            f"pass); {kept}; ask for 1 / n or more from n >= {MIN_NO_TOOL_QUERIES} queries",
+        )
+    need = max(MIN_NO_TOOL_QUERIES, math.ceil(1 / rate - 1e-9))
+    if n >= need:
+        return ()
+    moves = f", one moves the rate by {1 / n:.3g}" if n else ""
+    return (
+        f"{head}{moves}; a false-rejection rate of {rate} needs at least {need} to be "
+        f"resolved; {kept}; label at least {need}",
+    )
 
 
 def _selection_notes(
@@ -304,12 +342,28 @@ def fit_no_tool(
     the ``queries`` with gold, and what it rejects of those without."""
     check_share("false_rejections", false_rejections)
     check_fittable(queries)
+    relevant, irrelevant = _no_tool_confidences(router, queries, top_k, progress)
+    return _no_tool_point(relevant, irrelevant, false_rejections)
+
+
+def _no_tool_confidences(
+    router: Router, queries: Sequence[LabelledQuery], top_k: int, progress: bool
+) -> tuple[list[float], list[float]]:
+    """The "no tool needed" confidence of each query with gold, and of each without."""
     relevant: list[float] = []
     irrelevant: list[float] = []
     for item in progress_bar(queries, progress, "fitting no-tool"):
         result = router.route(item.query, top_k=top_k, adaptive=False, decide=False)
         confidence = result.no_tool_confidence or 0.0
         (relevant if item.gold else irrelevant).append(confidence)
+    return relevant, irrelevant
+
+
+def _no_tool_point(
+    relevant: Sequence[float], irrelevant: Sequence[float], false_rejections: float
+) -> NoToolPoint:
+    """The lowest threshold rejecting at most ``false_rejections`` of the confidences
+    ``relevant`` (not empty), and the shares of both lists it rejects."""
     ranked = sorted(relevant, reverse=True)
     allowed = math.floor(false_rejections * len(ranked) + 1e-9)
     # Just above the confidence of the first relevant query that must not be rejected; a
