@@ -8,7 +8,7 @@ import pytest
 
 from toolgate import Router
 from toolgate.errors import InvalidInputError
-from toolgate.evaluation.calibrate import calibrate
+from toolgate.evaluation.calibrate import calibrate, fit_no_tool
 from toolgate.evaluation.evaluate import LabelledQuery
 
 TOOLS = {
@@ -100,3 +100,29 @@ def test_calibrate_fits_a_false_rejection_rate_of_1_from_any_set(router: Router)
     assert report.no_tool is not None
     assert report.no_tool.false_rejected == 1.0
     assert not [n for n in report.notes if n.startswith("no_tool")]
+
+
+def test_fit_no_tool_reads_only_queries_the_decision_applies_to(router: Router) -> None:
+    """A ``select:`` query, one naming a tool and one with a ``+term`` word are never
+    rejected in use (routing/pipeline.py), but were counted: a ``select:`` read as confidence
+    0, and a named tool's confidence could set the threshold and count as a false rejection
+    it never is."""
+    asked = [
+        LabelledQuery("s", "select:send_email", ("send_email",)),
+        LabelledQuery("n", "use send_email to thank Ann", ("send_email",)),
+        LabelledQuery("t", "+mail anything from Bob", ("search_mail",)),
+        LabelledQuery("i", "what does get_forecast cost", ()),
+    ]
+    decided = router.with_config(replace(router.config, no_tool_threshold=0.0))
+    assert not any(decided.route(item.query).no_tool for item in asked)
+    for rate in (0.0, 0.34, 0.5):
+        alone = fit_no_tool(router, QUERIES, rate, top_k=5)
+        assert fit_no_tool(router, [*asked, *QUERIES], rate, top_k=5) == alone
+
+
+def test_fit_no_tool_refuses_queries_with_gold_the_decision_never_applies_to(
+    router: Router,
+) -> None:
+    queries = [LabelledQuery("s", "select:send_email", ("send_email",))]
+    with pytest.raises(InvalidInputError, match="no query with gold that the decision"):
+        fit_no_tool(router, queries, 0.5, top_k=5)

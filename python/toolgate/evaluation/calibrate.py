@@ -44,7 +44,8 @@ point does, the most complete is taken, and the report says so
 With ``false_rejections`` (``--false-rejections RATE``), the "no tool needed" threshold
 (:mod:`toolgate.routing.no_tool`) is fitted last: the lowest confidence that rejects at most
 ``RATE`` of the queries with gold, whatever it does to those without (it reports the share
-of them it rejects). From fewer queries with gold than resolve ``RATE``
+of them it rejects); only queries the decision applies to count (no ``select:``, named tool
+or ``+term`` word). From fewer queries with gold than resolve ``RATE``
 (:data:`MIN_NO_TOOL_QUERIES`, and ``1 / RATE``) it is not fitted (the router's own stays; the
 report's ``notes`` say so).
 """
@@ -278,9 +279,7 @@ def _no_tool_notes(n: int, rate: float, own: float | None) -> tuple[str, ...]:
     """Why the "no tool needed" threshold is not fitted to ``rate`` from ``n`` queries with
     gold, if it is not (:data:`MIN_NO_TOOL_QUERIES`). A rate of 1 is met by every threshold:
     the lowest, 0, reads no confidence, so any sample with one query gives it."""
-    if rate == 1 and n:
-        return ()
-    head = f"no_tool_threshold not fitted: {n} queries with gold"
+    head = f"no_tool_threshold not fitted: {n} queries with gold the decision applies to"
     kept = f"kept the router's own ({own})"
     if rate == 0:
         return (
@@ -288,7 +287,7 @@ def _no_tool_notes(n: int, rate: float, own: float | None) -> tuple[str, ...]:
             f"above the highest confidence, which about 1 in n + 1 new requests needing a tool "
             f"pass); {kept}; ask for 1 / n or more from n >= {MIN_NO_TOOL_QUERIES} queries",
         )
-    need = max(MIN_NO_TOOL_QUERIES, math.ceil(1 / rate - 1e-9))
+    need = 1 if rate == 1 else max(MIN_NO_TOOL_QUERIES, math.ceil(1 / rate - 1e-9))
     if n >= need:
         return ()
     moves = f", one moves the rate by {1 / n:.3g}" if n else ""
@@ -339,23 +338,35 @@ def fit_no_tool(
     progress: bool = False,
 ) -> NoToolPoint:
     """The lowest "no tool needed" threshold that rejects at most ``false_rejections`` of
-    the ``queries`` with gold, and what it rejects of those without."""
+    the ``queries`` with gold, and what it rejects of those without: of the queries the
+    decision applies to (:func:`_no_tool_confidences`)."""
     check_share("false_rejections", false_rejections)
     check_fittable(queries)
     relevant, irrelevant = _no_tool_confidences(router, queries, top_k, progress)
+    if not relevant:
+        raise InvalidInputError(
+            "no query with gold that the decision applies to (select:, a named tool or a "
+            "+term word always gets its tools): no false-rejection rate to fit"
+        )
     return _no_tool_point(relevant, irrelevant, false_rejections)
 
 
 def _no_tool_confidences(
     router: Router, queries: Sequence[LabelledQuery], top_k: int, progress: bool
 ) -> tuple[list[float], list[float]]:
-    """The "no tool needed" confidence of each query with gold, and of each without."""
+    """The "no tool needed" confidence of each query with gold, and of each without, that
+    the decision applies to. A ``select:``, a named tool, a ``+term`` word or a learned
+    request is never rejected (routing/pipeline.py): counted, a named tool's confidence
+    could set the threshold, which then rejected fewer than the rate allows."""
+    # At a threshold of 0 every request the decision reads is rejected; the route itself
+    # says which those are, so this cannot drift from the pipeline's rules.
+    probe = router.with_config(replace(router.config, no_tool_threshold=0.0))
     relevant: list[float] = []
     irrelevant: list[float] = []
     for item in progress_bar(queries, progress, "fitting no-tool"):
-        result = router.route(item.query, top_k=top_k, adaptive=False, decide=False)
-        confidence = result.no_tool_confidence or 0.0
-        (relevant if item.gold else irrelevant).append(confidence)
+        result = probe.route(item.query, top_k=top_k, adaptive=False)
+        if result.no_tool and result.no_tool_confidence is not None:
+            (relevant if item.gold else irrelevant).append(result.no_tool_confidence)
     return relevant, irrelevant
 
 
