@@ -343,6 +343,32 @@ def test_calibrate_fits_selection_and_saves_the_router(
     assert "exists and is not a directory" in capsys.readouterr().err
 
 
+def test_calibrate_s_fitted_values_reach_the_gateway_and_the_proxy(
+    capsys: pytest.CaptureFixture[str], calibration_set: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """docs/api.md: the report's ``config`` as the gateway's ``[router]`` (YAML as it is,
+    TOML without its nulls) and as ``mcp-proxy --set`` entries gives the saved router's."""
+    from toolgate.cli.commands import _config
+    from toolgate.gateway.config import load_config
+
+    tools, queries = calibration_set
+    out = tmp_path / "fitted"
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries), "--save", str(out)]
+    fitted = run_json(capsys, *argv, "--false-rejections", "0.1", "--json")["config"]
+    saved = Router.open(out).config
+    assert saved != RouterConfig()
+    yaml_file, toml_file = tmp_path / "gateway.yaml", tmp_path / "gateway.toml"
+    yaml_file.write_text(f"router: {json.dumps(fitted)}\n")
+    toml_file.write_text(
+        "[router]\n" + "".join(f"{k} = {v}\n" for k, v in fitted.items() if v is not None)
+    )
+    assert load_config(yaml_file).router == saved
+    assert load_config(toml_file).router == saved
+    sets = [part for k, v in fitted.items() for part in ("--set", f"{k}={json.dumps(v)}")]
+    args = _parser().parse_args(["mcp-proxy", "--config", "servers.json", *sets])
+    assert _config(args) == saved
+
+
 def test_calibrate_says_when_no_selection_keeps_the_completeness_asked(
     capsys: pytest.CaptureFixture[str], calibration_set: tuple[Path, Path],
     monkeypatch: pytest.MonkeyPatch,

@@ -11,6 +11,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from toolgate import Budget, CatalogError, CatalogWarning, InvalidInputError
 from toolgate.embedding.embedder import Embedder
 from toolgate.formats import tokens
 from toolgate.gateway.filter import FilteredRequest, ToolFilter
-from toolgate.routing.router import Router
+from toolgate.routing.router import Router, RouterConfig
 
 # name, description, parameter names (all strings)
 SPECS = [
@@ -1591,3 +1592,25 @@ def test_a_filter_and_its_results_refuse_pickling_saying_what_to_do(gate: ToolFi
     assert pickle.loads(pickle.dumps(filtered.request)) == filtered.request
     assert pickle.loads(pickle.dumps(filtered.result)) == filtered.result
     assert copy.copy(filtered) == filtered
+
+
+def test_a_filter_routes_as_the_saved_router_whose_config_it_is_given(tmp_path: Path) -> None:
+    """docs/api.md: ``ToolFilter(config=Router.open(dir).config)`` carries what ``toolgate
+    calibrate --save dir`` fitted (the LangChain middleware through ``tool_filter=``),
+    row centring, a build setting, included."""
+    fitted = dataclasses.replace(
+        RouterConfig(), alpha=0.2, threshold=0.2, row_centring=0.75, name_weight=0.6,
+        no_tool_threshold=0.3,
+    )  # fmt: skip
+    Router.from_tools(chat_tools(), config=fitted).save(tmp_path / "fitted")
+    saved = Router.open(tmp_path / "fitted")
+    gate, plain = ToolFilter(config=saved.config), ToolFilter()
+    differs = False
+    for query in (WEATHER, TRIP, "thanks, that is all", "convert 20 euros and translate hello"):
+        filtered = gate.filter(chat_request(query), top_k=3)
+        routed = saved.route(query, top_k=3)
+        assert set(filtered.kept) == {saved.catalog[i].name for i in routed.ids}
+        assert filtered.no_tool == routed.no_tool
+        default = plain.filter(chat_request(query), top_k=3)
+        differs |= (filtered.kept, filtered.no_tool) != (default.kept, default.no_tool)
+    assert differs
