@@ -1170,6 +1170,27 @@ def test_a_hosted_tool_search_goes_with_the_last_deferred_tool(gate: ToolFilter)
     assert searched["tools"][0] == client  # the client searches what it likes
 
 
+def test_a_tool_choice_naming_a_dropped_tool_search_is_refused(gate: ToolFilter) -> None:
+    # The hosted tool_search goes with the last deferred tool; a tool choice naming it would
+    # then name a tool the request no longer holds, which OpenAI refuses: say so instead.
+    eager, deferred = responses_tools()[:2], responses_tools()[2:]
+    tools = [{"type": "tool_search"}, *eager, *({**t, "defer_loading": True} for t in deferred)]
+    search = {"type": "tool_search"}
+    weather = {"type": "function", "name": "get_weather"}
+    for choice in (
+        {"type": "allowed_tools", "mode": "required", "tools": [search]},
+        {"type": "allowed_tools", "mode": "auto", "tools": [search, weather]},
+        search,
+    ):
+        request = {"input": WEATHER, "tools": tools, "tool_choice": choice}
+        with pytest.raises(InvalidInputError, match="tool choice names the hosted tool_search"):
+            gate.filter(request, allow=["get_weather", "search_flights"])
+        # While a deferred tool is left, the search and the choice stay as they were.
+        kept = gate.filter(request, deny=["send_email"]).request
+        assert kept["tools"][0] == search
+        assert kept["tool_choice"] == choice
+
+
 def test_the_callers_lists_hold_for_legacy_functions(gate: ToolFilter) -> None:
     # OpenAI Chat's legacy "functions" are offered too: a denied one must not be.
     functions = [

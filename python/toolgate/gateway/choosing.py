@@ -217,7 +217,7 @@ def refuse_unmet_requirement(cause: str) -> None:
 
 
 def kept_searchable(
-    tools: list[Any], kept: list[tuple[int, Any]], provider: str
+    tools: list[Any], kept: list[tuple[int, Any]], provider: str, choice: Any = None
 ) -> list[tuple[int, Any]]:
     """``kept``, the entries (with their positions) of a request's ``tools`` that the allow /
     deny lists left, as the provider takes them when the request defers tools to a search.
@@ -225,7 +225,8 @@ def kept_searchable(
     Anthropic refuses a request whose tools are all deferred (400, "All tools have
     defer_loading set"), blaming the client for the lists: that is refused here, naming the
     tools shut out. OpenAI refuses a hosted ``tool_search`` with nothing deferred to search:
-    it goes once no deferred tool is left (one the client runs searches what it likes).
+    it goes once no deferred tool is left (one the client runs searches what it likes), and
+    a tool ``choice`` naming it is refused: OpenAI refuses a choice of a tool not sent.
     """
     # An MCP toolset may load some of its tools up front: only a tool marked counts.
     if provider == "anthropic" and kept and all(_deferred(t) for _, t in kept):
@@ -244,8 +245,23 @@ def kept_searchable(
         # OpenAI's to say.
         and any(map(_searchable, tools))
     ):
+        if any(_hosted_search(t) for _, t in kept) and _chooses_search(choice):
+            raise InvalidInputError(
+                "the request's tool choice names the hosted tool_search, but the allow / deny "
+                "lists shut out every tool deferred to it, and OpenAI refuses a tool_search "
+                "with nothing to search: change the tool choice or the lists"
+            )
         return [(i, t) for i, t in kept if not _hosted_search(t)]
     return kept
+
+
+def _chooses_search(choice: Any) -> bool:
+    """Whether a Responses tool ``choice`` forces or allows a ``tool_search``."""
+    if not isinstance(choice, Mapping):
+        return False
+    listed = choice.get("tools") if choice.get("type") == "allowed_tools" else [choice]
+    entries = listed if isinstance(listed, list) else []
+    return any(isinstance(e, Mapping) and e.get("type") == "tool_search" for e in entries)
 
 
 def _deferred(tool: Any) -> bool:

@@ -388,7 +388,7 @@ class ToolFilter(BoundToProcess):
         # A namespace goes unrouted, but the lists hold for its functions.
         cut = cut_namespaces(entries, allow, deny)
         cut.refuse_choice(turn.choice.names, lambda name: bool(routed.catalog.with_name(name)))
-        entries = kept_searchable(tools, cut.entries, provider)
+        entries = kept_searchable(tools, cut.entries, provider, out.get("tool_choice"))
         kept_tools = [
             compacted(layout, tools, i, entry, provider)
             if self.compact and i in routable
@@ -432,7 +432,7 @@ class ToolFilter(BoundToProcess):
         cut.refuse_choice(turn.choice.names, offered.__contains__)
         if turn.choice.required and not keep and not cut.left and not turn.choice.unrouted:
             refuse_unmet_requirement("the allow / deny lists shut out all of its tools")
-        entries = kept_searchable(tools, cut.entries, provider)
+        entries = kept_searchable(tools, cut.entries, provider, out.get("tool_choice"))
         put_tools(out, tools, [entry for _, entry in entries], provider)
         positions = tuple(i for i, _ in entries)
         names = {read[k].name for k in shut if isinstance(read[k].name, str)}
