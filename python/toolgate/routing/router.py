@@ -119,9 +119,13 @@ class Router(BoundToProcess):
         self.__dict__.pop("_pipeline", None)
         self.__dict__.pop("_parts", None)
         # The cyclic GC runs weak references' callbacks first: the finalizer then removed the
-        # directory while the index was still mapped. Removed again now that it is not.
+        # directory while the index was still mapped. Removed again now that it is not, by
+        # the router that made it, or by a view of it the GC freed after it (a view keeps its
+        # base alive, so a base already let go means the GC is freeing both, in no set order).
         owned = self.__dict__.get("_owned_directory")
-        if owned is not None and owned[0] == id(self):
+        base = self.__dict__.get("_base")
+        let_go = base is not None and "_pipeline" not in vars(base)
+        if owned is not None and (owned[0] == id(self) or let_go):
             _remove_owned_directory(*owned[1:])
 
     @property
