@@ -1147,6 +1147,25 @@ def test_lists_leaving_only_deferred_tools_are_refused(gate: ToolFilter) -> None
     assert [t["name"] for t in kept] == ["ToolSearch", *names]
 
 
+def test_the_refusal_of_lists_leaving_only_deferred_tools_names_a_few(
+    gate: ToolFilter,
+) -> None:
+    # The eager tools shut out are the client's, any number of them: the 400 and the log line
+    # name a few and count the rest (2,000 made a message of 128 kB).
+    eager = [
+        {"name": f"tool_{i:04}", "description": "A tool.", "input_schema": {}} for i in range(2000)
+    ]
+    deferred = [{**t, "defer_loading": True} for t in anthropic_tools()]
+    request = {"messages": [{"role": "user", "content": WEATHER}], "tools": [*eager, *deferred]}
+    with pytest.raises(InvalidInputError) as refused:
+        gate.filter(request, allow=["get_weather"])
+    message = str(refused.value)
+    assert "'tool_0000'" in message
+    assert "and 1,995 more" in message
+    assert "'tool_1999'" not in message
+    assert len(message) < 1000
+
+
 def test_a_hosted_tool_search_goes_with_the_last_deferred_tool(gate: ToolFilter) -> None:
     # OpenAI refuses a hosted tool_search with nothing deferred to search: once the lists
     # shut out every deferred tool, it goes too.

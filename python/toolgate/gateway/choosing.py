@@ -216,6 +216,10 @@ def refuse_unmet_requirement(cause: str) -> None:
     raise InvalidInputError(f"the request's tool choice requires a tool call, but {cause}")
 
 
+#: The eager tools shut out that a refusal of only deferred tools names.
+_LISTED_EAGER = 5
+
+
 def kept_searchable(
     tools: list[Any], kept: list[tuple[int, Any]], provider: str, choice: Any = None
 ) -> list[tuple[int, Any]]:
@@ -232,9 +236,13 @@ def kept_searchable(
     if provider == "anthropic" and kept and all(_deferred(t) for _, t in kept):
         eager = [t.get("name") for t in tools if isinstance(t, Mapping) and not _deferred(t)]
         if eager:
+            # The first few: the tools are the client's, any number of them.
+            listed = ", ".join(shown(name) for name in eager[:_LISTED_EAGER])
+            more = len(eager) - _LISTED_EAGER
+            listed += f" and {more:,} more" if more > 0 else ""
             raise InvalidInputError(
                 "the allow / deny lists shut out every tool the request loads up front ("
-                f"{', '.join(shown(name) for name in eager)}), leaving only tools deferred to "
+                f"{listed}), leaving only tools deferred to "
                 "a tool search, which Anthropic refuses: admit one of them (the client's "
                 "search tool)"
             )
