@@ -71,10 +71,22 @@ def test_short_clauses_are_dropped_and_one_clause_gives_none() -> None:
     text = "add 2, and 3 to the total please"
     words = ["add", "2", ",", "and", "3", "to", "the", "total", "please"]
     tokens = _states(text, words)
-    # Clauses: "add 2" (2 tokens), ", " (1), "and 3 to the total please" (6).
+    # Clauses: "add 2" (2 words), ", " (none: a comma is no word), "and 3 to the total
+    # please" (6).
     assert clause_vectors(tokens, text).shape == (0, len(words) + 2)
-    assert clause_vectors(tokens, text, min_tokens=1).shape == (3, len(words) + 2)
+    assert clause_vectors(tokens, text, min_tokens=1).shape == (2, len(words) + 2)
     assert MIN_CLAUSE_TOKENS == 3
+
+
+def test_punctuation_is_no_word_of_a_clause() -> None:
+    # ", release date" is three tokens but two words: a fragment of the first request, not a
+    # request of its own (it took a slot, and BM25 gave it a tool for "release").
+    text = "get the film's details, release date, then book two tickets"
+    words = ["get", "the", "film", "'", "s", "details", ",", "release", "date", ","]
+    words += ["then", "book", "two", "tickets"]
+    vectors, texts = clauses(_states(text, words), text)
+    assert texts == ("get the film's details", "then book two tickets")
+    assert vectors.shape == (2, len(words) + 2)
 
 
 def test_clauses_end_where_the_tokens_the_model_read_do() -> None:

@@ -12,9 +12,10 @@ says why that is enough).
 
 A clause boundary is sentence or clause punctuation (ASCII before a space or the end, CJK
 anywhere) or the words "and", "then" and "also"; a boundary token starts the next clause.
-Clauses of fewer than :data:`MIN_CLAUSE_TOKENS` tokens (argument fragments such as "and 5")
-are dropped, and a query with fewer than two clauses left has no clause vectors: its single
-clause is the query itself.
+Clauses of fewer than :data:`MIN_CLAUSE_TOKENS` word tokens (argument fragments such as "and
+5", or ", release date" after "get the film's details": punctuation is no word) are dropped,
+and a query with fewer than two clauses left has no clause vectors: its single clause is the
+query itself.
 
 >>> text = "Convert 5 USD to EUR, then email the result to Bob."
 >>> [text[start:end] for start, end in clause_spans(text)]
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MIN_CLAUSE_TOKENS", "clause_spans", "clause_vectors", "clauses"]
 
-#: Fewest tokens a clause needs to get a vector of its own.
+#: Fewest word tokens (holding a letter or digit) a clause needs to get a vector of its own.
 MIN_CLAUSE_TOKENS = 3
 
 # ASCII sentence and clause punctuation before a space or the end (not the dot of
@@ -60,7 +61,8 @@ def clause_vectors(
     tokens: TokenStates, text: str, min_tokens: int = MIN_CLAUSE_TOKENS
 ) -> np.ndarray:
     """The L2-normalised mean token state of each clause of ``text`` with at least
-    ``min_tokens`` tokens, shape (clauses, dim); (0, dim) when fewer than two clauses qualify.
+    ``min_tokens`` word tokens, shape (clauses, dim); (0, dim) when fewer than two clauses
+    qualify.
 
     ``tokens`` must come from embedding ``text`` itself: its offsets index into ``text``.
     [CLS], [SEP] and other zero-width tokens belong to no clause.
@@ -81,12 +83,17 @@ def clauses(
     spans = clause_spans(text)
     if len(spans) < 2:  # most queries: nothing to pool
         return none
-    starts = np.array([start for start, end in tokens.offsets if end > start], dtype=np.int64)
-    rows = np.array([i for i, (start, end) in enumerate(tokens.offsets) if end > start], np.int64)
+    read = [(i, start, end) for i, (start, end) in enumerate(tokens.offsets) if end > start]
+    rows = np.array([i for i, _, _ in read], dtype=np.int64)
+    starts = np.array([start for _, start, _ in read], dtype=np.int64)
+    # A clause's boundary token opens it (", I am"): counted as a word, such fragments of one
+    # request took a tool slot of their own, displacing what the whole request ranked second.
+    words = np.array([any(c.isalnum() for c in text[s:e]) for _, s, e in read], dtype=bool)
     vectors, texts = [], []
     for start, end in spans:
-        members = rows[(starts >= start) & (starts < end)]
-        if len(members) >= min_tokens:
+        inside = (starts >= start) & (starts < end)
+        members = rows[inside]
+        if np.count_nonzero(inside & words) >= min_tokens:
             mean = tokens.states[members].mean(axis=0)
             norm = float(np.linalg.norm(mean))
             if norm > 0.0:
