@@ -266,21 +266,32 @@ def test_calibrate_reports_a_curve(
     assert not [note for note in report["notes"] if note.startswith("threshold")]
 
 
+def _calibrated(
+    capsys: pytest.CaptureFixture[str],
+    labelled: tuple[Path, Path],
+    tmp_path: Path,
+    *options: str,
+) -> tuple[dict[str, Any], str, Path]:
+    """``toolgate calibrate --json --save`` on ``labelled`` with ``options``: the report,
+    what it wrote to stderr, and the saved router's folder."""
+    tools, queries = labelled
+    out = tmp_path / "fitted"
+    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries), "--save", str(out)]
+    assert main([*argv, *options, "--json"]) == 0
+    captured = capsys.readouterr()
+    return json.loads(captured.out), captured.err, out
+
+
 def test_calibrate_keeps_the_router_s_floor_when_too_few_gold_entries(
     capsys: pytest.CaptureFixture[str], tiny_set: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """Below 1 / 0.01 gold entries, keeping recall within 0.01 means losing none, and F1 put
     the floor just under the sample's lowest gold cosine: on 10 MetaTool queries 0.34, with
     which the saved router routed nothing for a fifth of held-out requests."""
-    tools, queries = tiny_set
-    out = tmp_path / "fitted"
-    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries), "--save", str(out)]
-    assert main([*argv, "--json"]) == 0
-    captured = capsys.readouterr()
-    report = json.loads(captured.out)
+    report, warned, out = _calibrated(capsys, tiny_set, tmp_path)
     assert report["config"]["threshold"] is None  # the router's own
     assert Router.open(out).config.threshold is None
-    assert "warning: threshold not fitted: 4 gold entries" in captured.err
+    assert "warning: threshold not fitted: 4 gold entries" in warned
     assert "label at least 100" in report["notes"][0]
 
 
@@ -290,12 +301,7 @@ def test_calibrate_keeps_the_router_s_selection_when_too_few_queries_with_gold(
     """Below 1 / 0.05 queries with gold, keeping completeness within 0.05 means losing none,
     and the fit took the fewest tools the sample allowed: on 10 MetaTool queries min_tools 1,
     and held out the saved router was complete for 0.63 of the requests (default 0.75)."""
-    tools, queries = tiny_set
-    out = tmp_path / "fitted"
-    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries), "--save", str(out)]
-    assert main([*argv, "--json"]) == 0
-    captured = capsys.readouterr()
-    report = json.loads(captured.out)
+    report, warned, out = _calibrated(capsys, tiny_set, tmp_path)
     own = RouterConfig()
     assert (report["config"]["min_tools"], report["config"]["keep_ratio"]) == (
         own.min_tools, own.keep_ratio,
@@ -304,7 +310,7 @@ def test_calibrate_keeps_the_router_s_selection_when_too_few_queries_with_gold(
     assert (saved.min_tools, saved.keep_ratio) == (own.min_tools, own.keep_ratio)
     assert report["selection"] is None
     assert report["selection_goal_met"] is None
-    assert "warning: min_tools and keep_ratio not fitted: 3 queries with gold" in captured.err
+    assert "warning: min_tools and keep_ratio not fitted: 3 queries with gold" in warned
     assert any("label at least 20" in note for note in report["notes"])
 
 
@@ -423,17 +429,12 @@ def test_calibrate_keeps_the_router_s_no_tool_threshold_when_too_few_queries(
 ) -> None:
     """A rate of 0.5 fitted on 2 queries with gold gave 0.0054, a threshold that rejects
     nearly every request: below 20 the router's own stays."""
-    tools, queries = tiny_set
-    out = tmp_path / "fitted"
-    argv = ["calibrate", "--tools", str(tools), "--queries", str(queries), "--save", str(out)]
-    assert main([*argv, "--false-rejections", "0.5", "--json"]) == 0
-    captured = capsys.readouterr()
-    report = json.loads(captured.out)
+    report, warned, out = _calibrated(capsys, tiny_set, tmp_path, "--false-rejections", "0.5")
     own = RouterConfig().no_tool_threshold
     assert report["no_tool"] is None
     assert report["config"]["no_tool_threshold"] == own
     assert Router.open(out).config.no_tool_threshold == own
-    assert "warning: no_tool_threshold not fitted: 3 queries with gold" in captured.err
+    assert "warning: no_tool_threshold not fitted: 3 queries with gold" in warned
     assert any("label at least 20" in note for note in report["notes"])
 
 

@@ -347,6 +347,18 @@ def proxy_client(listener: HttpListener, host: str = "127.0.0.1:8765") -> Iterat
         yield client
 
 
+@contextmanager
+def handshake_session() -> Iterator[tuple[TestClient, dict[str, str]]]:
+    """A client of a local proxy, and the headers of the session it opened in the
+    handshake-era (2025-06-18) transport."""
+    listener = HttpListener.parse("127.0.0.1:8765", token=None, open_to_all=False)
+    with proxy_client(listener) as client:
+        opened = client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+        session = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = "2025-06-18"
+        yield client, session
+
+
 def _open_listener(**options: Any) -> HttpListener:
     """A listener off loopback without a token (``--no-auth``)."""
     return HttpListener.parse("0.0.0.0:8765", token=None, open_to_all=True, **options)
@@ -475,11 +487,7 @@ def test_a_stop_ends_the_clients_event_streams(tmp_path: Path) -> None:
 def test_a_request_whose_id_cannot_be_one_is_answered_with_an_error() -> None:
     # The SDK's handshake-era transport read such a request as a notification and answered
     # 202 with nothing: the client waited for an answer that never came.
-    listener = HttpListener.parse("127.0.0.1:8765", token=None, open_to_all=False)
-    with proxy_client(listener) as client:
-        opened = client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
-        session = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
-        session["mcp-protocol-version"] = "2025-06-18"
+    with handshake_session() as (client, session):
         for request_id in (None, 1.5, True):
             ping = {"jsonrpc": "2.0", "id": request_id, "method": "ping"}
             answer = client.post("/mcp", json=ping, headers=session)
@@ -506,10 +514,6 @@ def test_a_request_whose_id_cannot_be_one_is_answered_with_an_error() -> None:
 def test_a_broken_answer_to_the_proxys_request_is_read_as_an_error_answering_it() -> None:
     # The SDK refused it (400) and dropped it, so the proxy's request waited until it timed
     # out; it now reaches the SDK as an error answering that request.
-    listener = HttpListener.parse("127.0.0.1:8765", token=None, open_to_all=False)
-    with proxy_client(listener) as client:
-        opened = client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
-        session = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
-        session["mcp-protocol-version"] = "2025-06-18"
+    with handshake_session() as (client, session):
         broken = {"jsonrpc": "2.0", "id": 7, "result": None}
         assert client.post("/mcp", json=broken, headers=session).status_code == 202
