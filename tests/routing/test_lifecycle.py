@@ -165,6 +165,30 @@ def test_a_router_freed_in_a_cycle_with_its_view_removes_its_files(
     assert not workdir.exists()
 
 
+@pytest.mark.parametrize("windows", [False, True])
+def test_a_shallow_copy_keeps_its_original_s_files_till_both_are_freed(
+    embedder: Embedder, tmp_path: Path, request: pytest.FixtureRequest, windows: bool
+) -> None:
+    """``copy.copy(router)`` shared the original's index but not its life: once the original
+    was freed, its finalizer removed the temporary directory the copy still read, and the
+    copy's save failed on the unlinked matrix; on Windows, which keeps a mapped file, the
+    directory was left for good, since no one removed it once the copy let go."""
+    if windows:
+        request.getfixturevalue("mapped_files_stay")
+    router = _temporary_router(embedder)
+    copied = copy.copy(router)
+    workdir = router._parts.workdir
+    del router
+    gc.collect()
+    assert copied.route("weather in Oslo").ids[0] == "weather/get_forecast"
+    copied.save(tmp_path / "saved")  # reads every index file from the temporary directory
+    assert Router.open(tmp_path / "saved").route("send an email").ids[0] == "mail/send_email"
+    del copied
+    gc.collect()
+    assert workdir is not None
+    assert not workdir.exists()
+
+
 @pytest.mark.usefixtures("no_cyclic_gc")
 def test_a_router_replaced_by_its_refresh_lets_go_of_its_files(embedder: Embedder) -> None:
     router = _temporary_router(embedder)

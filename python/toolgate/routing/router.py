@@ -128,6 +128,13 @@ class Router(BoundToProcess):
         if owned is not None and (owned[0] == id(self) or let_go):
             _remove_owned_directory(*owned[1:])
 
+    def __copy__(self) -> Router:
+        # A copy reads the same index files: like with_config's view, it keeps this router
+        # alive, or this router's finalizer removed them while the copy still served.
+        clone: Router = super().__copy__()
+        clone._base = self
+        return clone
+
     @property
     def catalog(self) -> Catalog:
         """The tools this router serves (read from disk on first use after :meth:`open`)."""
@@ -236,13 +243,10 @@ class Router(BoundToProcess):
         precision) must stay as it is; ranking and selection settings may change."""
         check_instance("config", config, RouterConfig)
         parts = self._parts.with_config(config)
-        view = copy.copy(self)
+        view = copy.copy(self)  # keeps this router, and so its index files, alive
         view.config = config
         view._parts = parts  # what save() writes
         view._pipeline = self._pipeline.with_config(config)
-        # A router built without a path removes its index files when collected: the view
-        # reads the same files, so it keeps that router alive.
-        view._base = self
         return view
 
     def recentred(self, row_centring: float) -> Router:
