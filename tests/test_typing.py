@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,27 @@ def _documented_search() -> str:
     return head + "\n".join(body) + "\n"
 
 
+def _cache_directory(kept: Path, spare: Path) -> Path:
+    """``kept`` (mypy's cache across runs) if it can be written, else ``spare``: in a
+    read-only checkout mypy stops with an internal error on a cache it cannot write."""
+    try:
+        kept.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=kept).close()  # an existing directory may be read-only
+    except OSError:
+        return spare
+    return kept
+
+
+def test_mypy_caches_elsewhere_when_the_checkout_cannot_be_written(tmp_path: Path) -> None:
+    blocked = tmp_path / "checkout"
+    blocked.write_text("a file where the cache's parent would be", encoding="utf-8")
+    spare = tmp_path / "spare"
+    assert _cache_directory(blocked / ".mypy_cache" / "downstream", spare) == spare
+    kept = tmp_path / "writable" / ".mypy_cache" / "downstream"
+    assert _cache_directory(kept, spare) == kept
+    assert kept.is_dir()
+
+
 @pytest.fixture(scope="module")
 def mypy_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     """mypy's errors on each sample, by file name: one run for them all, its cache kept
@@ -52,7 +74,7 @@ def mypy_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]
     documented.write_text(_documented_search(), encoding="utf-8")
     samples.append(documented)
     command = [sys.executable, "-m", "mypy", "--strict", "--config-file", str(config)]
-    cache = ROOT / ".mypy_cache" / "downstream"
+    cache = _cache_directory(ROOT / ".mypy_cache" / "downstream", work / "cache")
     command += ["--cache-dir", str(cache), "--no-error-summary", *map(str, samples)]
     # The package under test, ahead of whatever copy the environment installed.
     env = {**os.environ, "PYTHONPATH": str(Path(toolgate.__file__).parents[1])}
