@@ -23,6 +23,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.testclient import TestClient
 
 from tests.fixtures.mcp import (
@@ -33,7 +34,13 @@ from tests.fixtures.mcp import (
 )
 from toolgate import InvalidInputError
 from toolgate.cli.parser import main
-from toolgate.integrations.mcp.http import GRACE_SECONDS, HttpListener, _BearerGate, proxy_app
+from toolgate.integrations.mcp.http import (
+    GRACE_SECONDS,
+    MCP_PATH,
+    HttpListener,
+    _BearerGate,
+    proxy_app,
+)
 from toolgate.integrations.mcp.metrics import ProxyMetrics
 
 TOKEN = "s3cret-token"
@@ -517,3 +524,34 @@ def test_a_broken_answer_to_the_proxys_request_is_read_as_an_error_answering_it(
     with handshake_session() as (client, session):
         broken = {"jsonrpc": "2.0", "id": 7, "result": None}
         assert client.post("/mcp", json=broken, headers=session).status_code == 202
+
+
+def test_a_body_declared_over_the_limit_is_refused_unread() -> None:
+    # The proxy read up to the SDK's limit and a chunk of it (4 MiB and more, of each such
+    # request) before the SDK refused it from its Content-Length alone.
+    listener = HttpListener.parse("127.0.0.1:8765", token=None, open_to_all=False)
+    app = proxy_app(Server("test"), listener)
+    declared = str(DEFAULT_MAX_REQUEST_BODY_SIZE + 1).encode()
+    headers = [
+        (b"host", b"127.0.0.1:8765"),
+        (b"content-type", b"application/json"),
+        (b"content-length", declared),
+    ]
+    scope = {
+        "type": "http", "method": "POST", "path": MCP_PATH, "raw_path": MCP_PATH.encode(),
+        "query_string": b"", "headers": headers, "scheme": "http", "root_path": "",
+        "server": ("127.0.0.1", 8765), "client": ("127.0.0.1", 50000), "http_version": "1.1",
+    }  # fmt: skip
+    read: list[int] = []
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        read.append(64 * 1024)
+        return {"type": "http.request", "body": b" " * read[-1], "more_body": True}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    run(partial(app, scope, receive, send))
+    assert sent[0]["status"] == 413
+    assert sum(read) == 0

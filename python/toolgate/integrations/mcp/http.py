@@ -297,6 +297,9 @@ class _Messages:
         if scope["type"] != "http" or scope.get("method") != "POST" or not _json(scope):
             await self.app(scope, receive, send)  # the SDK refuses a body not said to be JSON
             return
+        if (_declared_length(scope) or 0) > DEFAULT_MAX_REQUEST_BODY_SIZE:
+            await self.app(scope, receive, send)  # the SDK's 413, from the header alone
+            return
         read: list[bytes] = []
         size, more = 0, True
         while more and size <= DEFAULT_MAX_REQUEST_BODY_SIZE:
@@ -324,6 +327,18 @@ def _json(scope: Scope) -> bool:
     """Whether the request says its body is JSON."""
     types = [value for name, value in scope.get("headers", []) if name.lower() == b"content-type"]
     return len(types) == 1 and types[0].lower().startswith(b"application/json")
+
+
+def _declared_length(scope: Scope) -> int | None:
+    """The request's ``Content-Length``, read as the SDK's limit reads it (the first such
+    header, as Python's ``int`` parses it), or None."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 def _replayed(messages: list[Message], receive: Receive) -> Receive:
