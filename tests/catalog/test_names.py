@@ -9,6 +9,7 @@ import re
 import pytest
 
 from tests.shared_data import CATALOGS, require
+from toolgate._toolgate._testing import analyze_text
 from toolgate.catalog.names import assign_exposed_names, name_words, sanitize_name, split_name
 from toolgate.errors import InvalidInputError
 
@@ -146,9 +147,23 @@ def test_assignment_does_not_depend_on_order() -> None:
         # A plural acronym stays one word.
         ("listAPIs", ["list", "APIs"]),
         ("instanceIDs", ["instance", "IDs"]),
+        # Capitals and lower-case letters of any script, as BM25 reads names.
+        ("getÜbersicht", ["get", "Übersicht"]),
+        ("ÉtatCivil_äußern", ["État", "Civil", "äußern"]),
+        ("создатьЗадачу", ["создать", "Задачу"]),
+        ("открытьЖКХСчёт", ["открыть", "ЖКХ", "Счёт"]),
+        ("λήψηΚαιρού", ["λήψη", "Καιρού"]),
+        ("東京Weather", ["東京Weather"]),  # no case in Han: nothing ends before the capital
     ],
 )
 def test_name_words_split_on_separators_and_camel_case(name: str, words: list[str]) -> None:
     assert name_words(name, keep_case=True) == words
     assert name_words(name) == [word.lower() for word in words]
     assert split_name(name) == " ".join(word.lower() for word in words)
+
+
+@pytest.mark.parametrize("name", ["getÜbersicht", "ÉtatCivil", "создатьЗадачу", "λήψηΚαιρού"])
+def test_a_name_s_words_in_any_script_are_the_bm25_analyser_s(name: str) -> None:
+    # The analyser yields a split word's parts, then the word whole (these stem to themselves).
+    words = name_words(name)
+    assert analyze_text(name, keep_stop_words=True) == [*words, "".join(words)]

@@ -55,10 +55,7 @@ _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]+")
 _VALID_FIRST = re.compile(r"[a-zA-Z_]")
 _HASH_LEN = 8
 
-# camelCase parts, and an acronym's end before a capitalised word (`getHTTPResponse` -> `get`
-# `HTTP` `Response`, as the BM25 analyser splits it): the acronym is two capitals or more and
-# the word two lower-case letters or more, so a plural acronym (`listAPIs`) stays one word.
-_WORD_SPLIT = re.compile(r"[_\-\s./:]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z]{2})(?=[A-Z][a-z]{2})")
+_SEPARATORS = re.compile(r"[_\-\s./:]+")
 
 
 def name_words(name: str, *, keep_case: bool = False) -> list[str]:
@@ -70,8 +67,29 @@ def name_words(name: str, *, keep_case: bool = False) -> list[str]:
     >>> name_words("getRepo_file.contents")
     ['get', 'repo', 'file', 'contents']
     """
-    words = [word for word in _WORD_SPLIT.split(name) if word]
+    words = [part for word in _SEPARATORS.split(name) for part in _case_parts(word) if part]
     return words if keep_case else [word.lower() for word in words]
+
+
+def _case_parts(word: str) -> list[str]:
+    """``word`` cut at camelCase (a lower-case letter or a digit, then a capital) and at an
+    acronym's end before a capitalised word (``getHTTPResponse`` -> ``get`` ``HTTP``
+    ``Response``), in letters of any script, as the BM25 analyser cuts it (``re`` has no
+    Unicode case classes). The acronym is two capitals or more and the word two lower-case
+    letters or more, so a plural acronym (``listAPIs``) stays one word."""
+    parts, start = [], 0
+    for at in range(1, len(word)):
+        before, here, after = word[max(at - 2, 0) : at], word[at], word[at + 1 : at + 3]
+        camel = (before[-1].islower() or before[-1].isdecimal()) and here.isupper()
+        acronym_end = (
+            len(before) == 2 and all(c.isupper() for c in before) and here.isupper()
+            and len(after) == 2 and all(c.islower() for c in after)
+        )  # fmt: skip
+        if camel or acronym_end:
+            parts.append(word[start:at])
+            start = at
+    parts.append(word[start:])
+    return parts
 
 
 def split_name(name: str) -> str:

@@ -37,8 +37,9 @@ __all__ = [
 #: sentences end where a summary's does (:mod:`~toolgate.catalog.sentences`: not at "e.g.").
 #: 10: a word ending like an abbreviation ("movie.", "casino.") ends its sentence. 11: a
 #: name's acronym ends before a capitalised word (``getVRGame`` -> ``get VR Game``,
-#: :func:`~toolgate.catalog.names.name_words`).
-TEXT_VERSION = 11
+#: :func:`~toolgate.catalog.names.name_words`). 12: a name splits at the capitals of any
+#: script (``getÜbersicht`` -> ``get Übersicht``), as the BM25 analyser does.
+TEXT_VERSION = 12
 
 
 def humanize(name: str) -> str:
