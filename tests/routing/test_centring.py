@@ -248,11 +248,12 @@ def test_calibrate_takes_another_centring_only_when_it_ranks_better(
         LabelledQuery("3", "which tables hold the orders", ("list_tables",)),
         LabelledQuery("4", "hello there", ()),
     ]
-    kept, points = fit_row_centring(router, queries, top_k=3, margin=1.0)
+    kept, points, _ = fit_row_centring(router, queries, top_k=3, margin=1.0)
     assert kept is router
     assert [p.row_centring for p in points] == [0.5, 0.0, 0.75]
     assert all(0.0 <= p.ndcg <= 1.0 and 0.0 <= p.complete <= 1.0 for p in points)
-    taken, points = fit_row_centring(router, queries, top_k=3, margin=-1.0)
+    # z=0: the margin alone judges (ranking_choice tests the noise rule).
+    taken, points, _ = fit_row_centring(router, queries, top_k=3, margin=-1.0, z=0.0)
     best = max(points, key=lambda p: (p.ndcg, p.row_centring == 0.5))
     assert taken.config.row_centring == best.row_centring
     with pytest.raises(InvalidInputError, match="has gold tools; calibrate needs at least one"):

@@ -129,7 +129,9 @@ def test_calibrate_keeps_a_server_weight_only_where_it_ranks_better(router: Rout
         LabelledQuery("2", "delete the old text file on disk", ("s2/delete_item",), ()),
         LabelledQuery("3", "delete the message from Ann in my inbox", ("s1/delete_item",), ()),
     ]
-    weight, points = fit_server_weight(router, meant, top_k=3)
+    # Three queries: z=0 leaves the margin alone to judge (ranking_choice tests the noise).
+    weight, points, notes = fit_server_weight(router, meant, top_k=3, z=0.0)
+    assert notes == ()
     assert [p.server_weight for p in points] == [0.0, 0.2, 0.35]
     # The best nDCG, the smallest weight on a tie.
     assert weight == min(p.server_weight for p in points if p.ndcg == max(q.ndcg for q in points))
@@ -142,4 +144,4 @@ def test_calibrate_keeps_a_server_weight_only_where_it_ranks_better(router: Rout
     with pytest.raises(InvalidInputError, match="weights must hold 0"):
         fit_server_weight(router, meant, top_k=2, weights=(0.2,))
     single = Router.from_catalog(Catalog.load({"s1": TOOLS["s1"]}), cache=None)
-    assert fit_server_weight(single, meant, top_k=2) == (0.0, ())
+    assert fit_server_weight(single, meant, top_k=2) == (0.0, (), ())

@@ -33,6 +33,10 @@ ranking's head): of :data:`NAME_WEIGHTS` and the router's own weight, the one wi
 nDCG at ``top_k``, taken only when it beats the router's own by :data:`NAME_MARGIN` (catalogs
 whose names are their topic, and multi-tool requests, gain from more).
 
+Each of these four ranking choices takes another value than the reference only when its
+per-query nDCG gain also beats twice its standard error (:mod:`.ranking_choice`: on a small
+set one rank swap beats the margin); a gain within noise leaves the reference and a note.
+
 Then adaptive selection (:mod:`toolgate.routing.selection`) is fitted under the fitted
 ranking: of ``min_tools`` x ``keep_ratio``, the point that sends the fewest schema tokens
 while keeping completeness (every gold tool shown) within ``tolerance`` of what the plain top
@@ -79,6 +83,7 @@ from toolgate.evaluation.evaluate import (
     unmatched_summary,
 )
 from toolgate.evaluation.metrics import distinct_gold, gold_hits, ndcg
+from toolgate.evaluation.ranking_choice import SIGNIFICANCE_Z, Ranked, choose
 from toolgate.routing.router import Router, RouterConfig
 
 __all__ = [
@@ -196,12 +201,16 @@ def calibrate(
         )
     k = router.config.top_k if top_k is None else top_k
     centring_curve: tuple[CentringPoint, ...] = ()
+    noise: tuple[str, ...] = ()  # the ranking settings a gain within noise did not move
     if centring:
-        router, centring_curve = fit_row_centring(router, queries, top_k=k, progress=progress)
+        router, centring_curve, noise = fit_row_centring(
+            router, queries, top_k=k, progress=progress
+        )
     own = router.config.alpha
     alphas = list(dict.fromkeys([own, *alphas]))
     counts = {(a, t): _Counts() for a in alphas for t in thresholds}
-    ordered = {a: [0.0, 0.0] for a in alphas}  # nDCG and complete summed over gold queries
+    # nDCG and completeness of each query with gold, per alpha: the choice is paired.
+    ordered: dict[float, tuple[list[float], list[bool]]] = {a: ([], []) for a in alphas}
     ids = router.catalog.ids
     names = [tool.name for tool in router.catalog.tools]
     for item in progress_bar(queries, progress, "calibrating"):
@@ -217,18 +226,15 @@ def calibrate(
             order = np.lexsort((np.arange(len(fused)), -fused))[:k]
             if item.gold:
                 ranks = gold_hits(item.gold, [ids[r] for r in order], [names[r] for r in order])
-                ordered[alpha][0] += ndcg(ranks, k)
-                ordered[alpha][1] += all(ranks)
+                ordered[alpha][0].append(ndcg(ranks, k))
+                ordered[alpha][1].append(all(ranks))
             for threshold in thresholds:
                 rows = [row for row in order if cosine[row] >= threshold]
                 routed = [ids[row] for row in rows]
                 _count(counts[(alpha, threshold)], item.gold, routed, [names[r] for r in rows])
-    n = sum(1 for item in queries if item.gold)
-    by_alpha = {
-        a: (round(gain / n, 4), round(complete / n, 4)) for a, (gain, complete) in ordered.items()
-    }
-    alpha_curve = tuple(AlphaPoint(a, *figures) for a, figures in by_alpha.items())
-    alpha = _chosen(by_alpha, own, ALPHA_MARGIN)
+    by_alpha = {a: Ranked(tuple(gain), tuple(done)) for a, (gain, done) in ordered.items()}
+    alpha_curve = tuple(AlphaPoint(a, *ranked.figures) for a, ranked in by_alpha.items())
+    alpha, unsure = choose(by_alpha, own, ALPHA_MARGIN, "alpha")
     curve = tuple(counts[key].point(*key) for key in counts)
     at_alpha = [point for point in curve if point.alpha == alpha]
     # A floor that cuts a needed tool costs more than a schema too many: of the thresholds
@@ -236,16 +242,17 @@ def calibrate(
     lowest = min(at_alpha, key=lambda p: p.threshold)
     kept = [point for point in at_alpha if point.recall >= lowest.recall - RECALL_TOLERANCE]
     best = max(kept, key=lambda p: (p.f1, p.recall, -p.threshold))
-    notes = _floor_notes(queries, router.config.threshold)
-    floor = router.config.threshold if notes else best.threshold
+    few = _floor_notes(queries, router.config.threshold)
+    floor = router.config.threshold if few else best.threshold
     config = replace(router.config, alpha=alpha, threshold=floor)
-    weight, servers = fit_server_weight(
+    weight, servers, server_noise = fit_server_weight(
         router.with_config(config), queries, top_k=k, progress=progress
     )
     config = replace(config, server_weight=weight)
     view = router.with_config(config)
-    weight, name_curve = fit_name_weight(view, queries, top_k=k, progress=progress)
+    weight, name_curve, name_noise = fit_name_weight(view, queries, top_k=k, progress=progress)
     config = replace(config, name_weight=weight)
+    notes = (*few, *noise, *unsure, *server_noise, *name_noise)
     report = CalibrationReport(
         best, curve, len(queries), k, config, server_curve=servers, centring_curve=centring_curve,
         name_curve=name_curve, alpha_curve=alpha_curve, notes=notes,
@@ -400,19 +407,22 @@ def fit_server_weight(
     top_k: int,
     weights: Sequence[float] = SERVER_WEIGHTS,
     margin: float = SERVER_MARGIN,
+    z: float = SIGNIFICANCE_Z,
     progress: bool = False,
-) -> tuple[float, tuple[ServerPoint, ...]]:
+) -> tuple[float, tuple[ServerPoint, ...], tuple[str, ...]]:
     """The ``server_weight`` of ``weights`` (which must hold 0) with the best nDCG at
-    ``top_k`` on ``queries`` (those with gold), 0 unless it beats 0 by ``margin``, and every
-    point measured; 0 and no points for a catalog of one server, which has nothing to tell
-    apart."""
+    ``top_k`` on ``queries`` (those with gold), 0 unless it beats 0 by ``margin`` and ``z``
+    standard errors (:func:`~toolgate.evaluation.ranking_choice.choose`), every point
+    measured, and a note if a gain was within noise; 0 and no points for a catalog of one
+    server, which has nothing to tell apart."""
     if 0.0 not in weights:
         raise InvalidInputError(f"weights must hold 0 (no server signal), got {list(weights)}")
     if len({tool.server for tool in router.catalog}) < 2:
-        return 0.0, ()
+        return 0.0, (), ()
     measured = _by_setting(router, queries, "server_weight", sorted(weights), top_k, progress)
-    points = tuple(ServerPoint(w, *figures) for w, figures in measured.items())
-    return _chosen(measured, 0.0, margin), points
+    points = tuple(ServerPoint(w, *ranked.figures) for w, ranked in measured.items())
+    weight, notes = choose(measured, 0.0, margin, "server_weight", z)
+    return weight, points, notes
 
 
 def fit_name_weight(
@@ -422,16 +432,19 @@ def fit_name_weight(
     top_k: int,
     weights: Sequence[float] = NAME_WEIGHTS,
     margin: float = NAME_MARGIN,
+    z: float = SIGNIFICANCE_Z,
     progress: bool = False,
-) -> tuple[float, tuple[NamePoint, ...]]:
+) -> tuple[float, tuple[NamePoint, ...], tuple[str, ...]]:
     """Of the router's own ``name_weight`` and ``weights``, the one with the best nDCG at
     ``top_k`` on ``queries`` (those with gold): the router's own unless another beats it by
-    ``margin``; and every point measured, its own first."""
+    ``margin`` and ``z`` standard errors (:func:`~toolgate.evaluation.ranking_choice.choose`);
+    every point measured, its own first; and a note if a gain was within noise."""
     own = router.config.name_weight
     tried = list(dict.fromkeys([own, *weights]))
     measured = _by_setting(router, queries, "name_weight", tried, top_k, progress)
-    points = tuple(NamePoint(w, *figures) for w, figures in measured.items())
-    return _chosen(measured, own, margin), points
+    points = tuple(NamePoint(w, *ranked.figures) for w, ranked in measured.items())
+    weight, notes = choose(measured, own, margin, "name_weight", z)
+    return weight, points, notes
 
 
 def _by_setting(
@@ -441,7 +454,7 @@ def _by_setting(
     values: Sequence[float],
     top_k: int,
     progress: bool,
-) -> dict[float, tuple[float, float]]:
+) -> dict[float, Ranked]:
     """:func:`_rankings` of ``router`` under each of ``values`` of the ranking setting
     ``setting`` (the same index: ``Router.with_config``), over the queries with gold."""
     check_fittable(queries)
@@ -457,28 +470,21 @@ def fit_row_centring(
     top_k: int,
     shares: Sequence[float] = ROW_CENTRINGS,
     margin: float = CENTRING_MARGIN,
+    z: float = SIGNIFICANCE_Z,
     progress: bool = False,
-) -> tuple[Router, tuple[CentringPoint, ...]]:
+) -> tuple[Router, tuple[CentringPoint, ...], tuple[str, ...]]:
     """The router at whichever of its own share and ``shares`` ranks ``queries`` (those with
     gold) best by nDCG at ``top_k``: ``router`` itself unless another share beats its own by
-    ``margin``; and every point measured, its own share first."""
+    ``margin`` and ``z`` standard errors (:func:`~toolgate.evaluation.ranking_choice.choose`);
+    every point measured, its own share first; and a note if a gain was within noise."""
     check_fittable(queries)
     relevant = [item for item in queries if item.gold]
     own = router.config.row_centring
     views = {s: router if s == own else router.recentred(s) for s in dict.fromkeys([own, *shares])}
     measured = _rankings(views, relevant, top_k, progress, "fitting centring")
-    points = tuple(CentringPoint(s, *figures) for s, figures in measured.items())
-    return views[_chosen(measured, own, margin)], points
-
-
-def _chosen(
-    measured: Mapping[float, tuple[float, float]], reference: float, margin: float
-) -> float:
-    """Of the settings ``measured`` (each to its nDCG and share complete), the one with the
-    best nDCG, kept only when it beats ``reference``'s by ``margin``: ``reference`` on a tie
-    or a smaller gain, which is noise; of other tied settings, the first."""
-    best = max(measured, key=lambda v: (measured[v][0], v == reference))
-    return best if measured[best][0] >= measured[reference][0] + margin else reference
+    points = tuple(CentringPoint(s, *ranked.figures) for s, ranked in measured.items())
+    share, notes = choose(measured, own, margin, "row_centring", z)
+    return views[share], points, notes
 
 
 def _rankings(
@@ -487,20 +493,21 @@ def _rankings(
     top_k: int,
     progress: bool,
     label: str,
-) -> dict[float, tuple[float, float]]:
-    """nDCG and the share complete at ``top_k`` of each router of ``views`` (by the setting
-    it was made with) over ``relevant``, each rounded to 4 decimals."""
-    sums = {key: [0.0, 0.0] for key in views}
+) -> dict[float, Ranked]:
+    """nDCG and completeness at ``top_k`` of each router of ``views`` (by the setting it was
+    made with) on each query of ``relevant``: each query is routed once per router, and the
+    choice pairs them query by query."""
+    gains: dict[float, list[float]] = {key: [] for key in views}
+    complete: dict[float, list[bool]] = {key: [] for key in views}
     for item in progress_bar(relevant, progress, label):
         for key, view in views.items():
             # decide=False: the "no tool needed" decision is fitted on its own, last; the
             # router's current threshold (fitted before, maybe) must not blank queries here.
             ids = view.route(item.query, top_k=top_k, adaptive=False, decide=False).ids
             ranks = gold_hits(item.gold, ids, [view.catalog[i].name for i in ids])
-            sums[key][0] += ndcg(ranks, top_k)
-            sums[key][1] += all(ranks)
-    n = len(relevant)
-    return {key: (round(g / n, 4), round(c / n, 4)) for key, (g, c) in sums.items()}
+            gains[key].append(ndcg(ranks, top_k))
+            complete[key].append(all(ranks))
+    return {key: Ranked(tuple(gains[key]), tuple(complete[key])) for key in views}
 
 
 def fit_selection(
