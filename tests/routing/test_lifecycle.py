@@ -189,6 +189,50 @@ def test_a_shallow_copy_keeps_its_original_s_files_till_both_are_freed(
     assert not workdir.exists()
 
 
+@pytest.mark.parametrize("first", ["view", "view of the view"])
+def test_views_freed_in_a_cycle_leave_the_live_router_its_files(
+    embedder: Embedder, tmp_path: Path, first: str
+) -> None:
+    """A view of a view (calibrate's no-tool probe is one) read its own base, the first
+    view, as the router: when the GC freed the two views together (a frame in a traceback)
+    and the first one's __del__ ran first, the second removed the directory of the router
+    that made it, still alive and in use."""
+    router = _temporary_router(embedder)
+    view = router.with_config(router.config.with_settings({"top_k": 2}))
+    again = view.with_config(view.config.with_settings({"top_k": 1}))
+    again.route("weather in Oslo")
+    workdir = router._parts.workdir
+    holder: dict[str, Any] = {"self": None}
+    holder["objects"] = [view, again] if first == "view" else [again, view]
+    holder["self"] = holder
+    del view, again, holder
+    gc.collect()
+    assert workdir is not None
+    assert workdir.exists()
+    router.save(tmp_path / "saved")  # reads the index files from the temporary directory
+    assert (tmp_path / "saved" / "router.json").is_file()
+
+
+@pytest.mark.usefixtures("mapped_files_stay")
+def test_a_router_freed_in_a_cycle_with_a_view_of_its_view_removes_its_files(
+    embedder: Embedder,
+) -> None:
+    """Whichever of a router and its views the GC finalizes last removes the directory."""
+    for order in ([0, 1, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]):
+        router = _temporary_router(embedder)
+        view = router.with_config(router.config.with_settings({"top_k": 2}))
+        again = view.with_config(view.config.with_settings({"top_k": 1}))
+        again.route("weather in Oslo")
+        workdir = router._parts.workdir
+        objects = [router, view, again]
+        holder: dict[str, Any] = {"objects": [objects[k] for k in order]}
+        holder["self"] = holder
+        del router, view, again, objects, holder
+        gc.collect()
+        assert workdir is not None
+        assert not workdir.exists(), order
+
+
 @pytest.mark.usefixtures("no_cyclic_gc")
 def test_a_router_replaced_by_its_refresh_lets_go_of_its_files(embedder: Embedder) -> None:
     router = _temporary_router(embedder)

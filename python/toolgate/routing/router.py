@@ -121,11 +121,11 @@ class Router(BoundToProcess):
         # The cyclic GC runs weak references' callbacks first: the finalizer then removed the
         # directory while the index was still mapped. Removed again now that it is not, by
         # the router that made it, or by a view of it the GC freed after it (a view keeps its
-        # base alive, so a base already let go means the GC is freeing both, in no set order).
+        # base alive, so a router already let go means the GC is freeing both, in no set
+        # order). The router, not the view's base: a view of a view freed with that view
+        # removed the directory of a router still in use.
         owned = self.__dict__.get("_owned_directory")
-        base = self.__dict__.get("_base")
-        let_go = base is not None and "_pipeline" not in vars(base)
-        if owned is not None and (owned[0] == id(self) or let_go):
+        if owned is not None and (owned[0] == id(self) or _maker_let_go(self)):
             _remove_owned_directory(*owned[1:])
 
     def __copy__(self) -> Router:
@@ -441,6 +441,15 @@ def _routed_text(result: object) -> str:
         return result.query if result.form == "text" else ""
     query = getattr(result, "query", "")
     return query if isinstance(query, str) else ""
+
+
+def _maker_let_go(view: Router) -> bool:
+    """Whether ``view`` is a view (:meth:`Router.with_config`, of a view too) whose router,
+    the first of its bases, has been let go (its ``__del__`` ran)."""
+    maker = view
+    while (base := maker.__dict__.get("_base")) is not None:
+        maker = base
+    return maker is not view and "_pipeline" not in vars(maker)
 
 
 def _remove_owned_directory(directory: Path, owner: int) -> None:
