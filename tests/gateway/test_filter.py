@@ -679,6 +679,33 @@ def test_the_callers_lists_hold_for_a_responses_namespaces_functions(gate: ToolF
         gate.filter({**request, "tool_choice": allowed, "input": []}, deny=["send_email"])
 
 
+def test_an_allowed_glob_over_names_admits_no_member_through_its_namespaces_name(
+    gate: ToolFilter,
+) -> None:
+    # allow=["get_*"] meant the get_ tools, but read against "get_admin.delete_everything"
+    # its * ran over the dot and let a namespace's every member through; a pattern without
+    # a dot names a member by its bare name alone (a dotted one, "get_admin.*", admits them).
+    members = [
+        {"type": "function", "name": name, "parameters": {"type": "object"}}
+        for name in ("delete_everything", "get_users")
+    ]
+    namespace = {"type": "namespace", "name": "get_admin", "description": "Admin.",
+                 "tools": members}  # fmt: skip
+    request = {"input": WEATHER, "tools": [*responses_tools()[:2], namespace]}
+    call = {"type": "function_call", "call_id": "c1", "name": "delete_everything",
+            "namespace": "get_admin", "arguments": "{}"}  # fmt: skip
+    for shape in (request, {**request, "tool_choice": "none"}):
+        filtered = gate.filter(shape, top_k=2, allow=["get_*"])
+        assert filtered.request["tools"][-1] == {**namespace, "tools": members[1:]}
+        assert gate.verify(call, filtered).error == "tool_not_available"
+        assert gate.verify({**call, "name": "get_users"}, filtered).ok
+        whole = gate.filter(shape, top_k=2, allow=["get_*", "get_admin.*"])
+        assert whole.request["tools"][-1] == namespace
+    # A deny list still errs toward denying: its glob reads the qualified name too.
+    denied = gate.filter(request, top_k=2, deny=["get_*"])
+    assert all(t.get("name") != "get_admin" for t in denied.request["tools"])
+
+
 def test_a_call_naming_a_responses_namespace_itself_is_unknown(gate: ToolFilter) -> None:
     # A namespace groups functions; its own name is no tool the model can call.
     inner = {"type": "function", "name": "get_customer", "parameters": {"type": "object"}}

@@ -4,8 +4,9 @@ A namespace groups tools the request sends whole, unrouted; its function members
 function tools, so the caller's lists hold for them. A list names a member by its bare name
 (``send_email``: that name in any namespace, as a tool choice names it) or qualified with
 its namespace (``mail.send_email``, ``mail.*``: as a call names it, with its namespace, and
-as a stream's call is checked). An allow list admits a member either name matches; a deny
-list shuts out one either name matches.
+as a stream's call is checked). An allow list admits a member either name matches (the
+qualified one only by a pattern holding a dot, which names a namespace); a deny list shuts
+out one either name matches.
 """
 
 from __future__ import annotations
@@ -82,11 +83,15 @@ def _shut_members(
 ) -> set[int]:
     """The positions of those of a namespace's function ``names`` the lists shut out, each
     read by its bare name and as ``space.name``: shut out when allow admits neither, or
-    deny matches either."""
+    deny matches either. Only an allowed pattern naming a namespace (holding a dot) reads
+    the qualified name: ``get_*``'s ``*`` would run over the dot of ``get_admin.delete``."""
     count = len(names)
     read = [RawTool(f"{space}.{name}", name=name) for name in names]
     read += [RawTool(f"{space}.{name}", name=qualified_name(space, name)) for name in names]
-    refused = shut_out_read(read, allow, None)
+    refused = shut_out_read(read[:count], allow, None)
+    # A pattern that is no string is left in, for the lists' own check to refuse.
+    dotted = None if allow is None else [p for p in allow if not isinstance(p, str) or "." in p]
+    refused |= {count + k for k in shut_out_read(read[count:], dotted, None)}
     denied = shut_out_read(read, None, deny)
     return {
         k
