@@ -50,24 +50,33 @@ def cut_namespaces(
     it would declare nothing."""
     if allow is None and deny is None:
         return Cut(entries)
+    # Each namespace's function members, (position among its members, name), read together:
+    # resolving the lists once per namespace cost a request of many namespaces seconds.
+    spaces: dict[int, tuple[str, list[Any], list[tuple[int, str]]]] = {}  # by entry
+    for at, (_, entry) in enumerate(entries):
+        members = entry.get("tools") if _is_namespace(entry) else None
+        space = entry.get("name") if isinstance(members, list) else None
+        if isinstance(members, list) and isinstance(space, str):
+            # Custom members, like custom tools, are no function tools: the lists leave them.
+            spaces[at] = space, members, [
+                (k, m["name"])
+                for k, m in enumerate(members)
+                if isinstance(m, Mapping) and m.get("type") == "function"
+                and isinstance(m.get("name"), str)
+            ]  # fmt: skip
+    listed = [(space, name) for space, _, functions in spaces.values() for _, name in functions]
+    out_of = _shut_members(listed, allow, deny)
     out: list[tuple[int, Any]] = []
     shut: set[str] = set()
     left: set[str] = set()
-    for i, entry in entries:
-        members = entry.get("tools") if _is_namespace(entry) else None
-        space = entry.get("name") if isinstance(members, list) else None
-        if not isinstance(members, list) or not isinstance(space, str):
+    start = 0  # where the namespace's functions start in ``listed``
+    for at, (i, entry) in enumerate(entries):
+        if at not in spaces:
             out.append((i, entry))
             continue
-        # Custom members, like custom tools, are no function tools: the lists leave them.
-        functions = [
-            (k, m["name"])
-            for k, m in enumerate(members)
-            if isinstance(m, Mapping) and m.get("type") == "function"
-            and isinstance(m.get("name"), str)
-        ]  # fmt: skip
-        out_of = _shut_members(space, [name for _, name in functions], allow, deny)
-        gone = {functions[k][0] for k in out_of}
+        space, members, functions = spaces[at]
+        gone = {k for n, (k, _) in enumerate(functions) if start + n in out_of}
+        start += len(functions)
         shut.update(qualified_name(space, name) for k, name in functions if k in gone)
         kept = [m for k, m in enumerate(members) if k not in gone]
         left.update(m["name"] for m in kept if isinstance(m, Mapping) and _named(m))
@@ -79,15 +88,16 @@ def cut_namespaces(
 
 
 def _shut_members(
-    space: str, names: list[str], allow: Iterable[str] | None, deny: Iterable[str] | None
+    listed: list[tuple[str, str]], allow: Iterable[str] | None, deny: Iterable[str] | None
 ) -> set[int]:
-    """The positions of those of a namespace's function ``names`` the lists shut out, each
-    read by its bare name and as ``space.name``: shut out when allow admits neither, or
-    deny matches either. Only an allowed pattern naming a namespace (holding a dot) reads
-    the qualified name: ``get_*``'s ``*`` would run over the dot of ``get_admin.delete``."""
-    count = len(names)
-    read = [RawTool(f"{space}.{name}", name=name) for name in names]
-    read += [RawTool(f"{space}.{name}", name=qualified_name(space, name)) for name in names]
+    """The positions of those of the namespaces' functions ``listed`` (namespace, name) the
+    lists shut out, each read by its bare name and as ``space.name``: shut out when allow
+    admits neither, or deny matches either. Only an allowed pattern naming a namespace
+    (holding a dot) reads the qualified name: ``get_*``'s ``*`` would run over the dot of
+    ``get_admin.delete``."""
+    count = len(listed)
+    read = [RawTool(f"{space}.{name}", name=name) for space, name in listed]
+    read += [RawTool(f"{space}.{name}", name=qualified_name(space, name)) for space, name in listed]
     refused = shut_out_read(read[:count], allow, None)
     # A pattern that is no string is left in, for the lists' own check to refuse.
     dotted = None if allow is None else [p for p in allow if not isinstance(p, str) or "." in p]
