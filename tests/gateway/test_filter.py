@@ -766,6 +766,13 @@ def test_a_required_choice_among_a_namespaces_functions_needs_no_routed_tool(
     with pytest.raises(InvalidInputError, match="requires a tool call"):
         gate.filter({**request, "tools": responses_tools(), "tool_choice": "required"},
                     deny=["*"])  # fmt: skip
+    # A plain "required" too: the namespace's functions left can take the call, routed or not
+    # (refused when routing kept no function tool, though the unrouted request passed).
+    required = {**request, "tool_choice": "required"}
+    for allow in (["crm.*"], ["get_customer"]):
+        assert gate.filter(required, allow=allow).request["tools"] == [namespace]
+    with pytest.raises(InvalidInputError, match="requires a tool call"):
+        gate.filter(required, deny=["*"])  # the namespace's functions too
 
 
 def test_a_gemini_builtin_beside_dropped_declarations_stays(gate: ToolFilter) -> None:

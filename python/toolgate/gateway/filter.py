@@ -372,14 +372,6 @@ class ToolFilter(BoundToProcess):
             routed, query, history, forced, options,
             in_use=in_use, fallback=lambda: called_tools(history), compact=self.compact,
         )  # fmt: skip
-        # A required call the tool choice allows among tools routing never drops (no function
-        # tool, or one it names that routing leaves alone) can be made.
-        left_alone = turn.choice.unrouted or bool(turn.choice.names - forced)
-        if turn.choice.required and not kept and not left_alone:
-            refuse_unmet_requirement(
-                "routing kept none of its tools (the threshold, the allow / deny lists or the "
-                "budget left them out)"
-            )
         out = dict(turn.request)
         # Legacy "functions" beside the tools are not routed, but the lists hold for them too.
         allow, deny = pattern_list(options["allow"]), pattern_list(options["deny"])
@@ -388,6 +380,15 @@ class ToolFilter(BoundToProcess):
         # A namespace goes unrouted, but the lists hold for its functions.
         cut = cut_namespaces(entries, allow, deny)
         cut.refuse_choice(turn.choice.names, lambda name: bool(routed.catalog.with_name(name)))
+        # A required call the tool choice allows among tools routing never drops (no function
+        # tool, or one it names that routing leaves alone, a namespace's function left) can
+        # be made.
+        left_alone = turn.choice.unrouted or bool(turn.choice.names - forced) or bool(cut.left)
+        if turn.choice.required and not kept and not left_alone:
+            refuse_unmet_requirement(
+                "routing kept none of its tools (the threshold, the allow / deny lists or the "
+                "budget left them out)"
+            )
         entries = kept_searchable(tools, cut.entries, provider, out.get("tool_choice"))
         kept_tools = [
             compacted(layout, tools, i, entry, provider)

@@ -49,7 +49,12 @@ def cut_namespaces(
     caller's request is never changed), and a namespace left with no member dropped, since
     it would declare nothing."""
     if allow is None and deny is None:
-        return Cut(entries)
+        named = {
+            m["name"]
+            for _, entry in entries if _is_namespace(entry) and isinstance(entry.get("tools"), list)
+            for m in entry["tools"] if isinstance(m, Mapping) and _named(m)
+        }  # fmt: skip
+        return Cut(entries, left=frozenset(named))
     # Each namespace's function members, (position among its members, name), read together:
     # resolving the lists once per namespace cost a request of many namespaces seconds.
     spaces: dict[int, tuple[str, list[Any], list[tuple[int, str]]]] = {}  # by entry
