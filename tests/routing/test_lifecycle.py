@@ -45,6 +45,18 @@ def _temporary_router(embedder: Embedder) -> Router:
     return Router.from_catalog(Catalog.load(TOOLS), embedder=embedder, cache=None)
 
 
+def _in_a_cycle(*objects: object) -> None:
+    """Hold ``objects``, in this order, in a cycle only the cyclic GC frees: it finalizes a
+    cycle's objects in the order its list holds them (an agent's object, a traceback's
+    frame holding a router)."""
+    holder: dict[str, Any] = {"objects": list(objects)}
+    holder["self"] = holder
+
+
+def _view(router: Router, top_k: int) -> Router:
+    return router.with_config(router.config.with_settings({"top_k": top_k}))
+
+
 def _exit_as_a_worker() -> None:
     """What a forked worker's normal exit (``sys.exit`` in a gunicorn worker) runs in Python,
     its ``atexit`` handlers, then out without the C runtime's exit handlers."""
@@ -135,9 +147,8 @@ def test_a_router_the_cyclic_gc_frees_removes_its_files_once_unmapped(embedder: 
     router = _temporary_router(embedder)
     router.route("weather in Oslo")
     workdir = router._parts.workdir
-    holder: dict[str, Any] = {"router": router}
-    holder["self"] = holder
-    del router, holder
+    _in_a_cycle(router)
+    del router
     gc.collect()
     assert workdir is not None
     assert not workdir.exists()
@@ -152,14 +163,11 @@ def test_a_router_freed_in_a_cycle_with_its_view_removes_its_files(
     its with_config view's, the view still mapped the index, and the directory (on Windows)
     stayed for good, since only the router that made it removed it."""
     router = _temporary_router(embedder)
-    view = router.with_config(router.config.with_settings({"top_k": 2}))
+    view = _view(router, 2)
     view.route("weather in Oslo")
     workdir = router._parts.workdir
-    holder: dict[str, Any] = {"self": None}
-    # The GC finalizes a cycle's objects in the order its list holds them: both orders.
-    holder["objects"] = [router, view] if first == "router" else [view, router]
-    holder["self"] = holder
-    del router, view, holder
+    _in_a_cycle(*([router, view] if first == "router" else [view, router]))
+    del router, view
     gc.collect()
     assert workdir is not None
     assert not workdir.exists()
@@ -198,14 +206,12 @@ def test_views_freed_in_a_cycle_leave_the_live_router_its_files(
     and the first one's __del__ ran first, the second removed the directory of the router
     that made it, still alive and in use."""
     router = _temporary_router(embedder)
-    view = router.with_config(router.config.with_settings({"top_k": 2}))
-    again = view.with_config(view.config.with_settings({"top_k": 1}))
+    view = _view(router, 2)
+    again = _view(view, 1)
     again.route("weather in Oslo")
     workdir = router._parts.workdir
-    holder: dict[str, Any] = {"self": None}
-    holder["objects"] = [view, again] if first == "view" else [again, view]
-    holder["self"] = holder
-    del view, again, holder
+    _in_a_cycle(*([view, again] if first == "view" else [again, view]))
+    del view, again
     gc.collect()
     assert workdir is not None
     assert workdir.exists()
@@ -220,14 +226,13 @@ def test_a_router_freed_in_a_cycle_with_a_view_of_its_view_removes_its_files(
     """Whichever of a router and its views the GC finalizes last removes the directory."""
     for order in ([0, 1, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]):
         router = _temporary_router(embedder)
-        view = router.with_config(router.config.with_settings({"top_k": 2}))
-        again = view.with_config(view.config.with_settings({"top_k": 1}))
+        view = _view(router, 2)
+        again = _view(view, 1)
         again.route("weather in Oslo")
         workdir = router._parts.workdir
         objects = [router, view, again]
-        holder: dict[str, Any] = {"objects": [objects[k] for k in order]}
-        holder["self"] = holder
-        del router, view, again, objects, holder
+        _in_a_cycle(*[objects[k] for k in order])
+        del router, view, again, objects
         gc.collect()
         assert workdir is not None
         assert not workdir.exists(), order
